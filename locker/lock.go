@@ -1,0 +1,212 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Lock is a lock obtained from a Client. Its methods are safe for concurrent
+// use.
+type Lock struct {
+	client *Client
+	key    string
+	token  string
+
+	mu sync.Mutex
+	// until is when the lock's validity ends on the local monotonic clock:
+	// the start of the last successful obtain or refresh, plus the time to
+	// live, minus the drift allowance.
+	until time.Time
+}
+
+// Key returns the locked key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the token stored in the lock key.
+func (l *Lock) Token() string { return l.token }
+
+// Validity returns how much longer the lock is guaranteed to be held, as far
+// as this process can tell: the time to live given at the last successful
+// Obtain or Refresh, minus the time that call took and the clock drift
+// allowance (ttl*0.01 + 2ms), minus the time since. It is 0 once that has run
+// out or the lock was released.
+func (l *Lock) Validity() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(time.Until(l.until), 0)
+}
+
+func (l *Lock) setUntil(t time.Time) {
+	l.mu.Lock()
+	l.until = t
+	l.mu.Unlock()
+}
+
+// TTL returns the lock's remaining time to live in Redis, or 0 when the lock
+// is no longer held. With Redlock it is the time until fewer than a quorum of
+// masters hold it.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	c := l.client
+	var ttls []time.Duration
+	var errs []error
+	for _, r := range c.each(ctx, c.nodeTimeout, func(ctx context.Context, _ int, n *node) (int, error) {
+		ttl, err := n.pttl(ctx, l.key, l.token)
+		return int(ttl / time.Millisecond), err
+	}) {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.val >= 0:
+			ttls = append(ttls, time.Duration(r.val)*time.Millisecond)
+		}
+	}
+	if len(ttls) >= c.quorum {
+		slices.Sort(ttls)
+		slices.Reverse(ttls)
+		return ttls[c.quorum-1], nil
+	}
+	if err := c.decisive(len(ttls), errs); err != nil {
+		return 0, fmt.Errorf("locker: ttl %q: %w", l.key, err)
+	}
+	return 0, nil
+}
+
+// Refresh extends the lock to ttl from now if it is still held. It returns
+// ErrNotHeld when the key expired, was released or belongs to another token;
+// a lost lock is never created again. With Redlock a quorum must extend it.
+// Other errors (Redis unreachable) leave the lock as it was: it may still be
+// held until its validity runs out.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("locker: refresh %q: ttl must be at least %v, got %v", l.key, MinTTL, ttl)
+	}
+	c := l.client
+	start := time.Now()
+	results := c.each(ctx, min(c.nodeTimeout, ttl/3), func(ctx context.Context, _ int, n *node) (int, error) {
+		ok, err := n.refresh(ctx, l.key, l.token, ttl)
+		if ok {
+			return 1, err
+		}
+		return 0, err
+	})
+	var ok int
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		} else {
+			ok += r.val
+		}
+	}
+	if ok >= c.quorum {
+		l.setUntil(start.Add(ttl - drift(ttl)))
+		return nil
+	}
+	if err := c.decisive(ok, errs); err != nil {
+		return fmt.Errorf("locker: refresh %q: %w", l.key, err)
+	}
+	l.setUntil(time.Time{})
+	if ok > 0 {
+		// A minority extended a lock the quorum lost; free it for others.
+		c.undo(ctx, []string{l.key}, l.token)
+	}
+	return ErrNotHeld
+}
+
+// Release gives the lock back. It returns ErrNotHeld when the lock had
+// already expired or belongs to another token; another holder's lock is never
+// deleted.
+func (l *Lock) Release(ctx context.Context) error {
+	c := l.client
+	var deleted int
+	var errs []error
+	for _, r := range c.each(ctx, c.nodeTimeout, func(ctx context.Context, _ int, n *node) (int, error) {
+		return n.release(ctx, []string{l.key}, l.token)
+	}) {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		} else {
+			deleted += r.val
+		}
+	}
+	if deleted >= c.quorum {
+		l.setUntil(time.Time{})
+		return nil
+	}
+	if err := c.decisive(deleted, errs); err != nil {
+		return fmt.Errorf("locker: release %q: %w", l.key, err)
+	}
+	l.setUntil(time.Time{})
+	return ErrNotHeld
+}
+
+// KeepAlive refreshes the lock to ttl every ttl/3 until the returned stop
+// function is called or ctx ends, and returns a context derived from ctx that
+// is cancelled, with a cause that matches ErrNotHeld, the moment the lock is
+// known to be lost: Refresh returned ErrNotHeld, or Refresh kept failing with
+// transient errors until the lock's validity ran out. Run the work guarded by
+// the lock under that context.
+//
+// stop ends the renewals and waits for an ongoing one to finish, so that a
+// Release after stop cannot race with a refresh; it also cancels the
+// returned context. It is safe to call stop more than once.
+func (l *Lock) KeepAlive(ctx context.Context, ttl time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		interval := max(ttl/3, time.Millisecond)
+		timer := time.NewTimer(interval)
+		defer timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			err := l.refreshBefore(ctx, ttl)
+			switch {
+			case err == nil:
+				timer.Reset(interval)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, ErrNotHeld):
+				cancel(err)
+				return
+			default:
+				left := l.Validity()
+				if left <= 0 {
+					cancel(fmt.Errorf("%w: validity ran out while refresh failed: %w", ErrNotHeld, err))
+					return
+				}
+				timer.Reset(min(interval/4+time.Millisecond, left))
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			cancel(context.Canceled)
+			<-done
+		})
+	}
+}
+
+// refreshBefore refreshes the lock, giving up when its validity runs out: a
+// refresh that answers later could not be trusted anyway.
+func (l *Lock) refreshBefore(ctx context.Context, ttl time.Duration) error {
+	l.mu.Lock()
+	until := l.until
+	l.mu.Unlock()
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	err := l.Refresh(ctx, ttl)
+	if err != nil && ctx.Err() != nil && !time.Now().Before(until) {
+		return fmt.Errorf("%w: validity ran out during refresh", ErrNotHeld)
+	}
+	return err
+}

@@ -1,0 +1,676 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/locker"
+)
+
+// The client types the locker accepts, checked at compile time.
+var (
+	_ locker.RedisClient = (*redis.Client)(nil)
+	_ locker.RedisClient = (*redis.ClusterClient)(nil)
+	_ locker.RedisClient = (*faultyClient)(nil)
+)
+
+func TestObtainRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	lock, err := lc.Obtain(ctx, key, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if lock.Key() != key {
+		t.Fatalf("key = %q, want %q", lock.Key(), key)
+	}
+	if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
+		t.Fatalf("redis holds %q, want the lock's token %q", got, lock.Token())
+	}
+	if n := len(lock.Token()); n < 22 { // 128 bits need at least 22 base64 or 26 base32 characters
+		t.Fatalf("token %q is too short to carry 128 random bits", lock.Token())
+	}
+	if v := lock.Validity(); v <= 58*time.Second || v > time.Minute {
+		t.Fatalf("validity = %v, want just under 1m (ttl minus elapsed minus drift)", v)
+	}
+	if ttl, err := lock.TTL(ctx); err != nil || ttl <= 58*time.Second {
+		t.Fatalf("ttl = %v, %v; want about 1m", ttl, err)
+	}
+
+	if _, err := lc.Obtain(ctx, key, time.Minute, nil); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("second obtain: err = %v, want ErrNotObtained", err)
+	}
+
+	if err := lock.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("key still exists after release")
+	}
+	if err := lock.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("second release: err = %v, want ErrNotHeld", err)
+	}
+	if ttl, err := lock.TTL(ctx); err != nil || ttl != 0 {
+		t.Fatalf("ttl after release = %v, %v; want 0, nil", ttl, err)
+	}
+	if v := lock.Validity(); v != 0 {
+		t.Fatalf("validity after release = %v, want 0", v)
+	}
+
+	again, err := lc.Obtain(ctx, key, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain after release: %v", err)
+	}
+	if again.Token() == lock.Token() {
+		t.Fatalf("two obtains produced the same random token %q", again.Token())
+	}
+	_ = again.Release(ctx)
+}
+
+func TestObtainInvalidInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	for name, call := range map[string]func() error{
+		"zero ttl":     func() error { _, err := lc.Obtain(ctx, key, 0, nil); return err },
+		"tiny ttl":     func() error { _, err := lc.Obtain(ctx, key, time.Millisecond, nil); return err },
+		"empty key":    func() error { _, err := lc.Obtain(ctx, "", time.Second, nil); return err },
+		"no keys":      func() error { _, err := lc.ObtainAny(ctx, nil, time.Second, nil); return err },
+		"one key emty": func() error { _, err := lc.ObtainAny(ctx, []string{key, ""}, time.Second, nil); return err },
+	} {
+		err := call()
+		if err == nil || errors.Is(err, locker.ErrNotObtained) {
+			t.Errorf("%s: err = %v, want a validation error", name, err)
+		}
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("invalid calls created the key")
+	}
+}
+
+func TestCustomTokenIsReentrant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	first, err := lc.Obtain(ctx, key, time.Second, &locker.Options{Token: "holder-1"})
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if first.Token() != "holder-1" {
+		t.Fatalf("token = %q, want holder-1", first.Token())
+	}
+	again, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{Token: "holder-1"})
+	if err != nil {
+		t.Fatalf("obtain again with the same token: %v", err)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 50*time.Second {
+		t.Fatalf("reentrant obtain did not set the new ttl: %v", ttl)
+	}
+	if _, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{Token: "holder-2"}); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("obtain with another token: err = %v, want ErrNotObtained", err)
+	}
+	if err := again.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+}
+
+// TestContention has 100 goroutines fight over one key: at no moment do two
+// of them believe they hold it, and every one of them gets it in the end.
+func TestContention(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "hot"
+
+	const workers = 100
+	var (
+		holders, maxHolders atomic.Int32
+		obtained            atomic.Int32
+		wg                  sync.WaitGroup
+		errs                = make(chan error, workers)
+	)
+	opts := &locker.Options{RetryStrategy: locker.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lock, err := lc.Obtain(ctx, key, 5*time.Second, opts)
+			if err != nil {
+				errs <- err
+				return
+			}
+			n := holders.Add(1)
+			for {
+				m := maxHolders.Load()
+				if n <= m || maxHolders.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			// Do a little "work" that needs Redis while holding the lock.
+			if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
+				errs <- fmt.Errorf("holder sees token %q in redis, want its own %q", got, lock.Token())
+			}
+			holders.Add(-1)
+			obtained.Add(1)
+			if err := lock.Release(ctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if m := maxHolders.Load(); m != 1 {
+		t.Fatalf("at most %d goroutines held the lock at once, want exactly 1", m)
+	}
+	if n := obtained.Load(); n != workers {
+		t.Fatalf("%d of %d goroutines obtained the lock", n, workers)
+	}
+}
+
+// waitGone waits, with a deadline, until key no longer exists in Redis.
+func waitGone(t *testing.T, rdb redis.Cmdable, key string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(context.Background(), key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("key %q did not expire", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	stale, err := lc.Obtain(ctx, key, 50*time.Millisecond, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	waitGone(t, rdb, key)
+	if v := stale.Validity(); v != 0 {
+		t.Fatalf("validity of an expired lock = %v, want 0", v)
+	}
+	successor, err := lc.Obtain(ctx, key, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("successor obtain: %v", err)
+	}
+
+	if err := stale.Refresh(ctx, time.Hour); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("stale refresh: err = %v, want ErrNotHeld", err)
+	}
+	if err := stale.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("stale release: err = %v, want ErrNotHeld", err)
+	}
+	if ttl, err := stale.TTL(ctx); err != nil || ttl != 0 {
+		t.Fatalf("stale ttl = %v, %v; want 0, nil", ttl, err)
+	}
+	if got := rdb.Get(ctx, key).Val(); got != successor.Token() {
+		t.Fatalf("redis holds %q, want the successor's token", got)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 50*time.Second || ttl > time.Minute {
+		t.Fatalf("successor's ttl = %v: the stale refresh changed it", ttl)
+	}
+	if err := successor.Release(ctx); err != nil {
+		t.Fatalf("successor release: %v", err)
+	}
+}
+
+func TestRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	lock, err := lc.Obtain(ctx, key, time.Second, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if err := lock.Refresh(ctx, time.Hour); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute {
+		t.Fatalf("ttl after refresh = %v, want about 1h", ttl)
+	}
+	if v := lock.Validity(); v <= 59*time.Minute {
+		t.Fatalf("validity after refresh = %v, want about 1h", v)
+	}
+	if err := lock.Refresh(ctx, 0); err == nil || errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("refresh with zero ttl: err = %v, want a validation error", err)
+	}
+
+	// A lost lock stays lost: refresh must not create the key again.
+	rdb.Del(ctx, key)
+	if err := lock.Refresh(ctx, time.Hour); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("refresh of a deleted lock: err = %v, want ErrNotHeld", err)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("refresh resurrected the deleted key")
+	}
+	if ttl, err := lock.TTL(ctx); err != nil || ttl != 0 {
+		t.Fatalf("ttl of a lost lock = %v, %v; want 0, nil", ttl, err)
+	}
+}
+
+func TestObtainRetriesUntilFree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	holder, err := lc.Obtain(ctx, key, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	// The holder's lease runs out while the second caller retries.
+	lock, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatalf("obtain with retries: %v", err)
+	}
+	if lock.Token() == holder.Token() {
+		t.Fatalf("same token twice")
+	}
+	_ = lock.Release(ctx)
+}
+
+func TestObtainHonoursContext(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+	holder, err := lc.Obtain(context.Background(), key, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	defer holder.Release(context.Background())
+
+	t.Run("deadline while retrying", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(10 * time.Millisecond)})
+		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrNotObtained joined with DeadlineExceeded", err)
+		}
+		if waited := time.Since(start); waited > 5*time.Second {
+			t.Fatalf("obtain returned %v after a 100ms deadline", waited)
+		}
+	})
+	t.Run("backoff beyond deadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)})
+		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrNotObtained joined with DeadlineExceeded", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("obtain waited for the deadline instead of giving up at once")
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		_, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(10 * time.Millisecond)})
+		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want ErrNotObtained joined with Canceled", err)
+		}
+	})
+	t.Run("limit", func(t *testing.T) {
+		calls := &counter{}
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
+		_, err := lc.Obtain(context.Background(), key, time.Second,
+			&locker.Options{RetryStrategy: locker.LimitRetry(locker.LinearBackoff(time.Millisecond), 3)})
+		if !errors.Is(err, locker.ErrNotObtained) {
+			t.Fatalf("err = %v, want ErrNotObtained", err)
+		}
+		if n := calls.n.Load(); n != 4 {
+			t.Fatalf("%d attempts, want 4 (1 + 3 retries)", n)
+		}
+	})
+}
+
+func TestObtainAny(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	calls := &counter{}
+	lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
+	p := testenv.Prefix(t)
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%stask:%d", p, i)
+	}
+	// The first 7 candidates are taken by someone else.
+	for _, k := range keys[:7] {
+		rdb.Set(ctx, k, "other", time.Minute)
+	}
+
+	// Load the scripts into the server's cache, so that what is counted
+	// below is the steady state.
+	warm, err := lc.ObtainAny(ctx, []string{p + "warm", p + "up"}, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	_ = warm.Release(ctx)
+	calls.n.Store(0)
+
+	lock, err := lc.ObtainAny(ctx, keys, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain any: %v", err)
+	}
+	if lock.Key() != keys[7] {
+		t.Fatalf("obtained %q, want the first free key %q", lock.Key(), keys[7])
+	}
+	if n := calls.n.Load(); n != 1 {
+		t.Fatalf("obtain any took %d round trips, want 1", n)
+	}
+	for i, k := range keys {
+		got := rdb.Get(ctx, k).Val()
+		switch {
+		case i < 7 && got != "other":
+			t.Errorf("%s: holder's lock was changed to %q", k, got)
+		case i == 7 && got != lock.Token():
+			t.Errorf("%s: holds %q, want our token", k, got)
+		case i > 7 && got != "":
+			t.Errorf("%s: stray lock %q", k, got)
+		}
+	}
+
+	// All taken: ErrNotObtained and nothing changes.
+	for _, k := range keys[8:] {
+		rdb.Set(ctx, k, "other", time.Minute)
+	}
+	if _, err := lc.ObtainAny(ctx, keys, time.Minute, nil); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("obtain any with all taken: err = %v, want ErrNotObtained", err)
+	}
+	if got := rdb.Get(ctx, keys[7]).Val(); got != lock.Token() {
+		t.Fatalf("failed obtain changed an existing lock")
+	}
+}
+
+func TestScriptCacheFlushed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
+	lc := locker.New(rdb)
+	key := testenv.Prefix(t) + "k"
+
+	lock, err := lc.ObtainAny(ctx, []string{key + "a", key + "b"}, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("script flush: %v", err)
+	}
+	if err := lock.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("refresh after script flush: %v", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("script flush: %v", err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatalf("release after script flush: %v", err)
+	}
+}
+
+// TestTransientErrorsRetried injects connection failures: Obtain retries
+// them like a busy key and succeeds when Redis answers again.
+func TestTransientErrorsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	key := testenv.Prefix(t) + "k"
+
+	for name, injected := range map[string]error{
+		"connection refused": &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED},
+		"loading":            redisError("LOADING Redis is loading the dataset in memory"),
+		"failover":           redisError("READONLY You can't write against a read only replica."),
+	} {
+		calls := &counter{}
+		fc := &faultyClient{RedisClient: rdb, calls: calls, fail: func(n int64) error {
+			if n <= 3 {
+				return injected
+			}
+			return nil
+		}}
+		lc := locker.New(fc)
+		lock, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Millisecond)})
+		if err != nil {
+			t.Fatalf("%s: obtain: %v", name, err)
+		}
+		if n := calls.n.Load(); n != 4 {
+			t.Fatalf("%s: %d attempts, want 3 failed + 1", name, n)
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", name, err)
+		}
+
+		// Without retries the transient error is surfaced as it is, not as
+		// contention.
+		calls.n.Store(0)
+		_, err = lc.Obtain(ctx, key, time.Minute, nil)
+		if !errors.Is(err, injected) || errors.Is(err, locker.ErrNotObtained) {
+			t.Fatalf("%s: obtain without retry: err = %v, want the injected error", name, err)
+		}
+	}
+}
+
+func TestPermanentErrorsSurfaced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	key := testenv.Prefix(t) + "k"
+	injected := redisError("NOPERM this user has no permissions to run the 'set' command")
+	calls := &counter{}
+	lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls, fail: func(int64) error { return injected }})
+
+	_, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Millisecond)})
+	if !errors.Is(err, injected) {
+		t.Fatalf("err = %v, want the injected error", err)
+	}
+	if errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("a permanent error was reported as contention: %v", err)
+	}
+	if n := calls.n.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1: permanent errors are not retried", n)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("key exists after a failed obtain")
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	const ttl = 150 * time.Millisecond
+
+	t.Run("renews past the ttl", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		lc := locker.New(rdb)
+		key := testenv.Prefix(t) + "k"
+		lock, err := lc.Obtain(ctx, key, ttl, nil)
+		if err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+		work, stop := lock.KeepAlive(ctx, ttl)
+		time.Sleep(4 * ttl) // the work outlives the ttl several times over
+		if err := context.Cause(work); err != nil {
+			t.Fatalf("work context ended: %v", err)
+		}
+		if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
+			t.Fatalf("after 4 ttls redis holds %q, want our token", got)
+		}
+		stop()
+		stop() // idempotent
+		if !errors.Is(context.Cause(work), context.Canceled) {
+			t.Fatalf("work context after stop: cause = %v, want Canceled", context.Cause(work))
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatalf("release after stop: %v", err)
+		}
+	})
+
+	t.Run("cancels on loss", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		lc := locker.New(rdb)
+		key := testenv.Prefix(t) + "k"
+		lock, err := lc.Obtain(ctx, key, ttl, nil)
+		if err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+		work, stop := lock.KeepAlive(ctx, ttl)
+		defer stop()
+		rdb.Set(ctx, key, "thief", time.Minute) // someone else has it now
+		select {
+		case <-work.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("work context not cancelled after the lock was lost")
+		}
+		if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
+			t.Fatalf("cause = %v, want ErrNotHeld", cause)
+		}
+		if got := rdb.Get(ctx, key).Val(); got != "thief" {
+			t.Fatalf("keep-alive touched the new holder's lock: %q", got)
+		}
+	})
+
+	t.Run("transient errors within validity", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		key := testenv.Prefix(t) + "k"
+		calls := &counter{}
+		var failing atomic.Bool
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls, fail: func(int64) error {
+			if failing.Load() {
+				return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+			}
+			return nil
+		}})
+		lock, err := lc.Obtain(ctx, key, time.Second, nil)
+		if err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+		work, stop := lock.KeepAlive(ctx, time.Second)
+		defer stop()
+		// Refreshes fail for a while, shorter than the validity: the work
+		// goes on and the lock is renewed once Redis answers again.
+		failing.Store(true)
+		before := calls.n.Load()
+		time.Sleep(500 * time.Millisecond)
+		if calls.n.Load()-before < 2 {
+			t.Fatalf("keep-alive did not retry the failed refresh")
+		}
+		failing.Store(false)
+		time.Sleep(time.Second)
+		if err := context.Cause(work); err != nil {
+			t.Fatalf("work context ended after a short outage: %v", err)
+		}
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
+			t.Fatalf("lock not renewed after the outage: pttl = %v", ttl)
+		}
+
+		// An outage longer than the validity ends the work.
+		failing.Store(true)
+		select {
+		case <-work.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("work context not cancelled after the validity ran out")
+		}
+		if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
+			t.Fatalf("cause = %v, want ErrNotHeld", cause)
+		}
+	})
+}
+
+// counter counts the commands and pipelines a faultyClient sends: each is
+// one round trip to Redis.
+type counter struct{ n atomic.Int64 }
+
+// faultyClient wraps a Redis client and fails calls on demand: fail gets the
+// 1-based number of the call and returns the error to inject, or nil.
+type faultyClient struct {
+	locker.RedisClient
+	calls *counter
+	fail  func(n int64) error
+}
+
+func (f *faultyClient) inject() error {
+	n := f.calls.n.Add(1)
+	if f.fail == nil {
+		return nil
+	}
+	return f.fail(n)
+}
+
+func (f *faultyClient) SetNX(ctx context.Context, key string, value any, exp time.Duration) *redis.BoolCmd {
+	if err := f.inject(); err != nil {
+		cmd := redis.NewBoolCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	return f.RedisClient.SetNX(ctx, key, value, exp)
+}
+
+func (f *faultyClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if err := f.inject(); err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	return f.RedisClient.EvalSha(ctx, sha, keys, args...)
+}
+
+func (f *faultyClient) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	if err := f.inject(); err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	return f.RedisClient.Eval(ctx, script, keys, args...)
+}
+
+func (f *faultyClient) Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if err := f.inject(); err != nil {
+		return nil, err
+	}
+	return f.RedisClient.Pipelined(ctx, fn)
+}
+
+// redisError is an error reply from the server.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
