@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +119,14 @@ func newClient(t testing.TB, opt *redis.Options) *redis.Client {
 	return c
 }
 
+// QuietRedis silences go-redis's own log lines (dial failures and the like),
+// which fault tests provoke on purpose. Call it from TestMain.
+func QuietRedis() { redis.SetLogger(discard{}) }
+
+type discard struct{}
+
+func (discard) Printf(context.Context, string, ...any) {}
+
 // Prefix returns a key prefix unique to this test run, so that parallel
 // tests sharing a server never touch each other's keys.
 func Prefix(t testing.TB) string {
@@ -159,7 +168,7 @@ func (s *RedisServer) Client() *redis.Client {
 	s.t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr: s.Addr(), ContextTimeoutEnabled: true,
-		MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1,
 	})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -205,6 +214,23 @@ func (s *RedisServer) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause freezes the server (SIGSTOP): it keeps its connections but answers
+// nothing until Resume. The test's cleanup resumes it.
+func (s *RedisServer) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("pause redis-server: %v", err)
+	}
+	s.t.Cleanup(s.Resume)
+}
+
+// Resume lets a paused server answer again.
+func (s *RedisServer) Resume() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 func freePort(t testing.TB) int {
