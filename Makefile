@@ -1,0 +1,56 @@
+# taskd: common tasks. `make` alone lists them.
+#
+# Overrides: make test TESTFLAGS='-run TestObtain -v' PKG=./locker/...
+#            make bench BENCH=Claim BENCHFLAGS='-benchtime=5s'
+
+GO         ?= go
+GOFMT      ?= gofmt
+PKG        ?= ./...
+TESTFLAGS  ?=
+BENCH      ?= .
+BENCHFLAGS ?=
+# `make run` gets its own set of servers, so it can run beside `make test` (16300).
+RUN_PORT_BASE ?= 26300
+
+# staticcheck from PATH, else where `go install` puts it (installed on first use).
+GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+STATICCHECK  = $(or $(shell command -v staticcheck 2>/dev/null),$(GOBIN)/staticcheck)
+
+.DEFAULT_GOAL := help
+.PHONY: help test bench lint build run clean services-up services-down services-status
+
+help: ## List the targets
+	@echo 'usage: make TARGET'
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
+	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
+
+bench: ## Run the Go benchmarks (no tests) with the services up
+	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) $(PKG)
+
+lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing
+	@echo '$(GOFMT) -l .'; files=$$($(GOFMT) -l .); \
+		if [ -n "$$files" ]; then echo "not gofmt-formatted:"; echo "$$files"; exit 1; fi
+	$(GO) vet ./...
+	@test -x '$(STATICCHECK)' || { echo 'installing staticcheck'; $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; }
+	'$(STATICCHECK)' ./...
+	$(GO) mod tidy -diff
+
+build: ## Build bin/taskd
+	$(GO) build -o bin/taskd ./cmd/taskd
+
+run: ## Run `taskd dev` against its own servers (port base 26300) until Ctrl-C, then stop them
+	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) scripts/with-services.sh $(GO) run ./cmd/taskd dev
+
+clean: ## Remove build output
+	rm -rf bin
+
+services-up: ## Start the test servers and leave them up; prints their environment
+	scripts/services.sh up
+
+services-down: ## Stop the test servers
+	scripts/services.sh down
+
+services-status: ## Show which test servers are running
+	scripts/services.sh status

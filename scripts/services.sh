@@ -1,0 +1,546 @@
+#!/usr/bin/env bash
+# scripts/services.sh up|down|env|status
+#
+# Starts and stops the real servers that taskd's tests and demo run against, all on
+# 127.0.0.1, each in its own subdirectory of one temporary directory:
+#
+#   main Redis         base+79            (16379)
+#   Redlock masters    base+80 .. base+84 (16380-16384), five independent Redis servers
+#   Redis Cluster      base+90 .. base+92 (16390-16392), three masters, no replicas;
+#                      their cluster bus ports are node port + 100 (16490-16492)
+#   MariaDB            base+6             (16306), database taskd_test, user taskd/taskd
+#
+# The base is TASKD_SERVICES_PORT_BASE (default 16300), so two sets can run side by
+# side (`make run` uses 26300). The script remembers what it started in the state
+# directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
+# exactly those processes and removes their files.
+#
+# Missing servers are installed with apt-get when running as root.
+#
+#   up      start everything (no-op if already up), wait until every server answers,
+#           then print the environment (as `env` does) on stdout
+#   down    stop what `up` started and remove its files; safe when nothing is up
+#   env     print `export` lines for the tests: eval "$(scripts/services.sh env)"
+#   status  say what is running
+#
+# Progress and errors go to stderr, so `eval "$(scripts/services.sh up)"` works.
+set -euo pipefail
+
+# Server binaries live in sbin on Debian, which a non-root PATH may lack.
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
+
+HOST=127.0.0.1
+PORT_BASE=${TASKD_SERVICES_PORT_BASE:-16300}
+if ! [[ $PORT_BASE =~ ^[0-9]+$ ]] || ((PORT_BASE < 1024 || PORT_BASE > 65535 - 192)); then
+	echo "services: TASKD_SERVICES_PORT_BASE must be a number from 1024 to 65343, got '$PORT_BASE'" >&2
+	exit 2
+fi
+STATE_DIR=${TASKD_SERVICES_STATE:-/tmp/taskd-services-$PORT_BASE}
+# How long one server may take to answer before `up` gives up on it.
+TIMEOUT=${TASKD_SERVICES_TIMEOUT:-60}
+
+REDIS_PORT=$((PORT_BASE + 79))
+REDLOCK_PORTS=($((PORT_BASE + 80)) $((PORT_BASE + 81)) $((PORT_BASE + 82)) $((PORT_BASE + 83)) $((PORT_BASE + 84)))
+CLUSTER_PORTS=($((PORT_BASE + 90)) $((PORT_BASE + 91)) $((PORT_BASE + 92)))
+# Cluster bus ports: Redis' default, node port + 10000, would land on another set's
+# ports (16390 + 10000 = 26390, a cluster node of `make run`'s base 26300).
+CLUSTER_BUS_OFFSET=100
+MYSQL_PORT=$((PORT_BASE + 6))
+
+MYSQL_USER=taskd
+MYSQL_PASSWORD=taskd
+MYSQL_DATABASE=taskd_test
+
+POLICY_RC=/usr/sbin/policy-rc.d
+POLICY_RC_CREATED=0 # 1 while this script's own policy-rc.d is in place
+STARTING=0          # 1 while `up` is starting servers: on failure, stop them again
+
+log() { echo "services: $*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+on_exit() {
+	local rc=$?
+	if ((POLICY_RC_CREATED)); then
+		rm -f "$POLICY_RC"
+	fi
+	if ((rc != 0 && STARTING)); then
+		log "stopping the servers started so far; their logs stay in $(state_tmpdir) until 'down'"
+		stop_servers
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------------
+# Binaries and packages
+
+# first_cmd NAME... prints the path of the first NAME found on PATH.
+first_cmd() {
+	local name
+	for name in "$@"; do
+		if command -v "$name"; then
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Newer binary names first, the older mysql ones as a fallback.
+find_binaries() {
+	REDIS_SERVER=$(first_cmd redis-server) || REDIS_SERVER=
+	REDIS_CLI=$(first_cmd redis-cli) || REDIS_CLI=
+	MARIADBD=$(first_cmd mariadbd mysqld) || MARIADBD=
+	MARIADB_INSTALL_DB=$(first_cmd mariadb-install-db mysql_install_db) || MARIADB_INSTALL_DB=
+	MARIADB=$(first_cmd mariadb mysql) || MARIADB=
+	MARIADB_ADMIN=$(first_cmd mariadb-admin mysqladmin) || MARIADB_ADMIN=
+}
+
+# missing_packages prints the Debian packages whose binaries are not found.
+missing_packages() {
+	local missing=()
+	[[ -n $REDIS_SERVER ]] || missing+=(redis-server)
+	[[ -n $REDIS_CLI ]] || missing+=(redis-tools)
+	[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || missing+=(mariadb-server)
+	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
+	echo "${missing[*]}"
+}
+
+# ensure_packages installs whatever is missing with apt-get, without letting the
+# packages start their system-wide services.
+ensure_packages() {
+	find_binaries
+	local missing
+	missing=$(missing_packages)
+	[[ -z $missing ]] && return 0
+
+	if ((EUID != 0)); then
+		die "not installed: $missing. Install them (sudo apt-get install $missing) or run this script as root, which installs them itself."
+	fi
+	command -v apt-get >/dev/null || die "not installed: $missing, and there is no apt-get to install them with"
+
+	log "installing $missing with apt-get"
+	# invoke-rc.d and deb-systemd-invoke ask policy-rc.d before starting a service;
+	# 101 means "not allowed", so the postinst scripts leave redis/mariadb stopped.
+	if [[ ! -e $POLICY_RC ]]; then
+		printf '#!/bin/sh\n# temporary, from taskd scripts/services.sh: no service starts during apt-get\nexit 101\n' >"$POLICY_RC"
+		chmod 755 "$POLICY_RC"
+		POLICY_RC_CREATED=1
+	fi
+	local apt=(apt-get -q -o DPkg::Lock::Timeout=300)
+	# apt-get's output goes to stderr: stdout carries only the environment.
+	# shellcheck disable=SC2086 # $missing is a list of package names
+	DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends $missing >&2
+	if ((POLICY_RC_CREATED)); then
+		rm -f "$POLICY_RC"
+		POLICY_RC_CREATED=0
+	fi
+
+	find_binaries
+	missing=$(missing_packages)
+	[[ -z $missing ]] || die "still missing after apt-get install: $missing"
+}
+
+# ---------------------------------------------------------------------------
+# State: $STATE_DIR/tmpdir holds the temporary directory's path; $STATE_DIR/servers
+# has one line "kind name port" per server started, whose files are in
+# <tmpdir>/<name>/ (pid, log, data).
+
+state_tmpdir() { cat "$STATE_DIR/tmpdir" 2>/dev/null || true; }
+
+# servers prints the recorded "kind name port" lines.
+servers() { cat "$STATE_DIR/servers" 2>/dev/null || true; }
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z ]]
+}
+
+# server_pid NAME prints the pid of a recorded server if it is still that server.
+server_pid() {
+	local dir pid expected comm
+	dir=$(state_tmpdir)/$1
+	pid=$(cat "$dir/pid" 2>/dev/null) || return 1
+	expected=$(cat "$dir/comm" 2>/dev/null) || return 1
+	alive "$pid" || return 1
+	comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+	# Guard against a recycled pid: it must still run the binary we started.
+	[[ $comm == "$expected" ]] || return 1
+	echo "$pid"
+}
+
+# port_in_use PORT: something accepts connections on 127.0.0.1:PORT.
+port_in_use() {
+	(exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------
+# Health checks
+
+redis_ping() {
+	[[ $("$REDIS_CLI" -h "$HOST" -p "$1" ping 2>/dev/null) == PONG ]]
+}
+
+cluster_ok() {
+	"$REDIS_CLI" -h "$HOST" -p "$1" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+# mysql_client ARGS... runs the client as the taskd user over TCP.
+mysql_client() {
+	"$MARIADB" --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" \
+		-u "$MYSQL_USER" -p"$MYSQL_PASSWORD" "$@"
+}
+
+mysql_ok() {
+	[[ $(mysql_client -N -B -e 'SELECT 1' "$MYSQL_DATABASE" 2>/dev/null) == 1 ]]
+}
+
+# server_ok KIND NAME PORT: the recorded server runs and answers.
+server_ok() {
+	server_pid "$2" >/dev/null || return 1
+	case $1 in
+	redis) redis_ping "$3" ;;
+	cluster) redis_ping "$3" && cluster_ok "$3" ;;
+	mariadb) mysql_ok ;;
+	*) return 1 ;;
+	esac
+}
+
+# all_up: state exists, lists every server, and each one answers.
+all_up() {
+	local kind name port n=0
+	[[ -d $(state_tmpdir) ]] || return 1
+	while read -r kind name port; do
+		server_ok "$kind" "$name" "$port" || return 1
+		n=$((n + 1))
+	done < <(servers)
+	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 1))
+}
+
+# ---------------------------------------------------------------------------
+# Starting
+
+# show_log NAME prints the end of a server's log to stderr.
+show_log() {
+	local f
+	f=$(state_tmpdir)/$1/server.log
+	if [[ -s $f ]]; then
+		log "last lines of $f:"
+		tail -n 30 "$f" | sed 's/^/    /' >&2
+	fi
+}
+
+# spawn NAME COMM CMD... starts CMD in the background in its own session (so it
+# outlives this script and the terminal's signals), with its output in
+# <name>/server.log, and records it. COMM is the process name to expect in /proc.
+spawn() {
+	local name=$1 comm=$2 dir
+	shift 2
+	dir=$(state_tmpdir)/$name
+	echo "$comm" >"$dir/comm"
+	# No job control here, so the child is not a process group leader and setsid
+	# execs CMD without forking: $! is the server's own pid.
+	setsid "$@" </dev/null >>"$dir/server.log" 2>&1 9>&- &
+	echo $! >"$dir/pid"
+}
+
+# wait_for NAME CHECK... polls CHECK until it succeeds; fails with the server's log
+# if the server exits or does not answer within $TIMEOUT seconds.
+wait_for() {
+	local name=$1 pid deadline=$((SECONDS + TIMEOUT))
+	shift
+	pid=$(cat "$(state_tmpdir)/$name/pid")
+	until "$@" >/dev/null 2>&1; do
+		if ! alive "$pid"; then
+			show_log "$name"
+			die "$name exited during startup; see its log above ($(state_tmpdir)/$name/server.log)"
+		fi
+		if ((SECONDS >= deadline)); then
+			show_log "$name"
+			die "$name did not answer within ${TIMEOUT}s (check: $*); see $(state_tmpdir)/$name/server.log"
+		fi
+		sleep 0.1
+	done
+}
+
+# start_redis KIND NAME PORT [extra redis.conf lines...]
+start_redis() {
+	local kind=$1 name=$2 port=$3 dir
+	shift 3
+	dir=$(state_tmpdir)/$name
+	mkdir -p "$dir"
+	{
+		echo "# $name, started by taskd scripts/services.sh"
+		echo "bind $HOST"
+		echo "port $port"
+		echo "dir $dir"
+		echo "pidfile $dir/redis.pid"
+		echo 'daemonize no' # spawn detaches it
+		echo 'logfile ""'   # stdout, which spawn sends to server.log
+		echo 'save ""'
+		echo 'appendonly no'
+		printf '%s\n' "$@"
+	} >"$dir/redis.conf"
+	spawn "$name" redis-server "$REDIS_SERVER" "$dir/redis.conf"
+	echo "$kind $name $port" >>"$STATE_DIR/servers"
+}
+
+start_mariadb() {
+	local name=mariadb dir
+	dir=$(state_tmpdir)/$name
+	mkdir -p "$dir/data" "$dir/tmp"
+	log "initializing MariaDB data directory"
+	# --no-defaults keeps the system's /etc/mysql config out. Root gets no password
+	# and reaches the server only through its private socket. --force skips only its
+	# check that the hostname resolves, which fails in bare containers and chroots.
+	if ! "$MARIADB_INSTALL_DB" --no-defaults --user="$(id -un)" --datadir="$dir/data" \
+		--auth-root-authentication-method=normal --skip-test-db --force \
+		>>"$dir/server.log" 2>&1; then
+		show_log "$name"
+		die "mariadb-install-db failed; see $dir/server.log"
+	fi
+
+	# Fast and unsafe on purpose: test data may be lost in a crash. The server runs
+	# in UTC to match the DSN's loc=UTC, and in utf8mb4 like a production setup.
+	spawn "$name" mariadbd "$MARIADBD" --no-defaults \
+		--user="$(id -un)" \
+		--datadir="$dir/data" --tmpdir="$dir/tmp" \
+		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
+		--log-error="$dir/server.log" \
+		--bind-address="$HOST" --port="$MYSQL_PORT" \
+		--skip-name-resolve --skip-log-bin \
+		--innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 \
+		--innodb-buffer-pool-size=512M --max-connections=1000 \
+		--character-set-server=utf8mb4 --default-time-zone=+00:00
+	echo "mariadb $name $MYSQL_PORT" >>"$STATE_DIR/servers"
+	wait_for "$name" "$MARIADB_ADMIN" --no-defaults --socket="$dir/mysqld.sock" -u root ping
+
+	"$MARIADB" --no-defaults --socket="$dir/mysqld.sock" -u root <<-SQL
+		CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;
+		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_PASSWORD';
+		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'localhost' IDENTIFIED BY '$MYSQL_PASSWORD';
+		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'127.0.0.1';
+		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'localhost';
+	SQL
+	wait_for "$name" mysql_ok
+}
+
+create_cluster() {
+	local nodes=() port
+	for port in "${CLUSTER_PORTS[@]}"; do
+		nodes+=("$HOST:$port")
+	done
+	log "creating the Redis Cluster on ${nodes[*]}"
+	if ! "$REDIS_CLI" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes \
+		>>"$(state_tmpdir)/cluster-1/server.log" 2>&1; then
+		show_log cluster-1
+		die "redis-cli --cluster create failed; see $(state_tmpdir)/cluster-1/server.log"
+	fi
+	local i
+	for i in "${!CLUSTER_PORTS[@]}"; do
+		wait_for "cluster-$((i + 1))" cluster_ok "${CLUSTER_PORTS[$i]}"
+	done
+}
+
+# check_ports fails if anything already listens on a port this set needs.
+check_ports() {
+	local entry port what
+	for entry in "main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" \
+		"${REDLOCK_PORTS[@]/#/Redlock master:}" "${CLUSTER_PORTS[@]/#/cluster node:}"; do
+		what=${entry%:*}
+		port=${entry##*:}
+		if [[ $what == "cluster node" ]]; then
+			check_port "cluster bus" $((port + CLUSTER_BUS_OFFSET))
+		fi
+		check_port "$what" "$port"
+	done
+}
+
+check_port() {
+	port_in_use "$2" || return 0
+	log "error: port $2 ($1) on $HOST is already in use by something this script did not start"
+	if command -v ss >/dev/null; then
+		ss -Hltnp "sport = :$2" | sed 's/^/    /' >&2 || true
+	fi
+	log "stop it, or use another TASKD_SERVICES_PORT_BASE (now $PORT_BASE)"
+	exit 1
+}
+
+cmd_up() {
+	ensure_packages
+	if all_up; then
+		log "already up (files in $(state_tmpdir))"
+		cmd_env
+		return 0
+	fi
+	if [[ -e $STATE_DIR ]]; then
+		log "state in $STATE_DIR is stale (not every server answers); cleaning it up first"
+		cmd_down
+	fi
+
+	check_ports
+
+	local start=$SECONDS tmpdir
+	mkdir -p "$STATE_DIR"
+	tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/taskd-services-$PORT_BASE.XXXXXX")
+	echo "$tmpdir" >"$STATE_DIR/tmpdir"
+	: >"$STATE_DIR/servers"
+	STARTING=1
+	log "starting servers in $tmpdir"
+
+	# Start everything first, then wait: the servers boot in parallel.
+	start_redis redis redis "$REDIS_PORT"
+	local i
+	for i in "${!REDLOCK_PORTS[@]}"; do
+		start_redis redis "redlock-$((i + 1))" "${REDLOCK_PORTS[$i]}"
+	done
+	for i in "${!CLUSTER_PORTS[@]}"; do
+		start_redis cluster "cluster-$((i + 1))" "${CLUSTER_PORTS[$i]}" \
+			'cluster-enabled yes' \
+			"cluster-config-file $(state_tmpdir)/cluster-$((i + 1))/nodes.conf" \
+			"cluster-port $((CLUSTER_PORTS[i] + CLUSTER_BUS_OFFSET))" \
+			'cluster-node-timeout 5000'
+	done
+
+	start_mariadb # waits for itself; the Redis servers are up by then
+
+	local kind name port
+	while read -r kind name port; do
+		[[ $kind == mariadb ]] || wait_for "$name" redis_ping "$port"
+	done < <(servers)
+	create_cluster
+
+	STARTING=0
+	log "all up in $((SECONDS - start))s"
+	cmd_env
+}
+
+# ---------------------------------------------------------------------------
+# Stopping
+
+# stop_servers stops every recorded server that still runs: SIGTERM is a clean
+# shutdown for both redis-server (nothing to save here) and mariadbd. It waits for
+# them to exit, killing any that take longer than 30 seconds.
+stop_servers() {
+	local kind name port pid pids=() names=()
+	while read -r kind name port; do
+		if pid=$(server_pid "$name"); then
+			kill -TERM "$pid" 2>/dev/null || true
+			pids+=("$pid")
+			names+=("$name")
+		fi
+	done < <(servers)
+
+	local i deadline=$((SECONDS + 30))
+	for i in "${!pids[@]}"; do
+		while alive "${pids[$i]}"; do
+			if ((SECONDS >= deadline)); then
+				log "${names[$i]} (pid ${pids[$i]}) did not stop in 30s; killing it"
+				kill -KILL "${pids[$i]}" 2>/dev/null || true
+				break
+			fi
+			sleep 0.1
+		done
+	done
+	# Reap them if they were our children (when a failed `up` stops them).
+	wait 2>/dev/null || true
+}
+
+cmd_down() {
+	if [[ ! -e $STATE_DIR ]]; then
+		log "nothing is up (no state in $STATE_DIR)"
+		return 0
+	fi
+	find_binaries
+	stop_servers
+	local tmpdir
+	tmpdir=$(state_tmpdir)
+	# Remove only a directory this script made.
+	if [[ $tmpdir == "${TMPDIR:-/tmp}"/taskd-services-* || $tmpdir == /tmp/taskd-services-* ]]; then
+		rm -rf "$tmpdir"
+	fi
+	rm -rf "$STATE_DIR"
+	log "down"
+}
+
+# ---------------------------------------------------------------------------
+# Reporting
+
+join_addrs() {
+	local IFS=, addrs=() port
+	for port in "$@"; do
+		addrs+=("$HOST:$port")
+	done
+	echo "${addrs[*]}"
+}
+
+cmd_env() {
+	local redis_server
+	redis_server=$(first_cmd redis-server) || redis_server=redis-server
+	cat <<-EOF
+		export TASKD_TEST_REDIS_URL='redis://$HOST:$REDIS_PORT/0'
+		export TASKD_TEST_REDLOCK_ADDRS='$(join_addrs "${REDLOCK_PORTS[@]}")'
+		export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLUSTER_PORTS[@]}")'
+		export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$MYSQL_DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
+		export TASKD_TEST_REDIS_SERVER='$redis_server'
+	EOF
+}
+
+cmd_status() {
+	if [[ ! -e $STATE_DIR ]]; then
+		echo "not up (port base $PORT_BASE, no state in $STATE_DIR)"
+		return 1
+	fi
+	find_binaries
+	echo "port base $PORT_BASE, state $STATE_DIR, files $(state_tmpdir)"
+	local kind name port pid what rc=0
+	while read -r kind name port; do
+		if ! pid=$(server_pid "$name"); then
+			what="not running"
+			rc=1
+		elif server_ok "$kind" "$name" "$port"; then
+			what="pid $pid, answering"
+			[[ $kind == cluster ]] && what+=" (cluster_state:ok)"
+		else
+			what="pid $pid, NOT answering"
+			rc=1
+		fi
+		printf '  %-10s %s:%-6s %s\n' "$name" "$HOST" "$port" "$what"
+	done < <(servers)
+	return "$rc"
+}
+
+usage() {
+	echo "usage: $0 up|down|env|status" >&2
+	exit 2
+}
+
+# One command at a time per state directory: a second `up` or `down` waits.
+lock() {
+	mkdir -p "$(dirname "$STATE_DIR")"
+	exec 9>"$STATE_DIR.lock"
+	flock -w 600 9 || die "another scripts/services.sh holds $STATE_DIR.lock"
+}
+
+[[ $# -eq 1 ]] || usage
+case $1 in
+up)
+	lock
+	cmd_up
+	;;
+down)
+	lock
+	cmd_down
+	;;
+env) cmd_env ;;
+status) cmd_status ;;
+*) usage ;;
+esac
