@@ -213,6 +213,14 @@ func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration
 	}
 }
 
+// Lock returns a handle on the lock on key held under token, obtained earlier
+// by this or another process (a caller-supplied Options.Token makes that
+// possible), so that it can be refreshed, released or inspected. It does no
+// I/O; the handle's Validity is 0 until a Refresh succeeds.
+func (c *Client) Lock(key, token string) *Lock {
+	return c.newLock(key, token, time.Time{})
+}
+
 // tryObtain makes one attempt. It returns a lock, or nil and the error that
 // decided the outcome (nil when the keys were simply taken).
 func (c *Client) tryObtain(ctx context.Context, keys []string, token string, ttl time.Duration, plainSet bool) (*Lock, error) {

@@ -674,3 +674,34 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
+
+func TestLockHandleFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	key := testenv.Prefix(t) + "k"
+	first, second := locker.New(rdb), locker.New(rdb) // two processes
+
+	if _, err := first.Obtain(ctx, key, time.Minute, &locker.Options{Token: "editor:7"}); err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if err := second.Lock(key, "editor:8").Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("release under another token: err = %v, want ErrNotHeld", err)
+	}
+	handle := second.Lock(key, "editor:7")
+	if handle.Validity() != 0 {
+		t.Fatalf("a fresh handle claims validity %v", handle.Validity())
+	}
+	if err := handle.Refresh(ctx, time.Hour); err != nil {
+		t.Fatalf("refresh through a handle: %v", err)
+	}
+	if handle.Validity() < 59*time.Minute {
+		t.Fatalf("validity after refresh = %v", handle.Validity())
+	}
+	if err := handle.Release(ctx); err != nil {
+		t.Fatalf("release through a handle: %v", err)
+	}
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("key still exists")
+	}
+}
