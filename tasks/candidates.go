@@ -1,0 +1,111 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// CandidatesParams are the arguments of Candidates.
+type CandidatesParams struct {
+	// Categories to read from, at most MaxCategories; duplicates are ignored. No
+	// categories, no candidates.
+	Categories []string
+	// EditorID, when not 0, leaves out tasks this editor skipped until the skip passes.
+	EditorID int64
+	// Limit is the number of candidates to return: 1..CandidatesLimitMax, 0 means
+	// CandidatesLimitDefault.
+	Limit int
+}
+
+// Candidate query parts. The query is a UNION ALL of one branch per category, each an
+// index range read of tasks_candidate (status, category, priority DESC, id) that
+// already yields rows in the wanted order, so LIMIT stops it after a few rows no matter
+// how large the pool is; plus one branch for claims whose lease has passed, a range
+// read of tasks_expiry (status, lease_expires_at) that is as small as the number of
+// expired claims not yet recycled. A final ORDER BY ... LIMIT merges the branches.
+//
+// Skip memory is an anti-join (LEFT JOIN ... IS NULL) on the task_skips primary key:
+// one eq_ref lookup per row read. (NOT EXISTS lets the optimizer materialize every
+// unexpired skip of every editor instead.) The index hints pin these plans: the
+// optimizer may otherwise prefer another index when statistics are skewed, for
+// example in a fresh, small table. tasks/EXPLAIN.md shows the plans.
+const (
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_candidate)%s
+	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s
+	ORDER BY t.priority DESC, t.id LIMIT ?)`
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_expiry)%s
+	WHERE t.status = 'assigned' AND t.lease_expires_at < NOW(3) AND t.category IN (%s)%s
+	ORDER BY t.priority DESC, t.id LIMIT ?)`
+	candidateSkipJoinSQL = `
+	LEFT JOIN task_skips s FORCE INDEX (PRIMARY) ON s.task_id = t.id AND s.editor_id = ? AND s.until > NOW(3)`
+	candidateNotSkippedSQL = ` AND s.task_id IS NULL`
+	candidateOrderSQL      = `
+ORDER BY priority DESC, id LIMIT ?`
+)
+
+// candidatesQuery builds the candidate query for normalized categories.
+func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
+	join, notSkipped := "", ""
+	var skipArgs []any
+	if editorID != 0 {
+		join, notSkipped = candidateSkipJoinSQL, candidateNotSkippedSQL
+		skipArgs = []any{editorID}
+	}
+	var q strings.Builder
+	var args []any
+	pending := fmt.Sprintf(candidatePendingSQL, join, notSkipped)
+	for _, c := range cats {
+		q.WriteString(pending)
+		q.WriteString("\nUNION ALL\n")
+		args = append(args, skipArgs...)
+		args = append(args, c, limit)
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(cats)), ", ")
+	q.WriteString(fmt.Sprintf(candidateExpiredSQL, join, in, notSkipped))
+	args = append(args, skipArgs...)
+	for _, c := range cats {
+		args = append(args, c)
+	}
+	args = append(args, limit)
+	q.WriteString(candidateOrderSQL)
+	args = append(args, limit)
+	return q.String(), args
+}
+
+// Candidates returns up to Limit tasks that are claimable now in the given categories:
+// pending tasks whose run_after has passed, and assigned tasks whose lease has passed
+// (claimable even before a sweep recycles them). Tasks the editor skipped are left out
+// until the skip passes. Highest priority first, then oldest (lowest id) first.
+//
+// A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
+// with ErrStale if someone else got there first.
+func (s *Store) Candidates(ctx context.Context, p CandidatesParams) ([]Candidate, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = CandidatesLimitDefault
+	}
+	if limit < 1 || limit > CandidatesLimitMax {
+		return nil, fmt.Errorf("candidates: %w: limit must be 1..%d", ErrInvalid, CandidatesLimitMax)
+	}
+	cats, err := normalizeCategories(p.Categories)
+	if err != nil {
+		return nil, fmt.Errorf("candidates: %w", err)
+	}
+	if len(cats) == 0 {
+		return []Candidate{}, nil
+	}
+	q, args := candidatesQuery(cats, p.EditorID, limit)
+	var rows []struct {
+		Candidate
+		Priority int `db:"priority"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, fmt.Errorf("candidates: %w", err)
+	}
+	out := make([]Candidate, len(rows))
+	for i, r := range rows {
+		out[i] = r.Candidate
+	}
+	return out, nil
+}

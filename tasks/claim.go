@@ -1,0 +1,186 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// ClaimParams are the arguments of Claim.
+type ClaimParams struct {
+	TaskID int64
+	// Fence is the fence the caller saw in Candidates.
+	Fence int64
+	// Holder identifies the claimant: EditorHolder(id) for editors, a worker id for
+	// workers. 1..128 characters.
+	Holder string
+	// EditorID is the claiming editor, or 0 for workers.
+	EditorID int64
+	// Lease is how long the claim lives without a heartbeat: LeaseMin..Config.MaxHold,
+	// truncated to milliseconds.
+	Lease time.Duration
+	// TraceContext is the W3C traceparent of the claim span; may be empty.
+	TraceContext string
+}
+
+const (
+	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
+	// computed from, claimable whether the row may be claimed now.
+	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now,
+	((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3))) AS claimable
+FROM tasks WHERE id = ? FOR UPDATE`
+
+	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
+	// condition the locked read checked, so it is correct on its own.
+	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, trace_context = ?, updated_at = ?
+WHERE id = ? AND fence = ?
+	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))`
+)
+
+// Claim claims a task for a holder. In one transaction it locks the row, checks that
+// the fence is still p.Fence and that the task is claimable now (pending with run_after
+// passed, or assigned with its lease passed), and runs one conditional UPDATE that moves
+// it to assigned, bumps the fence and sets the lease from the database clock. It
+// records a 'claimed' event and, when it took over a claim whose lease had passed, an
+// 'expired' event for the old fence.
+//
+// Claim returns ErrNotFound for an unknown task, ErrStale if the task was claimed or
+// changed since Candidates read it (or the claim lost a lock race), ErrEditorBusy if
+// p.EditorID already holds a live claim, and ErrInvalid for bad params. If the editor's
+// previous claim has expired but was not recycled yet, Claim recycles it first.
+//
+// Round trips: BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
+func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
+	lease, err := s.checkLease(p.Lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
+	}
+	if err := checkHolder(p.Holder); err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
+	}
+	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen {
+		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters", p.TaskID, ErrInvalid, maxTraceContextLen)
+	}
+
+	var claimed Task
+	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		var row struct {
+			Task
+			DBNow     time.Time `db:"db_now"`
+			Claimable bool      `db:"claimable"`
+		}
+		if err := tx.GetContext(ctx, &row, claimLockSQL, p.TaskID); err != nil {
+			return notFound(err)
+		}
+		if row.Fence != p.Fence || !row.Claimable {
+			return ErrStale
+		}
+		now := row.DBNow
+		expires := now.Add(lease)
+		args := []any{p.Holder, nullID(p.EditorID), now, expires, nullString(p.TraceContext), now, p.TaskID, p.Fence}
+		res, err := tx.ExecContext(ctx, claimSQL, args...)
+		if mysqlErrorIs(err, erDupEntry) {
+			// The editor's unique key is taken. If that claim has expired, free it and
+			// try once more; if it is live, the editor is busy.
+			if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID); err != nil {
+				return err
+			}
+			res, err = tx.ExecContext(ctx, claimSQL, args...)
+		}
+		if err != nil {
+			return err
+		}
+		if err := expectOne(res); err != nil {
+			return err
+		}
+
+		var evs []event
+		if row.Status == StatusAssigned {
+			evs = append(evs, event{
+				taskID: p.TaskID, kind: EventExpired, fence: row.Fence,
+				holder: row.Holder, editorID: row.EditorID, detail: "taken over by " + p.Holder,
+			})
+		}
+		evs = append(evs, event{
+			taskID: p.TaskID, kind: EventClaimed, fence: row.Fence + 1,
+			holder: p.Holder, editorID: p.EditorID,
+		})
+		if err := insertEvents(ctx, tx, evs...); err != nil {
+			return err
+		}
+
+		claimed = row.Task
+		claimed.Status = StatusAssigned
+		claimed.Fence = row.Fence + 1
+		claimed.Holder = p.Holder
+		claimed.EditorID = p.EditorID
+		claimed.AssignedAt = &now
+		claimed.LeaseExpiresAt = &expires
+		claimed.Attempts++
+		claimed.TraceContext = p.TraceContext
+		claimed.UpdatedAt = now
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+	}
+	return claimOf(claimed), nil
+}
+
+const (
+	editorClaimLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, lease_expires_at < NOW(3) AS expired
+FROM tasks WHERE editor_id = ? FOR UPDATE`
+	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	assigned_at = NULL, lease_expires_at = NULL
+WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
+)
+
+// freeExpiredEditorClaim returns the editor's claim to the pool if its lease has passed,
+// and returns ErrEditorBusy if it is live.
+func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID int64) error {
+	var held struct {
+		ID      int64  `db:"id"`
+		Fence   int64  `db:"fence"`
+		Holder  string `db:"holder"`
+		Expired bool   `db:"expired"`
+	}
+	if err := tx.GetContext(ctx, &held, editorClaimLockSQL, editorID); err != nil {
+		if errors.Is(notFound(err), ErrNotFound) {
+			// Freed by someone else in the meantime; the retried UPDATE decides.
+			return nil
+		}
+		return err
+	}
+	if !held.Expired {
+		return ErrEditorBusy
+	}
+	res, err := tx.ExecContext(ctx, editorClaimFreeSQL, held.ID, held.Fence)
+	if err != nil {
+		return err
+	}
+	if err := expectOne(res); err != nil {
+		return err
+	}
+	return insertEvents(ctx, tx, event{
+		taskID: held.ID, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
+		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
+	})
+}
+
+const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks
+WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3)`
+
+// HeldByEditor returns the live claim the editor holds, or ErrNotFound. A claim is live
+// while the task is assigned and its lease has not passed.
+func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*Claim, error) {
+	var t Task
+	if err := s.db.GetContext(ctx, &t, heldByEditorSQL, editorID); err != nil {
+		return nil, fmt.Errorf("held by editor %d: %w", editorID, notFound(err))
+	}
+	return claimOf(t), nil
+}

@@ -1,0 +1,24 @@
+// Package tasks holds taskd's domain types and its MySQL store. It knows nothing about
+// Redis: the store is the fencing authority, and every write about a claim is a
+// conditional UPDATE on (id, fence, status) that must match exactly one row.
+//
+// # The claim lifecycle
+//
+// Candidates lists claimable tasks for a set of categories; Claim takes one of them in a
+// single conditional UPDATE that bumps the task's fence; the holder then calls Heartbeat
+// to extend the lease (up to Config.MaxHold) and ends the claim with Submit, Release or
+// Fail. A claim whose lease has passed is dead: the holder's writes are refused with
+// ErrStale, the next Claim may take the task over at once, and RecycleExpired returns
+// such tasks to the pool in batches. ForceRelease revokes a claim for an operator.
+//
+// # Time
+//
+// Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip
+// deadlines) comes from the database clock, NOW(3), never from the Go clock, so
+// dispatchers on different machines agree on who holds what.
+//
+// # Errors
+//
+// Methods return errors wrapped with the operation; test them with errors.Is against
+// ErrNotFound, ErrStale, ErrHoldLimit, ErrEditorBusy, ErrInvalid and ErrDuplicate.
+package tasks

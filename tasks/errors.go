@@ -1,0 +1,63 @@
+package tasks
+
+import (
+	"database/sql"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+var (
+	// ErrNotFound means the task or editor does not exist, or the editor holds no live
+	// claim.
+	ErrNotFound = errors.New("not found")
+
+	// ErrStale means a fenced write matched no row: the fence is not the current one, the
+	// task is not assigned to the given holder, or its lease has already passed (and it
+	// may have been taken over or recycled). Nothing was changed.
+	ErrStale = errors.New("stale claim")
+
+	// ErrHoldLimit means a heartbeat cannot extend the lease because the claim has
+	// reached the maximum hold time (Config.MaxHold). The claim stays valid until its
+	// current lease passes.
+	ErrHoldLimit = errors.New("hold limit reached")
+
+	// ErrEditorBusy means the editor already holds a live claim on another task; the
+	// database refuses a second one (unique key on tasks.editor_id).
+	ErrEditorBusy = errors.New("editor already holds a task")
+
+	// ErrInvalid wraps validation failures; the message names the offending field.
+	ErrInvalid = errors.New("invalid input")
+
+	// ErrDuplicate means a unique value (an editor's name or token hash) is taken.
+	ErrDuplicate = errors.New("already exists")
+)
+
+// MySQL server error numbers the store reacts to.
+const (
+	erDupEntry        = 1062
+	erLockWaitTimeout = 1205
+	erLockDeadlock    = 1213
+)
+
+// mysqlErrorIs reports whether err is a MySQL server error with one of the numbers.
+func mysqlErrorIs(err error, numbers ...uint16) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	for _, n := range numbers {
+		if me.Number == n {
+			return true
+		}
+	}
+	return false
+}
+
+// notFound turns sql.ErrNoRows into ErrNotFound and leaves other errors alone.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

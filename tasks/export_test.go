@@ -1,0 +1,27 @@
+package tasks
+
+// Hooks for the integration tests in package tasks_test.
+
+// SetReturning makes s use (on) or not use INSERT ... RETURNING for InsertTasks, so
+// both id strategies can be tested against one server.
+func SetReturning(s *Store, on bool) {
+	if on {
+		s.returning.Store(1)
+	} else {
+		s.returning.Store(2)
+	}
+}
+
+// CandidatesQuery exposes the candidate query builder for EXPLAIN tests.
+func CandidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
+	return candidatesQuery(cats, editorID, limit)
+}
+
+// Queries whose plans the EXPLAIN test checks.
+const (
+	RecycleLockSQL  = recycleLockSQL
+	RecycleSQL      = recycleSQL
+	LiveClaimsSQL   = liveClaimsSQL
+	StatsClaimsSQL  = statsClaimsSQL
+	HeldByEditorSQL = heldByEditorSQL
+)

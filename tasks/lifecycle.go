@@ -1,0 +1,326 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// A claim is live while the task is assigned to the holder under the fence and its
+// lease has not passed. Every write a holder makes is fenced by this predicate: first a
+// locking read of the row (which also yields the values the write and its audit record
+// need), then a conditional UPDATE with the same predicate that must match exactly one
+// row. Anything else is ErrStale and the transaction is rolled back.
+const (
+	liveClaimWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= NOW(3)`
+
+	liveClaimLockSQL = `SELECT COALESCE(editor_id, 0) AS editor_id, assigned_at, lease_expires_at,
+	attempts, max_attempts, NOW(3) AS db_now
+FROM tasks` + liveClaimWhere + ` FOR UPDATE`
+)
+
+// liveClaim is what the locking read of a live claim returns.
+type liveClaim struct {
+	EditorID       int64     `db:"editor_id"`
+	AssignedAt     time.Time `db:"assigned_at"`
+	LeaseExpiresAt time.Time `db:"lease_expires_at"`
+	Attempts       int       `db:"attempts"`
+	MaxAttempts    int       `db:"max_attempts"`
+	DBNow          time.Time `db:"db_now"`
+}
+
+// lockLiveClaim locks the row of a live claim, or returns ErrStale.
+func lockLiveClaim(ctx context.Context, tx *sqlx.Tx, taskID, fence int64, holder string) (liveClaim, error) {
+	var c liveClaim
+	err := tx.GetContext(ctx, &c, liveClaimLockSQL, taskID, fence, holder)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return c, ErrStale
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// fencedExec runs a fenced UPDATE whose last three arguments are the live-claim
+// predicate's and checks that it matched exactly one row.
+func fencedExec(ctx context.Context, tx *sqlx.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	return expectOne(res)
+}
+
+// HeartbeatParams are the arguments of Heartbeat.
+type HeartbeatParams struct {
+	TaskID int64
+	Fence  int64
+	Holder string
+	// Lease is the new lease from now: LeaseMin..Config.MaxHold, truncated to
+	// milliseconds.
+	Lease time.Duration
+}
+
+const heartbeatSQL = `UPDATE tasks SET lease_expires_at = ?` + liveClaimWhere
+
+// Heartbeat extends a live claim's lease to now + p.Lease on the database clock, but
+// never beyond assigned_at + Config.MaxHold and never shorter than it already is. It
+// returns the new deadline and records a 'heartbeat' event.
+//
+// It returns ErrStale if the claim is not live (wrong fence or holder, not assigned,
+// or its lease has passed: an expired claim cannot be renewed), ErrHoldLimit if the
+// lease already reaches the maximum hold, and ErrInvalid for bad params.
+//
+// Round trips: BEGIN, locked SELECT, UPDATE, INSERT event, COMMIT.
+func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, error) {
+	lease, err := s.checkLease(p.Lease)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
+	}
+	var expires time.Time
+	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
+		if err != nil {
+			return err
+		}
+		limit := c.AssignedAt.Add(s.cfg.MaxHold)
+		if !c.LeaseExpiresAt.Before(limit) {
+			return ErrHoldLimit
+		}
+		expires = c.DBNow.Add(lease)
+		if expires.Before(c.LeaseExpiresAt) {
+			expires = c.LeaseExpiresAt
+		}
+		if expires.After(limit) {
+			expires = limit
+		}
+		if err := fencedExec(ctx, tx, heartbeatSQL, expires, p.TaskID, p.Fence, p.Holder); err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, event{
+			taskID: p.TaskID, kind: EventHeartbeat, fence: p.Fence, holder: p.Holder, editorID: c.EditorID,
+		})
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
+	}
+	return expires, nil
+}
+
+// SubmitParams are the arguments of Submit.
+type SubmitParams struct {
+	TaskID int64
+	Fence  int64
+	Holder string
+	// Result is any valid JSON value.
+	Result json.RawMessage
+}
+
+const (
+	submitSQL = `UPDATE tasks SET status = 'done', done_at = NOW(3), editor_id = NULL, lease_expires_at = NULL` +
+		liveClaimWhere
+	insertResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result) VALUES (?, ?, ?, ?, ?)`
+)
+
+// Submit accepts the holder's result and completes the task, in one transaction: the
+// fenced UPDATE to done, one task_results row keyed by (task_id, fence), and a
+// 'submitted' event. The task keeps its holder and assigned_at as a record of who
+// completed it; editor_id is cleared so the editor can claim again.
+//
+// It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid if
+// the result is not valid JSON.
+//
+// Round trips: BEGIN, locked SELECT, UPDATE, INSERT result, INSERT event, COMMIT.
+func (s *Store) Submit(ctx context.Context, p SubmitParams) error {
+	if len(p.Result) == 0 || !json.Valid(p.Result) {
+		return fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
+	}
+	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
+		if err != nil {
+			return err
+		}
+		if err := fencedExec(ctx, tx, submitSQL, p.TaskID, p.Fence, p.Holder); err != nil {
+			return err
+		}
+		// A string, not bytes: MySQL refuses binary strings in JSON columns.
+		if _, err := tx.ExecContext(ctx, insertResultSQL, p.TaskID, p.Fence, p.Holder, nullID(c.EditorID), string(p.Result)); err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, event{
+			taskID: p.TaskID, kind: EventSubmitted, fence: p.Fence, holder: p.Holder, editorID: c.EditorID,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("submit task %d: %w", p.TaskID, err)
+	}
+	return nil
+}
+
+// ReleaseParams are the arguments of Release.
+type ReleaseParams struct {
+	TaskID int64
+	Fence  int64
+	Holder string
+	// Reason is recorded in the audit event (truncated to 1024 characters).
+	Reason string
+	// Skip records a 'skipped' event instead of 'released', and keeps the task from
+	// being offered to the same editor for Config.SkipFor. Only editors' claims can be
+	// skipped.
+	Skip bool
+}
+
+const (
+	releaseSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	assigned_at = NULL, lease_expires_at = NULL` + liveClaimWhere
+	upsertSkipSQL = `INSERT INTO task_skips (task_id, editor_id, ` + "`until`" + `)
+VALUES (?, ?, NOW(3) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
+)
+
+// Release gives a live claim back: the task returns to the pool at once, with its
+// fence unchanged (the next claim bumps it). It records a 'released' event, or with
+// p.Skip a 'skipped' event plus the editor's skip memory.
+//
+// It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid for a
+// skip of a claim no editor holds.
+func (s *Store) Release(ctx context.Context, p ReleaseParams) error {
+	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
+		if err != nil {
+			return err
+		}
+		if p.Skip && c.EditorID == 0 {
+			return fmt.Errorf("%w: only an editor's claim can be skipped", ErrInvalid)
+		}
+		if err := fencedExec(ctx, tx, releaseSQL, p.TaskID, p.Fence, p.Holder); err != nil {
+			return err
+		}
+		kind := EventReleased
+		if p.Skip {
+			kind = EventSkipped
+			skip := micros(s.cfg.SkipFor)
+			if _, err := tx.ExecContext(ctx, upsertSkipSQL, p.TaskID, c.EditorID, skip, skip); err != nil {
+				return err
+			}
+		}
+		return insertEvents(ctx, tx, event{
+			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Reason,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("release task %d: %w", p.TaskID, err)
+	}
+	return nil
+}
+
+const (
+	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id
+FROM tasks WHERE id = ? FOR UPDATE`
+	forceReleaseSQL = `UPDATE tasks SET status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
+	assigned_at = NULL, lease_expires_at = NULL
+WHERE id = ? AND fence = ? AND status = 'assigned'`
+)
+
+// ForceRelease revokes the claim on a task, whoever holds it and whether or not its
+// lease has passed: the task returns to the pool and its fence is bumped, so every
+// write the old holder still sends is stale. It records a 'released' event with detail
+// "forced" for the revoked fence.
+//
+// It returns ErrNotFound for an unknown task and ErrStale if the task is not assigned.
+func (s *Store) ForceRelease(ctx context.Context, taskID int64) error {
+	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		var row struct {
+			Status   Status `db:"status"`
+			Fence    int64  `db:"fence"`
+			Holder   string `db:"holder"`
+			EditorID int64  `db:"editor_id"`
+		}
+		if err := tx.GetContext(ctx, &row, forceReleaseLockSQL, taskID); err != nil {
+			return notFound(err)
+		}
+		if row.Status != StatusAssigned {
+			return ErrStale
+		}
+		res, err := tx.ExecContext(ctx, forceReleaseSQL, taskID, row.Fence)
+		if err != nil {
+			return err
+		}
+		if err := expectOne(res); err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, event{
+			taskID: taskID, kind: EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID, detail: "forced",
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("force release task %d: %w", taskID, err)
+	}
+	return nil
+}
+
+// FailParams are the arguments of Fail.
+type FailParams struct {
+	TaskID int64
+	Fence  int64
+	Holder string
+	// Err describes the failure; stored in last_error (truncated to 8192 characters)
+	// and in the event (1024).
+	Err string
+	// Backoff delays the next claim: run_after = now + Backoff on the database clock.
+	// Must not be negative; truncated to milliseconds.
+	Backoff time.Duration
+}
+
+const (
+	failRetrySQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL, assigned_at = NULL,
+	lease_expires_at = NULL, run_after = NOW(3) + INTERVAL ? MICROSECOND, last_error = ?` + liveClaimWhere
+	failDeadSQL = `UPDATE tasks SET status = 'dead', done_at = NOW(3), editor_id = NULL,
+	lease_expires_at = NULL, last_error = ?` + liveClaimWhere
+)
+
+// Fail ends a live claim with an error. If the task has attempts left (attempts <
+// max_attempts; every claim counts as an attempt) it goes back to the pool, claimable
+// after p.Backoff, with a 'failed' event; otherwise it becomes dead, keeping its last
+// holder, with a 'dead' event. It returns the task's new status.
+//
+// It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid for
+// bad params.
+func (s *Store) Fail(ctx context.Context, p FailParams) (Status, error) {
+	if p.Backoff < 0 {
+		return "", fmt.Errorf("fail task %d: %w: backoff must not be negative", p.TaskID, ErrInvalid)
+	}
+	backoff := p.Backoff.Truncate(time.Millisecond)
+	var status Status
+	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
+		if err != nil {
+			return err
+		}
+		lastErr := nullString(truncate(p.Err, maxLastErrorLen))
+		kind := EventFailed
+		status = StatusPending
+		if c.Attempts >= c.MaxAttempts {
+			kind, status = EventDead, StatusDead
+			err = fencedExec(ctx, tx, failDeadSQL, lastErr, p.TaskID, p.Fence, p.Holder)
+		} else {
+			err = fencedExec(ctx, tx, failRetrySQL, micros(backoff), lastErr, p.TaskID, p.Fence, p.Holder)
+		}
+		if err != nil {
+			return err
+		}
+		return insertEvents(ctx, tx, event{
+			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Err,
+		})
+	})
+	if err != nil {
+		return "", fmt.Errorf("fail task %d: %w", p.TaskID, err)
+	}
+	return status, nil
+}

@@ -1,0 +1,207 @@
+package tasks_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+func TestHeartbeatExtendsLeaseUpToMaxHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{MaxHold: 10 * time.Second})
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, "w1", 0, 2*time.Second)
+
+	before := b.now(t)
+	expires, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := b.now(t)
+	if expires.Before(before.Add(5*time.Second)) || expires.After(after.Add(5*time.Second)) {
+		t.Errorf("lease %v not now+5s on the database clock [%v, %v]", expires, before, after)
+	}
+	if got := b.task(t, id); !got.LeaseExpiresAt.Equal(expires) || got.Fence != c.Fence {
+		t.Errorf("stored lease %v fence %d, want %v fence %d", got.LeaseExpiresAt, got.Fence, expires, c.Fence)
+	}
+
+	// A shorter lease never shortens the claim.
+	expires2, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: time.Millisecond})
+	if err != nil || expires2.Before(expires) {
+		t.Errorf("short heartbeat = %v, %v; want no earlier than %v", expires2, err, expires)
+	}
+
+	// A lease beyond assigned_at + MaxHold is capped there ...
+	limit := c.AssignedAt.Add(10 * time.Second)
+	capped, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !capped.Equal(limit) {
+		t.Errorf("capped lease = %v, want assigned_at + MaxHold = %v", capped, limit)
+	}
+	// ... and then the claim cannot be extended any more.
+	before2 := b.snapshot(t, id)
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: time.Second})
+	wantErr(t, "heartbeat at the hold limit", err, tasks.ErrHoldLimit)
+	b.unchanged(t, id, before2)
+
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'heartbeat' AND fence = ?`, id, c.Fence); n != 3 {
+		t.Errorf("%d heartbeat events, want 3", n)
+	}
+}
+
+func TestSubmitWritesOneResultAndEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "alice", "news")
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
+
+	before := b.snapshot(t, id)
+	for _, bad := range []string{``, `{"a":`, `nope`} {
+		err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(bad)})
+		wantErr(t, "submit of "+bad, err, tasks.ErrInvalid)
+	}
+	b.unchanged(t, id, before)
+
+	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{"verdict":"ok"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.task(t, id)
+	if got.Status != tasks.StatusDone || got.DoneAt == nil || got.EditorID != 0 || got.LeaseExpiresAt != nil ||
+		got.Holder != ed.Holder() || got.Fence != c.Fence {
+		t.Errorf("task after submit = %+v", got)
+	}
+	var results []struct {
+		Fence    int64  `db:"fence"`
+		Holder   string `db:"holder"`
+		EditorID int64  `db:"editor_id"`
+		Result   string `db:"result"`
+	}
+	if err := b.db.SelectContext(b.ctx, &results, `SELECT fence, holder, editor_id, result FROM task_results WHERE task_id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Fence != c.Fence || results[0].Holder != ed.Holder() || results[0].EditorID != ed.ID ||
+		!strings.Contains(results[0].Result, `"verdict"`) {
+		t.Errorf("results = %+v, want one row for fence %d", results, c.Fence)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'submitted' AND fence = ? AND editor_id = ?`, id, c.Fence, ed.ID); n != 1 {
+		t.Errorf("%d submitted events, want 1", n)
+	}
+
+	// A second submit of the same claim is stale and changes nothing.
+	before = b.snapshot(t, id)
+	err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	wantErr(t, "second submit", err, tasks.ErrStale)
+	b.unchanged(t, id, before)
+}
+
+func TestReleaseReturnsTaskToPool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "alice", "news")
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
+	if err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Reason: "lunch"}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.task(t, id)
+	if got.Status != tasks.StatusPending || got.Fence != c.Fence || got.Holder != "" || got.EditorID != 0 ||
+		got.AssignedAt != nil || got.LeaseExpiresAt != nil {
+		t.Errorf("task after release = %+v", got)
+	}
+	evs := b.events(t, id)
+	if len(evs) != 2 || evs[1].Kind != tasks.EventReleased || evs[1].Detail != "lunch" || evs[1].Fence != c.Fence {
+		t.Errorf("events = %+v, want claimed then released (lunch)", evs)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_skips`); n != 0 {
+		t.Errorf("%d skips after a plain release, want 0", n)
+	}
+	// Offered again at once, also to the same editor, and the next claim bumps the fence.
+	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"news"}, EditorID: ed.ID}); !equalIDs(got, []int64{id}) {
+		t.Errorf("candidates after release = %v", got)
+	}
+	if c2 := b.claim(t, id, ed.Holder(), ed.ID, time.Minute); c2.Fence != c.Fence+1 {
+		t.Errorf("fence after reclaim = %d, want %d", c2.Fence, c.Fence+1)
+	}
+}
+
+func TestFailRetriesThenDies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insert(t, tasks.NewTask{Category: "jobs", Title: "t", MaxAttempts: 2})[0]
+
+	c := b.claim(t, id, "w1", 0, time.Minute)
+	before := b.now(t)
+	status, err := b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c.Fence, Holder: "w1", Err: "first " + strings.Repeat("x", 10000), Backoff: time.Hour})
+	if err != nil || status != tasks.StatusPending {
+		t.Fatalf("first fail = %v, %v; want pending", status, err)
+	}
+	got := b.task(t, id)
+	if got.Status != tasks.StatusPending || got.Attempts != 1 || got.Holder != "" || !strings.HasPrefix(got.LastError, "first ") ||
+		len([]rune(got.LastError)) != 8192 {
+		t.Errorf("after first fail: %+v (last_error %d characters)", got, len([]rune(got.LastError)))
+	}
+	if got.RunAfter.Before(before.Add(time.Hour)) || got.RunAfter.After(before.Add(time.Hour+time.Minute)) {
+		t.Errorf("run_after = %v, want about %v", got.RunAfter, before.Add(time.Hour))
+	}
+	if ids := b.candidates(t, tasks.CandidatesParams{Categories: []string{"jobs"}}); len(ids) != 0 {
+		t.Errorf("candidates during backoff = %v, want none", ids)
+	}
+	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c.Fence, Holder: "w2", Lease: time.Minute})
+	wantErr(t, "claim during backoff", err, tasks.ErrStale)
+
+	b.exec(t, `UPDATE tasks SET run_after = NOW(3) - INTERVAL 1 SECOND WHERE id = ?`, id)
+	c2 := b.claim(t, id, "w2", 0, time.Minute)
+	status, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Err: "second"})
+	if err != nil || status != tasks.StatusDead {
+		t.Fatalf("second fail = %v, %v; want dead", status, err)
+	}
+	got = b.task(t, id)
+	if got.Status != tasks.StatusDead || got.Attempts != 2 || got.LastError != "second" || got.DoneAt == nil ||
+		got.EditorID != 0 || got.Holder != "w2" {
+		t.Errorf("after second fail: %+v", got)
+	}
+	if k := kinds(b.events(t, id)); len(k) != 4 || k[1] != tasks.EventFailed || k[3] != tasks.EventDead {
+		t.Errorf("events = %v, want claimed, failed, claimed, dead", k)
+	}
+	if ids := b.candidates(t, tasks.CandidatesParams{Categories: []string{"jobs"}}); len(ids) != 0 {
+		t.Errorf("dead task offered: %v", ids)
+	}
+	_, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Backoff: -time.Second})
+	wantErr(t, "negative backoff", err, tasks.ErrInvalid)
+}
+
+func TestForceReleaseBumpsFence(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "alice", "news")
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
+
+	if err := b.store.ForceRelease(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	got := b.task(t, id)
+	if got.Status != tasks.StatusPending || got.Fence != c.Fence+1 || got.EditorID != 0 || got.Holder != "" {
+		t.Errorf("after force release: %+v, want pending at fence %d", got, c.Fence+1)
+	}
+	evs := b.events(t, id)
+	if len(evs) != 2 || evs[1].Kind != tasks.EventReleased || evs[1].Detail != "forced" || evs[1].Fence != c.Fence || evs[1].Holder != ed.Holder() {
+		t.Errorf("events = %+v, want a forced release of fence %d", evs, c.Fence)
+	}
+	before := b.snapshot(t, id)
+	err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	wantErr(t, "submit after force release", err, tasks.ErrStale)
+	wantErr(t, "force release of a pending task", b.store.ForceRelease(b.ctx, id), tasks.ErrStale)
+	wantErr(t, "force release of an unknown task", b.store.ForceRelease(b.ctx, id+1000), tasks.ErrNotFound)
+	b.unchanged(t, id, before)
+
+	// The editor is free again, and the next claim gets fence+2.
+	if c2 := b.claim(t, id, ed.Holder(), ed.ID, time.Minute); c2.Fence != c.Fence+2 {
+		t.Errorf("next fence = %d, want %d", c2.Fence, c.Fence+2)
+	}
+}

@@ -1,0 +1,109 @@
+package tasks_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
+)
+
+func TestOpenForcesSettings(t *testing.T) {
+	t.Parallel()
+	dsn := taskstest.NewDatabase(t)
+	// Ask for the opposite of every setting the store needs.
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, err := tasks.Open(t.Context(), dsn+sep+"clientFoundRows=false&parseTime=false&loc=Local&time_zone=%27%2B05%3A00%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	var tz string
+	if err := db.GetContext(t.Context(), &tz, `SELECT @@session.time_zone`); err != nil {
+		t.Fatal(err)
+	}
+	if tz != "+00:00" {
+		t.Errorf("session time_zone = %q, want +00:00", tz)
+	}
+
+	// parseTime: DATETIME scans into time.Time, in UTC.
+	var now time.Time
+	if err := db.GetContext(t.Context(), &now, `SELECT NOW(3)`); err != nil {
+		t.Fatalf("scan DATETIME into time.Time: %v", err)
+	}
+	if now.Location() != time.UTC {
+		t.Errorf("time location = %v, want UTC", now.Location())
+	}
+	if d := time.Since(now); d < -time.Minute || d > time.Minute {
+		t.Errorf("NOW(3) = %v is %v away from the local clock: session is not UTC", now, d)
+	}
+
+	// clientFoundRows: an UPDATE that changes nothing still reports its matched row.
+	if _, err := db.ExecContext(t.Context(), `INSERT INTO tasks (category, title, payload) VALUES ('c', 't', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.ExecContext(t.Context(), `UPDATE tasks SET title = 't' WHERE category = 'c'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Errorf("no-op UPDATE reported %d rows, want 1 matched row", n)
+	}
+}
+
+func TestMigrateTwiceIsHarmless(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insertOne(t, "news", 1)
+	for range 2 {
+		if err := tasks.Migrate(b.ctx, b.db); err != nil {
+			t.Fatalf("migrate again: %v", err)
+		}
+	}
+	if got := b.task(t, id); got.Category != "news" {
+		t.Errorf("task after migrate = %+v", got)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()`); n != 6 {
+		t.Errorf("%d tables, want 6", n)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != 1 {
+		t.Errorf("%d tasks after migrate, want 1", n)
+	}
+}
+
+func TestSchemaKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	var unique int
+	if err := b.db.GetContext(b.ctx, &unique, `SELECT COUNT(*) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'tasks' AND index_name = 'tasks_editor'
+		AND column_name = 'editor_id' AND non_unique = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if unique != 1 {
+		t.Error("tasks.editor_id has no unique key")
+	}
+	var cols []struct {
+		Column string `db:"column_name"`
+		Seq    int    `db:"seq_in_index"`
+		Coll   string `db:"collation"`
+	}
+	if err := b.db.SelectContext(b.ctx, &cols, `SELECT column_name, seq_in_index, COALESCE(collation, '') AS collation
+		FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'tasks'
+		AND index_name = 'tasks_candidate' ORDER BY seq_in_index`); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cols {
+		got = append(got, c.Column+" "+c.Coll)
+	}
+	want := []string{"status A", "category A", "priority D", "id A"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("tasks_candidate = %v, want %v", got, want)
+	}
+}

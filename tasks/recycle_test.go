@@ -1,0 +1,190 @@
+package tasks_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+func TestRecycleExpiredRecyclesOnlyExpiredClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	var expired, live []int64
+	fences := map[int64]int64{}
+	for i := range 20 {
+		id := b.insertOne(t, "news", i)
+		c := b.claim(t, id, fmt.Sprintf("w%d", i), 0, time.Minute)
+		fences[id] = c.Fence
+		if i%5 < 3 { // 12 expired, 8 live
+			b.expireLease(t, id)
+			expired = append(expired, id)
+		} else {
+			live = append(live, id)
+		}
+	}
+	pending := b.insertOne(t, "news", 0)
+	before := map[int64]snapshot{pending: b.snapshot(t, pending)}
+	for _, id := range live {
+		before[id] = b.snapshot(t, id)
+	}
+
+	var got []int
+	for {
+		n, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+		if n < 5 {
+			break
+		}
+	}
+	if fmt.Sprint(got) != "[5 5 2]" {
+		t.Errorf("batches = %v, want [5 5 2]", got)
+	}
+	for _, id := range expired {
+		task := b.task(t, id)
+		if task.Status != tasks.StatusPending || task.Holder != "" || task.LeaseExpiresAt != nil || task.Fence != fences[id] {
+			t.Errorf("expired task %d after recycle = %+v", id, task)
+		}
+		evs := b.events(t, id)
+		if len(evs) != 2 || evs[1].Kind != tasks.EventRecycled || evs[1].Fence != fences[id] || evs[1].Holder == "" {
+			t.Errorf("task %d events = %+v, want claimed then recycled with the old fence and holder", id, evs)
+		}
+	}
+	for id, snap := range before {
+		b.unchanged(t, id, snap)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'recycled'`); n != len(expired) {
+		t.Errorf("%d recycled events, want %d", n, len(expired))
+	}
+	// The old holders are stale now.
+	err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: expired[0], Fence: fences[expired[0]], Holder: "w0", Result: rawJSON(`1`)})
+	wantErr(t, "submit after recycle", err, tasks.ErrStale)
+	_, err = b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: tasks.RecycleLimitMax + 1})
+	wantErr(t, "limit too large", err, tasks.ErrInvalid)
+}
+
+// TestRecycleExpiredBacklog drains 100,000 expired claims in batches of 1000.
+func TestRecycleExpiredBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 100,000 tasks")
+	}
+	t.Parallel()
+	b := setup(t, tasks.Config{InsertBatchSize: 2000})
+	const total = 100_000
+	nts := make([]tasks.NewTask, total)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: fmt.Sprintf("c%d", i%10), Priority: i % 7, Title: "t"}
+	}
+	b.insert(t, nts...)
+	b.exec(t, `UPDATE tasks SET status = 'assigned', fence = 1, attempts = 1, holder = CONCAT('w', id % 50),
+		assigned_at = NOW(3) - INTERVAL 2 MINUTE, lease_expires_at = NOW(3) - INTERVAL 1 MINUTE`)
+	b.exec(t, `ANALYZE TABLE tasks`)
+
+	start := time.Now()
+	recycled := 0
+	for {
+		n, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recycled += n
+		if n < 1000 {
+			break
+		}
+	}
+	t.Logf("recycled %d expired claims in %v", recycled, time.Since(start))
+	if recycled != total {
+		t.Errorf("recycled %d, want %d", recycled, total)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'pending' AND holder IS NULL AND fence = 1`); n != total {
+		t.Errorf("%d tasks back in the pool, want %d", n, total)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'recycled' AND fence = 1`); n != total {
+		t.Errorf("%d recycled events, want %d", n, total)
+	}
+}
+
+func TestLiveClaimsPaginates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	var live []int64
+	for i := range 7 {
+		id := b.insertOne(t, "news", 0)
+		b.claim(t, id, fmt.Sprintf("w%d", i), 0, time.Minute)
+		if i == 3 {
+			b.expireLease(t, id) // not live
+			continue
+		}
+		live = append(live, id)
+	}
+	b.insertOne(t, "news", 0) // pending
+
+	var got []int64
+	var after int64
+	pages := 0
+	for {
+		page, err := b.store.LiveClaims(b.ctx, tasks.LiveClaimsParams{AfterID: after, Limit: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, c := range page {
+			if c.Fence != 1 || c.Holder == "" || c.LeaseExpiresAt.IsZero() {
+				t.Errorf("live claim = %+v", c)
+			}
+			got = append(got, c.ID)
+			after = c.ID
+		}
+		if len(page) < 4 {
+			break
+		}
+	}
+	if !equalIDs(got, live) || pages != 2 {
+		t.Errorf("live claims = %v in %d pages, want %v in 2", got, pages, live)
+	}
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "alice", "news")
+	n1 := b.insertOne(t, "news", 0)
+	n2 := b.insertOne(t, "news", 0)
+	b.insertOne(t, "news", 0)
+	s1 := b.insertOne(t, "sport", 0)
+	s2 := b.insertOne(t, "sport", 0)
+
+	b.claim(t, n1, ed.Holder(), ed.ID, 10*time.Second) // live, expiring within 30s
+	b.claim(t, s1, "w1", 0, time.Hour)                 // live
+	c := b.claim(t, n2, "w1", 0, time.Hour)            // done
+	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: n2, Fence: c.Fence, Holder: "w1", Result: rawJSON(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	b.claim(t, s2, "w2", 0, time.Hour) // expired
+	b.expireLease(t, s2)
+
+	st, err := b.store.Stats(b.ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus := map[tasks.Status]int64{tasks.StatusPending: 1, tasks.StatusAssigned: 3, tasks.StatusDone: 1, tasks.StatusDead: 0}
+	if fmt.Sprint(st.ByStatus) != fmt.Sprint(wantStatus) {
+		t.Errorf("by status = %v, want %v", st.ByStatus, wantStatus)
+	}
+	wantCat := []tasks.CategoryCount{
+		{Category: "news", Status: tasks.StatusPending, Count: 1},
+		{Category: "news", Status: tasks.StatusAssigned, Count: 1},
+		{Category: "news", Status: tasks.StatusDone, Count: 1},
+		{Category: "sport", Status: tasks.StatusAssigned, Count: 2},
+	}
+	if fmt.Sprint(st.ByCategory) != fmt.Sprint(wantCat) {
+		t.Errorf("by category = %v, want %v", st.ByCategory, wantCat)
+	}
+	if st.Holders != 2 || st.Live != 2 || st.Expired != 1 || st.ExpiringSoon != 1 {
+		t.Errorf("holders %d live %d expired %d expiring %d, want 2 2 1 1", st.Holders, st.Live, st.Expired, st.ExpiringSoon)
+	}
+}

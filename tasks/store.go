@@ -1,0 +1,241 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Config defaults.
+const (
+	// SkipForDefault is how long a skipped task is not offered to the same editor.
+	SkipForDefault = 10 * time.Minute
+	// MaxHoldDefault caps how long heartbeats can keep one claim alive.
+	MaxHoldDefault = 2 * time.Hour
+	// InsertBatchSizeDefault is the number of rows per multi-row INSERT in InsertTasks.
+	InsertBatchSizeDefault = 500
+)
+
+// Limits enforced by the store.
+const (
+	// LeaseMin is the shortest lease a claim or heartbeat may ask for. Leases are
+	// truncated to whole milliseconds, the precision of the DATETIME(3) columns.
+	LeaseMin = time.Millisecond
+	// MaxCategories bounds the categories of one editor and of one Candidates call,
+	// which reads one index range per category.
+	MaxCategories = 64
+	// CandidatesLimitDefault and CandidatesLimitMax bound CandidatesParams.Limit.
+	CandidatesLimitDefault = 16
+	CandidatesLimitMax     = 1000
+	// RecycleLimitDefault and RecycleLimitMax bound RecycleParams.Limit.
+	RecycleLimitDefault = 1000
+	RecycleLimitMax     = 10000
+	// LiveClaimsLimitDefault and LiveClaimsLimitMax bound LiveClaimsParams.Limit.
+	LiveClaimsLimitDefault = 1000
+	LiveClaimsLimitMax     = 10000
+
+	maxHolderLen       = 128
+	maxTraceContextLen = 255
+	maxDetailLen       = 1024 // characters; task_events.detail
+	maxLastErrorLen    = 8192 // characters; well inside tasks.last_error (TEXT)
+)
+
+// Config configures a Store. The zero value is valid: WithDefaults fills in defaults.
+type Config struct {
+	// SkipFor is how long a task an editor skipped (Release with Skip) is not offered
+	// to that editor again. Default SkipForDefault.
+	SkipFor time.Duration
+	// MaxHold caps the total time one claim can be held: heartbeats never extend a
+	// lease beyond assigned_at + MaxHold. Default MaxHoldDefault.
+	MaxHold time.Duration
+	// InsertBatchSize is the number of rows per INSERT in InsertTasks. Default
+	// InsertBatchSizeDefault.
+	InsertBatchSize int
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.SkipFor == 0 {
+		c.SkipFor = SkipForDefault
+	}
+	if c.MaxHold == 0 {
+		c.MaxHold = MaxHoldDefault
+	}
+	if c.InsertBatchSize == 0 {
+		c.InsertBatchSize = InsertBatchSizeDefault
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.SkipFor < time.Millisecond {
+		return fmt.Errorf("%w: SkipFor must be at least 1ms", ErrInvalid)
+	}
+	if c.MaxHold < time.Millisecond {
+		return fmt.Errorf("%w: MaxHold must be at least 1ms", ErrInvalid)
+	}
+	if c.InsertBatchSize < 1 || c.InsertBatchSize > 5000 {
+		return fmt.Errorf("%w: InsertBatchSize must be 1..5000", ErrInvalid)
+	}
+	return nil
+}
+
+// Store is the MySQL store of tasks, editors and their audit trail. It is safe for
+// concurrent use.
+type Store struct {
+	db  *sqlx.DB
+	cfg Config
+	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
+	// 0 not known yet, 1 yes, 2 no.
+	returning atomic.Int32
+}
+
+// NewStore returns a Store on db, which should come from Open (the fencing rules need
+// its connection settings). Zero fields of cfg take their defaults; an invalid cfg
+// returns an error wrapping ErrInvalid.
+func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new store: %w", err)
+	}
+	return &Store{db: db, cfg: cfg}, nil
+}
+
+// Config returns the store's configuration with defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
+// DB returns the database handle the store uses.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// inTx runs fn in a transaction and commits it if fn returns nil.
+func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// expectOne checks that a fenced write matched exactly one row. Anything else means the
+// claim is stale and the caller must roll back.
+func expectOne(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return ErrStale
+	}
+	return nil
+}
+
+// event is one audit record to write.
+type event struct {
+	taskID   int64
+	kind     EventKind
+	fence    int64
+	holder   string
+	editorID int64
+	detail   string
+}
+
+const insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail) VALUES `
+
+// insertEvents writes audit records in one multi-row INSERT.
+func insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	q.WriteString(insertEventsSQL)
+	args := make([]any, 0, 6*len(evs))
+	for i, e := range evs {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, e.taskID, string(e.kind), e.fence,
+			nullString(e.holder), nullID(e.editorID), nullString(truncate(e.detail, maxDetailLen)))
+	}
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return err
+}
+
+// nullString maps "" to NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullID maps 0 to NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// truncate shortens s to at most n characters (runes), cutting at a rune boundary.
+// Invalid UTF-8 is replaced so the text always fits a utf8mb4 column.
+func truncate(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// micros converts a duration to whole microseconds for INTERVAL ? MICROSECOND.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// checkLease validates a lease and truncates it to milliseconds.
+func (s *Store) checkLease(d time.Duration) (time.Duration, error) {
+	d = d.Truncate(time.Millisecond)
+	if d < LeaseMin || d > s.cfg.MaxHold {
+		return 0, fmt.Errorf("%w: lease must be between %v and max hold %v", ErrInvalid, LeaseMin, s.cfg.MaxHold)
+	}
+	return d, nil
+}
+
+// checkHolder validates a holder string. Leading and trailing spaces are refused
+// because the database compares with PAD SPACE ("w1" = "w1 ").
+func checkHolder(h string) error {
+	if h == "" || utf8.RuneCountInString(h) > maxHolderLen || !utf8.ValidString(h) {
+		return fmt.Errorf("%w: holder must be 1..%d characters", ErrInvalid, maxHolderLen)
+	}
+	if strings.TrimSpace(h) != h {
+		return fmt.Errorf("%w: holder must not start or end with spaces", ErrInvalid)
+	}
+	return nil
+}
+
+// lostRace turns a lock conflict while claiming (deadlock victim, lock wait timeout)
+// into ErrStale, keeping the cause: another transaction was working on the same rows and
+// this claim, which was rolled back, lost the race. Other errors pass through.
+func lostRace(err error) error {
+	if mysqlErrorIs(err, erLockDeadlock, erLockWaitTimeout) {
+		return fmt.Errorf("%w (%w)", ErrStale, err)
+	}
+	return err
+}

@@ -1,0 +1,132 @@
+package tasks
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the state of a task. The values match the ENUM of tasks.status in
+// schema.sql.
+type Status string
+
+// Task states.
+const (
+	StatusPending  Status = "pending"  // in the pool, claimable once run_after passes
+	StatusAssigned Status = "assigned" // held by a claim; claimable again once the lease passes
+	StatusDone     Status = "done"     // a submission was accepted
+	StatusDead     Status = "dead"     // failed with no attempts left
+)
+
+// EventKind names an audit event. The values match the ENUM of task_events.kind in
+// schema.sql.
+type EventKind string
+
+// Audit event kinds.
+const (
+	EventClaimed   EventKind = "claimed"   // a claim started; fence is the new fence
+	EventHeartbeat EventKind = "heartbeat" // the holder extended its lease
+	EventSubmitted EventKind = "submitted" // the holder's result was accepted; task done
+	EventReleased  EventKind = "released"  // the holder (or an operator: detail "forced") gave the task back
+	EventSkipped   EventKind = "skipped"   // the editor gave the task back and is not offered it again for a while
+	EventExpired   EventKind = "expired"   // the lease passed and a new claim took the task over
+	EventRecycled  EventKind = "recycled"  // the lease passed and the task went back to the pool
+	EventFailed    EventKind = "failed"    // the holder reported an error; task pending again after a backoff
+	EventDead      EventKind = "dead"      // the holder reported an error and no attempts are left
+)
+
+// Task is a row of the tasks table. Optional columns read as zero values: Holder "",
+// EditorID 0, LastError "", TraceContext "", and nil times.
+type Task struct {
+	ID       int64           `db:"id"`
+	Category string          `db:"category"`
+	Priority int             `db:"priority"`
+	Title    string          `db:"title"`
+	Payload  json.RawMessage `db:"payload"`
+	Status   Status          `db:"status"`
+	// Fence is the epoch of the current or last claim.
+	Fence int64 `db:"fence"`
+	// Holder holds the claim while assigned and is kept as the last holder once the
+	// task is done or dead.
+	Holder string `db:"holder"`
+	// EditorID is set only while an editor holds the claim.
+	EditorID       int64      `db:"editor_id"`
+	AssignedAt     *time.Time `db:"assigned_at"`
+	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
+	// Attempts counts the claims so far.
+	Attempts     int        `db:"attempts"`
+	MaxAttempts  int        `db:"max_attempts"`
+	RunAfter     time.Time  `db:"run_after"`
+	LastError    string     `db:"last_error"`
+	TraceContext string     `db:"trace_context"`
+	CreatedAt    time.Time  `db:"created_at"`
+	UpdatedAt    time.Time  `db:"updated_at"`
+	DoneAt       *time.Time `db:"done_at"`
+}
+
+// taskColumns selects a full Task; optional text and id columns read as zero values.
+const taskColumns = `id, category, priority, title, payload, status, fence,
+	COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
+	assigned_at, lease_expires_at, attempts, max_attempts, run_after,
+	COALESCE(last_error, '') AS last_error, COALESCE(trace_context, '') AS trace_context,
+	created_at, updated_at, done_at`
+
+// Claim is a live claim: the task as of the claim, the claim's fence and its lease,
+// all computed by the database.
+type Claim struct {
+	Task           Task
+	Fence          int64
+	AssignedAt     time.Time
+	LeaseExpiresAt time.Time
+}
+
+// claimOf builds the Claim view of an assigned task.
+func claimOf(t Task) *Claim {
+	c := &Claim{Task: t, Fence: t.Fence}
+	if t.AssignedAt != nil {
+		c.AssignedAt = *t.AssignedAt
+	}
+	if t.LeaseExpiresAt != nil {
+		c.LeaseExpiresAt = *t.LeaseExpiresAt
+	}
+	return c
+}
+
+// Event is a row of the append-only audit trail, task_events.
+type Event struct {
+	ID     int64     `db:"id"`
+	TaskID int64     `db:"task_id"`
+	Kind   EventKind `db:"kind"`
+	// Fence is the fence of the claim the event is about.
+	Fence    int64     `db:"fence"`
+	Holder   string    `db:"holder"`
+	EditorID int64     `db:"editor_id"`
+	Detail   string    `db:"detail"`
+	At       time.Time `db:"at"`
+}
+
+// Editor is a person who is handed tasks from its categories. The token hash is not
+// part of it: look editors up by hash with EditorByTokenHash.
+type Editor struct {
+	ID         int64     `db:"id"`
+	Name       string    `db:"name"`
+	Categories []string  `db:"-"`
+	CreatedAt  time.Time `db:"created_at"`
+}
+
+// Holder is the holder string that identifies the editor's claims in tasks.holder.
+func (e *Editor) Holder() string { return EditorHolder(e.ID) }
+
+// Candidate is a task that was claimable when Candidates read it, with the fence to
+// pass to Claim.
+type Candidate struct {
+	ID    int64 `db:"id"`
+	Fence int64 `db:"fence"`
+}
+
+// LiveClaim is the short form of a live claim, for reconciling lock state elsewhere.
+type LiveClaim struct {
+	ID             int64     `db:"id"`
+	Fence          int64     `db:"fence"`
+	Holder         string    `db:"holder"`
+	LeaseExpiresAt time.Time `db:"lease_expires_at"`
+}

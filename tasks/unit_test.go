@@ -1,0 +1,149 @@
+package tasks
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd"
+)
+
+func TestSplitStatements(t *testing.T) {
+	text := "-- header;\n-- more\n\nCREATE TABLE a (\n  x INT -- trailing\n);\n\n-- between\nCREATE TABLE b (y INT);\n-- tail;\n"
+	got := splitStatements(text)
+	want := []string{"CREATE TABLE a (\n  x INT -- trailing\n)", "CREATE TABLE b (y INT)"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d statements %q, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("statement %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestSplitSchema(t *testing.T) {
+	stmts := splitStatements(taskd.Schema)
+	if len(stmts) != 6 {
+		t.Fatalf("schema has %d statements, want 6 (one per table)", len(stmts))
+	}
+	for i, s := range stmts {
+		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
+			t.Errorf("statement %d is not an idempotent CREATE TABLE: %.60q", i, s)
+		}
+		if strings.Contains(s, ";") {
+			t.Errorf("statement %d contains a ';': %.60q", i, s)
+		}
+	}
+}
+
+func TestSchemaEnumsMatchConstants(t *testing.T) {
+	statuses := []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
+		EventExpired, EventRecycled, EventFailed, EventDead}
+	enum := func(vals []string) string {
+		return "ENUM('" + strings.Join(vals, "', '") + "')"
+	}
+	var sv, kv []string
+	for _, s := range statuses {
+		sv = append(sv, string(s))
+	}
+	for _, k := range kinds {
+		kv = append(kv, string(k))
+	}
+	for _, e := range []string{enum(sv), enum(kv)} {
+		if !strings.Contains(taskd.Schema, e) {
+			t.Errorf("schema.sql has no %s", e)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 3, ""},
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"äöüß", 2, "äö"},
+		{"a\xffb", 3, "a\uFFFDb"},
+	}
+	for _, c := range cases {
+		if got := truncate(c.in, c.n); got != c.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	c := Config{}.WithDefaults()
+	if c.SkipFor != SkipForDefault || c.MaxHold != MaxHoldDefault || c.InsertBatchSize != InsertBatchSizeDefault {
+		t.Errorf("defaults = %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+	c = Config{SkipFor: time.Second, MaxHold: time.Minute, InsertBatchSize: 7}.WithDefaults()
+	if c.SkipFor != time.Second || c.MaxHold != time.Minute || c.InsertBatchSize != 7 {
+		t.Errorf("WithDefaults changed set fields: %+v", c)
+	}
+	for _, bad := range []Config{
+		{SkipFor: -time.Second},
+		{MaxHold: time.Microsecond},
+		{InsertBatchSize: -1},
+		{InsertBatchSize: 5001},
+	} {
+		if _, err := NewStore(nil, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewStore(%+v) error = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestNewTaskValidate(t *testing.T) {
+	ok := NewTask{Category: "news", Title: "t"}
+	row, err := ok.validate()
+	if err != nil {
+		t.Fatalf("valid task: %v", err)
+	}
+	if row.payload != "{}" || row.maxAttempts != MaxAttemptsDefault {
+		t.Errorf("defaults: payload %q max_attempts %d", row.payload, row.maxAttempts)
+	}
+	cases := map[string]NewTask{
+		"category":     {Category: "", Title: "t"},
+		"category ":    {Category: strings.Repeat("c", 65), Title: "t"},
+		"category  ":   {Category: "news ", Title: "t"},
+		"title":        {Category: "news", Title: ""},
+		"title ":       {Category: "news", Title: strings.Repeat("é", 513)},
+		"payload":      {Category: "news", Title: "t", Payload: []byte(`[1]`)},
+		"payload ":     {Category: "news", Title: "t", Payload: []byte(`{"a":`)},
+		"priority":     {Category: "news", Title: "t", Priority: 1 << 40},
+		"max_attempts": {Category: "news", Title: "t", MaxAttempts: 101},
+	}
+	for field, nt := range cases {
+		_, err := nt.validate()
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: error = %v, want ErrInvalid", field, err)
+			continue
+		}
+		if name := strings.TrimSpace(field); !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	tok1, h1 := NewToken()
+	tok2, h2 := NewToken()
+	if len(tok1) != 43 || tok1 == tok2 || h1 == h2 {
+		t.Fatalf("tokens %q %q are not 256-bit random", tok1, tok2)
+	}
+	if HashToken(tok1) != h1 {
+		t.Error("HashToken does not match the hash NewToken returned")
+	}
+	if EditorHolder(12) != "editor:12" {
+		t.Errorf("EditorHolder(12) = %q", EditorHolder(12))
+	}
+}
