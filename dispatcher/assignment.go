@@ -1,0 +1,126 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// ClaimRef names a claim: the task and the fence the claim was given.
+type ClaimRef struct {
+	TaskID int64
+	Fence  int64
+}
+
+// Heartbeat extends the lease of c's claim ref and returns the new deadline
+// (database clock). The store decides: it returns tasks.ErrStale when the
+// claim is not c's live claim any more (wrong fence, expired, taken over) and
+// tasks.ErrHoldLimit when the claim has been held for the maximum hold time.
+// The Redis lock is then extended to match, or re-created if Redis lost it.
+func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (time.Time, error) {
+	expires, err := d.store.Heartbeat(ctx, tasks.HeartbeatParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Lease: d.cfg.Lease,
+	})
+	if err != nil {
+		d.countRefused(err)
+		return time.Time{}, storeErr(err)
+	}
+	// The store caps the lease at the maximum hold; the lock must not outlive
+	// it, or it would keep the task from being claimed once the claim ends.
+	ttl := min(d.cfg.Lease, time.Until(expires))
+	if ttl >= locker.MinTTL {
+		_, err := d.locks.Obtain(ctx, d.lockKey(ref.TaskID), ttl, &locker.Options{Token: c.Holder})
+		if err != nil {
+			// The claim is live in the store, which is what counts; the
+			// sweeper reconciles the lock.
+			d.log.WarnContext(ctx, "extend task lock", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+		}
+	}
+	return expires, nil
+}
+
+// Submit commits c's result for its claim ref and returns c's next
+// assignment, or nil when nothing is claimable now. It returns
+// tasks.ErrStale, changing nothing, when the claim is not c's live claim, and
+// tasks.ErrInvalid when result is not valid JSON. An error while finding the
+// next assignment is returned with the committed submission: the result is
+// in either way.
+func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
+	err := d.store.Submit(ctx, tasks.SubmitParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result,
+	})
+	if err != nil {
+		d.countRefused(err)
+		return nil, storeErr(err)
+	}
+	d.releaseLock(ctx, ref.TaskID, c.Holder)
+	next, err := d.Next(ctx, c, 0)
+	if errors.Is(err, ErrNoTask) {
+		return nil, nil
+	}
+	return next, err
+}
+
+// Release gives c's claim ref back to the pool now. With skip, the editor is
+// not offered the task again for a while (tasks.Config.SkipFor). It returns
+// tasks.ErrStale, changing nothing, when the claim is not c's live claim.
+func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string, skip bool) error {
+	err := d.store.Release(ctx, tasks.ReleaseParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Reason: reason, Skip: skip,
+	})
+	if err != nil {
+		d.countRefused(err)
+		return storeErr(err)
+	}
+	d.releaseLock(ctx, ref.TaskID, c.Holder)
+	d.wakeFor(ctx, ref.TaskID)
+	return nil
+}
+
+// ForceRelease takes a task back from whoever holds it (an operator's
+// action): the store bumps the fence, so everything the old holder sends
+// afterwards is refused as stale.
+func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) error {
+	t, err := d.store.GetTask(ctx, taskID)
+	if err != nil {
+		return storeErr(fmt.Errorf("force release: %w", err))
+	}
+	if err := d.store.ForceRelease(ctx, taskID); err != nil {
+		return storeErr(fmt.Errorf("force release: %w", err))
+	}
+	if t.Holder != "" {
+		d.releaseLock(ctx, taskID, t.Holder)
+	}
+	d.wake(ctx, t.Category)
+	return nil
+}
+
+// wakeFor wakes a caller waiting for the category of a task that just became
+// claimable. It reads the task only when someone in this process waits, or
+// other processes may.
+func (d *Dispatcher) wakeFor(ctx context.Context, taskID int64) {
+	if d.cfg.PubSub == nil && !d.hub.waiting() {
+		return
+	}
+	t, err := d.store.GetTask(ctx, taskID)
+	if err != nil {
+		d.log.WarnContext(ctx, "read task to wake waiters", "task_id", taskID, "err", err)
+		return
+	}
+	d.wake(ctx, t.Category)
+}
+
+func (d *Dispatcher) wake(ctx context.Context, category string) {
+	d.notify.notify(ctx, map[string]int{category: 1})
+}
+
+func (d *Dispatcher) countRefused(err error) {
+	if errors.Is(err, tasks.ErrStale) {
+		d.Counters.RefusedWrites.Add(1)
+	}
+}

@@ -1,0 +1,340 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+)
+
+// run describes a bounded concurrent run of editors against one pool.
+type run struct {
+	editors, tasks, categories int
+	duration                   time.Duration
+	lease                      time.Duration
+	// chaos, when set, runs beside the editors until they stop.
+	chaos func(ctx context.Context)
+}
+
+// tally is what the editors saw, checked against the database afterwards.
+type tally struct {
+	claims, submits, releases, abandons atomic.Int64
+	staleRefused                        atomic.Int64 // stale writes refused, as they must be
+	staleAccepted                       atomic.Int64 // stale writes accepted: must stay 0
+	errs                                chan error
+}
+
+func (tl *tally) fail(format string, args ...any) {
+	select {
+	case tl.errs <- fmt.Errorf(format, args...):
+	default:
+	}
+}
+
+// runEditors runs r.editors editors, each with 1..3 of r.categories
+// categories, claiming, submitting, releasing, skipping and abandoning
+// tasks until r.duration passes or the pool is empty.
+func runEditors(t *testing.T, b *bundle, r run) *tally {
+	t.Helper()
+	ctx := context.Background()
+	cats := make([]string, r.categories)
+	for i := range cats {
+		cats[i] = fmt.Sprintf("cat%02d", i)
+	}
+	batch := make([]tasks.NewTask, r.tasks)
+	for i := range batch {
+		batch[i] = tasks.NewTask{Category: cats[i%len(cats)], Priority: rand.IntN(5), Title: fmt.Sprintf("article %d", i)}
+	}
+	if _, err := b.d.AddTasks(ctx, batch); err != nil {
+		t.Fatalf("add tasks: %v", err)
+	}
+	editors := make([]dispatcher.Claimant, r.editors)
+	for i := range editors {
+		own := []string{cats[i%len(cats)]}
+		for range rand.IntN(3) {
+			own = append(own, cats[rand.IntN(len(cats))])
+		}
+		editors[i] = b.editor(t, fmt.Sprintf("editor%03d", i), own...)
+	}
+
+	tl := &tally{errs: make(chan error, 100)}
+	runCtx, stop := context.WithTimeout(ctx, r.duration)
+	defer stop()
+	var chaosDone chan struct{}
+	if r.chaos != nil {
+		chaosDone = make(chan struct{})
+		go func() { defer close(chaosDone); r.chaos(runCtx) }()
+	}
+	var wg sync.WaitGroup
+	for _, ed := range editors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			editorLoop(runCtx, b, ed, r.lease, tl)
+		}()
+	}
+	wg.Wait()
+	stop()
+	if chaosDone != nil {
+		<-chaosDone
+	}
+	close(tl.errs)
+	for err := range tl.errs {
+		t.Error(err)
+	}
+	return tl
+}
+
+// check judges a failed write about a claim: refused as stale is right only
+// once the claim's lease has passed (a loaded machine can take that long).
+func (tl *tally) check(ctx context.Context, ed dispatcher.Claimant, op string, claim *tasks.Claim, err error) {
+	switch {
+	case ctx.Err() != nil, errors.Is(err, dispatcher.ErrUnavailable):
+	case errors.Is(err, tasks.ErrStale) && time.Now().After(claim.LeaseExpiresAt):
+		tl.staleRefused.Add(1)
+	default:
+		tl.fail("%s %s task %d fence %d (lease until %s): %v", ed.Holder, op, claim.Task.ID, claim.Fence,
+			claim.LeaseExpiresAt.Format(time.StampMilli), err)
+	}
+}
+
+func editorLoop(ctx context.Context, b *bundle, ed dispatcher.Claimant, lease time.Duration, tl *tally) {
+	allowed := make(map[string]bool)
+	for _, c := range ed.Categories {
+		allowed[c] = true
+	}
+	for ctx.Err() == nil {
+		claim, err := b.d.Next(ctx, ed, 0)
+		if errors.Is(err, dispatcher.ErrNoTask) {
+			return // the pool has nothing left for this editor
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, dispatcher.ErrUnavailable) {
+				tl.fail("%s next: %v", ed.Holder, err)
+			}
+			continue
+		}
+		tl.claims.Add(1)
+		if !allowed[claim.Task.Category] {
+			tl.fail("%s got a task of category %q", ed.Holder, claim.Task.Category)
+		}
+		ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+		switch p := rand.IntN(100); {
+		case p < 70:
+			_, err = b.d.Submit(ctx, ed, ref, json.RawMessage(fmt.Sprintf(`{"fence":%d}`, claim.Fence)))
+			if err == nil {
+				tl.submits.Add(1)
+			} else {
+				tl.check(ctx, ed, "submit", claim, err)
+			}
+		case p < 85:
+			err = b.d.Release(ctx, ed, ref, "not now", p < 78)
+			if err == nil {
+				tl.releases.Add(1)
+			} else {
+				tl.check(ctx, ed, "release", claim, err)
+			}
+		default:
+			// Walk away past the lease, then come back with the old fence:
+			// everything the editor sends for that claim must be refused.
+			tl.abandons.Add(1)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(lease + lease/2):
+			}
+			_, err := b.d.Submit(context.Background(), ed, ref, json.RawMessage(`"late"`))
+			switch {
+			case errors.Is(err, tasks.ErrStale):
+				tl.staleRefused.Add(1)
+			case err == nil:
+				tl.staleAccepted.Add(1)
+				tl.fail("%s: late submit of task %d fence %d was accepted", ed.Holder, ref.TaskID, ref.Fence)
+			}
+		}
+	}
+}
+
+// checkInvariants checks the safety promises from the database alone.
+func checkInvariants(t *testing.T, b *bundle) {
+	t.Helper()
+	ctx := context.Background()
+	q := func(what, query string) {
+		t.Helper()
+		var rows []struct {
+			A int64 `db:"a"`
+			B int64 `db:"b"`
+		}
+		if err := b.db.SelectContext(ctx, &rows, query); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i, r := range rows {
+			if i == 5 {
+				t.Errorf("%s: %d more", what, len(rows)-5)
+				break
+			}
+			t.Errorf("%s: %d / %d", what, r.A, r.B)
+		}
+	}
+	q("task with two accepted submissions (task, submissions)",
+		`SELECT task_id AS a, COUNT(*) AS b FROM task_results GROUP BY task_id HAVING COUNT(*) > 1`)
+	q("submission not carrying the task's current fence (task, fence)",
+		`SELECT r.task_id AS a, r.fence AS b FROM task_results r JOIN tasks t ON t.id = r.task_id
+		 WHERE r.fence <> t.fence OR t.status <> 'done'`)
+	q("done task without exactly one submission (task, fence)",
+		`SELECT t.id AS a, t.fence AS b FROM tasks t LEFT JOIN task_results r ON r.task_id = t.id
+		 WHERE t.status = 'done' AND r.task_id IS NULL`)
+	q("task claimed by an editor outside its categories (task, editor)",
+		`SELECT e.task_id AS a, e.editor_id AS b FROM task_events e JOIN tasks t ON t.id = e.task_id
+		 LEFT JOIN editor_categories c ON c.editor_id = e.editor_id AND c.category = t.category
+		 WHERE e.kind = 'claimed' AND e.editor_id IS NOT NULL AND c.category IS NULL`)
+	q("submission by a holder other than the claim's (task, fence)",
+		`SELECT r.task_id AS a, r.fence AS b FROM task_results r JOIN task_events e
+		 ON e.task_id = r.task_id AND e.fence = r.fence AND e.kind = 'claimed'
+		 WHERE e.holder <> r.holder`)
+
+	// No editor ever held two live tasks: walk each editor's audit trail in
+	// order; a claim must start only after the editor's previous claim ended.
+	var events []struct {
+		ID       int64  `db:"id"`
+		TaskID   int64  `db:"task_id"`
+		Kind     string `db:"kind"`
+		Fence    int64  `db:"fence"`
+		EditorID int64  `db:"editor_id"`
+	}
+	if err := b.db.SelectContext(ctx, &events, `SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id
+		FROM task_events ORDER BY id`); err != nil {
+		t.Fatalf("read events: %v", err)
+	}
+	type claimKey struct{ task, fence int64 }
+	open := make(map[int64]claimKey)     // editor -> its open claim
+	holderOf := make(map[claimKey]int64) // claim -> editor
+	for _, e := range events {
+		k := claimKey{e.TaskID, e.Fence}
+		switch e.Kind {
+		case "claimed":
+			if e.EditorID == 0 {
+				continue
+			}
+			if prev, ok := open[e.EditorID]; ok {
+				t.Errorf("editor %d claimed task %d (fence %d) while holding task %d (fence %d)",
+					e.EditorID, e.TaskID, e.Fence, prev.task, prev.fence)
+			}
+			open[e.EditorID] = k
+			holderOf[k] = e.EditorID
+		case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead":
+			if ed, ok := holderOf[k]; ok && open[ed] == k {
+				delete(open, ed)
+			}
+		}
+	}
+}
+
+// TestConcurrentEditors is the safety acceptance run: 200 editors on 5,000
+// tasks in 10 categories, submitting, releasing, skipping and abandoning.
+func TestConcurrentEditors(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("long concurrent run")
+	}
+	const lease = time.Second
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
+	tl := runEditors(t, b, run{editors: 200, tasks: 5000, categories: 10, duration: 8 * time.Second, lease: lease})
+
+	// One sweep: no task may stay assigned with a passed lease.
+	recycleAll(t, b)
+	var stuck int
+	if err := b.db.GetContext(context.Background(), &stuck,
+		"SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND lease_expires_at < NOW(3)"); err != nil {
+		t.Fatal(err)
+	}
+	if stuck != 0 {
+		t.Errorf("%d tasks assigned with a passed lease after a sweep", stuck)
+	}
+	checkInvariants(t, b)
+
+	c := &b.d.Counters
+	t.Logf("claims %d (assignments %d), submits %d, releases %d, abandons %d; lock conflicts %d (%.3f per assignment), refused claims %d, refused stale writes %d",
+		tl.claims.Load(), c.Assignments.Load(), tl.submits.Load(), tl.releases.Load(), tl.abandons.Load(),
+		c.Conflicts.Load(), float64(c.Conflicts.Load())/float64(max(c.Assignments.Load(), 1)),
+		c.RefusedClaims.Load(), c.RefusedWrites.Load())
+	if tl.submits.Load() < 500 {
+		t.Errorf("only %d submissions in the run: the dispatcher is stalling", tl.submits.Load())
+	}
+	if tl.abandons.Load() > 0 && tl.staleRefused.Load() == 0 {
+		t.Errorf("%d abandoned claims but no late submit was refused", tl.abandons.Load())
+	}
+	if n := tl.staleAccepted.Load(); n != 0 {
+		t.Errorf("%d late submits accepted", n)
+	}
+}
+
+// TestRedisFlushedDuringRun: Redis loses every key again and again while
+// editors work. The fence in MySQL must still refuse every double commit,
+// and assignments must go on.
+func TestRedisFlushedDuringRun(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("long concurrent run")
+	}
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
+	const lease = time.Second
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}, redis: rdb})
+	var flushes, afterFirstFlush atomic.Int64
+	tl := runEditors(t, b, run{
+		editors: 60, tasks: 2000, categories: 3, duration: 5 * time.Second, lease: lease,
+		chaos: func(ctx context.Context) {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if err := rdb.FlushAll(context.Background()).Err(); err == nil {
+					if flushes.Add(1) == 1 {
+						afterFirstFlush.Store(b.d.Counters.Assignments.Load())
+					}
+				}
+			}
+		},
+	})
+	recycleAll(t, b)
+	checkInvariants(t, b)
+	after := b.d.Counters.Assignments.Load() - afterFirstFlush.Load()
+	t.Logf("%d flushes; assignments %d (%d after the first flush), submits %d, refused claims %d, refused stale writes %d",
+		flushes.Load(), b.d.Counters.Assignments.Load(), after, tl.submits.Load(),
+		b.d.Counters.RefusedClaims.Load(), b.d.Counters.RefusedWrites.Load())
+	if flushes.Load() < 10 {
+		t.Fatalf("only %d flushes happened", flushes.Load())
+	}
+	if after < 100 {
+		t.Fatalf("only %d assignments after Redis was first flushed: the run stalled", after)
+	}
+	if n := tl.staleAccepted.Load(); n != 0 {
+		t.Errorf("%d late submits accepted", n)
+	}
+}
+
+// recycleAll recycles every expired claim, as one sweep does.
+func recycleAll(t *testing.T, b *bundle) {
+	t.Helper()
+	for {
+		n, err := b.store.RecycleExpired(context.Background(), tasks.RecycleParams{})
+		if err != nil {
+			t.Fatalf("recycle: %v", err)
+		}
+		if n < tasks.RecycleLimitDefault {
+			return
+		}
+	}
+}

@@ -1,0 +1,291 @@
+// Package dispatcher hands tasks out to exactly one holder at a time.
+//
+// A Dispatcher claims tasks for claimants (editors, or worker slots): it reads
+// a batch of candidates from the store, arbitrates between competing
+// dispatchers with a per-task Redis lock (one ObtainAny round trip for the
+// whole batch), and commits the claim with the store's fenced conditional
+// UPDATE. MySQL is the source of truth: every later write about the claim
+// (heartbeat, submit, release) is fenced there, and the Redis lock is only
+// kept in step with it. If Redis loses its keys the worst outcome is a claim
+// the store refuses, never a double commit.
+//
+// The Sweeper recycles expired claims and reconciles Redis with MySQL; the
+// Worker runs Go handlers on claimed tasks.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+var (
+	// ErrNoTask is returned by Next when nothing is claimable for the
+	// claimant before the wait ends.
+	ErrNoTask = errors.New("no task available")
+
+	// ErrUnavailable wraps errors that come from a store being unreachable
+	// (Redis or MySQL); callers should retry later.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Store is the task store the dispatcher works on; *tasks.Store implements it.
+type Store interface {
+	InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error)
+	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
+	Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tasks.Candidate, error)
+	Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
+	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
+	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
+	Submit(ctx context.Context, p tasks.SubmitParams) error
+	Release(ctx context.Context, p tasks.ReleaseParams) error
+	ForceRelease(ctx context.Context, taskID int64) error
+	Fail(ctx context.Context, p tasks.FailParams) (tasks.Status, error)
+	RecycleExpired(ctx context.Context, p tasks.RecycleParams) (int, error)
+	LiveClaims(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveClaim, error)
+}
+
+// Locker takes per-task locks; *locker.Client implements it.
+type Locker interface {
+	Obtain(ctx context.Context, key string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
+	ObtainAny(ctx context.Context, keys []string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
+	Lock(key, token string) *locker.Lock
+}
+
+var (
+	_ Store  = (*tasks.Store)(nil)
+	_ Locker = (*locker.Client)(nil)
+)
+
+// Config defaults.
+const (
+	LeaseDefault        = 30 * time.Second
+	BatchDefault        = 16
+	KeyPrefixDefault    = "taskd:"
+	PollIntervalDefault = 5 * time.Second
+	MaxWaitDefault      = time.Minute
+)
+
+// claimRounds bounds how often one claim re-reads candidates when every
+// candidate it saw was taken by a competitor.
+const claimRounds = 4
+
+// Config configures a Dispatcher. The zero value is valid.
+type Config struct {
+	// Lease is how long a claim lives without a heartbeat; the Redis lock of
+	// a claim has the same time to live. Default LeaseDefault.
+	Lease time.Duration
+
+	// Batch is how many candidates one claim attempt reads and tries. It
+	// grows with the number of claims in flight in this process, so that
+	// concurrent claimants spread over distinct candidates. Default
+	// BatchDefault.
+	Batch int
+
+	// KeyPrefix starts every Redis key the dispatcher uses. Default
+	// KeyPrefixDefault.
+	KeyPrefix string
+
+	// PollInterval is how often a long-polling Next looks again when no
+	// wake-up came (tasks can become claimable by time alone: a retry's
+	// backoff passing). Default PollIntervalDefault.
+	PollInterval time.Duration
+
+	// MaxWait caps the wait of a long-polling Next. Default MaxWaitDefault.
+	MaxWait time.Duration
+
+	// PubSub, when set, carries wake-ups for long-polling callers between
+	// processes over Redis pub/sub; Start must then run. Without it, only
+	// tasks added or released through this Dispatcher wake its callers
+	// before their poll interval.
+	PubSub redis.UniversalClient
+
+	// Logger receives the dispatcher's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Lease == 0 {
+		c.Lease = LeaseDefault
+	}
+	if c.Batch == 0 {
+		c.Batch = BatchDefault
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = KeyPrefixDefault
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = PollIntervalDefault
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = MaxWaitDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Lease < 100*time.Millisecond:
+		return fmt.Errorf("lease must be at least 100ms, got %v", c.Lease)
+	case c.Batch < 1 || c.Batch > tasks.CandidatesLimitMax:
+		return fmt.Errorf("batch must be 1..%d, got %d", tasks.CandidatesLimitMax, c.Batch)
+	case c.PollInterval < 10*time.Millisecond:
+		return fmt.Errorf("poll interval must be at least 10ms, got %v", c.PollInterval)
+	case c.MaxWait < 0:
+		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
+	}
+	return nil
+}
+
+// Claimant is who a claim is for: an editor, or a worker slot.
+type Claimant struct {
+	// Holder identifies the claimant in the store and is the token of its
+	// Redis locks: tasks.EditorHolder(id) for editors, a unique worker id for
+	// worker slots. A holder has at most one claim at a time.
+	Holder string
+	// EditorID is the editor's id, or 0 for a worker.
+	EditorID int64
+	// Categories the claimant takes tasks from.
+	Categories []string
+}
+
+// EditorClaimant returns the Claimant of an editor.
+func EditorClaimant(e *tasks.Editor) Claimant {
+	return Claimant{Holder: e.Holder(), EditorID: e.ID, Categories: e.Categories}
+}
+
+// Counters are running totals of what the dispatcher did, for tests, stats
+// and metrics.
+type Counters struct {
+	// Assignments counts claims committed.
+	Assignments atomic.Int64
+	// Conflicts counts candidates found locked by a competitor in Redis.
+	Conflicts atomic.Int64
+	// RefusedClaims counts claims the store refused after the Redis lock was
+	// obtained (the candidate changed since it was read, or Redis had lost a
+	// lock).
+	RefusedClaims atomic.Int64
+	// RefusedWrites counts heartbeats, submits and releases refused as stale.
+	RefusedWrites atomic.Int64
+}
+
+// Dispatcher assigns tasks. It is safe for concurrent use.
+type Dispatcher struct {
+	store  Store
+	locks  Locker
+	cfg    Config
+	log    *slog.Logger
+	hub    *hub
+	notify *notifier
+
+	inflight atomic.Int64 // claims in progress in this process
+	ticket   atomic.Int64 // spreads concurrent claims over a batch
+
+	// Counters are the dispatcher's running totals.
+	Counters Counters
+}
+
+// New returns a Dispatcher over store and locks.
+func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	h := newHub()
+	return &Dispatcher{
+		store: store,
+		locks: locks,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		hub:   h,
+		notify: &notifier{
+			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
+		},
+	}, nil
+}
+
+// Config returns the dispatcher's configuration with defaults applied.
+func (d *Dispatcher) Config() Config { return d.cfg }
+
+// Run relays wake-ups between processes until ctx ends. It is needed only
+// when Config.PubSub is set, and returns at once otherwise.
+func (d *Dispatcher) Run(ctx context.Context) {
+	if d.cfg.PubSub != nil {
+		d.notify.run(ctx)
+	}
+}
+
+// Waiting reports whether any caller of this process is long-polling in
+// Next right now.
+func (d *Dispatcher) Waiting() bool { return d.hub.waiting() }
+
+// lockKey is the Redis key of a task's lock. The id is a hash tag, so on a
+// Cluster each task's lock has a slot of its own choosing.
+func (d *Dispatcher) lockKey(taskID int64) string {
+	return d.cfg.KeyPrefix + "task:{" + strconv.FormatInt(taskID, 10) + "}"
+}
+
+// AddTasks inserts tasks into the pool and wakes callers waiting for them.
+func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
+	ids, err := d.store.InsertTasks(ctx, ts)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	counts := make(map[string]int)
+	for _, t := range ts {
+		counts[t.Category]++
+	}
+	d.notify.notify(ctx, counts)
+	return ids, nil
+}
+
+// lockCleanupTimeout bounds giving back a lock after the store committed.
+const lockCleanupTimeout = time.Second
+
+// releaseLock gives back a claim's Redis lock. It runs after the store
+// committed, so it does not stop when the caller's context ends. The store
+// has the last word on claims, so a lock that is already gone is no error;
+// other failures are logged, and the lock's time to live frees it.
+func (d *Dispatcher) releaseLock(ctx context.Context, taskID int64, holder string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockCleanupTimeout)
+	defer cancel()
+	err := d.locks.Lock(d.lockKey(taskID), holder).Release(ctx)
+	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		d.log.WarnContext(ctx, "release task lock", "task_id", taskID, "err", err)
+	}
+}
+
+// storeErr marks errors of an unreachable store with ErrUnavailable.
+func storeErr(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) || !unreachable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// unreachable reports whether err means a store could not be reached, as
+// opposed to a refused or invalid request.
+func unreachable(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
+		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
+}

@@ -1,0 +1,302 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+func TestNextPriorityThenAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ed := b.editor(t, "ann", "news")
+	low := b.add(t, "news", 1, 2)
+	high := b.add(t, "news", 9, 2)
+	mid := b.add(t, "news", 5, 1)
+	b.add(t, "sports", 100, 3) // not ann's category
+	want := []int64{high[0], high[1], mid[0], low[0], low[1]}
+
+	claim, err := b.d.Next(ctx, ed, 0)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	var got []int64
+	for claim != nil {
+		if claim.Task.Category != "news" {
+			t.Fatalf("ann got a %q task", claim.Task.Category)
+		}
+		got = append(got, claim.Task.ID)
+		claim, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got tasks %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v (priority, then age)", got, want)
+		}
+	}
+	if _, err := b.d.Next(ctx, ed, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+		t.Fatalf("next on an empty pool: err = %v, want ErrNoTask", err)
+	}
+}
+
+func TestNextIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ed := b.editor(t, "ann", "news")
+	b.add(t, "news", 0, 3)
+
+	first, err := b.d.Next(ctx, ed, 0)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	again, err := b.d.Next(ctx, ed, 0)
+	if err != nil {
+		t.Fatalf("next again: %v", err)
+	}
+	if again.Task.ID != first.Task.ID || again.Fence != first.Fence {
+		t.Fatalf("second next gave task %d fence %d, want the held task %d fence %d",
+			again.Task.ID, again.Fence, first.Task.ID, first.Fence)
+	}
+	if got := b.rdb.Get(ctx, b.lockKey(first.Task.ID)).Val(); got != ed.Holder {
+		t.Fatalf("redis lock holds %q, want the editor's holder %q", got, ed.Holder)
+	}
+	var assigned int
+	if err := b.db.GetContext(ctx, &assigned, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); err != nil {
+		t.Fatal(err)
+	}
+	if assigned != 1 {
+		t.Fatalf("%d tasks assigned, want 1", assigned)
+	}
+}
+
+// TestStaleHolder: a claim expires and another editor takes the task; every
+// write of the first holder is refused and changes nothing.
+func TestStaleHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	id := b.add(t, "news", 0, 1)[0]
+
+	old, err := b.d.Next(ctx, ann, 0)
+	if err != nil {
+		t.Fatalf("ann next: %v", err)
+	}
+	b.expire(t, id)
+	taken, err := b.d.Next(ctx, bob, 0)
+	if err != nil {
+		t.Fatalf("bob next: %v", err)
+	}
+	if taken.Task.ID != id || taken.Fence != old.Fence+1 {
+		t.Fatalf("bob got task %d fence %d, want task %d fence %d", taken.Task.ID, taken.Fence, id, old.Fence+1)
+	}
+	before := b.task(t, id)
+	events := countRows(t, b, "task_events")
+	refused := b.d.Counters.RefusedWrites.Load()
+
+	ref := dispatcher.ClaimRef{TaskID: id, Fence: old.Fence}
+	if _, err := b.d.Heartbeat(ctx, ann, ref); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("stale heartbeat: err = %v, want ErrStale", err)
+	}
+	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`"late"`)); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("stale submit: err = %v, want ErrStale", err)
+	}
+	if err := b.d.Release(ctx, ann, ref, "", false); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("stale release: err = %v, want ErrStale", err)
+	}
+	// Even with the current fence, ann is not the holder.
+	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, "", false); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("release by a non-holder: err = %v, want ErrStale", err)
+	}
+
+	after := b.task(t, id)
+	if after.Status != tasks.StatusAssigned || after.Fence != before.Fence || after.Holder != bob.Holder ||
+		!after.LeaseExpiresAt.Equal(*before.LeaseExpiresAt) {
+		t.Fatalf("stale writes changed the task: before %+v, after %+v", before, after)
+	}
+	if n := countRows(t, b, "task_results"); n != 0 {
+		t.Fatalf("%d results stored, want 0", n)
+	}
+	if n := countRows(t, b, "task_events"); n != events {
+		t.Fatalf("stale writes added %d events", n-events)
+	}
+	if got := b.rdb.Get(ctx, b.lockKey(id)).Val(); got != bob.Holder {
+		t.Fatalf("redis lock holds %q, want bob's", got)
+	}
+	if n := b.d.Counters.RefusedWrites.Load() - refused; n != 4 {
+		t.Fatalf("%d refused writes counted, want 4", n)
+	}
+	if _, err := b.d.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, json.RawMessage(`"done"`)); err != nil {
+		t.Fatalf("bob submit: %v", err)
+	}
+}
+
+func TestHeartbeatExtendsLeaseAndLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: 10 * time.Second}})
+	ed := b.editor(t, "ann", "news")
+	id := b.add(t, "news", 0, 1)[0]
+	claim, err := b.d.Next(ctx, ed, 0)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	// Redis lost the lock (restart, eviction): the heartbeat restores it.
+	b.rdb.Del(ctx, b.lockKey(id))
+	expires, err := b.d.Heartbeat(ctx, ed, dispatcher.ClaimRef{TaskID: id, Fence: claim.Fence})
+	if err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if expires.Before(claim.LeaseExpiresAt) {
+		t.Fatalf("heartbeat moved the lease back: %v < %v", expires, claim.LeaseExpiresAt)
+	}
+	if got := b.rdb.Get(ctx, b.lockKey(id)).Val(); got != ed.Holder {
+		t.Fatalf("lock after heartbeat holds %q, want %q", got, ed.Holder)
+	}
+	if ttl := b.rdb.PTTL(ctx, b.lockKey(id)).Val(); ttl <= 0 || ttl > 10*time.Second {
+		t.Fatalf("lock ttl %v, want within the lease", ttl)
+	}
+}
+
+func TestReleaseAndSkip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	ids := b.add(t, "news", 0, 2)
+
+	first, err := b.d.Next(ctx, ann, 0)
+	if err != nil || first.Task.ID != ids[0] {
+		t.Fatalf("next: %v, %+v", err, first)
+	}
+	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "not mine", true); err != nil {
+		t.Fatalf("skip: %v", err)
+	}
+	if n := b.rdb.Exists(ctx, b.lockKey(ids[0])).Val(); n != 0 {
+		t.Fatalf("lock of a released claim still in redis")
+	}
+	// ann skipped the first task: she gets the second, bob the first.
+	second, err := b.d.Next(ctx, ann, 0)
+	if err != nil || second.Task.ID != ids[1] {
+		t.Fatalf("ann after skip: %v, %+v; want task %d", err, second, ids[1])
+	}
+	got, err := b.d.Next(ctx, bob, 0)
+	if err != nil || got.Task.ID != ids[0] {
+		t.Fatalf("bob: %v, %+v; want the skipped task %d", err, got, ids[0])
+	}
+	if got.Fence != first.Fence+1 {
+		t.Fatalf("fence after release and reclaim = %d, want %d", got.Fence, first.Fence+1)
+	}
+	// A plain release (no skip) makes the task available to the same editor.
+	if err := b.d.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, "", false); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	again, err := b.d.Next(ctx, bob, 0)
+	if err != nil || again.Task.ID != ids[0] {
+		t.Fatalf("bob after release: %v, %+v; want task %d again", err, again, ids[0])
+	}
+}
+
+func TestLongPollWakesOnNewTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A poll interval far beyond the test: only a wake-up can end the wait.
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
+	ed := b.editor(t, "ann", "news")
+
+	start := time.Now()
+	if _, err := b.d.Next(ctx, ed, 150*time.Millisecond); !errors.Is(err, dispatcher.ErrNoTask) {
+		t.Fatalf("next on an empty pool: err = %v, want ErrNoTask", err)
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("next returned after %v, before its wait ended", waited)
+	}
+
+	type result struct {
+		claim *tasks.Claim
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := b.d.Next(ctx, ed, 30*time.Second)
+		done <- result{c, err}
+	}()
+	eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Waiting() })
+	b.add(t, "sports", 0, 1) // another category: no wake-up for ann
+	select {
+	case r := <-done:
+		t.Fatalf("woke for another category's task: %+v, %v", r.claim, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	id := b.add(t, "news", 0, 1)[0]
+	select {
+	case r := <-done:
+		if r.err != nil || r.claim.Task.ID != id {
+			t.Fatalf("woken next: %+v, %v; want task %d", r.claim, r.err, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("long-polling next did not wake when a task arrived")
+	}
+}
+
+func TestLongPollHonoursContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour}})
+	ed := b.editor(t, "ann", "news")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := b.d.Next(ctx, ed, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if b.d.Waiting() {
+		t.Fatalf("cancelled waiter still registered")
+	}
+}
+
+func TestNextRefusesBadClaimant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.d.Next(context.Background(), dispatcher.Claimant{Categories: []string{"news"}}, 0); !errors.Is(err, tasks.ErrInvalid) {
+		t.Fatalf("empty holder: err = %v, want ErrInvalid", err)
+	}
+	if _, err := b.d.Next(context.Background(), dispatcher.Claimant{Holder: "worker:x"}, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+		t.Fatalf("no categories: err = %v, want ErrNoTask", err)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]dispatcher.Config{
+		"tiny lease":    {Lease: time.Millisecond},
+		"huge batch":    {Batch: 1 << 20},
+		"negative wait": {MaxWait: -time.Second},
+		"tiny poll":     {PollInterval: time.Microsecond},
+	} {
+		if _, err := dispatcher.New(nil, nil, cfg); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}
+
+func countRows(t testing.TB, b *bundle, table string) int {
+	t.Helper()
+	var n int
+	if err := b.db.GetContext(context.Background(), &n, "SELECT COUNT(*) FROM "+table); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
