@@ -37,6 +37,14 @@ func TestCandidatesOrderByPriorityThenAge(t *testing.T) {
 	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"News"}}); len(got) != 0 {
 		t.Errorf("category News: candidates = %v, want none", got)
 	}
+	// Within a priority, the oldest come first, also when LIMIT cuts a category short.
+	tie1 := b.insertOne(t, "tie", 1)
+	tie2 := b.insertOne(t, "tie", 1)
+	b.insertOne(t, "tie", 1)
+	got = b.candidates(t, tasks.CandidatesParams{Categories: []string{"tie"}, Limit: 2})
+	if !equalIDs(got, []int64{tie1, tie2}) {
+		t.Errorf("ties: candidates = %v, want [%d %d]", got, tie1, tie2)
+	}
 	_, err := b.store.Candidates(b.ctx, tasks.CandidatesParams{Categories: []string{"news"}, Limit: tasks.CandidatesLimitMax + 1})
 	wantErr(t, "limit too large", err, tasks.ErrInvalid)
 }

@@ -31,7 +31,7 @@ const (
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now.
 	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now,
-	((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3))) AS claimable
+	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)), 0) AS claimable
 FROM tasks WHERE id = ? FOR UPDATE`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
@@ -63,6 +63,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	if err := checkHolder(p.Holder); err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
 	}
+	if p.EditorID < 0 {
+		return nil, fmt.Errorf("claim task %d: %w: editor id must not be negative", p.TaskID, ErrInvalid)
+	}
 	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen {
 		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters", p.TaskID, ErrInvalid, maxTraceContextLen)
 	}
@@ -84,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 		expires := now.Add(lease)
 		args := []any{p.Holder, nullID(p.EditorID), now, expires, nullString(p.TraceContext), now, p.TaskID, p.Fence}
 		res, err := tx.ExecContext(ctx, claimSQL, args...)
-		if mysqlErrorIs(err, erDupEntry) {
+		if p.EditorID != 0 && mysqlErrorIs(err, erDupEntry) {
 			// The editor's unique key is taken. If that claim has expired, free it and
 			// try once more; if it is live, the editor is busy.
 			if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID); err != nil {

@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -35,7 +36,9 @@ func TestClaimBumpsFenceAndLeasesOnDatabaseClock(t *testing.T) {
 	if d := c.LeaseExpiresAt.Sub(c.AssignedAt); d != 30*time.Second {
 		t.Errorf("lease = %v, want 30s", d)
 	}
-	if string(c.Task.Payload) != `{"k":"v"}` || c.Task.Title != "t" || c.Task.Status != tasks.StatusAssigned {
+	var payload map[string]string
+	if err := json.Unmarshal(c.Task.Payload, &payload); err != nil || payload["k"] != "v" ||
+		c.Task.Title != "t" || c.Task.Status != tasks.StatusAssigned {
 		t.Errorf("claimed task = %+v", c.Task)
 	}
 

@@ -93,7 +93,8 @@ func TestSchemaKeys(t *testing.T) {
 		Seq    int    `db:"seq_in_index"`
 		Coll   string `db:"collation"`
 	}
-	if err := b.db.SelectContext(b.ctx, &cols, `SELECT column_name, seq_in_index, COALESCE(collation, '') AS collation
+	if err := b.db.SelectContext(b.ctx, &cols, `SELECT column_name AS column_name, seq_in_index AS seq_in_index,
+		COALESCE(collation, '') AS collation
 		FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'tasks'
 		AND index_name = 'tasks_candidate' ORDER BY seq_in_index`); err != nil {
 		t.Fatal(err)
