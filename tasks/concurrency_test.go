@@ -101,7 +101,7 @@ func TestConcurrentEditorsCompleteEveryTaskOnce(t *testing.T) {
 					time.Sleep(2 * time.Millisecond) // abandoned claims still running out
 					continue
 				}
-				lease := 5 * time.Second
+				lease := time.Minute
 				if rand.IntN(5) == 0 {
 					lease = 20 * time.Millisecond // walk away from this one
 				}

@@ -1,5 +1,11 @@
 package tasks
 
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+)
+
 // Hooks for the integration tests in package tasks_test.
 
 // SetReturning makes s use (on) or not use INSERT ... RETURNING for InsertTasks, so
@@ -25,3 +31,8 @@ const (
 	StatsClaimsSQL  = statsClaimsSQL
 	HeldByEditorSQL = heldByEditorSQL
 )
+
+// InTx runs fn in one of the store's transactions, with its deadlock retries.
+func InTx(s *Store, ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return s.inTx(ctx, nil, fn)
+}

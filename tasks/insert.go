@@ -122,6 +122,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, erro
 
 	ids := make([]int64, 0, len(rows))
 	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+		ids = ids[:0] // a retried transaction starts over
 		var step int64
 		if !returning {
 			if err := tx.GetContext(ctx, &step, `SELECT @@auto_increment_increment`); err != nil {

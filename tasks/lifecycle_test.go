@@ -10,18 +10,18 @@ import (
 
 func TestHeartbeatExtendsLeaseUpToMaxHold(t *testing.T) {
 	t.Parallel()
-	b := setup(t, tasks.Config{MaxHold: 10 * time.Second})
+	b := setup(t, tasks.Config{MaxHold: time.Hour})
 	id := b.insertOne(t, "news", 0)
-	c := b.claim(t, id, "w1", 0, 2*time.Second)
+	c := b.claim(t, id, "w1", 0, time.Minute)
 
 	before := b.now(t)
-	expires, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: 5 * time.Second})
+	expires, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := b.now(t)
-	if expires.Before(before.Add(5*time.Second)) || expires.After(after.Add(5*time.Second)) {
-		t.Errorf("lease %v not now+5s on the database clock [%v, %v]", expires, before, after)
+	if expires.Before(before.Add(5*time.Minute)) || expires.After(after.Add(5*time.Minute)) {
+		t.Errorf("lease %v not now+5m on the database clock [%v, %v]", expires, before, after)
 	}
 	if got := b.task(t, id); !got.LeaseExpiresAt.Equal(expires) || got.Fence != c.Fence {
 		t.Errorf("stored lease %v fence %d, want %v fence %d", got.LeaseExpiresAt, got.Fence, expires, c.Fence)
@@ -34,8 +34,8 @@ func TestHeartbeatExtendsLeaseUpToMaxHold(t *testing.T) {
 	}
 
 	// A lease beyond assigned_at + MaxHold is capped there ...
-	limit := c.AssignedAt.Add(10 * time.Second)
-	capped, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: 10 * time.Second})
+	limit := c.AssignedAt.Add(time.Hour)
+	capped, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,16 +158,16 @@ func TestStats(t *testing.T) {
 	s1 := b.insertOne(t, "sport", 0)
 	s2 := b.insertOne(t, "sport", 0)
 
-	b.claim(t, n1, ed.Holder(), ed.ID, 10*time.Second) // live, expiring within 30s
-	b.claim(t, s1, "w1", 0, time.Hour)                 // live
-	c := b.claim(t, n2, "w1", 0, time.Hour)            // done
+	b.claim(t, n1, ed.Holder(), ed.ID, time.Minute) // live, expiring within the window
+	b.claim(t, s1, "w1", 0, time.Hour)              // live
+	c := b.claim(t, n2, "w1", 0, time.Hour)         // done
 	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: n2, Fence: c.Fence, Holder: "w1", Result: rawJSON(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	b.claim(t, s2, "w2", 0, time.Hour) // expired
 	b.expireLease(t, s2)
 
-	st, err := b.store.Stats(b.ctx, 30*time.Second)
+	st, err := b.store.Stats(b.ctx, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,8 +114,33 @@ func (s *Store) Config() Config { return s.cfg }
 // DB returns the database handle the store uses.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// inTx runs fn in a transaction and commits it if fn returns nil.
+// txAttempts bounds how often inTx runs a transaction that InnoDB picked as a deadlock
+// victim.
+const txAttempts = 3
+
+// inTx runs fn in a transaction and commits it if fn returns nil. When InnoDB picks the
+// transaction as a deadlock victim it has rolled all of it back, so inTx runs it again
+// from the start, up to txAttempts times in all, after a short random pause. Deadlocks
+// are rare but real: claims and submits of different tasks by different editors touch
+// neighbouring entries of the unique editor_id index. fn must therefore set, not
+// accumulate, whatever it hands back to its caller.
 func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.runTx(ctx, opts, fn)
+		if err == nil || attempt == txAttempts || !mysqlErrorIs(err, erLockDeadlock) {
+			return err
+		}
+		pause := time.NewTimer(time.Duration(1+rand.IntN(5*attempt)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return err
+		case <-pause.C:
+		}
+	}
+}
+
+func (s *Store) runTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
 	tx, err := s.db.BeginTxx(ctx, opts)
 	if err != nil {
 		return err
@@ -230,9 +256,10 @@ func checkHolder(h string) error {
 	return nil
 }
 
-// lostRace turns a lock conflict while claiming (deadlock victim, lock wait timeout)
-// into ErrStale, keeping the cause: another transaction was working on the same rows and
-// this claim, which was rolled back, lost the race. Other errors pass through.
+// lostRace turns a lock conflict while claiming (still a deadlock victim after
+// txAttempts, or a lock wait timeout) into ErrStale, keeping the cause: another
+// transaction was working on the same rows and this claim, which was rolled back, lost
+// the race. Other errors pass through.
 func lostRace(err error) error {
 	if mysqlErrorIs(err, erLockDeadlock, erLockWaitTimeout) {
 		return fmt.Errorf("%w (%w)", ErrStale, err)

@@ -1,0 +1,60 @@
+package tasks_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// TestTransactionsRetryDeadlocks provokes a deadlock between two store transactions
+// that lock two rows in opposite order, and checks that the victim ran again and both
+// committed exactly once.
+func TestTransactionsRetryDeadlocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	x := b.insertOne(t, "news", 0)
+	y := b.insertOne(t, "news", 0)
+
+	var runs atomic.Int32
+	var bothHoldOne sync.WaitGroup
+	bothHoldOne.Add(2)
+	bump := func(first, second int64) error {
+		attempt := 0
+		return tasks.InTx(b.store, b.ctx, func(tx *sqlx.Tx) error {
+			attempt++
+			runs.Add(1)
+			const q = `UPDATE tasks SET priority = priority + 1 WHERE id = ?`
+			if _, err := tx.ExecContext(b.ctx, q, first); err != nil {
+				return err
+			}
+			if attempt == 1 {
+				bothHoldOne.Done()
+				bothHoldOne.Wait()
+			}
+			_, err := tx.ExecContext(b.ctx, q, second)
+			return err
+		})
+	}
+	var wg sync.WaitGroup
+	var errs [2]error
+	wg.Go(func() { errs[0] = bump(x, y) })
+	wg.Go(func() { errs[1] = bump(y, x) })
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("transaction %d: %v", i, err)
+		}
+	}
+	if n := runs.Load(); n != 3 {
+		t.Errorf("%d runs, want 3 (the deadlock victim ran twice)", n)
+	}
+	for _, id := range []int64{x, y} {
+		if p := b.task(t, id).Priority; p != 2 {
+			t.Errorf("task %d priority = %d, want 2 (one bump per committed transaction)", id, p)
+		}
+	}
+}
