@@ -79,7 +79,8 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 // until the skip passes. Highest priority first, then oldest (lowest id) first.
 //
 // A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
-// with ErrStale if someone else got there first.
+// with ErrStale if someone else got there first. Candidates returns ErrInvalid for a
+// bad limit or category, or more than MaxCategories categories.
 func (s *Store) Candidates(ctx context.Context, p CandidatesParams) ([]Candidate, error) {
 	limit := p.Limit
 	if limit == 0 {

@@ -136,7 +136,8 @@ const (
 // It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid if
 // the result is not valid JSON.
 //
-// Round trips: BEGIN, locked SELECT, UPDATE, INSERT result, INSERT event, COMMIT.
+// Round trips: BEGIN, locked SELECT (which also reads the editor id for the audit
+// records), UPDATE, INSERT result, INSERT event, COMMIT.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) error {
 	if len(p.Result) == 0 || !json.Valid(p.Result) {
 		return fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
