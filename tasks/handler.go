@@ -1,0 +1,127 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// ErrNoHandler is returned (wrapped) by ServeMux.ProcessTask for a task whose category
+// has no handler.
+var ErrNoHandler = errors.New("no handler for category")
+
+// SkipRetry, wrapped in a handler's error, asks that the task not be tried again: it
+// should become dead at once instead of going back to the pool.
+//
+// The worker records such a failure with Store.Fail, which decides between retry and
+// dead by attempts alone (FailParams has no way to force dead), so for now a SkipRetry
+// failure is retried like any other while attempts remain.
+//
+//lint:ignore ST1012 it reads as a directive, fmt.Errorf("...: %w", tasks.SkipRetry), as in asynq
+var SkipRetry = errors.New("skip retry")
+
+// Handler processes a claimed task, in the style of net/http's Handler.
+//
+// ProcessTask returns nil when the task is done; its result is then committed. An
+// error records a failure: the task is tried again after a backoff while attempts
+// remain (Task.Attempts counts this one) and is dead after that. ctx is cancelled when
+// the claim is lost or the worker shuts down (see context.Cause); a handler should
+// return soon after.
+type Handler interface {
+	ProcessTask(ctx context.Context, t *Task) error
+}
+
+// HandlerFunc adapts an ordinary function to a Handler.
+type HandlerFunc func(ctx context.Context, t *Task) error
+
+// ProcessTask calls f(ctx, t).
+func (f HandlerFunc) ProcessTask(ctx context.Context, t *Task) error { return f(ctx, t) }
+
+// MiddlewareFunc wraps a Handler with behaviour of its own (logging, tracing, limits).
+type MiddlewareFunc func(Handler) Handler
+
+// ServeMux routes tasks to handlers by exact category, like http.ServeMux routes
+// requests by pattern. Middleware added with Use wraps every handler, the first added
+// outermost. The zero value is not usable; call NewServeMux. A ServeMux is safe for
+// concurrent use.
+type ServeMux struct {
+	mu       sync.RWMutex
+	handlers map[string]Handler
+	mws      []MiddlewareFunc
+}
+
+// NewServeMux returns an empty ServeMux.
+func NewServeMux() *ServeMux {
+	return &ServeMux{handlers: make(map[string]Handler)}
+}
+
+// Handle registers h for category. Like http.ServeMux, it panics on a programmer's
+// error: a category the store would refuse (empty, longer than MaxCategoryLen, or with
+// leading or trailing spaces), a nil handler, or a category registered already.
+func (mux *ServeMux) Handle(category string, h Handler) {
+	if err := checkCategory(category); err != nil {
+		panic(fmt.Sprintf("tasks: handle category %q: %v", category, err))
+	}
+	if h == nil {
+		panic(fmt.Sprintf("tasks: handle category %q: nil handler", category))
+	}
+	mux.mu.Lock()
+	defer mux.mu.Unlock()
+	if _, ok := mux.handlers[category]; ok {
+		panic(fmt.Sprintf("tasks: handle category %q: registered twice", category))
+	}
+	mux.handlers[category] = h
+}
+
+// HandleFunc registers f for category, with the same panics as Handle.
+func (mux *ServeMux) HandleFunc(category string, f func(ctx context.Context, t *Task) error) {
+	if f == nil {
+		panic(fmt.Sprintf("tasks: handle category %q: nil handler", category))
+	}
+	mux.Handle(category, HandlerFunc(f))
+}
+
+// Use appends middleware that wraps every handler of the mux, including those
+// registered before the call. The first middleware added is the outermost: it sees a
+// task first and its handler's error last.
+func (mux *ServeMux) Use(mws ...MiddlewareFunc) {
+	mux.mu.Lock()
+	defer mux.mu.Unlock()
+	mux.mws = append(mux.mws, mws...)
+}
+
+// Categories returns the registered categories, sorted.
+func (mux *ServeMux) Categories() []string {
+	mux.mu.RLock()
+	defer mux.mu.RUnlock()
+	cats := make([]string, 0, len(mux.handlers))
+	for c := range mux.handlers {
+		cats = append(cats, c)
+	}
+	slices.Sort(cats)
+	return cats
+}
+
+// ProcessTask dispatches t to the handler of its category, through the middleware.
+// A task of a category without a handler still passes through the middleware and
+// then fails with an error wrapping ErrNoHandler.
+func (mux *ServeMux) ProcessTask(ctx context.Context, t *Task) error {
+	mux.mu.RLock()
+	h, ok := mux.handlers[t.Category]
+	mws := mux.mws
+	mux.mu.RUnlock()
+	if !ok {
+		h = noHandler
+	}
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h.ProcessTask(ctx, t)
+}
+
+// noHandler handles tasks of categories nobody registered.
+var noHandler = HandlerFunc(func(_ context.Context, t *Task) error {
+	return fmt.Errorf("process task %d: %w %q", t.ID, ErrNoHandler, t.Category)
+})
