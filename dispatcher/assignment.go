@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -22,12 +25,14 @@ type ClaimRef struct {
 // claim is not c's live claim any more (wrong fence, expired, taken over) and
 // tasks.ErrHoldLimit when the claim has been held for the maximum hold time.
 // The Redis lock is then extended to match, or re-created if Redis lost it.
-func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (time.Time, error) {
+func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_ time.Time, err error) {
+	ctx, span := d.startWrite(ctx, "dispatcher.heartbeat", c, ref)
+	defer func() { endSpan(span, err) }()
 	expires, err := d.store.Heartbeat(ctx, tasks.HeartbeatParams{
 		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Lease: d.cfg.Lease,
 	})
 	if err != nil {
-		d.countRefused(err)
+		d.countStale(ctx, "heartbeat", err)
 		return time.Time{}, storeErr(err)
 	}
 	// The store caps the lease at the maximum hold; the lock must not outlive
@@ -55,7 +60,7 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result,
 	})
 	if err != nil {
-		d.countRefused(err)
+		d.countStale(ctx, "submit", err)
 		return nil, storeErr(err)
 	}
 	d.releaseLock(ctx, ref.TaskID, c.Holder)
@@ -74,7 +79,7 @@ func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reas
 		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Reason: reason, Skip: skip,
 	})
 	if err != nil {
-		d.countRefused(err)
+		d.countStale(ctx, "release", err)
 		return storeErr(err)
 	}
 	d.releaseLock(ctx, ref.TaskID, c.Holder)
@@ -119,8 +124,16 @@ func (d *Dispatcher) wake(ctx context.Context, category string) {
 	d.notify.notify(ctx, map[string]int{category: 1})
 }
 
-func (d *Dispatcher) countRefused(err error) {
+// startWrite starts the span of a write about a claim.
+func (d *Dispatcher) startWrite(ctx context.Context, name string, c Claimant, ref ClaimRef) (context.Context, trace.Span) {
+	return d.tel.tracer.Start(ctx, name, trace.WithAttributes(claimerAttrs(c)...),
+		trace.WithAttributes(attrTaskID.Int64(ref.TaskID), attrFence.Int64(ref.Fence)))
+}
+
+// countStale counts a write about a claim that the store refused as stale.
+func (d *Dispatcher) countStale(ctx context.Context, op string, err error) {
 	if errors.Is(err, tasks.ErrStale) {
 		d.Counters.RefusedWrites.Add(1)
+		d.tel.staleWrites.Add(ctx, 1, metric.WithAttributes(attrOperation.String(op)))
 	}
 }

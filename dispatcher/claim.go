@@ -8,6 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -21,13 +24,22 @@ import (
 // waiting caller; it returns ErrNoTask when the wait ends empty-handed, and
 // the context's error when ctx ends first. Errors from an unreachable store
 // wrap ErrUnavailable.
-func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (*tasks.Claim, error) {
+func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (claim *tasks.Claim, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.next", trace.WithAttributes(claimerAttrs(c)...),
+		trace.WithAttributes(attrWaitMS.Int64(wait.Milliseconds())))
+	defer func() {
+		if claim != nil {
+			span.SetAttributes(claimAttrs(claim)...)
+		}
+		endSpan(span, err)
+	}()
 	if c.Holder == "" {
 		return nil, fmt.Errorf("next: %w: empty holder", tasks.ErrInvalid)
 	}
 	if c.EditorID != 0 {
 		held, err := d.store.HeldByEditor(ctx, c.EditorID)
 		if err == nil {
+			span.SetAttributes(attrOutcome.String("held"))
 			return held, nil
 		}
 		if !errors.Is(err, tasks.ErrNotFound) {
@@ -73,10 +85,35 @@ func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (
 // claim transaction. Concurrent claims in this process start at different
 // offsets of the batch, and ObtainAny skips candidates locked by other
 // processes inside Redis, so competitors rarely meet on a row.
-func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error) {
+func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim, err error) {
 	if len(c.Categories) == 0 {
 		return nil, ErrNoTask
 	}
+	start := time.Now()
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.claim", trace.WithAttributes(claimerAttrs(c)...))
+	var st claimStats
+	defer func() {
+		span.SetAttributes(attrCandidates.Int(st.candidates), attrTried.Int(st.tried),
+			attrConflicts.Int(st.conflicts), attrRefused.Int(st.refused))
+		var outcome string
+		switch {
+		case st.held:
+			outcome = "held"
+		case claim != nil:
+			outcome = "claimed"
+		case errors.Is(err, ErrNoTask):
+			outcome = "none"
+		default:
+			outcome = "error"
+		}
+		if claim != nil {
+			span.SetAttributes(claimAttrs(claim)...)
+		}
+		span.SetAttributes(attrOutcome.String(outcome))
+		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
+		d.recordClaim(ctx, claim, st)
+		endSpan(span, err)
+	}()
 	inflight := d.inflight.Add(1)
 	defer d.inflight.Add(-1)
 	limit := min(d.cfg.Batch+int(inflight)-1, tasks.CandidatesLimitMax)
@@ -92,6 +129,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 		if len(cands) == 0 {
 			return nil, ErrNoTask
 		}
+		st.candidates += len(cands)
 		// Alone, a claimant tries the best candidate first; concurrent
 		// claimants each start somewhere else.
 		if off := int(d.ticket.Add(1) % inflight); off > 0 && len(cands) > 1 {
@@ -106,7 +144,8 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 			}
 			lock, err := d.locks.ObtainAny(ctx, keys, d.cfg.Lease, opts)
 			if errors.Is(err, locker.ErrNotObtained) {
-				d.Counters.Conflicts.Add(int64(len(keys)))
+				st.tried += len(keys)
+				st.conflicts += len(keys)
 				if ctx.Err() != nil {
 					return nil, context.Cause(ctx)
 				}
@@ -116,14 +155,15 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 				return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
 			}
 			i := slices.Index(keys, lock.Key())
-			d.Counters.Conflicts.Add(int64(i))
+			st.tried += i + 1
+			st.conflicts += i
 
 			claim, err := d.store.Claim(ctx, tasks.ClaimParams{
 				TaskID: cands[i].ID, Fence: cands[i].Fence,
 				Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
+				TraceContext: traceParent(ctx),
 			})
 			if err == nil {
-				d.Counters.Assignments.Add(1)
 				return claim, nil
 			}
 			d.releaseLock(ctx, cands[i].ID, c.Holder)
@@ -131,7 +171,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 			case errors.Is(err, tasks.ErrStale):
 				// The row moved on since it was read (or Redis had lost
 				// the lock of a live claim): the fence refused it.
-				d.Counters.RefusedClaims.Add(1)
+				st.refused++
 				cands = cands[i+1:]
 			case errors.Is(err, tasks.ErrEditorBusy):
 				// A concurrent request of the same editor won: its claim is
@@ -140,6 +180,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 				if herr != nil {
 					return nil, storeErr(fmt.Errorf("next: %w", herr))
 				}
+				st.held = true
 				return held, nil
 			case errors.Is(err, tasks.ErrNotFound):
 				cands = cands[i+1:]
@@ -149,6 +190,31 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (*tasks.Claim, error
 		}
 	}
 	return nil, ErrNoTask
+}
+
+// claimStats are what one claim went through, for its span and metrics.
+type claimStats struct {
+	candidates int  // candidates read
+	tried      int  // candidates whose lock was tried
+	conflicts  int  // candidates found locked by a competitor
+	refused    int  // claims the store refused after the lock was obtained
+	held       bool // the claim is one a concurrent request made, not a new one
+}
+
+// recordClaim adds a finished claim to the counters and metrics.
+func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st claimStats) {
+	if claim != nil && !st.held {
+		d.Counters.Assignments.Add(1)
+		d.tel.assignments.Add(ctx, 1, metric.WithAttributes(attrCategory.String(claim.Task.Category)))
+	}
+	if st.conflicts > 0 {
+		d.Counters.Conflicts.Add(int64(st.conflicts))
+		d.tel.conflicts.Add(ctx, int64(st.conflicts))
+	}
+	if st.refused > 0 {
+		d.Counters.RefusedClaims.Add(int64(st.refused))
+		d.tel.refusedClaims.Add(ctx, int64(st.refused))
+	}
 }
 
 // jitter draws a duration uniformly from [d/2, 3d/2), so that waiters that

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
@@ -114,6 +116,11 @@ type Config struct {
 
 	// Logger receives the dispatcher's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// TracerProvider and MeterProvider receive the dispatcher's spans and
+	// metrics. Default: the global providers (no-ops unless set).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -193,6 +200,7 @@ type Dispatcher struct {
 	log    *slog.Logger
 	hub    *hub
 	notify *notifier
+	tel    *telemetry
 
 	inflight atomic.Int64 // claims in progress in this process
 	ticket   atomic.Int64 // spreads concurrent claims over a batch
@@ -207,6 +215,10 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
+	tel, err := newTelemetry(cfg.TracerProvider, cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
 	h := newHub()
 	return &Dispatcher{
 		store: store,
@@ -214,6 +226,7 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		cfg:   cfg,
 		log:   cfg.Logger,
 		hub:   h,
+		tel:   tel,
 		notify: &notifier{
 			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
 		},
