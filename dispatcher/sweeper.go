@@ -1,0 +1,572 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// SweepStore is what the Sweeper needs from the store besides Store;
+// *tasks.Store implements it.
+type SweepStore interface {
+	RecycleExpiredClaims(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
+	LiveLeases(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveLease, error)
+	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
+}
+
+var _ SweepStore = (*tasks.Store)(nil)
+
+// SweeperConfig defaults.
+const (
+	SweepIntervalDefault = 10 * time.Second
+	SweepBatchDefault    = 1000
+)
+
+// SweeperConfig configures a Sweeper. The zero value is valid.
+type SweeperConfig struct {
+	// Interval is the time between sweeps started by Start; an abandoned
+	// claim is back in the pool within the dispatcher's lease plus Interval.
+	// At least 100ms. Default SweepIntervalDefault.
+	Interval time.Duration
+
+	// Batch is how many expired claims one store transaction recycles, and
+	// how many live claims are read per page: 1..tasks.RecycleLimitMax.
+	// Default SweepBatchDefault.
+	Batch int
+
+	// Redis, when set, is the Redis server or Cluster the dispatcher's locks
+	// live on; each sweep then also scans it for task locks that belong to
+	// no live claim and removes them. Every master of a *redis.ClusterClient
+	// (anything with ForEachMaster) is scanned. Leave it nil for Redlock:
+	// a scan of one master would see only part of the picture. Without it,
+	// locks of recycled claims are still removed, and others expire with
+	// their time to live, which is at most the lease.
+	Redis redis.UniversalClient
+
+	// Logger receives the sweeper's logs. Default the dispatcher's logger.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults,
+// except Logger, which NewSweeper sets to the dispatcher's.
+func (c SweeperConfig) WithDefaults() SweeperConfig {
+	if c.Interval == 0 {
+		c.Interval = SweepIntervalDefault
+	}
+	if c.Batch == 0 {
+		c.Batch = SweepBatchDefault
+	}
+	return c
+}
+
+func (c SweeperConfig) validate() error {
+	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveClaimsLimitMax)
+	switch {
+	case c.Interval < 100*time.Millisecond:
+		return fmt.Errorf("sweep interval must be at least 100ms, got %v", c.Interval)
+	case c.Batch < 1 || c.Batch > maxBatch:
+		return fmt.Errorf("sweep batch must be 1..%d, got %d", maxBatch, c.Batch)
+	}
+	return nil
+}
+
+// SweepResult is what one sweep did.
+type SweepResult struct {
+	// Recycled counts expired claims returned to the pool.
+	Recycled int
+	// LocksRestored counts live claims whose Redis lock was missing and was
+	// created again with the holder's token and the lease's remaining time.
+	LocksRestored int
+	// LocksConflicting counts live claims whose lock is held by another
+	// token; such a lock is left alone (the store's fence keeps the claim
+	// safe). With SweeperConfig.Redis the scan has removed it first, unless
+	// it was obtained moments ago.
+	LocksConflicting int
+	// LocksRemoved counts task locks removed because they belonged to no
+	// live claim: those of the claims just recycled, and, with
+	// SweeperConfig.Redis, those the scan found.
+	LocksRemoved int
+	// Skipped is set when another sweep held the sweep lock; nothing was
+	// done.
+	Skipped bool
+}
+
+func (r SweepResult) didSomething() bool {
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved > 0
+}
+
+// Sweeper recycles expired claims and reconciles the Redis locks with the
+// claims in the store, every Interval once started. Only one sweep runs at a
+// time across all processes sharing the key prefix: each takes a Redis lock
+// on the sweep whose time to live (9/10 of Interval) lets a crashed
+// sweeper's lock go before the next sweep is due; it is kept alive while the
+// sweep runs. Losing it mid-sweep is harmless: every step is fenced in the
+// store or a compare-and-delete in Redis, so sweeps may overlap safely.
+//
+// Liveness does not depend on the sweeper (a claim may take over an expired
+// claim directly); it returns abandoned tasks to the pool, wakes callers
+// waiting for them, and repairs Redis after it lost keys.
+type Sweeper struct {
+	d     *Dispatcher
+	store SweepStore
+	cfg   SweeperConfig
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	cron   *cron.Cron         // set while started
+	cancel context.CancelFunc // ends the context of the scheduled sweeps
+}
+
+// NewSweeper returns a Sweeper for d's store, locks and key prefix. d's store
+// must implement SweepStore.
+func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new sweeper: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = d.log
+	}
+	store, ok := d.store.(SweepStore)
+	if !ok {
+		return nil, fmt.Errorf("new sweeper: store %T does not implement SweepStore", d.store)
+	}
+	return &Sweeper{d: d, store: store, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Config returns the sweeper's configuration with defaults applied.
+func (s *Sweeper) Config() SweeperConfig { return s.cfg }
+
+// Start sweeps every Interval in the background, the first time one Interval
+// from now, until Stop. A sweep still running when the next is due makes
+// that one skip. Start on a started Sweeper does nothing.
+func (s *Sweeper) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cron != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := cronLogger{s.log}
+	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
+	c.Schedule(every(s.cfg.Interval), cron.FuncJob(func() {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "sweep", "err", err)
+		}
+	}))
+	c.Start()
+	s.cron, s.cancel = c, cancel
+}
+
+// Stop ends the schedule and waits for a running sweep to finish. When ctx
+// ends first, it cancels that sweep and returns ctx's error without waiting
+// further. Stop on a stopped Sweeper returns nil; Start may start it again.
+func (s *Sweeper) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	c, cancel := s.cron, s.cancel
+	s.cron, s.cancel = nil, nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	defer cancel()
+	select {
+	case <-c.Stop().Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop sweeper: %w", context.Cause(ctx))
+	}
+}
+
+// every is cron's "@every" schedule without its rounding up to whole
+// seconds (cron.Every), so that sub-second intervals mean what they say.
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
+
+// cronLogger passes cron's logs to slog: its routine messages (every tick,
+// skipped runs) at debug level.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("sweeper cron: "+msg, kv...) }
+
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error("sweeper cron: "+msg, append(kv, "err", err)...)
+}
+
+// Sweep runs one sweep now, unless another is running anywhere (the result
+// is then Skipped): it recycles expired claims in batches of Batch and wakes
+// callers waiting for their categories, removes the locks of those claims,
+// with SweeperConfig.Redis removes every other task lock that belongs to no
+// live claim, and makes sure each live claim's lock exists with the
+// holder's token. On error the result counts what was done before it.
+func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
+	ttl := s.cfg.Interval * 9 / 10
+	lock, err := s.d.locks.Obtain(ctx, s.d.cfg.KeyPrefix+"sweep", ttl, nil)
+	if errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil {
+		s.log.DebugContext(ctx, "sweep skipped: another sweep is running")
+		return SweepResult{Skipped: true}, nil
+	}
+	if err != nil {
+		return SweepResult{}, storeErr(fmt.Errorf("sweep: obtain sweep lock: %w", err))
+	}
+	_, stop := lock.KeepAlive(ctx, ttl)
+	defer func() {
+		stop()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockCleanupTimeout)
+		defer cancel()
+		if err := lock.Release(ctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+			s.log.WarnContext(ctx, "release sweep lock", "err", err)
+		}
+	}()
+
+	start := time.Now()
+	var res SweepResult
+	err = s.recycle(ctx, &res)
+	if err == nil && s.cfg.Redis != nil {
+		// Before restoring: a lock of another token on a live claim is
+		// removed here, so that the live claim's own is restored below.
+		err = s.removeOrphanLocks(ctx, &res)
+	}
+	if err == nil {
+		err = s.restoreLocks(ctx, &res)
+	}
+	if res.didSomething() {
+		s.log.InfoContext(ctx, "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
+			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
+			"duration", time.Since(start))
+	}
+	if err != nil {
+		return res, storeErr(fmt.Errorf("sweep: %w", err))
+	}
+	return res, nil
+}
+
+// recycle returns expired claims to the pool, a batch per store
+// transaction, until a batch comes back short. For each batch it removes the
+// claims' locks, if Redis still has them, and then wakes callers waiting for
+// the categories, so that they find the tasks claimable.
+func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
+	for {
+		rs, err := s.store.RecycleExpiredClaims(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
+		if err != nil {
+			return fmt.Errorf("recycle: %w", err)
+		}
+		res.Recycled += len(rs)
+		counts := make(map[string]int)
+		for _, r := range rs {
+			counts[r.Category]++
+			removed, err := s.releaseLock(ctx, s.d.lockKey(r.ID), r.Holder)
+			if err != nil {
+				return fmt.Errorf("recycle: %w", err)
+			}
+			if removed {
+				res.LocksRemoved++
+			}
+		}
+		s.d.notify.notify(ctx, counts)
+		if len(rs) < s.cfg.Batch {
+			return nil
+		}
+	}
+}
+
+// releaseLock deletes the lock key if it holds token, and reports whether it
+// did.
+func (s *Sweeper) releaseLock(ctx context.Context, key, token string) (bool, error) {
+	err := s.d.locks.Lock(key, token).Release(ctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, locker.ErrNotHeld):
+		return false, nil
+	}
+	return false, fmt.Errorf("release lock %q: %w", key, err)
+}
+
+// restoreLocks makes sure each live claim's lock exists with its holder's
+// token: a missing one is created with the time the lease has left (by the
+// database clock), so it never outlives the lease. One round trip per live
+// claim, and for a page with missing locks one more query to the store.
+func (s *Sweeper) restoreLocks(ctx context.Context, res *SweepResult) error {
+	var after int64
+	for {
+		// Taken before the read, so deadlines err on the early side.
+		readAt := time.Now()
+		page, err := s.store.LiveLeases(ctx, tasks.LiveClaimsParams{AfterID: after, Limit: s.cfg.Batch})
+		if err != nil {
+			return fmt.Errorf("restore locks: %w", err)
+		}
+		var restored []tasks.LiveLease
+		for _, c := range page {
+			after = c.ID
+			ok, err := s.restoreLock(ctx, c, readAt.Add(c.Remaining), res)
+			if err != nil {
+				return fmt.Errorf("restore locks: task %d: %w", c.ID, err)
+			}
+			if ok {
+				restored = append(restored, c)
+			}
+		}
+		if err := s.confirmRestored(ctx, restored, res); err != nil {
+			return err
+		}
+		if len(page) < s.cfg.Batch {
+			return nil
+		}
+	}
+}
+
+// restoreLock creates c's lock if it is missing, and reports whether it did.
+// It counts the lock as restored, or as conflicting when another token holds
+// it.
+func (s *Sweeper) restoreLock(ctx context.Context, c tasks.LiveLease, deadline time.Time, res *SweepResult) (bool, error) {
+	key := s.d.lockKey(c.ID)
+	held, err := s.d.locks.Lock(key, c.Holder).TTL(ctx)
+	if err != nil {
+		return false, err
+	}
+	ttl := time.Until(deadline)
+	if held > 0 || ttl < locker.MinTTL {
+		return false, nil // in place, or the lease is about to pass anyway
+	}
+	// With the holder's token obtaining is reentrant: it also covers a key
+	// that appeared since the check with the holder's token.
+	_, err = s.d.locks.Obtain(ctx, key, ttl, &locker.Options{Token: c.Holder})
+	switch {
+	case err == nil:
+		res.LocksRestored++
+		return true, nil
+	case errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil:
+		res.LocksConflicting++
+		s.log.WarnContext(ctx, "live claim's lock is held by another token", "task_id", c.ID, "fence", c.Fence)
+		return false, nil
+	}
+	return false, err
+}
+
+// confirmRestored checks that the claims whose locks were just restored are
+// still live, and removes the locks of the others (they no longer count as
+// restored): a claim that ended (released, say) after the page was
+// read already had its lock released by its holder, and the one restored
+// for it would keep the task from being claimed until the lease passed. A
+// claim that ends after this check has its lock released by its holder.
+func (s *Sweeper) confirmRestored(ctx context.Context, restored []tasks.LiveLease, res *SweepResult) error {
+	if len(restored) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(restored))
+	for i, c := range restored {
+		ids[i] = c.ID
+	}
+	holders, err := s.store.LiveHolders(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("confirm restored locks: %w", err)
+	}
+	for _, c := range restored {
+		if holders[c.ID] == c.Holder {
+			continue
+		}
+		res.LocksRestored--
+		if _, err := s.releaseLock(ctx, s.d.lockKey(c.ID), c.Holder); err != nil {
+			return fmt.Errorf("confirm restored locks: %w", err)
+		}
+	}
+	return nil
+}
+
+// scanCount is the COUNT hint of each SCAN call.
+const scanCount = 1000
+
+// masterScanner is implemented by *redis.ClusterClient and wrappers that
+// embed one.
+type masterScanner interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+}
+
+// removeOrphanLocks scans SweeperConfig.Redis (every master of a Cluster)
+// for task locks and removes those that belong to no live claim.
+func (s *Sweeper) removeOrphanLocks(ctx context.Context, res *SweepResult) error {
+	var removed atomic.Int64 // Cluster masters are scanned concurrently
+	scan := func(ctx context.Context, rdb redis.Cmdable) error {
+		n, err := s.scanOrphanLocks(ctx, rdb)
+		removed.Add(int64(n))
+		return err
+	}
+	var err error
+	if cc, ok := s.cfg.Redis.(masterScanner); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, s.cfg.Redis)
+	}
+	res.LocksRemoved += int(removed.Load())
+	if err != nil {
+		return fmt.Errorf("remove orphan locks: %w", err)
+	}
+	return nil
+}
+
+// scanOrphanLocks walks one server's task lock keys with SCAN, a page of
+// about scanCount keys at a time, and returns how many it removed.
+func (s *Sweeper) scanOrphanLocks(ctx context.Context, rdb redis.Cmdable) (int, error) {
+	match := escapeGlob(s.d.cfg.KeyPrefix) + "task:*"
+	var cursor uint64
+	removed := 0
+	for {
+		keys, next, err := rdb.Scan(ctx, cursor, match, scanCount).Result()
+		if err != nil {
+			return removed, fmt.Errorf("scan %q: %w", match, err)
+		}
+		n, err := s.removeOrphans(ctx, rdb, keys)
+		removed += n
+		if err != nil || next == 0 {
+			return removed, err
+		}
+		cursor = next
+	}
+}
+
+// foundLock is a task lock found by the scan.
+type foundLock struct {
+	key    string
+	taskID int64
+	token  string
+	ttl    time.Duration // negative: no time to live
+}
+
+// removeOrphans removes those of keys that belong to no live claim: their
+// token is not the holder of a live claim on the task. It reads the keys'
+// tokens and times to live in one pipeline, then the claims from the store,
+// and deletes each orphan by compare-and-delete, so a key taken again
+// meanwhile is left alone.
+//
+// A lock obtained moments ago (its time to live within a second, or half the
+// lease, of the full lease) is spared: its claim may not be committed yet.
+// A holder that claims the same task again between the reads and the delete
+// loses its new lock; the next sweep (or its heartbeat) restores it, and its
+// claim is safe in the store meanwhile.
+func (s *Sweeper) removeOrphans(ctx context.Context, rdb redis.Cmdable, keys []string) (int, error) {
+	found, err := s.readLocks(ctx, rdb, keys)
+	if err != nil || len(found) == 0 {
+		return 0, err
+	}
+	ids := make([]int64, len(found))
+	for i, l := range found {
+		ids[i] = l.taskID
+	}
+	holders := make(map[int64]string, len(ids))
+	for chunk := range slices.Chunk(ids, tasks.LiveClaimsLimitMax) {
+		hs, err := s.store.LiveHolders(ctx, chunk)
+		if err != nil {
+			return 0, err
+		}
+		for id, h := range hs {
+			holders[id] = h
+		}
+	}
+
+	lease := s.d.cfg.Lease
+	young := min(time.Second, lease/2)
+	removed := 0
+	for _, l := range found {
+		if h, live := holders[l.taskID]; live && h == l.token {
+			continue
+		}
+		if l.ttl > lease-young && l.ttl <= lease {
+			continue
+		}
+		ok, err := s.releaseLock(ctx, l.key, l.token)
+		if err != nil {
+			return removed, err
+		}
+		if ok {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// readLocks reads the tokens and times to live of task lock keys in one
+// pipeline. Keys that are not task locks, or are gone, are left out.
+func (s *Sweeper) readLocks(ctx context.Context, rdb redis.Cmdable, keys []string) ([]foundLock, error) {
+	found := make([]foundLock, 0, len(keys))
+	for _, key := range keys {
+		if id, ok := s.taskIDOf(key); ok {
+			found = append(found, foundLock{key: key, taskID: id})
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	gets := make([]*redis.StringCmd, len(found))
+	ttls := make([]*redis.DurationCmd, len(found))
+	// The pipeline's error is that of its first failed command, and a key
+	// deleted since the scan fails GET with redis.Nil: look at each.
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, l := range found {
+			gets[i] = p.Get(ctx, l.key)
+			ttls[i] = p.PTTL(ctx, l.key)
+		}
+		return nil
+	})
+	out := found[:0]
+	for i, l := range found {
+		token, err := gets[i].Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read lock %q: %w", l.key, err)
+		}
+		ttl, err := ttls[i].Result()
+		if err != nil {
+			return nil, fmt.Errorf("read lock %q: %w", l.key, err)
+		}
+		if ttl == -2 { // PTTL's "no such key": gone since the GET
+			continue
+		}
+		l.token, l.ttl = token, ttl
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// taskIDOf parses a task lock key, as lockKey builds it.
+func (s *Sweeper) taskIDOf(key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, s.d.cfg.KeyPrefix+"task:{")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, "}")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// escapeGlob quotes the characters that are special in a Redis MATCH
+// pattern, so that a key prefix matches only itself.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,671 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
+)
+
+// newSweeper returns a Sweeper for the bundle's dispatcher.
+func (b *bundle) newSweeper(t testing.TB, cfg dispatcher.SweeperConfig) *dispatcher.Sweeper {
+	t.Helper()
+	s, err := dispatcher.NewSweeper(b.d, cfg)
+	if err != nil {
+		t.Fatalf("new sweeper: %v", err)
+	}
+	return s
+}
+
+// sweepOnce runs one sweep and fails the test on error.
+func sweepOnce(t testing.TB, s *dispatcher.Sweeper) dispatcher.SweepResult {
+	t.Helper()
+	res, err := s.Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	return res
+}
+
+// mustNext claims a task for c, or fails the test.
+func (b *bundle) mustNext(t testing.TB, c dispatcher.Claimant) *tasks.Claim {
+	t.Helper()
+	claim, err := b.d.Next(context.Background(), c, 0)
+	if err != nil {
+		t.Fatalf("next for %s: %v", c.Holder, err)
+	}
+	return claim
+}
+
+// expireLeaseOnly moves a claim's lease into the past in the database only: its
+// Redis lock stays, as when a holder's lease passed moments ago.
+func (b *bundle) expireLeaseOnly(t testing.TB, id int64) {
+	t.Helper()
+	if _, err := b.db.ExecContext(context.Background(),
+		"UPDATE tasks SET lease_expires_at = NOW(3) - INTERVAL 1 SECOND WHERE id = ?", id); err != nil {
+		t.Fatalf("expire task %d: %v", id, err)
+	}
+}
+
+// awaitSweepValue waits for a value from ch, or fails the test after within.
+func awaitSweepValue[T any](t testing.TB, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: not within %v", what, within)
+		panic("unreachable")
+	}
+}
+
+// recycleGate holds every RecycleExpiredClaims call until the test opens the
+// gate, so that a sweep can be caught in the middle.
+type recycleGate struct {
+	*tasks.Store
+	entered   chan struct{} // a call arrived at the gate
+	open      chan struct{} // closed to let calls through
+	cancelled chan error    // a waiting call's context ended, with this cause
+}
+
+func newRecycleGate(s *tasks.Store) *recycleGate {
+	return &recycleGate{Store: s, entered: make(chan struct{}, 1), open: make(chan struct{}), cancelled: make(chan error, 1)}
+}
+
+func (g *recycleGate) RecycleExpiredClaims(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.open:
+		return g.Store.RecycleExpiredClaims(ctx, p)
+	case <-ctx.Done():
+		select {
+		case g.cancelled <- context.Cause(ctx):
+		default:
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+func TestSweepRecyclesExpiredClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	var eds []dispatcher.Claimant
+	var claims []*tasks.Claim
+	for i, cat := range []string{"news", "news", "sport", "sport"} {
+		b.add(t, cat, 0, 1)
+		ed := b.editor(t, fmt.Sprintf("ed%d", i), cat)
+		eds = append(eds, ed)
+		claims = append(claims, b.mustNext(t, ed))
+	}
+	// Editors 0 and 2 walked away long ago; 1 and 3 are still at work.
+	b.expire(t, claims[0].Task.ID)
+	b.expire(t, claims[2].Task.ID)
+	s := b.newSweeper(t, dispatcher.SweeperConfig{})
+
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{Recycled: 2}) {
+		t.Errorf("sweep = %+v, want 2 recycled and nothing else", res)
+	}
+	for i, c := range claims {
+		task := b.task(t, c.Task.ID)
+		if i%2 == 1 {
+			if task.Status != tasks.StatusAssigned || task.Fence != c.Fence || task.Holder != eds[i].Holder {
+				t.Errorf("live claim of ed%d changed: %+v", i, task)
+			}
+			continue
+		}
+		if task.Status != tasks.StatusPending || task.Holder != "" || task.Fence != c.Fence {
+			t.Errorf("expired claim of ed%d not back in the pool: %+v", i, task)
+		}
+		evs, err := b.store.TaskHistory(ctx, c.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := evs[len(evs)-1]; last.Kind != tasks.EventRecycled || last.Fence != c.Fence || last.Holder != eds[i].Holder {
+			t.Errorf("last event of task %d = %+v, want recycled with fence %d and holder %s", c.Task.ID, last, c.Fence, eds[i].Holder)
+		}
+	}
+
+	// The stale holders are refused.
+	ref0 := dispatcher.ClaimRef{TaskID: claims[0].Task.ID, Fence: claims[0].Fence}
+	if _, err := b.d.Heartbeat(ctx, eds[0], ref0); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("heartbeat of a recycled claim: err = %v, want ErrStale", err)
+	}
+	ref2 := dispatcher.ClaimRef{TaskID: claims[2].Task.ID, Fence: claims[2].Fence}
+	if _, err := b.d.Submit(ctx, eds[2], ref2, json.RawMessage(`{}`)); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("submit of a recycled claim: err = %v, want ErrStale", err)
+	}
+
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{}) {
+		t.Errorf("second sweep = %+v, want nothing done", res)
+	}
+}
+
+func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
+	t.Parallel()
+	const (
+		lease    = 300 * time.Millisecond
+		interval = 200 * time.Millisecond
+		// slack covers a loaded machine running the tests under -race.
+		slack = 3 * time.Second
+	)
+	ctx := context.Background()
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
+	ids := b.add(t, "news", 0, 5)
+	eds := make([]dispatcher.Claimant, len(ids))
+	for i := range eds {
+		eds[i] = b.editor(t, fmt.Sprintf("ed%d", i), "news")
+	}
+	claimed := make(chan int64, len(eds))
+	for _, ed := range eds {
+		go func() {
+			c, err := b.d.Next(ctx, ed, 0)
+			if err != nil {
+				t.Errorf("next for %s: %v", ed.Holder, err)
+				claimed <- 0
+				return
+			}
+			claimed <- c.Task.ID
+		}()
+	}
+	for range eds {
+		awaitSweepValue(t, claimed, 10*time.Second, "claim")
+	}
+	// The holders vanish: no heartbeats, no submits. Redis loses two locks.
+	b.rdb.Del(ctx, b.lockKey(ids[0]), b.lockKey(ids[1]))
+	start := time.Now()
+	// On a slow machine a claim may have expired and been taken over by
+	// another editor before all were made: the claims to watch are the
+	// tasks assigned now.
+	var assigned []int64
+	if err := b.db.SelectContext(ctx, &assigned, "SELECT id FROM tasks WHERE status = 'assigned' ORDER BY id"); err != nil {
+		t.Fatal(err)
+	}
+	if len(assigned) == 0 {
+		t.Fatal("no claims left to abandon")
+	}
+
+	s := b.newSweeper(t, dispatcher.SweeperConfig{Interval: interval})
+	s.Start()
+	pending := func() int {
+		var n int
+		if err := b.db.GetContext(ctx, &n, "SELECT COUNT(*) FROM tasks WHERE status = 'pending'"); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually(t, lease+interval+slack, "abandoned claims back in the pool", func() bool { return pending() == len(ids) })
+	t.Logf("%d abandoned claims back in the pool %v after the claims (lease %v, interval %v)",
+		len(assigned), time.Since(start), lease, interval)
+
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// Nothing but the sweeper could have returned them.
+	for _, id := range assigned {
+		evs, err := b.store.TaskHistory(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := evs[len(evs)-1]; last.Kind != tasks.EventRecycled {
+			t.Errorf("task %d: last event %s, want recycled", id, last.Kind)
+		}
+	}
+	if err := s.Stop(stopCtx); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}
+
+func TestSweepRunsOnOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ed := b.editor(t, "ann", "news")
+	b.add(t, "news", 0, 1)
+	id := b.mustNext(t, ed).Task.ID
+	b.expire(t, id)
+
+	// Two replicas: two dispatchers sharing the store, Redis and key prefix.
+	const interval = time.Minute
+	gate := newRecycleGate(b.store)
+	d1, err := dispatcher.New(gate, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := dispatcher.NewSweeper(d1, dispatcher.SweeperConfig{Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := b.newSweeper(t, dispatcher.SweeperConfig{Interval: interval})
+	sweepKey := b.prefix + "sweep"
+
+	// Someone else holds the sweep lock: both replicas skip.
+	held, err := b.locks.Obtain(ctx, sweepKey, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []*dispatcher.Sweeper{s1, s2} {
+		if res := sweepOnce(t, s); res != (dispatcher.SweepResult{Skipped: true}) {
+			t.Errorf("replica %d swept while the lock was held elsewhere: %+v", i+1, res)
+		}
+	}
+	if st := b.task(t, id).Status; st != tasks.StatusAssigned {
+		t.Fatalf("skipped sweeps changed the task: status %s", st)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Replica 1 sweeps and is caught in the middle: replica 2 skips.
+	done := make(chan dispatcher.SweepResult, 1)
+	go func() {
+		res, err := s1.Sweep(ctx)
+		if err != nil {
+			t.Errorf("replica 1 sweep: %v", err)
+		}
+		done <- res
+	}()
+	awaitSweepValue(t, gate.entered, 10*time.Second, "replica 1 sweeping")
+	if ttl := b.rdb.PTTL(ctx, sweepKey).Val(); ttl <= 0 || ttl > interval*9/10 {
+		t.Errorf("sweep lock ttl = %v, want at most 9/10 of the interval %v", ttl, interval)
+	}
+	if res := sweepOnce(t, s2); res != (dispatcher.SweepResult{Skipped: true}) {
+		t.Errorf("replica 2 swept while replica 1 was sweeping: %+v", res)
+	}
+	close(gate.open)
+	if res := awaitSweepValue(t, done, 10*time.Second, "replica 1 sweep"); res != (dispatcher.SweepResult{Recycled: 1}) {
+		t.Errorf("replica 1 sweep = %+v, want 1 recycled", res)
+	}
+	if n := b.rdb.Exists(ctx, sweepKey).Val(); n != 0 {
+		t.Errorf("sweep lock still held after the sweep")
+	}
+	// Now replica 2 gets its turn.
+	if res := sweepOnce(t, s2); res.Skipped {
+		t.Errorf("replica 2 skipped with no sweep running")
+	}
+}
+
+func TestSweepRestoresLostLocksOfLiveClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	lease := b.d.Config().Lease
+	ann, bob, cat := b.editor(t, "ann", "news"), b.editor(t, "bob", "news"), b.editor(t, "cat", "news")
+	b.add(t, "news", 0, 3)
+	lost, kept, taken := b.mustNext(t, ann), b.mustNext(t, bob), b.mustNext(t, cat)
+	// Redis lost ann's lock; cat's key was taken by another token.
+	b.rdb.Del(ctx, b.lockKey(lost.Task.ID))
+	b.rdb.Set(ctx, b.lockKey(taken.Task.ID), "intruder", time.Minute)
+	s := b.newSweeper(t, dispatcher.SweeperConfig{}) // no Redis: no scan for orphans
+
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRestored: 1, LocksConflicting: 1}) {
+		t.Errorf("sweep = %+v, want 1 lock restored, 1 conflicting", res)
+	}
+	key := b.lockKey(lost.Task.ID)
+	if got := b.rdb.Get(ctx, key).Val(); got != ann.Holder {
+		t.Errorf("restored lock holds %q, want ann's holder %q", got, ann.Holder)
+	}
+	ttl := b.rdb.PTTL(ctx, key).Val()
+	var remainingMS int64
+	if err := b.db.GetContext(ctx, &remainingMS,
+		"SELECT TIMESTAMPDIFF(MICROSECOND, NOW(3), lease_expires_at) DIV 1000 FROM tasks WHERE id = ?", lost.Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	remaining := time.Duration(remainingMS) * time.Millisecond
+	// Read after the ttl, the lease's remaining time can only be shorter than
+	// at the sweep; the lock must not outlive the lease.
+	if ttl > lease || ttl > remaining+50*time.Millisecond || ttl < lease/2 {
+		t.Errorf("restored lock ttl = %v, want about the lease's remaining %v (lease %v)", ttl, remaining, lease)
+	}
+	if got := b.rdb.Get(ctx, b.lockKey(kept.Task.ID)).Val(); got != bob.Holder {
+		t.Errorf("bob's lock holds %q, want %q", got, bob.Holder)
+	}
+	if got := b.rdb.Get(ctx, b.lockKey(taken.Task.ID)).Val(); got != "intruder" {
+		t.Errorf("a conflicting lock was changed to %q; without Redis configured it must be left alone", got)
+	}
+
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksConflicting: 1}) {
+		t.Errorf("second sweep = %+v, want only the conflict again", res)
+	}
+	// The heartbeat of the restored claim extends the lock with ann's token.
+	ref := dispatcher.ClaimRef{TaskID: lost.Task.ID, Fence: lost.Fence}
+	if _, err := b.d.Heartbeat(ctx, ann, ref); err != nil {
+		t.Fatalf("heartbeat after restore: %v", err)
+	}
+}
+
+// endingStore ends a claim in the store right after LiveLeases read it, as
+// when its holder releases it while a sweep is going through the page.
+type endingStore struct {
+	*tasks.Store
+	end func(ctx context.Context) // called once, after the first page
+}
+
+func (e *endingStore) LiveLeases(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveLease, error) {
+	page, err := e.Store.LiveLeases(ctx, p)
+	if end := e.end; end != nil && err == nil {
+		e.end = nil
+		end(ctx)
+	}
+	return page, err
+}
+
+func TestSweepDoesNotRestoreLocksOfClaimsThatEnded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	b.add(t, "news", 0, 1)
+	claim := b.mustNext(t, ann)
+	// Ann releases the task while the sweep reads the live claims: her
+	// release commits after the read and takes her lock away.
+	store := &endingStore{Store: b.store, end: func(ctx context.Context) {
+		err := b.store.Release(ctx, tasks.ReleaseParams{TaskID: claim.Task.ID, Fence: claim.Fence, Holder: ann.Holder})
+		if err != nil {
+			t.Errorf("release: %v", err)
+		}
+		b.rdb.Del(ctx, b.lockKey(claim.Task.ID))
+	}}
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{}) {
+		t.Errorf("sweep = %+v, want nothing restored", res)
+	}
+	if n := b.rdb.Exists(ctx, b.lockKey(claim.Task.ID)).Val(); n != 0 {
+		t.Errorf("the sweep left a lock for a released claim")
+	}
+	if got := b.mustNext(t, bob); got.Task.ID != claim.Task.ID {
+		t.Errorf("bob got task %d, want the released %d", got.Task.ID, claim.Task.ID)
+	}
+}
+
+func TestSweepRemovesLocksWithoutLiveClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	ids := b.add(t, "news", 0, 4)
+	annClaim, bobClaim := b.mustNext(t, ann), b.mustNext(t, bob)
+	var free []int64 // pending tasks
+	for _, id := range ids {
+		if id != annClaim.Task.ID && id != bobClaim.Task.ID {
+			free = append(free, id)
+		}
+	}
+	other := testenv.Prefix(t) // another deployment on the same Redis
+	var (
+		pendingKey  = b.lockKey(free[0])
+		missingKey  = b.lockKey(1 << 40)
+		inFlightKey = b.lockKey(free[1])
+		bobKey      = b.lockKey(bobClaim.Task.ID)
+		otherKey    = fmt.Sprintf("%stask:{%d}", other, free[0])
+		notTaskKey  = b.prefix + "task:{abc}"
+	)
+	t.Cleanup(func() { b.rdb.Del(context.Background(), otherKey, notTaskKey, inFlightKey) })
+	b.rdb.Set(ctx, pendingKey, "editor:999", 0)
+	b.rdb.Set(ctx, missingKey, "w-gone", time.Hour)
+	b.rdb.Set(ctx, bobKey, "intruder", 0) // a live claim's key with another token
+	b.rdb.Set(ctx, otherKey, "editor:999", 0)
+	b.rdb.Set(ctx, notTaskKey, "x", 0)
+
+	// Without Redis configured, nothing is scanned.
+	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res.LocksRemoved != 0 || b.rdb.Exists(ctx, pendingKey).Val() != 1 {
+		t.Fatalf("sweep without Redis = %+v, removed locks", res)
+	}
+
+	s := b.newSweeper(t, dispatcher.SweeperConfig{Redis: b.rdb})
+	// A claim in flight: its lock was just obtained, the store has not
+	// committed yet.
+	if _, err := b.locks.Obtain(ctx, inFlightKey, b.d.Config().Lease, &locker.Options{Token: "w-claiming"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRemoved: 3, LocksRestored: 1}) {
+		t.Errorf("sweep = %+v, want 3 locks removed and bob's restored", res)
+	}
+	for _, key := range []string{pendingKey, missingKey} {
+		if b.rdb.Exists(ctx, key).Val() != 0 {
+			t.Errorf("orphan lock %s not removed", key)
+		}
+	}
+	for key, want := range map[string]string{
+		b.lockKey(annClaim.Task.ID): ann.Holder,
+		bobKey:                      bob.Holder,
+		inFlightKey:                 "w-claiming",
+		otherKey:                    "editor:999",
+		notTaskKey:                  "x",
+	} {
+		if got := b.rdb.Get(ctx, key).Val(); got != want {
+			t.Errorf("%s holds %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestSweepScansAKeyPrefixWithGlobCharacters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	prefix := testenv.Prefix(t) + `[a-z]*?\:` // MATCH must take it literally
+	d, err := dispatcher.New(b.store, b.locks, dispatcher.Config{KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.add(t, "news", 0, 1)[0]
+	orphan := fmt.Sprintf("%stask:{%d}", prefix, id)
+	b.rdb.Set(ctx, orphan, "w-gone", 0)
+	t.Cleanup(func() { b.rdb.Del(context.Background(), orphan) })
+
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Redis: b.rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRemoved: 1}) || b.rdb.Exists(ctx, orphan).Val() != 0 {
+		t.Errorf("sweep = %+v; orphan lock under prefix %q not removed", res, prefix)
+	}
+}
+
+func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := testenv.Cluster(t)
+	store, err := tasks.NewStore(taskstest.NewDB(t), tasks.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testenv.Prefix(t)
+	d, err := dispatcher.New(store, locker.New(cluster), dispatcher.Config{KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := make([]tasks.NewTask, 30)
+	for i := range ts {
+		ts[i] = tasks.NewTask{Category: "news", Title: "t"}
+	}
+	ids, err := d.AddTasks(ctx, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hash := tasks.NewToken()
+	e, err := store.CreateEditor(ctx, tasks.CreateEditorParams{Name: "ann", Categories: []string{"news"}, TokenHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := dispatcher.EditorClaimant(e)
+	claim, err := d.Next(ctx, ann, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id int64) string { return fmt.Sprintf("%stask:{%d}", prefix, id) }
+	masters := map[string]bool{}
+	var orphans []string
+	for _, id := range ids {
+		if id == claim.Task.ID {
+			continue
+		}
+		k := key(id)
+		if err := cluster.Set(ctx, k, "w-gone", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := cluster.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+		orphans = append(orphans, k)
+	}
+	t.Cleanup(func() {
+		for _, k := range orphans {
+			cluster.Del(context.Background(), k)
+		}
+	})
+	if len(masters) < 2 {
+		t.Fatalf("orphan locks landed on %d master(s); the test needs them spread", len(masters))
+	}
+
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Redis: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (dispatcher.SweepResult{LocksRemoved: len(orphans)}) {
+		t.Errorf("sweep = %+v, want %d locks removed on %d masters", res, len(orphans), len(masters))
+	}
+	for _, k := range orphans {
+		if cluster.Exists(ctx, k).Val() != 0 {
+			t.Errorf("orphan lock %s not removed", k)
+		}
+	}
+	if got := cluster.Get(ctx, key(claim.Task.ID)).Val(); got != ann.Holder {
+		t.Errorf("live claim's lock holds %q, want %q", got, ann.Holder)
+	}
+}
+
+func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A waiter polls the store only every minute or so: only a wake-up can
+	// get it the task within its 5s wait.
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Minute}})
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	id := b.add(t, "news", 0, 1)[0]
+	b.mustNext(t, ann)
+
+	type result struct {
+		claim *tasks.Claim
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		c, err := b.d.Next(ctx, bob, 5*time.Second)
+		got <- result{c, err}
+	}()
+	eventually(t, 5*time.Second, "bob waiting", b.d.Waiting)
+	// Ann's lease passes. Her Redis lock is still there (its ttl is the full
+	// lease), so bob cannot take the task over even if he looks right now.
+	b.expireLeaseOnly(t, id)
+
+	start := time.Now()
+	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{Recycled: 1, LocksRemoved: 1}) {
+		t.Errorf("sweep = %+v, want 1 recycled and its lock removed", res)
+	}
+	r := awaitSweepValue(t, got, 10*time.Second, "bob's next")
+	if r.err != nil || r.claim.Task.ID != id {
+		t.Fatalf("bob's next = %+v, %v; want task %d", r.claim, r.err, id)
+	}
+	t.Logf("bob got the task %v after the sweep started", time.Since(start))
+	evs, err := b.store.TaskHistory(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotKinds []tasks.EventKind
+	for _, e := range evs {
+		gotKinds = append(gotKinds, e.Kind)
+	}
+	want := []tasks.EventKind{tasks.EventClaimed, tasks.EventRecycled, tasks.EventClaimed}
+	if !slices.Equal(gotKinds, want) || evs[2].Holder != bob.Holder {
+		t.Errorf("events %v (last by %s), want %v, the last by bob", gotKinds, evs[len(evs)-1].Holder, want)
+	}
+}
+
+func TestSweeperStopCancelsARunningSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gate := newRecycleGate(b.store)
+	d, err := dispatcher.New(gate, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	s.Start() // no second schedule
+	awaitSweepValue(t, gate.entered, 10*time.Second, "scheduled sweep")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("stop with an ended context: err = %v, want context.Canceled", err)
+	}
+	if cause := awaitSweepValue(t, gate.cancelled, 10*time.Second, "running sweep cancelled"); !errors.Is(cause, context.Canceled) {
+		t.Errorf("running sweep ended with %v, want context.Canceled", cause)
+	}
+	eventually(t, 10*time.Second, "sweep lock released", func() bool {
+		return b.rdb.Exists(context.Background(), b.prefix+"sweep").Val() == 0
+	})
+	if err := s.Stop(context.Background()); err != nil {
+		t.Errorf("stop of a stopped sweeper: %v", err)
+	}
+}
+
+func TestNewSweeperConfig(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.newSweeper(t, dispatcher.SweeperConfig{})
+	if cfg := s.Config(); cfg.Interval != dispatcher.SweepIntervalDefault || cfg.Batch != dispatcher.SweepBatchDefault ||
+		cfg.Logger == nil || cfg.Redis != nil {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	for _, cfg := range []dispatcher.SweeperConfig{
+		{Interval: 50 * time.Millisecond},
+		{Interval: -time.Second},
+		{Batch: -1},
+		{Batch: tasks.RecycleLimitMax + 1},
+	} {
+		if _, err := dispatcher.NewSweeper(b.d, cfg); err == nil {
+			t.Errorf("NewSweeper(%+v) accepted an invalid config", cfg)
+		}
+	}
+	// A store with only the dispatcher's Store methods cannot sweep.
+	d, err := dispatcher.New(struct{ dispatcher.Store }{b.store}, b.locks, dispatcher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{}); err == nil {
+		t.Errorf("NewSweeper accepted a store without the sweep methods")
+	}
+}
