@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
@@ -276,6 +277,9 @@ func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 			if removed {
 				res.LocksRemoved++
 			}
+		}
+		for cat, n := range counts {
+			s.d.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
 		}
 		s.d.notify.notify(ctx, counts)
 		if len(rs) < s.cfg.Batch {
