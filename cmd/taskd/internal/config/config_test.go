@@ -1,0 +1,425 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testDSN = "taskd:taskd@tcp(127.0.0.1:3306)/taskd"
+
+// envMap is an environment for Load.
+type envMap map[string]string
+
+func (m envMap) lookup(name string) (string, bool) {
+	v, ok := m[name]
+	return v, ok
+}
+
+// parse is Parse with a YAML string and an environment that sets the DSN unless
+// the test sets it.
+func parse(t *testing.T, yamlText string, env envMap) (*Config, error) {
+	t.Helper()
+	if env == nil {
+		env = envMap{}
+	}
+	if _, ok := env["TASKD_MYSQL_DSN"]; !ok && !strings.Contains(yamlText, "dsn:") {
+		env["TASKD_MYSQL_DSN"] = testDSN
+	}
+	return Parse([]byte(yamlText), "test.yaml", env.lookup)
+}
+
+func mustParse(t *testing.T, yamlText string, env envMap) *Config {
+	t.Helper()
+	cfg, err := parse(t, yamlText, env)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return cfg
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, "", nil)
+	want := Default()
+	want.MySQL.DSN = testDSN
+	cfg.sources, want.sources = nil, nil
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config with nothing set:\n got %+v\nwant %+v", cfg, want)
+	}
+	if err := Default().Validate(); err == nil || !strings.Contains(err.Error(), "mysql.dsn") {
+		t.Errorf("Default().Validate() = %v, want an error about mysql.dsn (it has no default)", err)
+	}
+	// An empty mapping, a comment-only file and null sections keep the defaults too.
+	for _, text := range []string{"{}", "# nothing\n", "http:\nredis: ~\n", "---\n"} {
+		cfg := mustParse(t, text, nil)
+		if cfg.HTTP.Addr != HTTPAddrDefault || cfg.Redis.KeyPrefix != RedisKeyPrefixDefault {
+			t.Errorf("%q: got http.addr %q, redis.key_prefix %q, want the defaults", text, cfg.HTTP.Addr, cfg.Redis.KeyPrefix)
+		}
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	yamlText := `
+http:
+  addr: 127.0.0.1:9000
+  max_wait: 20s
+dispatch:
+  lease_ttl: 20s
+  batch: 32
+redis:
+  addrs: [10.0.0.1:6379, 10.0.0.2:6379, 10.0.0.3:6379]
+`
+	cfg := mustParse(t, yamlText, envMap{
+		"TASKD_LEASE_TTL":     "40s",             // alias beats the file
+		"TASKD_HTTP_ADDR":     "127.0.0.1:9100",  // derived name beats the file
+		"TASKD_REDIS_ADDRS":   " 127.0.0.1:1 , ", // comma list, trimmed, empties dropped
+		"TASKD_SWEEP_BATCH":   "50",              // env only
+		"TASKD_REDIS_CLUSTER": "true",
+	})
+	checks := []struct {
+		key    string
+		got    any
+		want   any
+		source string
+	}{
+		{"dispatch.lease_ttl", cfg.Dispatch.LeaseTTL, 40 * time.Second, "TASKD_LEASE_TTL"},
+		{"http.addr", cfg.HTTP.Addr, "127.0.0.1:9100", "TASKD_HTTP_ADDR"},
+		{"redis.addrs", cfg.Redis.Addrs, []string{"127.0.0.1:1"}, "TASKD_REDIS_ADDRS"},
+		{"sweep.batch", cfg.Sweep.Batch, 50, "TASKD_SWEEP_BATCH"},
+		{"redis.cluster", cfg.Redis.Cluster, true, "TASKD_REDIS_CLUSTER"},
+		{"http.max_wait", cfg.HTTP.MaxWait, 20 * time.Second, "test.yaml line 4"},
+		{"dispatch.batch", cfg.Dispatch.Batch, 32, "test.yaml line 7"},
+		{"dispatch.max_hold", cfg.Dispatch.MaxHold, DispatchMaxHoldDefault, ""},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.key, c.got, c.want)
+		}
+		if got := cfg.Source(c.key); got != c.source {
+			t.Errorf("source of %s = %q, want %q", c.key, got, c.source)
+		}
+	}
+	if cfg.Redis.Mode() != RedisCluster {
+		t.Errorf("redis mode = %v, want cluster", cfg.Redis.Mode())
+	}
+
+	// The derived name and its alias agree: fine. They disagree: an error naming both.
+	if _, err := parse(t, "", envMap{"TASKD_DISPATCH_LEASE_TTL": "40s", "TASKD_LEASE_TTL": "40s"}); err != nil {
+		t.Errorf("same value under both names: %v", err)
+	}
+	_, err := parse(t, "", envMap{"TASKD_DISPATCH_LEASE_TTL": "40s", "TASKD_LEASE_TTL": "41s"})
+	wantKeyError(t, err, "dispatch.lease_ttl", "TASKD_DISPATCH_LEASE_TTL and TASKD_LEASE_TTL")
+
+	// Set to the empty string counts as set.
+	_, err = parse(t, "", envMap{"TASKD_LOG_FORMAT": ""})
+	wantKeyError(t, err, "log.format", "TASKD_LOG_FORMAT")
+}
+
+// wantKeyError checks that err holds a *KeyError for key whose text contains
+// every one of parts.
+func wantKeyError(t *testing.T, err error, key string, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one about %s", key)
+	}
+	for _, e := range flatten(err) {
+		var ke *KeyError
+		if errors.As(e, &ke) && ke.Key == key {
+			for _, p := range parts {
+				if !strings.Contains(ke.Error(), p) {
+					t.Errorf("error about %s = %q, want it to mention %q", key, ke.Error(), p)
+				}
+			}
+			if !strings.HasPrefix(ke.Error(), "config: "+key+": ") {
+				t.Errorf("error %q does not start with %q", ke.Error(), "config: "+key+": ")
+			}
+			return
+		}
+	}
+	t.Errorf("error %q has no KeyError for %s", err, key)
+}
+
+// flatten unwraps errors.Join.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func TestInvalidValues(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		env  string // variable to set
+		val  string
+		key  string
+		want string // part of the message
+	}{
+		{"TASKD_LEASE_TTL", "5ms", "dispatch.lease_ttl", `must be at least 1s, got "5ms"`},
+		{"TASKD_LEASE_TTL", "soon", "dispatch.lease_ttl", `must be a duration`},
+		{"TASKD_MAX_HOLD", "10s", "dispatch.max_hold", `at least dispatch.lease_ttl`},
+		{"TASKD_DISPATCH_SKIP_FOR", "1ms", "dispatch.skip_for", "at least 1s"},
+		{"TASKD_DISPATCH_BATCH", "0", "dispatch.batch", "must be 1..1000, got 0"},
+		{"TASKD_DISPATCH_BATCH", "many", "dispatch.batch", "must be an integer"},
+		{"TASKD_DISPATCH_POLL_INTERVAL", "1ms", "dispatch.poll_interval", "at least 100ms"},
+		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "at least 100ms"},
+		{"TASKD_SWEEP_BATCH", "20000", "sweep.batch", "must be 1..10000"},
+		{"TASKD_HTTP_ADDR", "localhost", "http.addr", "must be host:port"},
+		{"TASKD_HTTP_ADDR", "127.0.0.1:http", "http.addr", "port must be a number"},
+		{"TASKD_HTTP_MAX_WAIT", "2m", "http.write_timeout", "greater than http.max_wait"},
+		{"TASKD_HTTP_MAX_WAIT", "1h", "http.max_wait", "at most 15m"},
+		{"TASKD_HTTP_READ_HEADER_TIMEOUT", "0s", "http.read_header_timeout", "at least 100ms"},
+		{"TASKD_HTTP_SHUTDOWN_TIMEOUT", "-1s", "http.shutdown_timeout", "at least 0s"},
+		{"TASKD_MYSQL_DSN", "", "mysql.dsn", "must be set"},
+		{"TASKD_MYSQL_DSN", "no-slash", "mysql.dsn", "not a valid DSN"},
+		{"TASKD_REDIS_ADDRS", "", "redis.addrs", "at least one"},
+		{"TASKD_REDIS_ADDRS", "a:1,b:2", "redis.addrs", "odd number"},
+		{"TASKD_REDIS_ADDRS", ":6379", "redis.addrs", "must name a host"},
+		{"TASKD_REDIS_ADDRS", "a:1,a:1,b:2", "redis.addrs", "listed twice"},
+		{"TASKD_REDIS_CLUSTER", "maybe", "redis.cluster", "true or false"},
+		{"TASKD_REDIS_DB", "-1", "redis.db", "must not be negative"},
+		{"TASKD_REDIS_KEY_PREFIX", "", "redis.key_prefix", "1..64 characters"},
+		{"TASKD_REDIS_KEY_PREFIX", "t{1}:", "redis.key_prefix", "braces"},
+		{"TASKD_REDIS_NODE_TIMEOUT", "20s", "redis.node_timeout", "a third of dispatch.lease_ttl"},
+		{"TASKD_REDIS_DIAL_TIMEOUT", "0s", "redis.dial_timeout", "at least 1ms"},
+		{"TASKD_WORKER_CONCURRENCY", "0", "worker.concurrency", "must be 1..1024"},
+		{"TASKD_WORKER_CATEGORIES", "a,a", "worker.categories", "listed twice"},
+		{"TASKD_WORKER_IN_SERVE", "2", "worker.in_serve", "true or false"},
+		{"TASKD_ADMIN_TOKEN", "short", "admin_token", "at least 16 characters, got 5"},
+		{"TASKD_ADMIN_TOKEN", "has spaces in the middle", "admin_token", "must not contain spaces"},
+		{"TASKD_LOG_LEVEL", "loud", "log.level", `got "loud"`},
+		{"TASKD_LOG_FORMAT", "xml", "log.format", `got "xml"`},
+		{"TASKD_TELEMETRY_TRACES", "jaeger", "telemetry.traces", `got "jaeger"`},
+		{"TASKD_TELEMETRY_SAMPLE_RATIO", "1.5", "telemetry.sample_ratio", "must be 0..1"},
+		{"TASKD_TELEMETRY_SAMPLE_RATIO", "NaN", "telemetry.sample_ratio", "must be a number"},
+		{"TASKD_TELEMETRY_SERVICE_NAME", " ", "telemetry.service_name", "must be set"},
+		{"TASKD_TELEMETRY_PROMETHEUS", "yes", "telemetry.prometheus", "true or false"},
+	}
+	for _, c := range cases {
+		t.Run(c.env+"="+c.val, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse(t, "", envMap{c.env: c.val})
+			wantKeyError(t, err, c.key, c.want)
+		})
+	}
+
+	// Redis in cluster mode: db must be 0.
+	_, err := parse(t, "", envMap{"TASKD_REDIS_CLUSTER": "true", "TASKD_REDIS_DB": "1"})
+	wantKeyError(t, err, "redis.db", "must be 0 with redis.cluster", "TASKD_REDIS_DB")
+	// An OTLP endpoint is checked only for the OTLP exporters.
+	_, err = parse(t, "telemetry: {traces: otlp-http, endpoint: 'ftp://x'}", nil)
+	wantKeyError(t, err, "telemetry.endpoint", "http(s) URL", "test.yaml line 1")
+	mustParse(t, "telemetry: {traces: otlp-grpc, endpoint: 'collector:4317'}", nil)
+	mustParse(t, "telemetry: {traces: otlp-http, endpoint: 'https://collector:4318/v1/traces'}", nil)
+}
+
+func TestYAMLErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, yaml, key, want string
+	}{
+		{"unknown key", "http:\n  adr: x\n", "http.adr", "unknown key (from test.yaml line 2)"},
+		{"unknown section", "cache:\n  size: 1\n", "cache", "unknown key"},
+		{"duplicate key", "log:\n  level: info\n  level: debug\n", "log.level", "set twice (first on line 2)"},
+		{"wrong type", "dispatch:\n  lease_ttl: 30\n", "dispatch.lease_ttl", `must be a duration such as 30s or 1m30s, got "30" (from test.yaml line 2)`},
+		{"mapping for a value", "http:\n  addr: {host: x}\n", "http.addr", "must be a single value"},
+		{"list for a section", "http: [1, 2]\n", "http", "must be a mapping"},
+		{"nested list item", "redis:\n  addrs: [[a]]\n", "redis.addrs", "list items must be plain values"},
+		{"validation names the line", "dispatch:\n  batch: 5000\n", "dispatch.batch", "must be 1..1000, got 5000 (from test.yaml line 2)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse(t, c.yaml, nil)
+			wantKeyError(t, err, c.key, c.want)
+		})
+	}
+
+	// Syntax errors and a second document are errors that name the file.
+	for _, text := range []string{"http: [", "a: 1\n---\nb: 2\n"} {
+		if _, err := parse(t, text, nil); err == nil || !strings.HasPrefix(err.Error(), "config: test.yaml: ") {
+			t.Errorf("%q: error = %v, want one starting with config: test.yaml:", text, err)
+		}
+	}
+
+	// Several problems are reported together.
+	_, err := parse(t, "log: {level: loud, format: xml}\nsweep: {batch: 0}\n", nil)
+	for _, key := range []string{"log.level", "log.format", "sweep.batch"} {
+		wantKeyError(t, err, key)
+	}
+}
+
+func TestYAMLForms(t *testing.T) {
+	t.Parallel()
+	// Lists as a sequence or a comma-separated string; anchors and aliases; a null
+	// value keeps the default; numbers and booleans are accepted for strings.
+	cfg := mustParse(t, `
+redis:
+  addrs: 127.0.0.1:1, 127.0.0.1:2,127.0.0.1:3
+  key_prefix: &p "x:"
+  username: 12
+worker:
+  categories:
+    - wordcount
+    - *p
+http: {addr: ~, max_wait: 10s}
+`, nil)
+	if got, want := cfg.Redis.Addrs, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("redis.addrs = %q, want %q", got, want)
+	}
+	if cfg.Redis.Mode() != RedisRedlock {
+		t.Errorf("three addresses: mode %v, want redlock", cfg.Redis.Mode())
+	}
+	if got, want := cfg.Worker.Categories, []string{"wordcount", "x:"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("worker.categories = %q, want %q", got, want)
+	}
+	if cfg.Redis.Username != "12" || cfg.HTTP.Addr != HTTPAddrDefault || cfg.HTTP.MaxWait != 10*time.Second {
+		t.Errorf("got username %q, http.addr %q, http.max_wait %v", cfg.Redis.Username, cfg.HTTP.Addr, cfg.HTTP.MaxWait)
+	}
+}
+
+// TestSecretsStayHidden checks that the values of secret keys never show in
+// errors.
+func TestSecretsStayHidden(t *testing.T) {
+	t.Parallel()
+	const secret = "Sup3rSecretValue"
+	for _, k := range Keys() {
+		if !k.Secret {
+			continue
+		}
+		_, err := parse(t, "", envMap{k.Env: secret, "TASKD_HTTP_ADDR": "bad " + "addr"})
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: error shows the secret: %v", k.Env, err)
+		}
+	}
+	_, err := parse(t, "", envMap{"TASKD_ADMIN_TOKEN": "tiny secret"})
+	if err == nil || strings.Contains(err.Error(), "tiny secret") {
+		t.Errorf("short admin token: error = %v, want one that does not show the token", err)
+	}
+}
+
+// TestEveryKeyFromEnv checks that each key is read from its derived variable:
+// every key has a distinct name, and setting it changes that key.
+func TestEveryKeyFromEnv(t *testing.T) {
+	t.Parallel()
+	names := map[string]string{}
+	for _, k := range Keys() {
+		for _, n := range []string{k.Env, k.Alias} {
+			if n == "" {
+				continue
+			}
+			if other, dup := names[n]; dup {
+				t.Errorf("%s names both %s and %s", n, other, k.Path)
+			}
+			names[n] = k.Path
+		}
+		if want := "TASKD_" + strings.ToUpper(strings.ReplaceAll(k.Path, ".", "_")); k.Env != want {
+			t.Errorf("%s: env %s, want %s", k.Path, k.Env, want)
+		}
+	}
+	for _, want := range []string{
+		"TASKD_HTTP_ADDR", "TASKD_MYSQL_DSN", "TASKD_REDIS_ADDRS", "TASKD_REDIS_CLUSTER",
+		"TASKD_ADMIN_TOKEN", "TASKD_LEASE_TTL", "TASKD_MAX_HOLD", "TASKD_SWEEP_INTERVAL",
+	} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("no key reads %s", want)
+		}
+	}
+
+	// A valid value of each type that differs from every default.
+	values := map[string]string{
+		"duration": "7s", "int": "7", "float": "0.5", "bool": "true", "list": "127.0.0.1:7",
+	}
+	strs := map[string]string{
+		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "admin_token": "0123456789abcdef-7",
+		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
+		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:",
+	}
+	for _, k := range Keys() {
+		val, ok := strs[k.Path]
+		if !ok && k.Type == "string" {
+			val = "seven"
+		} else if !ok {
+			val = values[k.Type]
+		}
+		env := envMap{k.Env: val}
+		switch k.Path {
+		case "worker.categories":
+			env[k.Env] = "seven"
+		case "redis.db":
+			env[k.Env] = "7"
+		case "http.idle_timeout", "http.read_timeout", "http.shutdown_timeout", "worker.shutdown_timeout":
+		case "http.write_timeout":
+			env[k.Env] = "2m"
+		case "dispatch.lease_ttl":
+			env[k.Env] = "7s"
+		case "dispatch.max_hold":
+			env[k.Env] = "1h"
+		case "dispatch.skip_for", "dispatch.poll_interval", "sweep.interval":
+		case "redis.node_timeout":
+			env[k.Env] = "7ms"
+		}
+		if k.Type == "bool" {
+			env[k.Env] = strconv.FormatBool(!k.field(Default()).Bool())
+		}
+		cfg, err := parse(t, "", env)
+		if err != nil {
+			t.Errorf("%s=%s: %v", k.Env, env[k.Env], err)
+			continue
+		}
+		if cfg.Source(k.Path) != k.Env {
+			t.Errorf("%s: source %q, want %s", k.Path, cfg.Source(k.Path), k.Env)
+		}
+		got := k.field(cfg).Interface()
+		if def := k.field(Default()).Interface(); reflect.DeepEqual(got, def) && k.Path != "mysql.dsn" {
+			t.Errorf("%s=%s left %s at its default %v", k.Env, env[k.Env], k.Path, def)
+		}
+	}
+}
+
+// TestRepoConfig loads the example config.yaml at the top of the repository: it
+// must be valid as is and set every key, so that it documents them all.
+func TestRepoConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../../../../config.yaml", envMap{}.lookup)
+	if err != nil {
+		t.Fatalf("config.yaml: %v", err)
+	}
+	for _, k := range Keys() {
+		if src := cfg.Source(k.Path); !strings.HasPrefix(src, "config.yaml line ") {
+			t.Errorf("config.yaml does not set %s", k.Path)
+		}
+	}
+	// It matches the servers `make run` starts (TASKD_SERVICES_PORT_BASE=26300).
+	if got, want := cfg.Redis.Addrs, []string{"127.0.0.1:26379"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("redis.addrs = %v, want %v", got, want)
+	}
+	if !strings.Contains(cfg.MySQL.DSN, "tcp(127.0.0.1:26306)/taskd_test") {
+		t.Errorf("mysql.dsn = %q, want MariaDB on 127.0.0.1:26306, database taskd_test", cfg.MySQL.DSN)
+	}
+	// Its values are the defaults, except where it points at local servers.
+	def := Default()
+	for _, k := range Keys() {
+		switch k.Path {
+		case "mysql.dsn", "redis.addrs", "admin_token":
+			continue
+		}
+		if got, want := k.field(cfg).Interface(), k.field(def).Interface(); !reflect.DeepEqual(got, want) &&
+			!(k.Type == "list" && reflect.ValueOf(got).Len() == 0 && reflect.ValueOf(want).Len() == 0) {
+			t.Errorf("config.yaml sets %s to %v, the default is %v", k.Path, got, want)
+		}
+	}
+
+	if _, err := Load("testdata/missing.yaml", nil); err == nil {
+		t.Error("Load of a missing file: no error")
+	}
+}

@@ -1,0 +1,253 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// KeyError is a problem with one key's value. Load and Validate return them,
+// joined with errors.Join when there are several.
+type KeyError struct {
+	// Key is the key's dotted path, e.g. "dispatch.lease_ttl".
+	Key string
+	// Source is where the value came from: "config.yaml line 12",
+	// "TASKD_LEASE_TTL", or "" for a default.
+	Source string
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *KeyError) Error() string {
+	if e.Source == "" {
+		return "config: " + e.Key + ": " + e.Msg
+	}
+	return "config: " + e.Key + ": " + e.Msg + " (from " + e.Source + ")"
+}
+
+// Load reads the YAML file at path (none when path is ""), applies the
+// environment variables that env reports as set (pass os.LookupEnv), and
+// validates the result. Keys set nowhere keep their defaults. Every error about a
+// value is a *KeyError naming the key; several are joined.
+func Load(path string, env func(string) (string, bool)) (*Config, error) {
+	var data []byte
+	name := ""
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("config: read %w", err)
+		}
+		name = filepath.Base(path)
+	}
+	return Parse(data, name, env)
+}
+
+// Parse is Load with the file's contents given: data is the YAML (empty for
+// none) and name names it in errors.
+func Parse(data []byte, name string, env func(string) (string, bool)) (*Config, error) {
+	if name == "" {
+		name = "config"
+	}
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	l := &loader{cfg: Default(), name: name}
+	l.cfg.sources = map[string]string{}
+	l.yaml(data)
+	l.env(env)
+	if err := errors.Join(l.errs...); err != nil {
+		return nil, err
+	}
+	if err := l.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return l.cfg, nil
+}
+
+// loader applies one file and the environment to a Config, collecting errors.
+type loader struct {
+	cfg  *Config
+	name string
+	errs []error
+}
+
+func (l *loader) fail(key, source, format string, args ...any) {
+	l.errs = append(l.errs, &KeyError{Key: key, Source: source, Msg: fmt.Sprintf(format, args...)})
+}
+
+// yaml applies a YAML document. It walks the node tree itself, rather than
+// decoding into the struct, so that each error can name its key.
+func (l *loader) yaml(data []byte) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) { // only comments
+			return
+		}
+		l.errs = append(l.errs, fmt.Errorf("config: %s: %w", l.name, err))
+		return
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		l.errs = append(l.errs, fmt.Errorf("config: %s: want one YAML document, found more", l.name))
+		return
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return
+		}
+		root = root.Content[0]
+	}
+	root = resolve(root)
+	if isNull(root) {
+		return
+	}
+	keys := map[string]Key{}
+	for _, k := range Keys() {
+		keys[k.Path] = k
+	}
+	l.mapping(root, "", keys)
+}
+
+// mapping applies a mapping node at prefix ("" or "section.").
+func (l *loader) mapping(n *yaml.Node, prefix string, keys map[string]Key) {
+	where := strings.TrimSuffix(prefix, ".")
+	if where == "" {
+		where = "top level"
+	}
+	if n.Kind != yaml.MappingNode {
+		l.fail(where, l.at(n), "must be a mapping of keys to values")
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if kn.Kind != yaml.ScalarNode {
+			l.fail(where, l.at(kn), "keys must be plain names")
+			continue
+		}
+		path := prefix + kn.Value
+		if line, dup := seen[kn.Value]; dup {
+			l.fail(path, l.at(kn), "set twice (first on line %d)", line)
+			continue
+		}
+		seen[kn.Value] = kn.Line
+		if k, ok := keys[path]; ok {
+			l.leaf(k, vn)
+			continue
+		}
+		if hasSection(keys, path) {
+			if !isNull(vn) {
+				l.mapping(vn, path+".", keys)
+			}
+			continue
+		}
+		l.fail(path, l.at(kn), "unknown key")
+	}
+}
+
+// leaf applies one key's value node. A null value keeps the default.
+func (l *loader) leaf(k Key, n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	source := l.at(n)
+	var v reflect.Value
+	switch {
+	case n.Kind == yaml.SequenceNode && k.Type == "list":
+		items := []string{}
+		for _, item := range n.Content {
+			item = resolve(item)
+			if item.Kind != yaml.ScalarNode || isNull(item) {
+				l.fail(k.Path, l.at(item), "list items must be plain values")
+				return
+			}
+			if s := strings.TrimSpace(item.Value); s != "" {
+				items = append(items, s)
+			}
+		}
+		v = reflect.ValueOf(items)
+	case n.Kind == yaml.ScalarNode:
+		var err error
+		if v, err = k.parseScalar(n.Value); err != nil {
+			l.fail(k.Path, source, "%v", err)
+			return
+		}
+	default:
+		want := "a single value"
+		if k.Type == "list" {
+			want = "a list or a comma-separated string"
+		}
+		l.fail(k.Path, source, "must be %s", want)
+		return
+	}
+	k.field(l.cfg).Set(v)
+	l.cfg.sources[k.Path] = source
+}
+
+// env applies the environment variables that are set.
+func (l *loader) env(lookup func(string) (string, bool)) {
+	for _, k := range Keys() {
+		val, ok := lookup(k.Env)
+		name := k.Env
+		if k.Alias != "" {
+			if aval, aok := lookup(k.Alias); aok {
+				if ok && aval != val {
+					l.fail(k.Path, k.Env+" and "+k.Alias, "both are set, to different values; set one")
+					continue
+				}
+				val, ok, name = aval, true, k.Alias
+			}
+		}
+		if !ok {
+			continue
+		}
+		v, err := k.parseScalar(val)
+		if err != nil {
+			l.fail(k.Path, name, "%v", err)
+			continue
+		}
+		k.field(l.cfg).Set(v)
+		l.cfg.sources[k.Path] = name
+	}
+}
+
+// at describes a node's position for errors.
+func (l *loader) at(n *yaml.Node) string {
+	return l.name + " line " + strconv.Itoa(n.Line)
+}
+
+// resolve follows aliases to the node they point at.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// isNull reports whether n is an empty or null value ("key:", "key: ~").
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// hasSection reports whether path is a section: some key starts with path + ".".
+func hasSection(keys map[string]Key, path string) bool {
+	for p := range keys {
+		if strings.HasPrefix(p, path+".") {
+			return true
+		}
+	}
+	return false
+}
