@@ -56,14 +56,9 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // next assignment is returned with the committed submission: the result is
 // in either way.
 func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
-	err := d.store.Submit(ctx, tasks.SubmitParams{
-		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result,
-	})
-	if err != nil {
-		d.countStale(ctx, "submit", err)
-		return nil, storeErr(err)
+	if err := d.commit(ctx, c, ref, result); err != nil {
+		return nil, err
 	}
-	d.releaseLock(ctx, ref.TaskID, c.Holder)
 	next, err := d.Next(ctx, c, 0)
 	if errors.Is(err, ErrNoTask) {
 		return nil, nil
@@ -71,20 +66,67 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	return next, err
 }
 
+// commit ends c's claim ref with its result.
+func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (err error) {
+	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
+	defer func() { endSpan(span, err) }()
+	ended, err := d.store.Submit(ctx, tasks.SubmitParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result,
+	})
+	if err != nil {
+		d.countStale(ctx, "submit", err)
+		return storeErr(err)
+	}
+	d.finish(ctx, span, c, ended, "submit")
+	return nil
+}
+
 // Release gives c's claim ref back to the pool now. With skip, the editor is
 // not offered the task again for a while (tasks.Config.SkipFor). It returns
 // tasks.ErrStale, changing nothing, when the claim is not c's live claim.
-func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string, skip bool) error {
-	err := d.store.Release(ctx, tasks.ReleaseParams{
+func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string, skip bool) (err error) {
+	ctx, span := d.startWrite(ctx, "dispatcher.release", c, ref)
+	defer func() { endSpan(span, err) }()
+	ended, err := d.store.Release(ctx, tasks.ReleaseParams{
 		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Reason: reason, Skip: skip,
 	})
 	if err != nil {
 		d.countStale(ctx, "release", err)
 		return storeErr(err)
 	}
-	d.releaseLock(ctx, ref.TaskID, c.Holder)
-	d.wakeFor(ctx, ref.TaskID)
+	d.finish(ctx, span, c, ended, "release")
+	d.wake(ctx, ended.Category)
 	return nil
+}
+
+// fail ends c's claim ref with a handler's error: the store retries the task
+// after backoff, or makes it dead when no attempts are left or dead is set.
+func (d *Dispatcher) fail(ctx context.Context, c Claimant, ref ClaimRef, cause error, backoff time.Duration, dead bool) (_ *tasks.Ended, err error) {
+	ctx, span := d.startWrite(ctx, "dispatcher.fail", c, ref)
+	defer func() { endSpan(span, err) }()
+	ended, err := d.store.Fail(ctx, tasks.FailParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Err: cause.Error(), Backoff: backoff, Dead: dead,
+	})
+	if err != nil {
+		d.countStale(ctx, "fail", err)
+		return nil, storeErr(err)
+	}
+	span.SetAttributes(attrOutcome.String(string(ended.Status)))
+	d.finish(ctx, span, c, ended, "fail")
+	return ended, nil
+}
+
+// finish follows a store write that ended a claim: it frees the claim's
+// Redis lock, records how long the claim was held, and links the write's
+// span to the span that made the claim.
+func (d *Dispatcher) finish(ctx context.Context, span trace.Span, c Claimant, ended *tasks.Ended, op string) {
+	d.releaseLock(ctx, ended.TaskID, c.Holder)
+	span.SetAttributes(attrCategory.String(ended.Category))
+	for _, l := range claimLink(ended.TraceContext) {
+		span.AddLink(l)
+	}
+	d.tel.holdTime.Record(ctx, ended.EndedAt.Sub(ended.AssignedAt).Seconds(),
+		metric.WithAttributes(attrCategory.String(ended.Category), attrOperation.String(op)))
 }
 
 // ForceRelease takes a task back from whoever holds it (an operator's
@@ -105,21 +147,7 @@ func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) error {
 	return nil
 }
 
-// wakeFor wakes a caller waiting for the category of a task that just became
-// claimable. It reads the task only when someone in this process waits, or
-// other processes may.
-func (d *Dispatcher) wakeFor(ctx context.Context, taskID int64) {
-	if d.cfg.PubSub == nil && !d.hub.waiting() {
-		return
-	}
-	t, err := d.store.GetTask(ctx, taskID)
-	if err != nil {
-		d.log.WarnContext(ctx, "read task to wake waiters", "task_id", taskID, "err", err)
-		return
-	}
-	d.wake(ctx, t.Category)
-}
-
+// wake wakes a caller waiting for a task of category.
 func (d *Dispatcher) wake(ctx context.Context, category string) {
 	d.notify.notify(ctx, map[string]int{category: 1})
 }

@@ -51,12 +51,13 @@ type Store interface {
 	Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
-	Submit(ctx context.Context, p tasks.SubmitParams) error
-	Release(ctx context.Context, p tasks.ReleaseParams) error
+	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
+	Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error)
 	ForceRelease(ctx context.Context, taskID int64) error
-	Fail(ctx context.Context, p tasks.FailParams) (tasks.Status, error)
-	RecycleExpired(ctx context.Context, p tasks.RecycleParams) (int, error)
-	LiveClaims(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveClaim, error)
+	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
+	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
+	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
+	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
 }
 
 // Locker takes per-task locks; *locker.Client implements it.

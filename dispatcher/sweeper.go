@@ -20,16 +20,6 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// SweepStore is what the Sweeper needs from the store besides Store;
-// *tasks.Store implements it.
-type SweepStore interface {
-	RecycleExpiredClaims(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
-	LiveLeases(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveLease, error)
-	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
-}
-
-var _ SweepStore = (*tasks.Store)(nil)
-
 // SweeperConfig defaults.
 const (
 	SweepIntervalDefault = 10 * time.Second
@@ -74,7 +64,7 @@ func (c SweeperConfig) WithDefaults() SweeperConfig {
 }
 
 func (c SweeperConfig) validate() error {
-	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveClaimsLimitMax)
+	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax)
 	switch {
 	case c.Interval < 100*time.Millisecond:
 		return fmt.Errorf("sweep interval must be at least 100ms, got %v", c.Interval)
@@ -122,7 +112,7 @@ func (r SweepResult) didSomething() bool {
 // waiting for them, and repairs Redis after it lost keys.
 type Sweeper struct {
 	d     *Dispatcher
-	store SweepStore
+	store Store
 	cfg   SweeperConfig
 	log   *slog.Logger
 
@@ -131,8 +121,7 @@ type Sweeper struct {
 	cancel context.CancelFunc // ends the context of the scheduled sweeps
 }
 
-// NewSweeper returns a Sweeper for d's store, locks and key prefix. d's store
-// must implement SweepStore.
+// NewSweeper returns a Sweeper for d's store, locks and key prefix.
 func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -141,11 +130,7 @@ func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = d.log
 	}
-	store, ok := d.store.(SweepStore)
-	if !ok {
-		return nil, fmt.Errorf("new sweeper: store %T does not implement SweepStore", d.store)
-	}
-	return &Sweeper{d: d, store: store, cfg: cfg, log: cfg.Logger}, nil
+	return &Sweeper{d: d, store: d.store, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Config returns the sweeper's configuration with defaults applied.
@@ -262,7 +247,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 // the categories, so that they find the tasks claimable.
 func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 	for {
-		rs, err := s.store.RecycleExpiredClaims(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
+		rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
 		if err != nil {
 			return fmt.Errorf("recycle: %w", err)
 		}
@@ -310,7 +295,7 @@ func (s *Sweeper) restoreLocks(ctx context.Context, res *SweepResult) error {
 	for {
 		// Taken before the read, so deadlines err on the early side.
 		readAt := time.Now()
-		page, err := s.store.LiveLeases(ctx, tasks.LiveClaimsParams{AfterID: after, Limit: s.cfg.Batch})
+		page, err := s.store.LiveLeases(ctx, tasks.LiveLeasesParams{AfterID: after, Limit: s.cfg.Batch})
 		if err != nil {
 			return fmt.Errorf("restore locks: %w", err)
 		}
@@ -472,7 +457,7 @@ func (s *Sweeper) removeOrphans(ctx context.Context, rdb redis.Cmdable, keys []s
 		ids[i] = l.taskID
 	}
 	holders := make(map[int64]string, len(ids))
-	for chunk := range slices.Chunk(ids, tasks.LiveClaimsLimitMax) {
+	for chunk := range slices.Chunk(ids, tasks.LiveLeasesLimitMax) {
 		hs, err := s.store.LiveHolders(ctx, chunk)
 		if err != nil {
 			return 0, err

@@ -68,7 +68,7 @@ func awaitSweepValue[T any](t testing.TB, ch <-chan T, within time.Duration, wha
 	}
 }
 
-// recycleGate holds every RecycleExpiredClaims call until the test opens the
+// recycleGate holds every RecycleExpired call until the test opens the
 // gate, so that a sweep can be caught in the middle.
 type recycleGate struct {
 	*tasks.Store
@@ -81,14 +81,14 @@ func newRecycleGate(s *tasks.Store) *recycleGate {
 	return &recycleGate{Store: s, entered: make(chan struct{}, 1), open: make(chan struct{}), cancelled: make(chan error, 1)}
 }
 
-func (g *recycleGate) RecycleExpiredClaims(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error) {
+func (g *recycleGate) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error) {
 	select {
 	case g.entered <- struct{}{}:
 	default:
 	}
 	select {
 	case <-g.open:
-		return g.Store.RecycleExpiredClaims(ctx, p)
+		return g.Store.RecycleExpired(ctx, p)
 	case <-ctx.Done():
 		select {
 		case g.cancelled <- context.Cause(ctx):
@@ -355,7 +355,7 @@ type endingStore struct {
 	end func(ctx context.Context) // called once, after the first page
 }
 
-func (e *endingStore) LiveLeases(ctx context.Context, p tasks.LiveClaimsParams) ([]tasks.LiveLease, error) {
+func (e *endingStore) LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error) {
 	page, err := e.Store.LiveLeases(ctx, p)
 	if end := e.end; end != nil && err == nil {
 		e.end = nil
@@ -374,7 +374,7 @@ func TestSweepDoesNotRestoreLocksOfClaimsThatEnded(t *testing.T) {
 	// Ann releases the task while the sweep reads the live claims: her
 	// release commits after the read and takes her lock away.
 	store := &endingStore{Store: b.store, end: func(ctx context.Context) {
-		err := b.store.Release(ctx, tasks.ReleaseParams{TaskID: claim.Task.ID, Fence: claim.Fence, Holder: ann.Holder})
+		_, err := b.store.Release(ctx, tasks.ReleaseParams{TaskID: claim.Task.ID, Fence: claim.Fence, Holder: ann.Holder})
 		if err != nil {
 			t.Errorf("release: %v", err)
 		}
@@ -659,13 +659,5 @@ func TestNewSweeperConfig(t *testing.T) {
 		if _, err := dispatcher.NewSweeper(b.d, cfg); err == nil {
 			t.Errorf("NewSweeper(%+v) accepted an invalid config", cfg)
 		}
-	}
-	// A store with only the dispatcher's Store methods cannot sweep.
-	d, err := dispatcher.New(struct{ dispatcher.Store }{b.store}, b.locks, dispatcher.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{}); err == nil {
-		t.Errorf("NewSweeper accepted a store without the sweep methods")
 	}
 }

@@ -465,9 +465,7 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	defer cancelFinish()
 	switch {
 	case err == nil:
-		err := w.d.store.Submit(ctx, tasks.SubmitParams{
-			TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: json.RawMessage(workerResult),
-		})
+		err := w.d.commit(ctx, c, ref, json.RawMessage(workerResult))
 		if w.finished(ctx, c, ref, "submit", err, log) {
 			w.processed.Add(1)
 			log.DebugContext(ctx, "task done")
@@ -477,11 +475,10 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 		w.release(c, claim, log)
 	default:
 		backoff := max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
-		status, ferr := w.d.store.Fail(ctx, tasks.FailParams{
-			TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Err: err.Error(), Backoff: backoff,
-		})
+		ended, ferr := w.d.fail(ctx, c, ref, err, backoff, errors.Is(err, tasks.SkipRetry))
 		if w.finished(ctx, c, ref, "fail", ferr, log) {
 			w.failed.Add(1)
+			status := ended.Status
 			if status == tasks.StatusDead {
 				log.WarnContext(ctx, "task failed; no attempts left", "status", status, "err", err)
 			} else {
@@ -491,16 +488,15 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	}
 }
 
-// finished handles the store's answer to a write that ends a claim, and
-// reports whether it was accepted. An accepted write frees the Redis lock.
+// finished handles the answer to a write that ends a claim (the dispatcher
+// already freed the lock of an accepted one), and reports whether it was
+// accepted.
 func (w *Worker) finished(ctx context.Context, c Claimant, ref ClaimRef, op string, err error, log *slog.Logger) bool {
 	switch {
 	case err == nil:
-		w.d.releaseLock(ctx, ref.TaskID, c.Holder)
 		return true
 	case errors.Is(err, tasks.ErrStale):
 		// The lease passed or the claim was revoked after the last heartbeat.
-		w.d.countStale(ctx, op, err)
 		w.leaseLost.Add(1)
 		log.WarnContext(ctx, op+" refused: lease lost", "err", err)
 		w.d.releaseLock(ctx, ref.TaskID, c.Holder)

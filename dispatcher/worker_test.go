@@ -291,6 +291,37 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	}
 }
 
+func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ids[0]
+	var calls atomic.Int32
+	mux := tasks.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) error {
+		calls.Add(1)
+		return fmt.Errorf("payload has no text: %w", tasks.SkipRetry)
+	})
+	w := startWorker(t, b, dispatcher.WorkerConfig{
+		Handler: mux, RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
+	})
+	eventually(t, 30*time.Second, "task failed", func() bool { return w.Stats().Failed == 1 })
+	shutdownWorker(t, w)
+
+	task := b.task(t, id)
+	if task.Status != tasks.StatusDead || task.Attempts != 1 || calls.Load() != 1 {
+		t.Fatalf("task %s after %d attempts and %d calls; want dead after 1 with 4 attempts left",
+			task.Status, task.Attempts, calls.Load())
+	}
+	want := []tasks.EventKind{tasks.EventClaimed, tasks.EventDead}
+	if got := eventKinds(b.workerEvents(t, id)); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
 // logBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
 type logBuffer struct {
 	mu sync.Mutex

@@ -58,7 +58,7 @@ func TestCandidatesSkipStatusAndRunAfter(t *testing.T) {
 	later := b.insertOne(t, "news", 0)
 	b.claim(t, assigned, "w1", 0, time.Minute)
 	c := b.claim(t, done, "w1", 0, time.Minute)
-	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: done, Fence: c.Fence, Holder: "w1", Result: rawJSON(`{}`)}); err != nil {
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: done, Fence: c.Fence, Holder: "w1", Result: rawJSON(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	b.exec(t, `UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?`, later)
@@ -107,7 +107,7 @@ func TestCandidatesSkipMemory(t *testing.T) {
 	other := b.insertOne(t, "news", 1)
 
 	c := b.claim(t, skipped, alice.Holder(), alice.ID, time.Minute)
-	if err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: skipped, Fence: c.Fence, Holder: alice.Holder(), Reason: "not mine", Skip: true}); err != nil {
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: skipped, Fence: c.Fence, Holder: alice.Holder(), Reason: "not mine", Skip: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"news"}, EditorID: alice.ID}); !equalIDs(got, []int64{other}) {
@@ -153,7 +153,7 @@ func TestSkipNeedsEditor(t *testing.T) {
 	id := b.insertOne(t, "news", 0)
 	c := b.claim(t, id, "w1", 0, time.Minute)
 	before := b.snapshot(t, id)
-	err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1", Skip: true})
+	_, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1", Skip: true})
 	wantErr(t, "worker skip", err, tasks.ErrInvalid)
 	b.unchanged(t, id, before)
 }

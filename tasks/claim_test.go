@@ -68,7 +68,7 @@ func TestClaimWithWrongFenceChangesNothing(t *testing.T) {
 	b := setup(t, tasks.Config{})
 	id := b.insertOne(t, "news", 0)
 	c := b.claim(t, id, "w1", 0, time.Minute)
-	if err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1"}); err != nil {
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	before := b.snapshot(t, id)
@@ -123,7 +123,7 @@ func TestEditorHoldsOneLiveTask(t *testing.T) {
 	if err != nil || held.Task.ID != first {
 		t.Fatalf("held = %+v, %v; want task %d", held, err, first)
 	}
-	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: first, Fence: held.Fence, Holder: ed.Holder(), Result: rawJSON(`1`)}); err != nil {
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: first, Fence: held.Fence, Holder: ed.Holder(), Result: rawJSON(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = b.store.HeldByEditor(b.ctx, ed.ID)
@@ -155,7 +155,7 @@ func TestEditorExpiredClaimDoesNotBlockNextClaim(t *testing.T) {
 		t.Errorf("events = %+v, want claimed then recycled at fence %d", evs, c1.Fence)
 	}
 	// The old holder's writes are refused.
-	err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: first, Fence: c1.Fence, Holder: ed.Holder(), Result: rawJSON(`1`)})
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: first, Fence: c1.Fence, Holder: ed.Holder(), Result: rawJSON(`1`)})
 	wantErr(t, "submit of the recycled claim", err, tasks.ErrStale)
 }
 
@@ -180,7 +180,7 @@ func TestStaleHolderIsRefused(t *testing.T) {
 	before := b.snapshot(t, id)
 	_, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Lease: time.Minute})
 	wantErr(t, "heartbeat after expiry", err, tasks.ErrStale)
-	err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Result: rawJSON(`{}`)})
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Result: rawJSON(`{}`)})
 	wantErr(t, "submit after expiry", err, tasks.ErrStale)
 	b.unchanged(t, id, before)
 
@@ -202,21 +202,21 @@ func TestStaleHolderIsRefused(t *testing.T) {
 	before = b.snapshot(t, id)
 	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Lease: time.Minute})
 	wantErr(t, "stale heartbeat", err, tasks.ErrStale)
-	err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Result: rawJSON(`{}`)})
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Result: rawJSON(`{}`)})
 	wantErr(t, "stale submit", err, tasks.ErrStale)
-	err = b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c1.Fence, Holder: "w1"})
+	_, err = b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c1.Fence, Holder: "w1"})
 	wantErr(t, "stale release", err, tasks.ErrStale)
 	_, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Err: "boom"})
 	wantErr(t, "stale fail", err, tasks.ErrStale)
 	// The current fence with the wrong holder is refused too.
-	err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c2.Fence, Holder: "w1", Result: rawJSON(`{}`)})
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c2.Fence, Holder: "w1", Result: rawJSON(`{}`)})
 	wantErr(t, "submit by the wrong holder", err, tasks.ErrStale)
 	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c1.Fence, Holder: "w1", Lease: time.Minute})
 	wantErr(t, "reclaim with the old fence", err, tasks.ErrStale)
 	b.unchanged(t, id, before)
 
 	// The new holder is unaffected.
-	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Result: rawJSON(`{"ok":true}`)}); err != nil {
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Result: rawJSON(`{"ok":true}`)}); err != nil {
 		t.Fatalf("submit by the current holder: %v", err)
 	}
 }

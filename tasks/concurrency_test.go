@@ -77,7 +77,7 @@ func TestConcurrentEditorsCompleteEveryTaskOnce(t *testing.T) {
 				}
 				held, err := b.store.HeldByEditor(b.ctx, ed.ID)
 				if err == nil {
-					err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: held.Task.ID, Fence: held.Fence, Holder: ed.Holder(), Result: rawJSON(`{"by":"` + ed.Name + `"}`)})
+					_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: held.Task.ID, Fence: held.Fence, Holder: ed.Holder(), Result: rawJSON(`{"by":"` + ed.Name + `"}`)})
 					switch {
 					case err == nil:
 						submitted.Add(1)

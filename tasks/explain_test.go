@@ -121,7 +121,8 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"RecycleExpired (lock batch)", tasks.RecycleLockSQL, "tasks_expiry", []any{1000}},
 		{"RecycleExpired (fenced update)", fmt.Sprintf(tasks.RecycleSQL, "(?, ?), (?, ?), (?, ?)"), "PRIMARY", []any{8, 1, 18, 1, 28, 1}},
-		{"LiveClaims", tasks.LiveClaimsSQL, "tasks_expiry", []any{0, 1000}},
+		{"LiveLeases", tasks.LiveLeasesSQL, "tasks_expiry", []any{0, 1000}},
+		{"LiveHolders", fmt.Sprintf(tasks.LiveHoldersSQL, "?, ?, ?"), "PRIMARY", []any{8, 18, 28}},
 		{"Stats (claims)", tasks.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
 		{"HeldByEditor", tasks.HeldByEditorSQL, "tasks_editor", []any{ed.ID}},
 	} {

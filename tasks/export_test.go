@@ -27,7 +27,8 @@ func CandidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 const (
 	RecycleLockSQL  = recycleLockSQL
 	RecycleSQL      = recycleSQL
-	LiveClaimsSQL   = liveClaimsSQL
+	LiveLeasesSQL   = liveLeasesSQL
+	LiveHoldersSQL  = liveHoldersSQL
 	StatsClaimsSQL  = statsClaimsSQL
 	HeldByEditorSQL = heldByEditorSQL
 )

@@ -13,11 +13,7 @@ import (
 var ErrNoHandler = errors.New("no handler for category")
 
 // SkipRetry, wrapped in a handler's error, asks that the task not be tried again: it
-// should become dead at once instead of going back to the pool.
-//
-// The worker records such a failure with Store.Fail, which decides between retry and
-// dead by attempts alone (FailParams has no way to force dead), so for now a SkipRetry
-// failure is retried like any other while attempts remain.
+// becomes dead at once (FailParams.Dead) instead of going back to the pool.
 //
 //lint:ignore ST1012 it reads as a directive, fmt.Errorf("...: %w", tasks.SkipRetry), as in asynq
 var SkipRetry = errors.New("skip retry")

@@ -19,19 +19,29 @@ import (
 const (
 	liveClaimWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= NOW(3)`
 
-	liveClaimLockSQL = `SELECT COALESCE(editor_id, 0) AS editor_id, assigned_at, lease_expires_at,
-	attempts, max_attempts, NOW(3) AS db_now
+	liveClaimLockSQL = `SELECT COALESCE(editor_id, 0) AS editor_id, category, assigned_at, lease_expires_at,
+	attempts, max_attempts, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
 FROM tasks` + liveClaimWhere + ` FOR UPDATE`
 )
 
 // liveClaim is what the locking read of a live claim returns.
 type liveClaim struct {
 	EditorID       int64     `db:"editor_id"`
+	Category       string    `db:"category"`
 	AssignedAt     time.Time `db:"assigned_at"`
 	LeaseExpiresAt time.Time `db:"lease_expires_at"`
 	Attempts       int       `db:"attempts"`
 	MaxAttempts    int       `db:"max_attempts"`
+	TraceContext   string    `db:"trace_context"`
 	DBNow          time.Time `db:"db_now"`
+}
+
+// ended describes the claim c of task id as ended now, leaving the task in status.
+func (c liveClaim) ended(id int64, status Status) *Ended {
+	return &Ended{
+		TaskID: id, Category: c.Category, Status: status,
+		AssignedAt: c.AssignedAt, EndedAt: c.DBNow, TraceContext: c.TraceContext,
+	}
 }
 
 // lockLiveClaim locks the row of a live claim, or returns ErrStale.
@@ -133,20 +143,22 @@ const (
 // 'submitted' event. The task keeps its holder and assigned_at as a record of who
 // completed it; editor_id is cleared so the editor can claim again.
 //
-// It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid if
-// the result is not valid JSON.
+// It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
+// ErrInvalid if the result is not valid JSON.
 //
 // Round trips: BEGIN, locked SELECT (which also reads the editor id for the audit
 // records), UPDATE, INSERT result, INSERT event, COMMIT.
-func (s *Store) Submit(ctx context.Context, p SubmitParams) error {
+func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if len(p.Result) == 0 || !json.Valid(p.Result) {
-		return fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
+		return nil, fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
 	}
+	var ended *Ended
 	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err
 		}
+		ended = c.ended(p.TaskID, StatusDone)
 		if err := fencedExec(ctx, tx, submitSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
@@ -159,9 +171,9 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("submit task %d: %w", p.TaskID, err)
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	return nil
+	return ended, nil
 }
 
 // ReleaseParams are the arguments of Release.
@@ -189,14 +201,16 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
 // fence unchanged (the next claim bumps it). It records a 'released' event, or with
 // p.Skip a 'skipped' event plus the editor's skip memory.
 //
-// It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid for a
-// skip of a claim no editor holds.
-func (s *Store) Release(ctx context.Context, p ReleaseParams) error {
+// It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
+// ErrInvalid for a skip of a claim no editor holds.
+func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
+	var ended *Ended
 	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err
 		}
+		ended = c.ended(p.TaskID, StatusPending)
 		if p.Skip && c.EditorID == 0 {
 			return fmt.Errorf("%w: only an editor's claim can be skipped", ErrInvalid)
 		}
@@ -216,9 +230,9 @@ func (s *Store) Release(ctx context.Context, p ReleaseParams) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("release task %d: %w", p.TaskID, err)
+		return nil, fmt.Errorf("release task %d: %w", p.TaskID, err)
 	}
-	return nil
+	return ended, nil
 }
 
 const (
@@ -277,6 +291,9 @@ type FailParams struct {
 	// Backoff delays the next claim: run_after = now + Backoff on the database clock.
 	// Must not be negative; truncated to milliseconds.
 	Backoff time.Duration
+	// Dead makes the task dead now, whatever attempts it has left (a failure that
+	// retrying cannot fix).
+	Dead bool
 }
 
 const (
@@ -287,18 +304,19 @@ const (
 )
 
 // Fail ends a live claim with an error. If the task has attempts left (attempts <
-// max_attempts; every claim counts as an attempt) it goes back to the pool, claimable
-// after p.Backoff, with a 'failed' event; otherwise it becomes dead, keeping its last
-// holder, with a 'dead' event. It returns the task's new status.
+// max_attempts; every claim counts as an attempt) and p.Dead is not set, it goes back
+// to the pool, claimable after p.Backoff, with a 'failed' event; otherwise it becomes
+// dead, keeping its last holder, with a 'dead' event. It returns the ended claim, whose
+// Status is the task's new status.
 //
 // It returns ErrStale, changing nothing, if the claim is not live, and ErrInvalid for
 // bad params.
-func (s *Store) Fail(ctx context.Context, p FailParams) (Status, error) {
+func (s *Store) Fail(ctx context.Context, p FailParams) (*Ended, error) {
 	if p.Backoff < 0 {
-		return "", fmt.Errorf("fail task %d: %w: backoff must not be negative", p.TaskID, ErrInvalid)
+		return nil, fmt.Errorf("fail task %d: %w: backoff must not be negative", p.TaskID, ErrInvalid)
 	}
 	backoff := p.Backoff.Truncate(time.Millisecond)
-	var status Status
+	var ended *Ended
 	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
@@ -306,9 +324,9 @@ func (s *Store) Fail(ctx context.Context, p FailParams) (Status, error) {
 		}
 		lastErr := nullString(truncate(p.Err, maxLastErrorLen))
 		kind := EventFailed
-		status = StatusPending
-		if c.Attempts >= c.MaxAttempts {
-			kind, status = EventDead, StatusDead
+		ended = c.ended(p.TaskID, StatusPending)
+		if p.Dead || c.Attempts >= c.MaxAttempts {
+			kind, ended.Status = EventDead, StatusDead
 			err = fencedExec(ctx, tx, failDeadSQL, lastErr, p.TaskID, p.Fence, p.Holder)
 		} else {
 			err = fencedExec(ctx, tx, failRetrySQL, micros(backoff), lastErr, p.TaskID, p.Fence, p.Holder)
@@ -321,7 +339,7 @@ func (s *Store) Fail(ctx context.Context, p FailParams) (Status, error) {
 		})
 	})
 	if err != nil {
-		return "", fmt.Errorf("fail task %d: %w", p.TaskID, err)
+		return nil, fmt.Errorf("fail task %d: %w", p.TaskID, err)
 	}
-	return status, nil
+	return ended, nil
 }

@@ -62,12 +62,12 @@ func TestSubmitWritesOneResultAndEvent(t *testing.T) {
 
 	before := b.snapshot(t, id)
 	for _, bad := range []string{``, `{"a":`, `nope`} {
-		err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(bad)})
+		_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(bad)})
 		wantErr(t, "submit of "+bad, err, tasks.ErrInvalid)
 	}
 	b.unchanged(t, id, before)
 
-	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{"verdict":"ok"}`)}); err != nil {
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{"verdict":"ok"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	got := b.task(t, id)
@@ -94,7 +94,7 @@ func TestSubmitWritesOneResultAndEvent(t *testing.T) {
 
 	// A second submit of the same claim is stale and changes nothing.
 	before = b.snapshot(t, id)
-	err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
 	wantErr(t, "second submit", err, tasks.ErrStale)
 	b.unchanged(t, id, before)
 }
@@ -105,7 +105,7 @@ func TestReleaseReturnsTaskToPool(t *testing.T) {
 	ed := b.editor(t, "alice", "news")
 	id := b.insertOne(t, "news", 0)
 	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
-	if err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Reason: "lunch"}); err != nil {
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Reason: "lunch"}); err != nil {
 		t.Fatal(err)
 	}
 	got := b.task(t, id)
@@ -136,9 +136,12 @@ func TestFailRetriesThenDies(t *testing.T) {
 
 	c := b.claim(t, id, "w1", 0, time.Minute)
 	before := b.now(t)
-	status, err := b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c.Fence, Holder: "w1", Err: "first " + strings.Repeat("x", 10000), Backoff: time.Hour})
-	if err != nil || status != tasks.StatusPending {
-		t.Fatalf("first fail = %v, %v; want pending", status, err)
+	ended, err := b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c.Fence, Holder: "w1", Err: "first " + strings.Repeat("x", 10000), Backoff: time.Hour})
+	if err != nil || ended.Status != tasks.StatusPending {
+		t.Fatalf("first fail = %+v, %v; want pending", ended, err)
+	}
+	if ended.TaskID != id || ended.Category != "jobs" || !ended.AssignedAt.Equal(c.AssignedAt) || ended.EndedAt.Before(c.AssignedAt) {
+		t.Errorf("first fail ended %+v, want the claim of task %d assigned at %v", ended, id, c.AssignedAt)
 	}
 	got := b.task(t, id)
 	if got.Status != tasks.StatusPending || got.Attempts != 1 || got.Holder != "" || !strings.HasPrefix(got.LastError, "first ") ||
@@ -156,9 +159,9 @@ func TestFailRetriesThenDies(t *testing.T) {
 
 	b.exec(t, `UPDATE tasks SET run_after = NOW(3) - INTERVAL 1 SECOND WHERE id = ?`, id)
 	c2 := b.claim(t, id, "w2", 0, time.Minute)
-	status, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Err: "second"})
-	if err != nil || status != tasks.StatusDead {
-		t.Fatalf("second fail = %v, %v; want dead", status, err)
+	ended, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Err: "second"})
+	if err != nil || ended.Status != tasks.StatusDead {
+		t.Fatalf("second fail = %+v, %v; want dead", ended, err)
 	}
 	got = b.task(t, id)
 	if got.Status != tasks.StatusDead || got.Attempts != 2 || got.LastError != "second" || got.DoneAt == nil ||
@@ -173,6 +176,49 @@ func TestFailRetriesThenDies(t *testing.T) {
 	}
 	_, err = b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Backoff: -time.Second})
 	wantErr(t, "negative backoff", err, tasks.ErrInvalid)
+}
+
+func TestFailDeadSkipsRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insert(t, tasks.NewTask{Category: "jobs", Title: "t", MaxAttempts: 5})[0]
+	c := b.claim(t, id, "w1", 0, time.Minute)
+	ended, err := b.store.Fail(b.ctx, tasks.FailParams{TaskID: id, Fence: c.Fence, Holder: "w1", Err: "bad input", Dead: true})
+	if err != nil || ended.Status != tasks.StatusDead {
+		t.Fatalf("fail dead = %+v, %v; want dead", ended, err)
+	}
+	if got := b.task(t, id); got.Status != tasks.StatusDead || got.Attempts != 1 {
+		t.Errorf("after a dead fail with 4 attempts left: %+v", got)
+	}
+	if k := kinds(b.events(t, id)); len(k) != 2 || k[1] != tasks.EventDead {
+		t.Errorf("events = %v, want claimed, dead", k)
+	}
+}
+
+func TestEndedClaimCarriesTheClaimsTraceContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ids := b.insert(t, tasks.NewTask{Category: "news", Title: "a"}, tasks.NewTask{Category: "news", Title: "b"})
+	for i, id := range ids {
+		c, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: 0, Holder: "w1", Lease: time.Minute, TraceContext: traceparent})
+		if err != nil {
+			t.Fatalf("claim: %v", err)
+		}
+		var ended *tasks.Ended
+		if i == 0 {
+			ended, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: "w1", Result: rawJSON(`1`)})
+		} else {
+			ended, err = b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1"})
+		}
+		if err != nil {
+			t.Fatalf("end claim %d: %v", i, err)
+		}
+		want := []tasks.Status{tasks.StatusDone, tasks.StatusPending}[i]
+		if ended.TraceContext != traceparent || ended.Status != want || ended.Category != "news" || !ended.AssignedAt.Equal(c.AssignedAt) {
+			t.Errorf("ended claim %d = %+v, want status %s, the claim's trace context and assignment time", i, ended, want)
+		}
+	}
 }
 
 func TestForceReleaseBumpsFence(t *testing.T) {
@@ -194,7 +240,7 @@ func TestForceReleaseBumpsFence(t *testing.T) {
 		t.Errorf("events = %+v, want a forced release of fence %d", evs, c.Fence)
 	}
 	before := b.snapshot(t, id)
-	err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
 	wantErr(t, "submit after force release", err, tasks.ErrStale)
 	wantErr(t, "force release of a pending task", b.store.ForceRelease(b.ctx, id), tasks.ErrStale)
 	wantErr(t, "force release of an unknown task", b.store.ForceRelease(b.ctx, id+1000), tasks.ErrNotFound)

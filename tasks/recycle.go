@@ -19,7 +19,7 @@ const (
 	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
 	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
 	// working on right now; the next batch gets them if they are still expired.
-	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id
+	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category
 FROM tasks FORCE INDEX (tasks_expiry)
 WHERE status = 'assigned' AND lease_expires_at < NOW(3)
 ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
@@ -31,9 +31,20 @@ ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
 WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )
 
+// Recycled is a claim that a recycle returned to the pool.
+type Recycled struct {
+	// ID is the task's id.
+	ID int64
+	// Fence and Holder are those of the claim that expired.
+	Fence  int64
+	Holder string
+	// Category is the task's category, where it is claimable again.
+	Category string
+}
+
 // RecycleExpired returns up to p.Limit claims whose lease has passed to the pool and
 // records a 'recycled' event for each, with the fence and holder of the claim that
-// expired. It returns how many it recycled; call it in a loop until it returns fewer
+// expired. It returns the claims it recycled; call it in a loop until it returns fewer
 // than the limit to drain a backlog.
 //
 // One transaction per batch (READ COMMITTED, so the range read takes no gap locks):
@@ -42,21 +53,23 @@ WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
 // stay locked from the read to the commit, so the UPDATE must match every one of them;
 // if its matched-row count differs, the batch is rolled back and an error returned,
 // so the events always describe exactly the rows that changed.
-func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) (int, error) {
+func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = RecycleLimitDefault
 	}
 	if limit < 1 || limit > RecycleLimitMax {
-		return 0, fmt.Errorf("recycle expired: %w: limit must be 1..%d", ErrInvalid, RecycleLimitMax)
+		return nil, fmt.Errorf("recycle expired: %w: limit must be 1..%d", ErrInvalid, RecycleLimitMax)
 	}
-	var n int
+	var recycled []Recycled
 	err := s.inTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sqlx.Tx) error {
+		recycled = nil // a deadlock victim runs again
 		var rows []struct {
 			ID       int64  `db:"id"`
 			Fence    int64  `db:"fence"`
 			Holder   string `db:"holder"`
 			EditorID int64  `db:"editor_id"`
+			Category string `db:"category"`
 		}
 		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, limit); err != nil {
 			return err
@@ -88,45 +101,25 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) (int, error
 		if err := insertEvents(ctx, tx, evs...); err != nil {
 			return err
 		}
-		n = len(rows)
+		recycled = make([]Recycled, len(rows))
+		for i, r := range rows {
+			recycled[i] = Recycled{ID: r.ID, Fence: r.Fence, Holder: r.Holder, Category: r.Category}
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("recycle expired: %w", err)
+		return nil, fmt.Errorf("recycle expired: %w", err)
 	}
-	return n, nil
+	return recycled, nil
 }
 
-// LiveClaimsParams are the arguments of LiveClaims.
-type LiveClaimsParams struct {
+// LiveLeasesParams are the arguments of LiveLeases.
+type LiveLeasesParams struct {
 	// AfterID continues a listing after the task with this id; 0 starts at the
 	// beginning.
 	AfterID int64
-	// Limit is the page size: 1..LiveClaimsLimitMax, 0 means LiveClaimsLimitDefault.
+	// Limit is the page size: 1..LiveLeasesLimitMax, 0 means LiveLeasesLimitDefault.
 	Limit int
-}
-
-const liveClaimsSQL = `SELECT id, fence, holder, lease_expires_at FROM tasks FORCE INDEX (tasks_expiry)
-WHERE status = 'assigned' AND lease_expires_at >= NOW(3) AND id > ?
-ORDER BY id LIMIT ?`
-
-// LiveClaims lists live claims (assigned, lease not passed) in id order, a page at a
-// time, for reconciling lock state kept elsewhere with the database. Pass the last id
-// of a page as AfterID to get the next; a short page is the last. The cost is bounded
-// by the number of live claims, not by the size of the pool.
-func (s *Store) LiveClaims(ctx context.Context, p LiveClaimsParams) ([]LiveClaim, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = LiveClaimsLimitDefault
-	}
-	if limit < 1 || limit > LiveClaimsLimitMax {
-		return nil, fmt.Errorf("live claims: %w: limit must be 1..%d", ErrInvalid, LiveClaimsLimitMax)
-	}
-	claims := []LiveClaim{}
-	if err := s.db.SelectContext(ctx, &claims, liveClaimsSQL, p.AfterID, limit); err != nil {
-		return nil, fmt.Errorf("live claims: %w", err)
-	}
-	return claims, nil
 }
 
 const purgeSkipsSQL = "DELETE FROM task_skips WHERE `until` < NOW(3) LIMIT ?"

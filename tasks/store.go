@@ -37,9 +37,9 @@ const (
 	// RecycleLimitDefault and RecycleLimitMax bound RecycleParams.Limit.
 	RecycleLimitDefault = 1000
 	RecycleLimitMax     = 10000
-	// LiveClaimsLimitDefault and LiveClaimsLimitMax bound LiveClaimsParams.Limit.
-	LiveClaimsLimitDefault = 1000
-	LiveClaimsLimitMax     = 10000
+	// LiveLeasesLimitDefault and LiveLeasesLimitMax bound LiveLeasesParams.Limit.
+	LiveLeasesLimitDefault = 1000
+	LiveLeasesLimitMax     = 10000
 
 	maxHolderLen       = 128
 	maxTraceContextLen = 255

@@ -9,7 +9,7 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-func TestRecycleExpiredClaimsReturnsWhatItRecycled(t *testing.T) {
+func TestRecycleExpiredReturnsWhatItRecycled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, tasks.Config{})
 	ed := b.editor(t, "alice", "news")
@@ -18,8 +18,8 @@ func TestRecycleExpiredClaimsReturnsWhatItRecycled(t *testing.T) {
 	old := b.insertOne(t, "news", 0)
 	b.claim(t, old, "w-old", 0, time.Minute)
 	b.expireLease(t, old)
-	if n, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil || n != 1 {
-		t.Fatalf("earlier recycle = %d, %v; want 1", n, err)
+	if rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil || len(rs) != 1 {
+		t.Fatalf("earlier recycle = %v, %v; want 1", rs, err)
 	}
 
 	want := map[int64]tasks.Recycled{}
@@ -45,7 +45,7 @@ func TestRecycleExpiredClaimsReturnsWhatItRecycled(t *testing.T) {
 	got := map[int64]tasks.Recycled{}
 	var batches []int
 	for {
-		rs, err := b.store.RecycleExpiredClaims(b.ctx, tasks.RecycleParams{Limit: 4})
+		rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,11 +81,11 @@ func TestRecycleExpiredClaimsReturnsWhatItRecycled(t *testing.T) {
 		}
 	}
 
-	rs, err := b.store.RecycleExpiredClaims(b.ctx, tasks.RecycleParams{})
+	rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{})
 	if err != nil || len(rs) != 0 {
 		t.Errorf("recycle with nothing expired = %v, %v; want none", rs, err)
 	}
-	_, err = b.store.RecycleExpiredClaims(b.ctx, tasks.RecycleParams{Limit: tasks.RecycleLimitMax + 1})
+	_, err = b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: tasks.RecycleLimitMax + 1})
 	wantErr(t, "limit too large", err, tasks.ErrInvalid)
 }
 
@@ -112,7 +112,7 @@ func TestLiveLeasesHaveTheDatabaseRemainingLease(t *testing.T) {
 	var after int64
 	pages := 0
 	for {
-		page, err := b.store.LiveLeases(b.ctx, tasks.LiveClaimsParams{AfterID: after, Limit: 2})
+		page, err := b.store.LiveLeases(b.ctx, tasks.LiveLeasesParams{AfterID: after, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestLiveLeasesHaveTheDatabaseRemainingLease(t *testing.T) {
 	if !slices.Equal(got, ids) || pages != 2 {
 		t.Errorf("live leases of %v in %d pages, want %v in 2", got, pages, ids)
 	}
-	_, err := b.store.LiveLeases(b.ctx, tasks.LiveClaimsParams{Limit: tasks.LiveClaimsLimitMax + 1})
+	_, err := b.store.LiveLeases(b.ctx, tasks.LiveLeasesParams{Limit: tasks.LiveLeasesLimitMax + 1})
 	wantErr(t, "limit too large", err, tasks.ErrInvalid)
 }
 
@@ -151,7 +151,7 @@ func TestLiveHoldersOnlyOfLiveClaims(t *testing.T) {
 	b.expireLease(t, expired)
 	done := b.insertOne(t, "news", 0)
 	c := b.claim(t, done, "w3", 0, time.Minute)
-	if err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: done, Fence: c.Fence, Holder: "w3", Result: rawJSON(`1`)}); err != nil {
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: done, Fence: c.Fence, Holder: "w3", Result: rawJSON(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	pending := b.insertOne(t, "news", 0)
@@ -168,6 +168,6 @@ func TestLiveHoldersOnlyOfLiveClaims(t *testing.T) {
 	if got, err := b.store.LiveHolders(b.ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("live holders of no ids = %v, %v; want none", got, err)
 	}
-	_, err = b.store.LiveHolders(b.ctx, make([]int64, tasks.LiveClaimsLimitMax+1))
+	_, err = b.store.LiveHolders(b.ctx, make([]int64, tasks.LiveLeasesLimitMax+1))
 	wantErr(t, "too many ids", err, tasks.ErrInvalid)
 }

@@ -123,10 +123,17 @@ type Candidate struct {
 	Fence int64 `db:"fence"`
 }
 
-// LiveClaim is the short form of a live claim, for reconciling lock state elsewhere.
-type LiveClaim struct {
-	ID             int64     `db:"id"`
-	Fence          int64     `db:"fence"`
-	Holder         string    `db:"holder"`
-	LeaseExpiresAt time.Time `db:"lease_expires_at"`
+// Ended describes a claim that Submit, Release or Fail just ended, as the store read
+// it under the row lock.
+type Ended struct {
+	TaskID   int64
+	Category string
+	// Status is the task's status now: done after Submit, pending after Release,
+	// pending or dead after Fail.
+	Status     Status
+	AssignedAt time.Time
+	// EndedAt is when the claim ended, by the database clock.
+	EndedAt time.Time
+	// TraceContext is the W3C traceparent stored with the claim, if any.
+	TraceContext string
 }
