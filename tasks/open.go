@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 	"time"
@@ -21,9 +22,18 @@ const (
 	ConnMaxIdleTimeDefault = time.Minute
 )
 
-// Open connects to MySQL or MariaDB and pings the server.
-//
-// Whatever the DSN says, Open forces the settings the store's correctness rests on:
+// Open connects to MySQL or MariaDB and pings the server: OpenDB over
+// Connector(dsn).
+func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
+	connector, err := Connector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return OpenDB(ctx, sql.OpenDB(connector))
+}
+
+// Connector returns a connector for dsn. Whatever the DSN says, it forces the
+// settings the store's correctness rests on:
 //
 //   - clientFoundRows=true: an UPDATE reports the rows it matched, not the rows it
 //     changed. A fenced write is accepted only when it matched exactly one row, and a
@@ -35,7 +45,10 @@ const (
 //   - interpolateParams=true: arguments are escaped into the statement text by the
 //     driver, so each statement costs one round trip instead of prepare, execute and
 //     close.
-func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
+//
+// Wrap the connector (for example with an OpenTelemetry database/sql wrapper) and
+// pass the resulting *sql.DB to OpenDB.
+func Connector(dsn string) (driver.Connector, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: parse dsn: %w", err)
@@ -48,21 +61,26 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
-	db.SetMaxOpenConns(MaxOpenConnsDefault)
-	db.SetMaxIdleConns(MaxIdleConnsDefault)
-	db.SetConnMaxLifetime(ConnMaxLifetimeDefault)
-	db.SetConnMaxIdleTime(ConnMaxIdleTimeDefault)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
+	return connector, nil
+}
+
+// OpenDB sets the pool settings on db, a handle over a Connector, and pings the
+// server. It closes db when the ping fails.
+func OpenDB(ctx context.Context, db *sql.DB) (*sqlx.DB, error) {
+	x := sqlx.NewDb(db, "mysql")
+	x.SetMaxOpenConns(MaxOpenConnsDefault)
+	x.SetMaxIdleConns(MaxIdleConnsDefault)
+	x.SetConnMaxLifetime(ConnMaxLifetimeDefault)
+	x.SetConnMaxIdleTime(ConnMaxIdleTimeDefault)
+	if err := x.PingContext(ctx); err != nil {
+		_ = x.Close()
 		return nil, fmt.Errorf("open database: ping: %w", err)
 	}
-	return db, nil
+	return x, nil
 }
 
 // Migrate applies taskd.Schema statement by statement. The schema is idempotent, so
