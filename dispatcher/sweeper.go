@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/taskd/taskd/locker"
@@ -199,7 +200,16 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 // with SweeperConfig.Redis removes every other task lock that belongs to no
 // live claim, and makes sure each live claim's lock exists with the
 // holder's token. On error the result counts what was done before it.
-func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
+func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
+	ctx, span := s.d.tel.tracer.Start(ctx, "dispatcher.sweep")
+	defer func() {
+		span.SetAttributes(attribute.Bool("taskd.sweep.skipped", res.Skipped),
+			attribute.Int("taskd.sweep.recycled", res.Recycled),
+			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
+			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
+			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved))
+		endSpan(span, err)
+	}()
 	ttl := s.cfg.Interval * 9 / 10
 	lock, err := s.d.locks.Obtain(ctx, s.d.cfg.KeyPrefix+"sweep", ttl, nil)
 	if errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil {
@@ -220,7 +230,6 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	}()
 
 	start := time.Now()
-	var res SweepResult
 	err = s.recycle(ctx, &res)
 	if err == nil && s.cfg.Redis != nil {
 		// Before restoring: a lock of another token on a live claim is

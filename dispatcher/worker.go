@@ -18,6 +18,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -434,11 +437,19 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	log = log.With("task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
 
-	hctx, cancel := context.WithCancelCause(w.handlersCtx)
+	// The run is a trace of its own, linked to the span that made the claim.
+	rctx, span := w.d.tel.tracer.Start(w.handlersCtx, "worker.run",
+		trace.WithNewRoot(), trace.WithLinks(claimLink(claim.Task.TraceContext)...),
+		trace.WithAttributes(claimAttrs(claim)...),
+		trace.WithAttributes(attrHolder.String(c.Holder), attribute.Int("taskd.attempt", claim.Task.Attempts)))
+	var handlerErr error
+	defer func() { endSpan(span, handlerErr) }()
+
+	hctx, cancel := context.WithCancelCause(rctx)
 	defer cancel(nil)
 	// The watchdog keeps renewing while a cancelled handler winds down, so
 	// that its claim can still be released or committed.
-	wctx, stopWatchdog := context.WithCancel(context.WithoutCancel(w.handlersCtx))
+	wctx, stopWatchdog := context.WithCancel(context.WithoutCancel(rctx))
 	watchdogDone := make(chan struct{})
 	go func() {
 		defer close(watchdogDone)
@@ -448,6 +459,7 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	task := claim.Task // the handler's copy
 	w.running.Add(1)
 	err := w.call(hctx, &task, log)
+	handlerErr = err
 	w.running.Add(-1)
 	stopping := w.handlersCtx.Err() != nil
 	stopWatchdog()
@@ -457,11 +469,12 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 		// The store would refuse anything about this claim now.
 		w.leaseLost.Add(1)
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
+		span.SetAttributes(attrOutcome.String("lease_lost"))
 		w.d.releaseLock(hctx, ref.TaskID, c.Holder)
 		return
 	}
 
-	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
+	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(rctx), workerFinishTimeout)
 	defer cancelFinish()
 	switch {
 	case err == nil:
