@@ -76,7 +76,8 @@ type Config struct {
 	Sweep    Sweep    `yaml:"sweep"`
 	Worker   Worker   `yaml:"worker"`
 	// AdminToken authorizes the admin API (creating editors and tasks, stats,
-	// forced releases). At least 16 characters; empty disables the admin API.
+	// forced releases). At least AdminTokenMinLen characters when set; `taskd
+	// serve` and `taskd dev` need it, the other commands do not.
 	AdminToken string    `yaml:"admin_token" secret:"true"`
 	Log        Log       `yaml:"log"`
 	Telemetry  Telemetry `yaml:"telemetry"`

@@ -38,8 +38,8 @@ func (c *Config) Validate() error {
 	v := &validator{c: c}
 	v.http()
 	v.mysql()
-	v.redis()
 	v.dispatch()
+	v.redis()
 	v.sweep()
 	v.worker()
 	v.misc()
@@ -80,7 +80,7 @@ func (v *validator) http() {
 	v.atLeast("http.read_timeout", h.ReadTimeout, 100*time.Millisecond)
 	v.atLeast("http.idle_timeout", h.IdleTimeout, 100*time.Millisecond)
 	v.atLeast("http.shutdown_timeout", h.ShutdownTimeout, 0)
-	if v.atLeast("http.max_wait", h.MaxWait, 0) && h.MaxWait > MaxWaitMax {
+	if v.atLeast("http.max_wait", h.MaxWait, 100*time.Millisecond) && h.MaxWait > MaxWaitMax {
 		v.fail("http.max_wait", "must be at most %v, got %q", MaxWaitMax, h.MaxWait.String())
 	}
 	// A response to a long poll is written when the wait ends; the write
@@ -131,7 +131,8 @@ func (v *validator) redis() {
 		// break the sweeper's scan for orphaned locks.
 		v.fail("redis.key_prefix", "must not contain spaces, braces or glob characters, got %q", p)
 	}
-	if v.atLeast("redis.node_timeout", r.NodeTimeout, time.Millisecond) && r.NodeTimeout > v.c.Dispatch.LeaseTTL/3 {
+	if v.atLeast("redis.node_timeout", r.NodeTimeout, time.Millisecond) && v.c.Dispatch.LeaseTTL >= LeaseTTLMin &&
+		r.NodeTimeout > v.c.Dispatch.LeaseTTL/3 {
 		v.fail("redis.node_timeout", "must be at most a third of dispatch.lease_ttl (%v), got %q", v.c.Dispatch.LeaseTTL/3, r.NodeTimeout.String())
 	}
 	v.atLeast("redis.dial_timeout", r.DialTimeout, time.Millisecond)
@@ -153,7 +154,7 @@ func (v *validator) dispatch() {
 func (v *validator) sweep() {
 	s := v.c.Sweep
 	v.atLeast("sweep.interval", s.Interval, 100*time.Millisecond)
-	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveClaimsLimitMax))
+	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))
 }
 
 func (v *validator) worker() {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/taskd/taskd/cmd/taskd/internal/demo"
+	"github.com/taskd/taskd/tasks"
+)
+
+// devArticlesDefault is how many pending demo articles dev keeps in the pool.
+const devArticlesDefault = 10_000
+
+// demoEditor is a demo editor created by this run, with its token.
+type demoEditor struct {
+	name       string
+	categories []string
+	token      string
+}
+
+// runDev prepares a local playground and serves it.
+func runDev(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("dev", "dev [flags]", `
+Local playground, run by 'make run': applies the schema, creates demo editors
+(printing their tokens, which are shown nowhere else), tops the pool up to
+--articles pending demo articles across six newsroom categories, then serves
+like 'taskd serve' and prints ready-to-paste curl commands for the API.
+
+Running it again is fine: it creates new editors (names get a random suffix,
+because tokens are stored hashed and cannot be shown twice) and only adds the
+articles missing to reach --articles.`)
+	articles := f.Int("articles", devArticlesDefault, "pending demo articles to have in the pool")
+	if err := a.parse(f, args); err != nil {
+		return err
+	}
+	if err := noArgs(f); err != nil {
+		return err
+	}
+	if *articles < 0 || *articles > 1_000_000 {
+		return usagef("dev", "-articles must be 0..1000000, got %d", *articles)
+	}
+	cfg, err := a.loadConfig(f)
+	if err != nil {
+		return err
+	}
+	if err := needAdminToken(cfg); err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, a.stderr)
+	if err := checkWorkerCategories(cfg, log); err != nil {
+		return err
+	}
+	b, err := openBackend(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close(ctx)
+
+	if err := tasks.Migrate(ctx, b.db); err != nil {
+		return err
+	}
+	editors, err := createDemoEditors(ctx, b.store)
+	if err != nil {
+		return err
+	}
+	added, err := topUpArticles(ctx, b, *articles)
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "demo data ready", "editors", len(editors), "articles_added", added)
+	return serve(ctx, b, func(addr string) {
+		printDevGuide(a.stdout, "http://"+reachable(addr), editors, cfg.AdminToken)
+	})
+}
+
+// createDemoEditors creates this run's demo editors.
+func createDemoEditors(ctx context.Context, store *tasks.Store) ([]demoEditor, error) {
+	suffix := strings.ToLower(rand.Text()[:4])
+	var out []demoEditor
+	for _, e := range demo.Editors() {
+		token, hash := tasks.NewToken()
+		name := e.Name + "-" + suffix
+		if _, err := store.CreateEditor(ctx, tasks.CreateEditorParams{Name: name, Categories: e.Categories, TokenHash: hash}); err != nil {
+			return nil, fmt.Errorf("create demo editor %s: %w", name, err)
+		}
+		out = append(out, demoEditor{name: name, categories: e.Categories, token: token})
+	}
+	return out, nil
+}
+
+// topUpArticles adds demo articles until the demo categories hold want pending
+// tasks, and returns how many it added.
+func topUpArticles(ctx context.Context, b *backend, want int) (int, error) {
+	st, err := b.store.Stats(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	cats := demo.Categories()
+	pending := 0
+	for _, c := range st.ByCategory {
+		if c.Status == tasks.StatusPending && slices.Contains(cats, c.Category) {
+			pending += int(c.Count)
+		}
+	}
+	missing := want - pending
+	if missing <= 0 {
+		return 0, nil
+	}
+	all := demo.Articles(missing, uint64(time.Now().UnixNano()))
+	for start := 0; start < len(all); start += 1000 {
+		if _, err := b.d.AddTasks(ctx, all[start:min(start+1000, len(all))]); err != nil {
+			return start, fmt.Errorf("add demo articles: %w", err)
+		}
+	}
+	return missing, nil
+}
+
+// reachable turns a listen address into one to connect to: an unspecified host
+// becomes the loopback address.
+func reachable(addr string) string {
+	for _, unspecified := range []string{"0.0.0.0:", "[::]:", ":"} {
+		if strings.HasPrefix(addr, unspecified) {
+			return "127.0.0.1:" + strings.TrimPrefix(addr, unspecified)
+		}
+	}
+	return addr
+}
+
+// printDevGuide prints the editors and the curl commands to try the API with.
+func printDevGuide(w io.Writer, base string, editors []demoEditor, adminToken string) {
+	fmt.Fprintf(w, "\ntaskd dev is serving on %s (Ctrl-C stops it).\n\nDemo editors (their tokens are shown only here):\n", base)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range editors {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.name, strings.Join(e.categories, ","), e.token)
+	}
+	_ = tw.Flush()
+	first := editors[0]
+	fmt.Fprintf(w, `
+Try the API (bash; the ID and FENCE lines need jq, or set them by hand):
+
+  export TASKD=%s
+  export EDITOR_TOKEN=%s   # %s
+  export ADMIN_TOKEN=%s
+
+  # the next assignment, waiting up to 30s when the pool has none
+  A=$(curl -sS -X POST "$TASKD/v1/assignments/next" -H "Authorization: Bearer $EDITOR_TOKEN" -d '{"wait_ms": 30000}'); echo "$A"
+  ID=$(echo "$A" | jq .task.id); FENCE=$(echo "$A" | jq .fence)
+
+  # keep it: extend the lease
+  curl -sS -X POST "$TASKD/v1/assignments/$ID/heartbeat" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE}"
+
+  # hand it in; the answer carries the next assignment
+  curl -sS -X POST "$TASKD/v1/assignments/$ID/submit" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"result\": {\"approved\": true}}"
+
+  # or give it back to the pool
+  curl -sS -X POST "$TASKD/v1/assignments/$ID/release" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"reason\": \"not my beat\"}"
+
+  # the pool: counts by status and category, live claims
+  curl -sS "$TASKD/v1/stats" -H "Authorization: Bearer $ADMIN_TOKEN"
+
+`, base, first.token, first.name, adminToken)
+}

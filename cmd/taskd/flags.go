@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/taskd/taskd/cmd/taskd/internal/config"
+)
+
+// defaultConfigFile is read when it exists and no other file is named.
+const defaultConfigFile = "config.yaml"
+
+// configEnv names the config file, like -config.
+const configEnv = "TASKD_CONFIG"
+
+// cmdFlags is a command's flag set with its help text.
+type cmdFlags struct {
+	*flag.FlagSet
+	name     string
+	synopsis string
+	about    string
+	config   *string
+}
+
+// newFlags returns the flag set of command name, with the -config flag every
+// command has. synopsis is the usage line after "taskd", about a paragraph or
+// more of help.
+func (a *app) newFlags(name, synopsis, about string) *cmdFlags {
+	fs := flag.NewFlagSet("taskd "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse errors are reported by exitStatus
+	f := &cmdFlags{FlagSet: fs, name: name, synopsis: synopsis, about: about}
+	f.config = fs.String("config", "", "configuration `file` (default: $"+configEnv+", else ./"+defaultConfigFile+" when it exists)")
+	return f
+}
+
+// parse parses args. On -h or --help it prints the help on stdout and returns
+// errHelp; a bad flag is a usageError.
+func (a *app) parse(f *cmdFlags, args []string) error {
+	err := f.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		f.printHelp(a.stdout)
+		return errHelp
+	}
+	if err != nil {
+		return usagef(f.name, "%v", err)
+	}
+	return nil
+}
+
+// noArgs fails with a usageError when positional arguments were given.
+func noArgs(f *cmdFlags) error {
+	if f.NArg() > 0 {
+		return usagef(f.name, "unexpected argument %q", f.Arg(0))
+	}
+	return nil
+}
+
+func (f *cmdFlags) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Usage: taskd %s\n\n%s\n\nFlags:\n", f.synopsis, strings.TrimSpace(f.about))
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
+}
+
+// loadConfig loads the configuration: the file given with -config, else the one
+// in $TASKD_CONFIG, else ./config.yaml when it exists, else none; then the
+// environment. Errors are usageErrors (exit status 2) naming the key.
+func (a *app) loadConfig(f *cmdFlags) (*config.Config, error) {
+	path := *f.config
+	if path == "" {
+		path, _ = a.env(configEnv)
+	}
+	if path == "" {
+		if _, err := os.Stat(defaultConfigFile); err == nil {
+			path = defaultConfigFile
+		}
+	}
+	cfg, err := config.Load(path, a.env)
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
+	return cfg, nil
+}

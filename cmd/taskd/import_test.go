@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
+)
+
+// runApp runs taskd in-process with args and an environment holding only env,
+// and returns what it printed and its exit status.
+func runApp(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := &app{stdout: &out, stderr: &errOut, env: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code = a.main(ctx, args)
+	return out.String(), errOut.String(), code
+}
+
+// importSetup gives a test its own database and the environment to reach it.
+type importSetup struct {
+	env   map[string]string
+	store *tasks.Store
+	dir   string
+}
+
+func newImportSetup(t *testing.T) *importSetup {
+	t.Helper()
+	dsn := taskstest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := tasks.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := tasks.NewStore(db, tasks.Config{})
+	if err != nil {
+		t.Fatalf("store: %v", err)
+	}
+	return &importSetup{env: map[string]string{"TASKD_MYSQL_DSN": dsn}, store: store, dir: t.TempDir()}
+}
+
+// file writes a file into the test's directory and returns its path.
+func (s *importSetup) file(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(s.dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tasks returns every task in the database, by id.
+func (s *importSetup) tasks(t *testing.T) []tasks.Task {
+	t.Helper()
+	var out []tasks.Task
+	if err := s.store.DB().Select(&out, `SELECT id, category, priority, title, payload, max_attempts FROM tasks ORDER BY id`); err != nil {
+		t.Fatalf("read tasks: %v", err)
+	}
+	return out
+}
+
+func TestImportJSONLines(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	var lines []string
+	for i := range 1203 {
+		lines = append(lines, fmt.Sprintf(`{"category":"cat%d","title":"Task %d","priority":%d,"payload":{"text":"words %d"},"max_attempts":3}`, i%3, i, i%7, i))
+		if i%100 == 0 {
+			lines = append(lines, "") // blank lines are skipped
+		}
+	}
+	path := s.file(t, "tasks.jsonl", strings.Join(lines, "\n")+"\n")
+
+	stdout, stderr, code := runApp(t, s.env, "import", "-batch", "500", path)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "imported 1203 tasks") {
+		t.Errorf("stdout %q does not report 1203 tasks", stdout)
+	}
+	got := s.tasks(t)
+	if len(got) != 1203 {
+		t.Fatalf("%d tasks in the database, want 1203", len(got))
+	}
+	// File order is kept, and every field arrives.
+	for i, task := range got {
+		if task.Title != fmt.Sprintf("Task %d", i) || task.Category != fmt.Sprintf("cat%d", i%3) ||
+			task.Priority != i%7 || task.MaxAttempts != 3 || !strings.Contains(string(task.Payload), fmt.Sprintf(`"words %d"`, i)) {
+			t.Fatalf("task %d = %+v", i, task)
+		}
+	}
+}
+
+func TestImportCSV(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	path := s.file(t, "tasks.csv", `title,category,priority,payload
+"Budget, revised",politics,5,"{""text"":""the council met""}"
+"Two
+lines",sports,,
+`)
+	stdout, stderr, code := runApp(t, s.env, "import", path)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	got := s.tasks(t)
+	if len(got) != 2 || got[0].Title != "Budget, revised" || got[0].Category != "politics" || got[0].Priority != 5 ||
+		!strings.Contains(string(got[0].Payload), "the council met") ||
+		got[1].Title != "Two\nlines" || got[1].Priority != 0 || got[1].MaxAttempts != tasks.MaxAttemptsDefault {
+		t.Errorf("tasks = %+v", got)
+	}
+
+	// --format overrides the extension.
+	path = s.file(t, "more.txt", "category,title\nnews,From a .txt file\n")
+	if _, stderr, code := runApp(t, s.env, "import", "--format", "csv", path); code != exitOK {
+		t.Fatalf("--format csv: exit %d: %s", code, stderr)
+	}
+	if got := s.tasks(t); len(got) != 3 || got[2].Title != "From a .txt file" {
+		t.Errorf("after --format csv: %d tasks", len(got))
+	}
+}
+
+// badFile has valid lines and invalid ones, by line number.
+const badFile = `{"category":"news","title":"good 1"}
+{"category":"news","title":""}
+{"category":"news","title":"x","colour":"red"}
+{"category":"news","title":"good 2","payload":{"text":"t"}}
+not json
+{"category":" news","title":"x"}
+{"category":"news","title":"x","payload":[1]}
+{"category":"news","title":"good 3","priority":2147483647}
+{"category":"news","title":"x","priority":2147483648}
+`
+
+func TestImportRejectsBadLines(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	path := s.file(t, "bad.jsonl", badFile)
+	stdout, stderr, code := runApp(t, s.env, "import", path)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailure, stdout, stderr)
+	}
+	for _, want := range []string{
+		"6 of 9 records rejected",
+		"line 2: title must be 1..512 characters",
+		`line 3: unknown field "colour"`,
+		"line 5: not a JSON object",
+		"line 6: category must not start or end with spaces",
+		"line 7: payload must be a JSON object",
+		"line 9: priority must fit in 32 bits",
+		"nothing imported",
+		"--partial",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, stderr)
+		}
+	}
+	for _, good := range []string{"line 1:", "line 4:", "line 8:"} {
+		if strings.Contains(stderr, good) {
+			t.Errorf("stderr reports a valid line (%s):\n%s", good, stderr)
+		}
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Errorf("%d tasks imported from a bad file, want 0", len(got))
+	}
+
+	// The listing is capped; the count is not.
+	_, stderr, _ = runApp(t, s.env, "import", "-max-errors", "2", path)
+	if !strings.Contains(stderr, "line 3:") || strings.Contains(stderr, "line 5:") || !strings.Contains(stderr, "and 4 more") {
+		t.Errorf("-max-errors 2:\n%s", stderr)
+	}
+
+	// A dry run of a bad file fails the same way.
+	if _, _, code := runApp(t, s.env, "import", "-dry-run", path); code != exitFailure {
+		t.Errorf("dry run of a bad file: exit %d, want %d", code, exitFailure)
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Errorf("%d tasks after the dry run, want 0", len(got))
+	}
+}
+
+func TestImportPartial(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	path := s.file(t, "bad.jsonl", badFile)
+
+	stdout, _, code := runApp(t, s.env, "import", "--partial", "--dry-run", path)
+	if code != exitOK || !strings.Contains(stdout, "3 tasks would be imported") {
+		t.Errorf("partial dry run: exit %d, stdout %q", code, stdout)
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Fatalf("the dry run imported %d tasks", len(got))
+	}
+
+	stdout, stderr, code := runApp(t, s.env, "import", "--partial", "-batch", "2", path)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "6 of 9 records rejected") || !strings.Contains(stdout, "imported 3 tasks") {
+		t.Errorf("stdout %q, stderr %q", stdout, stderr)
+	}
+	var titles []string
+	for _, task := range s.tasks(t) {
+		titles = append(titles, task.Title)
+	}
+	if got, want := strings.Join(titles, ","), "good 1,good 2,good 3"; got != want {
+		t.Errorf("imported %q, want %q", got, want)
+	}
+}
+
+func TestImportUsage(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TASKD_MYSQL_DSN": "u:p@tcp(127.0.0.1:1)/d"}
+	for _, args := range [][]string{
+		{"import"},
+		{"import", "a.jsonl", "b.jsonl"},
+		{"import", "tasks.xml"},
+		{"import", "-format", "yaml", "tasks.jsonl"},
+		{"import", "-batch", "0", "tasks.jsonl"},
+		{"import", "-nope", "tasks.jsonl"},
+	} {
+		if _, stderr, code := runApp(t, env, args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr)
+		}
+	}
+	// A CSV without a usable header is refused before anything is inserted.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.csv")
+	_ = os.WriteFile(path, []byte("category,colour\nnews,red\n"), 0o600)
+	s := newImportSetup(t)
+	if _, stderr, code := runApp(t, s.env, "import", path); code != exitFailure || !strings.Contains(stderr, `unknown column "colour"`) {
+		t.Errorf("bad header: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestValidateTask checks that the import's validation is the store's: what it
+// accepts inserts, what it refuses is refused by InsertTasks, and it inserts
+// nothing itself.
+func TestValidateTask(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	cases := []tasks.NewTask{
+		{Category: "news", Title: "ok"},
+		{Category: "news", Title: "ok", Payload: []byte(`{"a":1}`), MaxAttempts: 100, Priority: -5},
+		{Category: "", Title: "x"},
+		{Category: "news", Title: strings.Repeat("é", tasks.MaxTitleLen+1)},
+		{Category: "news", Title: "x", Payload: []byte(`"str"`)},
+		{Category: "news", Title: "x", MaxAttempts: 101},
+		{Category: strings.Repeat("c", tasks.MaxCategoryLen+1), Title: "x"},
+	}
+	ctx := context.Background()
+	for i, c := range cases {
+		verr := validateTask(s.store, c)
+		if n := len(s.tasks(t)); n != 0 {
+			t.Fatalf("case %d: validateTask inserted %d rows", i, n)
+		}
+		_, ierr := s.store.InsertTasks(ctx, []tasks.NewTask{c})
+		if (verr == nil) != (ierr == nil) {
+			t.Errorf("case %d: validateTask says %v, InsertTasks says %v", i, verr, ierr)
+		}
+		if verr != nil && (strings.Contains(verr.Error(), "insert tasks") || strings.Contains(verr.Error(), "invalid input")) {
+			t.Errorf("case %d: reason %q keeps the call's prefixes", i, verr)
+		}
+		if _, err := s.store.DB().Exec(`DELETE FROM tasks`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,296 @@
+// Package importfile reads tasks to import from JSON lines or CSV, one record at
+// a time, each with its line number and, for a line that cannot become a task,
+// the reason.
+//
+// JSON lines: one object per line, with the fields of POST /v1/tasks:
+//
+//	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3}
+//
+// category and title are required; unknown fields are refused; blank lines are
+// skipped.
+//
+// CSV: a header row naming the columns, in any order: category and title
+// (required), priority, payload (a JSON object) and max_attempts. Empty cells
+// take the defaults (priority 0, payload {}, max_attempts from the store).
+// Quoted cells may span lines; a record's line is where it starts.
+//
+// The reader checks the form of each record; whether the task is acceptable
+// (lengths, a JSON object payload, limits) is for the store's validation.
+package importfile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Format is a file format.
+type Format string
+
+// Formats.
+const (
+	JSONLines Format = "jsonl"
+	CSV       Format = "csv"
+)
+
+// MaxLineBytes bounds one JSON line (and one CSV record).
+const MaxLineBytes = 4 << 20
+
+// DetectFormat returns the format named by name ("jsonl", "ndjson", "json" or
+// "csv", case-insensitive), or, when name is empty, the one the file's
+// extension says: .jsonl, .ndjson, .json or .csv.
+func DetectFormat(name, path string) (Format, error) {
+	if name == "" {
+		ext := strings.ToLower(filepath.Ext(path))
+		if ext == "" {
+			return "", fmt.Errorf("cannot tell the format of %q without an extension: pass --format jsonl or --format csv", path)
+		}
+		name = ext[1:]
+	}
+	switch strings.ToLower(name) {
+	case "jsonl", "ndjson", "json":
+		return JSONLines, nil
+	case "csv":
+		return CSV, nil
+	}
+	return "", fmt.Errorf("unknown format %q: want jsonl or csv", name)
+}
+
+// Record is one record of the file.
+type Record struct {
+	// Line is the 1-based line the record starts on.
+	Line int
+	// Task is the task the record describes, when Err is nil.
+	Task tasks.NewTask
+	// Err says why the record cannot become a task.
+	Err error
+}
+
+// Reader reads records.
+type Reader interface {
+	// Next returns the next record, or io.EOF after the last one. Any other
+	// error means the file cannot be read further; problems of one record are
+	// in Record.Err instead.
+	Next() (Record, error)
+}
+
+// NewReader returns a Reader of r in format f. For CSV it reads the header
+// first and fails when it is missing or malformed.
+func NewReader(r io.Reader, f Format) (Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	skipBOM(br)
+	switch f {
+	case JSONLines:
+		return &jsonReader{r: br}, nil
+	case CSV:
+		return newCSVReader(br)
+	}
+	return nil, fmt.Errorf("unknown format %q", f)
+}
+
+// skipBOM drops a UTF-8 byte order mark, which spreadsheet exports start with.
+func skipBOM(r *bufio.Reader) {
+	if b, err := r.Peek(3); err == nil && bytes.Equal(b, []byte("\xef\xbb\xbf")) {
+		_, _ = r.Discard(3)
+	}
+}
+
+// jsonTask is a JSON line.
+type jsonTask struct {
+	Category    string          `json:"category"`
+	Priority    int             `json:"priority"`
+	Title       string          `json:"title"`
+	Payload     json.RawMessage `json:"payload"`
+	MaxAttempts int             `json:"max_attempts"`
+}
+
+type jsonReader struct {
+	r    *bufio.Reader
+	line int
+}
+
+func (j *jsonReader) Next() (Record, error) {
+	for {
+		text, tooLong, err := readLine(j.r)
+		if err != nil {
+			return Record{}, err
+		}
+		j.line++
+		if tooLong {
+			return Record{Line: j.line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}, nil
+		}
+		text = bytes.TrimSpace(text)
+		if len(text) == 0 {
+			continue
+		}
+		rec := Record{Line: j.line}
+		rec.Task, rec.Err = parseJSONTask(text)
+		return rec, nil
+	}
+}
+
+// readLine reads one line without its end; a line over MaxLineBytes is
+// consumed and reported as too long. It returns io.EOF only when nothing is
+// left.
+func readLine(r *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && (len(line) > 0 || tooLong) {
+				return line, tooLong, nil
+			}
+			return nil, false, err
+		}
+		if !tooLong {
+			if len(line)+len(chunk) > MaxLineBytes {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if !isPrefix {
+			return line, tooLong, nil
+		}
+	}
+}
+
+func parseJSONTask(text []byte) (tasks.NewTask, error) {
+	if text[0] != '{' {
+		return tasks.NewTask{}, errors.New("not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var jt jsonTask
+	if err := dec.Decode(&jt); err != nil {
+		return tasks.NewTask{}, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return tasks.NewTask{}, errors.New("unexpected data after the JSON object")
+	}
+	return tasks.NewTask{
+		Category: jt.Category, Priority: jt.Priority, Title: jt.Title,
+		Payload: jt.Payload, MaxAttempts: jt.MaxAttempts,
+	}, nil
+}
+
+// jsonError rewords encoding/json's errors for a person fixing a file.
+func jsonError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Errorf("%s: want %s, got %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("invalid JSON at byte %d: %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("invalid JSON: the object is not closed")
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonKind(kind string) string {
+	switch kind {
+	case "int", "int64":
+		return "an integer"
+	case "string":
+		return "a string"
+	}
+	return kind
+}
+
+// csvColumns are the columns a CSV header may name.
+var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts"}
+
+type csvReader struct {
+	r   *csv.Reader
+	col map[string]int // column index by name
+}
+
+func newCSVReader(r io.Reader) (*csvReader, error) {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("csv: the file is empty; want a header row (category,title,...)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("csv: header: %w", err)
+	}
+	col := map[string]int{}
+	for i, name := range header {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if !slices.Contains(csvColumns, name) {
+			return nil, fmt.Errorf("csv: header: unknown column %q (want %s)", name, strings.Join(csvColumns, ", "))
+		}
+		if _, dup := col[name]; dup {
+			return nil, fmt.Errorf("csv: header: column %q appears twice", name)
+		}
+		col[name] = i
+	}
+	for _, need := range []string{"category", "title"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("csv: header: no %q column", need)
+		}
+	}
+	return &csvReader{r: cr, col: col}, nil
+}
+
+func (c *csvReader) Next() (Record, error) {
+	fields, err := c.r.Read()
+	var perr *csv.ParseError
+	if errors.As(err, &perr) {
+		msg := perr.Err.Error()
+		if errors.Is(perr.Err, csv.ErrFieldCount) {
+			msg = fmt.Sprintf("%d fields, the header has %d", len(fields), len(c.col))
+		}
+		return Record{Line: perr.StartLine, Err: errors.New(msg)}, nil
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	line, _ := c.r.FieldPos(0)
+	rec := Record{Line: line}
+	rec.Task, rec.Err = c.task(fields)
+	return rec, nil
+}
+
+func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
+	cell := func(name string) (string, bool) {
+		i, ok := c.col[name]
+		if !ok {
+			return "", false
+		}
+		return fields[i], true
+	}
+	t := tasks.NewTask{}
+	t.Category, _ = cell("category")
+	t.Title, _ = cell("title")
+	if s, ok := cell("priority"); ok && strings.TrimSpace(s) != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return t, fmt.Errorf("priority: want an integer, got %q", s)
+		}
+		t.Priority = n
+	}
+	if s, ok := cell("max_attempts"); ok && strings.TrimSpace(s) != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return t, fmt.Errorf("max_attempts: want an integer, got %q", s)
+		}
+		t.MaxAttempts = n
+	}
+	if s, ok := cell("payload"); ok && strings.TrimSpace(s) != "" {
+		t.Payload = json.RawMessage(s)
+	}
+	return t, nil
+}

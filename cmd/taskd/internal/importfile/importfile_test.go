@@ -1,0 +1,159 @@
+package importfile
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readAll reads every record of text.
+func readAll(t *testing.T, text string, f Format) []Record {
+	t.Helper()
+	r, err := NewReader(strings.NewReader(text), f)
+	if err != nil {
+		t.Fatalf("NewReader: %v", err)
+	}
+	var out []Record
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		out = append(out, rec)
+	}
+}
+
+// outcome is a record as "line: ok category/title/priority/payload/max" or
+// "line: error".
+func outcome(rec Record) string {
+	if rec.Err != nil {
+		return strings.Join([]string{itoa(rec.Line), "ERR", rec.Err.Error()}, " ")
+	}
+	t := rec.Task
+	return strings.Join([]string{itoa(rec.Line), "ok", t.Category, t.Title, itoa(t.Priority), string(t.Payload), itoa(t.MaxAttempts)}, " ")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestJSONLines(t *testing.T) {
+	t.Parallel()
+	text := "\xef\xbb\xbf" + `{"category":"news","title":"One","priority":-3,"payload":{"text":"a"},"max_attempts":2}
+
+  {"category":"news","title":"Two"}  
+{"category":"news","title":"x","extra":1}
+[1, 2]
+{"category":"news","title":"x","priority":"high"}
+{"category":"news","title":"x"} {"again":1}
+{"category":"news","title":"x"
+{"category":"news","title":"no newline at the end"}`
+	got := make([]string, 0)
+	for _, rec := range readAll(t, text, JSONLines) {
+		got = append(got, outcome(rec))
+	}
+	want := []string{
+		`1 ok news One -3 {"text":"a"} 2`,
+		`3 ok news Two 0  0`,
+		`4 ERR unknown field "extra"`,
+		`5 ERR not a JSON object`,
+		`6 ERR priority: want an integer, got string`,
+		`7 ERR unexpected data after the JSON object`,
+		`8 ERR invalid JSON: the object is not closed`,
+		`9 ok news no newline at the end 0  0`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestJSONLineTooLong(t *testing.T) {
+	t.Parallel()
+	long := `{"category":"news","title":"` + strings.Repeat("x", MaxLineBytes) + `"}`
+	recs := readAll(t, long+"\n"+`{"category":"news","title":"after"}`+"\n", JSONLines)
+	if len(recs) != 2 || recs[0].Err == nil || !strings.Contains(recs[0].Err.Error(), "longer than") ||
+		recs[1].Err != nil || recs[1].Line != 2 || recs[1].Task.Title != "after" {
+		t.Errorf("got %v", recs)
+	}
+}
+
+func TestCSV(t *testing.T) {
+	t.Parallel()
+	text := "\xef\xbb\xbf" + ` Title ,CATEGORY,priority,payload,max_attempts
+"Quoted, with comma",news,2,"{""text"":""hi""}",3
+"multi
+line",news,,,
+bad priority,news,high,,
+short,news
+attempts,news,1,,many
+"bare "quote",news,1,,
+after,news,-1,{},
+`
+	var got []string
+	for _, rec := range readAll(t, text, CSV) {
+		got = append(got, outcome(rec))
+	}
+	want := []string{
+		`2 ok news Quoted, with comma 2 {"text":"hi"} 3`,
+		"3 ok news multi\nline 0  0",
+		`5 ERR priority: want an integer, got "high"`,
+		`6 ERR 2 fields, the header has 5`,
+		`7 ERR max_attempts: want an integer, got "many"`,
+		`8 ERR extraneous or missing " in quoted-field`,
+		`9 ok news after -1 {} 0`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCSVHeader(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]string{
+		"":                        "the file is empty",
+		"category,title,colour\n": `unknown column "colour"`,
+		"category,title,title\n":  `column "title" appears twice`,
+		"category,priority\n":     `no "title" column`,
+		"title\nx\n":              `no "category" column`,
+		"category,\"title\n":      "header",
+	} {
+		_, err := NewReader(strings.NewReader(text), CSV)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("header %q: err = %v, want one mentioning %q", text, err, want)
+		}
+	}
+}
+
+func TestDetectFormat(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		flag, path string
+		want       Format
+		err        string
+	}{
+		{"", "a/tasks.jsonl", JSONLines, ""},
+		{"", "tasks.NDJSON", JSONLines, ""},
+		{"", "tasks.json", JSONLines, ""},
+		{"", "tasks.csv", CSV, ""},
+		{"csv", "tasks.txt", CSV, ""},
+		{"JSONL", "tasks.csv", JSONLines, ""},
+		{"", "tasks", "", "without an extension"},
+		{"", "tasks.txt", "", `unknown format "txt"`},
+		{"xml", "tasks.csv", "", `unknown format "xml"`},
+	}
+	for _, c := range cases {
+		got, err := DetectFormat(c.flag, c.path)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("DetectFormat(%q, %q) = %v, %v; want error %q", c.flag, c.path, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("DetectFormat(%q, %q) = %v, %v; want %v", c.flag, c.path, got, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+// Package wordcount is taskd's example worker handler: tasks of category
+// "wordcount" carry a text in their payload, {"text": "..."}, and the handler
+// counts its words.
+//
+// Worker handlers produce no result value yet (the worker commits JSON null for
+// a task whose handler returned nil), so the count is logged with the task's id,
+// never the text. When handlers can return a result, it becomes {"words": N}.
+package wordcount
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Category is the category the handler serves.
+const Category = "wordcount"
+
+// Payload is the payload of a wordcount task.
+type Payload struct {
+	Text string `json:"text"`
+}
+
+// Count returns the number of words in text: runs of characters between
+// Unicode white space.
+func Count(text string) int { return len(strings.Fields(text)) }
+
+// Handler returns the handler of wordcount tasks, logging each count to log.
+// A payload without a text string is a permanent failure (wrapping
+// tasks.SkipRetry): trying again cannot fix it.
+func Handler(log *slog.Logger) tasks.Handler {
+	return tasks.HandlerFunc(func(ctx context.Context, t *tasks.Task) error {
+		var p struct {
+			Text *string `json:"text"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(t.Payload))
+		if err := dec.Decode(&p); err != nil {
+			return fmt.Errorf("wordcount task %d: payload: %v: %w", t.ID, err, tasks.SkipRetry)
+		}
+		if p.Text == nil {
+			return fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, tasks.SkipRetry)
+		}
+		n := Count(*p.Text)
+		log.InfoContext(ctx, "words counted", "task_id", t.ID, "words", n)
+		return nil
+	})
+}

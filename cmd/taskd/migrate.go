@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// runMigrate applies the schema embedded in the binary.
+func runMigrate(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("migrate", "migrate [flags]", `
+Creates the tables taskd needs in the database of mysql.dsn, from the schema built
+into the binary (schema.sql). Every statement is idempotent (CREATE TABLE IF NOT
+EXISTS), so running it again, or from several processes at once, is harmless.`)
+	if err := a.parse(f, args); err != nil {
+		return err
+	}
+	if err := noArgs(f); err != nil {
+		return err
+	}
+	cfg, err := a.loadConfig(f)
+	if err != nil {
+		return err
+	}
+	db, _, err := openMySQL(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := tasks.Migrate(ctx, db); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "schema applied to %s\n", mysqlAddr(cfg.MySQL.DSN))
+	return nil
+}
