@@ -1,0 +1,240 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+type createEditorRequest struct {
+	Name       string   `json:"name"`
+	Categories []string `json:"categories"`
+}
+
+type createEditorResponse struct {
+	ID         int64    `json:"id"`
+	Name       string   `json:"name"`
+	Categories []string `json:"categories"`
+	// Token is shown here once; the store keeps only its hash.
+	Token string `json:"token"`
+}
+
+// createEditor creates an editor and answers with its token.
+func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
+	var req createEditorRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return err
+	}
+	token, hash := tasks.NewToken()
+	e, err := a.store.CreateEditor(r.Context(), tasks.CreateEditorParams{
+		Name: req.Name, Categories: req.Categories, TokenHash: hash,
+	})
+	if err != nil {
+		return err
+	}
+	a.log.InfoContext(r.Context(), "editor created", "editor_id", e.ID, "categories", len(e.Categories))
+	a.writeJSON(w, r, http.StatusCreated, createEditorResponse{
+		ID: e.ID, Name: e.Name, Categories: e.Categories, Token: token,
+	})
+	return nil
+}
+
+type newTaskJSON struct {
+	Category    string          `json:"category"`
+	Priority    int             `json:"priority"`
+	Title       string          `json:"title"`
+	Payload     json.RawMessage `json:"payload"`
+	MaxAttempts int             `json:"max_attempts"`
+}
+
+type addTasksResponse struct {
+	IDs []int64 `json:"ids"`
+}
+
+// addTasks inserts a batch of tasks, all or none, and wakes editors waiting
+// for their categories.
+func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
+	var req []newTaskJSON
+	if err := decode(w, r, &req, false); err != nil {
+		return err
+	}
+	if len(req) == 0 || len(req) > MaxTasksPerRequest {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "send 1..%d tasks, not %d", MaxTasksPerRequest, len(req))
+	}
+	ts := make([]tasks.NewTask, len(req))
+	for i, t := range req {
+		if string(t.Payload) == "null" {
+			t.Payload = nil // the store's default, {}
+		}
+		ts[i] = tasks.NewTask{
+			Category: t.Category, Priority: t.Priority, Title: t.Title,
+			Payload: t.Payload, MaxAttempts: t.MaxAttempts,
+		}
+	}
+	ids, err := a.d.AddTasks(r.Context(), ts)
+	if err != nil {
+		return err
+	}
+	a.log.DebugContext(r.Context(), "tasks added", "count", len(ids))
+	a.writeJSON(w, r, http.StatusCreated, addTasksResponse{IDs: ids})
+	return nil
+}
+
+// taskDetailJSON is a task with its claim state and audit trail, for the
+// admin. Absent values are null.
+type taskDetailJSON struct {
+	Task           taskJSON     `json:"task"`
+	Status         tasks.Status `json:"status"`
+	Fence          int64        `json:"fence"`
+	Holder         *string      `json:"holder"`
+	EditorID       *int64       `json:"editor_id"`
+	AssignedAt     *string      `json:"assigned_at"`
+	LeaseExpiresAt *string      `json:"lease_expires_at"`
+	Attempts       int          `json:"attempts"`
+	MaxAttempts    int          `json:"max_attempts"`
+	RunAfter       string       `json:"run_after"`
+	LastError      *string      `json:"last_error"`
+	CreatedAt      string       `json:"created_at"`
+	UpdatedAt      string       `json:"updated_at"`
+	DoneAt         *string      `json:"done_at"`
+	History        []eventJSON  `json:"history"`
+}
+
+type eventJSON struct {
+	ID       int64           `json:"id"`
+	Kind     tasks.EventKind `json:"kind"`
+	Fence    int64           `json:"fence"`
+	Holder   *string         `json:"holder"`
+	EditorID *int64          `json:"editor_id"`
+	Detail   *string         `json:"detail"`
+	At       string          `json:"at"`
+}
+
+// getTask answers with a task, its claim state and its history.
+func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	t, err := a.store.GetTask(r.Context(), id)
+	if errors.Is(err, tasks.ErrNotFound) {
+		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	evs, err := a.store.TaskHistory(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, taskDetailOf(t, evs))
+	return nil
+}
+
+func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
+	d := taskDetailJSON{
+		Task:           taskOf(t),
+		Status:         t.Status,
+		Fence:          t.Fence,
+		Holder:         orNull(t.Holder),
+		EditorID:       orNull(t.EditorID),
+		AssignedAt:     formatTimePtr(t.AssignedAt),
+		LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
+		Attempts:       t.Attempts,
+		MaxAttempts:    t.MaxAttempts,
+		RunAfter:       formatTime(t.RunAfter),
+		LastError:      orNull(t.LastError),
+		CreatedAt:      formatTime(t.CreatedAt),
+		UpdatedAt:      formatTime(t.UpdatedAt),
+		DoneAt:         formatTimePtr(t.DoneAt),
+		History:        make([]eventJSON, len(evs)),
+	}
+	for i, ev := range evs {
+		d.History[i] = eventJSON{
+			ID: ev.ID, Kind: ev.Kind, Fence: ev.Fence, Holder: orNull(ev.Holder),
+			EditorID: orNull(ev.EditorID), Detail: orNull(ev.Detail), At: formatTime(ev.At),
+		}
+	}
+	return d
+}
+
+// forceRelease takes a task back from whoever holds it; the fence is bumped,
+// so the old holder's writes are refused from now on.
+func (a *api) forceRelease(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	err = a.d.ForceRelease(r.Context(), id)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+	case errors.Is(err, tasks.ErrStale):
+		return errorf(http.StatusConflict, codeNotAssigned, "task %d is not assigned", id)
+	case err != nil:
+		return err
+	}
+	a.log.InfoContext(r.Context(), "task force-released", "task_id", id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// statsJSON is a snapshot of the pool, and this process's dispatcher totals.
+type statsJSON struct {
+	ByStatus map[tasks.Status]int64 `json:"by_status"`
+	// ByCategory has every status for every category that has tasks.
+	ByCategory       map[string]map[tasks.Status]int64 `json:"by_category"`
+	Holders          int64                             `json:"holders"`
+	Live             int64                             `json:"live"`
+	Expired          int64                             `json:"expired"`
+	ExpiringSoon     int64                             `json:"expiring_soon"`
+	ExpiringWithinMS int64                             `json:"expiring_within_ms"`
+	Dispatcher       countersJSON                      `json:"dispatcher"`
+}
+
+type countersJSON struct {
+	Assignments   int64 `json:"assignments"`
+	Conflicts     int64 `json:"conflicts"`
+	RefusedClaims int64 `json:"refused_claims"`
+	RefusedWrites int64 `json:"refused_writes"`
+}
+
+// stats answers with counts by status and category and the live claims.
+func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
+	st, err := a.store.Stats(r.Context(), tasks.ExpiringWithinDefault)
+	if err != nil {
+		return err
+	}
+	out := statsJSON{
+		ByStatus:         st.ByStatus,
+		ByCategory:       make(map[string]map[tasks.Status]int64),
+		Holders:          st.Holders,
+		Live:             st.Live,
+		Expired:          st.Expired,
+		ExpiringSoon:     st.ExpiringSoon,
+		ExpiringWithinMS: tasks.ExpiringWithinDefault.Milliseconds(),
+	}
+	for _, c := range st.ByCategory {
+		counts := out.ByCategory[c.Category]
+		if counts == nil {
+			counts = make(map[tasks.Status]int64, len(st.ByStatus))
+			for status := range st.ByStatus {
+				counts[status] = 0
+			}
+			out.ByCategory[c.Category] = counts
+		}
+		counts[c.Status] += c.Count
+	}
+	c := &a.d.Counters
+	out.Dispatcher = countersJSON{
+		Assignments: c.Assignments.Load(), Conflicts: c.Conflicts.Load(),
+		RefusedClaims: c.RefusedClaims.Load(), RefusedWrites: c.RefusedWrites.Load(),
+	}
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}

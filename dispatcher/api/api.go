@@ -1,0 +1,205 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Store is what the API reads from and writes to the task store directly;
+// everything about claims goes through the dispatcher. *tasks.Store implements
+// it.
+type Store interface {
+	CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error)
+	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
+	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
+	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
+	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+}
+
+var _ Store = (*tasks.Store)(nil)
+
+// Check is a readiness check run by GET /readyz, such as a ping of MySQL or
+// Redis. It gets a context that ends after CheckTimeout.
+type Check struct {
+	// Name keys the check's result in the answer ("mysql", "redis").
+	Name string
+	// Check returns nil when the dependency is ready.
+	Check func(ctx context.Context) error
+}
+
+// Defaults and limits.
+const (
+	// MaxWaitDefault caps wait_ms of POST /v1/assignments/next when
+	// Config.MaxWait is zero.
+	MaxWaitDefault = 30 * time.Second
+	// MaxBodyBytes is the largest request body accepted (1 MiB).
+	MaxBodyBytes = 1 << 20
+	// MaxTasksPerRequest is the most tasks one POST /v1/tasks may add.
+	MaxTasksPerRequest = 10_000
+	// MaxReasonLen is the longest release reason, in characters (the size of
+	// the audit record's detail).
+	MaxReasonLen = 1024
+	// MinAdminTokenLen is the shortest admin token New accepts.
+	MinAdminTokenLen = 16
+	// CheckTimeout bounds each readiness check.
+	CheckTimeout = 2 * time.Second
+	// RetryAfter is the Retry-After of 503 answers, in seconds.
+	RetryAfter = 2
+)
+
+// Config configures the API.
+type Config struct {
+	// Dispatcher hands out and fences claims. Required.
+	Dispatcher *dispatcher.Dispatcher
+	// Store holds editors and tasks. Required.
+	Store Store
+	// AdminToken authenticates the admin routes; at least MinAdminTokenLen
+	// characters. It is compared in constant time. Required.
+	AdminToken string
+	// Checks are run by GET /readyz, concurrently, each bounded by
+	// CheckTimeout.
+	Checks []Check
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
+	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
+	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
+	// Default MaxWaitDefault.
+	MaxWait time.Duration
+	// Logger receives the API's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxWait == 0 {
+		c.MaxWait = MaxWaitDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Dispatcher == nil:
+		return errors.New("dispatcher is required")
+	case c.Store == nil:
+		return errors.New("store is required")
+	case len(c.AdminToken) < MinAdminTokenLen:
+		return fmt.Errorf("admin token must be at least %d characters", MinAdminTokenLen)
+	case c.MaxWait < 0:
+		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
+	}
+	seen := make(map[string]bool, len(c.Checks))
+	for i, ch := range c.Checks {
+		switch {
+		case ch.Name == "":
+			return fmt.Errorf("check %d has no name", i)
+		case ch.Check == nil:
+			return fmt.Errorf("check %q has no function", ch.Name)
+		case seen[ch.Name]:
+			return fmt.Errorf("check %q is listed twice", ch.Name)
+		}
+		seen[ch.Name] = true
+	}
+	return nil
+}
+
+// api holds what the handlers share.
+type api struct {
+	d         *dispatcher.Dispatcher
+	store     Store
+	adminHash [32]byte // SHA-256 of the admin token: compared in constant time
+	checks    []Check
+	maxWait   time.Duration
+	log       *slog.Logger
+	mux       *http.ServeMux
+}
+
+// New validates cfg and returns the API's router. Unknown paths are 404 and
+// known paths with another method 405, both as JSON errors.
+func New(cfg Config) (http.Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	a := &api{
+		d:         cfg.Dispatcher,
+		store:     cfg.Store,
+		adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		checks:    cfg.Checks,
+		maxWait:   cfg.MaxWait,
+		log:       cfg.Logger,
+		mux:       http.NewServeMux(),
+	}
+	a.routes(cfg.Metrics)
+	return a, nil
+}
+
+func (a *api) routes(metrics http.Handler) {
+	m := a.mux
+	m.Handle("POST /v1/editors", a.admin(a.createEditor))
+	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
+	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
+	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
+	m.Handle("GET /v1/stats", a.admin(a.stats))
+
+	m.Handle("POST /v1/assignments/next", a.editor(a.next))
+	m.Handle("POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat))
+	m.Handle("POST /v1/assignments/{task}/submit", a.editor(a.submit))
+	m.Handle("POST /v1/assignments/{task}/release", a.editor(a.release))
+
+	m.Handle("GET /healthz", a.handle(a.healthz))
+	m.Handle("GET /readyz", a.handle(a.readyz))
+	if metrics != nil {
+		m.Handle("GET /metrics", metrics)
+	}
+}
+
+// ServeHTTP routes r. The mux answers requests that match no route with plain
+// text; those become JSON errors with the same status (and Allow header).
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.mux.Handler(r); pattern != "" {
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &statusRecorder{header: make(http.Header)}
+	a.mux.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.status == http.StatusMethodNotAllowed {
+		a.writeError(w, r, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	a.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+// statusRecorder keeps the status and headers of the mux's own answer to an
+// unrouted request, and drops its body.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header { return s.header }
+
+func (s *statusRecorder) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
+}

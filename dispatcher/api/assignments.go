@@ -1,0 +1,194 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+type nextRequest struct {
+	WaitMS *int64 `json:"wait_ms"`
+}
+
+// next answers with the editor's assignment: the one it holds, a new one, or
+// 204 when none came within wait_ms.
+func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	var req nextRequest
+	if err := decode(w, r, &req, true); err != nil {
+		return err
+	}
+	var wait time.Duration
+	if req.WaitMS != nil {
+		if *req.WaitMS < 0 {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "wait_ms must not be negative")
+		}
+		wait = a.maxWait
+		if *req.WaitMS < a.maxWait.Milliseconds() {
+			wait = time.Duration(*req.WaitMS) * time.Millisecond
+		}
+	}
+	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
+	if errors.Is(err, dispatcher.ErrNoTask) {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, assignmentOf(claim))
+	return nil
+}
+
+// fenceField is the fence every write about a claim carries.
+type fenceField struct {
+	Fence *int64 `json:"fence"`
+}
+
+func (f *fenceField) fence() *int64 { return f.Fence }
+
+type heartbeatRequest struct {
+	fenceField
+}
+
+type heartbeatResponse struct {
+	LeaseExpiresAt string `json:"lease_expires_at"`
+}
+
+// heartbeat extends the lease of the editor's claim.
+func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	var req heartbeatRequest
+	ref, err := claimRequest(w, r, &req)
+	if err != nil {
+		return err
+	}
+	expires, err := a.d.Heartbeat(r.Context(), dispatcher.EditorClaimant(e), ref)
+	if err != nil {
+		return a.refused(r, e, ref, err)
+	}
+	a.writeJSON(w, r, http.StatusOK, heartbeatResponse{LeaseExpiresAt: formatTime(expires)})
+	return nil
+}
+
+type submitRequest struct {
+	fenceField
+	Result json.RawMessage `json:"result"`
+}
+
+type submitResponse struct {
+	Next *assignmentJSON `json:"next"`
+}
+
+// submit commits the editor's result and answers with its next assignment,
+// or null when nothing is claimable now.
+func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	var req submitRequest
+	ref, err := claimRequest(w, r, &req)
+	if err != nil {
+		return err
+	}
+	if len(req.Result) == 0 || string(req.Result) == "null" {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "result is required")
+	}
+	next, err := a.d.Submit(r.Context(), dispatcher.EditorClaimant(e), ref, req.Result)
+	if err != nil && !a.submitted(r, e, ref, err) {
+		return a.refused(r, e, ref, err)
+	}
+	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
+	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: assignmentOf(next)})
+	return nil
+}
+
+// submitted reports whether the submission of ref is in although Submit
+// returned err: the dispatcher returns errors of finding the next assignment
+// after the result was committed. The editor then gets no next assignment in
+// this answer and asks for one.
+func (a *api) submitted(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef, err error) bool {
+	if errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrInvalid) || r.Context().Err() != nil {
+		return false
+	}
+	t, gerr := a.store.GetTask(r.Context(), ref.TaskID)
+	if gerr != nil || t.Status != tasks.StatusDone || t.Fence != ref.Fence || t.Holder != e.Holder() {
+		return false
+	}
+	a.log.WarnContext(r.Context(), "find next assignment after submit",
+		"editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+	return true
+}
+
+type releaseRequest struct {
+	fenceField
+	Reason string `json:"reason"`
+	Skip   bool   `json:"skip"`
+}
+
+// release gives the editor's claim back to the pool now; with skip, the
+// editor is not offered the task again for a while.
+func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	var req releaseRequest
+	ref, err := claimRequest(w, r, &req)
+	if err != nil {
+		return err
+	}
+	if utf8.RuneCountInString(req.Reason) > MaxReasonLen {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason must be at most %d characters", MaxReasonLen)
+	}
+	err = a.d.Release(r.Context(), dispatcher.EditorClaimant(e), ref, req.Reason, req.Skip)
+	if err != nil {
+		return a.refused(r, e, ref, err)
+	}
+	a.log.DebugContext(r.Context(), "released", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "skip", req.Skip)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// claimRequest reads the task id from the path and the body into req, and
+// returns the claim they name.
+func claimRequest(w http.ResponseWriter, r *http.Request, req interface{ fence() *int64 }) (dispatcher.ClaimRef, error) {
+	id, err := pathID(r, "task")
+	if err != nil {
+		return dispatcher.ClaimRef{}, err
+	}
+	if err := decode(w, r, req, false); err != nil {
+		return dispatcher.ClaimRef{}, err
+	}
+	fence := req.fence()
+	if fence == nil || *fence < 1 {
+		return dispatcher.ClaimRef{}, errorf(http.StatusUnprocessableEntity, codeInvalid, "fence must be the positive fence of your assignment")
+	}
+	return dispatcher.ClaimRef{TaskID: id, Fence: *fence}, nil
+}
+
+// refused explains a refused write about ref (see "Whose claim" in the
+// package documentation). Errors other than tasks.ErrStale pass through.
+func (a *api) refused(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef, err error) error {
+	if !errors.Is(err, tasks.ErrStale) {
+		return err
+	}
+	t, gerr := a.store.GetTask(r.Context(), ref.TaskID)
+	switch {
+	case errors.Is(gerr, tasks.ErrNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", ref.TaskID)
+	case gerr != nil:
+		return gerr
+	case t.Status == tasks.StatusAssigned && t.Holder != e.Holder():
+		return errorf(http.StatusForbidden, codeForbidden, "task %d is not yours: another holder has it", ref.TaskID)
+	}
+	a.log.DebugContext(r.Context(), "stale claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
+	return err
+}
+
+// pathID parses the positive integer id in the path wildcard name.
+func pathID(r *http.Request, name string) (int64, error) {
+	s := r.PathValue(name)
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 || s[0] == '+' {
+		return 0, errorf(http.StatusBadRequest, codeBadRequest, "%s id must be a positive integer, got %q", name, s)
+	}
+	return id, nil
+}

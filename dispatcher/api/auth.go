@@ -1,0 +1,95 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// maxTokenLen bounds the bearer tokens worth a look-up; editors' tokens are 43
+// characters.
+const maxTokenLen = 512
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// editorHandlerFunc is a handler for an authenticated editor.
+type editorHandlerFunc func(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error
+
+// handle adapts h to http.Handler, answering its error with writeError.
+func (a *api) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+// admin lets only the admin token through to h.
+func (a *api) admin(h handlerFunc) http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		token, err := bearer(r)
+		if err != nil {
+			return err
+		}
+		if a.isAdmin(token) {
+			return h(w, r)
+		}
+		if _, err := a.editorByToken(r, token); err != nil {
+			return err
+		}
+		return errorf(http.StatusForbidden, codeForbidden, "this route needs the admin token")
+	})
+}
+
+// editor lets only editors' tokens through to h, with the editor.
+func (a *api) editor(h editorHandlerFunc) http.Handler {
+	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		token, err := bearer(r)
+		if err != nil {
+			return err
+		}
+		if a.isAdmin(token) {
+			return errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
+		}
+		e, err := a.editorByToken(r, token)
+		if err != nil {
+			return err
+		}
+		return h(w, r, e)
+	})
+}
+
+// bearer returns the request's bearer token.
+func bearer(r *http.Request) (string, error) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer token")
+	}
+	return token, nil
+}
+
+// isAdmin compares token with the admin token in constant time: both are
+// hashed first, so not even the length leaks.
+func (a *api) isAdmin(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(h[:], a.adminHash[:]) == 1
+}
+
+// editorByToken returns the editor whose token this is, or a 401 apiError.
+func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error) {
+	unknown := errorf(http.StatusUnauthorized, codeUnauthorized, "unknown token")
+	if len(token) > maxTokenLen {
+		return nil, unknown
+	}
+	e, err := a.store.EditorByTokenHash(r.Context(), tasks.HashToken(token))
+	if errors.Is(err, tasks.ErrNotFound) {
+		return nil, unknown
+	}
+	return e, err
+}

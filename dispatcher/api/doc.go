@@ -1,0 +1,83 @@
+// Package api is taskd's HTTP API: editors ask for assignments, keep them alive
+// and hand them in; an operator (the admin token) creates editors, adds tasks and
+// watches the pool. New returns the router; the caller owns the http.Server.
+//
+// # Routes
+//
+//	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
+//	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?}] → 201 {ids}
+//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state and its history
+//	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
+//	GET  /v1/stats                        admin   → 200 counts by status and category, claims
+//	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
+//	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
+//	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
+//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204
+//	GET  /healthz                         anyone  → 200 {status: "ok"}
+//	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
+//	GET  /metrics                         anyone  Config.Metrics, when set
+//
+// An assignment is
+//
+//	{"task":{"id":1,"category":"news","priority":0,"title":"…","payload":{…}},
+//	 "fence":3,"assigned_at":"2026-01-02T15:04:05.000Z","lease_expires_at":"…"}
+//
+// with times in RFC 3339, UTC, to the millisecond (the database's precision),
+// and the payload as stored.
+//
+// The token of a new editor is in the answer to POST /v1/editors and nowhere
+// else: the store keeps only its hash. POST /v1/tasks takes 1..MaxTasksPerRequest
+// tasks and inserts all or none; a missing or null payload is {}. A submit
+// whose result was committed answers 200 even when finding the next
+// assignment failed (Redis down, say): next is then null, and the editor asks
+// POST /v1/assignments/next.
+//
+// # Authentication
+//
+// Every /v1 route takes "Authorization: Bearer <token>": the admin token from
+// Config on admin routes, an editor's own token on editor routes. A missing or
+// unknown token is 401 with WWW-Authenticate; a valid token on the other kind
+// of route is 403 (the admin is not an editor, and an editor is no admin).
+//
+// # Whose claim
+//
+// An editor acts only on its own claim. Heartbeat, submit and release go to
+// the dispatcher, whose fenced writes refuse anything but the caller's live
+// claim; only when the store refused does the API read the task to say why:
+//
+//   - no such task: 404 not_found;
+//   - the task is assigned to another holder (an editor or a worker): 403
+//     forbidden;
+//   - anything else (a wrong fence of the caller's own claim, a lease that
+//     passed, a claim that was released, force-released or submitted): 409
+//     stale_fence.
+//
+// A refused request changes nothing in the stores.
+//
+// # Errors
+//
+// Errors are {"error":{"code":"…","message":"…"}} with these codes:
+//
+//	400 bad_request          malformed JSON, unknown fields, wrong types, trailing
+//	                         data, a body over MaxBodyBytes, a bad id in the path
+//	401 unauthorized         no token, or an unknown one
+//	403 forbidden            the wrong kind of token, or another holder's claim
+//	404 not_found            no such task or route
+//	405 method_not_allowed   the route exists for other methods (see Allow)
+//	409 stale_fence          the claim is not the caller's live claim
+//	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
+//	409 duplicate            an editor name that is taken
+//	409 not_assigned         a force release of a task nobody holds
+//	422 invalid              a well-formed request with bad values
+//	503 unavailable          MySQL or Redis cannot be reached; see Retry-After
+//	500 internal             anything else (logged; the message says nothing more)
+//
+// # Long polling
+//
+// wait_ms of POST /v1/assignments/next is how long to wait for a task when none
+// is claimable: 0 (the default) answers at once, a negative value is 422, and a
+// value over Config.MaxWait is lowered to it (a client cannot know the server's
+// cap, and waiting less is always correct). The wait ends early when a task
+// arrives through this process (POST /v1/tasks wakes waiters) or when the
+// client goes away. The http.Server's WriteTimeout must exceed MaxWait.
+package api

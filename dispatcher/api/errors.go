@@ -1,0 +1,112 @@
+package api
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Machine-readable error codes; see the package documentation.
+const (
+	codeBadRequest       = "bad_request"
+	codeUnauthorized     = "unauthorized"
+	codeForbidden        = "forbidden"
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeStaleFence       = "stale_fence"
+	codeHoldLimit        = "hold_limit"
+	codeDuplicate        = "duplicate"
+	codeNotAssigned      = "not_assigned"
+	codeInvalid          = "invalid"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal"
+)
+
+// apiError is an error answer decided by a handler.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+// errorf returns an apiError with a formatted message.
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers r with err: an apiError as it is, a sentinel of the
+// dispatcher or the store with its status, anything else with 500 and a
+// generic message (the error itself goes to the log only). When the client
+// has gone away nothing is written.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		a.log.DebugContext(r.Context(), "client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
+	e := classify(err)
+	switch {
+	case e.status == http.StatusServiceUnavailable:
+		a.log.WarnContext(r.Context(), "store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+	case e.status >= 500:
+		a.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	case e.status == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="taskd"`)
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = e.code, e.message
+	a.writeJSON(w, r, e.status, body)
+}
+
+// classify maps err to its answer.
+func classify(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, dispatcher.ErrUnavailable), unreachable(err):
+		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store is unavailable; retry later")
+	case errors.Is(err, tasks.ErrInvalid):
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
+	case errors.Is(err, tasks.ErrHoldLimit):
+		return errorf(http.StatusConflict, codeHoldLimit, "the claim has reached the maximum hold time; it ends when its lease passes")
+	case errors.Is(err, tasks.ErrStale):
+		return errorf(http.StatusConflict, codeStaleFence, "the claim is not your live claim (wrong fence, expired, released or submitted)")
+	case errors.Is(err, tasks.ErrDuplicate):
+		return errorf(http.StatusConflict, codeDuplicate, "%s", err)
+	case errors.Is(err, tasks.ErrNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, "not found")
+	}
+	return errorf(http.StatusInternalServerError, codeInternal, "internal error")
+}
+
+// unreachable reports whether err means MySQL or Redis could not be reached.
+// Errors that come through the dispatcher are marked with
+// dispatcher.ErrUnavailable already; this covers the API's own store reads.
+func unreachable(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, mysql.ErrInvalidConn)
+}

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// decode reads r's JSON body into dst: at most MaxBodyBytes, one JSON value,
+// no unknown fields, nothing after it but white space. Any failure is a 400
+// apiError. An empty body is refused unless optional, in which case dst is
+// left as it is.
+func decode(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		if errors.Is(err, io.EOF) && optional {
+			return nil
+		}
+		return badBody(err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return badBody(err)
+		}
+		return errorf(http.StatusBadRequest, codeBadRequest, "request body has data after the JSON value")
+	}
+	return nil
+}
+
+// badBody describes a decoding error for the client.
+func badBody(err error) *apiError {
+	var (
+		tooLarge  *http.MaxBytesError
+		syntax    *json.SyntaxError
+		wrongType *json.UnmarshalTypeError
+	)
+	msg := "malformed JSON"
+	switch {
+	case errors.As(err, &tooLarge):
+		msg = "request body is larger than " + strconv.FormatInt(tooLarge.Limit, 10) + " bytes"
+	case errors.Is(err, io.EOF):
+		msg = "request body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		msg = "malformed JSON: unexpected end of the body"
+	case errors.As(err, &syntax):
+		msg = "malformed JSON at byte " + strconv.FormatInt(syntax.Offset, 10) + ": " + syntax.Error()
+	case errors.As(err, &wrongType):
+		what := "the body"
+		if wrongType.Field != "" {
+			what = "field " + strconv.Quote(wrongType.Field)
+		}
+		msg = what + " must be " + jsonKind(wrongType.Type.String()) + ", not " + wrongType.Value
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		msg = strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return errorf(http.StatusBadRequest, codeBadRequest, "%s", msg)
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case goType == "string", goType == "*string":
+		return "a string"
+	case goType == "bool", goType == "*bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
+}
+
+// writeJSON answers with status and v as JSON.
+func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		a.log.ErrorContext(r.Context(), "encode response", "method", r.Method, "path", r.URL.Path, "err", err)
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"internal error"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// timeFormat is RFC 3339 to the millisecond, the precision of the database's
+// DATETIME(3) columns.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+// formatTimePtr formats t, or returns nil (JSON null) for a nil time.
+func formatTimePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}
+
+// orNull returns nil (JSON null) for a zero value, else a pointer to v.
+func orNull[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// taskJSON is the public part of a task.
+type taskJSON struct {
+	ID       int64           `json:"id"`
+	Category string          `json:"category"`
+	Priority int             `json:"priority"`
+	Title    string          `json:"title"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+func taskOf(t *tasks.Task) taskJSON {
+	payload := t.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	return taskJSON{ID: t.ID, Category: t.Category, Priority: t.Priority, Title: t.Title, Payload: payload}
+}
+
+// assignmentJSON is a claim as an editor sees it.
+type assignmentJSON struct {
+	Task           taskJSON `json:"task"`
+	Fence          int64    `json:"fence"`
+	AssignedAt     string   `json:"assigned_at"`
+	LeaseExpiresAt string   `json:"lease_expires_at"`
+}
+
+// assignmentOf returns the JSON of c, or nil for no claim.
+func assignmentOf(c *tasks.Claim) *assignmentJSON {
+	if c == nil {
+		return nil
+	}
+	return &assignmentJSON{
+		Task:           taskOf(&c.Task),
+		Fence:          c.Fence,
+		AssignedAt:     formatTime(c.AssignedAt),
+		LeaseExpiresAt: formatTime(c.LeaseExpiresAt),
+	}
+}
