@@ -52,18 +52,18 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // Submit commits c's result for its claim ref and returns c's next
 // assignment, or nil when nothing is claimable now. It returns
 // tasks.ErrStale, changing nothing, when the claim is not c's live claim, and
-// tasks.ErrInvalid when result is not valid JSON. An error while finding the
-// next assignment is returned with the committed submission: the result is
-// in either way.
+// tasks.ErrInvalid when result is not valid JSON. Once the result is
+// committed Submit does not fail: if finding the next assignment fails, that
+// is logged and the next is nil, and the claimant's next Next reports it.
 func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
 	if err := d.commit(ctx, c, ref, result); err != nil {
 		return nil, err
 	}
 	next, err := d.Next(ctx, c, 0)
-	if errors.Is(err, ErrNoTask) {
-		return nil, nil
+	if err != nil && !errors.Is(err, ErrNoTask) {
+		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}
-	return next, err
+	return next, nil
 }
 
 // commit ends c's claim ref with its result.

@@ -17,12 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -285,21 +282,22 @@ func (d *Dispatcher) releaseLock(ctx context.Context, taskID int64, holder strin
 	}
 }
 
-// storeErr marks errors of an unreachable store with ErrUnavailable.
-func storeErr(err error) error {
+// Unavailable marks err with ErrUnavailable when it comes from a store that
+// could not be reached (MySQL or Redis), and returns other errors unchanged.
+func Unavailable(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) || !unreachable(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// storeErr is Unavailable, for the dispatcher's own store calls.
+func storeErr(err error) error { return Unavailable(err) }
+
 // unreachable reports whether err means a store could not be reached, as
 // opposed to a refused or invalid request.
 func unreachable(err error) bool {
-	var netErr net.Error
-	return errors.As(err, &netErr) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	return tasks.Unreachable(err) ||
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }

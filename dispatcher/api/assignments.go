@@ -96,29 +96,12 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "result is required")
 	}
 	next, err := a.d.Submit(r.Context(), dispatcher.EditorClaimant(e), ref, req.Result)
-	if err != nil && !a.submitted(r, e, ref, err) {
+	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
 	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: assignmentOf(next)})
 	return nil
-}
-
-// submitted reports whether the submission of ref is in although Submit
-// returned err: the dispatcher returns errors of finding the next assignment
-// after the result was committed. The editor then gets no next assignment in
-// this answer and asks for one.
-func (a *api) submitted(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef, err error) bool {
-	if errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrInvalid) || r.Context().Err() != nil {
-		return false
-	}
-	t, gerr := a.store.GetTask(r.Context(), ref.TaskID)
-	if gerr != nil || t.Status != tasks.StatusDone || t.Fence != ref.Fence || t.Holder != e.Holder() {
-		return false
-	}
-	a.log.WarnContext(r.Context(), "find next assignment after submit",
-		"editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
-	return true
 }
 
 type releaseRequest struct {

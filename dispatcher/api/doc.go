@@ -29,8 +29,8 @@
 // else: the store keeps only its hash. POST /v1/tasks takes 1..MaxTasksPerRequest
 // tasks and inserts all or none; a missing or null payload is {}. A submit
 // whose result was committed answers 200 even when finding the next
-// assignment failed (Redis down, say): next is then null, and the editor asks
-// POST /v1/assignments/next.
+// assignment failed (Redis down, say): next is then null, and the editor's
+// POST /v1/assignments/next reports the trouble.
 //
 // # Authentication
 //

@@ -1,16 +1,10 @@
 package api
 
 import (
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"syscall"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
@@ -84,7 +78,7 @@ func classify(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, dispatcher.ErrUnavailable), unreachable(err):
+	case errors.Is(dispatcher.Unavailable(err), dispatcher.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store is unavailable; retry later")
 	case errors.Is(err, tasks.ErrInvalid):
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
@@ -98,15 +92,4 @@ func classify(err error) *apiError {
 		return errorf(http.StatusNotFound, codeNotFound, "not found")
 	}
 	return errorf(http.StatusInternalServerError, codeInternal, "internal error")
-}
-
-// unreachable reports whether err means MySQL or Redis could not be reached.
-// Errors that come through the dispatcher are marked with
-// dispatcher.ErrUnavailable already; this covers the API's own store reads.
-func unreachable(err error) bool {
-	var netErr net.Error
-	return errors.As(err, &netErr) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, mysql.ErrInvalidConn)
 }
