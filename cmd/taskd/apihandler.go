@@ -2,20 +2,23 @@ package main
 
 import (
 	"net/http"
+
+	"github.com/taskd/taskd/dispatcher/api"
 )
 
-// newAPIHandler returns the HTTP handler of `taskd serve`.
-//
-// Temporary: package dispatcher/api, which implements the API, is not in the
-// tree yet; until it is, the server answers GET /healthz only.
+// newAPIHandler returns the HTTP handler of `taskd serve`: the API, with
+// readiness checks of both stores and the metrics handler, if any.
 func newAPIHandler(b *backend) (http.Handler, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	return api.New(api.Config{
+		Dispatcher: b.d,
+		Store:      b.store,
+		AdminToken: b.cfg.AdminToken,
+		Checks: []api.Check{
+			{Name: "mysql", Check: b.db.PingContext},
+			{Name: "redis", Check: b.redis.check},
+		},
+		Metrics: b.tel.metrics,
+		MaxWait: b.cfg.HTTP.MaxWait,
+		Logger:  b.log,
 	})
-	if b.tel.metrics != nil {
-		mux.Handle("GET /metrics", b.tel.metrics)
-	}
-	return mux, nil
 }

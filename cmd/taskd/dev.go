@@ -155,11 +155,12 @@ Try the API (bash; the ID and FENCE lines need jq, or set them by hand):
   # keep it: extend the lease
   curl -sS -X POST "$TASKD/v1/assignments/$ID/heartbeat" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE}"
 
-  # hand it in; the answer carries the next assignment
-  curl -sS -X POST "$TASKD/v1/assignments/$ID/submit" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"result\": {\"approved\": true}}"
+  # hand it in; the answer carries the next assignment, which the lines below use
+  A=$(curl -sS -X POST "$TASKD/v1/assignments/$ID/submit" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"result\": {\"approved\": true}}"); echo "$A"
+  ID=$(echo "$A" | jq .next.task.id); FENCE=$(echo "$A" | jq .next.fence)
 
-  # or give it back to the pool
-  curl -sS -X POST "$TASKD/v1/assignments/$ID/release" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"reason\": \"not my beat\"}"
+  # give that one back to the pool
+  curl -sS -X POST "$TASKD/v1/assignments/$ID/release" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"reason\": \"not my beat\"}" -w "%%{http_code}\n"
 
   # the pool: counts by status and category, live claims
   curl -sS "$TASKD/v1/stats" -H "Authorization: Bearer $ADMIN_TOKEN"

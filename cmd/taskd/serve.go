@@ -128,7 +128,7 @@ func serve(ctx context.Context, b *backend, listening func(addr string)) error {
 	drainCtx, startDrain := context.WithCancel(context.Background())
 	defer startDrain()
 	srv := &http.Server{
-		Handler:           drainLongPolls(handler, drainCtx),
+		Handler:           drainLongPolls(handler, drainCtx, log),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
@@ -195,12 +195,13 @@ var errShuttingDown = errors.New("server shutting down")
 // A long poll cancelled while it was committing a claim may commit it without
 // answering; that is safe, because asking again returns the claim an editor
 // already holds.
-func drainLongPolls(h http.Handler, drain context.Context) http.Handler {
+func drainLongPolls(h http.Handler, drain context.Context, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != longPollPath {
 			h.ServeHTTP(w, r)
 			return
 		}
+		log.DebugContext(r.Context(), "assignment requested", "remote_addr", r.RemoteAddr)
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		stop := context.AfterFunc(drain, func() { cancel(errShuttingDown) })

@@ -131,9 +131,13 @@ func openRedis(ctx context.Context, cfg config.Redis, log *slog.Logger) (*redisC
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
-	if err := rc.check(ctx); err != nil {
+	down, err := rc.reach(ctx)
+	if err != nil {
 		_ = rc.Close()
 		return nil, err
+	}
+	for _, err := range down {
+		log.WarnContext(ctx, "redlock master unreachable; a quorum is up", "err", err)
 	}
 	return rc, nil
 }
@@ -153,9 +157,15 @@ func (rc *redisConn) sweepClient() redis.UniversalClient {
 }
 
 // check reports whether Redis can take locks: the server answers, every master
-// of the Cluster answers, or a quorum of the Redlock masters answers. Redlock
-// masters that do not answer are logged when a quorum does.
+// of the Cluster answers, or a quorum of the Redlock masters answers.
 func (rc *redisConn) check(ctx context.Context) error {
+	_, err := rc.reach(ctx)
+	return err
+}
+
+// reach is check that also returns the Redlock masters that did not answer
+// when a quorum did.
+func (rc *redisConn) reach(ctx context.Context) (down []error, err error) {
 	switch rc.mode {
 	case config.RedisCluster:
 		c := rc.clients[0].(*redis.ClusterClient)
@@ -166,14 +176,14 @@ func (rc *redisConn) check(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("redis cluster at %s is unreachable: %w", strings.Join(rc.addrs, ","), err)
+			return nil, fmt.Errorf("redis cluster at %s is unreachable: %w", strings.Join(rc.addrs, ","), err)
 		}
-		return nil
+		return nil, nil
 	case config.RedisSingle:
 		if err := rc.clients[0].Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("redis at %s is unreachable: %w", rc.addrs[0], err)
+			return nil, fmt.Errorf("redis at %s is unreachable: %w", rc.addrs[0], err)
 		}
-		return nil
+		return nil, nil
 	}
 	errs := make([]error, len(rc.clients))
 	var wg sync.WaitGroup
@@ -181,7 +191,6 @@ func (rc *redisConn) check(ctx context.Context) error {
 		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
 	}
 	wg.Wait()
-	var down []error
 	for i, err := range errs {
 		if err != nil {
 			down = append(down, fmt.Errorf("%s: %w", rc.addrs[i], err))
@@ -189,12 +198,9 @@ func (rc *redisConn) check(ctx context.Context) error {
 	}
 	quorum := len(rc.clients)/2 + 1
 	if len(rc.clients)-len(down) < quorum {
-		return fmt.Errorf("redis: fewer than %d of %d Redlock masters are reachable: %w", quorum, len(rc.clients), errors.Join(down...))
+		return down, fmt.Errorf("redis: fewer than %d of %d Redlock masters are reachable: %w", quorum, len(rc.clients), errors.Join(down...))
 	}
-	for _, err := range down {
-		rc.log.WarnContext(ctx, "redlock master unreachable; the quorum is up", "err", err)
-	}
-	return nil
+	return down, nil
 }
 
 // Close closes every client.

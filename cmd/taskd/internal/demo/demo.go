@@ -87,18 +87,18 @@ type beat struct {
 }
 
 var beats = []beat{
-	{"politics", []string{"the city council", "the finance minister", "opposition leaders", "the mayor", "a cross-party committee"},
+	{"politics", []string{"the city council", "the finance minister", "the opposition leader", "the mayor", "a cross-party committee"},
 		[]string{"%s backs new housing plan for %s", "%s faces questions over budget in %s", "Why %s changed course on transit in %s", "%s calls early vote as %s divides"}},
-	{"business", []string{"the central bank", "a regional airline", "local retailers", "the port authority", "a fintech start-up"},
+	{"business", []string{"the central bank", "a regional airline", "a local retailer", "the port authority", "a fintech start-up"},
 		[]string{"%s reports record quarter despite slowdown in %s", "%s cuts jobs as demand falls in %s", "%s bets on electric fleet for %s", "What %s's merger means for %s"}},
-	{"sports", []string{"the home side", "the national team", "a 19-year-old sprinter", "the league leaders", "the veteran goalkeeper"},
-		[]string{"%s stun rivals in late comeback in %s", "%s sets course record in %s", "%s out for season after injury in %s", "Can %s defend the title in %s?"}},
+	{"sports", []string{"the home side", "the national team", "a 19-year-old sprinter", "the league leader", "the veteran goalkeeper"},
+		[]string{"%s stuns rivals in late comeback in %s", "%s sets course record in %s", "%s is out for the season after injury in %s", "Can %s defend the title in %s?"}},
 	{"culture", []string{"the national theatre", "a debut novelist", "the city orchestra", "a street-art collective", "the film festival"},
 		[]string{"%s opens season with bold staging in %s", "%s wins prize for work set in %s", "%s returns to %s after ten years", "Inside the studio of %s in %s"}},
-	{"science", []string{"marine biologists", "the university's physics lab", "a team of climatologists", "astronomers", "field geologists"},
+	{"science", []string{"marine biologists", "university physicists", "climatologists", "astronomers", "field geologists"},
 		[]string{"%s find unexpected species off %s", "%s measure record heat near %s", "%s map ancient river under %s", "How %s track comets from %s"}},
-	{"technology", []string{"a chip maker", "the transport agency", "open-source developers", "a robotics firm", "the telecom regulator"},
-		[]string{"%s unveils low-power chip designed in %s", "%s rolls out contactless tickets across %s", "%s patch critical flaw used in %s", "%s tests delivery robots in %s"}},
+	{"technology", []string{"a chip maker", "the transport agency", "an open-source project", "a robotics firm", "the telecom regulator"},
+		[]string{"%s unveils low-power chip designed in %s", "%s rolls out contactless tickets across %s", "%s patches critical flaw exploited in %s", "%s tests delivery robots in %s"}},
 }
 
 var places = []string{
@@ -116,5 +116,5 @@ var sentences = []string{
 	"The figures, published on Tuesday, show %[1]s ahead of forecasts in %[2]s for the third month running.",
 	"Neither %[1]s nor %[3]s responded to requests for comment before publication.",
 	"Local business owners in %[2]s said the decision by %[1]s would affect trading hours.",
-	"%[1]s is expected to give more details at a briefing in %[2]s on Friday.",
+	"%[1]s will give more details at a briefing in %[2]s on Friday.",
 }

@@ -6,8 +6,8 @@
 //
 //	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3}
 //
-// category and title are required; unknown fields are refused; blank lines are
-// skipped.
+// category and title are required; unknown fields are refused; a null payload
+// is the default, {}; blank lines are skipped.
 //
 // CSV: a header row naming the columns, in any order: category and title
 // (required), priority, payload (a JSON object) and max_attempts. Empty cells
@@ -176,6 +176,9 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return tasks.NewTask{}, errors.New("unexpected data after the JSON object")
+	}
+	if string(jt.Payload) == "null" {
+		jt.Payload = nil // as in POST /v1/tasks: the default, {}
 	}
 	return tasks.NewTask{
 		Category: jt.Category, Priority: jt.Priority, Title: jt.Title,

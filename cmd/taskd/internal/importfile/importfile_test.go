@@ -50,6 +50,7 @@ func TestJSONLines(t *testing.T) {
 {"category":"news","title":"x","priority":"high"}
 {"category":"news","title":"x"} {"again":1}
 {"category":"news","title":"x"
+{"category":"news","title":"null payload","payload":null}
 {"category":"news","title":"no newline at the end"}`
 	got := make([]string, 0)
 	for _, rec := range readAll(t, text, JSONLines) {
@@ -63,7 +64,8 @@ func TestJSONLines(t *testing.T) {
 		`6 ERR priority: want an integer, got string`,
 		`7 ERR unexpected data after the JSON object`,
 		`8 ERR invalid JSON: the object is not closed`,
-		`9 ok news no newline at the end 0  0`,
+		`9 ok news null payload 0  0`,
+		`10 ok news no newline at the end 0  0`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
