@@ -632,6 +632,11 @@ func TestE2EInvalidConfig(t *testing.T) {
 	if _, stderr, code = run(t, nil, "migrate", "-config", filepath.Join(dir, "missing.yaml")); code != exitUsage || !strings.Contains(stderr, "missing.yaml") {
 		t.Errorf("missing config file: exit %d, stderr:\n%s", code, stderr)
 	}
+	// A misspelt variable is named in a warning.
+	_, stderr, _ = run(t, []string{"TASKD_MYSQL_DSN=u:p@tcp(127.0.0.1:1)/d", "TASKD_LEASE_TL=5s"}, "migrate")
+	if !strings.Contains(stderr, "warning: TASKD_LEASE_TL is not a taskd setting") {
+		t.Errorf("misspelt variable: stderr:\n%s", stderr)
+	}
 	// serve needs the admin token; migrate does not.
 	_, stderr, code = run(t, []string{"TASKD_MYSQL_DSN=u:p@tcp(127.0.0.1:1)/d"}, "serve")
 	if code != exitUsage || !strings.Contains(stderr, "admin_token") {

@@ -79,9 +79,34 @@ func (a *app) loadConfig(f *cmdFlags) (*config.Config, error) {
 			path = defaultConfigFile
 		}
 	}
+	a.warnUnknownEnv(f.name) // first: a misspelt name may be why Load fails
 	cfg, err := config.Load(path, a.env)
 	if err != nil {
 		return nil, &usageError{err: err}
 	}
 	return cfg, nil
+}
+
+// warnUnknownEnv warns about TASKD_ variables that set nothing, such as a
+// misspelt key, which would otherwise be ignored without a word. The test
+// harness's own variables (TASKD_TEST_*, TASKD_SERVICES_*) are left alone.
+func (a *app) warnUnknownEnv(cmd string) {
+	if a.environ == nil {
+		return
+	}
+	known := map[string]bool{configEnv: true}
+	for _, k := range config.Keys() {
+		known[k.Env] = true
+		if k.Alias != "" {
+			known[k.Alias] = true
+		}
+	}
+	for _, kv := range a.environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, config.EnvPrefix) || known[name] ||
+			strings.HasPrefix(name, "TASKD_TEST_") || strings.HasPrefix(name, "TASKD_SERVICES_") {
+			continue
+		}
+		fmt.Fprintf(a.stderr, "taskd %s: warning: %s is not a taskd setting; ignored\n", cmd, name)
+	}
 }

@@ -57,6 +57,9 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	env    func(string) (string, bool)
+	// environ lists the environment as KEY=value, for the check of unknown
+	// TASKD_ variables; nil skips the check.
+	environ func() []string
 }
 
 func main() {
@@ -66,7 +69,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	a := &app{stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv}
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv, environ: os.Environ}
 	os.Exit(a.main(ctx, os.Args[1:]))
 }
 
