@@ -201,6 +201,9 @@ type Telemetry struct {
 	// Endpoint is the OTLP collector: host:port, or a URL for otlp-http. Empty
 	// means the exporter's default (OTEL_EXPORTER_OTLP_ENDPOINT, or localhost).
 	Endpoint string `yaml:"endpoint"`
+	// Insecure sends OTLP in plaintext to a host:port Endpoint; without it,
+	// TLS is used. A URL's scheme (http or https) decides on its own.
+	Insecure bool `yaml:"insecure"`
 	// ServiceName is the service.name resource attribute. Default
 	// ServiceNameDefault.
 	ServiceName string `yaml:"service_name"`
