@@ -4,12 +4,14 @@ import (
 	"net/http"
 
 	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/dispatcher/telemetry"
 )
 
 // newAPIHandler returns the HTTP handler of `taskd serve`: the API, with
-// readiness checks of both stores and the metrics handler, if any.
+// readiness checks of both stores and the Prometheus exposition when enabled,
+// in a server span per request when tracing is.
 func newAPIHandler(b *backend) (http.Handler, error) {
-	return api.New(api.Config{
+	h, err := api.New(api.Config{
 		Dispatcher: b.d,
 		Store:      b.store,
 		AdminToken: b.cfg.AdminToken,
@@ -17,8 +19,12 @@ func newAPIHandler(b *backend) (http.Handler, error) {
 			{Name: "mysql", Check: b.db.PingContext},
 			{Name: "redis", Check: b.redis.check},
 		},
-		Metrics: b.tel.metrics,
+		Metrics: b.tel.Metrics,
 		MaxWait: b.cfg.HTTP.MaxWait,
 		Logger:  b.log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return telemetry.HTTPHandler(h, b.tel), nil
 }

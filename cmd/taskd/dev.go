@@ -56,7 +56,7 @@ articles missing to reach --articles.`)
 	if err := checkWorkerCategories(cfg, log); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, cfg, log)
+	b, err := openBackend(ctx, cfg, a.stdout, log)
 	if err != nil {
 		return err
 	}

@@ -724,7 +724,9 @@ func TestE2EWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := start(t, append(env, "TASKD_LOG_FORMAT=json", "TASKD_WORKER_CONCURRENCY=2", "TASKD_LEASE_TTL=3s"), "work")
+	p := start(t, append(env, "TASKD_LOG_FORMAT=json", "TASKD_WORKER_CONCURRENCY=2", "TASKD_LEASE_TTL=3s",
+		"TASKD_WORKER_METRICS_ADDR=127.0.0.1:0"), "work")
+	metricsAddr, _ := p.waitLog("serving worker metrics", 30*time.Second)["addr"].(string)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := store.Stats(ctx, 0)
@@ -738,6 +740,16 @@ func TestE2EWork(t *testing.T) {
 			t.Fatalf("tasks not processed within 30s: %v\n%s", st.ByStatus, p.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The worker's metrics: tasks it finished, by outcome, among others.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	exposition, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(exposition), "taskd_") {
+		t.Errorf("GET /metrics: %d, no taskd_ series:\n%.2000s", resp.StatusCode, exposition)
 	}
 	if code := p.stop(syscall.SIGTERM, 20*time.Second); code != exitOK {
 		t.Errorf("work: exit %d after SIGTERM", code)
@@ -828,5 +840,37 @@ func TestE2EServeWorkers(t *testing.T) {
 	_, stderr, code := run(t, append(servicesEnv(t), "TASKD_WORKER_IN_SERVE=true", "TASKD_WORKER_CATEGORIES=wordcount,translate"), "serve")
 	if code != exitUsage || !strings.Contains(stderr, `worker.categories: no handler for "translate"`) {
 		t.Errorf("unknown worker category: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestE2ETelemetry checks what serve exports: Prometheus metrics on /metrics,
+// and spans, here to stdout, flushed at shutdown.
+func TestE2ETelemetry(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "TASKD_TELEMETRY_TRACES=stdout", "TASKD_TELEMETRY_SERVICE_NAME=taskd-e2e")
+	ed := s.createEditor("frank", "news")
+	s.addTasks(map[string]any{"category": "news", "title": "Traced"})
+	s.expect(http.StatusOK, "POST", "/v1/assignments/next", ed.Token, nil, nil)
+
+	status, exposition := s.call("GET", "/metrics", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", status)
+	}
+	for _, want := range []string{"taskd_assignments", "taskd_pool_tasks", "http_server_request"} {
+		if !strings.Contains(string(exposition), want) {
+			t.Errorf("GET /metrics has no %s series", want)
+		}
+	}
+	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != exitOK {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	spans := s.stdout.String()
+	for _, want := range []string{`"Name":"POST /v1/assignments/next"`, `"Name":"dispatcher.next"`, `"taskd-e2e"`} {
+		if !strings.Contains(spans, want) {
+			t.Errorf("stdout spans lack %s:\n%.3000s", want, spans)
+		}
+	}
+	if strings.Contains(spans, ed.Token) || strings.Contains(spans, e2eAdminToken) {
+		t.Error("a token shows in the spans")
 	}
 }

@@ -23,7 +23,7 @@ EXISTS), so running it again, or from several processes at once, is harmless.`)
 	if err != nil {
 		return err
 	}
-	db, _, err := openMySQL(ctx, cfg)
+	db, _, err := openMySQL(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}

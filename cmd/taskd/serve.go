@@ -13,6 +13,8 @@ import (
 
 	"github.com/taskd/taskd/cmd/taskd/internal/config"
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/tasks"
 )
 
 // sweeperStopTimeout bounds the wait for a running sweep at shutdown.
@@ -50,7 +52,7 @@ workers, closes the stores and exits 0.`)
 	if err := checkWorkerCategories(cfg, log); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, cfg, log)
+	b, err := openBackend(ctx, cfg, a.stdout, log)
 	if err != nil {
 		return err
 	}
@@ -115,6 +117,15 @@ func serve(ctx context.Context, b *backend, listening func(addr string)) error {
 		return err
 	}
 	sweeper.Start()
+	stopObserving, err := telemetry.ObservePool(b.tel, func(ctx context.Context) (*tasks.Stats, error) {
+		return b.store.Stats(ctx, 0)
+	}, 0)
+	if err != nil {
+		_ = ln.Close()
+		stopSweeper(sweeper, log)
+		return err
+	}
+	defer stopObserving()
 
 	var worker *dispatcher.Worker
 	if cfg.Worker.InServe {

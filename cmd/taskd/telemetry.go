@@ -2,38 +2,43 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
-	"net/http"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel"
 
 	"github.com/taskd/taskd/cmd/taskd/internal/config"
+	"github.com/taskd/taskd/dispatcher/telemetry"
 )
 
-// telemetry is the process's OpenTelemetry: the providers the dispatcher
-// reports to, the Prometheus handler for GET /metrics, and the flush at exit.
-type telemetry struct {
-	// tracerProvider and meterProvider go to dispatcher.Config; nil means the
-	// global providers, no-ops unless set.
-	tracerProvider trace.TracerProvider
-	meterProvider  metric.MeterProvider
-	// metrics serves GET /metrics; nil serves nothing.
-	metrics http.Handler
-	// shutdown flushes and stops the exporters.
-	shutdown func(context.Context) error
-}
-
-// newTelemetry builds the providers cfg asks for. It is the one place where
-// providers are constructed.
+// newTelemetry builds the providers cfg asks for; the stdout exporter writes
+// its spans to stdout. It is the one place where providers are constructed.
+// The providers go to dispatcher.Config and instrument the clients and the
+// server (telemetry.InstrumentRedis, OpenMySQL, HTTPHandler, ObservePool);
+// Metrics serves GET /metrics, and Shutdown flushes at exit.
 //
-// The exporters (stdout, OTLP over gRPC or HTTP, Prometheus) are built by
-// package dispatcher/telemetry, which does not exist yet; until it does, every
-// provider is a no-op and the settings, already validated, are only logged.
-func newTelemetry(ctx context.Context, cfg config.Telemetry, log *slog.Logger) (*telemetry, error) {
-	if cfg.Traces != config.TracesNone || cfg.Prometheus {
-		log.InfoContext(ctx, "telemetry exporters are not built yet; spans and metrics are dropped",
-			"traces", cfg.Traces, "prometheus", cfg.Prometheus)
+// OpenTelemetry's own errors (a collector that cannot be reached, spans
+// dropped) are logged at warn level.
+func newTelemetry(ctx context.Context, cfg config.Telemetry, stdout io.Writer, log *slog.Logger) (*telemetry.Providers, error) {
+	p, err := telemetry.Setup(ctx, telemetry.Config{
+		Traces:      cfg.Traces,
+		Endpoint:    cfg.Endpoint,
+		Insecure:    cfg.Insecure,
+		ServiceName: cfg.ServiceName,
+		SampleRatio: cfg.SampleRatio,
+		Prometheus:  cfg.Prometheus,
+		Stdout:      stdout,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return &telemetry{shutdown: func(context.Context) error { return nil }}, nil
+	// Process-wide, which only main may set.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("opentelemetry", "err", err)
+	}))
+	if cfg.Traces != config.TracesNone || cfg.Prometheus {
+		log.InfoContext(ctx, "telemetry", "traces", cfg.Traces, "endpoint", cfg.Endpoint,
+			"sample_ratio", cfg.SampleRatio, "prometheus", cfg.Prometheus)
+	}
+	return p, nil
 }

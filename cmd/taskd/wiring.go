@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/cmd/taskd/internal/config"
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/telemetry"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -53,12 +54,19 @@ func mysqlAddr(dsn string) string {
 	return cfg.Addr + "/" + cfg.DBName
 }
 
-// openMySQL connects to MySQL (tasks.Open forces the settings fencing needs)
-// and returns the handle and a store on it. The error names the server.
-func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *tasks.Store, error) {
+// openMySQL connects to MySQL (with the settings fencing needs, which
+// tasks.Open forces) and returns the handle and a store on it. With tel, the
+// connection is instrumented. The error names the server.
+func openMySQL(ctx context.Context, cfg *config.Config, tel *telemetry.Providers) (*sqlx.DB, *tasks.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
-	db, err := tasks.Open(ctx, cfg.MySQL.DSN)
+	var db *sqlx.DB
+	var err error
+	if tel != nil {
+		db, err = telemetry.OpenMySQL(ctx, cfg.MySQL.DSN, tel)
+	} else {
+		db, err = tasks.Open(ctx, cfg.MySQL.DSN)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", mysqlAddr(cfg.MySQL.DSN), err)
 	}
@@ -79,10 +87,10 @@ type redisConn struct {
 	log     *slog.Logger
 }
 
-// openRedis builds the clients the configuration asks for, checks that they
-// answer (a quorum of them for Redlock) and returns them with their locker. The
-// error names the unreachable servers.
-func openRedis(ctx context.Context, cfg config.Redis, log *slog.Logger) (*redisConn, error) {
+// openRedis builds the clients the configuration asks for, instrumented with
+// tel, checks that they answer (a quorum of them for Redlock) and returns them
+// with their locker. The error names the unreachable servers.
+func openRedis(ctx context.Context, cfg config.Redis, tel *telemetry.Providers, log *slog.Logger) (*redisConn, error) {
 	redis.SetLogger(redisLogger{log}) // process-wide, which only main may set
 	rc := &redisConn{mode: cfg.Mode(), addrs: cfg.Addrs, log: log}
 	switch rc.mode {
@@ -128,6 +136,12 @@ func openRedis(ctx context.Context, cfg config.Redis, log *slog.Logger) (*redisC
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		rc.locks = locks
+	}
+	for _, c := range rc.clients { // before their first command
+		if err := telemetry.InstrumentRedis(c, tel); err != nil {
+			_ = rc.Close()
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
@@ -213,7 +227,7 @@ func (rc *redisConn) Close() error {
 }
 
 // newDispatcher builds the dispatcher over store and Redis.
-func newDispatcher(cfg *config.Config, store *tasks.Store, rc *redisConn, tel *telemetry, log *slog.Logger) (*dispatcher.Dispatcher, error) {
+func newDispatcher(cfg *config.Config, store *tasks.Store, rc *redisConn, tel *telemetry.Providers, log *slog.Logger) (*dispatcher.Dispatcher, error) {
 	return dispatcher.New(store, rc.locks, dispatcher.Config{
 		Lease:          cfg.Dispatch.LeaseTTL,
 		Batch:          cfg.Dispatch.Batch,
@@ -222,8 +236,8 @@ func newDispatcher(cfg *config.Config, store *tasks.Store, rc *redisConn, tel *t
 		MaxWait:        cfg.HTTP.MaxWait,
 		PubSub:         rc.pubSub(),
 		Logger:         log,
-		TracerProvider: tel.tracerProvider,
-		MeterProvider:  tel.meterProvider,
+		TracerProvider: tel.TracerProvider,
+		MeterProvider:  tel.MeterProvider,
 	})
 }
 
@@ -232,26 +246,27 @@ func newDispatcher(cfg *config.Config, store *tasks.Store, rc *redisConn, tel *t
 type backend struct {
 	cfg   *config.Config
 	log   *slog.Logger
-	tel   *telemetry
+	tel   *telemetry.Providers
 	db    *sqlx.DB
 	store *tasks.Store
 	redis *redisConn
 	d     *dispatcher.Dispatcher
 }
 
-// openBackend connects to both stores and builds the dispatcher. Close it when
+// openBackend sets up telemetry (stdout takes the spans of the stdout
+// exporter), connects to both stores and builds the dispatcher. Close it when
 // done.
-func openBackend(ctx context.Context, cfg *config.Config, log *slog.Logger) (*backend, error) {
+func openBackend(ctx context.Context, cfg *config.Config, stdout io.Writer, log *slog.Logger) (*backend, error) {
 	b := &backend{cfg: cfg, log: log}
 	var err error
-	if b.tel, err = newTelemetry(ctx, cfg.Telemetry, log); err != nil {
+	if b.tel, err = newTelemetry(ctx, cfg.Telemetry, stdout, log); err != nil {
 		return nil, err
 	}
-	if b.db, b.store, err = openMySQL(ctx, cfg); err != nil {
+	if b.db, b.store, err = openMySQL(ctx, cfg, b.tel); err != nil {
 		b.Close(ctx)
 		return nil, err
 	}
-	if b.redis, err = openRedis(ctx, cfg.Redis, log); err != nil {
+	if b.redis, err = openRedis(ctx, cfg.Redis, b.tel, log); err != nil {
 		b.Close(ctx)
 		return nil, err
 	}
@@ -279,7 +294,7 @@ func (b *backend) Close(ctx context.Context) {
 	if b.tel != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := b.tel.shutdown(ctx); err != nil {
+		if err := b.tel.Shutdown(ctx); err != nil {
 			b.log.WarnContext(ctx, "flush telemetry", "err", err)
 		}
 	}

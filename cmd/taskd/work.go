@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +54,7 @@ its handler counts the words and logs the count.`, categories))
 		return err
 	}
 	log := newLogger(cfg.Log, a.stderr)
-	b, err := openBackend(ctx, cfg, log)
+	b, err := openBackend(ctx, cfg, a.stdout, log)
 	if err != nil {
 		return err
 	}
@@ -64,6 +67,11 @@ its handler counts the words and logs the count.`, categories))
 	defer wg.Wait()
 	defer stopRun() // runs before wg.Wait
 
+	stopMetrics, err := serveWorkerMetrics(b)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	w, err := startWorker(runCtx, b)
 	if err != nil {
 		return err
@@ -71,6 +79,42 @@ its handler counts the words and logs the count.`, categories))
 	<-ctx.Done()
 	log.Info("stopping: worker draining", "shutdown_timeout", cfg.Worker.ShutdownTimeout)
 	return stopWorker(w, b)
+}
+
+// serveWorkerMetrics serves GET /healthz and, with Prometheus on, GET /metrics
+// on worker.metrics_addr, if set, until stop is called.
+func serveWorkerMetrics(b *backend) (stop func(), err error) {
+	addr := b.cfg.Worker.MetricsAddr
+	if addr == "" {
+		return func() {}, nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	if b.tel.Metrics != nil {
+		mux.Handle("GET /metrics", b.tel.Metrics)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on worker.metrics_addr %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: b.cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       b.cfg.HTTP.ReadTimeout,
+		WriteTimeout:      b.cfg.HTTP.ReadTimeout,
+		IdleTimeout:       b.cfg.HTTP.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.log.Error("metrics server", "err", err)
+		}
+	}()
+	b.log.Info("serving worker metrics", "addr", ln.Addr().String(), "prometheus", b.tel.Metrics != nil)
+	return func() { _ = srv.Close() }, nil
 }
 
 // startWorker builds and starts the worker of b's configuration. A category

@@ -183,6 +183,9 @@ type Worker struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// InServe runs workers inside `taskd serve` too.
 	InServe bool `yaml:"in_serve"`
+	// MetricsAddr is where `taskd work` serves GET /healthz and, with
+	// telemetry.prometheus, GET /metrics (host:port). Empty: no listener.
+	MetricsAddr string `yaml:"metrics_addr"`
 }
 
 // Log configures the process's logs (on stderr).

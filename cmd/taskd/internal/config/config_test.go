@@ -195,6 +195,7 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_WORKER_CONCURRENCY", "0", "worker.concurrency", "must be 1..1024"},
 		{"TASKD_WORKER_CATEGORIES", "a,a", "worker.categories", "listed twice"},
 		{"TASKD_WORKER_IN_SERVE", "2", "worker.in_serve", "true or false"},
+		{"TASKD_WORKER_METRICS_ADDR", "9090", "worker.metrics_addr", "must be host:port"},
 		{"TASKD_ADMIN_TOKEN", "short", "admin_token", "at least 16 characters, got 5"},
 		{"TASKD_ADMIN_TOKEN", "has spaces in the middle", "admin_token", "must not contain spaces"},
 		{"TASKD_LOG_LEVEL", "loud", "log.level", `got "loud"`},
@@ -343,7 +344,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 	strs := map[string]string{
 		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "admin_token": "0123456789abcdef-7",
 		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
-		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:",
+		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:", "worker.metrics_addr": ":7",
 	}
 	for _, k := range Keys() {
 		val, ok := strs[k.Path]

@@ -161,6 +161,11 @@ func (v *validator) worker() {
 	w := v.c.Worker
 	v.between("worker.concurrency", w.Concurrency, 1, WorkerConcurrencyMax)
 	v.atLeast("worker.shutdown_timeout", w.ShutdownTimeout, 0)
+	if w.MetricsAddr != "" {
+		if err := checkHostPort(w.MetricsAddr, true); err != nil {
+			v.fail("worker.metrics_addr", "%v", err)
+		}
+	}
 	if len(w.Categories) > tasks.MaxCategories {
 		v.fail("worker.categories", "at most %d categories, got %d", tasks.MaxCategories, len(w.Categories))
 	}
