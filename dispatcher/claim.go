@@ -204,8 +204,12 @@ type claimStats struct {
 // recordClaim adds a finished claim to the counters and metrics.
 func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st claimStats) {
 	if claim != nil && !st.held {
+		cat := metric.WithAttributes(attrCategory.String(claim.Task.Category))
 		d.Counters.Assignments.Add(1)
-		d.tel.assignments.Add(ctx, 1, metric.WithAttributes(attrCategory.String(claim.Task.Category)))
+		d.tel.assignments.Add(ctx, 1, cat)
+		if claim.TookOver {
+			d.tel.expired.Add(ctx, 1, cat)
+		}
 	}
 	if st.conflicts > 0 {
 		d.Counters.Conflicts.Add(int64(st.conflicts))

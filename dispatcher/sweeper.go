@@ -274,6 +274,7 @@ func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 		}
 		for cat, n := range counts {
 			s.d.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
+			s.d.tel.expired.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
 		}
 		s.d.notify.notify(ctx, counts)
 		if len(rs) < s.cfg.Batch {

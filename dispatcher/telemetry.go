@@ -47,6 +47,7 @@ type telemetry struct {
 	claimLatency  metric.Float64Histogram
 	holdTime      metric.Float64Histogram
 	recycled      metric.Int64Counter
+	expired       metric.Int64Counter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -75,6 +76,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.refusedClaims = counter("taskd.claims.refused", "Claims the store refused after the Redis lock was obtained.")
 	t.staleWrites = counter("taskd.writes.stale", "Heartbeats, submits and releases refused as stale, by operation.")
 	t.recycled = counter("taskd.claims.recycled", "Expired claims returned to the pool by the sweeper.")
+	t.expired = counter("taskd.leases.expired", "Leases that passed without a submit or release: taken over by a claim or recycled by the sweeper, by category.")
 	t.claimLatency = seconds("taskd.claim.duration", "Time to find and commit a claim, by outcome.",
 		0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 	t.holdTime = seconds("taskd.hold.duration", "Time from claim to submit or release, by category and outcome.",

@@ -71,6 +71,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	}
 
 	var claimed Task
+	var tookOver bool
 	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		var row struct {
 			Task
@@ -103,7 +104,8 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 		}
 
 		var evs []event
-		if row.Status == StatusAssigned {
+		tookOver = row.Status == StatusAssigned
+		if tookOver {
 			evs = append(evs, event{
 				taskID: p.TaskID, kind: EventExpired, fence: row.Fence,
 				holder: row.Holder, editorID: row.EditorID, detail: "taken over by " + p.Holder,
@@ -132,7 +134,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
 	}
-	return claimOf(claimed), nil
+	c := claimOf(claimed)
+	c.TookOver = tookOver
+	return c, nil
 }
 
 const (

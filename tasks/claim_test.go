@@ -188,8 +188,11 @@ func TestStaleHolderIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("take over: %v", err)
 	}
-	if c2.Fence != c1.Fence+1 {
-		t.Errorf("takeover fence = %d, want %d", c2.Fence, c1.Fence+1)
+	if c2.Fence != c1.Fence+1 || !c2.TookOver {
+		t.Errorf("takeover fence = %d, took over %v; want %d, true", c2.Fence, c2.TookOver, c1.Fence+1)
+	}
+	if c1.TookOver {
+		t.Errorf("a claim of a pending task says it took over")
 	}
 	evs := b.events(t, id)
 	if got := kinds(evs); len(got) != 3 || got[0] != tasks.EventClaimed || got[1] != tasks.EventExpired || got[2] != tasks.EventClaimed {

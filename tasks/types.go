@@ -77,6 +77,9 @@ type Claim struct {
 	Fence          int64
 	AssignedAt     time.Time
 	LeaseExpiresAt time.Time
+	// TookOver is set when Claim took the task over from a claim whose lease had
+	// passed (an 'expired' event records it).
+	TookOver bool
 }
 
 // claimOf builds the Claim view of an assigned task.
