@@ -63,9 +63,9 @@ const (
 	// workerHolderPrefix starts each slot's holder: worker:<ID>:<slot>.
 	workerHolderPrefix = "worker:"
 	workerMaxHolderLen = 128 // tasks.holder is VARCHAR(128)
-	// workerResult is the result committed for a task whose handler returned
-	// nil: handlers produce no result value, so it is JSON null.
-	workerResult = `null`
+	// workerNoResult is the result committed for a task whose handler
+	// returned nil without setting Task.Result.
+	workerNoResult = `null`
 )
 
 // WorkerConfig configures a Worker. Handler is required; the other zero
@@ -476,9 +476,16 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 
 	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(rctx), workerFinishTimeout)
 	defer cancelFinish()
+	result := task.Result
+	if err == nil && len(result) == 0 {
+		result = json.RawMessage(workerNoResult)
+	}
+	if err == nil && !json.Valid(result) {
+		err = fmt.Errorf("handler set a result that is not valid JSON: %w", tasks.SkipRetry)
+	}
 	switch {
 	case err == nil:
-		err := w.d.commit(ctx, c, ref, json.RawMessage(workerResult))
+		err := w.d.commit(ctx, c, ref, result)
 		if w.finished(ctx, c, ref, "submit", err, log) {
 			w.processed.Add(1)
 			log.DebugContext(ctx, "task done")

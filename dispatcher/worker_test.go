@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -319,6 +320,49 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	want := []tasks.EventKind{tasks.EventClaimed, tasks.EventDead}
 	if got := eventKinds(b.workerEvents(t, id)); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func TestWorkerStoresHandlerResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+		{Category: "jobs", Title: "with result", Payload: json.RawMessage(`{"n":1}`)},
+		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
+		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := tasks.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) error {
+		switch string(task.Payload) {
+		case `{"n": 1}`, `{"n":1}`:
+			task.Result = json.RawMessage(`{"doubled":2}`)
+		case `{"n": 3}`, `{"n":3}`:
+			task.Result = json.RawMessage(`{not json`)
+		}
+		return nil
+	})
+	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux})
+	eventually(t, 30*time.Second, "tasks finished", func() bool {
+		st := w.Stats()
+		return st.Processed == 2 && st.Failed == 1
+	})
+	shutdownWorker(t, w)
+
+	for i, want := range []string{`{"doubled": 2}`, `null`} {
+		var got string
+		if err := b.db.GetContext(context.Background(), &got, "SELECT result FROM task_results WHERE task_id = ?", ids[i]); err != nil {
+			t.Fatalf("result of task %d: %v", ids[i], err)
+		}
+		if strings.ReplaceAll(got, " ", "") != strings.ReplaceAll(want, " ", "") {
+			t.Errorf("task %d result %s, want %s", ids[i], got, want)
+		}
+	}
+	// A result that is not JSON cannot be stored, and retrying will not fix it.
+	if task := b.task(t, ids[2]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, "not valid JSON") {
+		t.Errorf("task with a bad result: status %s, last error %q; want dead", task.Status, task.LastError)
 	}
 }
 

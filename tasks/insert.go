@@ -42,6 +42,13 @@ type newTaskRow struct {
 	maxAttempts int
 }
 
+// Validate checks t as InsertTasks does, without touching the database. Its errors
+// wrap ErrInvalid and name the field.
+func (t NewTask) Validate() error {
+	_, err := t.validate()
+	return err
+}
+
 func (t NewTask) validate() (newTaskRow, error) {
 	if err := checkCategory(t.Category); err != nil {
 		return newTaskRow{}, err

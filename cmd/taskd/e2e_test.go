@@ -770,6 +770,16 @@ func TestE2EWork(t *testing.T) {
 	if strings.Contains(p.stderr.String(), "spaced   out") {
 		t.Error("the log shows a payload")
 	}
+	// The counts are the tasks' stored results too.
+	for i, want := range []int{3, 0, 7, 3} {
+		var result string
+		if err := store.DB().GetContext(ctx, &result, "SELECT result FROM task_results WHERE task_id = ?", ids[i]); err != nil {
+			t.Fatalf("result of task %d: %v", ids[i], err)
+		}
+		if result != fmt.Sprintf(`{"words":%d}`, want) && result != fmt.Sprintf(`{"words": %d}`, want) {
+			t.Errorf("task %d: result %s, want {\"words\":%d}", ids[i], result, want)
+		}
+	}
 	dead, err := store.GetTask(ctx, ids[len(ids)-1])
 	if err != nil || dead.Status != tasks.StatusDead || !strings.Contains(dead.LastError, "no \"text\"") {
 		t.Errorf("task without text: %+v, %v", dead, err)

@@ -264,7 +264,7 @@ func TestValidateTask(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, c := range cases {
-		verr := validateTask(s.store, c)
+		verr := validateTask(c)
 		if n := len(s.tasks(t)); n != 0 {
 			t.Fatalf("case %d: validateTask inserted %d rows", i, n)
 		}

@@ -141,7 +141,7 @@ func (im *importer) next(r importfile.Reader) (importfile.Record, error) {
 		return rec, err
 	}
 	if rec.Err == nil {
-		rec.Err = validateTask(im.store, rec.Task)
+		rec.Err = validateTask(rec.Task)
 	}
 	return rec, nil
 }
@@ -265,27 +265,14 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	return nil
 }
 
-// validateTask checks t with exactly the validation of tasks.Store.InsertTasks,
-// without inserting anything: InsertTasks validates every task before it
-// touches the database (documented: an invalid task means nothing is
-// inserted), and under an already cancelled context the insert that would
-// follow cannot begin. It returns the reason without the call's prefixes, or
-// nil when t is acceptable.
-//
-// Package tasks does not export its validation yet; once it does (e.g.
-// NewTask.Validate), call that instead.
-func validateTask(store *tasks.Store, t tasks.NewTask) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := store.InsertTasks(ctx, []tasks.NewTask{t})
-	if !errors.Is(err, tasks.ErrInvalid) {
-		return nil // refused for the cancelled context only: valid
+// validateTask checks t as tasks.Store.InsertTasks does, and returns the
+// reason without the sentinel's prefix, or nil when t is acceptable.
+func validateTask(t tasks.NewTask) error {
+	err := t.Validate()
+	if err == nil {
+		return nil
 	}
-	msg := err.Error()
-	if i := strings.Index(msg, tasks.ErrInvalid.Error()+": "); i >= 0 {
-		msg = msg[i+len(tasks.ErrInvalid.Error())+2:]
-	}
-	return errors.New(msg)
+	return errors.New(strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
 }
 
 // plural formats a count of things: "1 task", "2 tasks".

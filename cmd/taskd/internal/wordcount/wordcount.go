@@ -1,10 +1,6 @@
 // Package wordcount is taskd's example worker handler: tasks of category
 // "wordcount" carry a text in their payload, {"text": "..."}, and the handler
-// counts its words.
-//
-// Worker handlers produce no result value yet (the worker commits JSON null for
-// a task whose handler returned nil), so the count is logged with the task's id,
-// never the text. When handlers can return a result, it becomes {"words": N}.
+// counts its words and stores {"words": N} as the task's result.
 package wordcount
 
 import (
@@ -30,7 +26,13 @@ type Payload struct {
 // Unicode white space.
 func Count(text string) int { return len(strings.Fields(text)) }
 
-// Handler returns the handler of wordcount tasks, logging each count to log.
+// Result is the result of a wordcount task.
+type Result struct {
+	Words int `json:"words"`
+}
+
+// Handler returns the handler of wordcount tasks, logging each count to log
+// (with the task's id, never the text).
 // A payload without a text string is a permanent failure (wrapping
 // tasks.SkipRetry): trying again cannot fix it.
 func Handler(log *slog.Logger) tasks.Handler {
@@ -46,6 +48,11 @@ func Handler(log *slog.Logger) tasks.Handler {
 			return fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, tasks.SkipRetry)
 		}
 		n := Count(*p.Text)
+		result, err := json.Marshal(Result{Words: n})
+		if err != nil {
+			return err
+		}
+		t.Result = result
 		log.InfoContext(ctx, "words counted", "task_id", t.ID, "words", n)
 		return nil
 	})

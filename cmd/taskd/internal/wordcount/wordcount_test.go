@@ -34,8 +34,12 @@ func TestHandler(t *testing.T) {
 	var logs bytes.Buffer
 	h := Handler(slog.New(slog.NewJSONHandler(&logs, nil)))
 	payload, _ := json.Marshal(Payload{Text: "a secret sentence of six words"})
-	if err := h.ProcessTask(context.Background(), &tasks.Task{ID: 7, Category: Category, Payload: payload}); err != nil {
+	task := &tasks.Task{ID: 7, Category: Category, Payload: payload}
+	if err := h.ProcessTask(context.Background(), task); err != nil {
 		t.Fatalf("ProcessTask: %v", err)
+	}
+	if string(task.Result) != `{"words":6}` {
+		t.Errorf("result = %s, want {\"words\":6}", task.Result)
 	}
 	var line struct {
 		TaskID int64 `json:"task_id"`
