@@ -40,8 +40,8 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
 
-run: ## Run `taskd dev` against its own servers (port base 26300) until Ctrl-C, then stop them
-	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) scripts/with-services.sh $(GO) run ./cmd/taskd dev
+run: build ## Run `taskd dev` against its own servers (port base 26300) until Ctrl-C, then stop them
+	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) scripts/with-services.sh bin/taskd dev
 
 clean: ## Remove build output
 	rm -rf bin

@@ -16,4 +16,7 @@ trap 'exit 143' TERM
 
 env=$("$services" up)
 eval "$env"
+# From here on a Ctrl-C (or SIGTERM) is CMD's to handle: it reaches CMD too,
+# and CMD's exit status, 0 for a clean stop, is what counts.
+trap ':' INT TERM
 "$@"
