@@ -59,7 +59,10 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	if err := d.commit(ctx, c, ref, result); err != nil {
 		return nil, err
 	}
-	next, err := d.Next(ctx, c, 0)
+	// The claimant just ended its claim, so Next need not look for a held
+	// one; should a concurrent request have claimed for it meanwhile, the
+	// store's unique key turns the claim into that one.
+	next, err := d.next(ctx, c, 0, false)
 	if err != nil && !errors.Is(err, ErrNoTask) {
 		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}

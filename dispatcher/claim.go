@@ -24,7 +24,12 @@ import (
 // waiting caller; it returns ErrNoTask when the wait ends empty-handed, and
 // the context's error when ctx ends first. Errors from an unreachable store
 // wrap ErrUnavailable.
-func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (claim *tasks.Claim, err error) {
+func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (*tasks.Claim, error) {
+	return d.next(ctx, c, wait, true)
+}
+
+// next is Next; checkHeld says whether to look for a claim the editor holds.
+func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, checkHeld bool) (claim *tasks.Claim, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.next", trace.WithAttributes(claimerAttrs(c)...),
 		trace.WithAttributes(attrWaitMS.Int64(wait.Milliseconds())))
 	defer func() {
@@ -36,7 +41,7 @@ func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (
 	if c.Holder == "" {
 		return nil, fmt.Errorf("next: %w: empty holder", tasks.ErrInvalid)
 	}
-	if c.EditorID != 0 {
+	if c.EditorID != 0 && checkHeld {
 		held, err := d.store.HeldByEditor(ctx, c.EditorID)
 		if err == nil {
 			span.SetAttributes(attrOutcome.String("held"))
