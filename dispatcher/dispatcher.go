@@ -62,6 +62,7 @@ type Locker interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
 	ObtainAny(ctx context.Context, keys []string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
 	Lock(key, token string) *locker.Lock
+	ReleaseAll(ctx context.Context, locks []*locker.Lock) (int, error)
 }
 
 var (

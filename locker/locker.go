@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -219,6 +220,59 @@ func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration
 // I/O; the handle's Validity is 0 until a Refresh succeeds.
 func (c *Client) Lock(key, token string) *Lock {
 	return c.newLock(key, token, time.Time{})
+}
+
+// ReleaseAll releases many locks, as Release does each, in one round trip
+// per node whatever their number (a pipeline), and returns how many it
+// released; locks that were not held are skipped. With Redlock a lock counts
+// as released when a quorum of masters deleted it. An error means some
+// releases may not have happened; their locks expire with their time to live.
+func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
+	if len(locks) == 0 {
+		return 0, nil
+	}
+	keys := make([]string, len(locks))
+	tokens := make([]string, len(locks))
+	for i, l := range locks {
+		keys[i], tokens[i] = l.key, l.token
+	}
+	var (
+		mu     sync.Mutex
+		votes  = make([]int, len(locks))
+		errs   []error
+		closed bool // answers after each returned are dropped
+	)
+	c.each(ctx, c.nodeTimeout*time.Duration(1+len(locks)/1000), func(ctx context.Context, _ int, n *node) (int, error) {
+		deleted, err := n.releaseEach(ctx, keys, tokens)
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return 0, err
+		}
+		for i, d := range deleted {
+			if d {
+				votes[i]++
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return 0, err
+	})
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	released := 0
+	for i, v := range votes {
+		if v >= c.quorum {
+			released++
+			locks[i].setUntil(time.Time{})
+		}
+	}
+	if len(errs) > 0 {
+		return released, fmt.Errorf("locker: release all: %w", errors.Join(errs...))
+	}
+	return released, nil
 }
 
 // tryObtain makes one attempt. It returns a lock, or nil and the error that

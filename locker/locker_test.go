@@ -705,3 +705,87 @@ func TestLockHandleFromAnotherProcess(t *testing.T) {
 		t.Fatalf("key still exists")
 	}
 }
+
+func TestReleaseAll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	calls := &counter{}
+	lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
+	p := testenv.Prefix(t)
+
+	var locks []*locker.Lock
+	for i := range 50 {
+		l, err := lc.Obtain(ctx, fmt.Sprintf("%s%d", p, i), time.Minute, &locker.Options{Token: fmt.Sprintf("holder-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	// One of them now belongs to someone else, one is gone already, and one
+	// handle names a lock that never existed.
+	rdb.Set(ctx, locks[10].Key(), "thief", time.Minute)
+	rdb.Del(ctx, locks[20].Key())
+	locks = append(locks, lc.Lock(p+"never", "nobody"))
+
+	calls.n.Store(0)
+	n, err := lc.ReleaseAll(ctx, locks)
+	if err != nil {
+		t.Fatalf("release all: %v", err)
+	}
+	if n != 48 {
+		t.Fatalf("released %d, want 48", n)
+	}
+	if c := calls.n.Load(); c != 1 && c != 2 { // 2 when the script cache was cold
+		t.Fatalf("%d round trips, want 1", c)
+	}
+	for i, l := range locks[:50] {
+		got := rdb.Get(ctx, l.Key()).Val()
+		if i == 10 && got != "thief" {
+			t.Fatalf("another holder's lock was released: %q", got)
+		}
+		if i != 10 && got != "" {
+			t.Fatalf("lock %d still held: %q", i, got)
+		}
+	}
+	if n, err := lc.ReleaseAll(ctx, nil); n != 0 || err != nil {
+		t.Fatalf("release all of nothing = %d, %v", n, err)
+	}
+}
+
+func TestReleaseAllRedlockAndCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, clients, lc := masters(t, 3)
+	cc := testenv.Cluster(t)
+	for name, lc := range map[string]*locker.Client{"redlock": lc, "cluster": locker.New(cc)} {
+		keys := slotKeys(testenv.Prefix(t)+name, 30)
+		var locks []*locker.Lock
+		for _, k := range keys {
+			l, err := lc.Obtain(ctx, k, time.Minute, nil)
+			if err != nil {
+				t.Fatalf("%s: obtain: %v", name, err)
+			}
+			locks = append(locks, l)
+		}
+		if name == "redlock" {
+			// Lost on a majority: not held any more, so not released.
+			for _, c := range clients[:2] {
+				c.Del(ctx, keys[0])
+			}
+		}
+		n, err := lc.ReleaseAll(ctx, locks)
+		want := 30
+		if name == "redlock" {
+			want = 29
+		}
+		if err != nil || n != want {
+			t.Fatalf("%s: release all = %d, %v; want %d", name, n, err, want)
+		}
+		for _, l := range locks {
+			if ttl, err := l.TTL(ctx); err != nil || ttl != 0 {
+				t.Fatalf("%s: %q still held (%v, %v)", name, l.Key(), ttl, err)
+			}
+		}
+	}
+}

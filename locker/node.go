@@ -197,6 +197,36 @@ func (n *node) release(ctx context.Context, keys []string, token string) (int, e
 	return deleted, firstErr
 }
 
+// releaseEach deletes each of keys that holds the token at the same index,
+// in one pipeline (one round trip; on a Cluster, one per master in
+// parallel), and reports which it deleted.
+func (n *node) releaseEach(ctx context.Context, keys, tokens []string) ([]bool, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
+		return releaseScript.EvalSha(ctx, p, keys[i:i+1], tokens[i])
+	})
+	var flushed []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmds[i] = nil
+			flushed = append(flushed, i)
+		}
+	}
+	if len(flushed) > 0 {
+		n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
+			return releaseScript.Eval(ctx, p, keys[i:i+1], tokens[i])
+		})
+	}
+	deleted := make([]bool, len(keys))
+	var firstErr error
+	for i, cmd := range cmds {
+		d, err := cmd.Int()
+		deleted[i] = d == 1
+		firstErr = coalesce(firstErr, err)
+	}
+	return deleted, firstErr
+}
+
 // refresh sets the time to live of key if it holds token.
 func (n *node) refresh(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	v, err := refreshScript.Run(ctx, n.rdb, []string{key}, token, ttl.Milliseconds()).Int()
