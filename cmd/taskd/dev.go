@@ -45,18 +45,7 @@ articles missing to reach --articles.`)
 	if *articles < 0 || *articles > 1_000_000 {
 		return usagef("dev", "-articles must be 0..1000000, got %d", *articles)
 	}
-	cfg, err := a.loadConfig(f)
-	if err != nil {
-		return err
-	}
-	if err := needAdminToken(cfg); err != nil {
-		return err
-	}
-	log := newLogger(cfg.Log, a.stderr)
-	if err := checkWorkerCategories(cfg, log); err != nil {
-		return err
-	}
-	b, err := openBackend(ctx, cfg, a.stdout, log)
+	b, err := a.openServing(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -73,9 +62,9 @@ articles missing to reach --articles.`)
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "demo data ready", "editors", len(editors), "articles_added", added)
+	b.log.InfoContext(ctx, "demo data ready", "editors", len(editors), "articles_added", added)
 	return serve(ctx, b, func(addr string) {
-		printDevGuide(a.stdout, "http://"+reachable(addr), editors, cfg.AdminToken)
+		printDevGuide(a.stdout, "http://"+reachable(addr), editors, b.cfg.AdminToken)
 	})
 }
 

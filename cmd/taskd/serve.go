@@ -41,23 +41,29 @@ workers, closes the stores and exits 0.`)
 	if err := noArgs(f); err != nil {
 		return err
 	}
-	cfg, err := a.loadConfig(f)
-	if err != nil {
-		return err
-	}
-	if err := needAdminToken(cfg); err != nil {
-		return err
-	}
-	log := newLogger(cfg.Log, a.stderr)
-	if err := checkWorkerCategories(cfg, log); err != nil {
-		return err
-	}
-	b, err := openBackend(ctx, cfg, a.stdout, log)
+	b, err := a.openServing(ctx, f)
 	if err != nil {
 		return err
 	}
 	defer b.Close(ctx)
 	return serve(ctx, b, nil)
+}
+
+// openServing loads the configuration of a command that serves the API
+// (serve, dev), checks what serving needs, and opens the stores.
+func (a *app) openServing(ctx context.Context, f *cmdFlags) (*backend, error) {
+	cfg, err := a.loadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdminToken(cfg); err != nil {
+		return nil, err
+	}
+	log := newLogger(cfg.Log, a.stderr)
+	if err := checkWorkerCategories(cfg, log); err != nil {
+		return nil, err
+	}
+	return openBackend(ctx, cfg, a.stdout, log)
 }
 
 // needAdminToken fails when admin_token is unset: the API needs it.
