@@ -48,6 +48,7 @@ func commands() []command {
 		{"import", "bulk-load tasks from a JSON lines or CSV file", runImport},
 		{"status", "show the pool: counts by status and category, live claims", runStatus},
 		{"dev", "migrate, load demo editors and articles, print curl commands, then serve", runDev},
+		{"bench", "measure the dispatcher against seed-naive and SKIP LOCKED baselines on real stores", runBench},
 	}
 }
 

@@ -1,0 +1,488 @@
+// Package bench measures taskd's dispatcher against two baselines on real
+// Redis and MariaDB: the seed algorithm as the classic article writes it
+// (seed-naive) and a single MySQL transaction with SKIP LOCKED
+// (mysql-skip-locked). Each run gets a fresh database, dropped at its end, so
+// real data is never touched.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/dispatcher"
+)
+
+// Modes.
+const (
+	ModeInproc = "inproc" // the strategies run in this process
+	ModeHTTP   = "http"   // taskd only: a `taskd serve` child, editors over HTTP
+)
+
+// Defaults of Workload.
+const (
+	EditorsDefault    = 200
+	CategoriesDefault = 1
+	PoolDefault       = 10_000
+	DurationDefault   = 10 * time.Second
+	LeaseDefault      = 30 * time.Second
+)
+
+// Config is where the benchmark runs.
+type Config struct {
+	// MySQLDSN names the server; the bench creates its own database there
+	// (the DSN's database is not used).
+	MySQLDSN string
+	// Redis is the single Redis server the locks live on.
+	Redis *redis.Options
+	// Binary is the taskd binary http mode starts (`Binary serve`).
+	Binary string
+	// ServeEnv is added to the environment of the child in http mode (Redis
+	// settings); the bench sets the MySQL DSN, address, admin token and lease.
+	ServeEnv []string
+	// Progress, when set, is called with a line about each step.
+	Progress func(string)
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Workload is one run's shape.
+type Workload struct {
+	Editors    int           `json:"editors"`
+	Categories int           `json:"categories"`
+	Pool       int           `json:"pool"`
+	Duration   time.Duration `json:"duration_ns"`
+	Think      time.Duration `json:"think_ns"`
+	// Abandon is the fraction of claims not submitted: the editor walks
+	// away (and a new editor takes its place); the claim expires after Lease.
+	Abandon float64       `json:"abandon"`
+	Lease   time.Duration `json:"lease_ns"`
+	Mode    string        `json:"mode"`
+	// Expired adds this many expired claims (category "expired", read by no
+	// editor) and sweeps them while the editors run.
+	Expired int `json:"expired,omitempty"`
+}
+
+// WithDefaults returns w with zero fields set to their defaults.
+func (w Workload) WithDefaults() Workload {
+	if w.Editors == 0 {
+		w.Editors = EditorsDefault
+	}
+	if w.Categories == 0 {
+		w.Categories = CategoriesDefault
+	}
+	if w.Pool == 0 {
+		w.Pool = PoolDefault
+	}
+	if w.Duration == 0 {
+		w.Duration = DurationDefault
+	}
+	if w.Lease == 0 {
+		w.Lease = LeaseDefault
+	}
+	if w.Mode == "" {
+		w.Mode = ModeInproc
+	}
+	return w
+}
+
+func (w Workload) validate() error {
+	switch {
+	case w.Editors < 1:
+		return errors.New("editors must be at least 1")
+	case w.Categories < 1 || w.Categories > 10_000:
+		return errors.New("categories must be 1..10000")
+	case w.Pool < 1:
+		return errors.New("pool must be at least 1")
+	case w.Duration <= 0:
+		return errors.New("duration must be positive")
+	case w.Think < 0:
+		return errors.New("think must not be negative")
+	case w.Abandon < 0 || w.Abandon >= 1:
+		return errors.New("abandon must be in [0, 1)")
+	case w.Mode != ModeInproc && w.Mode != ModeHTTP:
+		return fmt.Errorf("mode must be %s or %s", ModeInproc, ModeHTTP)
+	}
+	return nil
+}
+
+// Result is what one run of one strategy measured.
+type Result struct {
+	Scenario string   `json:"scenario"`
+	Strategy string   `json:"strategy"`
+	Workload Workload `json:"workload"`
+	// Elapsed is how long the editors ran: Duration, or less when the pool
+	// ran dry (Drained).
+	ElapsedSec float64 `json:"elapsed_s"`
+	Drained    bool    `json:"drained"`
+	// Cycles counts next+submit cycles (submits accepted).
+	Cycles       int64   `json:"cycles"`
+	CyclesPerSec float64 `json:"cycles_per_s"`
+	// Assignments counts claims obtained (cycles, abandoned ones, and those
+	// held when the run ended).
+	Assignments int64  `json:"assignments"`
+	Abandoned   int64  `json:"abandoned"`
+	Errors      int64  `json:"errors"`
+	FirstError  string `json:"first_error,omitempty"`
+	// Next is the latency of getting an assignment after the previous
+	// submit committed (for taskd, the part of Submit after its commit; in
+	// http mode, the first next of each editor only), Cycle the latency of
+	// submit plus next.
+	Next  Latency `json:"next"`
+	Cycle Latency `json:"cycle"`
+	// ConflictsPerAssignment: candidates found locked in Redis per claim
+	// (-1: not known, http mode). RefusedClaims: claims MySQL refused after
+	// the Redis lock was taken.
+	ConflictsPerAssignment float64 `json:"conflicts_per_assignment"`
+	RefusedClaims          int64   `json:"refused_claims"`
+	// MySQL statements and Redis commands per assignment, from server-wide
+	// counters (anything else using the servers meanwhile is counted too).
+	MySQLPerAssignment float64 `json:"mysql_statements_per_assignment"`
+	RedisPerAssignment float64 `json:"redis_commands_per_assignment"`
+	// DoubleCommits counts tasks with more than one accepted result; must be 0.
+	DoubleCommits int64 `json:"double_commits"`
+	// Memory of this process (inproc) or of the taskd serve child (http).
+	Memory Memory `json:"memory"`
+	// Sweep, with Workload.Expired: how long sweeping them took, and the next
+	// latency of the taskd editors while it ran.
+	Sweep *SweepStats `json:"sweep,omitempty"`
+}
+
+// SweepStats describes the sweep of a run with expired claims.
+type SweepStats struct {
+	Recycled    int     `json:"recycled"`
+	DurationSec float64 `json:"duration_s"`
+	NextDuring  Latency `json:"next_during"`
+}
+
+// Run runs workload w for each strategy in turn, each in a database of its
+// own, and returns the results.
+func Run(ctx context.Context, cfg Config, scenario string, w Workload, strategies []string) ([]Result, error) {
+	w = w.WithDefaults()
+	if err := w.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var out []Result
+	for _, name := range strategies {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		r, err := runOne(ctx, cfg, scenario, w, name)
+		if err != nil {
+			return out, fmt.Errorf("%s %s: %w", scenario, name, err)
+		}
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+// ValidStrategy reports whether name is a known strategy.
+func ValidStrategy(name string) bool {
+	return slices.Contains([]string{StrategyTaskd, StrategySeedNaive, StrategySkipLocked}, name)
+}
+
+func (cfg Config) progress(format string, args ...any) {
+	if cfg.Progress != nil {
+		cfg.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// runOne runs one strategy: a fresh database filled with the pool, editors,
+// the timed loop, then the counters and invariants.
+func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name string) (_ *Result, err error) {
+	if !ValidStrategy(name) {
+		return nil, fmt.Errorf("unknown strategy %q", name)
+	}
+	if w.Mode == ModeHTTP && name != StrategyTaskd {
+		return nil, fmt.Errorf("mode %s runs only the %s strategy", ModeHTTP, StrategyTaskd)
+	}
+	bd, err := createDB(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if derr := bd.drop(context.WithoutCancel(ctx)); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	start := time.Now()
+	if err := bd.fill(ctx, w.Pool, w.Categories); err != nil {
+		return nil, err
+	}
+	if w.Expired > 0 {
+		if err := bd.fillExpired(ctx, w.Expired); err != nil {
+			return nil, err
+		}
+	}
+	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(start).Round(time.Millisecond), bd.name)
+
+	rdb := redis.NewClient(cfg.Redis)
+	defer rdb.Close()
+	prefix := "bench:" + bd.name + ":"
+	defer cleanKeys(context.WithoutCancel(ctx), rdb, prefix)
+
+	var s strategy
+	var inp *inproc
+	var hs *httpStrategy
+	switch {
+	case w.Mode == ModeHTTP:
+		env := append(slices.Clone(cfg.ServeEnv), "TASKD_MYSQL_DSN="+bd.dsn, "TASKD_REDIS_KEY_PREFIX="+prefix)
+		if hs, err = startServe(ctx, cfg.Binary, env, w.Lease, w.Editors); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cerr := hs.close(ctx); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		s = hs
+	case name == StrategyTaskd:
+		if inp, err = newInproc(bd.store, rdb, prefix, w.Lease); err != nil {
+			return nil, err
+		}
+		s = inp
+	case name == StrategySeedNaive:
+		s = &naive{sqlEditors: sqlEditors{bd.store}, db: bd.db, rdb: rdb, prefix: prefix, lease: w.Lease}
+	default:
+		s = &skipLocked{sqlEditors: sqlEditors{bd.store}, db: bd.db, lease: w.Lease}
+	}
+
+	eds := make([]*editor, w.Editors)
+	for i := range eds {
+		if eds[i], err = s.newEditor(ctx, "bench-"+strconv.Itoa(i), []string{"cat" + strconv.Itoa(i%w.Categories)}); err != nil {
+			return nil, err
+		}
+	}
+
+	var sweep func(context.Context) (dispatcher.SweepResult, error)
+	if w.Expired > 0 {
+		if inp == nil {
+			return nil, errors.New("expired claims are swept only by the in-process taskd strategy")
+		}
+		sw, err := dispatcher.NewSweeper(inp.d, dispatcher.SweeperConfig{Interval: time.Hour})
+		if err != nil {
+			return nil, err
+		}
+		sweep = sw.Sweep
+	}
+
+	before, err := readCounters(ctx, bd.db, rdb)
+	if err != nil {
+		return nil, err
+	}
+	conflicts0, refused0 := s.counts()
+	lr := runLoop(ctx, s, eds, w, sweep)
+	after, err := readCounters(ctx, bd.db, rdb)
+	if err != nil {
+		return nil, err
+	}
+	conflicts1, refused1 := s.counts()
+
+	r := &Result{
+		Scenario: scenario, Strategy: name, Workload: w,
+		ElapsedSec: lr.elapsed.Seconds(), Drained: lr.drained,
+		Cycles: lr.cycles, Assignments: lr.assignments, Abandoned: lr.abandoned,
+		Errors: lr.errors, FirstError: lr.firstError,
+		Next:  summarize(durations(lr.next, 0, 0)),
+		Cycle: summarize(durations(lr.cycle, 0, 0)),
+	}
+	if lr.elapsed > 0 {
+		r.CyclesPerSec = float64(lr.cycles) / lr.elapsed.Seconds()
+	}
+	a := float64(max(lr.assignments, 1))
+	r.MySQLPerAssignment = float64(after.questions-before.questions) / a
+	r.RedisPerAssignment = float64(after.redisCommands-before.redisCommands) / a
+	r.ConflictsPerAssignment = float64(conflicts1-conflicts0) / a
+	r.RefusedClaims = refused1 - refused0
+	if conflicts0 < 0 {
+		r.ConflictsPerAssignment, r.RefusedClaims = -1, -1
+	}
+	if lr.sweep != nil {
+		lr.sweep.NextDuring = summarize(durations(lr.next, lr.sweepFrom, lr.sweepTo))
+		r.Sweep = lr.sweep
+	}
+	if hs != nil {
+		r.Memory, err = hs.memory()
+	} else {
+		r.Memory, err = readMemory("self")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.DoubleCommits, err = bd.doubleCommits(ctx); err != nil {
+		return nil, err
+	}
+	cfg.progress("%s %s: %d cycles in %.1fs (%.0f/s), next p99 %.1fms", scenario, name, r.Cycles, r.ElapsedSec, r.CyclesPerSec, r.Next.P99Ms)
+	return r, nil
+}
+
+// cleanKeys removes the run's Redis keys.
+func cleanKeys(ctx context.Context, rdb *redis.Client, prefix string) {
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			rdb.Unlink(ctx, keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		rdb.Unlink(ctx, keys...)
+	}
+}
+
+// loopResult is what the editors did in one run.
+type loopResult struct {
+	elapsed                        time.Duration
+	drained                        bool
+	cycles, assignments, abandoned int64
+	errors                         int64
+	firstError                     string
+	next, cycle                    []sample
+	sweep                          *SweepStats
+	sweepFrom, sweepTo             time.Duration
+}
+
+// maxSweepWait bounds how long a run waits past its duration for its sweep.
+const maxSweepWait = 2 * time.Minute
+
+// runLoop runs one goroutine per editor until the duration passes or the pool
+// runs dry: claim, think, then submit (or abandon). With sweep, it sweeps
+// meanwhile, and the editors keep going until the sweep is done.
+func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error)) loopResult {
+	var (
+		stop                                   atomic.Bool
+		drained                                atomic.Bool
+		drainOnce                              sync.Once
+		drainCh                                = make(chan struct{})
+		cycles, assignments, abandoned, errCnt atomic.Int64
+		firstErr                               sync.Once
+		lr                                     loopResult
+		mu                                     sync.Mutex
+		wg                                     sync.WaitGroup
+	)
+	start := time.Now()
+	fail := func(err error) {
+		errCnt.Add(1)
+		firstErr.Do(func() { lr.firstError = err.Error() })
+	}
+	for i, e := range eds {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
+			var next, cycle []sample
+			var cur *ref
+			var submitted time.Time // when the previous submit started; zero if none
+			gen := 0
+			for !stop.Load() {
+				if cur == nil {
+					t0 := time.Now()
+					r, err := s.claim(ctx, e)
+					if errors.Is(err, errNoTask) {
+						drained.Store(true)
+						stop.Store(true)
+						drainOnce.Do(func() { close(drainCh) })
+						break
+					}
+					if err != nil {
+						fail(err)
+						submitted = time.Time{}
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					d := time.Since(t0)
+					next = append(next, sample{t0.Sub(start), d})
+					if !submitted.IsZero() {
+						cycle = append(cycle, sample{submitted.Sub(start), time.Since(submitted)})
+					}
+					assignments.Add(1)
+					cur = &r
+				}
+				if w.Think > 0 {
+					time.Sleep(w.Think)
+				}
+				if w.Abandon > 0 && rng.Float64() < w.Abandon {
+					abandoned.Add(1)
+					gen++
+					ne, err := s.newEditor(ctx, fmt.Sprintf("bench-%d-%d", i, gen), e.categories)
+					if err != nil {
+						fail(err)
+						break
+					}
+					e, cur, submitted = ne, nil, time.Time{}
+					continue
+				}
+				t0 := time.Now()
+				nr, nextTook, err := s.submit(ctx, e, *cur)
+				cur = nil
+				if err != nil {
+					fail(err)
+					submitted = time.Time{}
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				cycles.Add(1)
+				submitted = t0
+				if nr != nil {
+					if nextTook >= 0 {
+						next = append(next, sample{time.Since(start) - nextTook, nextTook})
+					}
+					cycle = append(cycle, sample{t0.Sub(start), time.Since(t0)})
+					submitted = time.Time{}
+					assignments.Add(1)
+					cur = nr
+				}
+			}
+			mu.Lock()
+			lr.next = append(lr.next, next...)
+			lr.cycle = append(lr.cycle, cycle...)
+			mu.Unlock()
+		})
+	}
+	sweepDone := make(chan struct{})
+	if sweep != nil {
+		go func() {
+			defer close(sweepDone)
+			t0 := time.Now()
+			res, err := sweep(ctx)
+			d := time.Since(t0)
+			if err != nil {
+				fail(fmt.Errorf("sweep: %w", err))
+			}
+			lr.sweepFrom, lr.sweepTo = t0.Sub(start), t0.Sub(start)+d
+			lr.sweep = &SweepStats{Recycled: res.Recycled, DurationSec: d.Seconds()}
+		}()
+	} else {
+		close(sweepDone)
+	}
+	timer := time.NewTimer(w.Duration)
+	select {
+	case <-timer.C:
+	case <-drainCh:
+	case <-ctx.Done():
+	}
+	select { // a sweep keeps the editors going until it is done
+	case <-sweepDone:
+	case <-time.After(maxSweepWait):
+	case <-ctx.Done():
+	}
+	stop.Store(true)
+	lr.elapsed = time.Since(start)
+	wg.Wait()
+	<-sweepDone
+	lr.drained = drained.Load()
+	lr.cycles, lr.assignments, lr.abandoned, lr.errors = cycles.Load(), assignments.Load(), abandoned.Load(), errCnt.Load()
+	return lr
+}
