@@ -129,9 +129,12 @@ type Result struct {
 	CyclesPerSec float64 `json:"cycles_per_s"`
 	// Assignments counts claims obtained (cycles, abandoned ones, and those
 	// held when the run ended).
-	Assignments int64  `json:"assignments"`
-	Abandoned   int64  `json:"abandoned"`
-	Errors      int64  `json:"errors"`
+	Assignments int64 `json:"assignments"`
+	Abandoned   int64 `json:"abandoned"`
+	Errors      int64 `json:"errors"`
+	// EmptyHanded counts claims that came back with nothing while the pool
+	// still had tasks for the editor (every candidate taken by competitors).
+	EmptyHanded int64  `json:"empty_handed"`
 	FirstError  string `json:"first_error,omitempty"`
 	// Next is the latency of getting an assignment after the previous
 	// submit committed (for taskd, the part of Submit after its commit; in
@@ -283,7 +286,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		return nil, err
 	}
 	conflicts0, refused0 := s.counts()
-	lr := runLoop(ctx, s, eds, w, sweep)
+	lr := runLoop(ctx, s, eds, w, sweep, bd.empty)
 	after, err := readCounters(ctx, bd.db, rdb)
 	if err != nil {
 		return nil, err
@@ -294,7 +297,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		Scenario: scenario, Strategy: name, Workload: w,
 		ElapsedSec: lr.elapsed.Seconds(), Drained: lr.drained,
 		Cycles: lr.cycles, Assignments: lr.assignments, Abandoned: lr.abandoned,
-		Errors: lr.errors, FirstError: lr.firstError,
+		Errors: lr.errors, FirstError: lr.firstError, EmptyHanded: lr.emptyHanded,
 		Next:  summarize(durations(lr.next, 0, 0)),
 		Cycle: summarize(durations(lr.cycle, 0, 0)),
 	}
@@ -350,6 +353,7 @@ type loopResult struct {
 	drained                        bool
 	cycles, assignments, abandoned int64
 	errors                         int64
+	emptyHanded                    int64
 	firstError                     string
 	next, cycle                    []sample
 	sweep                          *SweepStats
@@ -362,13 +366,19 @@ const maxSweepWait = 2 * time.Minute
 // runLoop runs one goroutine per editor until the duration passes or the pool
 // runs dry: claim, think, then submit (or abandon). With sweep, it sweeps
 // meanwhile, and the editors keep going until the sweep is done.
-func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error)) loopResult {
+//
+// A claim that comes back empty-handed ends the run only when empty says the
+// editor's categories have no pending task left: taskd's Next also comes back
+// empty when competitors hold every candidate of its batch.
+func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error),
+	empty func(ctx context.Context, categories []string) (bool, error)) loopResult {
 	var (
 		stop                                   atomic.Bool
 		drained                                atomic.Bool
 		drainOnce                              sync.Once
 		drainCh                                = make(chan struct{})
 		cycles, assignments, abandoned, errCnt atomic.Int64
+		emptyHanded                            atomic.Int64
 		firstErr                               sync.Once
 		lr                                     loopResult
 		mu                                     sync.Mutex
@@ -391,6 +401,13 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 					t0 := time.Now()
 					r, err := s.claim(ctx, e)
 					if errors.Is(err, errNoTask) {
+						if none, err := empty(ctx, e.categories); err != nil || !none {
+							emptyHanded.Add(1)
+							if err != nil {
+								fail(err)
+							}
+							continue
+						}
 						drained.Store(true)
 						stop.Store(true)
 						drainOnce.Do(func() { close(drainCh) })
@@ -484,5 +501,6 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 	<-sweepDone
 	lr.drained = drained.Load()
 	lr.cycles, lr.assignments, lr.abandoned, lr.errors = cycles.Load(), assignments.Load(), abandoned.Load(), errCnt.Load()
+	lr.emptyHanded = emptyHanded.Load()
 	return lr
 }

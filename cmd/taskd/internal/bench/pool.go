@@ -111,6 +111,16 @@ func (bd *benchDB) fillWith(ctx context.Context, n int, query func(seq string) s
 	return nil
 }
 
+// empty reports whether categories have no pending task left.
+func (bd *benchDB) empty(ctx context.Context, categories []string) (bool, error) {
+	var n int
+	q := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE status = 'pending' AND category IN (%s) LIMIT 1) x`, inList(len(categories)))
+	if err := bd.db.GetContext(ctx, &n, q, catArgs(categories)...); err != nil {
+		return false, fmt.Errorf("check pool: %w", err)
+	}
+	return n == 0, nil
+}
+
 // doubleCommits counts tasks with more than one accepted result, which the
 // fencing must make impossible, and tasks done without a result.
 func (bd *benchDB) doubleCommits(ctx context.Context) (int64, error) {

@@ -109,7 +109,13 @@ func find(rs []Result, scenario, strategy string) *Result {
 func ratios(rs []Result) []Ratio {
 	var out []Ratio
 	cps := func(r *Result) float64 { return r.CyclesPerSec }
-	for _, sc := range []string{"a-one-category", "b-50-categories", "custom"} {
+	seen := map[string]bool{}
+	for _, r := range rs {
+		sc := r.Scenario
+		if seen[sc] {
+			continue
+		}
+		seen[sc] = true
 		t := find(rs, sc, StrategyTaskd)
 		if t == nil {
 			continue
@@ -132,7 +138,7 @@ func ratios(rs []Result) []Ratio {
 // WriteTable prints the report as a table, the ratio lines and the notes.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tredis/op\terrors\tdouble\tRSS MiB\tHWM MiB\t")
+	fmt.Fprintln(tw, "scenario\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tempty\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tredis/op\terrors\tdouble\tRSS MiB\tHWM MiB\t")
 	for _, r := range rep.Results {
 		conf := fmt.Sprintf("%.2f", r.ConflictsPerAssignment)
 		refused := fmt.Sprint(r.RefusedClaims)
@@ -143,9 +149,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Drained {
 			drained = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.0f%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.0f%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%.0f\t%.0f\t\n",
 			r.Scenario, r.Strategy, r.Workload.Mode, r.Workload.Editors, r.Workload.Categories, r.Workload.Pool,
-			r.CyclesPerSec, drained, r.Next.P50Ms, r.Next.P99Ms, r.Cycle.P99Ms, conf, refused,
+			r.CyclesPerSec, drained, r.EmptyHanded, r.Next.P50Ms, r.Next.P99Ms, r.Cycle.P99Ms, conf, refused,
 			r.MySQLPerAssignment, r.RedisPerAssignment, r.Errors, r.DoubleCommits,
 			float64(r.Memory.RSSKiB)/1024, float64(r.Memory.HWMKiB)/1024)
 	}
