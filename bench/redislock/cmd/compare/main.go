@@ -1,11 +1,12 @@
 // Command compare runs taskd's locker and github.com/bsm/redislock side by
 // side on the same Redis: Obtain+Release pairs on distinct keys, one
-// goroutine at a time and with 50 goroutines. Rounds alternate which locker
-// goes first, so that drift in the machine's load falls on both. It prints
-// pairs/s and the ratio taskd/bsm per mode, and writes them as JSON with
-// -json.
+// goroutine at a time and with 50 goroutines. Within each round the two
+// lockers take turns in short slices, alternating which goes first, so that
+// changes in the machine's load fall on both alike. It prints pairs/s and the
+// ratio taskd/bsm per mode (overall, and its lowest and highest round), and
+// writes them as JSON with -json.
 //
-//	cd bench/redislock && go run ./cmd/compare [-rounds 3] [-duration 2s] [-json FILE]
+//	cd bench/redislock && go run ./cmd/compare [-rounds 3] [-duration 2s] [-slice 250ms] [-json FILE]
 //
 // The Redis is -redis, by default $TASKD_TEST_REDIS_URL (scripts/services.sh
 // env prints it).
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -43,11 +45,14 @@ func (s *Stats) add(pairs int64, elapsed time.Duration) {
 
 // Mode is one concurrency level.
 type Mode struct {
-	Name       string  `json:"name"`
-	Goroutines int     `json:"goroutines"`
-	Taskd      Stats   `json:"taskd"`
-	BSM        Stats   `json:"bsm"`
-	Ratio      float64 `json:"ratio_taskd_bsm"`
+	Name       string `json:"name"`
+	Goroutines int    `json:"goroutines"`
+	Taskd      Stats  `json:"taskd"`
+	BSM        Stats  `json:"bsm"`
+	// Ratio is taskd's pairs/s over bsm's, all rounds together.
+	Ratio float64 `json:"ratio_taskd_bsm"`
+	// RoundRatios are the same ratio round by round, to show the spread.
+	RoundRatios []float64 `json:"round_ratios"`
 }
 
 // Report is what -json writes.
@@ -57,6 +62,7 @@ type Report struct {
 	GOMAXPROCS    int       `json:"gomaxprocs"`
 	Rounds        int       `json:"rounds"`
 	RoundDuration string    `json:"round_duration"`
+	Slice         string    `json:"slice"`
 	TTL           string    `json:"ttl"`
 	PoolSize      int       `json:"pool_size"`
 	Modes         []Mode    `json:"modes"`
@@ -73,7 +79,8 @@ func run() error {
 	var (
 		url        = flag.String("redis", os.Getenv("TASKD_TEST_REDIS_URL"), "Redis URL (default $TASKD_TEST_REDIS_URL)")
 		rounds     = flag.Int("rounds", 3, "rounds per mode; each runs both lockers")
-		duration   = flag.Duration("duration", 2*time.Second, "time each locker runs per round")
+		duration   = flag.Duration("duration", 2*time.Second, "time each locker runs per round, in slices")
+		slice      = flag.Duration("slice", 250*time.Millisecond, "the lockers take turns this often within a round")
 		warmup     = flag.Duration("warmup", 300*time.Millisecond, "unmeasured run of each locker before each mode")
 		goroutines = flag.Int("goroutines", 50, "goroutines of the parallel mode")
 		jsonPath   = flag.String("json", "", "also write the results as JSON to this file")
@@ -82,12 +89,12 @@ func run() error {
 	if *url == "" {
 		return fmt.Errorf("no Redis: set TASKD_TEST_REDIS_URL (eval \"$(scripts/services.sh env)\") or pass -redis")
 	}
-	if *rounds < 1 || *duration <= 0 || *goroutines < 1 {
-		return fmt.Errorf("-rounds, -duration and -goroutines must be positive")
+	if *rounds < 1 || *duration <= 0 || *slice <= 0 || *goroutines < 1 {
+		return fmt.Errorf("-rounds, -duration, -slice and -goroutines must be positive")
 	}
 
 	// One client per locker, with the same options, so that neither shares
-	// the other's pool.
+	// the other's pool. subjects[0] is taskd, subjects[1] bsm.
 	var subjects []redislock.Subject
 	for _, name := range []string{"taskd", "bsm"} {
 		rdb, err := redislock.NewRedis(*url)
@@ -111,6 +118,7 @@ func run() error {
 		GOMAXPROCS:    runtime.GOMAXPROCS(0),
 		Rounds:        *rounds,
 		RoundDuration: duration.String(),
+		Slice:         slice.String(),
 		TTL:           redislock.TTL.String(),
 		PoolSize:      redislock.PoolSizeDefault,
 	}
@@ -122,23 +130,31 @@ func run() error {
 				return err
 			}
 		}
-		for r := range *rounds {
-			order := subjects
-			if r%2 == 1 {
-				order = []redislock.Subject{subjects[1], subjects[0]}
+		for range *rounds {
+			var round [2]struct {
+				pairs   int64
+				elapsed time.Duration
 			}
-			for _, s := range order {
-				load := redislock.Load{Goroutines: m.Goroutines, Duration: *duration}
-				pairs, elapsed, err := redislock.Run(ctx, s.Pair, redislock.Prefix(s.Name+":"+m.Name), load)
-				if err != nil {
-					return err
-				}
-				if s.Name == "taskd" {
-					m.Taskd.add(pairs, elapsed)
-				} else {
-					m.BSM.add(pairs, elapsed)
+			// Each locker runs for duration in slices, taking turns, and
+			// every other turn the other one goes first (ABBA...).
+			for k := range max(int(*duration / *slice), 1) {
+				for j := range subjects {
+					if k%2 == 1 {
+						j = len(subjects) - 1 - j
+					}
+					s := subjects[j]
+					load := redislock.Load{Goroutines: m.Goroutines, Duration: min(*slice, *duration)}
+					pairs, elapsed, err := redislock.Run(ctx, s.Pair, redislock.Prefix(s.Name+":"+m.Name), load)
+					if err != nil {
+						return err
+					}
+					round[j].pairs += pairs
+					round[j].elapsed += elapsed
 				}
 			}
+			m.Taskd.add(round[0].pairs, round[0].elapsed)
+			m.BSM.add(round[1].pairs, round[1].elapsed)
+			m.RoundRatios = append(m.RoundRatios, m.Taskd.Rounds[len(m.Taskd.Rounds)-1]/m.BSM.Rounds[len(m.BSM.Rounds)-1])
 		}
 		m.Ratio = m.Taskd.PairsPerSec / m.BSM.PairsPerSec
 		report.Modes = append(report.Modes, m)
@@ -155,9 +171,10 @@ func printTable(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "Obtain+Release pairs/s, %d rounds x %s per locker, %s, GOMAXPROCS=%d\n",
 		r.Rounds, r.RoundDuration, r.GoVersion, r.GOMAXPROCS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tgoroutines\ttaskd pairs/s\tbsm pairs/s\ttaskd/bsm\t")
+	fmt.Fprintln(tw, "mode\tgoroutines\ttaskd pairs/s\tbsm pairs/s\ttaskd/bsm\tper round\t")
 	for _, m := range r.Modes {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", m.Name, m.Goroutines, m.Taskd.PairsPerSec, m.BSM.PairsPerSec, m.Ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f..%.2f\t\n", m.Name, m.Goroutines,
+			m.Taskd.PairsPerSec, m.BSM.PairsPerSec, m.Ratio, slices.Min(m.RoundRatios), slices.Max(m.RoundRatios))
 	}
 	_ = tw.Flush()
 }
