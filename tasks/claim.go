@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -29,10 +30,13 @@ type ClaimParams struct {
 
 const (
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
-	// computed from, claimable whether the row may be claimed now.
+	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
+	// another transaction is writing (a competing claim, a holder's write, a sweep's
+	// batch) reads as no row at once instead of a lock wait, and the caller moves on to
+	// its next candidate.
 	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now,
 	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)), 0) AS claimable
-FROM tasks WHERE id = ? FOR UPDATE`
+FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
 	// condition the locked read checked, so it is correct on its own.
@@ -49,9 +53,10 @@ WHERE id = ? AND fence = ?
 // records a 'claimed' event and, when it took over a claim whose lease had passed, an
 // 'expired' event for the old fence.
 //
-// Claim returns ErrNotFound for an unknown task, ErrStale if the task was claimed or
-// changed since Candidates read it (or the claim lost a lock race), ErrEditorBusy if
-// p.EditorID already holds a live claim, and ErrInvalid for bad params. If the editor's
+// Claim returns ErrStale if the task was claimed or changed since Candidates read it,
+// if another transaction is writing its row right now (Claim never waits for a row
+// lock), or if there is no such task; ErrEditorBusy if p.EditorID already holds a live
+// claim; and ErrInvalid for bad params. If the editor's
 // previous claim has expired but was not recycled yet, Claim recycles it first.
 //
 // Round trips: BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
@@ -79,7 +84,10 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 			Claimable bool      `db:"claimable"`
 		}
 		if err := tx.GetContext(ctx, &row, claimLockSQL, p.TaskID); err != nil {
-			return notFound(err)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrStale // locked by another transaction right now, or no such task
+			}
+			return err
 		}
 		if row.Fence != p.Fence || !row.Claimable {
 			return ErrStale

@@ -86,7 +86,7 @@ func TestClaimWithWrongFenceChangesNothing(t *testing.T) {
 	b.unchanged(t, id, before)
 
 	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id + 1000, Holder: "w3", Lease: time.Minute})
-	wantErr(t, "claim of an unknown task", err, tasks.ErrNotFound)
+	wantErr(t, "claim of an unknown task", err, tasks.ErrStale)
 	for name, p := range map[string]tasks.ClaimParams{
 		"no holder":      {TaskID: id, Fence: c2.Fence, Lease: time.Minute},
 		"no lease":       {TaskID: id, Fence: c2.Fence, Holder: "w3"},
@@ -221,5 +221,34 @@ func TestStaleHolderIsRefused(t *testing.T) {
 	// The new holder is unaffected.
 	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c2.Fence, Holder: "w2", Result: rawJSON(`{"ok":true}`)}); err != nil {
 		t.Fatalf("submit by the current holder: %v", err)
+	}
+}
+
+// TestClaimDoesNotWaitForRowLocks: a row another transaction is writing (a
+// sweep's batch, say) is passed over at once, not waited for.
+func TestClaimDoesNotWaitForRowLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insertOne(t, "news", 0)
+	tx, err := b.store.DB().BeginTx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(b.ctx, "SELECT id FROM tasks WHERE id = ? FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: 0, Holder: "w1", Lease: time.Minute})
+	wantErr(t, "claim of a locked row", err, tasks.ErrStale)
+	// The server's lock wait timeout is 50s; a claim that waited would take it.
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("claim waited %v for a row lock", waited)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: 0, Holder: "w1", Lease: time.Minute}); err != nil {
+		t.Fatalf("claim once the row is free: %v", err)
 	}
 }
