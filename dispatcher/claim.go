@@ -87,9 +87,9 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // claim makes a new claim for c, or returns ErrNoTask.
 //
 // Round trips on the happy path: one candidate read, one ObtainAny, one
-// claim transaction. Concurrent claims in this process start at different
-// offsets of the batch, and ObtainAny skips candidates locked by other
-// processes inside Redis, so competitors rarely meet on a row.
+// claim transaction. Concurrent claims in this process reserve distinct
+// candidates, and ObtainAny skips candidates locked by other processes
+// inside Redis, so competitors rarely meet on a row.
 func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim, err error) {
 	if len(c.Categories) == 0 {
 		return nil, ErrNoTask
@@ -121,10 +121,10 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 	}()
 	inflight := d.inflight.Add(1)
 	defer d.inflight.Add(-1)
-	limit := min(d.cfg.Batch+int(inflight)-1, tasks.CandidatesLimitMax)
-	opts := &locker.Options{Token: c.Holder}
+	limit := min(d.cfg.Batch+reservePick*(int(inflight)-1), tasks.CandidatesLimitMax)
 
 	for range claimRounds {
+		readAt := time.Now()
 		cands, err := d.store.Candidates(ctx, tasks.CandidatesParams{
 			Categories: c.Categories, EditorID: c.EditorID, Limit: limit,
 		})
@@ -135,66 +135,89 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 			return nil, ErrNoTask
 		}
 		st.candidates += len(cands)
-		// Alone, a claimant tries the best candidate first; concurrent
-		// claimants each start somewhere else.
-		if off := int(d.ticket.Add(1) % inflight); off > 0 && len(cands) > 1 {
-			off %= len(cands)
-			cands = slices.Concat(cands[off:], cands[:off])
-		}
-
-		for len(cands) > 0 {
-			keys := make([]string, len(cands))
-			for i, cand := range cands {
-				keys[i] = d.lockKey(cand.ID)
-			}
-			lock, err := d.locks.ObtainAny(ctx, keys, d.cfg.Lease, opts)
-			if errors.Is(err, locker.ErrNotObtained) {
-				st.tried += len(keys)
-				st.conflicts += len(keys)
-				if ctx.Err() != nil {
-					return nil, context.Cause(ctx)
+		// Alone, a claimant tries the best candidates first; concurrent
+		// claimants of this process each reserve others.
+		for {
+			picked, rest, busy := d.reserved.take(cands, reservePick, readAt, time.Now())
+			cands = rest
+			if len(picked) == 0 {
+				if len(busy) == 0 {
+					break // all taken: read a fresh batch
 				}
-				break // all taken: read a fresh batch
+				// Every candidate left is in flight in another claim of
+				// this process; not all of those will end in a claim.
+				picked = busy
 			}
-			if err != nil {
-				return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
-			}
-			i := slices.Index(keys, lock.Key())
-			st.tried += i + 1
-			st.conflicts += i
-
-			claim, err := d.store.Claim(ctx, tasks.ClaimParams{
-				TaskID: cands[i].ID, Fence: cands[i].Fence,
-				Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
-				TraceContext: traceParent(ctx),
-			})
-			if err == nil {
-				return claim, nil
-			}
-			d.releaseLock(ctx, cands[i].ID, c.Holder)
-			switch {
-			case errors.Is(err, tasks.ErrStale):
-				// The row moved on since it was read (or Redis had lost
-				// the lock of a live claim): the fence refused it.
-				st.refused++
-				cands = cands[i+1:]
-			case errors.Is(err, tasks.ErrEditorBusy):
-				// A concurrent request of the same editor won: its claim is
-				// the answer to this one too.
-				held, herr := d.store.HeldByEditor(ctx, c.EditorID)
-				if herr != nil {
-					return nil, storeErr(fmt.Errorf("next: %w", herr))
-				}
-				st.held = true
-				return held, nil
-			case errors.Is(err, tasks.ErrNotFound):
-				cands = cands[i+1:]
-			default:
-				return nil, storeErr(fmt.Errorf("next: claim task %d: %w", cands[i].ID, err))
+			claim, err := d.claimPicked(ctx, c, picked, len(busy) == 0, &st)
+			if claim != nil || err != nil {
+				return claim, err
 			}
 		}
 	}
 	return nil, ErrNoTask
+}
+
+// claimPicked tries to claim one of picked in order: one ObtainAny over
+// their locks, then the fenced claim in the store, and on a refused claim the
+// next of them. reserved says whether this claim reserved picked (and so
+// releases them). It returns nil and no error when none could be claimed.
+func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []tasks.Candidate, reserved bool, st *claimStats) (*tasks.Claim, error) {
+	var claimed int64
+	if reserved {
+		defer func() { d.reserved.release(picked, claimed, time.Now()) }()
+	}
+	opts := &locker.Options{Token: c.Holder}
+	for cands := picked; len(cands) > 0; {
+		keys := make([]string, len(cands))
+		for i, cand := range cands {
+			keys[i] = d.lockKey(cand.ID)
+		}
+		lock, err := d.locks.ObtainAny(ctx, keys, d.cfg.Lease, opts)
+		if errors.Is(err, locker.ErrNotObtained) {
+			st.tried += len(keys)
+			st.conflicts += len(keys)
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, nil // all locked by other processes
+		}
+		if err != nil {
+			return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
+		}
+		i := slices.Index(keys, lock.Key())
+		st.tried += i + 1
+		st.conflicts += i
+
+		claim, err := d.store.Claim(ctx, tasks.ClaimParams{
+			TaskID: cands[i].ID, Fence: cands[i].Fence,
+			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
+			TraceContext: traceParent(ctx),
+		})
+		if err == nil {
+			claimed = cands[i].ID
+			return claim, nil
+		}
+		d.releaseLock(ctx, cands[i].ID, c.Holder)
+		switch {
+		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
+			// The row moved on since it was read (or is being written, or
+			// Redis had lost the lock of a live claim): the store refused.
+			st.refused++
+			cands = cands[i+1:]
+		case errors.Is(err, tasks.ErrEditorBusy):
+			// A concurrent request of the same editor won: its claim is
+			// the answer to this one too.
+			held, herr := d.store.HeldByEditor(ctx, c.EditorID)
+			if herr != nil {
+				return nil, storeErr(fmt.Errorf("next: %w", herr))
+			}
+			st.held = true
+			return held, nil
+		default:
+			return nil, storeErr(fmt.Errorf("next: claim task %d: %w", cands[i].ID, err))
+		}
+	}
+	return nil, nil
 }
 
 // claimStats are what one claim went through, for its span and metrics.

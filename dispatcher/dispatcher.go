@@ -202,7 +202,7 @@ type Dispatcher struct {
 	tel    *telemetry
 
 	inflight atomic.Int64 // claims in progress in this process
-	ticket   atomic.Int64 // spreads concurrent claims over a batch
+	reserved *reservations
 
 	// Counters are the dispatcher's running totals.
 	Counters Counters
@@ -226,6 +226,8 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		log:   cfg.Logger,
 		hub:   h,
 		tel:   tel,
+
+		reserved: newReservations(),
 		notify: &notifier{
 			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
 		},
