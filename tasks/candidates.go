@@ -18,12 +18,14 @@ type CandidatesParams struct {
 	Limit int
 }
 
-// Candidate query parts. The query is a UNION ALL of one branch per category, each an
-// index range read of tasks_candidate (status, category, priority DESC, id) that
-// already yields rows in the wanted order, so LIMIT stops it after a few rows no matter
-// how large the pool is; plus one branch for claims whose lease has passed, a range
-// read of tasks_expiry (status, lease_expires_at) that is as small as the number of
-// expired claims not yet recycled. A final ORDER BY ... LIMIT merges the branches.
+// Candidate query parts. The query is a UNION ALL of two branches per category, each
+// an index range read of tasks_candidate (status, category, priority DESC, id) that
+// already yields rows in the wanted order, so LIMIT stops it after a few rows: one for
+// pending tasks, whose cost does not depend on the size of the pool, and one for
+// claims whose lease has passed, which reads the category's assigned rows until it has
+// found enough expired ones, so its cost is bounded by the category's live claims, not
+// by how many expired claims wait for a sweep. A final ORDER BY ... LIMIT merges the
+// branches.
 //
 // Skip memory is an anti-join (LEFT JOIN ... IS NULL) on the task_skips primary key:
 // one eq_ref lookup per row read. (NOT EXISTS lets the optimizer materialize every
@@ -34,8 +36,8 @@ const (
 	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s
 	ORDER BY t.priority DESC, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_expiry)%s
-	WHERE t.status = 'assigned' AND t.lease_expires_at < NOW(3) AND t.category IN (%s)%s
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_candidate)%s
+	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s
 	ORDER BY t.priority DESC, t.id LIMIT ?)`
 	candidateSkipJoinSQL = `
 	LEFT JOIN task_skips s FORCE INDEX (PRIMARY) ON s.task_id = t.id AND s.editor_id = ? AND s.until > NOW(3)`
@@ -55,19 +57,19 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 	var q strings.Builder
 	var args []any
 	pending := fmt.Sprintf(candidatePendingSQL, join, notSkipped)
-	for _, c := range cats {
+	expired := fmt.Sprintf(candidateExpiredSQL, join, notSkipped)
+	for i, c := range cats {
+		if i > 0 {
+			q.WriteString("\nUNION ALL\n")
+		}
 		q.WriteString(pending)
 		q.WriteString("\nUNION ALL\n")
-		args = append(args, skipArgs...)
-		args = append(args, c, limit)
+		q.WriteString(expired)
+		for range 2 {
+			args = append(args, skipArgs...)
+			args = append(args, c, limit)
+		}
 	}
-	in := strings.TrimSuffix(strings.Repeat("?, ", len(cats)), ", ")
-	q.WriteString(fmt.Sprintf(candidateExpiredSQL, join, in, notSkipped))
-	args = append(args, skipArgs...)
-	for _, c := range cats {
-		args = append(args, c)
-	}
-	args = append(args, limit)
 	q.WriteString(candidateOrderSQL)
 	args = append(args, limit)
 	return q.String(), args
