@@ -33,7 +33,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 	})
 	if err != nil {
 		d.countStale(ctx, "heartbeat", err)
-		return time.Time{}, storeErr(err)
+		return time.Time{}, Unavailable(err)
 	}
 	// The store caps the lease at the maximum hold; the lock must not outlive
 	// it, or it would keep the task from being claimed once the claim ends.
@@ -78,9 +78,9 @@ func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	})
 	if err != nil {
 		d.countStale(ctx, "submit", err)
-		return storeErr(err)
+		return Unavailable(err)
 	}
-	d.finish(ctx, span, c, ended, "submit")
+	d.finish(ctx, span, ended, "submit")
 	return nil
 }
 
@@ -95,9 +95,9 @@ func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reas
 	})
 	if err != nil {
 		d.countStale(ctx, "release", err)
-		return storeErr(err)
+		return Unavailable(err)
 	}
-	d.finish(ctx, span, c, ended, "release")
+	d.finish(ctx, span, ended, "release")
 	d.wake(ctx, ended.Category)
 	return nil
 }
@@ -112,18 +112,18 @@ func (d *Dispatcher) fail(ctx context.Context, c Claimant, ref ClaimRef, cause e
 	})
 	if err != nil {
 		d.countStale(ctx, "fail", err)
-		return nil, storeErr(err)
+		return nil, Unavailable(err)
 	}
 	span.SetAttributes(attrOutcome.String(string(ended.Status)))
-	d.finish(ctx, span, c, ended, "fail")
+	d.finish(ctx, span, ended, "fail")
 	return ended, nil
 }
 
 // finish follows a store write that ended a claim: it frees the claim's
 // Redis lock, records how long the claim was held, and links the write's
 // span to the span that made the claim.
-func (d *Dispatcher) finish(ctx context.Context, span trace.Span, c Claimant, ended *tasks.Ended, op string) {
-	d.releaseLock(ctx, ended.TaskID, c.Holder)
+func (d *Dispatcher) finish(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
+	d.releaseLock(ctx, ended.TaskID, ended.Holder)
 	span.SetAttributes(attrCategory.String(ended.Category))
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)
@@ -134,19 +134,17 @@ func (d *Dispatcher) finish(ctx context.Context, span trace.Span, c Claimant, en
 
 // ForceRelease takes a task back from whoever holds it (an operator's
 // action): the store bumps the fence, so everything the old holder sends
-// afterwards is refused as stale.
-func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) error {
-	t, err := d.store.GetTask(ctx, taskID)
+// afterwards is refused as stale. It returns tasks.ErrNotFound for an unknown
+// task and tasks.ErrStale when nobody holds it.
+func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) (err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.force_release", trace.WithAttributes(attrTaskID.Int64(taskID)))
+	defer func() { endSpan(span, err) }()
+	ended, err := d.store.ForceRelease(ctx, taskID)
 	if err != nil {
-		return storeErr(fmt.Errorf("force release: %w", err))
+		return Unavailable(fmt.Errorf("force release: %w", err))
 	}
-	if err := d.store.ForceRelease(ctx, taskID); err != nil {
-		return storeErr(fmt.Errorf("force release: %w", err))
-	}
-	if t.Holder != "" {
-		d.releaseLock(ctx, taskID, t.Holder)
-	}
-	d.wake(ctx, t.Category)
+	d.finish(ctx, span, ended, "force_release")
+	d.wake(ctx, ended.Category)
 	return nil
 }
 

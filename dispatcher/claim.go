@@ -48,7 +48,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 			return held, nil
 		}
 		if !errors.Is(err, tasks.ErrNotFound) {
-			return nil, storeErr(err)
+			return nil, Unavailable(err)
 		}
 	}
 	wait = min(wait, d.cfg.MaxWait)
@@ -129,7 +129,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 			Categories: c.Categories, EditorID: c.EditorID, Limit: limit,
 		})
 		if err != nil {
-			return nil, storeErr(fmt.Errorf("next: %w", err))
+			return nil, Unavailable(fmt.Errorf("next: %w", err))
 		}
 		if len(cands) == 0 {
 			return nil, ErrNoTask
@@ -209,12 +209,12 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []tasks
 			// the answer to this one too.
 			held, herr := d.store.HeldByEditor(ctx, c.EditorID)
 			if herr != nil {
-				return nil, storeErr(fmt.Errorf("next: %w", herr))
+				return nil, Unavailable(fmt.Errorf("next: %w", herr))
 			}
 			st.held = true
 			return held, nil
 		default:
-			return nil, storeErr(fmt.Errorf("next: claim task %d: %w", cands[i].ID, err))
+			return nil, Unavailable(fmt.Errorf("next: claim task %d: %w", cands[i].ID, err))
 		}
 	}
 	return nil, nil

@@ -50,7 +50,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
 	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
 	Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error)
-	ForceRelease(ctx context.Context, taskID int64) error
+	ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, error)
 	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
 	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
@@ -259,7 +259,7 @@ func (d *Dispatcher) lockKey(taskID int64) string {
 func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
 	ids, err := d.store.InsertTasks(ctx, ts)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, Unavailable(err)
 	}
 	counts := make(map[string]int)
 	for _, t := range ts {
@@ -293,9 +293,6 @@ func Unavailable(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
-
-// storeErr is Unavailable, for the dispatcher's own store calls.
-func storeErr(err error) error { return Unavailable(err) }
 
 // unreachable reports whether err means a store could not be reached, as
 // opposed to a refused or invalid request.

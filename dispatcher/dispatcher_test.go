@@ -300,3 +300,39 @@ func countRows(t testing.TB, b *bundle, table string) int {
 	}
 	return n
 }
+
+func TestForceRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news")
+	id := b.add(t, "news", 0, 1)[0]
+	claim, err := b.d.Next(ctx, ann, 0)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	if err := b.d.ForceRelease(ctx, id); err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	if n := b.rdb.Exists(ctx, b.lockKey(id)).Val(); n != 0 {
+		t.Fatalf("the revoked claim's lock is still in redis")
+	}
+	if got := b.task(t, id); got.Status != tasks.StatusPending || got.Fence != claim.Fence+1 || got.Holder != "" {
+		t.Fatalf("after force release: status %s fence %d holder %q; want pending, fence %d, no holder",
+			got.Status, got.Fence, got.Holder, claim.Fence+1)
+	}
+	ref := dispatcher.ClaimRef{TaskID: id, Fence: claim.Fence}
+	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`1`)); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("the old holder's submit: err = %v, want ErrStale", err)
+	}
+	if err := b.d.ForceRelease(ctx, id); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("force release of a pending task: err = %v, want ErrStale", err)
+	}
+	if err := b.d.ForceRelease(ctx, id+1000); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("force release of an unknown task: err = %v, want ErrNotFound", err)
+	}
+	again, err := b.d.Next(ctx, ann, 0)
+	if err != nil || again.Task.ID != id || again.Fence != claim.Fence+2 {
+		t.Fatalf("next after force release = %+v, %v; want task %d at fence %d", again, err, id, claim.Fence+2)
+	}
+}

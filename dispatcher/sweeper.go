@@ -217,7 +217,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 		return SweepResult{Skipped: true}, nil
 	}
 	if err != nil {
-		return SweepResult{}, storeErr(fmt.Errorf("sweep: obtain sweep lock: %w", err))
+		return SweepResult{}, Unavailable(fmt.Errorf("sweep: obtain sweep lock: %w", err))
 	}
 	_, stop := lock.KeepAlive(ctx, ttl)
 	defer func() {
@@ -245,7 +245,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			"duration", time.Since(start))
 	}
 	if err != nil {
-		return res, storeErr(fmt.Errorf("sweep: %w", err))
+		return res, Unavailable(fmt.Errorf("sweep: %w", err))
 	}
 	return res, nil
 }

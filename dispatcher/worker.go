@@ -523,7 +523,7 @@ func (w *Worker) finished(ctx context.Context, c Claimant, ref ClaimRef, op stri
 	default:
 		// The claim stays until its lease passes; then the task is claimed
 		// again (the sweeper or the next claim takes it over).
-		log.ErrorContext(ctx, op+" task", "err", storeErr(err))
+		log.ErrorContext(ctx, op+" task", "err", Unavailable(err))
 	}
 	return false
 }

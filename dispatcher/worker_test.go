@@ -492,7 +492,7 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	eventually(t, 10*time.Second, "a heartbeat", func() bool {
 		return b.rowCount(t, "SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'heartbeat'", id) > 0
 	})
-	if err := b.store.ForceRelease(context.Background(), id); err != nil {
+	if _, err := b.store.ForceRelease(context.Background(), id); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
 	cause := awaitValue(t, h.causes, "handler cancellation")

@@ -36,10 +36,11 @@ type liveClaim struct {
 	DBNow          time.Time `db:"db_now"`
 }
 
-// ended describes the claim c of task id as ended now, leaving the task in status.
-func (c liveClaim) ended(id int64, status Status) *Ended {
+// ended describes the claim c of task id, held by holder, as ended now, leaving the
+// task in status.
+func (c liveClaim) ended(id int64, holder string, status Status) *Ended {
 	return &Ended{
-		TaskID: id, Category: c.Category, Status: status,
+		TaskID: id, Holder: holder, Category: c.Category, Status: status,
 		AssignedAt: c.AssignedAt, EndedAt: c.DBNow, TraceContext: c.TraceContext,
 	}
 }
@@ -158,7 +159,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 		if err != nil {
 			return err
 		}
-		ended = c.ended(p.TaskID, StatusDone)
+		ended = c.ended(p.TaskID, p.Holder, StatusDone)
 		if err := fencedExec(ctx, tx, submitSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
@@ -210,7 +211,7 @@ func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 		if err != nil {
 			return err
 		}
-		ended = c.ended(p.TaskID, StatusPending)
+		ended = c.ended(p.TaskID, p.Holder, StatusPending)
 		if p.Skip && c.EditorID == 0 {
 			return fmt.Errorf("%w: only an editor's claim can be skipped", ErrInvalid)
 		}
@@ -236,7 +237,8 @@ func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 }
 
 const (
-	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id
+	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
+	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
 FROM tasks WHERE id = ? FOR UPDATE`
 	forceReleaseSQL = `UPDATE tasks SET status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
@@ -246,21 +248,26 @@ WHERE id = ? AND fence = ? AND status = 'assigned'`
 // ForceRelease revokes the claim on a task, whoever holds it and whether or not its
 // lease has passed: the task returns to the pool and its fence is bumped, so every
 // write the old holder still sends is stale. It records a 'released' event with detail
-// "forced" for the revoked fence.
+// "forced" for the revoked fence, and returns the revoked claim.
 //
 // It returns ErrNotFound for an unknown task and ErrStale if the task is not assigned.
-func (s *Store) ForceRelease(ctx context.Context, taskID int64) error {
+func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*Ended, error) {
+	var ended *Ended
 	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		var row struct {
-			Status   Status `db:"status"`
-			Fence    int64  `db:"fence"`
-			Holder   string `db:"holder"`
-			EditorID int64  `db:"editor_id"`
+			Status       Status     `db:"status"`
+			Fence        int64      `db:"fence"`
+			Holder       string     `db:"holder"`
+			EditorID     int64      `db:"editor_id"`
+			Category     string     `db:"category"`
+			AssignedAt   *time.Time `db:"assigned_at"` // NULL unless assigned
+			TraceContext string     `db:"trace_context"`
+			DBNow        time.Time  `db:"db_now"`
 		}
 		if err := tx.GetContext(ctx, &row, forceReleaseLockSQL, taskID); err != nil {
 			return notFound(err)
 		}
-		if row.Status != StatusAssigned {
+		if row.Status != StatusAssigned || row.AssignedAt == nil {
 			return ErrStale
 		}
 		res, err := tx.ExecContext(ctx, forceReleaseSQL, taskID, row.Fence)
@@ -270,14 +277,18 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) error {
 		if err := expectOne(res); err != nil {
 			return err
 		}
+		ended = &Ended{
+			TaskID: taskID, Holder: row.Holder, Category: row.Category, Status: StatusPending,
+			AssignedAt: *row.AssignedAt, EndedAt: row.DBNow, TraceContext: row.TraceContext,
+		}
 		return insertEvents(ctx, tx, event{
 			taskID: taskID, kind: EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID, detail: "forced",
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("force release task %d: %w", taskID, err)
+		return nil, fmt.Errorf("force release task %d: %w", taskID, err)
 	}
-	return nil
+	return ended, nil
 }
 
 // FailParams are the arguments of Fail.
@@ -324,7 +335,7 @@ func (s *Store) Fail(ctx context.Context, p FailParams) (*Ended, error) {
 		}
 		lastErr := nullString(truncate(p.Err, maxLastErrorLen))
 		kind := EventFailed
-		ended = c.ended(p.TaskID, StatusPending)
+		ended = c.ended(p.TaskID, p.Holder, StatusPending)
 		if p.Dead || c.Attempts >= c.MaxAttempts {
 			kind, ended.Status = EventDead, StatusDead
 			err = fencedExec(ctx, tx, failDeadSQL, lastErr, p.TaskID, p.Fence, p.Holder)

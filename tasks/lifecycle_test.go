@@ -228,8 +228,12 @@ func TestForceReleaseBumpsFence(t *testing.T) {
 	id := b.insertOne(t, "news", 0)
 	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
 
-	if err := b.store.ForceRelease(b.ctx, id); err != nil {
+	ended, err := b.store.ForceRelease(b.ctx, id)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if ended.Holder != ed.Holder() || ended.Category != "news" || ended.Status != tasks.StatusPending || !ended.AssignedAt.Equal(c.AssignedAt) {
+		t.Errorf("revoked claim = %+v, want alice's claim of a news task, assigned at %v", ended, c.AssignedAt)
 	}
 	got := b.task(t, id)
 	if got.Status != tasks.StatusPending || got.Fence != c.Fence+1 || got.EditorID != 0 || got.Holder != "" {
@@ -240,10 +244,12 @@ func TestForceReleaseBumpsFence(t *testing.T) {
 		t.Errorf("events = %+v, want a forced release of fence %d", evs, c.Fence)
 	}
 	before := b.snapshot(t, id)
-	_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
 	wantErr(t, "submit after force release", err, tasks.ErrStale)
-	wantErr(t, "force release of a pending task", b.store.ForceRelease(b.ctx, id), tasks.ErrStale)
-	wantErr(t, "force release of an unknown task", b.store.ForceRelease(b.ctx, id+1000), tasks.ErrNotFound)
+	_, err = b.store.ForceRelease(b.ctx, id)
+	wantErr(t, "force release of a pending task", err, tasks.ErrStale)
+	_, err = b.store.ForceRelease(b.ctx, id+1000)
+	wantErr(t, "force release of an unknown task", err, tasks.ErrNotFound)
 	b.unchanged(t, id, before)
 
 	// The editor is free again, and the next claim gets fence+2.

@@ -134,7 +134,9 @@ type Candidate struct {
 // Ended describes a claim that Submit, Release or Fail just ended, as the store read
 // it under the row lock.
 type Ended struct {
-	TaskID   int64
+	TaskID int64
+	// Holder held the claim that ended.
+	Holder   string
 	Category string
 	// Status is the task's status now: done after Submit, pending after Release,
 	// pending or dead after Fail.
