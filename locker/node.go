@@ -79,16 +79,24 @@ func (n *node) groups(keys []string) []group {
 	return gs
 }
 
-// run runs script once per group. A single group is one EVALSHA (EVAL when
-// the server's script cache was flushed); several groups go out in one
-// pipeline, which a Cluster client sends to its masters in parallel.
+// run runs script once per group, with the same args. A single group is one
+// EVALSHA (EVAL when the server's script cache was flushed); several groups
+// go out in one pipeline, which a Cluster client sends to its masters in
+// parallel.
 func (n *node) run(ctx context.Context, script *redis.Script, gs []group, args ...any) []*redis.Cmd {
 	if len(gs) == 1 {
 		return []*redis.Cmd{script.Run(ctx, n.rdb, gs[0].keys, args...)}
 	}
-	cmds := make([]*redis.Cmd, len(gs))
+	return n.runEach(ctx, script, len(gs), func(i int) ([]string, []any) { return gs[i].keys, args })
+}
+
+// runEach runs script count times in one pipeline, call i with the keys and
+// args of call(i).
+func (n *node) runEach(ctx context.Context, script *redis.Script, count int, call func(i int) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, count)
 	n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
-		return script.EvalSha(ctx, p, gs[i].keys, args...)
+		keys, args := call(i)
+		return script.EvalSha(ctx, p, keys, args...)
 	})
 	// After SCRIPT FLUSH or a failover, send the source of the scripts
 	// that the server no longer knows.
@@ -101,7 +109,8 @@ func (n *node) run(ctx context.Context, script *redis.Script, gs []group, args .
 	}
 	if flushed {
 		n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
-			return script.Eval(ctx, p, gs[i].keys, args...)
+			keys, args := call(i)
+			return script.Eval(ctx, p, keys, args...)
 		})
 	}
 	return cmds
@@ -201,22 +210,9 @@ func (n *node) release(ctx context.Context, keys []string, token string) (int, e
 // in one pipeline (one round trip; on a Cluster, one per master in
 // parallel), and reports which it deleted.
 func (n *node) releaseEach(ctx context.Context, keys, tokens []string) ([]bool, error) {
-	cmds := make([]*redis.Cmd, len(keys))
-	n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
-		return releaseScript.EvalSha(ctx, p, keys[i:i+1], tokens[i])
+	cmds := n.runEach(ctx, releaseScript, len(keys), func(i int) ([]string, []any) {
+		return keys[i : i+1], []any{tokens[i]}
 	})
-	var flushed []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			cmds[i] = nil
-			flushed = append(flushed, i)
-		}
-	}
-	if len(flushed) > 0 {
-		n.pipeline(ctx, cmds, func(p redis.Pipeliner, i int) *redis.Cmd {
-			return releaseScript.Eval(ctx, p, keys[i:i+1], tokens[i])
-		})
-	}
 	deleted := make([]bool, len(keys))
 	var firstErr error
 	for i, cmd := range cmds {
