@@ -11,34 +11,21 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-)
-
-// Environment variables the helpers read.
-const (
-	DSNEnv     = "TASKD_TEST_MYSQL_DSN"
-	RequireEnv = "TASKD_TEST_REQUIRE_SERVICES"
 )
 
 // DSN returns the server DSN from TASKD_TEST_MYSQL_DSN. When the variable is unset it
 // skips the test, or fails it if TASKD_TEST_REQUIRE_SERVICES=1.
 func DSN(tb testing.TB) string {
 	tb.Helper()
-	dsn := os.Getenv(DSNEnv)
-	if dsn == "" {
-		if os.Getenv(RequireEnv) == "1" {
-			tb.Fatalf("%s is not set and %s=1: start the services (scripts/services.sh up) and export the DSN", DSNEnv, RequireEnv)
-		}
-		tb.Skipf("%s is not set; skipping integration test", DSNEnv)
-	}
-	return dsn
+	return testenv.Lookup(tb, testenv.MySQLDSNVar)
 }
 
 // NewDatabase creates a database named taskd_t_<random>, applies the schema with
@@ -47,7 +34,7 @@ func NewDatabase(tb testing.TB) string {
 	tb.Helper()
 	cfg, err := mysql.ParseDSN(DSN(tb))
 	if err != nil {
-		tb.Fatalf("parse %s: %v", DSNEnv, err)
+		tb.Fatalf("parse %s: %v", testenv.MySQLDSNVar, err)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
