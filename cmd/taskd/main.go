@@ -6,7 +6,7 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, status, dev; `taskd <command> --help`
+// Commands: serve, work, migrate, import, status, dev, bench; `taskd <command> --help`
 // describes each. Configuration comes from config.yaml (see the example at the top
 // of the repository) and TASKD_* environment variables.
 //
