@@ -86,10 +86,11 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 
 // claim makes a new claim for c, or returns ErrNoTask.
 //
-// Round trips on the happy path: one candidate read, one ObtainAny, one
-// claim transaction. Concurrent claims in this process reserve distinct
-// candidates, and ObtainAny skips candidates locked by other processes
-// inside Redis, so competitors rarely meet on a row.
+// Round trips on the happy path: one ObtainAny and one claim batch; the
+// candidates come from the pool, which one read fills for many claims.
+// Concurrent claims in this process take distinct candidates, and ObtainAny
+// skips candidates locked by other processes inside Redis, so competitors
+// rarely meet on a row.
 func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim, err error) {
 	if len(c.Categories) == 0 {
 		return nil, ErrNoTask
@@ -119,39 +120,25 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 		d.recordClaim(ctx, claim, st)
 		endSpan(span, err)
 	}()
-	inflight := d.inflight.Add(1)
-	defer d.inflight.Add(-1)
-	limit := min(d.cfg.Batch+reservePick*(int(inflight)-1), tasks.CandidatesLimitMax)
 
-	for range claimRounds {
-		readAt := time.Now()
-		cands, err := d.store.Candidates(ctx, tasks.CandidatesParams{
-			Categories: c.Categories, EditorID: c.EditorID, Limit: limit,
-		})
+	// tried holds the candidates this claim took, so that it does not take
+	// them again.
+	tried := make(map[int64]bool)
+	for range claimAttempts {
+		picked, err := d.cands.take(ctx, c.Categories, claimPick, tried)
 		if err != nil {
 			return nil, Unavailable(fmt.Errorf("next: %w", err))
 		}
-		if len(cands) == 0 {
+		if len(picked) == 0 {
 			return nil, ErrNoTask
 		}
-		st.candidates += len(cands)
-		// Alone, a claimant tries the best candidates first; concurrent
-		// claimants of this process each reserve others.
-		for {
-			picked, rest, busy := d.reserved.take(cands, reservePick, readAt, time.Now())
-			cands = rest
-			if len(picked) == 0 {
-				if len(busy) == 0 {
-					break // all taken: read a fresh batch
-				}
-				// Every candidate left is in flight in another claim of
-				// this process; not all of those will end in a claim.
-				picked = busy
-			}
-			claim, err := d.claimPicked(ctx, c, picked, len(busy) == 0, &st)
-			if claim != nil || err != nil {
-				return claim, err
-			}
+		st.candidates += len(picked)
+		for _, p := range picked {
+			tried[p.ID] = true
+		}
+		claim, err := d.claimPicked(ctx, c, picked, &st)
+		if claim != nil || err != nil {
+			return claim, err
 		}
 	}
 	return nil, ErrNoTask
@@ -159,13 +146,13 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 
 // claimPicked tries to claim one of picked in order: one ObtainAny over
 // their locks, then the fenced claim in the store, and on a refused claim the
-// next of them. reserved says whether this claim reserved picked (and so
-// releases them). It returns nil and no error when none could be claimed.
-func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []tasks.Candidate, reserved bool, st *claimStats) (*tasks.Claim, error) {
+// next of them. Candidates it did not get to, or that the store refused only
+// because the claimant skipped them, go back to the pool. It returns nil and
+// no error when none could be claimed.
+func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats) (*tasks.Claim, error) {
 	var claimed int64
-	if reserved {
-		defer func() { d.reserved.release(picked, claimed, time.Now()) }()
-	}
+	var back []pooled
+	defer func() { d.cands.done(picked, claimed, back) }()
 	opts := &locker.Options{Token: c.Holder}
 	for cands := picked; len(cands) > 0; {
 		keys := make([]string, len(cands))
@@ -179,32 +166,39 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []tasks
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			return nil, nil // all locked by other processes
+			return nil, nil // all locked by other claims
 		}
 		if err != nil {
+			back = append(back, cands...)
 			return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
 		}
 		i := slices.Index(keys, lock.Key())
 		st.tried += i + 1
 		st.conflicts += i
+		cand := cands[i]
+		cands = cands[i+1:]
 
 		claim, err := d.store.Claim(ctx, tasks.ClaimParams{
-			TaskID: cands[i].ID, Fence: cands[i].Fence,
+			TaskID: cand.ID, Fence: cand.Fence, Status: cand.Status,
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
 			TraceContext: traceParent(ctx),
 		})
 		if err == nil {
-			claimed = cands[i].ID
+			claimed = cand.ID
+			back = append(back, cands...)
 			return claim, nil
 		}
-		d.releaseLock(ctx, cands[i].ID, c.Holder)
+		d.releaseLock(ctx, cand.ID, c.Holder)
 		switch {
+		case errors.Is(err, tasks.ErrSkipped):
+			back = append(back, cand)
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 			// The row moved on since it was read (or is being written, or
 			// Redis had lost the lock of a live claim): the store refused.
 			st.refused++
-			cands = cands[i+1:]
 		case errors.Is(err, tasks.ErrEditorBusy):
+			back = append(back, cand)
+			back = append(back, cands...)
 			// A concurrent request of the same editor won: its claim is
 			// the answer to this one too.
 			held, herr := d.store.HeldByEditor(ctx, c.EditorID)
@@ -214,7 +208,9 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []tasks
 			st.held = true
 			return held, nil
 		default:
-			return nil, Unavailable(fmt.Errorf("next: claim task %d: %w", cands[i].ID, err))
+			back = append(back, cand)
+			back = append(back, cands...)
+			return nil, Unavailable(fmt.Errorf("next: claim task %d: %w", cand.ID, err))
 		}
 	}
 	return nil, nil

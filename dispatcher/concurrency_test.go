@@ -183,6 +183,15 @@ func checkInvariants(t *testing.T, b *bundle) {
 				break
 			}
 			t.Errorf("%s: %d / %d", what, r.A, r.B)
+			var evs []struct {
+				ID     int64  `db:"id"`
+				Kind   string `db:"kind"`
+				Fence  int64  `db:"fence"`
+				Holder string `db:"holder"`
+				At     string `db:"at"`
+			}
+			_ = b.db.SelectContext(ctx, &evs, "SELECT id, kind, fence, COALESCE(holder,'') holder, CAST(`at` AS CHAR) `at` FROM task_events WHERE task_id = ? ORDER BY id", r.A)
+			t.Logf("events of task %d: %+v", r.A, evs)
 		}
 	}
 	q("task with two accepted submissions (task, submissions)",

@@ -73,15 +73,20 @@ var (
 // Config defaults.
 const (
 	LeaseDefault        = 30 * time.Second
-	BatchDefault        = 16
+	BatchDefault        = 64
 	KeyPrefixDefault    = "taskd:"
 	PollIntervalDefault = 5 * time.Second
 	MaxWaitDefault      = time.Minute
 )
 
-// claimRounds bounds how often one claim re-reads candidates when every
-// candidate it saw was taken by a competitor.
-const claimRounds = 4
+// claimAttempts bounds how many times one claim takes candidates when every
+// candidate it took was taken by a competitor.
+const claimAttempts = 8
+
+// claimPick is how many candidates one attempt takes and tries with one
+// ObtainAny: more than one, so that a candidate another process holds costs
+// no extra round trip.
+const claimPick = 2
 
 // Config configures a Dispatcher. The zero value is valid.
 type Config struct {
@@ -89,10 +94,9 @@ type Config struct {
 	// a claim has the same time to live. Default LeaseDefault.
 	Lease time.Duration
 
-	// Batch is how many candidates one claim attempt reads and tries. It
-	// grows with the number of claims in flight in this process, so that
-	// concurrent claimants spread over distinct candidates. Default
-	// BatchDefault.
+	// Batch is how many candidates of a category one read fetches. The
+	// claims of this process share them, each taking distinct ones, so one
+	// read serves up to Batch claims. Default BatchDefault.
 	Batch int
 
 	// KeyPrefix starts every Redis key the dispatcher uses. Default
@@ -201,8 +205,7 @@ type Dispatcher struct {
 	notify *notifier
 	tel    *telemetry
 
-	inflight atomic.Int64 // claims in progress in this process
-	reserved *reservations
+	cands *candidatePool
 
 	// Counters are the dispatcher's running totals.
 	Counters Counters
@@ -218,7 +221,10 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	h := newHub()
+	cands := newCandidatePool(cfg.Batch, func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit})
+	})
+	h := newHub(cands.invalidate)
 	return &Dispatcher{
 		store: store,
 		locks: locks,
@@ -226,8 +232,7 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		log:   cfg.Logger,
 		hub:   h,
 		tel:   tel,
-
-		reserved: newReservations(),
+		cands: cands,
 		notify: &notifier{
 			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
 		},

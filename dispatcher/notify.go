@@ -16,6 +16,8 @@ import (
 type hub struct {
 	mu      sync.Mutex
 	waiters map[string][]*waiter // by category, oldest first
+	// arrived is told of each wake-up's category before any waiter wakes.
+	arrived func(cat string)
 }
 
 // waiter is one long-polling caller.
@@ -24,7 +26,9 @@ type waiter struct {
 	cats []string
 }
 
-func newHub() *hub { return &hub{waiters: make(map[string][]*waiter)} }
+func newHub(arrived func(cat string)) *hub {
+	return &hub{waiters: make(map[string][]*waiter), arrived: arrived}
+}
 
 // subscribe registers a waiter for cats. Subscribe before looking for a task,
 // so that a task arriving between the look and the wait is not missed.
@@ -67,6 +71,9 @@ func (h *hub) waiting() bool {
 // wake wakes up to n waiters of cat, oldest first: n tasks can satisfy at
 // most n callers, so waking everyone would only make a herd.
 func (h *hub) wake(cat string, n int) {
+	if h.arrived != nil {
+		h.arrived(cat)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.waiters[cat] {

@@ -33,10 +33,10 @@ type CandidatesParams struct {
 // optimizer may otherwise prefer another index when statistics are skewed, for
 // example in a fresh, small table. tasks/EXPLAIN.md shows the plans.
 const (
-	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s
 	ORDER BY t.priority DESC, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s
 	ORDER BY t.priority DESC, t.id LIMIT ?)`
 	candidateSkipJoinSQL = `
@@ -99,16 +99,9 @@ func (s *Store) Candidates(ctx context.Context, p CandidatesParams) ([]Candidate
 		return []Candidate{}, nil
 	}
 	q, args := candidatesQuery(cats, p.EditorID, limit)
-	var rows []struct {
-		Candidate
-		Priority int `db:"priority"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+	out := []Candidate{}
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("candidates: %w", err)
-	}
-	out := make([]Candidate, len(rows))
-	for i, r := range rows {
-		out[i] = r.Candidate
 	}
 	return out, nil
 }

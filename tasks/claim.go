@@ -16,6 +16,11 @@ type ClaimParams struct {
 	TaskID int64
 	// Fence is the fence the caller saw in Candidates.
 	Fence int64
+	// Status is the status the caller saw in Candidates. StatusPending claims with
+	// one statement batch (one round trip); anything else, StatusAssigned for a
+	// claim whose lease passed or "" when unknown, goes through a locking read that
+	// also records the takeover.
+	Status Status
 	// Holder identifies the claimant: EditorHolder(id) for editors, a worker id for
 	// workers. 1..128 characters.
 	Holder string
@@ -28,7 +33,30 @@ type ClaimParams struct {
 	TraceContext string
 }
 
+// skippedSQL is true when the editor skipped the task and the skip has not passed. It
+// is read on its own, never inside a locking statement: a locking read of task_skips
+// would take gap locks there that a concurrent skip (Release) waits for.
+const skippedSQL = `SELECT EXISTS (SELECT 1 FROM task_skips WHERE task_id = ? AND editor_id = ? AND ` + "`until`" + ` > NOW(3))`
+
 const (
+	// claimPendingSQL claims a pending task in one batch (see batch): the fenced
+	// UPDATE, a SELECT of the task as claimed (claimed is the number of rows the
+	// UPDATE matched), and the 'claimed' event, written when the row shows this
+	// claim: the holder and the new fence, assigned at this batch's instant. The
+	// event comes after the UPDATE, so that event ids follow the order in which
+	// claims got their rows and the editor's unique key.
+	claimPendingSQL = `START TRANSACTION;
+SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `);
+UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
+	attempts = attempts + 1, trace_context = ?
+WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now AND NOT @taskd_skipped;
+SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, ` + taskColumns + ` FROM tasks WHERE id = ?;
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id)
+	SELECT id, 'claimed', fence, holder, editor_id FROM tasks
+	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
+COMMIT`
+
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
@@ -46,20 +74,22 @@ WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))`
 )
 
-// Claim claims a task for a holder. In one transaction it locks the row, checks that
-// the fence is still p.Fence and that the task is claimable now (pending with run_after
-// passed, or assigned with its lease passed), and runs one conditional UPDATE that moves
-// it to assigned, bumps the fence and sets the lease from the database clock. It
-// records a 'claimed' event and, when it took over a claim whose lease had passed, an
-// 'expired' event for the old fence.
+// Claim claims a task for a holder: one conditional UPDATE checks that the fence is
+// still p.Fence and that the task is claimable now (pending with run_after passed, or
+// assigned with its lease passed) and not skipped by the editor, moves it to assigned,
+// bumps the fence and sets the lease from the database clock. In the same transaction
+// it records a 'claimed' event and, when it took over a claim whose lease had passed,
+// an 'expired' event for the old fence.
 //
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
-// if another transaction is writing its row right now (Claim never waits for a row
-// lock), or if there is no such task; ErrEditorBusy if p.EditorID already holds a live
-// claim; and ErrInvalid for bad params. If the editor's
-// previous claim has expired but was not recycled yet, Claim recycles it first.
+// if another transaction is writing its row right now, or if there is no such task;
+// ErrSkipped if the editor skipped it (it stays claimable for others); ErrEditorBusy
+// if p.EditorID already holds a live claim; and ErrInvalid for bad params. If the
+// editor's previous claim has expired but was not recycled yet, Claim recycles it
+// first.
 //
-// Round trips: BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
+// Round trips: one for a pending task (p.Status StatusPending); otherwise the skip
+// check (editors only), BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	lease, err := s.checkLease(p.Lease)
 	if err != nil {
@@ -74,10 +104,67 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen {
 		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters", p.TaskID, ErrInvalid, maxTraceContextLen)
 	}
+	if p.Status == StatusPending {
+		c, err := s.claimPending(ctx, p, lease)
+		// The editor's unique key is taken: the locking path finds out whether by
+		// a live claim or one whose lease passed, which it frees.
+		if !mysqlErrorIs(err, erDupEntry) || p.EditorID == 0 {
+			if err != nil {
+				return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+			}
+			return c, nil
+		}
+	}
+	c, err := s.claimLocked(ctx, p, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+	}
+	return c, nil
+}
 
+// claimPending claims a pending task with claimPendingSQL.
+func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
+	var row struct {
+		Claimed int64 `db:"claimed"`
+		Skipped bool  `db:"skipped"`
+		Task
+	}
+	var found bool
+	args := []any{
+		p.TaskID, p.EditorID,
+		p.Holder, nullID(p.EditorID), micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence,
+		p.TaskID,
+		p.TaskID, p.Fence + 1, p.Holder,
+	}
+	if err := s.batch(ctx, claimPendingSQL, args, scanOne(&row, &found)); err != nil {
+		return nil, err
+	}
+	switch {
+	case !found:
+		return nil, ErrStale
+	case row.Claimed > 0:
+		return claimOf(row.Task), nil
+	case row.Skipped:
+		return nil, ErrSkipped
+	default:
+		return nil, ErrStale
+	}
+}
+
+// claimLocked claims a task with a locking read and claimSQL in a transaction.
+func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
+	if p.EditorID != 0 {
+		var skipped bool
+		if err := s.db.GetContext(ctx, &skipped, skippedSQL, p.TaskID, p.EditorID); err != nil {
+			return nil, err
+		}
+		if skipped {
+			return nil, ErrSkipped
+		}
+	}
 	var claimed Task
 	var tookOver bool
-	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
 		var row struct {
 			Task
 			DBNow     time.Time `db:"db_now"`
@@ -140,7 +227,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+		return nil, err
 	}
 	c := claimOf(claimed)
 	c.TookOver = tookOver

@@ -11,15 +11,28 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
+// claimPaths are the two ways Claim takes a pending task: the one-round-trip batch
+// (the status the caller saw is pending) and the locking read (status unknown).
+var claimPaths = map[string]tasks.Status{"batch": tasks.StatusPending, "locking": ""}
+
 func TestClaimBumpsFenceAndLeasesOnDatabaseClock(t *testing.T) {
 	t.Parallel()
+	for name, status := range claimPaths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testClaimBumpsFence(t, status)
+		})
+	}
+}
+
+func testClaimBumpsFence(t *testing.T, status tasks.Status) {
 	b := setup(t, tasks.Config{})
 	ed := b.editor(t, "alice", "news")
 	id := b.insert(t, tasks.NewTask{Category: "news", Priority: 2, Title: "t", Payload: rawJSON(`{"k":"v"}`)})[0]
 
 	before := b.now(t)
 	c, err := b.store.Claim(b.ctx, tasks.ClaimParams{
-		TaskID: id, Fence: 0, Holder: ed.Holder(), EditorID: ed.ID, Lease: 30 * time.Second,
+		TaskID: id, Fence: 0, Status: status, Holder: ed.Holder(), EditorID: ed.ID, Lease: 30 * time.Second,
 		TraceContext: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	})
 	if err != nil {
@@ -72,21 +85,27 @@ func TestClaimWithWrongFenceChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := b.snapshot(t, id)
-	for _, fence := range []int64{0, c.Fence + 1} {
-		_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: fence, Holder: "w2", Lease: time.Minute})
-		wantErr(t, "claim with an old or future fence", err, tasks.ErrStale)
+	for _, status := range claimPaths {
+		for _, fence := range []int64{0, c.Fence + 1} {
+			_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: fence, Status: status, Holder: "w2", Lease: time.Minute})
+			wantErr(t, "claim with an old or future fence", err, tasks.ErrStale)
+		}
 	}
 	b.unchanged(t, id, before)
 
 	// A live claim cannot be claimed, even with the right fence.
 	c2 := b.claim(t, id, "w2", 0, time.Minute)
 	before = b.snapshot(t, id)
-	_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c2.Fence, Holder: "w3", Lease: time.Minute})
-	wantErr(t, "claim of a live claim", err, tasks.ErrStale)
+	for _, status := range []tasks.Status{tasks.StatusPending, tasks.StatusAssigned, ""} {
+		_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c2.Fence, Status: status, Holder: "w3", Lease: time.Minute})
+		wantErr(t, "claim of a live claim", err, tasks.ErrStale)
+	}
 	b.unchanged(t, id, before)
 
-	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id + 1000, Holder: "w3", Lease: time.Minute})
-	wantErr(t, "claim of an unknown task", err, tasks.ErrStale)
+	for _, status := range claimPaths {
+		_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id + 1000, Status: status, Holder: "w3", Lease: time.Minute})
+		wantErr(t, "claim of an unknown task", err, tasks.ErrStale)
+	}
 	for name, p := range map[string]tasks.ClaimParams{
 		"no holder":      {TaskID: id, Fence: c2.Fence, Lease: time.Minute},
 		"no lease":       {TaskID: id, Fence: c2.Fence, Holder: "w3"},
@@ -107,12 +126,14 @@ func TestEditorHoldsOneLiveTask(t *testing.T) {
 	b.claim(t, first, ed.Holder(), ed.ID, time.Minute)
 
 	before := b.snapshot(t, second)
-	_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: second, Fence: 0, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
-	wantErr(t, "second claim", err, tasks.ErrEditorBusy)
+	for _, status := range claimPaths {
+		_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: second, Fence: 0, Status: status, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+		wantErr(t, "second claim", err, tasks.ErrEditorBusy)
+	}
 	b.unchanged(t, second, before)
 
 	// The database itself refuses a second live task for the editor.
-	_, err = b.db.ExecContext(b.ctx, `UPDATE tasks SET editor_id = ? WHERE id = ?`, ed.ID, second)
+	_, err := b.db.ExecContext(b.ctx, `UPDATE tasks SET editor_id = ? WHERE id = ?`, ed.ID, second)
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1062 {
 		t.Errorf("raw UPDATE of a second editor_id: error = %v, want duplicate key 1062", err)

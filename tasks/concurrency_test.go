@@ -107,7 +107,7 @@ func TestConcurrentEditorsCompleteEveryTaskOnce(t *testing.T) {
 				}
 				for _, i := range rand.Perm(len(cands)) {
 					c := cands[i]
-					claim, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Holder: ed.Holder(), EditorID: ed.ID, Lease: lease})
+					claim, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: ed.Holder(), EditorID: ed.ID, Lease: lease})
 					if errors.Is(err, tasks.ErrStale) {
 						continue
 					}

@@ -21,6 +21,10 @@ var (
 	// may have been taken over or recycled). Nothing was changed.
 	ErrStale = errors.New("stale claim")
 
+	// ErrSkipped means the editor skipped the task (Release with Skip) and may not
+	// claim it again before the skip passes; others may. Nothing was changed.
+	ErrSkipped = errors.New("skipped by the editor")
+
 	// ErrHoldLimit means a heartbeat cannot extend the lease because the claim has
 	// reached the maximum hold time (Config.MaxHold). The claim stays valid until its
 	// current lease passes.

@@ -37,3 +37,8 @@ const (
 func InTx(s *Store, ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return s.inTx(ctx, nil, fn)
 }
+
+// Batch runs a statement batch the way Claim and Submit do.
+func Batch(s *Store, ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
+	return s.batch(ctx, query, args, scan)
+}

@@ -133,48 +133,61 @@ type SubmitParams struct {
 	Result json.RawMessage
 }
 
-const (
-	submitSQL = `UPDATE tasks SET status = 'done', done_at = NOW(3), editor_id = NULL, lease_expires_at = NULL` +
-		liveClaimWhere
-	insertResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result) VALUES (?, ?, ?, ?, ?)`
-)
+// submitSQL is Submit's statement batch (see batch). The result row, the 'submitted'
+// event and the UPDATE to done each check the same live claim at the same instant
+// (@taskd_now), on a row the first of them locked: all three happen, or none. The
+// result row and the event are copied from the row before the UPDATE clears its
+// editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
+const submitSQL = `START TRANSACTION;
+SET @taskd_now = NOW(3);
+INSERT INTO task_results (task_id, fence, holder, editor_id, result)
+	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id)
+	SELECT id, 'submitted', fence, holder, editor_id FROM tasks` + liveClaimNowWhere + `;
+UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
+SELECT ROW_COUNT() AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
+	FROM tasks WHERE id = ?;
+COMMIT`
 
-// Submit accepts the holder's result and completes the task, in one transaction: the
-// fenced UPDATE to done, one task_results row keyed by (task_id, fence), and a
-// 'submitted' event. The task keeps its holder and assigned_at as a record of who
-// completed it; editor_id is cleared so the editor can claim again.
+// liveClaimNowWhere is liveClaimWhere at the batch's instant.
+const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
+
+// Submit accepts the holder's result and completes the task, in one transaction and
+// one round trip: the fenced UPDATE to done, one task_results row keyed by (task_id,
+// fence), and a 'submitted' event. The task keeps its holder and assigned_at as a
+// record of who completed it; editor_id is cleared so the editor can claim again.
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
 // ErrInvalid if the result is not valid JSON.
-//
-// Round trips: BEGIN, locked SELECT (which also reads the editor id for the audit
-// records), UPDATE, INSERT result, INSERT event, COMMIT.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if len(p.Result) == 0 || !json.Valid(p.Result) {
 		return nil, fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
 	}
-	var ended *Ended
-	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
-		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
-		if err != nil {
-			return err
-		}
-		ended = c.ended(p.TaskID, p.Holder, StatusDone)
-		if err := fencedExec(ctx, tx, submitSQL, p.TaskID, p.Fence, p.Holder); err != nil {
-			return err
-		}
+	var row struct {
+		Submitted    int64      `db:"submitted"`
+		Category     string     `db:"category"`
+		AssignedAt   *time.Time `db:"assigned_at"`
+		DoneAt       *time.Time `db:"done_at"`
+		TraceContext string     `db:"trace_context"`
+	}
+	var found bool
+	args := []any{
 		// A string, not bytes: MySQL refuses binary strings in JSON columns.
-		if _, err := tx.ExecContext(ctx, insertResultSQL, p.TaskID, p.Fence, p.Holder, nullID(c.EditorID), string(p.Result)); err != nil {
-			return err
-		}
-		return insertEvents(ctx, tx, event{
-			taskID: p.TaskID, kind: EventSubmitted, fence: p.Fence, holder: p.Holder, editorID: c.EditorID,
-		})
-	})
-	if err != nil {
+		string(p.Result), p.TaskID, p.Fence, p.Holder,
+		p.TaskID, p.Fence, p.Holder,
+		p.TaskID, p.Fence, p.Holder,
+		p.TaskID,
+	}
+	if err := s.batch(ctx, submitSQL, args, scanOne(&row, &found)); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	return ended, nil
+	if !found || row.Submitted == 0 || row.AssignedAt == nil || row.DoneAt == nil {
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, ErrStale)
+	}
+	return &Ended{
+		TaskID: p.TaskID, Holder: p.Holder, Category: row.Category, Status: StatusDone,
+		AssignedAt: *row.AssignedAt, EndedAt: *row.DoneAt, TraceContext: row.TraceContext,
+	}, nil
 }
 
 // ReleaseParams are the arguments of Release.

@@ -45,6 +45,10 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 //   - interpolateParams=true: arguments are escaped into the statement text by the
 //     driver, so each statement costs one round trip instead of prepare, execute and
 //     close.
+//   - multiStatements=true: a claim or a submit is a batch of statements in one
+//     transaction, sent as one query. Every statement is a constant of this package
+//     with ? placeholders, and arguments are escaped by the driver, so no input ever
+//     becomes SQL text.
 //
 // Wrap the connector (for example with an OpenTelemetry database/sql wrapper) and
 // pass the resulting *sql.DB to OpenDB.
@@ -57,6 +61,7 @@ func Connector(dsn string) (driver.Connector, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

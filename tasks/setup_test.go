@@ -59,11 +59,12 @@ func (b *bundle) task(t *testing.T, id int64) *tasks.Task {
 	return task
 }
 
-// claim claims a task at its current fence, or fails the test.
+// claim claims a task at its current fence and status, or fails the test.
 func (b *bundle) claim(t *testing.T, id int64, holder string, editorID int64, lease time.Duration) *tasks.Claim {
 	t.Helper()
+	task := b.task(t, id)
 	c, err := b.store.Claim(b.ctx, tasks.ClaimParams{
-		TaskID: id, Fence: b.task(t, id).Fence, Holder: holder, EditorID: editorID, Lease: lease,
+		TaskID: id, Fence: task.Fence, Status: task.Status, Holder: holder, EditorID: editorID, Lease: lease,
 	})
 	if err != nil {
 		t.Fatalf("claim task %d for %s: %v", id, holder, err)

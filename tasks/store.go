@@ -118,15 +118,20 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // victim.
 const txAttempts = 3
 
-// inTx runs fn in a transaction and commits it if fn returns nil. When InnoDB picks the
-// transaction as a deadlock victim it has rolled all of it back, so inTx runs it again
-// from the start, up to txAttempts times in all, after a short random pause. Deadlocks
-// are rare but real: claims and submits of different tasks by different editors touch
-// neighbouring entries of the unique editor_id index. fn must therefore set, not
-// accumulate, whatever it hands back to its caller.
+// inTx runs fn in a transaction and commits it if fn returns nil, retrying deadlock
+// victims (see retryDeadlocks). fn must therefore set, not accumulate, whatever it
+// hands back to its caller.
 func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	return retryDeadlocks(ctx, func() error { return s.runTx(ctx, opts, fn) })
+}
+
+// retryDeadlocks runs a transaction, run, again when InnoDB picked it as a deadlock
+// victim, which rolls all of it back: up to txAttempts times in all, after a short
+// random pause. Deadlocks are rare but real: claims and submits of different tasks by
+// different editors touch neighbouring entries of the unique editor_id index.
+func retryDeadlocks(ctx context.Context, run func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := s.runTx(ctx, opts, fn)
+		err := run()
 		if err == nil || attempt == txAttempts || !mysqlErrorIs(err, erLockDeadlock) {
 			return err
 		}

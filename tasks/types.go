@@ -124,11 +124,14 @@ type Editor struct {
 // Holder is the holder string that identifies the editor's claims in tasks.holder.
 func (e *Editor) Holder() string { return EditorHolder(e.ID) }
 
-// Candidate is a task that was claimable when Candidates read it, with the fence to
-// pass to Claim.
+// Candidate is a task that was claimable when Candidates read it, with the fence and
+// status to pass to Claim.
 type Candidate struct {
-	ID    int64 `db:"id"`
-	Fence int64 `db:"fence"`
+	ID       int64 `db:"id"`
+	Fence    int64 `db:"fence"`
+	Priority int   `db:"priority"`
+	// Status is StatusPending, or StatusAssigned for a claim whose lease has passed.
+	Status Status `db:"status"`
 }
 
 // Ended describes a claim that Submit, Release or Fail just ended, as the store read

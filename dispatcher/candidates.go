@@ -1,0 +1,220 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// candidateClaimedFor is how long the pool remembers a claim it handed out
+// the candidate for: far longer than a candidate read takes.
+const candidateClaimedFor = 5 * time.Second
+
+// candidateMaxAge is how long a category's candidates are handed out before
+// they are read again. Tasks added or given back through any dispatcher that
+// shares the wake-up channel make them stale at once; this bounds how late a
+// task that became claimable otherwise (a retry's backoff passing, a lease
+// running out) is seen by priority.
+const candidateMaxAge = time.Second
+
+// candidatePool keeps, per category, the claimable tasks read last, best
+// first, and hands them out to this process's claims: one candidate read
+// serves many claims, and concurrent claims get distinct candidates instead
+// of meeting on the same rows. Claims in other processes are kept apart by
+// the Redis locks. A candidate is only a hint: the store's fenced claim
+// decides.
+type candidatePool struct {
+	read  func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
+	limit int // candidates per read
+	clock func() time.Time
+
+	mu   sync.Mutex
+	cats map[string]*categoryCandidates
+	// out holds the candidates handed out: the zero time while their claim
+	// is in flight, the time the claim was made once it was. A read that
+	// started before a claim was made may show the task as claimable still,
+	// so a read leaves out what is in flight or was claimed since it began.
+	out   map[int64]time.Time
+	takes int // counts takes, to prune out now and then
+}
+
+// categoryCandidates are one category's candidates.
+type categoryCandidates struct {
+	cands  []tasks.Candidate // best first
+	gen    uint64            // counts reads; handed-out candidates carry it
+	readAt time.Time         // zero: stale
+	// reading is open while a read is in flight; claims that need the
+	// category wait for it rather than read too.
+	reading chan struct{}
+	err     error // of the last read
+	more    bool  // the last read may have left claimable tasks unread
+}
+
+// pooled is a candidate handed out by the pool.
+type pooled struct {
+	tasks.Candidate
+	category string
+	gen      uint64
+}
+
+func newCandidatePool(limit int, read func(context.Context, string, int) ([]tasks.Candidate, error)) *candidatePool {
+	return &candidatePool{
+		read: read, limit: limit, clock: time.Now,
+		cats: make(map[string]*categoryCandidates), out: make(map[int64]time.Time),
+	}
+}
+
+// take hands out up to n of the best candidates of categories (highest
+// priority, then oldest), leaving out ids in skip, and reads the categories
+// that have none or whose candidates are stale. It returns none when the
+// categories have nothing claimable. It hands out more than one only while
+// plenty are left, so that a claim does not hold candidates that concurrent
+// claims would find missing.
+func (p *candidatePool) take(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cat := range categories {
+		if err := p.fill(ctx, cat, skip); err != nil {
+			return nil, err
+		}
+	}
+	var out []pooled
+	for len(out) < n {
+		var best *categoryCandidates
+		var bestCat string
+		bestAt := -1
+		for _, cat := range categories {
+			cc := p.cats[cat]
+			i := slices.IndexFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
+			if i >= 0 && (best == nil || better(cc.cands[i], best.cands[bestAt])) {
+				best, bestCat, bestAt = cc, cat, i
+			}
+		}
+		if best == nil || (len(out) > 0 && len(best.cands) <= p.limit/4) {
+			break
+		}
+		out = append(out, pooled{Candidate: best.cands[bestAt], category: bestCat, gen: best.gen})
+		p.out[best.cands[bestAt].ID] = time.Time{}
+		best.cands = slices.Delete(best.cands, bestAt, bestAt+1)
+	}
+	if p.takes++; p.takes%256 == 0 {
+		now := p.clock()
+		for id, at := range p.out {
+			if !at.IsZero() && now.Sub(at) > candidateClaimedFor {
+				delete(p.out, id)
+			}
+		}
+	}
+	return out, nil
+}
+
+// fill makes sure cat has fresh candidates other than those in skip, reading
+// them unless another claim is reading them already. p.mu is held, and is
+// let go while reading or waiting.
+func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]bool) error {
+	cc := p.cats[cat]
+	if cc == nil {
+		cc = &categoryCandidates{}
+		p.cats[cat] = cc
+	}
+	usable := func() bool {
+		return slices.ContainsFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
+	}
+	for waited := false; ; waited = true {
+		if ch := cc.reading; ch != nil {
+			// Another claim is reading: what it finds is fresh enough.
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			p.mu.Lock()
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if cc.err != nil {
+				return cc.err
+			}
+			continue
+		}
+		if usable() && (waited || (!cc.readAt.IsZero() && p.clock().Sub(cc.readAt) < candidateMaxAge)) {
+			return nil
+		}
+		if waited && !cc.more {
+			return nil // the read just made found all there is, and others took it
+		}
+		break
+	}
+	ch := make(chan struct{})
+	cc.reading = ch
+	start := p.clock()
+	p.mu.Unlock()
+	cands, err := p.read(ctx, cat, p.limit)
+	p.mu.Lock()
+	cc.reading = nil
+	close(ch)
+	cc.err = err
+	if err != nil {
+		return err
+	}
+	cc.more = len(cands) >= p.limit
+	cc.cands = slices.DeleteFunc(cands, func(c tasks.Candidate) bool {
+		at, ok := p.out[c.ID]
+		return ok && (at.IsZero() || !at.Before(start))
+	})
+	cc.gen++
+	cc.readAt = p.clock()
+	return nil
+}
+
+// done ends the claim attempt that took picked. claimed is the candidate it
+// claimed, if any (0 if none). back are the candidates it did not claim but
+// that are still claimable as far as it knows (not tried, or refused for
+// reasons of the claimant's own): they go back to the pool, unless their
+// category was read again since they were taken.
+func (p *candidatePool) done(picked []pooled, claimed int64, back []pooled) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range picked {
+		if c.ID == claimed {
+			p.out[c.ID] = p.clock()
+		} else {
+			delete(p.out, c.ID)
+		}
+	}
+	for _, c := range back {
+		cc := p.cats[c.category]
+		if cc == nil || cc.gen != c.gen || slices.ContainsFunc(cc.cands, func(x tasks.Candidate) bool { return x.ID == c.ID }) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(cc.cands, c.Candidate, func(a, b tasks.Candidate) int {
+			if better(a, b) {
+				return -1
+			}
+			return 1
+		})
+		cc.cands = slices.Insert(cc.cands, i, c.Candidate)
+	}
+}
+
+// invalidate makes cat's candidates stale: the next claim reads them again.
+func (p *candidatePool) invalidate(cat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc := p.cats[cat]; cc != nil {
+		cc.readAt = time.Time{}
+	}
+}
+
+// better orders candidates as the store does: higher priority first, then
+// lower id.
+func better(a, b tasks.Candidate) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return cmp.Less(a.ID, b.ID)
+}

@@ -1,0 +1,75 @@
+package tasks
+
+import (
+	"context"
+	"database/sql/driver"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The hot writes (a claim of a pending task, a submit) are statement batches: one
+// transaction, "START TRANSACTION; ...; COMMIT", sent as one multi-statement query, so
+// that a write and its audit records cost one round trip instead of one per statement
+// plus BEGIN and COMMIT. The batch's one SELECT reports what happened.
+//
+// Each write in a batch is guarded by the state of the rows, never by ROW_COUNT() of
+// the statement before: a server whose client went away mid-batch (a canceled context,
+// a crashed process) may run the rest of the batch to its COMMIT, and ROW_COUNT() is
+// then not to be trusted, so only the report uses it.
+
+// batch runs query, a statement batch as described above, on one connection and hands
+// the rows of its one SELECT to scan. Every statement runs on the server whatever scan
+// does; batch then reads the rest of the results, so an error in a statement after the
+// SELECT (the COMMIT, say) is returned too.
+//
+// When a statement fails (a duplicate key, a deadlock, a lost connection), the server
+// skips the rest of the batch, so the transaction the batch opened may still be open
+// on the connection: batch rolls it back, and if that fails it discards the connection
+// rather than hand it back to the pool inside a transaction. A deadlock victim is run
+// again, as inTx does; scan must therefore set, not accumulate.
+func (s *Store) batch(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
+	return retryDeadlocks(ctx, func() error { return s.batchOnce(ctx, query, args, scan) })
+}
+
+func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := runBatch(ctx, conn, query, args, scan); err != nil {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		return err
+	}
+	return nil
+}
+
+func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, scan func(*sqlx.Rows) error) error {
+	rows, err := conn.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := scan(rows); err != nil {
+		return err
+	}
+	for rows.NextResultSet() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// scanOne scans the first row of a batch's SELECT into dest and sets found.
+func scanOne(dest any, found *bool) func(*sqlx.Rows) error {
+	return func(rows *sqlx.Rows) error {
+		*found = rows.Next()
+		if !*found {
+			return rows.Err()
+		}
+		return rows.StructScan(dest)
+	}
+}
