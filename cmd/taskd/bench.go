@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ child process and the editors use its HTTP API; only the taskd strategy runs.`)
 	scenario := f.String("scenario", "", "run a preset instead of one workload: "+strings.Join(bench.ScenarioNames, ", "))
 	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
 	binary := f.String("binary", "", "taskd binary for -mode http (default: this executable)")
+	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (go tool pprof) to `file`")
 	if err := a.parse(f, args); err != nil {
 		return err
 	}
@@ -96,6 +98,13 @@ child process and the editors use its HTTP API; only the taskd strategy runs.`)
 		Editors: *editors, Categories: *categories, Pool: *pool, Duration: *duration,
 		Think: *think, Abandon: *abandon, Lease: *lease, Mode: *mode,
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, w, names)
 	if rep == nil {
 		return usagef("bench", "%v", runErr)
@@ -110,4 +119,20 @@ child process and the editors use its HTTP API; only the taskd strategy runs.`)
 		fmt.Fprintf(a.stdout, "results written to %s\n", *jsonFile)
 	}
 	return runErr
+}
+
+// startCPUProfile profiles this process's CPU into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
