@@ -24,7 +24,8 @@ import (
 // SweeperConfig defaults.
 const (
 	SweepIntervalDefault = 10 * time.Second
-	SweepBatchDefault    = 1000
+	SweepBatchDefault    = 5000
+	SweepWorkersDefault  = 2
 )
 
 // SweeperConfig configures a Sweeper. The zero value is valid.
@@ -38,6 +39,11 @@ type SweeperConfig struct {
 	// how many live claims are read per page: 1..tasks.RecycleLimitMax.
 	// Default SweepBatchDefault.
 	Batch int
+
+	// Workers is how many store transactions recycle batches at the same
+	// time while a backlog drains; SKIP LOCKED keeps them on distinct rows.
+	// 1..16. Default SweepWorkersDefault.
+	Workers int
 
 	// Redis, when set, is the Redis server or Cluster the dispatcher's locks
 	// live on; each sweep then also scans it for task locks that belong to
@@ -61,6 +67,9 @@ func (c SweeperConfig) WithDefaults() SweeperConfig {
 	if c.Batch == 0 {
 		c.Batch = SweepBatchDefault
 	}
+	if c.Workers == 0 {
+		c.Workers = SweepWorkersDefault
+	}
 	return c
 }
 
@@ -71,6 +80,8 @@ func (c SweeperConfig) validate() error {
 		return fmt.Errorf("sweep interval must be at least 100ms, got %v", c.Interval)
 	case c.Batch < 1 || c.Batch > maxBatch:
 		return fmt.Errorf("sweep batch must be 1..%d, got %d", maxBatch, c.Batch)
+	case c.Workers < 1 || c.Workers > 16:
+		return fmt.Errorf("sweep workers must be 1..16, got %d", c.Workers)
 	}
 	return nil
 }
@@ -251,16 +262,35 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 }
 
 // recycle returns expired claims to the pool, a batch per store
-// transaction, until a batch comes back short. For each batch it removes the
-// claims' locks, if Redis still has them, and then wakes callers waiting for
-// the categories, so that they find the tasks claimable.
+// transaction, until a batch comes back short; Workers loops do so at once.
+// For each batch it removes the claims' locks, if Redis still has them, and
+// then wakes callers waiting for the categories, so that they find the
+// tasks claimable.
 func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, s.cfg.Workers)
+	for w := range s.cfg.Workers {
+		wg.Go(func() {
+			errs[w] = s.recycleLoop(ctx, func(recycled, removed int) {
+				mu.Lock()
+				defer mu.Unlock()
+				res.Recycled += recycled
+				res.LocksRemoved += removed
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// recycleLoop is one of recycle's loops; it reports each batch to add.
+func (s *Sweeper) recycleLoop(ctx context.Context, add func(recycled, removed int)) error {
 	for {
 		rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
 		if err != nil {
 			return fmt.Errorf("recycle: %w", err)
 		}
-		res.Recycled += len(rs)
 		counts := make(map[string]int)
 		locks := make([]*locker.Lock, len(rs))
 		for i, r := range rs {
@@ -269,7 +299,7 @@ func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 		}
 		// The batch's locks, where Redis still has them, in one round trip.
 		removed, err := s.d.locks.ReleaseAll(ctx, locks)
-		res.LocksRemoved += removed
+		add(len(rs), removed)
 		if err != nil {
 			return fmt.Errorf("recycle: %w", err)
 		}

@@ -661,3 +661,45 @@ func TestNewSweeperConfig(t *testing.T) {
 		}
 	}
 }
+
+// Several recycle loops drain a backlog of many batches together: every
+// expired claim is recycled exactly once, and live claims are left alone.
+func TestSweepWorkersRecycleEachClaimOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	const expired, live = 97, 3
+	b.add(t, "news", 0, expired+live)
+	if _, err := b.db.ExecContext(ctx, `UPDATE tasks SET status = 'assigned', fence = 1, holder = 'gone',
+		assigned_at = NOW(3) - INTERVAL 2 MINUTE, lease_expires_at = NOW(3) - INTERVAL 1 MINUTE
+		WHERE id <= (SELECT MIN(id) FROM tasks) + ?`, expired-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.ExecContext(ctx, `UPDATE tasks SET status = 'assigned', fence = 1, holder = 'alive',
+		assigned_at = NOW(3), lease_expires_at = NOW(3) + INTERVAL 1 MINUTE WHERE status = 'pending'`); err != nil {
+		t.Fatal(err)
+	}
+
+	s := b.newSweeper(t, dispatcher.SweeperConfig{Batch: 7, Workers: 4})
+	if res := sweepOnce(t, s); res.Recycled != expired {
+		t.Errorf("sweep = %+v, want %d recycled", res, expired)
+	}
+	var dup, recycled, stillAssigned int
+	if err := b.db.GetContext(ctx, &dup, `SELECT COUNT(*) FROM (SELECT task_id FROM task_events
+		WHERE kind = 'recycled' GROUP BY task_id HAVING COUNT(*) > 1) x`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.GetContext(ctx, &recycled, `SELECT COUNT(*) FROM task_events WHERE kind = 'recycled'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.GetContext(ctx, &stillAssigned, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND holder = 'alive'`); err != nil {
+		t.Fatal(err)
+	}
+	if dup != 0 || recycled != expired || stillAssigned != live {
+		t.Errorf("%d tasks recycled twice, %d recycled events (want %d), %d live claims left (want %d)",
+			dup, recycled, expired, stillAssigned, live)
+	}
+	if _, err := dispatcher.NewSweeper(b.d, dispatcher.SweeperConfig{Workers: 17}); err == nil {
+		t.Error("17 workers accepted")
+	}
+}

@@ -115,6 +115,7 @@ func serve(ctx context.Context, b *backend, listening func(addr string)) error {
 	sweeper, err := dispatcher.NewSweeper(b.d, dispatcher.SweeperConfig{
 		Interval: cfg.Sweep.Interval,
 		Batch:    cfg.Sweep.Batch,
+		Workers:  cfg.Sweep.Workers,
 		Redis:    b.redis.sweepClient(),
 		Logger:   log,
 	})

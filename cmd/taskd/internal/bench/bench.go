@@ -151,7 +151,8 @@ type Result struct {
 	// counters (anything else using the servers meanwhile is counted too).
 	MySQLPerAssignment float64 `json:"mysql_statements_per_assignment"`
 	RedisPerAssignment float64 `json:"redis_commands_per_assignment"`
-	// DoubleCommits counts tasks with more than one accepted result; must be 0.
+	// DoubleCommits counts tasks with more than one accepted result, or done
+	// without one; must be 0.
 	DoubleCommits int64 `json:"double_commits"`
 	// Memory of this process (inproc) or of the taskd serve child (http).
 	Memory Memory `json:"memory"`

@@ -122,11 +122,13 @@ func (bd *benchDB) empty(ctx context.Context, categories []string) (bool, error)
 }
 
 // doubleCommits counts tasks with more than one accepted result, which the
-// fencing must make impossible, and tasks done without a result.
+// fencing must make impossible, and tasks done without a result for their fence.
 func (bd *benchDB) doubleCommits(ctx context.Context) (int64, error) {
 	var n int64
-	err := bd.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM
-	(SELECT task_id FROM task_results GROUP BY task_id HAVING COUNT(*) > 1) x`)
+	err := bd.db.GetContext(ctx, &n, `SELECT
+	(SELECT COUNT(*) FROM (SELECT task_id FROM task_results GROUP BY task_id HAVING COUNT(*) > 1) x) +
+	(SELECT COUNT(*) FROM tasks t WHERE t.status = 'done'
+		AND NOT EXISTS (SELECT 1 FROM task_results r WHERE r.task_id = t.id AND r.fence = t.fence))`)
 	if err != nil {
 		return 0, fmt.Errorf("check results: %w", err)
 	}

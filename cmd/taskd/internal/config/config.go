@@ -16,6 +16,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/taskd/taskd/dispatcher"
 )
 
 // Defaults of every key that has one. A key without a default (mysql.dsn) must be
@@ -39,11 +41,12 @@ const (
 	DispatchLeaseTTLDefault     = 30 * time.Second
 	DispatchMaxHoldDefault      = 2 * time.Hour
 	DispatchSkipForDefault      = 10 * time.Minute
-	DispatchBatchDefault        = 16
+	DispatchBatchDefault        = dispatcher.BatchDefault
 	DispatchPollIntervalDefault = 5 * time.Second
 
 	SweepIntervalDefault = 10 * time.Second
-	SweepBatchDefault    = 1000
+	SweepBatchDefault    = dispatcher.SweepBatchDefault
+	SweepWorkersDefault  = dispatcher.SweepWorkersDefault
 
 	WorkerConcurrencyDefault     = 4
 	WorkerShutdownTimeoutDefault = 30 * time.Second
@@ -150,8 +153,8 @@ type Dispatch struct {
 	// SkipFor is how long a task an editor skipped is not offered to that
 	// editor again. Default DispatchSkipForDefault.
 	SkipFor time.Duration `yaml:"skip_for"`
-	// Batch is how many candidates one claim attempt reads. Default
-	// DispatchBatchDefault.
+	// Batch is how many candidates of a category one read fetches; the
+	// process's claims share them. Default DispatchBatchDefault.
 	Batch int `yaml:"batch"`
 	// PollInterval is how often a long poll looks again without a wake-up.
 	// Default DispatchPollIntervalDefault.
@@ -166,6 +169,9 @@ type Sweep struct {
 	// Batch is how many expired claims one transaction recycles. Default
 	// SweepBatchDefault.
 	Batch int `yaml:"batch"`
+	// Workers is how many such transactions run at once while a backlog
+	// drains. Default SweepWorkersDefault.
+	Workers int `yaml:"workers"`
 }
 
 // Worker configures `taskd work`, and the workers `taskd serve` runs when
@@ -248,6 +254,7 @@ func Default() *Config {
 		Sweep: Sweep{
 			Interval: SweepIntervalDefault,
 			Batch:    SweepBatchDefault,
+			Workers:  SweepWorkersDefault,
 		},
 		Worker: Worker{
 			Concurrency:     WorkerConcurrencyDefault,

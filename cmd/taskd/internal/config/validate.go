@@ -155,6 +155,7 @@ func (v *validator) sweep() {
 	s := v.c.Sweep
 	v.atLeast("sweep.interval", s.Interval, 100*time.Millisecond)
 	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))
+	v.between("sweep.workers", s.Workers, 1, 16)
 }
 
 func (v *validator) worker() {
