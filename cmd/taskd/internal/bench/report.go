@@ -66,7 +66,7 @@ type Report struct {
 var notes = []string{
 	"every strategy's submit writes the same durable result (task done by a fenced UPDATE + a task_results row); taskd also writes its audit events (task_events) on claim and submit",
 	"taskd's submit returns the next assignment in the same call (as the API's submit does): a cycle is one Submit; next latency is the part of it after the commit (lock release + next claim)",
-	"mysql/op and redis/op are deltas of server-wide counters (Questions, total_commands_processed) per assignment: anything else using the servers is counted too; taskd pipelines its batch of SET NX (ObtainAny), so its round trips are fewer than its commands",
+	"mysql/op and redis/op are deltas of server-wide counters (Questions, total_commands_processed) per assignment: anything else using the servers is counted too; taskd sends a claim and a submit each as one statement batch (one round trip each), and tries its candidates' locks in one script (ObtainAny), so its round trips are fewer than its statements and commands",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 }
