@@ -1,0 +1,230 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// fakeReads serves candidate reads from a list per category, best first,
+// and counts them.
+type fakeReads struct {
+	mu    sync.Mutex
+	cats  map[string][]tasks.Candidate
+	reads atomic.Int64
+	gate  chan struct{} // when set, each read waits for it
+	err   error
+}
+
+func (f *fakeReads) read(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+	f.reads.Add(1)
+	if f.gate != nil {
+		<-f.gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	cs := f.cats[cat]
+	return slices.Clone(cs[:min(limit, len(cs))]), nil
+}
+
+func cands(prio int, ids ...int64) []tasks.Candidate {
+	out := make([]tasks.Candidate, len(ids))
+	for i, id := range ids {
+		out[i] = tasks.Candidate{ID: id, Priority: prio, Status: tasks.StatusPending}
+	}
+	return out
+}
+
+func pooledIDs(ps []pooled) []int64 {
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+func TestCandidatePoolHandsOutDistinctCandidatesInOrder(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{
+		"news":  cands(1, 5, 6, 7, 8, 9, 10, 11, 12),
+		"sport": append(cands(3, 20), cands(0, 21)...),
+	}}
+	p := newCandidatePool(8, f.read)
+	ctx := context.Background()
+
+	// Across categories: priority first, then id.
+	got, err := p.take(ctx, []string{"news", "sport"}, 1, nil)
+	if err != nil || !slices.Equal(pooledIDs(got), []int64{20}) {
+		t.Fatalf("take = %v, %v; want [20] (highest priority)", pooledIDs(got), err)
+	}
+	var seen []int64
+	for range 8 {
+		got, err := p.take(ctx, []string{"news", "sport"}, 1, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("take = %v, %v", pooledIDs(got), err)
+		}
+		seen = append(seen, got[0].ID)
+	}
+	if want := []int64{5, 6, 7, 8, 9, 10, 11, 12}; !slices.Equal(seen, want) {
+		t.Errorf("handed out %v, want %v: distinct, best first", seen, want)
+	}
+	if n := f.reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2 (one per category)", n)
+	}
+}
+
+func TestCandidatePoolTakesSeveralOnlyWhilePlentyAreLeft(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5, 6, 7, 8)}}
+	p := newCandidatePool(8, f.read)
+	got, _ := p.take(context.Background(), []string{"news"}, 2, nil)
+	if !slices.Equal(pooledIDs(got), []int64{1, 2}) {
+		t.Errorf("take 2 of 8 = %v, want [1 2]", pooledIDs(got))
+	}
+	for range 4 {
+		p.take(context.Background(), []string{"news"}, 1, nil)
+	}
+	got, _ = p.take(context.Background(), []string{"news"}, 2, nil)
+	if len(got) != 1 {
+		t.Errorf("take 2 of the last 2 = %v, want only 1: the other is for a concurrent claim", pooledIDs(got))
+	}
+}
+
+func TestCandidatePoolLeavesOutSkippedAndInFlight(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3)}}
+	p := newCandidatePool(8, f.read)
+	ctx := context.Background()
+	first, _ := p.take(ctx, []string{"news"}, 1, nil)
+	got, _ := p.take(ctx, []string{"news"}, 1, map[int64]bool{2: true})
+	if !slices.Equal(pooledIDs(got), []int64{3}) {
+		t.Fatalf("take skipping 2 = %v, want [3]", pooledIDs(got))
+	}
+	// A fresh read still shows 1 and 3 as claimable (their claims are in
+	// flight), and 2: only 2 is handed out.
+	p.invalidate("news")
+	got, _ = p.take(ctx, []string{"news"}, 1, nil)
+	if !slices.Equal(pooledIDs(got), []int64{2}) {
+		t.Fatalf("take after a re-read = %v, want [2]: 1 and 3 are in flight", pooledIDs(got))
+	}
+	// 3 comes back untried, and 1 is claimed while a read is in flight:
+	// that read leaves 1 out, a read that starts after the claim does not.
+	p.done([]pooled{{Candidate: tasks.Candidate{ID: 3}, category: "news"}}, 0, nil)
+	f.gate = make(chan struct{})
+	p.invalidate("news")
+	taken := make(chan []pooled)
+	go func() {
+		got, _ := p.take(ctx, []string{"news"}, 1, map[int64]bool{2: true})
+		taken <- got
+	}()
+	for f.reads.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	p.done(first, first[0].ID, nil)
+	close(f.gate)
+	if got := <-taken; !slices.Equal(pooledIDs(got), []int64{3}) {
+		t.Errorf("take with a read older than the claim = %v, want [3]", pooledIDs(got))
+	}
+	f.gate = nil
+	p.invalidate("news")
+	got, _ = p.take(ctx, []string{"news"}, 1, nil)
+	if !slices.Equal(pooledIDs(got), []int64{1}) {
+		t.Errorf("take with a read newer than the claim = %v, want [1]: claimable again (say, its lease passed)", pooledIDs(got))
+	}
+}
+
+func TestCandidatePoolGivesBackUntriedCandidates(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5, 6, 7, 8)}}
+	p := newCandidatePool(8, f.read)
+	ctx := context.Background()
+	got, _ := p.take(ctx, []string{"news"}, 2, nil)
+	p.done(got, 0, got[1:]) // 1 was refused, 2 untried
+	again, _ := p.take(ctx, []string{"news"}, 1, nil)
+	if !slices.Equal(pooledIDs(again), []int64{2}) {
+		t.Errorf("take = %v, want [2] back in its place", pooledIDs(again))
+	}
+	// Given back after the category was read again: the new read decides.
+	got, _ = p.take(ctx, []string{"news"}, 1, nil)
+	p.invalidate("news")
+	p.take(ctx, []string{"news"}, 1, nil) // re-reads
+	p.done(got, 0, got)
+	n := len(p.cats["news"].cands)
+	if slices.ContainsFunc(p.cats["news"].cands, func(c tasks.Candidate) bool { return c.ID == got[0].ID }) {
+		t.Errorf("candidate %d given back into a newer read (%d left)", got[0].ID, n)
+	}
+}
+
+func TestCandidatePoolReadsOnceForConcurrentClaims(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5, 6, 7, 8)}, gate: make(chan struct{})}
+	p := newCandidatePool(8, f.read)
+	const claims = 6
+	var wg sync.WaitGroup
+	results := make([][]pooled, claims)
+	for i := range claims {
+		wg.Go(func() {
+			got, err := p.take(context.Background(), []string{"news"}, 1, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = got
+		})
+	}
+	for f.reads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the others queue behind the read
+	close(f.gate)
+	wg.Wait()
+	var ids []int64
+	for _, r := range results {
+		ids = append(ids, pooledIDs(r)...)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("handed out %v, want 1..6 once each", ids)
+	}
+	if n := f.reads.Load(); n != 1 {
+		t.Errorf("%d reads for %d concurrent claims, want 1", n, claims)
+	}
+}
+
+func TestCandidatePoolReadsAgainWhenABatchRunsOut(t *testing.T) {
+	// A full batch may have left more unread: a claim that finds it taken
+	// reads again rather than give up.
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5)}}
+	p := newCandidatePool(2, f.read)
+	ctx := context.Background()
+	var got []int64
+	for range 5 {
+		ps, err := p.take(ctx, []string{"news"}, 1, nil)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("take = %v, %v", pooledIDs(ps), err)
+		}
+		got = append(got, ps[0].ID)
+		p.done(ps, ps[0].ID, nil)
+		f.mu.Lock()
+		f.cats["news"] = slices.DeleteFunc(f.cats["news"], func(c tasks.Candidate) bool { return c.ID == ps[0].ID })
+		f.mu.Unlock()
+	}
+	if !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("handed out %v, want 1..5", got)
+	}
+	if ps, _ := p.take(ctx, []string{"news"}, 1, nil); len(ps) != 0 {
+		t.Errorf("take from an empty category = %v", pooledIDs(ps))
+	}
+}
+
+func TestCandidatePoolReportsReadErrors(t *testing.T) {
+	boom := errors.New("boom")
+	f := &fakeReads{err: boom}
+	p := newCandidatePool(8, f.read)
+	if _, err := p.take(context.Background(), []string{"news"}, 1, nil); !errors.Is(err, boom) {
+		t.Errorf("take = %v, want the read's error", err)
+	}
+}
