@@ -50,8 +50,9 @@ type categoryCandidates struct {
 	// reading is open while a read is in flight; claims that need the
 	// category wait for it rather than read too.
 	reading chan struct{}
-	err     error // of the last read
-	more    bool  // the last read may have left claimable tasks unread
+	err      error // of the last read
+	more     bool  // the last read may have left claimable tasks unread
+	inflight int   // candidates handed out whose claim has not ended
 }
 
 // pooled is a candidate handed out by the pool.
@@ -99,6 +100,7 @@ func (p *candidatePool) take(ctx context.Context, categories []string, n int, sk
 		}
 		out = append(out, pooled{Candidate: best.cands[bestAt], category: bestCat, gen: best.gen})
 		p.out[best.cands[bestAt].ID] = time.Time{}
+		best.inflight++
 		best.cands = slices.Delete(best.cands, bestAt, bestAt+1)
 	}
 	if p.takes++; p.takes%256 == 0 {
@@ -152,8 +154,11 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	ch := make(chan struct{})
 	cc.reading = ch
 	start := p.clock()
+	// The candidates in flight still read as claimable until their claims
+	// commit, and are left out: read past them.
+	limit := min(p.limit+cc.inflight, tasks.CandidatesLimitMax)
 	p.mu.Unlock()
-	cands, err := p.read(ctx, cat, p.limit)
+	cands, err := p.read(ctx, cat, limit)
 	p.mu.Lock()
 	cc.reading = nil
 	close(ch)
@@ -161,7 +166,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	if err != nil {
 		return err
 	}
-	cc.more = len(cands) >= p.limit
+	cc.more = len(cands) >= limit
 	cc.cands = slices.DeleteFunc(cands, func(c tasks.Candidate) bool {
 		at, ok := p.out[c.ID]
 		return ok && (at.IsZero() || !at.Before(start))
@@ -180,6 +185,9 @@ func (p *candidatePool) done(picked []pooled, claimed int64, back []pooled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
+		if cc := p.cats[c.category]; cc != nil && cc.inflight > 0 {
+			cc.inflight--
+		}
 		if c.ID == claimed {
 			p.out[c.ID] = p.clock()
 		} else {

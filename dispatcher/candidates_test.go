@@ -220,6 +220,24 @@ func TestCandidatePoolReadsAgainWhenABatchRunsOut(t *testing.T) {
 	}
 }
 
+func TestCandidatePoolReadsPastCandidatesInFlight(t *testing.T) {
+	// Claims in flight hold the best candidates, which still read as
+	// claimable: a new read must reach past them.
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5)}}
+	p := newCandidatePool(2, f.read)
+	ctx := context.Background()
+	for range 2 {
+		if ps, _ := p.take(ctx, []string{"news"}, 1, nil); len(ps) != 1 {
+			t.Fatalf("take = %v", pooledIDs(ps))
+		}
+	}
+	p.invalidate("news")
+	ps, err := p.take(ctx, []string{"news"}, 1, nil)
+	if err != nil || !slices.Equal(pooledIDs(ps), []int64{3}) {
+		t.Errorf("take with 1 and 2 in flight = %v, %v; want [3]", pooledIDs(ps), err)
+	}
+}
+
 func TestCandidatePoolReportsReadErrors(t *testing.T) {
 	boom := errors.New("boom")
 	f := &fakeReads{err: boom}
