@@ -49,7 +49,7 @@ type categoryCandidates struct {
 	readAt time.Time         // zero: stale
 	// reading is open while a read is in flight; claims that need the
 	// category wait for it rather than read too.
-	reading chan struct{}
+	reading  chan struct{}
 	err      error // of the last read
 	more     bool  // the last read may have left claimable tasks unread
 	inflight int   // candidates handed out whose claim has not ended
