@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,14 @@ import (
 // candidateClaimedFor is how long the pool remembers a claim it handed out
 // the candidate for: far longer than a candidate read takes.
 const candidateClaimedFor = 5 * time.Second
+
+// candidateContendedFor is how long a category counts as contended after a
+// claim of this process met a competitor's on one of its candidates.
+const candidateContendedFor = 5 * time.Second
+
+// candidateSpread is how many of a contended category's best candidates of
+// equal priority a take chooses among at random.
+const candidateSpread = 8
 
 // candidateMaxAge is how long a category's candidates are handed out before
 // they are read again. Tasks added or given back through any dispatcher that
@@ -53,6 +62,10 @@ type categoryCandidates struct {
 	err      error // of the last read
 	more     bool  // the last read may have left claimable tasks unread
 	inflight int   // candidates handed out whose claim has not ended
+	// contendedUntil: until then, other processes claim from this category
+	// too, and takes spread over its best candidates instead of all trying
+	// the first (they read the same rows in the same order).
+	contendedUntil time.Time
 }
 
 // pooled is a candidate handed out by the pool.
@@ -74,7 +87,8 @@ func newCandidatePool(limit int, read func(context.Context, string, int) ([]task
 // that have none or whose candidates are stale. It returns none when the
 // categories have nothing claimable. It hands out more than one only while
 // plenty are left, so that a claim does not hold candidates that concurrent
-// claims would find missing.
+// claims would find missing. In a contended category it takes one of the
+// oldest few of the best priority at random.
 func (p *candidatePool) take(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -97,6 +111,9 @@ func (p *candidatePool) take(ctx context.Context, categories []string, n int, sk
 		}
 		if best == nil || (len(out) > 0 && len(best.cands) <= p.limit/4) {
 			break
+		}
+		if p.clock().Before(best.contendedUntil) {
+			bestAt = spread(best.cands, bestAt, skip)
 		}
 		out = append(out, pooled{Candidate: best.cands[bestAt], category: bestCat, gen: best.gen})
 		p.out[best.cands[bestAt].ID] = time.Time{}
@@ -207,6 +224,27 @@ func (p *candidatePool) done(picked []pooled, claimed int64, back []pooled) {
 		})
 		cc.cands = slices.Insert(cc.cands, i, c.Candidate)
 	}
+}
+
+// contended notes that a claim met a competitor's on a candidate of cat.
+func (p *candidatePool) contended(cat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc := p.cats[cat]; cc != nil {
+		cc.contendedUntil = p.clock().Add(candidateContendedFor)
+	}
+}
+
+// spread picks at random one of the first candidateSpread candidates from
+// cands[i] on that are not in skip and have cands[i]'s priority.
+func spread(cands []tasks.Candidate, i int, skip map[int64]bool) int {
+	choices := []int{i}
+	for j := i + 1; j < len(cands) && len(choices) < candidateSpread && cands[j].Priority == cands[i].Priority; j++ {
+		if !skip[cands[j].ID] {
+			choices = append(choices, j)
+		}
+	}
+	return choices[rand.IntN(len(choices))]
 }
 
 // invalidate makes cat's candidates stale: the next claim reads them again.

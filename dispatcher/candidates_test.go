@@ -238,6 +238,34 @@ func TestCandidatePoolReadsPastCandidatesInFlight(t *testing.T) {
 	}
 }
 
+func TestCandidatePoolSpreadsOverAContendedCategory(t *testing.T) {
+	// Oldest first while no other process competes; once one does, one of
+	// the oldest few of the best priority, never a lower priority.
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": append(cands(2, 1, 2, 3), cands(1, 4, 5)...)}}
+	p := newCandidatePool(16, f.read)
+	ctx := context.Background()
+	for range 20 {
+		ps, _ := p.take(ctx, []string{"news"}, 1, nil)
+		if ps[0].ID != 1 {
+			t.Fatalf("uncontended take = %d, want 1 (oldest)", ps[0].ID)
+		}
+		p.done(ps, 0, ps)
+	}
+	p.contended("news")
+	seen := make(map[int64]int)
+	for range 200 {
+		ps, _ := p.take(ctx, []string{"news"}, 1, nil)
+		seen[ps[0].ID]++
+		p.done(ps, 0, ps)
+	}
+	if seen[4] != 0 || seen[5] != 0 {
+		t.Errorf("contended takes %v reached priority 1 while priority 2 had candidates", seen)
+	}
+	if len(seen) < 2 {
+		t.Errorf("contended takes %v all tried the same candidate", seen)
+	}
+}
+
 func TestCandidatePoolReportsReadErrors(t *testing.T) {
 	boom := errors.New("boom")
 	f := &fakeReads{err: boom}

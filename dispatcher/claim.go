@@ -163,6 +163,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		if errors.Is(err, locker.ErrNotObtained) {
 			st.tried += len(keys)
 			st.conflicts += len(keys)
+			d.cands.contended(cands[0].category)
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
@@ -175,6 +176,9 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		i := slices.Index(keys, lock.Key())
 		st.tried += i + 1
 		st.conflicts += i
+		if i > 0 {
+			d.cands.contended(cands[0].category)
+		}
 		cand := cands[i]
 		cands = cands[i+1:]
 
@@ -195,7 +199,11 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 			// The row moved on since it was read (or is being written, or
 			// Redis had lost the lock of a live claim): the store refused.
+			// Another process claimed it since the category was read:
+			// what else was read then is likely as old.
 			st.refused++
+			d.cands.contended(cand.category)
+			d.cands.invalidate(cand.category)
 		case errors.Is(err, tasks.ErrEditorBusy):
 			back = append(back, cand)
 			back = append(back, cands...)

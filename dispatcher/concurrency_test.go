@@ -23,6 +23,9 @@ type run struct {
 	lease                      time.Duration
 	// chaos, when set, runs beside the editors until they stop.
 	chaos func(ctx context.Context)
+	// replicas, when more than 1, is how many dispatchers (as in as many
+	// processes) share the stores; editor i uses replica i mod replicas.
+	replicas int
 }
 
 // tally is what the editors saw, checked against the database afterwards.
@@ -31,6 +34,18 @@ type tally struct {
 	staleRefused                        atomic.Int64 // stale writes refused, as they must be
 	staleAccepted                       atomic.Int64 // stale writes accepted: must stay 0
 	errs                                chan error
+	replicas                            []*dispatcher.Dispatcher
+}
+
+// counters sums the counters of the run's dispatchers.
+func (tl *tally) counters() (assignments, conflicts, refusedClaims, refusedWrites int64) {
+	for _, d := range tl.replicas {
+		assignments += d.Counters.Assignments.Load()
+		conflicts += d.Counters.Conflicts.Load()
+		refusedClaims += d.Counters.RefusedClaims.Load()
+		refusedWrites += d.Counters.RefusedWrites.Load()
+	}
+	return
 }
 
 func (tl *tally) fail(format string, args ...any) {
@@ -66,7 +81,16 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 		editors[i] = b.editor(t, fmt.Sprintf("editor%03d", i), own...)
 	}
 
-	tl := &tally{errs: make(chan error, 100)}
+	ds := []*dispatcher.Dispatcher{b.d}
+	for len(ds) < r.replicas {
+		d, err := dispatcher.New(b.store, b.locks, b.d.Config())
+		if err != nil {
+			t.Fatalf("new dispatcher: %v", err)
+		}
+		ds = append(ds, d)
+	}
+
+	tl := &tally{errs: make(chan error, 100), replicas: ds}
 	runCtx, stop := context.WithTimeout(ctx, r.duration)
 	defer stop()
 	var chaosDone chan struct{}
@@ -75,11 +99,11 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 		go func() { defer close(chaosDone); r.chaos(runCtx) }()
 	}
 	var wg sync.WaitGroup
-	for _, ed := range editors {
+	for i, ed := range editors {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			editorLoop(runCtx, b, ed, r.lease, tl)
+			editorLoop(runCtx, ds[i%len(ds)], ed, r.lease, tl)
 		}()
 	}
 	wg.Wait()
@@ -107,13 +131,13 @@ func (tl *tally) check(ctx context.Context, ed dispatcher.Claimant, op string, c
 	}
 }
 
-func editorLoop(ctx context.Context, b *bundle, ed dispatcher.Claimant, lease time.Duration, tl *tally) {
+func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Claimant, lease time.Duration, tl *tally) {
 	allowed := make(map[string]bool)
 	for _, c := range ed.Categories {
 		allowed[c] = true
 	}
 	for ctx.Err() == nil {
-		claim, err := b.d.Next(ctx, ed, 0)
+		claim, err := d.Next(ctx, ed, 0)
 		if errors.Is(err, dispatcher.ErrNoTask) {
 			return // the pool has nothing left for this editor
 		}
@@ -130,14 +154,14 @@ func editorLoop(ctx context.Context, b *bundle, ed dispatcher.Claimant, lease ti
 		ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 		switch p := rand.IntN(100); {
 		case p < 70:
-			_, err = b.d.Submit(ctx, ed, ref, json.RawMessage(fmt.Sprintf(`{"fence":%d}`, claim.Fence)))
+			_, err = d.Submit(ctx, ed, ref, json.RawMessage(fmt.Sprintf(`{"fence":%d}`, claim.Fence)))
 			if err == nil {
 				tl.submits.Add(1)
 			} else {
 				tl.check(ctx, ed, "submit", claim, err)
 			}
 		case p < 85:
-			err = b.d.Release(ctx, ed, ref, "not now", p < 78)
+			err = d.Release(ctx, ed, ref, "not now", p < 78)
 			if err == nil {
 				tl.releases.Add(1)
 			} else {
@@ -152,7 +176,7 @@ func editorLoop(ctx context.Context, b *bundle, ed dispatcher.Claimant, lease ti
 				return
 			case <-time.After(lease + lease/2):
 			}
-			_, err := b.d.Submit(context.Background(), ed, ref, json.RawMessage(`"late"`))
+			_, err := d.Submit(context.Background(), ed, ref, json.RawMessage(`"late"`))
 			switch {
 			case errors.Is(err, tasks.ErrStale):
 				tl.staleRefused.Add(1)
@@ -295,6 +319,31 @@ func TestConcurrentEditors(t *testing.T) {
 	}
 	if tl.abandons.Load() > 0 && tl.staleRefused.Load() == 0 {
 		t.Errorf("%d abandoned claims but no late submit was refused", tl.abandons.Load())
+	}
+	if n := tl.staleAccepted.Load(); n != 0 {
+		t.Errorf("%d late submits accepted", n)
+	}
+}
+
+// TestConcurrentEditorsOnTwoReplicas: two dispatchers, each with its own
+// candidate pool, hand out the same pool, as two taskd processes would. The
+// locks keep them apart and the fences keep every commit single.
+func TestConcurrentEditorsOnTwoReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("long concurrent run")
+	}
+	const lease = time.Second
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
+	tl := runEditors(t, b, run{editors: 60, tasks: 3000, categories: 3, duration: 4 * time.Second, lease: lease, replicas: 2})
+	awaitQuiet(t, b)
+	checkInvariants(t, b)
+	assignments, conflicts, refusedClaims, refusedWrites := tl.counters()
+	t.Logf("claims %d (assignments %d), submits %d, releases %d, abandons %d; lock conflicts %d (%.3f per assignment), refused claims %d, refused stale writes %d",
+		tl.claims.Load(), assignments, tl.submits.Load(), tl.releases.Load(), tl.abandons.Load(),
+		conflicts, float64(conflicts)/float64(max(assignments, 1)), refusedClaims, refusedWrites)
+	if tl.submits.Load() < 100 {
+		t.Errorf("only %d submissions in the run: the dispatchers are stalling", tl.submits.Load())
 	}
 	if n := tl.staleAccepted.Load(); n != 0 {
 		t.Errorf("%d late submits accepted", n)
