@@ -23,7 +23,7 @@ type bundle struct {
 }
 
 // setup creates a fresh database for the test. The config's zero fields take defaults.
-func setup(t *testing.T, cfg tasks.Config) *bundle {
+func setup(t testing.TB, cfg tasks.Config) *bundle {
 	t.Helper()
 	db := taskstest.NewDB(t)
 	store, err := tasks.NewStore(db, cfg)
@@ -34,7 +34,7 @@ func setup(t *testing.T, cfg tasks.Config) *bundle {
 }
 
 // insert inserts tasks and returns their ids.
-func (b *bundle) insert(t *testing.T, nts ...tasks.NewTask) []int64 {
+func (b *bundle) insert(t testing.TB, nts ...tasks.NewTask) []int64 {
 	t.Helper()
 	ids, err := b.store.InsertTasks(b.ctx, nts)
 	if err != nil {
@@ -73,7 +73,7 @@ func (b *bundle) claim(t *testing.T, id int64, holder string, editorID int64, le
 }
 
 // editor creates an editor with the given categories.
-func (b *bundle) editor(t *testing.T, name string, cats ...string) *tasks.Editor {
+func (b *bundle) editor(t testing.TB, name string, cats ...string) *tasks.Editor {
 	t.Helper()
 	_, hash := tasks.NewToken()
 	e, err := b.store.CreateEditor(b.ctx, tasks.CreateEditorParams{Name: name, Categories: cats, TokenHash: hash})
