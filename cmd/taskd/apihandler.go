@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/taskd/taskd/dispatcher/api"
@@ -21,7 +22,10 @@ func newAPIHandler(b *backend) (http.Handler, error) {
 		},
 		Metrics: b.tel.Metrics,
 		MaxWait: b.cfg.HTTP.MaxWait,
-		Logger:  b.log,
+		// 0 in the config turns the cache off; in api.Config it means the
+		// default.
+		EditorCacheTTL: cmp.Or(b.cfg.HTTP.EditorCacheTTL, -1),
+		Logger:         b.log,
 	})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,11 @@ const (
 	CheckTimeout = 2 * time.Second
 	// RetryAfter is the Retry-After of 503 answers, in seconds.
 	RetryAfter = 2
+	// EditorCacheTTLDefault is how long an editor found by its token is
+	// remembered when Config.EditorCacheTTL is zero.
+	EditorCacheTTLDefault = 10 * time.Second
+	// editorCacheMax bounds the editors remembered at once.
+	editorCacheMax = 100_000
 )
 
 // Config configures the API.
@@ -73,6 +78,11 @@ type Config struct {
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
 	// Default MaxWaitDefault.
 	MaxWait time.Duration
+	// EditorCacheTTL is how long an editor found by its token is remembered,
+	// so that its next requests need not read MySQL to authenticate; changes
+	// made to editors in the database directly show within it. Negative
+	// turns the cache off. Default EditorCacheTTLDefault.
+	EditorCacheTTL time.Duration
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -81,6 +91,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.MaxWait == 0 {
 		c.MaxWait = MaxWaitDefault
+	}
+	if c.EditorCacheTTL == 0 {
+		c.EditorCacheTTL = EditorCacheTTLDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -121,6 +134,7 @@ type api struct {
 	adminHash [32]byte // SHA-256 of the admin token: compared in constant time
 	checks    []Check
 	maxWait   time.Duration
+	editors   *editorCache
 	log       *slog.Logger
 	mux       *http.ServeMux
 }
@@ -138,6 +152,7 @@ func New(cfg Config) (http.Handler, error) {
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
 		checks:    cfg.Checks,
 		maxWait:   cfg.MaxWait,
+		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
 	}

@@ -87,9 +87,17 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if len(token) > maxTokenLen {
 		return nil, unknown
 	}
-	e, err := a.store.EditorByTokenHash(r.Context(), tasks.HashToken(token))
+	hash := tasks.HashToken(token)
+	if e, ok := a.editors.get(hash); ok {
+		return e, nil
+	}
+	e, err := a.store.EditorByTokenHash(r.Context(), hash)
 	if errors.Is(err, tasks.ErrNotFound) {
 		return nil, unknown
 	}
-	return e, err
+	if err != nil {
+		return nil, err
+	}
+	a.editors.put(hash, e)
+	return e, nil
 }

@@ -409,3 +409,31 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Fatalf("New refused a valid config: %v", err)
 	}
 }
+
+// An editor's token is looked up in MySQL once and then remembered for
+// EditorCacheTTL; with the cache off, every request reads MySQL, so a token
+// removed there stops working at once.
+func TestEditorTokensAreRemembered(t *testing.T) {
+	t.Parallel()
+	for name, ttl := range map[string]time.Duration{"cached": time.Minute, "off": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{api: api.Config{EditorCacheTTL: ttl}})
+			ed := b.editor(t, "ann", "news")
+			if res := b.do(t, "POST", "/v1/assignments/next", ed.Token, `{}`); res.status != http.StatusNoContent {
+				t.Fatalf("first next: status %d, want 204", res.status)
+			}
+			if _, err := b.db.Exec(`UPDATE editors SET token_hash = UNHEX(SHA2('replaced', 256)) WHERE id = ?`, ed.ID); err != nil {
+				t.Fatal(err)
+			}
+			res := b.do(t, "POST", "/v1/assignments/next", ed.Token, `{}`)
+			want := http.StatusNoContent
+			if ttl < 0 {
+				want = http.StatusUnauthorized
+			}
+			if res.status != want {
+				t.Errorf("next after the token changed in MySQL: status %d, want %d", res.status, want)
+			}
+		})
+	}
+}

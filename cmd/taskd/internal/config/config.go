@@ -29,6 +29,7 @@ const (
 	HTTPWriteTimeoutDefault      = 90 * time.Second
 	HTTPIdleTimeoutDefault       = 2 * time.Minute
 	HTTPMaxWaitDefault           = time.Minute
+	HTTPEditorCacheTTLDefault    = 10 * time.Second
 	HTTPShutdownTimeoutDefault   = 30 * time.Second
 
 	RedisAddrDefault         = "127.0.0.1:6379"
@@ -104,6 +105,10 @@ type HTTP struct {
 	// MaxWait caps the long poll of POST /v1/assignments/next. Default
 	// HTTPMaxWaitDefault.
 	MaxWait time.Duration `yaml:"max_wait"`
+	// EditorCacheTTL is how long an editor found by its API token is
+	// remembered; 0 looks every request's token up in MySQL. Default
+	// HTTPEditorCacheTTLDefault.
+	EditorCacheTTL time.Duration `yaml:"editor_cache_ttl"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM; requests
 	// still running then are cut off. Default HTTPShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -234,6 +239,7 @@ func Default() *Config {
 			WriteTimeout:      HTTPWriteTimeoutDefault,
 			IdleTimeout:       HTTPIdleTimeoutDefault,
 			MaxWait:           HTTPMaxWaitDefault,
+			EditorCacheTTL:    HTTPEditorCacheTTLDefault,
 			ShutdownTimeout:   HTTPShutdownTimeoutDefault,
 		},
 		Redis: Redis{

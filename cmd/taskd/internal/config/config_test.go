@@ -174,6 +174,7 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "at least 100ms"},
 		{"TASKD_SWEEP_BATCH", "20000", "sweep.batch", "must be 1..10000"},
 		{"TASKD_SWEEP_WORKERS", "17", "sweep.workers", "must be 1..16, got 17"},
+		{"TASKD_HTTP_EDITOR_CACHE_TTL", "-1s", "http.editor_cache_ttl", "must be at least 0s"},
 		{"TASKD_HTTP_ADDR", "localhost", "http.addr", "must be host:port"},
 		{"TASKD_HTTP_ADDR", "127.0.0.1:http", "http.addr", "port must be a number"},
 		{"TASKD_HTTP_MAX_WAIT", "2m", "http.write_timeout", "greater than http.max_wait"},

@@ -80,6 +80,7 @@ func (v *validator) http() {
 	v.atLeast("http.read_timeout", h.ReadTimeout, 100*time.Millisecond)
 	v.atLeast("http.idle_timeout", h.IdleTimeout, 100*time.Millisecond)
 	v.atLeast("http.shutdown_timeout", h.ShutdownTimeout, 0)
+	v.atLeast("http.editor_cache_ttl", h.EditorCacheTTL, 0)
 	if v.atLeast("http.max_wait", h.MaxWait, 100*time.Millisecond) && h.MaxWait > MaxWaitMax {
 		v.fail("http.max_wait", "must be at most %v, got %q", MaxWaitMax, h.MaxWait.String())
 	}
