@@ -97,6 +97,9 @@ func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reas
 		d.countStale(ctx, "release", err)
 		return Unavailable(err)
 	}
+	if skip && c.EditorID != 0 {
+		d.skips.add(c.EditorID, ref.TaskID, time.Now())
+	}
 	d.finish(ctx, span, ended, "release")
 	d.wake(ctx, ended.Category)
 	return nil

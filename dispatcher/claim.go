@@ -122,8 +122,11 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 	}()
 
 	// tried holds the candidates this claim took, so that it does not take
-	// them again.
+	// them again, and those the claimant skipped.
 	tried := make(map[int64]bool)
+	if c.EditorID != 0 {
+		d.skips.fill(c.EditorID, time.Now(), tried)
+	}
 	for range claimAttempts {
 		picked, err := d.cands.take(ctx, c.Categories, claimPick, tried)
 		if err != nil {
@@ -196,6 +199,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		switch {
 		case errors.Is(err, tasks.ErrSkipped):
 			back = append(back, cand)
+			d.skips.add(c.EditorID, cand.ID, time.Now())
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 			// The row moved on since it was read (or is being written, or
 			// Redis had lost the lock of a live claim): the store refused.

@@ -206,6 +206,7 @@ type Dispatcher struct {
 	tel    *telemetry
 
 	cands *candidatePool
+	skips *skipMemory
 
 	// Counters are the dispatcher's running totals.
 	Counters Counters
@@ -233,6 +234,7 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		hub:   h,
 		tel:   tel,
 		cands: cands,
+		skips: newSkipMemory(),
 		notify: &notifier{
 			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,5 +335,69 @@ func TestForceRelease(t *testing.T) {
 	again, err := b.d.Next(ctx, ann, 0)
 	if err != nil || again.Task.ID != id || again.Fence != claim.Fence+2 {
 		t.Fatalf("next after force release = %+v, %v; want task %d at fence %d", again, err, id, claim.Fence+2)
+	}
+}
+
+// skipCountingStore counts the claims the store refuses because the editor
+// skipped the task.
+type skipCountingStore struct {
+	*tasks.Store
+	skipped atomic.Int64
+}
+
+func (s *skipCountingStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	c, err := s.Store.Claim(ctx, p)
+	if errors.Is(err, tasks.ErrSkipped) {
+		s.skipped.Add(1)
+	}
+	return c, err
+}
+
+// A dispatcher remembers what its editors skipped and leaves it out of their
+// claims; one that did not see the skip learns it from the store's first
+// refusal.
+func TestSkippedTasksAreNotTriedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news")
+	ids := b.add(t, "news", 0, 3)
+	newDispatcher := func() (*dispatcher.Dispatcher, *skipCountingStore) {
+		s := &skipCountingStore{Store: b.store}
+		d, err := dispatcher.New(s, b.locks, b.d.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, s
+	}
+	d1, s1 := newDispatcher()
+	d2, s2 := newDispatcher()
+
+	first, err := d1.Next(ctx, ann, 0)
+	if err != nil || first.Task.ID != ids[0] {
+		t.Fatalf("next: %+v, %v; want task %d", first, err, ids[0])
+	}
+	if err := d1.Release(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "", true); err != nil {
+		t.Fatal(err)
+	}
+	// ann takes the second task and gives it back (no skip), each time.
+	takeSecond := func(d *dispatcher.Dispatcher) {
+		t.Helper()
+		c, err := d.Next(ctx, ann, 0)
+		if err != nil || c.Task.ID != ids[1] {
+			t.Fatalf("next: %+v, %v; want task %d", c, err, ids[1])
+		}
+		if err := d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	takeSecond(d1)
+	if n := s1.skipped.Load(); n != 0 {
+		t.Errorf("the dispatcher that made the skip had %d claims refused as skipped, want 0", n)
+	}
+	takeSecond(d2)
+	takeSecond(d2)
+	if n := s2.skipped.Load(); n != 1 {
+		t.Errorf("a dispatcher that did not see the skip had %d claims refused as skipped, want 1", n)
 	}
 }
