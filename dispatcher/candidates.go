@@ -172,8 +172,8 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	cc.reading = ch
 	start := p.clock()
 	// The candidates in flight still read as claimable until their claims
-	// commit, and are left out: read past them.
-	limit := min(p.limit+cc.inflight, tasks.CandidatesLimitMax)
+	// commit, and are left out, as are those in skip: read past them.
+	limit := min(p.limit+cc.inflight+len(skip), tasks.CandidatesLimitMax)
 	p.mu.Unlock()
 	cands, err := p.read(ctx, cat, limit)
 	p.mu.Lock()

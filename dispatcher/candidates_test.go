@@ -266,6 +266,15 @@ func TestCandidatePoolSpreadsOverAContendedCategory(t *testing.T) {
 	}
 }
 
+func TestCandidatePoolReadsPastSkippedCandidates(t *testing.T) {
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5)}}
+	p := newCandidatePool(2, f.read)
+	ps, err := p.take(context.Background(), []string{"news"}, 1, map[int64]bool{1: true, 2: true})
+	if err != nil || !slices.Equal(pooledIDs(ps), []int64{3}) {
+		t.Errorf("take skipping the first two = %v, %v; want [3]", pooledIDs(ps), err)
+	}
+}
+
 func TestCandidatePoolReportsReadErrors(t *testing.T) {
 	boom := errors.New("boom")
 	f := &fakeReads{err: boom}
