@@ -201,10 +201,10 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			back = append(back, cand)
 			d.skips.add(c.EditorID, cand.ID, time.Now())
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
-			// The row moved on since it was read (or is being written, or
-			// Redis had lost the lock of a live claim): the store refused.
-			// Another process claimed it since the category was read:
-			// what else was read then is likely as old.
+			// The row moved on since it was read: another process claimed
+			// it (or is writing it, or Redis had lost the lock of a live
+			// claim), and the store refused. The category's other
+			// candidates are likely as old: read them again.
 			st.refused++
 			d.cands.contended(cand.category)
 			d.cands.invalidate(cand.category)
