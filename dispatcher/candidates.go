@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -262,5 +261,5 @@ func better(a, b tasks.Candidate) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
-	return cmp.Less(a.ID, b.ID)
+	return a.ID < b.ID
 }

@@ -1,13 +1,14 @@
 // Package dispatcher hands tasks out to exactly one holder at a time.
 //
-// A Dispatcher claims tasks for claimants (editors, or worker slots): it takes
-// candidates from a per-process pool that one store read fills for many
-// claims, arbitrates between competing dispatchers with a per-task Redis lock
-// (one ObtainAny round trip for the candidates a claim tries), and commits the
-// claim with the store's fenced conditional UPDATE. MySQL is the source of truth: every later write about the claim
-// (heartbeat, submit, release) is fenced there, and the Redis lock is only
-// kept in step with it. If Redis loses its keys the worst outcome is a claim
-// the store refuses, never a double commit.
+// A Dispatcher claims tasks for claimants (editors, or worker slots): it
+// takes candidates from a per-process pool that one store read fills for
+// many claims, arbitrates between competing dispatchers with a per-task Redis
+// lock (one ObtainAny round trip for the candidates a claim tries), and
+// commits the claim with the store's fenced conditional UPDATE. MySQL is the
+// source of truth: every later write about the claim (heartbeat, submit,
+// release) is fenced there, and the Redis lock is only kept in step with it.
+// If Redis loses its keys the worst outcome is a claim the store refuses,
+// never a double commit.
 //
 // The Sweeper recycles expired claims and reconciles Redis with MySQL; the
 // Worker runs Go handlers on claimed tasks.

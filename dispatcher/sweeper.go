@@ -262,56 +262,63 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 }
 
 // recycle returns expired claims to the pool, a batch per store
-// transaction, until a batch comes back short; Workers loops do so at once.
-// For each batch it removes the claims' locks, if Redis still has them, and
-// then wakes callers waiting for the categories, so that they find the
-// tasks claimable.
+// transaction, until a batch comes back short. When the first batch is
+// full, a backlog is draining, and Workers loops share it. For each batch it
+// removes the claims' locks, if Redis still has them, and then wakes callers
+// waiting for the categories, so that they find the tasks claimable.
 func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 	var mu sync.Mutex
+	add := func(recycled, removed int) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Recycled += recycled
+		res.LocksRemoved += removed
+	}
+	if full, err := s.recycleBatch(ctx, add); !full || err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, s.cfg.Workers)
 	for w := range s.cfg.Workers {
 		wg.Go(func() {
-			errs[w] = s.recycleLoop(ctx, func(recycled, removed int) {
-				mu.Lock()
-				defer mu.Unlock()
-				res.Recycled += recycled
-				res.LocksRemoved += removed
-			})
+			for {
+				full, err := s.recycleBatch(ctx, add)
+				if !full || err != nil {
+					errs[w] = err
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// recycleLoop is one of recycle's loops; it reports each batch to add.
-func (s *Sweeper) recycleLoop(ctx context.Context, add func(recycled, removed int)) error {
-	for {
-		rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
-		if err != nil {
-			return fmt.Errorf("recycle: %w", err)
-		}
-		counts := make(map[string]int)
-		locks := make([]*locker.Lock, len(rs))
-		for i, r := range rs {
-			counts[r.Category]++
-			locks[i] = s.d.locks.Lock(s.d.lockKey(r.ID), r.Holder)
-		}
-		// The batch's locks, where Redis still has them, in one round trip.
-		removed, err := s.d.locks.ReleaseAll(ctx, locks)
-		add(len(rs), removed)
-		if err != nil {
-			return fmt.Errorf("recycle: %w", err)
-		}
-		for cat, n := range counts {
-			s.d.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
-			s.d.tel.expired.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
-		}
-		s.d.notify.notify(ctx, counts)
-		if len(rs) < s.cfg.Batch {
-			return nil
-		}
+// recycleBatch recycles one batch, reports it to add, and says whether it
+// was full.
+func (s *Sweeper) recycleBatch(ctx context.Context, add func(recycled, removed int)) (full bool, err error) {
+	rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
+	if err != nil {
+		return false, fmt.Errorf("recycle: %w", err)
 	}
+	counts := make(map[string]int)
+	locks := make([]*locker.Lock, len(rs))
+	for i, r := range rs {
+		counts[r.Category]++
+		locks[i] = s.d.locks.Lock(s.d.lockKey(r.ID), r.Holder)
+	}
+	// The batch's locks, where Redis still has them, in one round trip.
+	removed, err := s.d.locks.ReleaseAll(ctx, locks)
+	add(len(rs), removed)
+	if err != nil {
+		return false, fmt.Errorf("recycle: %w", err)
+	}
+	for cat, n := range counts {
+		s.d.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
+		s.d.tel.expired.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
+	}
+	s.d.notify.notify(ctx, counts)
+	return len(rs) == s.cfg.Batch, nil
 }
 
 // releaseLock deletes the lock key if it holds token, and reports whether it
