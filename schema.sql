@@ -14,9 +14,15 @@
 --   * Lease deadlines (assigned_at, lease_expires_at, run_after) come from the database
 --     clock (NOW(3)), never from a client clock. A claim whose lease_expires_at has passed
 --     is dead: it can be taken over by the next claim even before a sweep recycles it.
---   * tasks.editor_id is set only while an editor holds the claim, so the UNIQUE key on it
---     makes "one task per editor" a database fact. task_results is keyed by (task_id,
---     fence): one accepted submission per claim.
+--   * tasks.editor_id is set only while an editor holds the claim. One task per editor is
+--     kept by the claim transactions themselves: a claim locks the editor's row, checks
+--     under that lock that no task names the editor, and only then sets editor_id (see
+--     tasks/claim.go). A UNIQUE key on editor_id would say it declaratively, but its
+--     duplicate checks lock neighbouring editors' index entries and made concurrent
+--     claims deadlock. task_results is keyed by (task_id, fence): one accepted submission
+--     per claim.
+--   * Every transaction runs at READ COMMITTED (set on each connection by tasks.Open):
+--     decisions are made on locked rows, and no locking read takes gap locks.
 --
 -- Status moves: pending -> assigned (claim); assigned -> done (submit), -> pending
 -- (release, recycle, fail with attempts left), -> dead (fail with no attempts left).
@@ -62,8 +68,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_candidate (status, category, priority DESC, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
-  -- One live task per editor.
-  UNIQUE KEY tasks_editor (editor_id)
+  -- The task an editor holds (at most one: see the header).
+  KEY tasks_editor (editor_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS editors (

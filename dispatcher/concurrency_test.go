@@ -91,6 +91,7 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 	}
 
 	tl := &tally{errs: make(chan error, 100), replicas: ds}
+	deadlocksBefore := innodbDeadlocks(t, b)
 	runCtx, stop := context.WithTimeout(ctx, r.duration)
 	defer stop()
 	var chaosDone chan struct{}
@@ -115,7 +116,24 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 	for err := range tl.errs {
 		t.Error(err)
 	}
+	ops := tl.claims.Load() + tl.submits.Load() + tl.releases.Load()
+	deadlocks := innodbDeadlocks(t, b) - deadlocksBefore
+	t.Logf("InnoDB deadlocks during the run: %d in %d operations (%.1f per 10,000; server-wide, so other tests running at the same time count too)",
+		deadlocks, ops, float64(deadlocks)*10_000/float64(max(ops, 1)))
 	return tl
+}
+
+// innodbDeadlocks reads the server's deadlock counter.
+func innodbDeadlocks(t *testing.T, b *bundle) int64 {
+	t.Helper()
+	var row struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
+	}
+	if err := b.db.GetContext(context.Background(), &row, "SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'"); err != nil {
+		t.Fatalf("read Innodb_deadlocks: %v", err)
+	}
+	return row.Value
 }
 
 // check judges a failed write about a claim: refused as stale is right only

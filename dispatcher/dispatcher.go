@@ -37,7 +37,8 @@ var (
 	ErrNoTask = errors.New("no task available")
 
 	// ErrUnavailable wraps errors that come from a store being unreachable
-	// (Redis or MySQL); callers should retry later.
+	// (Redis or MySQL) or a MySQL transaction that kept losing lock conflicts
+	// (tasks.ErrBusy); callers should retry later.
 	ErrUnavailable = errors.New("store unavailable")
 )
 
@@ -294,7 +295,8 @@ func (d *Dispatcher) releaseLock(ctx context.Context, taskID int64, holder strin
 }
 
 // Unavailable marks err with ErrUnavailable when it comes from a store that
-// could not be reached (MySQL or Redis), and returns other errors unchanged.
+// could not be reached (MySQL or Redis) or from a MySQL transaction that kept
+// losing lock conflicts (tasks.ErrBusy), and returns other errors unchanged.
 func Unavailable(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) || !unreachable(err) {
 		return err
@@ -302,10 +304,10 @@ func Unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// unreachable reports whether err means a store could not be reached, as
-// opposed to a refused or invalid request.
+// unreachable reports whether err means a store could not be reached or could
+// not serve the request now, as opposed to a refused or invalid request.
 func unreachable(err error) bool {
-	return tasks.Unreachable(err) ||
+	return tasks.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }

@@ -38,20 +38,37 @@ type ClaimParams struct {
 // would take gap locks there that a concurrent skip (Release) waits for.
 const skippedSQL = `SELECT EXISTS (SELECT 1 FROM task_skips WHERE task_id = ? AND editor_id = ? AND ` + "`until`" + ` > NOW(3))`
 
+// One task per editor. An editor's claims are serialized on the editor's row: every
+// claim by an editor first locks that row (a primary-key record lock), then checks,
+// under the lock, that no task names the editor (editorBusySQL), and only then sets
+// tasks.editor_id. Only claims set editor_id, so no second claim of the editor can
+// slip in between the check and the commit. A unique key on tasks.editor_id would say
+// the same declaratively, but its duplicate checks take next-key locks on neighbouring
+// editors' entries, which made concurrent claims of different editors deadlock.
 const (
-	// claimPendingSQL claims a pending task in one batch (see batch): the fenced
-	// UPDATE, a SELECT of the task as claimed (claimed is the number of rows the
-	// UPDATE matched), and the 'claimed' event, written when the row shows this
-	// claim: the holder and the new fence, assigned at this batch's instant. The
-	// event comes after the UPDATE, so that event ids follow the order in which
-	// claims got their rows and the editor's unique key.
+	lockEditorSQL = `SELECT id FROM editors WHERE id = ? FOR UPDATE`
+	// editorBusySQL is true when a task, live or expired, names the editor.
+	editorBusySQL = `SELECT EXISTS (SELECT 1 FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?)`
+)
+
+const (
+	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
+	// editor's row (none for a worker, whose editor id is NULL), the fenced UPDATE,
+	// guarded by the editor existing, having no task and not having skipped this one, a SELECT
+	// of the task as claimed (claimed is the number of rows the UPDATE matched), and
+	// the 'claimed' event, written when the row shows this claim: the holder and the
+	// new fence, assigned at this batch's instant. The event comes after the UPDATE,
+	// so that event ids follow the order in which claims got their rows.
 	claimPendingSQL = `START TRANSACTION;
-SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `);
+SET @taskd_editor = (` + lockEditorSQL + `);
+SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
+	@taskd_busy = NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `);
 UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
 	attempts = attempts + 1, trace_context = ?
-WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now AND NOT @taskd_skipped;
-SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, ` + taskColumns + ` FROM tasks WHERE id = ?;
+WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
+	AND NOT @taskd_skipped AND NOT @taskd_busy;
+SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy, ` + taskColumns + ` FROM tasks WHERE id = ?;
 INSERT INTO task_events (task_id, kind, fence, holder, editor_id)
 	SELECT id, 'claimed', fence, holder, editor_id FROM tasks
 	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
@@ -106,9 +123,9 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	}
 	if p.Status == StatusPending {
 		c, err := s.claimPending(ctx, p, lease)
-		// The editor's unique key is taken: the locking path finds out whether by
-		// a live claim or one whose lease passed, which it frees.
-		if !mysqlErrorIs(err, erDupEntry) || p.EditorID == 0 {
+		// The editor has a task: the locking path finds out whether it is a live
+		// claim or one whose lease passed, which it frees.
+		if !errors.Is(err, errEditorHasTask) {
 			if err != nil {
 				return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
 			}
@@ -122,16 +139,22 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	return c, nil
 }
 
+// errEditorHasTask is claimPending's answer when a task names the editor.
+var errEditorHasTask = errors.New("the editor has a task")
+
 // claimPending claims a pending task with claimPendingSQL.
 func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
 	var row struct {
 		Claimed int64 `db:"claimed"`
 		Skipped bool  `db:"skipped"`
+		Busy    bool  `db:"busy"`
 		Task
 	}
 	var found bool
+	editorID := nullID(p.EditorID)
 	args := []any{
-		p.TaskID, p.EditorID,
+		editorID,
+		p.TaskID, p.EditorID, editorID, editorID,
 		p.Holder, nullID(p.EditorID), micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence,
 		p.TaskID,
 		p.TaskID, p.Fence + 1, p.Holder,
@@ -144,6 +167,8 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 		return nil, ErrStale
 	case row.Claimed > 0:
 		return claimOf(row.Task), nil
+	case row.Busy:
+		return nil, errEditorHasTask
 	case row.Skipped:
 		return nil, ErrSkipped
 	default:
@@ -151,7 +176,9 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 	}
 }
 
-// claimLocked claims a task with a locking read and claimSQL in a transaction.
+// claimLocked claims a task with a locking read and claimSQL in a transaction. An
+// editor's row is locked first, then the task the editor still has, if any (freed when
+// its lease has passed), then the task to claim: always in that order.
 func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
 	if p.EditorID != 0 {
 		var skipped bool
@@ -164,7 +191,15 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 	}
 	var claimed Task
 	var tookOver bool
-	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if p.EditorID != 0 {
+			if err := lockEditor(ctx, tx, p.EditorID); err != nil {
+				return err
+			}
+			if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID); err != nil {
+				return err
+			}
+		}
 		var row struct {
 			Task
 			DBNow     time.Time `db:"db_now"`
@@ -183,14 +218,6 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 		expires := now.Add(lease)
 		args := []any{p.Holder, nullID(p.EditorID), now, expires, nullString(p.TraceContext), now, p.TaskID, p.Fence}
 		res, err := tx.ExecContext(ctx, claimSQL, args...)
-		if p.EditorID != 0 && mysqlErrorIs(err, erDupEntry) {
-			// The editor's unique key is taken. If that claim has expired, free it and
-			// try once more; if it is live, the editor is busy.
-			if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID); err != nil {
-				return err
-			}
-			res, err = tx.ExecContext(ctx, claimSQL, args...)
-		}
 		if err != nil {
 			return err
 		}
@@ -234,47 +261,72 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 	return c, nil
 }
 
+// lockEditor locks the editor's row, which serializes the editor's claims, or returns
+// ErrInvalid if there is no such editor.
+func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) error {
+	var id int64
+	if err := tx.GetContext(ctx, &id, lockEditorSQL, editorID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: editor %d does not exist", ErrInvalid, editorID)
+		}
+		return err
+	}
+	return nil
+}
+
 const (
-	editorClaimLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, lease_expires_at < NOW(3) AS expired
-FROM tasks WHERE editor_id = ? FOR UPDATE`
+	// editorTaskSQL finds the task that names the editor. It reads without locking:
+	// the caller holds the editor's row, so no claim can add one, and locks what it
+	// found by primary key (editorTaskLockSQL), which also sees a release or a recycle
+	// that committed in the meantime.
+	editorTaskSQL     = `SELECT id FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?`
+	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, lease_expires_at < NOW(3) AS expired
+FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
 	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
 WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )
 
-// freeExpiredEditorClaim returns the editor's claim to the pool if its lease has passed,
-// and returns ErrEditorBusy if it is live.
+// freeExpiredEditorClaim returns the task that names the editor to the pool if its lease
+// has passed, and returns ErrEditorBusy if it is live. The caller holds the editor's row.
 func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID int64) error {
-	var held struct {
-		ID      int64  `db:"id"`
-		Fence   int64  `db:"fence"`
-		Holder  string `db:"holder"`
-		Expired bool   `db:"expired"`
+	var ids []int64
+	if err := tx.SelectContext(ctx, &ids, editorTaskSQL, editorID); err != nil {
+		return err
 	}
-	if err := tx.GetContext(ctx, &held, editorClaimLockSQL, editorID); err != nil {
-		if errors.Is(notFound(err), ErrNotFound) {
-			// Freed by someone else in the meantime; the retried UPDATE decides.
-			return nil
+	for _, id := range ids {
+		var held struct {
+			Fence   int64  `db:"fence"`
+			Holder  string `db:"holder"`
+			Expired bool   `db:"expired"`
 		}
-		return err
+		if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // released, submitted or recycled in the meantime
+			}
+			return err
+		}
+		if !held.Expired {
+			return ErrEditorBusy
+		}
+		res, err := tx.ExecContext(ctx, editorClaimFreeSQL, id, held.Fence)
+		if err != nil {
+			return err
+		}
+		if err := expectOne(res); err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, tx, event{
+			taskID: id, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
+			editorID: editorID, detail: "lease expired; freed for the editor's next claim",
+		}); err != nil {
+			return err
+		}
 	}
-	if !held.Expired {
-		return ErrEditorBusy
-	}
-	res, err := tx.ExecContext(ctx, editorClaimFreeSQL, held.ID, held.Fence)
-	if err != nil {
-		return err
-	}
-	if err := expectOne(res); err != nil {
-		return err
-	}
-	return insertEvents(ctx, tx, event{
-		taskID: held.ID, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
-		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
-	})
+	return nil
 }
 
-const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks
+const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
 WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3)`
 
 // HeldByEditor returns the live claim the editor holds, or ErrNotFound. A claim is live

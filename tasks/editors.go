@@ -71,7 +71,7 @@ func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor
 	}
 
 	var id int64
-	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, insertEditorSQL, p.Name, p.TokenHash[:])
 		if err != nil {
 			return err

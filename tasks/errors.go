@@ -31,11 +31,16 @@ var (
 	ErrHoldLimit = errors.New("hold limit reached")
 
 	// ErrEditorBusy means the editor already holds a live claim on another task; the
-	// database refuses a second one (unique key on tasks.editor_id).
+	// store refuses a second one (see Claim).
 	ErrEditorBusy = errors.New("editor already holds a task")
 
 	// ErrInvalid wraps validation failures; the message names the offending field.
 	ErrInvalid = errors.New("invalid input")
+
+	// ErrBusy means a transaction lost lock conflicts on every attempt: InnoDB picked it
+	// as a deadlock victim each time, or a lock wait timed out. Nothing was changed; the
+	// same call may succeed a moment later.
+	ErrBusy = errors.New("busy: the transaction kept losing lock conflicts")
 
 	// ErrDuplicate means a unique value (an editor's name or token hash) is taken.
 	ErrDuplicate = errors.New("already exists")

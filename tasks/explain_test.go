@@ -124,6 +124,7 @@ func TestQueryPlans(t *testing.T) {
 		{"LiveHolders", fmt.Sprintf(tasks.LiveHoldersSQL, "?, ?, ?"), "PRIMARY", []any{8, 18, 28}},
 		{"Stats (claims)", tasks.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
 		{"HeldByEditor", tasks.HeldByEditorSQL, "tasks_editor", []any{ed.ID}},
+		{"Claim (the editor's task)", tasks.EditorTaskSQL, "tasks_editor", []any{ed.ID}},
 	} {
 		plan := b.explain(t, c.query, c.args...)
 		t.Logf("%s:\n%s\n%s", c.name, c.query, formatPlan(plan))

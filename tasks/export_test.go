@@ -31,11 +31,12 @@ const (
 	LiveHoldersSQL  = liveHoldersSQL
 	StatsClaimsSQL  = statsClaimsSQL
 	HeldByEditorSQL = heldByEditorSQL
+	EditorTaskSQL   = editorTaskSQL
 )
 
 // InTx runs fn in one of the store's transactions, with its deadlock retries.
 func InTx(s *Store, ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return s.inTx(ctx, nil, fn)
+	return s.inTx(ctx, fn)
 }
 
 // Batch runs a statement batch the way Claim and Submit do.

@@ -128,7 +128,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, erro
 	}
 
 	ids := make([]int64, 0, len(rows))
-	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		ids = ids[:0] // a retried transaction starts over
 		var step int64
 		if !returning {

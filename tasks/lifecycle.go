@@ -95,7 +95,7 @@ func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, er
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
 	var expires time.Time
-	err = s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err
@@ -219,7 +219,7 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
 // ErrInvalid for a skip of a claim no editor holds.
 func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 	var ended *Ended
-	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err
@@ -266,7 +266,7 @@ WHERE id = ? AND fence = ? AND status = 'assigned'`
 // It returns ErrNotFound for an unknown task and ErrStale if the task is not assigned.
 func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*Ended, error) {
 	var ended *Ended
-	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var row struct {
 			Status       Status     `db:"status"`
 			Fence        int64      `db:"fence"`
@@ -341,7 +341,7 @@ func (s *Store) Fail(ctx context.Context, p FailParams) (*Ended, error) {
 	}
 	backoff := p.Backoff.Truncate(time.Millisecond)
 	var ended *Ended
-	err := s.inTx(ctx, nil, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err

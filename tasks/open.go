@@ -49,6 +49,13 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 //     transaction, sent as one query. Every statement is a constant of this package
 //     with ? placeholders, and arguments are escaped by the driver, so no input ever
 //     becomes SQL text.
+//   - READ COMMITTED for every transaction of the session, set once per connection:
+//     a locking read then takes record locks only, never gap locks, and gap locks
+//     are what makes concurrent claims and releases of neighbouring rows deadlock.
+//     Nothing in the store relies on a repeatable snapshot: every decision about a
+//     claim is made on a row the transaction has locked. (With binary logging, the
+//     server must log rows, binlog_format ROW or MIXED, the default of MySQL and
+//     MariaDB.)
 //
 // Wrap the connector (for example with an OpenTelemetry database/sql wrapper) and
 // pass the resulting *sql.DB to OpenDB.
@@ -70,7 +77,33 @@ func Connector(dsn string) (driver.Connector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return connector, nil
+	return readCommitted{connector}, nil
+}
+
+// setReadCommittedSQL is standard SQL on both servers, unlike the name of the
+// variable behind it (tx_isolation on MariaDB, transaction_isolation on MySQL 8), so
+// it runs on each new connection instead of being a DSN parameter.
+const setReadCommittedSQL = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+// readCommitted is a connector whose connections run their transactions at READ
+// COMMITTED.
+type readCommitted struct{ driver.Connector }
+
+func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	execer, ok := conn.(driver.ExecerContext)
+	if !ok {
+		_ = conn.Close()
+		return nil, fmt.Errorf("open database: the driver's connection cannot execute statements")
+	}
+	if _, err := execer.ExecContext(ctx, setReadCommittedSQL, nil); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("open database: set isolation level: %w", err)
+	}
+	return conn, nil
 }
 
 // OpenDB sets the pool settings on db, a handle over a Connector, and pings the

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/taskstest"
 )
@@ -76,17 +78,50 @@ func TestMigrateTwiceIsHarmless(t *testing.T) {
 	}
 }
 
+func TestConnectionsReadCommitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	// Every pooled connection, not only the first: hold several at once.
+	conns := make([]*sqlx.Conn, 3)
+	for i := range conns {
+		c, err := b.db.Connx(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	for i, c := range conns {
+		var level string
+		err := c.GetContext(b.ctx, &level, "SELECT @@SESSION.tx_isolation") // MariaDB
+		if err != nil {
+			err = c.GetContext(b.ctx, &level, "SELECT @@SESSION.transaction_isolation") // MySQL 8
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if level != "READ-COMMITTED" {
+			t.Errorf("connection %d: isolation %s, want READ-COMMITTED", i, level)
+		}
+	}
+}
+
 func TestSchemaKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t, tasks.Config{})
-	var unique int
-	if err := b.db.GetContext(b.ctx, &unique, `SELECT COUNT(*) FROM information_schema.statistics
-		WHERE table_schema = DATABASE() AND table_name = 'tasks' AND index_name = 'tasks_editor'
-		AND column_name = 'editor_id' AND non_unique = 0`); err != nil {
+	// No unique key on tasks but the primary key: a unique secondary index takes
+	// next-key locks on its duplicate checks, which deadlock concurrent claims.
+	var unique []string
+	if err := b.db.SelectContext(b.ctx, &unique, `SELECT DISTINCT index_name FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'tasks' AND non_unique = 0 AND index_name <> 'PRIMARY'`); err != nil {
 		t.Fatal(err)
 	}
-	if unique != 1 {
-		t.Error("tasks.editor_id has no unique key")
+	if len(unique) != 0 {
+		t.Errorf("unique keys on tasks besides the primary key: %v", unique)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE()
+		AND table_name = 'tasks' AND index_name = 'tasks_editor' AND column_name = 'editor_id'`); n != 1 {
+		t.Error("tasks.editor_id has no index")
 	}
 	var cols []struct {
 		Column string `db:"column_name"`

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -47,7 +46,8 @@ type Recycled struct {
 // expired. It returns the claims it recycled; call it in a loop until it returns fewer
 // than the limit to drain a backlog.
 //
-// One transaction per batch (READ COMMITTED, so the range read takes no gap locks):
+// One transaction per batch (READ COMMITTED, as every transaction on a connection from
+// Open, so the range read takes no gap locks):
 // a locking read of the batch from the expiry index (SKIP LOCKED), one fenced UPDATE
 // of exactly those (id, fence) pairs, and one multi-row INSERT of their events. The rows
 // stay locked from the read to the commit, so the UPDATE must match every one of them;
@@ -62,7 +62,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 		return nil, fmt.Errorf("recycle expired: %w: limit must be 1..%d", ErrInvalid, RecycleLimitMax)
 	}
 	var recycled []Recycled
-	err := s.inTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		recycled = nil // a deadlock victim runs again
 		var rows []struct {
 			ID       int64  `db:"id"`

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -121,32 +122,40 @@ const txAttempts = 3
 // inTx runs fn in a transaction and commits it if fn returns nil, retrying deadlock
 // victims (see retryDeadlocks). fn must therefore set, not accumulate, whatever it
 // hands back to its caller.
-func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
-	return retryDeadlocks(ctx, func() error { return s.runTx(ctx, opts, fn) })
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return retryDeadlocks(ctx, func() error { return s.runTx(ctx, fn) })
 }
 
 // retryDeadlocks runs a transaction, run, again when InnoDB picked it as a deadlock
 // victim, which rolls all of it back: up to txAttempts times in all, after a short
-// random pause. Deadlocks are rare but real: claims and submits of different tasks by
-// different editors touch neighbouring entries of the unique editor_id index.
+// random pause. A transaction that still loses, or whose lock wait timed out, returns
+// an error wrapping ErrBusy and the server's error.
+//
+// Deadlocks should not happen: every transaction runs at READ COMMITTED, so locking
+// reads take no gap locks, no index on tasks is unique but the primary key, and rows
+// are locked in one order (an editor's row before task rows). What is left is a
+// conflict between one editor's own concurrent requests, or a server under pressure.
 func retryDeadlocks(ctx context.Context, run func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := run()
-		if err == nil || attempt == txAttempts || !mysqlErrorIs(err, erLockDeadlock) {
+		if err == nil || !mysqlErrorIs(err, erLockDeadlock, erLockWaitTimeout) {
 			return err
+		}
+		if attempt == txAttempts || mysqlErrorIs(err, erLockWaitTimeout) {
+			return fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		pause := time.NewTimer(time.Duration(1+rand.IntN(5*attempt)) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			pause.Stop()
-			return err
+			return fmt.Errorf("%w: %w", ErrBusy, err)
 		case <-pause.C:
 		}
 	}
 }
 
-func (s *Store) runTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.db.BeginTxx(ctx, opts)
+func (s *Store) runTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -261,13 +270,13 @@ func checkHolder(h string) error {
 	return nil
 }
 
-// lostRace turns a lock conflict while claiming (still a deadlock victim after
-// txAttempts, or a lock wait timeout) into ErrStale, keeping the cause: another
-// transaction was working on the same rows and this claim, which was rolled back, lost
-// the race. Other errors pass through.
+// lostRace turns a lock conflict while claiming (ErrBusy) into ErrStale, keeping the
+// cause's text: another transaction was working on the same rows, and this claim, which
+// was rolled back, lost the race; the caller moves on to its next candidate. Other
+// errors pass through.
 func lostRace(err error) error {
-	if mysqlErrorIs(err, erLockDeadlock, erLockWaitTimeout) {
-		return fmt.Errorf("%w (%w)", ErrStale, err)
+	if errors.Is(err, ErrBusy) {
+		return fmt.Errorf("%w (%v)", ErrStale, err)
 	}
 	return err
 }

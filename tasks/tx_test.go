@@ -1,10 +1,12 @@
 package tasks_test
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd/tasks"
@@ -56,5 +58,46 @@ func TestTransactionsRetryDeadlocks(t *testing.T) {
 		if p := b.task(t, id).Priority; p != 2 {
 			t.Errorf("task %d priority = %d, want 2 (one bump per committed transaction)", id, p)
 		}
+	}
+}
+
+// TestTransactionLosingLockWaitIsBusy: a transaction whose lock wait times out is
+// rolled back and reported as ErrBusy, with the server's error kept, and changes
+// nothing.
+func TestTransactionLosingLockWaitIsBusy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insertOne(t, "news", 0)
+
+	holder, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(b.ctx, `SELECT id FROM tasks WHERE id = ? FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	runs := 0
+	err = tasks.InTx(b.store, b.ctx, func(tx *sqlx.Tx) error {
+		runs++
+		if _, err := tx.ExecContext(b.ctx, `SET SESSION innodb_lock_wait_timeout = 1`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(b.ctx, `UPDATE tasks SET priority = 7 WHERE id = ?`, id)
+		return err
+	})
+	var me *mysql.MySQLError
+	if !errors.Is(err, tasks.ErrBusy) || !errors.As(err, &me) || me.Number != 1205 {
+		t.Fatalf("err = %v, want ErrBusy wrapping the lock wait timeout (1205)", err)
+	}
+	if runs != 1 {
+		t.Errorf("%d runs, want 1: a lock wait timeout is not retried", runs)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.task(t, id).Priority; p != 0 {
+		t.Errorf("priority = %d after the refused transaction, want 0", p)
 	}
 }
