@@ -338,3 +338,17 @@ func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*Claim, error
 	}
 	return claimOf(t), nil
 }
+
+const claimHolderSQL = `SELECT holder FROM task_events
+WHERE task_id = ? AND kind = 'claimed' AND fence = ? ORDER BY id LIMIT 1`
+
+// ClaimHolder returns the holder of the claim of task taskID with fence fence, from
+// the audit trail: whoever the claim was made for, live or long over. It returns
+// ErrNotFound if the task never had a claim with that fence.
+func (s *Store) ClaimHolder(ctx context.Context, taskID, fence int64) (string, error) {
+	var holder string
+	if err := s.db.GetContext(ctx, &holder, claimHolderSQL, taskID, fence); err != nil {
+		return "", fmt.Errorf("claim holder of task %d fence %d: %w", taskID, fence, notFound(err))
+	}
+	return holder, nil
+}

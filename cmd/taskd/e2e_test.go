@@ -399,10 +399,11 @@ func TestE2EAPI(t *testing.T) {
 		t.Error("heartbeat answered no lease_expires_at")
 	}
 
-	// A stale fence is 409; another editor's claim is 403; no token is 401.
+	// A fence alice never held is 403, and so is another editor's claim; no
+	// token is 401. (A claim alice held and lost is 409: see below.)
 	status, body := s.call("POST", hb, alice.Token, map[string]any{"fence": a1.Fence + 1})
-	if status != http.StatusConflict || errorCode(body) != "stale_fence" {
-		t.Errorf("stale fence: %d %s, want 409 stale_fence", status, body)
+	if status != http.StatusForbidden || errorCode(body) != "forbidden" {
+		t.Errorf("a fence never held: %d %s, want 403 forbidden", status, body)
 	}
 	status, body = s.call("POST", hb, bob.Token, map[string]any{"fence": a1.Fence})
 	if status != http.StatusForbidden {

@@ -153,17 +153,22 @@ func (a *api) refused(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef,
 	if !errors.Is(err, tasks.ErrStale) {
 		return err
 	}
-	t, gerr := a.store.GetTask(r.Context(), ref.TaskID)
+	holder, herr := a.store.ClaimHolder(r.Context(), ref.TaskID, ref.Fence)
 	switch {
-	case errors.Is(gerr, tasks.ErrNotFound):
-		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", ref.TaskID)
-	case gerr != nil:
-		return gerr
-	case t.Status == tasks.StatusAssigned && t.Holder != e.Holder():
-		return errorf(http.StatusForbidden, codeForbidden, "task %d is not yours: another holder has it", ref.TaskID)
+	case herr == nil && holder == e.Holder():
+		a.log.DebugContext(r.Context(), "stale claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
+		return errorf(http.StatusConflict, codeStaleFence,
+			"task %d: your claim with fence %d is gone (its lease passed, or it was released, submitted or revoked); ask for your next assignment", ref.TaskID, ref.Fence)
+	case herr != nil && !errors.Is(herr, tasks.ErrNotFound):
+		return herr
 	}
-	a.log.DebugContext(r.Context(), "stale claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
-	return err
+	// Not a claim this editor ever held.
+	if _, gerr := a.store.GetTask(r.Context(), ref.TaskID); errors.Is(gerr, tasks.ErrNotFound) {
+		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", ref.TaskID)
+	} else if gerr != nil {
+		return gerr
+	}
+	return errorf(http.StatusForbidden, codeForbidden, "task %d with fence %d was never your claim", ref.TaskID, ref.Fence)
 }
 
 // pathID parses the positive integer id in the path wildcard name.

@@ -261,7 +261,7 @@ func TestRelease(t *testing.T) {
 	}
 }
 
-func TestStaleFenceIsConflict(t *testing.T) {
+func TestFenceNeverHeldIsForbidden(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	e := b.editor(t, "ada", "news")
@@ -276,7 +276,7 @@ func TestStaleFenceIsConflict(t *testing.T) {
 		{"heartbeat", `{"fence":7}`},
 	} {
 		res := b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/%s", id, c.action), e.Token, c.body)
-		wantError(t, res, http.StatusConflict, "stale_fence")
+		wantError(t, res, http.StatusForbidden, "forbidden")
 	}
 	b.unchanged(t, before)
 	if row := b.task(t, id); row.Status != tasks.StatusAssigned || row.Fence != a.Fence {
@@ -285,6 +285,54 @@ func TestStaleFenceIsConflict(t *testing.T) {
 	if n := b.d.Counters.RefusedWrites.Load(); n != 4 {
 		t.Fatalf("refused writes = %d, want 4", n)
 	}
+}
+
+// TestLostClaimIsConflict: whatever became of a claim the editor once held, a
+// write naming it is 409 stale_fence, so a client treats "my claim is gone" as
+// one answer. The same write by an editor who never held it is 403.
+func TestLostClaimIsConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ada := b.editor(t, "ada", "news")
+	bob := b.editor(t, "bob", "news")
+	id := b.addN(t, "news", 1)[0]
+	lost := b.next(t, ada.Token)
+
+	writes := func(fence int64) []struct{ action, body string } {
+		return []struct{ action, body string }{
+			{"heartbeat", fmt.Sprintf(`{"fence":%d}`, fence)},
+			{"submit", fmt.Sprintf(`{"fence":%d,"result":{"late":true}}`, fence)},
+			{"release", fmt.Sprintf(`{"fence":%d,"skip":true}`, fence)},
+		}
+	}
+	check := func(stage string, token string, fence int64, status int, code string) {
+		t.Helper()
+		before := b.snapshot(t)
+		for _, c := range writes(fence) {
+			t.Logf("%s: %s with fence %d", stage, c.action, fence)
+			wantError(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/%s", id, c.action), token, c.body), status, code)
+		}
+		b.unchanged(t, before)
+	}
+
+	// Revoked, then pending.
+	wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/admin/tasks/%d/release", id), adminToken, ""), http.StatusNoContent)
+	check("pending", ada.Token, lost.Fence, http.StatusConflict, "stale_fence")
+	check("pending, never held", bob.Token, lost.Fence, http.StatusForbidden, "forbidden")
+
+	// Now another editor holds it.
+	taken := b.next(t, bob.Token)
+	if taken.Task.ID != id {
+		t.Fatalf("bob got task %d, want %d", taken.Task.ID, id)
+	}
+	check("held by another", ada.Token, lost.Fence, http.StatusConflict, "stale_fence")
+	check("someone else's live claim", ada.Token, taken.Fence, http.StatusForbidden, "forbidden")
+
+	// And once it is done.
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", id), bob.Token,
+		fmt.Sprintf(`{"fence":%d,"result":{"ok":true}}`, taken.Fence)), http.StatusOK, nil)
+	check("done", ada.Token, lost.Fence, http.StatusConflict, "stale_fence")
+	check("submitted twice", bob.Token, taken.Fence, http.StatusConflict, "stale_fence")
 }
 
 func TestAnotherEditorsClaimIsForbidden(t *testing.T) {

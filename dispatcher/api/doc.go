@@ -43,14 +43,17 @@
 //
 // An editor acts only on its own claim. Heartbeat, submit and release go to
 // the dispatcher, whose fenced writes refuse anything but the caller's live
-// claim; only when the store refused does the API read the task to say why:
+// claim; only when the store refused does the API look up why, in the audit
+// trail:
 //
+//   - a (task, fence) the editor once held: 409 stale_fence, whatever became
+//     of that claim since (its lease passed, it was released, skipped,
+//     submitted, force-released, or another editor or worker holds the task
+//     now). A client treats this one answer as "my claim is gone" and asks for
+//     its next assignment;
 //   - no such task: 404 not_found;
-//   - the task is assigned to another holder (an editor or a worker): 403
-//     forbidden;
-//   - anything else (a wrong fence of the caller's own claim, a lease that
-//     passed, a claim that was released, force-released or submitted): 409
-//     stale_fence.
+//   - a (task, fence) the editor never held (another holder's claim, a fence
+//     that never was the editor's): 403 forbidden.
 //
 // A refused request changes nothing in the stores.
 //
@@ -61,10 +64,11 @@
 //	400 bad_request          malformed JSON, unknown fields, wrong types, trailing
 //	                         data, a body over MaxBodyBytes, a bad id in the path
 //	401 unauthorized         no token, or an unknown one
-//	403 forbidden            the wrong kind of token, or another holder's claim
+//	403 forbidden            the wrong kind of token, or a claim the editor never held
 //	404 not_found            no such task or route
 //	405 method_not_allowed   the route exists for other methods (see Allow)
-//	409 stale_fence          the claim is not the caller's live claim
+//	409 stale_fence          a claim the editor held is gone (expired, released,
+//	                         submitted, revoked or taken over)
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken
 //	409 not_assigned         a force release of a task nobody holds
