@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -39,7 +38,8 @@ func HashToken(token string) [32]byte {
 
 // CreateEditorParams are the arguments of CreateEditor.
 type CreateEditorParams struct {
-	// Name is 1..128 characters and unique.
+	// Name is 1..128 characters of valid UTF-8, unique as the database compares
+	// names (utf8mb4_unicode_ci): case, accents and trailing spaces do not count.
 	Name string
 	// Categories are 1..MaxCategories categories of 1..64 characters; duplicates are
 	// dropped.
@@ -54,10 +54,11 @@ const (
 )
 
 // CreateEditor creates an editor with its categories. It returns ErrInvalid for bad
-// params and ErrDuplicate if the name or token hash is taken.
+// params (the message names the field) and ErrDuplicate if the name or token hash is
+// taken.
 func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor, error) {
-	if n := utf8.RuneCountInString(p.Name); n < 1 || n > MaxEditorNameLen || !utf8.ValidString(p.Name) {
-		return nil, fmt.Errorf("create editor: %w: name must be 1..%d characters", ErrInvalid, MaxEditorNameLen)
+	if err := checkText("name", p.Name, MaxEditorNameLen); err != nil {
+		return nil, fmt.Errorf("create editor: %w", err)
 	}
 	if p.TokenHash == [32]byte{} {
 		return nil, fmt.Errorf("create editor: %w: token hash must be set", ErrInvalid)

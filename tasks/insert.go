@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -19,7 +18,7 @@ const (
 	MaxAttemptsLimit   = 100
 )
 
-// NewTask is a task to insert.
+// NewTask is a task to insert. Text must be valid UTF-8; lengths are in characters.
 type NewTask struct {
 	// Category is 1..64 characters with no leading or trailing spaces.
 	Category string
@@ -27,7 +26,9 @@ type NewTask struct {
 	Priority int
 	// Title is 1..512 characters.
 	Title string
-	// Payload is a JSON object; empty means {}.
+	// Payload is a JSON object of at most MaxJSONBytes, nesting at most MaxJSONDepth
+	// levels of arrays and objects, whose strings are valid UTF-8 and escape no lone
+	// surrogate; empty means {}.
 	Payload json.RawMessage
 	// MaxAttempts is 1..100; 0 means MaxAttemptsDefault.
 	MaxAttempts int
@@ -56,12 +57,15 @@ func (t NewTask) validate() (newTaskRow, error) {
 	if t.Priority < math.MinInt32 || t.Priority > math.MaxInt32 {
 		return newTaskRow{}, fmt.Errorf("%w: priority must fit in 32 bits", ErrInvalid)
 	}
-	if n := utf8.RuneCountInString(t.Title); n < 1 || n > MaxTitleLen || !utf8.ValidString(t.Title) {
-		return newTaskRow{}, fmt.Errorf("%w: title must be 1..%d characters", ErrInvalid, MaxTitleLen)
+	if err := checkText("title", t.Title, MaxTitleLen); err != nil {
+		return newTaskRow{}, err
 	}
 	payload := "{}"
 	if len(t.Payload) > 0 {
-		if !json.Valid(t.Payload) || firstNonSpace(t.Payload) != '{' {
+		if err := checkJSON("payload", t.Payload); err != nil {
+			return newTaskRow{}, err
+		}
+		if firstNonSpace(t.Payload) != '{' {
 			return newTaskRow{}, fmt.Errorf("%w: payload must be a JSON object", ErrInvalid)
 		}
 		payload = string(t.Payload)
@@ -79,8 +83,8 @@ func (t NewTask) validate() (newTaskRow, error) {
 // checkCategory validates a category. Leading and trailing spaces are refused because
 // the database compares with PAD SPACE ("a" = "a "), which Go does not.
 func checkCategory(c string) error {
-	if n := utf8.RuneCountInString(c); n < 1 || n > MaxCategoryLen || !utf8.ValidString(c) {
-		return fmt.Errorf("%w: category must be 1..%d characters", ErrInvalid, MaxCategoryLen)
+	if err := checkText("category", c, MaxCategoryLen); err != nil {
+		return err
 	}
 	if strings.TrimSpace(c) != c {
 		return fmt.Errorf("%w: category must not start or end with spaces", ErrInvalid)

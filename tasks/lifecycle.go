@@ -160,8 +160,8 @@ const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' A
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
 // ErrInvalid if the result is not valid JSON.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
-	if len(p.Result) == 0 || !json.Valid(p.Result) {
-		return nil, fmt.Errorf("submit task %d: %w: result must be valid JSON", p.TaskID, ErrInvalid)
+	if err := checkJSON("result", p.Result); err != nil {
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
 	var row struct {
 		Submitted    int64      `db:"submitted"`
