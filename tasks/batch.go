@@ -26,9 +26,11 @@ import (
 // skips the rest of the batch, so the transaction the batch opened may still be open
 // on the connection: batch rolls it back, and if that fails it discards the connection
 // rather than hand it back to the pool inside a transaction. A deadlock victim is run
-// again, as inTx does; scan must therefore set, not accumulate.
+// again, as inTx does; scan must therefore set, not accumulate. The arguments of a
+// batch are its caller's values, so a value the server refuses is an error wrapping
+// ErrInvalid (see refusedValue).
 func (s *Store) batch(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
-	return retryDeadlocks(ctx, func() error { return s.batchOnce(ctx, query, args, scan) })
+	return refusedValue(retryDeadlocks(ctx, func() error { return s.batchOnce(ctx, query, args, scan) }))
 }
 
 func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {

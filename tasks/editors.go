@@ -96,7 +96,7 @@ func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor
 		return nil, fmt.Errorf("create editor: %w: name or token is taken", ErrDuplicate)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create editor: %w", err)
+		return nil, fmt.Errorf("create editor: %w", refusedValue(err))
 	}
 	return s.GetEditor(ctx, id)
 }

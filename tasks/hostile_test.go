@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -313,4 +315,60 @@ func TestFreeTextIsMadeValid(t *testing.T) {
 	if last := b.task(t, id).LastError; !strings.HasPrefix(last, "\uFFFD broken: é") || !utf8.ValidString(last) {
 		t.Errorf("last_error %.40q", last)
 	}
+}
+
+// TestRefusedValuesAreInvalid narrows columns of the test database so that values
+// the validation lets through are refused by the server: the store's backstop
+// turns the server's error into ErrInvalid, keeping it as the cause, and nothing
+// changes.
+func TestRefusedValuesAreInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "ada", "news")
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
+	b.exec(t, `ALTER TABLE tasks MODIFY title VARCHAR(8) NOT NULL, MODIFY priority SMALLINT NOT NULL DEFAULT 0,
+		MODIFY category VARCHAR(64) CHARACTER SET latin1 NOT NULL`)
+	b.exec(t, `ALTER TABLE editors MODIFY name VARCHAR(4) NOT NULL`)
+	b.exec(t, `ALTER TABLE task_events MODIFY detail VARCHAR(4) NULL`)
+	b.exec(t, `ALTER TABLE task_results ADD CONSTRAINT result_short CHECK (JSON_LENGTH(result) <= 1)`)
+
+	wantRefused := func(what string, err error, numbers ...uint16) {
+		t.Helper()
+		var me *mysql.MySQLError
+		if !errors.Is(err, tasks.ErrInvalid) || !errors.As(err, &me) {
+			t.Errorf("%s: error = %v, want ErrInvalid with the server's error", what, err)
+			return
+		}
+		for _, n := range numbers {
+			if me.Number == n {
+				return
+			}
+		}
+		t.Errorf("%s: server error %d, want one of %v", what, me.Number, numbers)
+	}
+	tasksBefore := b.count(t, `SELECT COUNT(*) FROM tasks`)
+	_, err := b.store.InsertTasks(b.ctx, []tasks.NewTask{{Category: "news", Title: "ninechars"}})
+	wantRefused("title too long for the column", err, 1406)
+	_, err = b.store.InsertTasks(b.ctx, []tasks.NewTask{{Category: "news", Title: "t", Priority: 40000}})
+	wantRefused("priority out of range for the column", err, 1264)
+	_, err = b.store.InsertTasks(b.ctx, []tasks.NewTask{{Category: "nëws😀", Title: "t"}})
+	wantRefused("category the column's charset cannot hold", err, 1366)
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != tasksBefore {
+		t.Errorf("%d tasks, want %d", n, tasksBefore)
+	}
+
+	_, hash := tasks.NewToken()
+	_, err = b.store.CreateEditor(b.ctx, tasks.CreateEditorParams{Name: "fivec", Categories: []string{"news"}, TokenHash: hash})
+	wantRefused("editor name too long for the column", err, 1406)
+	if n := b.count(t, `SELECT COUNT(*) FROM editors`); n != 1 {
+		t.Errorf("%d editors, want 1", n)
+	}
+
+	before := b.snapshot(t, id)
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`[1,2]`)})
+	wantRefused("result failing a CHECK", err, 4025, 3819)
+	_, err = b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Reason: "longer"})
+	wantRefused("release reason too long for the column", err, 1406)
+	b.unchanged(t, id, before)
 }

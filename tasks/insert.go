@@ -179,7 +179,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, erro
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
+		return nil, fmt.Errorf("insert tasks: %w", refusedValue(err))
 	}
 	return ids, nil
 }

@@ -191,7 +191,9 @@ type event struct {
 
 const insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail) VALUES `
 
-// insertEvents writes audit records in one multi-row INSERT.
+// insertEvents writes audit records in one multi-row INSERT. Their holders and
+// details come from callers, so a value the server refuses is an error wrapping
+// ErrInvalid (see refusedValue).
 func insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
 	if len(evs) == 0 {
 		return nil
@@ -208,7 +210,7 @@ func insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
 			nullString(e.holder), nullID(e.editorID), nullString(truncate(e.detail, maxDetailLen)))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
-	return err
+	return refusedValue(err)
 }
 
 // nullString maps "" to NULL.
