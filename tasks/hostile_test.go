@@ -190,6 +190,29 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	return fmt.Sprint(x) == fmt.Sprint(y)
 }
 
+// TestInsertTasksKeepsStatementsSmall inserts more bytes in one call than the
+// server takes in one statement (max_allowed_packet, 16 MiB by default on
+// MariaDB): InsertTasks splits its batches by size too.
+func TestInsertTasksKeepsStatementsSmall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	payload := json.RawMessage(`{"text":"` + strings.Repeat(`\"quoted\" `, 100<<10/11) + `"}`)
+	nts := make([]tasks.NewTask, 250) // 25 MiB, doubled by escaping
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "news", Title: fmt.Sprintf("big %d", i), Payload: payload}
+	}
+	ids, err := b.store.InsertTasks(b.ctx, nts)
+	if err != nil {
+		t.Fatalf("insert %d tasks of %d bytes: %v", len(nts), len(payload), err)
+	}
+	if len(ids) != len(nts) {
+		t.Fatalf("%d ids for %d tasks", len(ids), len(nts))
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE LENGTH(payload) >= ?`, len(payload)); n != len(nts) {
+		t.Errorf("%d full payloads stored, want %d", n, len(nts))
+	}
+}
+
 // TestHostileEditorsAreInvalid creates editors with bad names and categories.
 func TestHostileEditorsAreInvalid(t *testing.T) {
 	t.Parallel()

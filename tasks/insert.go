@@ -105,10 +105,11 @@ func firstNonSpace(b []byte) byte {
 
 const insertTasksSQL = `INSERT INTO tasks (category, priority, title, payload, max_attempts) VALUES `
 
-// InsertTasks validates all tasks, then inserts them in multi-row batches inside one
-// transaction, and returns their ids in input order. If any task is invalid, it returns
-// an error wrapping ErrInvalid that names the task's index and field, and inserts
-// nothing.
+// InsertTasks validates all tasks, then inserts them in multi-row batches (at most
+// Config.InsertBatchSize rows, and 4 MiB of values unless one task has more) inside
+// one transaction, and returns their ids in input order. If any task is invalid, it
+// returns an error wrapping ErrInvalid that names the task's index and field, and
+// inserts nothing.
 //
 // On MariaDB the ids come from INSERT ... RETURNING id. On MySQL, which has no
 // RETURNING, they are LAST_INSERT_ID() plus multiples of auto_increment_increment: a
@@ -140,8 +141,9 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, erro
 				return err
 			}
 		}
-		for start := 0; start < len(rows); start += s.cfg.InsertBatchSize {
-			batch := rows[start:min(start+s.cfg.InsertBatchSize, len(rows))]
+		for start := 0; start < len(rows); {
+			batch := rows[start:s.insertBatchEnd(rows, start)]
+			start += len(batch)
 			var q strings.Builder
 			q.WriteString(insertTasksSQL)
 			args := make([]any, 0, 5*len(batch))
@@ -182,6 +184,28 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, erro
 		return nil, fmt.Errorf("insert tasks: %w", refusedValue(err))
 	}
 	return ids, nil
+}
+
+// insertBatchBytes bounds the values of one multi-row INSERT, in bytes. The driver
+// escapes them into the statement, at most doubling them, and the statement must
+// fit the server's max_allowed_packet (16 MiB by default on MariaDB): a bigger one
+// makes the server drop the connection.
+const insertBatchBytes = 4 << 20
+
+// insertBatchEnd returns the end of the batch of rows that starts at start: at most
+// Config.InsertBatchSize rows whose values take at most insertBatchBytes, or one row
+// that takes more by itself.
+func (s *Store) insertBatchEnd(rows []newTaskRow, start int) int {
+	end, size := start, 0
+	for end < len(rows) && end-start < s.cfg.InsertBatchSize {
+		r := rows[end]
+		size += len(r.category) + len(r.title) + len(r.payload)
+		if size > insertBatchBytes && end > start {
+			break
+		}
+		end++
+	}
+	return end
 }
 
 // supportsReturning reports whether the server is MariaDB, which supports INSERT ...

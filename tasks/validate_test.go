@@ -158,3 +158,23 @@ func TestRefusedValue(t *testing.T) {
 		t.Error("an ErrInvalid error was wrapped again")
 	}
 }
+
+func TestInsertBatchEnd(t *testing.T) {
+	s := &Store{cfg: Config{InsertBatchSize: 3}.WithDefaults()}
+	row := func(payloadBytes int) newTaskRow {
+		return newTaskRow{category: "c", title: "t", payload: strings.Repeat("x", payloadBytes)}
+	}
+	big := insertBatchBytes / 2
+	rows := []newTaskRow{row(1), row(1), row(1), row(1), row(big), row(big), row(insertBatchBytes * 2), row(1)}
+	var batches []int
+	for start := 0; start < len(rows); {
+		end := s.insertBatchEnd(rows, start)
+		batches = append(batches, end-start)
+		start = end
+	}
+	// 3 small rows (the row limit); 1 small and 1 big; 1 big (the second would pass
+	// the byte limit); the huge row on its own; the last row.
+	if got, want := fmt.Sprint(batches), "[3 2 1 1 1]"; got != want {
+		t.Fatalf("batch sizes %s, want %s", got, want)
+	}
+}
