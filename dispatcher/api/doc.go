@@ -61,8 +61,9 @@
 //
 // Errors are {"error":{"code":"…","message":"…"}} with these codes:
 //
-//	400 bad_request          malformed JSON, unknown fields, wrong types, trailing
-//	                         data, a body over MaxBodyBytes, a bad id in the path
+//	400 bad_request          malformed JSON, unknown fields, wrong types (a string
+//	                         or a fraction for an integer), trailing data, a body
+//	                         over MaxBodyBytes, a bad id in the path
 //	401 unauthorized         no token, or an unknown one
 //	403 forbidden            the wrong kind of token, or a claim the editor never held
 //	404 not_found            no such task or route
@@ -72,9 +73,32 @@
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken
 //	409 not_assigned         a force release of a task nobody holds
-//	422 invalid              a well-formed request with bad values
+//	422 invalid              a well-formed request with bad values (see Values);
+//	                         the message names the field
 //	503 unavailable          MySQL or Redis cannot be reached; see Retry-After
-//	500 internal             anything else (logged; the message says nothing more)
+//	500 internal             a fault of the server, never of the request (logged;
+//	                         the message says nothing more)
+//
+// # Values
+//
+// Whatever the database would refuse is refused first, with 422 invalid:
+//
+//   - text: valid UTF-8, with no \u escape of a lone UTF-16 surrogate
+//     ("\ud800"), anywhere in the body (payload and result included; the
+//     message gives the place, such as "[0].title" or "result.notes[2]");
+//     lengths in characters: category 1..64 (no leading or trailing spaces),
+//     title 1..512, editor name 1..128, reason at most MaxReasonLen;
+//   - integers: priority fits in 32 bits, max_attempts 1..100, fence at least
+//     1, wait_ms not negative; a well-formed integer too big for 64 bits is
+//     422 too;
+//   - payload (a JSON object) and result (any JSON value but null): at most
+//     tasks.MaxJSONDepth (31) levels of nested arrays and objects, the most
+//     MariaDB stores, and at most tasks.MaxJSONBytes (4 MiB; a request body
+//     is at most MaxBodyBytes anyway);
+//   - an editor: 1..64 distinct categories (tasks.MaxCategories).
+//
+// Should the database still refuse a value (a schema changed by hand, say),
+// the answer is 422 invalid too, never 500.
 //
 // # Long polling
 //

@@ -15,10 +15,19 @@ import (
 
 // decode reads r's JSON body into dst: at most MaxBodyBytes, one JSON value,
 // no unknown fields, nothing after it but white space. Any failure is a 400
-// apiError. An empty body is refused unless optional, in which case dst is
-// left as it is.
+// apiError, except a well-formed integer too big for its field: a 422. An empty
+// body is refused unless optional, in which case dst is left as it is.
+//
+// A string in the body that is not valid UTF-8 or escapes a lone surrogate
+// ("\ud800") is an error wrapping tasks.ErrInvalid that names where it is
+// ("[0].title must be valid UTF-8"), answered 422: encoding/json would replace
+// it with U+FFFD, and the store would keep something the client did not send.
 func decode(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return badBody(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		if errors.Is(err, io.EOF) && optional {
@@ -27,13 +36,9 @@ func decode(w http.ResponseWriter, r *http.Request, dst any, optional bool) erro
 		return badBody(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return badBody(err)
-		}
 		return errorf(http.StatusBadRequest, codeBadRequest, "request body has data after the JSON value")
 	}
-	return nil
+	return tasks.CheckJSONStrings(body)
 }
 
 // badBody describes a decoding error for the client.
@@ -56,13 +61,27 @@ func badBody(err error) *apiError {
 	case errors.As(err, &wrongType):
 		what := "the body"
 		if wrongType.Field != "" {
-			what = "field " + strconv.Quote(wrongType.Field)
+			// The request bodies are flat objects: the last element is the key,
+			// past the names of embedded Go structs ("fenceField.fence").
+			field := wrongType.Field[strings.LastIndexByte(wrongType.Field, '.')+1:]
+			what = "field " + strconv.Quote(field)
 		}
-		msg = what + " must be " + jsonKind(wrongType.Type.String()) + ", not " + wrongType.Value
+		kind := jsonKind(wrongType.Type.String())
+		if n, ok := strings.CutPrefix(wrongType.Value, "number "); ok && kind == "an integer" && isInteger(n) {
+			// A well-formed integer that does not fit: a bad value, not a bad request.
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s is out of range: %s", what, n)
+		}
+		msg = what + " must be " + kind + ", not " + wrongType.Value
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		msg = strings.TrimPrefix(err.Error(), "json: ")
 	}
 	return errorf(http.StatusBadRequest, codeBadRequest, "%s", msg)
+}
+
+// isInteger reports whether the JSON number n is written as an integer: no
+// fraction, no exponent.
+func isInteger(n string) bool {
+	return n != "" && !strings.ContainsAny(n, ".eE")
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.
