@@ -20,8 +20,9 @@ func newAPIHandler(b *backend) (http.Handler, error) {
 			{Name: "mysql", Check: b.db.PingContext},
 			{Name: "redis", Check: b.redis.check},
 		},
-		Metrics: b.tel.Metrics,
-		MaxWait: b.cfg.HTTP.MaxWait,
+		Metrics:        b.tel.Metrics,
+		MaxWait:        b.cfg.HTTP.MaxWait,
+		RequestTimeout: b.cfg.HTTP.RequestTimeout,
 		// 0 in the config turns the cache off; in api.Config it means the
 		// default.
 		EditorCacheTTL: cmp.Or(b.cfg.HTTP.EditorCacheTTL, -1),

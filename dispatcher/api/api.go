@@ -54,6 +54,9 @@ const (
 	CheckTimeout = 2 * time.Second
 	// RetryAfter is the Retry-After of 503 answers, in seconds.
 	RetryAfter = 2
+	// RequestTimeoutDefault bounds a request's work when
+	// Config.RequestTimeout is zero.
+	RequestTimeoutDefault = 10 * time.Second
 	// EditorCacheTTLDefault is how long an editor found by its token is
 	// remembered when Config.EditorCacheTTL is zero.
 	EditorCacheTTLDefault = 10 * time.Second
@@ -79,6 +82,11 @@ type Config struct {
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
 	// Default MaxWaitDefault.
 	MaxWait time.Duration
+	// RequestTimeout bounds the work of one request: a store that hangs (a
+	// stopped server that keeps its connections open) makes the request 503
+	// unavailable when it passes, instead of holding it forever. A long poll
+	// gets its wait on top. Default RequestTimeoutDefault.
+	RequestTimeout time.Duration
 	// EditorCacheTTL is how long an editor found by its token is remembered,
 	// so that its next requests need not read MySQL to authenticate; changes
 	// made to editors in the database directly show within it. Negative
@@ -92,6 +100,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.MaxWait == 0 {
 		c.MaxWait = MaxWaitDefault
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = RequestTimeoutDefault
 	}
 	if c.EditorCacheTTL == 0 {
 		c.EditorCacheTTL = EditorCacheTTLDefault
@@ -112,6 +123,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("admin token must be at least %d characters", MinAdminTokenLen)
 	case c.MaxWait < 0:
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("request timeout must not be negative, got %v", c.RequestTimeout)
 	}
 	seen := make(map[string]bool, len(c.Checks))
 	for i, ch := range c.Checks {
@@ -135,6 +148,7 @@ type api struct {
 	adminHash [32]byte // SHA-256 of the admin token: compared in constant time
 	checks    []Check
 	maxWait   time.Duration
+	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
 	log       *slog.Logger
 	mux       *http.ServeMux
@@ -153,6 +167,7 @@ func New(cfg Config) (http.Handler, error) {
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
 		checks:    cfg.Checks,
 		maxWait:   cfg.MaxWait,
+		timeout:   cfg.RequestTimeout,
 		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
@@ -169,7 +184,7 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
 	m.Handle("GET /v1/stats", a.admin(a.stats))
 
-	m.Handle("POST /v1/assignments/next", a.editor(a.next))
+	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))
 	m.Handle("POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat))
 	m.Handle("POST /v1/assignments/{task}/submit", a.editor(a.submit))
 	m.Handle("POST /v1/assignments/{task}/release", a.editor(a.release))

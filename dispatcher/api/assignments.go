@@ -33,7 +33,10 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 			wait = time.Duration(*req.WaitMS) * time.Millisecond
 		}
 	}
+	r, cancel := a.withWait(r, wait)
+	defer cancel()
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
+	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) {
 		w.WriteHeader(http.StatusNoContent)
 		return nil

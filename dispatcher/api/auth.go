@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -20,13 +22,49 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // editorHandlerFunc is a handler for an authenticated editor.
 type editorHandlerFunc func(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error
 
-// handle adapts h to http.Handler, answering its error with writeError.
+// errRequestTimeout is the cause of a request's context once its time is up
+// (Config.RequestTimeout).
+var errRequestTimeout = errors.New("request timed out")
+
+// handle adapts h to http.Handler, answering its error with writeError. The
+// request's context ends after Config.RequestTimeout (plus the longest wait,
+// for a long poll: see longPoll), with errRequestTimeout as its cause.
 func (a *api) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		timeout := a.timeout
+		if isLongPoll(r.Context()) {
+			timeout += a.maxWait
+		}
+		ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
 		if err := h(w, r); err != nil {
 			a.writeError(w, r, err)
 		}
 	})
+}
+
+// longPollKey marks the context of a long-poll route.
+type longPollKey struct{}
+
+// longPoll marks the requests h handles as long polls, whose time is
+// Config.RequestTimeout plus their wait (the handler shortens it to its own
+// wait with withWait).
+func (a *api) longPoll(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), longPollKey{}, true)))
+	})
+}
+
+func isLongPoll(ctx context.Context) bool {
+	v, _ := ctx.Value(longPollKey{}).(bool)
+	return v
+}
+
+// withWait bounds r's work by its wait plus Config.RequestTimeout.
+func (a *api) withWait(r *http.Request, wait time.Duration) (*http.Request, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(r.Context(), wait+a.timeout, errRequestTimeout)
+	return r.WithContext(ctx), cancel
 }
 
 // admin lets only the admin token through to h.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,7 +54,8 @@ type errorBody struct {
 // generic message (the error itself goes to the log only). When the client
 // has gone away nothing is written.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	err = timedOut(r.Context(), err)
+	if r.Context().Err() != nil && !errors.Is(err, errRequestTimeout) {
 		a.log.DebugContext(r.Context(), "client went away", "method", r.Method, "path", r.URL.Path, "err", err)
 		return
 	}
@@ -72,12 +74,24 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	a.writeJSON(w, r, e.status, body)
 }
 
+// timedOut returns err marked with errRequestTimeout when ctx ended because
+// the request's time was up: whatever the store made of its canceled call, the
+// answer is then 503.
+func timedOut(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errRequestTimeout) && !errors.Is(err, errRequestTimeout) {
+		return fmt.Errorf("%w: %w", errRequestTimeout, err)
+	}
+	return err
+}
+
 // classify maps err to its answer.
 func classify(err error) *apiError {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.Is(err, errRequestTimeout):
+		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store did not answer in time; retry later")
 	case errors.Is(dispatcher.Unavailable(err), dispatcher.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store is unavailable; retry later")
 	case errors.Is(err, tasks.ErrInvalid):

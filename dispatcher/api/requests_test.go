@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // bodyOfSize returns a POST /v1/tasks body of exactly n bytes that is valid
@@ -436,4 +438,64 @@ func TestEditorTokensAreRemembered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHungMySQLIsUnavailable: a MySQL server that stops answering (here a
+// proxy that stops moving bytes, as a SIGSTOPped server would) makes requests
+// 503 once Config.RequestTimeout passes, long polls included, instead of
+// holding them; when it answers again, so does the API.
+func TestHungMySQLIsUnavailable(t *testing.T) {
+	t.Parallel()
+	direct := taskstest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.StartProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	ctx := context.Background()
+	db, err := tasks.Open(ctx, cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	hung, err := tasks.NewStore(db, tasks.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 500 * time.Millisecond
+	b := setup(t, setupOpts{store: hung, api: api.Config{RequestTimeout: timeout}})
+	e := b.editor(t, "ada", "news")
+	b.addN(t, "news", 3)
+	a := b.next(t, e.Token) // through the proxy: the editor is known from here on
+
+	proxy.Freeze()
+	for _, c := range []struct{ method, path, token, body string }{
+		{"POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d}`, a.Fence)},
+		{"POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d,"result":{}}`, a.Fence)},
+		{"POST", "/v1/assignments/next", e.Token, `{"wait_ms":300}`},
+		{"GET", "/v1/stats", adminToken, ""},
+		{"POST", "/v1/editors", adminToken, `{"name":"bob","categories":["news"]}`},
+	} {
+		start := time.Now()
+		res := b.do(t, c.method, c.path, c.token, c.body)
+		took := time.Since(start)
+		wantError(t, res, http.StatusServiceUnavailable, "unavailable")
+		if res.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: 503 without Retry-After", c.method, c.path)
+		}
+		// Bounded: the request's time (plus a long poll's wait), with slack
+		// for a loaded machine; a hung request would take forever.
+		if took > 20*timeout {
+			t.Errorf("%s %s: answered after %v, want about %v", c.method, c.path, took, timeout)
+		}
+	}
+
+	// The frozen submit may still reach the server when it answers again (as
+	// a stopped server reads what waited in its socket): a 503 says nothing
+	// about whether a write happened. Either way the editor gets an assignment.
+	proxy.Thaw()
+	eventually(t, 10*time.Second, "the API answers again", func() bool {
+		return b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`).status == http.StatusOK
+	})
 }

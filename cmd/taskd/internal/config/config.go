@@ -30,6 +30,7 @@ const (
 	HTTPIdleTimeoutDefault       = 2 * time.Minute
 	HTTPMaxWaitDefault           = time.Minute
 	HTTPEditorCacheTTLDefault    = 10 * time.Second
+	HTTPRequestTimeoutDefault    = 10 * time.Second
 	HTTPShutdownTimeoutDefault   = 30 * time.Second
 
 	RedisAddrDefault         = "127.0.0.1:6379"
@@ -96,8 +97,8 @@ type HTTP struct {
 	// Addr is the listen address, host:port. Default HTTPAddrDefault.
 	Addr string `yaml:"addr"`
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are those of
-	// http.Server. WriteTimeout must exceed MaxWait, or long polls would be cut
-	// off.
+	// http.Server. WriteTimeout must exceed MaxWait + RequestTimeout, or long
+	// polls could be cut off.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	WriteTimeout      time.Duration `yaml:"write_timeout"`
@@ -109,6 +110,10 @@ type HTTP struct {
 	// remembered; 0 looks every request's token up in MySQL. Default
 	// HTTPEditorCacheTTLDefault.
 	EditorCacheTTL time.Duration `yaml:"editor_cache_ttl"`
+	// RequestTimeout bounds a request's work (a long poll's: its wait plus
+	// this): a store that hangs makes it 503 then. Default
+	// HTTPRequestTimeoutDefault.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM; requests
 	// still running then are cut off. Default HTTPShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -240,6 +245,7 @@ func Default() *Config {
 			IdleTimeout:       HTTPIdleTimeoutDefault,
 			MaxWait:           HTTPMaxWaitDefault,
 			EditorCacheTTL:    HTTPEditorCacheTTLDefault,
+			RequestTimeout:    HTTPRequestTimeoutDefault,
 			ShutdownTimeout:   HTTPShutdownTimeoutDefault,
 		},
 		Redis: Redis{

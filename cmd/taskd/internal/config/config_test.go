@@ -180,6 +180,8 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_HTTP_MAX_WAIT", "2m", "http.write_timeout", "greater than http.max_wait"},
 		{"TASKD_HTTP_MAX_WAIT", "1h", "http.max_wait", "at most 15m"},
 		{"TASKD_HTTP_MAX_WAIT", "0s", "http.max_wait", "at least 100ms"},
+		{"TASKD_HTTP_REQUEST_TIMEOUT", "0s", "http.request_timeout", "at least 100ms"},
+		{"TASKD_HTTP_REQUEST_TIMEOUT", "45s", "http.write_timeout", "greater than http.max_wait + http.request_timeout"},
 		{"TASKD_HTTP_READ_HEADER_TIMEOUT", "0s", "http.read_header_timeout", "at least 100ms"},
 		{"TASKD_HTTP_SHUTDOWN_TIMEOUT", "-1s", "http.shutdown_timeout", "at least 0s"},
 		{"TASKD_MYSQL_DSN", "", "mysql.dsn", "must be set"},

@@ -84,10 +84,13 @@ func (v *validator) http() {
 	if v.atLeast("http.max_wait", h.MaxWait, 100*time.Millisecond) && h.MaxWait > MaxWaitMax {
 		v.fail("http.max_wait", "must be at most %v, got %q", MaxWaitMax, h.MaxWait.String())
 	}
-	// A response to a long poll is written when the wait ends; the write
-	// timeout counts from the end of the request's headers.
-	if h.WriteTimeout <= h.MaxWait {
-		v.fail("http.write_timeout", "must be greater than http.max_wait (%v), got %q", h.MaxWait, h.WriteTimeout.String())
+	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
+	// A response to a long poll is written when the wait ends, or when the
+	// request's time runs out a request timeout later; the write timeout counts
+	// from the end of the request's headers.
+	if h.WriteTimeout <= h.MaxWait+h.RequestTimeout {
+		v.fail("http.write_timeout", "must be greater than http.max_wait + http.request_timeout (%v), got %q",
+			h.MaxWait+h.RequestTimeout, h.WriteTimeout.String())
 	}
 }
 
