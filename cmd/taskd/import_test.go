@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -278,5 +279,124 @@ func TestValidateTask(t *testing.T) {
 		if _, err := s.store.DB().Exec(`DELETE FROM tasks`); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// nestedJSON returns a JSON object of depth levels of arrays and objects.
+func nestedJSON(depth int) string {
+	objects := (depth + 1) / 2
+	arrays := depth - objects
+	return strings.Repeat(`{"k":`, objects) + strings.Repeat("[", arrays) + "1" +
+		strings.Repeat("]", arrays) + strings.Repeat("}", objects)
+}
+
+// TestImportRefusesHostileRecords imports files with records the database would
+// refuse: each is listed with its line and the reason, and nothing is imported;
+// with --partial exactly the good records are.
+func TestImportRefusesHostileRecords(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	line := func(fields string) string { return `{"category":"news",` + fields + `}` }
+	jsonl := strings.Join([]string{
+		line(`"title":"good 1"`),
+		line(`"title":"x","payload":` + nestedJSON(33)),
+		line(`"title":"x","payload":` + nestedJSON(32)),
+		line(`"title":"good 2, 31 levels","payload":` + nestedJSON(tasks.MaxJSONDepth)),
+		line("\"title\":\"caf\xe9\""),
+		`{"category":"n\udc00ws","title":"x"}`,
+		line("\"title\":\"x\",\"payload\":{\"text\":\"\xff\"}"),
+		line(`"title":"x","payload":{"text":"\ud800"}`),
+		line(`"title":"` + strings.Repeat("😀", tasks.MaxTitleLen+1) + `"`),
+		`{"category":"` + strings.Repeat("c", tasks.MaxCategoryLen+1) + `","title":"x"}`,
+		line(`"title":"x","priority":2147483648`),
+		line(`"title":"x","priority":-2147483649`),
+		line(`"title":"x","priority":18446744073709551616`),
+		line(`"title":"x","max_attempts":101`),
+		line(`"title":"good 3"`),
+	}, "\n") + "\n"
+	path := s.file(t, "hostile.jsonl", jsonl)
+	stdout, stderr, code := runApp(t, s.env, "import", path)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailure, stdout, stderr)
+	}
+	for _, want := range []string{
+		"12 of 15 records rejected",
+		"line 2: payload must nest arrays and objects at most 31 levels deep",
+		"line 3: payload must nest arrays and objects at most 31 levels deep",
+		"line 5: title must be valid UTF-8",
+		`line 6: category must not escape a lone surrogate (\udc00)`,
+		"line 7: payload.text must be valid UTF-8",
+		`line 8: payload.text must not escape a lone surrogate (\ud800)`,
+		"line 9: title must be 1..512 characters",
+		"line 10: category must be 1..64 characters",
+		"line 11: priority must fit in 32 bits",
+		"line 12: priority must fit in 32 bits",
+		"line 13: priority: 18446744073709551616 is out of range",
+		"line 14: max_attempts must be 1..100",
+		"nothing imported",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Fatalf("%d tasks imported from a file with rejected records, want 0", len(got))
+	}
+
+	if _, stderr, code := runApp(t, s.env, "import", "--partial", path); code != exitOK {
+		t.Fatalf("--partial: exit %d\n%s", code, stderr)
+	}
+	got := s.tasks(t)
+	var titles []string
+	for _, task := range got {
+		titles = append(titles, task.Title)
+	}
+	if strings.Join(titles, "|") != "good 1|good 2, 31 levels|good 3" {
+		t.Fatalf("--partial imported %q", titles)
+	}
+	var want, stored any
+	if err := json.Unmarshal([]byte(nestedJSON(tasks.MaxJSONDepth)), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(got[1].Payload, &stored); err != nil || fmt.Sprint(stored) != fmt.Sprint(want) {
+		t.Errorf("the 31-level payload is stored as %.80s (%v)", got[1].Payload, err)
+	}
+}
+
+// TestImportRefusesHostileCSV does the same with a CSV file, whose cells keep
+// their bytes as they are.
+func TestImportRefusesHostileCSV(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	deep := strings.ReplaceAll(nestedJSON(33), `"`, `""`)
+	path := s.file(t, "hostile.csv", "category,title,priority,payload,max_attempts\n"+
+		"news,good,,,\n"+
+		"news,caf\xe9,,,\n"+
+		"n\xffws,x,,,\n"+
+		"news,x,,\"{\"\"text\"\":\"\"\xc3\"\"}\",\n"+
+		"news,x,,\""+deep+"\",\n"+
+		"news,x,2147483648,,\n"+
+		"news,x,99999999999999999999,,\n"+
+		"news,x,,,-1\n")
+	stdout, stderr, code := runApp(t, s.env, "import", path)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailure, stdout, stderr)
+	}
+	for _, want := range []string{
+		"7 of 8 records rejected",
+		"line 3: title must be valid UTF-8",
+		"line 4: category must be valid UTF-8",
+		"line 5: payload.text must be valid UTF-8",
+		"line 6: payload must nest arrays and objects at most 31 levels deep",
+		"line 7: priority must fit in 32 bits",
+		"line 8: priority: 99999999999999999999 is out of range",
+		"line 9: max_attempts must be 1..100",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Errorf("%d tasks imported from a file with rejected records, want 0", len(got))
 	}
 }

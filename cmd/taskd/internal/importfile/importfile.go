@@ -14,8 +14,10 @@
 // take the defaults (priority 0, payload {}, max_attempts from the store).
 // Quoted cells may span lines; a record's line is where it starts.
 //
-// The reader checks the form of each record; whether the task is acceptable
-// (lengths, a JSON object payload, limits) is for the store's validation.
+// The reader checks the form of each record, and that the strings of a JSON line
+// are valid UTF-8 without escaped lone surrogates (which decoding would replace
+// with U+FFFD); whether the task is acceptable (lengths, a JSON object payload,
+// limits) is for the store's validation.
 package importfile
 
 import (
@@ -177,6 +179,11 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return tasks.NewTask{}, errors.New("unexpected data after the JSON object")
 	}
+	// encoding/json has replaced invalid UTF-8 and escaped lone surrogates in the
+	// strings it decoded with U+FFFD: refuse them instead, as the API does.
+	if err := tasks.CheckJSONStrings(text); err != nil {
+		return tasks.NewTask{}, errors.New(strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
+	}
 	if string(jt.Payload) == "null" {
 		jt.Payload = nil // as in POST /v1/tasks: the default, {}
 	}
@@ -192,7 +199,11 @@ func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return fmt.Errorf("%s: want %s, got %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		kind := jsonKind(typeErr.Type.Kind().String())
+		if n, ok := strings.CutPrefix(typeErr.Value, "number "); ok && kind == "an integer" && !strings.ContainsAny(n, ".eE") {
+			return fmt.Errorf("%s: %s is out of range", typeErr.Field, n)
+		}
+		return fmt.Errorf("%s: want %s, got %s", typeErr.Field, kind, typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("invalid JSON at byte %d: %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -278,19 +289,22 @@ func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
 	t := tasks.NewTask{}
 	t.Category, _ = cell("category")
 	t.Title, _ = cell("title")
-	if s, ok := cell("priority"); ok && strings.TrimSpace(s) != "" {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return t, fmt.Errorf("priority: want an integer, got %q", s)
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"priority", &t.Priority}, {"max_attempts", &t.MaxAttempts}} {
+		s, ok := cell(f.name)
+		if !ok || strings.TrimSpace(s) == "" {
+			continue
 		}
-		t.Priority = n
-	}
-	if s, ok := cell("max_attempts"); ok && strings.TrimSpace(s) != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return t, fmt.Errorf("max_attempts: want an integer, got %q", s)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return t, fmt.Errorf("%s: %s is out of range", f.name, strings.TrimSpace(s))
+		case err != nil:
+			return t, fmt.Errorf("%s: want an integer, got %q", f.name, s)
 		}
-		t.MaxAttempts = n
+		*f.dst = n
 	}
 	if s, ok := cell("payload"); ok && strings.TrimSpace(s) != "" {
 		t.Payload = json.RawMessage(s)

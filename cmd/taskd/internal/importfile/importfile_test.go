@@ -159,3 +159,53 @@ func TestDetectFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestStringsDecodingWouldChange checks that a JSON line whose strings
+// encoding/json would change (invalid UTF-8, an escaped lone surrogate) is
+// refused, naming the field, instead of read as something else.
+func TestStringsDecodingWouldChange(t *testing.T) {
+	t.Parallel()
+	text := "{\"category\":\"news\",\"title\":\"caf\xe9\"}\n" +
+		`{"category":"n\ud800ws","title":"x"}` + "\n" +
+		"{\"category\":\"news\",\"title\":\"x\",\"payload\":{\"a\":[\"\xff\"]}}\n" +
+		`{"category":"news","title":"caf\u00e9 \ud83d\ude00"}` + "\n"
+	var got []string
+	for _, rec := range readAll(t, text, JSONLines) {
+		got = append(got, outcome(rec))
+	}
+	want := []string{
+		`1 ERR title must be valid UTF-8`,
+		`2 ERR category must not escape a lone surrogate (\ud800)`,
+		`3 ERR payload.a[0] must be valid UTF-8`,
+		`4 ok news café 😀 0  0`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestIntegersOutOfRange checks that an integer too big for Go's int is said to be
+// out of range, in both formats; the store's own limits are checked later.
+func TestIntegersOutOfRange(t *testing.T) {
+	t.Parallel()
+	var got []string
+	for _, rec := range readAll(t, `{"category":"news","title":"x","priority":99999999999999999999}
+{"category":"news","title":"x","max_attempts":-99999999999999999999}
+{"category":"news","title":"x","priority":2147483648}
+`, JSONLines) {
+		got = append(got, outcome(rec))
+	}
+	for _, rec := range readAll(t, "category,title,priority,max_attempts\nnews,x,99999999999999999999,\nnews,x,,-99999999999999999999\n", CSV) {
+		got = append(got, outcome(rec))
+	}
+	want := []string{
+		`1 ERR priority: 99999999999999999999 is out of range`,
+		`2 ERR max_attempts: -99999999999999999999 is out of range`,
+		`3 ok news x 2147483648  0`,
+		`2 ERR priority: 99999999999999999999 is out of range`,
+		`3 ERR max_attempts: -99999999999999999999 is out of range`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
