@@ -156,3 +156,26 @@ func TestExtremeIDs(t *testing.T) {
 	}
 	b.unchanged(t, before)
 }
+
+// TestNumbersJSONDoesNotHave sends NaN, infinities and numbers that are no
+// integers where integers belong: malformed requests, 400, and nothing changes.
+func TestNumbersJSONDoesNotHave(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "news", 1)[0]
+	before := b.snapshot(t)
+	for _, c := range []struct{ name, path, token, body string }{
+		{"wait_ms NaN", "/v1/assignments/next", e.Token, `{"wait_ms":NaN}`},
+		{"wait_ms Infinity", "/v1/assignments/next", e.Token, `{"wait_ms":Infinity}`},
+		{"priority -Infinity", "/v1/tasks", adminToken, `[{"category":"news","title":"t","priority":-Infinity}]`},
+		{"priority 1e400", "/v1/tasks", adminToken, `[{"category":"news","title":"t","priority":1e400}]`},
+		{"max_attempts 1e2", "/v1/tasks", adminToken, `[{"category":"news","title":"t","max_attempts":1e2}]`},
+		{"fence 0x10", fmt.Sprintf("/v1/assignments/%d/heartbeat", id), e.Token, `{"fence":0x10}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantError(t, b.do(t, "POST", c.path, c.token, c.body), http.StatusBadRequest, "bad_request")
+		})
+	}
+	b.unchanged(t, before)
+}
