@@ -23,15 +23,15 @@ const (
 	MaxJSONBytes = 4 << 20
 )
 
-// checkText checks a value for a VARCHAR(max) column: valid UTF-8 and 1..max
+// checkText checks a value for a VARCHAR(maxLen) column: valid UTF-8 and 1..maxLen
 // characters, which is how the column counts. The error wraps ErrInvalid and names
 // field.
-func checkText(field, s string, max int) error {
+func checkText(field, s string, maxLen int) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%w: %s must be valid UTF-8", ErrInvalid, field)
 	}
-	if n := utf8.RuneCountInString(s); n < 1 || n > max {
-		return fmt.Errorf("%w: %s must be 1..%d characters", ErrInvalid, field, max)
+	if n := utf8.RuneCountInString(s); n < 1 || n > maxLen {
+		return fmt.Errorf("%w: %s must be 1..%d characters", ErrInvalid, field, maxLen)
 	}
 	return nil
 }
