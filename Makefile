@@ -2,6 +2,7 @@
 #
 # Overrides: make test TESTFLAGS='-run TestObtain -v' PKG=./locker/...
 #            make bench BENCH=Claim BENCHFLAGS='-benchtime=5s'
+#            make chaos CHAOSFLAGS='-editors 50 -dir /tmp/chaos'
 
 GO         ?= go
 GOFMT      ?= gofmt
@@ -9,6 +10,7 @@ PKG        ?= ./...
 TESTFLAGS  ?=
 BENCH      ?= .
 BENCHFLAGS ?=
+CHAOSFLAGS ?=
 # `make run` gets its own set of servers, so it can run beside `make test` (16300).
 RUN_PORT_BASE ?= 26300
 
@@ -17,7 +19,7 @@ GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK  = $(or $(shell command -v staticcheck 2>/dev/null),$(GOBIN)/staticcheck)
 
 .DEFAULT_GOAL := help
-.PHONY: help test bench lint build run clean services-up services-down services-status
+.PHONY: help test bench chaos soak lint build run clean services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -33,6 +35,12 @@ bench: build ## Run `taskd bench -scenario all`, the locker vs bsm/redislock com
 			bin/taskd bench -scenario all -json bin/bench-results.json && \
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
+
+chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests (own servers; JSON in bin/chaos.json)
+	$(GO) run ./internal/chaos/cmd/chaos -taskd bin/taskd -json bin/chaos.json $(CHAOSFLAGS)
+
+soak: build ## Run the fault suite in a loop until 100,000 assignments, 30 minutes at most (JSON in bin/soak.json)
+	$(GO) run ./internal/chaos/cmd/chaos -soak -assignments 100000 -duration 30m -every 2s -taskd bin/taskd -json bin/soak.json $(CHAOSFLAGS)
 
 lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing
 	@echo '$(GOFMT) -l .'; files=$$($(GOFMT) -l .); \

@@ -1,0 +1,73 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) {
+	// The faults make both clients log broken connections on purpose.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	redis.SetLogger(discardRedis{})
+	os.Exit(m.Run())
+}
+
+type discardRedis struct{}
+
+func (discardRedis) Printf(context.Context, string, ...any) {}
+
+// TestChaos runs every fault once against private servers and the real
+// taskd binary (built from this module, or TASKD_CHAOS_TASKD), and fails on
+// any violation. It takes about a minute and a half.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite takes a minute or two; run without -short")
+	}
+	for _, names := range [][]string{{"redis-server"}, {"mariadbd", "mysqld"}, {"mariadb-install-db", "mysql_install_db"}} {
+		if _, err := findBinary(names...); err != nil {
+			if os.Getenv("TASKD_TEST_REQUIRE_SERVICES") == "1" {
+				t.Fatalf("%v, and TASKD_TEST_REQUIRE_SERVICES=1: install redis-server and mariadb-server (scripts/services.sh up does, as root)", err)
+			}
+			t.Skipf("%v: install redis-server and mariadb-server to run the fault suite", err)
+		}
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		TaskdBin: os.Getenv("TASKD_CHAOS_TASKD"),
+		WorkDir:  t.TempDir(),
+		Editors:  20,
+		Logf:     t.Logf,
+	})
+	if errors.Is(err, ErrMissingServer) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.WriteText(&b)
+	t.Logf("report:\n%s", b.String())
+	for i, v := range rep.Violations {
+		if i == 30 {
+			t.Errorf("… %d more violations", len(rep.Violations)-30)
+			break
+		}
+		t.Errorf("%s", v)
+	}
+	// The run must have done something worth checking.
+	if rep.Totals.Assignments < 1000 || rep.Totals.Submits < 1000 || rep.Hostile.Requests == 0 {
+		t.Errorf("too little work to prove anything: %d assignments, %d submits, %d hostile requests",
+			rep.Totals.Assignments, rep.Totals.Submits, rep.Hostile.Requests)
+	}
+}

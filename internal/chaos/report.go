@@ -1,0 +1,160 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// PhaseReport is what the editors saw during one fault (or calm stretch).
+type PhaseReport struct {
+	Name     string  `json:"name"`
+	Seconds  float64 `json:"seconds"`
+	Requests int64   `json:"requests"`
+	OK       int64   `json:"ok"`
+	// Unavailable counts 503 answers.
+	Unavailable int64 `json:"unavailable_503"`
+	// TransportErrors counts requests with no HTTP answer (refused or reset
+	// connections of a dead process).
+	TransportErrors int64 `json:"transport_errors"`
+	// TimedOut counts requests not answered within wait + Config.RequestBound.
+	TimedOut int64 `json:"timed_out"`
+	// ServerErrors counts 5xx answers other than 503.
+	ServerErrors int64 `json:"server_errors"`
+	// RecoveryMS is the time from the fault's undoing (restart, resume) to
+	// the first successful answer; -1 when the phase had no fault or none came.
+	RecoveryMS  int64 `json:"first_ok_after_recovery_ms"`
+	Assignments int64 `json:"assignments"`
+	Submits     int64 `json:"submits"`
+	// Stale counts writes refused as stale (409 stale_fence, 403).
+	Stale      int64 `json:"stale_refusals"`
+	Releases   int64 `json:"releases"`
+	Heartbeats int64 `json:"heartbeats"`
+	Abandons   int64 `json:"abandons"`
+	Violations int64 `json:"violations"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Seconds    float64       `json:"seconds"`
+	Config     ReportConfig  `json:"config"`
+	Phases     []PhaseReport `json:"phases"`
+	Totals     PhaseReport   `json:"totals"`
+	Checks     []CheckResult `json:"checks"`
+	Hostile    hostileResult `json:"hostile"`
+	Violations []Violation   `json:"violations"`
+}
+
+// ReportConfig is the part of Config a reader of the report needs.
+type ReportConfig struct {
+	Editors         int     `json:"editors"`
+	LeaseSeconds    float64 `json:"lease_ttl_seconds"`
+	SweepSeconds    float64 `json:"sweep_interval_seconds"`
+	SlackSeconds    float64 `json:"slack_seconds"`
+	BoundSeconds    float64 `json:"request_bound_seconds"`
+	HangSeconds     float64 `json:"hang_seconds"`
+	Soak            bool    `json:"soak"`
+	TargetAssigned  int64   `json:"target_assignments,omitempty"`
+	DurationSeconds float64 `json:"max_duration_seconds,omitempty"`
+}
+
+func (h *harness) report(d time.Duration) *Report {
+	r := &Report{Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	c := h.cfg
+	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
+		SlackSeconds: c.Slack.Seconds(), BoundSeconds: c.RequestBound.Seconds(), HangSeconds: c.HangFor.Seconds(), Soak: c.Soak}
+	if c.Soak {
+		r.Config.TargetAssigned, r.Config.DurationSeconds = c.Assignments, c.Duration.Seconds()
+	}
+	r.Totals.Name = "total"
+	r.Totals.RecoveryMS = -1
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	for _, p := range h.rec.phases {
+		pr := PhaseReport{
+			Name: p.name, Seconds: p.end.Sub(p.start).Seconds(),
+			Requests: p.requests.Load(), OK: p.ok.Load(), Unavailable: p.unavailable.Load(),
+			TransportErrors: p.transportErrors.Load(), TimedOut: p.timedOut.Load(), ServerErrors: p.serverErrors.Load(),
+			RecoveryMS:  -1,
+			Assignments: p.assignments.Load(), Submits: p.submits.Load(), Stale: p.stale.Load(),
+			Releases: p.releases.Load(), Heartbeats: p.heartbeats.Load(), Abandons: p.abandons.Load(),
+			Violations: p.violations.Load(),
+		}
+		if rec, ok := p.recovered.Load(), p.firstOK.Load(); rec != 0 && ok != 0 {
+			pr.RecoveryMS = time.Duration(ok - rec).Milliseconds()
+		}
+		r.Phases = append(r.Phases, pr)
+		t := &r.Totals
+		t.Seconds += pr.Seconds
+		t.Requests += pr.Requests
+		t.OK += pr.OK
+		t.Unavailable += pr.Unavailable
+		t.TransportErrors += pr.TransportErrors
+		t.TimedOut += pr.TimedOut
+		t.ServerErrors += pr.ServerErrors
+		t.Assignments += pr.Assignments
+		t.Submits += pr.Submits
+		t.Stale += pr.Stale
+		t.Releases += pr.Releases
+		t.Heartbeats += pr.Heartbeats
+		t.Abandons += pr.Abandons
+		t.Violations += pr.Violations
+	}
+	r.Violations = append([]Violation(nil), h.rec.viols...)
+	return r
+}
+
+// WriteText writes the report as tables.
+func (r *Report) WriteText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")
+	row := func(p PhaseReport) {
+		rec := "-"
+		if p.RecoveryMS >= 0 {
+			rec = fmt.Sprintf("%d ms", p.RecoveryMS)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Seconds, p.Requests,
+			p.Unavailable, p.TransportErrors, p.TimedOut, p.ServerErrors, rec, p.Assignments, p.Submits, p.Stale,
+			p.Releases, p.Abandons, p.Violations)
+	}
+	for _, p := range r.Phases {
+		row(p)
+	}
+	row(r.Totals)
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "check\tchecked\tviolations")
+	for _, c := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", c.Name, c.Checked, c.Violations)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nlease_ttl %vs, sweep.interval %vs, liveness slack %vs, answer bound wait + %vs, stores hung for %vs; %d editors; %.0fs\n",
+		r.Config.LeaseSeconds, r.Config.SweepSeconds, r.Config.SlackSeconds, r.Config.BoundSeconds, r.Config.HangSeconds,
+		r.Config.Editors, r.Seconds)
+	if len(r.Violations) == 0 {
+		fmt.Fprintln(w, "no violations")
+		return
+	}
+	fmt.Fprintf(w, "%d violations:\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 100 {
+			fmt.Fprintf(w, "  … %d more (all in the JSON report)\n", len(r.Violations)-100)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(v.String(), "\n", " "))
+	}
+}
+
+// WriteJSON writes the report as JSON to path.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
