@@ -480,16 +480,22 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	if err == nil && len(result) == 0 {
 		result = json.RawMessage(workerNoResult)
 	}
-	if err == nil && !json.Valid(result) {
-		err = fmt.Errorf("handler set a result that is not valid JSON: %w", tasks.SkipRetry)
-	}
-	switch {
-	case err == nil:
-		err := w.d.commit(ctx, c, ref, result)
-		if w.finished(ctx, c, ref, "submit", err, log) {
+	if err == nil {
+		err = w.d.commit(ctx, c, ref, result)
+		if err == nil {
 			w.processed.Add(1)
 			log.DebugContext(ctx, "task done")
+			return
 		}
+		if !errors.Is(err, tasks.ErrInvalid) {
+			w.finished(ctx, c, ref, "submit", err, log)
+			return
+		}
+		// The store refused the result itself (not JSON, too deep, too big,
+		// invalid UTF-8): running the handler again would produce it again.
+		err = fmt.Errorf("handler result refused: %w: %w", err, tasks.SkipRetry)
+	}
+	switch {
 	case stopping:
 		log.InfoContext(ctx, "handler stopped by shutdown", "err", err)
 		w.release(c, claim, log)

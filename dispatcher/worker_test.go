@@ -330,6 +330,7 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 		{Category: "jobs", Title: "with result", Payload: json.RawMessage(`{"n":1}`)},
 		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
 		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
+		{Category: "jobs", Title: "too deep a result", Payload: json.RawMessage(`{"n":4}`), MaxAttempts: 5},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -341,13 +342,15 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 			task.Result = json.RawMessage(`{"doubled":2}`)
 		case `{"n": 3}`, `{"n":3}`:
 			task.Result = json.RawMessage(`{not json`)
+		case `{"n": 4}`, `{"n":4}`:
+			task.Result = json.RawMessage(strings.Repeat("[", tasks.MaxJSONDepth+1) + strings.Repeat("]", tasks.MaxJSONDepth+1))
 		}
 		return nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux})
 	eventually(t, 30*time.Second, "tasks finished", func() bool {
 		st := w.Stats()
-		return st.Processed == 2 && st.Failed == 1
+		return st.Processed == 2 && st.Failed == 2
 	})
 	shutdownWorker(t, w)
 
@@ -360,9 +363,11 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 			t.Errorf("task %d result %s, want %s", ids[i], got, want)
 		}
 	}
-	// A result that is not JSON cannot be stored, and retrying will not fix it.
-	if task := b.task(t, ids[2]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, "not valid JSON") {
-		t.Errorf("task with a bad result: status %s, last error %q; want dead", task.Status, task.LastError)
+	// A result the store refuses cannot be stored, and retrying will not fix it.
+	for i, rule := range map[int]string{2: "valid JSON", 3: "levels deep"} {
+		if task := b.task(t, ids[i]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, rule) {
+			t.Errorf("task with a bad result: status %s, last error %q; want dead, the error saying %q", task.Status, task.LastError, rule)
+		}
 	}
 }
 

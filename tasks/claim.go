@@ -118,8 +118,8 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	if p.EditorID < 0 {
 		return nil, fmt.Errorf("claim task %d: %w: editor id must not be negative", p.TaskID, ErrInvalid)
 	}
-	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen {
-		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters", p.TaskID, ErrInvalid, maxTraceContextLen)
+	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen || !utf8.ValidString(p.TraceContext) {
+		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters of valid UTF-8", p.TaskID, ErrInvalid, maxTraceContextLen)
 	}
 	if p.Status == StatusPending {
 		c, err := s.claimPending(ctx, p, lease)

@@ -129,7 +129,9 @@ type SubmitParams struct {
 	TaskID int64
 	Fence  int64
 	Holder string
-	// Result is any valid JSON value.
+	// Result is any JSON value the database stores as it is: at most MaxJSONBytes,
+	// nested at most MaxJSONDepth levels, with strings of valid UTF-8 that escape no
+	// lone surrogate.
 	Result json.RawMessage
 }
 
@@ -158,7 +160,7 @@ const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' A
 // record of who completed it; editor_id is cleared so the editor can claim again.
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
-// ErrInvalid if the result is not valid JSON.
+// ErrInvalid, naming the rule, for a result SubmitParams.Result does not allow.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if err := checkJSON("result", p.Result); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
