@@ -29,10 +29,17 @@
 -- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead;
 -- they are cleared when it goes back to pending.
 --
--- Rules for this file: every statement is idempotent (applying the file twice is
--- harmless) and ends with ';' at the end of a line; there are no procedures, triggers or
--- DELIMITER changes, so tasks.Migrate can split the file on those semicolons. Keep the
--- ENUMs in sync with the Status and EventKind constants in package tasks.
+-- This file is the complete current schema, for readers and DBAs. It is the sum of the
+-- numbered migrations in tasks/migrations/, which `taskd migrate` applies in order and
+-- records in the table taskd_schema_migrations (bookkeeping, not shown here); a test
+-- proves that applying them all to an empty database gives exactly these tables. A
+-- schema change is a new migration plus the matching change here, in the same commit;
+-- a migration that was released is never edited.
+--
+-- Rules for this file and the migrations: statements end with ';' at the end of a line;
+-- there are no procedures, triggers or DELIMITER changes, so they can be split on those
+-- semicolons. Keep the ENUMs in sync with the Status and EventKind constants in package
+-- tasks.
 
 CREATE TABLE IF NOT EXISTS tasks (
   id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
-
-	"github.com/taskd/taskd"
 )
 
 // Pool settings applied by Open. Callers may change them on the returned handle.
@@ -119,42 +116,4 @@ func OpenDB(ctx context.Context, db *sql.DB) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("open database: ping: %w", err)
 	}
 	return x, nil
-}
-
-// Migrate applies taskd.Schema statement by statement. The schema is idempotent, so
-// running Migrate again, or from several processes at once, is harmless.
-func Migrate(ctx context.Context, db *sqlx.DB) error {
-	for _, stmt := range splitStatements(taskd.Schema) {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
-	return nil
-}
-
-// splitStatements splits SQL text into statements at lines ending with ';'. Whole-line
-// "--" comments are dropped, and so are chunks left with no statement. It relies on
-// the rules schema.sql keeps: no procedures, triggers or DELIMITER changes, and no ';'
-// at the end of a line inside a string literal.
-func splitStatements(text string) []string {
-	var stmts []string
-	var cur strings.Builder
-	flush := func() {
-		if s := strings.TrimSpace(cur.String()); s != "" {
-			stmts = append(stmts, strings.TrimSuffix(s, ";"))
-		}
-		cur.Reset()
-	}
-	for line := range strings.Lines(text) {
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "--") || trimmed == "" {
-			continue
-		}
-		cur.WriteString(line)
-		if strings.HasSuffix(trimmed, ";") {
-			flush()
-		}
-	}
-	flush()
-	return stmts
 }

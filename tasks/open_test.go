@@ -58,26 +58,6 @@ func TestOpenForcesSettings(t *testing.T) {
 	}
 }
 
-func TestMigrateTwiceIsHarmless(t *testing.T) {
-	t.Parallel()
-	b := setup(t, tasks.Config{})
-	id := b.insertOne(t, "news", 1)
-	for range 2 {
-		if err := tasks.Migrate(b.ctx, b.db); err != nil {
-			t.Fatalf("migrate again: %v", err)
-		}
-	}
-	if got := b.task(t, id); got.Category != "news" {
-		t.Errorf("task after migrate = %+v", got)
-	}
-	if n := b.count(t, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()`); n != 6 {
-		t.Errorf("%d tables, want 6", n)
-	}
-	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != 1 {
-		t.Errorf("%d tasks after migrate, want 1", n)
-	}
-}
-
 func TestConnectionsReadCommitted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, tasks.Config{})

@@ -51,7 +51,7 @@ articles missing to reach --articles.`)
 	}
 	defer b.Close(ctx)
 
-	if err := tasks.Migrate(ctx, b.db); err != nil {
+	if _, err := tasks.Migrate(ctx, b.db); err != nil {
 		return err
 	}
 	editors, err := createDemoEditors(ctx, b.store)

@@ -7,12 +7,12 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// runMigrate applies the schema embedded in the binary.
+// runMigrate applies the migrations embedded in the binary.
 func runMigrate(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("migrate", "migrate [flags]", `
-Creates the tables taskd needs in the database of mysql.dsn, from the schema built
-into the binary (schema.sql). Every statement is idempotent (CREATE TABLE IF NOT
-EXISTS), so running it again, or from several processes at once, is harmless.`)
+Creates or updates the tables taskd needs in the database of mysql.dsn: applies
+the numbered migrations built into the binary that it has not applied yet.
+Running it again, or from several processes at once, is harmless.`)
 	if err := a.parse(f, args); err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ EXISTS), so running it again, or from several processes at once, is harmless.`)
 		return err
 	}
 	defer db.Close()
-	if err := tasks.Migrate(ctx, db); err != nil {
+	if _, err := tasks.Migrate(ctx, db); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "schema applied to %s\n", mysqlAddr(cfg.MySQL.DSN))

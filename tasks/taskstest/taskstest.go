@@ -28,9 +28,27 @@ func DSN(tb testing.TB) string {
 	return testenv.Lookup(tb, testenv.MySQLDSNVar)
 }
 
-// NewDatabase creates a database named taskd_t_<random>, applies the schema with
+// NewDatabase creates a database named taskd_t_<random>, applies the migrations with
 // tasks.Migrate, drops the database when the test ends, and returns a DSN for it.
 func NewDatabase(tb testing.TB) string {
+	tb.Helper()
+	dsn := NewEmptyDatabase(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := tasks.Open(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("open the test database: %v", err)
+	}
+	defer db.Close()
+	if _, err := tasks.Migrate(ctx, db); err != nil {
+		tb.Fatalf("migrate the test database: %v", err)
+	}
+	return dsn
+}
+
+// NewEmptyDatabase creates a database named taskd_t_<random> with no tables, drops it
+// when the test ends, and returns a DSN for it.
+func NewEmptyDatabase(tb testing.TB) string {
 	tb.Helper()
 	cfg, err := mysql.ParseDSN(DSN(tb))
 	if err != nil {
@@ -66,16 +84,7 @@ func NewDatabase(tb testing.TB) string {
 	})
 
 	cfg.DBName = name
-	dsn := cfg.FormatDSN()
-	db, err := tasks.Open(ctx, dsn)
-	if err != nil {
-		tb.Fatalf("open %s: %v", name, err)
-	}
-	defer db.Close()
-	if err := tasks.Migrate(ctx, db); err != nil {
-		tb.Fatalf("migrate %s: %v", name, err)
-	}
-	return dsn
+	return cfg.FormatDSN()
 }
 
 // NewDB is NewDatabase opened with tasks.Open; the handle is closed when the test ends

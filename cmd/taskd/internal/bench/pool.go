@@ -54,7 +54,7 @@ func createDB(ctx context.Context, dsn string) (*benchDB, error) {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("connect to %s: %w", name, err)
 	}
-	if err := tasks.Migrate(ctx, bd.db); err != nil {
+	if _, err := tasks.Migrate(ctx, bd.db); err != nil {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}

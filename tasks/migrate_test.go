@@ -1,0 +1,545 @@
+package tasks_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
+)
+
+// frozenChecksums are the SHA-256 checksums of the migrations as released. An applied
+// migration never changes: databases recorded these checksums, and Migrate refuses a
+// database whose checksum differs from the binary's. A new migration adds its line.
+var frozenChecksums = map[int]string{
+	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
+	2: "0b667f1c175e84c05e11014075a695e17dd6b390a13c8614dfb7ee0fccf8de60",
+}
+
+func TestMigrationsNeverChange(t *testing.T) {
+	migs := migrations(t)
+	for _, m := range migs {
+		want, ok := frozenChecksums[m.Version]
+		switch {
+		case !ok:
+			t.Errorf("migration %s is new: add %d: %q to frozenChecksums", m.ID(), m.Version, m.Checksum)
+		case m.Checksum != want:
+			t.Errorf("migration %s changed (checksum %s, released as %s): databases that applied it will refuse "+
+				"this binary. Restore the file and put the change in a new migration.", m.ID(), m.Checksum, want)
+		}
+	}
+	if len(frozenChecksums) != len(migs) {
+		t.Errorf("%d frozen checksums for %d migrations: a migration was removed", len(frozenChecksums), len(migs))
+	}
+}
+
+func TestMigrationsEmbedded(t *testing.T) {
+	migs := migrations(t)
+	want := []string{"0001 initial", "0002 tasks_editor_not_unique"}
+	if len(migs) < len(want) {
+		t.Fatalf("%d migrations, want at least %d", len(migs), len(want))
+	}
+	for i, m := range migs {
+		if m.Version != i+1 {
+			t.Errorf("migration %d has version %d", i, m.Version)
+		}
+		if i < len(want) && m.ID() != want[i] {
+			t.Errorf("migration %d is %s, want %s", i+1, m.ID(), want[i])
+		}
+		sum := sha256.Sum256([]byte(m.SQL))
+		if m.Checksum != hex.EncodeToString(sum[:]) {
+			t.Errorf("migration %s: checksum %s is not the SHA-256 of its file", m.ID(), m.Checksum)
+		}
+	}
+	// 0001 is the schema from before versioned migrations, with its UNIQUE key; 0002 is
+	// the change to a plain key.
+	if !strings.Contains(migs[0].SQL, "  UNIQUE KEY tasks_editor (editor_id)\n") {
+		t.Error("0001 has no UNIQUE KEY tasks_editor")
+	}
+	if got := tasks.SplitStatements(migs[1].SQL); len(got) != 1 || !strings.HasPrefix(got[0], "ALTER TABLE tasks DROP INDEX tasks_editor, ADD KEY tasks_editor (editor_id)") {
+		t.Errorf("0002's statements = %q", got)
+	}
+}
+
+func TestParseMigrations(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	good := fstest.MapFS{
+		"m/0001_first.sql":  file("-- one\nCREATE TABLE a (x INT);\n"),
+		"m/0002_second.sql": file("ALTER TABLE a ADD y INT;\nALTER TABLE a ADD z INT;\n"),
+	}
+	migs, err := tasks.ParseMigrations(good, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(migs) != 2 || migs[0].ID() != "0001 first" || migs[1].ID() != "0002 second" {
+		t.Fatalf("migrations = %+v", migs)
+	}
+	sum := sha256.Sum256([]byte("-- one\nCREATE TABLE a (x INT);\n"))
+	if migs[0].Checksum != hex.EncodeToString(sum[:]) {
+		t.Errorf("checksum %s, want the file's SHA-256", migs[0].Checksum)
+	}
+	for name, fsys := range map[string]fstest.MapFS{
+		"should be number 0002": {"m/0001_a.sql": file("SELECT 1;\n"), "m/0003_c.sql": file("SELECT 1;\n")},
+		"should be number 0001": {"m/0002_b.sql": file("SELECT 1;\n")},
+		"is not named":          {"m/0001_a.sql": file("SELECT 1;\n"), "m/0002-b.sql": file("SELECT 1;\n")},
+		"has no statement":      {"m/0001_a.sql": file("-- nothing\n")},
+		"none in m":             {"m": &fstest.MapFile{Mode: fs.ModeDir}},
+	} {
+		_, err := tasks.ParseMigrations(fsys, "m")
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %v, want one saying %q", fsys, err, name)
+		}
+	}
+}
+
+func TestMigrateFreshDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	applied, err := tasks.Migrate(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migs := migrations(t)
+	if len(applied) != len(migs) {
+		t.Fatalf("applied %d migrations, want all %d", len(applied), len(migs))
+	}
+	for i, a := range applied {
+		if a.Version != migs[i].Version || a.Adopted {
+			t.Errorf("applied #%d = %s adopted=%v, want %s applied", i, a.ID(), a.Adopted, migs[i].ID())
+		}
+	}
+	recorded := versions(t, db)
+	if len(recorded) != len(migs) {
+		t.Fatalf("version table has %d rows, want %d", len(recorded), len(migs))
+	}
+	for i, m := range migs {
+		if r := recorded[i]; r.Version != m.Version || r.Name != m.Name || r.Checksum != m.Checksum {
+			t.Errorf("recorded %+v, want %s with checksum %s", r, m.ID(), m.Checksum)
+		}
+	}
+}
+
+func TestMigrateAgainIsNoop(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := setup(t, tasks.Config{})
+	id := b.insertOne(t, "news", 1)
+	before := versions(t, b.db)
+	for range 2 {
+		applied, err := tasks.Migrate(ctx, b.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(applied) != 0 {
+			t.Errorf("migrate on an up-to-date database applied %v", applied)
+		}
+	}
+	if after := versions(t, b.db); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("version table changed:\n%v\n%v", before, after)
+	}
+	if got := b.task(t, id); got.Category != "news" {
+		t.Errorf("task after migrate = %+v", got)
+	}
+}
+
+func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
+	t.Parallel()
+	for name, schema := range map[string]string{
+		// What schema.sql made before versioned migrations, with the UNIQUE key.
+		"0001": migrations(t)[0].SQL,
+		// What it made between 0002's change and versioned migrations.
+		"schema.sql": taskd.Schema,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := openEmpty(t)
+			execAll(t, db, tasks.SplitStatements(schema)...)
+			execAll(t, db,
+				`INSERT INTO editors (id, name, token_hash) VALUES (7, 'ada', REPEAT('h', 32))`,
+				`INSERT INTO editor_categories (editor_id, category) VALUES (7, 'news')`,
+				`INSERT INTO tasks (id, category, title, payload, status, fence, holder, editor_id)
+					VALUES (1, 'news', 'held', '{"a":1}', 'assigned', 3, 'editor:7', 7), (2, 'news', 'free', '{}', 'pending', 0, NULL, NULL)`)
+
+			st, err := tasks.MigrateStatus(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Adopt || st.Version() != 0 || len(st.Pending()) != len(migrations(t)) || st.Err() != nil {
+				t.Errorf("status before: adopt %v, version %d, %d pending, err %v; want adopt, 0, all, nil",
+					st.Adopt, st.Version(), len(st.Pending()), st.Err())
+			}
+
+			applied, err := tasks.Migrate(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range applied {
+				got = append(got, fmt.Sprintf("%s adopted=%v", a.ID(), a.Adopted))
+			}
+			if want := "[0001 initial adopted=true 0002 tasks_editor_not_unique adopted=false]"; fmt.Sprint(got) != want {
+				t.Errorf("applied %v, want %s", got, want)
+			}
+			if len(versions(t, db)) != 2 {
+				t.Errorf("version table: %v", versions(t, db))
+			}
+			var rows []string
+			if err := db.SelectContext(ctx, &rows, `SELECT CONCAT_WS(' ', id, title, payload, status, fence, holder, editor_id)
+				FROM tasks ORDER BY id`); err != nil {
+				t.Fatal(err)
+			}
+			if want := `[1 held {"a":1} assigned 3 editor:7 7 2 free {} pending 0]`; fmt.Sprint(rows) != want {
+				t.Errorf("tasks after adoption: %q, want %s", rows, want)
+			}
+			if n := count(t, db, `SELECT COUNT(*) FROM editor_categories WHERE editor_id = 7`); n != 1 {
+				t.Errorf("%d categories of editor 7 after adoption, want 1", n)
+			}
+			reference := openEmpty(t)
+			execAll(t, reference, tasks.SplitStatements(taskd.Schema)...)
+			if diff := schemaDiff(readSchema(t, reference), readSchema(t, db)); diff != "" {
+				t.Errorf("adopted database is not schema.sql's schema (- schema.sql, + adopted):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMigrateRefusesUnrecognizedTables(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	// Migration 0001's tables, but one of them lacks a column.
+	execAll(t, db, tasks.SplitStatements(migrations(t)[0].SQL)...)
+	execAll(t, db, `ALTER TABLE tasks DROP COLUMN trace_context`)
+	_, err := tasks.Migrate(ctx, db)
+	if !errors.Is(err, tasks.ErrSchemaUnrecognized) || !strings.Contains(err.Error(), "table tasks has no column trace_context") {
+		t.Errorf("migrate = %v, want ErrSchemaUnrecognized naming tasks.trace_context", err)
+	}
+	if _, err := tasks.MigrateStatus(ctx, db); !errors.Is(err, tasks.ErrSchemaUnrecognized) {
+		t.Errorf("status = %v, want ErrSchemaUnrecognized", err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
+		tasks.VersionTable); n != 0 {
+		t.Error("the refused migrate created the version table")
+	}
+}
+
+// migratedTo0001 returns a database with only migration 0001 applied, as a binary that
+// knew only 0001 would leave it: 0002 is pending for this binary.
+func migratedTo0001(t *testing.T) *sqlx.DB {
+	t.Helper()
+	db := openEmpty(t)
+	if _, err := tasks.MigrateWith(t.Context(), db, migrations(t)[:1]); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestMigrateRefusesNewerDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := migratedTo0001(t)
+	next := len(migrations(t)) + 1
+	execAll(t, db, fmt.Sprintf(`INSERT INTO %s (version, name, checksum, applied_at)
+		VALUES (%d, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`, tasks.VersionTable, next))
+	before := versions(t, db)
+
+	_, err := tasks.Migrate(ctx, db)
+	if !errors.Is(err, tasks.ErrSchemaAhead) || !strings.Contains(err.Error(), fmt.Sprintf("%04d from_the_future", next)) {
+		t.Fatalf("migrate = %v, want ErrSchemaAhead naming %04d", err, next)
+	}
+	assertUnchanged(t, db, before)
+
+	st, err := tasks.MigrateStatus(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(st.Err(), tasks.ErrSchemaAhead) || st.Version() != next {
+		t.Errorf("status: version %d, err %v; want %d and ErrSchemaAhead", st.Version(), st.Err(), next)
+	}
+}
+
+func TestMigrateRefusesEditedMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := migratedTo0001(t)
+	execAll(t, db, `UPDATE `+tasks.VersionTable+` SET checksum = REPEAT('e', 64) WHERE version = 1`)
+	before := versions(t, db)
+
+	_, err := tasks.Migrate(ctx, db)
+	if !errors.Is(err, tasks.ErrSchemaEdited) || !strings.Contains(err.Error(), "migration 0001 was edited after it was applied") {
+		t.Fatalf("migrate = %v, want ErrSchemaEdited saying 0001 was edited", err)
+	}
+	assertUnchanged(t, db, before)
+
+	st, err := tasks.MigrateStatus(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(st.Err(), tasks.ErrSchemaEdited) || !st.Migrations[0].Edited() || st.Migrations[1].Edited() {
+		t.Errorf("status: err %v, edited %v %v; want ErrSchemaEdited, 0001 edited only",
+			st.Err(), st.Migrations[0].Edited(), st.Migrations[1].Edited())
+	}
+}
+
+// assertUnchanged checks that a refused Migrate left a database made by migratedTo0001
+// as it was: the same versions recorded, and 0002 not applied.
+func assertUnchanged(t *testing.T, db *sqlx.DB, before []version) {
+	t.Helper()
+	if after := versions(t, db); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("version table changed:\n%v\n%v", before, after)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE()
+		AND table_name = 'tasks' AND index_name = 'tasks_editor' AND non_unique = 0`); n != 1 {
+		t.Error("tasks_editor is no longer unique: the refused migrate applied 0002")
+	}
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := taskstest.NewEmptyDatabase(t)
+	const procs = 4
+	dbs := make([]*sqlx.DB, procs)
+	for i := range dbs {
+		db, err := tasks.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	var wg sync.WaitGroup
+	results := make([][]tasks.AppliedMigration, procs)
+	errs := make([]error, procs)
+	start := make(chan struct{})
+	for i, db := range dbs {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = tasks.Migrate(ctx, db)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	times := map[int]int{}
+	for i := range procs {
+		if errs[i] != nil {
+			t.Errorf("migrate #%d: %v", i, errs[i])
+		}
+		for _, a := range results[i] {
+			times[a.Version]++
+		}
+	}
+	for _, m := range migrations(t) {
+		if times[m.Version] != 1 {
+			t.Errorf("migration %s applied %d times, want once", m.ID(), times[m.Version])
+		}
+	}
+	if got := len(versions(t, dbs[0])); got != len(migrations(t)) {
+		t.Errorf("version table has %d rows, want %d", got, len(migrations(t)))
+	}
+}
+
+func TestMigrateWaitsForTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	var dbName string
+	if err := db.GetContext(ctx, &dbName, `SELECT DATABASE()`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	lock := tasks.MigrateLockName(dbName)
+	var got int
+	if err := holder.GetContext(ctx, &got, `SELECT GET_LOCK(?, 5)`, lock); err != nil || got != 1 {
+		t.Fatalf("take %s: %v %d", lock, err, got)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := tasks.Migrate(ctx, db)
+		done <- err
+	}()
+	// Wait until Migrate waits for the lock, then check that it did nothing yet.
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, db, `SELECT COUNT(*) FROM information_schema.processlist
+		WHERE id <> CONNECTION_ID() AND info LIKE 'SELECT GET_LOCK(%' AND info LIKE CONCAT('%', ?, '%')`, lock) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("migrate ended without waiting for the lock another session held: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("migrate did not ask for the lock within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("migrate ended while another session held the lock: %v", err)
+	default:
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()`); n != 0 {
+		t.Errorf("%d tables while another session held the lock, want 0", n)
+	}
+	if _, err := holder.ExecContext(ctx, `DO RELEASE_LOCK(?)`, lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(versions(t, db)); got != len(migrations(t)) {
+		t.Errorf("after the lock was released: %d versions, want %d", got, len(migrations(t)))
+	}
+}
+
+func TestMigrateFailsHalfway(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	broken := tasks.Migration{Version: len(migrations(t)) + 1, Name: "broken", Checksum: strings.Repeat("b", 64),
+		SQL: "CREATE TABLE half (x INT);\nALTER TABLE no_such_table ADD y INT;\n"}
+	migs := append(migrations(t), broken)
+
+	applied, err := tasks.MigrateWith(ctx, db, migs)
+	var merr *tasks.MigrationError
+	if !errors.As(err, &merr) || merr.Migration.Version != broken.Version || merr.Statement != 2 {
+		t.Fatalf("migrate = %v, want a MigrationError at statement 2 of %s", err, broken.ID())
+	}
+	for _, want := range []string{
+		fmt.Sprintf("migration %s, statement 2 of 2 failed", broken.ID()),
+		"statement: ALTER TABLE no_such_table ADD y INT",
+		"statement 1 was applied",
+		"is not recorded as applied",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if len(applied) != len(migs)-1 {
+		t.Errorf("applied %d before the failure, want %d", len(applied), len(migs)-1)
+	}
+	if got := len(versions(t, db)); got != len(migs)-1 {
+		t.Errorf("%d versions recorded, want %d: the failed one is not", got, len(migs)-1)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'half'`); n != 1 {
+		t.Error("the statement before the failed one was not applied")
+	}
+
+	// Run again as it is: its first statement now fails, and the error says which.
+	_, err = tasks.MigrateWith(ctx, db, migs)
+	if !errors.As(err, &merr) || merr.Statement != 1 || !strings.Contains(err.Error(), "no statement of it was applied by this run") {
+		t.Errorf("re-run = %v, want a MigrationError at statement 1", err)
+	}
+}
+
+// TestMigrateRerunsHalfApplied re-runs the real migrations after they stopped halfway:
+// 0002 applied but not recorded, and 0001 with some tables created and not recorded.
+func TestMigrateRerunsHalfApplied(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	if _, err := tasks.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	execAll(t, db, `DELETE FROM `+tasks.VersionTable+` WHERE version = 2`)
+	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != 1 || applied[0].Version != 2 {
+		t.Fatalf("re-run of 0002: applied %v, err %v", applied, err)
+	}
+
+	execAll(t, db, `DROP TABLE task_skips`, `DROP TABLE task_results`, `DELETE FROM `+tasks.VersionTable)
+	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != len(migrations(t)) || applied[0].Adopted {
+		t.Fatalf("re-run of 0001: applied %v, err %v", applied, err)
+	}
+	reference := openEmpty(t)
+	execAll(t, reference, tasks.SplitStatements(taskd.Schema)...)
+	if diff := schemaDiff(readSchema(t, reference), readSchema(t, db)); diff != "" {
+		t.Errorf("after the re-runs (- schema.sql, + database):\n%s", diff)
+	}
+}
+
+func TestMigrateStatus(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openEmpty(t)
+	st, err := tasks.MigrateStatus(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migs := migrations(t)
+	if st.Version() != 0 || len(st.Pending()) != len(migs) || st.Adopt || st.Err() != nil {
+		t.Errorf("empty database: version %d, %d pending, adopt %v, err %v", st.Version(), len(st.Pending()), st.Adopt, st.Err())
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()`); n != 0 {
+		t.Errorf("status created %d tables", n)
+	}
+
+	if _, err := tasks.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var now time.Time
+	if err := db.GetContext(ctx, &now, `SELECT UTC_TIMESTAMP(3)`); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = tasks.MigrateStatus(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if st.Version() != len(migs) || len(st.Pending()) != 0 || st.Err() != nil || len(st.Migrations) != len(migs) {
+		t.Errorf("migrated database: version %d, %d pending, err %v", st.Version(), len(st.Pending()), st.Err())
+	}
+	for _, m := range st.Migrations {
+		if !m.Applied || !m.Known || m.Edited() || m.AppliedChecksum != m.Checksum {
+			t.Errorf("%s: %+v", m.ID(), m)
+		}
+		if d := now.Sub(m.AppliedAt); d < 0 || d > time.Minute || m.AppliedAt.Location() != time.UTC {
+			t.Errorf("%s applied at %v, database clock now %v", m.ID(), m.AppliedAt, now)
+		}
+	}
+}
+
+// version is a row of the version table.
+type version struct {
+	Version  int    `db:"version"`
+	Name     string `db:"name"`
+	Checksum string `db:"checksum"`
+	At       string `db:"applied_at"`
+}
+
+// versions reads the version table.
+func versions(t *testing.T, db *sqlx.DB) []version {
+	t.Helper()
+	var vs []version
+	if err := db.SelectContext(t.Context(), &vs, `SELECT version, name, checksum, CAST(applied_at AS CHAR) AS applied_at
+		FROM `+tasks.VersionTable+` ORDER BY version`); err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// count runs a query that returns one number.
+func count(t *testing.T, db *sqlx.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.GetContext(context.WithoutCancel(t.Context()), &n, query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
