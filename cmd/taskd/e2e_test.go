@@ -572,17 +572,6 @@ func waitRequests(t *testing.T, s *server, n int) {
 	}
 }
 
-func TestE2EMigrateTwice(t *testing.T) {
-	t.Parallel()
-	env := servicesEnv(t)
-	for i := range 2 {
-		stdout, stderr, code := run(t, env, "migrate")
-		if code != exitOK || !strings.Contains(stdout, "schema applied") {
-			t.Fatalf("migrate #%d: exit %d\nstdout: %s\nstderr: %s", i+1, code, stdout, stderr)
-		}
-	}
-}
-
 func TestE2EHelp(t *testing.T) {
 	t.Parallel()
 	stdout, _, code := run(t, nil, "--help")

@@ -3,16 +3,34 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
 
-// runMigrate applies the migrations embedded in the binary.
+// runMigrate applies the migrations built into the binary, or with -status shows
+// where the database stands.
 func runMigrate(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("migrate", "migrate [flags]", `
-Creates or updates the tables taskd needs in the database of mysql.dsn: applies
-the numbered migrations built into the binary that it has not applied yet.
-Running it again, or from several processes at once, is harmless.`)
+Brings the database of mysql.dsn up to date: applies the numbered migrations
+built into the binary that it has not applied yet, in order, and records each
+in the table taskd_schema_migrations. Prints one line per migration applied.
+Running it again applies nothing; several processes at once take turns.
+
+A database made before versioned migrations (taskd's tables, no version table)
+is adopted: its tables are checked and recorded as migration 0001.
+
+It refuses, changing nothing, a database migrated by a newer taskd and one
+whose applied migrations differ from the binary's. If a migration fails
+halfway, the statements before the failed one stay applied and the migration
+is not recorded: see "Migrations" in the README.
+
+With -status it changes nothing: it prints each migration, applied (when) or
+pending, and whether its file matches the one applied; the exit status is 1
+when the database is ahead of the binary or a migration was edited.`)
+	status := f.Bool("status", false, "show the migrations, applied and pending, and change nothing")
 	if err := a.parse(f, args); err != nil {
 		return err
 	}
@@ -28,9 +46,94 @@ Running it again, or from several processes at once, is harmless.`)
 		return err
 	}
 	defer db.Close()
-	if _, err := tasks.Migrate(ctx, db); err != nil {
+	where := mysqlAddr(cfg.MySQL.DSN)
+
+	if *status {
+		st, err := tasks.MigrateStatus(ctx, db)
+		if err != nil {
+			return err
+		}
+		printMigrateStatus(a.stdout, st, where)
+		return st.Err()
+	}
+	applied, err := tasks.Migrate(ctx, db)
+	printApplied(a.stdout, applied)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "schema applied to %s\n", mysqlAddr(cfg.MySQL.DSN))
+	if len(applied) == 0 {
+		fmt.Fprintf(a.stdout, "%s is up to date at version %04d: nothing to apply\n", where, latestMigration())
+	} else {
+		fmt.Fprintf(a.stdout, "%s is at version %04d\n", where, latestMigration())
+	}
 	return nil
+}
+
+// latestMigration is the highest version the binary knows: the database's version
+// once Migrate succeeded.
+func latestMigration() int {
+	migs, _ := tasks.Migrations() // Migrate succeeded, so they load
+	return len(migs)
+}
+
+// printApplied prints one line per migration Migrate applied or adopted.
+func printApplied(out io.Writer, applied []tasks.AppliedMigration) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, m := range applied {
+		if m.Adopted {
+			fmt.Fprintf(w, "adopted\t%04d\t%s\ttables made before versioned migrations\n", m.Version, m.Name)
+		} else {
+			fmt.Fprintf(w, "applied\t%04d\t%s\t%s\n", m.Version, m.Name, took(m.Took))
+		}
+	}
+	_ = w.Flush()
+}
+
+// took rounds a migration's duration for people.
+func took(d time.Duration) string {
+	if d < time.Millisecond {
+		return "<1ms"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// printMigrateStatus prints the table of migrations and a line that sums it up.
+func printMigrateStatus(out io.Writer, st *tasks.SchemaStatus, where string) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprint(w, "VERSION\tNAME\tSTATE\tAPPLIED (UTC)\tCHECKSUM\n")
+	for _, m := range st.Migrations {
+		state, at, sum := "pending", "-", "-"
+		switch {
+		case m.Applied:
+			state, at, sum = "applied", m.AppliedAt.Format(time.DateTime), "ok"
+			if m.Edited() {
+				sum = "EDITED"
+			} else if !m.Known {
+				sum = "unknown to this binary"
+			}
+		case st.Adopt && m.Version == 1:
+			state = "adopt"
+		}
+		fmt.Fprintf(w, "%04d\t%s\t%s\t%s\t%s\n", m.Version, m.Name, state, at, sum)
+	}
+	_ = w.Flush()
+
+	fmt.Fprintln(out)
+	pending := len(st.Pending())
+	switch {
+	case st.Err() != nil:
+		fmt.Fprintf(out, "%s is at version %04d: 'taskd migrate' refuses it (see below)\n", where, st.Version())
+	case st.Adopt:
+		fmt.Fprintf(out, "%s has tables made before versioned migrations: 'taskd migrate' adopts them as 0001", where)
+		if pending > 1 {
+			fmt.Fprintf(out, " and applies %d more", pending-1)
+		}
+		fmt.Fprintln(out)
+	case pending > 0 && st.Version() == 0:
+		fmt.Fprintf(out, "%s has no migration applied, %d pending: run 'taskd migrate'\n", where, pending)
+	case pending > 0:
+		fmt.Fprintf(out, "%s is at version %04d, %d pending: run 'taskd migrate'\n", where, st.Version(), pending)
+	default:
+		fmt.Fprintf(out, "%s is up to date at version %04d\n", where, st.Version())
+	}
 }
