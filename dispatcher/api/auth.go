@@ -27,17 +27,16 @@ type editorHandlerFunc func(w http.ResponseWriter, r *http.Request, e *tasks.Edi
 var errRequestTimeout = errors.New("request timed out")
 
 // handle adapts h to http.Handler, answering its error with writeError. The
-// request's context ends after Config.RequestTimeout (plus the longest wait,
-// for a long poll: see longPoll), with errRequestTimeout as its cause.
+// request's context ends after Config.RequestTimeout, with errRequestTimeout
+// as its cause; a long poll's (see longPoll) is bounded by its handler instead,
+// once it knows the wait.
 func (a *api) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timeout := a.timeout
-		if isLongPoll(r.Context()) {
-			timeout += a.maxWait
+		if !isLongPoll(r.Context()) {
+			ctx, cancel := context.WithTimeoutCause(r.Context(), a.timeout, errRequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
 		}
-		ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
 		if err := h(w, r); err != nil {
 			a.writeError(w, r, err)
 		}
@@ -47,9 +46,10 @@ func (a *api) handle(h handlerFunc) http.Handler {
 // longPollKey marks the context of a long-poll route.
 type longPollKey struct{}
 
-// longPoll marks the requests h handles as long polls, whose time is
-// Config.RequestTimeout plus their wait (the handler shortens it to its own
-// wait with withWait).
+// longPoll marks the requests h handles as long polls, whose time is their
+// wait plus Config.RequestTimeout: the handler sets it with withWait, and
+// bounds what it does before (authentication, reading the body) by
+// Config.RequestTimeout alone.
 func (a *api) longPoll(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), longPollKey{}, true)))
@@ -129,7 +129,11 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
 	}
-	e, err := a.store.EditorByTokenHash(r.Context(), hash)
+	// Bounded on its own: a long poll's request has no deadline yet.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), a.timeout, errRequestTimeout)
+	defer cancel()
+	e, err := a.store.EditorByTokenHash(ctx, hash)
+	err = timedOut(ctx, err)
 	if errors.Is(err, tasks.ErrNotFound) {
 		return nil, unknown
 	}

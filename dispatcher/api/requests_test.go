@@ -464,10 +464,11 @@ func TestHungMySQLIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	const timeout = 500 * time.Millisecond
-	b := setup(t, setupOpts{store: hung, api: api.Config{RequestTimeout: timeout}})
+	// No editor cache: every request, a long poll's too, looks its token up.
+	b := setup(t, setupOpts{store: hung, api: api.Config{RequestTimeout: timeout, EditorCacheTTL: -1}})
 	e := b.editor(t, "ada", "news")
 	b.addN(t, "news", 3)
-	a := b.next(t, e.Token) // through the proxy: the editor is known from here on
+	a := b.next(t, e.Token)
 
 	proxy.Freeze()
 	for _, c := range []struct{ method, path, token, body string }{
