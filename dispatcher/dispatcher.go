@@ -55,6 +55,7 @@ type Store interface {
 	ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, error)
 	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
+	PurgeSkips(ctx context.Context, limit int) (int, error)
 	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
 	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
 }

@@ -102,13 +102,16 @@ type SweepResult struct {
 	// live claim: those of the claims just recycled, and, with
 	// SweeperConfig.Redis, those the scan found.
 	LocksRemoved int
+	// SkipsPurged counts editors' skip records that had passed and were
+	// deleted (at most Batch a sweep).
+	SkipsPurged int
 	// Skipped is set when another sweep held the sweep lock; nothing was
 	// done.
 	Skipped bool
 }
 
 func (r SweepResult) didSomething() bool {
-	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved > 0
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged > 0
 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
@@ -209,8 +212,8 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 // is then Skipped): it recycles expired claims in batches of Batch and wakes
 // callers waiting for their categories, removes the locks of those claims,
 // with SweeperConfig.Redis removes every other task lock that belongs to no
-// live claim, and makes sure each live claim's lock exists with the
-// holder's token. On error the result counts what was done before it.
+// live claim, makes sure each live claim's lock exists with the holder's
+// token, and deletes up to Batch skip records that have passed. On error the result counts what was done before it.
 func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	ctx, span := s.d.tel.tracer.Start(ctx, "dispatcher.sweep")
 	defer func() {
@@ -218,7 +221,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			attribute.Int("taskd.sweep.recycled", res.Recycled),
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
 			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
-			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved))
+			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
+			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
 		endSpan(span, err)
 	}()
 	ttl := s.cfg.Interval * 9 / 10
@@ -250,10 +254,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if err == nil {
 		err = s.restoreLocks(ctx, &res)
 	}
+	if err == nil {
+		// Skips that passed hide nothing any more; without this the table
+		// only grows.
+		res.SkipsPurged, err = s.store.PurgeSkips(ctx, s.cfg.Batch)
+	}
 	if res.didSomething() {
 		s.log.InfoContext(ctx, "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"duration", time.Since(start))
+			"skips_purged", res.SkipsPurged, "duration", time.Since(start))
 	}
 	if err != nil {
 		return res, Unavailable(fmt.Errorf("sweep: %w", err))

@@ -703,3 +703,31 @@ func TestSweepWorkersRecycleEachClaimOnce(t *testing.T) {
 		t.Error("17 workers accepted")
 	}
 }
+
+func TestSweepPurgesPassedSkips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ids := b.add(t, "news", 0, 2)
+	ed := b.editor(t, "ed", "news")
+	for _, id := range ids {
+		c := b.mustNext(t, ed)
+		if err := b.d.Release(ctx, ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not mine", true); err != nil {
+			t.Fatalf("skip task %d: %v", id, err)
+		}
+	}
+	// One skip has passed; the other still hides its task from the editor.
+	if _, err := b.db.ExecContext(ctx, "UPDATE task_skips SET `until` = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{SkipsPurged: 1}) {
+		t.Errorf("sweep = %+v, want one skip purged and nothing else", res)
+	}
+	var left []int64
+	if err := b.db.SelectContext(ctx, &left, "SELECT task_id FROM task_skips"); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0] != ids[1] {
+		t.Errorf("skips left for tasks %v, want only %d's", left, ids[1])
+	}
+}
