@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"database/sql/driver"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -40,13 +41,20 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 	}
 	defer conn.Close()
 	if err := runBatch(ctx, conn, query, args, scan); err != nil {
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+		// Bounded: a server that stopped answering must not hold the caller.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		if _, rerr := conn.ExecContext(rctx, "ROLLBACK"); rerr != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 		return err
 	}
 	return nil
 }
+
+// rollbackTimeout bounds the ROLLBACK after a failed batch; when it runs out, the
+// connection is discarded, which rolls the transaction back on the server too.
+const rollbackTimeout = 2 * time.Second
 
 func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, scan func(*sqlx.Rows) error) error {
 	rows, err := conn.QueryxContext(ctx, query, args...)

@@ -54,11 +54,12 @@ const (
 const (
 	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
 	// editor's row (none for a worker, whose editor id is NULL), the fenced UPDATE,
-	// guarded by the editor existing, having no task and not having skipped this one, a SELECT
-	// of the task as claimed (claimed is the number of rows the UPDATE matched), and
-	// the 'claimed' event, written when the row shows this claim: the holder and the
-	// new fence, assigned at this batch's instant. The event comes after the UPDATE,
-	// so that event ids follow the order in which claims got their rows.
+	// guarded by the editor existing, having no task and not having skipped this
+	// one, a SELECT of the task as claimed (claimed is the number of rows the UPDATE
+	// matched), and the 'claimed' event, written when the row shows this claim: the
+	// holder and the new fence, assigned at this batch's instant, which is also the
+	// event's time. The event comes after the UPDATE, so that event ids follow the
+	// order in which claims got their rows.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `);
 SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
@@ -69,8 +70,8 @@ UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id =
 WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
 	AND NOT @taskd_skipped AND NOT @taskd_busy;
 SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy, ` + taskColumns + ` FROM tasks WHERE id = ?;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id)
-	SELECT id, 'claimed', fence, holder, editor_id FROM tasks
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
 	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
 COMMIT`
 

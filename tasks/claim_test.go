@@ -63,6 +63,8 @@ func testClaimBumpsFence(t *testing.T, status tasks.Status) {
 	evs := b.events(t, id)
 	if len(evs) != 1 || evs[0].Kind != tasks.EventClaimed || evs[0].Fence != 1 || evs[0].Holder != ed.Holder() || evs[0].EditorID != ed.ID {
 		t.Errorf("events = %+v, want one claimed event for fence 1", evs)
+	} else if status == tasks.StatusPending && !evs[0].At.Equal(c.AssignedAt) {
+		t.Errorf("claimed event at %v, want the claim's assigned_at %v", evs[0].At, c.AssignedAt)
 	}
 
 	held, err := b.store.HeldByEditor(b.ctx, ed.ID)

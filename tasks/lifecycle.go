@@ -144,8 +144,8 @@ const submitSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
 INSERT INTO task_results (task_id, fence, holder, editor_id, result)
 	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id)
-	SELECT id, 'submitted', fence, holder, editor_id FROM tasks` + liveClaimNowWhere + `;
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
 UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
 SELECT ROW_COUNT() AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
 	FROM tasks WHERE id = ?;
