@@ -37,9 +37,11 @@ bench: build ## Run `taskd bench -scenario all`, the locker vs bsm/redislock com
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
 
 chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests (own servers; JSON in bin/chaos.json)
+	scripts/services.sh install
 	$(GO) run ./internal/chaos/cmd/chaos -taskd bin/taskd -json bin/chaos.json $(CHAOSFLAGS)
 
 soak: build ## Run the fault suite in a loop until 100,000 assignments, 30 minutes at most (JSON in bin/soak.json)
+	scripts/services.sh install
 	$(GO) run ./internal/chaos/cmd/chaos -soak -assignments 100000 -duration 30m -every 2s -taskd bin/taskd -json bin/soak.json $(CHAOSFLAGS)
 
 lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/services.sh up|down|env|status
+# scripts/services.sh up|down|env|status|install
 #
 # Starts and stops the real servers that taskd's tests and demo run against, all on
 # 127.0.0.1, each in its own subdirectory of one temporary directory:
@@ -22,6 +22,8 @@
 #   down    stop what `up` started and remove its files; safe when nothing is up
 #   env     print `export` lines for the tests: eval "$(scripts/services.sh env)"
 #   status  say what is running
+#   install only install the missing server packages (as root), start nothing:
+#           for tools that start servers of their own (make chaos)
 #
 # Progress and errors go to stderr, so `eval "$(scripts/services.sh up)"` works.
 set -euo pipefail
@@ -519,7 +521,7 @@ cmd_status() {
 }
 
 usage() {
-	echo "usage: $0 up|down|env|status" >&2
+	echo "usage: $0 up|down|env|status|install" >&2
 	exit 2
 }
 
@@ -532,6 +534,7 @@ lock() {
 
 [[ $# -eq 1 ]] || usage
 case $1 in
+install) ensure_packages ;;
 up)
 	lock
 	cmd_up
