@@ -11,6 +11,17 @@ import (
 
 // Lock is a lock obtained from a Client. Its methods are safe for concurrent
 // use.
+//
+// A nil *Lock, which is what a failed obtain returns, is a lock that is not
+// held: Release, Refresh and TTL return ErrNotHeld, Key and Token return "",
+// Validity returns 0, and KeepAlive returns a context that is already
+// cancelled with ErrNotHeld as its cause. So
+//
+//	lock, err := lc.Obtain(ctx, key, ttl, nil)
+//	defer lock.Release(ctx)
+//	if err != nil { ... }
+//
+// is safe.
 type Lock struct {
 	client *Client
 	key    string
@@ -23,18 +34,31 @@ type Lock struct {
 	until time.Time
 }
 
-// Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+// Key returns the locked key, or "" for a nil lock.
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
-// Token returns the token stored in the lock key.
-func (l *Lock) Token() string { return l.token }
+// Token returns the token stored in the lock key, or "" for a nil lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Validity returns how much longer the lock is guaranteed to be held, as far
 // as this process can tell: the time to live given at the last successful
 // Obtain or Refresh, minus the time that call took and the clock drift
 // allowance (ttl*0.01 + 2ms), minus the time since. It is 0 once that has run
-// out or the lock was released.
+// out or the lock was released, and for a nil lock.
 func (l *Lock) Validity() time.Duration {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return max(time.Until(l.until), 0)
@@ -48,8 +72,11 @@ func (l *Lock) setUntil(t time.Time) {
 
 // TTL returns the lock's remaining time to live in Redis, or 0 when the lock
 // is no longer held. With Redlock it is the time until fewer than a quorum of
-// masters hold it.
+// masters hold it. A nil lock returns 0 and ErrNotHeld.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
 	c := l.client
 	var ttls []time.Duration
 	var errs []error
@@ -79,8 +106,11 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // ErrNotHeld when the key expired, was released or belongs to another token;
 // a lost lock is never created again. With Redlock a quorum must extend it.
 // Other errors (Redis unreachable) leave the lock as it was: it may still be
-// held until its validity runs out.
+// held until its validity runs out. A nil lock returns ErrNotHeld.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	if ttl < MinTTL {
 		return fmt.Errorf("locker: refresh %q: ttl must be at least %v, got %v", l.key, MinTTL, ttl)
 	}
@@ -119,8 +149,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release gives the lock back. It returns ErrNotHeld when the lock had
 // already expired or belongs to another token; another holder's lock is never
-// deleted.
+// deleted. A nil lock returns ErrNotHeld.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	c := l.client
 	var deleted int
 	var errs []error
@@ -149,13 +182,18 @@ func (l *Lock) Release(ctx context.Context) error {
 // is cancelled, with a cause that matches ErrNotHeld, the moment the lock is
 // known to be lost: Refresh returned ErrNotHeld, or Refresh kept failing with
 // transient errors until the lock's validity ran out. Run the work guarded by
-// the lock under that context.
+// the lock under that context. For a nil lock the context is cancelled
+// already, with ErrNotHeld as its cause.
 //
 // stop ends the renewals and waits for an ongoing one to finish, so that a
 // Release after stop cannot race with a refresh; it also cancels the
 // returned context. It is safe to call stop more than once.
 func (l *Lock) KeepAlive(ctx context.Context, ttl time.Duration) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	if l == nil {
+		cancel(ErrNotHeld)
+		return ctx, func() {}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

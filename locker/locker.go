@@ -149,6 +149,9 @@ func NewRedlock(clients []RedisClient, opt *RedlockOptions) (*Client, error) {
 // Errors talking to Redis are retried like a busy key when they look
 // transient (connection refused, timeouts, LOADING, failover) and returned at
 // once otherwise.
+//
+// On any error the returned *Lock is nil; its methods treat a nil lock as not
+// held, so a deferred Release before the error check is safe.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt *Options) (*Lock, error) {
 	return c.ObtainAny(ctx, []string{key}, ttl, opt)
 }
@@ -224,10 +227,12 @@ func (c *Client) Lock(key, token string) *Lock {
 
 // ReleaseAll releases many locks, as Release does each, in one round trip
 // per node whatever their number (a pipeline), and returns how many it
-// released; locks that were not held are skipped. With Redlock a lock counts
-// as released when a quorum of masters deleted it. An error means some
-// releases may not have happened; their locks expire with their time to live.
+// released; locks that were not held, and nil locks, are skipped. With
+// Redlock a lock counts as released when a quorum of masters deleted it. An
+// error means some releases may not have happened; their locks expire with
+// their time to live.
 func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
+	locks = slices.DeleteFunc(slices.Clone(locks), func(l *Lock) bool { return l == nil })
 	if len(locks) == 0 {
 		return 0, nil
 	}

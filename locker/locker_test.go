@@ -281,6 +281,72 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// TestNilLock: a failed obtain returns a nil *Lock, and every method of it
+// reports a lock that is not held instead of panicking, so that a deferred
+// Release before the error check is safe.
+func TestNilLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	lc := locker.New(rdb)
+	p := testenv.Prefix(t)
+	holder, err := lc.Obtain(ctx, p+"k", time.Minute, nil)
+	if err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+
+	for name, obtain := range map[string]func() (*locker.Lock, error){
+		"obtain":     func() (*locker.Lock, error) { return lc.Obtain(ctx, p+"k", time.Minute, nil) },
+		"obtain any": func() (*locker.Lock, error) { return lc.ObtainAny(ctx, []string{p + "k"}, time.Minute, nil) },
+		"invalid":    func() (*locker.Lock, error) { return lc.Obtain(ctx, "", time.Minute, nil) },
+	} {
+		func() {
+			lock, err := obtain()
+			defer func() {
+				if err := lock.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+					t.Errorf("%s: deferred release of the failed lock: err = %v, want ErrNotHeld", name, err)
+				}
+			}()
+			if err == nil || lock != nil {
+				t.Fatalf("%s: lock = %v, err = %v; want nil and an error", name, lock, err)
+			}
+		}()
+	}
+
+	var lock *locker.Lock
+	if err := lock.Refresh(ctx, time.Minute); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("refresh: err = %v, want ErrNotHeld", err)
+	}
+	if ttl, err := lock.TTL(ctx); ttl != 0 || !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("ttl = %v, %v; want 0, ErrNotHeld", ttl, err)
+	}
+	if k, tok, v := lock.Key(), lock.Token(), lock.Validity(); k != "" || tok != "" || v != 0 {
+		t.Errorf("key, token, validity = %q, %q, %v; want zero values", k, tok, v)
+	}
+	work, stop := lock.KeepAlive(ctx, time.Minute)
+	select {
+	case <-work.Done():
+	default:
+		t.Errorf("keep-alive of a nil lock: the work context is not cancelled")
+	}
+	if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
+		t.Errorf("keep-alive of a nil lock: cause = %v, want ErrNotHeld", cause)
+	}
+	stop()
+	stop()
+
+	// None of it touched the holder's lock; ReleaseAll skips nil locks.
+	if got := rdb.Get(ctx, p+"k").Val(); got != holder.Token() {
+		t.Fatalf("redis holds %q, want the holder's token", got)
+	}
+	if n, err := lc.ReleaseAll(ctx, []*locker.Lock{nil, holder, nil}); n != 1 || err != nil {
+		t.Fatalf("release all with nil locks = %d, %v; want 1, nil", n, err)
+	}
+	if n := rdb.Exists(ctx, p+"k").Val(); n != 0 {
+		t.Fatalf("holder's lock not released")
+	}
+}
+
 func TestObtainRetriesUntilFree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
