@@ -190,6 +190,9 @@ func (h *harness) setup(ctx context.Context) error {
 	h.bin = h.cfg.TaskdBin
 	if h.bin == "" {
 		wg.Go(func() { h.bin, buildErr = buildTaskd(ctx, h.workDir) })
+	} else if h.bin, err = filepath.Abs(h.bin); err != nil {
+		// The processes run in directories of their own.
+		return fmt.Errorf("taskd binary: %w", err)
 	}
 	h.logf("starting private redis-server and mariadbd in %s", h.workDir)
 	db, dbErr := newMariaDB(ctx, h.workDir)
