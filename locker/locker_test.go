@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -637,48 +638,59 @@ func TestKeepAlive(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		key := testenv.Prefix(t) + "k"
-		calls := &counter{}
-		var failing atomic.Bool
-		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls, fail: func(int64) error {
-			if failing.Load() {
+		// Refreshed every 1s, retried every 250ms after a failure: two
+		// failures cost 500ms of a validity of almost 3s.
+		const ttl = 3 * time.Second
+		var failures atomic.Int64 // how many of the next calls fail
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: &counter{}, fail: func(int64) error {
+			if failures.Add(-1) >= 0 {
 				return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 			}
 			return nil
 		}})
-		lock, err := lc.Obtain(ctx, key, time.Second, nil)
+		lock, err := lc.Obtain(ctx, key, ttl, nil)
 		if err != nil {
 			t.Fatalf("obtain: %v", err)
 		}
-		work, stop := lock.KeepAlive(ctx, time.Second)
+		failures.Store(2)
+		work, stop := lock.KeepAlive(ctx, ttl)
 		defer stop()
-		// Refreshes fail for a while, shorter than the validity: the work
-		// goes on and the lock is renewed once Redis answers again.
-		failing.Store(true)
-		before := calls.n.Load()
-		time.Sleep(500 * time.Millisecond)
-		if calls.n.Load()-before < 2 {
-			t.Fatalf("keep-alive did not retry the failed refresh")
-		}
-		failing.Store(false)
-		time.Sleep(time.Second)
+
+		// The first two refreshes fail; the third renews the lock, which
+		// shows as its validity going up: until then it only goes down.
+		waitFor(t, "both failures injected", func() bool { return failures.Load() < 0 })
+		low := lock.Validity()
+		waitFor(t, "the lock renewed after the failures", func() bool { return lock.Validity() > low })
 		if err := context.Cause(work); err != nil {
 			t.Fatalf("work context ended after a short outage: %v", err)
 		}
-		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
-			t.Fatalf("lock not renewed after the outage: pttl = %v", ttl)
+		if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
+			t.Fatalf("after the outage redis holds %q, want our token", got)
 		}
 
 		// An outage longer than the validity ends the work.
-		failing.Store(true)
+		failures.Store(math.MaxInt64)
 		select {
 		case <-work.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatalf("work context not cancelled after the validity ran out")
 		}
 		if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
 			t.Fatalf("cause = %v, want ErrNotHeld", cause)
 		}
 	})
+}
+
+// waitFor waits, with a deadline, until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // counter counts the commands and pipelines a faultyClient sends: each is
