@@ -77,7 +77,7 @@ func TestClusterAcrossSlots(t *testing.T) {
 		if _, err := lc.Obtain(ctx, k, time.Minute, nil); !errors.Is(err, locker.ErrNotObtained) {
 			t.Fatalf("obtain %q twice: err = %v, want ErrNotObtained", k, err)
 		}
-		if err := lock.Refresh(ctx, time.Hour); err != nil {
+		if err := lock.Refresh(ctx, time.Hour, nil); err != nil {
 			t.Fatalf("refresh %q: %v", k, err)
 		}
 		if ttl, err := lock.TTL(ctx); err != nil || ttl <= 59*time.Minute {

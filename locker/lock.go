@@ -30,7 +30,9 @@ type Lock struct {
 	mu sync.Mutex
 	// until is when the lock's validity ends on the local monotonic clock:
 	// the start of the last successful obtain or refresh, plus the time to
-	// live, minus the drift allowance.
+	// live, minus the drift allowance. It is zero for a handle from
+	// Client.Lock until its first successful Refresh (validity unknown), and
+	// in the past once the lock was released or found lost.
 	until time.Time
 }
 
@@ -59,9 +61,13 @@ func (l *Lock) Validity() time.Duration {
 	if l == nil {
 		return 0
 	}
+	return max(time.Until(l.validUntil()), 0)
+}
+
+func (l *Lock) validUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(time.Until(l.until), 0)
+	return l.until
 }
 
 func (l *Lock) setUntil(t time.Time) {
@@ -69,6 +75,9 @@ func (l *Lock) setUntil(t time.Time) {
 	l.until = t
 	l.mu.Unlock()
 }
+
+// end records that the lock is no longer held: its validity ends now.
+func (l *Lock) end() { l.setUntil(time.Now()) }
 
 // TTL returns the lock's remaining time to live in Redis, or 0 when the lock
 // is no longer held. With Redlock it is the time until fewer than a quorum of
@@ -104,16 +113,70 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Refresh extends the lock to ttl from now if it is still held. It returns
 // ErrNotHeld when the key expired, was released or belongs to another token;
-// a lost lock is never created again. With Redlock a quorum must extend it.
-// Other errors (Redis unreachable) leave the lock as it was: it may still be
-// held until its validity runs out. A nil lock returns ErrNotHeld.
-func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+// a lost lock is never created again. With Redlock a quorum must extend it. A
+// nil lock returns ErrNotHeld.
+//
+// opt.RetryStrategy (default NoRetry, a single attempt) retries transient
+// Redis errors, as Obtain does: connection refused, timeouts, LOADING,
+// failover. ErrNotHeld and other errors are returned at once. Retries wait
+// as the strategy says and never start after the lock's validity has ended
+// (a handle from Client.Lock that was never refreshed has no known validity:
+// the strategy and ctx alone bound it). When retries stop, the last error is
+// returned; when ctx ends first, it is joined with the context's cause. An
+// error other than ErrNotHeld leaves the lock as it was: it may still be
+// held until its validity runs out. opt.Token is ignored.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration, opt *Options) error {
 	if l == nil {
 		return ErrNotHeld
 	}
 	if ttl < MinTTL {
 		return fmt.Errorf("locker: refresh %q: ttl must be at least %v, got %v", l.key, MinTTL, ttl)
 	}
+	retry := opt.retryStrategy()
+	var timer *time.Timer
+	for attempt := 1; ; attempt++ {
+		err := l.refresh(ctx, ttl)
+		if err == nil || errors.Is(err, ErrNotHeld) || !isTransient(err) {
+			return err
+		}
+		backoff := retry.NextBackoff(attempt)
+		if backoff <= 0 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return withCause(ctx, err)
+		}
+		if until := l.validUntil(); !until.IsZero() && !time.Now().Add(backoff).Before(until) {
+			return fmt.Errorf("%w (not retried: the lock's validity ends first)", err)
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < backoff {
+			return errors.Join(err, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+			defer timer.Stop()
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return withCause(ctx, err)
+		case <-timer.C:
+		}
+	}
+}
+
+// withCause joins err with the cause of ctx's end, unless err is that cause.
+func withCause(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if errors.Is(err, cause) {
+		return err
+	}
+	return errors.Join(err, cause)
+}
+
+// refresh makes one attempt at Refresh.
+func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 	c := l.client
 	start := time.Now()
 	results := c.each(ctx, min(c.nodeTimeout, ttl/3), func(ctx context.Context, _ int, n *node) (int, error) {
@@ -139,7 +202,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := c.decisive(ok, errs); err != nil {
 		return fmt.Errorf("locker: refresh %q: %w", l.key, err)
 	}
-	l.setUntil(time.Time{})
+	l.end()
 	if ok > 0 {
 		// A minority extended a lock the quorum lost; free it for others.
 		c.undo(ctx, []string{l.key}, l.token)
@@ -167,13 +230,13 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	if deleted >= c.quorum {
-		l.setUntil(time.Time{})
+		l.end()
 		return nil
 	}
 	if err := c.decisive(deleted, errs); err != nil {
 		return fmt.Errorf("locker: release %q: %w", l.key, err)
 	}
-	l.setUntil(time.Time{})
+	l.end()
 	return ErrNotHeld
 }
 
@@ -234,15 +297,14 @@ func (l *Lock) KeepAlive(ctx context.Context, ttl time.Duration) (context.Contex
 	}
 }
 
-// refreshBefore refreshes the lock, giving up when its validity runs out: a
-// refresh that answers later could not be trusted anyway.
+// refreshBefore makes one refresh attempt, giving up when the lock's
+// validity runs out: a refresh that answers later could not be trusted
+// anyway.
 func (l *Lock) refreshBefore(ctx context.Context, ttl time.Duration) error {
-	l.mu.Lock()
-	until := l.until
-	l.mu.Unlock()
+	until := l.validUntil()
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	err := l.Refresh(ctx, ttl)
+	err := l.refresh(ctx, ttl)
 	if err != nil && ctx.Err() != nil && !time.Now().Before(until) {
 		return fmt.Errorf("%w: validity ran out during refresh", ErrNotHeld)
 	}

@@ -49,16 +49,19 @@ type RedisClient interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
-// Options tune one Obtain or ObtainAny call. A nil *Options means defaults.
+// Options tune one Obtain, ObtainAny or Lock.Refresh call. A nil *Options
+// means defaults.
 type Options struct {
 	// RetryStrategy decides whether and when to try again after a failed
-	// attempt. Default: NoRetry.
+	// attempt: a busy key or a transient Redis error for the obtains, a
+	// transient Redis error for Refresh. Default: NoRetry.
 	RetryStrategy RetryStrategy
 
 	// Token is the value stored in the lock key. Default: 128 random bits
 	// from crypto/rand. A caller-supplied token makes obtaining reentrant: a
 	// key that already holds the token counts as obtained and gets the new
-	// time to live. Tokens must be unique per holder.
+	// time to live. Tokens must be unique per holder. Refresh ignores it: a
+	// lock is refreshed under its own token.
 	Token string
 }
 
@@ -271,7 +274,7 @@ func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
 	for i, v := range votes {
 		if v >= c.quorum {
 			released++
-			locks[i].setUntil(time.Time{})
+			locks[i].end()
 		}
 	}
 	if len(errs) > 0 {

@@ -225,7 +225,7 @@ func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
 		t.Fatalf("successor obtain: %v", err)
 	}
 
-	if err := stale.Refresh(ctx, time.Hour); !errors.Is(err, locker.ErrNotHeld) {
+	if err := stale.Refresh(ctx, time.Hour, nil); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("stale refresh: err = %v, want ErrNotHeld", err)
 	}
 	if err := stale.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
@@ -256,7 +256,7 @@ func TestRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("obtain: %v", err)
 	}
-	if err := lock.Refresh(ctx, time.Hour); err != nil {
+	if err := lock.Refresh(ctx, time.Hour, nil); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
 	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 59*time.Minute {
@@ -265,13 +265,13 @@ func TestRefresh(t *testing.T) {
 	if v := lock.Validity(); v <= 59*time.Minute {
 		t.Fatalf("validity after refresh = %v, want about 1h", v)
 	}
-	if err := lock.Refresh(ctx, 0); err == nil || errors.Is(err, locker.ErrNotHeld) {
+	if err := lock.Refresh(ctx, 0, nil); err == nil || errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("refresh with zero ttl: err = %v, want a validation error", err)
 	}
 
 	// A lost lock stays lost: refresh must not create the key again.
 	rdb.Del(ctx, key)
-	if err := lock.Refresh(ctx, time.Hour); !errors.Is(err, locker.ErrNotHeld) {
+	if err := lock.Refresh(ctx, time.Hour, nil); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("refresh of a deleted lock: err = %v, want ErrNotHeld", err)
 	}
 	if n := rdb.Exists(ctx, key).Val(); n != 0 {
@@ -315,8 +315,12 @@ func TestNilLock(t *testing.T) {
 	}
 
 	var lock *locker.Lock
-	if err := lock.Refresh(ctx, time.Minute); !errors.Is(err, locker.ErrNotHeld) {
+	if err := lock.Refresh(ctx, time.Minute, nil); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("refresh: err = %v, want ErrNotHeld", err)
+	}
+	retry := &locker.Options{RetryStrategy: locker.LinearBackoff(time.Millisecond)}
+	if err := lock.Refresh(ctx, time.Minute, retry); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("refresh with retries: err = %v, want ErrNotHeld", err)
 	}
 	if ttl, err := lock.TTL(ctx); ttl != 0 || !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ttl = %v, %v; want 0, ErrNotHeld", ttl, err)
@@ -346,6 +350,219 @@ func TestNilLock(t *testing.T) {
 	if n := rdb.Exists(ctx, p+"k").Val(); n != 0 {
 		t.Fatalf("holder's lock not released")
 	}
+}
+
+// TestRefreshRetries: Refresh retries transient errors as its retry strategy
+// says, and nothing else.
+func TestRefreshRetries(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	retry := &locker.Options{RetryStrategy: locker.LinearBackoff(time.Millisecond)}
+
+	// setup obtains a lock for ttl through a client whose calls fail as
+	// fail says (n counts from 1 at the first refresh attempt), and returns
+	// it with the number of refresh attempts made so far.
+	setup := func(t *testing.T, ttl time.Duration, fail func(n int64) error) (*locker.Lock, func() int64) {
+		t.Helper()
+		calls := &counter{}
+		var armed atomic.Bool
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls, fail: func(n int64) error {
+			if !armed.Load() || fail == nil {
+				return nil
+			}
+			return fail(n)
+		}})
+		lock, err := lc.Obtain(context.Background(), testenv.Prefix(t)+"k", ttl, nil)
+		if err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+		calls.n.Store(0)
+		armed.Store(true)
+		return lock, calls.n.Load
+	}
+
+	for name, injected := range map[string]error{
+		"connection refused": &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED},
+		"timeout":            context.DeadlineExceeded,
+		"loading":            redisError("LOADING Redis is loading the dataset in memory"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			lock, attempts := setup(t, time.Minute, func(n int64) error {
+				if n <= 3 {
+					return injected
+				}
+				return nil
+			})
+			if err := lock.Refresh(ctx, time.Hour, retry); err != nil {
+				t.Fatalf("refresh: %v", err)
+			}
+			if n := attempts(); n != 4 {
+				t.Fatalf("%d attempts, want 3 failed + 1", n)
+			}
+			if ttl := rdb.PTTL(ctx, lock.Key()).Val(); ttl <= 59*time.Minute {
+				t.Fatalf("pttl after refresh = %v, want about 1h", ttl)
+			}
+			if v := lock.Validity(); v <= 59*time.Minute {
+				t.Fatalf("validity after refresh = %v, want about 1h", v)
+			}
+		})
+	}
+
+	t.Run("no options, one attempt", func(t *testing.T) {
+		t.Parallel()
+		injected := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		lock, attempts := setup(t, time.Minute, func(int64) error { return injected })
+		err := lock.Refresh(context.Background(), time.Hour, nil)
+		if !errors.Is(err, injected) || errors.Is(err, locker.ErrNotHeld) {
+			t.Fatalf("err = %v, want the injected error", err)
+		}
+		if n := attempts(); n != 1 {
+			t.Fatalf("%d attempts, want 1", n)
+		}
+	})
+
+	t.Run("limit", func(t *testing.T) {
+		t.Parallel()
+		injected := redisError("LOADING Redis is loading the dataset in memory")
+		lock, attempts := setup(t, time.Minute, func(int64) error { return injected })
+		err := lock.Refresh(context.Background(), time.Hour,
+			&locker.Options{RetryStrategy: locker.LimitRetry(locker.LinearBackoff(time.Millisecond), 2)})
+		if !errors.Is(err, injected) {
+			t.Fatalf("err = %v, want the injected error", err)
+		}
+		if n := attempts(); n != 3 {
+			t.Fatalf("%d attempts, want 3 (1 + 2 retries)", n)
+		}
+	})
+
+	t.Run("permanent error", func(t *testing.T) {
+		t.Parallel()
+		injected := redisError("NOPERM this user has no permissions to run the 'evalsha' command")
+		lock, attempts := setup(t, time.Minute, func(int64) error { return injected })
+		if err := lock.Refresh(context.Background(), time.Hour, retry); !errors.Is(err, injected) {
+			t.Fatalf("err = %v, want the injected error", err)
+		}
+		if n := attempts(); n != 1 {
+			t.Fatalf("%d attempts, want 1: permanent errors are not retried", n)
+		}
+	})
+
+	t.Run("lost lock", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		for _, lose := range []string{"expired", "taken"} {
+			lock, attempts := setup(t, 50*time.Millisecond, nil)
+			if lose == "expired" {
+				waitGone(t, rdb, lock.Key())
+			} else {
+				rdb.Set(ctx, lock.Key(), "thief", time.Minute)
+			}
+			if err := lock.Refresh(ctx, time.Hour, retry); !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("%s: err = %v, want ErrNotHeld", lose, err)
+			}
+			if n := attempts(); n != 1 {
+				t.Fatalf("%s: %d attempts, want 1: a lost lock is not retried", lose, n)
+			}
+			if got := rdb.Get(ctx, lock.Key()).Val(); lose == "expired" && got != "" || lose == "taken" && got != "thief" {
+				t.Fatalf("%s: redis holds %q after the refresh", lose, got)
+			}
+		}
+	})
+
+	t.Run("not past the validity", func(t *testing.T) {
+		t.Parallel()
+		injected := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		lock, attempts := setup(t, time.Second, func(int64) error { return injected })
+		// The next retry would come an hour after a validity of under 1s.
+		done := make(chan error, 1)
+		go func() {
+			done <- lock.Refresh(context.Background(), time.Hour, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)})
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, injected) {
+				t.Fatalf("err = %v, want the injected error", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refresh waits for a retry after the lock's validity")
+		}
+		if n := attempts(); n != 1 {
+			t.Fatalf("%d attempts, want 1", n)
+		}
+	})
+
+	t.Run("context", func(t *testing.T) {
+		t.Parallel()
+		injected := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		hourly := &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)}
+
+		// Cancelled while the first attempt fails: no wait for the backoff,
+		// and the error says why, even though the lock's validity would
+		// have stopped the retries too.
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stopped := errors.New("job stopped")
+		lock, attempts := setup(t, time.Second, func(int64) error { cancel(stopped); return injected })
+		err := lock.Refresh(ctx, time.Hour, hourly)
+		if !errors.Is(err, injected) || !errors.Is(err, stopped) {
+			t.Fatalf("cancelled: err = %v, want the injected error joined with the cause", err)
+		}
+		if n := attempts(); n != 1 {
+			t.Fatalf("cancelled: %d attempts, want 1", n)
+		}
+
+		// A deadline before the next retry: give up at once.
+		ctx, cancelTimeout := context.WithTimeout(context.Background(), time.Minute)
+		defer cancelTimeout()
+		lock, _ = setup(t, 2*time.Hour, func(int64) error { return injected })
+		err = lock.Refresh(ctx, time.Hour, hourly)
+		if !errors.Is(err, injected) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("deadline: err = %v, want the injected error joined with DeadlineExceeded", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("deadline: refresh waited for the deadline instead of giving up at once")
+		}
+	})
+
+	// A real outage: the server hangs (SIGSTOP) and every attempt times out
+	// until it answers again.
+	t.Run("hung server", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		srv := testenv.StartRedis(t)
+		rdb := redis.NewClient(&redis.Options{
+			Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
+		})
+		t.Cleanup(func() { _ = rdb.Close() })
+		calls := &counter{}
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
+		lock, err := lc.Obtain(ctx, testenv.Prefix(t)+"k", time.Minute, nil)
+		if err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+
+		srv.Pause()
+		before := calls.n.Load()
+		done := make(chan error, 1)
+		go func() {
+			done <- lock.Refresh(ctx, time.Hour, &locker.Options{RetryStrategy: locker.LinearBackoff(10 * time.Millisecond)})
+		}()
+		waitFor(t, "a second refresh attempt", func() bool { return calls.n.Load()-before >= 2 })
+		srv.Resume()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("refresh through the outage: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refresh did not return after the server came back")
+		}
+		if ttl := rdb.PTTL(ctx, lock.Key()).Val(); ttl <= 59*time.Minute {
+			t.Fatalf("pttl after refresh = %v, want about 1h", ttl)
+		}
+	})
 }
 
 func TestObtainRetriesUntilFree(t *testing.T) {
@@ -500,7 +717,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("script flush: %v", err)
 	}
-	if err := lock.Refresh(ctx, time.Minute); err != nil {
+	if err := lock.Refresh(ctx, time.Minute, nil); err != nil {
 		t.Fatalf("refresh after script flush: %v", err)
 	}
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
@@ -770,7 +987,7 @@ func TestLockHandleFromAnotherProcess(t *testing.T) {
 	if handle.Validity() != 0 {
 		t.Fatalf("a fresh handle claims validity %v", handle.Validity())
 	}
-	if err := handle.Refresh(ctx, time.Hour); err != nil {
+	if err := handle.Refresh(ctx, time.Hour, nil); err != nil {
 		t.Fatalf("refresh through a handle: %v", err)
 	}
 	if handle.Validity() < 59*time.Minute {

@@ -130,7 +130,7 @@ func TestRedlock(t *testing.T) {
 				if got := count(holders(t, clients, key), lock.Token()); got != n {
 					t.Fatalf("failed obtain disturbed the lock: %d of %d masters hold it", got, n)
 				}
-				if err := lock.Refresh(ctx, time.Hour); err != nil {
+				if err := lock.Refresh(ctx, time.Hour, nil); err != nil {
 					t.Fatalf("refresh: %v", err)
 				}
 				for i, c := range clients {
@@ -161,7 +161,7 @@ func TestRedlock(t *testing.T) {
 				if got := count(holders(t, clients, key), lock.Token()); got != quorum {
 					t.Fatalf("%d masters hold the lock, want %d", got, quorum)
 				}
-				if err := lock.Refresh(ctx, 10*time.Second); err != nil {
+				if err := lock.Refresh(ctx, 10*time.Second, nil); err != nil {
 					t.Fatalf("refresh: %v", err)
 				}
 				if ttl, err := lock.TTL(ctx); err != nil || ttl <= 0 {
@@ -238,7 +238,7 @@ func TestRedlock(t *testing.T) {
 				if count(hs, first.Token()) != n-1 {
 					t.Fatalf("first holder's lock changed: %q", hs)
 				}
-				if err := first.Refresh(ctx, time.Minute); err != nil {
+				if err := first.Refresh(ctx, time.Minute, nil); err != nil {
 					t.Fatalf("first holder's refresh after a flush: %v", err)
 				}
 				if hs := holders(t, clients, key); hs[0] != "" {
@@ -258,7 +258,7 @@ func TestRedlock(t *testing.T) {
 				for _, c := range clients[:quorum] {
 					c.Del(ctx, key)
 				}
-				if err := lock.Refresh(ctx, time.Minute); !errors.Is(err, locker.ErrNotHeld) {
+				if err := lock.Refresh(ctx, time.Minute, nil); !errors.Is(err, locker.ErrNotHeld) {
 					t.Fatalf("refresh with the quorum lost: err = %v, want ErrNotHeld", err)
 				}
 				if got := count(holders(t, clients, key), ""); got != n {

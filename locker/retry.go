@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// RetryStrategy decides how long Obtain waits before its next attempt.
+// RetryStrategy decides how long an obtain, or a Refresh, waits before its
+// next attempt.
 // NextBackoff is called with the number of attempts made so far (1 after the
 // first failure) and returns the delay, or a value <= 0 to stop retrying.
 // Strategies are stateless, so one value may be shared by concurrent calls.
