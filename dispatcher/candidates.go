@@ -56,8 +56,9 @@ type categoryCandidates struct {
 	gen    uint64            // counts reads; handed-out candidates carry it
 	readAt time.Time         // zero: stale
 	// reading is open while a read is in flight; claims that need the
-	// category wait for it rather than read too.
+	// category wait for it rather than read too. waiting counts them.
 	reading  chan struct{}
+	waiting  int
 	err      error // of the last read
 	more     bool  // the last read may have left claimable tasks unread
 	inflight int   // candidates handed out whose claim has not ended
@@ -145,12 +146,14 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	for waited := false; ; waited = true {
 		if ch := cc.reading; ch != nil {
 			// Another claim is reading: what it finds is fresh enough.
+			cc.waiting++
 			p.mu.Unlock()
 			select {
 			case <-ch:
 			case <-ctx.Done():
 			}
 			p.mu.Lock()
+			cc.waiting--
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}

@@ -175,10 +175,25 @@ func TestCandidatePoolReadsOnceForConcurrentClaims(t *testing.T) {
 			results[i] = got
 		})
 	}
-	for f.reads.Load() == 0 {
+	// Release the read only once every other claim waits for it, so that the
+	// check below tests that they did not read too.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		cc := p.cats["news"]
+		waiting := 0
+		if cc != nil {
+			waiting = cc.waiting
+		}
+		p.mu.Unlock()
+		if waiting == claims-1 && f.reads.Load() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %d reads, %d claims waiting for the read; want 1 and %d", f.reads.Load(), waiting, claims-1)
+		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond) // the others queue behind the read
 	close(f.gate)
 	wg.Wait()
 	var ids []int64
