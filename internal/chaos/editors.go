@@ -174,10 +174,10 @@ func (h *harness) submit(ctx context.Context, e *editor, a *assignment) *assignm
 				h.gotClaim(e, p, out.Next)
 			}
 			return out.Next
-		case resp.status == http.StatusConflict && resp.code() == "stale_fence",
-			resp.status == http.StatusForbidden:
+		case resp.status == http.StatusConflict && resp.code() == "stale_fence":
 			// The claim was lost (its lease passed during a fault) or an
-			// earlier, unanswered try committed it.
+			// earlier, unanswered try committed it. A lost claim of the
+			// editor's own is 409, never 403.
 			p.stale.Add(1)
 			return nil
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
@@ -203,8 +203,7 @@ func (h *harness) release(ctx context.Context, e *editor, a *assignment, skip bo
 		case resp.status == http.StatusNoContent:
 			p.releases.Add(1)
 			return nil
-		case resp.status == http.StatusConflict && resp.code() == "stale_fence",
-			resp.status == http.StatusForbidden:
+		case resp.status == http.StatusConflict && resp.code() == "stale_fence":
 			p.stale.Add(1)
 			return nil
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
@@ -229,7 +228,7 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 		case resp.status == http.StatusOK:
 			p.heartbeats.Add(1)
 			return true
-		case resp.status == http.StatusConflict, resp.status == http.StatusForbidden:
+		case resp.status == http.StatusConflict:
 			// stale_fence, or hold_limit
 			p.stale.Add(1)
 			return false

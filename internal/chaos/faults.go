@@ -222,12 +222,13 @@ func (h *harness) pauseReplica(ctx context.Context, p *phase, a, b *replica) err
 		switch {
 		case r.resp.ok():
 			h.rec.violate(p, "stale writes refused", "%s accepted after its lease passed: %d %s", r.what, r.resp.status, trimBody(r.resp.body))
-		case r.resp.status == http.StatusConflict || r.resp.status == http.StatusForbidden:
+		case r.resp.status == http.StatusConflict && r.resp.code() == "stale_fence":
+			// The editor's own claim, lost: 409 stale_fence, never 403.
 			p.stale.Add(1)
 		case r.resp.status == 0:
 			h.rec.violate(p, "stale writes refused", "%s: no answer after the resume: %v", r.what, r.resp.err)
 		default:
-			h.rec.violate(p, "stale writes refused", "%s: %d %s, want 409 or 403", r.what, r.resp.status, trimBody(r.resp.body))
+			h.rec.violate(p, "stale writes refused", "%s: %d %s, want 409 stale_fence", r.what, r.resp.status, trimBody(r.resp.body))
 		}
 	}
 	// The taker finishes every probe task through a.

@@ -30,7 +30,7 @@ type PhaseReport struct {
 	RecoveryMS  int64 `json:"first_ok_after_recovery_ms"`
 	Assignments int64 `json:"assignments"`
 	Submits     int64 `json:"submits"`
-	// Stale counts writes refused as stale (409 stale_fence, 403).
+	// Stale counts writes refused as stale (409 stale_fence).
 	Stale      int64 `json:"stale_refusals"`
 	Releases   int64 `json:"releases"`
 	Heartbeats int64 `json:"heartbeats"`
