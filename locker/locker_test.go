@@ -858,12 +858,20 @@ func TestKeepAlive(t *testing.T) {
 		// Refreshed every 1s, retried every 250ms after a failure: two
 		// failures cost 500ms of a validity of almost 3s.
 		const ttl = 3 * time.Second
-		var failures atomic.Int64 // how many of the next calls fail
+		var (
+			lock     *locker.Lock
+			failures atomic.Int64 // how many of the next calls fail
+			low      atomic.Int64 // the lock's validity at the last failure
+		)
 		lc := locker.New(&faultyClient{RedisClient: rdb, calls: &counter{}, fail: func(int64) error {
-			if failures.Add(-1) >= 0 {
-				return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+			left := failures.Add(-1)
+			if left < 0 {
+				return nil
 			}
-			return nil
+			if left == 0 {
+				low.Store(int64(lock.Validity()))
+			}
+			return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 		}})
 		lock, err := lc.Obtain(ctx, key, ttl, nil)
 		if err != nil {
@@ -876,8 +884,7 @@ func TestKeepAlive(t *testing.T) {
 		// The first two refreshes fail; the third renews the lock, which
 		// shows as its validity going up: until then it only goes down.
 		waitFor(t, "both failures injected", func() bool { return failures.Load() < 0 })
-		low := lock.Validity()
-		waitFor(t, "the lock renewed after the failures", func() bool { return lock.Validity() > low })
+		waitFor(t, "the lock renewed after the failures", func() bool { return lock.Validity() > time.Duration(low.Load()) })
 		if err := context.Cause(work); err != nil {
 			t.Fatalf("work context ended after a short outage: %v", err)
 		}
