@@ -165,7 +165,7 @@ func (d *Dispatcher) startWrite(ctx context.Context, name string, c Claimant, re
 // countStale counts a write about a claim that the store refused as stale.
 func (d *Dispatcher) countStale(ctx context.Context, op string, err error) {
 	if errors.Is(err, tasks.ErrStale) {
-		d.Counters.RefusedWrites.Add(1)
+		d.stats.refusedWrites.Add(1)
 		d.tel.staleWrites.Add(ctx, 1, metric.WithAttributes(attrOperation.String(op)))
 	}
 }

@@ -241,18 +241,18 @@ type claimStats struct {
 func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st claimStats) {
 	if claim != nil && !st.held {
 		cat := metric.WithAttributes(attrCategory.String(claim.Task.Category))
-		d.Counters.Assignments.Add(1)
+		d.stats.assignments.Add(1)
 		d.tel.assignments.Add(ctx, 1, cat)
 		if claim.TookOver {
 			d.tel.expired.Add(ctx, 1, cat)
 		}
 	}
 	if st.conflicts > 0 {
-		d.Counters.Conflicts.Add(int64(st.conflicts))
+		d.stats.conflicts.Add(int64(st.conflicts))
 		d.tel.conflicts.Add(ctx, int64(st.conflicts))
 	}
 	if st.refused > 0 {
-		d.Counters.RefusedClaims.Add(int64(st.refused))
+		d.stats.refusedClaims.Add(int64(st.refused))
 		d.tel.refusedClaims.Add(ctx, int64(st.refused))
 	}
 }

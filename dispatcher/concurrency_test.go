@@ -40,10 +40,10 @@ type tally struct {
 // counters sums the counters of the run's dispatchers.
 func (tl *tally) counters() (assignments, conflicts, refusedClaims, refusedWrites int64) {
 	for _, d := range tl.replicas {
-		assignments += d.Counters.Assignments.Load()
-		conflicts += d.Counters.Conflicts.Load()
-		refusedClaims += d.Counters.RefusedClaims.Load()
-		refusedWrites += d.Counters.RefusedWrites.Load()
+		assignments += d.Stats().Assignments
+		conflicts += d.Stats().Conflicts
+		refusedClaims += d.Stats().RefusedClaims
+		refusedWrites += d.Stats().RefusedWrites
 	}
 	return
 }
@@ -327,11 +327,11 @@ func TestConcurrentEditors(t *testing.T) {
 	}
 	checkInvariants(t, b)
 
-	c := &b.d.Counters
+	c := b.d.Stats()
 	t.Logf("claims %d (assignments %d), submits %d, releases %d, abandons %d; lock conflicts %d (%.3f per assignment), refused claims %d, refused stale writes %d",
-		tl.claims.Load(), c.Assignments.Load(), tl.submits.Load(), tl.releases.Load(), tl.abandons.Load(),
-		c.Conflicts.Load(), float64(c.Conflicts.Load())/float64(max(c.Assignments.Load(), 1)),
-		c.RefusedClaims.Load(), c.RefusedWrites.Load())
+		tl.claims.Load(), c.Assignments, tl.submits.Load(), tl.releases.Load(), tl.abandons.Load(),
+		c.Conflicts, float64(c.Conflicts)/float64(max(c.Assignments, 1)),
+		c.RefusedClaims, c.RefusedWrites)
 	if tl.submits.Load() < 100 {
 		t.Errorf("only %d submissions in the run: the dispatcher is stalling", tl.submits.Load())
 	}
@@ -392,7 +392,7 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 				}
 				if err := rdb.FlushAll(context.Background()).Err(); err == nil {
 					if flushes.Add(1) == 1 {
-						afterFirstFlush.Store(b.d.Counters.Assignments.Load())
+						afterFirstFlush.Store(b.d.Stats().Assignments)
 					}
 				}
 			}
@@ -400,10 +400,10 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 	})
 	sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{Redis: b.rdb}))
 	checkInvariants(t, b)
-	after := b.d.Counters.Assignments.Load() - afterFirstFlush.Load()
+	after := b.d.Stats().Assignments - afterFirstFlush.Load()
 	t.Logf("%d flushes; assignments %d (%d after the first flush), submits %d, refused claims %d, refused stale writes %d",
-		flushes.Load(), b.d.Counters.Assignments.Load(), after, tl.submits.Load(),
-		b.d.Counters.RefusedClaims.Load(), b.d.Counters.RefusedWrites.Load())
+		flushes.Load(), b.d.Stats().Assignments, after, tl.submits.Load(),
+		b.d.Stats().RefusedClaims, b.d.Stats().RefusedWrites)
 	if flushes.Load() < 10 {
 		t.Fatalf("only %d flushes happened", flushes.Load())
 	}

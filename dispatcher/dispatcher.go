@@ -115,7 +115,7 @@ type Config struct {
 	MaxWait time.Duration
 
 	// PubSub, when set, carries wake-ups for long-polling callers between
-	// processes over Redis pub/sub; Start must then run. Without it, only
+	// processes over Redis pub/sub; Start must then run the relay. Without it, only
 	// tasks added or released through this Dispatcher wake its callers
 	// before their poll interval.
 	PubSub redis.UniversalClient
@@ -183,19 +183,24 @@ func EditorClaimant(e *tasks.Editor) Claimant {
 	return Claimant{Holder: e.Holder(), EditorID: e.ID, Categories: e.Categories}
 }
 
-// Counters are running totals of what the dispatcher did, for tests, stats
-// and metrics.
-type Counters struct {
+// Stats are running totals of what a Dispatcher did, for tests, stats and
+// metrics: a snapshot, taken by Dispatcher.Stats.
+type Stats struct {
 	// Assignments counts claims committed.
-	Assignments atomic.Int64
+	Assignments int64
 	// Conflicts counts candidates found locked by a competitor in Redis.
-	Conflicts atomic.Int64
+	Conflicts int64
 	// RefusedClaims counts claims the store refused after the Redis lock was
 	// obtained (the candidate changed since it was read, or Redis had lost a
 	// lock).
-	RefusedClaims atomic.Int64
+	RefusedClaims int64
 	// RefusedWrites counts heartbeats, submits and releases refused as stale.
-	RefusedWrites atomic.Int64
+	RefusedWrites int64
+}
+
+// counters are the running totals behind Stats.
+type counters struct {
+	assignments, conflicts, refusedClaims, refusedWrites atomic.Int64
 }
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
@@ -210,9 +215,11 @@ type Dispatcher struct {
 
 	cands *candidatePool
 	skips *skipMemory
+	stats counters
 
-	// Counters are the dispatcher's running totals.
-	Counters Counters
+	life      startStop
+	stopRelay context.CancelFunc // ends the relay of a started dispatcher
+	relayDone chan struct{}      // closed when the relay has returned
 }
 
 // New returns a Dispatcher over store and locks.
@@ -247,11 +254,50 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 // Config returns the dispatcher's configuration with defaults applied.
 func (d *Dispatcher) Config() Config { return d.cfg }
 
-// Run relays wake-ups between processes until ctx ends. It is needed only
-// when Config.PubSub is set, and returns at once otherwise.
-func (d *Dispatcher) Run(ctx context.Context) {
-	if d.cfg.PubSub != nil {
-		d.notify.run(ctx)
+// Stats returns a snapshot of the dispatcher's running totals.
+func (d *Dispatcher) Stats() Stats {
+	return Stats{
+		Assignments:   d.stats.assignments.Load(),
+		Conflicts:     d.stats.conflicts.Load(),
+		RefusedClaims: d.stats.refusedClaims.Load(),
+		RefusedWrites: d.stats.refusedWrites.Load(),
+	}
+}
+
+// Start starts the relay of wake-ups between processes over Config.PubSub,
+// in the background, and returns; without PubSub there is nothing to run
+// and claims work without Start. The relay's context derives from ctx:
+// cancelling ctx ends it as Stop does.
+//
+// Start returns an error wrapping ErrStarted when the dispatcher is running
+// and ErrStopped after Stop.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	return d.life.start("dispatcher", func() {
+		ctx, cancel := context.WithCancel(ctx)
+		d.stopRelay, d.relayDone = cancel, make(chan struct{})
+		go func() {
+			defer close(d.relayDone)
+			if d.cfg.PubSub != nil {
+				d.notify.run(ctx)
+			}
+		}()
+	})
+}
+
+// Stop ends the relay and waits for it to return, or for ctx to end, whose
+// error it then returns. Claims keep working after Stop (long polls fall
+// back on their poll interval). Stop before Start returns nil; so does a
+// second Stop once the relay has returned.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	if !d.life.stop() {
+		return nil
+	}
+	d.stopRelay()
+	select {
+	case <-d.relayDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop dispatcher: %w", context.Cause(ctx))
 	}
 }
 

@@ -106,7 +106,7 @@ func TestStaleHolder(t *testing.T) {
 	}
 	before := b.task(t, id)
 	events := countRows(t, b, "task_events")
-	refused := b.d.Counters.RefusedWrites.Load()
+	refused := b.d.Stats().RefusedWrites
 
 	ref := dispatcher.ClaimRef{TaskID: id, Fence: old.Fence}
 	if _, err := b.d.Heartbeat(ctx, ann, ref); !errors.Is(err, tasks.ErrStale) {
@@ -137,7 +137,7 @@ func TestStaleHolder(t *testing.T) {
 	if got := b.rdb.Get(ctx, b.lockKey(id)).Val(); got != bob.Holder {
 		t.Fatalf("redis lock holds %q, want bob's", got)
 	}
-	if n := b.d.Counters.RefusedWrites.Load() - refused; n != 4 {
+	if n := b.d.Stats().RefusedWrites - refused; n != 4 {
 		t.Fatalf("%d refused writes counted, want 4", n)
 	}
 	if _, err := b.d.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, json.RawMessage(`"done"`)); err != nil {

@@ -131,8 +131,8 @@ type Sweeper struct {
 	cfg   SweeperConfig
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	cron   *cron.Cron         // set while started
+	life   startStop
+	cron   *cron.Cron         // set by Start
 	cancel context.CancelFunc // ends the context of the scheduled sweeps
 }
 
@@ -152,40 +152,39 @@ func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
 func (s *Sweeper) Config() SweeperConfig { return s.cfg }
 
 // Start sweeps every Interval in the background, the first time one Interval
-// from now, until Stop. A sweep still running when the next is due makes
-// that one skip. Start on a started Sweeper does nothing.
-func (s *Sweeper) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cron != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logger := cronLogger{s.log}
-	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
-	c.Schedule(every(s.cfg.Interval), cron.FuncJob(func() {
-		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-			s.log.ErrorContext(ctx, "sweep", "err", err)
-		}
-	}))
-	c.Start()
-	s.cron, s.cancel = c, cancel
+// from now, until Stop, and returns. A sweep still running when the next is
+// due makes that one skip. The sweeps' context derives from ctx, so it
+// carries its values; cancelling ctx cancels a running sweep, and later
+// sweeps return at once, until Stop.
+//
+// Start returns an error wrapping ErrStarted when the sweeper is running and
+// ErrStopped after Stop.
+func (s *Sweeper) Start(ctx context.Context) error {
+	return s.life.start("sweeper", func() {
+		ctx, cancel := context.WithCancel(ctx)
+		logger := cronLogger{s.log}
+		c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
+		c.Schedule(every(s.cfg.Interval), cron.FuncJob(func() {
+			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "sweep", "err", err)
+			}
+		}))
+		c.Start()
+		s.cron, s.cancel = c, cancel
+	})
 }
 
 // Stop ends the schedule and waits for a running sweep to finish. When ctx
-// ends first, it cancels that sweep and returns ctx's error without waiting
-// further. Stop on a stopped Sweeper returns nil; Start may start it again.
+// ends first, it cancels that sweep and returns an error wrapping ctx's
+// cause without waiting further. Stop before Start returns nil, and so does
+// a second Stop once no sweep runs.
 func (s *Sweeper) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	c, cancel := s.cron, s.cancel
-	s.cron, s.cancel = nil, nil
-	s.mu.Unlock()
-	if c == nil {
+	if !s.life.stop() {
 		return nil
 	}
-	defer cancel()
+	defer s.cancel()
 	select {
-	case <-c.Stop().Done():
+	case <-s.cron.Stop().Done():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stop sweeper: %w", context.Cause(ctx))

@@ -198,7 +198,9 @@ func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
 	}
 
 	s := b.newSweeper(t, dispatcher.SweeperConfig{Interval: interval})
-	s.Start()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	pending := func() int {
 		var n int
 		if err := b.db.GetContext(ctx, &n, "SELECT COUNT(*) FROM tasks WHERE status = 'pending'"); err != nil {
@@ -622,8 +624,22 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	s.Start() // no second schedule
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatalf("stop before start: %v", err)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, dispatcher.ErrStopped) {
+		t.Fatalf("start after stop: %v, want ErrStopped", err)
+	}
+	s, err = dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, dispatcher.ErrStarted) { // no second schedule
+		t.Fatalf("second start: %v, want ErrStarted", err)
+	}
 	awaitSweepValue(t, gate.entered, 10*time.Second, "scheduled sweep")
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -31,11 +31,8 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 
 	// ErrWorkerShutdown is the cause of a handler's cancelled context when
-	// Shutdown's drain ended before the handler returned.
+	// Stop's drain ended before the handler returned.
 	ErrWorkerShutdown = errors.New("worker shut down")
-
-	// ErrWorkerClosed is returned by Start after Shutdown.
-	ErrWorkerClosed = errors.New("worker closed")
 )
 
 // WorkerConfig defaults.
@@ -101,7 +98,7 @@ type WorkerConfig struct {
 	// ExponentialRetryBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault).
 	RetryBackoff func(attempt int) time.Duration
 
-	// ShutdownTimeout is how long Shutdown lets running handlers finish
+	// ShutdownTimeout is how long Stop lets running handlers finish
 	// before it cancels their contexts. Default WorkerShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
 
@@ -250,14 +247,13 @@ type WorkerStats struct {
 // again. The store's fencing guarantees only that one claim's outcome is
 // committed.
 //
-// Start it once, stop it with Shutdown. It is safe for concurrent use.
+// Start it once, stop it with Stop. It is safe for concurrent use.
 type Worker struct {
 	d   *Dispatcher
 	cfg WorkerConfig
 	log *slog.Logger
 
-	mu           sync.Mutex
-	state        workerState
+	life         startStop
 	stopClaiming context.CancelFunc      // ends the slots' Next calls
 	stopHandlers context.CancelCauseFunc // cancels running handlers
 	handlersCtx  context.Context         // parent of the handlers' contexts
@@ -266,14 +262,6 @@ type Worker struct {
 
 	processed, failed, leaseLost, released, running atomic.Int64
 }
-
-type workerState int
-
-const (
-	workerNew workerState = iota
-	workerStarted
-	workerClosed
-)
 
 // NewWorker returns a Worker that claims through d. It returns an error for
 // an invalid cfg.
@@ -316,39 +304,33 @@ func (w *Worker) Stats() WorkerStats {
 
 // Start starts the slots and returns. Handlers' contexts derive from ctx, so
 // they carry its values; cancelling ctx stops the worker at once, like a
-// Shutdown whose drain has ended (claiming stops, handlers are cancelled and
-// their claims released). Call Shutdown in either case to wait for the
-// slots.
+// Stop whose drain has ended (claiming stops, handlers are cancelled and
+// their claims released). Call Stop in either case to wait for the slots.
 //
-// Start returns ErrWorkerClosed after Shutdown, and an error if the worker
-// was started already.
+// Start returns an error wrapping ErrStarted when the worker is running and
+// ErrStopped after Stop.
 func (w *Worker) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch w.state {
-	case workerStarted:
-		return errors.New("start worker: already started")
-	case workerClosed:
-		return fmt.Errorf("start worker: %w", ErrWorkerClosed)
+	err := w.life.start("worker", func() {
+		claimCtx, stopClaiming := context.WithCancel(ctx)
+		w.stopClaiming = stopClaiming
+		w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
+		for i := range w.cfg.Concurrency {
+			w.slots.Add(1)
+			go w.runSlot(claimCtx, i)
+		}
+		go func() {
+			w.slots.Wait()
+			close(w.done)
+		}()
+	})
+	if err != nil {
+		return err
 	}
-	w.state = workerStarted
-
-	claimCtx, stopClaiming := context.WithCancel(ctx)
-	w.stopClaiming = stopClaiming
-	w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
-	for i := range w.cfg.Concurrency {
-		w.slots.Add(1)
-		go w.runSlot(claimCtx, i)
-	}
-	go func() {
-		w.slots.Wait()
-		close(w.done)
-	}()
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "categories", w.cfg.Categories)
 	return nil
 }
 
-// Shutdown stops the worker gracefully, like http.Server.Shutdown: it stops
+// Stop stops the worker gracefully, like http.Server.Shutdown: it stops
 // claiming at once, then waits for running handlers to return until
 // ShutdownTimeout passes or ctx ends. Handlers still running then have their
 // contexts cancelled with cause ErrWorkerShutdown; once each returns, its
@@ -356,16 +338,13 @@ func (w *Worker) Start(ctx context.Context) error {
 // "shutdown"), so another worker can take the task at once. A shutdown is not
 // a failure, but the claim has counted as an attempt.
 //
-// Shutdown returns nil when every slot has returned, or ctx's error if ctx
-// ends first; the cancelled handlers then still release their claims as they
-// return. After Shutdown, Start returns ErrWorkerClosed. Shutdown may be
-// called more than once, and before Start.
-func (w *Worker) Shutdown(ctx context.Context) error {
-	w.mu.Lock()
-	prev := w.state
-	w.state = workerClosed
-	w.mu.Unlock()
-	if prev == workerNew {
+// Stop returns nil when every slot has returned, or an error wrapping ctx's
+// if ctx ends first; the cancelled handlers then still release their claims
+// as they return. Stop before Start returns nil; after Stop, Start returns an
+// error wrapping ErrStopped. Stop may be called more than once; each call
+// waits for the slots.
+func (w *Worker) Stop(ctx context.Context) error {
+	if !w.life.stop() {
 		return nil
 	}
 	w.stopClaiming()
@@ -391,7 +370,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		case <-w.done:
 			return nil
 		default:
-			return ctx.Err()
+			return fmt.Errorf("stop worker: %w", ctx.Err())
 		}
 	}
 }

@@ -51,7 +51,7 @@ func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg dispatcher.Worker
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := w.Shutdown(ctx); err != nil {
+		if err := w.Stop(ctx); err != nil {
 			t.Errorf("shutdown worker: %v", err)
 		}
 	})
@@ -63,7 +63,7 @@ func shutdownWorker(t *testing.T, w *dispatcher.Worker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := w.Shutdown(ctx); err != nil {
+	if err := w.Stop(ctx); err != nil {
 		t.Fatalf("shutdown worker: %v", err)
 	}
 }
@@ -521,7 +521,7 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	}
 	// The store refused the one heartbeat after the forced release, and the
 	// worker sent nothing else about the claim (a submit would be refused too).
-	if n := b.d.Counters.RefusedWrites.Load(); n != 1 {
+	if n := b.d.Stats().RefusedWrites; n != 1 {
 		t.Fatalf("%d writes refused as stale, want 1 (the heartbeat)", n)
 	}
 }
@@ -565,7 +565,7 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 	if st := w.Stats(); st.Failed != 0 || st.Processed != 0 {
 		t.Fatalf("stats %+v, want nothing failed or processed", st)
 	}
-	if n := d.Counters.RefusedWrites.Load(); n != 0 {
+	if n := d.Stats().RefusedWrites; n != 0 {
 		t.Fatalf("%d writes refused as stale: the worker wrote about a claim it had lost", n)
 	}
 }
@@ -606,7 +606,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	eventually(t, 10*time.Second, "the idle slot long-polling", b.d.Waiting)
 
 	errc := make(chan error, 1)
-	go func() { errc <- w.Shutdown(context.Background()) }()
+	go func() { errc <- w.Stop(context.Background()) }()
 	eventually(t, 10*time.Second, "claiming stopped", func() bool { return !b.d.Waiting() })
 	select {
 	case err := <-errc:
@@ -646,10 +646,10 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	if st := w.Stats(); st.Processed != 1 || st.Released != 1 || st.Running != 0 {
 		t.Fatalf("stats %+v, want 1 processed, 1 released, none running", st)
 	}
-	if err := w.Start(context.Background()); !errors.Is(err, dispatcher.ErrWorkerClosed) {
-		t.Fatalf("start after shutdown: %v, want ErrWorkerClosed", err)
+	if err := w.Start(context.Background()); !errors.Is(err, dispatcher.ErrStopped) {
+		t.Fatalf("start after shutdown: %v, want ErrStopped", err)
 	}
-	if err := w.Shutdown(context.Background()); err != nil {
+	if err := w.Stop(context.Background()); err != nil {
 		t.Fatalf("second shutdown: %v", err)
 	}
 }
@@ -670,7 +670,7 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := w.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("shutdown with an ending context: %v, want context.DeadlineExceeded", err)
 	}
 	if cause := awaitValue(t, h.causes, "handler cancellation"); !errors.Is(cause, dispatcher.ErrWorkerShutdown) {
@@ -706,8 +706,8 @@ func TestWorkerStartContextStopsIt(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(ctx); err == nil || errors.Is(err, dispatcher.ErrWorkerClosed) {
-		t.Fatalf("second start: %v, want an already-started error", err)
+	if err := w.Start(ctx); !errors.Is(err, dispatcher.ErrStarted) {
+		t.Fatalf("second start: %v, want ErrStarted", err)
 	}
 	task := awaitValue(t, h.started, "handler start")
 	cancel()
@@ -861,11 +861,11 @@ func TestWorkerConfig(t *testing.T) {
 	}
 
 	// A worker shut down before it started cannot start.
-	if err := w.Shutdown(context.Background()); err != nil {
+	if err := w.Stop(context.Background()); err != nil {
 		t.Fatalf("shutdown before start: %v", err)
 	}
-	if err := w.Start(context.Background()); !errors.Is(err, dispatcher.ErrWorkerClosed) {
-		t.Fatalf("start after shutdown: %v, want ErrWorkerClosed", err)
+	if err := w.Start(context.Background()); !errors.Is(err, dispatcher.ErrStopped) {
+		t.Fatalf("start after shutdown: %v, want ErrStopped", err)
 	}
 }
 

@@ -107,10 +107,11 @@ func serve(ctx context.Context, b *backend, listening func(addr string)) error {
 	// the signal arrives.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stopRun() // before wg.Wait
-	wg.Go(func() { b.d.Run(runCtx) })
+	if err := b.d.Start(runCtx); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer func() { _ = b.d.Stop(context.Background()) }()
 
 	sweeper, err := dispatcher.NewSweeper(b.d, dispatcher.SweeperConfig{
 		Interval: cfg.Sweep.Interval,
@@ -123,7 +124,10 @@ func serve(ctx context.Context, b *backend, listening func(addr string)) error {
 		_ = ln.Close()
 		return err
 	}
-	sweeper.Start()
+	if err := sweeper.Start(runCtx); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	stopObserving, err := telemetry.ObservePool(b.tel, func(ctx context.Context) (*tasks.Stats, error) {
 		return b.store.Stats(ctx, 0)
 	}, 0)

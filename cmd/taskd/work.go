@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
@@ -62,10 +61,10 @@ its handler counts the words and logs the count.`, categories))
 
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
-	var wg sync.WaitGroup
-	wg.Go(func() { b.d.Run(runCtx) })
-	defer wg.Wait()
-	defer stopRun() // runs before wg.Wait
+	if err := b.d.Start(runCtx); err != nil {
+		return err
+	}
+	defer func() { _ = b.d.Stop(context.Background()) }()
 
 	stopMetrics, err := serveWorkerMetrics(b)
 	if err != nil {
@@ -146,7 +145,7 @@ func startWorker(ctx context.Context, b *backend) (*dispatcher.Worker, error) {
 func stopWorker(w *dispatcher.Worker, b *backend) error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Worker.ShutdownTimeout+workerFinishMargin)
 	defer cancel()
-	if err := w.Shutdown(ctx); err != nil {
+	if err := w.Stop(ctx); err != nil {
 		return fmt.Errorf("worker shutdown: %w", err)
 	}
 	st := w.Stats()

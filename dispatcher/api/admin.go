@@ -230,10 +230,10 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 		}
 		counts[c.Status] += c.Count
 	}
-	c := &a.d.Counters
+	c := a.d.Stats()
 	out.Dispatcher = countersJSON{
-		Assignments: c.Assignments.Load(), Conflicts: c.Conflicts.Load(),
-		RefusedClaims: c.RefusedClaims.Load(), RefusedWrites: c.RefusedWrites.Load(),
+		Assignments: c.Assignments, Conflicts: c.Conflicts,
+		RefusedClaims: c.RefusedClaims, RefusedWrites: c.RefusedWrites,
 	}
 	a.writeJSON(w, r, http.StatusOK, out)
 	return nil

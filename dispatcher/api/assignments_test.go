@@ -282,7 +282,7 @@ func TestFenceNeverHeldIsForbidden(t *testing.T) {
 	if row := b.task(t, id); row.Status != tasks.StatusAssigned || row.Fence != a.Fence {
 		t.Fatalf("task is %s with fence %d, want assigned with %d", row.Status, row.Fence, a.Fence)
 	}
-	if n := b.d.Counters.RefusedWrites.Load(); n != 4 {
+	if n := b.d.Stats().RefusedWrites; n != 4 {
 		t.Fatalf("refused writes = %d, want 4", n)
 	}
 }

@@ -269,7 +269,7 @@ func (s *inproc) submit(ctx context.Context, e *editor, r ref) (*ref, time.Durat
 }
 
 func (s *inproc) counts() (int64, int64) {
-	return s.d.Counters.Conflicts.Load(), s.d.Counters.RefusedClaims.Load()
+	return s.d.Stats().Conflicts, s.d.Stats().RefusedClaims
 }
 func (s *inproc) close(context.Context) error { return nil }
 
