@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
 
-// Lock is a lock obtained from a Client. Its methods are safe for concurrent
-// use.
+// Lock is a lock obtained from a Client, on one key or, from ObtainMulti, on
+// several held as one. Its methods are safe for concurrent use.
 //
 // A nil *Lock, which is what a failed obtain returns, is a lock that is not
 // held: Release, Refresh and TTL return ErrNotHeld, Key and Token return "",
-// Validity returns 0, and KeepAlive returns a context that is already
-// cancelled with ErrNotHeld as its cause. So
+// Keys returns nil, Validity returns 0, and KeepAlive returns a context that
+// is already cancelled with ErrNotHeld as its cause. So
 //
 //	lock, err := lc.Obtain(ctx, key, ttl, nil)
 //	defer lock.Release(ctx)
@@ -24,7 +25,7 @@ import (
 // is safe.
 type Lock struct {
 	client *Client
-	key    string
+	keys   []string // one or more, distinct; on a Cluster all in one hash slot
 	token  string
 
 	mu sync.Mutex
@@ -36,15 +37,26 @@ type Lock struct {
 	until time.Time
 }
 
-// Key returns the locked key, or "" for a nil lock.
+// Key returns the locked key; for a lock on several keys, the first. It
+// returns "" for a nil lock.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.key
+	return l.keys[0]
 }
 
-// Token returns the token stored in the lock key, or "" for a nil lock.
+// Keys returns the locked keys in the order they were given: one for
+// Obtain, ObtainAny and Client.Lock, all of them for ObtainMulti. It returns
+// nil for a nil lock.
+func (l *Lock) Keys() []string {
+	if l == nil {
+		return nil
+	}
+	return slices.Clone(l.keys)
+}
+
+// Token returns the token stored in the lock's keys, or "" for a nil lock.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -79,9 +91,19 @@ func (l *Lock) setUntil(t time.Time) {
 // end records that the lock is no longer held: its validity ends now.
 func (l *Lock) end() { l.setUntil(time.Now()) }
 
-// TTL returns the lock's remaining time to live in Redis, or 0 when the lock
-// is no longer held. With Redlock it is the time until fewer than a quorum of
-// masters hold it. A nil lock returns 0 and ErrNotHeld.
+// name names the lock in errors: its key, or all its keys.
+func (l *Lock) name() string {
+	if len(l.keys) == 1 {
+		return strconv.Quote(l.keys[0])
+	}
+	return fmt.Sprintf("%q", l.keys)
+}
+
+// TTL returns the lock's remaining time to live in Redis (for several keys,
+// the least of theirs), or 0 when the lock is no longer held, which for
+// several keys means that some key is missing or holds another token. With
+// Redlock it is the time until fewer than a quorum of masters hold it. One
+// script per Redis. A nil lock returns 0 and ErrNotHeld.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
@@ -90,7 +112,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	var ttls []time.Duration
 	var errs []error
 	for _, r := range c.each(ctx, c.nodeTimeout, func(ctx context.Context, _ int, n *node) (int, error) {
-		ttl, err := n.pttl(ctx, l.key, l.token)
+		ttl, err := n.pttl(ctx, l.keys, l.token)
 		return int(ttl / time.Millisecond), err
 	}) {
 		switch {
@@ -106,15 +128,16 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return ttls[c.quorum-1], nil
 	}
 	if err := c.decisive(len(ttls), errs); err != nil {
-		return 0, fmt.Errorf("locker: ttl %q: %w", l.key, err)
+		return 0, fmt.Errorf("locker: ttl %s: %w", l.name(), err)
 	}
 	return 0, nil
 }
 
-// Refresh extends the lock to ttl from now if it is still held. It returns
-// ErrNotHeld when the key expired, was released or belongs to another token;
-// a lost lock is never created again. With Redlock a quorum must extend it. A
-// nil lock returns ErrNotHeld.
+// Refresh extends the lock to ttl from now if it is still held: every key of
+// it, atomically, in one script per Redis. It returns ErrNotHeld when the lock
+// expired, was released or belongs to another token (for several keys: when
+// any key does, and then no key is extended); a lost lock is never created
+// again. With Redlock a quorum must extend it. A nil lock returns ErrNotHeld.
 //
 // opt.RetryStrategy (default NoRetry, a single attempt) retries transient
 // Redis errors, as Obtain does: connection refused, timeouts, LOADING,
@@ -130,7 +153,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration, opt *Options) err
 		return ErrNotHeld
 	}
 	if ttl < MinTTL {
-		return fmt.Errorf("locker: refresh %q: ttl must be at least %v, got %v", l.key, MinTTL, ttl)
+		return fmt.Errorf("locker: refresh %s: ttl must be at least %v, got %v", l.name(), MinTTL, ttl)
 	}
 	retry := opt.retryStrategy()
 	var timer *time.Timer
@@ -180,7 +203,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 	c := l.client
 	start := time.Now()
 	results := c.each(ctx, min(c.nodeTimeout, ttl/3), func(ctx context.Context, _ int, n *node) (int, error) {
-		ok, err := n.refresh(ctx, l.key, l.token, ttl)
+		ok, err := n.refresh(ctx, l.keys, l.token, ttl)
 		if ok {
 			return 1, err
 		}
@@ -200,41 +223,45 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 		return nil
 	}
 	if err := c.decisive(ok, errs); err != nil {
-		return fmt.Errorf("locker: refresh %q: %w", l.key, err)
+		return fmt.Errorf("locker: refresh %s: %w", l.name(), err)
 	}
 	l.end()
 	if ok > 0 {
 		// A minority extended a lock the quorum lost; free it for others.
-		c.undo(ctx, []string{l.key}, l.token)
+		c.undo(ctx, l.keys, l.token)
 	}
 	return ErrNotHeld
 }
 
-// Release gives the lock back. It returns ErrNotHeld when the lock had
-// already expired or belongs to another token; another holder's lock is never
-// deleted. A nil lock returns ErrNotHeld.
+// Release gives the lock back: it deletes every key of it that still holds
+// its token, in one script per Redis. It returns ErrNotHeld when the lock had
+// already expired or belongs to another token (for several keys: when any
+// key does; the others are deleted all the same); another holder's key is
+// never deleted. With Redlock a quorum of masters must have held it. A nil
+// lock returns ErrNotHeld.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
 	c := l.client
-	var deleted int
+	var released int
 	var errs []error
 	for _, r := range c.each(ctx, c.nodeTimeout, func(ctx context.Context, _ int, n *node) (int, error) {
-		return n.release(ctx, []string{l.key}, l.token)
+		return n.release(ctx, l.keys, l.token)
 	}) {
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			errs = append(errs, r.err)
-		} else {
-			deleted += r.val
+		case r.val == len(l.keys):
+			released++
 		}
 	}
-	if deleted >= c.quorum {
+	if released >= c.quorum {
 		l.end()
 		return nil
 	}
-	if err := c.decisive(deleted, errs); err != nil {
-		return fmt.Errorf("locker: release %q: %w", l.key, err)
+	if err := c.decisive(released, errs); err != nil {
+		return fmt.Errorf("locker: release %s: %w", l.name(), err)
 	}
 	l.end()
 	return ErrNotHeld

@@ -2,9 +2,16 @@
 //
 // A lock is a key set with SET NX PX to a random token; it is released by a
 // Lua compare-and-delete and extended by a Lua compare-and-pexpire, so a
-// holder can never release or extend a lock that is no longer its own. The
-// same API runs over a single Redis server, a Redis Cluster, or several
-// independent Redis masters with the Redlock quorum algorithm (NewRedlock).
+// holder can never release or extend a lock that is no longer its own.
+// ObtainMulti holds several keys as one lock, all or none, each operation one
+// script over all of them. The same API runs over a single Redis server, a
+// Redis Cluster, or several independent Redis masters with the Redlock quorum
+// algorithm (NewRedlock).
+//
+// Obtaining returns ErrNotObtained when the lock is held by someone else;
+// Refresh, Release and TTL return ErrNotHeld once it is no longer held,
+// including on the nil *Lock a failed obtain returns. Retries are opt-in
+// (Options.RetryStrategy, default NoRetry), for obtaining and for Refresh.
 //
 // A lock is a lease: it frees itself when its time to live runs out, and a
 // holder that paused past it may not know. Pair it with a fencing check in
@@ -49,8 +56,8 @@ type RedisClient interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
-// Options tune one Obtain, ObtainAny or Lock.Refresh call. A nil *Options
-// means defaults.
+// Options tune one Obtain, ObtainAny, ObtainMulti or Lock.Refresh call. A nil
+// *Options means defaults.
 type Options struct {
 	// RetryStrategy decides whether and when to try again after a failed
 	// attempt: a busy key or a transient Redis error for the obtains, a
@@ -165,23 +172,131 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt 
 // per hash slot on a Cluster, or by a Redlock master outside the quorum) are
 // released before it returns. Errors are as for Obtain.
 func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration, opt *Options) (*Lock, error) {
+	if err := validate("obtain", keys, ttl); err != nil {
+		return nil, err
+	}
+	return c.obtain(ctx, &request{keys: keys, ttl: ttl}, opt)
+}
+
+// ObtainMulti obtains all of keys as one lock, or none of them: one script
+// per attempt sets every key to the same token only if no key is held by
+// another token (keys holding opt.Token count as free, as in Obtain). The
+// Lock's Refresh, Release and TTL then act on all keys at once, each in one
+// script per Redis. It returns ErrNotObtained when some key is held by someone
+// else and the retry strategy gives up; other errors are as for Obtain.
+//
+// On a Redis Cluster the keys must share a hash slot: give them a common
+// hash tag ("{order:42}:payment", "{order:42}:stock"). ObtainMulti checks
+// that before it calls Redis and returns an error naming two keys that do not.
+// With Redlock a master counts towards the quorum only when it set all keys;
+// a failed attempt is undone on every master.
+//
+// keys must be distinct and non-empty.
+func (c *Client) ObtainMulti(ctx context.Context, keys []string, ttl time.Duration, opt *Options) (*Lock, error) {
+	if err := validate("obtain multi", keys, ttl); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			return nil, fmt.Errorf("locker: obtain multi: key %q appears twice", k)
+		}
+		seen[k] = true
+	}
+	if c.cluster() {
+		if err := sameSlot(keys); err != nil {
+			return nil, err
+		}
+	}
+	return c.obtain(ctx, &request{keys: keys, all: true, ttl: ttl}, opt)
+}
+
+// validate checks the arguments every obtain shares.
+func validate(op string, keys []string, ttl time.Duration) error {
 	if len(keys) == 0 {
-		return nil, errors.New("locker: obtain: no keys")
+		return fmt.Errorf("locker: %s: no keys", op)
 	}
 	if slices.Contains(keys, "") {
-		return nil, errors.New("locker: obtain: empty key")
+		return fmt.Errorf("locker: %s: empty key", op)
 	}
 	if ttl < MinTTL {
-		return nil, fmt.Errorf("locker: obtain: ttl must be at least %v, got %v", MinTTL, ttl)
+		return fmt.Errorf("locker: %s: ttl must be at least %v, got %v", op, MinTTL, ttl)
 	}
+	return nil
+}
+
+// sameSlot returns an error naming two of keys that lie in different Redis
+// Cluster hash slots, or nil when all share one.
+func sameSlot(keys []string) error {
+	first := Slot(keys[0])
+	for _, k := range keys[1:] {
+		if s := Slot(k); s != first {
+			return fmt.Errorf("locker: obtain multi: keys %q (hash slot %d) and %q (hash slot %d) are in different "+
+				"Redis Cluster hash slots; give every key the same hash tag, as in \"{tag}%s\" and \"{tag}%s\"",
+				keys[0], first, k, s, keys[0], k)
+		}
+	}
+	return nil
+}
+
+// cluster reports whether any node routes by hash slot.
+func (c *Client) cluster() bool {
+	return slices.ContainsFunc(c.nodes, func(n *node) bool { return n.cluster })
+}
+
+// request is what an obtain asks for: the first free key of keys
+// (ObtainAny), or all of them as one lock (ObtainMulti). Its choices are the
+// locks it would accept: one per key, or the single lock on all keys.
+type request struct {
+	keys     []string
+	all      bool
+	token    string
+	ttl      time.Duration
+	plainSet bool // a single key may be taken with SET NX: no caller token to re-enter
+}
+
+// choices returns how many locks q would accept.
+func (q *request) choices() int {
+	if q.all {
+		return 1
+	}
+	return len(q.keys)
+}
+
+// choice returns the keys of choice i.
+func (q *request) choice(i int) []string {
+	if q.all {
+		return q.keys
+	}
+	return q.keys[i : i+1]
+}
+
+// except returns the keys outside choice i.
+func (q *request) except(i int) []string {
+	if q.all {
+		return nil
+	}
+	return slices.Concat(q.keys[:i], q.keys[i+1:])
+}
+
+// op names q in errors.
+func (q *request) op() string {
+	if q.all {
+		return fmt.Sprintf("obtain multi %q", q.keys)
+	}
+	return fmt.Sprintf("obtain %q", q.keys[0])
+}
+
+// obtain runs the attempts of q as opt's retry strategy says.
+func (c *Client) obtain(ctx context.Context, q *request, opt *Options) (*Lock, error) {
+	q.token = opt.token()
+	q.plainSet = opt == nil || opt.Token == ""
 	var (
-		token    = opt.token()
-		plainSet = opt == nil || opt.Token == ""
-		retry    = opt.retryStrategy()
-		timer    *time.Timer
+		retry = opt.retryStrategy()
+		timer *time.Timer
 	)
 	for attempt := 1; ; attempt++ {
-		lock, err := c.tryObtain(ctx, keys, token, ttl, plainSet)
+		lock, err := c.tryObtain(ctx, q)
 		if lock != nil {
 			return lock, nil
 		}
@@ -189,12 +304,12 @@ func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration
 			return nil, errors.Join(ErrNotObtained, context.Cause(ctx))
 		}
 		if err != nil && !isTransient(err) {
-			return nil, fmt.Errorf("locker: obtain %q: %w", keys[0], err)
+			return nil, fmt.Errorf("locker: %s: %w", q.op(), err)
 		}
 		backoff := retry.NextBackoff(attempt)
 		if backoff <= 0 {
 			if err != nil {
-				return nil, fmt.Errorf("locker: obtain %q: %w", keys[0], err)
+				return nil, fmt.Errorf("locker: %s: %w", q.op(), err)
 			}
 			return nil, ErrNotObtained
 		}
@@ -225,7 +340,7 @@ func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration
 // possible), so that it can be refreshed, released or inspected. It does no
 // I/O; the handle's Validity is 0 until a Refresh succeeds.
 func (c *Client) Lock(key, token string) *Lock {
-	return c.newLock(key, token, time.Time{})
+	return c.newLock([]string{key}, token, time.Time{})
 }
 
 // ReleaseAll releases many locks, as Release does each, in one round trip
@@ -235,22 +350,22 @@ func (c *Client) Lock(key, token string) *Lock {
 // error means some releases may not have happened; their locks expire with
 // their time to live.
 func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
-	locks = slices.DeleteFunc(slices.Clone(locks), func(l *Lock) bool { return l == nil })
-	if len(locks) == 0 {
+	held := slices.DeleteFunc(slices.Clone(locks), func(l *Lock) bool { return l == nil })
+	if len(held) == 0 {
 		return 0, nil
 	}
-	keys := make([]string, len(locks))
-	tokens := make([]string, len(locks))
-	for i, l := range locks {
-		keys[i], tokens[i] = l.key, l.token
+	keys := make([][]string, len(held))
+	tokens := make([]string, len(held))
+	for i, l := range held {
+		keys[i], tokens[i] = l.keys, l.token
 	}
 	var (
 		mu     sync.Mutex
-		votes  = make([]int, len(locks))
+		votes  = make([]int, len(held))
 		errs   []error
 		closed bool // answers after each returned are dropped
 	)
-	c.each(ctx, c.nodeTimeout*time.Duration(1+len(locks)/1000), func(ctx context.Context, _ int, n *node) (int, error) {
+	c.each(ctx, c.nodeTimeout*time.Duration(1+len(held)/1000), func(ctx context.Context, _ int, n *node) (int, error) {
 		deleted, err := n.releaseEach(ctx, keys, tokens)
 		mu.Lock()
 		defer mu.Unlock()
@@ -274,7 +389,7 @@ func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
 	for i, v := range votes {
 		if v >= c.quorum {
 			released++
-			locks[i].end()
+			held[i].end()
 		}
 	}
 	if len(errs) > 0 {
@@ -285,25 +400,25 @@ func (c *Client) ReleaseAll(ctx context.Context, locks []*Lock) (int, error) {
 
 // tryObtain makes one attempt. It returns a lock, or nil and the error that
 // decided the outcome (nil when the keys were simply taken).
-func (c *Client) tryObtain(ctx context.Context, keys []string, token string, ttl time.Duration, plainSet bool) (*Lock, error) {
+func (c *Client) tryObtain(ctx context.Context, q *request) (*Lock, error) {
 	start := time.Now()
-	until := start.Add(ttl - drift(ttl))
+	until := start.Add(q.ttl - drift(q.ttl))
 	if len(c.nodes) == 1 {
-		i, err := c.nodes[0].obtain(ctx, keys, token, ttl, plainSet)
+		i, err := c.nodes[0].obtain(ctx, q)
 		if err != nil || i < 0 {
 			return nil, err
 		}
 		if !time.Now().Before(until) {
-			c.undo(ctx, keys[i:i+1], token)
+			c.undo(ctx, q.choice(i), q.token)
 			return nil, nil
 		}
-		return c.newLock(keys[i], token, until), nil
+		return c.newLock(q.choice(i), q.token, until), nil
 	}
 
-	results := c.each(ctx, min(c.nodeTimeout, ttl/3), func(ctx context.Context, _ int, n *node) (int, error) {
-		return n.obtain(ctx, keys, token, ttl, plainSet)
+	results := c.each(ctx, min(c.nodeTimeout, q.ttl/3), func(ctx context.Context, _ int, n *node) (int, error) {
+		return n.obtain(ctx, q)
 	})
-	votes := make([]int, len(keys))
+	votes := make([]int, q.choices())
 	var errs []error
 	for _, r := range results {
 		if r.err != nil {
@@ -319,24 +434,23 @@ func (c *Client) tryObtain(ctx context.Context, keys []string, token string, ttl
 		}
 	}
 	if votes[best] >= c.quorum && time.Now().Before(until) {
-		// Masters outside the quorum may have granted other keys; a master
-		// that failed to answer may have granted any.
+		// Masters outside the quorum may have granted other choices; a
+		// master that failed to answer may have granted any.
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		c.each(cctx, c.nodeTimeout, func(ctx context.Context, i int, n *node) (int, error) {
 			r := results[i]
 			switch {
 			case r.err != nil:
-				others := slices.Concat(keys[:best], keys[best+1:])
-				if len(others) > 0 {
-					return n.release(ctx, others, token)
+				if others := q.except(best); len(others) > 0 {
+					return n.release(ctx, others, q.token)
 				}
 			case r.val >= 0 && r.val != best:
-				return n.release(ctx, keys[r.val:r.val+1], token)
+				return n.release(ctx, q.choice(r.val), q.token)
 			}
 			return 0, nil
 		})
-		return c.newLock(keys[best], token, until), nil
+		return c.newLock(q.choice(best), q.token, until), nil
 	}
 
 	// No quorum: give back everything, everywhere.
@@ -345,9 +459,9 @@ func (c *Client) tryObtain(ctx context.Context, keys []string, token string, ttl
 	c.each(cctx, c.nodeTimeout, func(ctx context.Context, i int, n *node) (int, error) {
 		switch r := results[i]; {
 		case r.err != nil:
-			return n.release(ctx, keys, token)
+			return n.release(ctx, q.keys, q.token)
 		case r.val >= 0:
-			return n.release(ctx, keys[r.val:r.val+1], token)
+			return n.release(ctx, q.choice(r.val), q.token)
 		}
 		return 0, nil
 	})
@@ -376,8 +490,10 @@ func (c *Client) decisive(ok int, errs []error) error {
 	return errors.Join(errs...)
 }
 
-func (c *Client) newLock(key, token string, until time.Time) *Lock {
-	return &Lock{client: c, key: key, token: token, until: until}
+// newLock returns a lock on keys, which it copies: the caller's slice may
+// change afterwards.
+func (c *Client) newLock(keys []string, token string, until time.Time) *Lock {
+	return &Lock{client: c, keys: slices.Clone(keys), token: token, until: until}
 }
 
 // result is one node's answer in a fan-out.

@@ -297,9 +297,10 @@ func TestNilLock(t *testing.T) {
 	}
 
 	for name, obtain := range map[string]func() (*locker.Lock, error){
-		"obtain":     func() (*locker.Lock, error) { return lc.Obtain(ctx, p+"k", time.Minute, nil) },
-		"obtain any": func() (*locker.Lock, error) { return lc.ObtainAny(ctx, []string{p + "k"}, time.Minute, nil) },
-		"invalid":    func() (*locker.Lock, error) { return lc.Obtain(ctx, "", time.Minute, nil) },
+		"obtain":       func() (*locker.Lock, error) { return lc.Obtain(ctx, p+"k", time.Minute, nil) },
+		"obtain any":   func() (*locker.Lock, error) { return lc.ObtainAny(ctx, []string{p + "k"}, time.Minute, nil) },
+		"obtain multi": func() (*locker.Lock, error) { return lc.ObtainMulti(ctx, []string{p + "j", p + "k"}, time.Minute, nil) },
+		"invalid":      func() (*locker.Lock, error) { return lc.Obtain(ctx, "", time.Minute, nil) },
 	} {
 		func() {
 			lock, err := obtain()
@@ -325,8 +326,8 @@ func TestNilLock(t *testing.T) {
 	if ttl, err := lock.TTL(ctx); ttl != 0 || !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ttl = %v, %v; want 0, ErrNotHeld", ttl, err)
 	}
-	if k, tok, v := lock.Key(), lock.Token(), lock.Validity(); k != "" || tok != "" || v != 0 {
-		t.Errorf("key, token, validity = %q, %q, %v; want zero values", k, tok, v)
+	if k, tok, keys, v := lock.Key(), lock.Token(), lock.Keys(), lock.Validity(); k != "" || tok != "" || keys != nil || v != 0 {
+		t.Errorf("key, token, keys, validity = %q, %q, %q, %v; want zero values", k, tok, keys, v)
 	}
 	work, stop := lock.KeepAlive(ctx, time.Minute)
 	select {

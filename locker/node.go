@@ -13,6 +13,10 @@ var (
 	obtainLua    string
 	obtainScript = redis.NewScript(obtainLua)
 
+	//go:embed obtain_multi.lua
+	obtainMultiLua    string
+	obtainMultiScript = redis.NewScript(obtainMultiLua)
+
 	//go:embed refresh.lua
 	refreshLua    string
 	refreshScript = redis.NewScript(refreshLua)
@@ -140,23 +144,33 @@ func (n *node) pipeline(ctx context.Context, cmds []*redis.Cmd, queue func(p red
 	}
 }
 
-// obtain takes the first free key of keys for token and returns its index, or
-// -1 when all are held by others. plainSet allows a bare SET NX PX for a
-// single key, which is cheaper than the script but not reentrant.
+// obtain makes one attempt at q on this node and returns the index of the
+// choice it took (see request.choice), or -1 when every choice is held by
+// others. A single key with plainSet is a bare SET NX PX, cheaper than the
+// script but not reentrant.
 //
-// On a Cluster with keys in several slots, one script per slot may each take
-// a key; obtain keeps the earliest and releases the rest before it returns, so
-// it costs at most two round trips and leaves nothing behind.
-func (n *node) obtain(ctx context.Context, keys []string, token string, ttl time.Duration, plainSet bool) (int, error) {
-	if len(keys) == 1 && plainSet {
-		ok, err := n.rdb.SetNX(ctx, keys[0], token, ttl).Result()
+// A request for all keys is one script: the keys share a hash slot (the
+// Client checks that on a Cluster). A request for the first free key on a
+// Cluster with keys in several slots runs one script per slot, which may each
+// take a key; obtain keeps the earliest and releases the rest before it
+// returns, so it costs at most two round trips and leaves nothing behind.
+func (n *node) obtain(ctx context.Context, q *request) (int, error) {
+	if len(q.keys) == 1 && q.plainSet {
+		ok, err := n.rdb.SetNX(ctx, q.keys[0], q.token, q.ttl).Result()
 		if err != nil || !ok {
 			return -1, err
 		}
 		return 0, nil
 	}
-	gs := n.groups(keys)
-	cmds := n.run(ctx, obtainScript, gs, token, ttl.Milliseconds())
+	if q.all {
+		ok, err := obtainMultiScript.Run(ctx, n.rdb, q.keys, q.token, q.ttl.Milliseconds()).Int()
+		if err != nil || ok != 1 {
+			return -1, err
+		}
+		return 0, nil
+	}
+	gs := n.groups(q.keys)
+	cmds := n.run(ctx, obtainScript, gs, q.token, q.ttl.Milliseconds())
 
 	best, firstErr := -1, error(nil)
 	for gi, cmd := range cmds {
@@ -183,7 +197,7 @@ func (n *node) obtain(ctx context.Context, keys []string, token string, ttl time
 		}
 		if len(extra) > 0 {
 			ctx, cancel := cleanupContext(ctx)
-			_, _ = n.release(ctx, extra, token)
+			_, _ = n.release(ctx, extra, q.token)
 			cancel()
 		}
 	}
@@ -206,32 +220,34 @@ func (n *node) release(ctx context.Context, keys []string, token string) (int, e
 	return deleted, firstErr
 }
 
-// releaseEach deletes each of keys that holds the token at the same index,
-// in one pipeline (one round trip; on a Cluster, one per master in
-// parallel), and reports which it deleted.
-func (n *node) releaseEach(ctx context.Context, keys, tokens []string) ([]bool, error) {
+// releaseEach releases many locks in one pipeline (one round trip; on a
+// Cluster, one per master in parallel): lock i is keys[i] under tokens[i].
+// It reports which locks it deleted whole, every key still holding the token.
+func (n *node) releaseEach(ctx context.Context, keys [][]string, tokens []string) ([]bool, error) {
 	cmds := n.runEach(ctx, releaseScript, len(keys), func(i int) ([]string, []any) {
-		return keys[i : i+1], []any{tokens[i]}
+		return keys[i], []any{tokens[i]}
 	})
 	deleted := make([]bool, len(keys))
 	var firstErr error
 	for i, cmd := range cmds {
 		d, err := cmd.Int()
-		deleted[i] = d == 1
+		deleted[i] = err == nil && d == len(keys[i])
 		firstErr = coalesce(firstErr, err)
 	}
 	return deleted, firstErr
 }
 
-// refresh sets the time to live of key if it holds token.
-func (n *node) refresh(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	v, err := refreshScript.Run(ctx, n.rdb, []string{key}, token, ttl.Milliseconds()).Int()
+// refresh sets the time to live of every key of a lock if all of them hold
+// token, and reports whether it did.
+func (n *node) refresh(ctx context.Context, keys []string, token string, ttl time.Duration) (bool, error) {
+	v, err := refreshScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds()).Int()
 	return v == 1, err
 }
 
-// pttl returns the remaining time to live of key if it holds token, or -1.
-func (n *node) pttl(ctx context.Context, key, token string) (time.Duration, error) {
-	ms, err := pttlScript.Run(ctx, n.rdb, []string{key}, token).Int64()
+// pttl returns the least remaining time to live of a lock's keys if all of
+// them hold token, or -1.
+func (n *node) pttl(ctx context.Context, keys []string, token string) (time.Duration, error) {
+	ms, err := pttlScript.Run(ctx, n.rdb, keys, token).Int64()
 	if err != nil || ms < 0 {
 		return -1, err
 	}

@@ -1,11 +1,18 @@
--- pttl.lua: remaining time to live of a lock, if it holds our token.
+-- pttl.lua: remaining time to live of a lock, if every key of it holds our token.
 --
--- KEYS[1] lock key
+-- KEYS    the lock's keys (one hash slot in Cluster mode)
 -- ARGV[1] token of the holder
 --
--- Returns the remaining time to live in milliseconds, or -2 when the key is
--- missing or holds another token.
-if redis.call("get", KEYS[1]) == ARGV[1] then
-  return redis.call("pttl", KEYS[1])
+-- Returns the smallest remaining time to live among KEYS in milliseconds, or -2
+-- when some key is missing or holds another token.
+local least = nil
+for _, key in ipairs(KEYS) do
+  if redis.call("get", key) ~= ARGV[1] then
+    return -2
+  end
+  local ttl = redis.call("pttl", key)
+  if least == nil or ttl < least then
+    least = ttl
+  end
 end
-return -2
+return least

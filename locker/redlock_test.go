@@ -17,6 +17,12 @@ import (
 // client over them.
 func masters(t *testing.T, n int) ([]*testenv.RedisServer, []*redis.Client, *locker.Client) {
 	t.Helper()
+	return mastersWith(t, n, nil)
+}
+
+// mastersWith is masters with Redlock options.
+func mastersWith(t *testing.T, n int, opt *locker.RedlockOptions) ([]*testenv.RedisServer, []*redis.Client, *locker.Client) {
+	t.Helper()
 	servers := make([]*testenv.RedisServer, n)
 	clients := make([]*redis.Client, n)
 	rcs := make([]locker.RedisClient, n)
@@ -25,7 +31,7 @@ func masters(t *testing.T, n int) ([]*testenv.RedisServer, []*redis.Client, *loc
 		clients[i] = servers[i].Client()
 		rcs[i] = clients[i]
 	}
-	lc, err := locker.NewRedlock(rcs, nil)
+	lc, err := locker.NewRedlock(rcs, opt)
 	if err != nil {
 		t.Fatalf("new redlock: %v", err)
 	}

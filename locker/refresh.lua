@@ -1,12 +1,19 @@
--- refresh.lua: extend a lock, but only while it holds our token (compare-and-pexpire).
+-- refresh.lua: extend a lock, but only while every key of it holds our token
+-- (compare-and-pexpire).
 --
--- KEYS[1] lock key
+-- KEYS    the lock's keys (one hash slot in Cluster mode)
 -- ARGV[1] token of the holder
 -- ARGV[2] new time to live in milliseconds
 --
--- Returns 1 when the time to live was set, 0 when the key is missing or holds
--- another token. A missing key is never created again: a lost lock stays lost.
-if redis.call("get", KEYS[1]) == ARGV[1] then
-  return redis.call("pexpire", KEYS[1], ARGV[2])
+-- Returns 1 when the time to live of every key was set, 0 when some key is
+-- missing or holds another token; then no key is changed. A missing key is never
+-- created again: a lost lock stays lost.
+for _, key in ipairs(KEYS) do
+  if redis.call("get", key) ~= ARGV[1] then
+    return 0
+  end
 end
-return 0
+for _, key in ipairs(KEYS) do
+  redis.call("pexpire", key, ARGV[2])
+end
+return 1
