@@ -180,7 +180,9 @@ func TestClusterRedlock(t *testing.T) {
 	ctx := context.Background()
 	cc := testenv.Cluster(t)
 	a, b := testenv.StartRedis(t).Client(), testenv.StartRedis(t).Client()
-	lc, err := locker.NewRedlock([]locker.RedisClient{cc, a, b}, nil)
+	// A generous node timeout: this test is about mixed nodes, not time,
+	// and a loaded machine can take longer than the 50ms default.
+	lc, err := locker.NewRedlock([]locker.RedisClient{cc, a, b}, &locker.RedlockOptions{NodeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("new redlock: %v", err)
 	}

@@ -20,7 +20,9 @@ func masters(t *testing.T, n int) ([]*testenv.RedisServer, []*redis.Client, *loc
 	return mastersWith(t, n, nil)
 }
 
-// mastersWith is masters with Redlock options.
+// mastersWith is masters with Redlock options. Each client has dialed its
+// master before it returns, so that the first call the test times does not
+// also pay for a new connection.
 func mastersWith(t *testing.T, n int, opt *locker.RedlockOptions) ([]*testenv.RedisServer, []*redis.Client, *locker.Client) {
 	t.Helper()
 	servers := make([]*testenv.RedisServer, n)
@@ -30,6 +32,12 @@ func mastersWith(t *testing.T, n int, opt *locker.RedlockOptions) ([]*testenv.Re
 		servers[i] = testenv.StartRedis(t)
 		clients[i] = servers[i].Client()
 		rcs[i] = clients[i]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := clients[i].Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			t.Fatalf("master %d: %v", i, err)
+		}
 	}
 	lc, err := locker.NewRedlock(rcs, opt)
 	if err != nil {
