@@ -53,13 +53,14 @@ const (
 
 const (
 	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
-	// editor's row (none for a worker, whose editor id is NULL), the fenced UPDATE,
-	// guarded by the editor existing, having no task and not having skipped this
-	// one, a SELECT of the task as claimed (claimed is the number of rows the UPDATE
-	// matched), and the 'claimed' event, written when the row shows this claim: the
-	// holder and the new fence, assigned at this batch's instant, which is also the
-	// event's time. The event comes after the UPDATE, so that event ids follow the
-	// order in which claims got their rows.
+	// editor's row (none for a worker, whose editor id is NULL) in a SET of its own,
+	// because an expression in a SET sees the values user variables had before that
+	// SET; the fenced UPDATE, guarded by the editor existing, having no task and not
+	// having skipped this one; a SELECT of the task as claimed (claimed is the number
+	// of rows the UPDATE matched); and the 'claimed' event, written when the row shows
+	// this claim: the holder and the new fence, assigned at this batch's instant,
+	// which is also the event's time. The event comes after the UPDATE, so that event
+	// ids follow the order in which claims got their rows.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `);
 SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
