@@ -31,7 +31,7 @@ import (
 // batch are its caller's values, so a value the server refuses is an error wrapping
 // ErrInvalid (see refusedValue).
 func (s *Store) batch(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
-	return refusedValue(retryDeadlocks(ctx, func() error { return s.batchOnce(ctx, query, args, scan) }))
+	return refusedValue(s.retryDeadlocks(ctx, func() error { return s.batchOnce(ctx, query, args, scan) }))
 }
 
 func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {

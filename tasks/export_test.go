@@ -43,3 +43,7 @@ func InTx(s *Store, ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 func Batch(s *Store, ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
 	return s.batch(ctx, query, args, scan)
 }
+
+// LockConflicts returns how many of s's transactions were deadlock victims or timed
+// out waiting for a lock.
+func LockConflicts(s *Store) int64 { return s.lockConflicts.Load() }

@@ -208,7 +208,10 @@ type ReleaseParams struct {
 const (
 	releaseSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL` + liveClaimWhere
-	upsertSkipSQL = `INSERT INTO task_skips (task_id, editor_id, ` + "`until`" + `)
+	// lockTaskEditorSQL locks the row of the editor the task names; the subquery
+	// reads without locking, so the editor's row is locked before the task's.
+	lockTaskEditorSQL = `SELECT id FROM editors WHERE id = (SELECT editor_id FROM tasks WHERE id = ?) FOR UPDATE`
+	upsertSkipSQL     = `INSERT INTO task_skips (task_id, editor_id, ` + "`until`" + `)
 VALUES (?, ?, NOW(3) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
 )
@@ -222,6 +225,14 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
 func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 	var ended *Ended
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if p.Skip {
+			// The skip record's foreign key takes a lock on the editor's row, which
+			// a claim of the same editor locks before the task: lock it first here
+			// too, or the two deadlock.
+			if _, err := tx.ExecContext(ctx, lockTaskEditorSQL, p.TaskID); err != nil {
+				return err
+			}
+		}
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
 			return err

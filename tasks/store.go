@@ -96,6 +96,9 @@ type Store struct {
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
+	// lockConflicts counts transactions that were deadlock victims or timed out
+	// waiting for a lock.
+	lockConflicts atomic.Int64
 }
 
 // NewStore returns a Store on db, which should come from Open (the fencing rules need
@@ -123,7 +126,7 @@ const txAttempts = 3
 // victims (see retryDeadlocks). fn must therefore set, not accumulate, whatever it
 // hands back to its caller.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return retryDeadlocks(ctx, func() error { return s.runTx(ctx, fn) })
+	return s.retryDeadlocks(ctx, func() error { return s.runTx(ctx, fn) })
 }
 
 // retryDeadlocks runs a transaction, run, again when InnoDB picked it as a deadlock
@@ -133,14 +136,16 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 //
 // Deadlocks should not happen: every transaction runs at READ COMMITTED, so locking
 // reads take no gap locks, no index on tasks is unique but the primary key, and rows
-// are locked in one order (an editor's row before task rows). What is left is a
-// conflict between one editor's own concurrent requests, or a server under pressure.
-func retryDeadlocks(ctx context.Context, run func() error) error {
+// are locked in one order, an editor's row before task rows (a skip, whose record's
+// foreign key locks the editor's row, locks it first too). The retries are for what
+// is left unforeseen.
+func (s *Store) retryDeadlocks(ctx context.Context, run func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := run()
 		if err == nil || !mysqlErrorIs(err, erLockDeadlock, erLockWaitTimeout) {
 			return err
 		}
+		s.lockConflicts.Add(1)
 		if attempt == txAttempts || mysqlErrorIs(err, erLockWaitTimeout) {
 			return fmt.Errorf("%w: %w", ErrBusy, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -99,5 +100,64 @@ func TestTransactionLosingLockWaitIsBusy(t *testing.T) {
 	}
 	if p := b.task(t, id).Priority; p != 0 {
 		t.Errorf("priority = %d after the refused transaction, want 0", p)
+	}
+}
+
+// TestOneEditorsRacingRequestsDoNotDeadlock races each write an editor can make
+// about its claim (a skip, whose record's foreign key locks the editor's row, among
+// them) with a claim of its next task on the locking path, which locks the editor's
+// row and then the task it still has. Rows are locked in one order, so no
+// transaction may lose a deadlock, and the outcome is one of the orders.
+func TestOneEditorsRacingRequestsDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	ed := b.editor(t, "alice", "news")
+	writes := map[string]func(id, fence int64) error{
+		"skip": func(id, fence int64) error {
+			_, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: fence, Holder: ed.Holder(), Skip: true})
+			return err
+		},
+		"release": func(id, fence int64) error {
+			_, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: fence, Holder: ed.Holder()})
+			return err
+		},
+		"submit": func(id, fence int64) error {
+			_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: fence, Holder: ed.Holder(), Result: rawJSON(`1`)})
+			return err
+		},
+		"heartbeat": func(id, fence int64) error {
+			_, err := b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: fence, Holder: ed.Holder(), Lease: time.Minute})
+			return err
+		},
+	}
+	for name, write := range writes {
+		for range 25 {
+			held := b.insertOne(t, "news", 0)
+			next := b.insertOne(t, "news", 0)
+			c := b.claim(t, held, ed.Holder(), ed.ID, time.Minute)
+			var writeErr, claimErr error
+			var wg sync.WaitGroup
+			wg.Go(func() { writeErr = write(held, c.Fence) })
+			wg.Go(func() {
+				_, claimErr = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: next, Status: "", Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+			})
+			wg.Wait()
+			if writeErr != nil {
+				t.Fatalf("%s: %v", name, writeErr)
+			}
+			// The claim either came after the write ended the claim, or found the
+			// editor still holding it (a heartbeat never ends it).
+			if claimErr != nil && !errors.Is(claimErr, tasks.ErrEditorBusy) {
+				t.Fatalf("%s: claim: %v", name, claimErr)
+			}
+			if name == "heartbeat" && claimErr == nil {
+				t.Fatalf("heartbeat: the editor claimed a second task while holding one")
+			}
+			// Done with both, for the next round.
+			b.exec(t, "UPDATE tasks SET status = 'done', editor_id = NULL WHERE id IN (?, ?)", held, next)
+		}
+	}
+	if n := tasks.LockConflicts(b.store); n != 0 {
+		t.Errorf("%d transactions lost a lock conflict, want 0", n)
 	}
 }
