@@ -70,8 +70,8 @@ child process and the editors use its HTTP API; only the taskd strategy runs.`)
 	if err != nil {
 		return err
 	}
-	if cfg.Redis.Mode() != config.RedisSingle {
-		return usagef("bench", "bench needs a single Redis server, not %s", cfg.Redis.Mode())
+	if config.Mode(cfg.Redis) != config.RedisSingle {
+		return usagef("bench", "bench needs a single Redis server, not %s", config.Mode(cfg.Redis))
 	}
 	bin := *binary
 	if bin == "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/demo"
 	"github.com/taskd/taskd/tasks"
 )
@@ -45,27 +47,39 @@ articles missing to reach --articles.`)
 	if *articles < 0 || *articles > 1_000_000 {
 		return usagef("dev", "-articles must be 0..1000000, got %d", *articles)
 	}
-	b, err := a.openServing(ctx, f)
+	e, err := a.newEngine(ctx, f, roleServe)
 	if err != nil {
 		return err
 	}
-	defer b.Close(ctx)
+	defer e.Close()
+	if err := prepareDev(ctx, a.stdout, e, *articles); err != nil {
+		return errors.Join(err, e.Stop(context.Background()))
+	}
+	<-ctx.Done()
+	e.log.Info("shutting down", "cause", context.Cause(ctx))
+	return e.Stop(context.Background())
+}
 
-	if _, err := tasks.Migrate(ctx, b.db); err != nil {
+// prepareDev applies the schema, creates this run's demo editors and tops the
+// pool up, then starts e and prints the guide.
+func prepareDev(ctx context.Context, stdout io.Writer, e *running, articles int) error {
+	if _, err := tasks.Migrate(ctx, e.Store().DB()); err != nil {
 		return err
 	}
-	editors, err := createDemoEditors(ctx, b.store)
+	editors, err := createDemoEditors(ctx, e.Store())
 	if err != nil {
 		return err
 	}
-	added, err := topUpArticles(ctx, b, *articles)
+	added, err := topUpArticles(ctx, e.Engine, articles)
 	if err != nil {
 		return err
 	}
-	b.log.InfoContext(ctx, "demo data ready", "editors", len(editors), "articles_added", added)
-	return serve(ctx, b, func(addr string) {
-		printDevGuide(a.stdout, "http://"+reachable(addr), editors, b.cfg.AdminToken)
-	})
+	e.log.InfoContext(ctx, "demo data ready", "editors", len(editors), "articles_added", added)
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	printDevGuide(stdout, "http://"+reachable(e.Addr()), editors, e.cfg.AdminToken)
+	return nil
 }
 
 // createDemoEditors creates this run's demo editors.
@@ -85,8 +99,8 @@ func createDemoEditors(ctx context.Context, store *tasks.Store) ([]demoEditor, e
 
 // topUpArticles adds demo articles until the demo categories hold want pending
 // tasks, and returns how many it added.
-func topUpArticles(ctx context.Context, b *backend, want int) (int, error) {
-	st, err := b.store.Stats(ctx, 0)
+func topUpArticles(ctx context.Context, e *taskd.Engine, want int) (int, error) {
+	st, err := e.Store().Stats(ctx, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -103,7 +117,7 @@ func topUpArticles(ctx context.Context, b *backend, want int) (int, error) {
 	}
 	all := demo.Articles(missing, uint64(time.Now().UnixNano()))
 	for start := 0; start < len(all); start += 1000 {
-		if _, err := b.d.AddTasks(ctx, all[start:min(start+1000, len(all))]); err != nil {
+		if _, err := e.Dispatcher().AddTasks(ctx, all[start:min(start+1000, len(all))]); err != nil {
 			return start, fmt.Errorf("add demo articles: %w", err)
 		}
 	}

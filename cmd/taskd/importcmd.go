@@ -66,7 +66,7 @@ long-polling for them see them within dispatch.poll_interval.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg, nil)
+	db, store, err := openMySQL(ctx, cfg)
 	if err != nil {
 		return err
 	}

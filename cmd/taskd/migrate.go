@@ -41,7 +41,7 @@ when the database is ahead of the binary or a migration was edited.`)
 	if err != nil {
 		return err
 	}
-	db, _, err := openMySQL(ctx, cfg, nil)
+	db, _, err := openMySQL(ctx, cfg)
 	if err != nil {
 		return err
 	}

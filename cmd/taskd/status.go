@@ -42,7 +42,7 @@ only.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg, nil)
+	db, store, err := openMySQL(ctx, cfg)
 	if err != nil {
 		return err
 	}

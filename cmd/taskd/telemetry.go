@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/taskd/taskd/cmd/taskd/internal/config"
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/dispatcher/telemetry"
 )
 
@@ -19,7 +19,7 @@ import (
 //
 // OpenTelemetry's own errors (a collector that cannot be reached, spans
 // dropped) are logged at warn level.
-func newTelemetry(ctx context.Context, cfg config.Telemetry, stdout io.Writer, log *slog.Logger) (*telemetry.Providers, error) {
+func newTelemetry(ctx context.Context, cfg taskd.TelemetryConfig, stdout io.Writer, log *slog.Logger) (*telemetry.Providers, error) {
 	p, err := telemetry.Setup(ctx, telemetry.Config{
 		Traces:      cfg.Traces,
 		Endpoint:    cfg.Endpoint,
@@ -36,7 +36,7 @@ func newTelemetry(ctx context.Context, cfg config.Telemetry, stdout io.Writer, l
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("opentelemetry", "err", err)
 	}))
-	if cfg.Traces != config.TracesNone || cfg.Prometheus {
+	if cfg.Traces != telemetry.TracesNone || cfg.Prometheus {
 		log.InfoContext(ctx, "telemetry", "traces", cfg.Traces, "endpoint", cfg.Endpoint,
 			"sample_ratio", cfg.SampleRatio, "prometheus", cfg.Prometheus)
 	}

@@ -152,11 +152,13 @@ type api struct {
 	editors   *editorCache
 	log       *slog.Logger
 	mux       *http.ServeMux
+	drain     context.Context    // ended by Handler.Shutdown: long polls end
+	endDrain  context.CancelFunc // ends drain
 }
 
 // New validates cfg and returns the API's router. Unknown paths are 404 and
 // known paths with another method 405, both as JSON errors.
-func New(cfg Config) (http.Handler, error) {
+func New(cfg Config) (*Handler, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -172,8 +174,9 @@ func New(cfg Config) (http.Handler, error) {
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
 	}
+	a.drain, a.endDrain = context.WithCancel(context.Background())
 	a.routes(cfg.Metrics)
-	return a, nil
+	return &Handler{a: a}, nil
 }
 
 func (a *api) routes(metrics http.Handler) {

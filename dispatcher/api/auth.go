@@ -50,9 +50,25 @@ type longPollKey struct{}
 // wait plus Config.RequestTimeout: the handler sets it with withWait, and
 // bounds what it does before (authentication, reading the body) by
 // Config.RequestTimeout alone.
+//
+// A long poll ends as soon as Handler.Shutdown starts, answered 204 No
+// Content ("nothing now, ask again") with Connection: close, so that it does
+// not hold a graceful shutdown for up to its wait. A long poll cancelled
+// while it was committing a claim may commit it without answering; that is
+// safe, because asking again returns the claim an editor already holds.
 func (a *api) longPoll(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), longPollKey{}, true)))
+		a.log.DebugContext(r.Context(), "assignment requested", "remote_addr", r.RemoteAddr)
+		ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), longPollKey{}, true))
+		defer cancel(nil)
+		stop := context.AfterFunc(a.drain, func() { cancel(errShuttingDown) })
+		defer stop()
+		tw := &writeTracker{ResponseWriter: w}
+		h.ServeHTTP(tw, r.WithContext(ctx))
+		if !tw.wrote && errors.Is(context.Cause(ctx), errShuttingDown) && r.Context().Err() == nil {
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusNoContent)
+		}
 	})
 }
 

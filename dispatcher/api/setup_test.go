@@ -49,6 +49,7 @@ type bundle struct {
 	store *tasks.Store
 	rdb   *redis.Client
 	d     *dispatcher.Dispatcher
+	api   *api.Handler
 	logs  *syncBuffer
 
 	mu      sync.Mutex
@@ -105,6 +106,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if err != nil {
 		t.Fatalf("new api: %v", err)
 	}
+	b.api = h
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	b.url = srv.URL

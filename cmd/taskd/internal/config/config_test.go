@@ -104,8 +104,8 @@ redis:
 			t.Errorf("source of %s = %q, want %q", c.key, got, c.source)
 		}
 	}
-	if cfg.Redis.Mode() != RedisCluster {
-		t.Errorf("redis mode = %v, want cluster", cfg.Redis.Mode())
+	if Mode(cfg.Redis) != RedisCluster {
+		t.Errorf("redis mode = %v, want cluster", Mode(cfg.Redis))
 	}
 
 	// The derived name and its alias agree: fine. They disagree: an error naming both.
@@ -116,8 +116,8 @@ redis:
 	wantKeyError(t, err, "dispatch.lease_ttl", "TASKD_DISPATCH_LEASE_TTL and TASKD_LEASE_TTL")
 
 	// Set to the empty string counts as set.
-	_, err = parse(t, "", envMap{"TASKD_LOG_FORMAT": ""})
-	wantKeyError(t, err, "log.format", "TASKD_LOG_FORMAT")
+	_, err = parse(t, "", envMap{"TASKD_MYSQL_DSN": ""})
+	wantKeyError(t, err, "mysql.dsn", "TASKD_MYSQL_DSN")
 }
 
 // wantKeyError checks that err holds a *KeyError for key whose text contains
@@ -168,35 +168,33 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_LEASE_TTL", "soon", "dispatch.lease_ttl", `must be a duration`},
 		{"TASKD_MAX_HOLD", "10s", "dispatch.max_hold", `at least dispatch.lease_ttl`},
 		{"TASKD_DISPATCH_SKIP_FOR", "1ms", "dispatch.skip_for", "at least 1s"},
-		{"TASKD_DISPATCH_BATCH", "0", "dispatch.batch", "must be 1..1000, got 0"},
+		{"TASKD_DISPATCH_BATCH", "-1", "dispatch.batch", "must be 1..1000, got -1"},
 		{"TASKD_DISPATCH_BATCH", "many", "dispatch.batch", "must be an integer"},
 		{"TASKD_DISPATCH_POLL_INTERVAL", "1ms", "dispatch.poll_interval", "at least 100ms"},
 		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "at least 100ms"},
 		{"TASKD_SWEEP_BATCH", "20000", "sweep.batch", "must be 1..10000"},
 		{"TASKD_SWEEP_WORKERS", "17", "sweep.workers", "must be 1..16, got 17"},
-		{"TASKD_HTTP_EDITOR_CACHE_TTL", "-1s", "http.editor_cache_ttl", "must be at least 0s"},
 		{"TASKD_HTTP_ADDR", "localhost", "http.addr", "must be host:port"},
 		{"TASKD_HTTP_ADDR", "127.0.0.1:http", "http.addr", "port must be a number"},
 		{"TASKD_HTTP_MAX_WAIT", "2m", "http.write_timeout", "greater than http.max_wait"},
 		{"TASKD_HTTP_MAX_WAIT", "1h", "http.max_wait", "at most 15m"},
-		{"TASKD_HTTP_MAX_WAIT", "0s", "http.max_wait", "at least 100ms"},
-		{"TASKD_HTTP_REQUEST_TIMEOUT", "0s", "http.request_timeout", "at least 100ms"},
+		{"TASKD_HTTP_MAX_WAIT", "50ms", "http.max_wait", "at least 100ms"},
+		{"TASKD_HTTP_REQUEST_TIMEOUT", "50ms", "http.request_timeout", "at least 100ms"},
 		{"TASKD_HTTP_REQUEST_TIMEOUT", "45s", "http.write_timeout", "greater than http.max_wait + http.request_timeout"},
-		{"TASKD_HTTP_READ_HEADER_TIMEOUT", "0s", "http.read_header_timeout", "at least 100ms"},
+		{"TASKD_HTTP_READ_HEADER_TIMEOUT", "10ms", "http.read_header_timeout", "at least 100ms"},
 		{"TASKD_HTTP_SHUTDOWN_TIMEOUT", "-1s", "http.shutdown_timeout", "at least 0s"},
 		{"TASKD_MYSQL_DSN", "", "mysql.dsn", "must be set"},
 		{"TASKD_MYSQL_DSN", "no-slash", "mysql.dsn", "not a valid DSN"},
-		{"TASKD_REDIS_ADDRS", "", "redis.addrs", "at least one"},
 		{"TASKD_REDIS_ADDRS", "a:1,b:2", "redis.addrs", "odd number"},
 		{"TASKD_REDIS_ADDRS", ":6379", "redis.addrs", "must name a host"},
 		{"TASKD_REDIS_ADDRS", "a:1,a:1,b:2", "redis.addrs", "listed twice"},
 		{"TASKD_REDIS_CLUSTER", "maybe", "redis.cluster", "true or false"},
 		{"TASKD_REDIS_DB", "-1", "redis.db", "must not be negative"},
-		{"TASKD_REDIS_KEY_PREFIX", "", "redis.key_prefix", "1..64 characters"},
+		{"TASKD_REDIS_KEY_PREFIX", strings.Repeat("k", 65), "redis.key_prefix", "1..64 characters"},
 		{"TASKD_REDIS_KEY_PREFIX", "t{1}:", "redis.key_prefix", "braces"},
 		{"TASKD_REDIS_NODE_TIMEOUT", "20s", "redis.node_timeout", "a third of dispatch.lease_ttl"},
-		{"TASKD_REDIS_DIAL_TIMEOUT", "0s", "redis.dial_timeout", "at least 1ms"},
-		{"TASKD_WORKER_CONCURRENCY", "0", "worker.concurrency", "must be 1..1024"},
+		{"TASKD_REDIS_DIAL_TIMEOUT", "-1s", "redis.dial_timeout", "at least 1ms"},
+		{"TASKD_WORKER_CONCURRENCY", "-1", "worker.concurrency", "must be 1..1024"},
 		{"TASKD_WORKER_CATEGORIES", "a,a", "worker.categories", "listed twice"},
 		{"TASKD_WORKER_IN_SERVE", "2", "worker.in_serve", "true or false"},
 		{"TASKD_WORKER_METRICS_ADDR", "9090", "worker.metrics_addr", "must be host:port"},
@@ -258,7 +256,7 @@ func TestYAMLErrors(t *testing.T) {
 	}
 
 	// Several problems are reported together.
-	_, err := parse(t, "log: {level: loud, format: xml}\nsweep: {batch: 0}\n", nil)
+	_, err := parse(t, "log: {level: loud, format: xml}\nsweep: {batch: -1}\n", nil)
 	for _, key := range []string{"log.level", "log.format", "sweep.batch"} {
 		wantKeyError(t, err, key)
 	}
@@ -282,8 +280,8 @@ http: {addr: ~, max_wait: 10s}
 	if got, want := cfg.Redis.Addrs, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("redis.addrs = %q, want %q", got, want)
 	}
-	if cfg.Redis.Mode() != RedisRedlock {
-		t.Errorf("three addresses: mode %v, want redlock", cfg.Redis.Mode())
+	if Mode(cfg.Redis) != RedisRedlock {
+		t.Errorf("three addresses: mode %v, want redlock", Mode(cfg.Redis))
 	}
 	if got, want := cfg.Worker.Categories, []string{"wordcount", "x:"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("worker.categories = %q, want %q", got, want)
@@ -427,5 +425,22 @@ func TestRepoConfig(t *testing.T) {
 
 	if _, err := Load("testdata/missing.yaml", nil); err == nil {
 		t.Error("Load of a missing file: no error")
+	}
+}
+
+func TestZeroMeansDefault(t *testing.T) {
+	t.Parallel()
+	// A key set to its zero value takes its default, as in taskd.Config; a
+	// negative editor cache TTL turns the cache off.
+	cfg := mustParse(t, "http: {max_wait: 0s, editor_cache_ttl: 0s}\nworker: {concurrency: 0}\n", nil)
+	def := Default()
+	if cfg.HTTP.MaxWait != def.HTTP.MaxWait || cfg.HTTP.EditorCacheTTL != def.HTTP.EditorCacheTTL ||
+		cfg.Worker.Concurrency != def.Worker.Concurrency || def.HTTP.EditorCacheTTL <= 0 {
+		t.Errorf("zero values: max_wait %v, editor_cache_ttl %v, concurrency %d; want the defaults %v, %v, %d",
+			cfg.HTTP.MaxWait, cfg.HTTP.EditorCacheTTL, cfg.Worker.Concurrency,
+			def.HTTP.MaxWait, def.HTTP.EditorCacheTTL, def.Worker.Concurrency)
+	}
+	if cfg := mustParse(t, "http: {editor_cache_ttl: -1s}\n", nil); cfg.HTTP.EditorCacheTTL != -time.Second {
+		t.Errorf("editor_cache_ttl -1s became %v", cfg.HTTP.EditorCacheTTL)
 	}
 }

@@ -44,6 +44,10 @@ func collectKeys(t reflect.Type, prefix string, index []int) []Key {
 	var keys []Key
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct { // the embedded taskd.Config
+			keys = append(keys, collectKeys(f.Type, prefix, append(append([]int(nil), index...), i))...)
+			continue
+		}
 		name := f.Tag.Get("yaml")
 		if name == "" || !f.IsExported() {
 			continue

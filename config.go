@@ -1,0 +1,545 @@
+package taskd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Defaults of the keys that have one; WithDefaults applies them to zero
+// values, and the field comments name them.
+const (
+	httpReadHeaderTimeoutDefault = 5 * time.Second
+	httpReadTimeoutDefault       = 15 * time.Second
+	httpWriteTimeoutDefault      = 90 * time.Second
+	httpIdleTimeoutDefault       = 2 * time.Minute
+	httpMaxWaitDefault           = time.Minute
+	httpEditorCacheTTLDefault    = 10 * time.Second
+	httpRequestTimeoutDefault    = 10 * time.Second
+	httpShutdownTimeoutDefault   = 30 * time.Second
+
+	redisAddrDefault         = "127.0.0.1:6379"
+	redisKeyPrefixDefault    = "taskd:"
+	redisNodeTimeoutDefault  = 50 * time.Millisecond
+	redisDialTimeoutDefault  = time.Second
+	redisReadTimeoutDefault  = 500 * time.Millisecond
+	redisWriteTimeoutDefault = 500 * time.Millisecond
+
+	dispatchLeaseTTLDefault     = 30 * time.Second
+	dispatchMaxHoldDefault      = 2 * time.Hour
+	dispatchSkipForDefault      = 10 * time.Minute
+	dispatchPollIntervalDefault = 5 * time.Second
+
+	sweepIntervalDefault = 10 * time.Second
+
+	workerConcurrencyDefault     = 4
+	workerShutdownTimeoutDefault = 30 * time.Second
+
+	logLevelDefault  = "info"
+	logFormatDefault = "text"
+
+	serviceNameDefault = "taskd"
+)
+
+// Limits checked by Validate.
+const (
+	leaseTTLMin          = time.Second
+	adminTokenMinLen     = 16
+	keyPrefixMaxLen      = 64
+	workerConcurrencyMax = 1024
+	maxWaitMax           = 15 * time.Minute
+)
+
+// Config configures an Engine. Every section and key has the name it has in
+// taskd's config.yaml (the yaml tags), and a zero value means the key's
+// default, as in the file; WithDefaults applies them. Only MySQL.DSN has no
+// default (unless WithDB passes a handle).
+type Config struct {
+	HTTP     HTTPConfig     `yaml:"http"`
+	MySQL    MySQLConfig    `yaml:"mysql"`
+	Redis    RedisConfig    `yaml:"redis"`
+	Dispatch DispatchConfig `yaml:"dispatch"`
+	Sweep    SweepConfig    `yaml:"sweep"`
+	Worker   WorkerConfig   `yaml:"worker"`
+	// AdminToken authorizes the admin API (creating editors and tasks, stats,
+	// forced releases). At least 16 characters, no spaces. Without it the
+	// engine serves no editor API: Handler answers only GET /healthz and GET
+	// /metrics.
+	AdminToken string          `yaml:"admin_token" secret:"true"`
+	Log        LogConfig       `yaml:"log"`
+	Telemetry  TelemetryConfig `yaml:"telemetry"`
+}
+
+// HTTPConfig configures the HTTP API.
+type HTTPConfig struct {
+	// Addr is where Start listens and serves Handler (host:port; port 0
+	// picks one, see Engine.Addr). Empty: no listener; mount Handler in a
+	// server of your own. config.yaml's default is 127.0.0.1:8080.
+	Addr string `yaml:"addr"`
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are those
+	// of the engine's http.Server. WriteTimeout must exceed MaxWait +
+	// RequestTimeout, or long polls could be cut off. Defaults 5s, 15s, 90s
+	// and 2m.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// MaxWait caps the long poll of POST /v1/assignments/next, at most 15m.
+	// Default 1m.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// EditorCacheTTL is how long an editor found by its API token is
+	// remembered; negative turns the cache off (every request's token is
+	// looked up in MySQL). Default 10s.
+	EditorCacheTTL time.Duration `yaml:"editor_cache_ttl"`
+	// RequestTimeout bounds a request's work (a long poll's: its wait plus
+	// this): a store that hangs makes it 503 then. Default 10s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
+	// still running then are cut off. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// MySQLConfig configures the database.
+type MySQLConfig struct {
+	// DSN is a go-sql-driver/mysql DSN. Required unless WithDB passes a
+	// handle. taskd forces clientFoundRows, parseTime and UTC whatever it
+	// says.
+	DSN string `yaml:"dsn" secret:"true"`
+}
+
+// RedisConfig configures the Redis servers the per-task locks live on.
+type RedisConfig struct {
+	// Addrs are host:port addresses. One address is a single server; several
+	// are independent Redlock masters (an odd number, three or more), unless
+	// Cluster is set. Default [127.0.0.1:6379].
+	Addrs []string `yaml:"addrs"`
+	// Cluster treats Addrs as seed nodes of one Redis Cluster.
+	Cluster bool `yaml:"cluster"`
+	// Username and Password authenticate (Redis ACL); both optional.
+	Username string `yaml:"username"`
+	Password string `yaml:"password" secret:"true"`
+	// DB is the database number; must be 0 with Cluster.
+	DB int `yaml:"db"`
+	// KeyPrefix starts every key taskd uses, so that several deployments can
+	// share servers. Default "taskd:".
+	KeyPrefix string `yaml:"key_prefix"`
+	// NodeTimeout bounds each call to one Redlock master, at most a third of
+	// Dispatch.LeaseTTL. Default 50ms.
+	NodeTimeout time.Duration `yaml:"node_timeout"`
+	// DialTimeout, ReadTimeout and WriteTimeout are the client's socket
+	// timeouts; keep them small, a lock is only worth its lease. Defaults
+	// 1s, 500ms and 500ms.
+	DialTimeout  time.Duration `yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// DispatchConfig configures claims.
+type DispatchConfig struct {
+	// LeaseTTL is how long a claim lives without a heartbeat; the Redis lock
+	// of a claim has the same time to live. At least 1s. Default 30s.
+	LeaseTTL time.Duration `yaml:"lease_ttl" env:"TASKD_LEASE_TTL"`
+	// MaxHold caps how long heartbeats can keep one claim, at least
+	// LeaseTTL. Default 2h.
+	MaxHold time.Duration `yaml:"max_hold" env:"TASKD_MAX_HOLD"`
+	// SkipFor is how long a task an editor skipped is not offered to that
+	// editor again. Default 10m.
+	SkipFor time.Duration `yaml:"skip_for"`
+	// Batch is how many candidates of a category one read fetches; the
+	// process's claims share them. Default dispatcher.BatchDefault.
+	Batch int `yaml:"batch"`
+	// PollInterval is how often a long poll looks again without a wake-up.
+	// Default 5s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+}
+
+// SweepConfig configures the sweeper that recycles expired claims.
+type SweepConfig struct {
+	// Interval is the time between sweeps; an abandoned claim is back in the
+	// pool within Dispatch.LeaseTTL + Interval. Default 10s.
+	Interval time.Duration `yaml:"interval"`
+	// Batch is how many expired claims one transaction recycles. Default
+	// dispatcher.SweepBatchDefault.
+	Batch int `yaml:"batch"`
+	// Workers is how many such transactions run at once while a backlog
+	// drains. Default dispatcher.SweepWorkersDefault.
+	Workers int `yaml:"workers"`
+}
+
+// WorkerConfig configures the workers, which run when handlers are
+// registered (WithHandler).
+type WorkerConfig struct {
+	// Concurrency is how many tasks one process runs at a time, at most
+	// 1024. Default 4.
+	Concurrency int `yaml:"concurrency"`
+	// Categories the workers take tasks from. Default: every category with a
+	// registered handler.
+	Categories []string `yaml:"categories"`
+	// ShutdownTimeout is how long running handlers may finish on Stop before
+	// they are cancelled and their tasks given back. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// InServe makes `taskd serve` register its handlers, so that workers run
+	// in it too. The engine itself does not read it.
+	InServe bool `yaml:"in_serve"`
+	// MetricsAddr is where `taskd work` serves GET /healthz and GET /metrics
+	// (host:port); empty: no listener. The engine itself does not read it.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// LogConfig configures the logs the engine writes to stderr when no
+// WithLogger option is given.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// TelemetryConfig configures OpenTelemetry, when no WithTelemetry option
+// passes providers.
+type TelemetryConfig struct {
+	// Traces is the span exporter: none, stdout, otlp-grpc or otlp-http.
+	// Default none.
+	Traces string `yaml:"traces"`
+	// Endpoint is the OTLP collector: host:port, or a URL for otlp-http.
+	// Empty means the exporter's default (OTEL_EXPORTER_OTLP_ENDPOINT, or
+	// localhost).
+	Endpoint string `yaml:"endpoint"`
+	// Insecure sends OTLP in plaintext to a host:port Endpoint; without it,
+	// TLS is used. A URL's scheme (http or https) decides on its own.
+	Insecure bool `yaml:"insecure"`
+	// ServiceName is the service.name resource attribute. Default "taskd".
+	ServiceName string `yaml:"service_name"`
+	// SampleRatio is the fraction of new traces sampled, 0..1
+	// (parent-based). Unlike other keys, zero means zero here; config.yaml's
+	// default is 1.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// Prometheus serves metrics on GET /metrics. A bool has no "unset":
+	// false is off here, config.yaml's default is true.
+	Prometheus bool `yaml:"prometheus"`
+}
+
+// WithDefaults returns a copy of c with zero values set to their defaults
+// (see each field). HTTP.Addr stays empty (no listener) when unset.
+func (c Config) WithDefaults() Config {
+	h := &c.HTTP
+	setDefault(&h.ReadHeaderTimeout, httpReadHeaderTimeoutDefault)
+	setDefault(&h.ReadTimeout, httpReadTimeoutDefault)
+	setDefault(&h.WriteTimeout, httpWriteTimeoutDefault)
+	setDefault(&h.IdleTimeout, httpIdleTimeoutDefault)
+	setDefault(&h.MaxWait, httpMaxWaitDefault)
+	setDefault(&h.EditorCacheTTL, httpEditorCacheTTLDefault)
+	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
+	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
+
+	r := &c.Redis
+	if len(r.Addrs) == 0 {
+		r.Addrs = []string{redisAddrDefault}
+	}
+	r.Addrs = slices.Clone(r.Addrs)
+	setDefault(&r.KeyPrefix, redisKeyPrefixDefault)
+	setDefault(&r.NodeTimeout, redisNodeTimeoutDefault)
+	setDefault(&r.DialTimeout, redisDialTimeoutDefault)
+	setDefault(&r.ReadTimeout, redisReadTimeoutDefault)
+	setDefault(&r.WriteTimeout, redisWriteTimeoutDefault)
+
+	d := &c.Dispatch
+	setDefault(&d.LeaseTTL, dispatchLeaseTTLDefault)
+	setDefault(&d.MaxHold, dispatchMaxHoldDefault)
+	setDefault(&d.SkipFor, dispatchSkipForDefault)
+	setDefault(&d.Batch, dispatcher.BatchDefault)
+	setDefault(&d.PollInterval, dispatchPollIntervalDefault)
+
+	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
+	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
+	setDefault(&c.Sweep.Workers, dispatcher.SweepWorkersDefault)
+
+	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
+	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
+	c.Worker.Categories = slices.Clone(c.Worker.Categories)
+
+	setDefault(&c.Log.Level, logLevelDefault)
+	setDefault(&c.Log.Format, logFormatDefault)
+
+	setDefault(&c.Telemetry.Traces, "none")
+	setDefault(&c.Telemetry.ServiceName, serviceNameDefault)
+	return c
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// mode returns how Redis.Addrs are used: "cluster" when Cluster is
+// set, "redlock" over several addresses, otherwise "single".
+func (r RedisConfig) mode() string {
+	switch {
+	case r.Cluster:
+		return redisCluster
+	case len(r.Addrs) > 1:
+		return redisRedlock
+	default:
+		return redisSingle
+	}
+}
+
+// Redis modes, the values of RedisConfig.mode.
+const (
+	redisSingle  = "single"
+	redisRedlock = "redlock"
+	redisCluster = "cluster"
+)
+
+// ConfigError is a problem with one key of a Config, named by its dotted
+// path as in config.yaml.
+type ConfigError struct {
+	// Key is the key's dotted path, e.g. "http.max_wait".
+	Key string
+	// Msg says what is wrong, e.g. "must be at least 100ms, got \"0s\"".
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Msg }
+
+// Validate checks every key of c as it is (apply WithDefaults first to
+// check what an Engine would run with) and returns the problems found as
+// *ConfigError values joined with errors.Join; nil means c is usable. New
+// calls it.
+func (c Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; without needDSN, an empty mysql.dsn is fine (a
+// handle was passed).
+func (c Config) validate(needDSN bool) error {
+	v := &validator{c: &c}
+	v.http()
+	v.mysql(needDSN)
+	v.dispatch()
+	v.redis()
+	v.sweep()
+	v.worker()
+	v.misc()
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+func (v *validator) fail(key, format string, args ...any) {
+	v.errs = append(v.errs, &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// atLeast checks a duration's lower bound.
+func (v *validator) atLeast(key string, d, lower time.Duration) bool {
+	if d < lower {
+		v.fail(key, "must be at least %v, got %q", lower, d.String())
+		return false
+	}
+	return true
+}
+
+// between checks an integer's bounds.
+func (v *validator) between(key string, n, lower, upper int) {
+	if n < lower || n > upper {
+		v.fail(key, "must be %d..%d, got %d", lower, upper, n)
+	}
+}
+
+func (v *validator) http() {
+	h := v.c.HTTP
+	if h.Addr != "" {
+		if err := checkHostPort(h.Addr, true); err != nil {
+			v.fail("http.addr", "%v", err)
+		}
+	}
+	v.atLeast("http.read_header_timeout", h.ReadHeaderTimeout, 100*time.Millisecond)
+	v.atLeast("http.read_timeout", h.ReadTimeout, 100*time.Millisecond)
+	v.atLeast("http.idle_timeout", h.IdleTimeout, 100*time.Millisecond)
+	v.atLeast("http.shutdown_timeout", h.ShutdownTimeout, 0)
+	if v.atLeast("http.max_wait", h.MaxWait, 100*time.Millisecond) && h.MaxWait > maxWaitMax {
+		v.fail("http.max_wait", "must be at most %v, got %q", maxWaitMax, h.MaxWait.String())
+	}
+	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
+	// A response to a long poll is written when the wait ends, or when the
+	// request's time runs out a request timeout later; the write timeout
+	// counts from the end of the request's headers.
+	if h.WriteTimeout <= h.MaxWait+h.RequestTimeout {
+		v.fail("http.write_timeout", "must be greater than http.max_wait + http.request_timeout (%v), got %q",
+			h.MaxWait+h.RequestTimeout, h.WriteTimeout.String())
+	}
+}
+
+func (v *validator) mysql(needDSN bool) {
+	dsn := v.c.MySQL.DSN
+	if strings.TrimSpace(dsn) == "" {
+		if needDSN {
+			v.fail("mysql.dsn", "must be set, e.g. user:password@tcp(127.0.0.1:3306)/taskd")
+		}
+		return
+	}
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		v.fail("mysql.dsn", "not a valid DSN: %v", err)
+	}
+}
+
+func (v *validator) redis() {
+	r := v.c.Redis
+	switch {
+	case len(r.Addrs) == 0:
+		v.fail("redis.addrs", "must list at least one host:port")
+	case r.mode() == redisRedlock && (len(r.Addrs) < 3 || len(r.Addrs)%2 == 0):
+		v.fail("redis.addrs", "Redlock needs an odd number of independent masters, three or more, got %d (set redis.cluster for a Cluster)", len(r.Addrs))
+	}
+	seen := map[string]bool{}
+	for _, a := range r.Addrs {
+		if err := checkHostPort(a, false); err != nil {
+			v.fail("redis.addrs", "%q: %v", a, err)
+		} else if seen[a] {
+			v.fail("redis.addrs", "%q is listed twice", a)
+		}
+		seen[a] = true
+	}
+	if r.DB < 0 {
+		v.fail("redis.db", "must not be negative, got %d", r.DB)
+	} else if r.Cluster && r.DB != 0 {
+		v.fail("redis.db", "must be 0 with redis.cluster, got %d", r.DB)
+	}
+	switch p := r.KeyPrefix; {
+	case p == "" || utf8.RuneCountInString(p) > keyPrefixMaxLen || !utf8.ValidString(p):
+		v.fail("redis.key_prefix", "must be 1..%d characters, got %q", keyPrefixMaxLen, p)
+	case strings.ContainsAny(p, "{}*?[]\\") || strings.IndexFunc(p, unicode.IsSpace) >= 0:
+		// Braces would change the hash slot on a Cluster; glob characters
+		// would break the sweeper's scan for orphaned locks.
+		v.fail("redis.key_prefix", "must not contain spaces, braces or glob characters, got %q", p)
+	}
+	if v.atLeast("redis.node_timeout", r.NodeTimeout, time.Millisecond) && v.c.Dispatch.LeaseTTL >= leaseTTLMin &&
+		r.NodeTimeout > v.c.Dispatch.LeaseTTL/3 {
+		v.fail("redis.node_timeout", "must be at most a third of dispatch.lease_ttl (%v), got %q", v.c.Dispatch.LeaseTTL/3, r.NodeTimeout.String())
+	}
+	v.atLeast("redis.dial_timeout", r.DialTimeout, time.Millisecond)
+	v.atLeast("redis.read_timeout", r.ReadTimeout, time.Millisecond)
+	v.atLeast("redis.write_timeout", r.WriteTimeout, time.Millisecond)
+}
+
+func (v *validator) dispatch() {
+	d := v.c.Dispatch
+	v.atLeast("dispatch.lease_ttl", d.LeaseTTL, leaseTTLMin)
+	if d.MaxHold < d.LeaseTTL {
+		v.fail("dispatch.max_hold", "must be at least dispatch.lease_ttl (%v), got %q", d.LeaseTTL, d.MaxHold.String())
+	}
+	v.atLeast("dispatch.skip_for", d.SkipFor, time.Second)
+	v.between("dispatch.batch", d.Batch, 1, tasks.CandidatesLimitMax)
+	v.atLeast("dispatch.poll_interval", d.PollInterval, 100*time.Millisecond)
+}
+
+func (v *validator) sweep() {
+	s := v.c.Sweep
+	v.atLeast("sweep.interval", s.Interval, 100*time.Millisecond)
+	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))
+	v.between("sweep.workers", s.Workers, 1, 16)
+}
+
+func (v *validator) worker() {
+	w := v.c.Worker
+	v.between("worker.concurrency", w.Concurrency, 1, workerConcurrencyMax)
+	v.atLeast("worker.shutdown_timeout", w.ShutdownTimeout, 0)
+	if w.MetricsAddr != "" {
+		if err := checkHostPort(w.MetricsAddr, true); err != nil {
+			v.fail("worker.metrics_addr", "%v", err)
+		}
+	}
+	if len(w.Categories) > tasks.MaxCategories {
+		v.fail("worker.categories", "at most %d categories, got %d", tasks.MaxCategories, len(w.Categories))
+	}
+	for i, cat := range w.Categories {
+		if n := utf8.RuneCountInString(cat); n < 1 || n > tasks.MaxCategoryLen || !utf8.ValidString(cat) {
+			v.fail("worker.categories", "%q: must be 1..%d characters", cat, tasks.MaxCategoryLen)
+		} else if slices.Contains(w.Categories[:i], cat) {
+			v.fail("worker.categories", "%q is listed twice", cat)
+		}
+	}
+}
+
+func (v *validator) misc() {
+	if t := v.c.AdminToken; t != "" {
+		if n := utf8.RuneCountInString(t); n < adminTokenMinLen || !utf8.ValidString(t) {
+			v.fail("admin_token", "must be at least %d characters, got %d", adminTokenMinLen, n)
+		} else if strings.IndexFunc(t, unicode.IsSpace) >= 0 {
+			v.fail("admin_token", "must not contain spaces")
+		}
+	}
+
+	switch l := v.c.Log.Level; strings.ToLower(l) {
+	case "debug", "info", "warn", "error":
+	default:
+		v.fail("log.level", "must be debug, info, warn or error, got %q", l)
+	}
+	switch f := v.c.Log.Format; f {
+	case "text", "json":
+	default:
+		v.fail("log.format", "must be text or json, got %q", f)
+	}
+
+	t := v.c.Telemetry
+	switch t.Traces {
+	case "none", "stdout":
+	case "otlp-grpc", "otlp-http":
+		if t.Endpoint != "" {
+			if err := checkEndpoint(t.Endpoint); err != nil {
+				v.fail("telemetry.endpoint", "%v", err)
+			}
+		}
+	default:
+		v.fail("telemetry.traces", "must be none, stdout, otlp-grpc or otlp-http, got %q", t.Traces)
+	}
+	if strings.TrimSpace(t.ServiceName) == "" || !utf8.ValidString(t.ServiceName) {
+		v.fail("telemetry.service_name", "must be set")
+	}
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		v.fail("telemetry.sample_ratio", "must be 0..1, got %v", t.SampleRatio)
+	}
+}
+
+// checkHostPort checks a host:port address. The host may be empty (all
+// interfaces) only when emptyHost is set; the port must be a number.
+func checkHostPort(addr string, emptyHost bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, got %q", addr)
+	}
+	if host == "" && !emptyHost {
+		return fmt.Errorf("must name a host, got %q", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port must be a number 0..65535, got %q", port)
+	}
+	return nil
+}
+
+// checkEndpoint accepts host:port or an http(s) URL with a host.
+func checkEndpoint(e string) error {
+	if strings.Contains(e, "://") {
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("must be host:port or an http(s) URL, got %q", e)
+		}
+		return nil
+	}
+	return checkHostPort(e, false)
+}

@@ -1,0 +1,515 @@
+package taskd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Timeouts of the engine's own steps.
+const (
+	// storeCheckTimeout bounds connecting to each store in New.
+	storeCheckTimeout = 10 * time.Second
+	// workerFinishMargin is added to Worker.ShutdownTimeout for Stop's wait
+	// on the workers: cancelled handlers still give their claims back after
+	// the grace.
+	workerFinishMargin = 15 * time.Second
+	// sweeperStopTimeout bounds Stop's wait for a running sweep.
+	sweeperStopTimeout = 10 * time.Second
+	// telemetryFlushTimeout bounds the flush of the engine's own providers.
+	telemetryFlushTimeout = 5 * time.Second
+)
+
+var (
+	// ErrStarted is returned (wrapped) by Start on a running engine.
+	ErrStarted = dispatcher.ErrStarted
+	// ErrStopped is returned (wrapped) by Start after Stop.
+	ErrStopped = dispatcher.ErrStopped
+)
+
+// Engine is taskd in one value: the dispatcher and its wake-up relay, the
+// sweeper, the workers running the registered handlers, the editor API's
+// HTTP handler and the pool metrics, over the stores it opened or was
+// given. Build it with New, run it with Start and Stop (or Run). It is safe
+// for concurrent use.
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+
+	tel     *telemetry.Providers
+	ownTel  bool
+	db      *sqlx.DB
+	ownDB   bool
+	store   *tasks.Store
+	redis   *redisConn
+	ownRdb  bool
+	d       *dispatcher.Dispatcher
+	sweeper *dispatcher.Sweeper
+	worker  *dispatcher.Worker // nil without handlers
+	api     *api.Handler       // nil without an admin token
+	handler http.Handler
+
+	mu            sync.Mutex
+	started       bool
+	stopped       bool
+	stopRun       context.CancelFunc
+	stopObserving func()
+	srv           *http.Server
+	addr          string
+	serveErr      chan error
+	stopOnce      sync.Once
+	stopErr       error
+}
+
+// New builds an engine from cfg (zero values take their defaults; see
+// Config) and opts. It connects to MySQL and Redis unless WithDB and
+// WithRedis pass handles, each check bounded by 10s, and fails naming the
+// server when one is unreachable (for Redlock, when fewer than a quorum of
+// masters answer). An invalid cfg is an error joining *ConfigError values;
+// so is a Worker.Categories entry without a handler.
+//
+// New starts nothing; stores opened by New are closed by Stop, which may
+// be called without Start.
+func New(cfg Config, opts ...Option) (_ *Engine, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(o.db == nil); err != nil {
+		return nil, fmt.Errorf("taskd: invalid config: %w", err)
+	}
+	mux := tasks.NewServeMux()
+	for _, cat := range o.order {
+		if err := checkHandler(mux, cat, o.handlers[cat]); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.order) > 0 {
+		for _, c := range cfg.Worker.Categories {
+			if !slices.Contains(mux.Categories(), c) {
+				return nil, &ConfigError{Key: "worker.categories", Msg: fmt.Sprintf("no handler for %q (handlers: %v)", c, mux.Categories())}
+			}
+		}
+	}
+
+	e := &Engine{cfg: cfg, log: o.log}
+	if e.log == nil {
+		e.log = newLogger(cfg.Log, os.Stderr)
+	}
+	defer func() {
+		if err != nil {
+			e.close(context.Background())
+		}
+	}()
+	if e.tel = o.tel; e.tel == nil {
+		t := cfg.Telemetry
+		e.tel, err = telemetry.Setup(context.Background(), telemetry.Config{
+			Traces: t.Traces, Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName,
+			SampleRatio: t.SampleRatio, Prometheus: t.Prometheus,
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.ownTel = true
+	}
+	if err := e.openStores(cfg, &o); err != nil {
+		return nil, err
+	}
+	if err := e.build(cfg, mux, len(o.order) > 0); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// checkHandler registers h for cat on mux, turning the mux's panics on an
+// invalid registration into an error.
+func checkHandler(mux *tasks.ServeMux, cat string, h tasks.Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("taskd: handler: %v", r)
+		}
+	}()
+	mux.Handle(cat, h)
+	return nil
+}
+
+// openStores opens MySQL and Redis, or takes the handles of o, and checks
+// that they answer.
+func (e *Engine) openStores(cfg Config, o *options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+	defer cancel()
+	var err error
+	if e.db = o.db; e.db == nil {
+		if e.db, err = telemetry.OpenMySQL(ctx, cfg.MySQL.DSN, e.tel); err != nil {
+			return fmt.Errorf("mysql at %s is unreachable: %w", mysqlAddr(cfg.MySQL.DSN), err)
+		}
+		e.ownDB = true
+	}
+	if e.store, err = tasks.NewStore(e.db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold}); err != nil {
+		return fmt.Errorf("mysql store: %w", err)
+	}
+	switch {
+	case o.redis != nil:
+		e.redis = &redisConn{mode: redisSingle, addrs: cfg.Redis.Addrs, clients: []redis.UniversalClient{o.redis}, locks: o.locks}
+		if c, ok := o.redis.(*redis.ClusterClient); ok {
+			e.redis.mode, e.redis.addrs = redisCluster, c.Options().Addrs
+		} else if c, ok := o.redis.(*redis.Client); ok {
+			e.redis.addrs = []string{c.Options().Addr}
+		}
+		if o.locks == nil {
+			e.redis.locks = locker.New(o.redis)
+		} else {
+			e.redis.mode = redisRedlock // a locker of its own: no scan of one client
+		}
+	case o.locks != nil:
+		return errors.New("taskd: WithLocker needs WithRedis")
+	default:
+		if e.redis, err = openRedis(cfg.Redis, e.tel); err != nil {
+			return err
+		}
+		e.ownRdb = true
+	}
+	if e.redis.mode == redisRedlock && o.locks != nil {
+		return nil // the caller's locker: its masters are the caller's to check
+	}
+	down, err := e.redis.reach(ctx)
+	if err != nil {
+		return err
+	}
+	for _, err := range down {
+		e.log.WarnContext(ctx, "redlock master unreachable; a quorum is up", "err", err)
+	}
+	e.log.InfoContext(ctx, "stores reachable", "mysql", mysqlAddr(cfg.MySQL.DSN),
+		"redis", strings.Join(e.redis.addrs, ","), "redis_mode", e.redis.mode)
+	return nil
+}
+
+// build makes the dispatcher, the sweeper, the worker (with handlers) and
+// the HTTP handler.
+func (e *Engine) build(cfg Config, mux *tasks.ServeMux, work bool) error {
+	var err error
+	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
+		Lease:          cfg.Dispatch.LeaseTTL,
+		Batch:          cfg.Dispatch.Batch,
+		KeyPrefix:      cfg.Redis.KeyPrefix,
+		PollInterval:   cfg.Dispatch.PollInterval,
+		MaxWait:        cfg.HTTP.MaxWait,
+		PubSub:         e.redis.pubSub(),
+		Logger:         e.log,
+		TracerProvider: e.tel.TracerProvider,
+		MeterProvider:  e.tel.MeterProvider,
+	})
+	if err != nil {
+		return err
+	}
+	e.sweeper, err = dispatcher.NewSweeper(e.d, dispatcher.SweeperConfig{
+		Interval: cfg.Sweep.Interval,
+		Batch:    cfg.Sweep.Batch,
+		Workers:  cfg.Sweep.Workers,
+		Redis:    e.redis.sweepClient(),
+		Logger:   e.log,
+	})
+	if err != nil {
+		return err
+	}
+	if work {
+		e.worker, err = dispatcher.NewWorker(e.d, dispatcher.WorkerConfig{
+			Concurrency:     cfg.Worker.Concurrency,
+			Handler:         mux,
+			Categories:      cfg.Worker.Categories,
+			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+			Logger:          e.log,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.AdminToken == "" {
+		e.handler = healthHandler(e.tel.Metrics)
+		return nil
+	}
+	e.api, err = api.New(api.Config{
+		Dispatcher: e.d,
+		Store:      e.store,
+		AdminToken: cfg.AdminToken,
+		Checks: []api.Check{
+			{Name: "mysql", Check: e.db.PingContext},
+			{Name: "redis", Check: e.redis.check},
+		},
+		Metrics:        e.tel.Metrics,
+		MaxWait:        cfg.HTTP.MaxWait,
+		RequestTimeout: cfg.HTTP.RequestTimeout,
+		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
+		Logger:         e.log,
+	})
+	if err != nil {
+		return err
+	}
+	e.handler = telemetry.HTTPHandler(e.api, e.tel)
+	return nil
+}
+
+// healthHandler is the Handler of an engine without the editor API: GET
+// /healthz, and GET /metrics when metrics is set.
+func healthHandler(metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	return mux
+}
+
+// Handler returns the engine's HTTP handler: with Config.AdminToken, the
+// editor API (see the README), GET /healthz, GET /readyz and, with
+// Prometheus on, GET /metrics, in a server span per request when tracing is
+// on; without an admin token, only GET /healthz and GET /metrics. Mount it
+// in a server of your own, or set Config.HTTP.Addr and let Start serve it.
+// Stop drains it wherever it is mounted: long polls end at once, answered
+// 204, new requests are answered 503, and requests in flight may finish.
+func (e *Engine) Handler() http.Handler { return e.handler }
+
+// Dispatcher returns the engine's dispatcher, to add tasks and claim them
+// from Go.
+func (e *Engine) Dispatcher() *dispatcher.Dispatcher { return e.d }
+
+// Store returns the engine's task store, to create editors and read tasks.
+func (e *Engine) Store() *tasks.Store { return e.store }
+
+// Addr returns the address the engine listens on once started with
+// Config.HTTP.Addr set (port 0 resolved), or "".
+func (e *Engine) Addr() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.addr
+}
+
+// Start starts the engine and returns: it listens on Config.HTTP.Addr when
+// set, then starts the dispatcher's wake-up relay, the sweeper, the pool
+// metrics and, with handlers, the workers. They run until Stop, whatever
+// becomes of ctx after Start returns; ctx gives them its values.
+//
+// Start returns an error wrapping ErrStarted on a running engine and
+// ErrStopped after Stop, and the listener's error when it cannot listen.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.stopped:
+		return fmt.Errorf("start engine: %w", ErrStopped)
+	case e.started:
+		return fmt.Errorf("start engine: %w", ErrStarted)
+	}
+	var ln net.Listener
+	if e.cfg.HTTP.Addr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", e.cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", e.cfg.HTTP.Addr, err)
+		}
+	}
+	stopObserving, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
+		return e.store.Stats(ctx, 0)
+	}, 0)
+	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return err
+	}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	e.started, e.stopRun, e.stopObserving = true, stopRun, stopObserving
+	// A fresh engine's services cannot refuse to start.
+	_ = e.d.Start(runCtx)
+	_ = e.sweeper.Start(runCtx)
+	if e.worker != nil {
+		_ = e.worker.Start(runCtx)
+	}
+	if ln != nil {
+		e.serveErr = make(chan error, 1)
+		e.srv = &http.Server{
+			Handler:           e.handler,
+			ReadHeaderTimeout: e.cfg.HTTP.ReadHeaderTimeout,
+			ReadTimeout:       e.cfg.HTTP.ReadTimeout,
+			WriteTimeout:      e.cfg.HTTP.WriteTimeout,
+			IdleTimeout:       e.cfg.HTTP.IdleTimeout,
+			ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+		}
+		srv, serveErr := e.srv, e.serveErr
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}()
+		e.addr = ln.Addr().String()
+		e.log.InfoContext(ctx, "serving", "addr", e.addr, "sweep_interval", e.cfg.Sweep.Interval,
+			"lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
+	}
+	return nil
+}
+
+// Run starts the engine, runs it until ctx ends or its listener fails, and
+// stops it (with a fresh context: the configured timeouts bound the drain).
+// It returns the error of Start (after closing the stores), of the
+// listener, or of Stop.
+func (e *Engine) Run(ctx context.Context) error {
+	if err := e.Start(ctx); err != nil {
+		return errors.Join(err, e.Stop(context.Background()))
+	}
+	var failed error
+	select {
+	case <-ctx.Done():
+		e.log.Info("shutting down", "cause", context.Cause(ctx), "shutdown_timeout", e.cfg.HTTP.ShutdownTimeout)
+	case err := <-e.serveErr: // nil channel without a listener: never ready
+		failed = fmt.Errorf("serve: %w", err)
+		e.log.Error("server failed; shutting down", "err", err)
+	}
+	return errors.Join(failed, e.Stop(context.Background()))
+}
+
+// Stop stops the engine in one order, like http.Server.Shutdown: the
+// listener stops accepting, long polls are answered 204 at once and
+// requests in flight may finish, for up to HTTP.ShutdownTimeout; at the
+// same time the workers stop claiming and give running handlers
+// Worker.ShutdownTimeout of grace, then cancel them and return their tasks
+// to the pool. Then the sweeper stops (a running sweep may finish), then
+// the relay and the pool metrics, and the stores and telemetry the engine
+// opened are closed. ctx bounds all of it: when it ends, what is still
+// draining is cut off.
+//
+// Stop returns an error when the workers did not finish in time; requests
+// cut off at the timeout are only logged. Stop before Start closes the
+// stores; a second Stop returns the first one's result.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	started := e.started
+	e.stopped = true
+	e.mu.Unlock()
+	e.stopOnce.Do(func() {
+		if started {
+			e.stopErr = e.drain(ctx)
+		}
+		e.close(ctx)
+		if started {
+			e.log.Info("stopped")
+		}
+	})
+	return e.stopErr
+}
+
+// drain stops what Start started, in Stop's order.
+func (e *Engine) drain(ctx context.Context) error {
+	var workerErr error
+	var workers sync.WaitGroup
+	if e.worker != nil {
+		workers.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, e.cfg.Worker.ShutdownTimeout+workerFinishMargin)
+			defer cancel()
+			if err := e.worker.Stop(wctx); err != nil {
+				workerErr = fmt.Errorf("worker shutdown: %w", err)
+				e.log.Error("stop workers", "err", err)
+			}
+			st := e.worker.Stats()
+			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed,
+				"lease_lost", st.LeaseLost, "released", st.Released)
+		})
+	}
+
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	var apiDrained chan error
+	if e.api != nil {
+		// Before the server's shutdown, which waits for the long polls.
+		apiDrained = make(chan error, 1)
+		go func() { apiDrained <- e.api.Shutdown(hctx) }()
+	}
+	if e.srv != nil {
+		if err := e.srv.Shutdown(hctx); err != nil {
+			e.log.Warn("requests still running at the shutdown timeout were cut off", "err", err)
+			_ = e.srv.Close()
+		}
+	}
+	if apiDrained != nil {
+		if err := <-apiDrained; err != nil && e.srv == nil {
+			e.log.Warn("requests still running at the shutdown timeout", "err", err)
+		}
+	}
+	workers.Wait()
+
+	sctx, cancelSweep := context.WithTimeout(ctx, sweeperStopTimeout)
+	defer cancelSweep()
+	if err := e.sweeper.Stop(sctx); err != nil {
+		e.log.Warn("stop sweeper", "err", err)
+	}
+	e.stopObserving()
+	if err := e.d.Stop(ctx); err != nil {
+		e.log.Warn("stop dispatcher", "err", err)
+	}
+	e.stopRun()
+	return workerErr
+}
+
+// close closes what the engine opened, logging failures.
+func (e *Engine) close(ctx context.Context) {
+	if e.redis != nil && e.ownRdb {
+		if err := e.redis.Close(); err != nil {
+			e.log.WarnContext(ctx, "close redis", "err", err)
+		}
+	}
+	if e.db != nil && e.ownDB {
+		if err := e.db.Close(); err != nil {
+			e.log.WarnContext(ctx, "close mysql", "err", err)
+		}
+	}
+	if e.tel != nil && e.ownTel {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		if err := e.tel.Shutdown(ctx); err != nil {
+			e.log.WarnContext(ctx, "flush telemetry", "err", err)
+		}
+	}
+}
+
+// newLogger returns a logger writing to w in the configured level and
+// format.
+func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level)) // validated
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// mysqlAddr is the server address of a DSN, for messages; the DSN itself
+// holds a password and is never printed.
+func mysqlAddr(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.Addr == "" {
+		return "(address not parsed)"
+	}
+	return cfg.Addr + "/" + cfg.DBName
+}
