@@ -89,7 +89,7 @@ type Engine struct {
 //
 // New starts nothing; stores opened by New are closed by Stop, which may
 // be called without Start.
-func New(cfg Config, opts ...Option) (_ *Engine, err error) {
+func New(cfg Config, opts ...Option) (*Engine, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -116,29 +116,31 @@ func New(cfg Config, opts ...Option) (_ *Engine, err error) {
 	if e.log == nil {
 		e.log = newLogger(cfg.Log, os.Stderr)
 	}
-	defer func() {
-		if err != nil {
-			e.close(context.Background())
-		}
-	}()
+	if err := e.open(cfg, &o, mux); err != nil {
+		e.close(context.Background())
+		return nil, err
+	}
+	return e, nil
+}
+
+// open sets up telemetry and the stores, and builds the services.
+func (e *Engine) open(cfg Config, o *options, mux *tasks.ServeMux) error {
 	if e.tel = o.tel; e.tel == nil {
 		t := cfg.Telemetry
+		var err error
 		e.tel, err = telemetry.Setup(context.Background(), telemetry.Config{
 			Traces: t.Traces, Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName,
 			SampleRatio: t.SampleRatio, Prometheus: t.Prometheus,
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.ownTel = true
 	}
-	if err := e.openStores(cfg, &o); err != nil {
-		return nil, err
+	if err := e.openStores(cfg, o); err != nil {
+		return err
 	}
-	if err := e.build(cfg, mux, len(o.order) > 0); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return e.build(cfg, mux, len(o.order) > 0)
 }
 
 // checkHandler registers h for cat on mux, turning the mux's panics on an
