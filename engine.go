@@ -98,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err := cfg.validate(o.db == nil); err != nil {
 		return nil, fmt.Errorf("taskd: invalid config: %w", err)
 	}
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	for _, cat := range o.order {
 		if err := checkHandler(mux, cat, o.handlers[cat]); err != nil {
 			return nil, err
@@ -124,7 +124,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 }
 
 // open sets up telemetry and the stores, and builds the services.
-func (e *Engine) open(cfg Config, o *options, mux *tasks.ServeMux) error {
+func (e *Engine) open(cfg Config, o *options, mux *dispatcher.ServeMux) error {
 	if e.tel = o.tel; e.tel == nil {
 		t := cfg.Telemetry
 		var err error
@@ -145,7 +145,7 @@ func (e *Engine) open(cfg Config, o *options, mux *tasks.ServeMux) error {
 
 // checkHandler registers h for cat on mux, turning the mux's panics on an
 // invalid registration into an error.
-func checkHandler(mux *tasks.ServeMux, cat string, h tasks.Handler) (err error) {
+func checkHandler(mux *dispatcher.ServeMux, cat string, h dispatcher.Handler) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("taskd: handler: %v", r)
@@ -208,7 +208,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 
 // build makes the dispatcher, the sweeper, the worker (with handlers) and
 // the HTTP handler.
-func (e *Engine) build(cfg Config, mux *tasks.ServeMux, work bool) error {
+func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	var err error
 	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
 		Lease:          cfg.Dispatch.LeaseTTL,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/taskstest"
@@ -76,11 +77,11 @@ type blockingHandler struct {
 	causes  chan error
 }
 
-func (h *blockingHandler) ProcessTask(ctx context.Context, t *tasks.Task) error {
+func (h *blockingHandler) ProcessTask(ctx context.Context, t *tasks.Task) (any, error) {
 	h.started <- t.ID
 	<-ctx.Done()
 	h.causes <- context.Cause(ctx)
-	return ctx.Err()
+	return nil, ctx.Err()
 }
 
 func TestEngineStopOrder(t *testing.T) {
@@ -182,7 +183,7 @@ func TestNewRejects(t *testing.T) {
 		{"short token", taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(h:3306)/d"}, AdminToken: "short"},
 			nil, "admin_token", "must be at least 16 characters"},
 		{"category without handler", taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(h:3306)/d"}, Worker: taskd.WorkerConfig{Categories: []string{"b"}}},
-			[]taskd.Option{taskd.WithHandler("a", tasks.HandlerFunc(func(context.Context, *tasks.Task) error { return nil }))},
+			[]taskd.Option{taskd.WithHandler("a", dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil }))},
 			"worker.categories", `no handler for "b"`},
 	}
 	for _, c := range cases {

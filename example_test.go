@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -22,15 +23,15 @@ func Example() {
 		Redis: taskd.RedisConfig{Addrs: []string{exampleRedisAddr}, KeyPrefix: examplePrefix},
 	}
 	greeted := make(chan string)
-	greet := tasks.HandlerFunc(func(ctx context.Context, t *tasks.Task) error {
+	greet := dispatcher.HandlerFunc(func(ctx context.Context, t *tasks.Task) (any, error) {
 		var p struct {
 			Name string `json:"name"`
 		}
 		if err := json.Unmarshal(t.Payload, &p); err != nil {
-			return fmt.Errorf("%w: %w", tasks.SkipRetry, err) // a bad payload fails for good
+			return nil, fmt.Errorf("%w: %w", dispatcher.SkipRetry, err) // a bad payload fails for good
 		}
 		greeted <- "hello, " + p.Name
-		return nil
+		return map[string]string{"greeting": "hello, " + p.Name}, nil // the task's result
 	})
 	e, err := taskd.New(cfg, taskd.WithHandler("greet", greet), taskd.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

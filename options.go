@@ -6,16 +6,16 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/telemetry"
 	"github.com/taskd/taskd/locker"
-	"github.com/taskd/taskd/tasks"
 )
 
 // Option sets what a Config cannot hold: handlers, a logger, open handles.
 type Option func(*options)
 
 type options struct {
-	handlers map[string]tasks.Handler
+	handlers map[string]dispatcher.Handler
 	order    []string
 	log      *slog.Logger
 	db       *sqlx.DB
@@ -24,13 +24,15 @@ type options struct {
 	tel      *telemetry.Providers
 }
 
-// WithHandler registers h to run the tasks of category. With at least one
-// handler the engine runs workers (Config.Worker); without, it only serves.
-// New fails for an invalid category or one registered twice.
-func WithHandler(category string, h tasks.Handler) Option {
+// WithHandler registers h to run the tasks of category; h returns each
+// task's result (see dispatcher.Handler). With at least one handler the
+// engine runs workers (Config.Worker); without, it only serves. New fails
+// for an invalid category. Registering a category again replaces its
+// handler.
+func WithHandler(category string, h dispatcher.Handler) Option {
 	return func(o *options) {
 		if o.handlers == nil {
-			o.handlers = map[string]tasks.Handler{}
+			o.handlers = map[string]dispatcher.Handler{}
 		}
 		if _, ok := o.handlers[category]; !ok {
 			o.order = append(o.order, category)

@@ -61,7 +61,7 @@ const (
 	workerHolderPrefix = "worker:"
 	workerMaxHolderLen = 128 // tasks.holder is VARCHAR(128)
 	// workerNoResult is the result committed for a task whose handler
-	// returned nil without setting Task.Result.
+	// returned a nil result.
 	workerNoResult = `null`
 )
 
@@ -72,13 +72,13 @@ type WorkerConfig struct {
 	// time, each slot claiming its own. Default WorkerConcurrencyDefault.
 	Concurrency int
 
-	// Handler runs each claimed task; usually a *tasks.ServeMux. Required.
-	Handler tasks.Handler
+	// Handler runs each claimed task; usually a *ServeMux. Required.
+	Handler Handler
 
 	// Categories the worker claims tasks from. Default: the categories
-	// registered on Handler when it is a *tasks.ServeMux; required
-	// otherwise. With a *tasks.ServeMux, each listed category must have a
-	// handler there (else NewWorker's error wraps tasks.ErrNoHandler).
+	// registered on Handler when it is a *ServeMux; required otherwise.
+	// With a *ServeMux, each listed category must have a handler there
+	// (else NewWorker's error wraps ErrNoHandler).
 	Categories []string
 
 	// ID names the worker; slot i claims as holder "worker:<ID>:<i>", which
@@ -113,7 +113,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 		c.Concurrency = WorkerConcurrencyDefault
 	}
 	if len(c.Categories) == 0 {
-		if mux, ok := c.Handler.(*tasks.ServeMux); ok && mux != nil {
+		if mux, ok := c.Handler.(*ServeMux); ok && mux != nil {
 			c.Categories = mux.Categories()
 		}
 	}
@@ -153,7 +153,7 @@ func (c WorkerConfig) validate() error {
 	if n := utf8.RuneCountInString(workerHolder(c.ID, c.Concurrency-1)); n > workerMaxHolderLen {
 		return fmt.Errorf("id too long: holder %q is %d characters, at most %d", workerHolder(c.ID, c.Concurrency-1), n, workerMaxHolderLen)
 	}
-	mux, _ := c.Handler.(*tasks.ServeMux)
+	mux, _ := c.Handler.(*ServeMux)
 	var handled []string
 	if mux != nil {
 		handled = mux.Categories()
@@ -163,7 +163,7 @@ func (c WorkerConfig) validate() error {
 			return fmt.Errorf("invalid category %q: 1..%d characters, no leading or trailing spaces", cat, tasks.MaxCategoryLen)
 		}
 		if mux != nil && !slices.Contains(handled, cat) {
-			return fmt.Errorf("category %q: %w", cat, tasks.ErrNoHandler)
+			return fmt.Errorf("category %q: %w", cat, ErrNoHandler)
 		}
 	}
 	return nil
@@ -236,10 +236,10 @@ type WorkerStats struct {
 // Worker runs handlers on tasks it claims through a Dispatcher, in
 // Concurrency slots. Each slot holds at most one claim: it claims with Next
 // (long-polling), runs the handler while a watchdog renews the lease every
-// Lease/3, and ends the claim with the store's Submit (handler returned nil)
-// or Fail (handler returned an error or panicked; the store retries it after
-// RetryBackoff or makes it dead when no attempts are left). The committed
-// result of a task is JSON null: handlers produce none.
+// Lease/3, and ends the claim with the store's Submit of the result the
+// handler returned, as JSON (handler returned a nil error), or Fail (handler
+// returned an error or panicked; the store retries it after RetryBackoff or makes it
+// dead when no attempts are left).
 //
 // Handlers run at least once per task, not exactly once: a claim lost while
 // its handler runs (ctx cancelled with ErrLeaseLost), a process killed, or a
@@ -437,7 +437,7 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 
 	task := claim.Task // the handler's copy
 	w.running.Add(1)
-	err := w.call(hctx, &task, log)
+	res, err := w.call(hctx, &task, log)
 	handlerErr = err
 	w.running.Add(-1)
 	stopping := w.handlersCtx.Err() != nil
@@ -455,24 +455,24 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 
 	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(rctx), workerFinishTimeout)
 	defer cancelFinish()
-	result := task.Result
-	if err == nil && len(result) == 0 {
-		result = json.RawMessage(workerNoResult)
-	}
 	if err == nil {
-		err = w.d.commit(ctx, c, ref, result)
-		if err == nil {
+		var result json.RawMessage
+		if result, err = resultJSON(res); err != nil {
+			// Running the handler again would produce the same result.
+			err = fmt.Errorf("handler result: %w: %w", err, SkipRetry)
+		} else if err = w.d.commit(ctx, c, ref, result); err == nil {
 			w.processed.Add(1)
 			log.DebugContext(ctx, "task done")
 			return
-		}
-		if !errors.Is(err, tasks.ErrInvalid) {
+		} else if !errors.Is(err, tasks.ErrInvalid) {
 			w.finished(ctx, c, ref, "submit", err, log)
 			return
+		} else {
+			// The store refused the result itself (not JSON, too deep, too
+			// big, invalid UTF-8): running the handler again would produce
+			// it again.
+			err = fmt.Errorf("handler result refused: %w: %w", err, SkipRetry)
 		}
-		// The store refused the result itself (not JSON, too deep, too big,
-		// invalid UTF-8): running the handler again would produce it again.
-		err = fmt.Errorf("handler result refused: %w: %w", err, tasks.SkipRetry)
 	}
 	switch {
 	case stopping:
@@ -480,7 +480,7 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 		w.release(c, claim, log)
 	default:
 		backoff := max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
-		ended, ferr := w.d.fail(ctx, c, ref, err, backoff, errors.Is(err, tasks.SkipRetry))
+		ended, ferr := w.d.fail(ctx, c, ref, err, backoff, errors.Is(err, SkipRetry))
 		if w.finished(ctx, c, ref, "fail", ferr, log) {
 			w.failed.Add(1)
 			status := ended.Status
@@ -532,14 +532,37 @@ func (w *Worker) release(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 }
 
 // call runs the handler, turning a panic into an error.
-func (w *Worker) call(ctx context.Context, t *tasks.Task, log *slog.Logger) (err error) {
+func (w *Worker) call(ctx context.Context, t *tasks.Task, log *slog.Logger) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = fmt.Errorf("panic: %v", r)
+			res, err = nil, fmt.Errorf("panic: %v", r)
 		}
 	}()
 	return w.cfg.Handler.ProcessTask(ctx, t)
+}
+
+// resultJSON encodes a handler's result: a json.RawMessage (or []byte) as
+// is, nil or an empty message as JSON null, anything else with
+// json.Marshal.
+func resultJSON(res any) (json.RawMessage, error) {
+	var raw []byte
+	switch r := res.(type) {
+	case nil:
+	case json.RawMessage:
+		raw = r
+	case []byte:
+		raw = r
+	default:
+		var err error
+		if raw, err = json.Marshal(r); err != nil {
+			return nil, err
+		}
+	}
+	if len(raw) == 0 {
+		return json.RawMessage(workerNoResult), nil
+	}
+	return raw, nil
 }
 
 // watchdog renews the claim's lease every Lease/3 until ctx ends. When the

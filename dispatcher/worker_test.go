@@ -125,12 +125,12 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := make(map[int64]int)
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		mu.Lock()
 		seen[task.ID]++
 		mu.Unlock()
-		return nil
+		return nil, nil
 	})
 	// Two workers compete for the same pool.
 	w1 := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
@@ -197,13 +197,13 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 	var backoffs []int
 	var mu sync.Mutex
 	var calls atomic.Int32
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		calls.Add(1)
 		if task.Attempts < 3 {
-			return fmt.Errorf("attempt %d: upstream not ready", task.Attempts)
+			return nil, fmt.Errorf("attempt %d: upstream not ready", task.Attempts)
 		}
-		return nil
+		return nil, nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{
 		Handler: mux, Concurrency: 1,
@@ -266,10 +266,10 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	}
 	id := ids[0]
 	var calls atomic.Int32
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		calls.Add(1)
-		return errors.New("always broken")
+		return nil, errors.New("always broken")
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{
 		Handler: mux, Concurrency: 2,
@@ -301,10 +301,10 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	}
 	id := ids[0]
 	var calls atomic.Int32
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		calls.Add(1)
-		return fmt.Errorf("payload has no text: %w", tasks.SkipRetry)
+		return nil, fmt.Errorf("payload has no text: %w", dispatcher.SkipRetry)
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{
 		Handler: mux, RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
@@ -331,29 +331,33 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
 		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
 		{Category: "jobs", Title: "too deep a result", Payload: json.RawMessage(`{"n":4}`), MaxAttempts: 5},
+		{Category: "jobs", Title: "result json cannot encode", Payload: json.RawMessage(`{"n":5}`), MaxAttempts: 5},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		switch string(task.Payload) {
 		case `{"n": 1}`, `{"n":1}`:
-			task.Result = json.RawMessage(`{"doubled":2}`)
+			return map[string]int{"doubled": 2}, nil
 		case `{"n": 3}`, `{"n":3}`:
-			task.Result = json.RawMessage(`{not json`)
+			return json.RawMessage(`{not json`), nil
 		case `{"n": 4}`, `{"n":4}`:
-			task.Result = json.RawMessage(strings.Repeat("[", tasks.MaxJSONDepth+1) + strings.Repeat("]", tasks.MaxJSONDepth+1))
+			return json.RawMessage(strings.Repeat("[", tasks.MaxJSONDepth+1) + strings.Repeat("]", tasks.MaxJSONDepth+1)), nil
+		case `{"n": 5}`, `{"n":5}`:
+			return func() {}, nil // json.Marshal cannot encode it
 		}
-		return nil
+		return nil, nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux})
 	eventually(t, 30*time.Second, "tasks finished", func() bool {
 		st := w.Stats()
-		return st.Processed == 2 && st.Failed == 2
+		return st.Processed == 2 && st.Failed == 3
 	})
 	shutdownWorker(t, w)
 
+	// The returned result is stored; none is JSON null.
 	for i, want := range []string{`{"doubled": 2}`, `null`} {
 		var got string
 		if err := b.db.GetContext(context.Background(), &got, "SELECT result FROM task_results WHERE task_id = ?", ids[i]); err != nil {
@@ -364,7 +368,7 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 		}
 	}
 	// A result the store refuses cannot be stored, and retrying will not fix it.
-	for i, rule := range map[int]string{2: "valid JSON", 3: "levels deep"} {
+	for i, rule := range map[int]string{2: "valid JSON", 3: "levels deep", 4: "unsupported type"} {
 		if task := b.task(t, ids[i]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, rule) {
 			t.Errorf("task with a bad result: status %s, last error %q; want dead, the error saying %q", task.Status, task.LastError, rule)
 		}
@@ -400,12 +404,12 @@ func TestWorkerRecoversPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		if task.Title == "panics" {
 			panic("boom")
 		}
-		return nil
+		return nil, nil
 	})
 	// One slot: the panicking task (higher priority) runs first, so the other
 	// one proves the slot survived.
@@ -447,13 +451,13 @@ func newBlockingWorkerHandler(result func(n int, cause error) error) *blockingWo
 	return &blockingWorkerHandler{started: make(chan *tasks.Task, 100), causes: make(chan error, 100), result: result}
 }
 
-func (h *blockingWorkerHandler) ProcessTask(ctx context.Context, task *tasks.Task) error {
+func (h *blockingWorkerHandler) ProcessTask(ctx context.Context, task *tasks.Task) (any, error) {
 	n := int(h.calls.Add(1))
 	trySend(h.started, task)
 	<-ctx.Done()
 	cause := context.Cause(ctx)
 	trySend(h.causes, cause)
-	return h.result(n, cause)
+	return nil, h.result(n, cause)
 }
 
 // fenceEventsAfter returns the kinds of the task's events about fence that
@@ -488,7 +492,7 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 		}
 		return cause
 	})
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	mux.Handle("jobs", h)
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
 
@@ -545,7 +549,7 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 	}
 	id := b.add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	mux.Handle("jobs", h)
 	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
 
@@ -585,14 +589,14 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	startedA := make(chan struct{}, 10)
 	finishA := make(chan struct{})
 	stuck := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("finishes", func(ctx context.Context, _ *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("finishes", func(ctx context.Context, _ *tasks.Task) (any, error) {
 		trySend(startedA, struct{}{})
 		select {
 		case <-finishA:
-			return nil
+			return nil, nil
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		}
 	})
 	mux.Handle("stuck", stuck)
@@ -663,7 +667,7 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 		<-release // ignores its cancellation for a while
 		return cause
 	})
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	mux.Handle("jobs", h)
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1, ShutdownTimeout: time.Hour})
 	task := awaitValue(t, h.started, "handler start")
@@ -696,7 +700,7 @@ func TestWorkerStartContextStopsIt(t *testing.T) {
 	b := setup(t)
 	id := b.add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	mux.Handle("jobs", h)
 	w, err := dispatcher.NewWorker(b.d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -731,8 +735,8 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 	var fullOnce sync.Once
 	var mu sync.Mutex
 	seen := make(map[int64]int)
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
 		now := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -749,14 +753,14 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 		select {
 		case <-full:
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		case <-time.After(15 * time.Second):
-			return errors.New("slots never all ran at once")
+			return nil, errors.New("slots never all ran at once")
 		}
 		mu.Lock()
 		seen[task.ID]++
 		mu.Unlock()
-		return nil
+		return nil, nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: slots})
 	eventually(t, 60*time.Second, "all tasks processed", func() bool {
@@ -789,8 +793,8 @@ func TestWorkerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nop := tasks.HandlerFunc(func(context.Context, *tasks.Task) error { return nil })
-	mux := tasks.NewServeMux()
+	nop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	mux := dispatcher.NewServeMux()
 	mux.Handle("news", nop)
 	mux.Handle("sports", nop)
 
@@ -835,8 +839,8 @@ func TestWorkerConfig(t *testing.T) {
 	}{
 		{"no handler", dispatcher.WorkerConfig{Categories: []string{"news"}}, nil},
 		{"no categories without a mux", dispatcher.WorkerConfig{Handler: nop}, nil},
-		{"mux without handlers", dispatcher.WorkerConfig{Handler: tasks.NewServeMux()}, nil},
-		{"category the mux does not handle", dispatcher.WorkerConfig{Handler: mux, Categories: []string{"news", "weather"}}, tasks.ErrNoHandler},
+		{"mux without handlers", dispatcher.WorkerConfig{Handler: dispatcher.NewServeMux()}, nil},
+		{"category the mux does not handle", dispatcher.WorkerConfig{Handler: mux, Categories: []string{"news", "weather"}}, dispatcher.ErrNoHandler},
 		{"empty category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{""}}, nil},
 		{"padded category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{"news "}}, nil},
 		{"long category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, nil},

@@ -61,11 +61,6 @@ type Task struct {
 	CreatedAt    time.Time  `db:"created_at"`
 	UpdatedAt    time.Time  `db:"updated_at"`
 	DoneAt       *time.Time `db:"done_at"`
-
-	// Result is for a worker's handler to fill in: when the handler returns nil,
-	// it is stored as the task's result (JSON null when left empty). It is not a
-	// column of the tasks table.
-	Result json.RawMessage `db:"-"`
 }
 
 // taskColumns selects a full Task; optional text and id columns read as zero values.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -33,27 +34,22 @@ type Result struct {
 
 // Handler returns the handler of wordcount tasks, logging each count to log
 // (with the task's id, never the text).
-// A payload without a text string is a permanent failure (wrapping
-// tasks.SkipRetry): trying again cannot fix it.
-func Handler(log *slog.Logger) tasks.Handler {
-	return tasks.HandlerFunc(func(ctx context.Context, t *tasks.Task) error {
+// Its result is a Result. A payload without a text string is a permanent
+// failure (wrapping dispatcher.SkipRetry): trying again cannot fix it.
+func Handler(log *slog.Logger) dispatcher.Handler {
+	return dispatcher.HandlerFunc(func(ctx context.Context, t *tasks.Task) (any, error) {
 		var p struct {
 			Text *string `json:"text"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(t.Payload))
 		if err := dec.Decode(&p); err != nil {
-			return fmt.Errorf("wordcount task %d: payload: %v: %w", t.ID, err, tasks.SkipRetry)
+			return nil, fmt.Errorf("wordcount task %d: payload: %v: %w", t.ID, err, dispatcher.SkipRetry)
 		}
 		if p.Text == nil {
-			return fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, tasks.SkipRetry)
+			return nil, fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, dispatcher.SkipRetry)
 		}
 		n := Count(*p.Text)
-		result, err := json.Marshal(Result{Words: n})
-		if err != nil {
-			return err
-		}
-		t.Result = result
 		log.InfoContext(ctx, "words counted", "task_id", t.ID, "words", n)
-		return nil
+		return Result{Words: n}, nil
 	})
 }

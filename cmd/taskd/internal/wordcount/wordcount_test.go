@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -35,11 +36,12 @@ func TestHandler(t *testing.T) {
 	h := Handler(slog.New(slog.NewJSONHandler(&logs, nil)))
 	payload, _ := json.Marshal(Payload{Text: "a secret sentence of six words"})
 	task := &tasks.Task{ID: 7, Category: Category, Payload: payload}
-	if err := h.ProcessTask(context.Background(), task); err != nil {
+	res, err := h.ProcessTask(context.Background(), task)
+	if err != nil {
 		t.Fatalf("ProcessTask: %v", err)
 	}
-	if string(task.Result) != `{"words":6}` {
-		t.Errorf("result = %s, want {\"words\":6}", task.Result)
+	if b, _ := json.Marshal(res); string(b) != `{"words":6}` {
+		t.Errorf("result = %s, want {\"words\":6}", b)
 	}
 	var line struct {
 		TaskID int64 `json:"task_id"`
@@ -56,9 +58,9 @@ func TestHandler(t *testing.T) {
 	}
 
 	for _, p := range []string{`{}`, `{"text": 5}`, `{"text": null}`, `not json`} {
-		err := h.ProcessTask(context.Background(), &tasks.Task{ID: 8, Category: Category, Payload: json.RawMessage(p)})
-		if !errors.Is(err, tasks.SkipRetry) {
-			t.Errorf("payload %s: err = %v, want one wrapping tasks.SkipRetry", p, err)
+		_, err := h.ProcessTask(context.Background(), &tasks.Task{ID: 8, Category: Category, Payload: json.RawMessage(p)})
+		if !errors.Is(err, dispatcher.SkipRetry) {
+			t.Errorf("payload %s: err = %v, want one wrapping dispatcher.SkipRetry", p, err)
 		}
 	}
 }

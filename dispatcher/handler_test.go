@@ -1,4 +1,4 @@
-package tasks_test
+package dispatcher_test
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
 
 func TestServeMuxRoutesByExactCategory(t *testing.T) {
 	t.Parallel()
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	var got []string
-	record := func(name string) tasks.HandlerFunc {
-		return func(_ context.Context, task *tasks.Task) error {
+	record := func(name string) dispatcher.HandlerFunc {
+		return func(_ context.Context, task *tasks.Task) (any, error) {
 			got = append(got, fmt.Sprintf("%s:%d", name, task.ID))
-			return nil
+			return nil, nil
 		}
 	}
 	mux.Handle("news", record("news"))
@@ -31,7 +32,7 @@ func TestServeMuxRoutesByExactCategory(t *testing.T) {
 		{ID: 2, Category: "news/sports"},
 		{ID: 3, Category: "News"},
 	} {
-		if err := mux.ProcessTask(ctx, task); err != nil {
+		if _, err := mux.ProcessTask(ctx, task); err != nil {
 			t.Fatalf("process task %d (%q): %v", task.ID, task.Category, err)
 		}
 	}
@@ -46,13 +47,13 @@ func TestServeMuxRoutesByExactCategory(t *testing.T) {
 
 func TestServeMuxUnknownCategory(t *testing.T) {
 	t.Parallel()
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	ran := false
-	mux.HandleFunc("news", func(context.Context, *tasks.Task) error { ran = true; return nil })
+	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) { ran = true; return nil, nil })
 
 	for _, cat := range []string{"sports", "new", "news/x", "NEWS"} {
-		err := mux.ProcessTask(context.Background(), &tasks.Task{ID: 7, Category: cat})
-		if !errors.Is(err, tasks.ErrNoHandler) {
+		_, err := mux.ProcessTask(context.Background(), &tasks.Task{ID: 7, Category: cat})
+		if !errors.Is(err, dispatcher.ErrNoHandler) {
 			t.Fatalf("category %q: err = %v, want ErrNoHandler", cat, err)
 		}
 		if !strings.Contains(err.Error(), fmt.Sprintf("%q", cat)) || !strings.Contains(err.Error(), "task 7") {
@@ -68,18 +69,18 @@ func TestServeMuxPassesTaskContextAndError(t *testing.T) {
 	t.Parallel()
 	type key struct{}
 	boom := errors.New("boom")
-	mux := tasks.NewServeMux()
-	mux.HandleFunc("news", func(ctx context.Context, task *tasks.Task) error {
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("news", func(ctx context.Context, task *tasks.Task) (any, error) {
 		if ctx.Value(key{}) != "v" {
-			return errors.New("context value lost")
+			return nil, errors.New("context value lost")
 		}
 		if task.Title != "t" {
-			return fmt.Errorf("task title %q, want %q", task.Title, "t")
+			return nil, fmt.Errorf("task title %q, want %q", task.Title, "t")
 		}
-		return fmt.Errorf("wrapped: %w", boom)
+		return nil, fmt.Errorf("wrapped: %w", boom)
 	})
 	ctx := context.WithValue(context.Background(), key{}, "v")
-	if err := mux.ProcessTask(ctx, &tasks.Task{Category: "news", Title: "t"}); !errors.Is(err, boom) {
+	if _, err := mux.ProcessTask(ctx, &tasks.Task{Category: "news", Title: "t"}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the handler's error", err)
 	}
 }
@@ -87,26 +88,26 @@ func TestServeMuxPassesTaskContextAndError(t *testing.T) {
 func TestMiddlewareOrder(t *testing.T) {
 	t.Parallel()
 	var trace []string
-	mw := func(name string) tasks.MiddlewareFunc {
-		return func(next tasks.Handler) tasks.Handler {
-			return tasks.HandlerFunc(func(ctx context.Context, task *tasks.Task) error {
+	mw := func(name string) dispatcher.MiddlewareFunc {
+		return func(next dispatcher.Handler) dispatcher.Handler {
+			return dispatcher.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
 				trace = append(trace, name+" in")
-				err := next.ProcessTask(ctx, task)
+				res, err := next.ProcessTask(ctx, task)
 				trace = append(trace, name+" out")
-				return err
+				return res, err
 			})
 		}
 	}
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	mux.Use(mw("a"))
-	mux.HandleFunc("news", func(context.Context, *tasks.Task) error {
+	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) {
 		trace = append(trace, "handler")
-		return nil
+		return nil, nil
 	})
 	// Middleware added after a handler still wraps it.
 	mux.Use(mw("b"), mw("c"))
 
-	if err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news"}); err != nil {
+	if _, err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news"}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"a in", "b in", "c in", "handler", "c out", "b out", "a out"}
@@ -116,8 +117,8 @@ func TestMiddlewareOrder(t *testing.T) {
 
 	// Unknown categories pass through the middleware too, which sees the error.
 	trace = nil
-	err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "sports"})
-	if !errors.Is(err, tasks.ErrNoHandler) {
+	_, err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "sports"})
+	if !errors.Is(err, dispatcher.ErrNoHandler) {
 		t.Fatalf("err = %v, want ErrNoHandler", err)
 	}
 	want = []string{"a in", "b in", "c in", "c out", "b out", "a out"}
@@ -129,24 +130,24 @@ func TestMiddlewareOrder(t *testing.T) {
 func TestMiddlewareCanShortCircuit(t *testing.T) {
 	t.Parallel()
 	denied := errors.New("denied")
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	ran := false
-	mux.HandleFunc("news", func(context.Context, *tasks.Task) error { ran = true; return nil })
-	mux.Use(func(next tasks.Handler) tasks.Handler {
-		return tasks.HandlerFunc(func(ctx context.Context, task *tasks.Task) error {
+	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) { ran = true; return nil, nil })
+	mux.Use(func(next dispatcher.Handler) dispatcher.Handler {
+		return dispatcher.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
 			if task.Priority < 0 {
-				return denied
+				return nil, denied
 			}
 			return next.ProcessTask(ctx, task)
 		})
 	})
-	if err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news", Priority: -1}); !errors.Is(err, denied) {
+	if _, err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news", Priority: -1}); !errors.Is(err, denied) {
 		t.Fatalf("err = %v, want the middleware's error", err)
 	}
 	if ran {
 		t.Fatal("the handler ran although the middleware refused the task")
 	}
-	if err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news"}); err != nil || !ran {
+	if _, err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "news"}); err != nil || !ran {
 		t.Fatalf("err = %v, ran = %v: want the handler to run", err, ran)
 	}
 }
@@ -154,39 +155,49 @@ func TestMiddlewareCanShortCircuit(t *testing.T) {
 func TestHandlerFunc(t *testing.T) {
 	t.Parallel()
 	var seen *tasks.Task
-	want := errors.New("result")
-	var h tasks.Handler = tasks.HandlerFunc(func(_ context.Context, task *tasks.Task) error {
+	want := errors.New("failure")
+	var h dispatcher.Handler = dispatcher.HandlerFunc(func(_ context.Context, task *tasks.Task) (any, error) {
 		seen = task
-		return want
+		if task.ID == 3 {
+			return nil, want
+		}
+		return map[string]int64{"id": task.ID}, nil
 	})
 	task := &tasks.Task{ID: 3}
-	if err := h.ProcessTask(context.Background(), task); err != want {
+	if _, err := h.ProcessTask(context.Background(), task); err != want {
 		t.Fatalf("err = %v, want %v", err, want)
 	}
 	if seen != task {
 		t.Fatal("the function did not get the task")
 	}
+	// The result comes back through a mux.
+	mux := dispatcher.NewServeMux()
+	mux.Handle("news", h)
+	res, err := mux.ProcessTask(context.Background(), &tasks.Task{ID: 4, Category: "news"})
+	if m, ok := res.(map[string]int64); err != nil || !ok || m["id"] != 4 {
+		t.Fatalf("result %v, err %v; want map[id:4]", res, err)
+	}
 }
 
 func TestServeMuxHandlePanics(t *testing.T) {
 	t.Parallel()
-	nop := tasks.HandlerFunc(func(context.Context, *tasks.Task) error { return nil })
+	nop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	cases := []struct {
 		name     string
-		register func(mux *tasks.ServeMux)
+		register func(mux *dispatcher.ServeMux)
 	}{
-		{"empty category", func(mux *tasks.ServeMux) { mux.Handle("", nop) }},
-		{"leading space", func(mux *tasks.ServeMux) { mux.Handle(" news", nop) }},
-		{"trailing space", func(mux *tasks.ServeMux) { mux.Handle("news ", nop) }},
-		{"too long", func(mux *tasks.ServeMux) { mux.Handle(strings.Repeat("x", tasks.MaxCategoryLen+1), nop) }},
-		{"invalid utf-8", func(mux *tasks.ServeMux) { mux.Handle("news\xff", nop) }},
-		{"nil handler", func(mux *tasks.ServeMux) { mux.Handle("news", nil) }},
-		{"nil func", func(mux *tasks.ServeMux) { mux.HandleFunc("news", nil) }},
-		{"duplicate", func(mux *tasks.ServeMux) { mux.Handle("news", nop); mux.Handle("news", nop) }},
+		{"empty category", func(mux *dispatcher.ServeMux) { mux.Handle("", nop) }},
+		{"leading space", func(mux *dispatcher.ServeMux) { mux.Handle(" news", nop) }},
+		{"trailing space", func(mux *dispatcher.ServeMux) { mux.Handle("news ", nop) }},
+		{"too long", func(mux *dispatcher.ServeMux) { mux.Handle(strings.Repeat("x", tasks.MaxCategoryLen+1), nop) }},
+		{"invalid utf-8", func(mux *dispatcher.ServeMux) { mux.Handle("news\xff", nop) }},
+		{"nil handler", func(mux *dispatcher.ServeMux) { mux.Handle("news", nil) }},
+		{"nil func", func(mux *dispatcher.ServeMux) { mux.HandleFunc("news", nil) }},
+		{"duplicate", func(mux *dispatcher.ServeMux) { mux.Handle("news", nop); mux.Handle("news", nop) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mux := tasks.NewServeMux()
+			mux := dispatcher.NewServeMux()
 			defer func() {
 				if recover() == nil {
 					t.Fatal("Handle did not panic")
@@ -197,7 +208,7 @@ func TestServeMuxHandlePanics(t *testing.T) {
 	}
 
 	// The longest valid category is fine.
-	mux := tasks.NewServeMux()
+	mux := dispatcher.NewServeMux()
 	long := strings.Repeat("é", tasks.MaxCategoryLen)
 	mux.Handle(long, nop)
 	if cats := mux.Categories(); len(cats) != 1 || cats[0] != long {
