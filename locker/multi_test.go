@@ -327,13 +327,6 @@ func TestClusterObtainMulti(t *testing.T) {
 func TestRedlockObtainMulti(t *testing.T) {
 	t.Parallel()
 	const n, quorum = 3, 2
-	// These tests are about votes, not time: a generous node timeout keeps
-	// a loaded machine from turning a slow answer into a missing vote.
-	masters := func(t *testing.T, n int) ([]*testenv.RedisServer, []*redis.Client, *locker.Client) {
-		t.Helper()
-		return mastersWith(t, n, &locker.RedlockOptions{NodeTimeout: 5 * time.Second})
-	}
-
 	t.Run("all up", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

@@ -14,10 +14,12 @@ import (
 )
 
 // masters starts n private Redis masters and returns them with a Redlock
-// client over them.
+// client over them. Its node timeout is generous: the tests that use it are
+// about votes, not time, and on a loaded machine the default 50ms would turn a
+// slow answer into a missing vote. Tests of timing use mastersWith.
 func masters(t *testing.T, n int) ([]*testenv.RedisServer, []*redis.Client, *locker.Client) {
 	t.Helper()
-	return mastersWith(t, n, nil)
+	return mastersWith(t, n, &locker.RedlockOptions{NodeTimeout: 5 * time.Second})
 }
 
 // mastersWith is masters with Redlock options. Each client has dialed its
@@ -314,7 +316,7 @@ func TestRedlock(t *testing.T) {
 			t.Run("hung master", func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				servers, _, lc := masters(t, n)
+				servers, _, lc := mastersWith(t, n, nil) // the default node timeout
 				servers[0].Pause()
 				key := testenv.Prefix(t) + "k"
 				start := time.Now()
