@@ -28,11 +28,12 @@ help: ## List the targets
 test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
 
-bench: build ## Run `taskd bench -scenario all`, the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services up
+bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench), the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services up
+	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
 		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
 		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
-			bin/taskd bench -scenario all -json bin/bench-results.json && \
+			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json && \
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
 

@@ -6,7 +6,7 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, status, dev, bench; `taskd <command> --help`
+// Commands: serve, work, migrate, import, status, dev; `taskd <command> --help`
 // describes each. Configuration comes from config.yaml (see the example at the top
 // of the repository) and TASKD_* environment variables.
 //
@@ -48,8 +48,12 @@ func commands() []command {
 		{"import", "bulk-load tasks from a JSON lines or CSV file", runImport},
 		{"status", "show the pool: counts by status and category, live claims", runStatus},
 		{"dev", "migrate, load demo editors and articles, print curl commands, then serve", runDev},
-		{"bench", "measure the dispatcher against seed-naive and SKIP LOCKED baselines on real stores", runBench},
 	}
+}
+
+// moved maps commands that left this binary to what replaces them.
+var moved = map[string]string{
+	"bench": "the benchmark is its own command now: 'go run ./bench/cmd/taskd-bench' in the taskd repository, or 'make bench'",
 }
 
 // app is what every command gets from the process: its output streams and
@@ -93,6 +97,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 		if c.name == name {
 			return a.exitStatus(name, c.run(ctx, a, rest))
 		}
+	}
+	if msg, ok := moved[name]; ok {
+		fmt.Fprintf(a.stderr, "taskd: no command %q: %s\n", name, msg)
+		return exitUsage
 	}
 	fmt.Fprintf(a.stderr, "taskd: unknown command %q\n\n", name)
 	a.usage(a.stderr)

@@ -54,7 +54,7 @@ func scenario(name string) ([]run, bool) {
 	return rs, ok
 }
 
-// Report is everything one `taskd bench` measured.
+// Report is everything one taskd-bench run measured.
 type Report struct {
 	Started time.Time `json:"started"`
 	Results []Result  `json:"results"`

@@ -1,0 +1,247 @@
+// Command taskd-bench measures taskd's dispatcher against two baselines on real
+// MySQL and Redis. It lives beside the taskd command rather than in it, so the
+// production binary carries neither the baselines' SQL nor the load generator.
+//
+// Usage:
+//
+//	taskd-bench [flags]
+//
+// `taskd-bench -help` lists the flags; `make bench` runs every scenario. The
+// stores come from config.yaml's mysql and redis sections and their TASKD_*
+// environment variables, as for taskd.
+//
+// Exit status: 0 on success, 1 when a run failed, 2 for a usage or
+// configuration error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/bench/cmd/taskd-bench/internal/bench"
+)
+
+const name = "taskd-bench"
+
+const about = `
+Measures the dispatcher against two baselines on the configured MySQL and Redis:
+seed-naive (read candidates, SET NX them one at a time until one sticks, then
+UPDATE) and mysql-skip-locked (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1 and an
+UPDATE in one transaction). Each run creates its own database
+(taskd_bench_<random>) on the server of mysql.dsn and drops it at the end, so
+real data is never touched; Redis keys get a prefix of their own and are
+removed. Redis must be a single server (not Cluster or Redlock).
+
+Reports per strategy: next+submit cycles/s, next latency p50/p99, lock conflicts
+per assignment, refused claims, MySQL statements and Redis commands per
+assignment (server-wide counters), and the resident memory of the process.
+-scenario runs a preset (all: every measurement, a few minutes); without it,
+one run of the workload the flags describe.
+
+In -mode http, the taskd binary (-binary; default ./bin/taskd when it exists,
+else taskd on $PATH) runs 'serve' as a child process and the editors use its
+HTTP API; only the taskd strategy runs. -scenario all and http include such a
+run.
+
+mysql.dsn and redis.* are read as taskd reads them: the file given with -config,
+else $TASKD_CONFIG, else ./config.yaml when it exists; then TASKD_MYSQL_DSN,
+TASKD_REDIS_ADDRS, TASKD_REDIS_USERNAME, TASKD_REDIS_PASSWORD, TASKD_REDIS_DB and
+TASKD_REDIS_CLUSTER.`
+
+// errHelp means the help was printed as asked; the exit status is 0.
+var errHelp = errors.New("help requested")
+
+// usageError is a usage or configuration error: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one kills the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		os.Exit(0)
+	case errors.As(err, &ue):
+		report(os.Stderr, err)
+		fmt.Fprintf(os.Stderr, "Run '%s -help' for usage.\n", name)
+		os.Exit(2)
+	default:
+		report(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// report prints err on w, each line (errors.Join makes several) prefixed with
+// the command's name.
+func report(w io.Writer, err error) {
+	for line := range strings.Lines(err.Error()) {
+		fmt.Fprintf(w, "%s: %s\n", name, strings.TrimRight(line, "\n"))
+	}
+}
+
+// run parses args, runs the benchmark and writes its table to stdout and its
+// progress to stderr.
+func run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) error {
+	f := flag.NewFlagSet(name, flag.ContinueOnError)
+	f.SetOutput(io.Discard) // errors are reported by main
+	configFile := f.String("config", "", "configuration `file` (default: $"+configEnv+", else ./"+defaultConfigFile+" when it exists)")
+	editors := f.Int("editors", bench.EditorsDefault, "concurrent editors")
+	categories := f.Int("categories", bench.CategoriesDefault, "categories; editor i takes tasks from category i mod categories")
+	pool := f.Int("pool", bench.PoolDefault, "tasks in the pool at the start")
+	duration := f.Duration("duration", bench.DurationDefault, "how long each strategy runs (less if the pool runs dry)")
+	think := f.Duration("think", 0, "time an editor works on a task before submitting")
+	abandon := f.Float64("abandon", 0, "fraction of claims abandoned (not submitted; the editor is replaced)")
+	lease := f.Duration("lease", bench.LeaseDefault, "lease of each claim")
+	mode := f.String("mode", bench.ModeInproc, "inproc (strategies in this process) or http (taskd serve as a child)")
+	strategies := f.String("strategies", strings.Join([]string{bench.StrategyTaskd, bench.StrategySeedNaive, bench.StrategySkipLocked}, ","), "comma-separated strategies to run")
+	scenario := f.String("scenario", "", "run a preset instead of one workload: "+strings.Join(bench.ScenarioNames, ", "))
+	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
+	binary := f.String("binary", "", "taskd binary for -mode http (default: ./bin/taskd when it exists, else taskd on $PATH)")
+	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (go tool pprof) to `file`")
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "Usage: %s [flags]\n\n%s\n\nFlags:\n", name, strings.TrimSpace(about))
+			f.SetOutput(stdout)
+			f.PrintDefaults()
+			return errHelp
+		}
+		return &usageError{err}
+	}
+	if f.NArg() > 0 {
+		return usagef("unexpected argument %q", f.Arg(0))
+	}
+	var names []string
+	for _, s := range strings.Split(*strategies, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !bench.ValidStrategy(s) {
+			return usagef("unknown strategy %q", s)
+		}
+		names = append(names, s)
+	}
+	if *mode == bench.ModeHTTP && *scenario == "" {
+		names = []string{bench.StrategyTaskd}
+	}
+	cfg, err := loadConfig(*configFile, env)
+	if err != nil {
+		return &usageError{err}
+	}
+	if cfg.Redis.Cluster || len(cfg.Redis.Addrs) > 1 {
+		return usagef("needs a single Redis server, not a Cluster or Redlock masters (redis.addrs: %s)", strings.Join(cfg.Redis.Addrs, ","))
+	}
+	bin := *binary
+	if needsServe(*mode, *scenario) {
+		if bin, err = findTaskd(bin); err != nil {
+			return &usageError{err}
+		}
+	}
+	bcfg := bench.Config{
+		MySQLDSN: cfg.MySQL.DSN,
+		Redis: &redis.Options{
+			Addr: cfg.Redis.Addrs[0], Username: cfg.Redis.Username, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+			PoolSize: max(*editors, 200) / 4, ContextTimeoutEnabled: true,
+		},
+		Binary: bin,
+		ServeEnv: []string{
+			"TASKD_REDIS_ADDRS=" + cfg.Redis.Addrs[0],
+			"TASKD_REDIS_USERNAME=" + cfg.Redis.Username,
+			"TASKD_REDIS_PASSWORD=" + cfg.Redis.Password,
+			"TASKD_REDIS_DB=" + strconv.Itoa(cfg.Redis.DB),
+		},
+		Progress: func(s string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), s) },
+	}
+	w := bench.Workload{
+		Editors: *editors, Categories: *categories, Pool: *pool, Duration: *duration,
+		Think: *think, Abandon: *abandon, Lease: *lease, Mode: *mode,
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, w, names)
+	if rep == nil {
+		return &usageError{runErr}
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if *jsonFile != "" {
+		if err := rep.WriteJSON(*jsonFile); err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+		fmt.Fprintf(stdout, "results written to %s\n", *jsonFile)
+	}
+	return runErr
+}
+
+// needsServe reports whether the run starts `taskd serve`: -mode http, or a
+// preset that includes the run over HTTP.
+func needsServe(mode, scenario string) bool {
+	return mode == bench.ModeHTTP || scenario == "all" || scenario == "http"
+}
+
+// findTaskd returns the absolute path of the taskd binary: bin itself when
+// set, else ./bin/taskd when it exists, else taskd on $PATH. The path is
+// absolute because the child runs in a directory of its own.
+func findTaskd(bin string) (string, error) {
+	if bin == "" {
+		if _, err := os.Stat(defaultBinary); err == nil {
+			bin = defaultBinary
+		} else if bin, err = exec.LookPath("taskd"); err != nil {
+			return "", errors.New("no taskd binary for the run over HTTP: build one with 'make build' or name it with -binary")
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("-binary: %w", err)
+	}
+	return filepath.Abs(bin)
+}
+
+// defaultBinary is where `make build` puts taskd.
+const defaultBinary = "bin/taskd"
+
+// startCPUProfile profiles this process's CPU into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
