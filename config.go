@@ -42,7 +42,7 @@ const (
 	dispatchSkipForDefault      = 10 * time.Minute
 	dispatchPollIntervalDefault = 5 * time.Second
 
-	sweepIntervalDefault = 10 * time.Second
+	sweepIntervalDefault = "10s"
 
 	workerConcurrencyDefault     = 4
 	workerShutdownTimeoutDefault = 30 * time.Second
@@ -167,9 +167,13 @@ type DispatchConfig struct {
 
 // SweepConfig configures the sweeper that recycles expired claims.
 type SweepConfig struct {
-	// Interval is the time between sweeps; an abandoned claim is back in the
-	// pool within Dispatch.LeaseTTL + Interval. Default 10s.
-	Interval time.Duration `yaml:"interval"`
+	// Interval is when sweeps run: a duration ("10s", every ten seconds) or
+	// a robfig/cron spec, a descriptor ("@every 10s", "@hourly") or a cron
+	// expression with optional seconds ("0 */5 * * * *"); see
+	// dispatcher.ParseSchedule. Durations are whole seconds, at least 1s. An
+	// abandoned claim is back in the pool within Dispatch.LeaseTTL plus the
+	// longest time between two sweeps. Default "10s".
+	Interval string `yaml:"interval"`
 	// Batch is how many expired claims one transaction recycles. Default
 	// dispatcher.SweepBatchDefault.
 	Batch int `yaml:"batch"`
@@ -450,7 +454,9 @@ func (v *validator) dispatch() {
 
 func (v *validator) sweep() {
 	s := v.c.Sweep
-	v.atLeast("sweep.interval", s.Interval, 100*time.Millisecond)
+	if _, err := dispatcher.ParseSchedule(s.Interval); err != nil {
+		v.fail("sweep.interval", "%v", err)
+	}
 	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))
 	v.between("sweep.workers", s.Workers, 1, 16)
 }

@@ -225,7 +225,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		return err
 	}
 	e.sweeper, err = dispatcher.NewSweeper(e.d, dispatcher.SweeperConfig{
-		Interval: cfg.Sweep.Interval,
+		Schedule: cfg.Sweep.Interval,
 		Batch:    cfg.Sweep.Batch,
 		Workers:  cfg.Sweep.Workers,
 		Redis:    e.redis.sweepClient(),
@@ -367,7 +367,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}()
 		e.addr = ln.Addr().String()
 		e.log.InfoContext(ctx, "serving", "addr", e.addr, "sweep_interval", e.cfg.Sweep.Interval,
-			"lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
+			"sweep_period", e.sweeper.Schedule().Period(), "lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
 	}
 	return nil
 }

@@ -23,16 +23,23 @@ import (
 
 // SweeperConfig defaults.
 const (
-	SweepIntervalDefault = 10 * time.Second
+	SweepScheduleDefault = "@every 10s"
 	SweepBatchDefault    = 5000
 	SweepWorkersDefault  = 2
 )
 
 // SweeperConfig configures a Sweeper. The zero value is valid.
 type SweeperConfig struct {
-	// Interval is the time between sweeps started by Start; an abandoned
-	// claim is back in the pool within the dispatcher's lease plus Interval.
-	// At least 100ms. Default SweepIntervalDefault.
+	// Schedule is when Start sweeps, in any form ParseSchedule accepts: a
+	// duration ("10s", short for "@every 10s"), a descriptor ("@every 1m",
+	// "@hourly") or a cron expression with optional seconds ("*/30 * * * *
+	// *", "0 */5 * * * *"). An abandoned claim is back in the pool within
+	// the dispatcher's lease plus the schedule's Period. Default
+	// SweepScheduleDefault, or Interval when that is set.
+	Schedule string
+
+	// Interval, when set, is short for Schedule "@every Interval"; set one
+	// or the other. A whole number of seconds, at least 1s.
 	Interval time.Duration
 
 	// Batch is how many expired claims one store transaction recycles, and
@@ -61,8 +68,8 @@ type SweeperConfig struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults,
 // except Logger, which NewSweeper sets to the dispatcher's.
 func (c SweeperConfig) WithDefaults() SweeperConfig {
-	if c.Interval == 0 {
-		c.Interval = SweepIntervalDefault
+	if c.Schedule == "" && c.Interval == 0 {
+		c.Schedule = SweepScheduleDefault
 	}
 	if c.Batch == 0 {
 		c.Batch = SweepBatchDefault
@@ -73,11 +80,23 @@ func (c SweeperConfig) WithDefaults() SweeperConfig {
 	return c
 }
 
+// schedule returns the parsed Schedule, or Interval's.
+func (c SweeperConfig) schedule() (Schedule, error) {
+	switch {
+	case c.Schedule != "" && c.Interval != 0:
+		return Schedule{}, fmt.Errorf("sweep schedule %q and interval %v are both set; set one", c.Schedule, c.Interval)
+	case c.Interval != 0:
+		return ParseSchedule(c.Interval.String())
+	}
+	return ParseSchedule(c.Schedule)
+}
+
 func (c SweeperConfig) validate() error {
 	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax)
+	if _, err := c.schedule(); err != nil {
+		return err
+	}
 	switch {
-	case c.Interval < 100*time.Millisecond:
-		return fmt.Errorf("sweep interval must be at least 100ms, got %v", c.Interval)
 	case c.Batch < 1 || c.Batch > maxBatch:
 		return fmt.Errorf("sweep batch must be 1..%d, got %d", maxBatch, c.Batch)
 	case c.Workers < 1 || c.Workers > 16:
@@ -114,11 +133,101 @@ func (r SweepResult) didSomething() bool {
 	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged > 0
 }
 
+// Schedule is when sweeps run: a cron schedule (robfig/cron) and the text
+// it was parsed from. The zero value is not usable; ParseSchedule makes one.
+type Schedule struct {
+	spec     string
+	cron     cron.Schedule
+	min, max time.Duration // the shortest and longest gap between two sweeps
+}
+
+// specParser reads cron's standard expressions with an optional seconds
+// field, and its descriptors (@every, @hourly, @daily, ...).
+var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
+	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// scheduleSample is how many activations ParseSchedule looks at to find the
+// gaps between sweeps of a cron expression.
+const scheduleSample = 500
+
+// ParseSchedule parses when sweeps run:
+//
+//   - a Go duration, "10s" or "1m30s", short for "@every 10s";
+//   - a descriptor: "@every 10s", "@hourly", "@daily", "@weekly", ...;
+//   - a cron expression, five fields (minute hour day-of-month month
+//     day-of-week) or six with seconds first: "0 */5 * * * *" is every five
+//     minutes, "*/20 * * * * *" every 20 seconds; an optional "CRON_TZ=Zone "
+//     prefix sets the time zone (the default is the local one).
+//
+// Cron counts in whole seconds, so durations (plain or after @every) must be
+// whole seconds, at least 1s; a schedule that never fires is refused too.
+// The error says what is wrong and quotes spec.
+func ParseSchedule(spec string) (Schedule, error) {
+	text := strings.TrimSpace(spec)
+	if text == "" {
+		return Schedule{}, errors.New("schedule must be set, e.g. \"10s\" or \"@every 10s\"")
+	}
+	if _, err := time.ParseDuration(text); err == nil {
+		text = "@every " + text
+	}
+	if rest, ok := strings.CutPrefix(text, "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil {
+			return Schedule{}, fmt.Errorf("schedule %q: @every needs a duration such as 10s or 1m30s", spec)
+		}
+		if d < time.Second || d%time.Second != 0 {
+			return Schedule{}, fmt.Errorf("schedule %q: must be a whole number of seconds, at least 1s (cron's resolution)", spec)
+		}
+	}
+	sched, err := specParser.Parse(text)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("schedule %q: want a duration, @every, a descriptor or a cron expression: %w", spec, err)
+	}
+	s := Schedule{spec: strings.TrimSpace(spec), cron: sched}
+	if c, ok := sched.(cron.ConstantDelaySchedule); ok {
+		s.min, s.max = c.Delay, c.Delay
+		return s, nil
+	}
+	// The gaps of a cron expression vary (weekdays, month lengths): look at
+	// a sample of activations from now.
+	t := sched.Next(time.Now())
+	for range scheduleSample {
+		next := sched.Next(t)
+		if next.IsZero() {
+			break
+		}
+		gap := next.Sub(t)
+		if s.min == 0 || gap < s.min {
+			s.min = gap
+		}
+		s.max = max(s.max, gap)
+		t = next
+	}
+	if s.min == 0 {
+		return Schedule{}, fmt.Errorf("schedule %q: never runs twice", spec)
+	}
+	return s, nil
+}
+
+// String returns the spec the schedule was parsed from.
+func (s Schedule) String() string { return s.spec }
+
+// Period is the longest time between two sweeps: an abandoned claim is back
+// in the pool within the lease plus Period. For a duration or @every it is
+// that duration; for a cron expression, the longest gap between two
+// activations in a sample of the next few hundred.
+func (s Schedule) Period() time.Duration { return s.max }
+
+// lockTTL is the time to live of the sweep lock: 9/10 of the shortest gap
+// between two sweeps, so that a crashed sweeper's lock goes before the next
+// sweep is due.
+func (s Schedule) lockTTL() time.Duration { return s.min * 9 / 10 }
+
 // Sweeper recycles expired claims and reconciles the Redis locks with the
-// claims in the store, every Interval once started. Only one sweep runs at a
+// claims in the store, on its Schedule once started. Only one sweep runs at a
 // time across all processes sharing the key prefix: each takes a Redis lock
-// on the sweep whose time to live (9/10 of Interval) lets a crashed
-// sweeper's lock go before the next sweep is due; it is kept alive while the
+// on the sweep whose time to live (9/10 of the shortest gap between sweeps)
+// lets a crashed sweeper's lock go before the next sweep is due; it is kept alive while the
 // sweep runs. Losing it mid-sweep is harmless: every step is fenced in the
 // store or a compare-and-delete in Redis, so sweeps may overlap safely.
 //
@@ -129,6 +238,7 @@ type Sweeper struct {
 	d     *Dispatcher
 	store Store
 	cfg   SweeperConfig
+	sched Schedule
 	log   *slog.Logger
 
 	life   startStop
@@ -142,17 +252,21 @@ func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new sweeper: %w", err)
 	}
+	sched, _ := cfg.schedule() // checked by validate
 	if cfg.Logger == nil {
 		cfg.Logger = d.log
 	}
-	return &Sweeper{d: d, store: d.store, cfg: cfg, log: cfg.Logger}, nil
+	return &Sweeper{d: d, store: d.store, cfg: cfg, sched: sched, log: cfg.Logger}, nil
 }
 
 // Config returns the sweeper's configuration with defaults applied.
 func (s *Sweeper) Config() SweeperConfig { return s.cfg }
 
-// Start sweeps every Interval in the background, the first time one Interval
-// from now, until Stop, and returns. A sweep still running when the next is
+// Schedule returns when the sweeper sweeps once started.
+func (s *Sweeper) Schedule() Schedule { return s.sched }
+
+// Start sweeps on the Schedule in the background, the first time at its
+// next activation, until Stop, and returns. A sweep still running when the next is
 // due makes that one skip. The sweeps' context derives from ctx, so it
 // carries its values; cancelling ctx cancels a running sweep, and later
 // sweeps return at once, until Stop.
@@ -164,7 +278,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
 		logger := cronLogger{s.log}
 		c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
-		c.Schedule(every(s.cfg.Interval), cron.FuncJob(func() {
+		c.Schedule(s.sched.cron, cron.FuncJob(func() {
 			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 				s.log.ErrorContext(ctx, "sweep", "err", err)
 			}
@@ -190,12 +304,6 @@ func (s *Sweeper) Stop(ctx context.Context) error {
 		return fmt.Errorf("stop sweeper: %w", context.Cause(ctx))
 	}
 }
-
-// every is cron's "@every" schedule without its rounding up to whole
-// seconds (cron.Every), so that sub-second intervals mean what they say.
-type every time.Duration
-
-func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
 
 // cronLogger passes cron's logs to slog: its routine messages (every tick,
 // skipped runs) at debug level.
@@ -224,7 +332,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
 		endSpan(span, err)
 	}()
-	ttl := s.cfg.Interval * 9 / 10
+	ttl := s.sched.lockTTL()
 	lock, err := s.d.locks.Obtain(ctx, s.d.cfg.KeyPrefix+"sweep", ttl, nil)
 	if errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil {
 		s.log.DebugContext(ctx, "sweep skipped: another sweep is running")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +158,7 @@ func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
 	t.Parallel()
 	const (
 		lease    = 300 * time.Millisecond
-		interval = 200 * time.Millisecond
+		interval = time.Second // cron's resolution
 		// slack covers a loaded machine running the tests under -race.
 		slack = 3 * time.Second
 	)
@@ -620,7 +621,7 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Interval: 100 * time.Millisecond})
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "@every 1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,7 +631,7 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	if err := s.Start(t.Context()); !errors.Is(err, dispatcher.ErrStopped) {
 		t.Fatalf("start after stop: %v, want ErrStopped", err)
 	}
-	s, err = dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Interval: 100 * time.Millisecond})
+	s, err = dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "@every 1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,19 +663,130 @@ func TestNewSweeperConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.newSweeper(t, dispatcher.SweeperConfig{})
-	if cfg := s.Config(); cfg.Interval != dispatcher.SweepIntervalDefault || cfg.Batch != dispatcher.SweepBatchDefault ||
+	if cfg := s.Config(); cfg.Schedule != dispatcher.SweepScheduleDefault || cfg.Batch != dispatcher.SweepBatchDefault ||
 		cfg.Logger == nil || cfg.Redis != nil {
 		t.Errorf("defaults = %+v", cfg)
 	}
+	if p := s.Schedule().Period(); p != 10*time.Second {
+		t.Errorf("default period = %v, want 10s", p)
+	}
+	if p := b.newSweeper(t, dispatcher.SweeperConfig{Interval: time.Minute}).Schedule().Period(); p != time.Minute {
+		t.Errorf("Interval 1m: period = %v, want 1m", p)
+	}
 	for _, cfg := range []dispatcher.SweeperConfig{
 		{Interval: 50 * time.Millisecond},
+		{Interval: 1500 * time.Millisecond},
 		{Interval: -time.Second},
+		{Schedule: "@every 100ms"},
+		{Schedule: "sometimes"},
+		{Schedule: "10s", Interval: 10 * time.Second},
 		{Batch: -1},
 		{Batch: tasks.RecycleLimitMax + 1},
 	} {
 		if _, err := dispatcher.NewSweeper(b.d, cfg); err == nil {
 			t.Errorf("NewSweeper(%+v) accepted an invalid config", cfg)
 		}
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		spec   string
+		period time.Duration
+	}{
+		{"10s", 10 * time.Second},
+		{" 1m30s ", 90 * time.Second},
+		{"1s", time.Second},
+		{"@every 10s", 10 * time.Second},
+		{"@every 2h", 2 * time.Hour},
+		{"@hourly", time.Hour},
+		{"CRON_TZ=UTC @daily", 24 * time.Hour},
+		{"*/15 * * * * *", 15 * time.Second},              // with seconds
+		{"0 */5 * * * *", 5 * time.Minute},                // with seconds
+		{"*/10 * * * *", 10 * time.Minute},                // without
+		{"0,10 * * * * *", 50 * time.Second},              // the longest gap
+		{"CRON_TZ=UTC 0 0 9 * * MON-FRI", 72 * time.Hour}, // Friday to Monday
+	} {
+		s, err := dispatcher.ParseSchedule(c.spec)
+		if err != nil {
+			t.Errorf("ParseSchedule(%q): %v", c.spec, err)
+			continue
+		}
+		if s.Period() != c.period {
+			t.Errorf("ParseSchedule(%q).Period() = %v, want %v", c.spec, s.Period(), c.period)
+		}
+		if s.String() != strings.TrimSpace(c.spec) {
+			t.Errorf("ParseSchedule(%q).String() = %q", c.spec, s.String())
+		}
+	}
+	for _, c := range []struct{ spec, want string }{
+		{"", "must be set"},
+		{"500ms", "whole number of seconds, at least 1s"},
+		{"@every 1500ms", "whole number of seconds"},
+		{"@every 0s", "at least 1s"},
+		{"-10s", "at least 1s"},
+		{"@every", "cron expression"},
+		{"@every often", "@every needs a duration"},
+		{"@sometimes", "cron expression"},
+		{"every ten seconds", `schedule "every ten seconds"`},
+		{"* * * * * * *", "cron expression"},
+		{"61 * * * * *", "cron expression"},
+		{"0 0 0 30 2 *", "never runs"}, // 30 February
+	} {
+		_, err := dispatcher.ParseSchedule(c.spec)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSchedule(%q) = %v, want an error mentioning %q", c.spec, err, c.want)
+		}
+	}
+}
+
+// sweepSignal reports each RecycleExpired call, the first step of a sweep.
+type sweepSignal struct {
+	*tasks.Store
+	swept chan struct{}
+}
+
+func (s *sweepSignal) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error) {
+	select {
+	case s.swept <- struct{}{}:
+	default:
+	}
+	return s.Store.RecycleExpired(ctx, p)
+}
+
+// A started sweeper sweeps on a cron expression, again and again, with the
+// sweep lock's time to live under the gap between sweeps.
+func TestSweeperFiresOnCronSpec(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sig := &sweepSignal{Store: b.store, swept: make(chan struct{})}
+	d, err := dispatcher.New(sig, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "* * * * * *"}) // every second
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Schedule().Period(); p != time.Second {
+		t.Errorf("period = %v, want 1s", p)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	for i := range 3 {
+		awaitSweepValue(t, sig.swept, 10*time.Second, fmt.Sprintf("scheduled sweep %d", i+1))
+	}
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// Stopped: no sweep starts in the next activation or so.
+	select {
+	case <-sig.swept:
+		t.Error("a sweep started after Stop returned")
+	case <-time.After(1500 * time.Millisecond):
 	}
 }
 

@@ -171,7 +171,12 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_DISPATCH_BATCH", "-1", "dispatch.batch", "must be 1..1000, got -1"},
 		{"TASKD_DISPATCH_BATCH", "many", "dispatch.batch", "must be an integer"},
 		{"TASKD_DISPATCH_POLL_INTERVAL", "1ms", "dispatch.poll_interval", "at least 100ms"},
-		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "at least 100ms"},
+		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "whole number of seconds, at least 1s"},
+		{"TASKD_SWEEP_INTERVAL", "1500ms", "sweep.interval", "whole number of seconds"},
+		{"TASKD_SWEEP_INTERVAL", "@every soon", "sweep.interval", "@every needs a duration"},
+		{"TASKD_SWEEP_INTERVAL", "every ten seconds", "sweep.interval", `schedule "every ten seconds": want a duration, @every, a descriptor or a cron expression`},
+		{"TASKD_SWEEP_INTERVAL", "* * * * * * *", "sweep.interval", "cron expression"},
+		{"TASKD_SWEEP_INTERVAL", "0 0 0 30 2 *", "sweep.interval", "never runs"},
 		{"TASKD_SWEEP_BATCH", "20000", "sweep.batch", "must be 1..10000"},
 		{"TASKD_SWEEP_WORKERS", "17", "sweep.workers", "must be 1..16, got 17"},
 		{"TASKD_HTTP_ADDR", "localhost", "http.addr", "must be host:port"},
@@ -347,6 +352,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "admin_token": "0123456789abcdef-7",
 		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
 		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:", "worker.metrics_addr": ":7",
+		"sweep.interval": "7s",
 	}
 	for _, k := range Keys() {
 		val, ok := strs[k.Path]
@@ -368,7 +374,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 			env[k.Env] = "7s"
 		case "dispatch.max_hold":
 			env[k.Env] = "1h"
-		case "dispatch.skip_for", "dispatch.poll_interval", "sweep.interval":
+		case "dispatch.skip_for", "dispatch.poll_interval":
 		case "redis.node_timeout":
 			env[k.Env] = "7ms"
 		}
@@ -426,6 +432,43 @@ func TestRepoConfig(t *testing.T) {
 	if _, err := Load("testdata/missing.yaml", nil); err == nil {
 		t.Error("Load of a missing file: no error")
 	}
+}
+
+// sweep.interval takes a plain duration or a cron spec, from the file and
+// from the environment.
+func TestSweepInterval(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		yaml, env string // one of them is set
+		want      string
+	}{
+		{yaml: "sweep: {interval: 10s}", want: "10s"},
+		{yaml: "sweep: {interval: 2m}", want: "2m"},
+		{yaml: `sweep: {interval: "@every 30s"}`, want: "@every 30s"},
+		{yaml: "sweep:\n  interval: '@hourly'\n", want: "@hourly"},
+		{yaml: `sweep: {interval: "*/15 * * * * *"}`, want: "*/15 * * * * *"},
+		{yaml: `sweep: {interval: "0 */5 * * *"}`, want: "0 */5 * * *"},
+		{env: "1s", want: "1s"},
+		{env: "@every 1s", want: "@every 1s"},
+		{env: "0 0 9 * * MON-FRI", want: "0 0 9 * * MON-FRI"},
+		{want: "10s"}, // the default
+	} {
+		env := envMap{}
+		if c.env != "" {
+			env["TASKD_SWEEP_INTERVAL"] = c.env
+		}
+		cfg, err := parse(t, c.yaml, env)
+		if err != nil {
+			t.Errorf("yaml %q, env %q: %v", c.yaml, c.env, err)
+			continue
+		}
+		if cfg.Sweep.Interval != c.want {
+			t.Errorf("yaml %q, env %q: sweep.interval = %q, want %q", c.yaml, c.env, cfg.Sweep.Interval, c.want)
+		}
+	}
+	// A bad spec in the file names the key and the line.
+	_, err := parse(t, "sweep:\n  interval: 'every ten seconds'\n", nil)
+	wantKeyError(t, err, "sweep.interval", "want a duration, @every, a descriptor or a cron expression", "test.yaml line 2")
 }
 
 func TestZeroMeansDefault(t *testing.T) {
