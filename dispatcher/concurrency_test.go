@@ -424,7 +424,7 @@ func awaitQuiet(t *testing.T, b *bundle) {
 	const q = `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
 		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 		WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()`
-	eventually(t, 30*time.Second, "transactions of the run ended", func() bool {
+	testenv.Eventually(t, 30*time.Second, "transactions of the run ended", func() bool {
 		var open int
 		if err := b.db.GetContext(context.Background(), &open, q); err != nil {
 			t.Fatalf("count open transactions: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -236,7 +237,7 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 		c, err := b.d.Next(ctx, ed, 30*time.Second)
 		done <- result{c, err}
 	}()
-	eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Waiting() })
+	testenv.Eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Waiting() })
 	b.add(t, "sports", 0, 1) // another category: no wake-up for ann
 	select {
 	case r := <-done:

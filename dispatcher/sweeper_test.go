@@ -209,7 +209,7 @@ func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, lease+interval+slack, "abandoned claims back in the pool", func() bool { return pending() == len(ids) })
+	testenv.Eventually(t, lease+interval+slack, "abandoned claims back in the pool", func() bool { return pending() == len(ids) })
 	t.Logf("%d abandoned claims back in the pool %v after the claims (lease %v, interval %v)",
 		len(assigned), time.Since(start), lease, interval)
 
@@ -585,7 +585,7 @@ func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
 		c, err := b.d.Next(ctx, bob, 5*time.Second)
 		got <- result{c, err}
 	}()
-	eventually(t, 5*time.Second, "bob waiting", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "bob waiting", b.d.Waiting)
 	// Ann's lease passes. Her Redis lock is still there (its ttl is the full
 	// lease), so bob cannot take the task over even if he looks right now.
 	b.expireLeaseOnly(t, id)
@@ -651,7 +651,7 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	if cause := awaitSweepValue(t, gate.cancelled, 10*time.Second, "running sweep cancelled"); !errors.Is(cause, context.Canceled) {
 		t.Errorf("running sweep ended with %v, want context.Canceled", cause)
 	}
-	eventually(t, 10*time.Second, "sweep lock released", func() bool {
+	testenv.Eventually(t, 10*time.Second, "sweep lock released", func() bool {
 		return b.rdb.Exists(context.Background(), b.prefix+"sweep").Val() == 0
 	})
 	if err := s.Stop(context.Background()); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -135,7 +136,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 	// Two workers compete for the same pool.
 	w1 := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
 	w2 := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
-	eventually(t, 30*time.Second, "all tasks processed", func() bool {
+	testenv.Eventually(t, 30*time.Second, "all tasks processed", func() bool {
 		return w1.Stats().Processed+w2.Stats().Processed >= n
 	})
 	shutdownWorker(t, w1)
@@ -214,7 +215,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 			return backoff
 		},
 	})
-	eventually(t, 30*time.Second, "task done", func() bool { return w.Stats().Processed == 1 })
+	testenv.Eventually(t, 30*time.Second, "task done", func() bool { return w.Stats().Processed == 1 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -275,7 +276,7 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 		Handler: mux, Concurrency: 2,
 		RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
 	})
-	eventually(t, 30*time.Second, "task dead", func() bool { return w.Stats().Failed == 2 })
+	testenv.Eventually(t, 30*time.Second, "task dead", func() bool { return w.Stats().Failed == 2 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -309,7 +310,7 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	w := startWorker(t, b, dispatcher.WorkerConfig{
 		Handler: mux, RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
 	})
-	eventually(t, 30*time.Second, "task failed", func() bool { return w.Stats().Failed == 1 })
+	testenv.Eventually(t, 30*time.Second, "task failed", func() bool { return w.Stats().Failed == 1 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -351,7 +352,7 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 		return nil, nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux})
-	eventually(t, 30*time.Second, "tasks finished", func() bool {
+	testenv.Eventually(t, 30*time.Second, "tasks finished", func() bool {
 		st := w.Stats()
 		return st.Processed == 2 && st.Failed == 3
 	})
@@ -417,7 +418,7 @@ func TestWorkerRecoversPanics(t *testing.T) {
 		Handler: mux, Concurrency: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})
-	eventually(t, 30*time.Second, "the second task processed", func() bool { return w.Stats().Processed == 1 })
+	testenv.Eventually(t, 30*time.Second, "the second task processed", func() bool { return w.Stats().Processed == 1 })
 	shutdownWorker(t, w)
 
 	panicked := b.task(t, ids[0])
@@ -479,13 +480,50 @@ func fenceEventsAfter(evs []tasks.Event, fence int64, after tasks.EventKind) []t
 	return out
 }
 
+// heartbeatProbe reports the outcome of each heartbeat the store received.
+type heartbeatProbe struct {
+	*tasks.Store
+	results chan error
+}
+
+func (p *heartbeatProbe) Heartbeat(ctx context.Context, hp tasks.HeartbeatParams) (time.Time, error) {
+	t, err := p.Store.Heartbeat(ctx, hp)
+	trySend(p.results, err)
+	return t, err
+}
+
+// awaitHeartbeat waits for a heartbeat whose outcome satisfies ok.
+func (p *heartbeatProbe) awaitHeartbeat(t *testing.T, what string, ok func(error) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case err := <-p.results:
+			if ok(err) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: not within 30s", what)
+		}
+	}
+}
+
 func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond}})
+	b := setup(t)
+	// Heartbeats every second; the lease leaves them two more before it
+	// would pass, so the claim ends only by the forced release below.
+	probe := &heartbeatProbe{Store: b.store, results: make(chan error, 100)}
+	d, err := dispatcher.New(probe, b.locks, dispatcher.Config{
+		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := b.add(t, "jobs", 0, 1)[0]
 	// The first call returns nil once cancelled, as if the work got done: the
-	// worker must still not commit it. Later calls (the task is claimed
-	// again) give up with the cause.
+	// worker must still not commit it. Later calls (were the task claimed
+	// again) would give up with the cause.
 	h := newBlockingWorkerHandler(func(n int, cause error) error {
 		if n == 1 {
 			return nil
@@ -494,21 +532,26 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	})
 	mux := dispatcher.NewServeMux()
 	mux.Handle("jobs", h)
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
 
 	task := awaitValue(t, h.started, "handler start")
 	// Heartbeats keep the claim alive meanwhile.
-	eventually(t, 10*time.Second, "a heartbeat", func() bool {
-		return b.rowCount(t, "SELECT COUNT(*) FROM task_events WHERE task_id = ? AND kind = 'heartbeat'", id) > 0
-	})
+	probe.awaitHeartbeat(t, "an accepted heartbeat", func(err error) bool { return err == nil })
+	// Once revoked, the task is not claimed again during the test (run_after
+	// in an hour), so that only the revoked claim can count below.
+	if _, err := b.db.ExecContext(context.Background(),
+		"UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.store.ForceRelease(context.Background(), id); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
+	probe.awaitHeartbeat(t, "a heartbeat refused as stale", func(err error) bool { return errors.Is(err, tasks.ErrStale) })
 	cause := awaitValue(t, h.causes, "handler cancellation")
 	if !errors.Is(cause, dispatcher.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
 		t.Fatalf("cause %v, want ErrLeaseLost from a stale heartbeat", cause)
 	}
-	eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost == 1 })
+	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost == 1 })
 
 	// Nothing about the revoked claim reached the store after the forced release.
 	if after := fenceEventsAfter(b.workerEvents(t, id), task.Fence, tasks.EventReleased); len(after) != 0 {
@@ -525,8 +568,11 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	}
 	// The store refused the one heartbeat after the forced release, and the
 	// worker sent nothing else about the claim (a submit would be refused too).
-	if n := b.d.Stats().RefusedWrites; n != 1 {
+	if n := d.Stats().RefusedWrites; n != 1 {
 		t.Fatalf("%d writes refused as stale, want 1 (the heartbeat)", n)
+	}
+	if n := h.calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times, want once", n)
 	}
 }
 
@@ -559,7 +605,7 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 		!strings.Contains(cause.Error(), "without a heartbeat") || !strings.Contains(cause.Error(), "connection refused") {
 		t.Fatalf("cause %v, want ErrLeaseLost for a lease that passed without a heartbeat", cause)
 	}
-	eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost >= 1 })
+	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost >= 1 })
 	// The worker gave up without writing: no failure was recorded for the claim.
 	for _, e := range b.workerEvents(t, id) {
 		if e.Fence == task.Fence && e.Kind != tasks.EventClaimed && e.Kind != tasks.EventExpired {
@@ -607,11 +653,11 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	})
 	awaitValue(t, startedA, "handler a start")
 	taskB := awaitValue(t, stuck.started, "handler b start")
-	eventually(t, 10*time.Second, "the idle slot long-polling", b.d.Waiting)
+	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", b.d.Waiting)
 
 	errc := make(chan error, 1)
 	go func() { errc <- w.Stop(context.Background()) }()
-	eventually(t, 10*time.Second, "claiming stopped", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return !b.d.Waiting() })
 	select {
 	case err := <-errc:
 		t.Fatalf("shutdown returned %v while handlers were running", err)
@@ -763,7 +809,7 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 		return nil, nil
 	})
 	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: slots})
-	eventually(t, 60*time.Second, "all tasks processed", func() bool {
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool {
 		st := w.Stats()
 		return st.Processed+st.Failed >= n
 	})

@@ -242,12 +242,12 @@ func TestLongPollEndsWhenClientLeaves(t *testing.T) {
 		_, err := b.doCtx(ctx, "POST", "/v1/assignments/next", e.Token, `{"wait_ms":20000}`)
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the editor waits", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "the editor waits", b.d.Waiting)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("request error = %v, want context.Canceled", err)
 	}
-	eventually(t, 5*time.Second, "the server stops waiting", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 5*time.Second, "the server stops waiting", func() bool { return !b.d.Waiting() })
 
 	// A task added now stays in the pool: nobody claimed it for the gone client.
 	id := b.addN(t, "news", 1)[0]
@@ -496,7 +496,7 @@ func TestHungMySQLIsUnavailable(t *testing.T) {
 	// a stopped server reads what waited in its socket): a 503 says nothing
 	// about whether a write happened. Either way the editor gets an assignment.
 	proxy.Thaw()
-	eventually(t, 10*time.Second, "the API answers again", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the API answers again", func() bool {
 		return b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`).status == http.StatusOK
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/testenv"
 )
 
 // await returns the value c delivers, failing the test after 10s.
@@ -41,7 +42,7 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		polled <- res
 	}()
-	eventually(t, 10*time.Second, "long poll waiting", b.d.Waiting)
+	testenv.Eventually(t, 10*time.Second, "long poll waiting", b.d.Waiting)
 	scraped := make(chan response, 1)
 	go func() {
 		res, err := b.doCtx(context.Background(), "GET", "/metrics", "", "")
