@@ -84,10 +84,23 @@ func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	return nil
 }
 
-// Release gives c's claim ref back to the pool now. With skip, the editor is
-// not offered the task again for a while (tasks.Config.SkipFor). It returns
-// tasks.ErrStale, changing nothing, when the claim is not c's live claim.
-func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string, skip bool) (err error) {
+// Release gives c's claim ref back to the pool now; reason goes into the
+// audit record. It returns tasks.ErrStale, changing nothing, when the claim is
+// not c's live claim.
+func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string) error {
+	return d.release(ctx, c, ref, reason, false)
+}
+
+// Skip is Release for an editor who does not want the task: it is not
+// offered to that editor again for a while (tasks.Config.SkipFor), and is to
+// everyone else at once. It returns tasks.ErrStale, changing nothing, when the
+// claim is not c's live claim, and an error wrapping tasks.ErrInvalid when c
+// is not an editor.
+func (d *Dispatcher) Skip(ctx context.Context, c Claimant, ref ClaimRef, reason string) error {
+	return d.release(ctx, c, ref, reason, true)
+}
+
+func (d *Dispatcher) release(ctx context.Context, c Claimant, ref ClaimRef, reason string, skip bool) (err error) {
 	ctx, span := d.startWrite(ctx, "dispatcher.release", c, ref)
 	defer func() { endSpan(span, err) }()
 	ended, err := d.store.Release(ctx, tasks.ReleaseParams{

@@ -179,7 +179,11 @@ func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Cla
 				tl.check(ctx, ed, "submit", claim, err)
 			}
 		case p < 85:
-			err = d.Release(ctx, ed, ref, "not now", p < 78)
+			release := d.Release
+			if p < 78 {
+				release = d.Skip
+			}
+			err = release(ctx, ed, ref, "not now")
 			if err == nil {
 				tl.releases.Add(1)
 			} else {

@@ -116,11 +116,11 @@ func TestStaleHolder(t *testing.T) {
 	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`"late"`)); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("stale submit: err = %v, want ErrStale", err)
 	}
-	if err := b.d.Release(ctx, ann, ref, "", false); !errors.Is(err, tasks.ErrStale) {
+	if err := b.d.Release(ctx, ann, ref, ""); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("stale release: err = %v, want ErrStale", err)
 	}
 	// Even with the current fence, ann is not the holder.
-	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, "", false); !errors.Is(err, tasks.ErrStale) {
+	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, ""); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("release by a non-holder: err = %v, want ErrStale", err)
 	}
 
@@ -185,7 +185,7 @@ func TestReleaseAndSkip(t *testing.T) {
 	if err != nil || first.Task.ID != ids[0] {
 		t.Fatalf("next: %v, %+v", err, first)
 	}
-	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "not mine", true); err != nil {
+	if err := b.d.Skip(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "not mine"); err != nil {
 		t.Fatalf("skip: %v", err)
 	}
 	if n := b.rdb.Exists(ctx, b.lockKey(ids[0])).Val(); n != 0 {
@@ -204,7 +204,7 @@ func TestReleaseAndSkip(t *testing.T) {
 		t.Fatalf("fence after release and reclaim = %d, want %d", got.Fence, first.Fence+1)
 	}
 	// A plain release (no skip) makes the task available to the same editor.
-	if err := b.d.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, "", false); err != nil {
+	if err := b.d.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, ""); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	again, err := b.d.Next(ctx, bob, 0)
@@ -378,7 +378,7 @@ func TestSkippedTasksAreNotTriedAgain(t *testing.T) {
 	if err != nil || first.Task.ID != ids[0] {
 		t.Fatalf("next: %+v, %v; want task %d", first, err, ids[0])
 	}
-	if err := d1.Release(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "", true); err != nil {
+	if err := d1.Skip(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// ann takes the second task and gives it back (no skip), each time.
@@ -388,7 +388,7 @@ func TestSkippedTasksAreNotTriedAgain(t *testing.T) {
 		if err != nil || c.Task.ID != ids[1] {
 			t.Fatalf("next: %+v, %v; want task %d", c, err, ids[1])
 		}
-		if err := d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "", false); err != nil {
+		if err := d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -840,7 +840,7 @@ func TestSweepPurgesPassedSkips(t *testing.T) {
 	ed := b.editor(t, "ed", "news")
 	for _, id := range ids {
 		c := b.mustNext(t, ed)
-		if err := b.d.Release(ctx, ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not mine", true); err != nil {
+		if err := b.d.Skip(ctx, ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not mine"); err != nil {
 			t.Fatalf("skip task %d: %v", id, err)
 		}
 	}

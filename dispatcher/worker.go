@@ -518,7 +518,7 @@ func (w *Worker) release(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
 	defer cancel()
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	err := w.d.Release(ctx, c, ref, "shutdown", false)
+	err := w.d.Release(ctx, c, ref, "shutdown")
 	switch {
 	case err == nil:
 		w.released.Add(1)

@@ -124,7 +124,11 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	if utf8.RuneCountInString(req.Reason) > MaxReasonLen {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason must be at most %d characters", MaxReasonLen)
 	}
-	err = a.d.Release(r.Context(), dispatcher.EditorClaimant(e), ref, req.Reason, req.Skip)
+	release := a.d.Release
+	if req.Skip {
+		release = a.d.Skip
+	}
+	err = release(r.Context(), dispatcher.EditorClaimant(e), ref, req.Reason)
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
