@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/backoff"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -69,7 +69,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 			d.hub.unsubscribe(w)
 			return claim, err
 		}
-		poll.Reset(jitter(d.cfg.PollInterval))
+		poll.Reset(backoff.Spread(d.cfg.PollInterval))
 		select {
 		case <-w.c:
 		case <-poll.C:
@@ -255,13 +255,4 @@ func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st cla
 		d.stats.refusedClaims.Add(int64(st.refused))
 		d.tel.refusedClaims.Add(ctx, int64(st.refused))
 	}
-}
-
-// jitter draws a duration uniformly from [d/2, 3d/2), so that waiters that
-// started together do not poll together.
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + rand.N(d)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mathrand "math/rand/v2"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/backoff"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -190,29 +190,8 @@ func defaultWorkerID() string {
 // capped at max, with equal jitter: a duration drawn uniformly from [d/2, d).
 func ExponentialRetryBackoff(base, max time.Duration) func(attempt int) time.Duration {
 	return func(attempt int) time.Duration {
-		return equalJitter(expBackoff(base, max, attempt))
+		return backoff.EqualJitter(backoff.Exponential(base, max, attempt))
 	}
-}
-
-// expBackoff is base·2^(attempt-1) capped at max; attempts below 1 count as 1.
-func expBackoff(base, max time.Duration, attempt int) time.Duration {
-	if base <= 0 || max <= 0 {
-		return 0
-	}
-	d := min(base, max)
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
-// equalJitter draws a duration uniformly from [d/2, d).
-func equalJitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	half := d / 2
-	return half + mathrand.N(d-half)
 }
 
 // WorkerStats are running totals of a Worker.
@@ -398,7 +377,7 @@ func (w *Worker) runSlot(ctx context.Context, slot int) {
 			return
 		default:
 			errs++
-			pause := equalJitter(expBackoff(workerErrorBackoffMin, workerErrorBackoffMax, errs))
+			pause := backoff.EqualJitter(backoff.Exponential(workerErrorBackoffMin, workerErrorBackoffMax, errs))
 			log.WarnContext(ctx, "claim task", "err", err, "retry_in", pause)
 			t := time.NewTimer(pause)
 			select {
@@ -607,7 +586,7 @@ func (w *Worker) watchdog(ctx context.Context, c Claimant, ref ClaimRef, deadlin
 		default:
 			lastErr = err
 			log.WarnContext(ctx, "heartbeat", "err", err)
-			timer.Reset(min(jitter(retry), max(time.Until(deadline), 0)))
+			timer.Reset(min(backoff.Spread(retry), max(time.Until(deadline), 0)))
 		}
 	}
 }

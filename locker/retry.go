@@ -1,8 +1,9 @@
 package locker
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/taskd/taskd/internal/backoff"
 )
 
 // RetryStrategy decides how long an obtain, or a Refresh, waits before its
@@ -39,13 +40,7 @@ func ExponentialBackoff(min, max time.Duration) RetryStrategy {
 		max = min
 	}
 	return retryFunc(func(attempt int) time.Duration {
-		d := max
-		if shift := attempt - 1; shift < 62 {
-			if v := min << shift; v > 0 && v < max {
-				d = v
-			}
-		}
-		return jitter(d)
+		return backoff.EqualJitter(backoff.Exponential(min, max, attempt))
 	})
 }
 
@@ -57,13 +52,4 @@ func LimitRetry(s RetryStrategy, max int) RetryStrategy {
 		}
 		return s.NextBackoff(attempt)
 	})
-}
-
-// jitter draws a delay uniformly from [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	half := d / 2
-	return half + rand.N(d-half)
 }
