@@ -3,6 +3,8 @@ package taskd
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -119,6 +121,16 @@ type MySQLConfig struct {
 	DSN string `yaml:"dsn" secret:"true"`
 }
 
+// Server is the server and database the DSN names, "host:port/db", for
+// messages: the DSN itself may hold a password and is never printed.
+func (c MySQLConfig) Server() string {
+	cfg, err := mysql.ParseDSN(c.DSN)
+	if err != nil || cfg.Addr == "" {
+		return "(address not parsed)"
+	}
+	return cfg.Addr + "/" + cfg.DBName
+}
+
 // RedisConfig configures the Redis servers the per-task locks live on.
 type RedisConfig struct {
 	// Addrs are host:port addresses. One address is a single server; several
@@ -209,6 +221,18 @@ type LogConfig struct {
 	Level string `yaml:"level"`
 	// Format is text or json. Default text.
 	Format string `yaml:"format"`
+}
+
+// Logger returns a logger writing to w at c's level, in c's format. An
+// unknown level is info (Validate refuses it).
+func (c LogConfig) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // TelemetryConfig configures OpenTelemetry, when no WithTelemetry option

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
@@ -114,7 +113,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 	e := &Engine{cfg: cfg, log: o.log}
 	if e.log == nil {
-		e.log = newLogger(cfg.Log, os.Stderr)
+		e.log = cfg.Log.Logger(os.Stderr)
 	}
 	if err := e.open(cfg, &o, mux); err != nil {
 		e.close(context.Background())
@@ -163,7 +162,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	var err error
 	if e.db = o.db; e.db == nil {
 		if e.db, err = telemetry.OpenMySQL(ctx, cfg.MySQL.DSN, e.tel); err != nil {
-			return fmt.Errorf("mysql at %s is unreachable: %w", mysqlAddr(cfg.MySQL.DSN), err)
+			return fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
 		}
 		e.ownDB = true
 	}
@@ -201,7 +200,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	for _, err := range down {
 		e.log.WarnContext(ctx, "redlock master unreachable; a quorum is up", "err", err)
 	}
-	e.log.InfoContext(ctx, "stores reachable", "mysql", mysqlAddr(cfg.MySQL.DSN),
+	e.log.InfoContext(ctx, "stores reachable", "mysql", cfg.MySQL.Server(),
 		"redis", strings.Join(e.redis.addrs, ","), "redis_mode", e.redis.mode)
 	return nil
 }
@@ -492,26 +491,4 @@ func (e *Engine) close(ctx context.Context) {
 			e.log.WarnContext(ctx, "flush telemetry", "err", err)
 		}
 	}
-}
-
-// newLogger returns a logger writing to w in the configured level and
-// format.
-func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Level)) // validated
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// mysqlAddr is the server address of a DSN, for messages; the DSN itself
-// holds a password and is never printed.
-func mysqlAddr(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil || cfg.Addr == "" {
-		return "(address not parsed)"
-	}
-	return cfg.Addr + "/" + cfg.DBName
 }

@@ -5,17 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/taskd/taskd/cmd/taskd/internal/config"
+	"github.com/taskd/taskd/internal/config"
 )
-
-// defaultConfigFile is read when it exists and no other file is named.
-const defaultConfigFile = "config.yaml"
-
-// configEnv names the config file, like -config.
-const configEnv = "TASKD_CONFIG"
 
 // cmdFlags is a command's flag set with its help text.
 type cmdFlags struct {
@@ -33,7 +26,7 @@ func (a *app) newFlags(name, synopsis, about string) *cmdFlags {
 	fs := flag.NewFlagSet("taskd "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // parse errors are reported by exitStatus
 	f := &cmdFlags{FlagSet: fs, name: name, synopsis: synopsis, about: about}
-	f.config = fs.String("config", "", "configuration `file` (default: $"+configEnv+", else ./"+defaultConfigFile+" when it exists)")
+	f.config = fs.String("config", "", "configuration `file` (default: $"+config.FileEnv+", else ./"+config.DefaultFile+" when it exists)")
 	return f
 }
 
@@ -70,15 +63,7 @@ func (f *cmdFlags) printHelp(w io.Writer) {
 // in $TASKD_CONFIG, else ./config.yaml when it exists, else none; then the
 // environment. Errors are usageErrors (exit status 2) naming the key.
 func (a *app) loadConfig(f *cmdFlags) (*config.Config, error) {
-	path := *f.config
-	if path == "" {
-		path, _ = a.env(configEnv)
-	}
-	if path == "" {
-		if _, err := os.Stat(defaultConfigFile); err == nil {
-			path = defaultConfigFile
-		}
-	}
+	path := config.Path(*f.config, a.env)
 	a.warnUnknownEnv(f.name) // first: a misspelt name may be why Load fails
 	cfg, err := config.Load(path, a.env)
 	if err != nil {
@@ -94,7 +79,7 @@ func (a *app) warnUnknownEnv(cmd string) {
 	if a.environ == nil {
 		return
 	}
-	known := map[string]bool{configEnv: true}
+	known := map[string]bool{config.FileEnv: true}
 	for _, k := range config.Keys() {
 		known[k.Env] = true
 		if k.Alias != "" {

@@ -46,7 +46,7 @@ when the database is ahead of the binary or a migration was edited.`)
 		return err
 	}
 	defer db.Close()
-	where := mysqlAddr(cfg.MySQL.DSN)
+	where := cfg.MySQL.Server()
 
 	if *status {
 		st, err := tasks.MigrateStatus(ctx, db)

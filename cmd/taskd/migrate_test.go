@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/taskstest"
 )
@@ -21,7 +22,7 @@ func migrateEnv(t *testing.T) (env []string, db *sqlx.DB, where string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	return []string{"TASKD_MYSQL_DSN=" + dsn}, db, mysqlAddr(dsn)
+	return []string{"TASKD_MYSQL_DSN=" + dsn}, db, taskd.MySQLConfig{DSN: dsn}.Server()
 }
 
 var (

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/cmd/taskd/internal/config"
+	"github.com/taskd/taskd/internal/config"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
 	"github.com/taskd/taskd/dispatcher/telemetry"
 	"github.com/taskd/taskd/tasks"
@@ -26,34 +24,12 @@ const storeCheckTimeout = 10 * time.Second
 // telemetryFlushTimeout bounds the flush of telemetry at exit.
 const telemetryFlushTimeout = 5 * time.Second
 
-// newLogger returns the process's logger, writing to w in the configured level
-// and format.
-func newLogger(cfg taskd.LogConfig, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Level)) // validated by config
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
 // redisLogger passes go-redis's own log lines (failed dials and the like) to
 // slog, at warn level.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "go-redis")
-}
-
-// mysqlAddr is the server address of a DSN, for messages; the DSN itself holds
-// a password and is never printed.
-func mysqlAddr(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil || cfg.Addr == "" {
-		return "(address not parsed)"
-	}
-	return cfg.Addr + "/" + cfg.DBName
 }
 
 // openMySQL connects to MySQL (with the settings fencing needs, which
@@ -64,7 +40,7 @@ func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *tasks.Store,
 	defer cancel()
 	db, err := tasks.Open(ctx, cfg.MySQL.DSN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", mysqlAddr(cfg.MySQL.DSN), err)
+		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
 	}
 	store, err := tasks.NewStore(db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold})
 	if err != nil {
@@ -116,7 +92,7 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 	if role == roleServe && c.HTTP.Addr == "" {
 		return nil, &usageError{err: errors.New("config: http.addr: must be set to serve the API (host:port; TASKD_HTTP_ADDR)")}
 	}
-	log := newLogger(c.Log, a.stderr)
+	log := c.Log.Logger(a.stderr)
 	redis.SetLogger(redisLogger{log}) // process-wide, which only main may set
 	tel, err := newTelemetry(ctx, c.Telemetry, a.stdout, log)
 	if err != nil {

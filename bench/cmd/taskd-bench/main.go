@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/bench/cmd/taskd-bench/internal/bench"
+	"github.com/taskd/taskd/internal/config"
 )
 
 const name = "taskd-bench"
@@ -110,7 +111,7 @@ func report(w io.Writer, err error) {
 func run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) error {
 	f := flag.NewFlagSet(name, flag.ContinueOnError)
 	f.SetOutput(io.Discard) // errors are reported by main
-	configFile := f.String("config", "", "configuration `file` (default: $"+configEnv+", else ./"+defaultConfigFile+" when it exists)")
+	configFile := f.String("config", "", "configuration `file` (default: $"+config.FileEnv+", else ./"+config.DefaultFile+" when it exists)")
 	editors := f.Int("editors", bench.EditorsDefault, "concurrent editors")
 	categories := f.Int("categories", bench.CategoriesDefault, "categories; editor i takes tasks from category i mod categories")
 	pool := f.Int("pool", bench.PoolDefault, "tasks in the pool at the start")
@@ -149,7 +150,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if *mode == bench.ModeHTTP && *scenario == "" {
 		names = []string{bench.StrategyTaskd}
 	}
-	cfg, err := loadConfig(*configFile, env)
+	cfg, err := config.Load(config.Path(*configFile, env), env)
 	if err != nil {
 		return &usageError{err}
 	}

@@ -400,7 +400,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 // must be valid as is and set every key, so that it documents them all.
 func TestRepoConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load("../../../../config.yaml", envMap{}.lookup)
+	cfg, err := Load("../../config.yaml", envMap{}.lookup)
 	if err != nil {
 		t.Fatalf("config.yaml: %v", err)
 	}

@@ -33,6 +33,30 @@ func (e *KeyError) Error() string {
 	return "config: " + e.Key + ": " + e.Msg + " (from " + e.Source + ")"
 }
 
+// FileEnv names the config file when no -config flag does.
+const FileEnv = "TASKD_CONFIG"
+
+// DefaultFile is read when it exists in the working directory and no other
+// file is named.
+const DefaultFile = "config.yaml"
+
+// Path returns the config file to load: flag when set (the -config flag),
+// else $TASKD_CONFIG, else ./config.yaml when it exists, else "" (none).
+func Path(flag string, env func(string) (string, bool)) string {
+	if flag != "" {
+		return flag
+	}
+	if env != nil {
+		if p, _ := env(FileEnv); p != "" {
+			return p
+		}
+	}
+	if _, err := os.Stat(DefaultFile); err == nil {
+		return DefaultFile
+	}
+	return ""
+}
+
 // Load reads the YAML file at path (none when path is ""), applies the
 // environment variables that env reports as set (pass os.LookupEnv), and
 // validates the result. Keys set nowhere keep their defaults. Every error about a

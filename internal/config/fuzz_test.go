@@ -15,7 +15,7 @@ import (
 //
 // The environment is text with one NAME=VALUE per line.
 func FuzzLoad(f *testing.F) {
-	repo, err := os.ReadFile("../../../../config.yaml")
+	repo, err := os.ReadFile("../../config.yaml")
 	if err != nil {
 		f.Fatalf("read the example config: %v", err)
 	}
