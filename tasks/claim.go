@@ -195,11 +195,14 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 	var tookOver bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if p.EditorID != 0 {
-			if err := lockEditor(ctx, tx, p.EditorID); err != nil {
+			held, err := lockEditor(ctx, tx, p.EditorID)
+			if err != nil {
 				return err
 			}
-			if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID); err != nil {
-				return err
+			if held != 0 {
+				if err := freeExpiredEditorClaim(ctx, tx, p.EditorID, held); err != nil {
+					return err
+				}
 			}
 		}
 		var row struct {
@@ -263,25 +266,30 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 	return c, nil
 }
 
-// lockEditor locks the editor's row, which serializes the editor's claims, or returns
-// ErrInvalid if there is no such editor.
-func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) error {
-	var id int64
-	if err := tx.GetContext(ctx, &id, lockEditorSQL, editorID); err != nil {
+// lockEditorTaskSQL locks the editor's row and, in the same round trip, reads the
+// task that names the editor, if any. The subquery reads without locking and runs
+// for the locked row, so it sees every claim of the editor that committed before:
+// only claims set editor_id, and they hold this lock.
+const lockEditorTaskSQL = `SELECT COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor)
+	WHERE t.editor_id = e.id LIMIT 1), 0) AS held
+FROM editors e WHERE e.id = ? FOR UPDATE`
+
+// lockEditor locks the editor's row, which serializes the editor's claims, and
+// returns the id of the task that names the editor (0 if none; at most one can). It
+// returns ErrInvalid if there is no such editor.
+func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (held int64, err error) {
+	if err := tx.GetContext(ctx, &held, lockEditorTaskSQL, editorID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: editor %d does not exist", ErrInvalid, editorID)
+			return 0, fmt.Errorf("%w: editor %d does not exist", ErrInvalid, editorID)
 		}
-		return err
+		return 0, err
 	}
-	return nil
+	return held, nil
 }
 
 const (
-	// editorTaskSQL finds the task that names the editor. It reads without locking:
-	// the caller holds the editor's row, so no claim can add one, and locks what it
-	// found by primary key (editorTaskLockSQL), which also sees a release or a recycle
-	// that committed in the meantime.
-	editorTaskSQL     = `SELECT id FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?`
+	// editorTaskLockSQL locks the task lockEditor found by primary key, which also
+	// sees a release, a submit or a recycle that committed in the meantime.
 	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, lease_expires_at < NOW(3) AS expired
 FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
 	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
@@ -289,43 +297,35 @@ FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
 WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )
 
-// freeExpiredEditorClaim returns the task that names the editor to the pool if its lease
-// has passed, and returns ErrEditorBusy if it is live. The caller holds the editor's row.
-func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID int64) error {
-	var ids []int64
-	if err := tx.SelectContext(ctx, &ids, editorTaskSQL, editorID); err != nil {
+// freeExpiredEditorClaim returns task id, which names the editor, to the pool if its
+// lease has passed, and returns ErrEditorBusy if it is live. The caller holds the
+// editor's row.
+func freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, id int64) error {
+	var held struct {
+		Fence   int64  `db:"fence"`
+		Holder  string `db:"holder"`
+		Expired bool   `db:"expired"`
+	}
+	if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // released, submitted or recycled in the meantime
+		}
 		return err
 	}
-	for _, id := range ids {
-		var held struct {
-			Fence   int64  `db:"fence"`
-			Holder  string `db:"holder"`
-			Expired bool   `db:"expired"`
-		}
-		if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				continue // released, submitted or recycled in the meantime
-			}
-			return err
-		}
-		if !held.Expired {
-			return ErrEditorBusy
-		}
-		res, err := tx.ExecContext(ctx, editorClaimFreeSQL, id, held.Fence)
-		if err != nil {
-			return err
-		}
-		if err := expectOne(res); err != nil {
-			return err
-		}
-		if err := insertEvents(ctx, tx, event{
-			taskID: id, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
-			editorID: editorID, detail: "lease expired; freed for the editor's next claim",
-		}); err != nil {
-			return err
-		}
+	if !held.Expired {
+		return ErrEditorBusy
 	}
-	return nil
+	res, err := tx.ExecContext(ctx, editorClaimFreeSQL, id, held.Fence)
+	if err != nil {
+		return err
+	}
+	if err := expectOne(res); err != nil {
+		return err
+	}
+	return insertEvents(ctx, tx, event{
+		taskID: id, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
+		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
+	})
 }
 
 const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)

@@ -124,7 +124,6 @@ func TestQueryPlans(t *testing.T) {
 		{"LiveHolders", fmt.Sprintf(tasks.LiveHoldersSQL, "?, ?, ?"), "PRIMARY", []any{8, 18, 28}},
 		{"Stats (claims)", tasks.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
 		{"HeldByEditor", tasks.HeldByEditorSQL, "tasks_editor", []any{ed.ID}},
-		{"Claim (the editor's task)", tasks.EditorTaskSQL, "tasks_editor", []any{ed.ID}},
 	} {
 		plan := b.explain(t, c.query, c.args...)
 		t.Logf("%s:\n%s\n%s", c.name, c.query, formatPlan(plan))
@@ -132,5 +131,18 @@ func TestQueryPlans(t *testing.T) {
 		if len(plan) != 1 || plan[0].Key != c.key {
 			t.Errorf("%s: want one read of %s:\n%s", c.name, c.key, formatPlan(plan))
 		}
+	}
+
+	// A claim's lock of the editor: the editor's row by primary key, the task
+	// that names it by tasks_editor.
+	plan = b.explain(t, tasks.LockEditorTaskSQL, ed.ID)
+	t.Logf("Claim (lock the editor):\n%s", formatPlan(plan))
+	noFullScans(t, "lock the editor", plan)
+	keys := map[string]string{}
+	for _, r := range plan {
+		keys[r.Table] = r.Key
+	}
+	if len(plan) != 2 || keys["e"] != "PRIMARY" || keys["t"] != "tasks_editor" {
+		t.Errorf("lock the editor: want the editor by PRIMARY and the task by tasks_editor:\n%s", formatPlan(plan))
 	}
 }

@@ -25,13 +25,13 @@ func CandidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 
 // Queries whose plans the EXPLAIN test checks.
 const (
-	RecycleLockSQL  = recycleLockSQL
-	RecycleSQL      = recycleSQL
-	LiveLeasesSQL   = liveLeasesSQL
-	LiveHoldersSQL  = liveHoldersSQL
-	StatsClaimsSQL  = statsClaimsSQL
-	HeldByEditorSQL = heldByEditorSQL
-	EditorTaskSQL   = editorTaskSQL
+	RecycleLockSQL    = recycleLockSQL
+	RecycleSQL        = recycleSQL
+	LiveLeasesSQL     = liveLeasesSQL
+	LiveHoldersSQL    = liveHoldersSQL
+	StatsClaimsSQL    = statsClaimsSQL
+	HeldByEditorSQL   = heldByEditorSQL
+	LockEditorTaskSQL = lockEditorTaskSQL
 )
 
 // InTx runs fn in one of the store's transactions, with its deadlock retries.
