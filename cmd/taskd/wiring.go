@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/internal/config"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
 	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/config"
 	"github.com/taskd/taskd/tasks"
 )
 
