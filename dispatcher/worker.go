@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/lease"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -556,37 +557,22 @@ func resultJSON(res any) (json.RawMessage, error) {
 // refuses the stale holder's writes.
 func (w *Worker) watchdog(ctx context.Context, c Claimant, ref ClaimRef, deadline time.Time, lost context.CancelCauseFunc, log *slog.Logger) {
 	interval := w.d.cfg.Lease / 3
-	retry := max(interval/4, 10*time.Millisecond)
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	var lastErr error
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if !time.Now().Before(deadline) {
-			lost(fmt.Errorf("%w: lease of task %d passed at %s without a heartbeat (last error: %v)",
-				ErrLeaseLost, ref.TaskID, deadline.Format(time.RFC3339Nano), lastErr))
-			return
-		}
-		hctx, cancel := context.WithDeadline(ctx, deadline)
-		expires, err := w.d.Heartbeat(hctx, c, ref)
-		cancel()
-		switch {
-		case err == nil:
-			deadline, lastErr = expires, nil
-			timer.Reset(interval)
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrHoldLimit):
-			lost(fmt.Errorf("%w: heartbeat task %d: %w", ErrLeaseLost, ref.TaskID, err))
-			return
-		default:
-			lastErr = err
-			log.WarnContext(ctx, "heartbeat", "err", err)
-			timer.Reset(min(backoff.Spread(retry), max(time.Until(deadline), 0)))
-		}
+	err := lease.Keep(ctx, lease.Renewal{
+		Until: deadline,
+		Every: interval,
+		Retry: max(interval/4, 10*time.Millisecond),
+		Renew: func(hctx context.Context) (time.Time, error) {
+			expires, err := w.d.Heartbeat(hctx, c, ref)
+			if err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "heartbeat", "err", err)
+			}
+			return expires, err
+		},
+		Lost: func(err error) bool {
+			return errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrHoldLimit)
+		},
+	})
+	if err != nil {
+		lost(fmt.Errorf("%w: heartbeat task %d: %w", ErrLeaseLost, ref.TaskID, err))
 	}
 }

@@ -602,7 +602,7 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 	task := awaitValue(t, h.started, "handler start")
 	cause := awaitValue(t, h.causes, "handler cancellation")
 	if !errors.Is(cause, dispatcher.ErrLeaseLost) || errors.Is(cause, tasks.ErrStale) ||
-		!strings.Contains(cause.Error(), "without a heartbeat") || !strings.Contains(cause.Error(), "connection refused") {
+		!strings.Contains(cause.Error(), "without a renewal") || !strings.Contains(cause.Error(), "connection refused") {
 		t.Fatalf("cause %v, want ErrLeaseLost for a lease that passed without a heartbeat", cause)
 	}
 	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost >= 1 })

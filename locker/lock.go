@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/taskd/taskd/internal/lease"
 )
 
 // Lock is a lock obtained from a Client, on one key or, from ObtainMulti, on
@@ -287,32 +289,24 @@ func (l *Lock) KeepAlive(ctx context.Context, ttl time.Duration) (context.Contex
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		interval := max(ttl/3, time.Millisecond)
-		timer := time.NewTimer(interval)
-		defer timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-			err := l.refreshBefore(ctx, ttl)
-			switch {
-			case err == nil:
-				timer.Reset(interval)
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, ErrNotHeld):
-				cancel(err)
-				return
-			default:
-				left := l.Validity()
-				if left <= 0 {
-					cancel(fmt.Errorf("%w: validity ran out while refresh failed: %w", ErrNotHeld, err))
-					return
+		err := lease.Keep(ctx, lease.Renewal{
+			Until: l.validUntil(),
+			Every: ttl / 3,
+			Retry: ttl/12 + time.Millisecond,
+			Renew: func(ctx context.Context) (time.Time, error) {
+				if err := l.refresh(ctx, ttl); err != nil {
+					return time.Time{}, err
 				}
-				timer.Reset(min(interval/4+time.Millisecond, left))
-			}
+				return l.validUntil(), nil
+			},
+			Lost: func(err error) bool { return errors.Is(err, ErrNotHeld) },
+		})
+		var expired *lease.ExpiredError
+		switch {
+		case errors.As(err, &expired):
+			cancel(fmt.Errorf("%w: validity ran out while refresh failed: %w", ErrNotHeld, err))
+		case err != nil:
+			cancel(err)
 		}
 	}()
 	var once sync.Once
@@ -322,18 +316,4 @@ func (l *Lock) KeepAlive(ctx context.Context, ttl time.Duration) (context.Contex
 			<-done
 		})
 	}
-}
-
-// refreshBefore makes one refresh attempt, giving up when the lock's
-// validity runs out: a refresh that answers later could not be trusted
-// anyway.
-func (l *Lock) refreshBefore(ctx context.Context, ttl time.Duration) error {
-	until := l.validUntil()
-	ctx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
-	err := l.refresh(ctx, ttl)
-	if err != nil && ctx.Err() != nil && !time.Now().Before(until) {
-		return fmt.Errorf("%w: validity ran out during refresh", ErrNotHeld)
-	}
-	return err
 }
