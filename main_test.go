@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // The examples' stores, set by TestMain when the services are configured: a
@@ -84,7 +85,7 @@ func exampleDatabase(serverDSN string) (drop func(), err error) {
 	exampleDSN = cfg.FormatDSN()
 	db, err := tasks.Open(ctx, exampleDSN)
 	if err == nil {
-		_, err = tasks.Migrate(ctx, db)
+		_, err = migrate.Up(ctx, db)
 		_ = db.Close()
 	}
 	if err != nil {

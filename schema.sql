@@ -30,11 +30,11 @@
 -- they are cleared when it goes back to pending.
 --
 -- This file is the complete current schema, for readers and DBAs. It is the sum of the
--- numbered migrations in tasks/migrations/, which `taskd migrate` applies in order and
--- records in the table taskd_schema_migrations (bookkeeping, not shown here); a test
--- proves that applying them all to an empty database gives exactly these tables. A
--- schema change is a new migration plus the matching change here, in the same commit;
--- a migration that was released is never edited.
+-- numbered migrations in tasks/migrate/migrations/, which `taskd migrate` applies in
+-- order and records in the table taskd_schema_migrations (bookkeeping, not shown
+-- here); a test proves that applying them all to an empty database gives exactly these
+-- tables. A schema change is a new migration plus the matching change here, in the
+-- same commit; a migration that was released is never edited.
 --
 -- Rules for this file and the migrations: statements end with ';' at the end of a line;
 -- there are no procedures, triggers or DELIMITER changes, so they can be split on those

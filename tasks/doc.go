@@ -1,6 +1,8 @@
 // Package tasks holds taskd's domain types and its MySQL store. It knows nothing about
 // Redis: the store is the fencing authority, and every write about a claim is a
-// conditional UPDATE on (id, fence, status) that must match exactly one row.
+// conditional UPDATE on (id, fence, status) that must match exactly one row. The
+// tables it works on (schema.sql) are made and kept up to date by package
+// tasks/migrate.
 //
 // # The claim lifecycle
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/demo"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // devArticlesDefault is how many pending demo articles dev keeps in the pool.
@@ -63,7 +64,7 @@ articles missing to reach --articles.`)
 // prepareDev applies the schema, creates this run's demo editors and tops the
 // pool up, then starts e and prints the guide.
 func prepareDev(ctx context.Context, stdout io.Writer, e *running, articles int) error {
-	if _, err := tasks.Migrate(ctx, e.Store().DB()); err != nil {
+	if _, err := migrate.Up(ctx, e.Store().DB()); err != nil {
 		return err
 	}
 	editors, err := createDemoEditors(ctx, e.Store())

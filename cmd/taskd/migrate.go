@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // runMigrate applies the migrations built into the binary, or with -status shows
@@ -49,14 +49,14 @@ when the database is ahead of the binary or a migration was edited.`)
 	where := cfg.MySQL.Server()
 
 	if *status {
-		st, err := tasks.MigrateStatus(ctx, db)
+		st, err := migrate.ReadStatus(ctx, db)
 		if err != nil {
 			return err
 		}
 		printMigrateStatus(a.stdout, st, where)
 		return st.Err()
 	}
-	applied, err := tasks.Migrate(ctx, db)
+	applied, err := migrate.Up(ctx, db)
 	printApplied(a.stdout, applied)
 	if err != nil {
 		return err
@@ -70,14 +70,14 @@ when the database is ahead of the binary or a migration was edited.`)
 }
 
 // latestMigration is the highest version the binary knows: the database's version
-// once Migrate succeeded.
+// once migrate.Up succeeded.
 func latestMigration() int {
-	migs, _ := tasks.Migrations() // Migrate succeeded, so they load
+	migs, _ := migrate.All() // Up succeeded, so they load
 	return len(migs)
 }
 
-// printApplied prints one line per migration Migrate applied or adopted.
-func printApplied(out io.Writer, applied []tasks.AppliedMigration) {
+// printApplied prints one line per migration Up applied or adopted.
+func printApplied(out io.Writer, applied []migrate.Applied) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, m := range applied {
 		if m.Adopted {
@@ -98,7 +98,7 @@ func took(d time.Duration) string {
 }
 
 // printMigrateStatus prints the table of migrations and a line that sums it up.
-func printMigrateStatus(out io.Writer, st *tasks.SchemaStatus, where string) {
+func printMigrateStatus(out io.Writer, st *migrate.Status, where string) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprint(w, "VERSION\tNAME\tSTATE\tAPPLIED (UTC)\tCHECKSUM\n")
 	for _, m := range st.Migrations {

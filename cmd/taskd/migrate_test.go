@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 	"github.com/taskd/taskd/tasks/taskstest"
 )
 
@@ -150,9 +151,9 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 }
 
 // binaryMigrations returns the migrations built into taskd.
-func binaryMigrations(t *testing.T) []tasks.Migration {
+func binaryMigrations(t *testing.T) []migrate.Migration {
 	t.Helper()
-	m, err := tasks.Migrations()
+	m, err := migrate.All()
 	if err != nil {
 		t.Fatal(err)
 	}

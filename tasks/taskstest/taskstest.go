@@ -19,6 +19,7 @@ import (
 
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // DSN returns the server DSN from TASKD_TEST_MYSQL_DSN. When the variable is unset it
@@ -29,7 +30,7 @@ func DSN(tb testing.TB) string {
 }
 
 // NewDatabase creates a database named taskd_t_<random>, applies the migrations with
-// tasks.Migrate, drops the database when the test ends, and returns a DSN for it.
+// migrate.Up, drops the database when the test ends, and returns a DSN for it.
 func NewDatabase(tb testing.TB) string {
 	tb.Helper()
 	dsn := NewEmptyDatabase(tb)
@@ -40,7 +41,7 @@ func NewDatabase(tb testing.TB) string {
 		tb.Fatalf("open the test database: %v", err)
 	}
 	defer db.Close()
-	if _, err := tasks.Migrate(ctx, db); err != nil {
+	if _, err := migrate.Up(ctx, db); err != nil {
 		tb.Fatalf("migrate the test database: %v", err)
 	}
 	return dsn

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // fillChunk is how many rows one INSERT ... SELECT of the fill writes.
@@ -54,7 +55,7 @@ func createDB(ctx context.Context, dsn string) (*benchDB, error) {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("connect to %s: %w", name, err)
 	}
-	if _, err := tasks.Migrate(ctx, bd.db); err != nil {
+	if _, err := migrate.Up(ctx, bd.db); err != nil {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}

@@ -1,4 +1,4 @@
-package tasks
+package migrate
 
 import (
 	"context"
@@ -19,16 +19,6 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// The schema is a list of numbered migrations, migrations/NNNN_name.sql, applied in
-// order and recorded in the version table. schema.sql at the top of the repository is
-// their sum, for readers; a test proves they add up to it.
-//
-// A migration file follows schema.sql's rules: statements end with ';' at the end of a
-// line, whole-line "--" comments are dropped, and there are no procedures, triggers or
-// DELIMITER changes. MySQL commits every DDL statement on its own, so a migration is
-// applied statement by statement and recorded once all of them succeeded; write each so
-// that re-running it after a failure halfway either works or fails with a clear error.
-
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
@@ -47,14 +37,14 @@ var (
 	// migrations, so they cannot be adopted. Nothing was changed.
 	ErrSchemaUnrecognized = errors.New("taskd's tables cannot be adopted")
 
-	// ErrMigrateLocked means another process kept the migration lock of the database
-	// for longer than MigrateLockTimeout. Nothing was changed.
-	ErrMigrateLocked = errors.New("another process is migrating the database")
+	// ErrLocked means another process kept the migration lock of the database for
+	// longer than LockTimeout. Nothing was changed.
+	ErrLocked = errors.New("another process is migrating the database")
 )
 
-// MigrateLockTimeout is how long Migrate waits for another process's migration of the
-// same database to end.
-const MigrateLockTimeout = time.Minute
+// LockTimeout is how long Up waits for another process's migration of the same
+// database to end.
+const LockTimeout = time.Minute
 
 // versionTable records the applied migrations. It is bookkeeping, not part of the
 // schema: schema.sql does not have it.
@@ -95,10 +85,10 @@ func (m Migration) statements() []string { return splitStatements(m.SQL) }
 
 var migrationFileName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9_]+)\.sql$`)
 
-// Migrations returns the migrations built into the binary, in version order. The
-// error reports a malformed set of files (a bad name, a gap in the numbers, a file
+// All returns the migrations built into the binary, in version order. The error
+// reports a malformed set of files (a bad name, a gap in the numbers, a file
 // without statements): a binary built from a broken tree.
-func Migrations() ([]Migration, error) {
+func All() ([]Migration, error) {
 	migs, err := loadMigrations()
 	return append([]Migration(nil), migs...), err
 }
@@ -141,8 +131,8 @@ func parseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	return migs, nil
 }
 
-// AppliedMigration is a migration Migrate applied or adopted.
-type AppliedMigration struct {
+// Applied is a migration Up applied or adopted.
+type Applied struct {
 	Migration
 	// Adopted means the migration was recorded without running it: the database had
 	// its tables from before versioned migrations.
@@ -151,36 +141,36 @@ type AppliedMigration struct {
 	Took time.Duration
 }
 
-// Migrate brings the database of db up to date: it applies the pending migrations in
-// order, statement by statement, and records each in the version table
+// Up brings the database of db up to date: it applies the pending migrations in order,
+// statement by statement, and records each in the version table
 // (taskd_schema_migrations) once all its statements succeeded. It returns the
 // migrations it applied, in order; none when the database was up to date. On an error
 // it returns those it applied before it.
 //
 // A database with taskd's tables but no version table was made before versioned
-// migrations; Migrate checks that its tables are migration 1's and records 1 as
-// applied ("adopted") without running it, then applies the rest. Tables that are not
-// migration 1's are refused with ErrSchemaUnrecognized.
+// migrations; Up checks that its tables are migration 1's and records 1 as applied
+// ("adopted") without running it, then applies the rest. Tables that are not migration
+// 1's are refused with ErrSchemaUnrecognized.
 //
-// Only one process migrates a database at a time: Migrate holds the server's advisory
-// lock (GET_LOCK) named after the database on one connection while it works, waiting
-// up to MigrateLockTimeout for another process's migration to end (ErrMigrateLocked).
-// Under the lock it refuses, before changing anything, a database that has migrations
-// this binary does not know (ErrSchemaAhead) or whose applied migrations differ from
-// this binary's files (ErrSchemaEdited).
+// Only one process migrates a database at a time: Up holds the server's advisory lock
+// (GET_LOCK) named after the database on one connection while it works, waiting up to
+// LockTimeout for another process's migration to end (ErrLocked). Under the lock it
+// refuses, before changing anything, a database that has migrations this binary does
+// not know (ErrSchemaAhead) or whose applied migrations differ from this binary's files
+// (ErrSchemaEdited).
 //
 // When a statement fails, the statements of that migration before it stay applied
-// (MySQL does not roll DDL back) and the migration is not recorded; the error names
-// the migration and the statement.
-func Migrate(ctx context.Context, db *sqlx.DB) ([]AppliedMigration, error) {
+// (MySQL does not roll DDL back) and the migration is not recorded; the error is an
+// *Error naming the migration and the statement.
+func Up(ctx context.Context, db *sqlx.DB) ([]Applied, error) {
 	migs, err := loadMigrations()
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	return migrate(ctx, db, migs)
+	return up(ctx, db, migs)
 }
 
-func migrate(ctx context.Context, db *sqlx.DB, migs []Migration) (applied []AppliedMigration, err error) {
+func up(ctx context.Context, db *sqlx.DB, migs []Migration) (applied []Applied, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -200,7 +190,7 @@ func migrate(ctx context.Context, db *sqlx.DB, migs []Migration) (applied []Appl
 		}
 	}()
 
-	st, err := readSchemaStatus(ctx, conn, dbName, migs)
+	st, err := readStatus(ctx, conn, dbName, migs)
 	if err != nil {
 		return nil, fmt.Errorf("migrate %s: %w", dbName, err)
 	}
@@ -217,14 +207,14 @@ func migrate(ctx context.Context, db *sqlx.DB, migs []Migration) (applied []Appl
 			if err := record(ctx, conn, m); err != nil {
 				return applied, fmt.Errorf("migrate %s: %w", dbName, err)
 			}
-			applied = append(applied, AppliedMigration{Migration: m, Adopted: true})
+			applied = append(applied, Applied{Migration: m, Adopted: true})
 			continue
 		}
 		took, err := apply(ctx, conn, m)
 		if err != nil {
 			return applied, fmt.Errorf("migrate %s: %w", dbName, err)
 		}
-		applied = append(applied, AppliedMigration{Migration: m, Took: took})
+		applied = append(applied, Applied{Migration: m, Took: took})
 	}
 	return applied, nil
 }
@@ -234,7 +224,7 @@ func apply(ctx context.Context, conn *sql.Conn, m Migration) (time.Duration, err
 	start := time.Now()
 	for i, stmt := range m.statements() {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return 0, &MigrationError{Migration: m, Statement: i + 1, SQL: stmt, Err: err}
+			return 0, &Error{Migration: m, Statement: i + 1, SQL: stmt, Err: err}
 		}
 	}
 	took := time.Since(start)
@@ -249,17 +239,18 @@ func record(ctx context.Context, conn *sql.Conn, m Migration) error {
 	return nil
 }
 
-// MigrationError is a statement of a migration that failed. The statements of the
-// migration before it were applied and stay so (MySQL commits each DDL statement on its
-// own); the migration is not recorded as applied.
-type MigrationError struct {
+// Error is a statement of a migration that failed, as Up returns it (wrapped; find it
+// with errors.As). The statements of the migration before it were applied and stay so
+// (MySQL commits each DDL statement on its own); the migration is not recorded as
+// applied.
+type Error struct {
 	Migration Migration
 	Statement int    // the failed statement's number, from 1
 	SQL       string // the failed statement
 	Err       error  // the server's error
 }
 
-func (e *MigrationError) Error() string {
+func (e *Error) Error() string {
 	applied := "no statement of it was applied by this run"
 	switch {
 	case e.Statement == 2:
@@ -275,7 +266,7 @@ func (e *MigrationError) Error() string {
 		applied, e.Migration.Version, e.Migration.Version)
 }
 
-func (e *MigrationError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // firstLine is the start of a statement, for messages.
 func firstLine(stmt string) string {
@@ -316,14 +307,14 @@ func migrateLockName(dbName string) string {
 func lockMigrations(ctx context.Context, conn *sql.Conn, dbName string) (unlock func() error, err error) {
 	name := migrateLockName(dbName)
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, int(MigrateLockTimeout/time.Second)).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, int(LockTimeout/time.Second)).Scan(&got); err != nil {
 		return nil, fmt.Errorf("take lock %s: %w", name, err)
 	}
 	switch {
 	case !got.Valid:
 		return nil, fmt.Errorf("take lock %s: the server returned NULL", name)
 	case got.Int64 != 1:
-		return nil, fmt.Errorf("%w: lock %s still held after %v", ErrMigrateLocked, name, MigrateLockTimeout)
+		return nil, fmt.Errorf("%w: lock %s still held after %v", ErrLocked, name, LockTimeout)
 	}
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -1,4 +1,4 @@
-package tasks_test
+package migrate_test
 
 import (
 	"fmt"
@@ -11,24 +11,25 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // TestMigrationsAddUpToSchema proves that schema.sql, which people read, is what the
-// migrations make: one database is made from schema.sql, one by Migrate, and their
+// migrations make: one database is made from schema.sql, one by Up, and their
 // tables, columns, keys, foreign keys and checks must be the same.
 func TestMigrationsAddUpToSchema(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	fromSchema := openEmpty(t)
-	execAll(t, fromSchema, tasks.SplitStatements(taskd.Schema)...)
+	execAll(t, fromSchema, migrate.SplitStatements(taskd.Schema)...)
 	fromMigrations := openEmpty(t)
-	if _, err := tasks.Migrate(ctx, fromMigrations); err != nil {
+	if _, err := migrate.Up(ctx, fromMigrations); err != nil {
 		t.Fatal(err)
 	}
 	if diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, fromMigrations)); diff != "" {
 		t.Errorf("applying every migration does not give schema.sql's schema (- schema.sql, + migrations):\n%s\n"+
-			"Every schema change is a new migration in tasks/migrations, and schema.sql changes to match.", diff)
+			"Every schema change is a new migration in tasks/migrate/migrations, and schema.sql changes to match.", diff)
 	}
 }
 
@@ -38,9 +39,9 @@ func TestSchemaDiffSeesAKey(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	fromSchema := openEmpty(t)
-	execAll(t, fromSchema, tasks.SplitStatements(taskd.Schema)...)
+	execAll(t, fromSchema, migrate.SplitStatements(taskd.Schema)...)
 	only0001 := openEmpty(t)
-	if _, err := tasks.MigrateWith(ctx, only0001, migrations(t)[:1]); err != nil {
+	if _, err := migrate.UpWith(ctx, only0001, migrations(t)[:1]); err != nil {
 		t.Fatal(err)
 	}
 	diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, only0001))
@@ -89,7 +90,7 @@ func readSchema(t *testing.T, db *sqlx.DB) map[string]string {
 			t.Fatalf("read %s: %v", what, err)
 		}
 	}
-	vt := tasks.VersionTable
+	vt := migrate.VersionTable
 	add("tables", `SELECT CONCAT('table ', table_name),
 		CONCAT_WS(' ', engine, table_collation, NULLIF(create_options, ''), NULLIF(table_comment, ''))
 		FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name <> ?`, vt)
@@ -164,9 +165,9 @@ func schemaDiff(a, b map[string]string) string {
 }
 
 // migrations returns the binary's migrations.
-func migrations(t *testing.T) []tasks.Migration {
+func migrations(t *testing.T) []migrate.Migration {
 	t.Helper()
-	migs, err := tasks.Migrations()
+	migs, err := migrate.All()
 	if err != nil {
 		t.Fatal(err)
 	}

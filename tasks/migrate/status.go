@@ -1,4 +1,4 @@
-package tasks
+package migrate
 
 import (
 	"context"
@@ -32,15 +32,15 @@ func (m MigrationStatus) Edited() bool {
 	return m.Known && m.Applied && m.AppliedChecksum != m.Checksum
 }
 
-// SchemaStatus is where a database stands against the binary's migrations.
-type SchemaStatus struct {
+// Status is where a database stands against the binary's migrations.
+type Status struct {
 	// Database is the database's name.
 	Database string
 	// Migrations lists the binary's migrations and any others the database recorded,
 	// in version order.
 	Migrations []MigrationStatus
 	// Adopt means the database has migration 1's tables but no version table: it was
-	// made before versioned migrations. Migrate records migration 1 as applied without
+	// made before versioned migrations. Up records migration 1 as applied without
 	// running it, then applies the rest.
 	Adopt bool
 
@@ -48,7 +48,7 @@ type SchemaStatus struct {
 }
 
 // Version is the highest applied version, 0 when none is.
-func (s *SchemaStatus) Version() int {
+func (s *Status) Version() int {
 	v := 0
 	for _, m := range s.Migrations {
 		if m.Applied {
@@ -59,7 +59,7 @@ func (s *SchemaStatus) Version() int {
 }
 
 // Pending returns the binary's migrations that are not applied, in order.
-func (s *SchemaStatus) Pending() []Migration {
+func (s *Status) Pending() []Migration {
 	var out []Migration
 	for _, m := range s.Migrations {
 		if m.Known && !m.Applied {
@@ -69,10 +69,10 @@ func (s *SchemaStatus) Pending() []Migration {
 	return out
 }
 
-// Err says why Migrate would refuse the database, nil when it would not: migrations the
+// Err says why Up would refuse the database, nil when it would not: migrations the
 // binary does not know were applied (ErrSchemaAhead), an applied migration's file
 // was edited or a migration was skipped (ErrSchemaEdited). Each problem is named.
-func (s *SchemaStatus) Err() error {
+func (s *Status) Err() error {
 	var errs []error
 	var unknown []string
 	for _, m := range s.Migrations {
@@ -96,7 +96,7 @@ func (s *SchemaStatus) Err() error {
 }
 
 // known is the highest version the binary knows.
-func (s *SchemaStatus) known() int {
+func (s *Status) known() int {
 	v := 0
 	for _, m := range s.Migrations {
 		if m.Known {
@@ -106,12 +106,12 @@ func (s *SchemaStatus) known() int {
 	return v
 }
 
-// MigrateStatus reads where the database of db stands against the binary's
+// ReadStatus reads where the database of db stands against the binary's
 // migrations: which are applied and when, which are pending, and whether the database
-// is ahead of the binary or an applied migration was edited (SchemaStatus.Err). It
+// is ahead of the binary or an applied migration was edited (Status.Err). It
 // changes nothing. A database whose tables predate versioned migrations and are not
 // migration 1's is an error wrapping ErrSchemaUnrecognized.
-func MigrateStatus(ctx context.Context, db *sqlx.DB) (*SchemaStatus, error) {
+func ReadStatus(ctx context.Context, db *sqlx.DB) (*Status, error) {
 	migs, err := loadMigrations()
 	if err != nil {
 		return nil, fmt.Errorf("migration status: %w", err)
@@ -120,17 +120,17 @@ func MigrateStatus(ctx context.Context, db *sqlx.DB) (*SchemaStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
-	st, err := readSchemaStatus(ctx, db, dbName, migs)
+	st, err := readStatus(ctx, db, dbName, migs)
 	if err != nil {
 		return nil, fmt.Errorf("migration status of %s: %w", dbName, err)
 	}
 	return st, nil
 }
 
-// readSchemaStatus reads the version table, or, when there is none, whether the
+// readStatus reads the version table, or, when there is none, whether the
 // database is empty or has taskd's tables from before versioned migrations.
-func readSchemaStatus(ctx context.Context, q querier, dbName string, migs []Migration) (*SchemaStatus, error) {
-	st := &SchemaStatus{Database: dbName}
+func readStatus(ctx context.Context, q querier, dbName string, migs []Migration) (*Status, error) {
+	st := &Status{Database: dbName}
 	tables, err := queryStrings(ctx, q, `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()`)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)

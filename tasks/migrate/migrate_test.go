@@ -1,4 +1,4 @@
-package tasks_test
+package migrate_test
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // frozenChecksums are the SHA-256 checksums of the migrations as released. An applied
-// migration never changes: databases recorded these checksums, and Migrate refuses a
+// migration never changes: databases recorded these checksums, and Up refuses a
 // database whose checksum differs from the binary's. A new migration adds its line.
 var frozenChecksums = map[int]string{
 	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
@@ -68,7 +69,7 @@ func TestMigrationsEmbedded(t *testing.T) {
 	if !strings.Contains(migs[0].SQL, "  UNIQUE KEY tasks_editor (editor_id)\n") {
 		t.Error("0001 has no UNIQUE KEY tasks_editor")
 	}
-	if got := tasks.SplitStatements(migs[1].SQL); len(got) != 1 || !strings.HasPrefix(got[0], "ALTER TABLE tasks DROP INDEX tasks_editor, ADD KEY tasks_editor (editor_id)") {
+	if got := migrate.SplitStatements(migs[1].SQL); len(got) != 1 || !strings.HasPrefix(got[0], "ALTER TABLE tasks DROP INDEX tasks_editor, ADD KEY tasks_editor (editor_id)") {
 		t.Errorf("0002's statements = %q", got)
 	}
 }
@@ -79,7 +80,7 @@ func TestParseMigrations(t *testing.T) {
 		"m/0001_first.sql":  file("-- one\nCREATE TABLE a (x INT);\n"),
 		"m/0002_second.sql": file("ALTER TABLE a ADD y INT;\nALTER TABLE a ADD z INT;\n"),
 	}
-	migs, err := tasks.ParseMigrations(good, "m")
+	migs, err := migrate.Parse(good, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestParseMigrations(t *testing.T) {
 		"has no statement":      {"m/0001_a.sql": file("-- nothing\n")},
 		"none in m":             {"m": &fstest.MapFile{Mode: fs.ModeDir}},
 	} {
-		_, err := tasks.ParseMigrations(fsys, "m")
+		_, err := migrate.Parse(fsys, "m")
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%v: error %v, want one saying %q", fsys, err, name)
 		}
@@ -108,7 +109,7 @@ func TestMigrateFreshDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openEmpty(t)
-	applied, err := tasks.Migrate(ctx, db)
+	applied, err := migrate.Up(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +136,11 @@ func TestMigrateFreshDatabase(t *testing.T) {
 func TestMigrateAgainIsNoop(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	b := setup(t, tasks.Config{})
-	id := b.insertOne(t, "news", 1)
-	before := versions(t, b.db)
+	db := taskstest.NewDB(t) // migrated by Up
+	execAll(t, db, `INSERT INTO tasks (id, category, title, payload) VALUES (1, 'news', 'kept', '{"a":1}')`)
+	before := versions(t, db)
 	for range 2 {
-		applied, err := tasks.Migrate(ctx, b.db)
+		applied, err := migrate.Up(ctx, db)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,11 +148,15 @@ func TestMigrateAgainIsNoop(t *testing.T) {
 			t.Errorf("migrate on an up-to-date database applied %v", applied)
 		}
 	}
-	if after := versions(t, b.db); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := versions(t, db); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("version table changed:\n%v\n%v", before, after)
 	}
-	if got := b.task(t, id); got.Category != "news" {
-		t.Errorf("task after migrate = %+v", got)
+	var row string
+	if err := db.GetContext(ctx, &row, `SELECT CONCAT_WS(' ', id, category, title, payload, status) FROM tasks`); err != nil {
+		t.Fatal(err)
+	}
+	if want := `1 news kept {"a":1} pending`; row != want {
+		t.Errorf("task after migrate = %q, want %q", row, want)
 	}
 }
 
@@ -167,14 +172,14 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			db := openEmpty(t)
-			execAll(t, db, tasks.SplitStatements(schema)...)
+			execAll(t, db, migrate.SplitStatements(schema)...)
 			execAll(t, db,
 				`INSERT INTO editors (id, name, token_hash) VALUES (7, 'ada', REPEAT('h', 32))`,
 				`INSERT INTO editor_categories (editor_id, category) VALUES (7, 'news')`,
 				`INSERT INTO tasks (id, category, title, payload, status, fence, holder, editor_id)
 					VALUES (1, 'news', 'held', '{"a":1}', 'assigned', 3, 'editor:7', 7), (2, 'news', 'free', '{}', 'pending', 0, NULL, NULL)`)
 
-			st, err := tasks.MigrateStatus(ctx, db)
+			st, err := migrate.ReadStatus(ctx, db)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +188,7 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 					st.Adopt, st.Version(), len(st.Pending()), st.Err())
 			}
 
-			applied, err := tasks.Migrate(ctx, db)
+			applied, err := migrate.Up(ctx, db)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +214,7 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 				t.Errorf("%d categories of editor 7 after adoption, want 1", n)
 			}
 			reference := openEmpty(t)
-			execAll(t, reference, tasks.SplitStatements(taskd.Schema)...)
+			execAll(t, reference, migrate.SplitStatements(taskd.Schema)...)
 			if diff := schemaDiff(readSchema(t, reference), readSchema(t, db)); diff != "" {
 				t.Errorf("adopted database is not schema.sql's schema (- schema.sql, + adopted):\n%s", diff)
 			}
@@ -222,17 +227,17 @@ func TestMigrateRefusesUnrecognizedTables(t *testing.T) {
 	ctx := t.Context()
 	db := openEmpty(t)
 	// Migration 0001's tables, but one of them lacks a column.
-	execAll(t, db, tasks.SplitStatements(migrations(t)[0].SQL)...)
+	execAll(t, db, migrate.SplitStatements(migrations(t)[0].SQL)...)
 	execAll(t, db, `ALTER TABLE tasks DROP COLUMN trace_context`)
-	_, err := tasks.Migrate(ctx, db)
-	if !errors.Is(err, tasks.ErrSchemaUnrecognized) || !strings.Contains(err.Error(), "table tasks has no column trace_context") {
+	_, err := migrate.Up(ctx, db)
+	if !errors.Is(err, migrate.ErrSchemaUnrecognized) || !strings.Contains(err.Error(), "table tasks has no column trace_context") {
 		t.Errorf("migrate = %v, want ErrSchemaUnrecognized naming tasks.trace_context", err)
 	}
-	if _, err := tasks.MigrateStatus(ctx, db); !errors.Is(err, tasks.ErrSchemaUnrecognized) {
+	if _, err := migrate.ReadStatus(ctx, db); !errors.Is(err, migrate.ErrSchemaUnrecognized) {
 		t.Errorf("status = %v, want ErrSchemaUnrecognized", err)
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
-		tasks.VersionTable); n != 0 {
+		migrate.VersionTable); n != 0 {
 		t.Error("the refused migrate created the version table")
 	}
 }
@@ -242,7 +247,7 @@ func TestMigrateRefusesUnrecognizedTables(t *testing.T) {
 func migratedTo0001(t *testing.T) *sqlx.DB {
 	t.Helper()
 	db := openEmpty(t)
-	if _, err := tasks.MigrateWith(t.Context(), db, migrations(t)[:1]); err != nil {
+	if _, err := migrate.UpWith(t.Context(), db, migrations(t)[:1]); err != nil {
 		t.Fatal(err)
 	}
 	return db
@@ -254,20 +259,20 @@ func TestMigrateRefusesNewerDatabase(t *testing.T) {
 	db := migratedTo0001(t)
 	next := len(migrations(t)) + 1
 	execAll(t, db, fmt.Sprintf(`INSERT INTO %s (version, name, checksum, applied_at)
-		VALUES (%d, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`, tasks.VersionTable, next))
+		VALUES (%d, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`, migrate.VersionTable, next))
 	before := versions(t, db)
 
-	_, err := tasks.Migrate(ctx, db)
-	if !errors.Is(err, tasks.ErrSchemaAhead) || !strings.Contains(err.Error(), fmt.Sprintf("%04d from_the_future", next)) {
+	_, err := migrate.Up(ctx, db)
+	if !errors.Is(err, migrate.ErrSchemaAhead) || !strings.Contains(err.Error(), fmt.Sprintf("%04d from_the_future", next)) {
 		t.Fatalf("migrate = %v, want ErrSchemaAhead naming %04d", err, next)
 	}
 	assertUnchanged(t, db, before)
 
-	st, err := tasks.MigrateStatus(ctx, db)
+	st, err := migrate.ReadStatus(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(st.Err(), tasks.ErrSchemaAhead) || st.Version() != next {
+	if !errors.Is(st.Err(), migrate.ErrSchemaAhead) || st.Version() != next {
 		t.Errorf("status: version %d, err %v; want %d and ErrSchemaAhead", st.Version(), st.Err(), next)
 	}
 }
@@ -276,26 +281,26 @@ func TestMigrateRefusesEditedMigration(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := migratedTo0001(t)
-	execAll(t, db, `UPDATE `+tasks.VersionTable+` SET checksum = REPEAT('e', 64) WHERE version = 1`)
+	execAll(t, db, `UPDATE `+migrate.VersionTable+` SET checksum = REPEAT('e', 64) WHERE version = 1`)
 	before := versions(t, db)
 
-	_, err := tasks.Migrate(ctx, db)
-	if !errors.Is(err, tasks.ErrSchemaEdited) || !strings.Contains(err.Error(), "migration 0001 was edited after it was applied") {
+	_, err := migrate.Up(ctx, db)
+	if !errors.Is(err, migrate.ErrSchemaEdited) || !strings.Contains(err.Error(), "migration 0001 was edited after it was applied") {
 		t.Fatalf("migrate = %v, want ErrSchemaEdited saying 0001 was edited", err)
 	}
 	assertUnchanged(t, db, before)
 
-	st, err := tasks.MigrateStatus(ctx, db)
+	st, err := migrate.ReadStatus(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(st.Err(), tasks.ErrSchemaEdited) || !st.Migrations[0].Edited() || st.Migrations[1].Edited() {
+	if !errors.Is(st.Err(), migrate.ErrSchemaEdited) || !st.Migrations[0].Edited() || st.Migrations[1].Edited() {
 		t.Errorf("status: err %v, edited %v %v; want ErrSchemaEdited, 0001 edited only",
 			st.Err(), st.Migrations[0].Edited(), st.Migrations[1].Edited())
 	}
 }
 
-// assertUnchanged checks that a refused Migrate left a database made by migratedTo0001
+// assertUnchanged checks that a refused Up left a database made by migratedTo0001
 // as it was: the same versions recorded, and 0002 not applied.
 func assertUnchanged(t *testing.T, db *sqlx.DB, before []version) {
 	t.Helper()
@@ -323,13 +328,13 @@ func TestMigrateConcurrently(t *testing.T) {
 		dbs[i] = db
 	}
 	var wg sync.WaitGroup
-	results := make([][]tasks.AppliedMigration, procs)
+	results := make([][]migrate.Applied, procs)
 	errs := make([]error, procs)
 	start := make(chan struct{})
 	for i, db := range dbs {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = tasks.Migrate(ctx, db)
+			results[i], errs[i] = migrate.Up(ctx, db)
 		})
 	}
 	close(start)
@@ -367,7 +372,7 @@ func TestMigrateWaitsForTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	lock := tasks.MigrateLockName(dbName)
+	lock := migrate.LockName(dbName)
 	var got int
 	if err := holder.GetContext(ctx, &got, `SELECT GET_LOCK(?, 5)`, lock); err != nil || got != 1 {
 		t.Fatalf("take %s: %v %d", lock, err, got)
@@ -375,10 +380,10 @@ func TestMigrateWaitsForTheLock(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := tasks.Migrate(ctx, db)
+		_, err := migrate.Up(ctx, db)
 		done <- err
 	}()
-	// Wait until Migrate waits for the lock, then check that it did nothing yet.
+	// Wait until Up waits for the lock, then check that it did nothing yet.
 	deadline := time.Now().Add(10 * time.Second)
 	for count(t, db, `SELECT COUNT(*) FROM information_schema.processlist
 		WHERE id <> CONNECTION_ID() AND info LIKE 'SELECT GET_LOCK(%' AND info LIKE CONCAT('%', ?, '%')`, lock) == 0 {
@@ -415,14 +420,14 @@ func TestMigrateFailsHalfway(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openEmpty(t)
-	broken := tasks.Migration{Version: len(migrations(t)) + 1, Name: "broken", Checksum: strings.Repeat("b", 64),
+	broken := migrate.Migration{Version: len(migrations(t)) + 1, Name: "broken", Checksum: strings.Repeat("b", 64),
 		SQL: "CREATE TABLE half (x INT);\nALTER TABLE no_such_table ADD y INT;\n"}
 	migs := append(migrations(t), broken)
 
-	applied, err := tasks.MigrateWith(ctx, db, migs)
-	var merr *tasks.MigrationError
+	applied, err := migrate.UpWith(ctx, db, migs)
+	var merr *migrate.Error
 	if !errors.As(err, &merr) || merr.Migration.Version != broken.Version || merr.Statement != 2 {
-		t.Fatalf("migrate = %v, want a MigrationError at statement 2 of %s", err, broken.ID())
+		t.Fatalf("migrate = %v, want a migrate.Error at statement 2 of %s", err, broken.ID())
 	}
 	for _, want := range []string{
 		fmt.Sprintf("migration %s, statement 2 of 2 failed", broken.ID()),
@@ -445,9 +450,9 @@ func TestMigrateFailsHalfway(t *testing.T) {
 	}
 
 	// Run again as it is: its first statement now fails, and the error says which.
-	_, err = tasks.MigrateWith(ctx, db, migs)
+	_, err = migrate.UpWith(ctx, db, migs)
 	if !errors.As(err, &merr) || merr.Statement != 1 || !strings.Contains(err.Error(), "no statement of it was applied by this run") {
-		t.Errorf("re-run = %v, want a MigrationError at statement 1", err)
+		t.Errorf("re-run = %v, want a migrate.Error at statement 1", err)
 	}
 }
 
@@ -457,20 +462,20 @@ func TestMigrateRerunsHalfApplied(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openEmpty(t)
-	if _, err := tasks.Migrate(ctx, db); err != nil {
+	if _, err := migrate.Up(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	execAll(t, db, `DELETE FROM `+tasks.VersionTable+` WHERE version = 2`)
-	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != 1 || applied[0].Version != 2 {
+	execAll(t, db, `DELETE FROM `+migrate.VersionTable+` WHERE version = 2`)
+	if applied, err := migrate.Up(ctx, db); err != nil || len(applied) != 1 || applied[0].Version != 2 {
 		t.Fatalf("re-run of 0002: applied %v, err %v", applied, err)
 	}
 
-	execAll(t, db, `DROP TABLE task_skips`, `DROP TABLE task_results`, `DELETE FROM `+tasks.VersionTable)
-	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != len(migrations(t)) || applied[0].Adopted {
+	execAll(t, db, `DROP TABLE task_skips`, `DROP TABLE task_results`, `DELETE FROM `+migrate.VersionTable)
+	if applied, err := migrate.Up(ctx, db); err != nil || len(applied) != len(migrations(t)) || applied[0].Adopted {
 		t.Fatalf("re-run of 0001: applied %v, err %v", applied, err)
 	}
 	reference := openEmpty(t)
-	execAll(t, reference, tasks.SplitStatements(taskd.Schema)...)
+	execAll(t, reference, migrate.SplitStatements(taskd.Schema)...)
 	if diff := schemaDiff(readSchema(t, reference), readSchema(t, db)); diff != "" {
 		t.Errorf("after the re-runs (- schema.sql, + database):\n%s", diff)
 	}
@@ -480,7 +485,7 @@ func TestMigrateStatus(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openEmpty(t)
-	st, err := tasks.MigrateStatus(ctx, db)
+	st, err := migrate.ReadStatus(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,14 +497,14 @@ func TestMigrateStatus(t *testing.T) {
 		t.Errorf("status created %d tables", n)
 	}
 
-	if _, err := tasks.Migrate(ctx, db); err != nil {
+	if _, err := migrate.Up(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	var now time.Time
 	if err := db.GetContext(ctx, &now, `SELECT UTC_TIMESTAMP(3)`); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = tasks.MigrateStatus(ctx, db); err != nil {
+	if st, err = migrate.ReadStatus(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	if st.Version() != len(migs) || len(st.Pending()) != 0 || st.Err() != nil || len(st.Migrations) != len(migs) {
@@ -528,7 +533,7 @@ func versions(t *testing.T, db *sqlx.DB) []version {
 	t.Helper()
 	var vs []version
 	if err := db.SelectContext(t.Context(), &vs, `SELECT version, name, checksum, CAST(applied_at AS CHAR) AS applied_at
-		FROM `+tasks.VersionTable+` ORDER BY version`); err != nil {
+		FROM `+migrate.VersionTable+` ORDER BY version`); err != nil {
 		t.Fatal(err)
 	}
 	return vs
