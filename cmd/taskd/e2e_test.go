@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskd/taskd/internal/apispec"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/taskstest"
@@ -231,6 +232,9 @@ func (p *proc) waitLog(msg string, limit time.Duration) map[string]any {
 type server struct {
 	*proc
 	base string
+	// spec is the OpenAPI document the server serves; every answer call
+	// reads is checked against it.
+	spec *apispec.Spec
 }
 
 // startServer runs `taskd serve` against the test services with extra env,
@@ -254,6 +258,7 @@ func startServer(t *testing.T, extra ...string) *server {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				s.spec = loadSpec(t, s.base)
 				return s
 			}
 		}
@@ -262,6 +267,25 @@ func startServer(t *testing.T, extra ...string) *server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// loadSpec reads the OpenAPI document a server serves.
+func loadSpec(t *testing.T, base string) *apispec.Spec {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/openapi.json")
+	if err != nil {
+		t.Fatalf("GET /v1/openapi.json: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/openapi.json: status %d, %v", resp.StatusCode, err)
+	}
+	spec, err := apispec.Load(b)
+	if err != nil {
+		t.Fatalf("the served OpenAPI document: %v", err)
+	}
+	return spec
 }
 
 // call sends a request with a bearer token (none when token is "") and a body
@@ -299,6 +323,9 @@ func (s *server) call(method, path, token string, body any) (int, []byte) {
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		s.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	if err := s.spec.CheckResponse(req, resp.StatusCode, resp.Header, out); err != nil && !errors.Is(err, apispec.ErrNoRoute) {
+		s.t.Errorf("openapi: %v", err)
 	}
 	return resp.StatusCode, out
 }

@@ -179,23 +179,40 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{a: a}, nil
 }
 
-func (a *api) routes(metrics http.Handler) {
-	m := a.mux
-	m.Handle("POST /v1/editors", a.admin(a.createEditor))
-	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
-	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
-	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
-	m.Handle("GET /v1/stats", a.admin(a.stats))
+// route is a pattern of the API's mux and its handler.
+type route struct {
+	pattern string
+	handler http.Handler
+}
 
-	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))
-	m.Handle("POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat))
-	m.Handle("POST /v1/assignments/{task}/submit", a.editor(a.submit))
-	m.Handle("POST /v1/assignments/{task}/release", a.editor(a.release))
+// routeTable lists every route of the API; openapi.yaml describes each, and
+// a test holds the two together.
+func (a *api) routeTable(metrics http.Handler) []route {
+	rs := []route{
+		{"POST /v1/editors", a.admin(a.createEditor)},
+		{"POST /v1/tasks", a.admin(a.addTasks)},
+		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
+		{"POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease)},
+		{"GET /v1/stats", a.admin(a.stats)},
 
-	m.Handle("GET /healthz", a.handle(a.healthz))
-	m.Handle("GET /readyz", a.handle(a.readyz))
+		{"POST /v1/assignments/next", a.longPoll(a.editor(a.next))},
+		{"POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat)},
+		{"POST /v1/assignments/{task}/submit", a.editor(a.submit)},
+		{"POST /v1/assignments/{task}/release", a.editor(a.release)},
+
+		{"GET /v1/openapi.json", a.handle(a.openapi)},
+		{"GET /healthz", a.handle(a.healthz)},
+		{"GET /readyz", a.handle(a.readyz)},
+	}
 	if metrics != nil {
-		m.Handle("GET /metrics", metrics)
+		rs = append(rs, route{"GET /metrics", metrics})
+	}
+	return rs
+}
+
+func (a *api) routes(metrics http.Handler) {
+	for _, r := range a.routeTable(metrics) {
+		a.mux.Handle(r.pattern, r.handler)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/apispec"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
@@ -54,6 +56,8 @@ type bundle struct {
 
 	mu      sync.Mutex
 	secrets []string // tokens that must never be logged
+	// specErrs are answers the OpenAPI document does not describe.
+	specErrs []error
 }
 
 type setupOpts struct {
@@ -122,6 +126,9 @@ func (b *bundle) checkLogs(t *testing.T) {
 		if strings.Contains(logs, s) {
 			t.Errorf("the logs contain the secret %q:\n%s", s, logs)
 		}
+	}
+	for _, err := range b.specErrs {
+		t.Errorf("openapi.yaml: %v", err)
 	}
 }
 
@@ -195,7 +202,27 @@ func (b *bundle) doAuth(ctx context.Context, method, path, auth, body string) (r
 	if err != nil {
 		return response{}, err
 	}
+	b.checkSpec(req, res, data)
 	return response{status: res.StatusCode, header: res.Header, body: data}, nil
+}
+
+// openapiSpec is the API's OpenAPI document, loaded once.
+var openapiSpec = sync.OnceValues(func() (*apispec.Spec, error) { return apispec.Load(api.OpenAPI()) })
+
+// checkSpec records an answer that the OpenAPI document does not describe;
+// the test fails with it at cleanup. Requests to paths or methods the API
+// does not have are not checked (their 404 and 405 are the mux's).
+func (b *bundle) checkSpec(req *http.Request, res *http.Response, body []byte) {
+	spec, err := openapiSpec()
+	if err == nil {
+		err = spec.CheckResponse(req, res.StatusCode, res.Header, body)
+	}
+	if err == nil || errors.Is(err, apispec.ErrNoRoute) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.specErrs = append(b.specErrs, err)
 }
 
 // mustJSON marshals v.

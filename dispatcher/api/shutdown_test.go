@@ -74,7 +74,8 @@ func TestShutdownDrains(t *testing.T) {
 func TestShutdownContextEnds(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
-	b := setup(t, setupOpts{api: api.Config{Metrics: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	b := setup(t, setupOpts{api: api.Config{Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
 		close(entered)
 		<-release
 	})}})
