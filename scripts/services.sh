@@ -8,7 +8,11 @@
 #   Redlock masters    base+80 .. base+84 (16380-16384), five independent Redis servers
 #   Redis Cluster      base+90 .. base+92 (16390-16392), three masters, no replicas;
 #                      their cluster bus ports are node port + 100 (16490-16492)
-#   MariaDB            base+6             (16306), database taskd_test, user taskd/taskd
+#   MariaDB            base+6             (16306), database taskd_test, user taskd/taskd;
+#                      the primary: it writes a binary log (ROW, GTID)
+#   MariaDB replica    base+7             (16307), replicating from the primary over GTID
+#                      only the databases named taskd_r_*, so the other tests' writes
+#                      cost it nothing; read-only for all but the taskd user
 #
 # The base is TASKD_SERVICES_PORT_BASE (default 16300), so two sets can run side by
 # side (`make run` uses 26300). The script remembers what it started in the state
@@ -48,6 +52,9 @@ CLUSTER_PORTS=($((PORT_BASE + 90)) $((PORT_BASE + 91)) $((PORT_BASE + 92)))
 # ports (16390 + 10000 = 26390, a cluster node of `make run`'s base 26300).
 CLUSTER_BUS_OFFSET=100
 MYSQL_PORT=$((PORT_BASE + 6))
+REPLICA_PORT=$((PORT_BASE + 7))
+# The databases the replica applies: tests that need a replica create theirs so.
+REPLICA_DATABASES='taskd\_r\_%'
 
 MYSQL_USER=taskd
 MYSQL_PASSWORD=taskd
@@ -195,14 +202,24 @@ cluster_ok() {
 	"$REDIS_CLI" -h "$HOST" -p "$1" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
 }
 
-# mysql_client ARGS... runs the client as the taskd user over TCP.
+# mysql_client PORT ARGS... runs the client as the taskd user over TCP.
 mysql_client() {
-	"$MARIADB" --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" \
+	local port=$1
+	shift
+	"$MARIADB" --no-defaults --protocol=tcp -h "$HOST" -P "$port" \
 		-u "$MYSQL_USER" -p"$MYSQL_PASSWORD" "$@"
 }
 
+# mysql_ok PORT: the server answers the taskd user.
 mysql_ok() {
-	[[ $(mysql_client -N -B -e 'SELECT 1' "$MYSQL_DATABASE" 2>/dev/null) == 1 ]]
+	[[ $(mysql_client "$1" -N -B -e 'SELECT 1' 2>/dev/null) == 1 ]]
+}
+
+# replica_ok PORT: the replica answers and both of its threads run.
+replica_ok() {
+	local status
+	status=$(mysql_client "$1" -e 'SHOW REPLICA STATUS\G' 2>/dev/null) || return 1
+	grep -q 'Slave_IO_Running: Yes' <<<"$status" && grep -q 'Slave_SQL_Running: Yes' <<<"$status"
 }
 
 # server_ok KIND NAME PORT: the recorded server runs and answers.
@@ -211,7 +228,8 @@ server_ok() {
 	case $1 in
 	redis) redis_ping "$3" ;;
 	cluster) redis_ping "$3" && cluster_ok "$3" ;;
-	mariadb) mysql_ok ;;
+	mariadb) mysql_ok "$3" ;;
+	replica) mysql_ok "$3" ;;
 	*) return 1 ;;
 	esac
 }
@@ -224,7 +242,7 @@ all_up() {
 		server_ok "$kind" "$name" "$port" || return 1
 		n=$((n + 1))
 	done < <(servers)
-	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 1))
+	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2))
 }
 
 # ---------------------------------------------------------------------------
@@ -295,11 +313,14 @@ start_redis() {
 	echo "$kind $name $port" >>"$STATE_DIR/servers"
 }
 
+# start_mariadb KIND NAME PORT [extra server options...] initializes a data directory
+# and starts a server in it (KIND mariadb for the primary, replica for the replica).
 start_mariadb() {
-	local name=mariadb dir
+	local kind=$1 name=$2 port=$3 dir
+	shift 3
 	dir=$(state_tmpdir)/$name
 	mkdir -p "$dir/data" "$dir/tmp"
-	log "initializing MariaDB data directory"
+	log "initializing the $name data directory"
 	# --no-defaults keeps the system's /etc/mysql config out. Root gets no password
 	# and reaches the server only through its private socket. --force skips only its
 	# check that the hostname resolves, which fails in bare containers and chroots.
@@ -317,22 +338,30 @@ start_mariadb() {
 		--datadir="$dir/data" --tmpdir="$dir/tmp" \
 		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
 		--log-error="$dir/server.log" \
-		--bind-address="$HOST" --port="$MYSQL_PORT" \
-		--skip-name-resolve --skip-log-bin \
+		--bind-address="$HOST" --port="$port" \
+		--skip-name-resolve \
 		--innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 \
-		--innodb-buffer-pool-size=512M --max-connections=1000 \
-		--character-set-server=utf8mb4 --default-time-zone=+00:00
-	echo "mariadb $name $MYSQL_PORT" >>"$STATE_DIR/servers"
-	wait_for "$name" "$MARIADB_ADMIN" --no-defaults --socket="$dir/mysqld.sock" -u root ping
+		--max-connections=1000 \
+		--character-set-server=utf8mb4 --default-time-zone=+00:00 "$@"
+	echo "$kind $name $port" >>"$STATE_DIR/servers"
+}
 
+# setup_mariadb NAME PORT [SQL] creates the taskd user (and, on the primary, the test
+# database) through the root socket, runs SQL, and waits until the user gets in.
+setup_mariadb() {
+	local name=$1 port=$2 extra=${3:-} dir
+	dir=$(state_tmpdir)/$name
+	wait_for "$name" "$MARIADB_ADMIN" --no-defaults --socket="$dir/mysqld.sock" -u root ping
+	# sql_log_bin=0: users are made on each server, never replicated.
 	"$MARIADB" --no-defaults --socket="$dir/mysqld.sock" -u root <<-SQL
-		CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;
+		SET SESSION sql_log_bin = 0;
 		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_PASSWORD';
 		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'localhost' IDENTIFIED BY '$MYSQL_PASSWORD';
 		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'127.0.0.1';
 		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'localhost';
+		$extra
 	SQL
-	wait_for "$name" mysql_ok
+	wait_for "$name" mysql_ok "$port"
 }
 
 create_cluster() {
@@ -355,7 +384,7 @@ create_cluster() {
 # check_ports fails if anything already listens on a port this set needs.
 check_ports() {
 	local entry port what
-	for entry in "main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" \
+	for entry in "main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" "MariaDB replica:$REPLICA_PORT" \
 		"${REDLOCK_PORTS[@]/#/Redlock master:}" "${CLUSTER_PORTS[@]/#/cluster node:}"; do
 		what=${entry%:*}
 		port=${entry##*:}
@@ -412,11 +441,25 @@ cmd_up() {
 			'cluster-node-timeout 5000'
 	done
 
-	start_mariadb # waits for itself; the Redis servers are up by then
+	# The primary logs every change (ROW, so the replica applies exactly what the
+	# primary did); the replica applies only taskd_r_* databases. sync_binlog=0
+	# keeps the log cheap, like the other unsafe settings above.
+	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
+		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0
+	start_mariadb replica replica "$REPLICA_PORT" --innodb-buffer-pool-size=128M \
+		--server-id=2 --skip-log-bin --read-only \
+		--replicate-wild-do-table="$REPLICA_DATABASES.%"
+	setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;"
+	setup_mariadb replica "$REPLICA_PORT" "
+		CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MYSQL_PORT,
+			MASTER_USER='$MYSQL_USER', MASTER_PASSWORD='$MYSQL_PASSWORD',
+			MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1;
+		START REPLICA;"
+	wait_for replica replica_ok "$REPLICA_PORT"
 
 	local kind name port
 	while read -r kind name port; do
-		[[ $kind == mariadb ]] || wait_for "$name" redis_ping "$port"
+		[[ $kind == mariadb || $kind == replica ]] || wait_for "$name" redis_ping "$port"
 	done < <(servers)
 	create_cluster
 
@@ -492,6 +535,7 @@ cmd_env() {
 		export TASKD_TEST_REDLOCK_ADDRS='$(join_addrs "${REDLOCK_PORTS[@]}")'
 		export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLUSTER_PORTS[@]}")'
 		export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$MYSQL_DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
+		export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_REDIS_SERVER='$redis_server'
 	EOF
 }
