@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // CandidatesParams are the arguments of Candidates.
@@ -16,6 +18,9 @@ type CandidatesParams struct {
 	// Limit is the number of candidates to return: 1..CandidatesLimitMax, 0 means
 	// CandidatesLimitDefault.
 	Limit int
+	// Primary reads the primary even when the store has a replica: for a read
+	// after the replica's candidates were refused as stale.
+	Primary bool
 }
 
 // Candidate query parts. The query is a UNION ALL of two branches per category, each
@@ -99,8 +104,17 @@ func (s *Store) Candidates(ctx context.Context, p CandidatesParams) ([]Candidate
 		return []Candidate{}, nil
 	}
 	q, args := candidatesQuery(cats, p.EditorID, limit)
-	out := []Candidate{}
-	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+	var out []Candidate
+	read := func(ctx context.Context, db *sqlx.DB) error {
+		out = []Candidate{}
+		return db.SelectContext(ctx, &out, q, args...)
+	}
+	onReplica, err := s.read(ctx, p.Primary, read)
+	if err == nil && onReplica && len(out) == 0 {
+		// The replica may not have the newest tasks yet.
+		err = read(ctx, s.db)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("candidates: %w", err)
 	}
 	return out, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // ExpiringWithinDefault is the window Stats uses when given none.
@@ -52,7 +54,9 @@ FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
 // Stats counts tasks by status and by category and status, and reports the live
 // claims: distinct holders, claims whose lease passes within expiringWithin (0 means
 // ExpiringWithinDefault), and expired claims not yet taken back. The two queries are
-// not one snapshot; counts may be off by the claims that changed in between.
+// not one snapshot; counts may be off by the claims that changed in between. With
+// a replica (Config.Replica) they are read there, and lag behind the primary by
+// the replica's delay.
 func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats, error) {
 	if expiringWithin == 0 {
 		expiringWithin = ExpiringWithinDefault
@@ -64,20 +68,24 @@ func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats
 		ByStatus:   map[Status]int64{StatusPending: 0, StatusAssigned: 0, StatusDone: 0, StatusDead: 0},
 		ByCategory: []CategoryCount{},
 	}
-	if err := s.db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
-	}
-	for _, c := range st.ByCategory {
-		st.ByStatus[c.Status] += c.Count
-	}
 	var claims struct {
 		Holders  int64 `db:"holders"`
 		Live     int64 `db:"live"`
 		Expired  int64 `db:"expired"`
 		Expiring int64 `db:"expiring"`
 	}
-	if err := s.db.GetContext(ctx, &claims, statsClaimsSQL, micros(expiringWithin)); err != nil {
+	_, err := s.read(ctx, false, func(ctx context.Context, db *sqlx.DB) error {
+		st.ByCategory = []CategoryCount{}
+		if err := db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
+			return err
+		}
+		return db.GetContext(ctx, &claims, statsClaimsSQL, micros(expiringWithin))
+	})
+	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for _, c := range st.ByCategory {
+		st.ByStatus[c.Status] += c.Count
 	}
 	st.Holders, st.Live, st.Expired, st.ExpiringSoon = claims.Holders, claims.Live, claims.Expired, claims.Expiring
 	return st, nil

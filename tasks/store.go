@@ -59,6 +59,19 @@ type Config struct {
 	// InsertBatchSize is the number of rows per INSERT in InsertTasks. Default
 	// InsertBatchSizeDefault.
 	InsertBatchSize int
+	// Replica, when set, is a read replica of the database (opened with Open):
+	// Candidates and Stats read from it, while claims and every write stay on
+	// the primary. A stale candidate costs only a refused claim; a replica that
+	// answers no candidates is checked against the primary, so tasks it has not
+	// received yet are still handed out. A replica that fails or hangs is left
+	// alone for ReplicaRest while the primary answers.
+	Replica *sqlx.DB
+	// ReplicaTimeout bounds each read from the replica. Default
+	// ReplicaTimeoutDefault.
+	ReplicaTimeout time.Duration
+	// ReplicaRest is how long a replica that failed a read gets no reads.
+	// Default ReplicaRestDefault.
+	ReplicaRest time.Duration
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -72,6 +85,12 @@ func (c Config) WithDefaults() Config {
 	if c.InsertBatchSize == 0 {
 		c.InsertBatchSize = InsertBatchSizeDefault
 	}
+	if c.ReplicaTimeout == 0 {
+		c.ReplicaTimeout = ReplicaTimeoutDefault
+	}
+	if c.ReplicaRest == 0 {
+		c.ReplicaRest = ReplicaRestDefault
+	}
 	return c
 }
 
@@ -84,6 +103,9 @@ func (c Config) validate() error {
 	}
 	if c.InsertBatchSize < 1 || c.InsertBatchSize > 5000 {
 		return fmt.Errorf("%w: InsertBatchSize must be 1..5000", ErrInvalid)
+	}
+	if c.ReplicaTimeout < time.Millisecond || c.ReplicaRest < 0 {
+		return fmt.Errorf("%w: ReplicaTimeout must be at least 1ms and ReplicaRest not negative", ErrInvalid)
 	}
 	return nil
 }
@@ -99,6 +121,8 @@ type Store struct {
 	// lockConflicts counts transactions that were deadlock victims or timed out
 	// waiting for a lock.
 	lockConflicts atomic.Int64
+	// replica is nil without Config.Replica.
+	replica *replica
 }
 
 // NewStore returns a Store on db, which should come from Open (the fencing rules need
@@ -109,7 +133,11 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
-	return &Store{db: db, cfg: cfg}, nil
+	s := &Store{db: db, cfg: cfg}
+	if cfg.Replica != nil {
+		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
+	}
+	return s, nil
 }
 
 // Config returns the store's configuration with defaults applied.

@@ -32,6 +32,9 @@ const (
 	RedlockAddrsVar    = "TASKD_TEST_REDLOCK_ADDRS"
 	ClusterAddrsVar    = "TASKD_TEST_REDIS_CLUSTER_ADDRS"
 	MySQLDSNVar        = "TASKD_TEST_MYSQL_DSN"
+	// MySQLReplicaDSNVar names a replica of MySQLDSNVar's server that applies
+	// the databases named taskd_r_* (see scripts/services.sh).
+	MySQLReplicaDSNVar = "TASKD_TEST_MYSQL_REPLICA_DSN"
 	RedisServerVar     = "TASKD_TEST_REDIS_SERVER"
 )
 

@@ -51,13 +51,18 @@ func NewDatabase(tb testing.TB) string {
 // when the test ends, and returns a DSN for it.
 func NewEmptyDatabase(tb testing.TB) string {
 	tb.Helper()
+	return newEmptyDatabase(tb, "taskd_t_")
+}
+
+func newEmptyDatabase(tb testing.TB, prefix string) string {
+	tb.Helper()
 	cfg, err := mysql.ParseDSN(DSN(tb))
 	if err != nil {
 		tb.Fatalf("parse %s: %v", testenv.MySQLDSNVar, err)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	name := "taskd_t_" + hex.EncodeToString(b[:])
+	name := prefix + hex.EncodeToString(b[:])
 
 	admin := cfg.Clone()
 	admin.DBName = ""
@@ -101,4 +106,69 @@ func NewDB(tb testing.TB) *sqlx.DB {
 	}
 	tb.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// Replicated is a test database on the primary and its copy on the replica.
+type Replicated struct {
+	// Primary and Replica are opened with tasks.Open and closed when the test
+	// ends.
+	Primary, Replica *sqlx.DB
+	// ReplicaAdmin is the replica server without a database selected, for
+	// STOP/START REPLICA.
+	ReplicaAdmin *sqlx.DB
+}
+
+// NewReplicated creates a database named taskd_r_<random> on the primary
+// (TASKD_TEST_MYSQL_DSN), applies the migrations, and waits until the replica
+// (TASKD_TEST_MYSQL_REPLICA_DSN) has them.
+func NewReplicated(tb testing.TB) *Replicated {
+	tb.Helper()
+	replicaDSN := testenv.Lookup(tb, testenv.MySQLReplicaDSNVar)
+	primaryDSN := newEmptyDatabase(tb, "taskd_r_")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func(dsn string) *sqlx.DB {
+		db, err := tasks.Open(ctx, dsn)
+		if err != nil {
+			tb.Fatalf("open %s: %v", dsn, err)
+		}
+		tb.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	r := &Replicated{Primary: open(primaryDSN)}
+	if _, err := migrate.Up(ctx, r.Primary); err != nil {
+		tb.Fatalf("migrate the test database: %v", err)
+	}
+	pcfg, err := mysql.ParseDSN(primaryDSN)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rcfg, err := mysql.ParseDSN(replicaDSN)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", testenv.MySQLReplicaDSNVar, err)
+	}
+	r.ReplicaAdmin = open(rcfg.FormatDSN())
+	rcfg.DBName = pcfg.DBName
+	CatchUp(tb, r.Primary, r.ReplicaAdmin)
+	r.Replica = open(rcfg.FormatDSN())
+	return r
+}
+
+// CatchUp waits until the replica has applied everything the primary has
+// logged so far (at most a minute).
+func CatchUp(tb testing.TB, primary, replica *sqlx.DB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
+	defer cancel()
+	var pos string
+	if err := primary.GetContext(ctx, &pos, "SELECT @@gtid_binlog_pos"); err != nil {
+		tb.Fatalf("read the primary's GTID position: %v", err)
+	}
+	var res int
+	if err := replica.GetContext(ctx, &res, "SELECT MASTER_GTID_WAIT(?, 60)", pos); err != nil {
+		tb.Fatalf("wait for the replica: %v", err)
+	}
+	if res != 0 {
+		tb.Fatalf("the replica did not reach GTID %s within 60s (MASTER_GTID_WAIT = %d)", pos, res)
+	}
 }
