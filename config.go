@@ -119,12 +119,20 @@ type MySQLConfig struct {
 	// handle. taskd forces clientFoundRows, parseTime and UTC whatever it
 	// says.
 	DSN string `yaml:"dsn" secret:"true"`
+	// ReplicaDSN, when set, is a read replica of DSN's database. Candidate
+	// reads and the operators' statistics go to it; claims and every write
+	// stay on the primary. A stale candidate costs only a refused claim, and
+	// a replica that fails, hangs or has no candidates is backed by the
+	// primary. It must answer when the engine starts.
+	ReplicaDSN string `yaml:"replica_dsn" secret:"true"`
 }
 
 // Server is the server and database the DSN names, "host:port/db", for
 // messages: the DSN itself may hold a password and is never printed.
-func (c MySQLConfig) Server() string {
-	cfg, err := mysql.ParseDSN(c.DSN)
+func (c MySQLConfig) Server() string { return server(c.DSN) }
+
+func server(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil || cfg.Addr == "" {
 		return "(address not parsed)"
 	}
@@ -423,6 +431,11 @@ func (v *validator) mysql(needDSN bool) {
 	}
 	if _, err := mysql.ParseDSN(dsn); err != nil {
 		v.fail("mysql.dsn", "not a valid DSN: %v", err)
+	}
+	if r := v.c.MySQL.ReplicaDSN; strings.TrimSpace(r) != "" {
+		if _, err := mysql.ParseDSN(r); err != nil {
+			v.fail("mysql.replica_dsn", "not a valid DSN: %v", err)
+		}
 	}
 }
 

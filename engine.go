@@ -58,6 +58,7 @@ type Engine struct {
 	ownTel  bool
 	db      *sqlx.DB
 	ownDB   bool
+	replica *sqlx.DB // Config.MySQL.ReplicaDSN's, always the engine's own
 	store   *tasks.Store
 	redis   *redisConn
 	ownRdb  bool
@@ -166,7 +167,12 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 		}
 		e.ownDB = true
 	}
-	if e.store, err = tasks.NewStore(e.db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold}); err != nil {
+	if dsn := cfg.MySQL.ReplicaDSN; dsn != "" {
+		if e.replica, err = telemetry.OpenMySQL(ctx, dsn, e.tel); err != nil {
+			return fmt.Errorf("mysql replica at %s is unreachable (leave mysql.replica_dsn empty to run without one): %w", server(dsn), err)
+		}
+	}
+	if e.store, err = tasks.NewStore(e.db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold, Replica: e.replica}); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
 	switch {
@@ -199,6 +205,9 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	}
 	for _, err := range down {
 		e.log.WarnContext(ctx, "redlock master unreachable; a quorum is up", "err", err)
+	}
+	if e.replica != nil {
+		e.log.InfoContext(ctx, "mysql replica reachable; candidate and stats reads go to it", "replica", server(cfg.MySQL.ReplicaDSN))
 	}
 	e.log.InfoContext(ctx, "stores reachable", "mysql", cfg.MySQL.Server(),
 		"redis", strings.Join(e.redis.addrs, ","), "redis_mode", e.redis.mode)
@@ -482,6 +491,11 @@ func (e *Engine) close(ctx context.Context) {
 	if e.db != nil && e.ownDB {
 		if err := e.db.Close(); err != nil {
 			e.log.WarnContext(ctx, "close mysql", "err", err)
+		}
+	}
+	if e.replica != nil {
+		if err := e.replica.Close(); err != nil {
+			e.log.WarnContext(ctx, "close mysql replica", "err", err)
 		}
 	}
 	if e.tel != nil && e.ownTel {

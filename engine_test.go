@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,51 @@ func TestConfigDefaults(t *testing.T) {
 	off := taskd.Config{HTTP: taskd.HTTPConfig{EditorCacheTTL: -1}}.WithDefaults()
 	if off.HTTP.EditorCacheTTL != -1 {
 		t.Errorf("editor cache -1 became %v", off.HTTP.EditorCacheTTL)
+	}
+}
+
+// With mysql.replica_dsn the operators' statistics come from the replica,
+// while tasks are written to the primary.
+func TestEngineReadsStatsFromReplica(t *testing.T) {
+	t.Parallel()
+	r := taskstest.NewReplicated(t)
+	cfg := taskd.Config{AdminToken: testAdminToken}
+	cfg.MySQL.ReplicaDSN = r.ReplicaDSN
+	cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	e, err := taskd.New(cfg, taskd.WithDB(r.Primary), taskd.WithRedis(testenv.Redis(t)), taskd.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("new engine: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	if _, err := e.Store().InsertTasks(t.Context(), []tasks.NewTask{{Category: "news", Title: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	taskstest.CatchUp(t, r.Primary, r.ReplicaAdmin)
+	// A row only the replica has (an id the primary never uses, so that
+	// replication is not disturbed) shows where the statistics come from.
+	if _, err := r.Replica.ExecContext(t.Context(),
+		"INSERT INTO tasks (id, category, title, payload) VALUES (1000000, 'replica-only', 'x', '{}')"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "/v1/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	w := httptest.NewRecorder()
+	e.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
+		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
+	}
+	if n := e.Store().ReplicaFallbacks(); n != 0 {
+		t.Fatalf("replica fallbacks = %d, want 0", n)
+	}
+}
+
+// A replica that does not answer at start is a clear error.
+func TestEngineReplicaUnreachable(t *testing.T) {
+	t.Parallel()
+	cfg := taskd.Config{}
+	cfg.MySQL.ReplicaDSN = "taskd:taskd@tcp(127.0.0.1:1)/taskd"
+	_, err := taskd.New(cfg, taskd.WithDB(taskstest.NewDB(t)), taskd.WithRedis(testenv.Redis(t)), taskd.WithLogger(slog.New(slog.DiscardHandler)))
+	if err == nil || !strings.Contains(err.Error(), "mysql replica at 127.0.0.1:1/taskd is unreachable") {
+		t.Fatalf("New with an unreachable replica: %v", err)
 	}
 }

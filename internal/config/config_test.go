@@ -190,6 +190,7 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_HTTP_SHUTDOWN_TIMEOUT", "-1s", "http.shutdown_timeout", "at least 0s"},
 		{"TASKD_MYSQL_DSN", "", "mysql.dsn", "must be set"},
 		{"TASKD_MYSQL_DSN", "no-slash", "mysql.dsn", "not a valid DSN"},
+		{"TASKD_MYSQL_REPLICA_DSN", "no-slash", "mysql.replica_dsn", "not a valid DSN"},
 		{"TASKD_REDIS_ADDRS", "a:1,b:2", "redis.addrs", "odd number"},
 		{"TASKD_REDIS_ADDRS", ":6379", "redis.addrs", "must name a host"},
 		{"TASKD_REDIS_ADDRS", "a:1,a:1,b:2", "redis.addrs", "listed twice"},
@@ -349,7 +350,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"duration": "7s", "int": "7", "float": "0.5", "bool": "true", "list": "127.0.0.1:7",
 	}
 	strs := map[string]string{
-		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "admin_token": "0123456789abcdef-7",
+		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "mysql.replica_dsn": "u:p@tcp(r:7)/d", "admin_token": "0123456789abcdef-7",
 		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
 		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:", "worker.metrics_addr": ":7",
 		"sweep.interval": "7s",

@@ -116,6 +116,8 @@ type Replicated struct {
 	// ReplicaAdmin is the replica server without a database selected, for
 	// STOP/START REPLICA.
 	ReplicaAdmin *sqlx.DB
+	// PrimaryDSN and ReplicaDSN name the database on each server.
+	PrimaryDSN, ReplicaDSN string
 }
 
 // NewReplicated creates a database named taskd_r_<random> on the primary
@@ -135,7 +137,7 @@ func NewReplicated(tb testing.TB) *Replicated {
 		tb.Cleanup(func() { _ = db.Close() })
 		return db
 	}
-	r := &Replicated{Primary: open(primaryDSN)}
+	r := &Replicated{Primary: open(primaryDSN), PrimaryDSN: primaryDSN}
 	if _, err := migrate.Up(ctx, r.Primary); err != nil {
 		tb.Fatalf("migrate the test database: %v", err)
 	}
@@ -150,7 +152,8 @@ func NewReplicated(tb testing.TB) *Replicated {
 	r.ReplicaAdmin = open(rcfg.FormatDSN())
 	rcfg.DBName = pcfg.DBName
 	CatchUp(tb, r.Primary, r.ReplicaAdmin)
-	r.Replica = open(rcfg.FormatDSN())
+	r.ReplicaDSN = rcfg.FormatDSN()
+	r.Replica = open(r.ReplicaDSN)
 	return r
 }
 
