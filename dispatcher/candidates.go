@@ -36,9 +36,13 @@ const candidateMaxAge = time.Second
 // the Redis locks. A candidate is only a hint: the store's fenced claim
 // decides.
 type candidatePool struct {
-	read  func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
-	limit int // candidates per read
-	clock func() time.Time
+	read func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
+	// readPrimary, when set, reads from the primary database even when the
+	// store reads candidates from a replica: after a refused claim showed a
+	// category's candidates stale, since the replica may be behind.
+	readPrimary func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
+	limit       int // candidates per read
+	clock       func() time.Time
 
 	mu   sync.Mutex
 	cats map[string]*categoryCandidates
@@ -61,6 +65,7 @@ type categoryCandidates struct {
 	waiting  int
 	err      error // of the last read
 	more     bool  // the last read may have left claimable tasks unread
+	primary  bool  // the next read goes to the primary (see stale)
 	inflight int   // candidates handed out whose claim has not ended
 	// contendedUntil: until then, other processes claim from this category
 	// too, and takes spread over its best candidates instead of all trying
@@ -176,8 +181,13 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	// The candidates in flight still read as claimable until their claims
 	// commit, and are left out, as are those in skip: read past them.
 	limit := min(p.limit+cc.inflight+len(skip), tasks.CandidatesLimitMax)
+	read := p.read
+	if cc.primary && p.readPrimary != nil {
+		read = p.readPrimary
+	}
+	cc.primary = false
 	p.mu.Unlock()
-	cands, err := p.read(ctx, cat, limit)
+	cands, err := read(ctx, cat, limit)
 	p.mu.Lock()
 	cc.reading = nil
 	close(ch)
@@ -255,6 +265,19 @@ func (p *candidatePool) invalidate(cat string) {
 	defer p.mu.Unlock()
 	if cc := p.cats[cat]; cc != nil {
 		cc.readAt = time.Time{}
+	}
+}
+
+// stale notes that a claim of one of cat's candidates was refused because
+// the row had moved on: the next claim reads the category again, from the
+// primary, so that a replica that lags cannot hand out the same stale rows
+// over and over. The read after that goes to the replica again.
+func (p *candidatePool) stale(cat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc := p.cats[cat]; cc != nil {
+		cc.readAt = time.Time{}
+		cc.primary = true
 	}
 }
 

@@ -298,3 +298,29 @@ func TestCandidatePoolReportsReadErrors(t *testing.T) {
 		t.Errorf("take = %v, want the read's error", err)
 	}
 }
+
+// After a refused claim the category is read again from the primary, once;
+// the read after that goes to the replica again.
+func TestCandidatePoolStaleReadsThePrimaryOnce(t *testing.T) {
+	replica := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3)}}
+	primary := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 7, 8, 9)}}
+	p := newCandidatePool(8, replica.read)
+	p.readPrimary = primary.read
+	ctx := context.Background()
+	got, _ := p.take(ctx, []string{"news"}, 1, nil)
+	if !slices.Equal(pooledIDs(got), []int64{1}) || replica.reads.Load() != 1 || primary.reads.Load() != 0 {
+		t.Fatalf("first take = %v after %d replica and %d primary reads, want [1] from the replica",
+			pooledIDs(got), replica.reads.Load(), primary.reads.Load())
+	}
+	p.done(got, 0, nil)
+	p.stale("news")
+	got, _ = p.take(ctx, []string{"news"}, 1, nil)
+	if !slices.Equal(pooledIDs(got), []int64{7}) || primary.reads.Load() != 1 {
+		t.Fatalf("take after stale = %v after %d primary reads, want [7] from the primary", pooledIDs(got), primary.reads.Load())
+	}
+	p.invalidate("news")
+	p.take(ctx, []string{"news"}, 1, nil)
+	if replica.reads.Load() != 2 || primary.reads.Load() != 1 {
+		t.Fatalf("reads after invalidate: replica %d, primary %d; want the replica again", replica.reads.Load(), primary.reads.Load())
+	}
+}

@@ -204,10 +204,11 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			// The row moved on since it was read: another process claimed
 			// it (or is writing it, or Redis had lost the lock of a live
 			// claim), and the store refused. The category's other
-			// candidates are likely as old: read them again.
+			// candidates are likely as old (a replica may be behind):
+			// read them again, from the primary.
 			st.refused++
 			d.cands.contended(cand.category)
-			d.cands.invalidate(cand.category)
+			d.cands.stale(cand.category)
 		case errors.Is(err, tasks.ErrEditorBusy):
 			back = append(back, cand)
 			back = append(back, cands...)

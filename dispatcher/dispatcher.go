@@ -235,6 +235,9 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	cands := newCandidatePool(cfg.Batch, func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit})
 	})
+	cands.readPrimary = func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
+	}
 	h := newHub(cands.invalidate)
 	return &Dispatcher{
 		store: store,

@@ -38,6 +38,9 @@ type setupOpts struct {
 	// redis, when set, replaces the shared Redis server (for tests that
 	// flush or stop it).
 	redis *redis.Client
+	// db, when set, replaces a fresh test database (for tests with a
+	// replica).
+	db *sqlx.DB
 }
 
 func setup(t testing.TB, opts ...setupOpts) *bundle {
@@ -46,7 +49,10 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	db := taskstest.NewDB(t)
+	db := o.db
+	if db == nil {
+		db = taskstest.NewDB(t)
+	}
 	store, err := tasks.NewStore(db, o.store)
 	if err != nil {
 		t.Fatalf("new store: %v", err)
