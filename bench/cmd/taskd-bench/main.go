@@ -49,17 +49,25 @@ removed. Redis must be a single server (not Cluster or Redlock).
 
 Reports per strategy: next+submit cycles/s, next latency p50/p99, lock conflicts
 per assignment, refused claims, MySQL statements and Redis commands per
-assignment (server-wide counters), and the resident memory of the process.
--scenario runs a preset (all: every measurement, a few minutes); without it,
-one run of the workload the flags describe.
+assignment (server-wide counters), MySQL round trips, statements and Redis
+round trips per cycle (counted in this process), commits per cycle (the
+primary's Com_commit), and the resident memory of the process.
+-scenario runs a preset (all: every measurement, about 8 minutes; -quick for
+a short smoke run); without it, one run of the workload the flags describe.
+The compared pairs (taskd against mysql-skip-locked on 1 and 50 categories,
+and background workers) run -rounds times, interleaved, and the target lines
+judge their medians. With mysql.replica_dsn set (a replica that applies the
+databases named taskd_r_*), -scenario all also measures taskd's statements
+on the primary with and without candidate reads from the replica.
 
 In -mode http, the taskd binary (-binary; default ./bin/taskd when it exists,
 else taskd on $PATH) runs 'serve' as a child process and the editors use its
 HTTP API; only the taskd strategy runs. -scenario all and http include such a
 run.
 
-mysql.dsn and redis.* are read as taskd reads them: the file given with -config,
-else $TASKD_CONFIG, else ./config.yaml when it exists; then TASKD_MYSQL_DSN,
+mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
+file given with -config, else $TASKD_CONFIG, else ./config.yaml when it
+exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,
 TASKD_REDIS_ADDRS, TASKD_REDIS_USERNAME, TASKD_REDIS_PASSWORD, TASKD_REDIS_DB and
 TASKD_REDIS_CLUSTER.`
 
@@ -116,6 +124,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	categories := f.Int("categories", bench.CategoriesDefault, "categories; editor i takes tasks from category i mod categories")
 	pool := f.Int("pool", bench.PoolDefault, "tasks in the pool at the start")
 	duration := f.Duration("duration", bench.DurationDefault, "how long each strategy runs (less if the pool runs dry)")
+	workers := f.Int("workers", 0, "run this many background worker slots with a no-op handler instead of editors (strategies taskd and mysql-skip-locked)")
 	think := f.Duration("think", 0, "time an editor works on a task before submitting")
 	abandon := f.Float64("abandon", 0, "fraction of claims abandoned (not submitted; the editor is replaced)")
 	lease := f.Duration("lease", bench.LeaseDefault, "lease of each claim")
@@ -124,6 +133,8 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	scenario := f.String("scenario", "", "run a preset instead of one workload: "+strings.Join(bench.ScenarioNames, ", "))
 	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
 	binary := f.String("binary", "", "taskd binary for -mode http (default: ./bin/taskd when it exists, else taskd on $PATH)")
+	quick := f.Bool("quick", false, "with -scenario: shorten every run (2s, smaller pools) for a smoke test")
+	rounds := f.Int("rounds", bench.RoundsDefault, "with -scenario: how many times the compared pairs (a, b, f) run; the targets use the medians")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (go tool pprof) to `file`")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -164,7 +175,8 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 	}
 	bcfg := bench.Config{
-		MySQLDSN: cfg.MySQL.DSN,
+		MySQLDSN:   cfg.MySQL.DSN,
+		ReplicaDSN: cfg.MySQL.ReplicaDSN,
 		Redis: &redis.Options{
 			Addr: cfg.Redis.Addrs[0], Username: cfg.Redis.Username, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 			PoolSize: max(*editors, 200) / 4, ContextTimeoutEnabled: true,
@@ -180,7 +192,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 	w := bench.Workload{
 		Editors: *editors, Categories: *categories, Pool: *pool, Duration: *duration,
-		Think: *think, Abandon: *abandon, Lease: *lease, Mode: *mode,
+		Think: *think, Abandon: *abandon, Lease: *lease, Mode: *mode, Workers: *workers,
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -189,7 +201,11 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 		defer stop()
 	}
-	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, w, names)
+	if *rounds < 1 {
+		return usagef("-rounds must be at least 1")
+	}
+	preset := bench.Preset{Rounds: *rounds, Quick: *quick, Replica: bcfg.ReplicaDSN != ""}
+	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, preset, w, names)
 	if rep == nil {
 		return &usageError{runErr}
 	}

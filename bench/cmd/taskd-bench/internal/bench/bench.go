@@ -42,6 +42,10 @@ type Config struct {
 	// MySQLDSN names the server; the bench creates its own database there
 	// (the DSN's database is not used).
 	MySQLDSN string
+	// ReplicaDSN names a replica of MySQLDSN's server that applies the
+	// databases named taskd_r_* (scripts/services.sh starts one); the
+	// scenario with candidate reads from a replica needs it.
+	ReplicaDSN string
 	// Redis is the single Redis server the locks live on.
 	Redis *redis.Options
 	// Binary is the taskd binary http mode starts (`Binary serve`).
@@ -70,6 +74,15 @@ type Workload struct {
 	// Expired adds this many expired claims (category "expired", read by no
 	// editor) and sweeps them while the editors run.
 	Expired int `json:"expired,omitempty"`
+	// Workers, when set, replaces the editors by background workers with
+	// this many slots and a no-op handler, taking tasks of cat0; a cycle is
+	// then one job (claim, run, commit of its result).
+	Workers int `json:"workers,omitempty"`
+	// Replicated makes the database one the replica applies; ReplicaReads
+	// (which implies it) also gives taskd's store the replica for its
+	// candidate reads (tasks.Config.Replica). Both need Config.ReplicaDSN.
+	Replicated   bool `json:"replicated,omitempty"`
+	ReplicaReads bool `json:"replica_reads,omitempty"`
 }
 
 // WithDefaults returns w with zero fields set to their defaults.
@@ -111,13 +124,20 @@ func (w Workload) validate() error {
 		return errors.New("abandon must be in [0, 1)")
 	case w.Mode != ModeInproc && w.Mode != ModeHTTP:
 		return fmt.Errorf("mode must be %s or %s", ModeInproc, ModeHTTP)
+	case w.Workers < 0:
+		return errors.New("workers must not be negative")
+	case w.Workers > 0 && (w.Mode != ModeInproc || w.Abandon > 0 || w.Expired > 0):
+		return errors.New("workers run in process only, without abandon or expired claims")
 	}
 	return nil
 }
 
 // Result is what one run of one strategy measured.
 type Result struct {
-	Scenario string   `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Run numbers the repetitions of a scenario (1, 2, 3), 0 when it runs
+	// once.
+	Run      int      `json:"run,omitempty"`
 	Strategy string   `json:"strategy"`
 	Workload Workload `json:"workload"`
 	// Elapsed is how long the editors ran: Duration, or less when the pool
@@ -151,6 +171,25 @@ type Result struct {
 	// counters (anything else using the servers meanwhile is counted too).
 	MySQLPerAssignment float64 `json:"mysql_statements_per_assignment"`
 	RedisPerAssignment float64 `json:"redis_commands_per_assignment"`
+	// Per cycle, counted in this process over the timed window: MySQL
+	// round trips and statements sent by the strategy's connections to the
+	// primary (a counting driver.Connector; a batch is one round trip and
+	// several statements), and Redis round trips (a go-redis hook: each
+	// command alone or each pipeline is one). Null in http mode, where the
+	// requests leave another process.
+	MySQLRoundTripsPerCycle *float64 `json:"mysql_round_trips_per_cycle"`
+	MySQLStatementsPerCycle *float64 `json:"mysql_statements_sent_per_cycle"`
+	RedisRoundTripsPerCycle *float64 `json:"redis_round_trips_per_cycle"`
+	// ReplicaRoundTripsPerCycle: requests to the replica, when taskd reads
+	// candidates from it.
+	ReplicaRoundTripsPerCycle *float64 `json:"replica_round_trips_per_cycle,omitempty"`
+	// CommitsPerCycle is the delta of the primary's Com_commit (SHOW GLOBAL
+	// STATUS; COMMIT statements, whether alone or in a batch) over the timed
+	// window, per cycle. It is server-wide: the window holds only the
+	// strategy's traffic from this process (the harness's own reads are
+	// outside it or are not commits), so only another client of the same
+	// server could add to it. Statements run in autocommit are not counted.
+	CommitsPerCycle float64 `json:"commits_per_cycle"`
 	// DoubleCommits counts tasks with more than one accepted result, or done
 	// without one; must be 0.
 	DoubleCommits int64 `json:"double_commits"`
@@ -203,8 +242,8 @@ func (cfg Config) progress(format string, args ...any) {
 	}
 }
 
-// runOne runs one strategy: a fresh database filled with the pool, editors,
-// the timed loop, then the counters and invariants.
+// runOne runs one strategy: a fresh database filled with the pool, editors
+// (or workers), the timed loop, then the counters and invariants.
 func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name string) (_ *Result, err error) {
 	if !ValidStrategy(name) {
 		return nil, fmt.Errorf("unknown strategy %q", name)
@@ -212,7 +251,17 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	if w.Mode == ModeHTTP && name != StrategyTaskd {
 		return nil, fmt.Errorf("mode %s runs only the %s strategy", ModeHTTP, StrategyTaskd)
 	}
-	bd, err := createDB(ctx, cfg.MySQLDSN)
+	replicaDSN := ""
+	if w.Replicated || w.ReplicaReads {
+		if cfg.ReplicaDSN == "" {
+			return nil, errors.New("a replicated run needs a replica (mysql.replica_dsn)")
+		}
+		if w.Mode == ModeHTTP {
+			return nil, errors.New("a replicated run runs in process only")
+		}
+		replicaDSN = cfg.ReplicaDSN
+	}
+	bd, err := createDB(ctx, cfg.MySQLDSN, replicaDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -230,12 +279,21 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 			return nil, err
 		}
 	}
+	if err := bd.openStore(ctx, w.ReplicaReads); err != nil {
+		return nil, err
+	}
 	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(start).Round(time.Millisecond), bd.name)
 
+	// rdb is the strategies' client, its round trips counted; plain is the
+	// harness's own (counters, cleanup).
 	rdb := redis.NewClient(cfg.Redis)
 	defer rdb.Close()
+	hook := &redisCounter{}
+	rdb.AddHook(hook)
+	plain := redis.NewClient(cfg.Redis)
+	defer plain.Close()
 	prefix := "bench:" + bd.name + ":"
-	defer cleanKeys(context.WithoutCancel(ctx), rdb, prefix)
+	defer cleanKeys(context.WithoutCancel(ctx), plain, prefix)
 
 	var s strategy
 	var inp *inproc
@@ -258,15 +316,31 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		}
 		s = inp
 	case name == StrategySeedNaive:
-		s = &naive{sqlEditors: sqlEditors{bd.store}, db: bd.db, rdb: rdb, prefix: prefix, lease: w.Lease}
+		s = &naive{sqlEditors: sqlEditors{bd.store}, db: bd.sdb, rdb: rdb, prefix: prefix, lease: w.Lease}
 	default:
-		s = &skipLocked{sqlEditors: sqlEditors{bd.store}, db: bd.db, lease: w.Lease}
+		s = &skipLocked{sqlEditors: sqlEditors{bd.store}, db: bd.sdb, lease: w.Lease}
 	}
 
-	eds := make([]*editor, w.Editors)
-	for i := range eds {
-		if eds[i], err = s.newEditor(ctx, "bench-"+strconv.Itoa(i), []string{"cat" + strconv.Itoa(i%w.Categories)}); err != nil {
-			return nil, err
+	var eds []*editor
+	var pool workerPool
+	if w.Workers > 0 {
+		cats := []string{"cat0"}
+		switch name {
+		case StrategyTaskd:
+			if pool, err = newTaskdWorkers(inp.d, w.Workers, cats); err != nil {
+				return nil, err
+			}
+		case StrategySkipLocked:
+			pool = &skipLockedWorkers{db: bd.sdb, slots: w.Workers, categories: cats, lease: w.Lease}
+		default:
+			return nil, fmt.Errorf("workers run with %s or %s only", StrategyTaskd, StrategySkipLocked)
+		}
+	} else {
+		eds = make([]*editor, w.Editors)
+		for i := range eds {
+			if eds[i], err = s.newEditor(ctx, "bench-"+strconv.Itoa(i), []string{"cat" + strconv.Itoa(i%w.Categories)}); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -282,15 +356,27 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		sweep = sw.Sweep
 	}
 
-	before, err := readCounters(ctx, bd.db, rdb)
+	before, err := readCounters(ctx, bd, plain, hook)
 	if err != nil {
 		return nil, err
 	}
 	conflicts0, refused0 := s.counts()
-	lr := runLoop(ctx, s, eds, w, sweep, bd.empty)
-	after, err := readCounters(ctx, bd.db, rdb)
-	if err != nil {
-		return nil, err
+	var lr loopResult
+	var after serverCounters
+	var afterErr error
+	if pool != nil {
+		var wr workerRun
+		wr, err = runWorkers(ctx, pool, w.Duration, func() { after, afterErr = readCounters(ctx, bd, plain, hook) })
+		if err != nil {
+			return nil, err
+		}
+		lr = loopResult{elapsed: wr.elapsed, cycles: wr.jobs, assignments: wr.jobs, errors: wr.errors, firstError: wr.firstError}
+	} else {
+		lr = runLoop(ctx, s, eds, w, sweep, bd.empty)
+		after, afterErr = readCounters(ctx, bd, plain, hook)
+	}
+	if afterErr != nil {
+		return nil, afterErr
 	}
 	conflicts1, refused1 := s.counts()
 
@@ -306,8 +392,19 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		r.CyclesPerSec = float64(lr.cycles) / lr.elapsed.Seconds()
 	}
 	a := float64(max(lr.assignments, 1))
+	c := float64(max(lr.cycles, 1))
 	r.MySQLPerAssignment = float64(after.questions-before.questions) / a
 	r.RedisPerAssignment = float64(after.redisCommands-before.redisCommands) / a
+	r.CommitsPerCycle = float64(after.comCommit-before.comCommit) / c
+	if hs == nil {
+		d := after.primary.sub(before.primary)
+		r.MySQLRoundTripsPerCycle = ptr(float64(d.RoundTrips) / c)
+		r.MySQLStatementsPerCycle = ptr(float64(d.Statements) / c)
+		r.RedisRoundTripsPerCycle = ptr(float64(after.redisRoundTrips-before.redisRoundTrips) / c)
+		if bd.replicaCount != nil {
+			r.ReplicaRoundTripsPerCycle = ptr(float64(after.replica.RoundTrips-before.replica.RoundTrips) / c)
+		}
+	}
 	r.ConflictsPerAssignment = float64(conflicts1-conflicts0) / a
 	r.RefusedClaims = refused1 - refused0
 	if conflicts0 < 0 {
@@ -328,9 +425,15 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	if r.DoubleCommits, err = bd.doubleCommits(ctx); err != nil {
 		return nil, err
 	}
-	cfg.progress("%s %s: %d cycles in %.1fs (%.0f/s), next p99 %.1fms", scenario, name, r.Cycles, r.ElapsedSec, r.CyclesPerSec, r.Next.P99Ms)
+	unit := "cycles"
+	if w.Workers > 0 {
+		unit = "jobs"
+	}
+	cfg.progress("%s %s: %d %s in %.1fs (%.0f/s), next p99 %.1fms", scenario, name, r.Cycles, unit, r.ElapsedSec, r.CyclesPerSec, r.Next.P99Ms)
 	return r, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // cleanKeys removes the run's Redis keys.
 func cleanKeys(ctx context.Context, rdb *redis.Client, prefix string) {

@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -24,14 +26,28 @@ type benchDB struct {
 	name  string
 	dsn   string // DSN of the bench database
 	admin *sqlx.DB
-	db    *sqlx.DB
-	store *tasks.Store
+	// db is the harness's own handle (fill, checks, counters); sdb is what
+	// the strategies use, over a counting connector (primary).
+	db, sdb *sqlx.DB
+	primary *countingConnector
+	// replicaDSN names the replica server (no database) when the run reads
+	// candidates from a replica; replica is then its handle on the bench
+	// database, over replicaCount.
+	replicaDSN   string
+	replica      *sqlx.DB
+	replicaCount *countingConnector
+	store        *tasks.Store
 }
 
-// createDB creates a fresh database (taskd_bench_<random>) on the server of
-// dsn, applies the schema and opens a store on it. The database of dsn itself
-// is never touched.
-func createDB(ctx context.Context, dsn string) (*benchDB, error) {
+// replicatedPrefix starts the names of the databases the test replica
+// applies (scripts/services.sh).
+const replicatedPrefix = "taskd_r_"
+
+// createDB creates a fresh database (taskd_bench_<random>, or
+// taskd_r_bench_<random> when replicaDSN is set, so that the replica applies
+// it) on the server of dsn and applies the schema. The database of dsn
+// itself is never touched. Call openStore once the pool is filled.
+func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse mysql dsn: %w", err)
@@ -39,6 +55,9 @@ func createDB(ctx context.Context, dsn string) (*benchDB, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "taskd_bench_" + hex.EncodeToString(b[:])
+	if replicaDSN != "" {
+		name = replicatedPrefix + "bench_" + hex.EncodeToString(b[:])
+	}
 	cfg.DBName = ""
 	admin, err := tasks.Open(ctx, cfg.FormatDSN())
 	if err != nil {
@@ -48,7 +67,7 @@ func createDB(ctx context.Context, dsn string) (*benchDB, error) {
 		_ = admin.Close()
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	bd := &benchDB{name: name, admin: admin}
+	bd := &benchDB{name: name, admin: admin, replicaDSN: replicaDSN}
 	cfg.DBName = name
 	bd.dsn = cfg.FormatDSN()
 	if bd.db, err = tasks.Open(ctx, bd.dsn); err != nil {
@@ -59,17 +78,85 @@ func createDB(ctx context.Context, dsn string) (*benchDB, error) {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
-	if bd.store, err = tasks.NewStore(bd.db, tasks.Config{}); err != nil {
-		bd.drop(context.WithoutCancel(ctx))
-		return nil, err
-	}
 	return bd, nil
 }
 
-// drop closes the connections and drops the database.
+// openCounted opens dsn as tasks.Open does (tasks.Connector's settings, the
+// pool settings of tasks.OpenDB), over a connector that counts requests.
+func openCounted(ctx context.Context, dsn string) (*sqlx.DB, *countingConnector, error) {
+	connector, err := tasks.Connector(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := &countingConnector{Connector: connector}
+	db, err := tasks.OpenDB(ctx, sql.OpenDB(cc))
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, cc, nil
+}
+
+// openStore opens the strategies' handles and taskd's store. On a
+// replicated database it first waits until the replica has applied the
+// filled pool, so that the replica is idle when the timed window opens;
+// with replicaReads, the store reads its candidates from the replica.
+func (bd *benchDB) openStore(ctx context.Context, replicaReads bool) error {
+	var err error
+	if bd.sdb, bd.primary, err = openCounted(ctx, bd.dsn); err != nil {
+		return fmt.Errorf("connect to %s: %w", bd.name, err)
+	}
+	var scfg tasks.Config
+	if bd.replicaDSN != "" {
+		rcfg, err := mysql.ParseDSN(bd.replicaDSN)
+		if err != nil {
+			return fmt.Errorf("parse mysql replica dsn: %w", err)
+		}
+		rcfg.DBName = ""
+		radmin, err := tasks.Open(ctx, rcfg.FormatDSN())
+		if err != nil {
+			return fmt.Errorf("connect to the mysql replica: %w", err)
+		}
+		defer radmin.Close()
+		if err := catchUp(ctx, bd.db, radmin); err != nil {
+			return err
+		}
+		if replicaReads {
+			rcfg.DBName = bd.name
+			if bd.replica, bd.replicaCount, err = openCounted(ctx, rcfg.FormatDSN()); err != nil {
+				return fmt.Errorf("connect to %s on the replica: %w", bd.name, err)
+			}
+			scfg.Replica = bd.replica
+		}
+	}
+	bd.store, err = tasks.NewStore(bd.sdb, scfg)
+	return err
+}
+
+// catchUpTimeout bounds the wait for the replica to apply the pool.
+const catchUpTimeout = 5 * time.Minute
+
+// catchUp waits until replica has applied everything primary has logged.
+func catchUp(ctx context.Context, primary, replica *sqlx.DB) error {
+	var pos string
+	if err := primary.GetContext(ctx, &pos, "SELECT @@gtid_binlog_pos"); err != nil {
+		return fmt.Errorf("read the primary's GTID position: %w", err)
+	}
+	var res int
+	if err := replica.GetContext(ctx, &res, "SELECT MASTER_GTID_WAIT(?, ?)", pos, catchUpTimeout.Seconds()); err != nil {
+		return fmt.Errorf("wait for the replica: %w", err)
+	}
+	if res != 0 {
+		return fmt.Errorf("the replica did not reach GTID %s within %s", pos, catchUpTimeout)
+	}
+	return nil
+}
+
+// drop closes the connections and drops the database (the drop replicates).
 func (bd *benchDB) drop(ctx context.Context) error {
-	if bd.db != nil {
-		_ = bd.db.Close()
+	for _, db := range []*sqlx.DB{bd.db, bd.sdb, bd.replica} {
+		if db != nil {
+			_ = db.Close()
+		}
 	}
 	_, err := bd.admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+bd.name+"`")
 	_ = bd.admin.Close()
@@ -136,23 +223,38 @@ func (bd *benchDB) doubleCommits(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// serverCounters are server-wide counters read before and after a run.
+// serverCounters are counters read before and after a run's timed window.
 type serverCounters struct {
-	questions     int64 // MySQL statements (SHOW GLOBAL STATUS 'Questions')
-	redisCommands int64 // Redis total_commands_processed
+	questions     int64 // MySQL statements (SHOW GLOBAL STATUS 'Questions'), server-wide
+	comCommit     int64 // MySQL COMMITs (SHOW GLOBAL STATUS 'Com_commit'), server-wide
+	redisCommands int64 // Redis total_commands_processed, server-wide
+	// Counted in this process: the strategies' requests to the primary and
+	// the replica, and their Redis round trips.
+	primary, replica sqlCounts
+	redisRoundTrips  int64
 }
 
-func readCounters(ctx context.Context, db *sqlx.DB, rdb *redis.Client) (serverCounters, error) {
+// readCounters reads the counters. It reads the server-wide ones with the
+// harness's own handles (bd.db, plain), which are not counted.
+func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *redisCounter) (serverCounters, error) {
 	var c serverCounters
-	var row struct {
+	var rows []struct {
 		Name  string `db:"Variable_name"`
 		Value string `db:"Value"`
 	}
-	if err := db.GetContext(ctx, &row, "SHOW GLOBAL STATUS LIKE 'Questions'"); err != nil {
-		return c, fmt.Errorf("read mysql questions: %w", err)
+	if err := bd.db.SelectContext(ctx, &rows, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')"); err != nil {
+		return c, fmt.Errorf("read mysql status: %w", err)
 	}
-	c.questions, _ = strconv.ParseInt(row.Value, 10, 64)
-	info, err := rdb.Info(ctx, "stats").Result()
+	for _, r := range rows {
+		v, _ := strconv.ParseInt(r.Value, 10, 64)
+		switch strings.ToLower(r.Name) {
+		case "questions":
+			c.questions = v
+		case "com_commit":
+			c.comCommit = v
+		}
+	}
+	info, err := plain.Info(ctx, "stats").Result()
 	if err != nil {
 		return c, fmt.Errorf("read redis stats: %w", err)
 	}
@@ -161,5 +263,12 @@ func readCounters(ctx context.Context, db *sqlx.DB, rdb *redis.Client) (serverCo
 			c.redisCommands, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
+	if bd.primary != nil {
+		c.primary = bd.primary.counts()
+	}
+	if bd.replicaCount != nil {
+		c.replica = bd.replicaCount.counts()
+	}
+	c.redisRoundTrips = hook.roundTrips.Load()
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -13,39 +14,97 @@ import (
 // run is one named run of a scenario: a workload and the strategies it runs.
 type run struct {
 	name       string
+	round      int // 1..Rounds for a repeated comparison, 0 for a single run
 	workload   Workload
 	strategies []string
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "pool-size", "sweep", "http"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "pool-size", "sweep", "http", "replica"}
 
-// scenario returns the runs of a preset and the ratios to compute from them.
-func scenario(name string) ([]run, bool) {
-	all := []string{StrategyTaskd, StrategySeedNaive, StrategySkipLocked}
-	const d = 8 * time.Second
+// Preset shapes the presets: how many times the compared pairs run, and
+// whether to shorten every run.
+type Preset struct {
+	// Rounds is how many times the compared pairs (a, b, f) run,
+	// interleaved; the targets are judged on the medians. Default
+	// RoundsDefault.
+	Rounds int
+	// Quick shortens every run (2s, smaller pools) for a smoke test; its
+	// figures are not the ones to quote.
+	Quick bool
+	// Replica says whether a replica is configured; without one the
+	// replica preset is left out.
+	Replica bool
+}
+
+// RoundsDefault is how many times a compared pair runs.
+const RoundsDefault = 3
+
+// scenario returns the runs of a preset, in the order they run.
+func scenario(name string, p Preset) ([]run, bool) {
+	if p.Rounds <= 0 {
+		p.Rounds = RoundsDefault
+	}
+	pair := []string{StrategyTaskd, StrategySkipLocked}
+	d, short, big, pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000
+	if p.Quick {
+		d, short, big, pool = 2*time.Second, 2*time.Second, 100_000, 20_000
+	}
+	// The compared pairs: (a) 200 editors on one category (with seed-naive
+	// in the first round), (b) 200 editors over 50 categories, (f) 16
+	// background worker slots with a no-op handler.
+	a := func(round int) run {
+		st := pair
+		if round == 1 {
+			st = []string{StrategyTaskd, StrategySeedNaive, StrategySkipLocked}
+		}
+		return run{"a-one-category", round, Workload{Editors: 200, Categories: 1, Pool: pool, Duration: d}, st}
+	}
+	b := func(round int) run {
+		return run{"b-50-categories", round, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d}, pair}
+	}
+	f := func(round int) run {
+		return run{"f-workers", round, Workload{Workers: 16, Categories: 1, Pool: pool, Duration: d}, pair}
+	}
+	rounds := func(mk ...func(int) run) []run {
+		var out []run
+		for i := 1; i <= p.Rounds; i++ {
+			for _, m := range mk {
+				out = append(out, m(i))
+			}
+		}
+		return out
+	}
 	presets := map[string][]run{
-		// (a) 200 editors on one category, every strategy.
-		"one-category": {{"a-one-category", Workload{Editors: 200, Categories: 1, Pool: 100_000, Duration: d}, all}},
-		// (b) 200 editors over 50 categories.
-		"categories": {{"b-50-categories", Workload{Editors: 200, Categories: 50, Pool: 100_000, Duration: d},
-			[]string{StrategyTaskd, StrategySkipLocked}}},
+		"one-category": rounds(a),
+		"categories":   rounds(b),
+		"workers":      rounds(f),
 		// (c) next latency against the size of the pool.
 		"pool-size": {
-			{"c-pool-10k", Workload{Editors: 100, Categories: 1, Pool: 10_000, Duration: 5 * time.Second}, []string{StrategyTaskd}},
-			{"c-pool-1m", Workload{Editors: 100, Categories: 1, Pool: 1_000_000, Duration: 5 * time.Second}, []string{StrategyTaskd}},
+			{"c-pool-10k", 0, Workload{Editors: 100, Categories: 1, Pool: 10_000, Duration: short}, []string{StrategyTaskd}},
+			{"c-pool-" + shortCount(big), 0, Workload{Editors: 100, Categories: 1, Pool: big, Duration: short}, []string{StrategyTaskd}},
 		},
 		// (d) a sweep of 100,000 expired claims under load, and the same load without.
 		"sweep": {
-			{"d-no-sweep", Workload{Editors: 200, Categories: 1, Pool: 100_000, Duration: 6 * time.Second}, []string{StrategyTaskd}},
-			{"d-sweep-100k", Workload{Editors: 200, Categories: 1, Pool: 100_000, Duration: 6 * time.Second, Expired: 100_000}, []string{StrategyTaskd}},
+			{"d-no-sweep", 0, Workload{Editors: 200, Categories: 1, Pool: pool, Duration: short}, []string{StrategyTaskd}},
+			{"d-sweep-100k", 0, Workload{Editors: 200, Categories: 1, Pool: pool, Duration: short, Expired: 100_000}, []string{StrategyTaskd}},
 		},
 		// (e) the real server over HTTP, for its memory.
-		"http": {{"e-http", Workload{Editors: 200, Categories: 1, Pool: 100_000, Duration: d, Mode: ModeHTTP}, []string{StrategyTaskd}}},
+		"http": {{"e-http", 0, Workload{Editors: 200, Categories: 1, Pool: pool, Duration: d, Mode: ModeHTTP}, []string{StrategyTaskd}}},
+		// (g) taskd's statements on the primary without and with candidate
+		// reads from a replica; both databases are replicated, so the
+		// replica applies the same writes in both.
+		"replica": {
+			{"g-primary-only", 0, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d, Replicated: true}, []string{StrategyTaskd}},
+			{"g-replica-reads", 0, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d, Replicated: true, ReplicaReads: true}, []string{StrategyTaskd}},
+		},
 	}
 	if name == "all" {
-		var out []run
-		for _, n := range ScenarioNames[1:] {
+		out := rounds(a, b, f)
+		for _, n := range []string{"pool-size", "sweep", "http", "replica"} {
+			if n == "replica" && !p.Replica {
+				continue
+			}
 			out = append(out, presets[n]...)
 		}
 		return out, true
@@ -54,47 +113,80 @@ func scenario(name string) ([]run, bool) {
 	return rs, ok
 }
 
+// shortCount writes 1000000 as 1m and 100000 as 100k.
+func shortCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dm", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
 // Report is everything one taskd-bench run measured.
 type Report struct {
 	Started time.Time `json:"started"`
 	Results []Result  `json:"results"`
 	Ratios  []Ratio   `json:"ratios"`
-	Notes   []string  `json:"notes"`
+	// Targets judges the issue's targets on the medians of the repeated
+	// runs.
+	Targets []Target `json:"targets"`
+	Notes   []string `json:"notes"`
 }
 
 // Notes printed under every table.
 var notes = []string{
 	"every strategy's submit writes the same durable result (task done by a fenced UPDATE + a task_results row); taskd also writes its audit events (task_events) on claim and submit",
 	"taskd's submit returns the next assignment in the same call (as the API's submit does): a cycle is one Submit; next latency is the part of it after the commit (lock release + next claim)",
-	"mysql/op and redis/op are deltas of server-wide counters (Questions, total_commands_processed) per assignment: anything else using the servers is counted too; taskd sends a claim and a submit each as one statement batch (one round trip each), and tries its candidates' locks in one script (ObtainAny), so its round trips are fewer than its statements and commands",
+	"mysql/op and redis/op are deltas of server-wide counters (Questions, total_commands_processed) per assignment: anything else using the servers is counted too",
+	"rt/cyc columns are counted in this process over the timed window, per cycle: mysql rt = requests the strategy's connections sent to the primary (a counting driver.Connector under the same settings as tasks.Open; a statement batch is one, BEGIN, COMMIT and ROLLBACK one each), stmts = the statements those requests carried, redis rt = go-redis commands processed alone plus pipelines (a hook); n/a over HTTP, where the requests leave the taskd serve child",
+	"commits/cyc is the delta of the primary's Com_commit (SHOW GLOBAL STATUS) over the timed window per cycle: server-wide, but the harness reads nothing that commits in that window and make bench runs its own servers, so it is this strategy's COMMITs (alone or inside a batch); autocommit statements are not counted",
+	"f-workers: editors = 16w means 16 background worker slots with a no-op handler; cycles/s is jobs/s (claim, run, commit of the result). mysql-skip-locked there is a worker loop in River's model: per job, BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1; UPDATE to assigned; COMMIT; then UPDATE to done + result row in a transaction of its own",
+	"a, b and f run " + fmt.Sprint(RoundsDefault) + " times each (unless -rounds says otherwise), interleaved, each run in a fresh database; the target lines judge the median cycles/s of each strategy and the median of the per-run ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 }
 
 // RunScenario runs the preset name (or, for "", the single workload w with
 // strategies) and returns the report.
-func RunScenario(ctx context.Context, cfg Config, name string, w Workload, strategies []string) (*Report, error) {
+func RunScenario(ctx context.Context, cfg Config, name string, p Preset, w Workload, strategies []string) (*Report, error) {
 	rep := &Report{Started: time.Now().UTC(), Notes: notes}
-	runs := []run{{"custom", w, strategies}}
+	runs := []run{{"custom", 0, w, strategies}}
 	if name != "" {
 		var ok bool
-		if runs, ok = scenario(name); !ok {
+		if runs, ok = scenario(name, p); !ok {
 			return nil, fmt.Errorf("unknown scenario %q", name)
 		}
+		if name == "all" && !p.Replica {
+			rep.Notes = append(rep.Notes, "g (primary statements with and without a replica) did not run: no replica configured (mysql.replica_dsn / TASKD_MYSQL_REPLICA_DSN)")
+		}
 	}
-	for _, r := range runs {
+	finish := func() {
+		rep.Ratios = ratios(rep.Results)
+		rep.Targets = targets(rep.Results)
+	}
+	for i, r := range runs {
+		if r.round > 0 {
+			cfg.progress("run %d of %d: %s, round %d", i+1, len(runs), r.name, r.round)
+		} else {
+			cfg.progress("run %d of %d: %s", i+1, len(runs), r.name)
+		}
 		res, err := Run(ctx, cfg, r.name, r.workload, r.strategies)
+		for j := range res {
+			res[j].Run = r.round
+		}
 		rep.Results = append(rep.Results, res...)
 		if err != nil {
-			rep.Ratios = ratios(rep.Results)
+			finish()
 			return rep, err
 		}
 	}
-	rep.Ratios = ratios(rep.Results)
+	finish()
 	return rep, nil
 }
 
-// find returns the result of strategy in scenario, or nil.
+// find returns the first result of strategy in scenario, or nil.
 func find(rs []Result, scenario, strategy string) *Result {
 	for i := range rs {
 		if rs[i].Scenario == scenario && rs[i].Strategy == strategy {
@@ -104,41 +196,69 @@ func find(rs []Result, scenario, strategy string) *Result {
 	return nil
 }
 
-// ratios computes the comparisons the targets ask for, for those results
-// present.
+// findRun returns the result of strategy in round run of scenario, or nil.
+func findRun(rs []Result, scenario string, run int, strategy string) *Result {
+	for i := range rs {
+		if rs[i].Scenario == scenario && rs[i].Run == run && rs[i].Strategy == strategy {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// ratios computes the comparisons of each run, for those results present.
 func ratios(rs []Result) []Ratio {
 	var out []Ratio
 	cps := func(r *Result) float64 { return r.CyclesPerSec }
-	seen := map[string]bool{}
+	type key struct {
+		scenario string
+		run      int
+	}
+	seen := map[key]bool{}
 	for _, r := range rs {
-		sc := r.Scenario
-		if seen[sc] {
+		k := key{r.Scenario, r.Run}
+		if seen[k] {
 			continue
 		}
-		seen[sc] = true
-		t := find(rs, sc, StrategyTaskd)
+		seen[k] = true
+		t := findRun(rs, k.scenario, k.run, StrategyTaskd)
 		if t == nil {
 			continue
 		}
+		name := k.scenario
+		if k.run > 0 {
+			name += " #" + fmt.Sprint(k.run)
+		}
 		for _, base := range []string{StrategySeedNaive, StrategySkipLocked} {
-			if b := find(rs, sc, base); b != nil {
-				out = append(out, newRatio(sc+": taskd / "+base, "cycles/s", cps(t), cps(b), 0, true))
+			if b := findRun(rs, k.scenario, k.run, base); b != nil {
+				out = append(out, newRatio(name+": taskd / "+base, "cycles/s", cps(t), cps(b), 0, true))
 			}
 		}
 	}
-	if a, b := find(rs, "c-pool-1m", StrategyTaskd), find(rs, "c-pool-10k", StrategyTaskd); a != nil && b != nil {
-		out = append(out, newRatio("c: taskd next p99 pool 1M / pool 10k", "next p99", a.Next.P99Ms, b.Next.P99Ms, 0, false))
+	if b := find(rs, "c-pool-10k", StrategyTaskd); b != nil {
+		for i := range rs {
+			if a := &rs[i]; strings.HasPrefix(a.Scenario, "c-pool-") && a.Scenario != b.Scenario && a.Strategy == StrategyTaskd {
+				out = append(out, newRatio("c: taskd next p99 pool "+strings.TrimPrefix(a.Scenario, "c-pool-")+" / pool 10k", "next p99", a.Next.P99Ms, b.Next.P99Ms, 0, false))
+			}
+		}
 	}
 	if s, b := find(rs, "d-sweep-100k", StrategyTaskd), find(rs, "d-no-sweep", StrategyTaskd); s != nil && b != nil && s.Sweep != nil {
-		out = append(out, newRatio("d: taskd next p99 during sweep / without", "next p99", s.Sweep.NextDuring.P99Ms, b.Next.P99Ms, 0, false))
+		out = append(out, newRatio("d: taskd next p99 during sweep / without", "next p99", s.Sweep.NextDuring.P99Ms, b.Next.P99Ms, 2, false))
+	}
+	if g, p := find(rs, "g-replica-reads", StrategyTaskd), find(rs, "g-primary-only", StrategyTaskd); g != nil && p != nil &&
+		g.MySQLStatementsPerCycle != nil && p.MySQLStatementsPerCycle != nil {
+		out = append(out, newRatio("g: taskd statements sent to the primary per cycle, replica reads / primary only", "stmts/cycle",
+			*g.MySQLStatementsPerCycle, *p.MySQLStatementsPerCycle, 0, false))
+		out = append(out, newRatio("g: taskd cycles/s, replica reads / primary only", "cycles/s", g.CyclesPerSec, p.CyclesPerSec, 0, true))
 	}
 	return out
 }
 
-// WriteTable prints the report as a table, the ratio lines and the notes.
+// WriteTable prints the report as a table, the ratio lines, the target
+// lines and the notes.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tempty\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tredis/op\terrors\tdouble\tRSS MiB\tHWM MiB\t")
+	fmt.Fprintln(tw, "scenario\trun\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tempty\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tmysql rt/cyc\tstmts/cyc\tcommits/cyc\tredis/op\tredis rt/cyc\terrors\tdouble\tRSS MiB\tHWM MiB\t")
 	for _, r := range rep.Results {
 		conf := fmt.Sprintf("%.2f", r.ConflictsPerAssignment)
 		refused := fmt.Sprint(r.RefusedClaims)
@@ -149,10 +269,19 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Drained {
 			drained = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.0f%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%.0f\t%.0f\t\n",
-			r.Scenario, r.Strategy, r.Workload.Mode, r.Workload.Editors, r.Workload.Categories, r.Workload.Pool,
+		runNo := "-"
+		if r.Run > 0 {
+			runNo = fmt.Sprint(r.Run)
+		}
+		eds := fmt.Sprint(r.Workload.Editors)
+		if r.Workload.Workers > 0 {
+			eds = fmt.Sprintf("%dw", r.Workload.Workers)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.1f\t%s\t%s\t%.2f\t%.1f\t%s\t%d\t%d\t%.0f\t%.0f\t\n",
+			r.Scenario, runNo, r.Strategy, r.Workload.Mode, eds, r.Workload.Categories, r.Workload.Pool,
 			r.CyclesPerSec, drained, r.EmptyHanded, r.Next.P50Ms, r.Next.P99Ms, r.Cycle.P99Ms, conf, refused,
-			r.MySQLPerAssignment, r.RedisPerAssignment, r.Errors, r.DoubleCommits,
+			r.MySQLPerAssignment, perCycle(r.MySQLRoundTripsPerCycle), perCycle(r.MySQLStatementsPerCycle), r.CommitsPerCycle,
+			r.RedisPerAssignment, perCycle(r.RedisRoundTripsPerCycle), r.Errors, r.DoubleCommits,
 			float64(r.Memory.RSSKiB)/1024, float64(r.Memory.HWMKiB)/1024)
 	}
 	if err := tw.Flush(); err != nil {
@@ -162,6 +291,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Sweep != nil {
 			fmt.Fprintf(w, "%s: swept %d expired claims in %.2fs; taskd next during the sweep p50 %.2fms p99 %.2fms (%d claims)\n",
 				r.Scenario, r.Sweep.Recycled, r.Sweep.DurationSec, r.Sweep.NextDuring.P50Ms, r.Sweep.NextDuring.P99Ms, r.Sweep.NextDuring.Count)
+		}
+		if r.ReplicaRoundTripsPerCycle != nil {
+			fmt.Fprintf(w, "%s %s: %s MySQL round trips per cycle to the replica\n", r.Scenario, r.Strategy, perCycle(r.ReplicaRoundTripsPerCycle))
 		}
 		if r.Drained {
 			fmt.Fprintf(w, "%s %s: * the pool ran dry after %.1fs\n", r.Scenario, r.Strategy, r.ElapsedSec)
@@ -173,11 +305,25 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, ra := range rep.Ratios {
 		fmt.Fprintln(w, ra.String())
 	}
+	if len(rep.Targets) > 0 {
+		fmt.Fprintln(w)
+		for _, t := range rep.Targets {
+			fmt.Fprintln(w, t.String())
+		}
+	}
 	fmt.Fprintln(w)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil
+}
+
+// perCycle renders a per-cycle count, n/a when it was not counted.
+func perCycle(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }
 
 // WriteJSON writes the report as indented JSON to path.

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// median returns the median of vs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Target is one of the performance issue's targets, judged on the medians
+// of the repeated runs.
+type Target struct {
+	// Name says what is measured, e.g. "(a) 1 category, 200 editors:
+	// taskd / mysql-skip-locked cycles/s".
+	Name string `json:"name"`
+	// Value is the measured value: the median of the per-run ratios, or the
+	// median of taskd's per-run counts.
+	Value float64 `json:"value"`
+	// Unit is "x" for a ratio, "" for a count.
+	Unit string `json:"unit"`
+	// Want is the target: Value >= Want when AtLeast, else Value <= Want.
+	Want    float64 `json:"want"`
+	AtLeast bool    `json:"at_least"`
+	Met     bool    `json:"met"`
+	// Detail shows what the value was computed from.
+	Detail string `json:"detail"`
+}
+
+// String renders the target as a line of the report, e.g.
+// "target (a) ...: 1.73x, want >= 3x: NOT MET (median of 3 runs: ...)".
+func (t Target) String() string {
+	op, verdict := "<=", "NOT MET"
+	if t.AtLeast {
+		op = ">="
+	}
+	if t.Met {
+		verdict = "MET"
+	}
+	return fmt.Sprintf("target %s: %.2f%s, want %s %g%s: %s (%s)", t.Name, t.Value, t.Unit, op, t.Want, t.Unit, verdict, t.Detail)
+}
+
+func newTarget(name string, value float64, unit string, want float64, atLeast bool, detail string) Target {
+	met := value <= want
+	if atLeast {
+		met = value >= want
+	}
+	return Target{Name: name, Value: value, Unit: unit, Want: want, AtLeast: atLeast, Met: met, Detail: detail}
+}
+
+// roundTripSlack is how far above 1 a per-cycle count may be and still meet
+// a "one per cycle" target: each editor's first claim and any refused claim
+// fall inside the timed window too, which with 200 editors and a few
+// thousand cycles adds a few percent.
+const roundTripSlack = 0.05
+
+// The compared pairs and their targets (issue 13).
+var pairTargets = []struct {
+	label, scenario string
+	want            float64
+}{
+	{"(a) 1 category, 200 editors", "a-one-category", 3.0},
+	{"(b) 50 categories, 200 editors", "b-50-categories", 1.5},
+	{"(f) workers, 16 slots, no-op handler", "f-workers", 1.5},
+}
+
+// targets judges the issue's targets on the results present: the
+// throughput of taskd against mysql-skip-locked in a, b and f (median of the
+// runs where both ran), and taskd's round trips and commits per cycle in a
+// and b.
+func targets(rs []Result) []Target {
+	var out []Target
+	for _, pt := range pairTargets {
+		var t, b, ratio []float64
+		var per []string
+		for _, r := range rs {
+			if r.Scenario != pt.scenario || r.Strategy != StrategyTaskd {
+				continue
+			}
+			base := findRun(rs, pt.scenario, r.Run, StrategySkipLocked)
+			if base == nil || base.CyclesPerSec == 0 {
+				continue
+			}
+			t = append(t, r.CyclesPerSec)
+			b = append(b, base.CyclesPerSec)
+			ratio = append(ratio, r.CyclesPerSec/base.CyclesPerSec)
+			per = append(per, fmt.Sprintf("%.2fx", r.CyclesPerSec/base.CyclesPerSec))
+		}
+		if len(ratio) == 0 {
+			continue
+		}
+		unit := "cycles/s"
+		if strings.HasPrefix(pt.scenario, "f-") {
+			unit = "jobs/s"
+		}
+		detail := fmt.Sprintf("median of %d: taskd %.0f %s, %s %.0f %s; per run %s",
+			len(ratio), median(t), unit, StrategySkipLocked, median(b), unit, strings.Join(per, " "))
+		out = append(out, newTarget(pt.label+": taskd / "+StrategySkipLocked+" "+unit, median(ratio), "x", pt.want, true, detail))
+	}
+	counts := []struct {
+		name string
+		get  func(*Result) *float64
+	}{
+		{"MySQL round trips per cycle", func(r *Result) *float64 { return r.MySQLRoundTripsPerCycle }},
+		{"commits per cycle (Com_commit)", func(r *Result) *float64 { return ptr(r.CommitsPerCycle) }},
+		{"Redis round trips per cycle", func(r *Result) *float64 { return r.RedisRoundTripsPerCycle }},
+	}
+	for _, pt := range pairTargets[:2] {
+		for _, c := range counts {
+			var vs []float64
+			var per []string
+			for i := range rs {
+				r := &rs[i]
+				if r.Scenario != pt.scenario || r.Strategy != StrategyTaskd || r.Workload.Mode != ModeInproc {
+					continue
+				}
+				if v := c.get(r); v != nil {
+					vs = append(vs, *v)
+					per = append(per, fmt.Sprintf("%.2f", *v))
+				}
+			}
+			if len(vs) == 0 {
+				continue
+			}
+			detail := fmt.Sprintf("taskd, median of %d: per run %s; met up to %g", len(vs), strings.Join(per, " "), 1+roundTripSlack)
+			t := newTarget(pt.label+": "+c.name, median(vs), "", 1, false, detail)
+			t.Met = t.Value <= 1+roundTripSlack
+			out = append(out, t)
+		}
+	}
+	return out
+}

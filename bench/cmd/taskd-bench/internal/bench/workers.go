@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+)
+
+// workerResult is what every no-op handler returns, committed as the task's
+// result by both worker strategies.
+const workerResult = `{"ok":true}`
+
+// workerRun is what background workers did in one timed window.
+type workerRun struct {
+	elapsed    time.Duration
+	jobs       int64 // tasks whose result was committed in the window
+	errors     int64
+	firstError string
+}
+
+// workerPool is background workers taking tasks of categories in slots.
+type workerPool interface {
+	// start starts the slots; jobs then reports the results committed.
+	start(ctx context.Context) error
+	jobs() int64
+	// stop stops the slots and waits for them; the error is the first a
+	// slot met, if any.
+	stop(ctx context.Context) (errors int64, first string, err error)
+}
+
+// runWorkers starts p, lets it run for d (or until ctx ends), and calls
+// window at the end of the window, before the slots are stopped.
+func runWorkers(ctx context.Context, p workerPool, d time.Duration, window func()) (workerRun, error) {
+	var wr workerRun
+	j0 := p.jobs()
+	start := time.Now()
+	if err := p.start(ctx); err != nil {
+		return wr, err
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	wr.jobs = p.jobs() - j0
+	wr.elapsed = time.Since(start)
+	window()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var err error
+	wr.errors, wr.firstError, err = p.stop(sctx)
+	return wr, err
+}
+
+// taskdWorkers is taskd's dispatcher.Worker with a handler that does nothing
+// but return a small result.
+type taskdWorkers struct{ w *dispatcher.Worker }
+
+func newTaskdWorkers(d *dispatcher.Dispatcher, slots int, categories []string) (*taskdWorkers, error) {
+	w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{
+		Concurrency: slots,
+		Handler: dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
+			return map[string]bool{"ok": true}, nil
+		}),
+		Categories: categories,
+		ID:         "bench",
+		Wait:       time.Second,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &taskdWorkers{w: w}, nil
+}
+
+func (t *taskdWorkers) start(ctx context.Context) error { return t.w.Start(ctx) }
+func (t *taskdWorkers) jobs() int64                     { return t.w.Stats().Processed }
+
+func (t *taskdWorkers) stop(ctx context.Context) (int64, string, error) {
+	err := t.w.Stop(ctx)
+	st := t.w.Stats()
+	n := st.Failed + st.LeaseLost
+	first := ""
+	if n > 0 {
+		first = fmt.Sprintf("%d failed, %d leases lost", st.Failed, st.LeaseLost)
+	}
+	return n, first, err
+}
+
+// skipLockedWorkers is a worker loop in River's model on the same schema:
+// each slot claims one task in a transaction of its own (SELECT ... FOR
+// UPDATE SKIP LOCKED LIMIT 1, UPDATE to assigned, COMMIT), runs the no-op
+// handler, then completes the task in a second transaction (fenced UPDATE to
+// done and the result row). River itself fetches several jobs per query and
+// completes them in batches; this loop is the one-job-at-a-time shape of
+// that model, the same unit of work taskd's slots do.
+type skipLockedWorkers struct {
+	db         *sqlx.DB
+	slots      int
+	categories []string
+	lease      time.Duration
+
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	done       atomic.Int64
+	errs       atomic.Int64
+	firstOnce  sync.Once
+	firstError string
+}
+
+// skipLockedIdle is how long a slot waits when no task is pending (River's
+// fetch poll interval is of this order).
+const skipLockedIdle = 50 * time.Millisecond
+
+const workerCompleteSQL = `UPDATE tasks SET status = 'done', done_at = NOW(3), lease_expires_at = NULL
+WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ?`
+
+const workerResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result) VALUES (?, ?, ?, NULL, ?)`
+
+func (s *skipLockedWorkers) start(ctx context.Context) error {
+	ctx, s.cancel = context.WithCancel(ctx)
+	claimer := &skipLocked{db: s.db, lease: s.lease}
+	for i := range s.slots {
+		e := &editor{holder: "worker:bench-skip-locked:" + strconv.Itoa(i), categories: s.categories}
+		s.wg.Go(func() {
+			for ctx.Err() == nil {
+				r, err := claimer.claim(ctx, e)
+				if errors.Is(err, errNoTask) {
+					sleepCtx(ctx, skipLockedIdle)
+					continue
+				}
+				if err == nil {
+					err = s.complete(ctx, e, r)
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					s.fail(err)
+					sleepCtx(ctx, 10*time.Millisecond)
+					continue
+				}
+				s.done.Add(1)
+			}
+		})
+	}
+	return nil
+}
+
+func (s *skipLockedWorkers) complete(ctx context.Context, e *editor, r ref) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	res, err := tx.ExecContext(ctx, workerCompleteSQL, r.id, r.fence, e.holder)
+	if err != nil {
+		return fmt.Errorf("complete task %d: %w", r.id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("complete task %d: %w", r.id, tasks.ErrStale)
+	}
+	if _, err := tx.ExecContext(ctx, workerResultSQL, r.id, r.fence, e.holder, workerResult); err != nil {
+		return fmt.Errorf("complete task %d: %w", r.id, err)
+	}
+	return tx.Commit()
+}
+
+func (s *skipLockedWorkers) fail(err error) {
+	s.errs.Add(1)
+	s.firstOnce.Do(func() { s.firstError = err.Error() })
+}
+
+func (s *skipLockedWorkers) jobs() int64 { return s.done.Load() }
+
+func (s *skipLockedWorkers) stop(context.Context) (int64, string, error) {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	return s.errs.Load(), s.firstError, nil
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
