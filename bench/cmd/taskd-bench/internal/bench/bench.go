@@ -270,7 +270,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 			err = derr
 		}
 	}()
-	start := time.Now()
+	filling := time.Now()
 	if err := bd.fill(ctx, w.Pool, w.Categories); err != nil {
 		return nil, err
 	}
@@ -282,7 +282,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	if err := bd.openStore(ctx, w.ReplicaReads); err != nil {
 		return nil, err
 	}
-	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(start).Round(time.Millisecond), bd.name)
+	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(filling).Round(time.Millisecond), bd.name)
 
 	// rdb is the strategies' client, its round trips counted; plain is the
 	// harness's own (counters, cleanup).
@@ -356,10 +356,13 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		sweep = sw.Sweep
 	}
 
-	before, err := readCounters(ctx, bd, plain, hook)
+	// start is read when the run starts, before when the counted window
+	// opens (the same, except for editors: see below).
+	start, err := readCounters(ctx, bd, plain, hook)
 	if err != nil {
 		return nil, err
 	}
+	before := start
 	conflicts0, refused0 := s.counts()
 	var lr loopResult
 	var after serverCounters
@@ -372,8 +375,17 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		}
 		lr = loopResult{elapsed: wr.elapsed, cycles: wr.jobs, assignments: wr.jobs, errors: wr.errors, firstError: wr.firstError}
 	} else {
-		lr = runLoop(ctx, s, eds, w, sweep, bd.empty)
+		// The counted window opens once every editor holds its first
+		// assignment, so that per-cycle counts are those of cycles alone.
+		var warmCounters serverCounters
+		var warmErr error
+		lr = runLoop(ctx, s, eds, w, sweep, bd.empty, func() { warmCounters, warmErr = readCounters(ctx, bd, plain, hook) })
 		after, afterErr = readCounters(ctx, bd, plain, hook)
+		if lr.warmed && warmErr == nil {
+			before = warmCounters
+		} else {
+			lr.cyclesAtWarm = 0
+		}
 	}
 	if afterErr != nil {
 		return nil, afterErr
@@ -392,9 +404,9 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		r.CyclesPerSec = float64(lr.cycles) / lr.elapsed.Seconds()
 	}
 	a := float64(max(lr.assignments, 1))
-	c := float64(max(lr.cycles, 1))
-	r.MySQLPerAssignment = float64(after.questions-before.questions) / a
-	r.RedisPerAssignment = float64(after.redisCommands-before.redisCommands) / a
+	c := float64(max(lr.cycles-lr.cyclesAtWarm, 1)) // cycles in the counted window
+	r.MySQLPerAssignment = float64(after.questions-start.questions) / a
+	r.RedisPerAssignment = float64(after.redisCommands-start.redisCommands) / a
 	r.CommitsPerCycle = float64(after.comCommit-before.comCommit) / c
 	if hs == nil {
 		d := after.primary.sub(before.primary)
@@ -462,6 +474,10 @@ type loopResult struct {
 	next, cycle                    []sample
 	sweep                          *SweepStats
 	sweepFrom, sweepTo             time.Duration
+	// warmed says that every editor got its first assignment during the
+	// run, cyclesAtWarm how many cycles were done at that moment.
+	warmed       bool
+	cyclesAtWarm int64
 }
 
 // maxSweepWait bounds how long a run waits past its duration for its sweep.
@@ -469,13 +485,15 @@ const maxSweepWait = 2 * time.Minute
 
 // runLoop runs one goroutine per editor until the duration passes or the pool
 // runs dry: claim, think, then submit (or abandon). With sweep, it sweeps
-// meanwhile, and the editors keep going until the sweep is done.
+// meanwhile, and the editors keep going until the sweep is done. warm, when
+// set, is called once, as soon as every editor has got its first assignment
+// (the editors keep going meanwhile, except the one calling it).
 //
 // A claim that comes back empty-handed ends the run only when empty says the
 // editor's categories have no pending task left: taskd's Next also comes back
 // empty when competitors hold every candidate of its batch.
 func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error),
-	empty func(ctx context.Context, categories []string) (bool, error)) loopResult {
+	empty func(ctx context.Context, categories []string) (bool, error), warm func()) loopResult {
 	var (
 		stop                                   atomic.Bool
 		drained                                atomic.Bool
@@ -483,6 +501,7 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 		drainCh                                = make(chan struct{})
 		cycles, assignments, abandoned, errCnt atomic.Int64
 		emptyHanded                            atomic.Int64
+		firstClaims                            atomic.Int64
 		firstErr                               sync.Once
 		lr                                     loopResult
 		mu                                     sync.Mutex
@@ -500,6 +519,7 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 			var cur *ref
 			var submitted time.Time // when the previous submit started; zero if none
 			gen := 0
+			claimed := false // whether this editor got its first assignment
 			for !stop.Load() {
 				if cur == nil {
 					t0 := time.Now()
@@ -530,6 +550,15 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 					}
 					assignments.Add(1)
 					cur = &r
+					if gen == 0 && !claimed {
+						claimed = true
+						if firstClaims.Add(1) == int64(len(eds)) {
+							lr.cyclesAtWarm, lr.warmed = cycles.Load(), true
+							if warm != nil {
+								warm()
+							}
+						}
+					}
 				}
 				if w.Think > 0 {
 					time.Sleep(w.Think)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/internal/testenv"
 )
 
 func TestPercentile(t *testing.T) {
@@ -122,5 +124,58 @@ func TestRunEveryStrategy(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "test: taskd / seed-naive cycles/s") {
 		t.Errorf("table has no ratio line:\n%s", b.String())
+	}
+}
+
+// TestRunWorkers runs both worker strategies for a second with 4 slots and
+// checks that jobs got done, once each, and that the in-process counters saw
+// them: the SKIP LOCKED loop sends 8 requests per job (two transactions of
+// BEGIN, two statements, COMMIT), which jobs in flight at either end of the
+// window can move by at most a few.
+func TestRunWorkers(t *testing.T) {
+	t.Parallel()
+	cfg := services(t)
+	w := Workload{Workers: 4, Categories: 1, Pool: 20_000, Duration: time.Second}
+	rs, err := Run(context.Background(), cfg, "test-workers", w, []string{StrategyTaskd, StrategySkipLocked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Cycles <= 0 || r.Errors != 0 || r.DoubleCommits != 0 {
+			t.Errorf("%s: %d jobs, %d errors (%s), %d double commits", r.Strategy, r.Cycles, r.Errors, r.FirstError, r.DoubleCommits)
+		}
+		if r.MySQLRoundTripsPerCycle == nil || *r.MySQLRoundTripsPerCycle <= 0 {
+			t.Errorf("%s: MySQL round trips per job not counted: %v", r.Strategy, r.MySQLRoundTripsPerCycle)
+		}
+	}
+	if sl := rs[1]; sl.MySQLRoundTripsPerCycle != nil {
+		got, slack := *sl.MySQLRoundTripsPerCycle*float64(sl.Cycles), 8.0*float64(w.Workers)
+		if want := 8 * float64(sl.Cycles); got < want-slack || got > want+slack {
+			t.Errorf("skip-locked workers: %.0f requests for %d jobs, want 8 per job (± %.0f)", got, sl.Cycles, slack)
+		}
+		if *sl.RedisRoundTripsPerCycle != 0 {
+			t.Errorf("skip-locked workers: %.2f Redis round trips per job, want 0", *sl.RedisRoundTripsPerCycle)
+		}
+	}
+}
+
+// TestRunReplicaReads runs taskd with its candidate reads on the replica and
+// checks that the replica was read and that the cycles still committed once
+// each.
+func TestRunReplicaReads(t *testing.T) {
+	t.Parallel()
+	cfg := services(t)
+	cfg.ReplicaDSN = testenv.Lookup(t, testenv.MySQLReplicaDSNVar)
+	w := Workload{Editors: 4, Categories: 2, Pool: 200, Duration: time.Second, Replicated: true, ReplicaReads: true}
+	rs, err := Run(context.Background(), cfg, "test-replica", w, []string{StrategyTaskd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	if r.Cycles <= 0 || r.Errors != 0 || r.DoubleCommits != 0 {
+		t.Errorf("%d cycles, %d errors (%s), %d double commits", r.Cycles, r.Errors, r.FirstError, r.DoubleCommits)
+	}
+	if r.ReplicaRoundTripsPerCycle == nil || *r.ReplicaRoundTripsPerCycle <= 0 {
+		t.Errorf("replica round trips per cycle = %v, want some: the store did not read the replica", r.ReplicaRoundTripsPerCycle)
 	}
 }

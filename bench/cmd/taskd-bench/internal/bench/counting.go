@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -293,7 +294,9 @@ func countStatements(query string) (statements, commits int) {
 }
 
 // redisCounter is a go-redis hook that counts round trips: each command
-// processed alone and each pipeline (or MULTI/EXEC transaction) is one.
+// processed alone and each pipeline (or MULTI/EXEC transaction) is one. The
+// commands go-redis sends to set up a new connection (HELLO, AUTH, SELECT,
+// CLIENT ...) are not counted, as a MySQL connection's handshake is not.
 type redisCounter struct{ roundTrips atomic.Int64 }
 
 var _ redis.Hook = (*redisCounter)(nil)
@@ -302,16 +305,29 @@ func (h *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return nex
 
 func (h *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.roundTrips.Add(1)
+		if !connSetup(cmd) {
+			h.roundTrips.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 {
-			h.roundTrips.Add(1)
+		if !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return !connSetup(c) }) {
+			return next(ctx, cmds) // empty, or a new connection's setup
 		}
+		h.roundTrips.Add(1)
 		return next(ctx, cmds)
 	}
+}
+
+// connSetup reports whether cmd is one go-redis sends when it opens a
+// connection.
+func connSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "auth", "select", "client", "readonly":
+		return true
+	}
+	return false
 }

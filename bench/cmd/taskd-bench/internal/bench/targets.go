@@ -62,9 +62,9 @@ func newTarget(name string, value float64, unit string, want float64, atLeast bo
 }
 
 // roundTripSlack is how far above 1 a per-cycle count may be and still meet
-// a "one per cycle" target: each editor's first claim and any refused claim
-// fall inside the timed window too, which with 200 editors and a few
-// thousand cycles adds a few percent.
+// a "one per cycle" target. The counted window opens once every editor holds
+// its first assignment, but cycles in flight at either end of it, refused
+// claims and the rare empty-handed next still add a little.
 const roundTripSlack = 0.05
 
 // The compared pairs and their targets (issue 13).

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{10, 1, 100}, 10},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := append([]float64(nil), tc.in...)
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		for i := range in {
+			if in[i] != tc.in[i] {
+				t.Errorf("median(%v) reordered its argument", in)
+			}
+		}
+	}
+}
+
+// result is a Result of one run with the counts a target reads.
+func result(scenario string, run int, strategy string, cps, mysqlRT, commits, redisRT float64) Result {
+	return Result{
+		Scenario: scenario, Run: run, Strategy: strategy, CyclesPerSec: cps,
+		Workload:                Workload{Mode: ModeInproc},
+		MySQLRoundTripsPerCycle: ptr(mysqlRT), CommitsPerCycle: commits, RedisRoundTripsPerCycle: ptr(redisRT),
+	}
+}
+
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	rs := []Result{
+		// (a): ratios 2, 4, 3.5 -> median 3.5, met; taskd medians 1, 1.04 -> met, 2 -> not.
+		result("a-one-category", 1, StrategyTaskd, 200, 1.00, 2, 1.00),
+		result("a-one-category", 1, StrategySeedNaive, 10, 0, 0, 0),
+		result("a-one-category", 1, StrategySkipLocked, 100, 8, 2, 0),
+		result("a-one-category", 2, StrategyTaskd, 400, 1.04, 2, 1.2),
+		result("a-one-category", 2, StrategySkipLocked, 100, 8, 2, 0),
+		result("a-one-category", 3, StrategyTaskd, 350, 3.00, 1, 1.00),
+		result("a-one-category", 3, StrategySkipLocked, 100, 8, 2, 0),
+		// (b): one run, ratio 1.2, not met.
+		result("b-50-categories", 1, StrategyTaskd, 120, 2, 2, 2),
+		result("b-50-categories", 1, StrategySkipLocked, 100, 8, 2, 0),
+		// (f): a taskd run without its baseline is left out: ratio 2 from run 2 only.
+		result("f-workers", 1, StrategyTaskd, 999, 2, 2, 2),
+		result("f-workers", 2, StrategyTaskd, 300, 2, 2, 2),
+		result("f-workers", 2, StrategySkipLocked, 150, 8, 2, 0),
+	}
+	got := map[string]Target{}
+	for _, tg := range targets(rs) {
+		got[tg.Name] = tg
+	}
+	for _, want := range []struct {
+		name  string
+		value float64
+		met   bool
+	}{
+		{"(a) 1 category, 200 editors: taskd / mysql-skip-locked cycles/s", 3.5, true},
+		{"(b) 50 categories, 200 editors: taskd / mysql-skip-locked cycles/s", 1.2, false},
+		{"(f) workers, 16 slots, no-op handler: taskd / mysql-skip-locked jobs/s", 2, true},
+		{"(a) 1 category, 200 editors: MySQL round trips per cycle", 1.04, true},
+		{"(a) 1 category, 200 editors: commits per cycle (Com_commit)", 2, false},
+		{"(a) 1 category, 200 editors: Redis round trips per cycle", 1, true},
+		{"(b) 50 categories, 200 editors: MySQL round trips per cycle", 2, false},
+	} {
+		tg, ok := got[want.name]
+		if !ok {
+			t.Errorf("no target %q; got %v", want.name, got)
+			continue
+		}
+		if tg.Value != want.value || tg.Met != want.met {
+			t.Errorf("%s = %v met %v, want %v met %v", want.name, tg.Value, tg.Met, want.value, want.met)
+		}
+	}
+	if n := len(got); n != 9 {
+		t.Errorf("%d targets, want 9 (3 ratios, 3 counts for each of a and b)", n)
+	}
+	a := got["(a) 1 category, 200 editors: taskd / mysql-skip-locked cycles/s"]
+	if s := a.String(); !strings.Contains(s, ": 3.50x, want >= 3x: MET (median of 3: taskd 350 cycles/s, mysql-skip-locked 100 cycles/s; per run 2.00x 4.00x 3.50x)") {
+		t.Errorf("line = %q", s)
+	}
+	b := got["(b) 50 categories, 200 editors: MySQL round trips per cycle"]
+	if s := b.String(); !strings.Contains(s, ": 2.00, want <= 1: NOT MET") {
+		t.Errorf("line = %q", s)
+	}
+}
+
+// TestTargetsNotCountedOverHTTP checks that a run without in-process counts
+// gives no round-trip target rather than a zero that would pass.
+func TestTargetsNotCountedOverHTTP(t *testing.T) {
+	t.Parallel()
+	r := result("a-one-category", 1, StrategyTaskd, 100, 0, 1, 0)
+	r.MySQLRoundTripsPerCycle, r.RedisRoundTripsPerCycle = nil, nil
+	for _, tg := range targets([]Result{r}) {
+		if strings.Contains(tg.Name, "round trips") {
+			t.Errorf("target %q from a run that counted nothing", tg.Name)
+		}
+	}
+}
+
+func TestScenarioRounds(t *testing.T) {
+	t.Parallel()
+	runs, ok := scenario("all", Preset{Rounds: 3})
+	if !ok {
+		t.Fatal("no preset all")
+	}
+	var names []string
+	naive := 0
+	for _, r := range runs {
+		names = append(names, r.name+"#"+string(rune('0'+r.round)))
+		for _, s := range r.strategies {
+			if s == StrategySeedNaive {
+				naive++
+			}
+		}
+		if r.workload.ReplicaReads || r.workload.Replicated {
+			t.Errorf("run %s needs a replica, and none is configured", r.name)
+		}
+	}
+	want := "a-one-category#1 b-50-categories#1 f-workers#1 a-one-category#2 b-50-categories#2 f-workers#2 a-one-category#3 b-50-categories#3 f-workers#3"
+	if got := strings.Join(names[:9], " "); got != want {
+		t.Errorf("compared pairs run in order\n%s\nwant\n%s", got, want)
+	}
+	if naive != 1 {
+		t.Errorf("seed-naive runs %d times, want once", naive)
+	}
+	runs, _ = scenario("all", Preset{Rounds: 1, Replica: true})
+	last := runs[len(runs)-1]
+	if !last.workload.ReplicaReads || runs[len(runs)-2].workload.ReplicaReads || !runs[len(runs)-2].workload.Replicated {
+		t.Errorf("with a replica, all should end with g-primary-only then g-replica-reads; ends with %s, %s", runs[len(runs)-2].name, last.name)
+	}
+}
