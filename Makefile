@@ -2,6 +2,7 @@
 #
 # Overrides: make test TESTFLAGS='-run TestObtain -v' PKG=./locker/...
 #            make bench BENCH=Claim BENCHFLAGS='-benchtime=5s'
+#            make bench BENCHARGS=-quick   (taskd-bench's flags: a short smoke run)
 #            make chaos CHAOSFLAGS='-editors 50 -dir /tmp/chaos'
 
 GO         ?= go
@@ -10,6 +11,7 @@ PKG        ?= ./...
 TESTFLAGS  ?=
 BENCH      ?= .
 BENCHFLAGS ?=
+BENCHARGS  ?=
 CHAOSFLAGS ?=
 # `make run` gets its own set of servers, so it can run beside `make test` (16300).
 RUN_PORT_BASE ?= 26300
@@ -28,12 +30,12 @@ help: ## List the targets
 test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
 
-bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench), the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services up
+bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services (and the MariaDB replica) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
 		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
-		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
-			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json && \
+		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_MYSQL_REPLICA_DSN="$$TASKD_TEST_MYSQL_REPLICA_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
+			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json $(BENCHARGS) && \
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
 
