@@ -373,18 +373,16 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		if err != nil {
 			return nil, err
 		}
-		lr = loopResult{elapsed: wr.elapsed, cycles: wr.jobs, assignments: wr.jobs, errors: wr.errors, firstError: wr.firstError}
+		lr = loopResult{elapsed: wr.elapsed, cycles: wr.jobs, assignments: wr.jobs, errors: wr.errors, firstError: wr.firstError, cyclesAtClose: wr.counted}
 	} else {
-		// The counted window opens once every editor holds its first
-		// assignment, so that per-cycle counts are those of cycles alone.
-		var warmCounters serverCounters
-		var warmErr error
-		lr = runLoop(ctx, s, eds, w, sweep, bd.empty, func() { warmCounters, warmErr = readCounters(ctx, bd, plain, hook) })
-		after, afterErr = readCounters(ctx, bd, plain, hook)
-		if lr.warmed && warmErr == nil {
-			before = warmCounters
-		} else {
-			lr.cyclesAtWarm = 0
+		// The counted window: see runLoop.
+		var beforeErr error
+		lr = runLoop(ctx, s, eds, w, sweep, bd.empty, window{
+			open:  func() { before, beforeErr = readCounters(ctx, bd, plain, hook) },
+			close: func() { after, afterErr = readCounters(ctx, bd, plain, hook) },
+		})
+		if beforeErr != nil {
+			return nil, beforeErr
 		}
 	}
 	if afterErr != nil {
@@ -404,7 +402,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		r.CyclesPerSec = float64(lr.cycles) / lr.elapsed.Seconds()
 	}
 	a := float64(max(lr.assignments, 1))
-	c := float64(max(lr.cycles-lr.cyclesAtWarm, 1)) // cycles in the counted window
+	c := float64(max(lr.cyclesAtClose-lr.cyclesAtOpen, 1)) // cycles in the counted window
 	r.MySQLPerAssignment = float64(after.questions-start.questions) / a
 	r.RedisPerAssignment = float64(after.redisCommands-start.redisCommands) / a
 	r.CommitsPerCycle = float64(after.comCommit-before.comCommit) / c
@@ -474,26 +472,33 @@ type loopResult struct {
 	next, cycle                    []sample
 	sweep                          *SweepStats
 	sweepFrom, sweepTo             time.Duration
-	// warmed says that every editor got its first assignment during the
-	// run, cyclesAtWarm how many cycles were done at that moment.
-	warmed       bool
-	cyclesAtWarm int64
+	// cyclesAtOpen and cyclesAtClose are the cycles done when the counted
+	// window opened and closed.
+	cyclesAtOpen, cyclesAtClose int64
 }
+
+// window is called when runLoop's counted window opens and closes.
+type window struct{ open, close func() }
 
 // maxSweepWait bounds how long a run waits past its duration for its sweep.
 const maxSweepWait = 2 * time.Minute
 
 // runLoop runs one goroutine per editor until the duration passes or the pool
 // runs dry: claim, think, then submit (or abandon). With sweep, it sweeps
-// meanwhile, and the editors keep going until the sweep is done. warm, when
-// set, is called once, as soon as every editor has got its first assignment
-// (the editors keep going meanwhile, except the one calling it).
+// meanwhile, and the editors keep going until the sweep is done.
+//
+// The counted window, for the per-cycle counts, opens (win.open is called)
+// once every editor holds its first assignment, or half-way through the
+// duration at the latest, so that the first claims do not count as cycles;
+// it closes (win.close) when the duration ends (or the sweep), before the
+// editors stop, so that cycles cut short at the end do not count either.
+// The editors keep going while the counters are read.
 //
 // A claim that comes back empty-handed ends the run only when empty says the
 // editor's categories have no pending task left: taskd's Next also comes back
 // empty when competitors hold every candidate of its batch.
 func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error),
-	empty func(ctx context.Context, categories []string) (bool, error), warm func()) loopResult {
+	empty func(ctx context.Context, categories []string) (bool, error), win window) loopResult {
 	var (
 		stop                                   atomic.Bool
 		drained                                atomic.Bool
@@ -508,6 +513,13 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 		wg                                     sync.WaitGroup
 	)
 	start := time.Now()
+	var openOnce sync.Once
+	openWindow := func() {
+		openOnce.Do(func() {
+			lr.cyclesAtOpen = cycles.Load()
+			win.open()
+		})
+	}
 	fail := func(err error) {
 		errCnt.Add(1)
 		firstErr.Do(func() { lr.firstError = err.Error() })
@@ -553,10 +565,7 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 					if gen == 0 && !claimed {
 						claimed = true
 						if firstClaims.Add(1) == int64(len(eds)) {
-							lr.cyclesAtWarm, lr.warmed = cycles.Load(), true
-							if warm != nil {
-								warm()
-							}
+							openWindow()
 						}
 					}
 				}
@@ -618,16 +627,29 @@ func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep f
 		close(sweepDone)
 	}
 	timer := time.NewTimer(w.Duration)
-	select {
-	case <-timer.C:
-	case <-drainCh:
-	case <-ctx.Done():
+	half := time.NewTimer(w.Duration / 2)
+	defer half.Stop()
+wait:
+	for {
+		select {
+		case <-half.C:
+			openWindow()
+		case <-timer.C:
+			break wait
+		case <-drainCh:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	select { // a sweep keeps the editors going until it is done
 	case <-sweepDone:
 	case <-time.After(maxSweepWait):
 	case <-ctx.Done():
 	}
+	openWindow() // when the run ended before half its duration
+	lr.cyclesAtClose = cycles.Load()
+	win.close()
 	stop.Store(true)
 	lr.elapsed = time.Since(start)
 	wg.Wait()

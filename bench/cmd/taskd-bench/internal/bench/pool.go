@@ -238,6 +238,14 @@ type serverCounters struct {
 // harness's own handles (bd.db, plain), which are not counted.
 func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *redisCounter) (serverCounters, error) {
 	var c serverCounters
+	// This process's counts first, right after the caller read its cycles.
+	if bd.primary != nil {
+		c.primary = bd.primary.counts()
+	}
+	if bd.replicaCount != nil {
+		c.replica = bd.replicaCount.counts()
+	}
+	c.redisRoundTrips = hook.roundTrips.Load()
 	var rows []struct {
 		Name  string `db:"Variable_name"`
 		Value string `db:"Value"`
@@ -263,12 +271,5 @@ func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *r
 			c.redisCommands, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	if bd.primary != nil {
-		c.primary = bd.primary.counts()
-	}
-	if bd.replicaCount != nil {
-		c.replica = bd.replicaCount.counts()
-	}
-	c.redisRoundTrips = hook.roundTrips.Load()
 	return c, nil
 }

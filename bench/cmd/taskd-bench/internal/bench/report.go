@@ -277,9 +277,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Workload.Workers > 0 {
 			eds = fmt.Sprintf("%dw", r.Workload.Workers)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.1f\t%s\t%s\t%.2f\t%.1f\t%s\t%d\t%d\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%.2f\t%.1f\t%s\t%d\t%d\t%.0f\t%.0f\t\n",
 			r.Scenario, runNo, r.Strategy, r.Workload.Mode, eds, r.Workload.Categories, r.Workload.Pool,
-			r.CyclesPerSec, drained, r.EmptyHanded, r.Next.P50Ms, r.Next.P99Ms, r.Cycle.P99Ms, conf, refused,
+			r.CyclesPerSec, drained, r.EmptyHanded, latency(r.Next, r.Next.P50Ms), latency(r.Next, r.Next.P99Ms), latency(r.Cycle, r.Cycle.P99Ms), conf, refused,
 			r.MySQLPerAssignment, perCycle(r.MySQLRoundTripsPerCycle), perCycle(r.MySQLStatementsPerCycle), r.CommitsPerCycle,
 			r.RedisPerAssignment, perCycle(r.RedisRoundTripsPerCycle), r.Errors, r.DoubleCommits,
 			float64(r.Memory.RSSKiB)/1024, float64(r.Memory.HWMKiB)/1024)
@@ -316,6 +316,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, "note: "+n)
 	}
 	return nil
+}
+
+// latency renders a latency of l in milliseconds, "-" when l has no
+// samples (background workers).
+func latency(l Latency, ms float64) string {
+	if l.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", ms)
 }
 
 // perCycle renders a per-cycle count, n/a when it was not counted.

@@ -23,8 +23,11 @@ const workerResult = `{"ok":true}`
 
 // workerRun is what background workers did in one timed window.
 type workerRun struct {
-	elapsed    time.Duration
-	jobs       int64 // tasks whose result was committed in the window
+	elapsed time.Duration
+	jobs    int64 // tasks whose result was committed in the timed window
+	// counted is the jobs done when the slots had stopped (the counters
+	// are read then, so that no job is in flight).
+	counted    int64
 	errors     int64
 	firstError string
 }
@@ -39,9 +42,9 @@ type workerPool interface {
 	stop(ctx context.Context) (errors int64, first string, err error)
 }
 
-// runWorkers starts p, lets it run for d (or until ctx ends), and calls
-// window at the end of the window, before the slots are stopped.
-func runWorkers(ctx context.Context, p workerPool, d time.Duration, window func()) (workerRun, error) {
+// runWorkers starts p, lets it run for d (or until ctx ends), stops it and
+// then calls counted: the counters are read with no job in flight.
+func runWorkers(ctx context.Context, p workerPool, d time.Duration, counted func()) (workerRun, error) {
 	var wr workerRun
 	j0 := p.jobs()
 	start := time.Now()
@@ -56,11 +59,12 @@ func runWorkers(ctx context.Context, p workerPool, d time.Duration, window func(
 	t.Stop()
 	wr.jobs = p.jobs() - j0
 	wr.elapsed = time.Since(start)
-	window()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var err error
 	wr.errors, wr.firstError, err = p.stop(sctx)
+	wr.counted = p.jobs() - j0
+	counted()
 	return wr, err
 }
 
