@@ -52,7 +52,7 @@ per assignment, refused claims, MySQL statements and Redis commands per
 assignment (server-wide counters), MySQL round trips, statements and Redis
 round trips per cycle (counted in this process), commits per cycle (the
 primary's Com_commit), and the resident memory of the process.
--scenario runs a preset (all: every measurement, about 8 minutes; -quick for
+-scenario runs a preset (all: every measurement, 3 to 5 minutes; -quick for
 a short smoke run); without it, one run of the workload the flags describe.
 The compared pairs (taskd against mysql-skip-locked on 1 and 50 categories,
 and background workers) run -rounds times, interleaved, and the target lines

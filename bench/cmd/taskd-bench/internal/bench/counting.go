@@ -91,7 +91,7 @@ func (cc *countingConn) PrepareContext(ctx context.Context, query string) (drive
 	if p, ok := cc.conn.(driver.ConnPrepareContext); ok {
 		st, err = p.PrepareContext(ctx, query)
 	} else {
-		st, err = cc.conn.Prepare(query) //nolint:staticcheck // the driver has no PrepareContext
+		st, err = cc.conn.Prepare(query) // the driver has no PrepareContext
 	}
 	cc.c.roundTrips.Add(1)
 	if err != nil {
@@ -112,7 +112,8 @@ func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 	if b, ok := cc.conn.(driver.ConnBeginTx); ok {
 		tx, err = b.BeginTx(ctx, opts)
 	} else {
-		tx, err = cc.conn.Begin() //nolint:staticcheck // the driver has no BeginTx
+		//lint:ignore SA1019 the driver has no BeginTx
+		tx, err = cc.conn.Begin()
 	}
 	n := int64(1)
 	if sql.IsolationLevel(opts.Isolation) != sql.LevelDefault {
@@ -210,12 +211,14 @@ type countingStmt struct {
 
 func (s *countingStmt) Exec(args []driver.Value) (driver.Result, error) {
 	s.c.sent(s.query)
-	return s.Stmt.Exec(args) //nolint:staticcheck // database/sql calls ExecContext when the statement has it
+	//lint:ignore SA1019 database/sql calls ExecContext when the statement has it
+	return s.Stmt.Exec(args)
 }
 
 func (s *countingStmt) Query(args []driver.Value) (driver.Rows, error) {
 	s.c.sent(s.query)
-	return s.Stmt.Query(args) //nolint:staticcheck // as Exec
+	//lint:ignore SA1019 database/sql calls QueryContext when the statement has it
+	return s.Stmt.Query(args)
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
