@@ -243,7 +243,7 @@ func ratios(rs []Result) []Ratio {
 		}
 	}
 	if s, b := find(rs, "d-sweep-100k", StrategyTaskd), find(rs, "d-no-sweep", StrategyTaskd); s != nil && b != nil && s.Sweep != nil {
-		out = append(out, newRatio("d: taskd next p99 during sweep / without", "next p99", s.Sweep.NextDuring.P99Ms, b.Next.P99Ms, 2, false))
+		out = append(out, newRatio("d: taskd next p99 during sweep / without", "next p99", s.Sweep.NextDuring.P99Ms, b.Next.P99Ms, 0, false))
 	}
 	if g, p := find(rs, "g-replica-reads", StrategyTaskd), find(rs, "g-primary-only", StrategyTaskd); g != nil && p != nil &&
 		g.MySQLStatementsPerCycle != nil && p.MySQLStatementsPerCycle != nil {

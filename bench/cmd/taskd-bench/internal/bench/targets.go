@@ -141,5 +141,18 @@ func targets(rs []Result) []Target {
 			out = append(out, t)
 		}
 	}
+	// (d) and (e), which the issue asks to keep holding.
+	if sw, base := find(rs, "d-sweep-100k", StrategyTaskd), find(rs, "d-no-sweep", StrategyTaskd); sw != nil && sw.Sweep != nil {
+		out = append(out, newTarget("(d) sweep of 100,000 expired claims under load: duration", sw.Sweep.DurationSec, " s", 10, false,
+			fmt.Sprintf("%d recycled", sw.Sweep.Recycled)))
+		if base != nil && base.Next.P99Ms > 0 {
+			out = append(out, newTarget("(d) taskd next p99 during the sweep / without", sw.Sweep.NextDuring.P99Ms/base.Next.P99Ms, "x", 2, false,
+				fmt.Sprintf("%.1f ms / %.1f ms", sw.Sweep.NextDuring.P99Ms, base.Next.P99Ms)))
+		}
+	}
+	if e := find(rs, "e-http", StrategyTaskd); e != nil && e.Memory.HWMKiB > 0 {
+		out = append(out, newTarget("(e) taskd serve over HTTP: peak RSS", float64(e.Memory.HWMKiB)/1024, " MiB", 150, false,
+			fmt.Sprintf("VmHWM of the child, %d editors", e.Workload.Editors)))
+	}
 	return out
 }

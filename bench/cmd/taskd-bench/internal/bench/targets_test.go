@@ -96,6 +96,30 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+func TestTargetsSweepAndMemory(t *testing.T) {
+	t.Parallel()
+	base := result("d-no-sweep", 0, StrategyTaskd, 100, 2, 2, 2)
+	base.Next.P99Ms = 100
+	sw := result("d-sweep-100k", 0, StrategyTaskd, 100, 2, 2, 2)
+	sw.Sweep = &SweepStats{Recycled: 100_000, DurationSec: 12.5, NextDuring: Latency{P99Ms: 150}}
+	e := result("e-http", 0, StrategyTaskd, 100, 0, 2, 0)
+	e.Memory.HWMKiB = 48 * 1024
+	var lines []string
+	for _, tg := range targets([]Result{base, sw, e}) {
+		lines = append(lines, tg.String())
+	}
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"target (d) sweep of 100,000 expired claims under load: duration: 12.50 s, want <= 10 s: NOT MET",
+		"target (d) taskd next p99 during the sweep / without: 1.50x, want <= 2x: MET",
+		"target (e) taskd serve over HTTP: peak RSS: 48.00 MiB, want <= 150 MiB: MET",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no line %q in\n%s", want, got)
+		}
+	}
+}
+
 // TestTargetsNotCountedOverHTTP checks that a run without in-process counts
 // gives no round-trip target rather than a zero that would pass.
 func TestTargetsNotCountedOverHTTP(t *testing.T) {
