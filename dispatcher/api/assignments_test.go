@@ -425,10 +425,11 @@ func TestGetTask(t *testing.T) {
 	var d taskDetail
 	wantJSON(t, res, http.StatusOK, &d)
 	wantKeys(t, res.body, "task", "status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
-		"attempts", "max_attempts", "run_after", "last_error", "created_at", "updated_at", "done_at", "history")
+		"attempts", "max_attempts", "run_after", "due_at", "key", "last_error", "created_at", "updated_at", "done_at",
+		"history")
 	if d.Task.ID != id || d.Status != "pending" || d.Fence != 0 || d.Holder != nil || d.EditorID != nil ||
 		d.AssignedAt != nil || d.LeaseExpiresAt != nil || d.Attempts != 0 || d.MaxAttempts != tasks.MaxAttemptsDefault ||
-		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` {
+		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` || d.Key != nil || d.DueAt != nil {
 		t.Fatalf("pending task = %s", res.body)
 	}
 	parseTime(t, d.RunAfter)
@@ -470,6 +471,8 @@ type taskDetail struct {
 	Attempts       int     `json:"attempts"`
 	MaxAttempts    int     `json:"max_attempts"`
 	RunAfter       string  `json:"run_after"`
+	DueAt          *string `json:"due_at"`
+	Key            *string `json:"key"`
 	LastError      *string `json:"last_error"`
 	CreatedAt      string  `json:"created_at"`
 	UpdatedAt      string  `json:"updated_at"`
