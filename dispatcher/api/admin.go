@@ -160,7 +160,18 @@ type taskDetailJSON struct {
 	CreatedAt      string       `json:"created_at"`
 	UpdatedAt      string       `json:"updated_at"`
 	DoneAt         *string      `json:"done_at"`
-	History        []eventJSON  `json:"history"`
+	// Result is the accepted result of a done task; null otherwise.
+	Result  *resultJSON `json:"result"`
+	History []eventJSON `json:"history"`
+}
+
+// resultJSON is an accepted submission.
+type resultJSON struct {
+	Fence       int64           `json:"fence"`
+	Holder      string          `json:"holder"`
+	EditorID    *int64          `json:"editor_id"`
+	SubmittedAt string          `json:"submitted_at"`
+	Result      json.RawMessage `json:"result"`
 }
 
 type eventJSON struct {
@@ -190,7 +201,20 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.writeJSON(w, r, http.StatusOK, taskDetailOf(t, evs))
+	d := taskDetailOf(t, evs)
+	if t.Status == tasks.StatusDone {
+		res, err := a.store.AcceptedResult(r.Context(), id)
+		switch {
+		case err == nil:
+			d.Result = &resultJSON{
+				Fence: res.Fence, Holder: res.Holder, EditorID: orNull(res.EditorID),
+				SubmittedAt: formatTime(res.SubmittedAt), Result: res.Result,
+			}
+		case !errors.Is(err, tasks.ErrNotFound): // not done any more: no result
+			return err
+		}
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
 	return nil
 }
 

@@ -21,6 +21,7 @@ type Store interface {
 	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
+	AcceptedResult(ctx context.Context, taskID int64) (*tasks.Result, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
 }
