@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_status_created (status, created_at, id),
   KEY tasks_category_created (category, status, created_at, id),
   KEY tasks_holder_created (holder, created_at, id),
-  KEY tasks_done (done_at, id),
+  KEY tasks_done (status, done_at, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
   -- The task an editor holds (at most one: see the header).

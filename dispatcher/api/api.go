@@ -20,6 +20,7 @@ type Store interface {
 	CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error)
 	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
+	ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error)
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
 	AcceptedResult(ctx context.Context, taskID int64) (*tasks.Result, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
@@ -184,6 +185,7 @@ func (a *api) routes(metrics http.Handler) {
 	m := a.mux
 	m.Handle("POST /v1/editors", a.admin(a.createEditor))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
+	m.Handle("GET /v1/tasks", a.admin(a.listTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
 	m.Handle("GET /v1/stats", a.admin(a.stats))

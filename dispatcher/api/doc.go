@@ -7,6 +7,8 @@
 //	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?}]
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
+//	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
+//	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	GET  /v1/stats                        admin   → 200 counts by status and category, claims

@@ -26,4 +26,4 @@ ALTER TABLE tasks
   ADD KEY tasks_status_created (status, created_at, id),
   ADD KEY tasks_category_created (category, status, created_at, id),
   ADD KEY tasks_holder_created (holder, created_at, id),
-  ADD KEY tasks_done (done_at, id);
+  ADD KEY tasks_done (status, done_at, id);
