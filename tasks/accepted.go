@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Result is an accepted submission: a row of task_results.
-type Result struct {
+// AcceptedResult is an accepted submission: a row of task_results.
+type AcceptedResult struct {
 	TaskID int64 `db:"task_id"`
 	// Fence is the fence of the claim whose submission was accepted.
 	Fence    int64           `db:"fence"`
@@ -27,8 +27,8 @@ WHERE t.id = ? AND t.status = 'done'`
 
 // AcceptedResult returns the accepted result of a done task, or ErrNotFound when the
 // task is not done (or does not exist).
-func (s *Store) AcceptedResult(ctx context.Context, taskID int64) (*Result, error) {
-	var r Result
+func (s *Store) AcceptedResult(ctx context.Context, taskID int64) (*AcceptedResult, error) {
+	var r AcceptedResult
 	if err := s.db.GetContext(ctx, &r, acceptedResultSQL, taskID); err != nil {
 		return nil, fmt.Errorf("accepted result of task %d: %w", taskID, notFound(err))
 	}

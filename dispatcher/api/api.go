@@ -22,7 +22,7 @@ type Store interface {
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
 	ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error)
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
-	AcceptedResult(ctx context.Context, taskID int64) (*tasks.Result, error)
+	AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
 }
