@@ -1,6 +1,7 @@
 package taskd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,42 @@ type Config struct {
 	AdminToken string          `yaml:"admin_token" secret:"true"`
 	Log        LogConfig       `yaml:"log"`
 	Telemetry  TelemetryConfig `yaml:"telemetry"`
+	// Schedules are periodic tasks: at each tick of a schedule, every replica
+	// inserts the same task with the key "schedule:<name>:<tick, UTC, RFC
+	// 3339>", so that each tick makes one task however many replicas run.
+	Schedules []ScheduleConfig `yaml:"schedules"`
+}
+
+// ScheduleConfig is a periodic task (see Config.Schedules).
+type ScheduleConfig struct {
+	// Name names the schedule: 1..64 letters, digits, '-', '_' or '.',
+	// unique. Required.
+	Name string `yaml:"name"`
+	// Spec is when: "@every 1h", "@daily", "0 30 6 * * MON-FRI" (cron, with
+	// optional seconds, in UTC unless it starts with "CRON_TZ=Zone "); see
+	// dispatcher.ParseSchedule. @every counts from the Unix epoch. Required.
+	Spec string `yaml:"spec"`
+	// Category, Title, Payload and Priority make the task, as in POST
+	// /v1/tasks; Payload is a JSON object (nil: {}).
+	Category string         `yaml:"category"`
+	Title    string         `yaml:"title"`
+	Payload  map[string]any `yaml:"payload"`
+	Priority int            `yaml:"priority"`
+}
+
+// periodic returns the dispatcher's form of c.
+func (c ScheduleConfig) periodic() (dispatcher.Periodic, error) {
+	p := dispatcher.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
+		Category: c.Category, Title: c.Title, Priority: c.Priority,
+	}}
+	if c.Payload != nil {
+		data, err := json.Marshal(c.Payload)
+		if err != nil {
+			return p, fmt.Errorf("payload cannot be JSON: %w", err)
+		}
+		p.Task.Payload = data
+	}
+	return p, nil
 }
 
 // HTTPConfig configures the HTTP API.
@@ -305,6 +342,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
 	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
 	c.Worker.Categories = slices.Clone(c.Worker.Categories)
+	c.Schedules = slices.Clone(c.Schedules)
 
 	setDefault(&c.Log.Level, logLevelDefault)
 	setDefault(&c.Log.Format, logFormatDefault)
@@ -369,7 +407,42 @@ func (c Config) validate(needDSN bool) error {
 	v.sweep()
 	v.worker()
 	v.misc()
+	v.schedules()
 	return errors.Join(v.errs...)
+}
+
+// schedules checks each schedule, naming it by its index ("schedules[2].spec").
+func (v *validator) schedules() {
+	seen := map[string]int{}
+	for i, sc := range v.c.Schedules {
+		key := func(field string) string { return fmt.Sprintf("schedules[%d].%s", i, field) }
+		p, err := sc.periodic()
+		if err != nil {
+			v.fail(key("payload"), "%v", err)
+			continue
+		}
+		if j, dup := seen[sc.Name]; dup && sc.Name != "" {
+			v.fail(key("name"), "%q is the name of schedules[%d] too; names must be unique", sc.Name, j)
+		}
+		seen[sc.Name] = i
+		if err := p.Validate(); err != nil {
+			field := "task"
+			msg := strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": ")
+			switch {
+			case strings.HasPrefix(err.Error(), "name"):
+				field = "name"
+			case strings.HasPrefix(err.Error(), "schedule"):
+				field = "spec"
+			default:
+				for _, f := range []string{"category", "title", "payload", "priority"} {
+					if strings.HasPrefix(msg, f) {
+						field = f
+					}
+				}
+			}
+			v.fail(key(field), "%s", msg)
+		}
+	}
 }
 
 type validator struct {

@@ -46,7 +46,8 @@ var (
 )
 
 // Engine is taskd in one value: the dispatcher and its wake-up relay, the
-// sweeper, the workers running the registered handlers, the editor API's
+// sweeper, the scheduler of periodic tasks (Config.Schedules), the workers
+// running the registered handlers, the editor API's
 // HTTP handler and the pool metrics, over the stores it opened or was
 // given. Build it with New, run it with Start and Stop (or Run). It is safe
 // for concurrent use.
@@ -64,8 +65,9 @@ type Engine struct {
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
 	sweeper *dispatcher.Sweeper
-	worker  *dispatcher.Worker // nil without handlers
-	api     *api.Handler       // nil without an admin token
+	sched   *dispatcher.Scheduler // nil without Config.Schedules
+	worker  *dispatcher.Worker    // nil without handlers
+	api     *api.Handler          // nil without an admin token
 	handler http.Handler
 
 	mu            sync.Mutex
@@ -242,6 +244,17 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if err != nil {
 		return err
 	}
+	if len(cfg.Schedules) > 0 {
+		ps := make([]dispatcher.Periodic, len(cfg.Schedules))
+		for i, sc := range cfg.Schedules {
+			if ps[i], err = sc.periodic(); err != nil {
+				return err // checked by validate
+			}
+		}
+		if e.sched, err = dispatcher.NewScheduler(e.d, dispatcher.SchedulerConfig{Schedules: ps, Logger: e.log}); err != nil {
+			return err
+		}
+	}
 	if work {
 		e.worker, err = dispatcher.NewWorker(e.d, dispatcher.WorkerConfig{
 			Concurrency:     cfg.Worker.Concurrency,
@@ -318,8 +331,9 @@ func (e *Engine) Addr() string {
 }
 
 // Start starts the engine and returns: it listens on Config.HTTP.Addr when
-// set, then starts the dispatcher's wake-up relay, the sweeper, the pool
-// metrics and, with handlers, the workers. They run until Stop, whatever
+// set, then starts the dispatcher's wake-up relay, the sweeper, the
+// scheduler (with Config.Schedules), the pool metrics and, with handlers,
+// the workers. They run until Stop, whatever
 // becomes of ctx after Start returns; ctx gives them its values.
 //
 // Start returns an error wrapping ErrStarted on a running engine and
@@ -354,6 +368,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	// A fresh engine's services cannot refuse to start.
 	_ = e.d.Start(runCtx)
 	_ = e.sweeper.Start(runCtx)
+	if e.sched != nil {
+		_ = e.sched.Start(runCtx)
+	}
 	if e.worker != nil {
 		_ = e.worker.Start(runCtx)
 	}
@@ -404,7 +421,8 @@ func (e *Engine) Run(ctx context.Context) error {
 // requests in flight may finish, for up to HTTP.ShutdownTimeout; at the
 // same time the workers stop claiming and give running handlers
 // Worker.ShutdownTimeout of grace, then cancel them and return their tasks
-// to the pool. Then the sweeper stops (a running sweep may finish), then
+// to the pool. Then the sweeper and the scheduler stop (a running sweep may
+// finish), then
 // the relay and the pool metrics, and the stores and telemetry the engine
 // opened are closed. ctx bounds all of it: when it ends, what is still
 // draining is cut off.
@@ -472,6 +490,11 @@ func (e *Engine) drain(ctx context.Context) error {
 	defer cancelSweep()
 	if err := e.sweeper.Stop(sctx); err != nil {
 		e.log.Warn("stop sweeper", "err", err)
+	}
+	if e.sched != nil {
+		if err := e.sched.Stop(sctx); err != nil {
+			e.log.Warn("stop scheduler", "err", err)
+		}
 	}
 	e.stopObserving()
 	if err := e.d.Stop(ctx); err != nil {

@@ -44,7 +44,8 @@
 CREATE TABLE IF NOT EXISTS tasks (
   id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   category         VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  -- Higher priority is handed out first; within a priority, older (lower id) first.
+  -- Higher priority is handed out first; within a priority, tasks with a due_at first
+  -- (earliest first), then the others, older (lower id) first.
   priority         INT NOT NULL DEFAULT 0,
   title            VARCHAR(512) NOT NULL,
   -- A JSON object. On MariaDB, JSON is LONGTEXT with a json_valid check.
@@ -69,10 +70,28 @@ CREATE TABLE IF NOT EXISTS tasks (
   created_at       DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   updated_at       DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   done_at          DATETIME(3) NULL,
+  -- Optional unique external id: inserting a task with a key that exists returns the
+  -- existing task instead (idempotent inserts). Only inserts write it, so the unique
+  -- key's duplicate checks never meet a claim's locks.
+  task_key         VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  -- Optional deadline; orders the pool within a priority (see priority).
+  due_at           DATETIME(3) NULL,
+  -- due_at with NULL as the far future, so that an index reads tasks with a due_at
+  -- first, earliest first, then the others. Not part of the API.
+  due_order        DATETIME(3) AS (COALESCE(due_at, TIMESTAMP'9999-12-31 23:59:59.999')) STORED,
   PRIMARY KEY (id),
-  -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC, id ASC,
-  -- read in index order with no filesort, so the cost does not grow with the pool.
-  KEY tasks_candidate (status, category, priority DESC, id),
+  -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC,
+  -- due_order, id, read in index order with no filesort, so the cost does not grow
+  -- with the pool.
+  KEY tasks_candidate (status, category, priority DESC, due_order, id),
+  UNIQUE KEY tasks_key (task_key),
+  -- The task list (GET /v1/tasks): newest or oldest first by (created_at, id), read in
+  -- index order per filter; tasks_done orders by done time.
+  KEY tasks_created (created_at, id),
+  KEY tasks_status_created (status, created_at, id),
+  KEY tasks_category_created (category, status, created_at, id),
+  KEY tasks_holder_created (holder, created_at, id),
+  KEY tasks_done (status, done_at, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
   -- The task an editor holds (at most one: see the header).

@@ -88,12 +88,12 @@ func newCandidatePool(limit int, read func(context.Context, string, int) ([]task
 }
 
 // take hands out up to n of the best candidates of categories (highest
-// priority, then oldest), leaving out ids in skip, and reads the categories
+// priority, then earliest due, then oldest), leaving out ids in skip, and reads the categories
 // that have none or whose candidates are stale. It returns none when the
 // categories have nothing claimable. It hands out more than one only while
 // plenty are left, so that a claim does not hold candidates that concurrent
 // claims would find missing. In a contended category it takes one of the
-// oldest few of the best priority at random.
+// oldest few of the best priority and due time at random.
 func (p *candidatePool) take(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -248,10 +248,12 @@ func (p *candidatePool) contended(cat string) {
 }
 
 // spread picks at random one of the first candidateSpread candidates from
-// cands[i] on that are not in skip and have cands[i]'s priority.
+// cands[i] on that are not in skip and have cands[i]'s priority and due time
+// (tasks with distinct due times keep their order).
 func spread(cands []tasks.Candidate, i int, skip map[int64]bool) int {
 	choices := []int{i}
-	for j := i + 1; j < len(cands) && len(choices) < candidateSpread && cands[j].Priority == cands[i].Priority; j++ {
+	for j := i + 1; j < len(cands) && len(choices) < candidateSpread &&
+		cands[j].Priority == cands[i].Priority && cands[j].Due.Equal(cands[i].Due); j++ {
 		if !skip[cands[j].ID] {
 			choices = append(choices, j)
 		}
@@ -282,10 +284,13 @@ func (p *candidatePool) stale(cat string) {
 }
 
 // better orders candidates as the store does: higher priority first, then
-// lower id.
+// earlier due time (tasks without one last), then lower id.
 func better(a, b tasks.Candidate) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
+	}
+	if !a.Due.Equal(b.Due) {
+		return a.Due.Before(b.Due)
 	}
 	return a.ID < b.ID
 }

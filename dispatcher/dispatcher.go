@@ -44,7 +44,7 @@ var (
 
 // Store is the task store the dispatcher works on; *tasks.Store implements it.
 type Store interface {
-	InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error)
+	Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
 	Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tasks.Candidate, error)
 	Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
@@ -314,18 +314,39 @@ func (d *Dispatcher) lockKey(taskID int64) string {
 	return d.cfg.KeyPrefix + "task:{" + strconv.FormatInt(taskID, 10) + "}"
 }
 
-// AddTasks inserts tasks into the pool and wakes callers waiting for them.
+// AddTasks inserts tasks into the pool and wakes callers waiting for them. It
+// returns the tasks' ids in input order; for a task whose key existed, the
+// existing task's (see Insert).
 func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
-	ids, err := d.store.InsertTasks(ctx, ts)
+	ins, err := d.Insert(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, nil
+}
+
+// Insert inserts tasks into the pool as tasks.Store.Insert does, saying for each
+// whether it was made or its key existed, and wakes callers waiting for the tasks
+// it made.
+func (d *Dispatcher) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+	ins, err := d.store.Insert(ctx, ts)
 	if err != nil {
 		return nil, Unavailable(err)
 	}
 	counts := make(map[string]int)
-	for _, t := range ts {
-		counts[t.Category]++
+	for i, t := range ts {
+		if ins[i].Created {
+			counts[t.Category]++
+		}
 	}
-	d.notify.notify(ctx, counts)
-	return ids, nil
+	if len(counts) > 0 {
+		d.notify.notify(ctx, counts)
+	}
+	return ins, nil
 }
 
 // lockCleanupTimeout bounds giving back a lock after the store committed.

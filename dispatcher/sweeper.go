@@ -276,7 +276,7 @@ func (s *Sweeper) Schedule() Schedule { return s.sched }
 func (s *Sweeper) Start(ctx context.Context) error {
 	return s.life.start("sweeper", func() {
 		ctx, cancel := context.WithCancel(ctx)
-		logger := cronLogger{s.log}
+		logger := cronLogger{s.log, "sweeper"}
 		c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
 		c.Schedule(s.sched.cron, cron.FuncJob(func() {
 			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
@@ -307,12 +307,15 @@ func (s *Sweeper) Stop(ctx context.Context) error {
 
 // cronLogger passes cron's logs to slog: its routine messages (every tick,
 // skipped runs) at debug level.
-type cronLogger struct{ log *slog.Logger }
+type cronLogger struct {
+	log  *slog.Logger
+	name string // the service, "sweeper" or "scheduler"
+}
 
-func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("sweeper cron: "+msg, kv...) }
+func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug(l.name+" cron: "+msg, kv...) }
 
 func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error("sweeper cron: "+msg, append(kv, "err", err)...)
+	l.log.Error(l.name+" cron: "+msg, append(kv, "err", err)...)
 }
 
 // Sweep runs one sweep now, unless another is running anywhere (the result

@@ -24,7 +24,8 @@ type CandidatesParams struct {
 }
 
 // Candidate query parts. The query is a UNION ALL of two branches per category, each
-// an index range read of tasks_candidate (status, category, priority DESC, id) that
+// an index range read of tasks_candidate (status, category, priority DESC, due_order,
+// id) that
 // already yields rows in the wanted order, so LIMIT stops it after a few rows: one for
 // pending tasks, whose cost does not depend on the size of the pool, and one for
 // claims whose lease has passed, which reads the category's assigned rows until it has
@@ -38,17 +39,17 @@ type CandidatesParams struct {
 // optimizer may otherwise prefer another index when statistics are skewed, for
 // example in a fresh, small table. tasks/EXPLAIN.md shows the plans.
 const (
-	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s
-	ORDER BY t.priority DESC, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s
-	ORDER BY t.priority DESC, t.id LIMIT ?)`
+	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
 	candidateSkipJoinSQL = `
 	LEFT JOIN task_skips s FORCE INDEX (PRIMARY) ON s.task_id = t.id AND s.editor_id = ? AND s.until > NOW(3)`
 	candidateNotSkippedSQL = ` AND s.task_id IS NULL`
 	candidateOrderSQL      = `
-ORDER BY priority DESC, id LIMIT ?`
+ORDER BY priority DESC, due_order, id LIMIT ?`
 )
 
 // candidatesQuery builds the candidate query for normalized categories.
@@ -83,7 +84,8 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 // Candidates returns up to Limit tasks that are claimable now in the given categories:
 // pending tasks whose run_after has passed, and assigned tasks whose lease has passed
 // (claimable even before a sweep recycles them). Tasks the editor skipped are left out
-// until the skip passes. Highest priority first, then oldest (lowest id) first.
+// until the skip passes. Highest priority first; within a priority, tasks with a
+// due_at first, earliest first, then the others; then oldest (lowest id) first.
 //
 // A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
 // with ErrStale if someone else got there first. Candidates returns ErrInvalid for a

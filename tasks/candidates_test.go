@@ -93,8 +93,8 @@ func TestCandidatesIncludeExpiredClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []tasks.Candidate{
-		{ID: held, Fence: c.Fence, Priority: 2, Status: tasks.StatusAssigned},
-		{ID: pending, Fence: 0, Priority: 1, Status: tasks.StatusPending},
+		{ID: held, Fence: c.Fence, Priority: 2, Due: tasks.NoDue, Status: tasks.StatusAssigned},
+		{ID: pending, Fence: 0, Priority: 1, Due: tasks.NoDue, Status: tasks.StatusPending},
 	}
 	if len(cs) != 2 || cs[0] != want[0] || cs[1] != want[1] {
 		t.Errorf("candidates = %+v, want %+v (expired claim first by priority, with its fence)", cs, want)

@@ -13,6 +13,13 @@
 // ErrStale, the next Claim may take the task over at once, and RecycleExpired returns
 // such tasks to the pool in batches. ForceRelease revokes a claim for an operator.
 //
+// # Inserting and listing
+//
+// Insert adds tasks; a task with a Key that exists is not added again, and the answer
+// says which were made, so retried inserts and imports are safe. RunAfter holds a task
+// back and DueAt orders it within its priority. ListTasks pages through the pool by
+// filter with keyset cursors, reading one index per page (tasks/EXPLAIN.md).
+//
 // # Time
 //
 // Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip

@@ -47,3 +47,14 @@ func Batch(s *Store, ctx context.Context, query string, args []any, scan func(*s
 // LockConflicts returns how many of s's transactions were deadlock victims or timed
 // out waiting for a lock.
 func LockConflicts(s *Store) int64 { return s.lockConflicts.Load() }
+
+// ListQuery exposes the list query ListTasks would run for p, and the index it
+// reads, for EXPLAIN tests.
+func ListQuery(p ListParams) (query string, args []any, index string, err error) {
+	limit, cur, err := p.validate()
+	if err != nil {
+		return "", nil, "", err
+	}
+	q := buildListQuery(p, cur, limit)
+	return q.sql, q.args, q.index, nil
+}

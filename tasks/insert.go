@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -16,6 +18,15 @@ const (
 	MaxTitleLen        = 512
 	MaxAttemptsDefault = 5
 	MaxAttemptsLimit   = 100
+	// MaxKeyLen is the longest task key, in characters.
+	MaxKeyLen = 255
+)
+
+// The range of NewTask.RunAfter and NewTask.DueAt: what a DATETIME column holds,
+// short of NoDue.
+var (
+	minTaskTime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTaskTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 )
 
 // NewTask is a task to insert. Text must be valid UTF-8; lengths are in characters.
@@ -32,6 +43,17 @@ type NewTask struct {
 	Payload json.RawMessage
 	// MaxAttempts is 1..100; 0 means MaxAttemptsDefault.
 	MaxAttempts int
+	// Key, when not empty, is a unique external id of 1..MaxKeyLen characters with no
+	// leading or trailing spaces: inserting a task whose key exists returns the
+	// existing task instead of making a second one (see Insert).
+	Key string
+	// RunAfter, when not zero, is the earliest time the task is handed out. Zero
+	// means at once (the database clock at insert). Truncated to milliseconds.
+	RunAfter time.Time
+	// DueAt, when not zero, is the task's deadline: within a priority, tasks with a
+	// deadline are handed out first, earliest first, before tasks without one.
+	// Truncated to milliseconds.
+	DueAt time.Time
 }
 
 // newTaskRow is a validated NewTask.
@@ -41,6 +63,9 @@ type newTaskRow struct {
 	title       string
 	payload     string
 	maxAttempts int
+	key         any // string or nil
+	runAfter    any // time.Time or nil
+	dueAt       any // time.Time or nil
 }
 
 // Validate checks t as InsertTasks does, without touching the database. Its errors
@@ -77,7 +102,47 @@ func (t NewTask) validate() (newTaskRow, error) {
 	if maxAttempts < 1 || maxAttempts > MaxAttemptsLimit {
 		return newTaskRow{}, fmt.Errorf("%w: max_attempts must be 1..%d", ErrInvalid, MaxAttemptsLimit)
 	}
-	return newTaskRow{t.Category, t.Priority, t.Title, payload, maxAttempts}, nil
+	row := newTaskRow{category: t.Category, priority: t.Priority, title: t.Title, payload: payload, maxAttempts: maxAttempts}
+	if t.Key != "" {
+		if err := checkKey(t.Key); err != nil {
+			return newTaskRow{}, err
+		}
+		row.key = t.Key
+	}
+	var err error
+	if row.runAfter, err = checkTaskTime("run_after", t.RunAfter); err != nil {
+		return newTaskRow{}, err
+	}
+	if row.dueAt, err = checkTaskTime("due_at", t.DueAt); err != nil {
+		return newTaskRow{}, err
+	}
+	return row, nil
+}
+
+// checkKey validates a task key. Leading and trailing spaces are refused because the
+// database compares with PAD SPACE ("k" = "k "), which Go does not.
+func checkKey(k string) error {
+	if err := checkText("key", k, MaxKeyLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(k) != k {
+		return fmt.Errorf("%w: key must not start or end with spaces", ErrInvalid)
+	}
+	return nil
+}
+
+// checkTaskTime validates an optional time of a new task: nil for zero, else the time
+// in UTC truncated to milliseconds, which must fall in what a DATETIME holds.
+func checkTaskTime(field string, t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	t = t.UTC().Truncate(time.Millisecond)
+	if t.Before(minTaskTime) || !t.Before(maxTaskTime) {
+		return nil, fmt.Errorf("%w: %s must be from %s to %s", ErrInvalid, field,
+			minTaskTime.Format(time.DateOnly), maxTaskTime.Format(time.DateOnly))
+	}
+	return t, nil
 }
 
 // checkCategory validates a category. Leading and trailing spaces are refused because
@@ -103,85 +168,221 @@ func firstNonSpace(b []byte) byte {
 	return 0
 }
 
-const insertTasksSQL = `INSERT INTO tasks (category, priority, title, payload, max_attempts) VALUES `
+const (
+	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at) VALUES `
+	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?)`
+	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (%s)`
+	existingKeysBatch = 1000
+)
 
-// InsertTasks validates all tasks, then inserts them in multi-row batches (at most
+// Inserted is what Insert did with one task.
+type Inserted struct {
+	// ID is the task's id: the new task's, or the existing task's when Created is
+	// false.
+	ID int64
+	// Created is false when a task with the same key existed already (or came
+	// earlier in the same call): no task was made, and ID is that task's.
+	Created bool
+}
+
+// InsertTasks is Insert returning only the ids, in input order: for a task whose key
+// existed, the existing task's id.
+func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, error) {
+	ins, err := s.Insert(ctx, tasks)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, nil
+}
+
+// insertAttempts bounds how often Insert starts over when a concurrent insert
+// committed one of its keys first, or InnoDB picked it as a deadlock victim.
+const insertAttempts = 8
+
+// Insert validates all tasks, then inserts them in multi-row batches (at most
 // Config.InsertBatchSize rows, and 4 MiB of values unless one task has more) inside
-// one transaction, and returns their ids in input order. If any task is invalid, it
-// returns an error wrapping ErrInvalid that names the task's index and field, and
-// inserts nothing.
+// one transaction, and returns what it did with each, in input order. If any task
+// is invalid, it returns an error wrapping ErrInvalid that names the task's index and
+// field, and inserts nothing.
+//
+// Idempotence: a task whose Key exists already is not inserted; its entry names the
+// existing task with Created false. So does a task whose key an earlier task of the
+// same call has. The existing task is returned as it is, whatever the new one says.
+// The keys are looked up first (tasks_key, one read per 1,000 keys); should a
+// concurrent insert commit one of them between that read and this insert, the
+// unique key refuses the insert and Insert starts over. The unique key's duplicate
+// checks lock the entries they meet, so concurrent inserts of the same keys in
+// different orders can deadlock; the victim starts over too. After 8 attempts in
+// all, or a lock wait timeout, Insert returns an error wrapping ErrBusy. Concurrent
+// inserts of overlapping keys thus make one task per key, each call seeing which of
+// its tasks it made.
 //
 // On MariaDB the ids come from INSERT ... RETURNING id. On MySQL, which has no
 // RETURNING, they are LAST_INSERT_ID() plus multiples of auto_increment_increment: a
 // multi-row INSERT with a known row count is a "simple insert", which InnoDB gives
 // consecutive values in every innodb_autoinc_lock_mode.
-func (s *Store) InsertTasks(ctx context.Context, tasks []NewTask) ([]int64, error) {
+func (s *Store) Insert(ctx context.Context, tasks []NewTask) ([]Inserted, error) {
 	if len(tasks) == 0 {
-		return []int64{}, nil
+		return []Inserted{}, nil
 	}
 	rows := make([]newTaskRow, len(tasks))
+	// first[i] is the index of the first task with task i's key, or i.
+	first := make([]int, len(tasks))
+	byKey := map[string]int{}
+	var keys []string
 	for i, t := range tasks {
 		r, err := t.validate()
 		if err != nil {
 			return nil, fmt.Errorf("insert tasks: task %d: %w", i, err)
 		}
-		rows[i] = r
+		rows[i], first[i] = r, i
+		if t.Key != "" {
+			if j, ok := byKey[t.Key]; ok {
+				first[i] = j
+			} else {
+				byKey[t.Key] = i
+				keys = append(keys, t.Key)
+			}
+		}
 	}
 	returning, err := s.supportsReturning(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", err)
 	}
 
-	ids := make([]int64, 0, len(rows))
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		ids = ids[:0] // a retried transaction starts over
-		var step int64
-		if !returning {
-			if err := tx.GetContext(ctx, &step, `SELECT @@auto_increment_increment`); err != nil {
-				return err
-			}
+	out := make([]Inserted, len(rows))
+	for attempt := 1; ; attempt++ {
+		err = s.runTx(ctx, func(tx *sqlx.Tx) error {
+			return s.insertTx(ctx, tx, rows, first, keys, returning, out)
+		})
+		if err == nil || !mysqlErrorIs(err, erDupEntry, erLockDeadlock, erLockWaitTimeout) {
+			break
 		}
-		for start := 0; start < len(rows); {
-			batch := rows[start:s.insertBatchEnd(rows, start)]
-			start += len(batch)
-			var q strings.Builder
-			q.WriteString(insertTasksSQL)
-			args := make([]any, 0, 5*len(batch))
-			for i, r := range batch {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(?, ?, ?, ?, ?)")
-				args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts)
-			}
-			if returning {
-				q.WriteString(" RETURNING id")
-				var got []int64
-				if err := tx.SelectContext(ctx, &got, q.String(), args...); err != nil {
-					return err
-				}
-				if len(got) != len(batch) {
-					return fmt.Errorf("insert returned %d ids for %d rows", len(got), len(batch))
-				}
-				ids = append(ids, got...)
-				continue
-			}
-			res, err := tx.ExecContext(ctx, q.String(), args...)
-			if err != nil {
-				return err
-			}
-			first, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			for i := range batch {
-				ids = append(ids, first+int64(i)*step)
-			}
+		s.lockConflicts.Add(1)
+		if attempt == insertAttempts || mysqlErrorIs(err, erLockWaitTimeout) {
+			err = fmt.Errorf("%w: %w", ErrBusy, err)
+			break
 		}
-		return nil
-	})
+		pause := time.NewTimer(time.Duration(1+rand.IntN(5*attempt)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("insert tasks: %w: %w", ErrBusy, err)
+		case <-pause.C:
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", refusedValue(err))
+	}
+	return out, nil
+}
+
+// insertTx is one attempt of Insert: it looks the keys up, inserts the tasks that
+// are new and fills out.
+func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, first []int, keys []string, returning bool, out []Inserted) error {
+	existing := map[string]int64{}
+	for start := 0; start < len(keys); start += existingKeysBatch {
+		batch := keys[start:min(start+existingKeysBatch, len(keys))]
+		args := make([]any, len(batch))
+		for i, k := range batch {
+			args[i] = k
+		}
+		q := fmt.Sprintf(existingKeysSQL, strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", "))
+		var found []struct {
+			ID  int64  `db:"id"`
+			Key string `db:"task_key"`
+		}
+		if err := tx.SelectContext(ctx, &found, q, args...); err != nil {
+			return err
+		}
+		for _, f := range found {
+			existing[f.Key] = f.ID
+		}
+	}
+	// The tasks to insert, by index into rows.
+	var fresh []int
+	var freshRows []newTaskRow
+	for i, r := range rows {
+		out[i] = Inserted{}
+		if first[i] != i {
+			continue
+		}
+		if k, ok := r.key.(string); ok {
+			if id, ok := existing[k]; ok {
+				out[i] = Inserted{ID: id}
+				continue
+			}
+		}
+		fresh = append(fresh, i)
+		freshRows = append(freshRows, r)
+	}
+	ids, err := s.insertRows(ctx, tx, freshRows, returning)
+	if err != nil {
+		return err
+	}
+	for j, i := range fresh {
+		out[i] = Inserted{ID: ids[j], Created: true}
+	}
+	for i := range rows {
+		if first[i] != i {
+			out[i] = Inserted{ID: out[first[i]].ID}
+		}
+	}
+	return nil
+}
+
+// insertRows inserts rows in batches and returns their ids in order.
+func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, returning bool) ([]int64, error) {
+	ids := make([]int64, 0, len(rows))
+	if len(rows) == 0 {
+		return ids, nil
+	}
+	var step int64
+	if !returning {
+		if err := tx.GetContext(ctx, &step, `SELECT @@auto_increment_increment`); err != nil {
+			return nil, err
+		}
+	}
+	for start := 0; start < len(rows); {
+		batch := rows[start:s.insertBatchEnd(rows, start)]
+		start += len(batch)
+		var q strings.Builder
+		q.WriteString(insertTasksSQL)
+		args := make([]any, 0, 8*len(batch))
+		for i, r := range batch {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(insertTaskRowSQL)
+			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.runAfter, r.dueAt)
+		}
+		if returning {
+			q.WriteString(" RETURNING id")
+			var got []int64
+			if err := tx.SelectContext(ctx, &got, q.String(), args...); err != nil {
+				return nil, err
+			}
+			if len(got) != len(batch) {
+				return nil, fmt.Errorf("insert returned %d ids for %d rows", len(got), len(batch))
+			}
+			ids = append(ids, got...)
+			continue
+		}
+		res, err := tx.ExecContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		first, err := res.LastInsertId()
+		if err != nil {
+			return nil, err
+		}
+		for i := range batch {
+			ids = append(ids, first+int64(i)*step)
+		}
 	}
 	return ids, nil
 }
@@ -200,6 +401,9 @@ func (s *Store) insertBatchEnd(rows []newTaskRow, start int) int {
 	for end < len(rows) && end-start < s.cfg.InsertBatchSize {
 		r := rows[end]
 		size += len(r.category) + len(r.title) + len(r.payload)
+		if k, ok := r.key.(string); ok {
+			size += len(k)
+		}
 		if size > insertBatchBytes && end > start {
 			break
 		}

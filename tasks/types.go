@@ -17,6 +17,9 @@ const (
 	StatusDead     Status = "dead"     // failed with no attempts left
 )
 
+// Statuses lists every Status, in the order of the ENUM in schema.sql.
+var Statuses = []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+
 // EventKind names an audit event. The values match the ENUM of task_events.kind in
 // schema.sql.
 type EventKind string
@@ -61,6 +64,10 @@ type Task struct {
 	CreatedAt    time.Time  `db:"created_at"`
 	UpdatedAt    time.Time  `db:"updated_at"`
 	DoneAt       *time.Time `db:"done_at"`
+	// Key is the task's unique external id, or "" (see NewTask.Key).
+	Key string `db:"task_key"`
+	// DueAt is the task's deadline, or nil (see NewTask.DueAt).
+	DueAt *time.Time `db:"due_at"`
 }
 
 // taskColumns selects a full Task; optional text and id columns read as zero values.
@@ -68,7 +75,7 @@ const taskColumns = `id, category, priority, title, payload, status, fence,
 	COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
 	assigned_at, lease_expires_at, attempts, max_attempts, run_after,
 	COALESCE(last_error, '') AS last_error, COALESCE(trace_context, '') AS trace_context,
-	created_at, updated_at, done_at`
+	created_at, updated_at, done_at, COALESCE(task_key, '') AS task_key, due_at`
 
 // Claim is a live claim: the task as of the claim, the claim's fence and its lease,
 // all computed by the database.
@@ -125,9 +132,17 @@ type Candidate struct {
 	ID       int64 `db:"id"`
 	Fence    int64 `db:"fence"`
 	Priority int   `db:"priority"`
+	// Due is the task's due_at, or NoDue when it has none: within a priority,
+	// candidates come in Due order, then oldest (lowest id) first.
+	Due time.Time `db:"due_order"`
 	// Status is StatusPending, or StatusAssigned for a claim whose lease has passed.
 	Status Status `db:"status"`
 }
+
+// NoDue is Candidate.Due of a task without a due_at: later than any due_at, so that
+// tasks with a deadline come first. It matches the far future of tasks.due_order in
+// schema.sql.
+var NoDue = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
 
 // Ended describes a claim that Submit, Release or Fail just ended, as the store read
 // it under the row lock.

@@ -21,7 +21,7 @@ func schemaSQL(t *testing.T) string {
 }
 
 func TestSchemaEnumsMatchConstants(t *testing.T) {
-	statuses := []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+	statuses := Statuses
 	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
 		EventExpired, EventRecycled, EventFailed, EventDead}
 	enum := func(vals []string) string {

@@ -400,3 +400,77 @@ func TestImportRefusesHostileCSV(t *testing.T) {
 		t.Errorf("%d tasks imported from a file with rejected records, want 0", len(got))
 	}
 }
+
+// TestImportTwiceWithKeys imports a file whose records have keys twice: the
+// second run inserts nothing and says so; a third file that adds records only
+// inserts those. run_after and due_at arrive in JSON lines and CSV.
+func TestImportTwiceWithKeys(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	var lines []string
+	for i := range 250 {
+		lines = append(lines, fmt.Sprintf(`{"category":"news","title":"Article %d","key":"article-%d","due_at":"2030-01-02T03:04:05.678Z"}`, i, i))
+	}
+	path := s.file(t, "keyed.jsonl", strings.Join(lines, "\n")+"\n")
+
+	stdout, stderr, code := runApp(t, s.env, "import", "-batch", "100", path)
+	if code != exitOK || !strings.Contains(stdout, "imported 250 tasks") {
+		t.Fatalf("first import: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	first := s.tasks(t)
+	stdout, stderr, code = runApp(t, s.env, "import", "-batch", "100", path)
+	if code != exitOK || !strings.Contains(stdout, "imported nothing from "+path+": the keys of all 250 records exist already") {
+		t.Fatalf("second import: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if got := s.tasks(t); len(got) != len(first) {
+		t.Fatalf("%d tasks after the second import, want %d", len(got), len(first))
+	}
+
+	// Two new records, one old, one repeated in the file itself.
+	more := lines[:1]
+	more = append(more,
+		`{"category":"news","title":"New A","key":"article-new-a","run_after":"2031-05-06T07:08:09Z"}`,
+		`{"category":"news","title":"New A again","key":"article-new-a"}`,
+		`{"category":"news","title":"No key"}`)
+	stdout, stderr, code = runApp(t, s.env, "import", s.file(t, "more.jsonl", strings.Join(more, "\n")+"\n"))
+	if code != exitOK || !strings.Contains(stdout, "imported 2 tasks") || !strings.Contains(stdout, "2 records whose key exists not imported again") {
+		t.Fatalf("third import: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if n := len(s.tasks(t)); n != 252 {
+		t.Fatalf("%d tasks after the third import, want 252", n)
+	}
+	var row struct {
+		Title    string    `db:"title"`
+		RunAfter time.Time `db:"run_after"`
+	}
+	if err := s.store.DB().Get(&row, `SELECT title, run_after FROM tasks WHERE task_key = 'article-new-a'`); err != nil {
+		t.Fatal(err)
+	}
+	if row.Title != "New A" || !row.RunAfter.Equal(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)) {
+		t.Errorf("article-new-a = %+v, want the first record's title and run_after", row)
+	}
+	var due time.Time
+	if err := s.store.DB().Get(&due, `SELECT due_at FROM tasks WHERE task_key = 'article-7'`); err != nil {
+		t.Fatal(err)
+	}
+	if !due.Equal(time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)) {
+		t.Errorf("due_at of article-7 = %v", due)
+	}
+
+	csvPath := s.file(t, "keyed.csv", "category,title,key,run_after,due_at\n"+
+		"news,C1,csv-1,2032-01-01T00:00:00Z,\n"+
+		"news,C2,,,2032-02-02T00:00:00+01:00\n"+
+		"news,C3,csv-1,,\n"+
+		"news,C4,csv-4,tomorrow,\n")
+	stdout, stderr, code = runApp(t, s.env, "import", "--partial", csvPath)
+	if code != exitOK || !strings.Contains(stdout, "imported 2 tasks") || !strings.Contains(stderr, "line 5: run_after: want an RFC 3339 time") {
+		t.Fatalf("csv import: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var csvDue time.Time
+	if err := s.store.DB().Get(&csvDue, `SELECT due_at FROM tasks WHERE title = 'C2' AND task_key IS NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if !csvDue.Equal(time.Date(2032, 2, 1, 23, 0, 0, 0, time.UTC)) {
+		t.Errorf("due_at of C2 = %v, want 2032-02-01 23:00 UTC", csvDue)
+	}
+}

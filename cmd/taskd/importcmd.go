@@ -25,9 +25,14 @@ const (
 func runImport(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("import", "import [flags] FILE", `
 Loads tasks from FILE into the pool: JSON lines (.jsonl, .ndjson, .json) with one
-object per line, {"category", "title", "priority", "payload", "max_attempts"}, or
-CSV (.csv) with a header row naming those columns (category and title required,
-payload a JSON object). --format overrides the extension.
+object per line, {"category", "title", "priority", "payload", "max_attempts",
+"key", "run_after", "due_at"}, or CSV (.csv) with a header row naming those
+columns (category and title required, payload a JSON object, run_after and
+due_at RFC 3339 times). --format overrides the extension.
+
+A record with a key whose task exists already is not imported again: give every
+record a key, and running the same import twice imports nothing the second time
+(the report says how many keys existed).
 
 The whole file is checked first, with the store's own validation, and every
 rejected record is reported with its line number and the reason. Then:
@@ -207,7 +212,8 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	var (
 		batch     []tasks.NewTask
 		firstLine int // line of batch[0]
-		imported  int
+		imported  int // records committed, new or with a key that existed
+		created   int // tasks made
 		lastLine  int // last line of the batches committed
 		firstID   int64
 		lastID    int64
@@ -216,18 +222,24 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		ids, err := im.store.InsertTasks(ctx, batch)
+		ins, err := im.store.Insert(ctx, batch)
 		if err != nil {
 			done := "nothing was imported"
 			if imported > 0 {
-				done = fmt.Sprintf("the %d tasks before it, through line %d, were imported", imported, lastLine)
+				done = fmt.Sprintf("the %d records before it, through line %d, were imported", imported, lastLine)
 			}
 			return fmt.Errorf("insert the batch starting at line %d: %w (%s)", firstLine, err, done)
 		}
-		if imported == 0 {
-			firstID = ids[0]
+		for _, in := range ins {
+			if !in.Created {
+				continue
+			}
+			if created == 0 {
+				firstID = in.ID
+			}
+			lastID = in.ID
+			created++
 		}
-		lastID = ids[len(ids)-1]
 		imported += len(batch)
 		bar.Add(len(batch))
 		batch = batch[:0]
@@ -261,7 +273,16 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(im.a.stdout, "imported %s from %s (ids %d..%d)\n", plural(imported, "task"), im.path, firstID, lastID)
+	existed := imported - created
+	switch {
+	case created == 0:
+		fmt.Fprintf(im.a.stdout, "imported nothing from %s: the keys of all %s exist already\n", im.path, plural(existed, "record"))
+	case existed == 0:
+		fmt.Fprintf(im.a.stdout, "imported %s from %s (ids %d..%d)\n", plural(created, "task"), im.path, firstID, lastID)
+	default:
+		fmt.Fprintf(im.a.stdout, "imported %s from %s (ids %d..%d); %s not imported again\n",
+			plural(created, "task"), im.path, firstID, lastID, plural(existed, "record")+" whose key exists")
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -47,14 +48,31 @@ type newTaskJSON struct {
 	Title       string          `json:"title"`
 	Payload     json.RawMessage `json:"payload"`
 	MaxAttempts int             `json:"max_attempts"`
+	Key         *string         `json:"key"`
+	RunAfter    *string         `json:"run_after"`
+	DueAt       *string         `json:"due_at"`
+}
+
+// insertedJSON says what became of one task of POST /v1/tasks.
+type insertedJSON struct {
+	ID int64 `json:"id"`
+	// Created is false when a task with the same key existed: id is that task's.
+	Created bool `json:"created"`
 }
 
 type addTasksResponse struct {
-	IDs []int64 `json:"ids"`
+	// IDs are the tasks' ids in request order: for a key that existed, the
+	// existing task's.
+	IDs      []int64        `json:"ids"`
+	Tasks    []insertedJSON `json:"tasks"`
+	Created  int            `json:"created"`
+	Existing int            `json:"existing"`
 }
 
 // addTasks inserts a batch of tasks, all or none, and wakes editors waiting
-// for their categories.
+// for their categories. A task whose key exists is not inserted again: the
+// answer names the existing task. 201 when any task was made, 200 when every
+// key existed.
 func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	var req []newTaskJSON
 	if err := decode(w, r, &req, false); err != nil {
@@ -72,14 +90,55 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 			Category: t.Category, Priority: t.Priority, Title: t.Title,
 			Payload: t.Payload, MaxAttempts: t.MaxAttempts,
 		}
+		if t.Key != nil {
+			if *t.Key == "" {
+				return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: key must be 1..%d characters, or left out", i, tasks.MaxKeyLen)
+			}
+			ts[i].Key = *t.Key
+		}
+		var err error
+		if ts[i].RunAfter, err = parseTaskTime(i, "run_after", t.RunAfter); err != nil {
+			return err
+		}
+		if ts[i].DueAt, err = parseTaskTime(i, "due_at", t.DueAt); err != nil {
+			return err
+		}
 	}
-	ids, err := a.d.AddTasks(r.Context(), ts)
+	ins, err := a.d.Insert(r.Context(), ts)
 	if err != nil {
 		return err
 	}
-	a.log.DebugContext(r.Context(), "tasks added", "count", len(ids))
-	a.writeJSON(w, r, http.StatusCreated, addTasksResponse{IDs: ids})
+	out := addTasksResponse{IDs: make([]int64, len(ins)), Tasks: make([]insertedJSON, len(ins))}
+	for i, in := range ins {
+		out.IDs[i] = in.ID
+		out.Tasks[i] = insertedJSON{ID: in.ID, Created: in.Created}
+		if in.Created {
+			out.Created++
+		} else {
+			out.Existing++
+		}
+	}
+	a.log.DebugContext(r.Context(), "tasks added", "created", out.Created, "existing", out.Existing)
+	status := http.StatusCreated
+	if out.Created == 0 {
+		status = http.StatusOK
+	}
+	a.writeJSON(w, r, status, out)
 	return nil
+}
+
+// parseTaskTime parses the optional RFC 3339 time field of task i; null or
+// absent is the zero time.
+func parseTaskTime(i int, field string, s *string) (time.Time, error) {
+	if s == nil {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, errorf(http.StatusUnprocessableEntity, codeInvalid,
+			"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, field, *s)
+	}
+	return t, nil
 }
 
 // taskDetailJSON is a task with its claim state and audit trail, for the
@@ -95,11 +154,24 @@ type taskDetailJSON struct {
 	Attempts       int          `json:"attempts"`
 	MaxAttempts    int          `json:"max_attempts"`
 	RunAfter       string       `json:"run_after"`
+	DueAt          *string      `json:"due_at"`
+	Key            *string      `json:"key"`
 	LastError      *string      `json:"last_error"`
 	CreatedAt      string       `json:"created_at"`
 	UpdatedAt      string       `json:"updated_at"`
 	DoneAt         *string      `json:"done_at"`
-	History        []eventJSON  `json:"history"`
+	// Result is the accepted result of a done task; null otherwise.
+	Result  *resultJSON `json:"result"`
+	History []eventJSON `json:"history"`
+}
+
+// resultJSON is an accepted submission.
+type resultJSON struct {
+	Fence       int64           `json:"fence"`
+	Holder      string          `json:"holder"`
+	EditorID    *int64          `json:"editor_id"`
+	SubmittedAt string          `json:"submitted_at"`
+	Result      json.RawMessage `json:"result"`
 }
 
 type eventJSON struct {
@@ -129,7 +201,20 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.writeJSON(w, r, http.StatusOK, taskDetailOf(t, evs))
+	d := taskDetailOf(t, evs)
+	if t.Status == tasks.StatusDone {
+		res, err := a.store.AcceptedResult(r.Context(), id)
+		switch {
+		case err == nil:
+			d.Result = &resultJSON{
+				Fence: res.Fence, Holder: res.Holder, EditorID: orNull(res.EditorID),
+				SubmittedAt: formatTime(res.SubmittedAt), Result: res.Result,
+			}
+		case !errors.Is(err, tasks.ErrNotFound): // not done any more: no result
+			return err
+		}
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
 	return nil
 }
 
@@ -145,6 +230,8 @@ func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
 		Attempts:       t.Attempts,
 		MaxAttempts:    t.MaxAttempts,
 		RunAfter:       formatTime(t.RunAfter),
+		DueAt:          formatTimePtr(t.DueAt),
+		Key:            orNull(t.Key),
 		LastError:      orNull(t.LastError),
 		CreatedAt:      formatTime(t.CreatedAt),
 		UpdatedAt:      formatTime(t.UpdatedAt),

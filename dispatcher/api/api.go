@@ -20,7 +20,9 @@ type Store interface {
 	CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error)
 	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
+	ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error)
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
+	AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
 }
@@ -191,6 +193,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 	rs := []route{
 		{"POST /v1/editors", a.admin(a.createEditor)},
 		{"POST /v1/tasks", a.admin(a.addTasks)},
+		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
 		{"POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease)},
 		{"GET /v1/stats", a.admin(a.stats)},

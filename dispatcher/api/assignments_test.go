@@ -425,10 +425,11 @@ func TestGetTask(t *testing.T) {
 	var d taskDetail
 	wantJSON(t, res, http.StatusOK, &d)
 	wantKeys(t, res.body, "task", "status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
-		"attempts", "max_attempts", "run_after", "last_error", "created_at", "updated_at", "done_at", "history")
+		"attempts", "max_attempts", "run_after", "due_at", "key", "last_error", "created_at", "updated_at", "done_at",
+		"result", "history")
 	if d.Task.ID != id || d.Status != "pending" || d.Fence != 0 || d.Holder != nil || d.EditorID != nil ||
 		d.AssignedAt != nil || d.LeaseExpiresAt != nil || d.Attempts != 0 || d.MaxAttempts != tasks.MaxAttemptsDefault ||
-		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` {
+		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` || d.Result != nil || d.Key != nil || d.DueAt != nil {
 		t.Fatalf("pending task = %s", res.body)
 	}
 	parseTime(t, d.RunAfter)
@@ -450,6 +451,25 @@ func TestGetTask(t *testing.T) {
 		t.Fatalf("history = %s", res.body)
 	}
 	parseTime(t, d.History[0].At)
+	if d.Result != nil {
+		t.Fatalf("assigned task has a result: %s", res.body)
+	}
+
+	// Submitted: the accepted result is there, with its claim.
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", id), e.Token, `{"fence":1,"result":{"verdict":"ok","n":[1,2]}}`), http.StatusOK, nil)
+	res = b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
+	d = taskDetail{}
+	wantJSON(t, res, http.StatusOK, &d)
+	if d.Status != "done" || d.Result == nil || d.Result.Fence != 1 || d.Result.Holder != holder ||
+		d.Result.EditorID == nil || *d.Result.EditorID != e.ID {
+		t.Fatalf("done task = %s", res.body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(d.Result.Result, &got); err != nil || got["verdict"] != "ok" || len(got["n"].([]any)) != 2 {
+		t.Fatalf("result = %s (%v)", d.Result.Result, err)
+	}
+	wantKeys(t, d.Result.Result, "verdict", "n")
+	parseTime(t, d.Result.SubmittedAt)
 }
 
 // taskDetail is the JSON of GET /v1/tasks/{id}.
@@ -470,11 +490,20 @@ type taskDetail struct {
 	Attempts       int     `json:"attempts"`
 	MaxAttempts    int     `json:"max_attempts"`
 	RunAfter       string  `json:"run_after"`
+	DueAt          *string `json:"due_at"`
+	Key            *string `json:"key"`
 	LastError      *string `json:"last_error"`
 	CreatedAt      string  `json:"created_at"`
 	UpdatedAt      string  `json:"updated_at"`
 	DoneAt         *string `json:"done_at"`
-	History        []struct {
+	Result         *struct {
+		Fence       int64           `json:"fence"`
+		Holder      string          `json:"holder"`
+		EditorID    *int64          `json:"editor_id"`
+		SubmittedAt string          `json:"submitted_at"`
+		Result      json.RawMessage `json:"result"`
+	} `json:"result"`
+	History []struct {
 		ID       int64   `json:"id"`
 		Kind     string  `json:"kind"`
 		Fence    int64   `json:"fence"`

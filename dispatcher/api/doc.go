@@ -5,8 +5,11 @@
 // # Routes
 //
 //	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
-//	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?}] → 201 {ids}
-//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state and its history
+//	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?}]
+//	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
+//	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
+//	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
+//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	GET  /v1/stats                        admin   → 200 counts by status and category, claims
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
@@ -27,7 +30,10 @@
 //
 // The token of a new editor is in the answer to POST /v1/editors and nowhere
 // else: the store keeps only its hash. POST /v1/tasks takes 1..MaxTasksPerRequest
-// tasks and inserts all or none; a missing or null payload is {}. A submit
+// tasks and inserts all or none; a missing or null payload is {}. A task whose
+// key exists is not inserted again: its entry names the existing task with
+// created false (see tasks.Store.Insert). run_after and due_at are RFC 3339
+// times. A submit
 // whose result was committed answers 200 even when finding the next
 // assignment failed (Redis down, say): next is then null, and the editor's
 // POST /v1/assignments/next reports the trouble.

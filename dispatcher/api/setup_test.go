@@ -350,18 +350,30 @@ type newTask struct {
 	Priority int             `json:"priority"`
 	Title    string          `json:"title"`
 	Payload  json.RawMessage `json:"payload,omitempty"`
+	Key      string          `json:"key,omitempty"`
+	RunAfter string          `json:"run_after,omitempty"`
+	DueAt    string          `json:"due_at,omitempty"`
 }
 
-// add inserts tasks through the API and returns their ids.
+// addResponse is the answer of POST /v1/tasks.
+type addResponse struct {
+	IDs   []int64 `json:"ids"`
+	Tasks []struct {
+		ID      int64 `json:"id"`
+		Created bool  `json:"created"`
+	} `json:"tasks"`
+	Created  int `json:"created"`
+	Existing int `json:"existing"`
+}
+
+// add inserts new tasks through the API and returns their ids.
 func (b *bundle) add(t *testing.T, ts ...newTask) []int64 {
 	t.Helper()
 	res := b.do(t, "POST", "/v1/tasks", adminToken, mustJSON(t, ts))
-	var out struct {
-		IDs []int64 `json:"ids"`
-	}
+	var out addResponse
 	wantJSON(t, res, http.StatusCreated, &out)
-	if len(out.IDs) != len(ts) {
-		t.Fatalf("got %d ids for %d tasks", len(out.IDs), len(ts))
+	if len(out.IDs) != len(ts) || len(out.Tasks) != len(ts) || out.Created != len(ts) || out.Existing != 0 {
+		t.Fatalf("adding %d tasks: %s", len(ts), res.body)
 	}
 	return out.IDs
 }
@@ -468,4 +480,14 @@ func (b *bundle) unchanged(t *testing.T, before snapshot) {
 			t.Fatalf("task row changed:\n%s\n%s", x, y)
 		}
 	}
+}
+
+// count returns how many tasks there are.
+func (b *bundle) count(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := b.db.Get(&n, `SELECT COUNT(*) FROM tasks`); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

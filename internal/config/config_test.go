@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskd/taskd"
 )
 
 const testDSN = "taskd:taskd@tcp(127.0.0.1:3306)/taskd"
@@ -486,5 +488,55 @@ func TestZeroMeansDefault(t *testing.T) {
 	}
 	if cfg := mustParse(t, "http: {editor_cache_ttl: -1s}\n", nil); cfg.HTTP.EditorCacheTTL != -time.Second {
 		t.Errorf("editor_cache_ttl -1s became %v", cfg.HTTP.EditorCacheTTL)
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, `
+schedules:
+  - name: digest
+    spec: "0 0 6 * * MON-FRI"
+    category: digests
+    title: Morning digest
+    payload: {edition: morning, sections: [politics, sport], pages: 4}
+    priority: 5
+  - name: links
+    spec: "@every 1h"
+    category: maintenance
+    title: Check links
+`, nil)
+	want := []taskd.ScheduleConfig{
+		{Name: "digest", Spec: "0 0 6 * * MON-FRI", Category: "digests", Title: "Morning digest", Priority: 5,
+			Payload: map[string]any{"edition": "morning", "sections": []any{"politics", "sport"}, "pages": 4}},
+		{Name: "links", Spec: "@every 1h", Category: "maintenance", Title: "Check links"},
+	}
+	if !reflect.DeepEqual(cfg.Schedules, want) {
+		t.Errorf("schedules = %+v\nwant %+v", cfg.Schedules, want)
+	}
+	if got := cfg.Source("schedules[1].spec"); got != "test.yaml line 10" {
+		t.Errorf("source of schedules[1].spec = %q", got)
+	}
+	if cfg := mustParse(t, "schedules: []\n", nil); len(cfg.Schedules) != 0 {
+		t.Errorf("empty schedules = %+v", cfg.Schedules)
+	}
+
+	item := "  - {name: a, spec: '@hourly', category: c, title: t}\n"
+	for _, c := range []struct {
+		yaml, key string
+		parts     []string
+	}{
+		{"schedules:\n  - {name: a, spec: 'every hour', category: c, title: t}\n", "schedules[0].spec", []string{"want a duration", "test.yaml line 2"}},
+		{"schedules:\n" + item + item, "schedules[1].name", []string{`"a" is the name of schedules[0] too`, "test.yaml line 3"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, colour: red}\n", "schedules[0].colour", []string{"unknown key"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, priority: high}\n", "schedules[0].priority", []string{"must be an integer"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: [1]}\n", "schedules[0].payload", []string{"must be a mapping"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category must be 1..64", "test.yaml line 2"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: {a: {1: x}}}\n", "schedules[0].payload", []string{"cannot be JSON"}},
+		{"schedules:\n  - just a string\n", "schedules[0]", []string{"must be a mapping"}},
+		{"schedules: {name: a}\n", "schedules", []string{"must be a list"}},
+	} {
+		_, err := parse(t, c.yaml, nil)
+		wantKeyError(t, err, c.key, c.parts...)
 	}
 }

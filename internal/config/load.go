@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/taskd/taskd"
 )
 
 // KeyError is a problem with one key's value. Load and Validate return them,
@@ -172,6 +175,10 @@ func (l *loader) mapping(n *yaml.Node, prefix string, keys map[string]Key) {
 			l.leaf(k, vn)
 			continue
 		}
+		if path == "schedules" {
+			l.schedules(vn)
+			continue
+		}
 		if hasSection(keys, path) {
 			if !isNull(vn) {
 				l.mapping(vn, path+".", keys)
@@ -274,4 +281,83 @@ func hasSection(keys map[string]Key, path string) bool {
 		}
 	}
 	return false
+}
+
+// scheduleFields are the keys of one item of schedules.
+var scheduleFields = []string{"name", "spec", "category", "title", "payload", "priority"}
+
+// schedules applies the list of periodic tasks. Each item is a mapping of
+// scheduleFields; the errors name the item by its index ("schedules[1].spec").
+// The list has no environment variables.
+func (l *loader) schedules(n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		l.fail("schedules", l.at(n), "must be a list of schedules (name, spec, category, title, payload, priority)")
+		return
+	}
+	var out []taskd.ScheduleConfig
+	for i, item := range n.Content {
+		item = resolve(item)
+		where := fmt.Sprintf("schedules[%d]", i)
+		if item.Kind != yaml.MappingNode {
+			l.fail(where, l.at(item), "must be a mapping of name, spec, category, title, payload and priority")
+			continue
+		}
+		var sc taskd.ScheduleConfig
+		l.cfg.sources[where] = l.at(item)
+		seen := map[string]bool{}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			kn, vn := resolve(item.Content[j]), resolve(item.Content[j+1])
+			key := where + "." + kn.Value
+			switch {
+			case kn.Kind != yaml.ScalarNode || !slices.Contains(scheduleFields, kn.Value):
+				l.fail(key, l.at(kn), "unknown key (want %s)", strings.Join(scheduleFields, ", "))
+				continue
+			case seen[kn.Value]:
+				l.fail(key, l.at(kn), "set twice")
+				continue
+			}
+			seen[kn.Value] = true
+			l.cfg.sources[key] = l.at(vn)
+			if isNull(vn) {
+				continue
+			}
+			if kn.Value == "payload" {
+				if vn.Kind != yaml.MappingNode {
+					l.fail(key, l.at(vn), "must be a mapping (a JSON object)")
+					continue
+				}
+				if err := vn.Decode(&sc.Payload); err != nil {
+					l.fail(key, l.at(vn), "%v", err)
+				}
+				continue
+			}
+			if vn.Kind != yaml.ScalarNode {
+				l.fail(key, l.at(vn), "must be a single value")
+				continue
+			}
+			switch kn.Value {
+			case "name":
+				sc.Name = vn.Value
+			case "spec":
+				sc.Spec = vn.Value
+			case "category":
+				sc.Category = vn.Value
+			case "title":
+				sc.Title = vn.Value
+			case "priority":
+				p, err := strconv.Atoi(strings.TrimSpace(vn.Value))
+				if err != nil {
+					l.fail(key, l.at(vn), "must be an integer, got %q", vn.Value)
+					continue
+				}
+				sc.Priority = p
+			}
+		}
+		out = append(out, sc)
+	}
+	l.cfg.Schedules = out
+	l.cfg.sources["schedules"] = l.at(n)
 }

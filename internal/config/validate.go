@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/taskd/taskd"
 )
@@ -20,7 +21,11 @@ func (c *Config) Validate() error {
 	for _, e := range unjoin(err) {
 		var ce *taskd.ConfigError
 		if errors.As(e, &ce) {
-			e = &KeyError{Key: ce.Key, Source: c.sources[ce.Key], Msg: ce.Msg}
+			source := c.sources[ce.Key]
+			if i := strings.Index(ce.Key, "]."); source == "" && i > 0 {
+				source = c.sources[ce.Key[:i+1]] // a list item's key: the item's place
+			}
+			e = &KeyError{Key: ce.Key, Source: source, Msg: ce.Msg}
 		}
 		errs = append(errs, e)
 	}

@@ -27,6 +27,7 @@ import (
 var frozenChecksums = map[int]string{
 	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
 	2: "0b667f1c175e84c05e11014075a695e17dd6b390a13c8614dfb7ee0fccf8de60",
+	3: "21c4915b43900332c3647010377b9ebe7dd47048ac065a14359edb4b1ffc55bb",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
@@ -48,7 +49,7 @@ func TestMigrationsNeverChange(t *testing.T) {
 
 func TestMigrationsEmbedded(t *testing.T) {
 	migs := migrations(t)
-	want := []string{"0001 initial", "0002 tasks_editor_not_unique"}
+	want := []string{"0001 initial", "0002 tasks_editor_not_unique", "0003 task_keys_due_and_lists"}
 	if len(migs) < len(want) {
 		t.Fatalf("%d migrations, want at least %d", len(migs), len(want))
 	}
@@ -166,7 +167,7 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 		// What schema.sql made before versioned migrations, with the UNIQUE key.
 		"0001": migrations(t)[0].SQL,
 		// What it made between 0002's change and versioned migrations.
-		"schema.sql": taskd.Schema,
+		"schema.sql": migrations(t)[0].SQL + "\n" + migrations(t)[1].SQL,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -196,10 +197,10 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 			for _, a := range applied {
 				got = append(got, fmt.Sprintf("%s adopted=%v", a.ID(), a.Adopted))
 			}
-			if want := "[0001 initial adopted=true 0002 tasks_editor_not_unique adopted=false]"; fmt.Sprint(got) != want {
+			if want := "[0001 initial adopted=true 0002 tasks_editor_not_unique adopted=false 0003 task_keys_due_and_lists adopted=false]"; fmt.Sprint(got) != want {
 				t.Errorf("applied %v, want %s", got, want)
 			}
-			if len(versions(t, db)) != 2 {
+			if len(versions(t, db)) != len(migrations(t)) {
 				t.Errorf("version table: %v", versions(t, db))
 			}
 			var rows []string
@@ -462,11 +463,11 @@ func TestMigrateRerunsHalfApplied(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := openEmpty(t)
-	if _, err := migrate.Up(ctx, db); err != nil {
+	if _, err := migrate.UpWith(ctx, db, migrations(t)[:2]); err != nil {
 		t.Fatal(err)
 	}
 	execAll(t, db, `DELETE FROM `+migrate.VersionTable+` WHERE version = 2`)
-	if applied, err := migrate.Up(ctx, db); err != nil || len(applied) != 1 || applied[0].Version != 2 {
+	if applied, err := migrate.UpWith(ctx, db, migrations(t)[:2]); err != nil || len(applied) != 1 || applied[0].Version != 2 {
 		t.Fatalf("re-run of 0002: applied %v, err %v", applied, err)
 	}
 

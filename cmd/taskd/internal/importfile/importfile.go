@@ -4,14 +4,18 @@
 //
 // JSON lines: one object per line, with the fields of POST /v1/tasks:
 //
-//	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3}
+//	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3,
+//	 "key": "article-81", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z"}
 //
 // category and title are required; unknown fields are refused; a null payload
-// is the default, {}; blank lines are skipped.
+// is the default, {}; blank lines are skipped. key is a unique external id (a
+// task whose key exists is not imported again); run_after and due_at are RFC
+// 3339 times.
 //
 // CSV: a header row naming the columns, in any order: category and title
-// (required), priority, payload (a JSON object) and max_attempts. Empty cells
-// take the defaults (priority 0, payload {}, max_attempts from the store).
+// (required), priority, payload (a JSON object), max_attempts, key, run_after
+// and due_at. Empty cells take the defaults (priority 0, payload {},
+// max_attempts from the store, no key, no run_after, no due_at).
 // Quoted cells may span lines; a record's line is where it starts.
 //
 // The reader checks the form of each record, and that the strings of a JSON line
@@ -32,6 +36,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -114,6 +119,9 @@ type jsonTask struct {
 	Title       string          `json:"title"`
 	Payload     json.RawMessage `json:"payload"`
 	MaxAttempts int             `json:"max_attempts"`
+	Key         *string         `json:"key"`
+	RunAfter    *string         `json:"run_after"`
+	DueAt       *string         `json:"due_at"`
 }
 
 type jsonReader struct {
@@ -187,10 +195,36 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if string(jt.Payload) == "null" {
 		jt.Payload = nil // as in POST /v1/tasks: the default, {}
 	}
-	return tasks.NewTask{
+	t := tasks.NewTask{
 		Category: jt.Category, Priority: jt.Priority, Title: jt.Title,
 		Payload: jt.Payload, MaxAttempts: jt.MaxAttempts,
-	}, nil
+	}
+	if jt.Key != nil {
+		if *jt.Key == "" {
+			return t, errors.New("key: must not be empty (leave it out for none)")
+		}
+		t.Key = *jt.Key
+	}
+	var err error
+	if t.RunAfter, err = parseTime("run_after", jt.RunAfter); err != nil {
+		return t, err
+	}
+	if t.DueAt, err = parseTime("due_at", jt.DueAt); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// parseTime parses an optional RFC 3339 time; nil or blank is the zero time.
+func parseTime(field string, s *string) (time.Time, error) {
+	if s == nil || strings.TrimSpace(*s) == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*s))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", field, *s)
+	}
+	return t, nil
 }
 
 // jsonError rewords encoding/json's errors for a person fixing a file.
@@ -223,7 +257,7 @@ func jsonKind(kind string) string {
 }
 
 // csvColumns are the columns a CSV header may name.
-var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts"}
+var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "run_after", "due_at"}
 
 type csvReader struct {
 	r   *csv.Reader
@@ -308,6 +342,20 @@ func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
 	}
 	if s, ok := cell("payload"); ok && strings.TrimSpace(s) != "" {
 		t.Payload = json.RawMessage(s)
+	}
+	if s, ok := cell("key"); ok {
+		t.Key = s // an empty cell: no key
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"run_after", &t.RunAfter}, {"due_at", &t.DueAt}} {
+		if s, ok := cell(f.name); ok {
+			var err error
+			if *f.dst, err = parseTime(f.name, &s); err != nil {
+				return t, err
+			}
+		}
 	}
 	return t, nil
 }

@@ -1,0 +1,207 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+)
+
+// TestAddTasksWithKeys posts tasks with keys twice: the second answer names the
+// same tasks as existing, 200 instead of 201, and makes none.
+func TestAddTasksWithKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := mustJSON(t, []newTask{
+		{Category: "news", Title: "a", Key: "ext-1", DueAt: "2030-01-02T03:04:05.006+01:00", RunAfter: "2020-01-01T00:00:00Z"},
+		{Category: "news", Title: "no key"},
+		{Category: "news", Title: "a twice", Key: "ext-1"},
+	})
+	var first addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusCreated, &first)
+	if first.Created != 2 || first.Existing != 1 || !first.Tasks[0].Created || !first.Tasks[1].Created ||
+		first.Tasks[2].Created || first.Tasks[2].ID != first.Tasks[0].ID || first.IDs[2] != first.IDs[0] {
+		t.Fatalf("first answer = %+v", first)
+	}
+
+	keyed := mustJSON(t, []newTask{{Category: "news", Title: "a again", Key: "ext-1"}})
+	var again addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, keyed), http.StatusOK, &again)
+	if again.Created != 0 || again.Existing != 1 || again.Tasks[0].Created || again.IDs[0] != first.IDs[0] {
+		t.Fatalf("repeated key: %+v, want the existing task %d", again, first.IDs[0])
+	}
+	if n := b.count(t); n != 2 {
+		t.Fatalf("%d tasks, want 2", n)
+	}
+
+	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", first.IDs[0]), adminToken, "")
+	var d taskDetail
+	wantJSON(t, res, http.StatusOK, &d)
+	if d.Key == nil || *d.Key != "ext-1" || d.DueAt == nil || *d.DueAt != "2030-01-02T02:04:05.006Z" ||
+		d.RunAfter != "2020-01-01T00:00:00.000Z" || d.Task.Title != "a" {
+		t.Fatalf("keyed task = %s", res.body)
+	}
+}
+
+// TestAddTasksRefusesBadKeysAndTimes: 422, naming the task, and nothing changes.
+func TestAddTasksRefusesBadKeysAndTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, newTask{Category: "news", Title: "there", Key: "taken"})
+	before := b.snapshot(t)
+	for _, c := range []struct{ name, body, inMessage string }{
+		{"empty key", `[{"category":"news","title":"t"},{"category":"news","title":"t","key":""}]`, "task 1: key"},
+		{"long key", `[{"category":"news","title":"t","key":"` + strings.Repeat("k", tasks.MaxKeyLen+1) + `"}]`, "key must be 1..255"},
+		{"padded key", `[{"category":"news","title":"t","key":"taken "}]`, "spaces"},
+		{"bad run_after", `[{"category":"news","title":"t","run_after":"tomorrow"}]`, "task 0: run_after must be an RFC 3339 time"},
+		{"bad due_at", `[{"category":"news","title":"t","due_at":"2026-13-01T00:00:00Z"}]`, "task 0: due_at must be an RFC 3339 time"},
+		{"due_at out of range", `[{"category":"news","title":"t","due_at":"0999-01-01T00:00:00Z"}]`, "due_at must be from"},
+		{"new key with a bad task", `[{"category":"news","title":"t","key":"new"},{"category":"news","title":""}]`, "task 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msg := wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, c.body), http.StatusUnprocessableEntity, "invalid")
+			if !strings.Contains(msg, c.inMessage) {
+				t.Errorf("message %q does not mention %q", msg, c.inMessage)
+			}
+		})
+	}
+	for _, c := range []struct{ name, body string }{
+		{"key not a string", `[{"category":"news","title":"t","key":7}]`},
+		{"due_at not a string", `[{"category":"news","title":"t","due_at":1700000000}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, c.body), http.StatusBadRequest, "bad_request")
+		})
+	}
+	b.unchanged(t, before)
+}
+
+// TestAddTasksConcurrentKeys posts overlapping keys from several clients at once:
+// one task per key, one "created" per key, and every answer a success.
+func TestAddTasksConcurrentKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const clients, keys = 4, 30
+	answers := make([]addResponse, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		ts := make([]newTask, keys)
+		for i := range ts {
+			k := i
+			if c%2 == 1 {
+				k = keys - 1 - i // the other order
+			}
+			ts[i] = newTask{Category: "news", Title: "t", Key: fmt.Sprintf("k%d", k)}
+		}
+		body := mustJSON(t, ts)
+		wg.Go(func() {
+			res := b.do(t, "POST", "/v1/tasks", adminToken, body)
+			if res.status != http.StatusCreated && res.status != http.StatusOK {
+				t.Errorf("client %d: %d %s", c, res.status, res.body)
+				return
+			}
+			strictDecode(t, res.body, &answers[c])
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	created := map[int64]int{}
+	ids := map[int64]bool{}
+	for c, a := range answers {
+		for i, in := range a.Tasks {
+			if c%2 == 0 && in.ID != answers[0].Tasks[i].ID {
+				t.Errorf("client %d, key %d: id %d, client 0 got %d", c, i, in.ID, answers[0].Tasks[i].ID)
+			}
+			ids[in.ID] = true
+			if in.Created {
+				created[in.ID]++
+			}
+		}
+	}
+	if len(ids) != keys || len(created) != keys {
+		t.Errorf("%d ids, %d created, want %d each", len(ids), len(created), keys)
+	}
+	for id, n := range created {
+		if n != 1 {
+			t.Errorf("task %d reported created %d times", id, n)
+		}
+	}
+	if n := b.count(t); n != keys {
+		t.Errorf("%d tasks, want %d", n, keys)
+	}
+}
+
+// TestHandOutOrderWithDueAt hands out tasks of mixed priority and deadlines one
+// by one: by priority, then the tasks with a due_at, earliest first, then those
+// without, oldest first.
+func TestHandOutOrderWithDueAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	ids := b.add(t,
+		newTask{Category: "news", Priority: 1, Title: "p1 none (older)"},
+		newTask{Category: "news", Priority: 1, Title: "p1 due March", DueAt: "2030-03-01T00:00:00Z"},
+		newTask{Category: "news", Priority: 1, Title: "p1 due January", DueAt: "2030-01-01T00:00:00Z"},
+		newTask{Category: "news", Priority: 2, Title: "p2 none"},
+		newTask{Category: "news", Priority: 1, Title: "p1 none (newer)"},
+		newTask{Category: "news", Priority: 2, Title: "p2 due", DueAt: "2031-01-01T00:00:00Z"},
+		newTask{Category: "news", Priority: 0, Title: "p0 due early", DueAt: "2020-01-01T00:00:00Z"},
+		newTask{Category: "news", Priority: 1, Title: "p1 due January, later id", DueAt: "2030-01-01T00:00:00Z"},
+	)
+	want := []int64{ids[5], ids[3], ids[2], ids[7], ids[1], ids[0], ids[4], ids[6]}
+	var got []int64
+	for range want {
+		a := b.next(t, e.Token)
+		got = append(got, a.Task.ID)
+		wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+			fmt.Sprintf(`{"fence":%d,"result":{}}`, a.Fence)), http.StatusOK, nil)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("handed out %v, want %v", got, want)
+	}
+}
+
+// TestRunAfterIsHonoured: a task whose run_after is in the future (by the
+// database clock) is not handed out before it, and is once it passes.
+func TestRunAfterIsHonoured(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	var now time.Time
+	if err := b.db.Get(&now, `SELECT NOW(3)`); err != nil {
+		t.Fatal(err)
+	}
+	runAfter := now.Add(3 * time.Second)
+	later := b.add(t, newTask{Category: "news", Priority: 9, Title: "later", RunAfter: runAfter.Format(time.RFC3339Nano)})[0]
+	now1 := b.add(t, newTask{Category: "news", Title: "now"})[0]
+
+	// The high-priority task is not offered yet: the other one is.
+	if a := b.next(t, e.Token); a.Task.ID != now1 {
+		t.Fatalf("handed out task %d first, want %d (run_after of %d is in the future)", a.Task.ID, now1, later)
+	} else {
+		wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+			fmt.Sprintf(`{"fence":%d,"result":{}}`, a.Fence)), http.StatusOK, nil)
+	}
+	var handed assignment
+	testenv.Eventually(t, 10*time.Second, "the task handed out once its run_after passed", func() bool {
+		res := b.do(t, "POST", "/v1/assignments/next", e.Token, `{"wait_ms":0}`)
+		if res.status == http.StatusNoContent {
+			return false
+		}
+		wantJSON(t, res, http.StatusOK, &handed)
+		return true
+	})
+	if handed.Task.ID != later {
+		t.Fatalf("handed out %d, want %d", handed.Task.ID, later)
+	}
+	if at := parseTime(t, handed.AssignedAt); at.Before(runAfter.Truncate(time.Millisecond)) {
+		t.Errorf("assigned at %v, before its run_after %v", at, runAfter)
+	}
+}

@@ -1,0 +1,195 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Periodic is a task the Scheduler inserts on a schedule.
+type Periodic struct {
+	// Name names the schedule: 1..MaxPeriodicNameLen letters, digits, '-', '_'
+	// or '.', unique among a scheduler's schedules. It is part of the key of
+	// every task it inserts, so renaming a schedule starts its keys afresh.
+	Name string
+	// Spec is when to insert, as ParseSchedule reads it: "@every 1h", "@daily",
+	// "0 30 6 * * MON-FRI". Cron expressions count in UTC unless the spec
+	// starts with "CRON_TZ=Zone "; @every counts from the Unix epoch, so that
+	// every replica sees the same ticks.
+	Spec string
+	// Task is the task to insert at each tick; its Key is set by the
+	// scheduler.
+	Task tasks.NewTask
+}
+
+// MaxPeriodicNameLen bounds Periodic.Name.
+const MaxPeriodicNameLen = 64
+
+// PeriodicKey is the key of the task schedule name inserts for the tick at:
+// "schedule:" + name + ":" + the tick in UTC, RFC 3339. Replicas firing the
+// same tick insert the same key, so the tick makes one task.
+func PeriodicKey(name string, at time.Time) string {
+	return "schedule:" + name + ":" + at.UTC().Format(time.RFC3339)
+}
+
+// Validate checks p as NewScheduler does: the name, the spec and the task
+// (without its key).
+func (p Periodic) Validate() error {
+	if p.Name == "" || len(p.Name) > MaxPeriodicNameLen {
+		return fmt.Errorf("name must be 1..%d characters", MaxPeriodicNameLen)
+	}
+	for _, r := range p.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("name %q may hold only letters, digits, '-', '_' and '.'", p.Name)
+		}
+	}
+	if _, err := ParseSchedule(p.Spec); err != nil {
+		return err
+	}
+	t := p.Task
+	t.Key = PeriodicKey(p.Name, time.Time{})
+	return t.Validate()
+}
+
+// SchedulerConfig configures a Scheduler.
+type SchedulerConfig struct {
+	// Schedules are the periodic tasks, with distinct names. Required.
+	Schedules []Periodic
+	// Logger receives the scheduler's logs. Default: the dispatcher's.
+	Logger *slog.Logger
+}
+
+// Scheduler inserts periodic tasks: at each tick of each schedule, one task
+// with the key PeriodicKey(name, tick) through Dispatcher.Insert. Every
+// replica runs its own Scheduler on the same schedules; the key makes each
+// tick one task across them, whichever replica gets there first (the others'
+// inserts find the key and make nothing). A replica that is down at a tick
+// does not catch up on it later; as long as one replica is up, the tick makes
+// its task.
+type Scheduler struct {
+	d     *Dispatcher
+	cfg   SchedulerConfig
+	sched []Schedule
+	log   *slog.Logger
+
+	life   startStop
+	cron   *cron.Cron
+	cancel context.CancelFunc
+}
+
+// NewScheduler returns a Scheduler inserting through d. It returns an error
+// naming the schedule when one is invalid or a name repeats.
+func NewScheduler(d *Dispatcher, cfg SchedulerConfig) (*Scheduler, error) {
+	if len(cfg.Schedules) == 0 {
+		return nil, errors.New("new scheduler: no schedules")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = d.log
+	}
+	s := &Scheduler{d: d, cfg: cfg, log: cfg.Logger}
+	seen := map[string]bool{}
+	for i, p := range cfg.Schedules {
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("new scheduler: schedule %d (%q): %w", i, p.Name, err)
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("new scheduler: schedule name %q is used twice", p.Name)
+		}
+		seen[p.Name] = true
+		sched, _ := ParseSchedule(p.Spec) // checked by Validate
+		s.sched = append(s.sched, sched)
+	}
+	return s, nil
+}
+
+// epochAligned is @every as the scheduler counts it: ticks at whole multiples
+// of Delay since the Unix epoch, the same in every process, rather than
+// Delay after the process started.
+type epochAligned struct{ delay time.Duration }
+
+func (e epochAligned) Next(t time.Time) time.Time {
+	since := t.Sub(time.Unix(0, 0))
+	return time.Unix(0, 0).Add(since - since%e.delay + e.delay).In(t.Location())
+}
+
+// scheduleRetries bounds the inserts of one tick when the store fails.
+const scheduleRetries = 3
+
+// Start inserts the periodic tasks on their schedules in the background,
+// from their next ticks on, until Stop, and returns. The inserts' context
+// derives from ctx. Start returns an error wrapping ErrStarted when the
+// scheduler is running and ErrStopped after Stop.
+func (s *Scheduler) Start(ctx context.Context) error {
+	return s.life.start("scheduler", func() {
+		ctx, cancel := context.WithCancel(ctx)
+		c := cron.New(cron.WithLocation(time.UTC), cron.WithLogger(cronLogger{s.log, "scheduler"}))
+		for i, p := range s.cfg.Schedules {
+			sched := s.sched[i].cron
+			if cd, ok := sched.(cron.ConstantDelaySchedule); ok {
+				sched = epochAligned{cd.Delay}
+			}
+			var id cron.EntryID
+			id = c.Schedule(sched, cron.FuncJob(func() {
+				// Prev is the tick this run is for: cron sets it before it
+				// starts the job, and moves it on only at the next tick.
+				s.fire(ctx, p, c.Entry(id).Prev)
+			}))
+		}
+		c.Start()
+		s.cron, s.cancel = c, cancel
+	})
+}
+
+// fire inserts p's task for the tick at.
+func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
+	if at.IsZero() || ctx.Err() != nil {
+		return
+	}
+	t := p.Task
+	t.Key = PeriodicKey(p.Name, at)
+	var err error
+	for attempt := range scheduleRetries {
+		var ins []tasks.Inserted
+		if ins, err = s.d.Insert(ctx, []tasks.NewTask{t}); err == nil {
+			if ins[0].Created {
+				s.log.InfoContext(ctx, "periodic task added", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
+			} else {
+				s.log.DebugContext(ctx, "periodic task added by another replica", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
+			}
+			return
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+	if ctx.Err() == nil {
+		s.log.ErrorContext(ctx, "periodic task not added", "schedule", p.Name, "tick", at.UTC(), "err", err)
+	}
+}
+
+// Stop ends the schedules and waits for inserts in flight. When ctx ends
+// first, it cancels them and returns an error wrapping ctx's cause. Stop
+// before Start returns nil.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	if !s.life.stop() {
+		return nil
+	}
+	defer s.cancel()
+	select {
+	case <-s.cron.Stop().Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop scheduler: %w", context.Cause(ctx))
+	}
+}

@@ -1,0 +1,310 @@
+package tasks
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// List limits.
+const (
+	// ListLimitDefault and ListLimitMax bound ListParams.Limit.
+	ListLimitDefault = 50
+	ListLimitMax     = 500
+)
+
+// ListParams are the arguments of ListTasks. Zero fields do not filter.
+type ListParams struct {
+	// Status keeps tasks in this status; one of Statuses.
+	Status Status
+	// Category keeps tasks of this category.
+	Category string
+	// Holder keeps tasks whose holder (current, or last once done or dead) is this.
+	Holder string
+	// EditorID keeps the task this editor holds (tasks.editor_id is set only
+	// while an editor holds a claim).
+	EditorID int64
+	// Key keeps the task with this key.
+	Key string
+	// CreatedAfter and CreatedBefore keep tasks created at or after, and before,
+	// these times.
+	CreatedAfter, CreatedBefore time.Time
+	// DoneAfter and DoneBefore keep tasks that ended (done or dead) at or after,
+	// and before, these times. With either, the list is ordered by done_at
+	// instead of created_at.
+	DoneAfter, DoneBefore time.Time
+	// Oldest lists the oldest first; the default is the newest first.
+	Oldest bool
+	// Cursor continues the list after the last task of the page that returned
+	// it (TaskPage.NextCursor), with the same filters and order. Empty: from the
+	// start.
+	Cursor string
+	// Limit is the page size: 1..ListLimitMax, 0 means ListLimitDefault.
+	Limit int
+}
+
+// TaskPage is a page of ListTasks.
+type TaskPage struct {
+	// Tasks are the page's tasks, without their payloads (Payload is nil).
+	Tasks []Task
+	// NextCursor continues the list (ListParams.Cursor), or is "" after the last
+	// page.
+	NextCursor string
+}
+
+// listCursor is what a cursor says: the sort key of the last task of a page, and
+// the order it belongs to.
+type listCursor struct {
+	ByDone bool      `json:"d,omitempty"`
+	Oldest bool      `json:"o,omitempty"`
+	At     time.Time `json:"t"`
+	ID     int64     `json:"i"`
+}
+
+func (c listCursor) encode() string {
+	data, _ := json.Marshal(c) // a struct of plain fields: cannot fail
+	return base64.RawURLEncoding.EncodeToString(data)
+}
+
+func decodeCursor(s string) (listCursor, error) {
+	var c listCursor
+	data, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(data, &c) != nil || c.ID < 1 || c.At.IsZero() {
+		return listCursor{}, fmt.Errorf("%w: cursor is not one this list returned", ErrInvalid)
+	}
+	return c, nil
+}
+
+// taskListColumns selects a Task without its payload.
+const taskListColumns = `t.id, t.category, t.priority, t.title, t.status, t.fence,
+	COALESCE(t.holder, '') AS holder, COALESCE(t.editor_id, 0) AS editor_id,
+	t.assigned_at, t.lease_expires_at, t.attempts, t.max_attempts, t.run_after,
+	COALESCE(t.last_error, '') AS last_error, COALESCE(t.trace_context, '') AS trace_context,
+	t.created_at, t.updated_at, t.done_at, COALESCE(t.task_key, '') AS task_key, t.due_at`
+
+// listQuery is a built list query.
+type listQuery struct {
+	sql   string
+	args  []any
+	index string // the index the query reads (each branch, for a union)
+}
+
+// listIndex picks the index a list with these filters reads, in this order: the
+// unique key (at most one task), the editor's task (at most one), the done time
+// (with the status, or a branch per status), the holder, the category (likewise),
+// the status, the creation time. tasks/EXPLAIN.md says which combinations cost a bounded read.
+func listIndex(p ListParams) string {
+	switch {
+	case p.Key != "":
+		return "tasks_key"
+	case p.EditorID != 0:
+		return "tasks_editor"
+	case !p.DoneAfter.IsZero() || !p.DoneBefore.IsZero():
+		return "tasks_done"
+	case p.Holder != "":
+		return "tasks_holder_created"
+	case p.Category != "":
+		return "tasks_category_created"
+	case p.Status != "":
+		return "tasks_status_created"
+	}
+	return "tasks_created"
+}
+
+// buildListQuery builds the list query for validated params and a decoded cursor
+// (nil for the first page). It reads limit+1 rows, to know whether a page follows.
+func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
+	byDone := !p.DoneAfter.IsZero() || !p.DoneBefore.IsZero()
+	col := "t.created_at"
+	if byDone {
+		col = "t.done_at"
+	}
+	dir, cmp := "DESC", "<"
+	if p.Oldest {
+		dir, cmp = "ASC", ">"
+	}
+	index := listIndex(p)
+
+	// where returns the conditions and arguments of one branch, with status as
+	// the branch's status ("" for none).
+	where := func(status Status) (string, []any) {
+		var conds []string
+		var args []any
+		add := func(cond string, a ...any) {
+			conds = append(conds, cond)
+			args = append(args, a...)
+		}
+		if p.Key != "" {
+			add("t.task_key = ?", p.Key)
+		}
+		if p.EditorID != 0 {
+			add("t.editor_id = ?", p.EditorID)
+		}
+		if p.Holder != "" {
+			add("t.holder = ?", p.Holder)
+		}
+		if p.Category != "" {
+			add("t.category = ?", p.Category)
+		}
+		if status != "" {
+			add("t.status = ?", string(status))
+		}
+		if !p.CreatedAfter.IsZero() {
+			add("t.created_at >= ?", p.CreatedAfter)
+		}
+		if !p.CreatedBefore.IsZero() {
+			add("t.created_at < ?", p.CreatedBefore)
+		}
+		if !p.DoneAfter.IsZero() {
+			add("t.done_at >= ?", p.DoneAfter)
+		}
+		if !p.DoneBefore.IsZero() {
+			add("t.done_at < ?", p.DoneBefore)
+		}
+		if byDone && p.DoneAfter.IsZero() {
+			add("t.done_at IS NOT NULL")
+		}
+		if cur != nil {
+			// Spelled out rather than as a row comparison, so that the range
+			// optimizer turns it into index ranges: the read starts right after
+			// the cursor instead of skipping the rows before it.
+			add(fmt.Sprintf("(%s %s ? OR (%s = ? AND t.id %s ?))", col, cmp, col, cmp), cur.At, cur.At, cur.ID)
+		}
+		if len(conds) == 0 {
+			return "", nil
+		}
+		return "\n\tWHERE " + strings.Join(conds, " AND "), args
+	}
+	order := fmt.Sprintf("ORDER BY %s %s, t.id %s LIMIT ?", col, dir, dir)
+
+	if (index == "tasks_category_created" || index == "tasks_done") && p.Status == "" {
+		// One branch per status, each read in index order and stopped by its
+		// LIMIT; the outer ORDER BY merges at most len(Statuses) * (limit+1) rows.
+		var q strings.Builder
+		var args []any
+		for i, st := range Statuses {
+			if i > 0 {
+				q.WriteString("\nUNION ALL\n")
+			}
+			w, a := where(st)
+			fmt.Fprintf(&q, "(SELECT %s FROM tasks t FORCE INDEX (%s)%s\n\t%s)", taskListColumns, index, w, order)
+			args = append(append(args, a...), limit+1)
+		}
+		outer := strings.ReplaceAll(order, "t.", "")
+		q.WriteString("\n" + outer)
+		return listQuery{sql: q.String(), args: append(args, limit+1), index: index}
+	}
+	w, args := where(p.Status)
+	q := fmt.Sprintf("SELECT %s FROM tasks t FORCE INDEX (%s)%s\n%s", taskListColumns, index, w, order)
+	return listQuery{sql: q, args: append(args, limit+1), index: index}
+}
+
+// validate checks p and returns its page size and decoded cursor.
+func (p *ListParams) validate() (int, *listCursor, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = ListLimitDefault
+	}
+	if limit < 1 || limit > ListLimitMax {
+		return 0, nil, fmt.Errorf("%w: limit must be 1..%d, not %d", ErrInvalid, ListLimitMax, p.Limit)
+	}
+	if p.Status != "" && !slices.Contains(Statuses, p.Status) {
+		return 0, nil, fmt.Errorf("%w: status must be one of %s, not %q", ErrInvalid, statusList(), p.Status)
+	}
+	if p.Category != "" {
+		if err := checkCategory(p.Category); err != nil {
+			return 0, nil, err
+		}
+	}
+	if p.Holder != "" {
+		if err := checkHolder(p.Holder); err != nil {
+			return 0, nil, err
+		}
+	}
+	if p.Key != "" {
+		if err := checkKey(p.Key); err != nil {
+			return 0, nil, err
+		}
+	}
+	if p.EditorID < 0 {
+		return 0, nil, fmt.Errorf("%w: editor id must not be negative", ErrInvalid)
+	}
+	for _, tm := range []struct {
+		name string
+		t    *time.Time
+	}{
+		{"created_after", &p.CreatedAfter}, {"created_before", &p.CreatedBefore},
+		{"done_after", &p.DoneAfter}, {"done_before", &p.DoneBefore},
+	} {
+		v, err := checkTaskTime(tm.name, *tm.t)
+		if err != nil {
+			return 0, nil, err
+		}
+		if v != nil {
+			*tm.t = v.(time.Time)
+		}
+	}
+	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
+		return 0, nil, fmt.Errorf("%w: created_after must be before created_before", ErrInvalid)
+	}
+	if !p.DoneAfter.IsZero() && !p.DoneBefore.IsZero() && !p.DoneAfter.Before(p.DoneBefore) {
+		return 0, nil, fmt.Errorf("%w: done_after must be before done_before", ErrInvalid)
+	}
+	if p.Cursor == "" {
+		return limit, nil, nil
+	}
+	cur, err := decodeCursor(p.Cursor)
+	if err != nil {
+		return 0, nil, err
+	}
+	byDone := !p.DoneAfter.IsZero() || !p.DoneBefore.IsZero()
+	if cur.ByDone != byDone || cur.Oldest != p.Oldest {
+		return 0, nil, fmt.Errorf("%w: cursor belongs to a list in another order", ErrInvalid)
+	}
+	return limit, &cur, nil
+}
+
+func statusList() string {
+	names := make([]string, len(Statuses))
+	for i, s := range Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ListTasks returns a page of tasks, without payloads, that pass every filter of p:
+// the newest first by creation time (or by done time, with a done time filter), or
+// the oldest first with p.Oldest; ties go by id. Pages follow each other by keyset
+// (TaskPage.NextCursor): a task inserted or changed meanwhile does not shift the
+// pages, and a deep page costs what the first one does.
+//
+// Each filter, and status with category, reads an index in the list's order and
+// stops after Limit+1 rows: the cost does not grow with the pool (see
+// tasks/EXPLAIN.md, which also names the combinations that filter rows an index
+// read, such as a holder with a status). ListTasks returns ErrInvalid for a bad
+// filter, limit or cursor, or a cursor of a list in another order.
+func (s *Store) ListTasks(ctx context.Context, p ListParams) (*TaskPage, error) {
+	limit, cur, err := p.validate()
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	q := buildListQuery(p, cur, limit)
+	page := &TaskPage{Tasks: []Task{}}
+	if err := s.db.SelectContext(ctx, &page.Tasks, q.sql, q.args...); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	if len(page.Tasks) > limit {
+		page.Tasks = page.Tasks[:limit]
+		last := page.Tasks[limit-1]
+		next := listCursor{Oldest: p.Oldest, At: last.CreatedAt, ID: last.ID}
+		if !p.DoneAfter.IsZero() || !p.DoneBefore.IsZero() {
+			next.ByDone, next.At = true, *last.DoneAt // the query keeps done_at IS NOT NULL
+		}
+		page.NextCursor = next.encode()
+	}
+	return page, nil
+}
