@@ -61,8 +61,11 @@ func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats
 		return nil, fmt.Errorf("stats: %w: window must not be negative", ErrInvalid)
 	}
 	st := &Stats{
-		ByStatus:   map[Status]int64{StatusPending: 0, StatusAssigned: 0, StatusDone: 0, StatusDead: 0},
+		ByStatus:   make(map[Status]int64),
 		ByCategory: []CategoryCount{},
+	}
+	for _, status := range Statuses() {
+		st.ByStatus[status] = 0
 	}
 	if err := s.db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)

@@ -36,8 +36,8 @@ func TestSplitStatements(t *testing.T) {
 
 func TestSplitSchema(t *testing.T) {
 	stmts := splitStatements(schemaSQL(t))
-	if len(stmts) != 6 {
-		t.Fatalf("schema has %d statements, want 6 (one per table)", len(stmts))
+	if len(stmts) != 7 {
+		t.Fatalf("schema has %d statements, want 7 (one per table)", len(stmts))
 	}
 	for i, s := range stmts {
 		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
@@ -50,9 +50,9 @@ func TestSplitSchema(t *testing.T) {
 }
 
 func TestSchemaEnumsMatchConstants(t *testing.T) {
-	statuses := []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+	statuses := Statuses()
 	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
-		EventExpired, EventRecycled, EventFailed, EventDead}
+		EventExpired, EventRecycled, EventFailed, EventDead, EventRequeued, EventCancelled}
 	enum := func(vals []string) string {
 		return "ENUM('" + strings.Join(vals, "', '") + "')"
 	}

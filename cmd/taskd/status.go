@@ -14,7 +14,7 @@ import (
 )
 
 // statuses in the order status shows them.
-var statusOrder = []tasks.Status{tasks.StatusPending, tasks.StatusAssigned, tasks.StatusDone, tasks.StatusDead}
+var statusOrder = tasks.Statuses()
 
 // runStatus prints the pool's counts and its live claims.
 func runStatus(ctx context.Context, a *app, args []string) error {

@@ -185,6 +185,10 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
+	m.Handle("POST /v1/admin/tasks/{id}/requeue", a.admin(a.requeueTask))
+	m.Handle("POST /v1/admin/tasks/{id}/cancel", a.admin(a.cancelTask))
+	m.Handle("POST /v1/admin/tasks/requeue", a.admin(a.requeueMatching))
+	m.Handle("POST /v1/admin/tasks/cancel", a.admin(a.cancelMatching))
 	m.Handle("GET /v1/stats", a.admin(a.stats))
 
 	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))
