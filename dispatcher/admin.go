@@ -9,9 +9,10 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// An operator's actions on tasks nobody holds. The store makes and fences each
-// change; the dispatcher keeps its callers in step: a requeued task wakes callers
-// waiting for its category, a cancelled one leaves this process's candidates.
+// An operator's actions on tasks nobody holds, and on categories. The store makes
+// and fences each change; the dispatcher keeps its callers in step: a requeued task
+// or a resumed category wakes callers waiting for its category, a cancelled task or
+// a paused category leaves this process's candidates.
 
 // Requeue puts a dead task back in the pool (see tasks.Store.Requeue) and wakes
 // a caller waiting for its category. It returns tasks.ErrNotFound for an
@@ -77,4 +78,38 @@ func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ 
 		return res, Unavailable(fmt.Errorf("cancel matching: %w", err))
 	}
 	return res, nil
+}
+
+// PauseCategory pauses a category (see tasks.Store.PauseCategory): from the
+// moment it returns, no claim on any replica takes its tasks, to editors or to
+// workers; live claims end as usual. It returns the pause and whether this call
+// made it (false: it was paused already). A category tasks cannot have is an
+// error wrapping tasks.ErrInvalid.
+func (d *Dispatcher) PauseCategory(ctx context.Context, category string) (_ tasks.PausedCategory, paused bool, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.pause", trace.WithAttributes(attrCategory.String(category)))
+	defer func() { endSpan(span, err) }()
+	p, paused, err := d.store.PauseCategory(ctx, category)
+	if err != nil {
+		return p, false, Unavailable(err)
+	}
+	d.cands.invalidate(category)
+	return p, paused, nil
+}
+
+// resumeWake is how many callers waiting for a resumed category one wake-up
+// reaches: all of them, on every process that shares the wake-up channel.
+const resumeWake = 1 << 30
+
+// ResumeCategory ends the pause of a category (see
+// tasks.Store.ResumeCategory) and wakes the callers waiting for it. It
+// returns whether this call ended a pause (false: it was not paused).
+func (d *Dispatcher) ResumeCategory(ctx context.Context, category string) (resumed bool, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.resume", trace.WithAttributes(attrCategory.String(category)))
+	defer func() { endSpan(span, err) }()
+	resumed, err = d.store.ResumeCategory(ctx, category)
+	if err != nil {
+		return false, Unavailable(err)
+	}
+	d.notify.notify(ctx, map[string]int{category: resumeWake})
+	return resumed, nil
 }

@@ -57,6 +57,8 @@ type Store interface {
 	Cancel(ctx context.Context, p tasks.ChangeParams) (*tasks.Changed, error)
 	RequeueMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error)
 	CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error)
+	PauseCategory(ctx context.Context, category string) (tasks.PausedCategory, bool, error)
+	ResumeCategory(ctx context.Context, category string) (bool, error)
 	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
 	PurgeSkips(ctx context.Context, limit int) (int, error)

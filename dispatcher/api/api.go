@@ -23,6 +23,7 @@ type Store interface {
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+	PausedCategories(ctx context.Context) ([]tasks.PausedCategory, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -189,6 +190,9 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("POST /v1/admin/tasks/{id}/cancel", a.admin(a.cancelTask))
 	m.Handle("POST /v1/admin/tasks/requeue", a.admin(a.requeueMatching))
 	m.Handle("POST /v1/admin/tasks/cancel", a.admin(a.cancelMatching))
+	m.Handle("POST /v1/admin/categories/{category}/pause", a.admin(a.pauseCategory))
+	m.Handle("POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory))
+	m.Handle("GET /v1/admin/categories/paused", a.admin(a.pausedCategories))
 	m.Handle("GET /v1/stats", a.admin(a.stats))
 
 	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))

@@ -502,6 +502,7 @@ func TestStats(t *testing.T) {
 		Expired          int64                       `json:"expired"`
 		ExpiringSoon     int64                       `json:"expiring_soon"`
 		ExpiringWithinMS int64                       `json:"expiring_within_ms"`
+		Paused           []string                    `json:"paused"`
 		Dispatcher       struct {
 			Assignments   int64 `json:"assignments"`
 			Conflicts     int64 `json:"conflicts"`
@@ -510,7 +511,7 @@ func TestStats(t *testing.T) {
 		} `json:"dispatcher"`
 	}
 	wantJSON(t, res, http.StatusOK, &st)
-	wantKeys(t, res.body, "by_status", "by_category", "holders", "live", "expired", "expiring_soon", "expiring_within_ms", "dispatcher")
+	wantKeys(t, res.body, "by_status", "by_category", "holders", "live", "expired", "expiring_soon", "expiring_within_ms", "paused", "dispatcher")
 	want := map[string]int64{"pending": 3, "assigned": 1, "done": 0, "dead": 0, "cancelled": 0}
 	if mustJSON(t, st.ByStatus) != mustJSON(t, want) {
 		t.Fatalf("by_status = %v, want %v", st.ByStatus, want)

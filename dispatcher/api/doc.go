@@ -12,7 +12,10 @@
 //	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
 //	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
 //	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
-//	GET  /v1/stats                        admin   → 200 counts by status and category, claims
+//	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
+//	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
+//	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
+//	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}

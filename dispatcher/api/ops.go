@@ -144,3 +144,72 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 	a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, Changed: res.Changed, More: res.More})
 	return nil
 }
+
+// pauseJSON is a category's pause state.
+type pauseJSON struct {
+	Category string `json:"category"`
+	Paused   bool   `json:"paused"`
+	// PausedAt is when the pause began; null once resumed.
+	PausedAt *string `json:"paused_at"`
+	// Changed is false when the category already was in the state asked for.
+	Changed bool `json:"changed"`
+}
+
+// pauseCategory pauses a category: nothing in it is handed out until it is
+// resumed. Pausing a paused category changes nothing (changed: false).
+func (a *api) pauseCategory(w http.ResponseWriter, r *http.Request) error {
+	cat := r.PathValue("category")
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	p, changed, err := a.d.PauseCategory(r.Context(), cat)
+	if err != nil {
+		return err
+	}
+	if changed {
+		a.log.InfoContext(r.Context(), "category paused", "category", cat)
+	}
+	a.writeJSON(w, r, http.StatusOK, pauseJSON{Category: cat, Paused: true, PausedAt: formatTimePtr(&p.PausedAt), Changed: changed})
+	return nil
+}
+
+// resumeCategory ends a category's pause and wakes the editors waiting for
+// it. Resuming a category that is not paused changes nothing (changed: false).
+func (a *api) resumeCategory(w http.ResponseWriter, r *http.Request) error {
+	cat := r.PathValue("category")
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	changed, err := a.d.ResumeCategory(r.Context(), cat)
+	if err != nil {
+		return err
+	}
+	if changed {
+		a.log.InfoContext(r.Context(), "category resumed", "category", cat)
+	}
+	a.writeJSON(w, r, http.StatusOK, pauseJSON{Category: cat, Paused: false, Changed: changed})
+	return nil
+}
+
+type pausedCategoryJSON struct {
+	Category string `json:"category"`
+	PausedAt string `json:"paused_at"`
+}
+
+type pausedListJSON struct {
+	Paused []pausedCategoryJSON `json:"paused"`
+}
+
+// pausedCategories lists the paused categories, by name.
+func (a *api) pausedCategories(w http.ResponseWriter, r *http.Request) error {
+	list, err := a.store.PausedCategories(r.Context())
+	if err != nil {
+		return err
+	}
+	out := pausedListJSON{Paused: make([]pausedCategoryJSON, len(list))}
+	for i, p := range list {
+		out.Paused[i] = pausedCategoryJSON{Category: p.Category, PausedAt: formatTime(p.PausedAt)}
+	}
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
