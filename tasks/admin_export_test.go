@@ -8,3 +8,6 @@ func BulkQuery(status Status, p BulkParams, ids []int64, after bool, limit int) 
 	}
 	return bulkQuery(status, p, ids, cursor, limit)
 }
+
+// ClaimSQL is the locking path's claim UPDATE, for EXPLAIN tests of its pause check.
+const ClaimSQL = claimSQL

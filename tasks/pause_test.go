@@ -140,3 +140,29 @@ func TestPauseLetsLiveClaimsFinish(t *testing.T) {
 		t.Errorf("submitted task is %s", got.Status)
 	}
 }
+
+// TestClaimPauseCheckPlan checks with EXPLAIN that the claim UPDATE reads the task
+// and the pause by primary key, whether or not the category is paused.
+func TestClaimPauseCheckPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	id := b.insertOne(t, "news", 0)
+	for _, pause := range []bool{false, true} {
+		if pause {
+			if _, _, err := b.store.PauseCategory(b.ctx, "news"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := b.now(t)
+		plan := b.explain(t, tasks.ClaimSQL, "w1", nil, now, now.Add(time.Minute), nil, now, id, 0)
+		t.Logf("claim UPDATE (paused %v):\n%s", pause, formatPlan(plan))
+		noFullScans(t, "claim", plan)
+		keys := map[string]string{}
+		for _, r := range plan {
+			keys[r.Table] = r.Key
+		}
+		if keys["tasks"] != "PRIMARY" || keys["p"] != "PRIMARY" {
+			t.Errorf("claim UPDATE (paused %v): want tasks and paused_categories by PRIMARY:\n%s", pause, formatPlan(plan))
+		}
+	}
+}

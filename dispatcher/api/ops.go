@@ -60,7 +60,7 @@ func (a *api) changeTask(w http.ResponseWriter, r *http.Request, op string, chan
 	case err != nil:
 		return err
 	}
-	a.log.InfoContext(r.Context(), "task "+op+"d", "task_id", id)
+	a.log.InfoContext(r.Context(), "task "+pastTense(op), "task_id", id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
