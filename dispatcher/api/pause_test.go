@@ -191,8 +191,8 @@ func TestPausedCategoryUnderManyEditors(t *testing.T) {
 		}()
 	}
 
-	// Every editor long-polls two or three times over while paused.
-	testenv.Eventually(t, 30*time.Second, "editors poll while paused", func() bool { return polls.Load() >= 2*editors })
+	// Every editor long-polls three times over while paused.
+	testenv.Eventually(t, 30*time.Second, "editors poll while paused", func() bool { return polls.Load() >= 3*editors })
 	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'claimed'`); n != 2 {
 		t.Fatalf("%d claims while paused, want only first's two from before the pause", n)
 	}
@@ -211,9 +211,13 @@ func TestPausedCategoryUnderManyEditors(t *testing.T) {
 		t.Fatalf("%d claims while paused, want 2", n)
 	}
 
+	pausedPolls := polls.Load()
 	resumed.Store(true)
+	resumeAt := time.Now()
 	b.pause(t, "resume", "news")
 	wg.Wait()
+	t.Logf("%d editors: %d empty long polls while paused, 0 claims; %d tasks handed out and submitted %v after the resume",
+		editors, pausedPolls, submitted.Load(), time.Since(resumeAt).Round(time.Millisecond))
 	if ctx.Err() != nil {
 		t.Fatalf("editors did not finish the pool after the resume: %d of %d submitted", submitted.Load(), n-2)
 	}
@@ -232,5 +236,34 @@ func TestPausedCategoryUnderManyEditors(t *testing.T) {
 		if k != 1 {
 			t.Errorf("task %d handed out %d times", id, k)
 		}
+	}
+}
+
+// TestResumeWakesWaitingEditors: an editor long-polling a paused category gets its
+// task as soon as the category is resumed through the API, not at its next poll.
+func TestResumeWakesWaitingEditors(t *testing.T) {
+	t.Parallel()
+	// A poll interval far longer than the test: only a wake-up can end the wait.
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour}})
+	e := b.editor(t, "ada", "news")
+	b.pause(t, "pause", "news")
+	id := b.addN(t, "news", 1)[0]
+	got := make(chan response, 1)
+	go func() {
+		res, err := b.doCtx(context.Background(), "POST", "/v1/assignments/next", e.Token, `{"wait_ms":60000}`)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- res
+	}()
+	testenv.Eventually(t, 20*time.Second, "ada waits", b.d.Waiting)
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'claimed'`); n != 0 {
+		t.Fatalf("%d claims while paused", n)
+	}
+	b.pause(t, "resume", "news")
+	var a assignment
+	wantJSON(t, <-got, http.StatusOK, &a)
+	if a.Task.ID != id {
+		t.Errorf("ada got task %d, want %d", a.Task.ID, id)
 	}
 }
