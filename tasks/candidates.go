@@ -83,7 +83,8 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 // Candidates returns up to Limit tasks that are claimable now in the given categories:
 // pending tasks whose run_after has passed, and assigned tasks whose lease has passed
 // (claimable even before a sweep recycles them). Tasks the editor skipped are left out
-// until the skip passes, and paused categories altogether. Highest priority first, then oldest (lowest id) first.
+// until the skip passes, and paused categories altogether. Highest priority first, then
+// oldest (lowest id) first.
 //
 // A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
 // with ErrStale if someone else got there first. Candidates returns ErrInvalid for a
