@@ -210,7 +210,8 @@ type BulkParams struct {
 	// IDs, when not empty, selects these tasks: at most BulkLimitMax; duplicates are
 	// ignored, unknown ids match nothing.
 	IDs []int64
-	// CreatedBefore, when not zero, selects the tasks created before it.
+	// CreatedBefore, when not zero, selects the tasks created before it: a time in
+	// 1000-01-01 .. 9999-12-31, the range of the created_at column.
 	CreatedBefore time.Time
 	// Limit is the most tasks one call matches: 1..BulkLimitMax, 0 means
 	// BulkLimitDefault.
@@ -282,7 +283,13 @@ type bulkRow struct {
 func bulkQuery(status Status, p BulkParams, ids []int64, after *bulkRow, limit int) (string, []any) {
 	created, createdArg := "", []any(nil)
 	if !p.CreatedBefore.IsZero() {
-		created, createdArg = bulkCreatedBeforeSQL, []any{p.CreatedBefore.UTC()}
+		// created_at has milliseconds: created_at < t when created_at < t rounded
+		// up to the millisecond.
+		t := p.CreatedBefore.UTC()
+		if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+			t = r.Add(time.Millisecond)
+		}
+		created, createdArg = bulkCreatedBeforeSQL, []any{t}
 	}
 	if len(ids) == 0 {
 		cursor, args := "", []any{string(status), p.Category}
@@ -375,6 +382,10 @@ func checkBulk(p BulkParams) ([]int64, int, error) {
 			return nil, 0, fmt.Errorf("%w: ids must be positive, got %d", ErrInvalid, id)
 		}
 	}
+	if t := p.CreatedBefore; !t.IsZero() && (t.Before(minDatetime) || t.After(maxDatetime)) {
+		return nil, 0, fmt.Errorf("%w: created_before must be between %s and %s", ErrInvalid,
+			minDatetime.Format(time.DateOnly), maxDatetime.Format(time.DateOnly))
+	}
 	limit := p.Limit
 	if limit == 0 {
 		limit = BulkLimitDefault
@@ -385,6 +396,12 @@ func checkBulk(p BulkParams) ([]int64, int, error) {
 	ids := slices.Compact(slices.Sorted(slices.Values(p.IDs)))
 	return ids, limit, nil
 }
+
+// The range of a DATETIME(3) column.
+var (
+	minDatetime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDatetime = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
 
 // placeholders returns n comma-separated '?'.
 func placeholders(n int) string {

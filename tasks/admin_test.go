@@ -281,6 +281,33 @@ func TestCancelMatchingByIDsAndCreatedBefore(t *testing.T) {
 	wantErr(t, "id 0", err, tasks.ErrInvalid)
 	_, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: " a"})
 	wantErr(t, "bad category", err, tasks.ErrInvalid)
+	for _, bad := range []time.Time{time.Date(999, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		_, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "a", CreatedBefore: bad})
+		wantErr(t, "created before "+bad.String(), err, tasks.ErrInvalid)
+	}
+	// The bounds of the column's range, and a time between two milliseconds: a task
+	// created at t.000 was created before t.0005.
+	last := b.insert(t, tasks.NewTask{Category: "d", Title: "x"})[0]
+	created := b.task(t, last).CreatedAt
+	b.exec(t, `UPDATE tasks SET status = 'dead' WHERE id = ?`, last)
+	for _, c := range []struct {
+		before time.Time
+		want   int
+	}{
+		{time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), 0},
+		{created, 0},
+		{created.Add(500 * time.Microsecond), 1},
+		{time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC), 1},
+	} {
+		res, err := b.store.RequeueMatching(b.ctx, tasks.BulkParams{Category: "d", CreatedBefore: c.before})
+		if err != nil {
+			t.Fatalf("created before %v: %v", c.before, err)
+		}
+		b.exec(t, `UPDATE tasks SET status = 'dead' WHERE id = ?`, last)
+		if res.Matched != c.want {
+			t.Errorf("created before %v (created at %v): matched %d, want %d", c.before, created, res.Matched, c.want)
+		}
+	}
 }
 
 // TestCancelMatchingRacesClaims cancels a category while workers claim from it: every

@@ -130,6 +130,9 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 		if err != nil {
 			return errorf(http.StatusUnprocessableEntity, codeInvalid, "created_before must be an RFC 3339 time, got %q", req.CreatedBefore)
 		}
+		if t.IsZero() {
+			t = t.Add(-time.Nanosecond) // the store takes a zero time for none; this one it refuses
+		}
 		p.CreatedBefore = t
 	}
 	res, err := change(r.Context(), p)
