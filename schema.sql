@@ -24,10 +24,17 @@
 --   * Every transaction runs at READ COMMITTED (set on each connection by tasks.Open):
 --     decisions are made on locked rows, and no locking read takes gap locks.
 --
--- Status moves: pending -> assigned (claim); assigned -> done (submit), -> pending
--- (release, recycle, fail with attempts left), -> dead (fail with no attempts left).
+-- Status moves: pending -> assigned (claim), -> cancelled (an operator's cancel);
+-- assigned -> done (submit), -> pending (release, recycle, fail with attempts left),
+-- -> dead (fail with no attempts left); dead -> pending (an operator's requeue, which
+-- resets attempts). done and cancelled are final.
 -- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead;
 -- they are cleared when it goes back to pending.
+--
+-- A category with a row in paused_categories is paused: every claim statement checks,
+-- by that table's primary key, that the task's category is not paused, so nothing in
+-- it is handed out on any replica from the moment the pause commits. Live claims end
+-- as usual.
 --
 -- This file is the complete current schema, for readers and DBAs. It is the sum of the
 -- numbered migrations in tasks/migrate/migrations/, which `taskd migrate` applies in
@@ -50,7 +57,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   title            VARCHAR(512) NOT NULL,
   -- A JSON object. On MariaDB, JSON is LONGTEXT with a json_valid check.
   payload          JSON NOT NULL,
-  status           ENUM('pending', 'assigned', 'done', 'dead') NOT NULL DEFAULT 'pending',
+  status           ENUM('pending', 'assigned', 'done', 'dead', 'cancelled') NOT NULL DEFAULT 'pending',
   -- Epoch of the current or last claim; bumped by every claim and by a forced release.
   fence            BIGINT UNSIGNED NOT NULL DEFAULT 0,
   -- Who holds (or, once done or dead, last held) the claim: "editor:<id>" or a worker id.
@@ -121,7 +128,7 @@ CREATE TABLE IF NOT EXISTS editor_categories (
 CREATE TABLE IF NOT EXISTS task_events (
   id        BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   task_id   BIGINT UNSIGNED NOT NULL,
-  kind      ENUM('claimed', 'heartbeat', 'submitted', 'released', 'skipped', 'expired', 'recycled', 'failed', 'dead') NOT NULL,
+  kind      ENUM('claimed', 'heartbeat', 'submitted', 'released', 'skipped', 'expired', 'recycled', 'failed', 'dead', 'requeued', 'cancelled') NOT NULL,
   fence     BIGINT UNSIGNED NOT NULL,
   holder    VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   editor_id BIGINT UNSIGNED NULL,
@@ -153,4 +160,12 @@ CREATE TABLE IF NOT EXISTS task_skips (
   KEY task_skips_until (`until`),
   CONSTRAINT task_skips_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE,
   CONSTRAINT task_skips_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- Paused categories: claims leave their tasks alone (see the header). A few rows at
+-- most, each read by its primary key.
+CREATE TABLE IF NOT EXISTS paused_categories (
+  category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  paused_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (category)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;

@@ -40,11 +40,16 @@ type CandidatesParams struct {
 // example in a fresh, small table. tasks/EXPLAIN.md shows the plans.
 const (
 	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
-	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s
+	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
 	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
-	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s
+	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	// candidateNotPausedSQL leaves out a paused category: one primary-key lookup per
+	// branch, whose argument is the branch's category. Claims check the pause
+	// themselves; this only spares them candidates they would be refused.
+	candidateNotPausedSQL = `
+	AND NOT EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = ?)`
 	candidateSkipJoinSQL = `
 	LEFT JOIN task_skips s FORCE INDEX (PRIMARY) ON s.task_id = t.id AND s.editor_id = ? AND s.until > NOW(3)`
 	candidateNotSkippedSQL = ` AND s.task_id IS NULL`
@@ -73,7 +78,7 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 		q.WriteString(expired)
 		for range 2 {
 			args = append(args, skipArgs...)
-			args = append(args, c, limit)
+			args = append(args, c, c, limit)
 		}
 	}
 	q.WriteString(candidateOrderSQL)
@@ -84,8 +89,9 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 // Candidates returns up to Limit tasks that are claimable now in the given categories:
 // pending tasks whose run_after has passed, and assigned tasks whose lease has passed
 // (claimable even before a sweep recycles them). Tasks the editor skipped are left out
-// until the skip passes. Highest priority first; within a priority, tasks with a
-// due_at first, earliest first, then the others; then oldest (lowest id) first.
+// until the skip passes, and paused categories altogether. Highest priority first;
+// within a priority, tasks with a due_at first, earliest first, then the others; then
+// oldest (lowest id) first.
 //
 // A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
 // with ErrStale if someone else got there first. Candidates returns ErrInvalid for a

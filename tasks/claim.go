@@ -56,11 +56,14 @@ const (
 	// editor's row (none for a worker, whose editor id is NULL) in a SET of its own,
 	// because an expression in a SET sees the values user variables had before that
 	// SET; the fenced UPDATE, guarded by the editor existing, having no task and not
-	// having skipped this one; a SELECT of the task as claimed (claimed is the number
-	// of rows the UPDATE matched); and the 'claimed' event, written when the row shows
-	// this claim: the holder and the new fence, assigned at this batch's instant,
-	// which is also the event's time. The event comes after the UPDATE, so that event
-	// ids follow the order in which claims got their rows.
+	// having skipped this one, and by the task's category not being paused (read in
+	// the UPDATE itself, so that no pause can commit between the check and the
+	// claim); a SELECT of the task as claimed (claimed is the number of rows the
+	// UPDATE matched; paused says why it matched none, when it did); and the
+	// 'claimed' event, written when the row shows this claim: the holder and the new
+	// fence, assigned at this batch's instant, which is also the event's time. The
+	// event comes after the UPDATE, so that event ids follow the order in which
+	// claims got their rows.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `);
 SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
@@ -69,8 +72,9 @@ UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id =
 	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
 	attempts = attempts + 1, trace_context = ?
 WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
-	AND NOT @taskd_skipped AND NOT @taskd_busy;
-SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy, ` + taskColumns + ` FROM tasks WHERE id = ?;
+	AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
+SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
+	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
 INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
 	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
@@ -86,11 +90,12 @@ COMMIT`
 FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
-	// condition the locked read checked, so it is correct on its own.
+	// condition the locked read checked, so it is correct on its own, and checks
+	// that the task's category is not paused.
 	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, trace_context = ?, updated_at = ?
 WHERE id = ? AND fence = ?
-	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))`
+	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
 
 // Claim claims a task for a holder: one conditional UPDATE checks that the fence is
@@ -102,7 +107,8 @@ WHERE id = ? AND fence = ?
 //
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
 // if another transaction is writing its row right now, or if there is no such task;
-// ErrSkipped if the editor skipped it (it stays claimable for others); ErrEditorBusy
+// ErrPaused if its category is paused (see PauseCategory); ErrSkipped if the editor
+// skipped it (it stays claimable for others); ErrEditorBusy
 // if p.EditorID already holds a live claim; and ErrInvalid for bad params. If the
 // editor's previous claim has expired but was not recycled yet, Claim recycles it
 // first.
@@ -150,6 +156,7 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 		Claimed int64 `db:"claimed"`
 		Skipped bool  `db:"skipped"`
 		Busy    bool  `db:"busy"`
+		Paused  bool  `db:"paused"`
 		Task
 	}
 	var found bool
@@ -173,6 +180,8 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 		return nil, errEditorHasTask
 	case row.Skipped:
 		return nil, ErrSkipped
+	case row.Paused:
+		return nil, ErrPaused
 	default:
 		return nil, ErrStale
 	}
@@ -227,6 +236,12 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 			return err
 		}
 		if err := expectOne(res); err != nil {
+			// The row is locked and was claimable: the category is paused,
+			// unless the pause ended in between.
+			var paused bool
+			if perr := tx.GetContext(ctx, &paused, pausedCategorySQL, row.Category); perr == nil && paused {
+				return ErrPaused
+			}
 			return err
 		}
 

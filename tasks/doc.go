@@ -20,6 +20,13 @@
 // back and DueAt orders it within its priority. ListTasks pages through the pool by
 // filter with keyset cursors, reading one index per page (tasks/EXPLAIN.md).
 //
+// # An operator's actions
+//
+// Requeue puts a dead task back in the pool with its attempts reset; Cancel ends a
+// pending task for good (StatusCancelled); RequeueMatching and CancelMatching do the
+// same by filter, a bounded number per call. PauseCategory stops every claim of a
+// category's tasks, checked in the claim statements themselves, until ResumeCategory.
+//
 // # Time
 //
 // Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip
@@ -29,5 +36,6 @@
 // # Errors
 //
 // Methods return errors wrapped with the operation; test them with errors.Is against
-// ErrNotFound, ErrStale, ErrHoldLimit, ErrEditorBusy, ErrInvalid and ErrDuplicate.
+// ErrNotFound, ErrStale, ErrHoldLimit, ErrEditorBusy, ErrInvalid, ErrDuplicate,
+// ErrPaused and ErrWrongStatus.
 package tasks

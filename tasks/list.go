@@ -183,10 +183,10 @@ func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
 
 	if (index == "tasks_category_created" || index == "tasks_done") && p.Status == "" {
 		// One branch per status, each read in index order and stopped by its
-		// LIMIT; the outer ORDER BY merges at most len(Statuses) * (limit+1) rows.
+		// LIMIT; the outer ORDER BY merges at most len(Statuses()) * (limit+1) rows.
 		var q strings.Builder
 		var args []any
-		for i, st := range Statuses {
+		for i, st := range Statuses() {
 			if i > 0 {
 				q.WriteString("\nUNION ALL\n")
 			}
@@ -212,7 +212,7 @@ func (p *ListParams) validate() (int, *listCursor, error) {
 	if limit < 1 || limit > ListLimitMax {
 		return 0, nil, fmt.Errorf("%w: limit must be 1..%d, not %d", ErrInvalid, ListLimitMax, p.Limit)
 	}
-	if p.Status != "" && !slices.Contains(Statuses, p.Status) {
+	if p.Status != "" && !slices.Contains(Statuses(), p.Status) {
 		return 0, nil, fmt.Errorf("%w: status must be one of %s, not %q", ErrInvalid, statusList(), p.Status)
 	}
 	if p.Category != "" {
@@ -269,8 +269,8 @@ func (p *ListParams) validate() (int, *listCursor, error) {
 }
 
 func statusList() string {
-	names := make([]string, len(Statuses))
-	for i, s := range Statuses {
+	names := make([]string, len(Statuses()))
+	for i, s := range Statuses() {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")

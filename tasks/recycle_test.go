@@ -133,7 +133,7 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus := map[tasks.Status]int64{tasks.StatusPending: 1, tasks.StatusAssigned: 3, tasks.StatusDone: 1, tasks.StatusDead: 0}
+	wantStatus := map[tasks.Status]int64{tasks.StatusPending: 1, tasks.StatusAssigned: 3, tasks.StatusDone: 1, tasks.StatusDead: 0, tasks.StatusCancelled: 0}
 	if fmt.Sprint(st.ByStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("by status = %v, want %v", st.ByStatus, wantStatus)
 	}

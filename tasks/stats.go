@@ -28,6 +28,8 @@ type Stats struct {
 	// ExpiringSoon is the number of live claims whose lease passes within the window
 	// given to Stats.
 	ExpiringSoon int64
+	// Paused lists the paused categories by name (see PauseCategory); never nil.
+	Paused []string
 }
 
 // CategoryCount is the number of tasks of one category in one status.
@@ -49,14 +51,16 @@ GROUP BY status, category ORDER BY category, status`
 	COALESCE(SUM(lease_expires_at < NOW(3)), 0) AS expired,
 	COALESCE(SUM(lease_expires_at >= NOW(3) AND lease_expires_at < NOW(3) + INTERVAL ? MICROSECOND), 0) AS expiring
 FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
+	statsPausedSQL = `SELECT category FROM paused_categories ORDER BY category`
 )
 
-// Stats counts tasks by status and by category and status, and reports the live
-// claims: distinct holders, claims whose lease passes within expiringWithin (0 means
-// ExpiringWithinDefault), and expired claims not yet taken back. The two queries are
-// not one snapshot; counts may be off by the claims that changed in between. With
-// a replica (Config.Replica) they are read there, and lag behind the primary by
-// the replica's delay.
+// Stats counts tasks by status and by category and status, reports the live claims:
+// distinct holders, claims whose lease passes within expiringWithin (0 means
+// ExpiringWithinDefault), and expired claims not yet taken back, and lists the paused
+// categories. The queries are not one snapshot; counts may be off by the claims that
+// changed in between. With a replica (Config.Replica) the counts are read there, and
+// lag behind the primary by the replica's delay; the paused categories come from the
+// primary.
 func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats, error) {
 	if expiringWithin == 0 {
 		expiringWithin = ExpiringWithinDefault
@@ -65,8 +69,11 @@ func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats
 		return nil, fmt.Errorf("stats: %w: window must not be negative", ErrInvalid)
 	}
 	st := &Stats{
-		ByStatus:   map[Status]int64{StatusPending: 0, StatusAssigned: 0, StatusDone: 0, StatusDead: 0},
+		ByStatus:   make(map[Status]int64),
 		ByCategory: []CategoryCount{},
+	}
+	for _, status := range Statuses() {
+		st.ByStatus[status] = 0
 	}
 	var claims struct {
 		Holders  int64 `db:"holders"`
@@ -88,5 +95,9 @@ func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*Stats
 		st.ByStatus[c.Status] += c.Count
 	}
 	st.Holders, st.Live, st.Expired, st.ExpiringSoon = claims.Holders, claims.Live, claims.Expired, claims.Expiring
+	st.Paused = []string{}
+	if err := s.db.SelectContext(ctx, &st.Paused, statsPausedSQL); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
 	return st, nil
 }

@@ -14,11 +14,16 @@ const (
 	StatusPending  Status = "pending"  // in the pool, claimable once run_after passes
 	StatusAssigned Status = "assigned" // held by a claim; claimable again once the lease passes
 	StatusDone     Status = "done"     // a submission was accepted
-	StatusDead     Status = "dead"     // failed with no attempts left
+	StatusDead     Status = "dead"     // failed with no attempts left; Requeue puts it back in the pool
+	// StatusCancelled is final: an operator cancelled the task while it was pending
+	// (Cancel), and it is never handed out.
+	StatusCancelled Status = "cancelled"
 )
 
-// Statuses lists every Status, in the order of the ENUM in schema.sql.
-var Statuses = []Status{StatusPending, StatusAssigned, StatusDone, StatusDead}
+// Statuses returns every status, in the order of the ENUM in schema.sql.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusAssigned, StatusDone, StatusDead, StatusCancelled}
+}
 
 // EventKind names an audit event. The values match the ENUM of task_events.kind in
 // schema.sql.
@@ -35,6 +40,8 @@ const (
 	EventRecycled  EventKind = "recycled"  // the lease passed and the task went back to the pool
 	EventFailed    EventKind = "failed"    // the holder reported an error; task pending again after a backoff
 	EventDead      EventKind = "dead"      // the holder reported an error and no attempts are left
+	EventRequeued  EventKind = "requeued"  // an operator put the dead task back in the pool; fence and holder of its last claim
+	EventCancelled EventKind = "cancelled" // an operator cancelled the pending task
 )
 
 // Task is a row of the tasks table. Optional columns read as zero values: Holder "",

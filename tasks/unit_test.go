@@ -21,9 +21,9 @@ func schemaSQL(t *testing.T) string {
 }
 
 func TestSchemaEnumsMatchConstants(t *testing.T) {
-	statuses := Statuses
+	statuses := Statuses()
 	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
-		EventExpired, EventRecycled, EventFailed, EventDead}
+		EventExpired, EventRecycled, EventFailed, EventDead, EventRequeued, EventCancelled}
 	enum := func(vals []string) string {
 		return "ENUM('" + strings.Join(vals, "', '") + "')"
 	}

@@ -694,10 +694,10 @@ func TestE2EStatus(t *testing.T) {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"CATEGORY  pending  assigned  done  dead  total",
-		"news      2        0         0     0     2",
-		"sport     1        0         0     0     1",
-		"(all)     3        0         0     0     3",
+		"CATEGORY  pending  assigned  done  dead  cancelled  total",
+		"news      2        0         0     0     0          2",
+		"sport     1        0         0     0     0          1",
+		"(all)     3        0         0     0     0          3",
 		"live                               0",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -6,7 +6,7 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, status, dev; `taskd <command> --help`
+// Commands: serve, work, migrate, import, status, pause, resume, dev; `taskd <command> --help`
 // describes each. Configuration comes from config.yaml (see the example at the top
 // of the repository) and TASKD_* environment variables.
 //
@@ -47,6 +47,8 @@ func commands() []command {
 		{"migrate", "create or update the database schema (safe to repeat)", runMigrate},
 		{"import", "bulk-load tasks from a JSON lines or CSV file", runImport},
 		{"status", "show the pool: counts by status and category, live claims", runStatus},
+		{"pause", "stop handing out the tasks of a category (live claims finish)", runPause},
+		{"resume", "hand out the tasks of a paused category again", runResume},
 		{"dev", "migrate, load demo editors and articles, print curl commands, then serve", runDev},
 	}
 }

@@ -69,24 +69,27 @@ VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
 0001     initial                  pending  -              -
 0002     tasks_editor_not_unique  pending  -              -
 0003     task_keys_due_and_lists  pending  -              -
+0004     requeue_cancel_pause     pending  -              -
 
-`[1:]+where+" has no migration applied, 3 pending: run 'taskd migrate'\n", "-status")
+`[1:]+where+" has no migration applied, 4 pending: run 'taskd migrate'\n", "-status")
 
 	migrateCmd(t, env, exitOK, `
 applied  0001  initial                  DUR
 applied  0002  tasks_editor_not_unique  DUR
 applied  0003  task_keys_due_and_lists  DUR
-`[1:]+where+" is at version 0003\n")
+applied  0004  requeue_cancel_pause     DUR
+`[1:]+where+" is at version 0004\n")
 
-	migrateCmd(t, env, exitOK, where+" is up to date at version 0003: nothing to apply\n")
+	migrateCmd(t, env, exitOK, where+" is up to date at version 0004: nothing to apply\n")
 
 	migrateCmd(t, env, exitOK, `
 VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
 0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
 0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
+0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
 
-`[1:]+where+" is up to date at version 0003\n", "-status")
+`[1:]+where+" is up to date at version 0004\n", "-status")
 }
 
 func TestE2EMigrateAdopts(t *testing.T) {
@@ -102,14 +105,16 @@ VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
 0001     initial                  adopt    -              -
 0002     tasks_editor_not_unique  pending  -              -
 0003     task_keys_due_and_lists  pending  -              -
+0004     requeue_cancel_pause     pending  -              -
 
-`[1:]+where+" has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies 2 more\n", "-status")
+`[1:]+where+" has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies 3 more\n", "-status")
 
 	migrateCmd(t, env, exitOK, `
 adopted  0001  initial                  tables made before versioned migrations
 applied  0002  tasks_editor_not_unique  DUR
 applied  0003  task_keys_due_and_lists  DUR
-`[1:]+where+" is at version 0003\n")
+applied  0004  requeue_cancel_pause     DUR
+`[1:]+where+" is at version 0004\n")
 }
 
 func TestE2EMigrateRefuses(t *testing.T) {
@@ -127,8 +132,9 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
 0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  EDITED
 0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
+0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
 
-`[1:]+where+" is at version 0003: 'taskd migrate' refuses it (see below)\n", "-status")
+`[1:]+where+" is at version 0004: 'taskd migrate' refuses it (see below)\n", "-status")
 	if want := "taskd migrate: applied migrations differ from this binary's: migration 0002 was edited after it was applied"; !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
@@ -141,7 +147,7 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(t.Context(), `INSERT INTO taskd_schema_migrations (version, name, checksum, applied_at)
-		VALUES (4, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`); err != nil {
+		VALUES (5, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`); err != nil {
 		t.Fatal(err)
 	}
 	stderr = migrateCmd(t, env, exitFailure, `
@@ -149,10 +155,11 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
 0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
 0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
-0004     from_the_future          applied  YYYY-MM-DD hh:mm:ss  unknown to this binary
+0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
+0005     from_the_future          applied  YYYY-MM-DD hh:mm:ss  unknown to this binary
 
-`[1:]+where+" is at version 0004: 'taskd migrate' refuses it (see below)\n", "-status")
-	if want := "taskd migrate: database schema is newer than this binary: a newer taskd applied 0004 from_the_future"; !strings.HasPrefix(stderr, want) {
+`[1:]+where+" is at version 0005: 'taskd migrate' refuses it (see below)\n", "-status")
+	if want := "taskd migrate: database schema is newer than this binary: a newer taskd applied 0005 from_the_future"; !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,15 +15,15 @@ import (
 )
 
 // statuses in the order status shows them.
-var statusOrder = []tasks.Status{tasks.StatusPending, tasks.StatusAssigned, tasks.StatusDone, tasks.StatusDead}
+var statusOrder = tasks.Statuses()
 
 // runStatus prints the pool's counts and its live claims.
 func runStatus(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("status", "status [flags]", `
-Shows the pool: task counts by status and by category, the live claims (how many,
-by how many holders, how many expire soon, how many expired and are not yet back in
-the pool) and the live claims that expire first, with their holders. Reads MySQL
-only.`)
+Shows the pool: task counts by status and by category, the paused categories,
+the live claims (how many, by how many holders, how many expire soon, how many
+expired and are not yet back in the pool) and the live claims that expire first,
+with their holders. Reads MySQL only.`)
 	expiring := f.Duration("expiring", tasks.ExpiringWithinDefault, "count claims whose lease passes within this `window` as expiring soon")
 	claims := f.Int("claims", 10, "list at most `n` live claims, soonest to expire first (0: none)")
 	asJSON := f.Bool("json", false, "print JSON instead of tables")
@@ -78,6 +79,8 @@ type statusReport struct {
 	Soonest []claimRow `json:"soonest"`
 	// SoonestOf is how many live claims Soonest was picked from.
 	SoonestOf int `json:"soonest_of"`
+	// Paused lists the paused categories.
+	Paused []string `json:"paused"`
 }
 
 type categoryRow struct {
@@ -113,6 +116,7 @@ func newStatusReport(st *tasks.Stats, window time.Duration, live []tasks.LiveLea
 		},
 		Soonest:   []claimRow{},
 		SoonestOf: len(live),
+		Paused:    st.Paused,
 	}
 	for _, n := range st.ByStatus {
 		rep.Total += n
@@ -155,6 +159,9 @@ func (r *statusReport) write(out io.Writer) error {
 		row(c.Category, c.ByStatus, c.Total)
 	}
 	row("(all)", r.ByStatus, r.Total)
+	if len(r.Paused) > 0 {
+		fmt.Fprintf(w, "\nPAUSED (nothing handed out)\t%s\n", strings.Join(r.Paused, ", "))
+	}
 
 	c := r.Claims
 	fmt.Fprint(w, "\nCLAIMS\n")

@@ -281,7 +281,9 @@ type statsJSON struct {
 	Expired          int64                             `json:"expired"`
 	ExpiringSoon     int64                             `json:"expiring_soon"`
 	ExpiringWithinMS int64                             `json:"expiring_within_ms"`
-	Dispatcher       countersJSON                      `json:"dispatcher"`
+	// Paused lists the paused categories by name.
+	Paused     []string     `json:"paused"`
+	Dispatcher countersJSON `json:"dispatcher"`
 }
 
 type countersJSON struct {
@@ -305,6 +307,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 		Expired:          st.Expired,
 		ExpiringSoon:     st.ExpiringSoon,
 		ExpiringWithinMS: tasks.ExpiringWithinDefault.Milliseconds(),
+		Paused:           st.Paused,
 	}
 	for _, c := range st.ByCategory {
 		counts := out.ByCategory[c.Category]

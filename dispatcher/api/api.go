@@ -25,6 +25,7 @@ type Store interface {
 	AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+	PausedCategories(ctx context.Context) ([]tasks.PausedCategory, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -196,6 +197,13 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
 		{"POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease)},
+		{"POST /v1/admin/tasks/{id}/requeue", a.admin(a.requeueTask)},
+		{"POST /v1/admin/tasks/{id}/cancel", a.admin(a.cancelTask)},
+		{"POST /v1/admin/tasks/requeue", a.admin(a.requeueMatching)},
+		{"POST /v1/admin/tasks/cancel", a.admin(a.cancelMatching)},
+		{"POST /v1/admin/categories/{category}/pause", a.admin(a.pauseCategory)},
+		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
+		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/stats", a.admin(a.stats)},
 
 		{"POST /v1/assignments/next", a.longPoll(a.editor(a.next))},

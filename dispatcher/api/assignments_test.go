@@ -531,6 +531,7 @@ func TestStats(t *testing.T) {
 		Expired          int64                       `json:"expired"`
 		ExpiringSoon     int64                       `json:"expiring_soon"`
 		ExpiringWithinMS int64                       `json:"expiring_within_ms"`
+		Paused           []string                    `json:"paused"`
 		Dispatcher       struct {
 			Assignments   int64 `json:"assignments"`
 			Conflicts     int64 `json:"conflicts"`
@@ -539,14 +540,14 @@ func TestStats(t *testing.T) {
 		} `json:"dispatcher"`
 	}
 	wantJSON(t, res, http.StatusOK, &st)
-	wantKeys(t, res.body, "by_status", "by_category", "holders", "live", "expired", "expiring_soon", "expiring_within_ms", "dispatcher")
-	want := map[string]int64{"pending": 3, "assigned": 1, "done": 0, "dead": 0}
+	wantKeys(t, res.body, "by_status", "by_category", "holders", "live", "expired", "expiring_soon", "expiring_within_ms", "paused", "dispatcher")
+	want := map[string]int64{"pending": 3, "assigned": 1, "done": 0, "dead": 0, "cancelled": 0}
 	if mustJSON(t, st.ByStatus) != mustJSON(t, want) {
 		t.Fatalf("by_status = %v, want %v", st.ByStatus, want)
 	}
 	wantCats := map[string]map[string]int64{
-		"news":   {"pending": 2, "assigned": 1, "done": 0, "dead": 0},
-		"sports": {"pending": 1, "assigned": 0, "done": 0, "dead": 0},
+		"news":   {"pending": 2, "assigned": 1, "done": 0, "dead": 0, "cancelled": 0},
+		"sports": {"pending": 1, "assigned": 0, "done": 0, "dead": 0, "cancelled": 0},
 	}
 	if mustJSON(t, st.ByCategory) != mustJSON(t, wantCats) {
 		t.Fatalf("by_category = %v, want %v", st.ByCategory, wantCats)

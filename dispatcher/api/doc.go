@@ -11,7 +11,14 @@
 //	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
-//	GET  /v1/stats                        admin   → 200 counts by status and category, claims
+//	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
+//	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
+//	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
+//	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
+//	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
+//	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
+//	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
+//	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
@@ -79,6 +86,8 @@
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken
 //	409 not_assigned         a force release of a task nobody holds
+//	409 wrong_status         a requeue of a task that is not dead, a cancel of one
+//	                         that is not pending (the message names its status)
 //	422 invalid              a well-formed request with bad values (see Values);
 //	                         the message names the field
 //	503 unavailable          MySQL or Redis cannot be reached; see Retry-After

@@ -482,12 +482,3 @@ func (b *bundle) unchanged(t *testing.T, before snapshot) {
 	}
 }
 
-// count returns how many tasks there are.
-func (b *bundle) count(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := b.db.Get(&n, `SELECT COUNT(*) FROM tasks`); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}

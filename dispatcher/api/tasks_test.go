@@ -35,7 +35,7 @@ func TestAddTasksWithKeys(t *testing.T) {
 	if again.Created != 0 || again.Existing != 1 || again.Tasks[0].Created || again.IDs[0] != first.IDs[0] {
 		t.Fatalf("repeated key: %+v, want the existing task %d", again, first.IDs[0])
 	}
-	if n := b.count(t); n != 2 {
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != 2 {
 		t.Fatalf("%d tasks, want 2", n)
 	}
 
@@ -133,7 +133,7 @@ func TestAddTasksConcurrentKeys(t *testing.T) {
 			t.Errorf("task %d reported created %d times", id, n)
 		}
 	}
-	if n := b.count(t); n != keys {
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != keys {
 		t.Errorf("%d tasks, want %d", n, keys)
 	}
 }

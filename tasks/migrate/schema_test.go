@@ -38,15 +38,15 @@ func TestMigrationsAddUpToSchema(t *testing.T) {
 func TestSchemaDiffSeesAKey(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	fromSchema := openEmpty(t)
-	if _, err := migrate.UpWith(ctx, fromSchema, migrations(t)[:2]); err != nil {
+	upTo0002 := openEmpty(t)
+	if _, err := migrate.UpWith(ctx, upTo0002, migrations(t)[:2]); err != nil {
 		t.Fatal(err)
 	}
 	only0001 := openEmpty(t)
 	if _, err := migrate.UpWith(ctx, only0001, migrations(t)[:1]); err != nil {
 		t.Fatal(err)
 	}
-	diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, only0001))
+	diff := schemaDiff(readSchema(t, upTo0002), readSchema(t, only0001))
 	want := "- index tasks.tasks_editor: BTREE (editor_id A)\n+ index tasks.tasks_editor: UNIQUE BTREE (editor_id A)\n"
 	if diff != want {
 		t.Errorf("0001 and 0002 against 0001 alone: diff\n%s\nwant\n%s", diff, want)

@@ -1,0 +1,115 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// An operator's actions on tasks nobody holds, and on categories. The store makes
+// and fences each change; the dispatcher keeps its callers in step: a requeued task
+// or a resumed category wakes callers waiting for its category, a cancelled task or
+// a paused category leaves this process's candidates.
+
+// Requeue puts a dead task back in the pool (see tasks.Store.Requeue) and wakes
+// a caller waiting for its category. It returns tasks.ErrNotFound for an
+// unknown task and an error wrapping tasks.ErrWrongStatus (a
+// *tasks.StatusError) for a task that is not dead.
+func (d *Dispatcher) Requeue(ctx context.Context, p tasks.ChangeParams) (err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.requeue", trace.WithAttributes(attrTaskID.Int64(p.TaskID)))
+	defer func() { endSpan(span, err) }()
+	c, err := d.store.Requeue(ctx, p)
+	if err != nil {
+		return Unavailable(fmt.Errorf("requeue: %w", err))
+	}
+	span.SetAttributes(attrCategory.String(c.Category))
+	d.wake(ctx, c.Category)
+	return nil
+}
+
+// Cancel cancels a pending task for good (see tasks.Store.Cancel). It returns
+// tasks.ErrNotFound for an unknown task and an error wrapping
+// tasks.ErrWrongStatus (a *tasks.StatusError) for a task that is not pending:
+// a claimed task must be force-released first.
+func (d *Dispatcher) Cancel(ctx context.Context, p tasks.ChangeParams) (err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.cancel", trace.WithAttributes(attrTaskID.Int64(p.TaskID)))
+	defer func() { endSpan(span, err) }()
+	c, err := d.store.Cancel(ctx, p)
+	if err != nil {
+		return Unavailable(fmt.Errorf("cancel: %w", err))
+	}
+	span.SetAttributes(attrCategory.String(c.Category))
+	d.cands.invalidate(c.Category)
+	return nil
+}
+
+// RequeueMatching requeues the dead tasks p selects, up to p.Limit per call
+// (see tasks.Store.RequeueMatching), and wakes callers waiting for their
+// categories. On an error, the result counts what batches committed before it.
+func (d *Dispatcher) RequeueMatching(ctx context.Context, p tasks.BulkParams) (_ *tasks.BulkResult, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.requeue_matching")
+	defer func() { endSpan(span, err) }()
+	res, err := d.store.RequeueMatching(ctx, p)
+	if res != nil {
+		d.notify.notify(ctx, res.ByCategory)
+	}
+	if err != nil {
+		return res, Unavailable(fmt.Errorf("requeue matching: %w", err))
+	}
+	return res, nil
+}
+
+// CancelMatching cancels the pending tasks p selects, up to p.Limit per call
+// (see tasks.Store.CancelMatching). On an error, the result counts what
+// batches committed before it.
+func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ *tasks.BulkResult, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.cancel_matching")
+	defer func() { endSpan(span, err) }()
+	res, err := d.store.CancelMatching(ctx, p)
+	if res != nil {
+		for cat := range res.ByCategory {
+			d.cands.invalidate(cat)
+		}
+	}
+	if err != nil {
+		return res, Unavailable(fmt.Errorf("cancel matching: %w", err))
+	}
+	return res, nil
+}
+
+// PauseCategory pauses a category (see tasks.Store.PauseCategory): from the
+// moment it returns, no claim on any replica takes its tasks, to editors or to
+// workers; live claims end as usual. It returns the pause and whether this call
+// made it (false: it was paused already). A category tasks cannot have is an
+// error wrapping tasks.ErrInvalid.
+func (d *Dispatcher) PauseCategory(ctx context.Context, category string) (_ tasks.PausedCategory, paused bool, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.pause", trace.WithAttributes(attrCategory.String(category)))
+	defer func() { endSpan(span, err) }()
+	p, paused, err := d.store.PauseCategory(ctx, category)
+	if err != nil {
+		return p, false, Unavailable(err)
+	}
+	d.cands.invalidate(category)
+	return p, paused, nil
+}
+
+// resumeWake is how many callers waiting for a resumed category one wake-up
+// reaches: all of them, on every process that shares the wake-up channel.
+const resumeWake = 1 << 30
+
+// ResumeCategory ends the pause of a category (see
+// tasks.Store.ResumeCategory) and wakes the callers waiting for it. It
+// returns whether this call ended a pause (false: it was not paused).
+func (d *Dispatcher) ResumeCategory(ctx context.Context, category string) (resumed bool, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.resume", trace.WithAttributes(attrCategory.String(category)))
+	defer func() { endSpan(span, err) }()
+	resumed, err = d.store.ResumeCategory(ctx, category)
+	if err != nil {
+		return false, Unavailable(err)
+	}
+	d.notify.notify(ctx, map[string]int{category: resumeWake})
+	return resumed, nil
+}

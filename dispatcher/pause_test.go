@@ -1,0 +1,128 @@
+package dispatcher_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+)
+
+// TestWorkerLeavesPausedCategoryAlone pauses a category while a worker's handler
+// runs one of its tasks: that run completes and is submitted, the worker goes on with
+// another category, takes nothing more from the paused one, and after the resume
+// runs all of it, each task once.
+func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	ctx := context.Background()
+	first := b.add(t, "jobs", 0, 1)[0]
+
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]map[int64]int{"jobs": {}, "other": {}}
+	mux := dispatcher.NewServeMux()
+	handle := func(_ context.Context, task *tasks.Task) (any, error) {
+		if task.ID == first {
+			close(started)
+			<-proceed
+		}
+		mu.Lock()
+		seen[task.Category][task.ID]++
+		mu.Unlock()
+		return nil, nil
+	}
+	mux.HandleFunc("jobs", handle)
+	mux.HandleFunc("other", handle)
+	handled := func(cat string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, k := range seen[cat] {
+			n += k
+		}
+		return n
+	}
+	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 2, Wait: 100 * time.Millisecond})
+	<-started
+
+	if _, paused, err := b.d.PauseCategory(ctx, "jobs"); err != nil || !paused {
+		t.Fatalf("pause = %v, %v", paused, err)
+	}
+	jobs := b.add(t, "jobs", 0, 20)
+	b.add(t, "other", 0, 5)
+	close(proceed)
+	// The run that was live when the pause came is submitted; the worker keeps
+	// working on the other category.
+	testenv.Eventually(t, 30*time.Second, "the other category done", func() bool { return handled("other") == 5 })
+	testenv.Eventually(t, 30*time.Second, "the paused category's live run submitted", func() bool {
+		return w.Stats().Processed == 6
+	})
+	if s := b.task(t, first).Status; s != tasks.StatusDone {
+		t.Fatalf("the run live at the pause left its task %s, want done", s)
+	}
+
+	// Both slots keep asking (a 50 ms poll interval, 100 ms waits) for a while:
+	// nothing of jobs is claimed. A bounded look can only miss a claim, never
+	// invent one.
+	processed := w.Stats().Processed
+	time.Sleep(time.Second)
+	if n := handled("jobs"); n != 1 {
+		t.Fatalf("the worker ran %d tasks of jobs, want only the one that was live at the pause", n)
+	}
+	if n := b.rowCount(t, `SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
+		WHERE t.category = 'jobs' AND e.kind = 'claimed'`); n != 1 {
+		t.Fatalf("%d claims of jobs in the database, want 1", n)
+	}
+	if got := w.Stats().Processed; got != processed || processed != 6 {
+		t.Fatalf("the worker processed %d tasks while only a paused category had any", got-processed)
+	}
+
+	if _, err := b.d.ResumeCategory(ctx, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "jobs done after the resume", func() bool { return handled("jobs") == 21 })
+	shutdownWorker(t, w)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range append(jobs, first) {
+		if seen["jobs"][id] != 1 {
+			t.Errorf("task %d run %d times, want once", id, seen["jobs"][id])
+		}
+	}
+}
+
+// TestNextSkipsPausedCategoryFromStaleCandidates pauses a category whose candidates
+// this dispatcher has read already: Next refuses them (the store's claim checks the
+// pause) and hands out the editor's other category instead.
+func TestNextSkipsPausedCategoryFromStaleCandidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ada := b.editor(t, "ada", "news")
+	ed := b.editor(t, "bob", "news", "sport")
+	b.add(t, "news", 9, 10)
+	sport := b.add(t, "sport", 0, 1)[0]
+	// Ada's claim reads news candidates into the pool; she keeps her task.
+	c, err := b.d.Next(ctx, ada, 0)
+	if err != nil || c.Task.Category != "news" {
+		t.Fatalf("first claim = %+v, %v; want a news task", c, err)
+	}
+	// Another process pauses news: this dispatcher hears nothing of it.
+	if _, _, err := b.store.PauseCategory(ctx, "news"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.d.Next(ctx, ed, 0)
+	if err != nil || got.Task.ID != sport {
+		t.Fatalf("claim while news is paused = %+v, %v; want sport task %d", got, err, sport)
+	}
+	if n := b.rowCount(t, `SELECT COUNT(*) FROM tasks WHERE category = 'news' AND status <> 'pending'`); n != 1 {
+		t.Errorf("%d news tasks not pending, want only ada's", n)
+	}
+	if st := b.d.Stats(); st.RefusedClaims != 0 {
+		t.Errorf("refused claims = %d: a paused category is no lost race", st.RefusedClaims)
+	}
+}
