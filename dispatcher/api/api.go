@@ -23,6 +23,8 @@ type Store interface {
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+
+	ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -182,6 +184,7 @@ func New(cfg Config) (*Handler, error) {
 func (a *api) routes(metrics http.Handler) {
 	m := a.mux
 	m.Handle("POST /v1/editors", a.admin(a.createEditor))
+	m.Handle("GET /v1/editors", a.admin(a.listEditors))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))

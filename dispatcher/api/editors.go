@@ -1,0 +1,130 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Editor management: the admin's view of editors and its changes to them, and an
+// editor's view of itself (GET /v1/me).
+
+// countsJSON counts an editor's events (see tasks.EventCounts).
+type countsJSON struct {
+	Claimed   int64 `json:"claimed"`
+	Submitted int64 `json:"submitted"`
+	Released  int64 `json:"released"`
+	Skipped   int64 `json:"skipped"`
+	Expired   int64 `json:"expired"`
+}
+
+func countsOf(c tasks.EventCounts) countsJSON {
+	return countsJSON{Claimed: c.Claimed, Submitted: c.Submitted, Released: c.Released, Skipped: c.Skipped, Expired: c.Expired}
+}
+
+// editorClaimJSON is an editor's live claim as the admin sees it.
+type editorClaimJSON struct {
+	TaskID         int64  `json:"task_id"`
+	Fence          int64  `json:"fence"`
+	LeaseExpiresAt string `json:"lease_expires_at"`
+}
+
+// editorJSON is an editor as GET /v1/editors lists it.
+type editorJSON struct {
+	ID         int64            `json:"id"`
+	Name       string           `json:"name"`
+	Categories []string         `json:"categories"`
+	Disabled   bool             `json:"disabled"`
+	DisabledAt *string          `json:"disabled_at"`
+	CreatedAt  string           `json:"created_at"`
+	Claim      *editorClaimJSON `json:"claim"`
+	Today      countsJSON       `json:"today"`
+}
+
+func editorOf(s *tasks.EditorSummary) editorJSON {
+	e := editorJSON{
+		ID: s.ID, Name: s.Name, Categories: s.Categories, Disabled: s.Disabled(),
+		DisabledAt: formatTimePtr(s.DisabledAt), CreatedAt: formatTime(s.CreatedAt), Today: countsOf(s.Today),
+	}
+	if e.Categories == nil {
+		e.Categories = []string{}
+	}
+	if c := s.Claim; c != nil {
+		e.Claim = &editorClaimJSON{TaskID: c.TaskID, Fence: c.Fence, LeaseExpiresAt: formatTime(c.LeaseExpiresAt)}
+	}
+	return e
+}
+
+type listEditorsResponse struct {
+	Editors []editorJSON `json:"editors"`
+	// NextCursor continues the listing; null on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// listEditors answers with a page of editors in id order.
+func (a *api) listEditors(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r, "limit", "cursor")
+	if err != nil {
+		return err
+	}
+	p := tasks.ListEditorsParams{Limit: tasks.ListEditorsLimitDefault}
+	if s, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer, got %q", s)
+		}
+		if n < 1 || n > tasks.ListEditorsLimitMax {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "limit must be 1..%d, got %d", tasks.ListEditorsLimitMax, n)
+		}
+		p.Limit = n
+	}
+	if s, ok := q["cursor"]; ok {
+		// The cursor is the id of the last editor of the page before; clients
+		// pass it back as they got it.
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 || s[0] == '+' {
+			return errorf(http.StatusBadRequest, codeBadRequest, "cursor %q is not one this API gave", s)
+		}
+		p.AfterID = id
+	}
+	page, err := a.store.ListEditors(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := listEditorsResponse{Editors: make([]editorJSON, len(page.Editors))}
+	for i := range page.Editors {
+		out.Editors[i] = editorOf(&page.Editors[i])
+	}
+	if page.NextAfterID != 0 {
+		next := strconv.FormatInt(page.NextAfterID, 10)
+		out.NextCursor = &next
+	}
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// query returns r's query parameters, each given at most once and among known:
+// anything else is a 400 apiError.
+func query(r *http.Request, known ...string) (map[string]string, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, codeBadRequest, "malformed query string")
+	}
+	out := make(map[string]string, len(values))
+	for name, vs := range values {
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		switch {
+		case !ok:
+			return nil, errorf(http.StatusBadRequest, codeBadRequest, "unknown query parameter %q", name)
+		case len(vs) != 1:
+			return nil, errorf(http.StatusBadRequest, codeBadRequest, "query parameter %q is given %d times", name, len(vs))
+		}
+		out[name] = vs[0]
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// countsOut is an editor's counts in answers.
+type countsOut struct {
+	Claimed   int64 `json:"claimed"`
+	Submitted int64 `json:"submitted"`
+	Released  int64 `json:"released"`
+	Skipped   int64 `json:"skipped"`
+	Expired   int64 `json:"expired"`
+}
+
+// editorOut is an editor as GET /v1/editors lists it.
+type editorOut struct {
+	ID         int64    `json:"id"`
+	Name       string   `json:"name"`
+	Categories []string `json:"categories"`
+	Disabled   bool     `json:"disabled"`
+	DisabledAt *string  `json:"disabled_at"`
+	CreatedAt  string   `json:"created_at"`
+	Claim      *struct {
+		TaskID         int64  `json:"task_id"`
+		Fence          int64  `json:"fence"`
+		LeaseExpiresAt string `json:"lease_expires_at"`
+	} `json:"claim"`
+	Today countsOut `json:"today"`
+}
+
+type editorPage struct {
+	Editors    []editorOut `json:"editors"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+// listEditors reads a page of GET /v1/editors.
+func (b *bundle) listEditors(t *testing.T, query string) editorPage {
+	t.Helper()
+	var p editorPage
+	wantJSON(t, b.do(t, "GET", "/v1/editors"+query, adminToken, ""), http.StatusOK, &p)
+	return p
+}
+
+func TestListEditors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news", "arts")
+	bob := b.editor(t, "bob", "sport")
+	cy := b.editor(t, "cy", "news")
+	b.addN(t, "news", 3)
+
+	// ann submits one, skips one and holds one; bob and cy do nothing.
+	a := b.next(t, ann.Token)
+	res := b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), ann.Token, fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence))
+	var sub struct {
+		Next *assignment `json:"next"`
+	}
+	wantJSON(t, res, http.StatusOK, &sub)
+	if sub.Next == nil {
+		t.Fatal("no next assignment after the submit")
+	}
+	wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/release", sub.Next.Task.ID), ann.Token,
+		fmt.Sprintf(`{"fence":%d,"skip":true}`, sub.Next.Fence)), http.StatusNoContent)
+	held := b.next(t, ann.Token)
+
+	p := b.listEditors(t, "")
+	if p.NextCursor != nil || len(p.Editors) != 3 {
+		t.Fatalf("page = %+v, want 3 editors and a null next_cursor", p)
+	}
+	wantKeys(t, b.do(t, "GET", "/v1/editors?limit=1", adminToken, "").body, "editors", "next_cursor")
+	e := p.Editors[0]
+	if e.ID != ann.ID || e.Name != "ann" || !slices.Equal(e.Categories, []string{"arts", "news"}) || e.Disabled || e.DisabledAt != nil {
+		t.Errorf("ann = %+v", e)
+	}
+	parseTime(t, e.CreatedAt)
+	if e.Claim == nil || e.Claim.TaskID != held.Task.ID || e.Claim.Fence != held.Fence || e.Claim.LeaseExpiresAt != held.LeaseExpiresAt {
+		t.Errorf("ann's claim = %+v, want task %d fence %d until %s", e.Claim, held.Task.ID, held.Fence, held.LeaseExpiresAt)
+	}
+	if want := (countsOut{Claimed: 3, Submitted: 1, Skipped: 1}); e.Today != want {
+		t.Errorf("ann today = %+v, want %+v", e.Today, want)
+	}
+	if p.Editors[1].ID != bob.ID || p.Editors[2].ID != cy.ID || p.Editors[1].Claim != nil || p.Editors[1].Today != (countsOut{}) {
+		t.Errorf("bob, cy = %+v, %+v", p.Editors[1], p.Editors[2])
+	}
+
+	// Pages of one, following next_cursor.
+	var ids []int64
+	cursor := ""
+	for range 4 {
+		q := "?limit=1"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		p := b.listEditors(t, q)
+		for _, e := range p.Editors {
+			ids = append(ids, e.ID)
+		}
+		if p.NextCursor == nil {
+			break
+		}
+		cursor = *p.NextCursor
+	}
+	if !slices.Equal(ids, []int64{ann.ID, bob.ID, cy.ID}) {
+		t.Errorf("pages of one gave %v, want %v", ids, []int64{ann.ID, bob.ID, cy.ID})
+	}
+
+	// Refused: no change, 400 for what is malformed, 422 for a bad limit.
+	before := b.snapshot(t)
+	for _, q := range []string{"?limit=x", "?limit=1.5", "?cursor=x", "?cursor=0", "?cursor=-1", "?cursor=%2B1",
+		"?limit=1&limit=2", "?page=2", "?limit=1;x", "?cursor=99999999999999999999"} {
+		wantError(t, b.do(t, "GET", "/v1/editors"+q, adminToken, ""), http.StatusBadRequest, "bad_request")
+	}
+	for _, q := range []string{"?limit=0", "?limit=-1", "?limit=501"} {
+		wantError(t, b.do(t, "GET", "/v1/editors"+q, adminToken, ""), http.StatusUnprocessableEntity, "invalid")
+	}
+	if p := b.listEditors(t, "?limit=500"); len(p.Editors) != 3 {
+		t.Errorf("limit 500: %d editors", len(p.Editors))
+	}
+	wantError(t, b.do(t, "GET", "/v1/editors", "", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", "/v1/editors", "wrong-token", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", "/v1/editors", ann.Token, ""), http.StatusForbidden, "forbidden")
+	b.unchanged(t, before)
+}
