@@ -25,6 +25,8 @@ type Store interface {
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
 
 	ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error)
+	GetEditorSummary(ctx context.Context, id int64) (*tasks.EditorSummary, error)
+	GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -185,6 +187,7 @@ func (a *api) routes(metrics http.Handler) {
 	m := a.mux
 	m.Handle("POST /v1/editors", a.admin(a.createEditor))
 	m.Handle("GET /v1/editors", a.admin(a.listEditors))
+	m.Handle("GET /v1/editors/{id}", a.admin(a.getEditor))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))

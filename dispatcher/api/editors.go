@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -127,4 +128,69 @@ func query(r *http.Request, known ...string) (map[string]string, error) {
 		out[name] = vs[0]
 	}
 	return out, nil
+}
+
+// editorStatsJSON is what the audit trail says about an editor (see tasks.EditorStats).
+type editorStatsJSON struct {
+	AllTime countsJSON `json:"all_time"`
+	// MedianClaimToSubmitMS is null when MedianOf is 0.
+	MedianClaimToSubmitMS *int64  `json:"median_claim_to_submit_ms"`
+	MedianOf              int     `json:"median_of"`
+	LastActiveAt          *string `json:"last_active_at"`
+}
+
+func editorStatsOf(st *tasks.EditorStats) editorStatsJSON {
+	out := editorStatsJSON{AllTime: countsOf(st.AllTime), MedianOf: st.MedianOf, LastActiveAt: formatTimePtr(st.LastActiveAt)}
+	if st.MedianOf > 0 {
+		ms := st.MedianClaimToSubmit.Milliseconds()
+		out.MedianClaimToSubmitMS = &ms
+	}
+	return out
+}
+
+// editorDetailJSON is an editor as GET /v1/editors/{id} shows it: as listed, with its
+// stats.
+type editorDetailJSON struct {
+	editorJSON
+	editorStatsJSON
+}
+
+// getEditor answers with an editor, its live claim and its stats.
+func (a *api) getEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}
+
+// editorDetail reads editor id as GET /v1/editors/{id} shows it, or a 404 apiError.
+func (a *api) editorDetail(r *http.Request, id int64) (*editorDetailJSON, error) {
+	s, err := a.store.GetEditorSummary(r.Context(), id)
+	if err != nil {
+		return nil, editorNotFound(err, id)
+	}
+	st, err := a.store.GetEditorStats(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	// Today's counts from the stats, read after the summary's: the newer.
+	s.Today = st.Today
+	return &editorDetailJSON{editorJSON: editorOf(s), editorStatsJSON: editorStatsOf(st)}, nil
+}
+
+// editorNotFound answers tasks.ErrNotFound about editor id with a 404 apiError.
+func editorNotFound(err error, id int64) error {
+	if errors.Is(err, tasks.ErrNotFound) {
+		return errorf(http.StatusNotFound, codeNotFound, "editor %d does not exist", id)
+	}
+	return err
 }

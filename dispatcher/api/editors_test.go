@@ -125,3 +125,76 @@ func TestListEditors(t *testing.T) {
 	wantError(t, b.do(t, "GET", "/v1/editors", ann.Token, ""), http.StatusForbidden, "forbidden")
 	b.unchanged(t, before)
 }
+
+// editorDetailOut is an editor as GET /v1/editors/{id} shows it.
+type editorDetailOut struct {
+	editorOut
+	AllTime               countsOut `json:"all_time"`
+	MedianClaimToSubmitMS *int64    `json:"median_claim_to_submit_ms"`
+	MedianOf              int       `json:"median_of"`
+	LastActiveAt          *string   `json:"last_active_at"`
+}
+
+// getEditor reads GET /v1/editors/{id}.
+func (b *bundle) getEditor(t *testing.T, id int64) editorDetailOut {
+	t.Helper()
+	var d editorDetailOut
+	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/editors/%d", id), adminToken, ""), http.StatusOK, &d)
+	return d
+}
+
+func TestGetEditor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	ids := b.addN(t, "news", 3)
+
+	d := b.getEditor(t, bob.ID)
+	if d.ID != bob.ID || d.Name != "bob" || d.Claim != nil || d.AllTime != (countsOut{}) || d.Today != (countsOut{}) ||
+		d.MedianClaimToSubmitMS != nil || d.MedianOf != 0 || d.LastActiveAt != nil {
+		t.Errorf("idle bob = %+v; want no claim, zero counts, null median and last active", d)
+	}
+
+	// ann submits two tasks, taking 4s and 8s (moved in the database), and holds a third.
+	for _, took := range []int{4, 8} {
+		a := b.next(t, ann.Token)
+		wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), ann.Token,
+			fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+		if _, err := b.db.Exec(`UPDATE tasks SET assigned_at = done_at - INTERVAL ? SECOND WHERE id = ?`, took, a.Task.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := b.next(t, ann.Token)
+	if held.Task.ID != ids[2] {
+		t.Fatalf("ann holds task %d, want %d", held.Task.ID, ids[2])
+	}
+	d = b.getEditor(t, ann.ID)
+	wantKeys(t, b.do(t, "GET", fmt.Sprintf("/v1/editors/%d", ann.ID), adminToken, "").body,
+		"id", "name", "categories", "disabled", "disabled_at", "created_at", "claim", "today",
+		"all_time", "median_claim_to_submit_ms", "median_of", "last_active_at")
+	if d.Claim == nil || d.Claim.TaskID != held.Task.ID || d.Claim.Fence != held.Fence {
+		t.Errorf("ann's claim = %+v, want task %d fence %d", d.Claim, held.Task.ID, held.Fence)
+	}
+	if want := (countsOut{Claimed: 3, Submitted: 2}); d.AllTime != want || d.Today != want {
+		t.Errorf("ann all time %+v, today %+v; want %+v both", d.AllTime, d.Today, want)
+	}
+	if d.MedianOf != 2 || d.MedianClaimToSubmitMS == nil || *d.MedianClaimToSubmitMS != 6000 {
+		t.Errorf("median = %v over %d, want 6000 ms over 2", d.MedianClaimToSubmitMS, d.MedianOf)
+	}
+	if d.LastActiveAt == nil || parseTime(t, *d.LastActiveAt).Before(parseTime(t, held.AssignedAt)) {
+		t.Errorf("last active %v, want at least the last claim's %s", d.LastActiveAt, held.AssignedAt)
+	}
+
+	before := b.snapshot(t)
+	wantError(t, b.do(t, "GET", fmt.Sprintf("/v1/editors/%d", bob.ID+100), adminToken, ""), http.StatusNotFound, "not_found")
+	for _, path := range []string{"/v1/editors/x", "/v1/editors/0", "/v1/editors/-1", "/v1/editors/+1",
+		"/v1/editors/99999999999999999999", fmt.Sprintf("/v1/editors/%d?x=1", ann.ID)} {
+		wantError(t, b.do(t, "GET", path, adminToken, ""), http.StatusBadRequest, "bad_request")
+	}
+	path := fmt.Sprintf("/v1/editors/%d", ann.ID)
+	wantError(t, b.do(t, "GET", path, "", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", path, "wrong-token", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", path, ann.Token, ""), http.StatusForbidden, "forbidden")
+	b.unchanged(t, before)
+}
