@@ -27,6 +27,7 @@ type Store interface {
 	ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error)
 	GetEditorSummary(ctx context.Context, id int64) (*tasks.EditorSummary, error)
 	GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error)
+	UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -92,9 +93,11 @@ type Config struct {
 	// gets its wait on top. Default RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// EditorCacheTTL is how long an editor found by its token is remembered,
-	// so that its next requests need not read MySQL to authenticate; changes
-	// made to editors in the database directly show within it. Negative
-	// turns the cache off. Default EditorCacheTTLDefault.
+	// so that its next requests need not read MySQL to authenticate. A change
+	// to an editor through this API (PATCH, disable, enable, a new token) shows
+	// at once in this process; through another process, or made in the
+	// database directly, within EditorCacheTTL. Negative turns the cache off.
+	// Default EditorCacheTTLDefault.
 	EditorCacheTTL time.Duration
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -188,6 +191,7 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("POST /v1/editors", a.admin(a.createEditor))
 	m.Handle("GET /v1/editors", a.admin(a.listEditors))
 	m.Handle("GET /v1/editors/{id}", a.admin(a.getEditor))
+	m.Handle("PATCH /v1/editors/{id}", a.admin(a.updateEditor))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))

@@ -145,6 +145,7 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
 	}
+	gen := a.editors.generation()
 	// Bounded on its own: a long poll's request has no deadline yet.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), a.timeout, errRequestTimeout)
 	defer cancel()
@@ -156,6 +157,6 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if err != nil {
 		return nil, err
 	}
-	a.editors.put(hash, e)
+	a.editors.put(hash, e, gen)
 	return e, nil
 }

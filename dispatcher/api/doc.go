@@ -7,6 +7,7 @@
 //	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
 //	GET  /v1/editors?limit=&cursor=       admin   → 200 {editors, next_cursor}
 //	GET  /v1/editors/{id}                 admin   → 200 the editor as listed, with its stats
+//	PATCH /v1/editors/{id}                admin   {name?, categories?} → 200 as GET
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?}] → 201 {ids}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)

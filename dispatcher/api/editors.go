@@ -194,3 +194,36 @@ func editorNotFound(err error, id int64) error {
 	}
 	return err
 }
+
+type updateEditorRequest struct {
+	// Name, when given, is the new name.
+	Name *string `json:"name"`
+	// Categories, when given (not null), replace the editor's categories.
+	Categories []string `json:"categories"`
+}
+
+// updateEditor changes an editor's name and/or categories, and answers with the
+// editor as GET /v1/editors/{id} shows it. This process forgets the editor it
+// remembered, so the editor's next request, and its next claim, see the change.
+func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var req updateEditorRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return err
+	}
+	_, err = a.store.UpdateEditor(r.Context(), tasks.UpdateEditorParams{ID: id, Name: req.Name, Categories: req.Categories})
+	if err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor updated", "editor_id", id, "name", req.Name != nil, "categories", len(req.Categories))
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/tasks"
 )
 
 // countsOut is an editor's counts in answers.
@@ -196,5 +201,60 @@ func TestGetEditor(t *testing.T) {
 	wantError(t, b.do(t, "GET", path, "", ""), http.StatusUnauthorized, "unauthorized")
 	wantError(t, b.do(t, "GET", path, "wrong-token", ""), http.StatusUnauthorized, "unauthorized")
 	wantError(t, b.do(t, "GET", path, ann.Token, ""), http.StatusForbidden, "forbidden")
+	b.unchanged(t, before)
+}
+
+func TestUpdateEditor(t *testing.T) {
+	t.Parallel()
+	// A long cache: what the test sees at once is this process forgetting the
+	// editor, not the entry's time running out.
+	b := setup(t, setupOpts{api: api.Config{EditorCacheTTL: time.Hour}})
+	ann := b.editor(t, "ann", "news")
+	b.editor(t, "bob", "news")
+	sport := b.addN(t, "sport", 1)[0]
+	path := fmt.Sprintf("/v1/editors/%d", ann.ID)
+
+	// ann's token is remembered with her categories: nothing for her in news.
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusNoContent)
+
+	var d editorDetailOut
+	wantJSON(t, b.do(t, "PATCH", path, adminToken, `{"categories":["sport","arts","sport"]}`), http.StatusOK, &d)
+	if d.ID != ann.ID || d.Name != "ann" || !slices.Equal(d.Categories, []string{"arts", "sport"}) {
+		t.Errorf("after new categories: %+v", d)
+	}
+	// Her next claim, on this process, takes the new categories at once.
+	if a := b.next(t, ann.Token); a.Task.ID != sport {
+		t.Errorf("next after the change got task %d, want the sport task %d", a.Task.ID, sport)
+	}
+
+	wantJSON(t, b.do(t, "PATCH", path, adminToken, `{"name":"Annie"}`), http.StatusOK, &d)
+	if d.Name != "Annie" || !slices.Equal(d.Categories, []string{"arts", "sport"}) || d.Claim == nil || d.Claim.TaskID != sport {
+		t.Errorf("after a new name: %+v; want the categories and the claim kept", d)
+	}
+	wantJSON(t, b.do(t, "PATCH", path, adminToken, `{"name":"Ann B.","categories":["news"]}`), http.StatusOK, &d)
+	if d.Name != "Ann B." || !slices.Equal(d.Categories, []string{"news"}) {
+		t.Errorf("after both: %+v", d)
+	}
+
+	before := b.snapshot(t)
+	for _, body := range []string{"", "{", `{"name":1}`, `{"categories":"news"}`, `{"nickname":"x"}`, `{"name":"x"} {}`, `[]`} {
+		wantError(t, b.do(t, "PATCH", path, adminToken, body), http.StatusBadRequest, "bad_request")
+	}
+	many := make([]string, tasks.MaxCategories+1)
+	for i := range many {
+		many[i] = fmt.Sprint("c", i)
+	}
+	for _, body := range []string{`{}`, `{"name":""}`, mustJSON(t, map[string]string{"name": strings.Repeat("x", 129)}),
+		`{"name":"a\ud800"}`, `{"categories":[]}`, `{"categories":[" news"]}`, `{"categories":[""]}`,
+		mustJSON(t, map[string]any{"categories": many}), `{"name":"fine","categories":[""]}`} {
+		wantError(t, b.do(t, "PATCH", path, adminToken, body), http.StatusUnprocessableEntity, "invalid")
+	}
+	wantError(t, b.do(t, "PATCH", path, adminToken, `{"name":"BOB"}`), http.StatusConflict, "duplicate")
+	wantError(t, b.do(t, "PATCH", fmt.Sprintf("/v1/editors/%d", ann.ID+100), adminToken, `{"name":"zed"}`), http.StatusNotFound, "not_found")
+	for _, p := range []string{"/v1/editors/x", "/v1/editors/0", "/v1/editors/-3"} {
+		wantError(t, b.do(t, "PATCH", p, adminToken, `{"name":"zed"}`), http.StatusBadRequest, "bad_request")
+	}
+	wantError(t, b.do(t, "PATCH", path, "", `{"name":"zed"}`), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "PATCH", path, ann.Token, `{"name":"zed"}`), http.StatusForbidden, "forbidden")
 	b.unchanged(t, before)
 }
