@@ -53,6 +53,7 @@ type Store interface {
 	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
 	Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error)
 	ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, error)
+	DisableEditor(ctx context.Context, editorID int64) (*tasks.Revoked, error)
 	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
 	PurgeSkips(ctx context.Context, limit int) (int, error)

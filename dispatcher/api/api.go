@@ -28,6 +28,7 @@ type Store interface {
 	GetEditorSummary(ctx context.Context, id int64) (*tasks.EditorSummary, error)
 	GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error)
 	UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error)
+	EnableEditor(ctx context.Context, id int64) error
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -192,6 +193,8 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("GET /v1/editors", a.admin(a.listEditors))
 	m.Handle("GET /v1/editors/{id}", a.admin(a.getEditor))
 	m.Handle("PATCH /v1/editors/{id}", a.admin(a.updateEditor))
+	m.Handle("POST /v1/editors/{id}/disable", a.admin(a.disableEditor))
+	m.Handle("POST /v1/editors/{id}/enable", a.admin(a.enableEditor))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))

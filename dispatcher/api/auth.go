@@ -100,7 +100,11 @@ func (a *api) admin(h handlerFunc) http.Handler {
 	})
 }
 
-// editor lets only editors' tokens through to h, with the editor.
+// errEditorDisabled refuses a disabled editor: its token is known, but it may
+// not act (403, not 401: another token would not help).
+var errEditorDisabled = errorf(http.StatusForbidden, codeEditorDisabled, "this editor is disabled")
+
+// editor lets only enabled editors' tokens through to h, with the editor.
 func (a *api) editor(h editorHandlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		token, err := bearer(r)
@@ -113,6 +117,9 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 		e, err := a.editorByToken(r, token)
 		if err != nil {
 			return err
+		}
+		if e.Disabled() {
+			return errEditorDisabled
 		}
 		return h(w, r, e)
 	})

@@ -8,6 +8,8 @@
 //	GET  /v1/editors?limit=&cursor=       admin   → 200 {editors, next_cursor}
 //	GET  /v1/editors/{id}                 admin   → 200 the editor as listed, with its stats
 //	PATCH /v1/editors/{id}                admin   {name?, categories?} → 200 as GET
+//	POST /v1/editors/{id}/disable         admin   → 200 as GET, with released: {task_id, fence} or null
+//	POST /v1/editors/{id}/enable          admin   → 200 as GET
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?}] → 201 {ids}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
@@ -40,7 +42,10 @@
 // Every /v1 route takes "Authorization: Bearer <token>": the admin token from
 // Config on admin routes, an editor's own token on editor routes. A missing or
 // unknown token is 401 with WWW-Authenticate; a valid token on the other kind
-// of route is 403 (the admin is not an editor, and an editor is no admin).
+// of route is 403 (the admin is not an editor, and an editor is no admin). A
+// disabled editor's token is 403 editor_disabled on editor routes: on the
+// process that disabled it at once, on others within Config.EditorCacheTTL,
+// and the store refuses a disabled editor any claim whatever a cache says.
 //
 // # Whose claim
 //
@@ -69,6 +74,7 @@
 //	                         over MaxBodyBytes, a bad id in the path
 //	401 unauthorized         no token, or an unknown one
 //	403 forbidden            the wrong kind of token, or a claim the editor never held
+//	403 editor_disabled      the editor is disabled
 //	404 not_found            no such task or route
 //	405 method_not_allowed   the route exists for other methods (see Allow)
 //	409 stale_fence          a claim the editor held is gone (expired, released,

@@ -227,3 +227,68 @@ func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
 	a.writeJSON(w, r, http.StatusOK, d)
 	return nil
 }
+
+// releasedJSON is the claim a disable revoked.
+type releasedJSON struct {
+	TaskID int64 `json:"task_id"`
+	// Fence is the fence of the revoked claim; the task's fence is now past it.
+	Fence int64 `json:"fence"`
+}
+
+type disableEditorResponse struct {
+	editorDetailJSON
+	// Released is the claim the disable revoked, or null.
+	Released *releasedJSON `json:"released"`
+}
+
+// disableEditor disables an editor: its token is refused from now on, the store
+// refuses it any claim, and the claim it held goes back to the pool with its
+// fence bumped. It answers with the editor and the claim it revoked.
+func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	revoked, err := a.d.DisableEditor(r.Context(), id)
+	if err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	out := disableEditorResponse{editorDetailJSON: *d}
+	if revoked != nil {
+		out.Released = &releasedJSON{TaskID: revoked.TaskID, Fence: revoked.Fence}
+	}
+	a.log.InfoContext(r.Context(), "editor disabled", "editor_id", id, "released", out.Released != nil)
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// enableEditor enables a disabled editor: its token is good again and it may
+// claim. It answers with the editor.
+func (a *api) enableEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	if err := a.store.EnableEditor(r.Context(), id); err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor enabled", "editor_id", id)
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}

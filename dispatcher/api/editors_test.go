@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -256,5 +258,106 @@ func TestUpdateEditor(t *testing.T) {
 	}
 	wantError(t, b.do(t, "PATCH", path, "", `{"name":"zed"}`), http.StatusUnauthorized, "unauthorized")
 	wantError(t, b.do(t, "PATCH", path, ann.Token, `{"name":"zed"}`), http.StatusForbidden, "forbidden")
+	b.unchanged(t, before)
+}
+
+// replica is a second API process on the bundle's stores: its own editor cache.
+func (b *bundle) replica(t *testing.T, ttl time.Duration) *bundle {
+	t.Helper()
+	h, err := api.New(api.Config{Dispatcher: b.d, Store: b.store, AdminToken: adminToken, EditorCacheTTL: ttl, Logger: slog.New(slog.NewTextHandler(b.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	r := &bundle{url: srv.URL, db: b.db, store: b.store, rdb: b.rdb, d: b.d, api: h, logs: b.logs}
+	return r
+}
+
+type disableOut struct {
+	editorDetailOut
+	Released *struct {
+		TaskID int64 `json:"task_id"`
+		Fence  int64 `json:"fence"`
+	} `json:"released"`
+}
+
+func TestDisableAndEnableEditor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{api: api.Config{EditorCacheTTL: time.Hour}})
+	other := b.replica(t, time.Hour)
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	ids := b.addN(t, "news", 3)
+	held := b.next(t, ann.Token)
+	// Both processes remember ann's token.
+	if a := other.next(t, ann.Token); a.Task.ID != held.Task.ID {
+		t.Fatalf("the other process's next: task %d, want the held %d", a.Task.ID, held.Task.ID)
+	}
+
+	path := fmt.Sprintf("/v1/editors/%d", ann.ID)
+	var d disableOut
+	wantJSON(t, b.do(t, "POST", path+"/disable", adminToken, ""), http.StatusOK, &d)
+	if !d.Disabled || d.DisabledAt == nil || d.Claim != nil || d.Released == nil ||
+		d.Released.TaskID != held.Task.ID || d.Released.Fence != held.Fence {
+		t.Fatalf("disable = %+v, released %+v; want disabled, no claim, released task %d fence %d",
+			d, d.Released, held.Task.ID, held.Fence)
+	}
+	if task := b.task(t, held.Task.ID); task.Status != tasks.StatusPending || task.Fence != held.Fence+1 {
+		t.Errorf("revoked task: status %s fence %d, want pending at fence %d", task.Status, task.Fence, held.Fence+1)
+	}
+
+	// This process refuses the token at once, on every editor route.
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/assignments/next", ""},
+		{"POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence)},
+		{"POST", fmt.Sprintf("/v1/assignments/%d/submit", held.Task.ID), fmt.Sprintf(`{"fence":%d,"result":1}`, held.Fence)},
+		{"POST", fmt.Sprintf("/v1/assignments/%d/release", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence)},
+	} {
+		wantError(t, b.do(t, r.method, r.path, ann.Token, r.body), http.StatusForbidden, "editor_disabled")
+	}
+	// The other process still remembers ann as enabled, for up to its TTL; the
+	// store refuses her anyway: her old claim is stale and she gets no new one.
+	wantError(t, other.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", held.Task.ID), ann.Token,
+		fmt.Sprintf(`{"fence":%d,"result":1}`, held.Fence)), http.StatusConflict, "stale_fence")
+	before := b.snapshot(t)
+	for range 3 {
+		wantError(t, other.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusForbidden, "editor_disabled")
+	}
+	b.unchanged(t, before)
+	// The tasks are bob's to take.
+	if a := b.next(t, bob.Token); !slices.Contains(ids, a.Task.ID) {
+		t.Errorf("bob got task %d", a.Task.ID)
+	}
+
+	// Disabling again: still disabled, nothing released.
+	wantJSON(t, b.do(t, "POST", path+"/disable", adminToken, "{}"), http.StatusOK, &d)
+	if !d.Disabled || d.Released != nil {
+		t.Errorf("second disable = %+v, released %+v; want disabled and nothing released", d, d.Released)
+	}
+
+	var e editorDetailOut
+	wantJSON(t, b.do(t, "POST", path+"/enable", adminToken, ""), http.StatusOK, &e)
+	if e.Disabled || e.DisabledAt != nil {
+		t.Errorf("enable = %+v, want enabled", e)
+	}
+	if a := b.next(t, ann.Token); !slices.Contains(ids, a.Task.ID) {
+		t.Errorf("ann's next after enable got task %d", a.Task.ID)
+	}
+	wantJSON(t, b.do(t, "POST", path+"/enable", adminToken, ""), http.StatusOK, &e)
+
+	before = b.snapshot(t)
+	for _, action := range []string{"disable", "enable"} {
+		wantError(t, b.do(t, "POST", fmt.Sprintf("/v1/editors/%d/%s", bob.ID+100, action), adminToken, ""), http.StatusNotFound, "not_found")
+		for _, p := range []string{"/v1/editors/x/", "/v1/editors/0/", "/v1/editors/-1/"} {
+			wantError(t, b.do(t, "POST", p+action, adminToken, ""), http.StatusBadRequest, "bad_request")
+		}
+		for _, body := range []string{"{", `{"now":true}`, `[]`, `{} {}`} {
+			wantError(t, b.do(t, "POST", path+"/"+action, adminToken, body), http.StatusBadRequest, "bad_request")
+		}
+		wantError(t, b.do(t, "POST", path+"/"+action, "", ""), http.StatusUnauthorized, "unauthorized")
+		wantError(t, b.do(t, "POST", path+"/"+action, bob.Token, ""), http.StatusForbidden, "forbidden")
+		wantError(t, b.do(t, "GET", path+"/"+action, adminToken, ""), http.StatusMethodNotAllowed, "method_not_allowed")
+	}
 	b.unchanged(t, before)
 }
