@@ -29,6 +29,7 @@ type Store interface {
 	GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error)
 	UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error)
 	EnableEditor(ctx context.Context, id int64) error
+	SetEditorToken(ctx context.Context, id int64, hash [32]byte) error
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -195,6 +196,7 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("PATCH /v1/editors/{id}", a.admin(a.updateEditor))
 	m.Handle("POST /v1/editors/{id}/disable", a.admin(a.disableEditor))
 	m.Handle("POST /v1/editors/{id}/enable", a.admin(a.enableEditor))
+	m.Handle("POST /v1/editors/{id}/token", a.admin(a.newEditorToken))
 	m.Handle("POST /v1/tasks", a.admin(a.addTasks))
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))

@@ -10,6 +10,7 @@
 //	PATCH /v1/editors/{id}                admin   {name?, categories?} → 200 as GET
 //	POST /v1/editors/{id}/disable         admin   → 200 as GET, with released: {task_id, fence} or null
 //	POST /v1/editors/{id}/enable          admin   → 200 as GET
+//	POST /v1/editors/{id}/token           admin   → 200 {id, token}: a new token, once; the old one is refused
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?}] → 201 {ids}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state and its history
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)

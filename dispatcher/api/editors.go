@@ -292,3 +292,30 @@ func (a *api) enableEditor(w http.ResponseWriter, r *http.Request) error {
 	a.writeJSON(w, r, http.StatusOK, d)
 	return nil
 }
+
+type newTokenResponse struct {
+	ID int64 `json:"id"`
+	// Token is shown here once; the store keeps only its hash.
+	Token string `json:"token"`
+}
+
+// newEditorToken gives an editor a new token, answered once; the old one is
+// refused from now on (by other processes once they forget it, within
+// Config.EditorCacheTTL). The editor's claim is kept.
+func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	token, hash := tasks.NewToken()
+	if err := a.store.SetEditorToken(r.Context(), id, hash); err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
+	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
+	return nil
+}

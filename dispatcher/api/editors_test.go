@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -360,4 +361,59 @@ func TestDisableAndEnableEditor(t *testing.T) {
 		wantError(t, b.do(t, "GET", path+"/"+action, adminToken, ""), http.StatusMethodNotAllowed, "method_not_allowed")
 	}
 	b.unchanged(t, before)
+}
+
+func TestNewEditorToken(t *testing.T) {
+	t.Parallel()
+	// A long cache here: the old token is refused at once because this process
+	// forgets it. The other process's short cache lets it go within its TTL.
+	b := setup(t, setupOpts{api: api.Config{EditorCacheTTL: time.Hour}})
+	other := b.replica(t, 200*time.Millisecond)
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	b.addN(t, "news", 2)
+	held := b.next(t, ann.Token)
+	other.next(t, ann.Token) // remembered there too
+
+	path := fmt.Sprintf("/v1/editors/%d/token", ann.ID)
+	var out struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	wantJSON(t, b.do(t, "POST", path, adminToken, ""), http.StatusOK, &out)
+	b.secret(out.Token)
+	if out.ID != ann.ID || len(out.Token) != 43 || out.Token == ann.Token {
+		t.Fatalf("new token answer = %+v", out)
+	}
+	wantError(t, b.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusUnauthorized, "unauthorized")
+	// The claim is the editor's, not the token's: the new token holds it.
+	if a := b.next(t, out.Token); a.Task.ID != held.Task.ID || a.Fence != held.Fence {
+		t.Errorf("next with the new token: task %d fence %d, want the held task %d fence %d", a.Task.ID, a.Fence, held.Task.ID, held.Fence)
+	}
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), out.Token,
+		fmt.Sprintf(`{"fence":%d}`, held.Fence)), http.StatusOK, nil)
+	// The other process refuses the old token once its entry's time is up.
+	testenv.Eventually(t, 10*time.Second, "the other process refuses the old token", func() bool {
+		return other.do(t, "POST", "/v1/assignments/next", ann.Token, "").status == http.StatusUnauthorized
+	})
+	if a := other.next(t, out.Token); a.Task.ID != held.Task.ID {
+		t.Errorf("next on the other process with the new token: task %d, want %d", a.Task.ID, held.Task.ID)
+	}
+
+	before := b.snapshot(t)
+	wantError(t, b.do(t, "POST", fmt.Sprintf("/v1/editors/%d/token", bob.ID+100), adminToken, ""), http.StatusNotFound, "not_found")
+	for _, p := range []string{"/v1/editors/x/token", "/v1/editors/0/token", "/v1/editors/-1/token"} {
+		wantError(t, b.do(t, "POST", p, adminToken, ""), http.StatusBadRequest, "bad_request")
+	}
+	for _, body := range []string{"{", `{"token":"mine"}`, `[]`} {
+		wantError(t, b.do(t, "POST", path, adminToken, body), http.StatusBadRequest, "bad_request")
+	}
+	wantError(t, b.do(t, "POST", path, "", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "POST", path, bob.Token, ""), http.StatusForbidden, "forbidden")
+	wantError(t, b.do(t, "POST", path, out.Token, ""), http.StatusForbidden, "forbidden")
+	b.unchanged(t, before)
+	// bob's token is untouched.
+	if a := b.next(t, bob.Token); a.Task.ID == held.Task.ID {
+		t.Errorf("bob got ann's task %d", a.Task.ID)
+	}
 }
