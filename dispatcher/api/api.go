@@ -30,6 +30,7 @@ type Store interface {
 	UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error)
 	EnableEditor(ctx context.Context, id int64) error
 	SetEditorToken(ctx context.Context, id int64, hash [32]byte) error
+	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -202,6 +203,7 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
 	m.Handle("GET /v1/stats", a.admin(a.stats))
 
+	m.Handle("GET /v1/me", a.editor(a.me))
 	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))
 	m.Handle("POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat))
 	m.Handle("POST /v1/assignments/{task}/submit", a.editor(a.submit))

@@ -319,3 +319,47 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
 	return nil
 }
+
+// meJSON is an editor's view of itself: GET /v1/me.
+type meJSON struct {
+	ID         int64    `json:"id"`
+	Name       string   `json:"name"`
+	Categories []string `json:"categories"`
+	CreatedAt  string   `json:"created_at"`
+	// Assignment is the editor's live claim, as POST /v1/assignments/next
+	// answers it, or null.
+	Assignment *assignmentJSON `json:"assignment"`
+	Today      countsJSON      `json:"today"`
+	editorStatsJSON
+}
+
+// me answers an editor with its profile, its assignment and its stats, read
+// anew from the store.
+func (a *api) me(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	s, err := a.store.GetEditorSummary(r.Context(), e.ID)
+	if err != nil {
+		// Deleted in the database since its token was remembered.
+		return editorNotFound(err, e.ID)
+	}
+	var assignment *assignmentJSON
+	held, err := a.store.HeldByEditor(r.Context(), e.ID)
+	switch {
+	case err == nil:
+		assignment = assignmentOf(held)
+	case !errors.Is(err, tasks.ErrNotFound):
+		return err
+	}
+	st, err := a.store.GetEditorStats(r.Context(), e.ID)
+	if err != nil {
+		return err
+	}
+	ed := editorOf(s)
+	a.writeJSON(w, r, http.StatusOK, meJSON{
+		ID: ed.ID, Name: ed.Name, Categories: ed.Categories, CreatedAt: ed.CreatedAt,
+		Assignment: assignment, Today: countsOf(st.Today), editorStatsJSON: editorStatsOf(st),
+	})
+	return nil
+}

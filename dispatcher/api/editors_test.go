@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -416,4 +417,77 @@ func TestNewEditorToken(t *testing.T) {
 	if a := b.next(t, bob.Token); a.Task.ID == held.Task.ID {
 		t.Errorf("bob got ann's task %d", a.Task.ID)
 	}
+}
+
+type meOut struct {
+	ID                    int64       `json:"id"`
+	Name                  string      `json:"name"`
+	Categories            []string    `json:"categories"`
+	CreatedAt             string      `json:"created_at"`
+	Assignment            *assignment `json:"assignment"`
+	Today                 countsOut   `json:"today"`
+	AllTime               countsOut   `json:"all_time"`
+	MedianClaimToSubmitMS *int64      `json:"median_claim_to_submit_ms"`
+	MedianOf              int         `json:"median_of"`
+	LastActiveAt          *string     `json:"last_active_at"`
+}
+
+func TestMe(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editor(t, "ann", "news", "arts")
+	bob := b.editor(t, "bob", "news")
+	b.addN(t, "news", 2)
+
+	var me meOut
+	wantJSON(t, b.do(t, "GET", "/v1/me", ann.Token, ""), http.StatusOK, &me)
+	if me.ID != ann.ID || me.Name != "ann" || !slices.Equal(me.Categories, []string{"arts", "news"}) || me.Assignment != nil ||
+		me.Today != (countsOut{}) || me.AllTime != (countsOut{}) || me.MedianOf != 0 || me.MedianClaimToSubmitMS != nil || me.LastActiveAt != nil {
+		t.Errorf("idle ann = %+v", me)
+	}
+	parseTime(t, me.CreatedAt)
+	wantKeys(t, b.do(t, "GET", "/v1/me", ann.Token, "").body, "id", "name", "categories", "created_at", "assignment",
+		"today", "all_time", "median_claim_to_submit_ms", "median_of", "last_active_at")
+
+	a := b.next(t, ann.Token)
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), ann.Token,
+		fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+	held := b.next(t, ann.Token)
+	res := b.do(t, "GET", "/v1/me", ann.Token, "")
+	wantJSON(t, res, http.StatusOK, &me)
+	// The assignment is exactly what POST /v1/assignments/next answers.
+	var raw struct {
+		Assignment json.RawMessage `json:"assignment"`
+	}
+	if err := json.Unmarshal(res.body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	nextBody := b.do(t, "POST", "/v1/assignments/next", ann.Token, "").body
+	if string(raw.Assignment)+"\n" != string(nextBody) {
+		t.Errorf("assignment %s, want next's answer %s", raw.Assignment, nextBody)
+	}
+	if me.Assignment == nil || me.Assignment.Task.ID != held.Task.ID || me.Assignment.Fence != held.Fence {
+		t.Errorf("assignment = %+v, want task %d fence %d", me.Assignment, held.Task.ID, held.Fence)
+	}
+	if want := (countsOut{Claimed: 2, Submitted: 1}); me.Today != want || me.AllTime != want {
+		t.Errorf("today %+v, all time %+v; want %+v", me.Today, me.AllTime, want)
+	}
+	if me.MedianOf != 1 || me.MedianClaimToSubmitMS == nil || me.LastActiveAt == nil {
+		t.Errorf("median %v over %d, last active %v; want one submission and a time", me.MedianClaimToSubmitMS, me.MedianOf, me.LastActiveAt)
+	}
+	// bob sees himself only.
+	wantJSON(t, b.do(t, "GET", "/v1/me", bob.Token, ""), http.StatusOK, &me)
+	if me.ID != bob.ID || me.Assignment != nil || me.AllTime != (countsOut{}) {
+		t.Errorf("bob = %+v", me)
+	}
+
+	before := b.snapshot(t)
+	wantError(t, b.do(t, "GET", "/v1/me?x=1", ann.Token, ""), http.StatusBadRequest, "bad_request")
+	wantError(t, b.do(t, "GET", "/v1/me", "", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", "/v1/me", "wrong-token", ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, b.do(t, "GET", "/v1/me", adminToken, ""), http.StatusForbidden, "forbidden")
+	wantError(t, b.do(t, "POST", "/v1/me", ann.Token, ""), http.StatusMethodNotAllowed, "method_not_allowed")
+	b.unchanged(t, before)
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/editors/%d/disable", bob.ID), adminToken, ""), http.StatusOK, nil)
+	wantError(t, b.do(t, "GET", "/v1/me", bob.Token, ""), http.StatusForbidden, "editor_disabled")
 }
