@@ -491,3 +491,26 @@ func TestMe(t *testing.T) {
 	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/editors/%d/disable", bob.ID), adminToken, ""), http.StatusOK, nil)
 	wantError(t, b.do(t, "GET", "/v1/me", bob.Token, ""), http.StatusForbidden, "editor_disabled")
 }
+
+// TestEditorRoutesWithExtremeIDs: the largest id is a well-formed id of no editor
+// (404), and the largest cursor ends the listing.
+func TestEditorRoutesWithExtremeIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.editor(t, "ada", "news")
+	const maxID = "9223372036854775807"
+	before := b.snapshot(t)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/editors/" + maxID, ""},
+		{"PATCH", "/v1/editors/" + maxID, `{"name":"x"}`},
+		{"POST", "/v1/editors/" + maxID + "/disable", ""},
+		{"POST", "/v1/editors/" + maxID + "/enable", ""},
+		{"POST", "/v1/editors/" + maxID + "/token", ""},
+	} {
+		wantError(t, b.do(t, c.method, c.path, adminToken, c.body), http.StatusNotFound, "not_found")
+	}
+	if p := b.listEditors(t, "?cursor="+maxID); len(p.Editors) != 0 || p.NextCursor != nil {
+		t.Errorf("after the largest cursor: %+v, want an empty last page", p)
+	}
+	b.unchanged(t, before)
+}
