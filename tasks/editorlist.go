@@ -10,10 +10,10 @@ import (
 )
 
 // Editor management: listing editors with what they do (here), their stats from the
-// audit trail (editorstats.go), and changes to their name, categories, token and
-// state (editorupdate.go).
+// audit trail (editorstats.go), and changes to their name and categories
+// (editorupdate.go), their state (editorstate.go) and their token (editortoken.go).
 
-// Limits of editor listings and stats.
+// Limits of editor listings.
 const (
 	// ListEditorsLimitDefault and ListEditorsLimitMax bound ListEditorsParams.Limit.
 	ListEditorsLimitDefault = 50
