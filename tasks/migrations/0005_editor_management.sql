@@ -8,7 +8,7 @@
 -- Two tables, so two statements, applied in order: adding the column to editors (a
 -- small table) is instant, building the key reads task_events once, in place, with the
 -- table open for writes. If the second one failed, a re-run stops at the first with
--- "Duplicate column name 'disabled_at'": drop that column (no binary uses it before
--- this migration is recorded) and run `taskd migrate` again.
+-- "Duplicate column name 'disabled_at'": drop that column (ALTER TABLE editors DROP
+-- COLUMN disabled_at) and run `taskd migrate` again.
 ALTER TABLE editors ADD COLUMN disabled_at DATETIME(3) NULL;
 ALTER TABLE task_events ADD KEY task_events_editor (editor_id, kind, `at`);
