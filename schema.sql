@@ -111,6 +111,9 @@ CREATE TABLE IF NOT EXISTS editors (
   -- SHA-256 of the editor's 256-bit random API token; the token itself is never stored.
   token_hash BINARY(32) NOT NULL,
   created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  -- When the editor was disabled; NULL while enabled. A disabled editor's token is
+  -- refused, and a claim checks this column under the lock of the editor's row.
+  disabled_at DATETIME(3) NULL,
   PRIMARY KEY (id),
   UNIQUE KEY editors_name (name),
   UNIQUE KEY editors_token_hash (token_hash)
@@ -135,7 +138,10 @@ CREATE TABLE IF NOT EXISTS task_events (
   detail    VARCHAR(1024) NULL,
   `at`      DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
-  KEY task_events_task (task_id, id)
+  KEY task_events_task (task_id, id),
+  -- Per-editor counts by kind, today's from UTC midnight on (GET /v1/editors): each is
+  -- one range of this key holding exactly the rows it counts.
+  KEY task_events_editor (editor_id, kind, `at`)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 -- Accepted submissions; the key makes "one accepted submission per claim" a database fact.

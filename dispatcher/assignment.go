@@ -63,7 +63,12 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	// one; should a concurrent request have claimed for it meanwhile, the
 	// store's unique key turns the claim into that one.
 	next, err := d.next(ctx, c, 0, false)
-	if err != nil && !errors.Is(err, ErrNoTask) {
+	switch {
+	case err == nil, errors.Is(err, ErrNoTask):
+	case errors.Is(err, tasks.ErrEditorDisabled):
+		// Disabled since its claim began: no next, and nothing is wrong.
+		d.log.DebugContext(ctx, "no next assignment after submit: the editor is disabled", "task_id", ref.TaskID, "fence", ref.Fence)
+	default:
 		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}
 	return next, nil
@@ -162,6 +167,26 @@ func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) (err error)
 	d.finish(ctx, span, ended, "force_release")
 	d.wake(ctx, ended.Category)
 	return nil
+}
+
+// DisableEditor disables an editor (an operator's action) and revokes the
+// claim it holds, if any, as ForceRelease does: from then on the store refuses
+// the editor every claim with tasks.ErrEditorDisabled, whatever a caller's
+// Claimant says. It returns the revoked claim or nil, and tasks.ErrNotFound for
+// an unknown editor.
+func (d *Dispatcher) DisableEditor(ctx context.Context, editorID int64) (_ *tasks.Revoked, err error) {
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.disable_editor", trace.WithAttributes(attrEditorID.Int64(editorID)))
+	defer func() { endSpan(span, err) }()
+	revoked, err := d.store.DisableEditor(ctx, editorID)
+	if err != nil {
+		return nil, Unavailable(fmt.Errorf("disable editor: %w", err))
+	}
+	if revoked != nil {
+		span.SetAttributes(attrTaskID.Int64(revoked.TaskID), attrFence.Int64(revoked.Fence))
+		d.finish(ctx, span, &revoked.Ended, "disable_editor")
+		d.wake(ctx, revoked.Category)
+	}
+	return revoked, nil
 }
 
 // wake wakes a caller waiting for a task of category.

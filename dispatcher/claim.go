@@ -22,8 +22,10 @@ import (
 // With wait > 0 (capped at Config.MaxWait) and nothing claimable, Next waits
 // until a task arrives or the wait ends, without polling the store for each
 // waiting caller; it returns ErrNoTask when the wait ends empty-handed, and
-// the context's error when ctx ends first. Errors from an unreachable store
-// wrap ErrUnavailable.
+// the context's error when ctx ends first. It returns an error wrapping
+// tasks.ErrEditorDisabled when the store refuses the claim because the editor
+// is disabled (checked under the lock of the editor's row, whatever c says).
+// Errors from an unreachable store wrap ErrUnavailable.
 func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (*tasks.Claim, error) {
 	return d.next(ctx, c, wait, true)
 }
@@ -213,13 +215,22 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			st.refused++
 			d.cands.contended(cand.category)
 			d.cands.stale(cand.category)
+		case errors.Is(err, tasks.ErrEditorDisabled):
+			back = append(back, cand)
+			back = append(back, cands...)
+			return nil, fmt.Errorf("next: %w", err)
 		case errors.Is(err, tasks.ErrEditorBusy):
 			back = append(back, cand)
 			back = append(back, cands...)
 			// A concurrent request of the same editor won: its claim is
 			// the answer to this one too.
 			held, herr := d.store.HeldByEditor(ctx, c.EditorID)
-			if herr != nil {
+			switch {
+			case errors.Is(herr, tasks.ErrNotFound):
+				// That claim ended since (submitted, released, revoked by a
+				// disable): this attempt got nothing, the next may.
+				return nil, nil
+			case herr != nil:
 				return nil, Unavailable(fmt.Errorf("next: %w", herr))
 			}
 			st.held = true

@@ -45,8 +45,14 @@ const skippedSQL = `SELECT EXISTS (SELECT 1 FROM task_skips WHERE task_id = ? AN
 // slip in between the check and the commit. A unique key on tasks.editor_id would say
 // the same declaratively, but its duplicate checks take next-key locks on neighbouring
 // editors' entries, which made concurrent claims of different editors deadlock.
+//
+// A disabled editor gets no claim: the same lock reads editors.disabled_at, so the
+// check costs no round trip, and DisableEditor, which sets it under the same lock,
+// cannot pass a claim in flight.
 const (
-	lockEditorSQL = `SELECT id FROM editors WHERE id = ? FOR UPDATE`
+	// lockEditorSQL is the editor's id, 0 if the editor is disabled, or NULL if there
+	// is no such editor (or the claimant is a worker, whose editor id is NULL).
+	lockEditorSQL = `SELECT IF(disabled_at IS NULL, id, 0) FROM editors WHERE id = ? FOR UPDATE`
 	// editorBusySQL is true when a task, live or expired, names the editor.
 	editorBusySQL = `SELECT EXISTS (SELECT 1 FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?)`
 )
@@ -55,15 +61,16 @@ const (
 	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
 	// editor's row (none for a worker, whose editor id is NULL) in a SET of its own,
 	// because an expression in a SET sees the values user variables had before that
-	// SET; the fenced UPDATE, guarded by the editor existing, having no task and not
-	// having skipped this one, and by the task's category not being paused (read in
-	// the UPDATE itself, so that no pause can commit between the check and the
-	// claim); a SELECT of the task as claimed (claimed is the number of rows the
-	// UPDATE matched; paused says why it matched none, when it did); and the
-	// 'claimed' event, written when the row shows this claim: the holder and the new
-	// fence, assigned at this batch's instant, which is also the event's time. The
-	// event comes after the UPDATE, so that event ids follow the order in which
-	// claims got their rows.
+	// SET; the fenced UPDATE, guarded by the editor existing, being enabled (a
+	// disabled editor reads as 0, which is not its id, so it is busy too), having no
+	// task and not having skipped this one, and by the task's category not being
+	// paused (read in the UPDATE itself, so that no pause can commit between the
+	// check and the claim); a SELECT of the task as claimed (claimed is the number of
+	// rows the UPDATE matched; disabled and paused say why it matched none, when it
+	// did); and the 'claimed' event, written when the row shows this claim: the
+	// holder and the new fence, assigned at this batch's instant, which is also the
+	// event's time. The event comes after the UPDATE, so that event ids follow the
+	// order in which claims got their rows.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `);
 SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
@@ -74,6 +81,7 @@ UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id =
 WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
 	AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
 SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
+	@taskd_editor <=> 0 AS disabled,
 	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
 INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
@@ -108,8 +116,9 @@ WHERE id = ? AND fence = ?
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
 // if another transaction is writing its row right now, or if there is no such task;
 // ErrPaused if its category is paused (see PauseCategory); ErrSkipped if the editor
-// skipped it (it stays claimable for others); ErrEditorBusy
-// if p.EditorID already holds a live claim; and ErrInvalid for bad params. If the
+// skipped it (it stays claimable for others); ErrEditorBusy if p.EditorID already
+// holds a live claim; ErrEditorDisabled if the editor is disabled (checked under the
+// lock of its row, whatever a caller's cache says); and ErrInvalid for bad params. If the
 // editor's previous claim has expired but was not recycled yet, Claim recycles it
 // first.
 //
@@ -153,10 +162,11 @@ var errEditorHasTask = errors.New("the editor has a task")
 // claimPending claims a pending task with claimPendingSQL.
 func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
 	var row struct {
-		Claimed int64 `db:"claimed"`
-		Skipped bool  `db:"skipped"`
-		Busy    bool  `db:"busy"`
-		Paused  bool  `db:"paused"`
+		Claimed  int64 `db:"claimed"`
+		Skipped  bool  `db:"skipped"`
+		Busy     bool  `db:"busy"`
+		Disabled bool  `db:"disabled"`
+		Paused   bool  `db:"paused"`
 		Task
 	}
 	var found bool
@@ -176,6 +186,8 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 		return nil, ErrStale
 	case row.Claimed > 0:
 		return claimOf(row.Task), nil
+	case row.Disabled:
+		return nil, ErrEditorDisabled
 	case row.Busy:
 		return nil, errEditorHasTask
 	case row.Skipped:
@@ -204,12 +216,18 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 	var tookOver bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if p.EditorID != 0 {
-			held, err := lockEditor(ctx, tx, p.EditorID)
+			ed, err := lockEditor(ctx, tx, p.EditorID)
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%w: editor %d does not exist", ErrInvalid, p.EditorID)
+			}
 			if err != nil {
 				return err
 			}
-			if held != 0 {
-				if err := freeExpiredEditorClaim(ctx, tx, p.EditorID, held); err != nil {
+			if ed.Disabled {
+				return ErrEditorDisabled
+			}
+			if ed.Held != 0 {
+				if err := freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Held); err != nil {
 					return err
 				}
 			}
@@ -282,24 +300,31 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 }
 
 // lockEditorTaskSQL locks the editor's row and, in the same round trip, reads the
-// task that names the editor, if any. The subquery reads without locking and runs
-// for the locked row, so it sees every claim of the editor that committed before:
-// only claims set editor_id, and they hold this lock.
+// task that names the editor, if any, and whether the editor is disabled. The
+// subquery reads without locking and runs for the locked row, so it sees every claim
+// of the editor that committed before: only claims set editor_id, and they hold this
+// lock.
 const lockEditorTaskSQL = `SELECT COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor)
-	WHERE t.editor_id = e.id LIMIT 1), 0) AS held
+	WHERE t.editor_id = e.id LIMIT 1), 0) AS held, e.disabled_at IS NOT NULL AS disabled
 FROM editors e WHERE e.id = ? FOR UPDATE`
 
-// lockEditor locks the editor's row, which serializes the editor's claims, and
-// returns the id of the task that names the editor (0 if none; at most one can). It
-// returns ErrInvalid if there is no such editor.
-func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (held int64, err error) {
-	if err := tx.GetContext(ctx, &held, lockEditorTaskSQL, editorID); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, fmt.Errorf("%w: editor %d does not exist", ErrInvalid, editorID)
-		}
-		return 0, err
+// lockedEditor is what lockEditor read under the lock of an editor's row.
+type lockedEditor struct {
+	// Held is the id of the task that names the editor, 0 if none (at most one can).
+	Held int64 `db:"held"`
+	// Disabled says the editor is disabled.
+	Disabled bool `db:"disabled"`
+}
+
+// lockEditor locks the editor's row, which serializes the editor's claims and every
+// change of its state, and returns the task that names the editor and whether it is
+// disabled. It returns ErrNotFound if there is no such editor.
+func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor, error) {
+	var ed lockedEditor
+	if err := tx.GetContext(ctx, &ed, lockEditorTaskSQL, editorID); err != nil {
+		return ed, notFound(err)
 	}
-	return held, nil
+	return ed, nil
 }
 
 const (

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -63,12 +64,9 @@ func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor
 	if p.TokenHash == [32]byte{} {
 		return nil, fmt.Errorf("create editor: %w: token hash must be set", ErrInvalid)
 	}
-	cats, err := normalizeCategories(p.Categories)
+	cats, err := editorCategories(p.Categories)
 	if err != nil {
 		return nil, fmt.Errorf("create editor: %w", err)
-	}
-	if len(cats) == 0 {
-		return nil, fmt.Errorf("create editor: %w: categories must not be empty", ErrInvalid)
 	}
 
 	var id int64
@@ -80,17 +78,7 @@ func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		q := insertEditorCategorySQL
-		args := make([]any, 0, 2*len(cats))
-		for i, c := range cats {
-			if i > 0 {
-				q += ", "
-			}
-			q += "(?, ?)"
-			args = append(args, id, c)
-		}
-		_, err = tx.ExecContext(ctx, q, args...)
-		return err
+		return insertEditorCategories(ctx, tx, id, cats)
 	})
 	if mysqlErrorIs(err, erDupEntry) {
 		return nil, fmt.Errorf("create editor: %w: name or token is taken", ErrDuplicate)
@@ -99,6 +87,35 @@ func (s *Store) CreateEditor(ctx context.Context, p CreateEditorParams) (*Editor
 		return nil, fmt.Errorf("create editor: %w", refusedValue(err))
 	}
 	return s.GetEditor(ctx, id)
+}
+
+// editorCategories validates an editor's categories, 1..MaxCategories of them, drops
+// duplicates and sorts them.
+func editorCategories(cats []string) ([]string, error) {
+	out, err := normalizeCategories(cats)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: categories must not be empty", ErrInvalid)
+	}
+	return out, nil
+}
+
+// insertEditorCategories gives editor id the categories cats in one INSERT.
+func insertEditorCategories(ctx context.Context, tx *sqlx.Tx, id int64, cats []string) error {
+	var q strings.Builder
+	q.WriteString(insertEditorCategorySQL)
+	args := make([]any, 0, 2*len(cats))
+	for i, c := range cats {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?)")
+		args = append(args, id, c)
+	}
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return err
 }
 
 // normalizeCategories validates categories, drops duplicates and sorts them.
@@ -120,16 +137,17 @@ func normalizeCategories(cats []string) ([]string, error) {
 
 // editorRow is one row of an editor joined with one of its categories.
 type editorRow struct {
-	ID        int64     `db:"id"`
-	Name      string    `db:"name"`
-	CreatedAt time.Time `db:"created_at"`
-	Category  *string   `db:"category"`
+	ID         int64      `db:"id"`
+	Name       string     `db:"name"`
+	CreatedAt  time.Time  `db:"created_at"`
+	DisabledAt *time.Time `db:"disabled_at"`
+	Category   *string    `db:"category"`
 }
 
-const editorSelectSQL = `SELECT e.id, e.name, e.created_at, c.category
+const editorSelectSQL = `SELECT e.id, e.name, e.created_at, e.disabled_at, c.category
 FROM editors e LEFT JOIN editor_categories c ON c.editor_id = e.id `
 
-// GetEditor returns the editor with its categories, or ErrNotFound.
+// GetEditor returns the editor with its categories, enabled or not, or ErrNotFound.
 func (s *Store) GetEditor(ctx context.Context, id int64) (*Editor, error) {
 	e, err := s.editorWhere(ctx, `WHERE e.id = ? ORDER BY c.category`, id)
 	if err != nil {
@@ -139,6 +157,7 @@ func (s *Store) GetEditor(ctx context.Context, id int64) (*Editor, error) {
 }
 
 // EditorByTokenHash returns the editor whose token has the given hash, or ErrNotFound.
+// A disabled editor is returned too: check Editor.Disabled.
 func (s *Store) EditorByTokenHash(ctx context.Context, hash [32]byte) (*Editor, error) {
 	e, err := s.editorWhere(ctx, `WHERE e.token_hash = ? ORDER BY c.category`, hash[:])
 	if err != nil {
@@ -149,14 +168,20 @@ func (s *Store) EditorByTokenHash(ctx context.Context, hash [32]byte) (*Editor, 
 
 // editorWhere reads one editor and its categories in one query.
 func (s *Store) editorWhere(ctx context.Context, where string, arg any) (*Editor, error) {
+	return editorWhere(ctx, s.db, where, arg)
+}
+
+// editorWhere reads one editor and its categories in one query on q, the store's
+// handle or a transaction.
+func editorWhere(ctx context.Context, q sqlx.QueryerContext, where string, arg any) (*Editor, error) {
 	var rows []editorRow
-	if err := s.db.SelectContext(ctx, &rows, editorSelectSQL+where, arg); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, editorSelectSQL+where, arg); err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 {
 		return nil, ErrNotFound
 	}
-	e := &Editor{ID: rows[0].ID, Name: rows[0].Name, CreatedAt: rows[0].CreatedAt, Categories: []string{}}
+	e := &Editor{ID: rows[0].ID, Name: rows[0].Name, CreatedAt: rows[0].CreatedAt, DisabledAt: rows[0].DisabledAt, Categories: []string{}}
 	for _, r := range rows {
 		if r.Category != nil {
 			e.Categories = append(e.Categories, *r.Category)

@@ -35,6 +35,10 @@ var (
 	// store refuses a second one (see Claim).
 	ErrEditorBusy = errors.New("editor already holds a task")
 
+	// ErrEditorDisabled means the editor is disabled (DisableEditor): the store refuses
+	// it any claim. Nothing was changed.
+	ErrEditorDisabled = errors.New("editor is disabled")
+
 	// ErrInvalid wraps validation failures; the message names the offending field.
 	// Values are checked before they reach the database; should the database still
 	// refuse one (too long, out of range, an incorrect string, a failed CHECK), its

@@ -128,10 +128,17 @@ type Editor struct {
 	Name       string    `db:"name"`
 	Categories []string  `db:"-"`
 	CreatedAt  time.Time `db:"created_at"`
+	// DisabledAt is when the editor was disabled (DisableEditor), or nil while it
+	// is enabled.
+	DisabledAt *time.Time `db:"disabled_at"`
 }
 
 // Holder is the holder string that identifies the editor's claims in tasks.holder.
 func (e *Editor) Holder() string { return EditorHolder(e.ID) }
+
+// Disabled reports whether the editor is disabled: its token is to be refused, and
+// the store refuses it any claim.
+func (e *Editor) Disabled() bool { return e.DisabledAt != nil }
 
 // Candidate is a task that was claimable when Candidates read it, with the fence and
 // status to pass to Claim.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"text/tabwriter"
 
 	"github.com/jmoiron/sqlx"
 
@@ -60,66 +62,82 @@ func migrateCmd(t *testing.T, env []string, wantCode int, wantOut string, args .
 	return stderr
 }
 
+// table lays out tab-separated rows as taskd migrate does, for the output it
+// prints once normalized.
+func table(rows ...string) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	_ = w.Flush()
+	return b.String()
+}
+
+const statusHeader = "VERSION\tNAME\tSTATE\tAPPLIED (UTC)\tCHECKSUM"
+
+// statusRows are rows of the status table, one per migration, with the state,
+// time and checksum columns given.
+func statusRows(migs []migrate.Migration, cols func(m migrate.Migration) string) []string {
+	rows := make([]string, len(migs))
+	for i, m := range migs {
+		rows[i] = fmt.Sprintf("%04d\t%s\t%s", m.Version, m.Name, cols(m))
+	}
+	return rows
+}
+
 func TestE2EMigrate(t *testing.T) {
 	t.Parallel()
 	env, _, where := migrateEnv(t)
+	migs := binaryMigrations(t)
+	last := migs[len(migs)-1].Version
 
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
-0001     initial                  pending  -              -
-0002     tasks_editor_not_unique  pending  -              -
-0003     task_keys_due_and_lists  pending  -              -
-0004     requeue_cancel_pause     pending  -              -
+	migrateCmd(t, env, exitOK, table(append([]string{statusHeader}, statusRows(migs, func(migrate.Migration) string {
+		return "pending\t-\t-"
+	})...)...)+fmt.Sprintf("\n%s has no migration applied, %d pending: run 'taskd migrate'\n", where, len(migs)), "-status")
 
-`[1:]+where+" has no migration applied, 4 pending: run 'taskd migrate'\n", "-status")
+	var applied []string
+	for _, m := range migs {
+		applied = append(applied, fmt.Sprintf("applied\t%04d\t%s\tDUR", m.Version, m.Name))
+	}
+	migrateCmd(t, env, exitOK, table(applied...)+fmt.Sprintf("%s is at version %04d\n", where, last))
 
-	migrateCmd(t, env, exitOK, `
-applied  0001  initial                  DUR
-applied  0002  tasks_editor_not_unique  DUR
-applied  0003  task_keys_due_and_lists  DUR
-applied  0004  requeue_cancel_pause     DUR
-`[1:]+where+" is at version 0004\n")
+	migrateCmd(t, env, exitOK, fmt.Sprintf("%s is up to date at version %04d: nothing to apply\n", where, last))
 
-	migrateCmd(t, env, exitOK, where+" is up to date at version 0004: nothing to apply\n")
-
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
-0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
-0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
-
-`[1:]+where+" is up to date at version 0004\n", "-status")
+	migrateCmd(t, env, exitOK, table(append([]string{statusHeader}, statusRows(migs, func(migrate.Migration) string {
+		return "applied\tYYYY-MM-DD hh:mm:ss\tok"
+	})...)...)+fmt.Sprintf("\n%s is up to date at version %04d\n", where, last), "-status")
 }
 
 func TestE2EMigrateAdopts(t *testing.T) {
 	t.Parallel()
 	env, db, where := migrateEnv(t)
 	// A database made by schema.sql before versioned migrations.
-	if _, err := db.ExecContext(t.Context(), binaryMigrations(t)[0].SQL); err != nil {
+	migs := binaryMigrations(t)
+	if _, err := db.ExecContext(t.Context(), migs[0].SQL); err != nil {
 		t.Fatal(err)
 	}
 
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
-0001     initial                  adopt    -              -
-0002     tasks_editor_not_unique  pending  -              -
-0003     task_keys_due_and_lists  pending  -              -
-0004     requeue_cancel_pause     pending  -              -
+	migrateCmd(t, env, exitOK, table(append([]string{statusHeader}, statusRows(migs, func(m migrate.Migration) string {
+		if m.Version == 1 {
+			return "adopt\t-\t-"
+		}
+		return "pending\t-\t-"
+	})...)...)+fmt.Sprintf("\n%s has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies %d more\n",
+		where, len(migs)-1), "-status")
 
-`[1:]+where+" has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies 3 more\n", "-status")
-
-	migrateCmd(t, env, exitOK, `
-adopted  0001  initial                  tables made before versioned migrations
-applied  0002  tasks_editor_not_unique  DUR
-applied  0003  task_keys_due_and_lists  DUR
-applied  0004  requeue_cancel_pause     DUR
-`[1:]+where+" is at version 0004\n")
+	applied := []string{"adopted\t0001\tinitial\ttables made before versioned migrations"}
+	for _, m := range migs[1:] {
+		applied = append(applied, fmt.Sprintf("applied\t%04d\t%s\tDUR", m.Version, m.Name))
+	}
+	migrateCmd(t, env, exitOK, table(applied...)+fmt.Sprintf("%s is at version %04d\n", where, migs[len(migs)-1].Version))
 }
 
 func TestE2EMigrateRefuses(t *testing.T) {
 	t.Parallel()
 	env, db, where := migrateEnv(t)
+	migs := binaryMigrations(t)
+	last := migs[len(migs)-1].Version
 	if _, _, code := run(t, env, "migrate"); code != exitOK {
 		t.Fatalf("migrate: exit %d", code)
 	}
@@ -127,14 +145,12 @@ func TestE2EMigrateRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr := migrateCmd(t, env, exitFailure, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  EDITED
-0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
-0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
-
-`[1:]+where+" is at version 0004: 'taskd migrate' refuses it (see below)\n", "-status")
+	stderr := migrateCmd(t, env, exitFailure, table(append([]string{statusHeader}, statusRows(migs, func(m migrate.Migration) string {
+		if m.Version == 2 {
+			return "applied\tYYYY-MM-DD hh:mm:ss\tEDITED"
+		}
+		return "applied\tYYYY-MM-DD hh:mm:ss\tok"
+	})...)...)+fmt.Sprintf("\n%s is at version %04d: 'taskd migrate' refuses it (see below)\n", where, last), "-status")
 	if want := "taskd migrate: applied migrations differ from this binary's: migration 0002 was edited after it was applied"; !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
@@ -143,23 +159,21 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 		t.Errorf("migrate: stderr %q", stderr)
 	}
 
-	if _, err := db.ExecContext(t.Context(), `UPDATE taskd_schema_migrations SET checksum = ? WHERE version = 2`, binaryMigrations(t)[1].Checksum); err != nil {
+	if _, err := db.ExecContext(t.Context(), `UPDATE taskd_schema_migrations SET checksum = ? WHERE version = 2`, migs[1].Checksum); err != nil {
 		t.Fatal(err)
 	}
+	future := last + 1
 	if _, err := db.ExecContext(t.Context(), `INSERT INTO taskd_schema_migrations (version, name, checksum, applied_at)
-		VALUES (5, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`); err != nil {
+		VALUES (?, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`, future); err != nil {
 		t.Fatal(err)
 	}
-	stderr = migrateCmd(t, env, exitFailure, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
-0003     task_keys_due_and_lists  applied  YYYY-MM-DD hh:mm:ss  ok
-0004     requeue_cancel_pause     applied  YYYY-MM-DD hh:mm:ss  ok
-0005     from_the_future          applied  YYYY-MM-DD hh:mm:ss  unknown to this binary
-
-`[1:]+where+" is at version 0005: 'taskd migrate' refuses it (see below)\n", "-status")
-	if want := "taskd migrate: database schema is newer than this binary: a newer taskd applied 0005 from_the_future"; !strings.HasPrefix(stderr, want) {
+	rows := append([]string{statusHeader}, statusRows(migs, func(migrate.Migration) string {
+		return "applied\tYYYY-MM-DD hh:mm:ss\tok"
+	})...)
+	rows = append(rows, fmt.Sprintf("%04d\tfrom_the_future\tapplied\tYYYY-MM-DD hh:mm:ss\tunknown to this binary", future))
+	stderr = migrateCmd(t, env, exitFailure, table(rows...)+
+		fmt.Sprintf("\n%s is at version %04d: 'taskd migrate' refuses it (see below)\n", where, future), "-status")
+	if want := fmt.Sprintf("taskd migrate: database schema is newer than this binary: a newer taskd applied %04d from_the_future", future); !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
 }

@@ -26,6 +26,14 @@ type Store interface {
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
 	PausedCategories(ctx context.Context) ([]tasks.PausedCategory, error)
+
+	ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error)
+	GetEditorSummary(ctx context.Context, id int64) (*tasks.EditorSummary, error)
+	GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error)
+	UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error)
+	EnableEditor(ctx context.Context, id int64) error
+	SetEditorToken(ctx context.Context, id int64, hash [32]byte) error
+	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -91,9 +99,11 @@ type Config struct {
 	// gets its wait on top. Default RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// EditorCacheTTL is how long an editor found by its token is remembered,
-	// so that its next requests need not read MySQL to authenticate; changes
-	// made to editors in the database directly show within it. Negative
-	// turns the cache off. Default EditorCacheTTLDefault.
+	// so that its next requests need not read MySQL to authenticate. A change
+	// to an editor through this API (PATCH, disable, enable, a new token) shows
+	// at once in this process; through another process, or made in the
+	// database directly, within EditorCacheTTL. Negative turns the cache off.
+	// Default EditorCacheTTLDefault.
 	EditorCacheTTL time.Duration
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -193,6 +203,12 @@ type route struct {
 func (a *api) routeTable(metrics http.Handler) []route {
 	rs := []route{
 		{"POST /v1/editors", a.admin(a.createEditor)},
+		{"GET /v1/editors", a.admin(a.listEditors)},
+		{"GET /v1/editors/{id}", a.admin(a.getEditor)},
+		{"PATCH /v1/editors/{id}", a.admin(a.updateEditor)},
+		{"POST /v1/editors/{id}/disable", a.admin(a.disableEditor)},
+		{"POST /v1/editors/{id}/enable", a.admin(a.enableEditor)},
+		{"POST /v1/editors/{id}/token", a.admin(a.newEditorToken)},
 		{"POST /v1/tasks", a.admin(a.addTasks)},
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
@@ -205,6 +221,8 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/stats", a.admin(a.stats)},
+
+		{"GET /v1/me", a.editor(a.me)},
 
 		{"POST /v1/assignments/next", a.longPoll(a.editor(a.next))},
 		{"POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat)},

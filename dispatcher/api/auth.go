@@ -100,7 +100,11 @@ func (a *api) admin(h handlerFunc) http.Handler {
 	})
 }
 
-// editor lets only editors' tokens through to h, with the editor.
+// errEditorDisabled refuses a disabled editor: its token is known, but it may
+// not act (403, not 401: another token would not help).
+var errEditorDisabled = errorf(http.StatusForbidden, codeEditorDisabled, "this editor is disabled")
+
+// editor lets only enabled editors' tokens through to h, with the editor.
 func (a *api) editor(h editorHandlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		token, err := bearer(r)
@@ -113,6 +117,9 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 		e, err := a.editorByToken(r, token)
 		if err != nil {
 			return err
+		}
+		if e.Disabled() {
+			return errEditorDisabled
 		}
 		return h(w, r, e)
 	})
@@ -145,6 +152,7 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
 	}
+	gen := a.editors.generation()
 	// Bounded on its own: a long poll's request has no deadline yet.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), a.timeout, errRequestTimeout)
 	defer cancel()
@@ -156,6 +164,6 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	if err != nil {
 		return nil, err
 	}
-	a.editors.put(hash, e)
+	a.editors.put(hash, e, gen)
 	return e, nil
 }

@@ -5,6 +5,12 @@
 // # Routes
 //
 //	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
+//	GET  /v1/editors?limit=&cursor=       admin   → 200 {editors, next_cursor}
+//	GET  /v1/editors/{id}                 admin   → 200 the editor as listed, with its stats
+//	PATCH /v1/editors/{id}                admin   {name?, categories?} → 200 as GET
+//	POST /v1/editors/{id}/disable         admin   → 200 as GET, with released: {task_id, fence} or null
+//	POST /v1/editors/{id}/enable          admin   → 200 as GET
+//	POST /v1/editors/{id}/token           admin   → 200 {id, token}: a new token, once; the old one is refused
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?}]
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
 //	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
@@ -19,6 +25,7 @@
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
 //	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
+//	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, assignment, today, all_time, median…, last_active_at}
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
@@ -50,7 +57,10 @@
 // Every /v1 route takes "Authorization: Bearer <token>": the admin token from
 // Config on admin routes, an editor's own token on editor routes. A missing or
 // unknown token is 401 with WWW-Authenticate; a valid token on the other kind
-// of route is 403 (the admin is not an editor, and an editor is no admin).
+// of route is 403 (the admin is not an editor, and an editor is no admin). A
+// disabled editor's token is 403 editor_disabled on editor routes: on the
+// process that disabled it at once, on others within Config.EditorCacheTTL,
+// and the store refuses a disabled editor any claim whatever a cache says.
 //
 // # Whose claim
 //
@@ -79,6 +89,7 @@
 //	                         over MaxBodyBytes, a bad id in the path
 //	401 unauthorized         no token, or an unknown one
 //	403 forbidden            the wrong kind of token, or a claim the editor never held
+//	403 editor_disabled      the editor is disabled
 //	404 not_found            no such task or route
 //	405 method_not_allowed   the route exists for other methods (see Allow)
 //	409 stale_fence          a claim the editor held is gone (expired, released,

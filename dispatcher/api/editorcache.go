@@ -8,10 +8,13 @@ import (
 )
 
 // editorCache remembers editors found by token hash for a short time, so
-// that an editor's requests do not each read MySQL to authenticate. Editors
-// do not change through the API; an edit made in the database directly is
-// seen once the entry's time is up. Unknown tokens are not remembered, so
-// garbage cannot fill the cache.
+// that an editor's requests do not each read MySQL to authenticate. Unknown
+// tokens are not remembered, so garbage cannot fill the cache.
+//
+// A change this process makes to an editor (its name, categories, token or
+// state) forgets the editor at once, so this process's next request of the
+// editor reads it anew. Other processes, and edits made in the database
+// directly, are seen once an entry's time is up.
 type editorCache struct {
 	ttl   time.Duration
 	max   int
@@ -19,6 +22,11 @@ type editorCache struct {
 
 	mu      sync.Mutex
 	entries map[[32]byte]editorEntry
+	// byID is the hash each remembered editor is under.
+	byID map[int64][32]byte
+	// gen counts forgets: an editor read before a forget may be older than the
+	// change that forgot it, so put does not keep it (see generation).
+	gen uint64
 }
 
 type editorEntry struct {
@@ -27,7 +35,10 @@ type editorEntry struct {
 }
 
 func newEditorCache(ttl time.Duration, max int) *editorCache {
-	return &editorCache{ttl: ttl, max: max, clock: time.Now, entries: make(map[[32]byte]editorEntry)}
+	return &editorCache{
+		ttl: ttl, max: max, clock: time.Now,
+		entries: make(map[[32]byte]editorEntry), byID: make(map[int64][32]byte),
+	}
 }
 
 // get returns the editor remembered for hash, if its time is not up.
@@ -42,33 +53,72 @@ func (c *editorCache) get(hash [32]byte) (*tasks.Editor, bool) {
 		return nil, false
 	}
 	if !c.clock().Before(e.expires) {
-		delete(c.entries, hash)
+		c.delete(hash)
 		return nil, false
 	}
 	return e.editor, true
 }
 
-// put remembers editor for hash. When the cache is full, entries whose time
-// is up go first, then arbitrary ones.
-func (c *editorCache) put(hash [32]byte, editor *tasks.Editor) {
+// generation returns the count of forgets so far. Take it before reading an
+// editor from the store, and pass it to put.
+func (c *editorCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put remembers editor for hash, unless an editor was forgotten since gen was
+// taken: the editor read may then predate the change. When the cache is
+// full, entries whose time is up go first, then arbitrary ones.
+func (c *editorCache) put(hash [32]byte, editor *tasks.Editor, gen uint64) {
 	if c.ttl <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
 	now := c.clock()
 	if len(c.entries) >= c.max {
 		for h, e := range c.entries {
 			if !now.Before(e.expires) {
-				delete(c.entries, h)
+				c.delete(h)
 			}
 		}
 		for h := range c.entries {
 			if len(c.entries) < c.max {
 				break
 			}
-			delete(c.entries, h)
+			c.delete(h)
 		}
 	}
+	if old, ok := c.byID[editor.ID]; ok && old != hash {
+		c.delete(old)
+	}
 	c.entries[hash] = editorEntry{editor: editor, expires: now.Add(c.ttl)}
+	c.byID[editor.ID] = hash
+}
+
+// forget drops editor id, whatever token it was remembered under, and keeps
+// reads that started before from putting it back.
+func (c *editorCache) forget(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	if h, ok := c.byID[id]; ok {
+		c.delete(h)
+	}
+}
+
+// delete drops the entry of hash. The caller holds mu.
+func (c *editorCache) delete(hash [32]byte) {
+	e, ok := c.entries[hash]
+	if !ok {
+		return
+	}
+	delete(c.entries, hash)
+	if c.byID[e.editor.ID] == hash {
+		delete(c.byID, e.editor.ID)
+	}
 }

@@ -16,6 +16,7 @@ const (
 	codeBadRequest       = "bad_request"
 	codeUnauthorized     = "unauthorized"
 	codeForbidden        = "forbidden"
+	codeEditorDisabled   = "editor_disabled"
 	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeStaleFence       = "stale_fence"
@@ -94,6 +95,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store did not answer in time; retry later")
 	case errors.Is(dispatcher.Unavailable(err), dispatcher.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store is unavailable; retry later")
+	case errors.Is(err, tasks.ErrEditorDisabled):
+		return errEditorDisabled
 	case errors.Is(err, tasks.ErrInvalid):
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
 	case errors.Is(err, tasks.ErrHoldLimit):

@@ -481,4 +481,3 @@ func (b *bundle) unchanged(t *testing.T, before snapshot) {
 		}
 	}
 }
-

@@ -1,0 +1,365 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Editor management: the admin's view of editors and its changes to them, and an
+// editor's view of itself (GET /v1/me).
+
+// countsJSON counts an editor's events (see tasks.EventCounts).
+type countsJSON struct {
+	Claimed   int64 `json:"claimed"`
+	Submitted int64 `json:"submitted"`
+	Released  int64 `json:"released"`
+	Skipped   int64 `json:"skipped"`
+	Expired   int64 `json:"expired"`
+}
+
+func countsOf(c tasks.EventCounts) countsJSON {
+	return countsJSON{Claimed: c.Claimed, Submitted: c.Submitted, Released: c.Released, Skipped: c.Skipped, Expired: c.Expired}
+}
+
+// editorClaimJSON is an editor's live claim as the admin sees it.
+type editorClaimJSON struct {
+	TaskID         int64  `json:"task_id"`
+	Fence          int64  `json:"fence"`
+	LeaseExpiresAt string `json:"lease_expires_at"`
+}
+
+// editorJSON is an editor as GET /v1/editors lists it.
+type editorJSON struct {
+	ID         int64            `json:"id"`
+	Name       string           `json:"name"`
+	Categories []string         `json:"categories"`
+	Disabled   bool             `json:"disabled"`
+	DisabledAt *string          `json:"disabled_at"`
+	CreatedAt  string           `json:"created_at"`
+	Claim      *editorClaimJSON `json:"claim"`
+	Today      countsJSON       `json:"today"`
+}
+
+func editorOf(s *tasks.EditorSummary) editorJSON {
+	e := editorJSON{
+		ID: s.ID, Name: s.Name, Categories: s.Categories, Disabled: s.Disabled(),
+		DisabledAt: formatTimePtr(s.DisabledAt), CreatedAt: formatTime(s.CreatedAt), Today: countsOf(s.Today),
+	}
+	if e.Categories == nil {
+		e.Categories = []string{}
+	}
+	if c := s.Claim; c != nil {
+		e.Claim = &editorClaimJSON{TaskID: c.TaskID, Fence: c.Fence, LeaseExpiresAt: formatTime(c.LeaseExpiresAt)}
+	}
+	return e
+}
+
+type listEditorsResponse struct {
+	Editors []editorJSON `json:"editors"`
+	// NextCursor continues the listing; null on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// listEditors answers with a page of editors in id order.
+func (a *api) listEditors(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r, "limit", "cursor")
+	if err != nil {
+		return err
+	}
+	p := tasks.ListEditorsParams{Limit: tasks.ListEditorsLimitDefault}
+	if s, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer, got %q", s)
+		}
+		if n < 1 || n > tasks.ListEditorsLimitMax {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "limit must be 1..%d, got %d", tasks.ListEditorsLimitMax, n)
+		}
+		p.Limit = n
+	}
+	if s, ok := q["cursor"]; ok {
+		// The cursor is the id of the last editor of the page before; clients
+		// pass it back as they got it.
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 || s[0] == '+' {
+			return errorf(http.StatusBadRequest, codeBadRequest, "cursor %q is not one this API gave", s)
+		}
+		p.AfterID = id
+	}
+	page, err := a.store.ListEditors(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := listEditorsResponse{Editors: make([]editorJSON, len(page.Editors))}
+	for i := range page.Editors {
+		out.Editors[i] = editorOf(&page.Editors[i])
+	}
+	if page.NextAfterID != 0 {
+		next := strconv.FormatInt(page.NextAfterID, 10)
+		out.NextCursor = &next
+	}
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// query returns r's query parameters, each given at most once and among known:
+// anything else is a 400 apiError.
+func query(r *http.Request, known ...string) (map[string]string, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, codeBadRequest, "malformed query string")
+	}
+	out := make(map[string]string, len(values))
+	for name, vs := range values {
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		switch {
+		case !ok:
+			return nil, errorf(http.StatusBadRequest, codeBadRequest, "unknown query parameter %q", name)
+		case len(vs) != 1:
+			return nil, errorf(http.StatusBadRequest, codeBadRequest, "query parameter %q is given %d times", name, len(vs))
+		}
+		out[name] = vs[0]
+	}
+	return out, nil
+}
+
+// editorStatsJSON is what the audit trail says about an editor (see tasks.EditorStats).
+type editorStatsJSON struct {
+	AllTime countsJSON `json:"all_time"`
+	// MedianClaimToSubmitMS is null when MedianOf is 0.
+	MedianClaimToSubmitMS *int64  `json:"median_claim_to_submit_ms"`
+	MedianOf              int     `json:"median_of"`
+	LastActiveAt          *string `json:"last_active_at"`
+}
+
+func editorStatsOf(st *tasks.EditorStats) editorStatsJSON {
+	out := editorStatsJSON{AllTime: countsOf(st.AllTime), MedianOf: st.MedianOf, LastActiveAt: formatTimePtr(st.LastActiveAt)}
+	if st.MedianOf > 0 {
+		ms := st.MedianClaimToSubmit.Milliseconds()
+		out.MedianClaimToSubmitMS = &ms
+	}
+	return out
+}
+
+// editorDetailJSON is an editor as GET /v1/editors/{id} shows it: as listed, with its
+// stats.
+type editorDetailJSON struct {
+	editorJSON
+	editorStatsJSON
+}
+
+// getEditor answers with an editor, its live claim and its stats.
+func (a *api) getEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}
+
+// editorDetail reads editor id as GET /v1/editors/{id} shows it, or a 404 apiError.
+func (a *api) editorDetail(r *http.Request, id int64) (*editorDetailJSON, error) {
+	s, err := a.store.GetEditorSummary(r.Context(), id)
+	if err != nil {
+		return nil, editorNotFound(err, id)
+	}
+	st, err := a.store.GetEditorStats(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	// Today's counts from the stats, read after the summary's: the newer.
+	s.Today = st.Today
+	return &editorDetailJSON{editorJSON: editorOf(s), editorStatsJSON: editorStatsOf(st)}, nil
+}
+
+// editorNotFound answers tasks.ErrNotFound about editor id with a 404 apiError.
+func editorNotFound(err error, id int64) error {
+	if errors.Is(err, tasks.ErrNotFound) {
+		return errorf(http.StatusNotFound, codeNotFound, "editor %d does not exist", id)
+	}
+	return err
+}
+
+type updateEditorRequest struct {
+	// Name, when given, is the new name.
+	Name *string `json:"name"`
+	// Categories, when given (not null), replace the editor's categories.
+	Categories []string `json:"categories"`
+}
+
+// updateEditor changes an editor's name and/or categories, and answers with the
+// editor as GET /v1/editors/{id} shows it. This process forgets the editor it
+// remembered, so the editor's next request, and its next claim, see the change.
+func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	var req updateEditorRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return err
+	}
+	_, err = a.store.UpdateEditor(r.Context(), tasks.UpdateEditorParams{ID: id, Name: req.Name, Categories: req.Categories})
+	if err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor updated", "editor_id", id, "name", req.Name != nil, "categories", len(req.Categories))
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}
+
+// releasedJSON is the claim a disable revoked.
+type releasedJSON struct {
+	TaskID int64 `json:"task_id"`
+	// Fence is the fence of the revoked claim; the task's fence is now past it.
+	Fence int64 `json:"fence"`
+}
+
+type disableEditorResponse struct {
+	editorDetailJSON
+	// Released is the claim the disable revoked, or null.
+	Released *releasedJSON `json:"released"`
+}
+
+// disableEditor disables an editor: its token is refused from now on, the store
+// refuses it any claim, and the claim it held goes back to the pool with its
+// fence bumped. It answers with the editor and the claim it revoked.
+func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	revoked, err := a.d.DisableEditor(r.Context(), id)
+	if err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	out := disableEditorResponse{editorDetailJSON: *d}
+	if revoked != nil {
+		out.Released = &releasedJSON{TaskID: revoked.TaskID, Fence: revoked.Fence}
+	}
+	a.log.InfoContext(r.Context(), "editor disabled", "editor_id", id, "released", out.Released != nil)
+	a.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// enableEditor enables a disabled editor: its token is good again and it may
+// claim. It answers with the editor.
+func (a *api) enableEditor(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	if err := a.store.EnableEditor(r.Context(), id); err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor enabled", "editor_id", id)
+	d, err := a.editorDetail(r, id)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, d)
+	return nil
+}
+
+type newTokenResponse struct {
+	ID int64 `json:"id"`
+	// Token is shown here once; the store keeps only its hash.
+	Token string `json:"token"`
+}
+
+// newEditorToken gives an editor a new token, answered once; the old one is
+// refused from now on (by other processes once they forget it, within
+// Config.EditorCacheTTL). The editor's claim is kept.
+func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	token, hash := tasks.NewToken()
+	if err := a.store.SetEditorToken(r.Context(), id, hash); err != nil {
+		return editorNotFound(err, id)
+	}
+	a.editors.forget(id)
+	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
+	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
+	return nil
+}
+
+// meJSON is an editor's view of itself: GET /v1/me.
+type meJSON struct {
+	ID         int64    `json:"id"`
+	Name       string   `json:"name"`
+	Categories []string `json:"categories"`
+	CreatedAt  string   `json:"created_at"`
+	// Assignment is the editor's live claim, as POST /v1/assignments/next
+	// answers it, or null.
+	Assignment *assignmentJSON `json:"assignment"`
+	Today      countsJSON      `json:"today"`
+	editorStatsJSON
+}
+
+// me answers an editor with its profile, its assignment and its stats, read
+// anew from the store.
+func (a *api) me(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	s, err := a.store.GetEditorSummary(r.Context(), e.ID)
+	if err != nil {
+		// Deleted in the database since its token was remembered.
+		return editorNotFound(err, e.ID)
+	}
+	var assignment *assignmentJSON
+	held, err := a.store.HeldByEditor(r.Context(), e.ID)
+	switch {
+	case err == nil:
+		assignment = assignmentOf(held)
+	case !errors.Is(err, tasks.ErrNotFound):
+		return err
+	}
+	st, err := a.store.GetEditorStats(r.Context(), e.ID)
+	if err != nil {
+		return err
+	}
+	ed := editorOf(s)
+	a.writeJSON(w, r, http.StatusOK, meJSON{
+		ID: ed.ID, Name: ed.Name, Categories: ed.Categories, CreatedAt: ed.CreatedAt,
+		Assignment: assignment, Today: countsOf(st.Today), editorStatsJSON: editorStatsOf(st),
+	})
+	return nil
+}
