@@ -33,20 +33,22 @@ func TestMigrationsAddUpToSchema(t *testing.T) {
 }
 
 // TestSchemaDiffSeesAKey proves the comparison above can fail: migration 0001 alone is
-// not schema.sql, and the difference is the tasks_editor key 0002 changes.
+// not 0001 and 0002, and the difference is the tasks_editor key 0002 changes.
 func TestSchemaDiffSeesAKey(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	fromSchema := openEmpty(t)
-	execAll(t, fromSchema, tasks.SplitStatements(taskd.Schema)...)
+	to0002 := openEmpty(t)
+	if _, err := tasks.MigrateWith(ctx, to0002, migrations(t)[:2]); err != nil {
+		t.Fatal(err)
+	}
 	only0001 := openEmpty(t)
 	if _, err := tasks.MigrateWith(ctx, only0001, migrations(t)[:1]); err != nil {
 		t.Fatal(err)
 	}
-	diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, only0001))
+	diff := schemaDiff(readSchema(t, to0002), readSchema(t, only0001))
 	want := "- index tasks.tasks_editor: BTREE (editor_id A)\n+ index tasks.tasks_editor: UNIQUE BTREE (editor_id A)\n"
 	if diff != want {
-		t.Errorf("schema.sql against 0001 alone: diff\n%s\nwant\n%s", diff, want)
+		t.Errorf("0001 and 0002 against 0001 alone: diff\n%s\nwant\n%s", diff, want)
 	}
 }
 

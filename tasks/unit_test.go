@@ -36,8 +36,8 @@ func TestSplitStatements(t *testing.T) {
 
 func TestSplitSchema(t *testing.T) {
 	stmts := splitStatements(schemaSQL(t))
-	if len(stmts) != 6 {
-		t.Fatalf("schema has %d statements, want 6 (one per table)", len(stmts))
+	if len(stmts) != 7 {
+		t.Fatalf("schema has %d statements, want 7 (one per table)", len(stmts))
 	}
 	for i, s := range stmts {
 		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
