@@ -23,6 +23,7 @@ type Store interface {
 	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -186,6 +187,7 @@ func (a *api) routes(metrics http.Handler) {
 	m.Handle("GET /v1/tasks/{id}", a.admin(a.getTask))
 	m.Handle("POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease))
 	m.Handle("GET /v1/stats", a.admin(a.stats))
+	m.Handle("GET /v1/results", a.admin(a.results))
 
 	m.Handle("POST /v1/assignments/next", a.longPoll(a.editor(a.next)))
 	m.Handle("POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat))
