@@ -34,8 +34,8 @@ import (
 //  2. read, without locking, up to n unnumbered rows in submission order. At READ
 //     COMMITTED a plain SELECT sees only committed rows, so a submit still in flight
 //     is not numbered now: it will be by a later numbering, with a larger number;
-//  3. set seq = last_seq+1, +2, ... on those rows by primary key (guarded by seq IS
-//     NULL) and last_seq to the highest, then commit.
+//  3. set seq = last_seq+1, +2, ... on those rows by primary key, in one UPDATE
+//     (guarded by seq IS NULL), and last_seq to the highest, then commit.
 //
 // A reader reads `seq > cursor ORDER BY seq` in one statement, whose snapshot at READ
 // COMMITTED holds the numberings committed when it began. Because numberings commit in
@@ -65,7 +65,14 @@ const (
 	// order, submitted_at then the primary key: no sort.
 	unnumberedResultsSQL = `SELECT task_id, fence FROM task_results FORCE INDEX (task_results_seq)
 WHERE seq IS NULL ORDER BY submitted_at, task_id, fence LIMIT ?`
-	numberResultSQL  = `UPDATE task_results SET seq = ? WHERE task_id = ? AND fence = ? AND seq IS NULL;`
+	// numberResultsSQL sets the numbers, given as a derived table of (task_id,
+	// fence, seq) rows: "SELECT ?, ?, ?" joined by " UNION ALL SELECT ?, ?, ?". The
+	// derived table is read first and task_results by primary key, so the UPDATE
+	// locks only the rows it numbers, all committed: it never waits on a submit.
+	numberResultsSQL = `UPDATE (SELECT ? AS task_id, ? AS fence, ? AS seq%s) x
+STRAIGHT_JOIN task_results r ON r.task_id = x.task_id AND r.fence = x.fence
+SET r.seq = x.seq WHERE r.seq IS NULL`
+	numberResultsRow = ` UNION ALL SELECT ?, ?, ?`
 	setResultsSeqSQL = `UPDATE task_results_seq SET last_seq = ? WHERE id = 1`
 
 	// resultsSQL reads the feed past a cursor from the task_results_seq key, in its
@@ -241,16 +248,21 @@ func (s *Store) numberResults(ctx context.Context, n int) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		var q strings.Builder
 		args := make([]any, 0, 3*len(keys))
 		for i, k := range keys {
-			q.WriteString(numberResultSQL)
-			args = append(args, last+int64(i)+1, k.TaskID, k.Fence)
+			args = append(args, k.TaskID, k.Fence, last+int64(i)+1)
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(numberResultsSQL, strings.Repeat(numberResultsRow, len(keys)-1)), args...)
+		if err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, setResultsSeqSQL, last+int64(len(keys)))
+		// Every row read is committed and unnumbered, and numberings take turns,
+		// so all must match; anything else means results were numbered without
+		// the counter's lock, and this numbering is rolled back.
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(keys)) {
+			return fmt.Errorf("numbered %d of %d results (%v)", n, len(keys), err)
+		}
+		_, err = tx.ExecContext(ctx, setResultsSeqSQL, last+int64(len(keys)))
 		return err
 	})
 }
