@@ -39,8 +39,9 @@ import (
 //
 // A reader reads `seq > cursor ORDER BY seq` in one statement, whose snapshot at READ
 // COMMITTED holds the numberings committed when it began. Because numberings commit in
-// the order of their numbers (step 1), that snapshot holds every seq up to the highest
-// it holds: the numbered results form a prefix 1..N, with no holes a later commit could
+// the order of their numbers (step 1: the next one gets the lock only when the one
+// before has committed, and InnoDB makes a commit visible before it releases the
+// transaction's locks), that snapshot holds every seq up to the highest it holds: the numbered results form a prefix 1..N, with no holes a later commit could
 // fill. The reader reads the prefix past its cursor (up to its limit) and moves its
 // cursor to the last seq it read. Hence:
 //
@@ -60,6 +61,9 @@ const (
 	// duplicate-key path takes the row's exclusive lock, which the numbering holds
 	// to its commit.
 	lockResultsSeqSQL = `INSERT INTO task_results_seq (id, last_seq) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id`
+	// readResultsSeqSQL reads the counter. Under the lock, numberResults reads it
+	// with FOR UPDATE: a locking read gets the latest committed value, whatever
+	// the statement's snapshot.
 	readResultsSeqSQL = `SELECT last_seq FROM task_results_seq WHERE id = 1`
 	// unnumberedResultsSQL reads the task_results_seq key's NULL range in its
 	// order, submitted_at then the primary key: no sort.
@@ -235,7 +239,7 @@ func (s *Store) numberResults(ctx context.Context, n int) error {
 			return err
 		}
 		var last int64
-		if err := tx.GetContext(ctx, &last, readResultsSeqSQL); err != nil {
+		if err := tx.GetContext(ctx, &last, readResultsSeqSQL+` FOR UPDATE`); err != nil {
 			return err
 		}
 		var keys []struct {

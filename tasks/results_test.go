@@ -169,21 +169,50 @@ func TestResultsWaitForALateCommit(t *testing.T) {
 }
 
 // TestResultsFollowersReadEachResultOnce tries to break the feed: workers claim and
-// submit as fast as they can, while readers follow the cursor with small pages, each
-// numbering as it goes. At the end every reader must have read every accepted result
-// exactly once, in increasing cursor order.
+// submit as fast as they can, laggards insert results that claim an earlier
+// submitted_at and commit a moment later (the out-of-order commits a cursor at insert
+// time loses), while readers follow the cursor with small pages, each numbering as it
+// goes. At the end every reader must have read every accepted result exactly once, in
+// increasing cursor order.
 func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, tasks.Config{})
-	const submitters, perSubmitter, readers = 8, 150, 3
+	const submitters, laggards, perSubmitter, readers = 6, 2, 150, 3
 	nts := make([]tasks.NewTask, submitters*perSubmitter)
 	for i := range nts {
 		nts[i] = tasks.NewTask{Category: "news", Title: fmt.Sprint(i)}
 	}
 	ids := b.insert(t, nts...)
+	nts = nts[:laggards*perSubmitter]
+	lagging := b.insert(t, nts...)
 
 	var done atomic.Bool
 	var subs sync.WaitGroup
+	for w := range laggards {
+		subs.Go(func() {
+			holder := fmt.Sprintf("laggard%d", w)
+			for i, id := range lagging[w*perSubmitter : (w+1)*perSubmitter] {
+				c, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Holder: holder, Lease: time.Minute})
+				if err != nil {
+					t.Errorf("%s task %d: %v", holder, id, err)
+					return
+				}
+				tx, err := b.db.BeginTxx(b.ctx, nil)
+				if err == nil {
+					_, err = tx.ExecContext(b.ctx, `INSERT INTO task_results (task_id, fence, holder, result, submitted_at)
+						VALUES (?, ?, ?, '{}', NOW(3) - INTERVAL 1 SECOND)`, id, c.Fence, holder)
+				}
+				if err == nil {
+					time.Sleep(time.Duration(i%5) * time.Millisecond) // let others commit meanwhile
+					err = tx.Commit()
+				}
+				if err != nil {
+					t.Errorf("%s task %d: %v", holder, id, err)
+					return
+				}
+			}
+		})
+	}
 	for w := range submitters {
 		subs.Go(func() {
 			holder := fmt.Sprintf("w%d", w)
@@ -237,8 +266,8 @@ func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 	rds.Wait()
 
 	accepted := b.count(t, `SELECT COUNT(*) FROM task_results`)
-	if accepted != len(ids) {
-		t.Fatalf("%d results accepted, want %d", accepted, len(ids))
+	if accepted != len(ids)+len(lagging) {
+		t.Fatalf("%d results accepted, want %d", accepted, len(ids)+len(lagging))
 	}
 	for i, r := range reads {
 		if len(r.seen) != accepted {
