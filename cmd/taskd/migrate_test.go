@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"text/tabwriter"
 
 	"github.com/jmoiron/sqlx"
 
@@ -62,53 +64,44 @@ func migrateCmd(t *testing.T, env []string, wantCode int, wantOut string, args .
 func TestE2EMigrate(t *testing.T) {
 	t.Parallel()
 	env, _, where := migrateEnv(t)
+	migs := binaryMigrations(t)
+	latest := fmt.Sprintf("%04d", len(migs))
 
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
-0001     initial                  pending  -              -
-0002     tasks_editor_not_unique  pending  -              -
+	migrateCmd(t, env, exitOK, table(statusRows(migs, "pending", "-", "-")...)+"\n"+
+		where+fmt.Sprintf(" has no migration applied, %d pending: run 'taskd migrate'\n", len(migs)), "-status")
 
-`[1:]+where+" has no migration applied, 2 pending: run 'taskd migrate'\n", "-status")
+	migrateCmd(t, env, exitOK, table(appliedRows(migs)...)+where+" is at version "+latest+"\n")
 
-	migrateCmd(t, env, exitOK, `
-applied  0001  initial                  DUR
-applied  0002  tasks_editor_not_unique  DUR
-`[1:]+where+" is at version 0002\n")
+	migrateCmd(t, env, exitOK, where+" is up to date at version "+latest+": nothing to apply\n")
 
-	migrateCmd(t, env, exitOK, where+" is up to date at version 0002: nothing to apply\n")
-
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
-
-`[1:]+where+" is up to date at version 0002\n", "-status")
+	migrateCmd(t, env, exitOK, table(statusRows(migs, "applied", "YYYY-MM-DD hh:mm:ss", "ok")...)+"\n"+
+		where+" is up to date at version "+latest+"\n", "-status")
 }
 
 func TestE2EMigrateAdopts(t *testing.T) {
 	t.Parallel()
 	env, db, where := migrateEnv(t)
+	migs := binaryMigrations(t)
 	// A database made by schema.sql before versioned migrations.
-	if _, err := db.ExecContext(t.Context(), binaryMigrations(t)[0].SQL); err != nil {
+	if _, err := db.ExecContext(t.Context(), migs[0].SQL); err != nil {
 		t.Fatal(err)
 	}
 
-	migrateCmd(t, env, exitOK, `
-VERSION  NAME                     STATE    APPLIED (UTC)  CHECKSUM
-0001     initial                  adopt    -              -
-0002     tasks_editor_not_unique  pending  -              -
+	rows := statusRows(migs, "pending", "-", "-")
+	rows[1][2] = "adopt"
+	migrateCmd(t, env, exitOK, table(rows...)+"\n"+where+
+		fmt.Sprintf(" has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies %d more\n", len(migs)-1), "-status")
 
-`[1:]+where+" has tables made before versioned migrations: 'taskd migrate' adopts them as 0001 and applies 1 more\n", "-status")
-
-	migrateCmd(t, env, exitOK, `
-adopted  0001  initial                  tables made before versioned migrations
-applied  0002  tasks_editor_not_unique  DUR
-`[1:]+where+" is at version 0002\n")
+	rows = appliedRows(migs)
+	rows[0] = []string{"adopted", "0001", migs[0].Name, "tables made before versioned migrations"}
+	migrateCmd(t, env, exitOK, table(rows...)+where+fmt.Sprintf(" is at version %04d\n", len(migs)))
 }
 
 func TestE2EMigrateRefuses(t *testing.T) {
 	t.Parallel()
 	env, db, where := migrateEnv(t)
+	migs := binaryMigrations(t)
+	latest := fmt.Sprintf("%04d", len(migs))
 	if _, _, code := run(t, env, "migrate"); code != exitOK {
 		t.Fatalf("migrate: exit %d", code)
 	}
@@ -116,12 +109,10 @@ func TestE2EMigrateRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr := migrateCmd(t, env, exitFailure, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  EDITED
-
-`[1:]+where+" is at version 0002: 'taskd migrate' refuses it (see below)\n", "-status")
+	rows := statusRows(migs, "applied", "YYYY-MM-DD hh:mm:ss", "ok")
+	rows[2][4] = "EDITED"
+	stderr := migrateCmd(t, env, exitFailure, table(rows...)+"\n"+
+		where+" is at version "+latest+": 'taskd migrate' refuses it (see below)\n", "-status")
 	if want := "taskd migrate: applied migrations differ from this binary's: migration 0002 was edited after it was applied"; !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
@@ -130,23 +121,51 @@ VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
 		t.Errorf("migrate: stderr %q", stderr)
 	}
 
-	if _, err := db.ExecContext(t.Context(), `UPDATE taskd_schema_migrations SET checksum = ? WHERE version = 2`, binaryMigrations(t)[1].Checksum); err != nil {
+	if _, err := db.ExecContext(t.Context(), `UPDATE taskd_schema_migrations SET checksum = ? WHERE version = 2`, migs[1].Checksum); err != nil {
 		t.Fatal(err)
 	}
+	future := fmt.Sprintf("%04d", len(migs)+1)
 	if _, err := db.ExecContext(t.Context(), `INSERT INTO taskd_schema_migrations (version, name, checksum, applied_at)
-		VALUES (3, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`); err != nil {
+		VALUES (?, 'from_the_future', REPEAT('f', 64), UTC_TIMESTAMP(3))`, len(migs)+1); err != nil {
 		t.Fatal(err)
 	}
-	stderr = migrateCmd(t, env, exitFailure, `
-VERSION  NAME                     STATE    APPLIED (UTC)        CHECKSUM
-0001     initial                  applied  YYYY-MM-DD hh:mm:ss  ok
-0002     tasks_editor_not_unique  applied  YYYY-MM-DD hh:mm:ss  ok
-0003     from_the_future          applied  YYYY-MM-DD hh:mm:ss  unknown to this binary
-
-`[1:]+where+" is at version 0003: 'taskd migrate' refuses it (see below)\n", "-status")
-	if want := "taskd migrate: database schema is newer than this binary: a newer taskd applied 0003 from_the_future"; !strings.HasPrefix(stderr, want) {
+	rows = append(statusRows(migs, "applied", "YYYY-MM-DD hh:mm:ss", "ok"),
+		[]string{future, "from_the_future", "applied", "YYYY-MM-DD hh:mm:ss", "unknown to this binary"})
+	stderr = migrateCmd(t, env, exitFailure, table(rows...)+"\n"+
+		where+" is at version "+future+": 'taskd migrate' refuses it (see below)\n", "-status")
+	if want := "taskd migrate: database schema is newer than this binary: a newer taskd applied " + future + " from_the_future"; !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr %q, want it to start with %q", stderr, want)
 	}
+}
+
+// table renders rows as taskd migrate does: columns two spaces apart.
+func table(rows ...[]string) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	_ = w.Flush()
+	return b.String()
+}
+
+// statusRows are the header and the rows of `taskd migrate -status` for migs, each
+// in state with applied and checksum.
+func statusRows(migs []tasks.Migration, state, applied, checksum string) [][]string {
+	rows := [][]string{{"VERSION", "NAME", "STATE", "APPLIED (UTC)", "CHECKSUM"}}
+	for _, m := range migs {
+		rows = append(rows, []string{fmt.Sprintf("%04d", m.Version), m.Name, state, applied, checksum})
+	}
+	return rows
+}
+
+// appliedRows are the lines `taskd migrate` prints when it applied migs.
+func appliedRows(migs []tasks.Migration) [][]string {
+	var rows [][]string
+	for _, m := range migs {
+		rows = append(rows, []string{"applied", fmt.Sprintf("%04d", m.Version), m.Name, "DUR"})
+	}
+	return rows
 }
 
 // binaryMigrations returns the migrations built into taskd.
