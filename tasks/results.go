@@ -38,12 +38,13 @@ import (
 //     (guarded by seq IS NULL), and last_seq to the highest, then commit.
 //
 // A reader reads `seq > cursor ORDER BY seq` in one statement, whose snapshot at READ
-// COMMITTED holds the numberings committed when it began. Because numberings commit in
-// the order of their numbers (step 1: the next one gets the lock only when the one
-// before has committed, and InnoDB makes a commit visible before it releases the
-// transaction's locks), that snapshot holds every seq up to the highest it holds: the numbered results form a prefix 1..N, with no holes a later commit could
-// fill. The reader reads the prefix past its cursor (up to its limit) and moves its
-// cursor to the last seq it read. Hence:
+// COMMITTED holds the numberings committed when it began. Numberings commit in the
+// order of their numbers (step 1: the next one gets the lock only once the one before
+// has committed, and InnoDB makes a commit visible before it releases the
+// transaction's locks), so that snapshot holds every seq up to the highest it holds:
+// the numbered results form a prefix 1..N, with no hole a later commit could fill.
+// The reader reads the prefix past its cursor (up to its limit) and moves its cursor
+// to the last seq it read. Hence:
 //
 //   - nothing is skipped: a result numbered later gets a number above N, so above any
 //     cursor handed out before, and one numbered before is in every later prefix;
@@ -56,6 +57,7 @@ import (
 // the results numbered while it was open. Readers number as they go: a read that
 // reaches the end of the numbered prefix first numbers what its limit leaves room for,
 // so no background service is needed, and with nobody reading nothing is numbered.
+// Numbering writes, so the feed is read on the primary, never on a replica.
 const (
 	// lockResultsSeqSQL creates the counter row on first use and locks it. Its
 	// duplicate-key path takes the row's exclusive lock, which the numbering holds

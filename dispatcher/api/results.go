@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
 
-// resultsFlushEvery is how many lines GET /v1/results writes between flushes.
-const resultsFlushEvery = 64
+// GET /v1/results flushes its first line at once, then every resultsFlushLines
+// lines or, when lines come slowly, with the first line after resultsFlushAfter.
+const (
+	resultsFlushLines = 64
+	resultsFlushAfter = 100 * time.Millisecond
+)
 
 // resultJSON is one line of GET /v1/results.
 type resultJSON struct {
@@ -48,7 +53,8 @@ type resultsEndJSON struct {
 // tasks.ResultsLimitDefault. more is true when the page was full: ask again at
 // once. Otherwise the client has caught up and polls again later.
 //
-// Lines are flushed as they are read from the database. Should the read fail
+// Lines are flushed as they are read from the database: the first at once,
+// then in groups (see resultsFlushLines). Should the read fail
 // once the answer has started, the connection is cut (the client sees a
 // truncated body, without the last line); every line received whole stands,
 // and the client resumes from the cursor of the last one.
@@ -67,7 +73,9 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 	enc.SetEscapeHTML(false)
 	rc := http.NewResponseController(w)
 	started, lines := false, 0
+	var flushed time.Time
 	flush := func() error {
+		flushed = time.Now()
 		if err := out.Flush(); err != nil {
 			return err
 		}
@@ -87,7 +95,7 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 		if err := enc.Encode(line); err != nil {
 			return err
 		}
-		if lines++; lines%resultsFlushEvery == 0 {
+		if lines++; lines == 1 || lines%resultsFlushLines == 0 || time.Since(flushed) >= resultsFlushAfter {
 			return flush()
 		}
 		return nil
@@ -97,8 +105,9 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		// The status is sent: cut the answer short rather than end it as if whole.
+		// The whole lines written go out first.
 		a.log.WarnContext(r.Context(), "results stream cut short", "after", after, "sent", page.Count, "err", timedOut(r.Context(), err))
-		_ = out.Flush()
+		_ = flush()
 		panic(http.ErrAbortHandler)
 	}
 	if !started {

@@ -3,14 +3,22 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -176,4 +184,131 @@ func countRows(t *testing.T, db *sqlx.DB, query string) int {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// failingResults is the test store with a results feed that fails after two
+// results, as a database that goes away in the middle of a read.
+type failingResults struct {
+	*tasks.Store
+}
+
+func (failingResults) Results(_ context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error) {
+	page := tasks.ResultsPage{Next: p.After}
+	for i := range int64(2) {
+		r := tasks.Result{Cursor: p.After + i + 1, TaskID: i + 1, Fence: 1, Category: "news", Title: "t",
+			Holder: "w", Result: json.RawMessage(`{}`), SubmittedAt: time.Now()}
+		if err := fn(&r); err != nil {
+			return page, err
+		}
+		page.Count, page.Next = page.Count+1, r.Cursor
+	}
+	return page, errors.New("connection lost")
+}
+
+// TestResultsCutShort: when the read fails after the answer started, the
+// connection is cut, so the client sees an error, never a whole answer, and
+// the lines before it are whole.
+func TestResultsCutShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h, err := api.New(api.Config{Dispatcher: b.d, Store: failingResults{b.store}, AdminToken: adminToken,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/results?after=5", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err == nil {
+		t.Fatalf("the answer ended cleanly after a failed read:\n%s", body)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(string(body), "\n") {
+		t.Fatalf("want two whole lines before the cut, got %q", body)
+	}
+	var last resultLine
+	strictDecode(t, []byte(lines[1]), &last)
+	if last.Cursor != "7" {
+		t.Errorf("last whole line has cursor %s, want 7", last.Cursor)
+	}
+}
+
+// heldResults is the test store with a results feed that hands over one
+// result, then waits for the client to have read it before the next.
+type heldResults struct {
+	*tasks.Store
+	read chan struct{} // closed by the test once it has the first line
+}
+
+func (h heldResults) Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error) {
+	page := tasks.ResultsPage{Next: p.After}
+	for i := range int64(2) {
+		if i == 1 {
+			select {
+			case <-h.read:
+			case <-ctx.Done():
+				return page, ctx.Err()
+			}
+		}
+		r := tasks.Result{Cursor: i + 1, TaskID: i + 1, Fence: 1, Category: "news", Title: "t",
+			Holder: "w", Result: json.RawMessage(`{}`), SubmittedAt: time.Now()}
+		if err := fn(&r); err != nil {
+			return page, err
+		}
+		page.Count, page.Next = page.Count+1, r.Cursor
+	}
+	return page, nil
+}
+
+// TestResultsStream: the first line reaches the client while the read is still
+// going on. (Buffered to the end, the answer would never come: the read waits
+// for the client to have its first line, until the request's time is up.)
+func TestResultsStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	held := heldResults{Store: b.store, read: make(chan struct{})}
+	h, err := api.New(api.Config{Dispatcher: b.d, Store: held, AdminToken: adminToken,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/results", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	rd := bufio.NewReader(res.Body)
+	first, err := rd.ReadString('\n')
+	if err != nil {
+		t.Fatalf("first line: %v", err)
+	}
+	close(held.read)
+	rest, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatalf("rest: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(first+string(rest), "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"cursor":"1"`) || !strings.Contains(lines[2], `"next_cursor":"2"`) {
+		t.Errorf("answer %q", lines)
+	}
 }
