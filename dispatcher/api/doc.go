@@ -33,6 +33,17 @@
 // assignment failed (Redis down, say): next is then null, and the editor's
 // POST /v1/assignments/next reports the trouble.
 //
+// # Results feed
+//
+// GET /v1/results streams the accepted results after a cursor as JSON lines
+// (application/x-ndjson), one object per result, then a last line
+// {"next_cursor":"…","count":N,"more":bool}. A client that always asks again
+// after the last cursor it received gets every result exactly once, however
+// submits interleave (tasks.Store.Results explains why). limit is
+// 1..tasks.ResultsLimitMax, default tasks.ResultsLimitDefault; a bad cursor or
+// limit, or a cursor never handed out, is 422 invalid. An answer without its
+// last line was cut short: its whole lines stand.
+//
 // # Authentication
 //
 // Every /v1 route takes "Authorization: Bearer <token>": the admin token from
