@@ -11,6 +11,13 @@
 // ErrStale, the next Claim may take the task over at once, and RecycleExpired returns
 // such tasks to the pool in batches. ForceRelease revokes a claim for an operator.
 //
+// # Results feed
+//
+// Results reads the accepted results after a cursor, numbering the newly committed
+// ones as it goes, so that a reader that follows the cursor reads each result exactly
+// once, whatever order submits commit in (results.go gives the argument); CountResults
+// counts what a reader has yet to read.
+//
 // # Time
 //
 // Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip
