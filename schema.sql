@@ -122,7 +122,7 @@ CREATE TABLE IF NOT EXISTS task_results (
   submitted_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   -- The result's place in the results feed (GET /v1/results, taskd export): NULL until
   -- the result is committed and numbered, then unique and never changed. Numberings
-  -- take turns on task_results_seq's row lock and so commit in seq order: a reader
+  -- take turns on task_results_feed's row lock and so commit in seq order: a reader
   -- sees every seq up to the highest it sees (see tasks/results.go).
   seq          BIGINT UNSIGNED NULL,
   PRIMARY KEY (task_id, fence),
@@ -132,9 +132,9 @@ CREATE TABLE IF NOT EXISTS task_results (
   CONSTRAINT task_results_task FOREIGN KEY (task_id) REFERENCES tasks (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
--- The last seq given out to task_results, in the one row id = 1 (made by the first
--- numbering). Its row lock makes numberings take turns.
-CREATE TABLE IF NOT EXISTS task_results_seq (
+-- The results feed's counter: the last seq given out to task_results, in the one row
+-- id = 1 (made by the first numbering). Its row lock makes numberings take turns.
+CREATE TABLE IF NOT EXISTS task_results_feed (
   id       TINYINT UNSIGNED NOT NULL,
   last_seq BIGINT UNSIGNED NOT NULL,
   PRIMARY KEY (id)

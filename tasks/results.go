@@ -29,7 +29,7 @@ import (
 // inserts its row. Numbering (numberResults) gives the next numbers to results that
 // are committed and unnumbered, in one transaction:
 //
-//  1. lock the counter row (task_results_seq, id = 1): numberings take turns, and each
+//  1. lock the counter row (task_results_feed, id = 1): numberings take turns, and each
 //     one commits before the next reads the counter;
 //  2. read, without locking, up to n unnumbered rows in submission order. At READ
 //     COMMITTED a plain SELECT sees only committed rows, so a submit still in flight
@@ -62,11 +62,11 @@ const (
 	// lockResultsSeqSQL creates the counter row on first use and locks it. Its
 	// duplicate-key path takes the row's exclusive lock, which the numbering holds
 	// to its commit.
-	lockResultsSeqSQL = `INSERT INTO task_results_seq (id, last_seq) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id`
+	lockResultsSeqSQL = `INSERT INTO task_results_feed (id, last_seq) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id`
 	// readResultsSeqSQL reads the counter. Under the lock, numberResults reads it
 	// with FOR UPDATE: a locking read gets the latest committed value, whatever
 	// the statement's snapshot.
-	readResultsSeqSQL = `SELECT last_seq FROM task_results_seq WHERE id = 1`
+	readResultsSeqSQL = `SELECT last_seq FROM task_results_feed WHERE id = 1`
 	// unnumberedResultsSQL reads the task_results_seq key's NULL range in its
 	// order, submitted_at then the primary key: no sort.
 	unnumberedResultsSQL = `SELECT task_id, fence FROM task_results FORCE INDEX (task_results_seq)
@@ -79,7 +79,7 @@ WHERE seq IS NULL ORDER BY submitted_at, task_id, fence LIMIT ?`
 STRAIGHT_JOIN task_results r ON r.task_id = x.task_id AND r.fence = x.fence
 SET r.seq = x.seq WHERE r.seq IS NULL`
 	numberResultsRow = ` UNION ALL SELECT ?, ?, ?`
-	setResultsSeqSQL = `UPDATE task_results_seq SET last_seq = ? WHERE id = 1`
+	setResultsSeqSQL = `UPDATE task_results_feed SET last_seq = ? WHERE id = 1`
 
 	// resultsSQL reads the feed past a cursor from the task_results_seq key, in its
 	// order. The task's own columns come from its row by primary key.

@@ -41,7 +41,7 @@ func TestExportResumesAfterInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = hold.Rollback() }()
-	if _, err := hold.ExecContext(t.Context(), `SELECT last_seq FROM task_results_seq WHERE id = 1 FOR UPDATE`); err != nil {
+	if _, err := hold.ExecContext(t.Context(), `SELECT last_seq FROM task_results_feed WHERE id = 1 FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 

@@ -46,7 +46,7 @@ FROM tasks WHERE id > ? AND id <= ?`, []any{from + n, numbered, from, from + n}}
 		}
 	}
 	if numbered > 0 {
-		if _, err := db.ExecContext(ctx, `INSERT INTO task_results_seq (id, last_seq) VALUES (1, ?)
+		if _, err := db.ExecContext(ctx, `INSERT INTO task_results_feed (id, last_seq) VALUES (1, ?)
 ON DUPLICATE KEY UPDATE last_seq = VALUES(last_seq)`, numbered); err != nil {
 			t.Fatalf("seed the feed's counter: %v", err)
 		}
