@@ -152,8 +152,24 @@ CREATE TABLE IF NOT EXISTS task_results (
   editor_id    BIGINT UNSIGNED NULL,
   result       JSON NOT NULL,
   submitted_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  -- The result's place in the results feed (GET /v1/results, taskd export): NULL until
+  -- the result is committed and numbered, then unique and never changed. Numberings
+  -- take turns on task_results_feed's row lock and so commit in seq order: a reader
+  -- sees every seq up to the highest it sees (see tasks/results.go).
+  seq          BIGINT UNSIGNED NULL,
   PRIMARY KEY (task_id, fence),
+  -- The feed in seq order; and the unnumbered results (seq IS NULL) in submission
+  -- order, the primary key columns following submitted_at.
+  KEY task_results_seq (seq, submitted_at),
   CONSTRAINT task_results_task FOREIGN KEY (task_id) REFERENCES tasks (id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- The results feed's counter: the last seq given out to task_results, in the one row
+-- id = 1 (made by the first numbering). Its row lock makes numberings take turns.
+CREATE TABLE IF NOT EXISTS task_results_feed (
+  id       TINYINT UNSIGNED NOT NULL,
+  last_seq BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 -- Skip memory: a task an editor skipped is not offered to that editor again before

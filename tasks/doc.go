@@ -27,6 +27,13 @@
 // same by filter, a bounded number per call. PauseCategory stops every claim of a
 // category's tasks, checked in the claim statements themselves, until ResumeCategory.
 //
+// # Results feed
+//
+// Results reads the accepted results after a cursor, numbering the newly committed
+// ones as it goes, so that a reader that follows the cursor reads each result exactly
+// once, whatever order submits commit in (results.go gives the argument); CountResults
+// counts what a reader has yet to read.
+//
 // # Time
 //
 // Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip

@@ -6,7 +6,7 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, status, pause, resume, dev; `taskd <command> --help`
+// Commands: serve, work, migrate, import, export, status, pause, resume, dev; `taskd <command> --help`
 // describes each. Configuration comes from config.yaml (see the example at the top
 // of the repository) and TASKD_* environment variables.
 //
@@ -46,6 +46,7 @@ func commands() []command {
 		{"work", "run a worker process that executes tasks with the registered handlers", runWork},
 		{"migrate", "create or update the database schema (safe to repeat)", runMigrate},
 		{"import", "bulk-load tasks from a JSON lines or CSV file", runImport},
+		{"export", "write the accepted results to JSON lines or CSV, resumable", runExport},
 		{"status", "show the pool: counts by status and category, live claims", runStatus},
 		{"pause", "stop handing out the tasks of a category (live claims finish)", runPause},
 		{"resume", "hand out the tasks of a paused category again", runResume},

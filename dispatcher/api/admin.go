@@ -161,12 +161,12 @@ type taskDetailJSON struct {
 	UpdatedAt      string       `json:"updated_at"`
 	DoneAt         *string      `json:"done_at"`
 	// Result is the accepted result of a done task; null otherwise.
-	Result  *resultJSON `json:"result"`
+	Result  *acceptedJSON `json:"result"`
 	History []eventJSON `json:"history"`
 }
 
-// resultJSON is an accepted submission.
-type resultJSON struct {
+// acceptedJSON is the accepted submission of a done task.
+type acceptedJSON struct {
 	Fence       int64           `json:"fence"`
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
@@ -206,7 +206,7 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 		res, err := a.store.AcceptedResult(r.Context(), id)
 		switch {
 		case err == nil:
-			d.Result = &resultJSON{
+			d.Result = &acceptedJSON{
 				Fence: res.Fence, Holder: res.Holder, EditorID: orNull(res.EditorID),
 				SubmittedAt: formatTime(res.SubmittedAt), Result: res.Result,
 			}

@@ -34,6 +34,8 @@ type Store interface {
 	EnableEditor(ctx context.Context, id int64) error
 	SetEditorToken(ctx context.Context, id int64, hash [32]byte) error
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
+
+	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
 
 var _ Store = (*tasks.Store)(nil)
@@ -221,6 +223,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/stats", a.admin(a.stats)},
+		{"GET /v1/results", a.admin(a.results)},
 
 		{"GET /v1/me", a.editor(a.me)},
 

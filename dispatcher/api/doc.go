@@ -25,6 +25,7 @@
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
 //	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
+//	GET  /v1/results?after=&limit=        admin   → 200 accepted results as JSON lines, then {next_cursor, count, more}
 //	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, assignment, today, all_time, median…, last_active_at}
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
@@ -51,6 +52,17 @@
 // whose result was committed answers 200 even when finding the next
 // assignment failed (Redis down, say): next is then null, and the editor's
 // POST /v1/assignments/next reports the trouble.
+//
+// # Results feed
+//
+// GET /v1/results streams the accepted results after a cursor as JSON lines
+// (application/x-ndjson), one object per result, then a last line
+// {"next_cursor":"…","count":N,"more":bool}. A client that always asks again
+// after the last cursor it received gets every result exactly once, however
+// submits interleave (tasks.Store.Results explains why). limit is
+// 1..tasks.ResultsLimitMax, default tasks.ResultsLimitDefault; a bad cursor or
+// limit, or a cursor never handed out, is 422 invalid. An answer without its
+// last line was cut short: its whole lines stand.
 //
 // # Authentication
 //

@@ -1,0 +1,298 @@
+// Package exportfile writes accepted results as JSON lines or CSV, one record
+// per result, and reads back where an export file ends so that an export can
+// be resumed into the same file without a duplicate.
+//
+// A JSON line is the same object as a line of GET /v1/results:
+//
+//	{"cursor":"42","task_id":7,"fence":1,"category":"news","title":"…",
+//	 "holder":"editor:3","editor_id":3,"result":{…},"submitted_at":"2026-01-02T15:04:05.000Z"}
+//
+// A CSV file has a header row with Columns, then one row per result: the
+// result as compact JSON text, editor_id empty for a worker's result.
+package exportfile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Format is a file format.
+type Format string
+
+// Formats.
+const (
+	JSONLines Format = "jsonl"
+	CSV       Format = "csv"
+)
+
+// Columns are the CSV columns, in order. (The task's key joins them once tasks
+// has a key column.)
+var Columns = []string{"cursor", "task_id", "fence", "category", "title", "holder", "editor_id", "result", "submitted_at"}
+
+// maxRecordBytes bounds one record when reading a file back: a result is at
+// most tasks.MaxJSONBytes, a title 512 characters.
+const maxRecordBytes = tasks.MaxJSONBytes + 64<<10
+
+// timeFormat is RFC 3339 in UTC to the millisecond, as the HTTP API writes times.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// DetectFormat returns the format named by name ("jsonl", "ndjson", "json" or
+// "csv", case-insensitive), or, when name is empty, the one path's extension
+// says (.jsonl, .ndjson, .json, .csv), and JSON lines when path is empty
+// (standard output) or has no extension.
+func DetectFormat(name, path string) (Format, error) {
+	if name == "" {
+		ext := strings.ToLower(filepath.Ext(path))
+		if ext == "" {
+			return JSONLines, nil
+		}
+		name = ext[1:]
+	}
+	switch strings.ToLower(name) {
+	case "jsonl", "ndjson", "json":
+		return JSONLines, nil
+	case "csv":
+		return CSV, nil
+	}
+	return "", fmt.Errorf("unknown format %q: want jsonl or csv", name)
+}
+
+// line is one JSON line.
+type line struct {
+	Cursor   string `json:"cursor"`
+	TaskID   int64  `json:"task_id"`
+	Fence    int64  `json:"fence"`
+	Category string `json:"category"`
+	Title    string `json:"title"`
+	// The task's key goes here once tasks has a key column.
+
+	Holder      string          `json:"holder"`
+	EditorID    *int64          `json:"editor_id"`
+	Result      json.RawMessage `json:"result"`
+	SubmittedAt string          `json:"submitted_at"`
+}
+
+// Writer writes records. It buffers them: what Flush has not written may be
+// lost, and every record written before a Flush is whole in the output.
+type Writer struct {
+	f   Format
+	buf *bufio.Writer
+	enc *json.Encoder
+	csv *csv.Writer
+	// header is the CSV header, still to be written before the first record.
+	header bool
+}
+
+// NewWriter returns a Writer of format f on w. header asks for the CSV header
+// row (a new file); it is written with the first record or Flush.
+func NewWriter(w io.Writer, f Format, header bool) *Writer {
+	buf := bufio.NewWriterSize(w, 64<<10)
+	ew := &Writer{f: f, buf: buf}
+	switch f {
+	case CSV:
+		ew.csv = csv.NewWriter(buf)
+		ew.header = header
+	default:
+		ew.enc = json.NewEncoder(buf)
+		ew.enc.SetEscapeHTML(false)
+	}
+	return ew
+}
+
+// Write writes one result.
+func (w *Writer) Write(r *tasks.Result) error {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, r.Result); err != nil {
+		return fmt.Errorf("result of task %d fence %d: %w", r.TaskID, r.Fence, err)
+	}
+	cursor, submitted := strconv.FormatInt(r.Cursor, 10), r.SubmittedAt.UTC().Format(timeFormat)
+	if w.f != CSV {
+		var editor *int64
+		if r.EditorID != 0 {
+			editor = &r.EditorID
+		}
+		return w.enc.Encode(line{
+			Cursor: cursor, TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
+			Holder: r.Holder, EditorID: editor, Result: compact.Bytes(), SubmittedAt: submitted,
+		})
+	}
+	if err := w.writeHeader(); err != nil {
+		return err
+	}
+	editor := ""
+	if r.EditorID != 0 {
+		editor = strconv.FormatInt(r.EditorID, 10)
+	}
+	return w.csv.Write([]string{
+		cursor, strconv.FormatInt(r.TaskID, 10), strconv.FormatInt(r.Fence, 10), r.Category, r.Title,
+		r.Holder, editor, compact.String(), submitted,
+	})
+}
+
+func (w *Writer) writeHeader() error {
+	if !w.header {
+		return nil
+	}
+	w.header = false
+	return w.csv.Write(Columns)
+}
+
+// Flush writes the buffered records (and a new CSV file's header).
+func (w *Writer) Flush() error {
+	if w.csv != nil {
+		if err := w.writeHeader(); err != nil {
+			return err
+		}
+		w.csv.Flush()
+		if err := w.csv.Error(); err != nil {
+			return err
+		}
+	}
+	return w.buf.Flush()
+}
+
+// File is an open export file for Resume: its bytes are read from the start,
+// and single bytes are read at an offset.
+type File interface {
+	io.Reader
+	io.ReaderAt
+}
+
+// End is where an export file ends.
+type End struct {
+	// Cursor is the cursor of the last whole record, 0 when there is none.
+	Cursor int64
+	// Records counts the whole records.
+	Records int64
+	// Size is the length of the whole records (and a CSV header): a record cut
+	// short after them, by an export that was killed while writing it, is to
+	// be cut off before appending.
+	Size int64
+	// Header says the file has a CSV header row.
+	Header bool
+}
+
+// ErrNotExport means the file is not an export in the format: a record that
+// does not parse, a CSV header that is not Columns, or cursors that do not
+// grow.
+var ErrNotExport = errors.New("not an export file")
+
+// Resume reads an export file of format f to its end and reports it. Only the
+// last record may be cut short (it lacks its final newline, or a CSV quote
+// is open at the end); it is left out of End.
+func Resume(file File, f Format) (End, error) {
+	if f == CSV {
+		return resumeCSV(file)
+	}
+	return resumeJSON(file)
+}
+
+func resumeJSON(file File) (End, error) {
+	var end End
+	r := bufio.NewReaderSize(file, 64<<10)
+	for n := 1; ; n++ {
+		text, err := readLine(r)
+		if errors.Is(err, io.EOF) {
+			return end, nil // a line without its newline is cut short
+		}
+		if err != nil {
+			return end, fmt.Errorf("line %d: %w", n, err)
+		}
+		var rec struct {
+			Cursor string `json:"cursor"`
+		}
+		if err := json.Unmarshal(text, &rec); err != nil {
+			return end, fmt.Errorf("%w: line %d: %v", ErrNotExport, n, err)
+		}
+		if err := end.add(rec.Cursor, n, int64(len(text))); err != nil {
+			return end, err
+		}
+	}
+}
+
+// readLine reads a line up to and with its newline; io.EOF when there is no
+// newline before the end.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var text []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		text = append(text, chunk...)
+		switch {
+		case err == nil:
+			return text, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(text) > maxRecordBytes {
+				return nil, fmt.Errorf("%w: a line longer than %d bytes", ErrNotExport, maxRecordBytes)
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// add counts a whole record of size bytes with cursor s, at line n.
+func (e *End) add(s string, n int, size int64) error {
+	c, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || c <= e.Cursor {
+		return fmt.Errorf("%w: line %d has cursor %q after %d", ErrNotExport, n, s, e.Cursor)
+	}
+	e.Cursor = c
+	e.Records++
+	e.Size += size
+	return nil
+}
+
+func resumeCSV(file File) (End, error) {
+	var end End
+	r := csv.NewReader(file)
+	r.FieldsPerRecord = len(Columns)
+	r.ReuseRecord = true
+	endsLine := func(offset int64) bool {
+		var b [1]byte
+		_, err := file.ReadAt(b[:], offset-1)
+		return err == nil && b[0] == '\n'
+	}
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return end, nil
+		}
+		offset := r.InputOffset()
+		if err != nil {
+			// Cut short if it is the last record; malformed if more follow.
+			if _, next := r.Read(); errors.Is(next, io.EOF) {
+				return end, nil
+			}
+			return end, fmt.Errorf("%w: %v", ErrNotExport, err)
+		}
+		if !endsLine(offset) {
+			if _, next := r.Read(); errors.Is(next, io.EOF) {
+				return end, nil
+			}
+			return end, fmt.Errorf("%w: record at byte %d does not end its line", ErrNotExport, offset)
+		}
+		line, _ := r.FieldPos(0)
+		if !end.Header {
+			if !slices.Equal(rec, Columns) {
+				return end, fmt.Errorf("%w: the header is %q, want %q", ErrNotExport, rec, Columns)
+			}
+			end.Header, end.Size = true, offset
+			continue
+		}
+		if err := end.add(rec[0], line, offset-end.Size); err != nil {
+			return end, err
+		}
+		end.Size = offset
+	}
+}
