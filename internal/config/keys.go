@@ -52,6 +52,9 @@ func collectKeys(t reflect.Type, prefix string, index []int) []Key {
 		if name == "" || !f.IsExported() {
 			continue
 		}
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+			continue // a list of sections, such as webhooks: see loader.webhooks
+		}
 		path := prefix + name
 		idx := append(append([]int(nil), index...), i)
 		if f.Type.Kind() == reflect.Struct {

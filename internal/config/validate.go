@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/taskd/taskd"
 )
@@ -20,7 +21,7 @@ func (c *Config) Validate() error {
 	for _, e := range unjoin(err) {
 		var ce *taskd.ConfigError
 		if errors.As(e, &ce) {
-			e = &KeyError{Key: ce.Key, Source: c.sources[ce.Key], Msg: ce.Msg}
+			e = &KeyError{Key: ce.Key, Source: c.source(ce.Key), Msg: ce.Msg}
 		}
 		errs = append(errs, e)
 	}
@@ -33,4 +34,16 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// source is where the key at path came from; a webhook's key that is not
+// set (webhooks[0].url) names where the webhook is.
+func (c *Config) source(path string) string {
+	if src := c.sources[path]; src != "" {
+		return src
+	}
+	if i := strings.Index(path, "]."); strings.HasPrefix(path, webhooksKey+"[") && i > 0 {
+		return c.sources[path[:i+1]]
+	}
+	return ""
 }
