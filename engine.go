@@ -166,7 +166,9 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 		}
 		e.ownDB = true
 	}
-	if e.store, err = tasks.NewStore(e.db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold}); err != nil {
+	if e.store, err = tasks.NewStore(e.db, tasks.Config{
+		SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold, WebhookEvents: cfg.webhookEvents(),
+	}); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
 	switch {

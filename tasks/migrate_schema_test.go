@@ -43,11 +43,34 @@ func TestSchemaDiffSeesAKey(t *testing.T) {
 	if _, err := tasks.MigrateWith(ctx, only0001, migrations(t)[:1]); err != nil {
 		t.Fatal(err)
 	}
-	diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, only0001))
+	// Tables that later migrations add are left out: 0001 has no say on them.
+	diff := schemaDiff(onlyTablesOf(readSchema(t, fromSchema), readSchema(t, only0001)), readSchema(t, only0001))
 	want := "- index tasks.tasks_editor: BTREE (editor_id A)\n+ index tasks.tasks_editor: UNIQUE BTREE (editor_id A)\n"
 	if diff != want {
 		t.Errorf("schema.sql against 0001 alone: diff\n%s\nwant\n%s", diff, want)
 	}
+}
+
+// onlyTablesOf returns the entries of schema about the tables other has.
+func onlyTablesOf(schema, other map[string]string) map[string]string {
+	tables := map[string]bool{}
+	for k := range other {
+		if name, ok := strings.CutPrefix(k, "table "); ok {
+			tables[name] = true
+		}
+	}
+	out := map[string]string{}
+	for k, v := range schema {
+		name := k
+		if i := strings.LastIndex(name, " "); i >= 0 {
+			name = name[i+1:]
+		}
+		name, _, _ = strings.Cut(name, ".")
+		if tables[name] {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // openEmpty opens a new database without tables.

@@ -26,6 +26,7 @@ import (
 var frozenChecksums = map[int]string{
 	1: "763eefd88b186d862e1a71d190718a7de0ebefb5b95c63e7265a0ec103451116",
 	2: "0b667f1c175e84c05e11014075a695e17dd6b390a13c8614dfb7ee0fccf8de60",
+	7: "b5f6d3740b1df937752a8d54b4186aa0d4671dea9ec1102aada76d76790c419f",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
@@ -191,10 +192,11 @@ func TestMigrateAdoptsPreVersioningDatabase(t *testing.T) {
 			for _, a := range applied {
 				got = append(got, fmt.Sprintf("%s adopted=%v", a.ID(), a.Adopted))
 			}
-			if want := "[0001 initial adopted=true 0002 tasks_editor_not_unique adopted=false]"; fmt.Sprint(got) != want {
-				t.Errorf("applied %v, want %s", got, want)
+			if want := "[0001 initial adopted=true 0002 tasks_editor_not_unique adopted=false]"; len(got) != len(migrations(t)) ||
+				fmt.Sprint(got[:2]) != want {
+				t.Errorf("applied %v, want %s and the later migrations", got, want)
 			}
-			if len(versions(t, db)) != 2 {
+			if len(versions(t, db)) != len(migrations(t)) {
 				t.Errorf("version table: %v", versions(t, db))
 			}
 			var rows []string
@@ -460,8 +462,8 @@ func TestMigrateRerunsHalfApplied(t *testing.T) {
 	if _, err := tasks.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	execAll(t, db, `DELETE FROM `+tasks.VersionTable+` WHERE version = 2`)
-	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != 1 || applied[0].Version != 2 {
+	execAll(t, db, `DELETE FROM `+tasks.VersionTable+` WHERE version >= 2`)
+	if applied, err := tasks.Migrate(ctx, db); err != nil || len(applied) != len(migrations(t))-1 || applied[0].Version != 2 {
 		t.Fatalf("re-run of 0002: applied %v, err %v", applied, err)
 	}
 

@@ -36,8 +36,8 @@ func TestSplitStatements(t *testing.T) {
 
 func TestSplitSchema(t *testing.T) {
 	stmts := splitStatements(schemaSQL(t))
-	if len(stmts) != 6 {
-		t.Fatalf("schema has %d statements, want 6 (one per table)", len(stmts))
+	if len(stmts) != 9 {
+		t.Fatalf("schema has %d statements, want 9 (one per table)", len(stmts))
 	}
 	for i, s := range stmts {
 		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
@@ -56,7 +56,13 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 	enum := func(vals []string) string {
 		return "ENUM('" + strings.Join(vals, "', '") + "')"
 	}
-	var sv, kv []string
+	var sv, kv, wv, dv []string
+	for _, e := range WebhookEvents() {
+		wv = append(wv, string(e))
+	}
+	for _, d := range []DeliveryStatus{DeliveryPending, DeliveryDelivered, DeliveryFailed} {
+		dv = append(dv, string(d))
+	}
 	for _, s := range statuses {
 		sv = append(sv, string(s))
 	}
@@ -64,7 +70,7 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		kv = append(kv, string(k))
 	}
 	schema := schemaSQL(t)
-	for _, e := range []string{enum(sv), enum(kv)} {
+	for _, e := range []string{enum(sv), enum(kv), enum(wv), enum(dv)} {
 		if !strings.Contains(schema, e) {
 			t.Errorf("schema.sql has no %s", e)
 		}
