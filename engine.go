@@ -46,8 +46,8 @@ var (
 )
 
 // Engine is taskd in one value: the dispatcher and its wake-up relay, the
-// sweeper, the workers running the registered handlers, the editor API's
-// HTTP handler and the pool metrics, over the stores it opened or was
+// sweeper, the workers running the registered handlers, the webhook
+// deliverer, the editor API's HTTP handler and the pool metrics, over the stores it opened or was
 // given. Build it with New, run it with Start and Stop (or Run). It is safe
 // for concurrent use.
 type Engine struct {
@@ -63,8 +63,9 @@ type Engine struct {
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
 	sweeper *dispatcher.Sweeper
-	worker  *dispatcher.Worker // nil without handlers
-	api     *api.Handler       // nil without an admin token
+	worker  *dispatcher.Worker    // nil without handlers
+	hooks   *dispatcher.Deliverer // nil without webhooks
+	api     *api.Handler          // nil without an admin token
 	handler http.Handler
 
 	mu            sync.Mutex
@@ -72,6 +73,7 @@ type Engine struct {
 	stopped       bool
 	stopRun       context.CancelFunc
 	stopObserving func()
+	stopHooksObs  func()
 	srv           *http.Server
 	addr          string
 	serveErr      chan error
@@ -247,9 +249,18 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			return err
 		}
 	}
+	if len(cfg.Webhooks) > 0 {
+		if e.hooks, err = e.newDeliverer(cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.AdminToken == "" {
 		e.handler = healthHandler(e.tel.Metrics)
 		return nil
+	}
+	var backlog func(context.Context) (*tasks.WebhookBacklog, error)
+	if e.hooks != nil {
+		backlog = e.store.WebhookBacklog
 	}
 	e.api, err = api.New(api.Config{
 		Dispatcher: e.d,
@@ -263,6 +274,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		MaxWait:        cfg.HTTP.MaxWait,
 		RequestTimeout: cfg.HTTP.RequestTimeout,
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
+		WebhookBacklog: backlog,
 		Logger:         e.log,
 	})
 	if err != nil {
@@ -271,6 +283,29 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	e.handler = telemetry.HTTPHandler(e.api, e.tel)
 	return nil
 }
+
+// newDeliverer makes the webhook deliverer of cfg.Webhooks.
+func (e *Engine) newDeliverer(cfg Config) (*dispatcher.Deliverer, error) {
+	hooks := make([]dispatcher.Webhook, len(cfg.Webhooks))
+	for i, w := range cfg.Webhooks {
+		evs := make([]tasks.WebhookEvent, len(w.Events))
+		for j, ev := range w.Events {
+			evs[j] = tasks.WebhookEvent(ev)
+		}
+		hooks[i] = dispatcher.Webhook{
+			Name: w.Name, URL: w.URL, Events: evs, Secret: w.Secret, Timeout: w.Timeout,
+			Concurrency: w.Concurrency, MaxAttempts: w.MaxAttempts, MaxAge: w.MaxAge,
+		}
+	}
+	wd := cfg.WebhookDelivery
+	return dispatcher.NewDeliverer(e.d, dispatcher.DelivererConfig{
+		Store: e.store, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
+		BackoffBase: wd.BackoffBase, BackoffMax: wd.BackoffMax, Logger: e.log,
+	})
+}
+
+// Deliverer returns the engine's webhook deliverer, or nil without webhooks.
+func (e *Engine) Deliverer() *dispatcher.Deliverer { return e.hooks }
 
 // healthHandler is the Handler of an engine without the editor API: GET
 // /healthz, and GET /metrics when metrics is set.
@@ -342,13 +377,30 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	stopHooksObs := func() {}
+	if e.hooks != nil {
+		names := make([]string, len(e.cfg.Webhooks))
+		for i, w := range e.cfg.Webhooks {
+			names[i] = w.Name
+		}
+		if stopHooksObs, err = telemetry.ObserveWebhooks(e.tel, names, e.store.WebhookBacklog, 0); err != nil {
+			stopObserving()
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return err
+		}
+	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	e.started, e.stopRun, e.stopObserving = true, stopRun, stopObserving
+	e.started, e.stopRun, e.stopObserving, e.stopHooksObs = true, stopRun, stopObserving, stopHooksObs
 	// A fresh engine's services cannot refuse to start.
 	_ = e.d.Start(runCtx)
 	_ = e.sweeper.Start(runCtx)
 	if e.worker != nil {
 		_ = e.worker.Start(runCtx)
+	}
+	if e.hooks != nil {
+		_ = e.hooks.Start(runCtx)
 	}
 	if ln != nil {
 		e.serveErr = make(chan error, 1)
@@ -466,7 +518,14 @@ func (e *Engine) drain(ctx context.Context) error {
 	if err := e.sweeper.Stop(sctx); err != nil {
 		e.log.Warn("stop sweeper", "err", err)
 	}
+	if e.hooks != nil {
+		// Requests in flight are cancelled; their deliveries stay pending.
+		if err := e.hooks.Stop(sctx); err != nil {
+			e.log.Warn("stop webhook deliverer", "err", err)
+		}
+	}
 	e.stopObserving()
+	e.stopHooksObs()
 	if err := e.d.Stop(ctx); err != nil {
 		e.log.Warn("stop dispatcher", "err", err)
 	}

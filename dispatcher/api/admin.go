@@ -195,6 +195,20 @@ type statsJSON struct {
 	ExpiringSoon     int64                             `json:"expiring_soon"`
 	ExpiringWithinMS int64                             `json:"expiring_within_ms"`
 	Dispatcher       countersJSON                      `json:"dispatcher"`
+	// Webhooks is there when webhooks are configured.
+	Webhooks *webhooksJSON `json:"webhooks,omitempty"`
+}
+
+// webhooksJSON is the webhook backlog.
+type webhooksJSON struct {
+	// Backlog counts events still to be delivered: New plus every pending
+	// delivery.
+	Backlog int64 `json:"backlog"`
+	// New counts events not fanned out to deliveries yet.
+	New int64 `json:"new"`
+	// Pending and Failed count deliveries by webhook.
+	Pending map[string]int64 `json:"pending"`
+	Failed  map[string]int64 `json:"failed"`
 }
 
 type countersJSON struct {
@@ -229,6 +243,13 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 			out.ByCategory[c.Category] = counts
 		}
 		counts[c.Status] += c.Count
+	}
+	if a.backlog != nil {
+		b, err := a.backlog(r.Context())
+		if err != nil {
+			return err
+		}
+		out.Webhooks = &webhooksJSON{Backlog: b.PendingTotal(), New: b.New, Pending: b.Pending, Failed: b.Failed}
 	}
 	c := a.d.Stats()
 	out.Dispatcher = countersJSON{
