@@ -347,8 +347,9 @@ func (e *Engine) Addr() string {
 
 // Start starts the engine and returns: it listens on Config.HTTP.Addr when
 // set, then starts the dispatcher's wake-up relay, the sweeper, the pool
-// metrics and, with handlers, the workers. They run until Stop, whatever
-// becomes of ctx after Start returns; ctx gives them its values.
+// metrics, with handlers the workers, and with webhooks the webhook
+// deliverer. They run until Stop, whatever becomes of ctx after Start
+// returns; ctx gives them its values.
 //
 // Start returns an error wrapping ErrStarted on a running engine and
 // ErrStopped after Stop, and the listener's error when it cannot listen.
@@ -450,7 +451,8 @@ func (e *Engine) Run(ctx context.Context) error {
 // same time the workers stop claiming and give running handlers
 // Worker.ShutdownTimeout of grace, then cancel them and return their tasks
 // to the pool. Then the sweeper stops (a running sweep may finish), then
-// the relay and the pool metrics, and the stores and telemetry the engine
+// the webhook deliverer (posts in flight are cancelled; their deliveries
+// stay pending for the next deliverer), then the relay and the metrics, and the stores and telemetry the engine
 // opened are closed. ctx bounds all of it: when it ends, what is still
 // draining is cut off.
 //

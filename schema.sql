@@ -142,6 +142,9 @@ CREATE TABLE IF NOT EXISTS task_skips (
 -- receivers deduplicate by. Rows are appended by the hot paths and never updated by
 -- them; the delivering process fans each new event out (fanned_out) to a delivery per
 -- subscribed webhook. A submitted event's result is read from task_results at delivery.
+-- Writing an event waits for no lock: it appends a row (auto-increment id, no unique
+-- secondary key) after the change's own locks are taken, so the lock order of the
+-- writes is unchanged; the fan-out locks committed rows only, skipping locked ones.
 CREATE TABLE IF NOT EXISTS webhook_outbox (
   id         BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   kind       ENUM('submitted', 'dead', 'expired', 'released') NOT NULL,
