@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,52 @@ func TestDeliveries(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM webhook_deliveries WHERE status <> 'pending' AND done_at IS NULL`); n != 0 {
 		t.Errorf("%d finished deliveries have no done_at", n)
+	}
+}
+
+// TestWebhookQueryPlans checks with EXPLAIN that the deliverer's reads use
+// their indexes, so that their cost follows the backlog, not the history of
+// delivered events.
+func TestWebhookQueryPlans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{InsertBatchSize: 1000})
+	nts := make([]tasks.NewTask, 20000)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "c", Title: "t"}
+	}
+	b.insert(t, nts...)
+	b.exec(t, `INSERT INTO webhook_outbox (kind, task_id, fence, category, cause, fanned_out)
+		SELECT 'submitted', id, 1, category, 'submit', id % 100 <> 0 FROM tasks`)
+	b.exec(t, `INSERT INTO task_results (task_id, fence, holder, result) SELECT task_id, fence, 'w', '{}' FROM webhook_outbox`)
+	b.exec(t, `INSERT INTO webhook_deliveries (event_id, webhook, status)
+		SELECT id, 'a', IF(id % 50 = 1, 'pending', IF(id % 97 = 0, 'failed', 'delivered')) FROM webhook_outbox WHERE fanned_out = 1`)
+	b.exec(t, `INSERT INTO webhook_deliveries (event_id, webhook, status)
+		SELECT id, 'b', IF(id % 40 = 1, 'pending', 'delivered') FROM webhook_outbox WHERE fanned_out = 1`)
+	b.exec(t, `ANALYZE TABLE webhook_outbox, webhook_deliveries, task_results`)
+
+	for _, c := range []struct {
+		name, query string
+		keys        map[string]string // table -> key
+		args        []any
+	}{
+		{"FanOut (lock new events)", tasks.FanOutLockSQL, map[string]string{"webhook_outbox": "webhook_outbox_new"}, []any{100}},
+		{"DueDeliveries", tasks.DueDeliveriesSQL, map[string]string{"d": "webhook_deliveries_due", "o": "PRIMARY", "r": "PRIMARY"}, []any{"a", 100}},
+		{"WebhookBacklog (new)", tasks.BacklogNewSQL, map[string]string{"webhook_outbox": "webhook_outbox_new"}, nil},
+		{"WebhookBacklog (deliveries)", tasks.BacklogSQL, map[string]string{"webhook_deliveries": "webhook_deliveries_status"}, nil},
+	} {
+		plan := b.explain(t, c.query, c.args...)
+		t.Logf("%s:\n%s\n%s", c.name, c.query, formatPlan(plan))
+		noFullScans(t, c.name, plan)
+		if len(plan) != len(c.keys) {
+			t.Errorf("%s: want %d tables read:\n%s", c.name, len(c.keys), formatPlan(plan))
+		}
+		for _, r := range plan {
+			if want, ok := c.keys[r.Table]; !ok || r.Key != want {
+				t.Errorf("%s: %s read with key %q, want %q:\n%s", c.name, r.Table, r.Key, want, formatPlan(plan))
+			}
+			if r.Table == "d" && strings.Contains(r.Extra, "filesort") {
+				t.Errorf("%s: due deliveries sorted instead of read in index order:\n%s", c.name, formatPlan(plan))
+			}
+		}
 	}
 }
