@@ -185,9 +185,9 @@ func work(s *server, ed editorJSON, category string, n int) int {
 
 // TestE2EWebhooksSurviveKill: two taskd processes share a database and a
 // webhook. The receiver first fails (500), then is down (connection refused),
-// then recovers; mid-stream, the process delivering is killed with SIGKILL.
-// The other takes over, and the receiver ends up with every event exactly
-// once after deduplication by id, each signed.
+// then recovers; mid-stream, the process delivering is killed with SIGKILL,
+// and more events follow. The other takes over, and the receiver ends up with
+// every event exactly once after deduplication by id, each signed.
 func TestE2EWebhooksSurviveKill(t *testing.T) {
 	t.Parallel()
 	rc := newFlakyReceiver(t)
@@ -241,7 +241,7 @@ webhook_delivery:
 	if other.hasLog(obtained) {
 		t.Fatal("both processes deliver")
 	}
-	ed := other.createEditor("hookie", "hooks1", "hooks2")
+	ed := other.createEditor("hookie", "hooks1", "hooks2", "hooks3")
 
 	// Phase 1: the receiver fails every request.
 	events := work(other, ed, "hooks1", 60)
@@ -249,15 +249,17 @@ webhook_delivery:
 		_, _, failed, _ := rc.counts()
 		return failed >= 30
 	})
-	// Phase 2: down.
+	// Phase 2: down, while more events come.
 	rc.down()
+	events += work(other, ed, "hooks2", 140)
 	testenv.Eventually(t, 30*time.Second, "refused connections logged", func() bool {
 		return count(`SELECT COUNT(*) FROM webhook_attempts WHERE error LIKE '%connection refused%'`) >= 20
 	})
-	// Phase 3: up again, more events coming; kill the deliverer mid-stream.
+	// Phase 3: up again; with a backlog of all the events (the receiver
+	// takes at least 2.4s for them), kill the deliverer mid-stream, and make
+	// more events once it is gone.
 	upAt := time.Now()
 	rc.up()
-	events += work(other, ed, "hooks2", 140)
 	testenv.Eventually(t, 30*time.Second, "deliveries flowing", func() bool {
 		_, _, _, unique := rc.counts()
 		return unique >= 40
@@ -271,6 +273,7 @@ webhook_delivery:
 	}
 	killedAt := time.Now()
 	<-leader.done
+	events += work(other, ed, "hooks3", 20)
 	testenv.Eventually(t, 30*time.Second, "the survivor delivering", func() bool { return other.hasLog(obtained) })
 	tookOver := time.Since(killedAt)
 	testenv.Eventually(t, 60*time.Second, "every event delivered", func() bool {
