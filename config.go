@@ -54,6 +54,17 @@ const (
 	logFormatDefault = "text"
 
 	serviceNameDefault = "taskd"
+
+	webhookTimeoutDefault     = 10 * time.Second
+	webhookConcurrencyDefault = 4
+	webhookMaxAttemptsDefault = 25
+	webhookMaxAgeDefault      = 72 * time.Hour
+
+	webhookPollIntervalDefault = time.Second
+	webhookLeaseTTLDefault     = 10 * time.Second
+	webhookBatchDefault        = 100
+	webhookBackoffBaseDefault  = time.Second
+	webhookBackoffMaxDefault   = 10 * time.Minute
 )
 
 // Limits checked by Validate.
@@ -63,6 +74,8 @@ const (
 	keyPrefixMaxLen      = 64
 	workerConcurrencyMax = 1024
 	maxWaitMax           = 15 * time.Minute
+	webhookNameMaxLen    = 64
+	webhookSecretMinLen  = 16
 )
 
 // Config configures an Engine. Every section and key has the name it has in
@@ -87,6 +100,13 @@ type Config struct {
 	// inserts the same task with the key "schedule:<name>:<tick, UTC, RFC
 	// 3339>", so that each tick makes one task however many replicas run.
 	Schedules []ScheduleConfig `yaml:"schedules"`
+	// Webhooks are the HTTP endpoints the engine posts task events to. Each
+	// event is written to an outbox in the transaction of the change it
+	// reports, and only for the events some webhook subscribes to: without
+	// webhooks, nothing is written. Default none.
+	Webhooks []WebhookConfig `yaml:"webhooks"`
+	// WebhookDelivery configures how webhooks are delivered.
+	WebhookDelivery WebhookDeliveryConfig `yaml:"webhook_delivery"`
 }
 
 // ScheduleConfig is a periodic task (see Config.Schedules).
@@ -119,6 +139,68 @@ func (c ScheduleConfig) periodic() (dispatcher.Periodic, error) {
 		p.Task.Payload = data
 	}
 	return p, nil
+}
+
+// Webhook event names, the values of WebhookConfig.Events.
+const (
+	// WebhookSubmitted: a holder's result was accepted; the task is done.
+	WebhookSubmitted = string(tasks.WebhookSubmitted)
+	// WebhookDead: a holder reported a failure and no attempts are left.
+	WebhookDead = string(tasks.WebhookDead)
+	// WebhookExpired: a claim's lease passed and the task went back to the
+	// pool (a sweep) or to a new claim (a takeover).
+	WebhookExpired = string(tasks.WebhookExpired)
+	// WebhookReleased: a claim was given back by its holder (also a skip)
+	// or revoked by an operator.
+	WebhookReleased = string(tasks.WebhookReleased)
+)
+
+// WebhookConfig is one webhook: where events of the listed kinds are
+// posted, and the secret that signs them.
+type WebhookConfig struct {
+	// Name identifies the webhook in the delivery log, metrics and stats:
+	// 1..64 letters, digits, '.', '_' or '-', unique. Renaming a webhook
+	// leaves the deliveries under its old name undelivered.
+	Name string `yaml:"name"`
+	// URL is the absolute http or https URL events are posted to.
+	URL string `yaml:"url"`
+	// Events are the event kinds posted: submitted, dead, expired or
+	// released; at least one.
+	Events []string `yaml:"events"`
+	// Secret is the HMAC-SHA256 key of the Taskd-Signature header: at least
+	// 16 characters (see webhook.Verify).
+	Secret string `yaml:"secret" secret:"true"`
+	// Timeout bounds one POST, from connecting to reading the answer's
+	// status. Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Concurrency is how many POSTs to this webhook may be in flight at
+	// once, 1..256. Default 4.
+	Concurrency int `yaml:"concurrency"`
+	// MaxAttempts is how many POSTs a delivery gets before it is marked
+	// failed, 1..1000. Default 25.
+	MaxAttempts int `yaml:"max_attempts"`
+	// MaxAge is how long after the event a delivery is still attempted; a
+	// delivery that fails past it is marked failed. Default 72h.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// WebhookDeliveryConfig configures the delivery of webhooks. One process
+// at a time delivers, holding a lock on Redis.
+type WebhookDeliveryConfig struct {
+	// PollInterval is how often the delivering process looks for new events
+	// and for deliveries due for a retry. At least 10ms. Default 1s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// LeaseTTL is the time to live of the delivery lock: a process that
+	// loses it stops delivering within it, and when a delivering process
+	// dies, another takes over within it. At least 1s. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// Batch is how many events one poll fetches, 1..1000. Default 100.
+	Batch int `yaml:"batch"`
+	// BackoffBase and BackoffMax bound the wait before a retry: it doubles
+	// from BackoffBase with each failed attempt up to BackoffMax, with
+	// jitter. Defaults 1s and 10m.
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
 }
 
 // HTTPConfig configures the HTTP API.
@@ -349,7 +431,37 @@ func (c Config) WithDefaults() Config {
 
 	setDefault(&c.Telemetry.Traces, "none")
 	setDefault(&c.Telemetry.ServiceName, serviceNameDefault)
+
+	c.Webhooks = slices.Clone(c.Webhooks)
+	for i := range c.Webhooks {
+		w := &c.Webhooks[i]
+		w.Events = slices.Clone(w.Events)
+		setDefault(&w.Timeout, webhookTimeoutDefault)
+		setDefault(&w.Concurrency, webhookConcurrencyDefault)
+		setDefault(&w.MaxAttempts, webhookMaxAttemptsDefault)
+		setDefault(&w.MaxAge, webhookMaxAgeDefault)
+	}
+	wd := &c.WebhookDelivery
+	setDefault(&wd.PollInterval, webhookPollIntervalDefault)
+	setDefault(&wd.LeaseTTL, webhookLeaseTTLDefault)
+	setDefault(&wd.Batch, webhookBatchDefault)
+	setDefault(&wd.BackoffBase, webhookBackoffBaseDefault)
+	setDefault(&wd.BackoffMax, webhookBackoffMaxDefault)
 	return c
+}
+
+// webhookEvents returns the event kinds some webhook subscribes to, for the
+// store's outbox.
+func (c Config) webhookEvents() []tasks.WebhookEvent {
+	var evs []tasks.WebhookEvent
+	for _, w := range c.Webhooks {
+		for _, e := range w.Events {
+			if ev := tasks.WebhookEvent(e); !slices.Contains(evs, ev) {
+				evs = append(evs, ev)
+			}
+		}
+	}
+	return evs
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -408,6 +520,7 @@ func (c Config) validate(needDSN bool) error {
 	v.worker()
 	v.misc()
 	v.schedules()
+	v.webhooks()
 	return errors.Join(v.errs...)
 }
 
@@ -658,4 +771,75 @@ func checkEndpoint(e string) error {
 		return nil
 	}
 	return checkHostPort(e, false)
+}
+
+func (v *validator) webhooks() {
+	names := map[string]int{}
+	for i, w := range v.c.Webhooks {
+		key := func(field string) string { return fmt.Sprintf("webhooks[%d].%s", i, field) }
+		switch {
+		case w.Name == "" || len(w.Name) > webhookNameMaxLen || strings.IndexFunc(w.Name, notNameRune) >= 0:
+			v.fail(key("name"), "must be 1..%d letters, digits, '.', '_' or '-', got %q", webhookNameMaxLen, w.Name)
+		default:
+			if j, dup := names[w.Name]; dup {
+				v.fail(key("name"), "%q is also the name of webhooks[%d]", w.Name, j)
+			}
+			names[w.Name] = i
+		}
+		if err := checkWebhookURL(w.URL); err != nil {
+			v.fail(key("url"), "%v", err)
+		}
+		if len(w.Events) == 0 {
+			v.fail(key("events"), "must list at least one of submitted, dead, expired, released")
+		}
+		for j, e := range w.Events {
+			switch {
+			case !slices.Contains(tasks.WebhookEvents(), tasks.WebhookEvent(e)):
+				v.fail(key("events"), "unknown event %q (want submitted, dead, expired or released)", e)
+			case slices.Contains(w.Events[:j], e):
+				v.fail(key("events"), "%q is listed twice", e)
+			}
+		}
+		// The secret itself is never quoted.
+		if n := utf8.RuneCountInString(w.Secret); n < webhookSecretMinLen || !utf8.ValidString(w.Secret) {
+			v.fail(key("secret"), "must be at least %d characters, got %d", webhookSecretMinLen, n)
+		}
+		v.atLeast(key("timeout"), w.Timeout, 10*time.Millisecond)
+		v.between(key("concurrency"), w.Concurrency, 1, 256)
+		v.between(key("max_attempts"), w.MaxAttempts, 1, 1000)
+		v.atLeast(key("max_age"), w.MaxAge, time.Second)
+	}
+	d := v.c.WebhookDelivery
+	v.atLeast("webhook_delivery.poll_interval", d.PollInterval, 10*time.Millisecond)
+	v.atLeast("webhook_delivery.lease_ttl", d.LeaseTTL, time.Second)
+	v.between("webhook_delivery.batch", d.Batch, 1, 1000)
+	if v.atLeast("webhook_delivery.backoff_base", d.BackoffBase, time.Millisecond) && d.BackoffMax < d.BackoffBase {
+		v.fail("webhook_delivery.backoff_max", "must be at least webhook_delivery.backoff_base (%v), got %q", d.BackoffBase, d.BackoffMax.String())
+	}
+}
+
+// notNameRune reports whether r may not appear in a webhook's name.
+func notNameRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+}
+
+// checkWebhookURL accepts an absolute http(s) URL with a host and no user
+// information (it would be sent with every event).
+func checkWebhookURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return errors.New("must be set, e.g. https://example.com/hooks/taskd")
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("must be an http or https URL, got %q", s)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("must name a host, got %q", s)
+	case u.User != nil:
+		return errors.New("must not hold a user or password")
+	case u.Fragment != "":
+		return fmt.Errorf("must not have a fragment, got %q", s)
+	}
+	return nil
 }

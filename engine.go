@@ -47,7 +47,7 @@ var (
 
 // Engine is taskd in one value: the dispatcher and its wake-up relay, the
 // sweeper, the scheduler of periodic tasks (Config.Schedules), the workers
-// running the registered handlers, the editor API's
+// running the registered handlers, the webhook deliverer, the editor API's
 // HTTP handler and the pool metrics, over the stores it opened or was
 // given. Build it with New, run it with Start and Stop (or Run). It is safe
 // for concurrent use.
@@ -67,6 +67,7 @@ type Engine struct {
 	sweeper *dispatcher.Sweeper
 	sched   *dispatcher.Scheduler // nil without Config.Schedules
 	worker  *dispatcher.Worker    // nil without handlers
+	hooks   *dispatcher.Deliverer // nil without webhooks
 	api     *api.Handler          // nil without an admin token
 	handler http.Handler
 
@@ -75,6 +76,7 @@ type Engine struct {
 	stopped       bool
 	stopRun       context.CancelFunc
 	stopObserving func()
+	stopHooksObs  func()
 	srv           *http.Server
 	addr          string
 	serveErr      chan error
@@ -174,7 +176,10 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 			return fmt.Errorf("mysql replica at %s is unreachable (leave mysql.replica_dsn empty to run without one): %w", server(dsn), err)
 		}
 	}
-	if e.store, err = tasks.NewStore(e.db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold, Replica: e.replica}); err != nil {
+	if e.store, err = tasks.NewStore(e.db, tasks.Config{
+		SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold,
+		Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
+	}); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
 	switch {
@@ -267,9 +272,18 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			return err
 		}
 	}
+	if len(cfg.Webhooks) > 0 {
+		if e.hooks, err = e.newDeliverer(cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.AdminToken == "" {
 		e.handler = healthHandler(e.tel.Metrics)
 		return nil
+	}
+	var backlog func(context.Context) (*tasks.WebhookBacklog, error)
+	if e.hooks != nil {
+		backlog = e.store.WebhookBacklog
 	}
 	e.api, err = api.New(api.Config{
 		Dispatcher: e.d,
@@ -283,6 +297,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		MaxWait:        cfg.HTTP.MaxWait,
 		RequestTimeout: cfg.HTTP.RequestTimeout,
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
+		WebhookBacklog: backlog,
 		Logger:         e.log,
 	})
 	if err != nil {
@@ -291,6 +306,29 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	e.handler = telemetry.HTTPHandler(e.api, e.tel)
 	return nil
 }
+
+// newDeliverer makes the webhook deliverer of cfg.Webhooks.
+func (e *Engine) newDeliverer(cfg Config) (*dispatcher.Deliverer, error) {
+	hooks := make([]dispatcher.Webhook, len(cfg.Webhooks))
+	for i, w := range cfg.Webhooks {
+		evs := make([]tasks.WebhookEvent, len(w.Events))
+		for j, ev := range w.Events {
+			evs[j] = tasks.WebhookEvent(ev)
+		}
+		hooks[i] = dispatcher.Webhook{
+			Name: w.Name, URL: w.URL, Events: evs, Secret: w.Secret, Timeout: w.Timeout,
+			Concurrency: w.Concurrency, MaxAttempts: w.MaxAttempts, MaxAge: w.MaxAge,
+		}
+	}
+	wd := cfg.WebhookDelivery
+	return dispatcher.NewDeliverer(e.d, dispatcher.DelivererConfig{
+		Store: e.store, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
+		BackoffBase: wd.BackoffBase, BackoffMax: wd.BackoffMax, Logger: e.log,
+	})
+}
+
+// Deliverer returns the engine's webhook deliverer, or nil without webhooks.
+func (e *Engine) Deliverer() *dispatcher.Deliverer { return e.hooks }
 
 // healthHandler is the Handler of an engine without the editor API: GET
 // /healthz, and GET /metrics when metrics is set.
@@ -332,9 +370,9 @@ func (e *Engine) Addr() string {
 
 // Start starts the engine and returns: it listens on Config.HTTP.Addr when
 // set, then starts the dispatcher's wake-up relay, the sweeper, the
-// scheduler (with Config.Schedules), the pool metrics and, with handlers,
-// the workers. They run until Stop, whatever
-// becomes of ctx after Start returns; ctx gives them its values.
+// scheduler (with Config.Schedules), the pool metrics, with handlers the
+// workers, and with webhooks the webhook deliverer. They run until Stop,
+// whatever becomes of ctx after Start returns; ctx gives them its values.
 //
 // Start returns an error wrapping ErrStarted on a running engine and
 // ErrStopped after Stop, and the listener's error when it cannot listen.
@@ -363,8 +401,22 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	stopHooksObs := func() {}
+	if e.hooks != nil {
+		names := make([]string, len(e.cfg.Webhooks))
+		for i, w := range e.cfg.Webhooks {
+			names[i] = w.Name
+		}
+		if stopHooksObs, err = telemetry.ObserveWebhooks(e.tel, names, e.store.WebhookBacklog, 0); err != nil {
+			stopObserving()
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return err
+		}
+	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	e.started, e.stopRun, e.stopObserving = true, stopRun, stopObserving
+	e.started, e.stopRun, e.stopObserving, e.stopHooksObs = true, stopRun, stopObserving, stopHooksObs
 	// A fresh engine's services cannot refuse to start.
 	_ = e.d.Start(runCtx)
 	_ = e.sweeper.Start(runCtx)
@@ -373,6 +425,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if e.worker != nil {
 		_ = e.worker.Start(runCtx)
+	}
+	if e.hooks != nil {
+		_ = e.hooks.Start(runCtx)
 	}
 	if ln != nil {
 		e.serveErr = make(chan error, 1)
@@ -422,8 +477,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // same time the workers stop claiming and give running handlers
 // Worker.ShutdownTimeout of grace, then cancel them and return their tasks
 // to the pool. Then the sweeper and the scheduler stop (a running sweep may
-// finish), then
-// the relay and the pool metrics, and the stores and telemetry the engine
+// finish), then the webhook deliverer (posts in flight are cancelled; their
+// deliveries stay pending for the next deliverer), then the relay and the
+// metrics, and the stores and telemetry the engine
 // opened are closed. ctx bounds all of it: when it ends, what is still
 // draining is cut off.
 //
@@ -496,7 +552,14 @@ func (e *Engine) drain(ctx context.Context) error {
 			e.log.Warn("stop scheduler", "err", err)
 		}
 	}
+	if e.hooks != nil {
+		// Requests in flight are cancelled; their deliveries stay pending.
+		if err := e.hooks.Stop(sctx); err != nil {
+			e.log.Warn("stop webhook deliverer", "err", err)
+		}
+	}
 	e.stopObserving()
+	e.stopHooksObs()
 	if err := e.d.Stop(ctx); err != nil {
 		e.log.Warn("stop dispatcher", "err", err)
 	}

@@ -45,8 +45,8 @@
 --
 -- Rules for this file and the migrations: statements end with ';' at the end of a line;
 -- there are no procedures, triggers or DELIMITER changes, so they can be split on those
--- semicolons. Keep the ENUMs in sync with the Status and EventKind constants in package
--- tasks.
+-- semicolons. Keep the ENUMs in sync with the Status, EventKind, WebhookEvent and
+-- DeliveryStatus constants in package tasks.
 
 CREATE TABLE IF NOT EXISTS tasks (
   id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -190,4 +190,65 @@ CREATE TABLE IF NOT EXISTS paused_categories (
   category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   paused_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (category)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- Webhooks (tasks/webhooks.go). The outbox holds task events for webhooks, written in
+-- the transaction of the change each reports (submit, fail to dead, expiry, release),
+-- and only for the kinds some configured webhook subscribes to. Its id is the event id
+-- receivers deduplicate by. Rows are appended by the hot paths and never updated by
+-- them; the delivering process fans each new event out (fanned_out) to a delivery per
+-- subscribed webhook. A submitted event's result is read from task_results at delivery.
+-- Writing an event waits for no lock: it appends a row (auto-increment id, no unique
+-- secondary key) after the change's own locks are taken, so the lock order of the
+-- writes is unchanged; the fan-out locks committed rows only, skipping locked ones.
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+  id         BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  kind       ENUM('submitted', 'dead', 'expired', 'released') NOT NULL,
+  task_id    BIGINT UNSIGNED NOT NULL,
+  -- The fence, holder and editor of the claim the event is about.
+  fence      BIGINT UNSIGNED NOT NULL,
+  holder     VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  editor_id  BIGINT UNSIGNED NULL,
+  category   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  -- What caused it (tasks.WebhookCause): submit, fail, sweep, takeover, reclaim,
+  -- release, skip or force.
+  cause      VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  -- The holder's release reason, or the error of a dead task.
+  detail     VARCHAR(1024) NULL,
+  created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  fanned_out TINYINT(1) NOT NULL DEFAULT 0,
+  PRIMARY KEY (id),
+  KEY webhook_outbox_new (fanned_out, id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- One event to one webhook: pending until the receiver answers 2xx (delivered) or
+-- attempts or age run out (failed; kept, visible in stats and the log).
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+  event_id        BIGINT UNSIGNED NOT NULL,
+  webhook         VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  status          ENUM('pending', 'delivered', 'failed') NOT NULL DEFAULT 'pending',
+  attempts        INT NOT NULL DEFAULT 0,
+  next_attempt_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  last_error      VARCHAR(1024) NULL,
+  created_at      DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  done_at         DATETIME(3) NULL,
+  PRIMARY KEY (event_id, webhook),
+  -- Due deliveries of a webhook: status = 'pending' AND next_attempt_at <= NOW(3).
+  KEY webhook_deliveries_due (webhook, status, next_attempt_at),
+  KEY webhook_deliveries_status (status),
+  CONSTRAINT webhook_deliveries_event FOREIGN KEY (event_id) REFERENCES webhook_outbox (id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- The delivery log: one row per POST, with the answer's status code or the error.
+CREATE TABLE IF NOT EXISTS webhook_attempts (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  event_id    BIGINT UNSIGNED NOT NULL,
+  webhook     VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  attempt     INT NOT NULL,
+  status_code INT NULL,
+  error       VARCHAR(1024) NULL,
+  duration_ms INT NOT NULL,
+  `at`        DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (id),
+  KEY webhook_attempts_delivery (event_id, webhook, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;

@@ -146,7 +146,7 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 			// The rows are locked: nothing else can have changed them.
 			return fmt.Errorf("%s matched %d of %d locked rows", ch.op, matched, len(evs))
 		}
-		return insertEvents(ctx, tx, evs...)
+		return s.insertEvents(ctx, tx, evs...)
 	})
 	return locked, changed, err
 }

@@ -9,11 +9,21 @@ import (
 
 // BenchmarkClaimSubmit measures one claim and one submit of a pending task,
 // one after the other, on the one-round-trip batches (batch) against the
-// locking transaction the store uses for takeovers (locking).
+// locking transaction the store uses for takeovers (locking), and the batches
+// when webhooks subscribe to every event, so that each submit also writes the
+// outbox in its batch (batch+outbox).
 func BenchmarkClaimSubmit(b *testing.B) {
-	for name, status := range map[string]tasks.Status{"batch": tasks.StatusPending, "locking": ""} {
+	for name, c := range map[string]struct {
+		status tasks.Status
+		cfg    tasks.Config
+	}{
+		"batch":        {tasks.StatusPending, tasks.Config{}},
+		"locking":      {"", tasks.Config{}},
+		"batch+outbox": {tasks.StatusPending, tasks.Config{WebhookEvents: tasks.WebhookEvents()}},
+	} {
+		status := c.status
 		b.Run(name, func(b *testing.B) {
-			s := setup(b, tasks.Config{})
+			s := setup(b, c.cfg)
 			ed := s.editor(b, "ed", "news")
 			nts := make([]tasks.NewTask, b.N)
 			for i := range nts {

@@ -227,7 +227,7 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 				return ErrEditorDisabled
 			}
 			if ed.Held != 0 {
-				if err := freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Held); err != nil {
+				if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Held); err != nil {
 					return err
 				}
 			}
@@ -269,13 +269,14 @@ func (s *Store) claimLocked(ctx context.Context, p ClaimParams, lease time.Durat
 			evs = append(evs, event{
 				taskID: p.TaskID, kind: EventExpired, fence: row.Fence,
 				holder: row.Holder, editorID: row.EditorID, detail: "taken over by " + p.Holder,
+				category: row.Category, cause: WebhookTakeover,
 			})
 		}
 		evs = append(evs, event{
 			taskID: p.TaskID, kind: EventClaimed, fence: row.Fence + 1,
 			holder: p.Holder, editorID: p.EditorID,
 		})
-		if err := insertEvents(ctx, tx, evs...); err != nil {
+		if err := s.insertEvents(ctx, tx, evs...); err != nil {
 			return err
 		}
 
@@ -330,7 +331,7 @@ func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor,
 const (
 	// editorTaskLockSQL locks the task lockEditor found by primary key, which also
 	// sees a release, a submit or a recycle that committed in the meantime.
-	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, lease_expires_at < NOW(3) AS expired
+	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired
 FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
 	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
@@ -340,11 +341,12 @@ WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)
 // freeExpiredEditorClaim returns task id, which names the editor, to the pool if its
 // lease has passed, and returns ErrEditorBusy if it is live. The caller holds the
 // editor's row.
-func freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, id int64) error {
+func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, id int64) error {
 	var held struct {
-		Fence   int64  `db:"fence"`
-		Holder  string `db:"holder"`
-		Expired bool   `db:"expired"`
+		Fence    int64  `db:"fence"`
+		Holder   string `db:"holder"`
+		Category string `db:"category"`
+		Expired  bool   `db:"expired"`
 	}
 	if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -362,9 +364,10 @@ func freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, id int64
 	if err := expectOne(res); err != nil {
 		return err
 	}
-	return insertEvents(ctx, tx, event{
+	return s.insertEvents(ctx, tx, event{
 		taskID: id, kind: EventRecycled, fence: held.Fence, holder: held.Holder,
 		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
+		category: held.Category, cause: WebhookReclaim,
 	})
 }
 

@@ -81,9 +81,9 @@ func (s *Store) DisableEditor(ctx context.Context, id int64) (*Revoked, error) {
 		if row.AssignedAt != nil {
 			revoked.AssignedAt = *row.AssignedAt
 		}
-		return insertEvents(ctx, tx, event{
+		return s.insertEvents(ctx, tx, event{
 			taskID: ed.Held, kind: EventReleased, fence: row.Fence, holder: row.Holder, editorID: id,
-			detail: "forced: editor disabled",
+			detail: "forced: editor disabled", category: row.Category, cause: WebhookForce,
 		})
 	})
 	if err != nil {

@@ -114,7 +114,7 @@ func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, er
 		if err := fencedExec(ctx, tx, heartbeatSQL, expires, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, event{
+		return s.insertEvents(ctx, tx, event{
 			taskID: p.TaskID, kind: EventHeartbeat, fence: p.Fence, holder: p.Holder, editorID: c.EditorID,
 		})
 	})
@@ -140,23 +140,38 @@ type SubmitParams struct {
 // (@taskd_now), on a row the first of them locked: all three happen, or none. The
 // result row and the event are copied from the row before the UPDATE clears its
 // editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
-const submitSQL = `START TRANSACTION;
+const submitSQL = submitStartSQL + submitDoneSQL
+
+// submitStartSQL and submitDoneSQL are the start and the end of submitSQL and
+// submitOutboxSQL.
+const submitStartSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
 INSERT INTO task_results (task_id, fence, holder, editor_id, result)
 	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
 INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
-UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
+`
+
+const submitDoneSQL = `UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
 SELECT ROW_COUNT() AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
 	FROM tasks WHERE id = ?;
 COMMIT`
+
+// submitOutboxSQL is submitSQL that also writes the 'submitted' record of the
+// webhook outbox, copied from the same live claim at the same instant: the store
+// runs it when webhooks subscribe to submitted events. The result is not copied:
+// deliveries read it from task_results.
+const submitOutboxSQL = submitStartSQL + `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
+	SELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks` + liveClaimNowWhere + `;
+` + submitDoneSQL
 
 // liveClaimNowWhere is liveClaimWhere at the batch's instant.
 const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
 
 // Submit accepts the holder's result and completes the task, in one transaction and
 // one round trip: the fenced UPDATE to done, one task_results row keyed by (task_id,
-// fence), and a 'submitted' event. The task keeps its holder and assigned_at as a
+// fence), a 'submitted' event and, when webhooks subscribe to it, the webhook
+// outbox's record. The task keeps its holder and assigned_at as a
 // record of who completed it; editor_id is cleared so the editor can claim again.
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
@@ -177,10 +192,12 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 		// A string, not bytes: MySQL refuses binary strings in JSON columns.
 		string(p.Result), p.TaskID, p.Fence, p.Holder,
 		p.TaskID, p.Fence, p.Holder,
-		p.TaskID, p.Fence, p.Holder,
-		p.TaskID,
 	}
-	if err := s.batch(ctx, submitSQL, args, scanOne(&row, &found)); err != nil {
+	if s.outbox[WebhookSubmitted] {
+		args = append(args, p.TaskID, p.Fence, p.Holder)
+	}
+	args = append(args, p.TaskID, p.Fence, p.Holder, p.TaskID)
+	if err := s.batch(ctx, s.submitSQL, args, scanOne(&row, &found)); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
 	if !found || row.Submitted == 0 || row.AssignedAt == nil || row.DoneAt == nil {
@@ -244,16 +261,17 @@ func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 		if err := fencedExec(ctx, tx, releaseSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
-		kind := EventReleased
+		kind, cause := EventReleased, WebhookRelease
 		if p.Skip {
-			kind = EventSkipped
+			kind, cause = EventSkipped, WebhookSkip
 			skip := micros(s.cfg.SkipFor)
 			if _, err := tx.ExecContext(ctx, upsertSkipSQL, p.TaskID, c.EditorID, skip, skip); err != nil {
 				return err
 			}
 		}
-		return insertEvents(ctx, tx, event{
+		return s.insertEvents(ctx, tx, event{
 			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Reason,
+			category: c.Category, cause: cause,
 		})
 	})
 	if err != nil {
@@ -307,8 +325,9 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*Ended, error) 
 			TaskID: taskID, Holder: row.Holder, Category: row.Category, Status: StatusPending,
 			AssignedAt: *row.AssignedAt, EndedAt: row.DBNow, TraceContext: row.TraceContext,
 		}
-		return insertEvents(ctx, tx, event{
+		return s.insertEvents(ctx, tx, event{
 			taskID: taskID, kind: EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID, detail: "forced",
+			category: row.Category, cause: WebhookForce,
 		})
 	})
 	if err != nil {
@@ -371,8 +390,9 @@ func (s *Store) Fail(ctx context.Context, p FailParams) (*Ended, error) {
 		if err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, event{
+		return s.insertEvents(ctx, tx, event{
 			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Err,
+			category: c.Category, cause: WebhookFail,
 		})
 	})
 	if err != nil {

@@ -83,7 +83,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 			args = append(args, r.ID, r.Fence)
 			evs[i] = event{
 				taskID: r.ID, kind: EventRecycled, fence: r.Fence, holder: r.Holder,
-				editorID: r.EditorID, detail: "lease expired",
+				editorID: r.EditorID, detail: "lease expired", category: r.Category, cause: WebhookSweep,
 			}
 		}
 		pairs := strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", ")
@@ -98,7 +98,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 		if matched != int64(len(rows)) {
 			return fmt.Errorf("recycle matched %d of %d locked rows", matched, len(rows))
 		}
-		if err := insertEvents(ctx, tx, evs...); err != nil {
+		if err := s.insertEvents(ctx, tx, evs...); err != nil {
 			return err
 		}
 		recycled = make([]Recycled, len(rows))

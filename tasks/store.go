@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,11 @@ type Config struct {
 	// ReplicaRest is how long a replica that failed a read gets no reads.
 	// Default ReplicaRestDefault.
 	ReplicaRest time.Duration
+	// WebhookEvents are the events written to the webhook outbox, each in the
+	// transaction of the change it reports, with no extra round trip. Empty
+	// (the default): nothing is written, and the writes cost what they cost
+	// without webhooks.
+	WebhookEvents []WebhookEvent
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -107,6 +113,11 @@ func (c Config) validate() error {
 	if c.ReplicaTimeout < time.Millisecond || c.ReplicaRest < 0 {
 		return fmt.Errorf("%w: ReplicaTimeout must be at least 1ms and ReplicaRest not negative", ErrInvalid)
 	}
+	for _, e := range c.WebhookEvents {
+		if !slices.Contains(WebhookEvents(), e) {
+			return fmt.Errorf("%w: unknown webhook event %q", ErrInvalid, e)
+		}
+	}
 	return nil
 }
 
@@ -115,6 +126,11 @@ func (c Config) validate() error {
 type Store struct {
 	db  *sqlx.DB
 	cfg Config
+	// outbox says which webhook events are written to the outbox.
+	outbox map[WebhookEvent]bool
+	// submitSQL is submitSQL, with the outbox's INSERT when submitted events
+	// are written.
+	submitSQL string
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
@@ -133,7 +149,14 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
-	s := &Store{db: db, cfg: cfg}
+	cfg.WebhookEvents = slices.Clone(cfg.WebhookEvents)
+	s := &Store{db: db, cfg: cfg, outbox: map[WebhookEvent]bool{}, submitSQL: submitSQL}
+	for _, e := range cfg.WebhookEvents {
+		s.outbox[e] = true
+	}
+	if s.outbox[WebhookSubmitted] {
+		s.submitSQL = submitOutboxSQL
+	}
 	if cfg.Replica != nil {
 		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
 	}
@@ -220,14 +243,23 @@ type event struct {
 	holder   string
 	editorID int64
 	detail   string
+	// category and cause are for the webhook outbox, which records the
+	// events of the kinds webhookEventOf maps.
+	category string
+	cause    WebhookCause
 }
 
-const insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail) VALUES `
+const (
+	insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail) VALUES `
+	insertOutboxSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail) VALUES `
+)
 
-// insertEvents writes audit records in one multi-row INSERT. Their holders and
-// details come from callers, so a value the server refuses is an error wrapping
-// ErrInvalid (see refusedValue).
-func insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
+// insertEvents writes audit records in one multi-row INSERT and, in the same
+// statement batch (one round trip), the webhook outbox's records of those the
+// store's Config.WebhookEvents ask for. Their holders and details come from
+// callers, so a value the server refuses is an error wrapping ErrInvalid (see
+// refusedValue).
+func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -241,6 +273,23 @@ func insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
 		q.WriteString("(?, ?, ?, ?, ?, ?)")
 		args = append(args, e.taskID, string(e.kind), e.fence,
 			nullString(e.holder), nullID(e.editorID), nullString(truncate(e.detail, maxDetailLen)))
+	}
+	first := true
+	for _, e := range evs {
+		kind, ok := webhookEventOf(e.kind)
+		if !ok || !s.outbox[kind] {
+			continue
+		}
+		if first {
+			q.WriteString(";\n")
+			q.WriteString(insertOutboxSQL)
+			first = false
+		} else {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, string(kind), e.taskID, e.fence, nullString(e.holder), nullID(e.editorID),
+			e.category, string(e.cause), nullString(truncate(e.detail, maxDetailLen)))
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return refusedValue(err)

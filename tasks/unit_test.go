@@ -27,7 +27,13 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 	enum := func(vals []string) string {
 		return "ENUM('" + strings.Join(vals, "', '") + "')"
 	}
-	var sv, kv []string
+	var sv, kv, wv, dv []string
+	for _, e := range WebhookEvents() {
+		wv = append(wv, string(e))
+	}
+	for _, d := range []DeliveryStatus{DeliveryPending, DeliveryDelivered, DeliveryFailed} {
+		dv = append(dv, string(d))
+	}
 	for _, s := range statuses {
 		sv = append(sv, string(s))
 	}
@@ -35,7 +41,7 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 		kv = append(kv, string(k))
 	}
 	schema := schemaSQL(t)
-	for _, e := range []string{enum(sv), enum(kv)} {
+	for _, e := range []string{enum(sv), enum(kv), enum(wv), enum(dv)} {
 		if !strings.Contains(schema, e) {
 			t.Errorf("schema.sql has no %s", e)
 		}

@@ -162,7 +162,7 @@ type taskDetailJSON struct {
 	DoneAt         *string      `json:"done_at"`
 	// Result is the accepted result of a done task; null otherwise.
 	Result  *acceptedJSON `json:"result"`
-	History []eventJSON `json:"history"`
+	History []eventJSON   `json:"history"`
 }
 
 // acceptedJSON is the accepted submission of a done task.
@@ -284,6 +284,20 @@ type statsJSON struct {
 	// Paused lists the paused categories by name.
 	Paused     []string     `json:"paused"`
 	Dispatcher countersJSON `json:"dispatcher"`
+	// Webhooks is there when webhooks are configured.
+	Webhooks *webhooksJSON `json:"webhooks,omitempty"`
+}
+
+// webhooksJSON is the webhook backlog.
+type webhooksJSON struct {
+	// Backlog counts events still to be delivered: New plus every pending
+	// delivery.
+	Backlog int64 `json:"backlog"`
+	// New counts events not fanned out to deliveries yet.
+	New int64 `json:"new"`
+	// Pending and Failed count deliveries by webhook.
+	Pending map[string]int64 `json:"pending"`
+	Failed  map[string]int64 `json:"failed"`
 }
 
 type countersJSON struct {
@@ -319,6 +333,13 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 			out.ByCategory[c.Category] = counts
 		}
 		counts[c.Status] += c.Count
+	}
+	if a.backlog != nil {
+		b, err := a.backlog(r.Context())
+		if err != nil {
+			return err
+		}
+		out.Webhooks = &webhooksJSON{Backlog: b.PendingTotal(), New: b.New, Pending: b.Pending, Failed: b.Failed}
 	}
 	c := a.d.Stats()
 	out.Dispatcher = countersJSON{

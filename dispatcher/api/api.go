@@ -91,6 +91,9 @@ type Config struct {
 	Checks []Check
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// WebhookBacklog, when set, reports the webhook backlog in GET /v1/stats
+	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
+	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
 	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
 	// Default MaxWaitDefault.
@@ -165,6 +168,7 @@ type api struct {
 	maxWait   time.Duration
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
+	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	log       *slog.Logger
 	mux       *http.ServeMux
 	drain     context.Context    // ended by Handler.Shutdown: long polls end
@@ -186,6 +190,7 @@ func New(cfg Config) (*Handler, error) {
 		maxWait:   cfg.MaxWait,
 		timeout:   cfg.RequestTimeout,
 		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
+		backlog:   cfg.WebhookBacklog,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
 	}

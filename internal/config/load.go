@@ -179,6 +179,10 @@ func (l *loader) mapping(n *yaml.Node, prefix string, keys map[string]Key) {
 			l.schedules(vn)
 			continue
 		}
+		if path == webhooksKey {
+			l.webhooks(vn)
+			continue
+		}
 		if hasSection(keys, path) {
 			if !isNull(vn) {
 				l.mapping(vn, path+".", keys)
@@ -194,8 +198,18 @@ func (l *loader) leaf(k Key, n *yaml.Node) {
 	if isNull(n) {
 		return
 	}
+	v, ok := l.value(k, n)
+	if !ok {
+		return
+	}
+	k.field(l.cfg).Set(v)
+	l.cfg.sources[k.Path] = l.at(n)
+}
+
+// value parses a key's value node, a scalar or (for a list) a sequence, and
+// reports whether it could; when not, it has recorded the error.
+func (l *loader) value(k Key, n *yaml.Node) (reflect.Value, bool) {
 	source := l.at(n)
-	var v reflect.Value
 	switch {
 	case n.Kind == yaml.SequenceNode && k.Type == "list":
 		items := []string{}
@@ -203,29 +217,28 @@ func (l *loader) leaf(k Key, n *yaml.Node) {
 			item = resolve(item)
 			if item.Kind != yaml.ScalarNode || isNull(item) {
 				l.fail(k.Path, l.at(item), "list items must be plain values")
-				return
+				return reflect.Value{}, false
 			}
 			if s := strings.TrimSpace(item.Value); s != "" {
 				items = append(items, s)
 			}
 		}
-		v = reflect.ValueOf(items)
+		return reflect.ValueOf(items), true
 	case n.Kind == yaml.ScalarNode:
-		var err error
-		if v, err = k.parseScalar(n.Value); err != nil {
+		v, err := k.parseScalar(n.Value)
+		if err != nil {
 			l.fail(k.Path, source, "%v", err)
-			return
+			return reflect.Value{}, false
 		}
+		return v, true
 	default:
 		want := "a single value"
 		if k.Type == "list" {
 			want = "a list or a comma-separated string"
 		}
 		l.fail(k.Path, source, "must be %s", want)
-		return
+		return reflect.Value{}, false
 	}
-	k.field(l.cfg).Set(v)
-	l.cfg.sources[k.Path] = source
 }
 
 // env applies the environment variables that are set.

@@ -21,11 +21,7 @@ func (c *Config) Validate() error {
 	for _, e := range unjoin(err) {
 		var ce *taskd.ConfigError
 		if errors.As(e, &ce) {
-			source := c.sources[ce.Key]
-			if i := strings.Index(ce.Key, "]."); source == "" && i > 0 {
-				source = c.sources[ce.Key[:i+1]] // a list item's key: the item's place
-			}
-			e = &KeyError{Key: ce.Key, Source: source, Msg: ce.Msg}
+			e = &KeyError{Key: ce.Key, Source: c.source(ce.Key), Msg: ce.Msg}
 		}
 		errs = append(errs, e)
 	}
@@ -38,4 +34,16 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// source is where the key at path came from; a list item's key that is not
+// set (webhooks[0].url, schedules[1].spec) names where the item is.
+func (c *Config) source(path string) string {
+	if src := c.sources[path]; src != "" {
+		return src
+	}
+	if i := strings.Index(path, "]."); i > 0 {
+		return c.sources[path[:i+1]]
+	}
+	return ""
 }

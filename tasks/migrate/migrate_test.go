@@ -31,6 +31,7 @@ var frozenChecksums = map[int]string{
 	4: "4e19bf335a155fda0629adab46a587599c34b413bfd34e87e169dc9c60cf78ba",
 	5: "aa8e350a3e37a9124dd384709b1577cc28847e4d6ab77d91ed2ec2f94a640c71",
 	6: "55e8b6225b6bd8df895d2fc64134e991cc55e7e548a342d163104dcbcb508fa4",
+	7: "b5f6d3740b1df937752a8d54b4186aa0d4671dea9ec1102aada76d76790c419f",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

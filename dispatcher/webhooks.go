@@ -1,0 +1,515 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/taskd/taskd/dispatcher/webhook"
+	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// WebhookStore is what the Deliverer needs of the store; *tasks.Store
+// implements it.
+type WebhookStore interface {
+	FanOut(ctx context.Context, p tasks.FanOutParams) (int, error)
+	DueDeliveries(ctx context.Context, p tasks.DueDeliveriesParams) ([]tasks.Delivery, error)
+	RecordAttempt(ctx context.Context, p tasks.AttemptParams) (tasks.DeliveryStatus, error)
+}
+
+var _ WebhookStore = (*tasks.Store)(nil)
+
+// Webhook and DelivererConfig defaults.
+const (
+	WebhookTimeoutDefault     = 10 * time.Second
+	WebhookConcurrencyDefault = 4
+	WebhookMaxAttemptsDefault = 25
+	WebhookMaxAgeDefault      = 72 * time.Hour
+
+	DeliveryPollIntervalDefault = time.Second
+	DeliveryLeaseTTLDefault     = 10 * time.Second
+	DeliveryBatchDefault        = 100
+	DeliveryBackoffBaseDefault  = time.Second
+	DeliveryBackoffMaxDefault   = 10 * time.Minute
+)
+
+// Webhook is one receiver of events.
+type Webhook struct {
+	// Name identifies the webhook's deliveries: 1..64 ASCII characters.
+	Name string
+	// URL is the absolute http(s) URL events are posted to.
+	URL string
+	// Events are the kinds posted; at least one.
+	Events []tasks.WebhookEvent
+	// Secret signs each request (see package webhook). Required.
+	Secret string
+	// Timeout bounds one POST. Default WebhookTimeoutDefault.
+	Timeout time.Duration
+	// Concurrency bounds the POSTs in flight to this webhook. Default
+	// WebhookConcurrencyDefault.
+	Concurrency int
+	// MaxAttempts and MaxAge bound a delivery: it is marked failed after
+	// MaxAttempts POSTs, or at a failure once it is older than MaxAge.
+	// Defaults WebhookMaxAttemptsDefault and WebhookMaxAgeDefault.
+	MaxAttempts int
+	MaxAge      time.Duration
+}
+
+// DelivererConfig configures a Deliverer.
+type DelivererConfig struct {
+	// Store holds the outbox and the deliveries. Required.
+	Store WebhookStore
+	// Webhooks are the receivers; at least one.
+	Webhooks []Webhook
+	// PollInterval is how often new events are fanned out and due
+	// deliveries looked for. Default DeliveryPollIntervalDefault.
+	PollInterval time.Duration
+	// LeaseTTL is the time to live of the delivery lock, at least 1s. A
+	// process that cannot renew it stops delivering (its requests are
+	// cancelled) within it, and another takes over within it after a crash.
+	// Default DeliveryLeaseTTLDefault.
+	LeaseTTL time.Duration
+	// Batch is how many events one fan-out or one look for due deliveries
+	// takes, 1..tasks.FanOutLimitMax. Default DeliveryBatchDefault.
+	Batch int
+	// BackoffBase and BackoffMax bound the wait before a retry: BackoffBase
+	// doubled with each failed attempt, at most BackoffMax, with equal
+	// jitter. Defaults DeliveryBackoffBaseDefault and
+	// DeliveryBackoffMaxDefault.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Client makes the requests. Default: a client with the default
+	// transport that does not follow redirects (a redirect is a failure).
+	Client *http.Client
+	// Logger receives the deliverer's logs. Default the dispatcher's.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults,
+// except Logger and Client, which NewDeliverer sets.
+func (c DelivererConfig) WithDefaults() DelivererConfig {
+	c.Webhooks = slices.Clone(c.Webhooks)
+	for i := range c.Webhooks {
+		w := &c.Webhooks[i]
+		w.Events = slices.Clone(w.Events)
+		w.Timeout = cmp(w.Timeout, WebhookTimeoutDefault)
+		w.Concurrency = cmp(w.Concurrency, WebhookConcurrencyDefault)
+		w.MaxAttempts = cmp(w.MaxAttempts, WebhookMaxAttemptsDefault)
+		w.MaxAge = cmp(w.MaxAge, WebhookMaxAgeDefault)
+	}
+	c.PollInterval = cmp(c.PollInterval, DeliveryPollIntervalDefault)
+	c.LeaseTTL = cmp(c.LeaseTTL, DeliveryLeaseTTLDefault)
+	c.Batch = cmp(c.Batch, DeliveryBatchDefault)
+	c.BackoffBase = cmp(c.BackoffBase, DeliveryBackoffBaseDefault)
+	c.BackoffMax = cmp(c.BackoffMax, DeliveryBackoffMaxDefault)
+	return c
+}
+
+// cmp returns v, or def when v is zero.
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (c DelivererConfig) validate() error {
+	if c.Store == nil {
+		return errors.New("a store is required")
+	}
+	if len(c.Webhooks) == 0 {
+		return errors.New("at least one webhook is required")
+	}
+	names := map[string]bool{}
+	for _, w := range c.Webhooks {
+		u, err := url.Parse(w.URL)
+		switch {
+		case w.Name == "" || len(w.Name) > tasks.MaxWebhookNameLen:
+			return fmt.Errorf("webhook name must be 1..%d bytes, got %q", tasks.MaxWebhookNameLen, w.Name)
+		case names[w.Name]:
+			return fmt.Errorf("webhook %q is configured twice", w.Name)
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return fmt.Errorf("webhook %s: url must be an absolute http(s) URL", w.Name)
+		case len(w.Events) == 0:
+			return fmt.Errorf("webhook %s: no events", w.Name)
+		case w.Secret == "":
+			return fmt.Errorf("webhook %s: a secret is required", w.Name)
+		case w.Timeout <= 0 || w.Concurrency < 1 || w.MaxAttempts < 1 || w.MaxAge <= 0:
+			return fmt.Errorf("webhook %s: timeout, concurrency, max attempts and max age must be positive", w.Name)
+		}
+		for _, e := range w.Events {
+			if !slices.Contains(tasks.WebhookEvents(), e) {
+				return fmt.Errorf("webhook %s: unknown event %q", w.Name, e)
+			}
+		}
+		names[w.Name] = true
+	}
+	switch {
+	case c.PollInterval <= 0:
+		return errors.New("poll interval must be positive")
+	case c.LeaseTTL < time.Second:
+		return fmt.Errorf("lease TTL must be at least 1s, got %v", c.LeaseTTL)
+	case c.Batch < 1 || c.Batch > tasks.FanOutLimitMax:
+		return fmt.Errorf("batch must be 1..%d, got %d", tasks.FanOutLimitMax, c.Batch)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return errors.New("backoff base must be positive and at most backoff max")
+	}
+	return nil
+}
+
+// Deliverer posts the events of the webhook outbox to the webhooks. Only one
+// process delivers at a time: the one holding the delivery lock on Redis
+// (key prefix + "webhooks"), kept alive while it delivers. Requests run under
+// the lock's context, so a process that loses the lock has its requests
+// cancelled at the latest when the lock's validity ends, and delivers nothing
+// after that.
+//
+// Delivery is at least once. A delivery is marked delivered only after a 2xx
+// answer, and failed only when its attempts or age ran out, so nothing is lost;
+// an event is posted again when an answer was lost, when the process was
+// killed after the POST and before recording it, or when a process that lost
+// the lock was still posting it. Receivers deduplicate by the event id.
+//
+// The Deliverer only reads the outbox; the writes that fill it never wait for
+// a delivery.
+type Deliverer struct {
+	d     *Dispatcher
+	cfg   DelivererConfig
+	store WebhookStore
+	log   *slog.Logger
+	subs  map[tasks.WebhookEvent][]string
+
+	attempts metric.Int64Counter
+	duration metric.Float64Histogram
+
+	life   startStop
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	leading bool
+}
+
+// NewDeliverer returns a Deliverer that uses d's locks, key prefix, logger
+// and meter provider.
+func NewDeliverer(d *Dispatcher, cfg DelivererConfig) (*Deliverer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new deliverer: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = d.log
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	subs := map[tasks.WebhookEvent][]string{}
+	for _, w := range cfg.Webhooks {
+		for _, e := range w.Events {
+			subs[e] = append(subs[e], w.Name)
+		}
+	}
+	mp := d.cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(instrumentationName)
+	attempts, err1 := m.Int64Counter("taskd.webhook.attempts",
+		metric.WithDescription("Webhook POSTs, by webhook and outcome (delivered, failed, error)."), metric.WithUnit("{request}"))
+	duration, err2 := m.Float64Histogram("taskd.webhook.duration",
+		metric.WithDescription("Time of one webhook POST, by webhook."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("new deliverer: metric instruments: %w", err)
+	}
+	return &Deliverer{d: d, cfg: cfg, store: cfg.Store, log: cfg.Logger, subs: subs, attempts: attempts, duration: duration}, nil
+}
+
+// Config returns the deliverer's configuration with defaults applied.
+func (w *Deliverer) Config() DelivererConfig { return w.cfg }
+
+// Delivering reports whether this process holds the delivery lock now.
+func (w *Deliverer) Delivering() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.leading
+}
+
+// Start runs the deliverer in the background until Stop: it tries to obtain
+// the delivery lock every PollInterval (jittered) and, while it holds it,
+// delivers. ctx gives it its values; cancelling it stops the deliveries as
+// Stop does, without waiting.
+//
+// Start returns an error wrapping ErrStarted when the deliverer is running
+// and ErrStopped after Stop.
+func (w *Deliverer) Start(ctx context.Context) error {
+	return w.life.start("deliverer", func() {
+		ctx, cancel := context.WithCancel(ctx)
+		w.cancel, w.done = cancel, make(chan struct{})
+		go func() {
+			defer close(w.done)
+			w.run(ctx)
+		}()
+	})
+}
+
+// Stop stops delivering, cancels the requests in flight (their deliveries
+// stay pending and are posted again later), gives the lock back, and waits
+// for all of it until ctx ends. Stop before Start returns nil.
+func (w *Deliverer) Stop(ctx context.Context) error {
+	if !w.life.stop() {
+		return nil
+	}
+	w.cancel()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop deliverer: %w", context.Cause(ctx))
+	}
+}
+
+// run takes the delivery lock whenever it is free and delivers while it holds
+// it, until ctx ends.
+func (w *Deliverer) run(ctx context.Context) {
+	key := w.d.cfg.KeyPrefix + "webhooks"
+	for {
+		lock, err := w.d.locks.Obtain(ctx, key, w.cfg.LeaseTTL, nil)
+		switch {
+		case err == nil:
+			w.lead(ctx, lock)
+		case errors.Is(err, locker.ErrNotObtained) || ctx.Err() != nil:
+		default:
+			w.log.WarnContext(ctx, "webhook delivery: obtain lock", "err", err)
+		}
+		// Try again soon, so that a crashed deliverer's lock is taken over
+		// about when it expires.
+		wait := time.NewTimer(backoff.Spread(min(w.cfg.PollInterval, w.cfg.LeaseTTL/4)))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+	}
+}
+
+// lead delivers while lock is held, then gives it back.
+func (w *Deliverer) lead(ctx context.Context, lock *locker.Lock) {
+	lctx, stop := lock.KeepAlive(ctx, w.cfg.LeaseTTL)
+	w.setLeading(true)
+	w.log.InfoContext(ctx, "webhook delivery lock obtained; delivering", "webhooks", len(w.cfg.Webhooks))
+	var wg sync.WaitGroup
+	wake := make([]chan struct{}, len(w.cfg.Webhooks))
+	for i, h := range w.cfg.Webhooks {
+		wake[i] = make(chan struct{}, 1)
+		wg.Go(func() { w.deliverTo(lctx, h, wake[i]) })
+	}
+	wg.Go(func() { w.fanOut(lctx, wake) })
+	wg.Wait()
+	w.setLeading(false)
+	cause := context.Cause(lctx)
+	stop()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockCleanupTimeout)
+	defer cancel()
+	if err := lock.Release(rctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		w.log.WarnContext(ctx, "webhook delivery: release lock", "err", err)
+	}
+	if ctx.Err() == nil {
+		w.log.WarnContext(ctx, "webhook delivery lock lost; stopped delivering", "cause", cause)
+	} else {
+		w.log.InfoContext(ctx, "webhook delivery stopped")
+	}
+}
+
+func (w *Deliverer) setLeading(v bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.leading = v
+}
+
+// fanOut turns new events into deliveries every PollInterval, draining a
+// backlog batch by batch, and wakes the webhooks' loops when it made some.
+func (w *Deliverer) fanOut(ctx context.Context, wake []chan struct{}) {
+	tick := time.NewTicker(w.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		total := 0
+		for ctx.Err() == nil {
+			n, err := w.store.FanOut(ctx, tasks.FanOutParams{Subscribers: w.subs, Limit: w.cfg.Batch})
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.WarnContext(ctx, "webhook delivery: fan out", "err", err)
+				}
+				break
+			}
+			total += n
+			if n < w.cfg.Batch {
+				break
+			}
+		}
+		if total > 0 {
+			for _, c := range wake {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// deliverTo posts the due deliveries of webhook h, at most h.Concurrency at
+// a time, until ctx ends; then it waits for the POSTs in flight, which ctx
+// cancels.
+func (w *Deliverer) deliverTo(ctx context.Context, h Webhook, wake <-chan struct{}) {
+	inFlight := map[int64]bool{}
+	finished := make(chan int64, h.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(w.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if free := h.Concurrency - len(inFlight); free > 0 {
+			due, err := w.store.DueDeliveries(ctx, tasks.DueDeliveriesParams{
+				Webhook: h.Name, Limit: min(len(inFlight)+free, tasks.FanOutLimitMax),
+			})
+			if err != nil && ctx.Err() == nil {
+				w.log.WarnContext(ctx, "webhook delivery: read due deliveries", "webhook", h.Name, "err", err)
+			}
+			for _, d := range due {
+				if inFlight[d.Event.ID] || len(inFlight) == h.Concurrency {
+					continue
+				}
+				inFlight[d.Event.ID] = true
+				wg.Go(func() {
+					w.attempt(ctx, h, d)
+					finished <- d.Event.ID
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-finished:
+			delete(inFlight, id)
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// maxAnswerBytes is how much of an answer's body is read (and dropped), so
+// that the connection can be reused.
+const maxAnswerBytes = 64 << 10
+
+// attempt posts one delivery and records the attempt. A POST cut off because
+// ctx ended (the lock was lost, or Stop) is not recorded: the delivery stays
+// pending for whoever delivers next.
+func (w *Deliverer) attempt(ctx context.Context, h Webhook, d tasks.Delivery) {
+	body, err := json.Marshal(eventJSON(d.Event))
+	if err != nil {
+		w.log.ErrorContext(ctx, "webhook delivery: encode event", "event_id", d.Event.ID, "err", err)
+		return
+	}
+	start := time.Now()
+	code, postErr := w.post(ctx, h, d.Event.ID, body)
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		return
+	}
+	delivered := postErr == nil && code >= 200 && code < 300
+	errText := ""
+	switch {
+	case postErr != nil:
+		errText = postErr.Error()
+	case !delivered:
+		errText = "answered " + strconv.Itoa(code) + " " + http.StatusText(code)
+	}
+	n := d.Attempts + 1
+	retry := backoff.EqualJitter(backoff.Exponential(w.cfg.BackoffBase, w.cfg.BackoffMax, n))
+	attrs := metric.WithAttributes(attribute.String("taskd.webhook.name", h.Name))
+	w.duration.Record(ctx, took.Seconds(), attrs)
+	// The record outlives a cancellation that comes now: the POST happened.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	status, err := w.store.RecordAttempt(rctx, tasks.AttemptParams{
+		EventID: d.Event.ID, Webhook: h.Name, Attempt: n, StatusCode: code, Err: errText, Duration: took,
+		Delivered: delivered, RetryIn: retry, MaxAttempts: h.MaxAttempts, MaxAge: h.MaxAge,
+	})
+	outcome := "delivered"
+	switch {
+	case !delivered && status == tasks.DeliveryFailed:
+		outcome = "failed"
+	case !delivered:
+		outcome = "error"
+	}
+	w.attempts.Add(ctx, 1, metric.WithAttributes(attribute.String("taskd.webhook.name", h.Name), attrOutcome.String(outcome)))
+	switch {
+	case err != nil && !errors.Is(err, tasks.ErrStale):
+		w.log.WarnContext(ctx, "webhook delivery: record attempt", "webhook", h.Name, "event_id", d.Event.ID, "err", err)
+	case status == tasks.DeliveryFailed:
+		w.log.ErrorContext(ctx, "webhook delivery failed for good", "webhook", h.Name, "event_id", d.Event.ID,
+			"attempts", n, "err", errText)
+	case !delivered:
+		w.log.DebugContext(ctx, "webhook delivery attempt failed", "webhook", h.Name, "event_id", d.Event.ID,
+			"attempt", n, "retry_in", retry, "err", errText)
+	}
+}
+
+// recordTimeout bounds recording one attempt.
+const recordTimeout = 5 * time.Second
+
+// post sends one signed request and returns the answer's status.
+func (w *Deliverer) post(ctx context.Context, h Webhook, id int64, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "taskd-webhooks")
+	req.Header.Set(webhook.EventIDHeader, strconv.FormatInt(id, 10))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.Secret, time.Now(), body))
+	resp, err := w.cfg.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
+	return resp.StatusCode, nil
+}
+
+// eventJSON is the body of the request that delivers ev.
+func eventJSON(ev tasks.OutboxEvent) webhook.Event {
+	return webhook.Event{
+		ID: ev.ID, Type: string(ev.Kind), CreatedAt: ev.CreatedAt.UTC(),
+		Data: webhook.Data{
+			TaskID: ev.TaskID, Category: ev.Category, Fence: ev.Fence, Holder: ev.Holder, EditorID: ev.EditorID,
+			Cause: string(ev.Cause), Detail: ev.Detail, Result: ev.Result,
+		},
+	}
+}

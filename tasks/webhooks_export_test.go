@@ -1,0 +1,9 @@
+package tasks
+
+// The webhook queries, for the plan checks.
+const (
+	FanOutLockSQL    = fanOutLockSQL
+	DueDeliveriesSQL = dueDeliveriesSQL
+	BacklogNewSQL    = backlogNewSQL
+	BacklogSQL       = backlogSQL
+)
