@@ -257,25 +257,27 @@ func (s *Store) CancelMatching(ctx context.Context, p BulkParams) (*BulkResult, 
 
 // Bulk reads: the tasks of a status that match the filter, after a keyset cursor, in
 // the order of the index they read. By category, the candidate index (status,
-// category, priority DESC, id) in index order, so the cost is the rows read, plus the
+// category, priority DESC, due_order, id) in index order, so the cost is the rows read, plus the
 // rows created_before leaves out. By ids, primary-key lookups of the ids after the
 // cursor. Neither locks: the batch's transaction locks and checks the rows again.
 const (
-	bulkByCategorySQL = `SELECT id, priority FROM tasks FORCE INDEX (tasks_candidate)
+	bulkByCategorySQL = `SELECT id, priority, due_order FROM tasks FORCE INDEX (tasks_candidate)
 WHERE status = ? AND category = ?%s%s
-ORDER BY priority DESC, id LIMIT ?`
-	bulkByCategoryAfterSQL = ` AND (priority < ? OR (priority = ? AND id > ?))`
-	bulkByIDsSQL           = `SELECT id, priority FROM tasks FORCE INDEX (PRIMARY)
+ORDER BY priority DESC, due_order, id LIMIT ?`
+	bulkByCategoryAfterSQL = ` AND (priority < ? OR (priority = ? AND (due_order > ? OR (due_order = ? AND id > ?))))`
+	bulkByIDsSQL           = `SELECT id, priority, due_order FROM tasks FORCE INDEX (PRIMARY)
 WHERE id IN (%s) AND id > ? AND status = ?%s%s
 ORDER BY id LIMIT ?`
 	bulkCategorySQL      = ` AND category = ?`
 	bulkCreatedBeforeSQL = ` AND created_at < ?`
 )
 
-// bulkRow is a row a bulk read found; priority and id are its cursor.
+// bulkRow is a row a bulk read found; priority, due order and id are its
+// cursor.
 type bulkRow struct {
-	ID       int64 `db:"id"`
-	Priority int   `db:"priority"`
+	ID       int64     `db:"id"`
+	Priority int       `db:"priority"`
+	DueOrder time.Time `db:"due_order"`
 }
 
 // bulkQuery builds the bulk read of the tasks in status that p selects (ids sorted
@@ -295,7 +297,7 @@ func bulkQuery(status Status, p BulkParams, ids []int64, after *bulkRow, limit i
 		cursor, args := "", []any{string(status), p.Category}
 		if after != nil {
 			cursor = bulkByCategoryAfterSQL
-			args = append(args, after.Priority, after.Priority, after.ID)
+			args = append(args, after.Priority, after.Priority, after.DueOrder, after.DueOrder, after.ID)
 		}
 		args = append(append(args, createdArg...), limit)
 		return fmt.Sprintf(bulkByCategorySQL, cursor, created), args

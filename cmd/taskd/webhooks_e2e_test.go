@@ -135,7 +135,8 @@ func startServe(t *testing.T, env []string, configFile string) *server {
 	), "serve", "-config", configFile)
 	line := p.waitLog("serving", 60*time.Second)
 	addr, _ := line["addr"].(string)
-	return &server{proc: p, base: "http://" + addr}
+	base := "http://" + addr
+	return &server{proc: p, base: base, spec: loadSpec(t, base)}
 }
 
 // hasLog reports whether the process logged msg.
