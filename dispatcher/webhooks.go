@@ -508,7 +508,7 @@ func eventJSON(ev tasks.OutboxEvent) webhook.Event {
 	return webhook.Event{
 		ID: ev.ID, Type: string(ev.Kind), CreatedAt: ev.CreatedAt.UTC(),
 		Data: webhook.Data{
-			TaskID: ev.TaskID, Category: ev.Category, Fence: ev.Fence, Holder: ev.Holder, EditorID: ev.EditorID,
+			TaskID: ev.TaskID, Category: ev.Category, Key: ev.Key, Fence: ev.Fence, Holder: ev.Holder, EditorID: ev.EditorID,
 			Cause: string(ev.Cause), Detail: ev.Detail, Result: ev.Result,
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -150,7 +151,18 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 		return http.StatusOK
 	})
 	ed := b.editor(t, "ed", "hooks")
-	b.add(t, "hooks", 0, 5)
+	keyed := make([]tasks.NewTask, 5)
+	for i := range keyed {
+		keyed[i] = tasks.NewTask{Category: "hooks", Title: fmt.Sprintf("hooks #%d", i), Key: fmt.Sprintf("cms-%d", i)}
+	}
+	added, err := b.d.AddTasks(t.Context(), keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOf := map[int64]string{}
+	for i, id := range added {
+		keyOf[id] = keyed[i].Key
+	}
 	ids := b.submitAll(t, t.Context(), ed, 5)
 	b.deliverer(t, dispatcher.Webhook{Name: "sink", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}}, 2*time.Second)
 
@@ -169,7 +181,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 	failed := 0
 	for _, ev := range evs {
 		seen[ev.Data.TaskID] = true
-		if ev.Type != webhook.TypeSubmitted || ev.Data.Cause != "submit" || ev.Data.EditorID == 0 ||
+		if ev.Type != webhook.TypeSubmitted || ev.Data.Cause != "submit" || ev.Data.EditorID == 0 || ev.Data.Key != keyOf[ev.Data.TaskID] ||
 			string(ev.Data.Result) != `{"n": `+strconv.FormatInt(ev.Data.TaskID, 10)+`}` && string(ev.Data.Result) != `{"n":`+strconv.FormatInt(ev.Data.TaskID, 10)+`}` {
 			t.Errorf("event %+v", ev)
 		}

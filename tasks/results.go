@@ -83,11 +83,10 @@ SET r.seq = x.seq WHERE r.seq IS NULL`
 
 	// resultsSQL reads the feed past a cursor from the task_results_seq key, in its
 	// order. The task's own columns come from its row by primary key.
-	resultsSQL = `SELECT r.seq, r.task_id, r.fence, t.category, t.title, r.holder,
+	resultsSQL = `SELECT r.seq, r.task_id, r.fence, t.category, t.title, COALESCE(t.task_key, '') AS task_key, r.holder,
 	COALESCE(r.editor_id, 0) AS editor_id, r.result, r.submitted_at
 FROM task_results r FORCE INDEX (task_results_seq) JOIN tasks t ON t.id = r.task_id
 WHERE r.seq > ? ORDER BY r.seq LIMIT ?`
-	// Once tasks has a key column, t.`key` joins the list above and Result gets Key.
 
 	// countResultsSQL counts the results past a cursor and those not numbered yet,
 	// which will all come after it: two ranges of the task_results_seq key.
@@ -111,7 +110,8 @@ type Result struct {
 	Fence    int64  `db:"fence"`
 	Category string `db:"category"`
 	Title    string `db:"title"`
-	// The task's key goes here once tasks has a key column (see resultsSQL).
+	// Key is the task's key, "" when it has none.
+	Key string `db:"task_key"`
 
 	// Holder is who submitted it: "editor:<id>" or a worker's id.
 	Holder string `db:"holder"`

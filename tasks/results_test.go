@@ -42,7 +42,7 @@ func TestResultsReadsTheFeedInOrder(t *testing.T) {
 	b := setup(t, tasks.Config{})
 	ed := b.editor(t, "ada", "news")
 	ids := b.insert(t,
-		tasks.NewTask{Category: "news", Title: "first"},
+		tasks.NewTask{Category: "news", Title: "first", Key: "cms-1"},
 		tasks.NewTask{Category: "sport", Title: "second"},
 		tasks.NewTask{Category: "news", Title: "third"})
 	b.submitOne(t, ids[0], ed.Holder(), ed.ID, `{"n":1}`)
@@ -54,7 +54,7 @@ func TestResultsReadsTheFeedInOrder(t *testing.T) {
 		t.Fatalf("first page: %d results, page %+v", len(got), page)
 	}
 	r := got[0]
-	if r.TaskID != ids[0] || r.Fence != 1 || r.Category != "news" || r.Title != "first" || r.Holder != ed.Holder() ||
+	if r.TaskID != ids[0] || r.Fence != 1 || r.Category != "news" || r.Title != "first" || r.Key != "cms-1" || got[1].Key != "" || r.Holder != ed.Holder() ||
 		r.EditorID != ed.ID || string(r.Result) != `{"n": 1}` && string(r.Result) != `{"n":1}` || r.SubmittedAt.IsZero() {
 		t.Errorf("first result = %+v", r)
 	}

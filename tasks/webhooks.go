@@ -97,6 +97,8 @@ type OutboxEvent struct {
 	Kind     WebhookEvent `db:"kind"`
 	TaskID   int64        `db:"task_id"`
 	Category string       `db:"category"`
+	// Key is the task's key, "" when it has none.
+	Key string `db:"task_key"`
 	// Fence, Holder and EditorID are those of the claim the event is about
 	// (EditorID 0 for a worker's).
 	Fence    int64        `db:"fence"`
@@ -214,9 +216,10 @@ type DueDeliveriesParams struct {
 
 const dueDeliveriesSQL = `SELECT d.attempts, o.id, o.kind, o.task_id, o.category, o.fence,
 	COALESCE(o.holder, '') AS holder, COALESCE(o.editor_id, 0) AS editor_id, o.cause,
-	COALESCE(o.detail, '') AS detail, o.created_at, r.result
+	COALESCE(o.detail, '') AS detail, o.created_at, r.result, COALESCE(t.task_key, '') AS task_key
 FROM webhook_deliveries d FORCE INDEX (webhook_deliveries_due)
 JOIN webhook_outbox o ON o.id = d.event_id
+LEFT JOIN tasks t ON t.id = o.task_id
 LEFT JOIN task_results r ON o.kind = 'submitted' AND r.task_id = o.task_id AND r.fence = o.fence
 WHERE d.webhook = ? AND d.status = 'pending' AND d.next_attempt_at <= NOW(3)
 ORDER BY d.next_attempt_at, d.event_id LIMIT ?`

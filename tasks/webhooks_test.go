@@ -293,7 +293,7 @@ func TestWebhookQueryPlans(t *testing.T) {
 		args        []any
 	}{
 		{"FanOut (lock new events)", tasks.FanOutLockSQL, map[string]string{"webhook_outbox": "webhook_outbox_new"}, []any{100}},
-		{"DueDeliveries", tasks.DueDeliveriesSQL, map[string]string{"d": "webhook_deliveries_due", "o": "PRIMARY", "r": "PRIMARY"}, []any{"a", 100}},
+		{"DueDeliveries", tasks.DueDeliveriesSQL, map[string]string{"d": "webhook_deliveries_due", "o": "PRIMARY", "r": "PRIMARY", "t": "PRIMARY"}, []any{"a", 100}},
 		{"WebhookBacklog (new)", tasks.BacklogNewSQL, map[string]string{"webhook_outbox": "webhook_outbox_new"}, nil},
 		{"WebhookBacklog (deliveries)", tasks.BacklogSQL, map[string]string{"webhook_deliveries": "webhook_deliveries_status"}, nil},
 	} {

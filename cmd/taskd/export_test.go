@@ -60,6 +60,7 @@ type exportedLine struct {
 	Fence       int64           `json:"fence"`
 	Category    string          `json:"category"`
 	Title       string          `json:"title"`
+	Key         *string         `json:"key"`
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
 	Result      json.RawMessage `json:"result"`
@@ -192,13 +193,13 @@ func TestExportCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 16 || recs[0][0] != "cursor" || recs[0][8] != "submitted_at" {
+	if len(recs) != 16 || recs[0][0] != "cursor" || recs[0][5] != "key" || recs[0][9] != "submitted_at" {
 		t.Fatalf("%d records, header %q; want a header and 15 rows", len(recs), recs[0])
 	}
 	for i, r := range recs[1:] {
 		id := strconv.Itoa(i + 1)
-		if r[0] != id || r[1] != id || r[3] != "export" || r[4] != `article "`+id+`", page 1` || r[6] != "" ||
-			!json.Valid([]byte(r[7])) {
+		if r[0] != id || r[1] != id || r[3] != "export" || r[4] != `article "`+id+`", page 1` || r[5] != "" || r[7] != "" ||
+			!json.Valid([]byte(r[8])) {
 			t.Errorf("row %d = %q", i+1, r)
 		}
 	}

@@ -24,8 +24,8 @@ type resultJSON struct {
 	Fence    int64  `json:"fence"`
 	Category string `json:"category"`
 	Title    string `json:"title"`
-	// The task's key goes here (`json:"key"`, null when the task has none) once
-	// tasks has a key column; see tasks.Result.
+	// Key is the task's key, null when it has none.
+	Key *string `json:"key"`
 
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
@@ -89,7 +89,7 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 		}
 		line := resultJSON{
 			Cursor: strconv.FormatInt(res.Cursor, 10), TaskID: res.TaskID, Fence: res.Fence,
-			Category: res.Category, Title: res.Title, Holder: res.Holder, EditorID: orNull(res.EditorID),
+			Category: res.Category, Title: res.Title, Key: orNull(res.Key), Holder: res.Holder, EditorID: orNull(res.EditorID),
 			Result: res.Result, SubmittedAt: formatTime(res.SubmittedAt),
 		}
 		if err := enc.Encode(line); err != nil {

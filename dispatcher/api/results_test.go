@@ -29,6 +29,7 @@ type resultLine struct {
 	Fence       int64           `json:"fence"`
 	Category    string          `json:"category"`
 	Title       string          `json:"title"`
+	Key         *string         `json:"key"`
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
 	Result      json.RawMessage `json:"result"`
@@ -64,7 +65,7 @@ func (b *bundle) results(t *testing.T, query string) ([]resultLine, resultsEnd) 
 	}
 	var out []resultLine
 	for _, l := range lines[:len(lines)-1] {
-		wantKeys(t, l, "cursor", "task_id", "fence", "category", "title", "holder", "editor_id", "result", "submitted_at")
+		wantKeys(t, l, "cursor", "task_id", "fence", "category", "title", "key", "holder", "editor_id", "result", "submitted_at")
 		var r resultLine
 		strictDecode(t, l, &r)
 		parseTime(t, r.SubmittedAt)

@@ -79,6 +79,9 @@ type Event struct {
 type Data struct {
 	TaskID   int64  `json:"task_id"`
 	Category string `json:"category"`
+	// Key is the task's key (its id in the system it came from); absent
+	// when the task has none.
+	Key string `json:"key,omitempty"`
 	// Fence identifies the claim: the task's fence when it was claimed.
 	Fence int64 `json:"fence"`
 	// Holder held the claim: "editor:<id>" or a worker's id.

@@ -36,9 +36,8 @@ const (
 	CSV       Format = "csv"
 )
 
-// Columns are the CSV columns, in order. (The task's key joins them once tasks
-// has a key column.)
-var Columns = []string{"cursor", "task_id", "fence", "category", "title", "holder", "editor_id", "result", "submitted_at"}
+// Columns are the CSV columns, in order; key is empty for a task without one.
+var Columns = []string{"cursor", "task_id", "fence", "category", "title", "key", "holder", "editor_id", "result", "submitted_at"}
 
 // maxRecordBytes bounds one record when reading a file back: a result is at
 // most tasks.MaxJSONBytes, a title 512 characters.
@@ -75,7 +74,8 @@ type line struct {
 	Fence    int64  `json:"fence"`
 	Category string `json:"category"`
 	Title    string `json:"title"`
-	// The task's key goes here once tasks has a key column.
+	// Key is the task's key, null when it has none.
+	Key *string `json:"key"`
 
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
@@ -124,7 +124,7 @@ func (w *Writer) Write(r *tasks.Result) error {
 		}
 		return w.enc.Encode(line{
 			Cursor: cursor, TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
-			Holder: r.Holder, EditorID: editor, Result: compact.Bytes(), SubmittedAt: submitted,
+			Key: keyOrNull(r.Key), Holder: r.Holder, EditorID: editor, Result: compact.Bytes(), SubmittedAt: submitted,
 		})
 	}
 	if err := w.writeHeader(); err != nil {
@@ -136,8 +136,16 @@ func (w *Writer) Write(r *tasks.Result) error {
 	}
 	return w.csv.Write([]string{
 		cursor, strconv.FormatInt(r.TaskID, 10), strconv.FormatInt(r.Fence, 10), r.Category, r.Title,
-		r.Holder, editor, compact.String(), submitted,
+		r.Key, r.Holder, editor, compact.String(), submitted,
 	})
+}
+
+// keyOrNull returns nil (JSON null) for no key.
+func keyOrNull(key string) *string {
+	if key == "" {
+		return nil
+	}
+	return &key
 }
 
 func (w *Writer) writeHeader() error {
