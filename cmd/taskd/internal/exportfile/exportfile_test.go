@@ -15,7 +15,7 @@ import (
 func results() []tasks.Result {
 	at := time.Date(2026, 1, 2, 15, 4, 5, 123e6, time.UTC)
 	return []tasks.Result{
-		{Cursor: 3, TaskID: 7, Fence: 1, Category: "news", Title: `a "quoted", two-line` + "\ntitle",
+		{Cursor: 3, TaskID: 7, Fence: 1, Category: "news", Title: `a "quoted", two-line` + "\ntitle", Key: "cms-7",
 			Holder: "editor:3", EditorID: 3, Result: json.RawMessage("{\"a\": [1, 2],\n \"s\": \"<é>\"}"), SubmittedAt: at},
 		{Cursor: 9, TaskID: 8, Fence: 2, Category: "sport", Title: "plain",
 			Holder: "worker-1", Result: json.RawMessage(`"done"`), SubmittedAt: at.Add(time.Second)},
@@ -44,12 +44,12 @@ func TestJSONLines(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want 2:\n%s", len(lines), data)
 	}
-	want := `{"cursor":"3","task_id":7,"fence":1,"category":"news","title":"a \"quoted\", two-line\ntitle",` +
+	want := `{"cursor":"3","task_id":7,"fence":1,"category":"news","title":"a \"quoted\", two-line\ntitle","key":"cms-7",` +
 		`"holder":"editor:3","editor_id":3,"result":{"a":[1,2],"s":"<é>"},"submitted_at":"2026-01-02T15:04:05.123Z"}`
 	if lines[0] != want {
 		t.Errorf("line 1 = %s\nwant     %s", lines[0], want)
 	}
-	if !strings.Contains(lines[1], `"editor_id":null`) || !strings.Contains(lines[1], `"result":"done"`) {
+	if !strings.Contains(lines[1], `"editor_id":null`) || !strings.Contains(lines[1], `"key":null`) || !strings.Contains(lines[1], `"result":"done"`) {
 		t.Errorf("line 2 = %s", lines[1])
 	}
 	end, err := Resume(bytes.NewReader(data), JSONLines)
@@ -68,12 +68,12 @@ func TestCSV(t *testing.T) {
 	if strings.Join(recs[0], ",") != strings.Join(Columns, ",") {
 		t.Errorf("header = %q", recs[0])
 	}
-	want := []string{"3", "7", "1", "news", "a \"quoted\", two-line\ntitle", "editor:3", "3", `{"a":[1,2],"s":"<é>"}`, "2026-01-02T15:04:05.123Z"}
+	want := []string{"3", "7", "1", "news", "a \"quoted\", two-line\ntitle", "cms-7", "editor:3", "3", `{"a":[1,2],"s":"<é>"}`, "2026-01-02T15:04:05.123Z"}
 	if strings.Join(recs[1], "|") != strings.Join(want, "|") {
 		t.Errorf("row 1 = %q\nwant    %q", recs[1], want)
 	}
-	if recs[2][6] != "" {
-		t.Errorf("a worker's editor_id = %q, want empty", recs[2][6])
+	if recs[2][5] != "" || recs[2][7] != "" {
+		t.Errorf("a task without a key, a worker's: key %q, editor_id %q; want both empty", recs[2][5], recs[2][7])
 	}
 	end, err := Resume(bytes.NewReader(data), CSV)
 	if err != nil || end != (End{Cursor: 9, Records: 2, Size: int64(len(data)), Header: true}) {
@@ -124,9 +124,9 @@ func TestResumeRefusesOtherFiles(t *testing.T) {
 		"cursor not a number": {JSONLines, `{"cursor":"x"}` + "\n"},
 		"cursors go back":     {JSONLines, `{"cursor":"5"}` + "\n" + `{"cursor":"4"}` + "\n"},
 		"no cursor":           {JSONLines, `{"task_id":1}` + "\n"},
-		"another header":      {CSV, "a,b,c,d,e,f,g,h,i\n"},
-		"bad row mid-file":    {CSV, strings.Join(Columns, ",") + "\n1,2\n3,4,5,6,7,8,9,10,11\n"},
-		"bad quote mid-file":  {CSV, strings.Join(Columns, ",") + "\n\"1\"x,2,3,4,5,6,7,8,9\n2,2,3,4,5,6,7,8,9\n"},
+		"another header":      {CSV, "a,b,c,d,e,f,g,h,i,j\n"},
+		"bad row mid-file":    {CSV, strings.Join(Columns, ",") + "\n1,2\n3,4,5,6,7,8,9,10,11,12\n"},
+		"bad quote mid-file":  {CSV, strings.Join(Columns, ",") + "\n\"1\"x,2,3,4,5,6,7,8,9,10\n2,2,3,4,5,6,7,8,9,10\n"},
 	} {
 		if end, err := Resume(strings.NewReader(c.data), c.f); !errors.Is(err, ErrNotExport) {
 			t.Errorf("%s: %+v, %v; want ErrNotExport", name, end, err)
