@@ -68,6 +68,8 @@ func lookTool(t *testing.T, name string) string {
 	return ""
 }
 
+// TestPromtoolCheckRules checks the rule files with promtool and runs their
+// unit tests (prometheus/alerts.test.yml).
 func TestPromtoolCheckRules(t *testing.T) {
 	t.Parallel()
 	promtool := lookTool(t, "promtool")
@@ -79,6 +81,15 @@ func TestPromtoolCheckRules(t *testing.T) {
 		if !strings.Contains(string(out), "Checking "+f+"\n  SUCCESS") {
 			t.Errorf("promtool did not report %s as checked:\n%s", f, out)
 		}
+	}
+
+	// The rules' unit tests: the alerts fire on synthetic series that show
+	// what they describe, and not on the others.
+	cmd := exec.Command(promtool, "test", "rules", "alerts.test.yml")
+	cmd.Dir = "prometheus"
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
 
@@ -235,6 +246,10 @@ func ruleExprs(t *testing.T) (exprs []expr, rules int) {
 // identifier matches the metric and label names of taskd's the expressions use.
 var identifier = regexp.MustCompile(`\b(?:taskd|db|http)_[a-z_]+\b`)
 
+// TestPrometheusEvaluatesDashboardAndRules runs a real Prometheus scraping a
+// real `taskd serve` under load with the rule files loaded, and requires
+// every expression of the dashboard and of the rules to parse and return
+// series, every metric they name to exist, and every rule to be healthy.
 func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 	t.Parallel()
 	promBin := lookTool(t, "prometheus")
