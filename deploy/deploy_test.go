@@ -286,7 +286,8 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 		}
 	}
 
-	// The dashboard's variables list values.
+	// Every dashboard target and variable returns series; a variable's
+	// series carry the label it lists.
 	for _, e := range dashExprs {
 		res := prom.waitSeries(t, e, deadline)
 		if strings.HasPrefix(e.where, "variable ") {
