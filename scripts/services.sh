@@ -19,7 +19,8 @@
 # directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
 # exactly those processes and removes their files.
 #
-# Missing servers are installed with apt-get when running as root.
+# Missing servers are installed with apt-get when running as root, and so is
+# Prometheus (prometheus, promtool), which the deploy/ tests run themselves.
 #
 #   up      start everything (no-op if already up), wait until every server answers,
 #           then print the environment (as `env` does) on stdout
@@ -107,6 +108,9 @@ find_binaries() {
 	MARIADB_INSTALL_DB=$(first_cmd mariadb-install-db mysql_install_db) || MARIADB_INSTALL_DB=
 	MARIADB=$(first_cmd mariadb mysql) || MARIADB=
 	MARIADB_ADMIN=$(first_cmd mariadb-admin mysqladmin) || MARIADB_ADMIN=
+	# Not a server of the set: the deploy/ tests run their own Prometheus and promtool.
+	PROMETHEUS=$(first_cmd prometheus) || PROMETHEUS=
+	PROMTOOL=$(first_cmd promtool) || PROMTOOL=
 }
 
 # missing_packages prints the Debian packages whose binaries are not found.
@@ -116,6 +120,7 @@ missing_packages() {
 	[[ -n $REDIS_CLI ]] || missing+=(redis-tools)
 	[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || missing+=(mariadb-server)
 	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
+	[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
 	echo "${missing[*]}"
 }
 
@@ -134,7 +139,7 @@ ensure_packages() {
 
 	log "installing $missing with apt-get"
 	# invoke-rc.d and deb-systemd-invoke ask policy-rc.d before starting a service;
-	# 101 means "not allowed", so the postinst scripts leave redis/mariadb stopped.
+	# 101 means "not allowed", so the postinst scripts leave redis/mariadb/prometheus stopped.
 	if [[ ! -e $POLICY_RC ]]; then
 		printf '#!/bin/sh\n# temporary, from taskd scripts/services.sh: no service starts during apt-get\nexit 101\n' >"$POLICY_RC"
 		chmod 755 "$POLICY_RC"
