@@ -392,7 +392,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("listen on %s: %w", e.cfg.HTTP.Addr, err)
 		}
 	}
-	stopObserving, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
+	stopPool, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
 		return e.store.Stats(ctx, 0)
 	}, 0)
 	if err != nil {
@@ -401,6 +401,18 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	stopStores, err := telemetry.ObserveStores(e.tel, []telemetry.StoreCheck{
+		{Name: "mysql", Check: e.db.PingContext},
+		{Name: "redis", Check: e.redis.check},
+	}, 0)
+	if err != nil {
+		stopPool()
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return err
+	}
+	stopObserving := func() { stopPool(); stopStores() }
 	stopHooksObs := func() {}
 	if e.hooks != nil {
 		names := make([]string, len(e.cfg.Webhooks))

@@ -326,7 +326,16 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 // token, and deletes up to Batch skip records that have passed. On error the result counts what was done before it.
 func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	ctx, span := s.d.tel.tracer.Start(ctx, "dispatcher.sweep")
+	start := time.Now()
 	defer func() {
+		outcome := "done"
+		switch {
+		case err != nil:
+			outcome = "error"
+		case res.Skipped:
+			outcome = "skipped"
+		}
+		s.d.tel.sweepTime.Record(context.WithoutCancel(ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		span.SetAttributes(attribute.Bool("taskd.sweep.skipped", res.Skipped),
 			attribute.Int("taskd.sweep.recycled", res.Recycled),
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
@@ -354,7 +363,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 		}
 	}()
 
-	start := time.Now()
+	workStart := time.Now()
 	err = s.recycle(ctx, &res)
 	if err == nil && s.cfg.Redis != nil {
 		// Before restoring: a lock of another token on a live claim is
@@ -372,7 +381,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 	if res.didSomething() {
 		s.log.InfoContext(ctx, "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"skips_purged", res.SkipsPurged, "duration", time.Since(start))
+			"skips_purged", res.SkipsPurged, "duration", time.Since(workStart))
 	}
 	if err != nil {
 		return res, Unavailable(fmt.Errorf("sweep: %w", err))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -298,9 +299,24 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("observe pool: %v", err)
 	}
 	defer stop()
+	stopStores, err := telemetry.ObserveStores(p, []telemetry.StoreCheck{
+		{Name: "mysql", Check: pl.store.DB().PingContext},
+		{Name: "broken", Check: func(context.Context) error { return errors.New("down") }},
+	}, time.Minute)
+	if err != nil {
+		t.Fatalf("observe stores: %v", err)
+	}
+	defer stopStores()
 	c := pl.editor(t, "news")
 	ids := pl.add(t, "news", 2)
 	pl.next(t, c, ids[0])
+	sweeper, err := dispatcher.NewSweeper(pl.d, dispatcher.SweeperConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sweeper.Sweep(t.Context()); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
 
 	families := scrape(t, p.Metrics)
 
@@ -324,6 +340,18 @@ func TestPrometheus(t *testing.T) {
 	assignments := family(t, families, "taskd_assignments_total", dto.MetricType_COUNTER)
 	if got := value(t, assignments, map[string]string{"taskd_task_category": "news"}); got != 1 {
 		t.Errorf("taskd_assignments_total{taskd_task_category=news} = %v, want 1", got)
+	}
+
+	sweeps := family(t, families, "taskd_sweep_duration_seconds", dto.MetricType_HISTOGRAM)
+	if h := metric(t, sweeps, map[string]string{"taskd_outcome": "done"}).GetHistogram(); h.GetSampleCount() != 1 {
+		t.Errorf("taskd_sweep_duration_seconds{done}: count %d, want 1", h.GetSampleCount())
+	}
+	up := family(t, families, "taskd_store_up", dto.MetricType_GAUGE)
+	if got := value(t, up, map[string]string{"taskd_store": "mysql"}); got != 1 {
+		t.Errorf("taskd_store_up{mysql} = %v, want 1", got)
+	}
+	if got := value(t, up, map[string]string{"taskd_store": "broken"}); got != 0 {
+		t.Errorf("taskd_store_up{broken} = %v, want 0", got)
 	}
 
 	latency := family(t, families, "taskd_claim_duration_seconds", dto.MetricType_HISTOGRAM)
