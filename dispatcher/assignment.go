@@ -55,14 +55,23 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // tasks.ErrInvalid when result is not valid JSON. Once the result is
 // committed Submit does not fail: if finding the next assignment fails, that
 // is logged and the next is nil, and the claimant's next Next reports it.
+//
+// The submitted task's Redis lock is given back in the same round trip to
+// Redis that takes the next candidate's (see handover), or on its own when
+// there is no candidate to take.
 func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
-	if err := d.commit(ctx, c, ref, result); err != nil {
+	ended, err := d.submit(ctx, c, ref, result)
+	if err != nil {
 		return nil, err
 	}
 	// The claimant just ended its claim, so Next need not look for a held
 	// one; should a concurrent request have claimed for it meanwhile, the
-	// store's unique key turns the claim into that one.
-	next, err := d.next(ctx, c, 0, false)
+	// store turns the claim into that one.
+	h := &handover{key: d.lockKey(ended.TaskID)}
+	next, err := d.next(ctx, c, 0, false, h)
+	if !h.done {
+		d.releaseLock(ctx, ended.TaskID, ended.Holder)
+	}
 	switch {
 	case err == nil, errors.Is(err, ErrNoTask):
 	case errors.Is(err, tasks.ErrEditorDisabled):
@@ -74,8 +83,19 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	return next, nil
 }
 
-// commit ends c's claim ref with its result.
-func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (err error) {
+// commit ends c's claim ref with its result and gives its Redis lock back.
+func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) error {
+	ended, err := d.submit(ctx, c, ref, result)
+	if err != nil {
+		return err
+	}
+	d.releaseLock(ctx, ended.TaskID, ended.Holder)
+	return nil
+}
+
+// submit ends c's claim ref with its result in the store; the claim's Redis
+// lock is the caller's to give back.
+func (d *Dispatcher) submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (_ *tasks.Ended, err error) {
 	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
 	defer func() { endSpan(span, err) }()
 	ended, err := d.store.Submit(ctx, tasks.SubmitParams{
@@ -83,10 +103,10 @@ func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	})
 	if err != nil {
 		d.countStale(ctx, "submit", err)
-		return Unavailable(err)
+		return nil, Unavailable(err)
 	}
-	d.finish(ctx, span, ended, "submit")
-	return nil
+	d.record(ctx, span, ended, "submit")
+	return ended, nil
 }
 
 // Release gives c's claim ref back to the pool now; reason goes into the
@@ -145,6 +165,12 @@ func (d *Dispatcher) fail(ctx context.Context, c Claimant, ref ClaimRef, cause e
 // span to the span that made the claim.
 func (d *Dispatcher) finish(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
 	d.releaseLock(ctx, ended.TaskID, ended.Holder)
+	d.record(ctx, span, ended, op)
+}
+
+// record notes a claim the store ended: how long it was held, and a link
+// from the write's span to the span that made the claim.
+func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
 	span.SetAttributes(attrCategory.String(ended.Category))
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)

@@ -27,11 +27,22 @@ import (
 // is disabled (checked under the lock of the editor's row, whatever c says).
 // Errors from an unreachable store wrap ErrUnavailable.
 func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (*tasks.Claim, error) {
-	return d.next(ctx, c, wait, true)
+	return d.next(ctx, c, wait, true, nil)
 }
 
-// next is Next; checkHeld says whether to look for a claim the editor holds.
-func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, checkHeld bool) (claim *tasks.Claim, err error) {
+// handover is a Redis lock the claimant gives back in the round trip that
+// takes its next candidate's (locker.Options.ReleaseFirst): a submit hands
+// its task's lock over to the next claim. done is set once a call to Redis
+// carried the release; if none did (no candidate to take), the caller
+// releases the lock itself.
+type handover struct {
+	key  string
+	done bool
+}
+
+// next is Next; checkHeld says whether to look for a claim the editor holds,
+// and h, when not nil, is a lock to give back on the way.
+func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, checkHeld bool, h *handover) (claim *tasks.Claim, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.next", trace.WithAttributes(claimerAttrs(c)...),
 		trace.WithAttributes(attrWaitMS.Int64(wait.Milliseconds())))
 	defer func() {
@@ -55,7 +66,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 	}
 	wait = min(wait, d.cfg.MaxWait)
 	if wait <= 0 {
-		return d.claim(ctx, c)
+		return d.claim(ctx, c, h)
 	}
 
 	deadline := time.NewTimer(wait)
@@ -66,7 +77,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 		// Subscribe first, so that a task arriving while claim looks is not
 		// missed.
 		w := d.hub.subscribe(c.Categories)
-		claim, err := d.claim(ctx, c)
+		claim, err := d.claim(ctx, c, h)
 		if !errors.Is(err, ErrNoTask) {
 			d.hub.unsubscribe(w)
 			return claim, err
@@ -93,7 +104,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // Concurrent claims in this process take distinct candidates, and ObtainAny
 // skips candidates locked by other processes inside Redis, so competitors
 // rarely meet on a row.
-func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim, err error) {
+func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim *tasks.Claim, err error) {
 	if len(c.Categories) == 0 {
 		return nil, ErrNoTask
 	}
@@ -141,7 +152,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 		for _, p := range picked {
 			tried[p.ID] = true
 		}
-		claim, err := d.claimPicked(ctx, c, picked, &st)
+		claim, err := d.claimPicked(ctx, c, picked, &st, h)
 		if claim != nil || err != nil {
 			return claim, err
 		}
@@ -154,17 +165,23 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant) (claim *tasks.Claim,
 // next of them. Candidates it did not get to, or that the store refused only
 // because the claimant skipped them, go back to the pool. It returns nil and
 // no error when none could be claimed.
-func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats) (*tasks.Claim, error) {
+func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats, h *handover) (*tasks.Claim, error) {
 	var claimed int64
 	var back []pooled
 	defer func() { d.cands.done(picked, claimed, back) }()
-	opts := &locker.Options{Token: c.Holder}
 	for cands := picked; len(cands) > 0; {
 		keys := make([]string, len(cands))
 		for i, cand := range cands {
 			keys[i] = d.lockKey(cand.ID)
 		}
+		opts := &locker.Options{Token: c.Holder}
+		if h != nil && !h.done {
+			opts.ReleaseFirst = []string{h.key}
+		}
 		lock, err := d.locks.ObtainAny(ctx, keys, d.cfg.Lease, opts)
+		if h != nil && (err == nil || errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil) {
+			h.done = true // Redis ran the script, release included
+		}
 		if errors.Is(err, locker.ErrNotObtained) {
 			st.tried += len(keys)
 			st.conflicts += len(keys)

@@ -70,6 +70,14 @@ type Options struct {
 	// time to live. Tokens must be unique per holder. Refresh ignores it: a
 	// lock is refreshed under its own token.
 	Token string
+
+	// ReleaseFirst lists keys that ObtainAny releases, each only if it holds
+	// Token, before it tries the candidates: a holder that hands one lock over
+	// for the next does both in one round trip (per master, with Redlock).
+	// On a Cluster, keys of other hash slots than the candidates' are released
+	// in a call of their own. The keys are released whether or not a
+	// candidate is obtained. Requires Token; ignored by ObtainMulti.
+	ReleaseFirst []string
 }
 
 func (o *Options) retryStrategy() RetryStrategy {
@@ -175,7 +183,14 @@ func (c *Client) ObtainAny(ctx context.Context, keys []string, ttl time.Duration
 	if err := validate("obtain", keys, ttl); err != nil {
 		return nil, err
 	}
-	return c.obtain(ctx, &request{keys: keys, ttl: ttl}, opt)
+	q := &request{keys: keys, ttl: ttl}
+	if opt != nil && len(opt.ReleaseFirst) > 0 {
+		if opt.Token == "" {
+			return nil, errors.New("locker: obtain: ReleaseFirst needs a Token")
+		}
+		q.release = opt.ReleaseFirst
+	}
+	return c.obtain(ctx, q, opt)
 }
 
 // ObtainMulti obtains all of keys as one lock, or none of them: one script
@@ -249,6 +264,7 @@ func (c *Client) cluster() bool {
 // locks it would accept: one per key, or the single lock on all keys.
 type request struct {
 	keys     []string
+	release  []string // keys to release first, if they hold token (ObtainAny)
 	all      bool
 	token    string
 	ttl      time.Duration

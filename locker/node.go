@@ -170,7 +170,20 @@ func (n *node) obtain(ctx context.Context, q *request) (int, error) {
 		return 0, nil
 	}
 	gs := n.groups(q.keys)
-	cmds := n.run(ctx, obtainScript, gs, q.token, q.ttl.Milliseconds())
+	var cmds []*redis.Cmd
+	switch release := q.release; {
+	case len(release) > 0 && len(gs) == 1 && (!n.cluster || sameSlotAs(release, gs[0].keys[0])):
+		// One script releases, then obtains: one round trip.
+		keys := append(append(make([]string, 0, len(release)+len(q.keys)), release...), q.keys...)
+		cmds = []*redis.Cmd{obtainScript.Run(ctx, n.rdb, keys, q.token, q.ttl.Milliseconds(), len(release))}
+	case len(release) > 0:
+		if _, err := n.release(ctx, release, q.token); err != nil {
+			return -1, err
+		}
+		fallthrough
+	default:
+		cmds = n.run(ctx, obtainScript, gs, q.token, q.ttl.Milliseconds())
+	}
 
 	best, firstErr := -1, error(nil)
 	for gi, cmd := range cmds {
@@ -270,4 +283,15 @@ func coalesce(err, next error) error {
 		return err
 	}
 	return next
+}
+
+// sameSlotAs reports whether every key of keys is in key's hash slot.
+func sameSlotAs(keys []string, key string) bool {
+	s := Slot(key)
+	for _, k := range keys {
+		if Slot(k) != s {
+			return false
+		}
+	}
+	return true
 }
