@@ -129,7 +129,7 @@ type naive struct {
 }
 
 const naiveCandidatesSQL = `SELECT id, fence FROM tasks
-WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, id LIMIT 16`
+WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 16`
 
 func (s *naive) key(id int64) string { return s.prefix + "task:" + strconv.FormatInt(id, 10) }
 
@@ -186,7 +186,7 @@ type skipLocked struct {
 }
 
 const skipLockedSQL = `SELECT id, fence FROM tasks
-WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED`
+WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
 func (s *skipLocked) claim(ctx context.Context, e *editor) (ref, error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
