@@ -19,7 +19,8 @@
 # directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
 # exactly those processes and removes their files.
 #
-# Missing servers are installed with apt-get when running as root.
+# Missing servers (and chromium, the browser of the web tests) are installed with
+# apt-get when running as root.
 #
 #   up      start everything (no-op if already up), wait until every server answers,
 #           then print the environment (as `env` does) on stdout
@@ -107,6 +108,8 @@ find_binaries() {
 	MARIADB_INSTALL_DB=$(first_cmd mariadb-install-db mysql_install_db) || MARIADB_INSTALL_DB=
 	MARIADB=$(first_cmd mariadb mysql) || MARIADB=
 	MARIADB_ADMIN=$(first_cmd mariadb-admin mysqladmin) || MARIADB_ADMIN=
+	# The browser the web package's tests drive (Debian's chromium).
+	CHROMIUM=$(first_cmd chromium chromium-browser) || CHROMIUM=
 }
 
 # missing_packages prints the Debian packages whose binaries are not found.
@@ -116,6 +119,7 @@ missing_packages() {
 	[[ -n $REDIS_CLI ]] || missing+=(redis-tools)
 	[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || missing+=(mariadb-server)
 	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
+	[[ -n $CHROMIUM ]] || missing+=(chromium)
 	echo "${missing[*]}"
 }
 
@@ -537,6 +541,7 @@ cmd_env() {
 		export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$MYSQL_DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_REDIS_SERVER='$redis_server'
+		export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'
 	EOF
 }
 

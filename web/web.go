@@ -7,10 +7,17 @@
 //
 // Security: every answer carries a strict Content-Security-Policy (no inline
 // script or style), X-Content-Type-Options: nosniff, frame-ancestors 'none'
-// and Referrer-Policy: no-referrer. Signing in exchanges the editor's token
-// for a session cookie (HttpOnly, SameSite=Strict, Secure over TLS) that
-// names a session kept in Redis; every state-changing request made with the
-// cookie must carry the session's CSRF token.
+// and Referrer-Policy: same-origin (no address leaves the site). Signing in
+// exchanges the editor's token for a session cookie (HttpOnly,
+// SameSite=Strict, Secure over TLS) that names a session kept in Redis;
+// every state-changing request made with the cookie must carry the
+// session's CSRF token.
+//
+// Why Redis and not a signed cookie: a session in Redis ends everywhere the
+// moment its editor signs out, and its idle time is extended on the server
+// with each request, without a secret to share and rotate between replicas.
+// The session keeps the SHA-256 of the editor's token, never the token, so a
+// new token for the editor (or disabling it) ends its sessions too.
 package web
 
 import (
@@ -142,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.mux.ServeHTTP(w, r)
 }
@@ -215,19 +222,23 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sameOrigin reports whether r was sent by a page of this server: the
-// browser's Origin (or, without one, Sec-Fetch-Site) must say so. It guards
-// sign-in and sign-out against cross-site forms.
+// sameOrigin reports whether r was sent by a page of this server, as the
+// browser's Sec-Fetch-Site (or, without it, Origin) says. It guards sign-in
+// and sign-out against cross-site forms; a request with neither header does
+// not come from a browser page.
 func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		return err == nil && u.Host == r.Host
 	}
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-		return true
-	}
-	return false
+	return true
 }
 
 // meAnswer is the part of GET /v1/me that sign-in needs.

@@ -66,7 +66,7 @@ func TestHeadersAndSignIn(t *testing.T) {
 	for name, want := range map[string]string{
 		"Content-Security-Policy": "default-src 'self'",
 		"X-Content-Type-Options":  "nosniff",
-		"Referrer-Policy":         "no-referrer",
+		"Referrer-Policy":         "same-origin",
 		"Content-Type":            "text/html",
 	} {
 		if got := res.Header.Get(name); !strings.Contains(got, want) {
