@@ -336,3 +336,66 @@ func TestBrowserPhoneWidth(t *testing.T) {
 	}
 	tb.screenshot("workspace-phone")
 }
+
+// TestBrowserSkipAndRelease: Alt+S asks for a reason and skips, Alt+R
+// releases; each moves on at once and is recorded with its reason.
+func TestBrowserSkipAndRelease(t *testing.T) {
+	s := startServer(t, taskd.Config{})
+	_, token := s.editor("Di", "news")
+	first := s.addTask("news", 9, "Skip me", map[string]any{"text": "a"})
+	second := s.addTask("news", 5, "Release me", map[string]any{"text": "b"})
+	s.addTask("news", 1, "Keep me", map[string]any{"text": "c"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("Skip me")
+	tb.do("skip with Alt+S", chromedp.KeyEvent("s", chromedp.KeyModifiers(chromedp.ModifierAlt)))
+	tb.waitJS("the reason field", `!document.getElementById("reason-row").hidden && document.activeElement.id === "reason"`)
+	tb.do("give a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "conflict of interest"+kb.Enter))
+	tb.showing("Release me")
+
+	tb.do("release", chromedp.Click(chromedp.CSS("#b-release")))
+	tb.waitJS("the reason field", `!document.getElementById("reason-row").hidden`)
+	tb.do("give a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "need a specialist"), chromedp.Click(chromedp.CSS("#b-reason")))
+	// The released task is back in the pool and first in line again.
+	tb.waitJS("the next claim", `document.body.dataset.state === "task" && document.getElementById("task").dataset.task !== `+js(strconv.FormatInt(first, 10))+
+		` && document.getElementById("t-title").textContent !== "Skip me"`)
+	tb.waitJS("today's counts", `document.getElementById("today").textContent.includes("1 skipped") && document.getElementById("today").textContent.includes("1 released")`)
+
+	for id, want := range map[int64]string{first: "conflict of interest", second: "need a specialist"} {
+		var task struct {
+			History []struct {
+				Detail string `json:"detail"`
+			} `json:"history"`
+		}
+		s.admin("GET", fmt.Sprintf("/v1/tasks/%d", id), nil, http.StatusOK, &task)
+		found := false
+		for _, ev := range task.History {
+			found = found || strings.Contains(ev.Detail, want)
+		}
+		if !found {
+			t.Errorf("task %d history %+v lacks the reason %q", id, task.History, want)
+		}
+	}
+}
+
+// TestBrowserRecovers: with Redis frozen, a submit is answered 503; the
+// page says the service is recovering, retries by itself, and goes on once
+// Redis answers again.
+func TestBrowserRecovers(t *testing.T) {
+	rs := testenv.StartRedis(t)
+	s := startServer(t, taskd.Config{}, taskd.WithRedis(rs.Client()))
+	_, token := s.editor("Ed", "news")
+	s.addTask("news", 9, "Before the outage", map[string]any{"text": "a"})
+	s.addTask("news", 1, "After the outage", map[string]any{"text": "b"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("Before the outage")
+	rs.Pause()
+	tb.do("submit", chromedp.Click(chromedp.CSS("#b-submit")))
+	tb.waitJS("the recovering notice", `document.getElementById("status").textContent.includes("recovering")`)
+	rs.Resume()
+	tb.showing("After the outage")
+	tb.waitJS("the notice to clear", `document.getElementById("status").hidden`)
+}

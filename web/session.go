@@ -36,6 +36,10 @@ type sessions struct {
 	idle   time.Duration
 }
 
+// redisTimeout bounds each session read or write, so that a Redis that
+// hangs makes a page or call answer 503 at once rather than hold it.
+const redisTimeout = 2 * time.Second
+
 // errNoSession is a cookie that names no live session.
 var errNoSession = errors.New("no session")
 
@@ -52,6 +56,8 @@ func (s *sessions) key(id string) string {
 
 // create stores sess under a new id and returns the id.
 func (s *sessions) create(ctx context.Context, sess *session) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	sess.CSRF = randomToken()
 	b, err := json.Marshal(sess)
 	if err != nil {
@@ -67,6 +73,8 @@ func (s *sessions) create(ctx context.Context, sess *session) (string, error) {
 // get returns the session of id and extends its life by the idle time.
 // It returns errNoSession when there is none (expired, signed out).
 func (s *sessions) get(ctx context.Context, id string) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	if id == "" || len(id) > 64 {
 		return nil, errNoSession
 	}
@@ -86,6 +94,8 @@ func (s *sessions) get(ctx context.Context, id string) (*session, error) {
 
 // delete removes the session of id.
 func (s *sessions) delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	if err := s.rdb.Del(ctx, s.key(id)).Err(); err != nil {
 		return fmt.Errorf("web: delete session: %w", err)
 	}

@@ -31,17 +31,19 @@ type server struct {
 }
 
 // startServer starts an engine with the API and the pages; cfg may set
-// the lease and session idle time.
-func startServer(t *testing.T, cfg taskd.Config) *server {
+// the lease and session idle time, opts replace the test database and Redis.
+func startServer(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *server {
 	t.Helper()
 	prefix := testenv.Prefix(t)
 	cfg.AdminToken = adminToken
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Redis.KeyPrefix = prefix
-	e, err := taskd.New(cfg,
+	opts = append([]taskd.Option{
 		taskd.WithDB(taskstest.NewDB(t)),
 		taskd.WithRedis(testenv.Redis(t)),
-		taskd.WithLogger(slog.New(slog.DiscardHandler)))
+		taskd.WithLogger(slog.New(slog.DiscardHandler)),
+	}, opts...)
+	e, err := taskd.New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}

@@ -62,13 +62,25 @@
 
   function sleep(ms) { return new Promise(function (r) { setTimeout(r, ms); }); }
 
-  function whenVisible() {
-    if (!document.hidden) { return Promise.resolve(); }
+  function present() { return !document.hidden && now() - lastInput < ACTIVE_MS; }
+
+  // whenPresent resolves once the tab is visible and the editor active, so
+  // that a walked-away editor is not handed task after task to let expire.
+  function whenPresent() {
+    if (present()) { return Promise.resolve(); }
+    setState('away');
+    var el = $('status');
+    notice((el.hidden ? '' : el.textContent + ' ') + 'Paused while you are away: press a key or move the mouse to get work.', el.hidden ? '' : el.className.replace('notice', '').trim());
     return new Promise(function (resolve) {
+      var evs = ['visibilitychange', 'keydown', 'pointerdown', 'pointermove', 'touchstart'];
       var on = function () {
-        if (!document.hidden) { document.removeEventListener('visibilitychange', on); resolve(); }
+        if (!present()) { return; }
+        evs.forEach(function (ev) { document.removeEventListener(ev, on); });
+        notice('');
+        setState('waiting');
+        resolve();
       };
-      document.addEventListener('visibilitychange', on);
+      evs.forEach(function (ev) { document.addEventListener(ev, on); });
     });
   }
 
@@ -179,8 +191,7 @@
       lost('Your lease on task #' + cur.task.id + ' ran out, so the task went back to the pool.');
       return;
     }
-    var present = !document.hidden && t - lastInput < ACTIVE_MS;
-    if (present && !beating && !holdLimited && t >= nextBeat) { heartbeat(); }
+    if (present() && !beating && !holdLimited && t >= nextBeat) { heartbeat(); }
   }
 
   function heartbeat() {
@@ -228,7 +239,7 @@
     var delay = 1000;
     var loop = function () {
       if (gen !== generation) { return undefined; }
-      return whenVisible().then(function () {
+      return whenPresent().then(function () {
         return call('POST', '/assignments/next', { wait_ms: WAIT_MS }, signal);
       }).then(function (r) {
         if (gen !== generation) { return undefined; }
