@@ -608,7 +608,7 @@ func (v *validator) http() {
 		v.fail("http.max_wait", "must be at most %v, got %q", maxWaitMax, h.MaxWait.String())
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
-	v.atLeast("http.session_idle", h.SessionIdle, time.Minute)
+	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.
