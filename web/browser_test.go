@@ -250,6 +250,7 @@ func TestBrowserSubmitShowsNext(t *testing.T) {
 
 	tb.do("submit the second", chromedp.Click(chromedp.CSS("#b-submit")))
 	tb.waitJS("the calm waiting state", `document.body.dataset.state === "waiting" && !document.getElementById("waiting").hidden`)
+	tb.screenshot("workspace-waiting")
 	// Work that arrives while the page waits shows up through the long poll.
 	s.addTask("news", 1, "Late arrival", map[string]any{"text": "Arrived while waiting."})
 	tb.showing("Late arrival")
@@ -329,6 +330,8 @@ func TestBrowserPhoneWidth(t *testing.T) {
 	})
 	tb := newTab(t, 390, 844)
 	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.do("the sign-in page", chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	tb.screenshot("signin-phone")
 	tb.signIn(s, token)
 	tb.showing("A fairly long headline about the regional transport plan and its budget")
 	if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 390 {
@@ -398,4 +401,33 @@ func TestBrowserRecovers(t *testing.T) {
 	rs.Resume()
 	tb.showing("After the outage")
 	tb.waitJS("the notice to clear", `document.getElementById("status").hidden`)
+}
+
+// TestBrowserHiddenTabLetsClaimExpire: while the tab is hidden no heartbeat
+// goes out, so the claim's lease runs out; the page says so and pauses, and
+// once the tab is visible again it gets work.
+func TestBrowserHiddenTabLetsClaimExpire(t *testing.T) {
+	cfg := taskd.Config{}
+	cfg.Dispatch.LeaseTTL = 3 * time.Second // heartbeats every second while present
+	s := startServer(t, cfg)
+	_, token := s.editor("Flo", "news")
+	id := s.addTask("news", 1, "Left alone", map[string]any{"text": "a"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("Left alone")
+	fence := eval[string](tb, `document.getElementById("task").dataset.fence`)
+	// The browser says the tab is hidden, as it does when the editor
+	// switches tabs or minimises the window.
+	tb.do("hide the tab", chromedp.Evaluate[chromedp.Void](`Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+		document.dispatchEvent(new Event("visibilitychange"))`))
+	tb.waitJS("the lease to run out", `document.getElementById("status").textContent.includes("Your lease on task #`+strconv.FormatInt(id, 10)+` ran out")`)
+	tb.waitJS("the away state", `document.body.dataset.state === "away"`)
+	tb.do("show the tab", chromedp.Evaluate[chromedp.Void](`Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
+		document.dispatchEvent(new Event("visibilitychange"))`))
+	tb.showing("Left alone")
+	// A new claim of the same task: the old one ended, it was not kept alive.
+	if got := eval[string](tb, `document.getElementById("task").dataset.fence`); got == fence {
+		t.Errorf("fence %s after coming back, want a new claim", got)
+	}
 }

@@ -187,7 +187,9 @@
     var left = leaseAt - t;
     $('t-lease').textContent = clock(left);
     $('t-lease').className = left < leaseSpan / 4 ? 'warn' : '';
-    if (left <= 0) {
+    // A second's grace past the end covers the Date header's rounding, so
+    // that the server has surely ended the claim too.
+    if (left <= -1000) {
       lost('Your lease on task #' + cur.task.id + ' ran out, so the task went back to the pool.');
       return;
     }
