@@ -431,3 +431,22 @@ func TestBrowserHiddenTabLetsClaimExpire(t *testing.T) {
 		t.Errorf("fence %s after coming back, want a new claim", got)
 	}
 }
+
+// TestBrowserHoldLimit: once a claim has been held for dispatch.max_hold,
+// the page explains that its lease can no longer be extended.
+func TestBrowserHoldLimit(t *testing.T) {
+	cfg := taskd.Config{}
+	cfg.Dispatch.LeaseTTL = 6 * time.Second
+	cfg.Dispatch.MaxHold = 6 * time.Second // the first heartbeat, after 2s, would pass it
+	s := startServer(t, cfg)
+	_, token := s.editor("Gus", "news")
+	s.addTask("news", 1, "Held too long", map[string]any{"text": "a"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("Held too long")
+	tb.waitJS("the hold-limit notice", `document.getElementById("status").textContent.includes("held for the longest time allowed")`)
+	if st := eval[string](tb, `document.body.dataset.state`); st != "task" {
+		t.Errorf("state %q: the task should stay on the page until its lease ends", st)
+	}
+}

@@ -232,3 +232,43 @@ func TestSessionExpires(t *testing.T) {
 		t.Fatalf("me after a new token: %d, want 401", st)
 	}
 }
+
+// TestOwnClaimOnly checks that one editor's session never sees or touches
+// another editor's claim.
+func TestOwnClaimOnly(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, taskd.Config{})
+	_, tokenA := s.editor("a", "news")
+	_, tokenB := s.editor("b", "news")
+	idA := s.addTask("news", 9, "for whoever asks first", map[string]any{"text": "1"})
+	s.addTask("news", 1, "the other one", map[string]any{"text": "2"})
+	a, b := browserClient(t), browserClient(t)
+	for _, c := range []struct {
+		c     *http.Client
+		token string
+	}{{a, tokenA}, {b, tokenB}} {
+		if res := s.signIn(c.c, c.token); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("sign in: %d", res.StatusCode)
+		}
+	}
+	csrfA, csrfB := csrfOf(t, s, a), csrfOf(t, s, b)
+	if st, body := do(t, a, "POST", s.base+"/app/v1/assignments/next", csrfA, `{}`); st != http.StatusOK || !strings.Contains(body, "for whoever asks first") {
+		t.Fatalf("a's next: %d %s", st, body)
+	}
+	if st, body := do(t, b, "GET", s.base+"/app/v1/me", "", ""); st != http.StatusOK || !strings.Contains(body, `"assignment":null`) {
+		t.Fatalf("b sees a claim: %d %s", st, body)
+	}
+	if st, body := do(t, b, "POST", s.base+"/app/v1/assignments/next", csrfB, `{}`); st != http.StatusOK || !strings.Contains(body, "the other one") {
+		t.Fatalf("b's next: %d %s", st, body)
+	}
+	// b cannot act on a's claim, even with a's CSRF token.
+	for _, csrf := range []string{csrfB, csrfA} {
+		st, _ := do(t, b, "POST", s.base+"/app/v1/assignments/"+itoa(idA)+"/submit", csrf, `{"fence":1,"result":{}}`)
+		if st != http.StatusForbidden {
+			t.Fatalf("b submits a's claim with CSRF %q: %d, want 403", csrf[:4], st)
+		}
+	}
+	if st, body := do(t, a, "GET", s.base+"/app/v1/me", "", ""); st != http.StatusOK || !strings.Contains(body, "for whoever asks first") {
+		t.Fatalf("a lost its claim: %d %s", st, body)
+	}
+}
