@@ -93,6 +93,7 @@ type Handler struct {
 	secure   bool
 	log      *slog.Logger
 	pages    *template.Template
+	version  string // of the static files, in their URLs
 	mux      *http.ServeMux
 }
 
@@ -128,8 +129,10 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	files := http.FileServerFS(static)
-	h.mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(time.Hour, files)))
+	if h.version, err = version(static); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
 	h.mux.HandleFunc("GET /{$}", h.home)
 	h.mux.HandleFunc("POST /signin", h.signIn)
 	h.mux.HandleFunc("POST /signout", h.signOut)
@@ -154,12 +157,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-func cacheFor(d time.Duration, next http.Handler) http.Handler {
-	v := fmt.Sprintf("public, max-age=%d", int(d.Seconds()))
+// staticFiles serves the embedded files, never a directory listing. Their
+// URLs carry the files' version (?v=), so they may be cached for long.
+func staticFiles(static fs.FS) http.Handler {
+	files := http.FileServerFS(static)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", v)
-		next.ServeHTTP(w, r)
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=604800, immutable")
+		files.ServeHTTP(w, r)
 	})
+}
+
+// version returns a short hash of the static files' contents.
+func version(static fs.FS) (string, error) {
+	sum := sha256.New()
+	err := fs.WalkDir(static, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, path)
+		if err != nil {
+			return err
+		}
+		_, _ = sum.Write([]byte(path))
+		_, _ = sum.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(sum.Sum(nil))[:12], err
 }
 
 // hashID is the hex SHA-256 of a session id: Redis never holds the id
@@ -193,15 +220,17 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, value string
 
 // page is what the templates get.
 type page struct {
-	Editor string
-	CSRF   string
-	Error  string
+	Version string // of the static files
+	Editor  string
+	CSRF    string
+	Error   string
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	p.Version = h.version
 	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
 		h.log.Warn("web: render page", "page", name, "error", err)
 	}

@@ -78,6 +78,21 @@ func TestHeadersAndSignIn(t *testing.T) {
 		t.Errorf("CSP %q: want frame-ancestors 'none' and no unsafe-inline", csp)
 	}
 
+	// The static files: served with their type, never a listing.
+	for path, want := range map[string]int{"/static/app.js": http.StatusOK, "/static/app.css": http.StatusOK, "/static/": http.StatusNotFound} {
+		res, err := c.Get(s.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want || res.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: %d, nosniff %q; want %d", path, res.StatusCode, res.Header.Get("X-Content-Type-Options"), want)
+		}
+		if want == http.StatusOK && !strings.Contains(res.Header.Get("Content-Type"), map[string]string{"/static/app.js": "javascript", "/static/app.css": "text/css"}[path]) {
+			t.Errorf("GET %s: Content-Type %q", path, res.Header.Get("Content-Type"))
+		}
+	}
+
 	if res := s.signIn(c, "not-a-token"); res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong token: status %d, want 401", res.StatusCode)
 	}
