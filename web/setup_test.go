@@ -34,7 +34,10 @@ type server struct {
 // the lease and session idle time, opts replace the test database and Redis.
 func startServer(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *server {
 	t.Helper()
-	prefix := testenv.Prefix(t)
+	prefix := cfg.Redis.KeyPrefix
+	if prefix == "" {
+		prefix = testenv.Prefix(t)
+	}
 	cfg.AdminToken = adminToken
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Redis.KeyPrefix = prefix

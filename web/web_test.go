@@ -3,12 +3,14 @@ package web_test
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks/taskstest"
 	"github.com/taskd/taskd/web"
 )
 
@@ -286,4 +288,60 @@ func TestOwnClaimOnly(t *testing.T) {
 	if st, body := do(t, a, "GET", s.base+"/app/v1/me", "", ""); st != http.StatusOK || !strings.Contains(body, "for whoever asks first") {
 		t.Fatalf("a lost its claim: %d %s", st, body)
 	}
+}
+
+// TestSessionAcrossReplicas checks that a session started on one process
+// works on another over the same stores, and that signing out on the second
+// ends it on the first.
+func TestSessionAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	cfg := taskd.Config{}
+	cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	db := taskstest.NewDB(t)
+	one := startServer(t, cfg, taskd.WithDB(db))
+	two := startServer(t, cfg, taskd.WithDB(db))
+	_, token := one.editor("rep", "news")
+	c := browserClient(t)
+	if res := one.signIn(c, token); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in on one: %d", res.StatusCode)
+	}
+	var cookie *http.Cookie
+	for _, ck := range c.Jar.Cookies(mustURL(t, one.base)) {
+		if ck.Name == web.CookieName {
+			cookie = ck
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no session cookie")
+	}
+	// The same cookie, sent to the other process (another host:port, so a
+	// jar of its own).
+	c2 := browserClient(t)
+	c2.Jar.SetCookies(mustURL(t, two.base), []*http.Cookie{{Name: web.CookieName, Value: cookie.Value, Path: "/"}})
+	if st, body := do(t, c2, "GET", two.base+"/app/v1/me", "", ""); st != http.StatusOK || !strings.Contains(body, `"name":"rep"`) {
+		t.Fatalf("me on two: %d %s", st, body)
+	}
+	csrf := csrfOf(t, two, c2)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", two.base+"/signout", strings.NewReader("csrf="+csrf))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := c2.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out on two: %d", res.StatusCode)
+	}
+	if st, _ := do(t, c, "GET", one.base+"/app/v1/me", "", ""); st != http.StatusUnauthorized {
+		t.Fatalf("me on one after signing out on two: %d, want 401", st)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
