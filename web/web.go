@@ -136,6 +136,9 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /{$}", h.home)
 	h.mux.HandleFunc("POST /signin", h.signIn)
 	h.mux.HandleFunc("POST /signout", h.signOut)
+	toHome := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusSeeOther) }
+	h.mux.HandleFunc("GET /signin", toHome)
+	h.mux.HandleFunc("GET /signout", toHome)
 	h.mux.HandleFunc("GET /app/v1/me", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
@@ -317,6 +320,12 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "2")
 		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
 		return
+	}
+	if old, err := r.Cookie(CookieName); err == nil {
+		// The session this browser had, if any, ends: one per sign-in.
+		if err := h.sessions.delete(r.Context(), old.Value); err != nil {
+			h.log.WarnContext(r.Context(), "web: end the previous session", "error", err)
+		}
 	}
 	h.log.InfoContext(r.Context(), "web: signed in", "editor_id", me.ID)
 	h.setCookie(w, r, id, 0)

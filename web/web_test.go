@@ -117,6 +117,27 @@ func TestHeadersAndSignIn(t *testing.T) {
 	if strings.Contains(cookie.Value, token) {
 		t.Fatal("the cookie carries the token")
 	}
+	// Signing in again ends the session the browser had.
+	first := cookie.Value
+	res = s.signIn(c, token)
+	for _, ck := range res.Cookies() {
+		if ck.Name == web.CookieName {
+			cookie = ck
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie.Value == first {
+		t.Fatalf("second sign in: %d, cookie unchanged %v", res.StatusCode, cookie.Value == first)
+	}
+	replay := browserClient(t)
+	replay.Jar.SetCookies(mustURL(t, s.base), []*http.Cookie{{Name: web.CookieName, Value: first, Path: "/"}})
+	if st, _ := do(t, replay, "GET", s.base+"/app/v1/me", "", ""); st != http.StatusUnauthorized {
+		t.Fatalf("the first session after signing in again: %d, want 401", st)
+	}
+	if res, err := c.Get(s.base + "/signin"); err != nil || res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET /signin: %v %v, want a redirect", res, err)
+	} else {
+		res.Body.Close()
+	}
 	csrf := csrfOf(t, s, c)
 
 	if st, body := do(t, c, "GET", s.base+"/app/v1/me", "", ""); st != http.StatusOK || !strings.Contains(body, `"name":"ada"`) {
