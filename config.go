@@ -31,6 +31,7 @@ const (
 	httpMaxWaitDefault           = time.Minute
 	httpEditorCacheTTLDefault    = 10 * time.Second
 	httpRequestTimeoutDefault    = 10 * time.Second
+	httpSessionIdleDefault       = 8 * time.Hour
 	httpShutdownTimeoutDefault   = 30 * time.Second
 
 	redisAddrDefault         = "127.0.0.1:6379"
@@ -227,6 +228,14 @@ type HTTPConfig struct {
 	// RequestTimeout bounds a request's work (a long poll's: its wait plus
 	// this): a store that hangs makes it 503 then. Default 10s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// SessionIdle is how long a web page session (the editor's workspace
+	// at /) lives without a request; sessions are kept in Redis, so every
+	// replica shares them. Default 8h.
+	SessionIdle time.Duration `yaml:"session_idle"`
+	// SecureCookie marks the session cookie Secure even on plain HTTP: set
+	// it behind a TLS-terminating proxy. Requests over TLS always get a
+	// Secure cookie.
+	SecureCookie bool `yaml:"secure_cookie"`
 	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
 	// still running then are cut off. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -397,6 +406,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&h.MaxWait, httpMaxWaitDefault)
 	setDefault(&h.EditorCacheTTL, httpEditorCacheTTLDefault)
 	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
+	setDefault(&h.SessionIdle, httpSessionIdleDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
 
 	r := &c.Redis
@@ -598,6 +608,7 @@ func (v *validator) http() {
 		v.fail("http.max_wait", "must be at most %v, got %q", maxWaitMax, h.MaxWait.String())
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
+	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.

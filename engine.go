@@ -22,6 +22,7 @@ import (
 	"github.com/taskd/taskd/dispatcher/telemetry"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/web"
 )
 
 // Timeouts of the engine's own steps.
@@ -303,7 +304,18 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if err != nil {
 		return err
 	}
-	e.handler = telemetry.HTTPHandler(e.api, e.tel)
+	pages, err := web.New(web.Config{
+		API:          e.api,
+		Redis:        e.redis.pubSub(),
+		KeyPrefix:    cfg.Redis.KeyPrefix,
+		SessionIdle:  cfg.HTTP.SessionIdle,
+		SecureCookie: cfg.HTTP.SecureCookie,
+		Logger:       e.log,
+	})
+	if err != nil {
+		return err
+	}
+	e.handler = telemetry.HTTPHandler(pages, e.tel)
 	return nil
 }
 
@@ -345,7 +357,8 @@ func healthHandler(metrics http.Handler) http.Handler {
 }
 
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
-// editor API (see the README), GET /healthz, GET /readyz and, with
+// editor API (see the README), the editor's workspace pages at / (package
+// web; sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics, in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.

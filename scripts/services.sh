@@ -19,8 +19,9 @@
 # directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
 # exactly those processes and removes their files.
 #
-# Missing servers are installed with apt-get when running as root, and so is
-# Prometheus (prometheus, promtool), which the deploy/ tests run themselves.
+# Missing servers are installed with apt-get when running as root, and so are
+# Prometheus (prometheus, promtool), which the deploy/ tests run themselves, and
+# chromium, the browser of the web tests.
 #
 #   up      start everything (no-op if already up), wait until every server answers,
 #           then print the environment (as `env` does) on stdout
@@ -111,6 +112,8 @@ find_binaries() {
 	# Not a server of the set: the deploy/ tests run their own Prometheus and promtool.
 	PROMETHEUS=$(first_cmd prometheus) || PROMETHEUS=
 	PROMTOOL=$(first_cmd promtool) || PROMTOOL=
+	# The browser the web package's tests drive (Debian's chromium).
+	CHROMIUM=$(first_cmd chromium chromium-browser) || CHROMIUM=
 }
 
 # missing_packages prints the Debian packages whose binaries are not found.
@@ -121,6 +124,7 @@ missing_packages() {
 	[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || missing+=(mariadb-server)
 	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
 	[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
+	[[ -n $CHROMIUM ]] || missing+=(chromium)
 	echo "${missing[*]}"
 }
 
@@ -542,6 +546,7 @@ cmd_env() {
 		export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$MYSQL_DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_REDIS_SERVER='$redis_server'
+		export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'
 	EOF
 }
 

@@ -144,6 +144,7 @@ func printDevGuide(w io.Writer, base string, editors []demoEditor, adminToken st
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.name, strings.Join(e.categories, ","), e.token)
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(w, "\nThe editor's workspace: open %s/ in a browser and sign in with one of these tokens.\n", base)
 	first := editors[0]
 	fmt.Fprintf(w, `
 Try the API (bash; the ID and FENCE lines need jq, or set them by hand):

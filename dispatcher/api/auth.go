@@ -104,19 +104,40 @@ func (a *api) admin(h handlerFunc) http.Handler {
 // not act (403, not 401: another token would not help).
 var errEditorDisabled = errorf(http.StatusForbidden, codeEditorDisabled, "this editor is disabled")
 
+// sessionKey carries the token hash of a signed-in page's session.
+type sessionKey struct{}
+
+// WithEditorTokenHash returns a copy of ctx that authenticates a request to
+// the editor routes (GET /v1/me, /v1/assignments/...) as the editor whose
+// token has this hash (tasks.HashToken), in place of an Authorization header:
+// the way the web pages' sessions, which keep the hash and never the token,
+// call the API in-process. A request can only get it from Go code in the same
+// process; over HTTP it takes a bearer token as before. An editor given a new
+// token, or disabled, is refused as with the old token.
+func WithEditorTokenHash(ctx context.Context, hash [32]byte) context.Context {
+	return context.WithValue(ctx, sessionKey{}, hash)
+}
+
 // editor lets only enabled editors' tokens through to h, with the editor.
 func (a *api) editor(h editorHandlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		token, err := bearer(r)
-		if err != nil {
-			return err
-		}
-		if a.isAdmin(token) {
-			return errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
-		}
-		e, err := a.editorByToken(r, token)
-		if err != nil {
-			return err
+		var e *tasks.Editor
+		if hash, ok := r.Context().Value(sessionKey{}).([32]byte); ok {
+			var err error
+			if e, err = a.editorByHash(r, hash); err != nil {
+				return err
+			}
+		} else {
+			token, err := bearer(r)
+			if err != nil {
+				return err
+			}
+			if a.isAdmin(token) {
+				return errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
+			}
+			if e, err = a.editorByToken(r, token); err != nil {
+				return err
+			}
 		}
 		if e.Disabled() {
 			return errEditorDisabled
@@ -144,11 +165,17 @@ func (a *api) isAdmin(token string) bool {
 
 // editorByToken returns the editor whose token this is, or a 401 apiError.
 func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error) {
-	unknown := errorf(http.StatusUnauthorized, codeUnauthorized, "unknown token")
 	if len(token) > maxTokenLen {
-		return nil, unknown
+		return nil, errUnknownToken
 	}
-	hash := tasks.HashToken(token)
+	return a.editorByHash(r, tasks.HashToken(token))
+}
+
+var errUnknownToken = errorf(http.StatusUnauthorized, codeUnauthorized, "unknown token")
+
+// editorByHash returns the editor whose token has this hash, or a 401
+// apiError.
+func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error) {
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
 	}
@@ -159,7 +186,7 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 	e, err := a.store.EditorByTokenHash(ctx, hash)
 	err = timedOut(ctx, err)
 	if errors.Is(err, tasks.ErrNotFound) {
-		return nil, unknown
+		return nil, errUnknownToken
 	}
 	if err != nil {
 		return nil, err

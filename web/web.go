@@ -1,0 +1,411 @@
+// Package web serves taskd's pages: the editor's workspace at /, with
+// sign-in and sign-out. Pages are server-rendered html/template with a
+// little JavaScript and CSS, all embedded in the binary; there is no build
+// step. The pages' JSON calls go to /app/v1/..., which runs the API's own
+// handlers (dispatcher/api) for the signed-in editor, so claims are fenced
+// exactly as for any API client.
+//
+// Security: every answer carries a strict Content-Security-Policy (no inline
+// script or style), X-Content-Type-Options: nosniff, frame-ancestors 'none'
+// and Referrer-Policy: same-origin (no address leaves the site). Signing in
+// exchanges the editor's token for a session cookie (HttpOnly,
+// SameSite=Strict, Secure over TLS) that names a session kept in Redis;
+// every state-changing request made with the cookie must carry the
+// session's CSRF token.
+//
+// Why Redis and not a signed cookie: a session in Redis ends everywhere the
+// moment its editor signs out, and its idle time is extended on the server
+// with each request, without a secret to share and rotate between replicas.
+// The session keeps the SHA-256 of the editor's token, never the token, so a
+// new token for the editor (or disabling it) ends its sessions too.
+package web
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/tasks"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Defaults.
+const (
+	// SessionIdleDefault is how long a session lives without use when
+	// Config.SessionIdle is zero.
+	SessionIdleDefault = 8 * time.Hour
+	// CookieName is the session cookie's name.
+	CookieName = "taskd_session"
+	// CSRFHeader carries the session's CSRF token on the pages' JSON calls.
+	CSRFHeader = "X-CSRF-Token"
+)
+
+// contentSecurityPolicy allows the page's own scripts, styles, images and
+// JSON calls, and nothing else: no inline script or style, no framing.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Config configures the pages.
+type Config struct {
+	// API is the API's handler (api.New). Requests the pages do not serve
+	// go to it, and the pages' JSON calls run through it. Required.
+	API http.Handler
+	// Redis keeps the sessions. Required.
+	Redis redis.UniversalClient
+	// KeyPrefix starts the sessions' Redis keys (the engine's Redis key
+	// prefix).
+	KeyPrefix string
+	// SessionIdle is how long a session lives without a request; each
+	// request made with it extends it by as much. Default
+	// SessionIdleDefault.
+	SessionIdle time.Duration
+	// SecureCookie marks the session cookie Secure even for requests that
+	// did not come over TLS: for a server behind a TLS-terminating proxy.
+	// Requests over TLS always get a Secure cookie.
+	SecureCookie bool
+	// Logger receives the pages' logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the pages and hands every other request to the API.
+type Handler struct {
+	api      http.Handler
+	sessions *sessions
+	secure   bool
+	log      *slog.Logger
+	pages    *template.Template
+	version  string // of the static files, in their URLs
+	mux      *http.ServeMux
+}
+
+// New validates cfg and returns the pages' handler.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.API == nil:
+		return nil, errors.New("web: API is required")
+	case cfg.Redis == nil:
+		return nil, errors.New("web: Redis is required")
+	case cfg.SessionIdle < 0:
+		return nil, fmt.Errorf("web: session idle time must not be negative, got %v", cfg.SessionIdle)
+	}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = SessionIdleDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pages, err := template.ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	h := &Handler{
+		api:      cfg.API,
+		sessions: &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix, idle: cfg.SessionIdle},
+		secure:   cfg.SecureCookie,
+		log:      cfg.Logger,
+		pages:    pages,
+		mux:      http.NewServeMux(),
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	if h.version, err = version(static); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
+	h.mux.HandleFunc("GET /{$}", h.home)
+	h.mux.HandleFunc("POST /signin", h.signIn)
+	h.mux.HandleFunc("POST /signout", h.signOut)
+	toHome := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusSeeOther) }
+	h.mux.HandleFunc("GET /signin", toHome)
+	h.mux.HandleFunc("GET /signout", toHome)
+	h.mux.HandleFunc("GET /app/v1/me", h.call)
+	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
+	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
+	return h, nil
+}
+
+// ServeHTTP serves the pages' routes and hands the rest to the API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		h.api.ServeHTTP(w, r)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// staticFiles serves the embedded files, never a directory listing. Their
+// URLs carry the files' version (?v=), so they may be cached for long.
+func staticFiles(static fs.FS) http.Handler {
+	files := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "public, max-age=604800, immutable")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// version returns a short hash of the static files' contents.
+func version(static fs.FS) (string, error) {
+	sum := sha256.New()
+	err := fs.WalkDir(static, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(static, path)
+		if err != nil {
+			return err
+		}
+		_, _ = sum.Write([]byte(path))
+		_, _ = sum.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(sum.Sum(nil))[:12], err
+}
+
+// hashID is the hex SHA-256 of a session id: Redis never holds the id
+// itself.
+func hashID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// session returns the request's session, errNoSession without one.
+func (h *Handler) session(r *http.Request) (string, *session, error) {
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return "", nil, errNoSession
+	}
+	s, err := h.sessions.get(r.Context(), c.Value)
+	return c.Value, s, err
+}
+
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     CookieName,
+		Value:    value,
+		Path:     "/",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   h.secure || r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// page is what the templates get.
+type page struct {
+	Version string // of the static files
+	Editor  string
+	CSRF    string
+	Error   string
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	p.Version = h.version
+	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
+		h.log.Warn("web: render page", "page", name, "error", err)
+	}
+}
+
+// home serves the workspace to a signed-in editor, else the sign-in page.
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	_, s, err := h.session(r)
+	switch {
+	case errors.Is(err, errNoSession):
+		h.render(w, http.StatusOK, "signin.html", page{})
+	case err != nil:
+		h.log.WarnContext(r.Context(), "web: session", "error", err)
+		w.Header().Set("Retry-After", "2")
+		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
+	default:
+		h.render(w, http.StatusOK, "workspace.html", page{Editor: s.EditorName, CSRF: s.CSRF})
+	}
+}
+
+// sameOrigin reports whether r was sent by a page of this server, as the
+// browser's Sec-Fetch-Site (or, without it, Origin) says. It guards sign-in
+// and sign-out against cross-site forms; a request with neither header does
+// not come from a browser page.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		return err == nil && u.Host == r.Host
+	}
+	return true
+}
+
+// meAnswer is the part of GET /v1/me that sign-in needs.
+type meAnswer struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// signIn checks the editor token through the API's GET /v1/me and starts a
+// session for its editor.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		h.render(w, http.StatusForbidden, "signin.html", page{Error: "Sign in from this site's own page."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if token == "" {
+		h.render(w, http.StatusUnprocessableEntity, "signin.html", page{Error: "Enter your editor token."})
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/v1/me", nil)
+	if err != nil {
+		h.render(w, http.StatusInternalServerError, "signin.html", page{Error: "Sign-in failed."})
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := newRecorder()
+	h.api.ServeHTTP(rec, req)
+	var me meAnswer
+	switch {
+	case rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &me) == nil:
+	case rec.status == http.StatusUnauthorized:
+		h.render(w, http.StatusUnauthorized, "signin.html", page{Error: "That token is not an editor's token."})
+		return
+	case rec.status == http.StatusForbidden:
+		h.render(w, http.StatusForbidden, "signin.html", page{Error: "This token cannot sign in here: " + apiMessage(rec.body.Bytes())})
+		return
+	default:
+		w.Header().Set("Retry-After", "2")
+		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
+		return
+	}
+	id, err := h.sessions.create(r.Context(), &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)})
+	if err != nil {
+		h.log.WarnContext(r.Context(), "web: sign in", "error", err)
+		w.Header().Set("Retry-After", "2")
+		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
+		return
+	}
+	if old, err := r.Cookie(CookieName); err == nil {
+		// The session this browser had, if any, ends: one per sign-in.
+		if err := h.sessions.delete(r.Context(), old.Value); err != nil {
+			h.log.WarnContext(r.Context(), "web: end the previous session", "error", err)
+		}
+	}
+	h.log.InfoContext(r.Context(), "web: signed in", "editor_id", me.ID)
+	h.setCookie(w, r, id, 0)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// signOut deletes the session; the form carries its CSRF token.
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	id, s, err := h.session(r)
+	if err == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, 4096)
+		if !sameOrigin(r) || !s.checkCSRF(r.PostFormValue("csrf")) {
+			http.Error(w, "forbidden: missing or wrong CSRF token", http.StatusForbidden)
+			return
+		}
+		if err := h.sessions.delete(r.Context(), id); err != nil {
+			h.log.WarnContext(r.Context(), "web: sign out", "error", err)
+			http.Error(w, "the service is recovering; try again in a moment", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	h.setCookie(w, r, "", -1)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// taskOps are the assignment operations the pages may call.
+var taskOps = map[string]bool{"heartbeat": true, "submit": true, "release": true}
+
+var digits = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+
+// call runs one of the API's editor routes for the session's editor: the
+// path without its /app prefix, authenticated by the session, never by a
+// header the browser sent. State-changing calls need the CSRF header.
+func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	if op := r.PathValue("op"); op != "" && (!taskOps[op] || !digits.MatchString(r.PathValue("task"))) {
+		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+		return
+	}
+	_, s, err := h.session(r)
+	if errors.Is(err, errNoSession) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "your session has ended; sign in again")
+		return
+	}
+	if err != nil {
+		h.log.WarnContext(r.Context(), "web: session", "error", err)
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the service is recovering")
+		return
+	}
+	if r.Method != http.MethodGet && !s.checkCSRF(r.Header.Get(CSRFHeader)) {
+		writeError(w, http.StatusForbidden, "csrf", "missing or wrong CSRF token")
+		return
+	}
+	ctx := api.WithEditorTokenHash(r.Context(), s.TokenHash)
+	req := r.Clone(ctx)
+	req.URL.Path = strings.TrimPrefix(r.URL.Path, "/app")
+	req.URL.RawPath = ""
+	req.RequestURI = req.URL.RequestURI()
+	req.Header.Del("Authorization")
+	req.Header.Del("Cookie")
+	h.api.ServeHTTP(w, req)
+}
+
+// writeError writes the API's JSON error shape.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": message}})
+}
+
+// apiMessage returns the message of an API error body.
+func apiMessage(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
+		return "refused"
+	}
+	return e.Error.Message
+}
