@@ -21,7 +21,7 @@ GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK  = $(or $(shell command -v staticcheck 2>/dev/null),$(GOBIN)/staticcheck)
 
 .DEFAULT_GOAL := help
-.PHONY: help test bench chaos soak lint build run clean services-up services-down services-status
+.PHONY: help test bench chaos soak lint build run clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -63,6 +63,10 @@ run: build ## Run `taskd dev` against its own servers (port base 26300) until Ct
 
 clean: ## Remove build output
 	rm -rf bin
+
+screenshots: ## Regenerate the README's screenshots (docs/screenshots) with the browser tests, against their own servers
+	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_TEST_ARTIFACTS=$(CURDIR)/docs/screenshots scripts/with-services.sh \
+		$(GO) test -count=1 -run '^(TestBrowserSubmitShowsNext|TestBrowserPhoneWidth)$$' ./web/
 
 services-up: ## Start the test servers and leave them up; prints their environment
 	scripts/services.sh up
