@@ -27,17 +27,8 @@ help: ## List the targets
 	@echo 'usage: make TARGET'
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# The fault suite (internal/chaos) runs after the other packages, alone: it checks that
-# every request is answered within a bound while stores hang, which a machine also busy
-# with the browser and Prometheus tests cannot promise.
 test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
-	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
-		pkgs=$$($(GO) list $(PKG) | grep -v "/internal/chaos$$"); \
-		chaos=$$($(GO) list $(PKG) | grep "/internal/chaos$$"); \
-		status=0; \
-		if [ -n "$$pkgs" ]; then $(GO) test -race -count=1 $(TESTFLAGS) $$pkgs || status=1; fi; \
-		if [ -n "$$chaos" ]; then $(GO) test -race -count=1 $(TESTFLAGS) $$chaos || status=1; fi; \
-		exit $$status'
+	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services (and the MariaDB replica) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
