@@ -216,7 +216,13 @@ func (s *Store) runTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+		if ctx.Err() == nil {
+			_ = tx.Rollback()
+		}
+		// Once ctx has ended, database/sql rolls the transaction back by itself
+		// and discards the connection, in the background. A Rollback here could
+		// win that race and then wait, with no deadline, on a server that
+		// stopped answering, holding the caller past its time.
 		return err
 	}
 	return tx.Commit()
