@@ -63,7 +63,7 @@ func ObservePool(p *Providers, stats func(ctx context.Context) (*tasks.Stats, er
 	if !metering(p.MeterProvider) {
 		return func() {}, nil
 	}
-	o := &poolObserver{stats: stats, every: every, now: time.Now, seen: map[catStatus]bool{}}
+	o := newPoolObserver(stats, every, time.Now)
 	reg, err := o.register(p.MeterProvider.Meter(instrumentationName))
 	if err != nil {
 		return nil, fmt.Errorf("observe pool: %w", err)
@@ -77,17 +77,20 @@ type catStatus struct {
 	status   tasks.Status
 }
 
-// poolObserver caches the pool statistics for the gauges' callback.
+// poolObserver caches the pool statistics for the gauges' callback, and
+// remembers every category and status it has reported.
 type poolObserver struct {
-	stats func(ctx context.Context) (*tasks.Stats, error)
-	every time.Duration
-	now   func() time.Time
+	stats *cached[*tasks.Stats]
 
 	mu   sync.Mutex
-	at   time.Time    // when the last call started; zero before the first
-	last *tasks.Stats // its result, nil when it failed
-	err  error        // its error
 	seen map[catStatus]bool
+}
+
+func newPoolObserver(stats func(ctx context.Context) (*tasks.Stats, error), every time.Duration, now func() time.Time) *poolObserver {
+	return &poolObserver{
+		stats: &cached[*tasks.Stats]{fetch: stats, every: every, timeout: PoolStatsTimeout, now: now},
+		seen:  map[catStatus]bool{},
+	}
 }
 
 // register creates the gauges on m and the callback that observes them.
@@ -127,23 +130,18 @@ type poolSeries struct {
 // older than every, and the task counts to observe: the current ones and a
 // zero for every pair seen before that has none now.
 func (o *poolObserver) get(ctx context.Context) (*tasks.Stats, []poolSeries, error) {
+	last, err := o.stats.get(ctx)
+	if err == nil && last == nil {
+		err = errors.New("no statistics")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool stats: %w", err)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if now := o.now(); o.at.IsZero() || now.Sub(o.at) >= o.every {
-		o.at = now
-		ctx, cancel := context.WithTimeout(ctx, PoolStatsTimeout)
-		o.last, o.err = o.stats(ctx)
-		cancel()
-		if o.err == nil && o.last == nil {
-			o.err = errors.New("no statistics")
-		}
-	}
-	if o.err != nil {
-		return nil, nil, fmt.Errorf("pool stats: %w", o.err)
-	}
-	series := make([]poolSeries, 0, len(o.seen)+len(o.last.ByCategory))
-	current := make(map[catStatus]bool, len(o.last.ByCategory))
-	for _, c := range o.last.ByCategory {
+	series := make([]poolSeries, 0, len(o.seen)+len(last.ByCategory))
+	current := make(map[catStatus]bool, len(last.ByCategory))
+	for _, c := range last.ByCategory {
 		k := catStatus{c.Category, c.Status}
 		current[k] = true
 		o.seen[k] = true
@@ -154,5 +152,5 @@ func (o *poolObserver) get(ctx context.Context) (*tasks.Stats, []poolSeries, err
 			series = append(series, poolSeries{k, 0})
 		}
 	}
-	return o.last, series, nil
+	return last, series, nil
 }

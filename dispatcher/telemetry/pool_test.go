@@ -41,7 +41,7 @@ func poolSetup(t *testing.T, f *fakeStats, every time.Duration) (*sdkmetric.Manu
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	o := &poolObserver{stats: f.stats, every: every, now: func() time.Time { return now }, seen: map[catStatus]bool{}}
+	o := newPoolObserver(f.stats, every, func() time.Time { return now })
 	if _, err := o.register(mp.Meter("test")); err != nil {
 		t.Fatalf("register: %v", err)
 	}

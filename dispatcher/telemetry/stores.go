@@ -52,7 +52,9 @@ func ObserveStores(p *Providers, checks []StoreCheck, every time.Duration) (stop
 	if !metering(p.MeterProvider) {
 		return func() {}, nil
 	}
-	o := &storesObserver{checks: checks, every: every, now: time.Now}
+	health := &cached[map[string]bool]{every: every, timeout: StoreCheckTimeout, fetch: func(ctx context.Context) (map[string]bool, error) {
+		return checkStores(ctx, checks), nil
+	}}
 	m := p.MeterProvider.Meter(instrumentationName)
 	up, err := m.Int64ObservableGauge("taskd.store.up",
 		metric.WithDescription("1 when the store answers a ping within the check timeout, else 0, by store."))
@@ -60,7 +62,8 @@ func ObserveStores(p *Providers, checks []StoreCheck, every time.Duration) (stop
 		return nil, fmt.Errorf("observe stores: %w", err)
 	}
 	reg, err := m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		for name, ok := range o.get(ctx) {
+		states, _ := health.get(ctx)
+		for name, ok := range states {
 			v := int64(0)
 			if ok {
 				v = 1
@@ -75,36 +78,18 @@ func ObserveStores(p *Providers, checks []StoreCheck, every time.Duration) (stop
 	return func() { _ = reg.Unregister() }, nil
 }
 
-// storesObserver caches one round of store checks.
-type storesObserver struct {
-	checks []StoreCheck
-	every  time.Duration
-	now    func() time.Time
-
-	mu   sync.Mutex
-	at   time.Time // when the last round started; zero before the first
-	last map[string]bool
-}
-
-// get returns each store's health, checking them again when the last round
-// is older than every.
-func (o *storesObserver) get(ctx context.Context) map[string]bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if now := o.now(); o.at.IsZero() || now.Sub(o.at) >= o.every {
-		o.at = now
-		ctx, cancel := context.WithTimeout(ctx, StoreCheckTimeout)
-		defer cancel()
-		results := make([]bool, len(o.checks))
-		var wg sync.WaitGroup
-		for i, c := range o.checks {
-			wg.Go(func() { results[i] = c.Check(ctx) == nil })
-		}
-		wg.Wait()
-		o.last = make(map[string]bool, len(o.checks))
-		for i, c := range o.checks {
-			o.last[c.Name] = results[i]
-		}
+// checkStores runs the checks concurrently and reports which passed; ctx
+// bounds them all.
+func checkStores(ctx context.Context, checks []StoreCheck) map[string]bool {
+	results := make([]bool, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() { results[i] = c.Check(ctx) == nil })
 	}
-	return o.last
+	wg.Wait()
+	up := make(map[string]bool, len(checks))
+	for i, c := range checks {
+		up[c.Name] = results[i]
+	}
+	return up
 }

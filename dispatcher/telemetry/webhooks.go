@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -56,22 +55,12 @@ func ObserveWebhooks(p *Providers, names []string, backlog func(ctx context.Cont
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("observe webhooks: instruments: %w", err)
 	}
-	var mu sync.Mutex
-	var at time.Time
-	var last *tasks.WebhookBacklog
-	var lastErr error
+	bl := &cached[*tasks.WebhookBacklog]{fetch: backlog, every: every, timeout: PoolStatsTimeout}
 	reg, err := m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if now := time.Now(); at.IsZero() || now.Sub(at) >= every {
-			at = now
-			ctx, cancel := context.WithTimeout(ctx, PoolStatsTimeout)
-			last, lastErr = backlog(ctx)
-			cancel()
-		}
+		last, err := bl.get(ctx)
 		switch {
-		case lastErr != nil:
-			return fmt.Errorf("webhook backlog: %w", lastErr)
+		case err != nil:
+			return fmt.Errorf("webhook backlog: %w", err)
 		case last == nil:
 			return errors.New("webhook backlog: none")
 		}
