@@ -169,6 +169,24 @@ func (s *Store) Config() Config { return s.cfg }
 // DB returns the database handle the store uses.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
+// commit commits tx, but returns when ctx ends even if the server has not
+// answered the COMMIT yet (database/sql's Commit takes no context): the
+// caller learns that the outcome is unknown instead of waiting on a server
+// that stopped answering. The COMMIT goes on in the background until the
+// server answers or the connection breaks; every write about a claim is
+// fenced, so a caller that retries after an unknown outcome is refused, never
+// applied twice.
+func commit(ctx context.Context, tx *sqlx.Tx) error {
+	done := make(chan error, 1)
+	go func() { done <- tx.Commit() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("commit: outcome unknown: %w", context.Cause(ctx))
+	}
+}
+
 // txAttempts bounds how often inTx runs a transaction that InnoDB picked as a deadlock
 // victim.
 const txAttempts = 3
@@ -225,7 +243,7 @@ func (s *Store) runTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		// stopped answering, holding the caller past its time.
 		return err
 	}
-	return tx.Commit()
+	return commit(ctx, tx)
 }
 
 // expectOne checks that a fenced write matched exactly one row. Anything else means the
