@@ -41,6 +41,13 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 	}
 	defer conn.Close()
 	if err := runBatch(ctx, conn, query, args, scan); err != nil {
+		if ctx.Err() != nil {
+			// The caller's time is up: discard the connection, which rolls the
+			// transaction back on the server, rather than spend more time on
+			// a server that may have stopped answering.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			return err
+		}
 		// Bounded: a server that stopped answering must not hold the caller.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
