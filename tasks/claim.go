@@ -61,33 +61,43 @@ const (
 	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
 	// editor's row (none for a worker, whose editor id is NULL) in a SET of its own,
 	// because an expression in a SET sees the values user variables had before that
-	// SET; the fenced UPDATE, guarded by the editor existing, being enabled (a
-	// disabled editor reads as 0, which is not its id, so it is busy too), having no
-	// task and not having skipped this one, and by the task's category not being
-	// paused (read in the UPDATE itself, so that no pause can commit between the
-	// check and the claim); a SELECT of the task as claimed (claimed is the number of
-	// rows the UPDATE matched; disabled and paused say why it matched none, when it
-	// did); and the 'claimed' event, written when the row shows this claim: the
-	// holder and the new fence, assigned at this batch's instant, which is also the
-	// event's time. The event comes after the UPDATE, so that event ids follow the
-	// order in which claims got their rows.
+	// SET; then claimCheckSQL, claimUpdateSQL, claimSelectSQL and claimEventSQL.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `);
-SET @taskd_now = NOW(3), @taskd_skipped = (` + skippedSQL + `),
-	@taskd_busy = NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `);
-UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+SET @taskd_now = NOW(3), @taskd_submitted = 1;
+` + claimCheckSQL + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
+
+	// claimCheckSQL reads whether the editor skipped the task and whether the
+	// claimant is busy: its submit in the same batch was refused (SubmitAndClaim
+	// sets @taskd_submitted to the submit's row count, claimPendingSQL to 1), the
+	// editor locked is not the claimant (a disabled editor reads as 0, not its id),
+	// or a task names the editor.
+	claimCheckSQL = `SET @taskd_skipped = (` + skippedSQL + `),
+	@taskd_busy = NOT (@taskd_submitted <=> 1) OR NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `);
+`
+	// claimUpdateSQL is the fenced UPDATE, guarded by claimCheckSQL's answers and by
+	// the task's category not being paused (read in the UPDATE itself, so that no
+	// pause can commit between the check and the claim).
+	claimUpdateSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
 	attempts = attempts + 1, trace_context = ?
 WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
 	AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
-SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
+`
+	// claimSelectSQL reads the task as claimed: claimed is the number of rows the
+	// UPDATE matched; disabled and paused say why it matched none, when it did.
+	claimSelectSQL = `SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
 	@taskd_editor <=> 0 AS disabled,
 	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+`
+	// claimEventSQL writes the 'claimed' event when the row shows this claim: the
+	// holder and the new fence, assigned at this batch's instant, which is also the
+	// event's time. The event comes after the UPDATE, so that event ids follow the
+	// order in which claims got their rows.
+	claimEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
 	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
-COMMIT`
-
+`
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
@@ -125,18 +135,9 @@ WHERE id = ? AND fence = ?
 // Round trips: one for a pending task (p.Status StatusPending); otherwise the skip
 // check (editors only), BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
-	lease, err := s.checkLease(p.Lease)
+	lease, err := s.checkClaimParams(p)
 	if err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
-	}
-	if err := checkHolder(p.Holder); err != nil {
-		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
-	}
-	if p.EditorID < 0 {
-		return nil, fmt.Errorf("claim task %d: %w: editor id must not be negative", p.TaskID, ErrInvalid)
-	}
-	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen || !utf8.ValidString(p.TraceContext) {
-		return nil, fmt.Errorf("claim task %d: %w: trace context must be at most %d characters of valid UTF-8", p.TaskID, ErrInvalid, maxTraceContextLen)
 	}
 	if p.Status == StatusPending {
 		c, err := s.claimPending(ctx, p, lease)
@@ -156,31 +157,64 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	return c, nil
 }
 
+// checkClaimParams returns the lease of p, or an error wrapping ErrInvalid that
+// names what is wrong with p.
+func (s *Store) checkClaimParams(p ClaimParams) (time.Duration, error) {
+	lease, err := s.checkLease(p.Lease)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkHolder(p.Holder); err != nil {
+		return 0, err
+	}
+	if p.EditorID < 0 {
+		return 0, fmt.Errorf("%w: editor id must not be negative", ErrInvalid)
+	}
+	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen || !utf8.ValidString(p.TraceContext) {
+		return 0, fmt.Errorf("%w: trace context must be at most %d characters of valid UTF-8", ErrInvalid, maxTraceContextLen)
+	}
+	return lease, nil
+}
+
 // errEditorHasTask is claimPending's answer when a task names the editor.
 var errEditorHasTask = errors.New("the editor has a task")
 
 // claimPending claims a pending task with claimPendingSQL.
 func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
-	var row struct {
-		Claimed  int64 `db:"claimed"`
-		Skipped  bool  `db:"skipped"`
-		Busy     bool  `db:"busy"`
-		Disabled bool  `db:"disabled"`
-		Paused   bool  `db:"paused"`
-		Task
-	}
+	var row claimedRow
 	var found bool
-	editorID := nullID(p.EditorID)
-	args := []any{
-		editorID,
-		p.TaskID, p.EditorID, editorID, editorID,
-		p.Holder, nullID(p.EditorID), micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence,
-		p.TaskID,
-		p.TaskID, p.Fence + 1, p.Holder,
-	}
+	args := append([]any{nullID(p.EditorID)}, claimArgs(p, lease)...)
 	if err := s.batch(ctx, claimPendingSQL, args, scanOne(&row, &found)); err != nil {
 		return nil, err
 	}
+	return row.claim(found)
+}
+
+// claimArgs are the arguments of claimCheckSQL, claimUpdateSQL, claimSelectSQL
+// and claimEventSQL, in that order.
+func claimArgs(p ClaimParams, lease time.Duration) []any {
+	editorID := nullID(p.EditorID)
+	return []any{
+		p.TaskID, p.EditorID, editorID, editorID,
+		p.Holder, editorID, micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence,
+		p.TaskID,
+		p.TaskID, p.Fence + 1, p.Holder,
+	}
+}
+
+// claimedRow is what claimSelectSQL reads.
+type claimedRow struct {
+	Claimed  int64 `db:"claimed"`
+	Skipped  bool  `db:"skipped"`
+	Busy     bool  `db:"busy"`
+	Disabled bool  `db:"disabled"`
+	Paused   bool  `db:"paused"`
+	Task
+}
+
+// claim is the claim the row shows, or why there is none. found says
+// whether the SELECT found the task.
+func (row *claimedRow) claim(found bool) (*Claim, error) {
 	switch {
 	case !found:
 		return nil, ErrStale

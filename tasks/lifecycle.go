@@ -140,30 +140,37 @@ type SubmitParams struct {
 // (@taskd_now), on a row the first of them locked: all three happen, or none. The
 // result row and the event are copied from the row before the UPDATE clears its
 // editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
-const submitSQL = submitStartSQL + submitDoneSQL
-
-// submitStartSQL and submitDoneSQL are the start and the end of submitSQL and
-// submitOutboxSQL.
-const submitStartSQL = `START TRANSACTION;
+const submitSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
-INSERT INTO task_results (task_id, fence, holder, editor_id, result)
-	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
-`
-
-const submitDoneSQL = `UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
-SELECT ROW_COUNT() AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
-	FROM tasks WHERE id = ?;
-COMMIT`
+` + submitWritesSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
+` + submitSelectSQL + `COMMIT`
 
 // submitOutboxSQL is submitSQL that also writes the 'submitted' record of the
 // webhook outbox, copied from the same live claim at the same instant: the store
 // runs it when webhooks subscribe to submitted events. The result is not copied:
 // deliveries read it from task_results.
-const submitOutboxSQL = submitStartSQL + `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
+const submitOutboxSQL = `START TRANSACTION;
+SET @taskd_now = NOW(3);
+` + submitWritesSQL + submitOutboxInsertSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
+` + submitSelectSQL + `COMMIT`
+
+// The parts of a submit: its writes, the outbox's record, the UPDATE to done and
+// the SELECT of what it ended; @taskd_submitted holds the UPDATE's row count.
+const (
+	submitWritesSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
+	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
+`
+	submitOutboxInsertSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
 	SELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks` + liveClaimNowWhere + `;
-` + submitDoneSQL
+`
+	submitUpdateSQL = `UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
+`
+	submitSelectSQL = `SELECT @taskd_submitted AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
+	FROM tasks WHERE id = ?;
+`
+)
 
 // liveClaimNowWhere is liveClaimWhere at the batch's instant.
 const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
@@ -177,17 +184,30 @@ const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' A
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
 // ErrInvalid, naming the rule, for a result SubmitParams.Result does not allow.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
-	if err := checkJSON("result", p.Result); err != nil {
+	if err := CheckResult(p.Result); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	var row struct {
-		Submitted    int64      `db:"submitted"`
-		Category     string     `db:"category"`
-		AssignedAt   *time.Time `db:"assigned_at"`
-		DoneAt       *time.Time `db:"done_at"`
-		TraceContext string     `db:"trace_context"`
-	}
+	var row submittedRow
 	var found bool
+	if err := s.batch(ctx, s.submitSQL, s.submitArgs(p), scanOne(&row, &found)); err != nil {
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
+	}
+	ended, err := row.ended(p, found)
+	if err != nil {
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
+	}
+	return ended, nil
+}
+
+// CheckResult returns nil if Submit would take result, else an error wrapping
+// ErrInvalid that names the rule it breaks (see SubmitParams.Result).
+func CheckResult(result json.RawMessage) error {
+	return checkJSON("result", result)
+}
+
+// submitArgs are the arguments of submitWritesSQL, the outbox's INSERT when the
+// store writes it, submitUpdateSQL and submitSelectSQL, in that order.
+func (s *Store) submitArgs(p SubmitParams) []any {
 	args := []any{
 		// A string, not bytes: MySQL refuses binary strings in JSON columns.
 		string(p.Result), p.TaskID, p.Fence, p.Holder,
@@ -196,12 +216,23 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if s.outbox[WebhookSubmitted] {
 		args = append(args, p.TaskID, p.Fence, p.Holder)
 	}
-	args = append(args, p.TaskID, p.Fence, p.Holder, p.TaskID)
-	if err := s.batch(ctx, s.submitSQL, args, scanOne(&row, &found)); err != nil {
-		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
-	}
+	return append(args, p.TaskID, p.Fence, p.Holder, p.TaskID)
+}
+
+// submittedRow is what submitSelectSQL reads.
+type submittedRow struct {
+	Submitted    int64      `db:"submitted"`
+	Category     string     `db:"category"`
+	AssignedAt   *time.Time `db:"assigned_at"`
+	DoneAt       *time.Time `db:"done_at"`
+	TraceContext string     `db:"trace_context"`
+}
+
+// ended is the claim p ended, or ErrStale if the row shows that the submit
+// changed nothing. found says whether the SELECT found the task.
+func (row *submittedRow) ended(p SubmitParams, found bool) (*Ended, error) {
 	if !found || row.Submitted == 0 || row.AssignedAt == nil || row.DoneAt == nil {
-		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, ErrStale)
+		return nil, ErrStale
 	}
 	return &Ended{
 		TaskID: p.TaskID, Holder: p.Holder, Category: row.Category, Status: StatusDone,

@@ -131,6 +131,8 @@ type Store struct {
 	// submitSQL is submitSQL, with the outbox's INSERT when submitted events
 	// are written.
 	submitSQL string
+	// submitClaimSQL is submitClaimSQL's batch for the same choice.
+	submitClaimSQL string
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
@@ -157,6 +159,7 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	if s.outbox[WebhookSubmitted] {
 		s.submitSQL = submitOutboxSQL
 	}
+	s.submitClaimSQL = submitClaimSQL(s.outbox[WebhookSubmitted])
 	if cfg.Replica != nil {
 		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
 	}
