@@ -56,29 +56,53 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // committed Submit does not fail: if finding the next assignment fails, that
 // is logged and the next is nil, and the claimant's next Next reports it.
 //
-// The submitted task's Redis lock is given back in the same round trip to
-// Redis that takes the next candidate's (see handover), or on its own when
-// there is no candidate to take.
+// The cycle takes one round trip to each store: the next candidate is chosen
+// and its Redis lock taken first, in the call that gives back the submitted
+// task's lock (see handover), and then one batch submits and claims. Without
+// a candidate to take, the submit goes alone and the lock is given back on
+// its own.
 func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
-	ended, err := d.submit(ctx, c, ref, result)
-	if err != nil {
-		return nil, err
+	return d.submitNext(ctx, c, ref, result)
+}
+
+// submitNext is Submit.
+func (d *Dispatcher) submitNext(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (next *tasks.Claim, err error) {
+	// Before anything is sent: a result the store refuses changes nothing,
+	// locks included.
+	if err := tasks.CheckResult(result); err != nil {
+		return nil, fmt.Errorf("submit task %d: %w", ref.TaskID, err)
 	}
-	// The claimant just ended its claim, so Next need not look for a held
-	// one; should a concurrent request have claimed for it meanwhile, the
-	// store turns the claim into that one.
-	h := &handover{key: d.lockKey(ended.TaskID)}
-	next, err := d.next(ctx, c, 0, false, h)
+	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
+	defer func() { endSpan(span, err) }()
+	h := &handover{
+		key:    d.lockKey(ref.TaskID),
+		submit: &tasks.SubmitParams{TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result},
+	}
+	// The claimant is ending its claim, so next need not look for a held one;
+	// should a concurrent request have claimed for it meanwhile, the store
+	// turns the claim into that one.
+	next, nextErr := d.next(ctx, c, 0, false, h)
+	if sp := h.submit; sp != nil {
+		// No candidate got as far as a claim: the submit goes alone.
+		h.submit = nil
+		next = nil
+		h.ended, h.err = d.store.Submit(ctx, *sp)
+	}
+	if h.err != nil {
+		d.countStale(ctx, "submit", h.err)
+		return nil, Unavailable(h.err)
+	}
 	if !h.done {
-		d.releaseLock(ctx, ended.TaskID, ended.Holder)
+		d.releaseLock(ctx, ref.TaskID, c.Holder)
 	}
+	d.record(ctx, span, h.ended, "submit")
 	switch {
-	case err == nil, errors.Is(err, ErrNoTask):
-	case errors.Is(err, tasks.ErrEditorDisabled):
+	case nextErr == nil, errors.Is(nextErr, ErrNoTask):
+	case errors.Is(nextErr, tasks.ErrEditorDisabled):
 		// Disabled since its claim began: no next, and nothing is wrong.
 		d.log.DebugContext(ctx, "no next assignment after submit: the editor is disabled", "task_id", ref.TaskID, "fence", ref.Fence)
 	default:
-		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", nextErr)
 	}
 	return next, nil
 }

@@ -30,14 +30,24 @@ func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (
 	return d.next(ctx, c, wait, true, nil)
 }
 
-// handover is a Redis lock the claimant gives back in the round trip that
-// takes its next candidate's (locker.Options.ReleaseFirst): a submit hands
-// its task's lock over to the next claim. done is set once a call to Redis
-// carried the release; if none did (no candidate to take), the caller
-// releases the lock itself.
+// handover is what a submit hands over to the claim of the claimant's next
+// task. Its Redis lock is given back in the round trip that takes the next
+// candidate's (locker.Options.ReleaseFirst); done is set once a call to Redis
+// carried the release, and if none did (no candidate to take), the caller
+// releases the lock itself. The submit goes to the store in the batch that
+// claims the first candidate locked (tasks.Store.SubmitAndClaim): one round
+// trip and one commit for the whole cycle.
 type handover struct {
 	key  string
 	done bool
+	// submit, while not nil, is the submit not sent yet; the claim sends it
+	// before or with its first claim (the claimant holds its task until it
+	// is submitted, so no claim may go first). It is nil once sent.
+	submit *tasks.SubmitParams
+	// ended is the claim the submit ended, once the store accepted it; err
+	// is why it did not.
+	ended *tasks.Ended
+	err   error
 }
 
 // next is Next; checkHeld says whether to look for a claim the editor holds,
@@ -140,6 +150,11 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 	if c.EditorID != 0 {
 		d.skips.fill(c.EditorID, time.Now(), tried)
 	}
+	if h != nil && h.submit != nil {
+		// Not the task being submitted, should its claim have ended and the
+		// task be back in the pool.
+		tried[h.submit.TaskID] = true
+	}
 	for range claimAttempts {
 		picked, err := d.cands.take(ctx, c.Categories, claimPick, tried)
 		if err != nil {
@@ -204,11 +219,24 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		cand := cands[i]
 		cands = cands[i+1:]
 
-		claim, err := d.store.Claim(ctx, tasks.ClaimParams{
+		p := tasks.ClaimParams{
 			TaskID: cand.ID, Fence: cand.Fence, Status: cand.Status,
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
 			TraceContext: traceParent(ctx),
-		})
+		}
+		var claim *tasks.Claim
+		if h != nil && h.submit != nil {
+			claim, err = d.handOver(ctx, h, p)
+			if h.err != nil {
+				// The submit failed, and nothing was claimed.
+				d.releaseLock(ctx, cand.ID, c.Holder)
+				back = append(back, cand)
+				back = append(back, cands...)
+				return nil, h.err
+			}
+		} else {
+			claim, err = d.store.Claim(ctx, p)
+		}
 		if err == nil {
 			claimed = cand.ID
 			back = append(back, cands...)
@@ -259,6 +287,27 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		}
 	}
 	return nil, nil
+}
+
+// handOver sends h's submit to the store with the claim p, in one batch when
+// p's task is pending, else before it. It returns the claim or why the store
+// refused it, and sets h.ended or h.err.
+func (d *Dispatcher) handOver(ctx context.Context, h *handover, p tasks.ClaimParams) (*tasks.Claim, error) {
+	sp := *h.submit
+	h.submit = nil
+	if p.Status != tasks.StatusPending {
+		if h.ended, h.err = d.store.Submit(ctx, sp); h.err != nil {
+			return nil, h.err
+		}
+		return d.store.Claim(ctx, p)
+	}
+	ho, err := d.store.SubmitAndClaim(ctx, sp, p)
+	if err != nil {
+		h.err = err
+		return nil, err
+	}
+	h.ended = ho.Ended
+	return ho.Claim, ho.Refused
 }
 
 // claimStats are what one claim went through, for its span and metrics.

@@ -51,6 +51,7 @@ type Store interface {
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
 	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
+	SubmitAndClaim(ctx context.Context, s tasks.SubmitParams, c tasks.ClaimParams) (*tasks.Handover, error)
 	Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error)
 	ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, error)
 	Requeue(ctx context.Context, p tasks.ChangeParams) (*tasks.Changed, error)
@@ -203,11 +204,14 @@ type Stats struct {
 	RefusedClaims int64
 	// RefusedWrites counts heartbeats, submits and releases refused as stale.
 	RefusedWrites int64
+	// CandidateReads counts reads of a category's claimable tasks from the
+	// store (the replica's, when it has one): the candidate pool's refills.
+	CandidateReads int64
 }
 
 // counters are the running totals behind Stats.
 type counters struct {
-	assignments, conflicts, refusedClaims, refusedWrites atomic.Int64
+	assignments, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
 }
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
@@ -239,26 +243,18 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	cands := newCandidatePool(cfg.Batch, func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+	d := &Dispatcher{store: store, locks: locks, cfg: cfg, log: cfg.Logger, tel: tel, skips: newSkipMemory()}
+	d.cands = newCandidatePool(cfg.Batch, func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+		d.stats.candidateReads.Add(1)
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit})
 	})
-	cands.readPrimary = func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+	d.cands.readPrimary = func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+		d.stats.candidateReads.Add(1)
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
 	}
-	h := newHub(cands.invalidate)
-	return &Dispatcher{
-		store: store,
-		locks: locks,
-		cfg:   cfg,
-		log:   cfg.Logger,
-		hub:   h,
-		tel:   tel,
-		cands: cands,
-		skips: newSkipMemory(),
-		notify: &notifier{
-			hub: h, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger,
-		},
-	}, nil
+	d.hub = newHub(d.cands.invalidate)
+	d.notify = &notifier{hub: d.hub, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger}
+	return d, nil
 }
 
 // Config returns the dispatcher's configuration with defaults applied.
@@ -267,10 +263,11 @@ func (d *Dispatcher) Config() Config { return d.cfg }
 // Stats returns a snapshot of the dispatcher's running totals.
 func (d *Dispatcher) Stats() Stats {
 	return Stats{
-		Assignments:   d.stats.assignments.Load(),
-		Conflicts:     d.stats.conflicts.Load(),
-		RefusedClaims: d.stats.refusedClaims.Load(),
-		RefusedWrites: d.stats.refusedWrites.Load(),
+		Assignments:    d.stats.assignments.Load(),
+		Conflicts:      d.stats.conflicts.Load(),
+		RefusedClaims:  d.stats.refusedClaims.Load(),
+		RefusedWrites:  d.stats.refusedWrites.Load(),
+		CandidateReads: d.stats.candidateReads.Load(),
 	}
 }
 

@@ -3,78 +3,173 @@ package dispatcher_test
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
+	"errors"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
+	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/roundtrip"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
 )
 
-// roundTrips is a go-redis hook that counts round trips: a command or a
-// pipeline is one.
-type roundTrips struct{ n atomic.Int64 }
+// A submit and the claim of the next task are one cycle: one round trip to
+// Redis (the submitted task's lock given back in the call that takes the
+// next one's) and one to MySQL (the submit and the claim in one batch), with
+// one commit. Candidate reads, which one read spreads over many claims, are
+// counted apart.
+func TestSubmitCycleIsOneRoundTripPerStore(t *testing.T) {
+	t.Parallel()
+	for _, worker := range []bool{false, true} {
+		t.Run(map[bool]string{false: "editor", true: "worker"}[worker], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			rdb := testenv.Redis(t)
+			redisCount := &roundtrip.RedisHook{}
+			rdb.AddHook(redisCount)
+			b := setup(t, setupOpts{redis: rdb, db: db})
+			c := dispatcher.Claimant{Holder: "worker-1", Categories: []string{"news"}}
+			if !worker {
+				c = b.editor(t, "ada", "news")
+			}
+			b.add(t, "news", 0, 4)
 
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
+			claim, err := b.d.Next(ctx, c, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Warm up: the scripts are loaded, the connections open.
+			claim, err = b.d.Submit(ctx, c, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+			if err != nil || claim == nil {
+				t.Fatalf("submit: next %v, %v", claim, err)
+			}
+
+			sql0, redis0, reads0 := sqlCount.Counts(), redisCount.RoundTrips(), b.d.Stats().CandidateReads
+			next, err := b.d.Submit(ctx, c, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+			if err != nil || next == nil {
+				t.Fatalf("submit: next %v, %v", next, err)
+			}
+			sql := sqlCount.Counts().Sub(sql0)
+			reads := b.d.Stats().CandidateReads - reads0
+			if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
+				t.Errorf("MySQL: %d round trips (%d candidate reads apart) and %d commits for a submit and its next claim, want 1 and 1",
+					sql.RoundTrips-reads, reads, sql.Commits)
+			}
+			if n := redisCount.RoundTrips() - redis0; n != 1 {
+				t.Errorf("%d Redis round trips for a submit and its next claim, want 1", n)
+			}
+			if n := rdb.Exists(ctx, b.lockKey(claim.Task.ID)).Val(); n != 0 {
+				t.Errorf("the submitted task's lock is still in Redis")
+			}
+			if v := rdb.Get(ctx, b.lockKey(next.Task.ID)).Val(); v != c.Holder {
+				t.Errorf("the next task's lock = %q, want %q", v, c.Holder)
+			}
+			if got := b.task(t, claim.Task.ID); got.Status != "done" {
+				t.Errorf("submitted task is %s, want done", got.Status)
+			}
+			if got := b.task(t, next.Task.ID); got.Status != "assigned" || got.Holder != c.Holder || got.Fence != next.Fence {
+				t.Errorf("next task = %+v, want assigned to %s at fence %d", got, c.Holder, next.Fence)
+			}
+
+			// Then the last task, and with nothing left the lock is given back
+			// on its own.
+			last, err := b.d.Submit(ctx, c, dispatcher.ClaimRef{TaskID: next.Task.ID, Fence: next.Fence}, json.RawMessage(`{"ok":true}`))
+			if err != nil || last == nil {
+				t.Fatalf("submit: next %v, %v", last, err)
+			}
+			none, err := b.d.Submit(ctx, c, dispatcher.ClaimRef{TaskID: last.Task.ID, Fence: last.Fence}, json.RawMessage(`{"ok":true}`))
+			if err != nil || none != nil {
+				t.Fatalf("last submit: next %v, %v; want none", none, err)
+			}
+			if n := rdb.Exists(ctx, b.lockKey(last.Task.ID)).Val(); n != 0 {
+				t.Errorf("the last task's lock is still in Redis")
+			}
+			if got := b.task(t, last.Task.ID); got.Status != "done" {
+				t.Errorf("last task is %s, want done", got.Status)
+			}
+		})
 	}
 }
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
-// A submit gives its task's lock back in the round trip to Redis that takes
-// the next task's lock: one round trip for the cycle, and the old lock gone.
-func TestSubmitHandsItsLockOver(t *testing.T) {
+// A submit the store refuses claims nothing: the next candidate's lock, taken
+// before the batch, is given back.
+func TestRefusedSubmitClaimsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := testenv.Redis(t)
-	rt := &roundTrips{}
-	rdb.AddHook(rt)
-	b := setup(t, setupOpts{redis: rdb})
+	b := setup(t)
 	ed := b.editor(t, "ada", "news")
 	ids := b.add(t, "news", 0, 3)
-
-	first, err := b.d.Next(ctx, ed, 0)
+	claim, err := b.d.Next(ctx, ed, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Warm up: the scripts are loaded and the candidates read.
-	next, err := b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: first.Task.ID, Fence: first.Fence}, json.RawMessage(`{"ok":true}`))
-	if err != nil || next == nil {
-		t.Fatalf("submit: next %v, %v", next, err)
-	}
-	rt.n.Store(0)
-	last, err := b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: next.Task.ID, Fence: next.Fence}, json.RawMessage(`{"ok":true}`))
-	if err != nil || last == nil {
-		t.Fatalf("submit: next %v, %v", last, err)
-	}
-	if n := rt.n.Load(); n != 1 {
-		t.Errorf("%d Redis round trips for a submit and its next claim, want 1", n)
-	}
-	if n := rdb.Exists(ctx, b.lockKey(next.Task.ID)).Val(); n != 0 {
-		t.Errorf("the submitted task's lock is still in Redis")
-	}
-	if v := rdb.Get(ctx, b.lockKey(last.Task.ID)).Val(); v != ed.Holder {
-		t.Errorf("the next task's lock = %q, want %q", v, ed.Holder)
+	if err := b.d.ForceRelease(ctx, claim.Task.ID); err != nil {
+		t.Fatal(err)
 	}
 
-	// With nothing left to claim the lock is given back on its own.
-	none, err := b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: last.Task.ID, Fence: last.Fence}, json.RawMessage(`{"ok":true}`))
-	if err != nil || none != nil {
-		t.Fatalf("last submit: next %v, %v; want none", none, err)
+	_, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("submit of a revoked claim: %v, want ErrStale", err)
 	}
-	if n := rdb.Exists(ctx, b.lockKey(last.Task.ID)).Val(); n != 0 {
-		t.Errorf("the last task's lock is still in Redis")
+	for _, id := range ids {
+		if got := b.task(t, id); got.Status != tasks.StatusPending {
+			t.Errorf("task %d is %s after a refused submit, want pending", id, got.Status)
+		}
+		if n := b.rdb.Exists(ctx, b.lockKey(id)).Val(); n != 0 {
+			t.Errorf("task %d's lock is in Redis after a refused submit", id)
+		}
 	}
-	if len(ids) != 3 {
-		t.Fatalf("added %d tasks", len(ids))
+}
+
+// A next claim the store refuses (its candidate was claimed behind the
+// dispatcher's back) leaves the submit committed, and the ordinary claim
+// finds another task.
+func TestSubmitFallsBackWhenTheNextClaimIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ed := b.editor(t, "ada", "news")
+	ids := b.add(t, "news", 0, 3)
+	claim, err := b.d.Next(ctx, ed, 0) // reads the candidates: ids[1] is next
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim.Task.ID != ids[0] {
+		t.Fatalf("claimed task %d, want %d", claim.Task.ID, ids[0])
+	}
+	// Another process claims ids[1] without its Redis lock (as after a lost
+	// lock): the dispatcher's candidate is stale.
+	other := b.task(t, ids[1])
+	if _, err := b.store.Claim(ctx, tasks.ClaimParams{
+		TaskID: other.ID, Fence: other.Fence, Status: other.Status, Holder: "elsewhere", Lease: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	refused0 := b.d.Stats().RefusedClaims
+
+	next, err := b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.task(t, ids[0]); got.Status != tasks.StatusDone {
+		t.Errorf("submitted task is %s, want done", got.Status)
+	}
+	if next == nil || next.Task.ID != ids[2] {
+		t.Fatalf("next = %+v, want task %d", next, ids[2])
+	}
+	if n := b.d.Stats().RefusedClaims - refused0; n != 1 {
+		t.Errorf("%d refused claims, want 1", n)
+	}
+	if got := b.task(t, ids[1]); got.Holder != "elsewhere" {
+		t.Errorf("task %d is held by %q, want the other process", ids[1], got.Holder)
+	}
+	if n := b.rdb.Exists(ctx, b.lockKey(ids[1])).Val(); n != 0 {
+		t.Errorf("the refused candidate's lock is still in Redis")
 	}
 }

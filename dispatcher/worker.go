@@ -360,9 +360,13 @@ func (w *Worker) runSlot(ctx context.Context, slot int) {
 	defer w.slots.Done()
 	c := Claimant{Holder: workerHolder(w.cfg.ID, slot), Categories: w.cfg.Categories}
 	log := w.log.With("slot", slot)
-	errs := 0 // consecutive errors from Next
+	errs := 0             // consecutive errors from Next
+	var next *tasks.Claim // claimed by the submit of the last task
 	for ctx.Err() == nil {
-		claim, err := w.d.Next(ctx, c, w.cfg.Wait)
+		claim, err := next, error(nil)
+		if claim == nil {
+			claim, err = w.d.Next(ctx, c, w.cfg.Wait)
+		}
 		switch {
 		case err == nil:
 			errs = 0
@@ -371,7 +375,7 @@ func (w *Worker) runSlot(ctx context.Context, slot int) {
 				w.release(c, claim, log)
 				return
 			}
-			w.process(c, claim, log)
+			next = w.process(ctx, c, claim, log)
 		case errors.Is(err, ErrNoTask):
 			errs = 0
 		case ctx.Err() != nil:
@@ -391,8 +395,10 @@ func (w *Worker) runSlot(ctx context.Context, slot int) {
 }
 
 // process runs the handler on a claim under a watchdog, then ends the claim
-// according to the handler's outcome.
-func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
+// according to the handler's outcome. A task done is submitted together with
+// the claim of the slot's next task, unless ctx, the slot's, has ended; that
+// claim is returned.
+func (w *Worker) process(ctx context.Context, c Claimant, claim *tasks.Claim, log *slog.Logger) *tasks.Claim {
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	log = log.With("task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
 
@@ -430,23 +436,25 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
 		w.d.releaseLock(hctx, ref.TaskID, c.Holder)
-		return
+		return nil
 	}
 
+	claimNext := ctx.Err() == nil && !stopping
 	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(rctx), workerFinishTimeout)
 	defer cancelFinish()
 	if err == nil {
 		var result json.RawMessage
+		var next *tasks.Claim
 		if result, err = resultJSON(res); err != nil {
 			// Running the handler again would produce the same result.
 			err = fmt.Errorf("handler result: %w: %w", err, SkipRetry)
-		} else if err = w.d.commit(ctx, c, ref, result); err == nil {
+		} else if next, err = w.submit(ctx, c, ref, result, claimNext); err == nil {
 			w.processed.Add(1)
 			log.DebugContext(ctx, "task done")
-			return
+			return next
 		} else if !errors.Is(err, tasks.ErrInvalid) {
 			w.finished(ctx, c, ref, "submit", err, log)
-			return
+			return nil
 		} else {
 			// The store refused the result itself (not JSON, too deep, too
 			// big, invalid UTF-8): running the handler again would produce
@@ -471,6 +479,17 @@ func (w *Worker) process(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 			}
 		}
 	}
+	return nil
+}
+
+// submit commits a handler's result for claim ref. With claimNext it claims
+// the slot's next task in the same round trips, as an editor's submit does
+// (Dispatcher.Submit), and returns that claim, or nil when there is none.
+func (w *Worker) submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage, claimNext bool) (*tasks.Claim, error) {
+	if !claimNext {
+		return nil, w.d.commit(ctx, c, ref, result)
+	}
+	return w.d.submitNext(ctx, c, ref, result)
 }
 
 // finished handles the answer to a write that ends a claim (the dispatcher

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/roundtrip"
 )
 
 // Modes.
@@ -288,7 +289,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	// harness's own (counters, cleanup).
 	rdb := redis.NewClient(cfg.Redis)
 	defer rdb.Close()
-	hook := &redisCounter{}
+	hook := &roundtrip.RedisHook{}
 	rdb.AddHook(hook)
 	plain := redis.NewClient(cfg.Redis)
 	defer plain.Close()
@@ -407,7 +408,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	r.RedisPerAssignment = float64(after.redisCommands-start.redisCommands) / a
 	r.CommitsPerCycle = float64(after.comCommit-before.comCommit) / c
 	if hs == nil {
-		d := after.primary.sub(before.primary)
+		d := after.primary.Sub(before.primary)
 		r.MySQLRoundTripsPerCycle = ptr(float64(d.RoundTrips) / c)
 		r.MySQLStatementsPerCycle = ptr(float64(d.Statements) / c)
 		r.RedisRoundTripsPerCycle = ptr(float64(after.redisRoundTrips-before.redisRoundTrips) / c)

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskd/taskd/internal/roundtrip"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
 )
@@ -29,13 +29,13 @@ type benchDB struct {
 	// db is the harness's own handle (fill, checks, counters); sdb is what
 	// the strategies use, over a counting connector (primary).
 	db, sdb *sqlx.DB
-	primary *countingConnector
+	primary *roundtrip.Connector
 	// replicaDSN names the replica server (no database) when the run reads
 	// candidates from a replica; replica is then its handle on the bench
 	// database, over replicaCount.
 	replicaDSN   string
 	replica      *sqlx.DB
-	replicaCount *countingConnector
+	replicaCount *roundtrip.Connector
 	store        *tasks.Store
 }
 
@@ -81,28 +81,13 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 	return bd, nil
 }
 
-// openCounted opens dsn as tasks.Open does (tasks.Connector's settings, the
-// pool settings of tasks.OpenDB), over a connector that counts requests.
-func openCounted(ctx context.Context, dsn string) (*sqlx.DB, *countingConnector, error) {
-	connector, err := tasks.Connector(dsn)
-	if err != nil {
-		return nil, nil, err
-	}
-	cc := &countingConnector{Connector: connector}
-	db, err := tasks.OpenDB(ctx, sql.OpenDB(cc))
-	if err != nil {
-		return nil, nil, err
-	}
-	return db, cc, nil
-}
-
 // openStore opens the strategies' handles and taskd's store. On a
 // replicated database it first waits until the replica has applied the
 // filled pool, so that the replica is idle when the timed window opens;
 // with replicaReads, the store reads its candidates from the replica.
 func (bd *benchDB) openStore(ctx context.Context, replicaReads bool) error {
 	var err error
-	if bd.sdb, bd.primary, err = openCounted(ctx, bd.dsn); err != nil {
+	if bd.sdb, bd.primary, err = roundtrip.OpenMySQL(ctx, bd.dsn); err != nil {
 		return fmt.Errorf("connect to %s: %w", bd.name, err)
 	}
 	var scfg tasks.Config
@@ -122,7 +107,7 @@ func (bd *benchDB) openStore(ctx context.Context, replicaReads bool) error {
 		}
 		if replicaReads {
 			rcfg.DBName = bd.name
-			if bd.replica, bd.replicaCount, err = openCounted(ctx, rcfg.FormatDSN()); err != nil {
+			if bd.replica, bd.replicaCount, err = roundtrip.OpenMySQL(ctx, rcfg.FormatDSN()); err != nil {
 				return fmt.Errorf("connect to %s on the replica: %w", bd.name, err)
 			}
 			scfg.Replica = bd.replica
@@ -230,22 +215,22 @@ type serverCounters struct {
 	redisCommands int64 // Redis total_commands_processed, server-wide
 	// Counted in this process: the strategies' requests to the primary and
 	// the replica, and their Redis round trips.
-	primary, replica sqlCounts
+	primary, replica roundtrip.Counts
 	redisRoundTrips  int64
 }
 
 // readCounters reads the counters. It reads the server-wide ones with the
 // harness's own handles (bd.db, plain), which are not counted.
-func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *redisCounter) (serverCounters, error) {
+func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *roundtrip.RedisHook) (serverCounters, error) {
 	var c serverCounters
 	// This process's counts first, right after the caller read its cycles.
 	if bd.primary != nil {
-		c.primary = bd.primary.counts()
+		c.primary = bd.primary.Counts()
 	}
 	if bd.replicaCount != nil {
-		c.replica = bd.replicaCount.counts()
+		c.replica = bd.replicaCount.Counts()
 	}
-	c.redisRoundTrips = hook.roundTrips.Load()
+	c.redisRoundTrips = hook.RoundTrips()
 	var rows []struct {
 		Name  string `db:"Variable_name"`
 		Value string `db:"Value"`

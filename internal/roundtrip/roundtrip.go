@@ -1,4 +1,7 @@
-package bench
+// Package roundtrip counts the requests a program sends to MySQL and Redis:
+// round trips, statements and commits. The benchmarks report them per
+// cycle, and tests hold the claim path to its budget with them.
+package roundtrip
 
 import (
 	"context"
@@ -9,11 +12,14 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/tasks"
 )
 
-// sqlCounts are the totals a countingConnector has seen so far.
-type sqlCounts struct {
+// Counts are the totals a Connector has seen so far.
+type Counts struct {
 	// RoundTrips counts requests that waited for the server's answer: each
 	// Exec and Query (a multi-statement batch is one), Begin, Commit,
 	// Rollback, Prepare and each execution of a prepared statement.
@@ -26,27 +32,42 @@ type sqlCounts struct {
 	Commits int64
 }
 
-func (c sqlCounts) sub(o sqlCounts) sqlCounts {
-	return sqlCounts{c.RoundTrips - o.RoundTrips, c.Statements - o.Statements, c.Commits - o.Commits}
+func (c Counts) Sub(o Counts) Counts {
+	return Counts{c.RoundTrips - o.RoundTrips, c.Statements - o.Statements, c.Commits - o.Commits}
 }
 
-// countingConnector wraps a driver.Connector so that every request its
+// Connector wraps a driver.Connector so that every request its
 // connections send to the server is counted. The connections keep every
 // optional interface of the MySQL driver's that database/sql uses, so the
 // pool behaves as without the wrapper (in particular, interpolated
 // arguments still go in one request).
-type countingConnector struct {
+type Connector struct {
 	driver.Connector
 	roundTrips, statements, commits atomic.Int64
 }
 
 // counts returns the totals so far.
-func (c *countingConnector) counts() sqlCounts {
-	return sqlCounts{c.roundTrips.Load(), c.statements.Load(), c.commits.Load()}
+func (c *Connector) Counts() Counts {
+	return Counts{c.roundTrips.Load(), c.statements.Load(), c.commits.Load()}
+}
+
+// OpenMySQL opens dsn as tasks.Open does (tasks.Connector's settings, the
+// pool settings of tasks.OpenDB), over a Connector that counts its requests.
+func OpenMySQL(ctx context.Context, dsn string) (*sqlx.DB, *Connector, error) {
+	connector, err := tasks.Connector(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := &Connector{Connector: connector}
+	db, err := tasks.OpenDB(ctx, sql.OpenDB(cc))
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, cc, nil
 }
 
 // sent notes one request to the server carrying query.
-func (c *countingConnector) sent(query string) {
+func (c *Connector) sent(query string) {
 	c.roundTrips.Add(1)
 	n, commits := countStatements(query)
 	c.statements.Add(int64(n))
@@ -55,37 +76,37 @@ func (c *countingConnector) sent(query string) {
 
 // Connect counts nothing: opening a connection (handshake, session
 // settings) is not part of a request.
-func (c *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{conn: conn, c: c}, nil
+	return &countedConn{conn: conn, c: c}, nil
 }
 
-// countingConn is a driver connection that counts its requests.
-type countingConn struct {
+// countedConn is a driver connection that counts its requests.
+type countedConn struct {
 	conn driver.Conn
-	c    *countingConnector
+	c    *Connector
 }
 
 var (
-	_ driver.Conn               = (*countingConn)(nil)
-	_ driver.ConnBeginTx        = (*countingConn)(nil)
-	_ driver.ConnPrepareContext = (*countingConn)(nil)
-	_ driver.ExecerContext      = (*countingConn)(nil)
-	_ driver.QueryerContext     = (*countingConn)(nil)
-	_ driver.Pinger             = (*countingConn)(nil)
-	_ driver.SessionResetter    = (*countingConn)(nil)
-	_ driver.Validator          = (*countingConn)(nil)
-	_ driver.NamedValueChecker  = (*countingConn)(nil)
+	_ driver.Conn               = (*countedConn)(nil)
+	_ driver.ConnBeginTx        = (*countedConn)(nil)
+	_ driver.ConnPrepareContext = (*countedConn)(nil)
+	_ driver.ExecerContext      = (*countedConn)(nil)
+	_ driver.QueryerContext     = (*countedConn)(nil)
+	_ driver.Pinger             = (*countedConn)(nil)
+	_ driver.SessionResetter    = (*countedConn)(nil)
+	_ driver.Validator          = (*countedConn)(nil)
+	_ driver.NamedValueChecker  = (*countedConn)(nil)
 )
 
-func (cc *countingConn) Prepare(query string) (driver.Stmt, error) {
+func (cc *countedConn) Prepare(query string) (driver.Stmt, error) {
 	return cc.PrepareContext(context.Background(), query)
 }
 
-func (cc *countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+func (cc *countedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	var st driver.Stmt
 	var err error
 	if p, ok := cc.conn.(driver.ConnPrepareContext); ok {
@@ -97,16 +118,16 @@ func (cc *countingConn) PrepareContext(ctx context.Context, query string) (drive
 	if err != nil {
 		return nil, err
 	}
-	return &countingStmt{Stmt: st, query: query, c: cc.c}, nil
+	return &countedStmt{Stmt: st, query: query, c: cc.c}, nil
 }
 
-func (cc *countingConn) Close() error { return cc.conn.Close() }
+func (cc *countedConn) Close() error { return cc.conn.Close() }
 
-func (cc *countingConn) Begin() (driver.Tx, error) {
+func (cc *countedConn) Begin() (driver.Tx, error) {
 	return cc.BeginTx(context.Background(), driver.TxOptions{})
 }
 
-func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+func (cc *countedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	var tx driver.Tx
 	var err error
 	if b, ok := cc.conn.(driver.ConnBeginTx); ok {
@@ -124,10 +145,10 @@ func (cc *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 	if err != nil {
 		return nil, err
 	}
-	return &countingTx{tx: tx, c: cc.c}, nil
+	return &countedTx{tx: tx, c: cc.c}, nil
 }
 
-func (cc *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+func (cc *countedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	e, ok := cc.conn.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -139,7 +160,7 @@ func (cc *countingConn) ExecContext(ctx context.Context, query string, args []dr
 	return res, err
 }
 
-func (cc *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+func (cc *countedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	q, ok := cc.conn.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -151,7 +172,7 @@ func (cc *countingConn) QueryContext(ctx context.Context, query string, args []d
 	return rows, err
 }
 
-func (cc *countingConn) Ping(ctx context.Context) error {
+func (cc *countedConn) Ping(ctx context.Context) error {
 	p, ok := cc.conn.(driver.Pinger)
 	if !ok {
 		return nil
@@ -161,67 +182,67 @@ func (cc *countingConn) Ping(ctx context.Context) error {
 }
 
 // ResetSession and IsValid of the MySQL driver send nothing to the server.
-func (cc *countingConn) ResetSession(ctx context.Context) error {
+func (cc *countedConn) ResetSession(ctx context.Context) error {
 	if r, ok := cc.conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
 	return nil
 }
 
-func (cc *countingConn) IsValid() bool {
+func (cc *countedConn) IsValid() bool {
 	if v, ok := cc.conn.(driver.Validator); ok {
 		return v.IsValid()
 	}
 	return true
 }
 
-func (cc *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
+func (cc *countedConn) CheckNamedValue(nv *driver.NamedValue) error {
 	if c, ok := cc.conn.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(nv)
 	}
 	return driver.ErrSkip
 }
 
-// countingTx counts Commit and Rollback.
-type countingTx struct {
+// countedTx counts Commit and Rollback.
+type countedTx struct {
 	tx driver.Tx
-	c  *countingConnector
+	c  *Connector
 }
 
-func (t *countingTx) Commit() error {
+func (t *countedTx) Commit() error {
 	t.c.roundTrips.Add(1)
 	t.c.statements.Add(1)
 	t.c.commits.Add(1)
 	return t.tx.Commit()
 }
 
-func (t *countingTx) Rollback() error {
+func (t *countedTx) Rollback() error {
 	t.c.roundTrips.Add(1)
 	t.c.statements.Add(1)
 	return t.tx.Rollback()
 }
 
-// countingStmt counts each execution of a prepared statement. Closing one
+// countedStmt counts each execution of a prepared statement. Closing one
 // sends a packet the server does not answer, so it is not a round trip.
-type countingStmt struct {
+type countedStmt struct {
 	driver.Stmt
 	query string
-	c     *countingConnector
+	c     *Connector
 }
 
-func (s *countingStmt) Exec(args []driver.Value) (driver.Result, error) {
+func (s *countedStmt) Exec(args []driver.Value) (driver.Result, error) {
 	s.c.sent(s.query)
 	//lint:ignore SA1019 database/sql calls ExecContext when the statement has it
 	return s.Stmt.Exec(args)
 }
 
-func (s *countingStmt) Query(args []driver.Value) (driver.Rows, error) {
+func (s *countedStmt) Query(args []driver.Value) (driver.Rows, error) {
 	s.c.sent(s.query)
 	//lint:ignore SA1019 database/sql calls QueryContext when the statement has it
 	return s.Stmt.Query(args)
 }
 
-func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+func (s *countedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.sent(s.query)
 	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
 		return e.ExecContext(ctx, args)
@@ -229,7 +250,7 @@ func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue
 	return nil, errors.New("prepared statement without ExecContext")
 }
 
-func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+func (s *countedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.c.sent(s.query)
 	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
 		return q.QueryContext(ctx, args)
@@ -237,7 +258,7 @@ func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValu
 	return nil, errors.New("prepared statement without QueryContext")
 }
 
-func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
+func (s *countedStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	if c, ok := s.Stmt.(driver.NamedValueChecker); ok {
 		return c.CheckNamedValue(nv)
 	}
@@ -296,17 +317,20 @@ func countStatements(query string) (statements, commits int) {
 	return statements, commits
 }
 
-// redisCounter is a go-redis hook that counts round trips: each command
+// RedisHook is a go-redis hook that counts round trips: each command
 // processed alone and each pipeline (or MULTI/EXEC transaction) is one. The
 // commands go-redis sends to set up a new connection (HELLO, AUTH, SELECT,
 // CLIENT ...) are not counted, as a MySQL connection's handshake is not.
-type redisCounter struct{ roundTrips atomic.Int64 }
+type RedisHook struct{ roundTrips atomic.Int64 }
 
-var _ redis.Hook = (*redisCounter)(nil)
+var _ redis.Hook = (*RedisHook)(nil)
 
-func (h *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+// RoundTrips returns the round trips counted so far.
+func (h *RedisHook) RoundTrips() int64 { return h.roundTrips.Load() }
 
-func (h *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *RedisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *RedisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !connSetup(cmd) {
 			h.roundTrips.Add(1)
@@ -315,7 +339,7 @@ func (h *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *RedisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return !connSetup(c) }) {
 			return next(ctx, cmds) // empty, or a new connection's setup

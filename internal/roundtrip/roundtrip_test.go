@@ -1,4 +1,4 @@
-package bench
+package roundtrip
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestCountingConnector(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Lookup(t, testenv.MySQLDSNVar)
 	ctx := context.Background()
-	db, cc, err := openCounted(ctx, dsn)
+	db, cc, err := OpenMySQL(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,17 +70,17 @@ func TestCountingConnector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "CREATE TEMPORARY TABLE bench_count (id INT PRIMARY KEY, v VARCHAR(20))"); err != nil {
+	if _, err := conn.ExecContext(ctx, "CREATE TEMPORARY TABLE roundtrip_count (id INT PRIMARY KEY, v VARCHAR(20))"); err != nil {
 		t.Fatal(err)
 	}
-	step := func(name string, want sqlCounts, do func() error) {
+	step := func(name string, want Counts, do func() error) {
 		t.Helper()
 		q0 := sessionQuestions(t, ctx, conn)
-		c0 := cc.counts()
+		c0 := cc.Counts()
 		if err := do(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got := cc.counts().sub(c0) // the SHOWs are before c0 and after this
+		got := cc.Counts().Sub(c0) // the SHOWs are before c0 and after this
 		if got != want {
 			t.Errorf("%s: counted %+v, want %+v", name, got, want)
 		}
@@ -89,34 +89,34 @@ func TestCountingConnector(t *testing.T) {
 			t.Errorf("%s: the server ran %d statements, counted %d", name, q, want.Statements)
 		}
 	}
-	step("exec with arguments, interpolated", sqlCounts{1, 1, 0}, func() error {
-		_, err := conn.ExecContext(ctx, "INSERT INTO bench_count VALUES (?, ?)", 1, "a;b")
+	step("exec with arguments, interpolated", Counts{1, 1, 0}, func() error {
+		_, err := conn.ExecContext(ctx, "INSERT INTO roundtrip_count VALUES (?, ?)", 1, "a;b")
 		return err
 	})
-	step("query", sqlCounts{1, 1, 0}, func() error {
+	step("query", Counts{1, 1, 0}, func() error {
 		var n int
-		return conn.GetContext(ctx, &n, "SELECT COUNT(*) FROM bench_count WHERE id > ?", 0)
+		return conn.GetContext(ctx, &n, "SELECT COUNT(*) FROM roundtrip_count WHERE id > ?", 0)
 	})
-	step("batch", sqlCounts{1, 4, 1}, func() error {
-		_, err := conn.ExecContext(ctx, "START TRANSACTION; INSERT INTO bench_count VALUES (2, 'x'); UPDATE bench_count SET v = 'y;' WHERE id = 2; COMMIT")
+	step("batch", Counts{1, 4, 1}, func() error {
+		_, err := conn.ExecContext(ctx, "START TRANSACTION; INSERT INTO roundtrip_count VALUES (2, 'x'); UPDATE roundtrip_count SET v = 'y;' WHERE id = 2; COMMIT")
 		return err
 	})
-	step("transaction committed", sqlCounts{3, 3, 1}, func() error {
+	step("transaction committed", Counts{3, 3, 1}, func() error {
 		tx, err := conn.BeginTxx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE bench_count SET v = ? WHERE id = ?", "z", 1); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE roundtrip_count SET v = ? WHERE id = ?", "z", 1); err != nil {
 			return err
 		}
 		return tx.Commit()
 	})
-	step("transaction rolled back", sqlCounts{3, 3, 0}, func() error {
+	step("transaction rolled back", Counts{3, 3, 0}, func() error {
 		tx, err := conn.BeginTxx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM bench_count"); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM roundtrip_count"); err != nil {
 			return err
 		}
 		return tx.Rollback()
@@ -124,8 +124,8 @@ func TestCountingConnector(t *testing.T) {
 
 	// A prepared statement: the prepare and each execution are round trips
 	// (Questions does not count prepares, so only the counts are checked).
-	c0 := cc.counts()
-	st, err := conn.PrepareContext(ctx, "SELECT v FROM bench_count WHERE id = ?")
+	c0 := cc.Counts()
+	st, err := conn.PrepareContext(ctx, "SELECT v FROM roundtrip_count WHERE id = ?")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestCountingConnector(t *testing.T) {
 		}
 	}
 	_ = st.Close()
-	if got := cc.counts().sub(c0); got != (sqlCounts{RoundTrips: 3, Statements: 2}) {
+	if got := cc.Counts().Sub(c0); got != (Counts{RoundTrips: 3, Statements: 2}) {
 		t.Errorf("prepare and two executions: counted %+v, want 3 round trips, 2 statements", got)
 	}
 }
@@ -155,17 +155,17 @@ func TestRedisCounter(t *testing.T) {
 	if err := rdb.Ping(ctx).Err(); err != nil { // the connection's setup happens before counting
 		t.Fatal(err)
 	}
-	h := &redisCounter{}
+	h := &RedisHook{}
 	rdb.AddHook(h)
-	key := "bench:test:" + strings.ReplaceAll(t.Name(), "/", ":")
+	key := "roundtrip:test:" + strings.ReplaceAll(t.Name(), "/", ":")
 	defer rdb.Del(ctx, key)
 	step := func(name string, want int64, do func() error) {
 		t.Helper()
-		n0 := h.roundTrips.Load()
+		n0 := h.RoundTrips()
 		if err := do(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := h.roundTrips.Load() - n0; got != want {
+		if got := h.RoundTrips() - n0; got != want {
 			t.Errorf("%s: %d round trips, want %d", name, got, want)
 		}
 	}
