@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -59,30 +60,33 @@ const (
 
 const (
 	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
-	// editor's row (none for a worker, whose editor id is NULL) in a SET of its own,
-	// because an expression in a SET sees the values user variables had before that
-	// SET; then claimCheckSQL, claimUpdateSQL, claimSelectSQL and claimEventSQL.
+	// editor's row (none for a worker, whose editor id is NULL) in a SET before the
+	// checks that read it, because an expression in a SET sees the values user
+	// variables had before that SET; then claimCheckSQL, claimUpdateSQL,
+	// claimSelectSQL and the 'claimed' event.
 	claimPendingSQL = `START TRANSACTION;
-SET @taskd_editor = (` + lockEditorSQL + `);
-SET @taskd_now = NOW(3), @taskd_submitted = 1;
-` + claimCheckSQL + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
+SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3), @taskd_submitted = 1;
+SET ` + claimCheckSQL + `;
+` + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	` + claimEventSQL + `;
+COMMIT`
 
-	// claimCheckSQL reads whether the editor skipped the task and whether the
-	// claimant is busy: its submit in the same batch was refused (SubmitAndClaim
-	// sets @taskd_submitted to the submit's row count, claimPendingSQL to 1), the
-	// editor locked is not the claimant (a disabled editor reads as 0, not its id),
-	// or a task names the editor.
-	claimCheckSQL = `SET @taskd_skipped = (` + skippedSQL + `),
-	@taskd_busy = NOT (@taskd_submitted <=> 1) OR NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `);
-`
-	// claimUpdateSQL is the fenced UPDATE, guarded by claimCheckSQL's answers and by
-	// the task's category not being paused (read in the UPDATE itself, so that no
-	// pause can commit between the check and the claim).
+	// claimCheckSQL are the assignments, for a SET, that read whether the editor
+	// skipped the task and whether it is busy: the editor locked is not the
+	// claimant (a disabled editor reads as 0, not its id), or a task names it.
+	claimCheckSQL = `@taskd_skipped = (` + skippedSQL + `),
+	@taskd_busy = NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `)`
+
+	// claimUpdateSQL is the fenced UPDATE, guarded by claimCheckSQL's answers, by
+	// the submit in the same batch having been accepted (SubmitAndClaim sets
+	// @taskd_submitted to the submit's row count, claimPendingSQL to 1), and by the
+	// task's category not being paused (read in the UPDATE itself, so that no pause
+	// can commit between the check and the claim).
 	claimUpdateSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
 	attempts = attempts + 1, trace_context = ?
 WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
-	AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
+	AND @taskd_submitted <=> 1 AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
 `
 	// claimSelectSQL reads the task as claimed: claimed is the number of rows the
 	// UPDATE matched; disabled and paused say why it matched none, when it did.
@@ -90,14 +94,12 @@ WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
 	@taskd_editor <=> 0 AS disabled,
 	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
 `
-	// claimEventSQL writes the 'claimed' event when the row shows this claim: the
-	// holder and the new fence, assigned at this batch's instant, which is also the
-	// event's time. The event comes after the UPDATE, so that event ids follow the
-	// order in which claims got their rows.
-	claimEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
-	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now;
-`
+	// claimEventSQL selects the 'claimed' event, for an INSERT, when the row shows
+	// this claim: the holder and the new fence, assigned at this batch's instant,
+	// which is also the event's time. The event comes after the UPDATE, so that
+	// event ids follow the order in which claims got their rows.
+	claimEventSQL = `SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
+	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now`
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
@@ -193,12 +195,22 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 // claimArgs are the arguments of claimCheckSQL, claimUpdateSQL, claimSelectSQL
 // and claimEventSQL, in that order.
 func claimArgs(p ClaimParams, lease time.Duration) []any {
+	a := newClaimArgs(p, lease)
+	return slices.Concat(a.check, a.update, a.sel, a.event)
+}
+
+// claimArgGroups are the arguments of each part of a claim batch.
+type claimArgGroups struct {
+	check, update, sel, event []any
+}
+
+func newClaimArgs(p ClaimParams, lease time.Duration) claimArgGroups {
 	editorID := nullID(p.EditorID)
-	return []any{
-		p.TaskID, p.EditorID, editorID, editorID,
-		p.Holder, editorID, micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence,
-		p.TaskID,
-		p.TaskID, p.Fence + 1, p.Holder,
+	return claimArgGroups{
+		check:  []any{p.TaskID, p.EditorID, editorID, editorID},
+		update: []any{p.Holder, editorID, micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence},
+		sel:    []any{p.TaskID},
+		event:  []any{p.TaskID, p.Fence + 1, p.Holder},
 	}
 }
 

@@ -12,18 +12,25 @@ import (
 // statements and claimPendingSQL's in one transaction, in the project's lock
 // order: the editor's row (none for a worker), then the submitted task's row,
 // then the claimed task's. The claim is guarded by the submit as well
-// (claimCheckSQL reads @taskd_submitted), so a refused submit claims nothing. The claim's busy check runs after the UPDATE cleared the submitted
-// task's editor_id, which the transaction sees as its own change.
+// (claimUpdateSQL reads @taskd_submitted), so a refused submit claims nothing.
+// The claim's busy check runs after the UPDATE to done cleared the submitted
+// task's editor_id, which the transaction sees as its own change. Both events
+// are written by one INSERT at the end; the 'submitted' one is copied from the
+// result row, which holds the claim as it was before the UPDATE.
 func submitClaimSQL(outbox bool) string {
-	submit := submitWritesSQL
+	submit := submitResultSQL
 	if outbox {
 		submit += submitOutboxInsertSQL
 	}
 	return `START TRANSACTION;
-SET @taskd_editor = (` + lockEditorSQL + `);
-SET @taskd_now = NOW(3);
-` + submit + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
-` + submitSelectSQL + claimCheckSQL + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
+SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
+` + submit + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
+` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	SELECT task_id, 'submitted', fence, holder, editor_id, @taskd_now FROM task_results
+	WHERE task_id = ? AND fence = ? AND @taskd_submitted = 1;
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	` + claimEventSQL + `;
+COMMIT`
 }
 
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
@@ -71,8 +78,21 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	var submitted submittedRow
 	var claimed claimedRow
 	var foundSubmitted, foundClaimed bool
-	args := append([]any{nullID(cp.EditorID)}, s.submitArgs(sp)...)
-	args = append(args, claimArgs(cp, lease)...)
+	// The arguments in the order of submitClaimSQL's placeholders.
+	ca := newClaimArgs(cp, lease)
+	live := []any{sp.TaskID, sp.Fence, sp.Holder}
+	args := []any{nullID(cp.EditorID), string(sp.Result)} // the editor's lock, the result row
+	args = append(args, live...)
+	if s.outbox[WebhookSubmitted] {
+		args = append(args, live...)
+	}
+	args = append(args, live...) // the UPDATE to done
+	args = append(args, ca.check...)
+	args = append(args, sp.TaskID) // submitSelectSQL
+	args = append(args, ca.update...)
+	args = append(args, ca.sel...)
+	args = append(args, sp.TaskID, sp.Fence) // the 'submitted' event
+	args = append(args, ca.event...)
 	scan := func(rows *sqlx.Rows) error {
 		if err := scanOne(&submitted, &foundSubmitted)(rows); err != nil {
 			return err

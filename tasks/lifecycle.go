@@ -142,7 +142,7 @@ type SubmitParams struct {
 // editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
 const submitSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
-` + submitWritesSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
+` + submitResultSQL + submitEventSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
 ` + submitSelectSQL + `COMMIT`
 
 // submitOutboxSQL is submitSQL that also writes the 'submitted' record of the
@@ -151,15 +151,17 @@ SET @taskd_now = NOW(3);
 // deliveries read it from task_results.
 const submitOutboxSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
-` + submitWritesSQL + submitOutboxInsertSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
+` + submitResultSQL + submitEventSQL + submitOutboxInsertSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
 ` + submitSelectSQL + `COMMIT`
 
-// The parts of a submit: its writes, the outbox's record, the UPDATE to done and
-// the SELECT of what it ended; @taskd_submitted holds the UPDATE's row count.
+// The parts of a submit: the result row, the event, the outbox's record, the
+// UPDATE to done and the SELECT of what it ended, which reads the UPDATE's row
+// count from @taskd_submitted.
 const (
-	submitWritesSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
+	submitResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
 	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+`
+	submitEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
 `
 	submitOutboxInsertSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
@@ -205,18 +207,18 @@ func CheckResult(result json.RawMessage) error {
 	return checkJSON("result", result)
 }
 
-// submitArgs are the arguments of submitWritesSQL, the outbox's INSERT when the
-// store writes it, submitUpdateSQL and submitSelectSQL, in that order.
+// submitArgs are the arguments of submitSQL or submitOutboxSQL, whichever the
+// store runs.
 func (s *Store) submitArgs(p SubmitParams) []any {
-	args := []any{
-		// A string, not bytes: MySQL refuses binary strings in JSON columns.
-		string(p.Result), p.TaskID, p.Fence, p.Holder,
-		p.TaskID, p.Fence, p.Holder,
-	}
+	live := []any{p.TaskID, p.Fence, p.Holder}
+	// A string, not bytes: MySQL refuses binary strings in JSON columns.
+	args := append([]any{string(p.Result)}, live...)
+	args = append(args, live...) // the event
 	if s.outbox[WebhookSubmitted] {
-		args = append(args, p.TaskID, p.Fence, p.Holder)
+		args = append(args, live...)
 	}
-	return append(args, p.TaskID, p.Fence, p.Holder, p.TaskID)
+	args = append(args, live...) // the UPDATE to done
+	return append(args, p.TaskID)
 }
 
 // submittedRow is what submitSelectSQL reads.

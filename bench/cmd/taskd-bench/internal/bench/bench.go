@@ -181,6 +181,14 @@ type Result struct {
 	MySQLRoundTripsPerCycle *float64 `json:"mysql_round_trips_per_cycle"`
 	MySQLStatementsPerCycle *float64 `json:"mysql_statements_sent_per_cycle"`
 	RedisRoundTripsPerCycle *float64 `json:"redis_round_trips_per_cycle"`
+	// CandidateReadsPerCycle: taskd's reads of a category's candidates
+	// (Dispatcher.Stats), each one MySQL round trip, to the replica when
+	// taskd reads candidates from one. Null for other strategies.
+	CandidateReadsPerCycle *float64 `json:"candidate_reads_per_cycle,omitempty"`
+	// MySQLCPUMsPerCycle is the CPU time the MySQL server process used over
+	// the timed window, per cycle (from /proc; null when the server runs on
+	// another machine). Server-wide, like CommitsPerCycle.
+	MySQLCPUMsPerCycle *float64 `json:"mysql_cpu_ms_per_cycle,omitempty"`
 	// ReplicaRoundTripsPerCycle: requests to the replica, when taskd reads
 	// candidates from it.
 	ReplicaRoundTripsPerCycle *float64 `json:"replica_round_trips_per_cycle,omitempty"`
@@ -359,7 +367,11 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 
 	// start is read when the run starts, before when the counted window
 	// opens (the same, except for editors: see below).
-	start, err := readCounters(ctx, bd, plain, hook)
+	var d *dispatcher.Dispatcher
+	if inp != nil {
+		d = inp.d
+	}
+	start, err := readCounters(ctx, bd, plain, hook, d)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +382,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	var afterErr error
 	if pool != nil {
 		var wr workerRun
-		wr, err = runWorkers(ctx, pool, w.Duration, func() { after, afterErr = readCounters(ctx, bd, plain, hook) })
+		wr, err = runWorkers(ctx, pool, w.Duration, func() { after, afterErr = readCounters(ctx, bd, plain, hook, d) })
 		if err != nil {
 			return nil, err
 		}
@@ -379,8 +391,8 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		// The counted window: see runLoop.
 		var beforeErr error
 		lr = runLoop(ctx, s, eds, w, sweep, bd.empty, window{
-			open:  func() { before, beforeErr = readCounters(ctx, bd, plain, hook) },
-			close: func() { after, afterErr = readCounters(ctx, bd, plain, hook) },
+			open:  func() { before, beforeErr = readCounters(ctx, bd, plain, hook, d) },
+			close: func() { after, afterErr = readCounters(ctx, bd, plain, hook, d) },
 		})
 		if beforeErr != nil {
 			return nil, beforeErr
@@ -407,11 +419,17 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	r.MySQLPerAssignment = float64(after.questions-start.questions) / a
 	r.RedisPerAssignment = float64(after.redisCommands-start.redisCommands) / a
 	r.CommitsPerCycle = float64(after.comCommit-before.comCommit) / c
+	if before.mysqldCPU >= 0 && after.mysqldCPU >= 0 {
+		r.MySQLCPUMsPerCycle = ptr(float64(after.mysqldCPU-before.mysqldCPU) / float64(time.Millisecond) / c)
+	}
 	if hs == nil {
-		d := after.primary.Sub(before.primary)
-		r.MySQLRoundTripsPerCycle = ptr(float64(d.RoundTrips) / c)
-		r.MySQLStatementsPerCycle = ptr(float64(d.Statements) / c)
+		sent := after.primary.Sub(before.primary)
+		r.MySQLRoundTripsPerCycle = ptr(float64(sent.RoundTrips) / c)
+		r.MySQLStatementsPerCycle = ptr(float64(sent.Statements) / c)
 		r.RedisRoundTripsPerCycle = ptr(float64(after.redisRoundTrips-before.redisRoundTrips) / c)
+		if d != nil {
+			r.CandidateReadsPerCycle = ptr(float64(after.candidateReads-before.candidateReads) / c)
+		}
 		if bd.replicaCount != nil {
 			r.ReplicaRoundTripsPerCycle = ptr(float64(after.replica.RoundTrips-before.replica.RoundTrips) / c)
 		}

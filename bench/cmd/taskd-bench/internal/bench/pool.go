@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/roundtrip"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
@@ -37,6 +39,9 @@ type benchDB struct {
 	replica      *sqlx.DB
 	replicaCount *roundtrip.Connector
 	store        *tasks.Store
+	// mysqldPID is the MySQL server's process id when it runs on this
+	// machine, else 0.
+	mysqldPID int
 }
 
 // replicatedPrefix starts the names of the databases the test replica
@@ -78,6 +83,7 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
+	bd.mysqldPID = serverPID(ctx, bd.db)
 	return bd, nil
 }
 
@@ -217,13 +223,23 @@ type serverCounters struct {
 	// the replica, and their Redis round trips.
 	primary, replica roundtrip.Counts
 	redisRoundTrips  int64
+	// candidateReads counts the taskd dispatcher's candidate reads (0 for
+	// other strategies).
+	candidateReads int64
+	// mysqldCPU is the CPU time the MySQL server process has used, -1 when
+	// it cannot be read (a server on another machine).
+	mysqldCPU time.Duration
 }
 
 // readCounters reads the counters. It reads the server-wide ones with the
 // harness's own handles (bd.db, plain), which are not counted.
-func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *roundtrip.RedisHook) (serverCounters, error) {
+func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *roundtrip.RedisHook, d *dispatcher.Dispatcher) (serverCounters, error) {
 	var c serverCounters
 	// This process's counts first, right after the caller read its cycles.
+	if d != nil {
+		c.candidateReads = d.Stats().CandidateReads
+	}
+	c.mysqldCPU = processCPU(bd.mysqldPID)
 	if bd.primary != nil {
 		c.primary = bd.primary.Counts()
 	}
@@ -257,4 +273,55 @@ func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *r
 		}
 	}
 	return c, nil
+}
+
+// serverPID returns the process id of the MySQL server db is connected to,
+// read from its pid file, or 0 when the server does not run on this machine
+// (or the file cannot be read).
+func serverPID(ctx context.Context, db *sqlx.DB) int {
+	var file string
+	if err := db.GetContext(ctx, &file, "SELECT @@pid_file"); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", pid)); err != nil {
+		return 0
+	}
+	return pid
+}
+
+// clockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ, 100
+// on every Linux architecture Go supports).
+const clockTicks = 100
+
+// processCPU returns the CPU time (user and system) process pid has used, or
+// -1 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The command name, in parentheses, may hold spaces: count the fields
+	// after it. utime and stime are fields 14 and 15 of the line.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
 }

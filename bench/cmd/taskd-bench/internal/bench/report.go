@@ -258,7 +258,7 @@ func ratios(rs []Result) []Ratio {
 // lines and the notes.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trun\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tempty\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tmysql rt/cyc\tstmts/cyc\tcommits/cyc\tredis/op\tredis rt/cyc\terrors\tdouble\tRSS MiB\tHWM MiB\t")
+	fmt.Fprintln(tw, "scenario\trun\tstrategy\tmode\teditors\tcats\tpool\tcycles/s\tempty\tnext p50 ms\tnext p99 ms\tcycle p99 ms\tconflicts/op\trefused\tmysql/op\tmysql rt/cyc\tstmts/cyc\tcommits/cyc\treads/cyc\tmysqld ms/cyc\tredis/op\tredis rt/cyc\terrors\tdouble\tRSS MiB\tHWM MiB\t")
 	for _, r := range rep.Results {
 		conf := fmt.Sprintf("%.2f", r.ConflictsPerAssignment)
 		refused := fmt.Sprint(r.RefusedClaims)
@@ -277,10 +277,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Workload.Workers > 0 {
 			eds = fmt.Sprintf("%dw", r.Workload.Workers)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%.2f\t%.1f\t%s\t%d\t%d\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%.2f\t%s\t%s\t%.1f\t%s\t%d\t%d\t%.0f\t%.0f\t\n",
 			r.Scenario, runNo, r.Strategy, r.Workload.Mode, eds, r.Workload.Categories, r.Workload.Pool,
 			r.CyclesPerSec, drained, r.EmptyHanded, latency(r.Next, r.Next.P50Ms), latency(r.Next, r.Next.P99Ms), latency(r.Cycle, r.Cycle.P99Ms), conf, refused,
 			r.MySQLPerAssignment, perCycle(r.MySQLRoundTripsPerCycle), perCycle(r.MySQLStatementsPerCycle), r.CommitsPerCycle,
+			perCycle(r.CandidateReadsPerCycle), perCycle(r.MySQLCPUMsPerCycle),
 			r.RedisPerAssignment, perCycle(r.RedisRoundTripsPerCycle), r.Errors, r.DoubleCommits,
 			float64(r.Memory.RSSKiB)/1024, float64(r.Memory.HWMKiB)/1024)
 	}
