@@ -97,6 +97,10 @@ func NewHistory(d *Dispatcher, cfg HistoryConfig) (*History, error) {
 	}, nil
 }
 
+// FlushInterval is how often the History writes its counts to Redis: how
+// long they may take to show in Read.
+func (h *History) FlushInterval() time.Duration { return h.cfg.FlushInterval }
+
 // key is the Redis hash of a Unix minute. The hash tag puts every minute in
 // one Cluster slot, so that a flush and a read are each one round trip.
 func (h *History) key(minute int64) string {
