@@ -362,8 +362,8 @@ func healthHandler(metrics http.Handler) http.Handler {
 }
 
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
-// editor API (see the README), the editor's workspace pages at / (package
-// web; sessions in Redis), GET /healthz, GET /readyz and, with
+// editor API (see the README), the editor's workspace at / and the ops
+// console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics, in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.
