@@ -49,7 +49,7 @@ var (
 // Engine is taskd in one value: the dispatcher and its wake-up relay, the
 // sweeper, the scheduler of periodic tasks (Config.Schedules), the workers
 // running the registered handlers, the webhook deliverer, the editor API's
-// HTTP handler and the pool metrics, over the stores it opened or was
+// HTTP handler with its pages, the activity history and the pool metrics, over the stores it opened or was
 // given. Build it with New, run it with Start and Stop (or Run). It is safe
 // for concurrent use.
 type Engine struct {
@@ -69,6 +69,7 @@ type Engine struct {
 	sched   *dispatcher.Scheduler // nil without Config.Schedules
 	worker  *dispatcher.Worker    // nil without handlers
 	hooks   *dispatcher.Deliverer // nil without webhooks
+	history *dispatcher.History   // nil without an admin token
 	api     *api.Handler          // nil without an admin token
 	handler http.Handler
 
@@ -286,6 +287,9 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if e.hooks != nil {
 		backlog = e.store.WebhookBacklog
 	}
+	if e.history, err = dispatcher.NewHistory(e.d, dispatcher.HistoryConfig{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
+		return err
+	}
 	e.api, err = api.New(api.Config{
 		Dispatcher: e.d,
 		Store:      e.store,
@@ -299,6 +303,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		RequestTimeout: cfg.HTTP.RequestTimeout,
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
 		WebhookBacklog: backlog,
+		History:        e.history,
 		Logger:         e.log,
 	})
 	if err != nil {
@@ -357,8 +362,8 @@ func healthHandler(metrics http.Handler) http.Handler {
 }
 
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
-// editor API (see the README), the editor's workspace pages at / (package
-// web; sessions in Redis), GET /healthz, GET /readyz and, with
+// editor API (see the README), the editor's workspace at / and the ops
+// console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics, in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.
@@ -384,7 +389,8 @@ func (e *Engine) Addr() string {
 // Start starts the engine and returns: it listens on Config.HTTP.Addr when
 // set, then starts the dispatcher's wake-up relay, the sweeper, the
 // scheduler (with Config.Schedules), the pool metrics, with handlers the
-// workers, and with webhooks the webhook deliverer. They run until Stop,
+// workers, with webhooks the webhook deliverer, and with the API the
+// activity history (dispatcher.History). They run until Stop,
 // whatever becomes of ctx after Start returns; ctx gives them its values.
 //
 // Start returns an error wrapping ErrStarted on a running engine and
@@ -454,6 +460,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.hooks != nil {
 		_ = e.hooks.Start(runCtx)
 	}
+	if e.history != nil {
+		_ = e.history.Start(runCtx)
+	}
 	if ln != nil {
 		e.serveErr = make(chan error, 1)
 		e.srv = &http.Server{
@@ -501,8 +510,8 @@ func (e *Engine) Run(ctx context.Context) error {
 // requests in flight may finish, for up to HTTP.ShutdownTimeout; at the
 // same time the workers stop claiming and give running handlers
 // Worker.ShutdownTimeout of grace, then cancel them and return their tasks
-// to the pool. Then the sweeper and the scheduler stop (a running sweep may
-// finish), then the webhook deliverer (posts in flight are cancelled; their
+// to the pool. Then the activity history writes its last counts, the
+// sweeper and the scheduler stop (a running sweep may finish), then the webhook deliverer (posts in flight are cancelled; their
 // deliveries stay pending for the next deliverer), then the relay and the
 // metrics, and the stores and telemetry the engine
 // opened are closed. ctx bounds all of it: when it ends, what is still
@@ -569,6 +578,12 @@ func (e *Engine) drain(ctx context.Context) error {
 
 	sctx, cancelSweep := context.WithTimeout(ctx, sweeperStopTimeout)
 	defer cancelSweep()
+	if e.history != nil {
+		// After the requests and the workers: their last counts are flushed.
+		if err := e.history.Stop(sctx); err != nil {
+			e.log.Warn("stop activity history", "err", err)
+		}
+	}
 	if err := e.sweeper.Stop(sctx); err != nil {
 		e.log.Warn("stop sweeper", "err", err)
 	}

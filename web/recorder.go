@@ -6,7 +6,8 @@ import (
 )
 
 // recorder keeps the answer of a request the pages make to the API
-// in-process (sign-in's GET /v1/me).
+// in-process: the sign-ins' checks of a token (GET /v1/me for an editor's,
+// GET /v1/admin/categories/paused for the admin's).
 type recorder struct {
 	header http.Header
 	status int

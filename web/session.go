@@ -14,25 +14,33 @@ import (
 )
 
 // session is what a signed-in browser's cookie stands for. It is kept in
-// Redis under the key prefix + "web:session:" + the SHA-256 of the cookie's
-// value, so that every replica sees it, sign out revokes it at once, and the
-// cookie itself carries nothing but a random id.
+// Redis under the key prefix + "web:session:" (an editor's) or
+// "web:ops-session:" (the admin's) + the SHA-256 of the cookie's value, so
+// that every replica sees it, sign out revokes it at once, and the cookie
+// itself carries nothing but a random id.
 type session struct {
-	EditorID   int64    `json:"editor_id"`
-	EditorName string   `json:"editor_name"`
-	TokenHash  [32]byte `json:"token_hash"` // tasks.HashToken of the editor's token: never the token
+	// Kind is kindAdmin for an ops console session, empty for an editor's.
+	Kind       string   `json:"kind,omitempty"`
+	EditorID   int64    `json:"editor_id,omitempty"`
+	EditorName string   `json:"editor_name,omitempty"`
+	TokenHash  [32]byte `json:"token_hash"` // SHA-256 of the editor's or the admin's token: never the token
 	CSRF       string   `json:"csrf"`
 }
+
+// kindAdmin is the Kind of an ops console session.
+const kindAdmin = "admin"
 
 // checkCSRF compares token with the session's CSRF token in constant time.
 func (s *session) checkCSRF(token string) bool {
 	return token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.CSRF)) == 1
 }
 
-// sessions stores sessions in Redis; each expires after idle without use.
+// sessions stores one kind of sessions in Redis, each under its own key
+// space; each expires after idle without use.
 type sessions struct {
 	rdb    redis.UniversalClient
-	prefix string
+	prefix string // the engine's key prefix + the kind's space: "web:session:" or "web:ops-session:"
+	kind   string // Kind of the sessions kept: a session of another kind is none
 	idle   time.Duration
 }
 
@@ -51,7 +59,7 @@ func randomToken() string {
 }
 
 func (s *sessions) key(id string) string {
-	return s.prefix + "web:session:" + hashID(id)
+	return s.prefix + hashID(id)
 }
 
 // create stores sess under a new id and returns the id.
@@ -59,6 +67,7 @@ func (s *sessions) create(ctx context.Context, sess *session) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	sess.CSRF = randomToken()
+	sess.Kind = s.kind
 	b, err := json.Marshal(sess)
 	if err != nil {
 		return "", err
@@ -86,7 +95,7 @@ func (s *sessions) get(ctx context.Context, id string) (*session, error) {
 		return nil, fmt.Errorf("web: read session: %w", err)
 	}
 	var sess session
-	if err := json.Unmarshal(b, &sess); err != nil {
+	if err := json.Unmarshal(b, &sess); err != nil || sess.Kind != s.kind {
 		return nil, errNoSession
 	}
 	return &sess, nil

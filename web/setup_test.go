@@ -31,14 +31,17 @@ type server struct {
 }
 
 // startServer starts an engine with the API and the pages; cfg may set
-// the lease and session idle time, opts replace the test database and Redis.
+// the lease, the session idle time and another admin token than adminToken,
+// opts replace the test database and Redis.
 func startServer(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *server {
 	t.Helper()
 	prefix := cfg.Redis.KeyPrefix
 	if prefix == "" {
 		prefix = testenv.Prefix(t)
 	}
-	cfg.AdminToken = adminToken
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = adminToken
+	}
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Redis.KeyPrefix = prefix
 	opts = append([]taskd.Option{

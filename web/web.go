@@ -1,23 +1,27 @@
-// Package web serves taskd's pages: the editor's workspace at /, with
-// sign-in and sign-out. Pages are server-rendered html/template with a
-// little JavaScript and CSS, all embedded in the binary; there is no build
-// step. The pages' JSON calls go to /app/v1/..., which runs the API's own
-// handlers (dispatcher/api) for the signed-in editor, so claims are fenced
-// exactly as for any API client.
+// Package web serves taskd's pages: the editor's workspace at /, and the
+// admin's ops console at /ops, each with its sign-in and sign-out. Pages are
+// server-rendered html/template with a little JavaScript and CSS, all
+// embedded in the binary; there is no build step. The workspace's JSON calls
+// go to /app/v1/..., which runs the API's own handlers (dispatcher/api) for
+// the signed-in editor, so claims are fenced exactly as for any API client;
+// the console's go to /ops/v1/..., which runs the API's admin handlers.
 //
 // Security: every answer carries a strict Content-Security-Policy (no inline
 // script or style), X-Content-Type-Options: nosniff, frame-ancestors 'none'
 // and Referrer-Policy: same-origin (no address leaves the site). Signing in
-// exchanges the editor's token for a session cookie (HttpOnly,
-// SameSite=Strict, Secure over TLS) that names a session kept in Redis;
-// every state-changing request made with the cookie must carry the
-// session's CSRF token.
+// exchanges the editor's token (or, at /ops, the admin token) for a session
+// cookie (HttpOnly, SameSite=Strict, Secure over TLS) that names a session
+// kept in Redis; every state-changing request made with the cookie must
+// carry the session's CSRF token. Editors' and the admin's sessions are of
+// two kinds, under two cookies and two Redis key spaces: neither passes for
+// the other.
 //
 // Why Redis and not a signed cookie: a session in Redis ends everywhere the
 // moment its editor signs out, and its idle time is extended on the server
 // with each request, without a secret to share and rotate between replicas.
 // The session keeps the SHA-256 of the editor's token, never the token, so a
-// new token for the editor (or disabling it) ends its sessions too.
+// new token for the editor (or disabling it) ends its sessions too; an ops
+// session keeps the admin token's, so a new admin token ends them.
 package web
 
 import (
@@ -89,7 +93,8 @@ type Config struct {
 // Handler serves the pages and hands every other request to the API.
 type Handler struct {
 	api      http.Handler
-	sessions *sessions
+	sessions *sessions // editors'
+	opsSess  *sessions // the admin's, for the ops console
 	secure   bool
 	log      *slog.Logger
 	pages    *template.Template
@@ -119,7 +124,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		api:      cfg.API,
-		sessions: &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix, idle: cfg.SessionIdle},
+		sessions: &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:session:", idle: cfg.SessionIdle},
+		opsSess:  &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:ops-session:", kind: kindAdmin, idle: cfg.SessionIdle},
 		secure:   cfg.SecureCookie,
 		log:      cfg.Logger,
 		pages:    pages,
@@ -142,6 +148,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /app/v1/me", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
+	h.opsRoutes()
 	return h, nil
 }
 

@@ -145,6 +145,7 @@ func printDevGuide(w io.Writer, base string, editors []demoEditor, adminToken st
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nThe editor's workspace: open %s/ in a browser and sign in with one of these tokens.\n", base)
+	fmt.Fprintf(w, "The ops console: open %s/ops and sign in with the admin token below.\n", base)
 	first := editors[0]
 	fmt.Fprintf(w, `
 Try the API (bash; the ID and FENCE lines need jq, or set them by hand):

@@ -94,6 +94,9 @@ type Config struct {
 	// WebhookBacklog, when set, reports the webhook backlog in GET /v1/stats
 	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
 	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
+	// History, when set, is read by GET /v1/stats/history (typically the
+	// engine's dispatcher.History); without it that route answers 404.
+	History History
 	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
 	// Default MaxWaitDefault.
@@ -169,6 +172,7 @@ type api struct {
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
+	hist      History                                                  // nil without a history
 	log       *slog.Logger
 	mux       *http.ServeMux
 	drain     context.Context    // ended by Handler.Shutdown: long polls end
@@ -191,6 +195,7 @@ func New(cfg Config) (*Handler, error) {
 		timeout:   cfg.RequestTimeout,
 		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
 		backlog:   cfg.WebhookBacklog,
+		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
 	}
@@ -228,6 +233,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/stats", a.admin(a.stats)},
+		{"GET /v1/stats/history", a.admin(a.history)},
 		{"GET /v1/results", a.admin(a.results)},
 
 		{"GET /v1/me", a.editor(a.me)},

@@ -25,6 +25,7 @@
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
 //	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
+//	GET  /v1/stats/history?minutes=       admin   → 200 {minutes: [{start, claims, submits, next_p50_ms, next_p99_ms}], total, flush_interval_ms}
 //	GET  /v1/results?after=&limit=        admin   → 200 accepted results as JSON lines, then {next_cursor, count, more}
 //	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, assignment, today, all_time, median…, last_active_at}
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none

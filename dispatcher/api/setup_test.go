@@ -51,6 +51,7 @@ type bundle struct {
 	store *tasks.Store
 	rdb   *redis.Client
 	d     *dispatcher.Dispatcher
+	hist  *dispatcher.History // with setupOpts.history
 	api   *api.Handler
 	logs  *syncBuffer
 
@@ -71,6 +72,9 @@ type setupOpts struct {
 	// store, when set, replaces the test database's store in the API and the
 	// dispatcher.
 	store *tasks.Store
+	// history starts a dispatcher.History for GET /v1/stats/history, flushed
+	// only when a test says so.
+	history bool
 }
 
 func setup(t *testing.T, opts ...setupOpts) *bundle {
@@ -106,6 +110,16 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	}
 	acfg := o.api
 	acfg.Dispatcher, acfg.Store, acfg.AdminToken, acfg.Logger = b.d, store, adminToken, logger
+	if o.history {
+		if b.hist, err = dispatcher.NewHistory(b.d, dispatcher.HistoryConfig{Redis: b.rdb, FlushInterval: time.Hour}); err != nil {
+			t.Fatalf("new history: %v", err)
+		}
+		if err := b.hist.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.hist.Stop(context.Background()) })
+		acfg.History = b.hist
+	}
 	h, err := api.New(acfg)
 	if err != nil {
 		t.Fatalf("new api: %v", err)

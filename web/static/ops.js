@@ -1,0 +1,805 @@
+// The ops console: the pool by status and category, its last hour, the live
+// claims, a task browser and the editors, over the API's admin routes under
+// /ops/v1. It refreshes the view on screen every few seconds while the tab is
+// visible, and not while the operator is typing or confirming. Everything from
+// the server is written with textContent or setAttribute, never as HTML; the
+// charts are SVG elements made here.
+(function () {
+  'use strict';
+
+  var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute('content');
+  var $ = function (id) { return document.getElementById(id); };
+  var SVG = 'http://www.w3.org/2000/svg';
+  var REFRESH_MS = 5000;
+  var NAMES_MS = 30000;
+  var STATUSES = ['pending', 'assigned', 'done', 'dead', 'cancelled'];
+
+  var skew = 0;          // server clock minus ours, from the Date header
+  var view = 'pool';
+  var armed = 0;         // confirm buttons waiting for their second press
+  var names = {};        // editor id → name
+  var namesAt = 0;
+  var taskPages = [''];  // cursors of the task pages seen; the last is shown
+  var taskNext = null;
+  var taskFilter = {};
+  var taskOpen = 0;      // the task shown in the detail, or 0
+  var editorPages = [''];
+  var editorNext = null;
+  var editorOpen = 0;
+
+  function now() { return Date.now(); }
+
+  // --- calls ---
+  function call(method, path, body) {
+    var opts = { method: method, headers: { 'X-CSRF-Token': csrf }, credentials: 'same-origin' };
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    return fetch('/ops/v1' + path, opts).then(function (res) {
+      var d = Date.parse(res.headers.get('Date') || '');
+      if (!isNaN(d)) { skew = d - now(); }
+      if (res.status === 401) { window.location.assign('/ops'); }
+      if (res.status === 204) { return { status: 204, data: null }; }
+      return res.json().then(function (data) { return { status: res.status, data: data }; },
+        function () { return { status: res.status, data: null }; });
+    }, function () { return { status: 0, data: null }; });
+  }
+
+  function message(r) {
+    return r.data && r.data.error && r.data.error.message ? r.data.error.message : 'status ' + r.status;
+  }
+
+  function notice(text, kind) {
+    var el = $('status');
+    if (!text) { el.hidden = true; el.textContent = ''; return; }
+    el.textContent = text;
+    el.className = 'notice' + (kind ? ' ' + kind : '');
+    el.hidden = false;
+  }
+
+  // ok reports whether r is a success; otherwise it says what went wrong.
+  function ok(r, what) {
+    if (r.status >= 200 && r.status < 300) { return true; }
+    if (r.status === 401) { return false; }
+    if (r.status === 0 || r.status === 503) {
+      notice('The service is recovering; the console tries again every ' + REFRESH_MS / 1000 + ' s.', 'warn');
+    } else {
+      notice(what + ': ' + message(r), 'bad');
+    }
+    return false;
+  }
+
+  // --- elements ---
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) { Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); }); }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+
+  function svg(tag, attrs, title) {
+    var e = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (title) { var t = document.createElementNS(SVG, 'title'); t.textContent = title; e.appendChild(t); }
+    return e;
+  }
+
+  function clear(e) { while (e.firstChild) { e.removeChild(e.firstChild); } }
+
+  function td(text, cls) { return el('td', cls ? { 'class': cls } : null, text); }
+
+  function num(n, cls) { return el('td', { 'class': 'num' + (n === 0 ? ' zero' : '') + (cls ? ' ' + cls : '') }, n); }
+
+  function link(href, text, label) {
+    var a = el('a', { href: href }, text);
+    if (label) { a.setAttribute('aria-label', label); }
+    return a;
+  }
+
+  // replaceRows swaps a table body's rows, keeping the focus on the control
+  // with the same data-key, so that a refresh does not throw a keyboard user
+  // out of the table.
+  function replaceRows(tbody, rows) {
+    var active = document.activeElement;
+    var key = active && tbody.contains(active) ? active.getAttribute('data-key') : null;
+    clear(tbody);
+    rows.forEach(function (r) { tbody.appendChild(r); });
+    if (key) {
+      var again = tbody.querySelector('[data-key="' + CSS.escape(key) + '"]');
+      if (again) { again.focus(); }
+    }
+  }
+
+  // confirmButton is a button that asks for a second press before action
+  // runs, for what cannot be undone; the question lapses after 4 s.
+  function confirmButton(label, question, aria, key, action) {
+    var b = el('button', { type: 'button', 'aria-label': aria, 'data-key': key }, label);
+    var timer = null;
+    var disarm = function () {
+      if (!b.classList.contains('armed')) { return; }
+      b.classList.remove('armed');
+      b.textContent = label;
+      b.setAttribute('aria-label', aria);
+      clearTimeout(timer);
+      armed--;
+    };
+    b.addEventListener('click', function () {
+      if (!b.classList.contains('armed')) {
+        armed++;
+        b.classList.add('armed');
+        b.textContent = question;
+        b.setAttribute('aria-label', question + ' ' + aria);
+        timer = setTimeout(disarm, 4000);
+        return;
+      }
+      disarm();
+      b.disabled = true;
+      action().then(function () { b.disabled = false; });
+    });
+    b.addEventListener('blur', function () { setTimeout(disarm, 300); });
+    return b;
+  }
+
+  // --- time ---
+  function pad(n) { return (n < 10 ? '0' : '') + n; }
+
+  function fmtTime(iso) {
+    if (!iso) { return '–'; }
+    var d = new Date(iso);
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
+  }
+
+  function fmtClock(iso) {
+    var d = new Date(iso);
+    return pad(d.getHours()) + ':' + pad(d.getMinutes());
+  }
+
+  function fmtAge(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) { return s + 's'; }
+    var m = Math.floor(s / 60);
+    if (m < 60) { return m + 'm ' + pad(s % 60) + 's'; }
+    var h = Math.floor(m / 60);
+    if (h < 48) { return h + 'h ' + pad(m % 60) + 'm'; }
+    return Math.floor(h / 24) + 'd ' + (h % 24) + 'h';
+  }
+
+  function fmtLeft(ms) {
+    if (ms <= 0) { return 'expired'; }
+    var s = Math.ceil(ms / 1000);
+    return Math.floor(s / 60) + ':' + pad(s % 60);
+  }
+
+  function fmtMS(v) {
+    if (v === null || v === undefined) { return '–'; }
+    if (v < 10) { return v.toFixed(2) + ' ms'; }
+    if (v < 1000) { return Math.round(v) + ' ms'; }
+    return (v / 1000).toFixed(2) + ' s';
+  }
+
+  function serverNow() { return now() + skew; }
+
+  // ticking makes a cell that counts, every second: up from since, or down
+  // to a deadline.
+  function ticking(iso, down) {
+    var c = el('td', { 'class': 'num' + (down ? ' lease' : '') });
+    c.setAttribute(down ? 'data-deadline' : 'data-since', iso || '');
+    tickCell(c);
+    return c;
+  }
+
+  function tickCell(c) {
+    var d = c.getAttribute('data-deadline');
+    if (d !== null) {
+      var left = Date.parse(d) - serverNow();
+      c.textContent = d ? fmtLeft(left) : '–';
+      c.classList.toggle('low', d !== '' && left < 10000);
+      return;
+    }
+    var s = c.getAttribute('data-since');
+    c.textContent = s ? fmtAge(serverNow() - Date.parse(s)) : '–';
+  }
+
+  function tick() {
+    document.querySelectorAll('[data-deadline], [data-since]').forEach(tickCell);
+  }
+
+  // --- editors' names ---
+  function loadNames(force) {
+    if (!force && now() - namesAt < NAMES_MS) { return Promise.resolve(); }
+    return call('GET', '/editors?limit=500').then(function (r) {
+      if (r.status !== 200) { return; }
+      namesAt = now();
+      names = {};
+      r.data.editors.forEach(function (e) { names[e.id] = e.name; });
+      var sel = $('f-editor'), keep = sel.value;
+      while (sel.options.length > 1) { sel.remove(1); }
+      r.data.editors.forEach(function (e) { sel.appendChild(el('option', { value: 'editor:' + e.id }, e.name + ' (#' + e.id + ')')); });
+      sel.value = keep;
+    });
+  }
+
+  // holderName names a holder: an editor by its name, a worker by its id.
+  function holderName(holder) {
+    if (!holder) { return '–'; }
+    var m = /^editor:(\d+)$/.exec(holder);
+    if (!m) { return holder; }
+    return names[m[1]] !== undefined ? names[m[1]] : 'editor #' + m[1];
+  }
+
+  function holderCell(holder, cls) {
+    var c = el('td', cls ? { 'class': cls } : null);
+    var m = /^editor:(\d+)$/.exec(holder || '');
+    if (m) { c.appendChild(link('#editors/' + m[1], holderName(holder))); } else { c.textContent = holderName(holder); }
+    return c;
+  }
+
+  // --- the pool ---
+  function loadPool() {
+    return Promise.all([
+      call('GET', '/stats'),
+      call('GET', '/stats/history?minutes=60'),
+      call('GET', '/tasks?status=assigned&order=oldest&limit=200'),
+      loadNames(false)
+    ]).then(function (rs) {
+      var good = ok(rs[0], 'Pool') & ok(rs[1], 'History') & ok(rs[2], 'Claims');
+      if (rs[0].status === 200) { renderPool(rs[0].data); }
+      if (rs[1].status === 200) { renderHistory(rs[1].data); }
+      if (rs[2].status === 200) { renderClaims(rs[2].data, rs[0].data); }
+      return !!good;
+    });
+  }
+
+  function renderPool(st) {
+    var paused = {};
+    (st.paused || []).forEach(function (c) { paused[c] = true; });
+    var cats = Object.keys(st.by_category || {});
+    Object.keys(paused).forEach(function (c) { if (cats.indexOf(c) < 0) { cats.push(c); } });
+    cats.sort();
+    var rows = cats.map(function (cat) {
+      var counts = (st.by_category || {})[cat] || {};
+      var tr = el('tr', { 'data-category': cat });
+      var name = el('th', { scope: 'row' }, cat);
+      if (paused[cat]) { name.appendChild(el('span', { 'class': 'tag paused' }, 'paused')); }
+      tr.appendChild(name);
+      STATUSES.forEach(function (s) {
+        var c = num(counts[s] || 0, s === 'cancelled' ? 'hide-phone' : '');
+        c.setAttribute('data-status', s);
+        tr.appendChild(c);
+      });
+      var act = el('td');
+      var op = paused[cat] ? 'resume' : 'pause';
+      var b = el('button', { type: 'button', 'data-key': op + ':' + cat, 'aria-label': (paused[cat] ? 'Resume ' : 'Pause ') + cat },
+        paused[cat] ? 'Resume' : 'Pause');
+      b.addEventListener('click', function () { setPaused(cat, op, b); });
+      act.appendChild(b);
+      tr.appendChild(act);
+      return tr;
+    });
+    replaceRows($('pool-table').tBodies[0], rows);
+    var foot = el('tr');
+    foot.appendChild(td('all'));
+    STATUSES.forEach(function (s) { foot.appendChild(num((st.by_status || {})[s] || 0, s === 'cancelled' ? 'hide-phone' : '')); });
+    foot.appendChild(td(''));
+    replaceRows($('pool-table').tFoot, [foot]);
+
+    var k = $('pool-kpis');
+    clear(k);
+    var kpi = function (label, value) {
+      var s = el('span', null, label + ' ');
+      s.appendChild(el('b', null, value));
+      k.appendChild(s);
+    };
+    kpi('holders', st.holders);
+    kpi('expiring within ' + Math.round(st.expiring_within_ms / 1000) + ' s', st.expiring_soon);
+    kpi('expired, not yet swept', st.expired);
+    kpi('paused', (st.paused || []).length);
+    if (st.webhooks) { kpi('webhook backlog', st.webhooks.backlog); }
+  }
+
+  function setPaused(cat, op, b) {
+    b.disabled = true;
+    return call('POST', '/admin/categories/' + encodeURIComponent(cat) + '/' + op, {}).then(function (r) {
+      b.disabled = false;
+      if (!ok(r, (op === 'pause' ? 'Pause ' : 'Resume ') + cat)) { return; }
+      notice((op === 'pause' ? 'Paused ' : 'Resumed ') + cat + (r.data.changed ? '.' : ' (it already was).'));
+      return loadPool();
+    });
+  }
+
+  // niceMax rounds a chart's top up to 1, 2 or 5 times a power of ten.
+  function niceMax(v) {
+    if (v <= 0) { return 1; }
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var f = v / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  }
+
+  var W = 600, H = 120, TOP = 6;
+
+  function renderHistory(h) {
+    var ms = h.minutes, n = ms.length;
+    var bw = W / n;
+    var y = function (v, max) { return (H - (v / max) * (H - TOP)).toFixed(1); };
+
+    // Claims as bars, submits as a line.
+    var rate = $('chart-rate');
+    clear(rate);
+    var rmax = niceMax(Math.max.apply(null, ms.map(function (m) { return Math.max(m.claims, m.submits); }).concat([1])));
+    rate.appendChild(svg('line', { 'class': 'grid', x1: 0, x2: W, y1: y(rmax / 2, rmax), y2: y(rmax / 2, rmax), 'vector-effect': 'non-scaling-stroke' }));
+    var pts = [];
+    ms.forEach(function (m, i) {
+      if (m.claims > 0) {
+        rate.appendChild(svg('rect', { 'class': 'bar-claims', x: (i * bw + 0.5).toFixed(1), width: Math.max(bw - 1, 0.5).toFixed(1), y: y(m.claims, rmax), height: (H - y(m.claims, rmax)).toFixed(1) }));
+      }
+      pts.push((i * bw + bw / 2).toFixed(1) + ',' + y(m.submits, rmax));
+    });
+    rate.appendChild(svg('polyline', { 'class': 'line-submits', points: pts.join(' '), 'vector-effect': 'non-scaling-stroke' }));
+    ms.forEach(function (m, i) {
+      rate.appendChild(svg('rect', { 'class': 'hit', x: (i * bw).toFixed(1), width: bw.toFixed(1), y: 0, height: H },
+        fmtClock(m.start) + ': ' + m.claims + ' claims, ' + m.submits + ' submits'));
+    });
+    $('rate-max').textContent = '(top: ' + rmax + '/min)';
+
+    // p50 and p99 as lines, broken where a minute had no claims.
+    var lat = $('chart-latency');
+    clear(lat);
+    var lmax = niceMax(Math.max.apply(null, ms.map(function (m) { return m.next_p99_ms || 0; }).concat([0.001])));
+    lat.appendChild(svg('line', { 'class': 'grid', x1: 0, x2: W, y1: y(lmax / 2, lmax), y2: y(lmax / 2, lmax), 'vector-effect': 'non-scaling-stroke' }));
+    ['p50', 'p99'].forEach(function (q) {
+      var d = '', pen = 'M';
+      ms.forEach(function (m, i) {
+        var v = m['next_' + q + '_ms'];
+        if (v === null) { pen = 'M'; return; }
+        var x = i * bw + bw / 2;
+        // A lone minute is a short dash, so that it shows.
+        d += pen + (x - bw / 3).toFixed(1) + ' ' + y(v, lmax) + ' L' + (x + bw / 3).toFixed(1) + ' ' + y(v, lmax) + ' ';
+        pen = 'L';
+      });
+      if (d) { lat.appendChild(svg('path', { 'class': 'line-' + q, d: d, 'vector-effect': 'non-scaling-stroke' })); }
+    });
+    ms.forEach(function (m, i) {
+      lat.appendChild(svg('rect', { 'class': 'hit', x: (i * bw).toFixed(1), width: bw.toFixed(1), y: 0, height: H },
+        fmtClock(m.start) + ': p50 ' + fmtMS(m.next_p50_ms) + ', p99 ' + fmtMS(m.next_p99_ms)));
+    });
+    $('lat-max').textContent = h.total.claims ? '(top: ' + fmtMS(lmax) + ')' : '(no claims this hour)';
+
+    var k = $('hour-kpis');
+    clear(k);
+    var last = n > 1 ? ms[n - 2] : ms[n - 1];
+    [['claims', h.total.claims], ['submits', h.total.submits],
+      ['next p50', fmtMS(h.total.next_p50_ms)], ['next p99', fmtMS(h.total.next_p99_ms)],
+      ['last full minute', last.claims + ' claims, ' + last.submits + ' submits']].forEach(function (p) {
+      var s = el('span', null, p[0] + ' ');
+      s.appendChild(el('b', null, p[1]));
+      k.appendChild(s);
+    });
+  }
+
+  function renderClaims(page, st) {
+    var rows = page.tasks.map(function (t) {
+      var tr = el('tr', { 'data-task': t.id });
+      var idc = el('td');
+      idc.appendChild(link('#tasks/' + t.id, '#' + t.id, 'Task ' + t.id));
+      tr.appendChild(idc);
+      tr.appendChild(td(t.title || '(untitled)', 'title'));
+      tr.appendChild(td(t.category, 'hide-phone'));
+      tr.appendChild(holderCell(t.holder));
+      var held = ticking(t.assigned_at, false);
+      held.classList.add('hide-phone');
+      tr.appendChild(held);
+      tr.appendChild(ticking(t.lease_expires_at, true));
+      var act = el('td');
+      act.appendChild(forceRelease(t, function () { return loadPool(); }));
+      tr.appendChild(act);
+      return tr;
+    });
+    replaceRows($('claims-table').tBodies[0], rows);
+    $('claims-empty').hidden = rows.length > 0;
+    var holders = st && typeof st.holders === 'number' ? st.holders : rows.length;
+    $('claims-count').textContent = holders > rows.length ? '(' + rows.length + ' of ' + holders + ')' : '(' + rows.length + ')';
+  }
+
+  function forceRelease(t, then) {
+    return confirmButton('Force release', 'Confirm', 'force release task ' + t.id, 'release:' + t.id, function () {
+      return call('POST', '/admin/tasks/' + t.id + '/release', {}).then(function (r) {
+        if (!ok(r, 'Force release of task #' + t.id)) { return then(); }
+        notice('Task #' + t.id + ' was taken back from ' + holderName(t.holder) + ' and is in the pool again.');
+        return then();
+      });
+    });
+  }
+
+  // --- tasks ---
+  function taskQuery() {
+    var q = [];
+    Object.keys(taskFilter).forEach(function (k) {
+      if (taskFilter[k]) { q.push(k + '=' + encodeURIComponent(taskFilter[k])); }
+    });
+    var cur = taskPages[taskPages.length - 1];
+    if (cur) { q.push('cursor=' + encodeURIComponent(cur)); }
+    q.push('limit=50');
+    return '?' + q.join('&');
+  }
+
+  function loadTasks() {
+    return Promise.all([call('GET', '/tasks' + taskQuery()), loadNames(false)]).then(function (rs) {
+      var r = rs[0];
+      if (!ok(r, 'Tasks')) { return false; }
+      taskNext = r.data.next_cursor;
+      var rows = r.data.tasks.map(function (t) {
+        var tr = el('tr', { 'data-task': t.id });
+        if (t.id === taskOpen) { tr.className = 'selected'; }
+        var idc = el('td');
+        idc.appendChild(link('#tasks/' + t.id, '#' + t.id, 'Task ' + t.id));
+        tr.appendChild(idc);
+        var title = el('td', { 'class': 'title' });
+        title.appendChild(link('#tasks/' + t.id, t.title || '(untitled)'));
+        tr.appendChild(title);
+        tr.appendChild(td(t.category, 'hide-phone'));
+        var sc = el('td');
+        sc.appendChild(el('span', { 'class': 'status ' + t.status }, t.status));
+        tr.appendChild(sc);
+        tr.appendChild(holderCell(t.holder, 'hide-phone'));
+        tr.appendChild(td(fmtTime(t.created_at), 'hide-phone'));
+        return tr;
+      });
+      replaceRows($('tasks-table').tBodies[0], rows);
+      $('tasks-empty').hidden = rows.length > 0;
+      $('tasks-newer').disabled = taskPages.length <= 1;
+      $('tasks-older').disabled = !taskNext;
+      $('tasks-page').textContent = 'page ' + taskPages.length;
+      return true;
+    });
+  }
+
+  function readFilters() {
+    var iso = function (v) { return v ? new Date(v).toISOString() : ''; };
+    taskFilter = {
+      status: $('f-status').value,
+      category: $('f-category').value.trim(),
+      holder: $('f-editor').value,
+      key: $('f-key').value.trim(),
+      created_after: iso($('f-after').value),
+      created_before: iso($('f-before').value)
+    };
+    taskPages = [''];
+  }
+
+  function showTaskDetail(show) {
+    $('task-detail').hidden = !show;
+    $('task-detail').parentNode.classList.toggle('with-detail', show);
+  }
+
+  function loadTask(id, focus) {
+    return call('GET', '/tasks/' + id).then(function (r) {
+      if (id !== taskOpen) { return false; }
+      if (r.status === 404) {
+        notice('Task #' + id + ' does not exist.', 'bad');
+        showTaskDetail(false);
+        return false;
+      }
+      if (!ok(r, 'Task #' + id)) { return false; }
+      renderTask(r.data);
+      showTaskDetail(true);
+      if (focus) { $('td-title').focus(); }
+      return true;
+    });
+  }
+
+  function dl(target, pairs) {
+    clear(target);
+    pairs.forEach(function (p) {
+      if (p[1] === null || p[1] === undefined || p[1] === '') { return; }
+      target.appendChild(el('dt', null, p[0]));
+      var dd = el('dd');
+      if (p[1] instanceof Node) { dd.appendChild(p[1]); } else { dd.textContent = String(p[1]); }
+      target.appendChild(dd);
+    });
+  }
+
+  function json(v) { return JSON.stringify(v, null, 2); }
+
+  function renderTask(d) {
+    var t = d.task;
+    $('td-title').textContent = '#' + t.id + ' ' + (t.title || '(untitled)');
+    var status = el('span', { 'class': 'status ' + d.status }, d.status);
+    var lease = null;
+    if (d.status === 'assigned') {
+      lease = el('span', { 'data-deadline': d.lease_expires_at, 'class': 'lease' });
+      tickCell(lease);
+    }
+    dl($('td-meta'), [
+      ['status', status], ['category', t.category], ['priority', t.priority], ['key', d.key],
+      ['holder', d.holder ? holderName(d.holder) + (holderName(d.holder) !== d.holder ? ' (' + d.holder + ')' : '') : null],
+      ['fence', d.fence], ['assigned', d.assigned_at ? fmtTime(d.assigned_at) : null], ['lease left', lease],
+      ['attempts', d.attempts + ' of ' + d.max_attempts], ['last error', d.last_error],
+      ['created', fmtTime(d.created_at)], ['run after', fmtTime(d.run_after)], ['due', d.due_at ? fmtTime(d.due_at) : null],
+      ['updated', fmtTime(d.updated_at)], ['done', d.done_at ? fmtTime(d.done_at) : null]
+    ]);
+    $('td-payload').textContent = json(t.payload);
+    $('td-result-box').hidden = !d.result;
+    if (d.result) {
+      $('td-result-meta').textContent = 'submitted by ' + holderName(d.result.holder) + ' at ' + fmtTime(d.result.submitted_at) + ', fence ' + d.result.fence;
+      $('td-result').textContent = json(d.result.result);
+    }
+    var rows = d.history.map(function (ev) {
+      var tr = el('tr');
+      tr.appendChild(td(fmtTime(ev.at)));
+      tr.appendChild(td(ev.kind));
+      tr.appendChild(num(ev.fence));
+      tr.appendChild(td(ev.holder ? holderName(ev.holder) : '–'));
+      tr.appendChild(td(ev.detail || '', 'title'));
+      return tr;
+    });
+    replaceRows($('td-history').tBodies[0], rows.reverse()); // newest first
+
+    var acts = $('td-actions');
+    if (acts.getAttribute('data-for') === t.id + ':' + d.status + ':' + d.fence) { return; } // keep a reason being typed
+    acts.setAttribute('data-for', t.id + ':' + d.status + ':' + d.fence);
+    clear(acts);
+    var reload = function () { return Promise.all([loadTask(t.id, false), loadTasks()]); };
+    if (d.status === 'assigned') {
+      acts.appendChild(forceRelease({ id: t.id, holder: d.holder }, reload));
+    }
+    var change = function (op, label, verb) {
+      var reason = el('input', { type: 'text', 'class': 'reason-in', maxlength: '1024', placeholder: 'reason (optional)', 'aria-label': 'Reason to ' + op + ' task ' + t.id });
+      var run = function () {
+        return call('POST', '/admin/tasks/' + t.id + '/' + op, { reason: reason.value }).then(function (r) {
+          if (ok(r, label + ' task #' + t.id)) { notice('Task #' + t.id + ' ' + verb + '.'); }
+          return reload();
+        });
+      };
+      acts.appendChild(reason);
+      if (op === 'cancel') {
+        acts.appendChild(confirmButton(label, 'Confirm cancel', 'cancel task ' + t.id, 'cancel:' + t.id, run));
+      } else {
+        var b = el('button', { type: 'button', 'data-key': op + ':' + t.id }, label);
+        b.addEventListener('click', function () { b.disabled = true; run().then(function () { b.disabled = false; }); });
+        acts.appendChild(b);
+      }
+    };
+    if (d.status === 'dead') { change('requeue', 'Requeue', 'is back in the pool'); }
+    if (d.status === 'pending') { change('cancel', 'Cancel task', 'was cancelled'); }
+    acts.hidden = !acts.firstChild;
+  }
+
+  // --- editors ---
+  function loadEditors() {
+    var cur = editorPages[editorPages.length - 1];
+    return call('GET', '/editors?limit=100' + (cur ? '&cursor=' + encodeURIComponent(cur) : '')).then(function (r) {
+      if (!ok(r, 'Editors')) { return false; }
+      editorNext = r.data.next_cursor;
+      var rows = r.data.editors.map(function (e) {
+        names[e.id] = e.name;
+        var tr = el('tr', { 'data-editor': e.id });
+        if (e.id === editorOpen) { tr.className = 'selected'; }
+        var name = el('th', { scope: 'row' });
+        name.appendChild(link('#editors/' + e.id, e.name));
+        if (e.disabled) { name.appendChild(document.createTextNode(' ')); name.appendChild(el('span', { 'class': 'tag disabled' }, 'disabled')); }
+        tr.appendChild(name);
+        tr.appendChild(td(e.categories.join(', ') || '–', 'hide-phone'));
+        var holds = el('td');
+        if (e.claim) {
+          holds.appendChild(link('#tasks/' + e.claim.task_id, '#' + e.claim.task_id, 'Task ' + e.claim.task_id));
+        } else {
+          holds.textContent = '–';
+        }
+        tr.appendChild(holds);
+        tr.appendChild(num(e.today.submitted));
+        tr.appendChild(num(e.today.skipped, 'hide-phone'));
+        tr.appendChild(num(e.today.released, 'hide-phone'));
+        tr.appendChild(num(e.today.expired, 'hide-phone'));
+        return tr;
+      });
+      replaceRows($('editors-table').tBodies[0], rows);
+      $('editors-newer').disabled = editorPages.length <= 1;
+      $('editors-older').disabled = !editorNext;
+      return true;
+    });
+  }
+
+  function showEditorDetail(show) {
+    $('editor-detail').hidden = !show;
+    $('editor-detail').parentNode.classList.toggle('with-detail', show);
+  }
+
+  function loadEditor(id, focus) {
+    return call('GET', '/editors/' + id).then(function (r) {
+      if (id !== editorOpen) { return false; }
+      if (r.status === 404) {
+        notice('Editor #' + id + ' does not exist.', 'bad');
+        showEditorDetail(false);
+        return false;
+      }
+      if (!ok(r, 'Editor #' + id)) { return false; }
+      renderEditor(r.data);
+      showEditorDetail(true);
+      if (focus) { $('ed-title').focus(); }
+      return true;
+    });
+  }
+
+  function counts(c) {
+    return c.submitted + ' submitted · ' + c.skipped + ' skipped · ' + c.released + ' released · ' + c.expired + ' expired · ' + c.claimed + ' claimed';
+  }
+
+  function renderEditor(e) {
+    $('ed-title').textContent = e.name;
+    var claim = null;
+    if (e.claim) {
+      claim = el('span');
+      claim.appendChild(link('#tasks/' + e.claim.task_id, 'task #' + e.claim.task_id));
+      claim.appendChild(document.createTextNode(', lease left '));
+      var left = el('span', { 'data-deadline': e.claim.lease_expires_at, 'class': 'lease' });
+      tickCell(left);
+      claim.appendChild(left);
+    }
+    dl($('ed-meta'), [
+      ['id', e.id], ['status', e.disabled ? 'disabled since ' + fmtTime(e.disabled_at) : 'enabled'],
+      ['categories', e.categories.join(', ') || '–'], ['holds', claim || '–'],
+      ['today', counts(e.today)], ['all time', counts(e.all_time)],
+      ['median claim → submit', e.median_claim_to_submit_ms === null ? '–' : fmtAge(e.median_claim_to_submit_ms) + ' (of the last ' + e.median_of + ')'],
+      ['last active', e.last_active_at ? fmtTime(e.last_active_at) : 'never'], ['created', fmtTime(e.created_at)]
+    ]);
+    if (document.activeElement !== $('ed-cats')) { $('ed-cats').value = e.categories.join(', '); }
+    var acts = $('ed-actions');
+    clear(acts);
+    var done = function (r, what) {
+      if (ok(r, what)) { notice(what + ': done.'); }
+      loadNames(true);
+      return Promise.all([loadEditor(e.id, false), loadEditors()]);
+    };
+    if (e.disabled) {
+      var b = el('button', { type: 'button', 'data-key': 'enable:' + e.id }, 'Enable');
+      b.addEventListener('click', function () {
+        call('POST', '/editors/' + e.id + '/enable', {}).then(function (r) { return done(r, 'Enable ' + e.name); });
+      });
+      acts.appendChild(b);
+    } else {
+      acts.appendChild(confirmButton('Disable', 'Confirm disable', 'disable ' + e.name, 'disable:' + e.id, function () {
+        return call('POST', '/editors/' + e.id + '/disable', {}).then(function (r) { return done(r, 'Disable ' + e.name); });
+      }));
+    }
+  }
+
+  // --- views ---
+  var loaders = {
+    pool: function () { return loadPool(); },
+    tasks: function () {
+      var ps = [];
+      if (taskPages.length === 1) { ps.push(loadTasks()); }
+      if (taskOpen) { ps.push(loadTask(taskOpen, false)); }
+      return Promise.all(ps);
+    },
+    editors: function () {
+      var ps = [loadEditors()];
+      if (editorOpen) { ps.push(loadEditor(editorOpen, false)); }
+      return Promise.all(ps);
+    }
+  };
+
+  function route() {
+    var parts = window.location.hash.replace(/^#/, '').split('/');
+    var next = loaders[parts[0]] ? parts[0] : 'pool';
+    var id = /^[1-9][0-9]{0,17}$/.test(parts[1] || '') ? Number(parts[1]) : 0;
+    var changed = next !== view;
+    view = next;
+    ['pool', 'tasks', 'editors'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    document.querySelectorAll('.tabs a').forEach(function (a) {
+      if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
+    });
+    document.title = view.charAt(0).toUpperCase() + view.slice(1) + ' · taskd ops';
+    if (view === 'pool') { return refresh(); }
+    if (view === 'tasks') {
+      taskOpen = id;
+      if (!id) { showTaskDetail(false); }
+      var ps = [loadTasks()];
+      if (id) { ps.push(loadTask(id, true)); }
+      return Promise.all(ps).then(stamp);
+    }
+    editorOpen = id;
+    if (!id) { showEditorDetail(false); }
+    if (changed || !id) { loadNames(false); }
+    var es = [loadEditors()];
+    if (id) { es.push(loadEditor(id, true)); }
+    return Promise.all(es).then(stamp);
+  }
+
+  function stamp() {
+    var d = new Date();
+    $('updated').textContent = 'updated ' + pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' · every ' + REFRESH_MS / 1000 + ' s while visible';
+  }
+
+  var refreshing = false;
+  function refresh() {
+    if (refreshing) { return Promise.resolve(); }
+    refreshing = true;
+    return loaders[view]().then(function (good) {
+      refreshing = false;
+      if (good !== false) {
+        var st = $('status');
+        if (st.classList.contains('warn')) { notice(''); }
+        stamp();
+      }
+    }, function () { refreshing = false; });
+  }
+
+  // typing reports whether the operator is typing in a field: a refresh
+  // then waits, so that nothing moves under their hands.
+  function typing() {
+    var a = document.activeElement;
+    return a && (a.tagName === 'INPUT' || a.tagName === 'TEXTAREA' || a.tagName === 'SELECT');
+  }
+
+  setInterval(function () {
+    if (document.hidden || armed > 0 || typing()) { return; }
+    refresh();
+  }, REFRESH_MS);
+  setInterval(tick, 1000);
+  document.addEventListener('visibilitychange', function () {
+    if (document.hidden) {
+      $('updated').textContent = 'paused while the tab is hidden';
+    } else {
+      refresh();
+    }
+  });
+  window.addEventListener('hashchange', route);
+
+  $('pause-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var cat = $('pause-cat').value.trim();
+    if (!cat) { return; }
+    var b = $('pause-form').querySelector('button');
+    setPaused(cat, 'pause', b).then(function () { $('pause-cat').value = ''; });
+  });
+  $('task-filters').addEventListener('submit', function (e) {
+    e.preventDefault();
+    readFilters();
+    loadTasks();
+  });
+  $('f-reset').addEventListener('click', function () {
+    $('task-filters').reset();
+    readFilters();
+    loadTasks();
+  });
+  $('tasks-older').addEventListener('click', function () {
+    if (!taskNext) { return; }
+    taskPages.push(taskNext);
+    loadTasks();
+  });
+  $('tasks-newer').addEventListener('click', function () {
+    if (taskPages.length > 1) { taskPages.pop(); loadTasks(); }
+  });
+  $('editors-older').addEventListener('click', function () {
+    if (!editorNext) { return; }
+    editorPages.push(editorNext);
+    loadEditors();
+  });
+  $('editors-newer').addEventListener('click', function () {
+    if (editorPages.length > 1) { editorPages.pop(); loadEditors(); }
+  });
+  $('ed-cats-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    if (!editorOpen) { return; }
+    var id = editorOpen;
+    var cats = $('ed-cats').value.split(',').map(function (c) { return c.trim(); }).filter(function (c) { return c; });
+    call('PATCH', '/editors/' + id, { categories: cats }).then(function (r) {
+      if (ok(r, 'Categories')) { notice('Categories saved: ' + (cats.join(', ') || 'none') + '.'); $('ed-cats').blur(); }
+      return Promise.all([loadEditor(id, false), loadEditors()]);
+    });
+  });
+  document.addEventListener('keydown', function (e) {
+    if (e.key === 'Escape' && !typing()) {
+      if (view === 'tasks' && taskOpen) { window.location.hash = '#tasks'; }
+      if (view === 'editors' && editorOpen) { window.location.hash = '#editors'; }
+    }
+  });
+
+  // At phone width the filters start folded, so that the list shows first.
+  if (window.matchMedia('(max-width: 40rem)').matches) { $('filters-box').open = false; }
+  readFilters();
+  route();
+}());
