@@ -118,7 +118,8 @@ type SweepResult struct {
 	// it was obtained moments ago.
 	LocksConflicting int
 	// LocksRemoved counts task locks removed because they belonged to no
-	// live claim: those of the claims just recycled, and, with
+	// live claim: those of the claims just recycled (asked for only when the
+	// lease passed within a lease: older ones have expired), and, with
 	// SweeperConfig.Redis, those the scan found.
 	LocksRemoved int
 	// SkipsPurged counts editors' skip records that had passed and were
@@ -424,18 +425,26 @@ func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
 
 // recycleBatch recycles one batch, reports it to add, and says whether it
 // was full.
+//
+// It removes the locks of the batch's claims in one round trip, except those
+// of claims whose lease passed more than a lease ago: a lock is set with at
+// most the time its lease has left (see Heartbeat and restoreLocks), so such
+// a lock is gone unless the request that set it was held up for longer than a
+// lease. A backlog's old claims then cost Redis nothing. A lock left behind
+// that way would only keep its task from being claimed until it expires.
 func (s *Sweeper) recycleBatch(ctx context.Context, add func(recycled, removed int)) (full bool, err error) {
 	rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
 	if err != nil {
 		return false, fmt.Errorf("recycle: %w", err)
 	}
 	counts := make(map[string]int)
-	locks := make([]*locker.Lock, len(rs))
-	for i, r := range rs {
+	var locks []*locker.Lock
+	for _, r := range rs {
 		counts[r.Category]++
-		locks[i] = s.d.locks.Lock(s.d.lockKey(r.ID), r.Holder)
+		if r.ExpiredFor <= s.d.cfg.Lease {
+			locks = append(locks, s.d.locks.Lock(s.d.lockKey(r.ID), r.Holder))
+		}
 	}
-	// The batch's locks, where Redis still has them, in one round trip.
 	removed, err := s.d.locks.ReleaseAll(ctx, locks)
 	add(len(rs), removed)
 	if err != nil {

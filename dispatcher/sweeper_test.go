@@ -613,6 +613,43 @@ func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
 	}
 }
 
+// TestSweepReleasesLocksOnlyOfRecentlyExpiredClaims: a claim whose lease
+// passed moments ago may still have its lock, which the sweep removes; one
+// whose lease passed more than a lease ago cannot (a lock never outlives its
+// lease by that much), and the sweep does not ask Redis about it.
+func TestSweepReleasesLocksOnlyOfRecentlyExpiredClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t) // the default lease, 30s: ann's lock lasts through the test
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	b.add(t, "news", 0, 2)
+	recent, old := b.mustNext(t, ann), b.mustNext(t, bob)
+	b.expireLeaseOnly(t, recent.Task.ID)
+	// Left in Redis on purpose, as if it had outlived its lease: the sweep
+	// must not look for it.
+	if _, err := b.db.ExecContext(ctx, "UPDATE tasks SET lease_expires_at = NOW(3) - INTERVAL 1 MINUTE WHERE id = ?", old.Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.rdb.Set(ctx, b.lockKey(old.Task.ID), bob.Holder, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{Recycled: 2, LocksRemoved: 1}) {
+		t.Errorf("sweep = %+v, want 2 recycled and 1 lock removed", res)
+	}
+	if n := b.rdb.Exists(ctx, b.lockKey(recent.Task.ID)).Val(); n != 0 {
+		t.Error("the lock of the claim that expired moments ago is still there")
+	}
+	if tok := b.rdb.Get(ctx, b.lockKey(old.Task.ID)).Val(); tok != bob.Holder {
+		t.Errorf("the lock of the claim that expired a minute ago = %q, want it untouched", tok)
+	}
+	for _, c := range []*tasks.Claim{recent, old} {
+		if task := b.task(t, c.Task.ID); task.Status != tasks.StatusPending || task.Holder != "" {
+			t.Errorf("task %d after the sweep: status %s holder %q, want back in the pool", c.Task.ID, task.Status, task.Holder)
+		}
+	}
+}
+
 func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

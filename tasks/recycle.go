@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -18,7 +19,8 @@ const (
 	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
 	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
 	// working on right now; the next batch gets them if they are still expired.
-	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category
+	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category,
+	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
 FROM tasks FORCE INDEX (tasks_expiry)
 WHERE status = 'assigned' AND lease_expires_at < NOW(3)
 ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
@@ -39,20 +41,29 @@ type Recycled struct {
 	Holder string
 	// Category is the task's category, where it is claimable again.
 	Category string
+	// ExpiredFor is how long the lease had passed when the batch was read, by the
+	// database clock.
+	ExpiredFor time.Duration
 }
 
 // RecycleExpired returns up to p.Limit claims whose lease has passed to the pool and
 // records a 'recycled' event for each, with the fence and holder of the claim that
-// expired. It returns the claims it recycled; call it in a loop until it returns fewer
-// than the limit to drain a backlog.
+// expired (and a webhook outbox record, when the store's Config.WebhookEvents ask for
+// expired). It returns the claims it recycled; call it in a loop until it returns
+// fewer than the limit to drain a backlog. Calls may run concurrently: each
+// recycles claims the others have not locked.
 //
 // One transaction per batch (READ COMMITTED, as every transaction on a connection from
-// Open, so the range read takes no gap locks):
-// a locking read of the batch from the expiry index (SKIP LOCKED), one fenced UPDATE
-// of exactly those (id, fence) pairs, and one multi-row INSERT of their events. The rows
-// stay locked from the read to the commit, so the UPDATE must match every one of them;
-// if its matched-row count differs, the batch is rolled back and an error returned,
-// so the events always describe exactly the rows that changed.
+// Open, so the range read takes no gap locks), in three round trips besides BEGIN:
+// a locking read of the batch from the expiry index (SKIP LOCKED, so it never waits
+// for a claim or a holder's write, nor they for it, beyond the batch); then, in one
+// statement batch, the multi-row INSERT of the events and one fenced UPDATE of exactly
+// those (id, fence) pairs; then COMMIT. The rows stay locked from the read to the
+// commit, so the UPDATE must match every one of them; if its matched-row count
+// differs, the batch is rolled back and an error returned, so the events always
+// describe exactly the rows that changed. A claim's fence is not changed: the UPDATE
+// moves it out of 'assigned', which every fenced write requires, so its holder is
+// stale from the commit on, and the next claim of the task bumps the fence.
 func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled, error) {
 	limit := p.Limit
 	if limit == 0 {
@@ -65,11 +76,12 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		recycled = nil // a deadlock victim runs again
 		var rows []struct {
-			ID       int64  `db:"id"`
-			Fence    int64  `db:"fence"`
-			Holder   string `db:"holder"`
-			EditorID int64  `db:"editor_id"`
-			Category string `db:"category"`
+			ID        int64  `db:"id"`
+			Fence     int64  `db:"fence"`
+			Holder    string `db:"holder"`
+			EditorID  int64  `db:"editor_id"`
+			Category  string `db:"category"`
+			ExpiredUS int64  `db:"expired_us"`
 		}
 		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, limit); err != nil {
 			return err
@@ -77,19 +89,25 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 		if len(rows) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 2*len(rows))
 		evs := make([]event, len(rows))
 		for i, r := range rows {
-			args = append(args, r.ID, r.Fence)
 			evs[i] = event{
 				taskID: r.ID, kind: EventRecycled, fence: r.Fence, holder: r.Holder,
 				editorID: r.EditorID, detail: "lease expired", category: r.Category, cause: WebhookSweep,
 			}
 		}
-		pairs := strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", ")
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(recycleSQL, pairs), args...)
+		// The UPDATE goes last: a statement batch reports the rows its last
+		// statement matched.
+		var q strings.Builder
+		args := s.writeEventsSQL(&q, evs)
+		q.WriteString(";\n")
+		fmt.Fprintf(&q, recycleSQL, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", "))
+		for _, r := range rows {
+			args = append(args, r.ID, r.Fence)
+		}
+		res, err := tx.ExecContext(ctx, q.String(), args...)
 		if err != nil {
-			return err
+			return refusedValue(err)
 		}
 		matched, err := res.RowsAffected()
 		if err != nil {
@@ -98,12 +116,12 @@ func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled
 		if matched != int64(len(rows)) {
 			return fmt.Errorf("recycle matched %d of %d locked rows", matched, len(rows))
 		}
-		if err := s.insertEvents(ctx, tx, evs...); err != nil {
-			return err
-		}
 		recycled = make([]Recycled, len(rows))
 		for i, r := range rows {
-			recycled[i] = Recycled{ID: r.ID, Fence: r.Fence, Holder: r.Holder, Category: r.Category}
+			recycled[i] = Recycled{
+				ID: r.ID, Fence: r.Fence, Holder: r.Holder, Category: r.Category,
+				ExpiredFor: max(time.Duration(r.ExpiredUS)*time.Microsecond, 0),
+			}
 		}
 		return nil
 	})

@@ -1,7 +1,10 @@
 package tasks_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +69,146 @@ func TestRecycleExpiredRecyclesOnlyExpiredClaims(t *testing.T) {
 	wantErr(t, "submit after recycle", err, tasks.ErrStale)
 	_, err = b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: tasks.RecycleLimitMax + 1})
 	wantErr(t, "limit too large", err, tasks.ErrInvalid)
+}
+
+// TestRecycleExpiredReportsHowLongLeasesHavePassed: each recycled claim says how
+// long its lease had passed, by the database clock.
+func TestRecycleExpiredReportsHowLongLeasesHavePassed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{})
+	recent := b.insertOne(t, "news", 0)
+	old := b.insertOne(t, "news", 0)
+	b.claim(t, recent, "w1", 0, time.Minute)
+	b.claim(t, old, "w2", 0, time.Minute)
+	b.expireLease(t, recent) // a second ago
+	b.exec(t, `UPDATE tasks SET lease_expires_at = NOW(3) - INTERVAL 10 MINUTE WHERE id = ?`, old)
+
+	rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]time.Duration{}
+	for _, r := range rs {
+		got[r.ID] = r.ExpiredFor
+	}
+	if len(rs) != 2 {
+		t.Fatalf("recycled %+v, want tasks %d and %d", rs, recent, old)
+	}
+	// Generous upper bounds: the batch is read right after, but the machine
+	// may be loaded.
+	if d := got[recent]; d < time.Second || d >= time.Minute {
+		t.Errorf("task %d expired for %v, want about 1s", recent, d)
+	}
+	if d := got[old]; d < 10*time.Minute || d >= 11*time.Minute {
+		t.Errorf("task %d expired for %v, want about 10m", old, d)
+	}
+}
+
+// TestRecycleExpiredRacesStaleWritesAndTakeovers runs concurrent recycles of a
+// backlog of expired claims while their stale holders keep submitting and
+// heartbeating and new holders take some of the tasks over. Every stale write
+// is refused, every old claim ends exactly once (recycled or taken over), and
+// each task is recycled at most once.
+func TestRecycleExpiredRacesStaleWritesAndTakeovers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{InsertBatchSize: 1000})
+	const n, batch, sweepers = 1200, 50, 3
+	nts := make([]tasks.NewTask, n)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "news", Title: "t"}
+	}
+	ids := b.insert(t, nts...)
+	b.exec(t, `UPDATE tasks SET status = 'assigned', fence = 1, attempts = 1, holder = CONCAT('w', id),
+		assigned_at = NOW(3) - INTERVAL 2 MINUTE, lease_expires_at = NOW(3) - INTERVAL 1 MINUTE`)
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		recycled []int64
+	)
+	for range sweepers {
+		wg.Go(func() {
+			for {
+				rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: batch})
+				if err != nil {
+					t.Errorf("recycle: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, r := range rs {
+					recycled = append(recycled, r.ID)
+				}
+				mu.Unlock()
+				if len(rs) < batch {
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() { // the stale holders
+		for _, id := range ids {
+			holder := fmt.Sprintf("w%d", id)
+			_, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: 1, Holder: holder, Result: rawJSON(`1`)})
+			if !errors.Is(err, tasks.ErrStale) {
+				t.Errorf("submit of task %d by its stale holder: err = %v, want ErrStale", id, err)
+			}
+			_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: 1, Holder: holder, Lease: time.Minute})
+			if !errors.Is(err, tasks.ErrStale) {
+				t.Errorf("heartbeat of task %d by its stale holder: err = %v, want ErrStale", id, err)
+			}
+		}
+	})
+	var taken []int64
+	for i, id := range ids {
+		if i%4 == 0 {
+			taken = append(taken, id)
+		}
+	}
+	wg.Go(func() { // new holders, racing the sweep for the same rows
+		for _, id := range taken {
+			for attempt := 1; ; attempt++ {
+				task, err := b.store.GetTask(b.ctx, id)
+				if err != nil {
+					t.Errorf("get task %d: %v", id, err)
+					return
+				}
+				_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
+					Holder: fmt.Sprintf("new%d", id), Lease: time.Minute})
+				if err == nil {
+					break
+				}
+				// A row in a recycle's batch, or one recycled since it was read,
+				// is refused as stale; the next attempt reads it again.
+				if !errors.Is(err, tasks.ErrStale) || attempt == 100 {
+					t.Errorf("take over task %d (attempt %d): %v", id, attempt, err)
+					return
+				}
+			}
+		}
+	})
+	wg.Wait()
+
+	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != 0 {
+		t.Errorf("%d results accepted from stale holders", n)
+	}
+	slices.Sort(recycled)
+	if len(slices.Compact(slices.Clone(recycled))) != len(recycled) {
+		t.Error("a task was reported recycled twice")
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'recycled'`); n != len(recycled) {
+		t.Errorf("%d recycled events, %d recycled reported", n, len(recycled))
+	}
+	// Each old claim ended once: recycled by a sweep, or expired by a takeover.
+	if n := b.count(t, `SELECT COUNT(*) FROM (SELECT task_id FROM task_events WHERE fence = 1 AND kind IN ('recycled', 'expired')
+		GROUP BY task_id HAVING COUNT(*) = 1) x`); n != len(ids) {
+		t.Errorf("%d of %d old claims ended exactly once", n, len(ids))
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND fence = 2 AND holder = CONCAT('new', id)`); n != len(taken) {
+		t.Errorf("%d tasks held by their new holders with fence 2, want %d", n, len(taken))
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'pending' AND fence = 1 AND holder IS NULL`); n != len(ids)-len(taken) {
+		t.Errorf("%d tasks back in the pool, want %d", n, len(ids)-len(taken))
+	}
 }
 
 // TestRecycleExpiredBacklog drains 100,000 expired claims in batches of 1000.

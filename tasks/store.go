@@ -291,6 +291,15 @@ func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) err
 		return nil
 	}
 	var q strings.Builder
+	args := s.writeEventsSQL(&q, evs)
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return refusedValue(err)
+}
+
+// writeEventsSQL writes the statements insertEvents runs for evs (at least one)
+// to q, without a final semicolon, and returns their arguments, so that a caller
+// can send further statements in the same round trip.
+func (s *Store) writeEventsSQL(q *strings.Builder, evs []event) []any {
 	q.WriteString(insertEventsSQL)
 	args := make([]any, 0, 6*len(evs))
 	for i, e := range evs {
@@ -318,8 +327,7 @@ func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) err
 		args = append(args, string(kind), e.taskID, e.fence, nullString(e.holder), nullID(e.editorID),
 			e.category, string(e.cause), nullString(truncate(e.detail, maxDetailLen)))
 	}
-	_, err := tx.ExecContext(ctx, q.String(), args...)
-	return refusedValue(err)
+	return args
 }
 
 // nullString maps "" to NULL.

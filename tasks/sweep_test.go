@@ -54,6 +54,10 @@ func TestRecycleExpiredReturnsWhatItRecycled(t *testing.T) {
 			if _, dup := got[r.ID]; dup {
 				t.Errorf("task %d reported twice", r.ID)
 			}
+			if r.ExpiredFor < time.Second { // expireLease: a second ago
+				t.Errorf("task %d reported expired for %v, want at least 1s", r.ID, r.ExpiredFor)
+			}
+			r.ExpiredFor = 0 // checked above; the rest must be as claimed
 			got[r.ID] = r
 		}
 		if len(rs) < 4 {
