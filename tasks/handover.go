@@ -14,23 +14,22 @@ import (
 // then the claimed task's. The claim is guarded by the submit as well
 // (claimUpdateSQL reads @taskd_submitted), so a refused submit claims nothing.
 // The claim's busy check runs after the UPDATE to done cleared the submitted
-// task's editor_id, which the transaction sees as its own change. Both events
-// are written by one INSERT at the end; the 'submitted' one is copied from the
-// result row, which holds the claim as it was before the UPDATE.
+// task's editor_id, which the transaction sees as its own change. Each event is
+// kept only if the row shows its change (see undoEventSQL): the 'submitted' one
+// is checked against the live claim before the UPDATE, which also gives it the
+// editor id.
 func submitClaimSQL(outbox bool) string {
-	submit := submitResultSQL
+	submit := submitResultSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	VALUES (?, 'submitted', ?, ?, (SELECT editor_id FROM tasks WHERE id = ?), @taskd_now);
+` + undoEventSQL + `SELECT 1 FROM tasks` + liveClaimNowWhere + `);
+`
 	if outbox {
 		submit += submitOutboxInsertSQL
 	}
 	return `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
 ` + submit + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
-` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT task_id, 'submitted', fence, holder, editor_id, @taskd_now FROM task_results
-	WHERE task_id = ? AND fence = ? AND @taskd_submitted = 1;
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	` + claimEventSQL + `;
-COMMIT`
+` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
 }
 
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
@@ -83,6 +82,8 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	live := []any{sp.TaskID, sp.Fence, sp.Holder}
 	args := []any{nullID(cp.EditorID), string(sp.Result)} // the editor's lock, the result row
 	args = append(args, live...)
+	args = append(args, sp.TaskID, sp.Fence, sp.Holder, sp.TaskID) // the 'submitted' event
+	args = append(args, live...)                                   // kept if the claim is live
 	if s.outbox[WebhookSubmitted] {
 		args = append(args, live...)
 	}
@@ -91,7 +92,6 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	args = append(args, sp.TaskID) // submitSelectSQL
 	args = append(args, ca.update...)
 	args = append(args, ca.sel...)
-	args = append(args, sp.TaskID, sp.Fence) // the 'submitted' event
 	args = append(args, ca.event...)
 	scan := func(rows *sqlx.Rows) error {
 		if err := scanOne(&submitted, &foundSubmitted)(rows); err != nil {

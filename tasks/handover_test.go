@@ -1,6 +1,9 @@
 package tasks_test
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -195,5 +198,66 @@ func TestSubmitAndClaimRefusedClaimKeepsTheSubmit(t *testing.T) {
 				t.Error("the editor holds a claim after a refused one")
 			}
 		})
+	}
+}
+
+// A submit-and-claim whose context ends part way (the driver then drops the
+// connection mid-batch) leaves each change with its event or neither, and
+// never a claim without its submit.
+func TestCanceledSubmitAndClaimIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}})
+	const pairs = 150
+	nts := make([]tasks.NewTask, 2*pairs)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "news", Title: "t"}
+	}
+	ids := b.insert(t, nts...)
+	canceled := 0
+	for i := 0; i < len(ids); i += 2 {
+		holder := fmt.Sprintf("w%d", i%7)
+		c := b.claim(t, ids[i], holder, 0, time.Minute)
+		ctx, cancel := context.WithTimeout(b.ctx, time.Duration(rand.IntN(2000))*time.Microsecond)
+		_, err := b.store.SubmitAndClaim(ctx,
+			tasks.SubmitParams{TaskID: ids[i], Fence: c.Fence, Holder: holder, Result: rawJSON(`{}`)},
+			tasks.ClaimParams{TaskID: ids[i+1], Status: tasks.StatusPending, Holder: holder, Lease: time.Minute})
+		cancel()
+		if err != nil {
+			canceled++
+		}
+	}
+	t.Logf("%d of %d submit-and-claims ended by their context", canceled, pairs)
+	if canceled == 0 || canceled == pairs {
+		t.Logf("no mix of finished and cut batches this run")
+	}
+	type state struct {
+		ID      int64  `db:"id"`
+		Status  string `db:"status"`
+		Fence   int64  `db:"fence"`
+		Claimed int    `db:"claimed"`
+		Done    int    `db:"submitted"`
+		Results int    `db:"results"`
+		Outbox  int    `db:"outbox"`
+	}
+	var all []state
+	if err := b.db.SelectContext(b.ctx, &all, `SELECT t.id, t.status, t.fence,
+		(SELECT COUNT(*) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'claimed') AS claimed,
+		(SELECT COUNT(*) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'submitted') AS submitted,
+		(SELECT COUNT(*) FROM task_results r WHERE r.task_id = t.id) AS results,
+		(SELECT COUNT(*) FROM webhook_outbox o WHERE o.task_id = t.id) AS outbox
+		FROM tasks t ORDER BY t.id`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(all); i += 2 {
+		a, next := all[i], all[i+1]
+		aDone := a == state{ID: a.ID, Status: "done", Fence: 1, Claimed: 1, Done: 1, Results: 1, Outbox: 1}
+		aHeld := a == state{ID: a.ID, Status: "assigned", Fence: 1, Claimed: 1}
+		nextClaimed := next == state{ID: next.ID, Status: "assigned", Fence: 1, Claimed: 1}
+		nextPending := next == state{ID: next.ID, Status: "pending"}
+		switch {
+		case aDone && (nextClaimed || nextPending), aHeld && nextPending:
+		default:
+			t.Errorf("half-written pair:\n  submitted %+v\n  claimed   %+v", a, next)
+		}
 	}
 }
