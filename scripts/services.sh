@@ -21,7 +21,7 @@
 #
 # Missing servers are installed with apt-get when running as root, and so are
 # Prometheus (prometheus, promtool), which the deploy/ tests run themselves, and
-# chromium, the browser of the web tests.
+# chromium and firefox-esr, the browsers of the web tests.
 #
 #   up      start everything (no-op if already up), wait until every server answers,
 #           then print the environment (as `env` does) on stdout
@@ -114,6 +114,8 @@ find_binaries() {
 	PROMTOOL=$(first_cmd promtool) || PROMTOOL=
 	# The browser the web package's tests drive (Debian's chromium).
 	CHROMIUM=$(first_cmd chromium chromium-browser) || CHROMIUM=
+	# The second browser they drive (Debian's firefox-esr, over WebDriver BiDi).
+	FIREFOX=$(first_cmd firefox-esr firefox) || FIREFOX=
 }
 
 # missing_packages prints the Debian packages whose binaries are not found.
@@ -125,6 +127,7 @@ missing_packages() {
 	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
 	[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
 	[[ -n $CHROMIUM ]] || missing+=(chromium)
+	[[ -n $FIREFOX ]] || missing+=(firefox-esr)
 	echo "${missing[*]}"
 }
 
@@ -547,6 +550,7 @@ cmd_env() {
 		export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
 		export TASKD_TEST_REDIS_SERVER='$redis_server'
 		export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'
+		export TASKD_TEST_FIREFOX='$(first_cmd firefox-esr firefox || true)'
 	EOF
 }
 

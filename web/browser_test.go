@@ -190,18 +190,25 @@ func (tb *tab) screenshot(name string) string {
 	if err != nil {
 		tb.t.Fatalf("screenshot: %v", err)
 	}
+	return writeArtifact(tb.t, name, png)
+}
+
+// writeArtifact writes a screenshot as name.png to the artifacts directory
+// and returns its path.
+func writeArtifact(t *testing.T, name string, png []byte) string {
+	t.Helper()
 	dir := os.Getenv(ArtifactsVar)
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "taskd-web-artifacts")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.t.Fatal(err)
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
-		tb.t.Fatal(err)
+		t.Fatal(err)
 	}
-	tb.t.Logf("screenshot: %s", path)
+	t.Logf("screenshot: %s", path)
 	return path
 }
 

@@ -269,7 +269,7 @@
         c.setAttribute('data-status', s);
         tr.appendChild(c);
       });
-      var act = el('td');
+      var act = el('td', { 'class': 'act' });
       var op = paused[cat] ? 'resume' : 'pause';
       var b = el('button', { type: 'button', 'data-key': op + ':' + cat, 'aria-label': (paused[cat] ? 'Resume ' : 'Pause ') + cat },
         paused[cat] ? 'Resume' : 'Pause');
@@ -391,7 +391,7 @@
       held.classList.add('hide-phone');
       tr.appendChild(held);
       tr.appendChild(ticking(t.lease_expires_at, true));
-      var act = el('td');
+      var act = el('td', { 'class': 'act' });
       act.appendChild(forceRelease(t, function () { return loadPool(); }));
       tr.appendChild(act);
       return tr;
