@@ -16,13 +16,9 @@ import (
 // The claim's busy check runs after the UPDATE to done cleared the submitted
 // task's editor_id, which the transaction sees as its own change. Each event is
 // kept only if the row shows its change (see undoEventSQL): the 'submitted' one
-// is checked against the live claim before the UPDATE, which also gives it the
-// editor id.
+// is checked against the live claim before the UPDATE (submitEventSQL).
 func submitClaimSQL(outbox bool) string {
-	submit := submitResultSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	VALUES (?, 'submitted', ?, ?, (SELECT editor_id FROM tasks WHERE id = ?), @taskd_now);
-` + undoEventSQL + `SELECT 1 FROM tasks` + liveClaimNowWhere + `);
-`
+	submit := submitResultSQL + submitEventSQL
 	if outbox {
 		submit += submitOutboxInsertSQL
 	}
