@@ -245,6 +245,10 @@ func TestBrowserSubmitShowsNext(t *testing.T) {
 	if got := eval[string](tb, `document.getElementById("task").dataset.task`); got != strconv.FormatInt(second, 10) {
 		t.Errorf("showing task %s, want %d", got, second)
 	}
+	// The next task starts from the default decision and empty notes.
+	if got := eval[string](tb, `document.querySelector('input[name="decision"]:checked').value + "|" + document.getElementById("notes").value`); got != "approve|" {
+		t.Errorf("the next task's decision|notes = %q, want the default %q", got, "approve|")
+	}
 	var task struct {
 		Status string          `json:"status"`
 		Result json.RawMessage `json:"result"`

@@ -159,6 +159,7 @@
   }
 
   function show(a) {
+    var same = cur && cur.task.id === a.task.id && cur.fence === a.fence;
     generation++;
     cur = a;
     holdLimited = false;
@@ -169,7 +170,12 @@
     $('t-priority').textContent = String(a.task.priority);
     $('t-id').textContent = String(a.task.id);
     renderPayload(a.task.payload);
-    $('notes').value = '';
+    if (!same) {
+      // A new task starts from the default decision, so that a key pressed
+      // out of habit never carries the last task's choice over to this one.
+      $('notes').value = '';
+      document.querySelector('input[name="decision"][value="approve"]').checked = true;
+    }
     hideReason();
     $('waiting').hidden = true;
     $('task').hidden = false;
