@@ -63,11 +63,13 @@ const (
 	// editor's row (none for a worker, whose editor id is NULL) in a SET before the
 	// checks that read it, because an expression in a SET sees the values user
 	// variables had before that SET; then claimCheckSQL, claimUpdateSQL,
-	// claimSelectSQL and the 'claimed' event (claimEventSQL).
+	// claimSelectSQL and the 'claimed' event.
 	claimPendingSQL = `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3), @taskd_submitted = 1;
 SET ` + claimCheckSQL + `;
-` + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
+` + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	` + claimEventSQL + `;
+COMMIT`
 
 	// claimCheckSQL are the assignments, for a SET, that read whether the editor
 	// skipped the task and whether it is busy: the editor locked is not the
@@ -88,35 +90,16 @@ WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
 `
 	// claimSelectSQL reads the task as claimed: claimed is the number of rows the
 	// UPDATE matched; disabled and paused say why it matched none, when it did.
-	// ROW_COUNT() answers the caller only: no write depends on it, since a
-	// server that could not send the UPDATE's answer to a client that went away
-	// reports no row count for it.
 	claimSelectSQL = `SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
 	@taskd_editor <=> 0 AS disabled,
 	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
 `
-	// claimEventSQL writes the 'claimed' event, after the UPDATE so that event
-	// ids follow the order in which claims got their rows, and deletes it again
-	// unless the row shows this claim: the holder and the new fence, assigned at
-	// this batch's instant, which is also the event's time.
-	claimEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	VALUES (?, 'claimed', ?, ?, ?, @taskd_now);
-` + undoEventSQL + `SELECT 1 FROM tasks
-	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now);
-`
-	// undoEventSQL deletes the event the INSERT before it wrote unless the
-	// subquery that follows, which checks the row's state, finds a row: the
-	// change the event records did not happen.
-	//
-	// Events are written this way rather than with one INSERT ... SELECT ...
-	// WHERE the change shows: InnoDB holds a table's AUTO-INC lock to the end of
-	// every INSERT ... SELECT (under MariaDB's default innodb_autoinc_lock_mode=1),
-	// so every claim and submit of every process waited in line for that lock on
-	// task_events. An INSERT ... VALUES takes the next id under a mutex and goes
-	// on; the DELETE is a primary-key lookup that deletes nothing unless the
-	// change was refused.
-	undoEventSQL = `DELETE FROM task_events WHERE id = LAST_INSERT_ID() AND NOT EXISTS (`
-
+	// claimEventSQL selects the 'claimed' event, for an INSERT, when the row shows
+	// this claim: the holder and the new fence, assigned at this batch's instant,
+	// which is also the event's time. The event comes after the UPDATE, so that
+	// event ids follow the order in which claims got their rows.
+	claimEventSQL = `SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
+	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now`
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
@@ -227,7 +210,7 @@ func newClaimArgs(p ClaimParams, lease time.Duration) claimArgGroups {
 		check:  []any{p.TaskID, p.EditorID, editorID, editorID},
 		update: []any{p.Holder, editorID, micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence},
 		sel:    []any{p.TaskID},
-		event:  []any{p.TaskID, p.Fence + 1, p.Holder, editorID, p.TaskID, p.Fence + 1, p.Holder},
+		event:  []any{p.TaskID, p.Fence + 1, p.Holder},
 	}
 }
 

@@ -14,9 +14,12 @@ import (
 // then the claimed task's. The claim is guarded by the submit as well
 // (claimUpdateSQL reads @taskd_submitted), so a refused submit claims nothing.
 // The claim's busy check runs after the UPDATE to done cleared the submitted
-// task's editor_id, which the transaction sees as its own change. Each event is
-// kept only if the row shows its change (see undoEventSQL): the 'submitted' one
-// is checked against the live claim before the UPDATE (submitEventSQL).
+// task's editor_id, which the transaction sees as its own change.
+//
+// Each event is written by an INSERT ... SELECT whose WHERE checks the row's
+// state itself, as Submit's and Claim's do, never a row count: a server whose
+// client went away mid-batch may run the batch to its COMMIT without the row
+// counts of statements whose answers it could not send.
 func submitClaimSQL(outbox bool) string {
 	submit := submitResultSQL + submitEventSQL
 	if outbox {
@@ -25,7 +28,9 @@ func submitClaimSQL(outbox bool) string {
 	return `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
 ` + submit + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
-` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + claimEventSQL + `COMMIT`
+` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	` + claimEventSQL + `;
+COMMIT`
 }
 
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
@@ -78,8 +83,7 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	live := []any{sp.TaskID, sp.Fence, sp.Holder}
 	args := []any{nullID(cp.EditorID), string(sp.Result)} // the editor's lock, the result row
 	args = append(args, live...)
-	args = append(args, sp.TaskID, sp.Fence, sp.Holder, sp.TaskID) // the 'submitted' event
-	args = append(args, live...)                                   // kept if the claim is live
+	args = append(args, live...) // the 'submitted' event
 	if s.outbox[WebhookSubmitted] {
 		args = append(args, live...)
 	}

@@ -138,9 +138,8 @@ type SubmitParams struct {
 // submitSQL is Submit's statement batch (see batch). The result row, the 'submitted'
 // event and the UPDATE to done each check the same live claim at the same instant
 // (@taskd_now), on a row the first of them locked: all three happen, or none. The
-// result row and the event take the editor id from the row before the UPDATE
-// clears it. submitted in the SELECT is the number of rows the UPDATE matched (an
-// answer for the caller; no write depends on it).
+// result row and the event are copied from the row before the UPDATE clears its
+// editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
 const submitSQL = `START TRANSACTION;
 SET @taskd_now = NOW(3);
 ` + submitResultSQL + submitEventSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
@@ -162,11 +161,8 @@ const (
 	submitResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
 	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
 `
-	// submitEventSQL writes the 'submitted' event and keeps it only if the claim is
-	// live (see undoEventSQL), with the editor id the row still holds.
 	submitEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	VALUES (?, 'submitted', ?, ?, (SELECT editor_id FROM tasks WHERE id = ?), @taskd_now);
-` + undoEventSQL + `SELECT 1 FROM tasks` + liveClaimNowWhere + `);
+	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
 `
 	submitOutboxInsertSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
 	SELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks` + liveClaimNowWhere + `;
@@ -217,8 +213,7 @@ func (s *Store) submitArgs(p SubmitParams) []any {
 	live := []any{p.TaskID, p.Fence, p.Holder}
 	// A string, not bytes: MySQL refuses binary strings in JSON columns.
 	args := append([]any{string(p.Result)}, live...)
-	args = append(args, p.TaskID, p.Fence, p.Holder, p.TaskID) // the event
-	args = append(args, live...)                               // kept if the claim is live
+	args = append(args, live...) // the event
 	if s.outbox[WebhookSubmitted] {
 		args = append(args, live...)
 	}
