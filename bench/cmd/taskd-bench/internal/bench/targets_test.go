@@ -104,8 +104,12 @@ func TestTargetsSweepAndMemory(t *testing.T) {
 	sw.Sweep = &SweepStats{Recycled: 100_000, DurationSec: 12.5, NextDuring: Latency{P99Ms: 150}}
 	e := result("e-http", 0, StrategyTaskd, 100, 0, 2, 0)
 	e.Memory.HWMKiB = 48 * 1024
+	small := result("c-pool-10k", 0, StrategyTaskd, 100, 1, 1, 1)
+	small.Next = Latency{P50Ms: 10, P99Ms: 100}
+	big := result("c-pool-1m", 0, StrategyTaskd, 100, 1, 1, 1)
+	big.Next = Latency{P50Ms: 11, P99Ms: 180}
 	var lines []string
-	for _, tg := range targets([]Result{base, sw, e}) {
+	for _, tg := range targets([]Result{base, sw, e, small, big}) {
 		lines = append(lines, tg.String())
 	}
 	got := strings.Join(lines, "\n")
@@ -113,6 +117,7 @@ func TestTargetsSweepAndMemory(t *testing.T) {
 		"target (d) sweep of 100,000 expired claims under load: duration: 12.50 s, want <= 10 s: NOT MET",
 		"target (d) taskd next p99 during the sweep / without: 1.50x, want <= 2x: MET",
 		"target (e) taskd serve over HTTP: peak RSS: 48.00 MiB, want <= 150 MiB: MET",
+		"target (c) taskd next p99, pool of 1m / pool of 10k: 1.80x, want <= 1.5x: NOT MET (p99 180.0 ms / 100.0 ms; p50 11.0 ms / 10.0 ms)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no line %q in\n%s", want, got)
