@@ -61,12 +61,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // task's lock (see handover), and then one batch submits and claims. Without
 // a candidate to take, the submit goes alone and the lock is given back on
 // its own.
-func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (*tasks.Claim, error) {
-	return d.submitNext(ctx, c, ref, result)
-}
-
-// submitNext is Submit.
-func (d *Dispatcher) submitNext(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (next *tasks.Claim, err error) {
+func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (next *tasks.Claim, err error) {
 	// Before anything is sent: a result the store refuses changes nothing,
 	// locks included.
 	if err := tasks.CheckResult(result); err != nil {

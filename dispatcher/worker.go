@@ -489,7 +489,7 @@ func (w *Worker) submit(ctx context.Context, c Claimant, ref ClaimRef, result js
 	if !claimNext {
 		return nil, w.d.commit(ctx, c, ref, result)
 	}
-	return w.d.submitNext(ctx, c, ref, result)
+	return w.d.Submit(ctx, c, ref, result)
 }
 
 // finished handles the answer to a write that ends a claim (the dispatcher
