@@ -132,6 +132,10 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 			outcome = "claimed"
 		case errors.Is(err, ErrNoTask):
 			outcome = "none"
+		case h != nil && h.err != nil:
+			// The submit sent with the claim was refused or failed: the
+			// submit's span and metrics say so, and nothing was claimed.
+			outcome = "submit_failed"
 		default:
 			outcome = "error"
 		}
