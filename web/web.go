@@ -43,7 +43,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher/api"
-	"github.com/taskd/taskd/tasks"
 )
 
 //go:embed templates/*.html
@@ -92,14 +91,14 @@ type Config struct {
 
 // Handler serves the pages and hands every other request to the API.
 type Handler struct {
-	api      http.Handler
-	sessions *sessions // editors'
-	opsSess  *sessions // the admin's, for the ops console
-	secure   bool
-	log      *slog.Logger
-	pages    *template.Template
-	version  string // of the static files, in their URLs
-	mux      *http.ServeMux
+	api     http.Handler
+	editors *door // the workspace's sign-in
+	admin   *door // the ops console's
+	secure  bool
+	log     *slog.Logger
+	pages   *template.Template
+	version string // of the static files, in their URLs
+	mux     *http.ServeMux
 }
 
 // New validates cfg and returns the pages' handler.
@@ -123,14 +122,14 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	h := &Handler{
-		api:      cfg.API,
-		sessions: &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:session:", idle: cfg.SessionIdle},
-		opsSess:  &sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:ops-session:", kind: kindAdmin, idle: cfg.SessionIdle},
-		secure:   cfg.SecureCookie,
-		log:      cfg.Logger,
-		pages:    pages,
-		mux:      http.NewServeMux(),
+		api:    cfg.API,
+		secure: cfg.SecureCookie,
+		log:    cfg.Logger,
+		pages:  pages,
+		mux:    http.NewServeMux(),
 	}
+	h.editors = h.editorDoor(&sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:session:", idle: cfg.SessionIdle})
+	h.admin = h.adminDoor(&sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:ops-session:", kind: kindAdmin, idle: cfg.SessionIdle})
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
@@ -139,9 +138,9 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	h.mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(static)))
-	h.mux.HandleFunc("GET /{$}", h.home)
-	h.mux.HandleFunc("POST /signin", h.signIn)
-	h.mux.HandleFunc("POST /signout", h.signOut)
+	h.mux.HandleFunc("GET /{$}", h.home(h.editors))
+	h.mux.HandleFunc("POST /signin", h.signIn(h.editors))
+	h.mux.HandleFunc("POST /signout", h.signOut(h.editors))
 	toHome := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusSeeOther) }
 	h.mux.HandleFunc("GET /signin", toHome)
 	h.mux.HandleFunc("GET /signout", toHome)
@@ -206,28 +205,6 @@ func hashID(id string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// session returns the request's session, errNoSession without one.
-func (h *Handler) session(r *http.Request) (string, *session, error) {
-	c, err := r.Cookie(CookieName)
-	if err != nil {
-		return "", nil, errNoSession
-	}
-	s, err := h.sessions.get(r.Context(), c.Value)
-	return c.Value, s, err
-}
-
-func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{
-		Name:     CookieName,
-		Value:    value,
-		Path:     "/",
-		MaxAge:   maxAge,
-		HttpOnly: true,
-		Secure:   h.secure || r.TLS != nil,
-		SameSite: http.SameSiteStrictMode,
-	})
-}
-
 // page is what the templates get.
 type page struct {
 	Version string // of the static files
@@ -243,21 +220,6 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, p page)
 	p.Version = h.version
 	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
 		h.log.Warn("web: render page", "page", name, "error", err)
-	}
-}
-
-// home serves the workspace to a signed-in editor, else the sign-in page.
-func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
-	_, s, err := h.session(r)
-	switch {
-	case errors.Is(err, errNoSession):
-		h.render(w, http.StatusOK, "signin.html", page{})
-	case err != nil:
-		h.log.WarnContext(r.Context(), "web: session", "error", err)
-		w.Header().Set("Retry-After", "2")
-		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
-	default:
-		h.render(w, http.StatusOK, "workspace.html", page{Editor: s.EditorName, CSRF: s.CSRF})
 	}
 }
 
@@ -286,78 +248,6 @@ type meAnswer struct {
 	Name string `json:"name"`
 }
 
-// signIn checks the editor token through the API's GET /v1/me and starts a
-// session for its editor.
-func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
-		h.render(w, http.StatusForbidden, "signin.html", page{Error: "Sign in from this site's own page."})
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	if token == "" {
-		h.render(w, http.StatusUnprocessableEntity, "signin.html", page{Error: "Enter your editor token."})
-		return
-	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/v1/me", nil)
-	if err != nil {
-		h.render(w, http.StatusInternalServerError, "signin.html", page{Error: "Sign-in failed."})
-		return
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	rec := newRecorder()
-	h.api.ServeHTTP(rec, req)
-	var me meAnswer
-	switch {
-	case rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &me) == nil:
-	case rec.status == http.StatusUnauthorized:
-		h.render(w, http.StatusUnauthorized, "signin.html", page{Error: "That token is not an editor's token."})
-		return
-	case rec.status == http.StatusForbidden:
-		h.render(w, http.StatusForbidden, "signin.html", page{Error: "This token cannot sign in here: " + apiMessage(rec.body.Bytes())})
-		return
-	default:
-		w.Header().Set("Retry-After", "2")
-		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
-		return
-	}
-	id, err := h.sessions.create(r.Context(), &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)})
-	if err != nil {
-		h.log.WarnContext(r.Context(), "web: sign in", "error", err)
-		w.Header().Set("Retry-After", "2")
-		h.render(w, http.StatusServiceUnavailable, "signin.html", page{Error: "The service is recovering; try again in a moment."})
-		return
-	}
-	if old, err := r.Cookie(CookieName); err == nil {
-		// The session this browser had, if any, ends: one per sign-in.
-		if err := h.sessions.delete(r.Context(), old.Value); err != nil {
-			h.log.WarnContext(r.Context(), "web: end the previous session", "error", err)
-		}
-	}
-	h.log.InfoContext(r.Context(), "web: signed in", "editor_id", me.ID)
-	h.setCookie(w, r, id, 0)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
-// signOut deletes the session; the form carries its CSRF token.
-func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
-	id, s, err := h.session(r)
-	if err == nil {
-		r.Body = http.MaxBytesReader(w, r.Body, 4096)
-		if !sameOrigin(r) || !s.checkCSRF(r.PostFormValue("csrf")) {
-			http.Error(w, "forbidden: missing or wrong CSRF token", http.StatusForbidden)
-			return
-		}
-		if err := h.sessions.delete(r.Context(), id); err != nil {
-			h.log.WarnContext(r.Context(), "web: sign out", "error", err)
-			http.Error(w, "the service is recovering; try again in a moment", http.StatusServiceUnavailable)
-			return
-		}
-	}
-	h.setCookie(w, r, "", -1)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
 // taskOps are the assignment operations the pages may call.
 var taskOps = map[string]bool{"heartbeat": true, "submit": true, "release": true}
 
@@ -371,19 +261,8 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
-	_, s, err := h.session(r)
-	if errors.Is(err, errNoSession) {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "your session has ended; sign in again")
-		return
-	}
-	if err != nil {
-		h.log.WarnContext(r.Context(), "web: session", "error", err)
-		w.Header().Set("Retry-After", "2")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the service is recovering")
-		return
-	}
-	if r.Method != http.MethodGet && !s.checkCSRF(r.Header.Get(CSRFHeader)) {
-		writeError(w, http.StatusForbidden, "csrf", "missing or wrong CSRF token")
+	_, s, ok := h.callSession(h.editors, w, r)
+	if !ok {
 		return
 	}
 	ctx := api.WithEditorTokenHash(r.Context(), s.TokenHash)

@@ -1,0 +1,209 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// A door is one of the pages' ways in: the editor's workspace at /, and the
+// ops console at /ops for the admin. Each has its own session cookie, cookie
+// path, Redis key space and pages, so that a session of one kind is no
+// session at the other door.
+type door struct {
+	cookie   string // the session cookie's name
+	path     string // the door's page, and its cookie's path
+	sessions *sessions
+	// signInPage and appPage are the templates for a browser without a
+	// session and for a signed-in one.
+	signInPage, appPage string
+	// emptyToken is what the sign-in page says to an empty token.
+	emptyToken string
+	// admit asks the API whether token opens the door. It returns the
+	// session to start, or the status and message for the sign-in page.
+	admit func(ctx context.Context, token string) (*session, int, string)
+}
+
+// recovering is what a page says while a store cannot be reached.
+const recovering = "The service is recovering; try again in a moment."
+
+// editorDoor is the workspace's: an editor's token, checked by GET /v1/me.
+func (h *Handler) editorDoor(s *sessions) *door {
+	return &door{
+		cookie: CookieName, path: "/", sessions: s,
+		signInPage: "signin.html", appPage: "workspace.html",
+		emptyToken: "Enter your editor token.",
+		admit: func(ctx context.Context, token string) (*session, int, string) {
+			rec := h.ask(ctx, "/v1/me", token)
+			var me meAnswer
+			switch {
+			case rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &me) == nil:
+				return &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)}, 0, ""
+			case rec.status == http.StatusUnauthorized:
+				return nil, http.StatusUnauthorized, "That token is not an editor's token."
+			case rec.status == http.StatusForbidden:
+				return nil, http.StatusForbidden, "This token cannot sign in here: " + apiMessage(rec.body.Bytes())
+			}
+			return nil, http.StatusServiceUnavailable, recovering
+		},
+	}
+}
+
+// adminDoor is the ops console's: the admin token, checked by an admin
+// route.
+func (h *Handler) adminDoor(s *sessions) *door {
+	return &door{
+		cookie: OpsCookieName, path: opsPath, sessions: s,
+		signInPage: "ops-signin.html", appPage: "ops.html",
+		emptyToken: "Enter the admin token.",
+		admit: func(ctx context.Context, token string) (*session, int, string) {
+			switch h.ask(ctx, "/v1/admin/categories/paused", token).status {
+			case http.StatusOK:
+				return &session{TokenHash: sha256.Sum256([]byte(token))}, 0, ""
+			case http.StatusUnauthorized:
+				return nil, http.StatusUnauthorized, "That is not the admin token."
+			case http.StatusForbidden:
+				return nil, http.StatusForbidden, "That is an editor's token: editors sign in at /."
+			}
+			return nil, http.StatusServiceUnavailable, recovering
+		},
+	}
+}
+
+// ask sends GET path to the API in-process with token as the bearer token.
+func (h *Handler) ask(ctx context.Context, path, token string) *recorder {
+	rec := newRecorder()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		rec.WriteHeader(http.StatusInternalServerError)
+		return rec
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	h.api.ServeHTTP(rec, req)
+	return rec
+}
+
+// session returns the request's session at d, errNoSession without one.
+func (h *Handler) session(d *door, r *http.Request) (string, *session, error) {
+	c, err := r.Cookie(d.cookie)
+	if err != nil {
+		return "", nil, errNoSession
+	}
+	s, err := d.sessions.get(r.Context(), c.Value)
+	return c.Value, s, err
+}
+
+func (h *Handler) setCookie(d *door, w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     d.cookie,
+		Value:    value,
+		Path:     d.path,
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		Secure:   h.secure || r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// home serves d's page to a signed-in browser, else the sign-in page.
+func (h *Handler) home(d *door) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, s, err := h.session(d, r)
+		switch {
+		case errors.Is(err, errNoSession):
+			h.render(w, http.StatusOK, d.signInPage, page{})
+		case err != nil:
+			h.log.WarnContext(r.Context(), "web: session", "door", d.path, "error", err)
+			w.Header().Set("Retry-After", "2")
+			h.render(w, http.StatusServiceUnavailable, d.signInPage, page{Error: recovering})
+		default:
+			h.render(w, http.StatusOK, d.appPage, page{Editor: s.EditorName, CSRF: s.CSRF})
+		}
+	}
+}
+
+// signIn checks the posted token with d.admit and starts a session; the
+// session this browser had at d, if any, ends.
+func (h *Handler) signIn(d *door) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !sameOrigin(r) {
+			h.render(w, http.StatusForbidden, d.signInPage, page{Error: "Sign in from this site's own page."})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 4096)
+		token := strings.TrimSpace(r.PostFormValue("token"))
+		if token == "" {
+			h.render(w, http.StatusUnprocessableEntity, d.signInPage, page{Error: d.emptyToken})
+			return
+		}
+		s, status, message := d.admit(r.Context(), token)
+		if s == nil {
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "2")
+			}
+			h.render(w, status, d.signInPage, page{Error: message})
+			return
+		}
+		id, err := d.sessions.create(r.Context(), s)
+		if err != nil {
+			h.log.WarnContext(r.Context(), "web: sign in", "door", d.path, "error", err)
+			w.Header().Set("Retry-After", "2")
+			h.render(w, http.StatusServiceUnavailable, d.signInPage, page{Error: recovering})
+			return
+		}
+		if old, err := r.Cookie(d.cookie); err == nil {
+			if err := d.sessions.delete(r.Context(), old.Value); err != nil {
+				h.log.WarnContext(r.Context(), "web: end the previous session", "door", d.path, "error", err)
+			}
+		}
+		h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "editor_id", s.EditorID)
+		h.setCookie(d, w, r, id, 0)
+		http.Redirect(w, r, d.path, http.StatusSeeOther)
+	}
+}
+
+// signOut deletes the session; the form carries its CSRF token.
+func (h *Handler) signOut(d *door) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, s, err := h.session(d, r)
+		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, 4096)
+			if !sameOrigin(r) || !s.checkCSRF(r.PostFormValue("csrf")) {
+				http.Error(w, "forbidden: missing or wrong CSRF token", http.StatusForbidden)
+				return
+			}
+			if err := d.sessions.delete(r.Context(), id); err != nil {
+				h.log.WarnContext(r.Context(), "web: sign out", "door", d.path, "error", err)
+				http.Error(w, "the service is recovering; try again in a moment", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.setCookie(d, w, r, "", -1)
+		http.Redirect(w, r, d.path, http.StatusSeeOther)
+	}
+}
+
+// callSession returns the session of a JSON call at d, or answers the call
+// itself (401 without a session, 503 when Redis cannot be reached, 403 for
+// a state-changing call without the session's CSRF token) and returns false.
+func (h *Handler) callSession(d *door, w http.ResponseWriter, r *http.Request) (string, *session, bool) {
+	id, s, err := h.session(d, r)
+	switch {
+	case errors.Is(err, errNoSession):
+		writeError(w, http.StatusUnauthorized, "unauthorized", "your session has ended; sign in again")
+	case err != nil:
+		h.log.WarnContext(r.Context(), "web: session", "door", d.path, "error", err)
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the service is recovering")
+	case r.Method != http.MethodGet && !s.checkCSRF(r.Header.Get(CSRFHeader)):
+		writeError(w, http.StatusForbidden, "csrf", "missing or wrong CSRF token")
+	default:
+		return id, s, true
+	}
+	return "", nil, false
+}
