@@ -37,19 +37,27 @@ const browserTimeout = 90 * time.Second
 // chromium returns the browser's path, or skips the test (fails it under
 // TASKD_TEST_REQUIRE_SERVICES=1) when there is none.
 func chromium(t *testing.T) string {
+	return browser(t, ChromiumVar, "chromium", "chromium", "chromium-browser")
+}
+
+// browser returns the path in the variable envVar, else the first of names
+// on PATH. Without either it skips the test, or fails it under
+// TASKD_TEST_REQUIRE_SERVICES=1; debian names the package that
+// scripts/services.sh installs.
+func browser(t *testing.T, envVar, debian string, names ...string) string {
 	t.Helper()
-	if p := os.Getenv(ChromiumVar); p != "" {
+	if p := os.Getenv(envVar); p != "" {
 		return p
 	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv(testenv.RequireServicesVar) == "1" {
-		t.Fatalf("chromium is not installed but %s=1: run scripts/services.sh up as root (it installs Debian's chromium), or set %s", testenv.RequireServicesVar, ChromiumVar)
+		t.Fatalf("%s is not installed but %s=1: run scripts/services.sh up as root (it installs Debian's %s), or set %s", names[0], testenv.RequireServicesVar, debian, envVar)
 	}
-	t.Skipf("chromium is not installed: run `make test` as root (scripts/services.sh installs it) or set %s", ChromiumVar)
+	t.Skipf("%s is not installed: run `make test` as root (scripts/services.sh installs it) or set %s", names[0], envVar)
 	return ""
 }
 

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/internal/testenv"
 )
 
 // FirefoxVar names the Firefox the tests drive; without it they look for
@@ -32,20 +31,7 @@ const FirefoxVar = "TASKD_TEST_FIREFOX"
 // firefox returns the browser's path, or skips the test (fails it under
 // TASKD_TEST_REQUIRE_SERVICES=1) when there is none.
 func firefox(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv(FirefoxVar); p != "" {
-		return p
-	}
-	for _, name := range []string{"firefox-esr", "firefox"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv(testenv.RequireServicesVar) == "1" {
-		t.Fatalf("firefox is not installed but %s=1: run scripts/services.sh up as root (it installs Debian's firefox-esr), or set %s", testenv.RequireServicesVar, FirefoxVar)
-	}
-	t.Skipf("firefox is not installed: run `make test` as root (scripts/services.sh installs it) or set %s", FirefoxVar)
-	return ""
+	return browser(t, FirefoxVar, "firefox-esr", "firefox-esr", "firefox")
 }
 
 // firefoxPrefs go into the fresh profile's user.js: no first-run pages, no
