@@ -19,14 +19,24 @@ type door struct {
 	cookie   string // the session cookie's name
 	path     string // the door's page, and its cookie's path
 	sessions *sessions
-	// signInPage and appPage are the templates for a browser without a
-	// session and for a signed-in one.
-	signInPage, appPage string
+	// signIn is what the sign-in page (signin.html) says at this door;
+	// appPage is the template for a signed-in browser.
+	signIn  signInText
+	appPage string
 	// emptyToken is what the sign-in page says to an empty token.
 	emptyToken string
 	// admit asks the API whether token opens the door. It returns the
 	// session to start, or the status and message for the sign-in page.
 	admit func(ctx context.Context, token string) (*session, int, string)
+}
+
+// signInText is what a door's sign-in page says.
+type signInText struct {
+	Title  string // the page's title
+	Area   string // after "taskd" in the heading, if not empty
+	Intro  string
+	Action string // where the form posts
+	Label  string // the token field's label
 }
 
 // recovering is what a page says while a store cannot be reached.
@@ -36,7 +46,11 @@ const recovering = "The service is recovering; try again in a moment."
 func (h *Handler) editorDoor(s *sessions) *door {
 	return &door{
 		cookie: CookieName, path: "/", sessions: s,
-		signInPage: "signin.html", appPage: "workspace.html",
+		signIn: signInText{
+			Title: "Sign in · taskd", Intro: "Sign in with your editor token.",
+			Action: "/signin", Label: "Editor token",
+		},
+		appPage:    "workspace.html",
 		emptyToken: "Enter your editor token.",
 		admit: func(ctx context.Context, token string) (*session, int, string) {
 			rec := h.ask(ctx, "/v1/me", token)
@@ -59,7 +73,11 @@ func (h *Handler) editorDoor(s *sessions) *door {
 func (h *Handler) adminDoor(s *sessions) *door {
 	return &door{
 		cookie: OpsCookieName, path: opsPath, sessions: s,
-		signInPage: "ops-signin.html", appPage: "ops.html",
+		signIn: signInText{
+			Title: "Sign in · taskd ops", Area: "ops", Intro: "Sign in with the admin token to watch and steer the pool.",
+			Action: opsPath + "/signin", Label: "Admin token",
+		},
+		appPage:    "ops.html",
 		emptyToken: "Enter the admin token.",
 		admit: func(ctx context.Context, token string) (*session, int, string) {
 			switch h.ask(ctx, "/v1/admin/categories/paused", token).status {
@@ -116,15 +134,20 @@ func (h *Handler) home(d *door) http.HandlerFunc {
 		_, s, err := h.session(d, r)
 		switch {
 		case errors.Is(err, errNoSession):
-			h.render(w, http.StatusOK, d.signInPage, page{})
+			h.signInPage(w, d, http.StatusOK, "")
 		case err != nil:
 			h.log.WarnContext(r.Context(), "web: session", "door", d.path, "error", err)
 			w.Header().Set("Retry-After", "2")
-			h.render(w, http.StatusServiceUnavailable, d.signInPage, page{Error: recovering})
+			h.signInPage(w, d, http.StatusServiceUnavailable, recovering)
 		default:
 			h.render(w, http.StatusOK, d.appPage, page{Editor: s.EditorName, CSRF: s.CSRF})
 		}
 	}
+}
+
+// signInPage renders d's sign-in page with status and message, if any.
+func (h *Handler) signInPage(w http.ResponseWriter, d *door, status int, message string) {
+	h.render(w, status, "signin.html", page{SignIn: &d.signIn, Error: message})
 }
 
 // signIn checks the posted token with d.admit and starts a session; the
@@ -132,13 +155,13 @@ func (h *Handler) home(d *door) http.HandlerFunc {
 func (h *Handler) signIn(d *door) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !sameOrigin(r) {
-			h.render(w, http.StatusForbidden, d.signInPage, page{Error: "Sign in from this site's own page."})
+			h.signInPage(w, d, http.StatusForbidden, "Sign in from this site's own page.")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
 		token := strings.TrimSpace(r.PostFormValue("token"))
 		if token == "" {
-			h.render(w, http.StatusUnprocessableEntity, d.signInPage, page{Error: d.emptyToken})
+			h.signInPage(w, d, http.StatusUnprocessableEntity, d.emptyToken)
 			return
 		}
 		s, status, message := d.admit(r.Context(), token)
@@ -146,14 +169,14 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "2")
 			}
-			h.render(w, status, d.signInPage, page{Error: message})
+			h.signInPage(w, d, status, message)
 			return
 		}
 		id, err := d.sessions.create(r.Context(), s)
 		if err != nil {
 			h.log.WarnContext(r.Context(), "web: sign in", "door", d.path, "error", err)
 			w.Header().Set("Retry-After", "2")
-			h.render(w, http.StatusServiceUnavailable, d.signInPage, page{Error: recovering})
+			h.signInPage(w, d, http.StatusServiceUnavailable, recovering)
 			return
 		}
 		if old, err := r.Cookie(d.cookie); err == nil {

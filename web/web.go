@@ -211,6 +211,7 @@ type page struct {
 	Editor  string
 	CSRF    string
 	Error   string
+	SignIn  *signInText // on the sign-in page
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
