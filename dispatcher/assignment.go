@@ -196,6 +196,9 @@ func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.E
 	}
 	d.tel.holdTime.Record(ctx, ended.EndedAt.Sub(ended.AssignedAt).Seconds(),
 		metric.WithAttributes(attrCategory.String(ended.Category), attrOperation.String(op)))
+	if op == "submit" {
+		d.tel.countSubmit()
+	}
 }
 
 // ForceRelease takes a task back from whoever holds it (an operator's

@@ -144,6 +144,9 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 		}
 		span.SetAttributes(attrOutcome.String(outcome))
 		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
+		if outcome == "claimed" {
+			d.tel.countClaim(time.Since(start))
+		}
 		d.recordClaim(ctx, claim, st)
 		endSpan(span, err)
 	}()

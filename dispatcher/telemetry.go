@@ -51,9 +51,8 @@ type telemetry struct {
 	expired       metric.Int64Counter
 	sweepTime     metric.Float64Histogram
 
-	// activity, while a History runs (History.Start), also counts the claims
-	// recorded in claimLatency and the submits recorded in holdTime, per
-	// minute, for the activity history.
+	// activity, while a History runs (History.Start), counts claims and
+	// submits per minute for the activity history (countClaim, countSubmit).
 	activity atomic.Pointer[activity]
 }
 
@@ -93,34 +92,21 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
-	t.claimLatency = &activityHistogram{Float64Histogram: t.claimLatency, act: &t.activity, key: attrOutcome, value: "claimed",
-		count: func(a *activity, seconds float64) { a.claimed(time.Duration(seconds * float64(time.Second))) }}
-	t.holdTime = &activityHistogram{Float64Histogram: t.holdTime, act: &t.activity, key: attrOperation, value: "submit",
-		count: func(a *activity, _ float64) { a.submitted() }}
 	return t, nil
 }
 
-// activityHistogram is a histogram whose records also count in the activity
-// history, while one runs, when their attribute key has value: a hook on the
-// instruments the claim and submit paths already record to, so that those
-// paths do nothing more for the history.
-type activityHistogram struct {
-	metric.Float64Histogram
-	act   *atomic.Pointer[activity]
-	key   attribute.Key
-	value string
-	count func(a *activity, v float64)
+// countClaim counts a claim made in latency in the activity history, while
+// one runs.
+func (t *telemetry) countClaim(latency time.Duration) {
+	if a := t.activity.Load(); a != nil {
+		a.claimed(latency)
+	}
 }
 
-func (h *activityHistogram) Record(ctx context.Context, v float64, opts ...metric.RecordOption) {
-	h.Float64Histogram.Record(ctx, v, opts...)
-	a := h.act.Load()
-	if a == nil {
-		return
-	}
-	attrs := metric.NewRecordConfig(opts).Attributes()
-	if got, ok := attrs.Value(h.key); ok && got.AsString() == h.value {
-		h.count(a, v)
+// countSubmit counts a submit in the activity history, while one runs.
+func (t *telemetry) countSubmit() {
+	if a := t.activity.Load(); a != nil {
+		a.submitted()
 	}
 }
 
