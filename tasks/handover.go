@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -21,13 +22,9 @@ import (
 // client went away mid-batch may run the batch to its COMMIT without the row
 // counts of statements whose answers it could not send.
 func submitClaimSQL(outbox bool) string {
-	submit := submitResultSQL + submitEventSQL
-	if outbox {
-		submit += submitOutboxInsertSQL
-	}
 	return `START TRANSACTION;
 SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
-` + submit + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
+` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
 ` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	` + claimEventSQL + `;
 COMMIT`
@@ -78,21 +75,13 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	var submitted submittedRow
 	var claimed claimedRow
 	var foundSubmitted, foundClaimed bool
-	// The arguments in the order of submitClaimSQL's placeholders.
+	// The arguments in the order of submitClaimSQL's placeholders: the
+	// editor's lock, Submit's but for its SELECT's, which follows the claim's
+	// checks, then the claim's.
 	ca := newClaimArgs(cp, lease)
-	live := []any{sp.TaskID, sp.Fence, sp.Holder}
-	args := []any{nullID(cp.EditorID), string(sp.Result)} // the editor's lock, the result row
-	args = append(args, live...)
-	args = append(args, live...) // the 'submitted' event
-	if s.outbox[WebhookSubmitted] {
-		args = append(args, live...)
-	}
-	args = append(args, live...) // the UPDATE to done
-	args = append(args, ca.check...)
-	args = append(args, sp.TaskID) // submitSelectSQL
-	args = append(args, ca.update...)
-	args = append(args, ca.sel...)
-	args = append(args, ca.event...)
+	sa := s.submitArgs(sp)
+	last := len(sa) - 1
+	args := slices.Concat([]any{nullID(cp.EditorID)}, sa[:last], ca.check, sa[last:], ca.update, ca.sel, ca.event)
 	scan := func(rows *sqlx.Rows) error {
 		if err := scanOne(&submitted, &foundSubmitted)(rows); err != nil {
 			return err

@@ -139,20 +139,26 @@ type SubmitParams struct {
 // event and the UPDATE to done each check the same live claim at the same instant
 // (@taskd_now), on a row the first of them locked: all three happen, or none. The
 // result row and the event are copied from the row before the UPDATE clears its
-// editor_id. submitted in the SELECT is the number of rows the UPDATE matched.
-const submitSQL = `START TRANSACTION;
+// editor_id. submitted in the SELECT is the number of rows the UPDATE matched (an
+// answer for the caller; no write depends on it).
+func submitSQL(outbox bool) string {
+	return `START TRANSACTION;
 SET @taskd_now = NOW(3);
-` + submitResultSQL + submitEventSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
+` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT();
 ` + submitSelectSQL + `COMMIT`
+}
 
-// submitOutboxSQL is submitSQL that also writes the 'submitted' record of the
-// webhook outbox, copied from the same live claim at the same instant: the store
-// runs it when webhooks subscribe to submitted events. The result is not copied:
-// deliveries read it from task_results.
-const submitOutboxSQL = `START TRANSACTION;
-SET @taskd_now = NOW(3);
-` + submitResultSQL + submitEventSQL + submitOutboxInsertSQL + submitUpdateSQL + `SET @taskd_submitted = ROW_COUNT();
-` + submitSelectSQL + `COMMIT`
+// submitWritesSQL are a submit's writes: the result row, the event, with outbox
+// the 'submitted' record of the webhook outbox (copied from the same live claim at
+// the same instant; deliveries read the result from task_results), and last the
+// UPDATE to done, whose row count the next statement may read.
+func submitWritesSQL(outbox bool) string {
+	q := submitResultSQL + submitEventSQL
+	if outbox {
+		q += submitOutboxInsertSQL
+	}
+	return q + submitUpdateSQL
+}
 
 // The parts of a submit: the result row, the event, the outbox's record, the
 // UPDATE to done and the SELECT of what it ended, which reads the UPDATE's row
@@ -207,8 +213,7 @@ func CheckResult(result json.RawMessage) error {
 	return checkJSON("result", result)
 }
 
-// submitArgs are the arguments of submitSQL or submitOutboxSQL, whichever the
-// store runs.
+// submitArgs are the arguments of the store's submitSQL.
 func (s *Store) submitArgs(p SubmitParams) []any {
 	live := []any{p.TaskID, p.Fence, p.Holder}
 	// A string, not bytes: MySQL refuses binary strings in JSON columns.

@@ -128,11 +128,10 @@ type Store struct {
 	cfg Config
 	// outbox says which webhook events are written to the outbox.
 	outbox map[WebhookEvent]bool
-	// submitSQL is submitSQL, with the outbox's INSERT when submitted events
-	// are written.
-	submitSQL string
-	// submitClaimSQL is submitClaimSQL's batch for the same choice.
-	submitClaimSQL string
+	// submitSQL and submitClaimSQL are the batches of Submit and
+	// SubmitAndClaim, with the outbox's INSERT when submitted events are
+	// written.
+	submitSQL, submitClaimSQL string
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
@@ -152,13 +151,11 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
 	cfg.WebhookEvents = slices.Clone(cfg.WebhookEvents)
-	s := &Store{db: db, cfg: cfg, outbox: map[WebhookEvent]bool{}, submitSQL: submitSQL}
+	s := &Store{db: db, cfg: cfg, outbox: map[WebhookEvent]bool{}}
 	for _, e := range cfg.WebhookEvents {
 		s.outbox[e] = true
 	}
-	if s.outbox[WebhookSubmitted] {
-		s.submitSQL = submitOutboxSQL
-	}
+	s.submitSQL = submitSQL(s.outbox[WebhookSubmitted])
 	s.submitClaimSQL = submitClaimSQL(s.outbox[WebhookSubmitted])
 	if cfg.Replica != nil {
 		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
