@@ -32,6 +32,7 @@ const (
 	httpEditorCacheTTLDefault    = 10 * time.Second
 	httpRequestTimeoutDefault    = 10 * time.Second
 	httpSessionIdleDefault       = 8 * time.Hour
+	httpSessionLifetimeDefault   = 24 * time.Hour
 	httpShutdownTimeoutDefault   = 30 * time.Second
 
 	redisAddrDefault         = "127.0.0.1:6379"
@@ -232,6 +233,10 @@ type HTTPConfig struct {
 	// at /) lives without a request; sessions are kept in Redis, so every
 	// replica shares them. Default 8h.
 	SessionIdle time.Duration `yaml:"session_idle"`
+	// SessionLifetime is how long a web page session (the workspace's or
+	// the ops console's) lives at most, however much it is used; then its
+	// browser signs in again. Default 24h.
+	SessionLifetime time.Duration `yaml:"session_lifetime"`
 	// SecureCookie marks the session cookie Secure even on plain HTTP: set
 	// it behind a TLS-terminating proxy. Requests over TLS always get a
 	// Secure cookie.
@@ -407,6 +412,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&h.EditorCacheTTL, httpEditorCacheTTLDefault)
 	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
 	setDefault(&h.SessionIdle, httpSessionIdleDefault)
+	setDefault(&h.SessionLifetime, httpSessionLifetimeDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
 
 	r := &c.Redis
@@ -609,6 +615,7 @@ func (v *validator) http() {
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
 	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
+	v.atLeast("http.session_lifetime", h.SessionLifetime, time.Second)
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.

@@ -304,18 +304,20 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
 		WebhookBacklog: backlog,
 		History:        e.history,
+		Sessions:       web.NewEditorSessions(e.redis.pubSub(), cfg.Redis.KeyPrefix),
 		Logger:         e.log,
 	})
 	if err != nil {
 		return err
 	}
 	pages, err := web.New(web.Config{
-		API:          e.api,
-		Redis:        e.redis.pubSub(),
-		KeyPrefix:    cfg.Redis.KeyPrefix,
-		SessionIdle:  cfg.HTTP.SessionIdle,
-		SecureCookie: cfg.HTTP.SecureCookie,
-		Logger:       e.log,
+		API:             e.api,
+		Redis:           e.redis.pubSub(),
+		KeyPrefix:       cfg.Redis.KeyPrefix,
+		SessionIdle:     cfg.HTTP.SessionIdle,
+		SessionLifetime: cfg.HTTP.SessionLifetime,
+		SecureCookie:    cfg.HTTP.SecureCookie,
+		Logger:          e.log,
 	})
 	if err != nil {
 		return err

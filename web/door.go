@@ -2,12 +2,12 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -26,8 +26,9 @@ type door struct {
 	// emptyToken is what the sign-in page says to an empty token.
 	emptyToken string
 	// admit asks the API whether token opens the door. It returns the
-	// session to start, or the status and message for the sign-in page.
-	admit func(ctx context.Context, token string) (*session, int, string)
+	// session to start under id, or the status and message for the
+	// sign-in page.
+	admit func(ctx context.Context, token, id string) (*session, int, string)
 }
 
 // signInText is what a door's sign-in page says.
@@ -52,7 +53,7 @@ func (h *Handler) editorDoor(s *sessions) *door {
 		},
 		appPage:    "workspace.html",
 		emptyToken: "Enter your editor token.",
-		admit: func(ctx context.Context, token string) (*session, int, string) {
+		admit: func(ctx context.Context, token, _ string) (*session, int, string) {
 			rec := h.ask(ctx, "/v1/me", token)
 			var me meAnswer
 			switch {
@@ -60,6 +61,9 @@ func (h *Handler) editorDoor(s *sessions) *door {
 				return &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)}, 0, ""
 			case rec.status == http.StatusUnauthorized:
 				return nil, http.StatusUnauthorized, "That token is not an editor's token."
+			case rec.status == http.StatusForbidden && apiErrorOf(rec.body.Bytes()).Code == "forbidden":
+				// The API's only other 403 here is editor_disabled.
+				return nil, http.StatusForbidden, "That is the admin token: it opens the ops console at " + opsPath + ", not the workspace."
 			case rec.status == http.StatusForbidden:
 				return nil, http.StatusForbidden, "This token cannot sign in here: " + apiMessage(rec.body.Bytes())
 			}
@@ -79,14 +83,14 @@ func (h *Handler) adminDoor(s *sessions) *door {
 		},
 		appPage:    "ops.html",
 		emptyToken: "Enter the admin token.",
-		admit: func(ctx context.Context, token string) (*session, int, string) {
+		admit: func(ctx context.Context, token, id string) (*session, int, string) {
 			switch h.ask(ctx, "/v1/admin/categories/paused", token).status {
 			case http.StatusOK:
-				return &session{TokenHash: sha256.Sum256([]byte(token))}, 0, ""
+				return &session{MAC: api.AdminSessionMAC(token, id)}, 0, ""
 			case http.StatusUnauthorized:
 				return nil, http.StatusUnauthorized, "That is not the admin token."
 			case http.StatusForbidden:
-				return nil, http.StatusForbidden, "That is an editor's token: editors sign in at /."
+				return nil, http.StatusForbidden, "That is an editor's token: it opens the editor workspace at /, not the console."
 			}
 			return nil, http.StatusServiceUnavailable, recovering
 		},
@@ -140,7 +144,7 @@ func (h *Handler) home(d *door) http.HandlerFunc {
 			w.Header().Set("Retry-After", "2")
 			h.signInPage(w, d, http.StatusServiceUnavailable, recovering)
 		default:
-			h.render(w, http.StatusOK, d.appPage, page{Editor: s.EditorName, CSRF: s.CSRF})
+			h.render(w, http.StatusOK, d.appPage, page{Editor: s.EditorName, CSRF: s.CSRF, SignIn: &d.signIn})
 		}
 	}
 }
@@ -164,7 +168,8 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			h.signInPage(w, d, http.StatusUnprocessableEntity, d.emptyToken)
 			return
 		}
-		s, status, message := d.admit(r.Context(), token)
+		id := randomToken()
+		s, status, message := d.admit(r.Context(), token, id)
 		if s == nil {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "2")
@@ -172,8 +177,7 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			h.signInPage(w, d, status, message)
 			return
 		}
-		id, err := d.sessions.create(r.Context(), s)
-		if err != nil {
+		if err := d.sessions.create(r.Context(), id, s); err != nil {
 			h.log.WarnContext(r.Context(), "web: sign in", "door", d.path, "error", err)
 			w.Header().Set("Retry-After", "2")
 			h.signInPage(w, d, http.StatusServiceUnavailable, recovering)
@@ -184,7 +188,11 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 				h.log.WarnContext(r.Context(), "web: end the previous session", "door", d.path, "error", err)
 			}
 		}
-		h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "editor_id", s.EditorID)
+		if s.Kind == kindAdmin {
+			h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "who", "admin")
+		} else {
+			h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "editor_id", s.EditorID)
+		}
 		h.setCookie(d, w, r, id, 0)
 		http.Redirect(w, r, d.path, http.StatusSeeOther)
 	}

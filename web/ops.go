@@ -11,9 +11,11 @@ import (
 // for a session of its own kind, under its own cookie and Redis key space:
 // an editor's session is no session here, and the other way round. The
 // console's JSON calls go to /ops/v1/..., which runs the API's admin routes
-// for the session through api.WithAdminTokenHash: the session keeps the
-// admin token's SHA-256, which the API compares with its own on every call,
-// so once the admin token changes every console session stops working.
+// for the session through api.WithAdminSession: the session keeps an HMAC
+// keyed by the admin token over its own id (api.AdminSessionMAC), which the
+// API checks with its own token on every call, so once the admin token
+// changes every console session stops working. Redis holds the id only
+// hashed, so what it holds opens nothing alone.
 
 // OpsCookieName is the ops console's session cookie; it is sent to /ops
 // and below only.
@@ -74,19 +76,26 @@ func (h *Handler) opsCall(w http.ResponseWriter, r *http.Request, kind string) {
 	if !ok {
 		return
 	}
-	req := r.Clone(api.WithAdminTokenHash(r.Context(), s.TokenHash))
+	req := r.Clone(api.WithAdminSession(r.Context(), id, s.MAC))
 	// A category may hold any character, "/" too: its escaped form is kept.
 	req.URL.Path = strings.TrimPrefix(r.URL.Path, opsPath)
 	req.URL.RawPath = strings.TrimPrefix(r.URL.RawPath, opsPath)
 	req.RequestURI = req.URL.RequestURI()
 	req.Header.Del("Authorization")
 	req.Header.Del("Cookie")
-	h.api.ServeHTTP(&endOnRefusal{ResponseWriter: w, end: func() {
-		if err := h.admin.sessions.delete(r.Context(), id); err != nil {
-			h.log.WarnContext(r.Context(), "web: end a refused ops session", "error", err)
+	h.api.ServeHTTP(h.endOnRefusal(h.admin, w, r, id), req)
+}
+
+// endOnRefusal returns w, which ends the session id at d, and clears its
+// cookie, if the API answers 401 Unauthorized: it refused the session for
+// good.
+func (h *Handler) endOnRefusal(d *door, w http.ResponseWriter, r *http.Request, id string) http.ResponseWriter {
+	return &endOnRefusal{ResponseWriter: w, end: func() {
+		if err := d.sessions.delete(r.Context(), id); err != nil {
+			h.log.WarnContext(r.Context(), "web: end a refused session", "door", d.path, "error", err)
 		}
-		h.setCookie(h.admin, w, r, "", -1)
-	}}, req)
+		h.setCookie(d, w, r, "", -1)
+	}}
 }
 
 // endOnRefusal runs end before an answer 401 Unauthorized goes out: the API

@@ -18,10 +18,14 @@
 //
 // Why Redis and not a signed cookie: a session in Redis ends everywhere the
 // moment its editor signs out, and its idle time is extended on the server
-// with each request, without a secret to share and rotate between replicas.
-// The session keeps the SHA-256 of the editor's token, never the token, so a
-// new token for the editor (or disabling it) ends its sessions too; an ops
-// session keeps the admin token's, so a new admin token ends them.
+// with each request (never past Config.SessionLifetime after sign in),
+// without a secret to share and rotate between replicas. The session keeps
+// the SHA-256 of the editor's token, never the token; a new token for the
+// editor, or disabling it, ends its sessions (the API calls EditorSessions),
+// and a session the API refuses is ended at its next call. An ops session
+// keeps an HMAC keyed by the admin token over its own id, which Redis does
+// not hold, so a new admin token ends them, and nothing in Redis opens the
+// console alone.
 package web
 
 import (
@@ -56,6 +60,9 @@ const (
 	// SessionIdleDefault is how long a session lives without use when
 	// Config.SessionIdle is zero.
 	SessionIdleDefault = 8 * time.Hour
+	// SessionLifetimeDefault is how long a session lives at most when
+	// Config.SessionLifetime is zero.
+	SessionLifetimeDefault = 24 * time.Hour
 	// CookieName is the session cookie's name.
 	CookieName = "taskd_session"
 	// CSRFHeader carries the session's CSRF token on the pages' JSON calls.
@@ -78,9 +85,13 @@ type Config struct {
 	// prefix).
 	KeyPrefix string
 	// SessionIdle is how long a session lives without a request; each
-	// request made with it extends it by as much. Default
-	// SessionIdleDefault.
+	// request made with it extends it by as much, up to SessionLifetime.
+	// Default SessionIdleDefault.
 	SessionIdle time.Duration
+	// SessionLifetime is how long a session lives at most, however much it
+	// is used: then its browser signs in again. Default
+	// SessionLifetimeDefault.
+	SessionLifetime time.Duration
 	// SecureCookie marks the session cookie Secure even for requests that
 	// did not come over TLS: for a server behind a TLS-terminating proxy.
 	// Requests over TLS always get a Secure cookie.
@@ -110,9 +121,14 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("web: Redis is required")
 	case cfg.SessionIdle < 0:
 		return nil, fmt.Errorf("web: session idle time must not be negative, got %v", cfg.SessionIdle)
+	case cfg.SessionLifetime < 0:
+		return nil, fmt.Errorf("web: session lifetime must not be negative, got %v", cfg.SessionLifetime)
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = SessionIdleDefault
+	}
+	if cfg.SessionLifetime == 0 {
+		cfg.SessionLifetime = SessionLifetimeDefault
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -128,8 +144,13 @@ func New(cfg Config) (*Handler, error) {
 		pages:  pages,
 		mux:    http.NewServeMux(),
 	}
-	h.editors = h.editorDoor(&sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:session:", idle: cfg.SessionIdle})
-	h.admin = h.adminDoor(&sessions{rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:ops-session:", kind: kindAdmin, idle: cfg.SessionIdle})
+	es := editorSessions(cfg.Redis, cfg.KeyPrefix)
+	es.idle, es.lifetime = cfg.SessionIdle, cfg.SessionLifetime
+	h.editors = h.editorDoor(es)
+	h.admin = h.adminDoor(&sessions{
+		rdb: cfg.Redis, prefix: cfg.KeyPrefix + "web:ops-session:", kind: kindAdmin,
+		idle: cfg.SessionIdle, lifetime: cfg.SessionLifetime, now: time.Now,
+	})
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
@@ -211,7 +232,7 @@ type page struct {
 	Editor  string
 	CSRF    string
 	Error   string
-	SignIn  *signInText // on the sign-in page
+	SignIn  *signInText // on the sign-in page, and for the workspace's form once its session ends
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
@@ -256,13 +277,15 @@ var digits = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 
 // call runs one of the API's editor routes for the session's editor: the
 // path without its /app prefix, authenticated by the session, never by a
-// header the browser sent. State-changing calls need the CSRF header.
+// header the browser sent. State-changing calls need the CSRF header. A
+// session the API refuses (the editor's token has changed) is ended, and its
+// cookie cleared.
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	if op := r.PathValue("op"); op != "" && (!taskOps[op] || !digits.MatchString(r.PathValue("task"))) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
-	_, s, ok := h.callSession(h.editors, w, r)
+	id, s, ok := h.callSession(h.editors, w, r)
 	if !ok {
 		return
 	}
@@ -273,7 +296,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	req.RequestURI = req.URL.RequestURI()
 	req.Header.Del("Authorization")
 	req.Header.Del("Cookie")
-	h.api.ServeHTTP(w, req)
+	h.api.ServeHTTP(h.endOnRefusal(h.editors, w, r, id), req)
 }
 
 // writeError writes the API's JSON error shape.
@@ -286,13 +309,23 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 
 // apiMessage returns the message of an API error body.
 func apiMessage(body []byte) string {
-	var e struct {
+	if m := apiErrorOf(body).Message; m != "" {
+		return m
+	}
+	return "refused"
+}
+
+// apiErrorOf returns the code and message of an API error body, empty when
+// it is none.
+func apiErrorOf(body []byte) (e struct{ Code, Message string }) {
+	var b struct {
 		Error struct {
+			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
-		return "refused"
+	if json.Unmarshal(body, &b) == nil {
+		e.Code, e.Message = b.Error.Code, b.Error.Message
 	}
-	return e.Error.Message
+	return e
 }

@@ -113,6 +113,9 @@ type Config struct {
 	// database directly, within EditorCacheTTL. Negative turns the cache off.
 	// Default EditorCacheTTLDefault.
 	EditorCacheTTL time.Duration
+	// Sessions, when set, ends an editor's page sessions when it is disabled
+	// or given a new token (typically the web package's).
+	Sessions Sessions
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -167,6 +170,8 @@ type api struct {
 	d         *dispatcher.Dispatcher
 	store     Store
 	adminHash [32]byte // SHA-256 of the admin token: compared in constant time
+	opsKey    [32]byte // key of the ops sessions' MACs (AdminSessionMAC)
+	sessions  Sessions // nil: no page sessions to end
 	checks    []Check
 	maxWait   time.Duration
 	timeout   time.Duration // Config.RequestTimeout
@@ -190,6 +195,8 @@ func New(cfg Config) (*Handler, error) {
 		d:         cfg.Dispatcher,
 		store:     cfg.Store,
 		adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		opsKey:    adminSessionMACKey(cfg.AdminToken),
+		sessions:  cfg.Sessions,
 		checks:    cfg.Checks,
 		maxWait:   cfg.MaxWait,
 		timeout:   cfg.RequestTimeout,

@@ -83,12 +83,12 @@ func (a *api) withWait(r *http.Request, wait time.Duration) (*http.Request, cont
 	return r.WithContext(ctx), cancel
 }
 
-// admin lets only the admin token, or a context made by
-// WithAdminTokenHash with its hash, through to h.
+// admin lets only the admin token, or a context made by WithAdminSession
+// with a session of it, through to h.
 func (a *api) admin(h handlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		if hash, ok := r.Context().Value(adminSessionKey{}).([32]byte); ok {
-			if subtle.ConstantTimeCompare(hash[:], a.adminHash[:]) == 1 {
+		if s, ok := r.Context().Value(adminSessionKey{}).(adminSession); ok {
+			if a.adminSessionValid(s) {
 				return h(w, r)
 			}
 			return errorf(http.StatusUnauthorized, codeUnauthorized, "the admin token has changed since this session began; sign in again")
@@ -125,21 +125,8 @@ func WithEditorTokenHash(ctx context.Context, hash [32]byte) context.Context {
 	return context.WithValue(ctx, sessionKey{}, hash)
 }
 
-// adminSessionKey carries the admin token hash of a signed-in ops session.
+// adminSessionKey carries an ops session (see WithAdminSession).
 type adminSessionKey struct{}
-
-// WithAdminTokenHash returns a copy of ctx that authenticates a request to
-// the admin routes as the admin, in place of an Authorization header, when
-// hash is the SHA-256 of the API's admin token (Config.AdminToken): the way
-// the ops console's sessions, which keep the hash and never the token, call
-// the API in-process. The hash is compared on every request, in constant
-// time, so a session begun under an admin token that has since changed is
-// refused (401). A request can only get it from Go code in the same process;
-// over HTTP it takes a bearer token as before. It does not authenticate the
-// editor routes: the admin is not an editor.
-func WithAdminTokenHash(ctx context.Context, hash [32]byte) context.Context {
-	return context.WithValue(ctx, adminSessionKey{}, hash)
-}
 
 // editor lets only enabled editors' tokens through to h, with the editor.
 func (a *api) editor(h editorHandlerFunc) http.Handler {

@@ -242,8 +242,10 @@ type disableEditorResponse struct {
 }
 
 // disableEditor disables an editor: its token is refused from now on, the store
-// refuses it any claim, and the claim it held goes back to the pool with its
-// fence bumped. It answers with the editor and the claim it revoked.
+// refuses it any claim, the claim it held goes back to the pool with its
+// fence bumped, and its page sessions end (Config.Sessions). It answers with
+// the editor and the claim it revoked; 503 when the sessions could not be
+// ended (disabling again is safe).
 func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -257,6 +259,12 @@ func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
 		return editorNotFound(err, id)
 	}
 	a.editors.forget(id)
+	// Its sessions end here, not only fail while it is disabled: enabling it
+	// again brings none back.
+	if err := a.endSessions(r.Context(), id); err != nil {
+		a.log.WarnContext(r.Context(), "end a disabled editor's sessions", "editor_id", id, "err", err)
+		return errorf(http.StatusServiceUnavailable, codeUnavailable, "editor %d is disabled, but its signed-in sessions could not be ended; disable it again", id)
+	}
 	d, err := a.editorDetail(r, id)
 	if err != nil {
 		return err
@@ -301,7 +309,8 @@ type newTokenResponse struct {
 
 // newEditorToken gives an editor a new token, answered once; the old one is
 // refused from now on (by other processes once they forget it, within
-// Config.EditorCacheTTL). The editor's claim is kept.
+// Config.EditorCacheTTL), and the editor's page sessions end. The editor's
+// claim is kept.
 func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -315,6 +324,12 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 		return editorNotFound(err, id)
 	}
 	a.editors.forget(id)
+	// A session that could not be ended here is refused anyway, as it holds
+	// the old token's hash, and the pages end it on its next call: the new
+	// token is answered all the same, as it is shown only once.
+	if err := a.endSessions(r.Context(), id); err != nil {
+		a.log.WarnContext(r.Context(), "end the sessions of an editor's old token", "editor_id", id, "err", err)
+	}
 	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
 	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
 	return nil

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -110,8 +109,8 @@ func TestStatsHistoryNotKept(t *testing.T) {
 	wantError(t, b.do(t, "GET", "/v1/stats/history", adminToken, ""), http.StatusNotFound, "not_found")
 }
 
-// TestAdminTokenHash: a context made by WithAdminTokenHash with the admin
-// token's hash passes the admin routes in-process, without a header; another
+// TestAdminTokenHash: a context made by WithAdminSession with a MAC of the
+// admin token passes the admin routes in-process, without a header; another
 // hash (an admin token since changed) is refused, and neither passes the
 // editor routes, as an editor's session does not pass the admin routes.
 func TestAdminTokenHash(t *testing.T) {
@@ -123,8 +122,8 @@ func TestAdminTokenHash(t *testing.T) {
 		b.api.ServeHTTP(rec, httptest.NewRequest(method, path, nil).WithContext(ctx))
 		return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 	}
-	admin := api.WithAdminTokenHash(context.Background(), sha256.Sum256([]byte(adminToken)))
-	old := api.WithAdminTokenHash(context.Background(), sha256.Sum256([]byte("an-admin-token-since-rotated")))
+	admin := api.WithAdminSession(context.Background(), "session-id", api.AdminSessionMAC(adminToken, "session-id"))
+	old := api.WithAdminSession(context.Background(), "session-id", api.AdminSessionMAC("an-admin-token-since-rotated", "session-id"))
 	editor := api.WithEditorTokenHash(context.Background(), tasks.HashToken(e.Token))
 
 	wantJSON(t, serveWith(admin, "GET", "/v1/stats"), http.StatusOK, nil)

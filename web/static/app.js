@@ -25,10 +25,12 @@
   var generation = 0;       // bumps on every state change, to drop stale answers
   var backoff = 1000;
   var reasonSkip = true;
+  var ended = false;        // the session has ended: nothing more is asked
 
   function now() { return Date.now(); }
 
   function call(method, path, body, signal) {
+    if (ended) { return Promise.resolve({ status: 401, data: null }); }
     var opts = { method: method, headers: { 'X-CSRF-Token': csrf }, credentials: 'same-origin', signal: signal };
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
@@ -84,9 +86,27 @@
     });
   }
 
+  // signedOut reports whether r says the session has ended (signed out
+  // elsewhere, the editor's token replaced, expired). The server has
+  // already ended it and cleared its cookie; the page stops asking and shows
+  // the sign-in form in place, rather than loading itself again.
   function signedOut(r) {
-    if (r.status === 401) { window.location.assign('/'); return true; }
-    return false;
+    if (r.status !== 401) { return false; }
+    if (ended) { return true; }
+    ended = true;
+    generation++;
+    cur = null;
+    if (waitCtl) { waitCtl.abort(); }
+    $('task').hidden = true;
+    $('waiting').hidden = true;
+    document.querySelector('form.signout').hidden = true;
+    document.querySelector('footer').hidden = true;
+    $('today').textContent = '';
+    notice('');
+    $('signed-out').hidden = false;
+    setState('signed-out');
+    $('token').focus();
+    return true;
   }
 
   // --- today's counts ---
