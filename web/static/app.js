@@ -203,7 +203,13 @@
     $('task').setAttribute('data-fence', String(a.fence));
     setState('task');
     tick();
-    $('notes').focus();
+    if (!same) {
+      // A new task is read from its title: the page starts at the top, and
+      // focus goes to the title without scrolling, so the keyboard
+      // shortcuts work and a screen reader names the task.
+      window.scrollTo(0, 0);
+      $('t-title').focus({ preventScroll: true });
+    }
   }
 
   function tick() {
