@@ -155,10 +155,7 @@ func TestHeartbeat(t *testing.T) {
 	if !lease.Equal(*row.LeaseExpiresAt) {
 		t.Fatalf("answered lease %v, row has %v", lease, row.LeaseExpiresAt)
 	}
-	hist, err := b.store.TaskHistory(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := b.history(t, id)
 	if len(hist) != 2 || hist[1].Kind != tasks.EventHeartbeat || hist[1].Fence != 1 {
 		t.Fatalf("history = %+v, want claimed then heartbeat", hist)
 	}
@@ -232,10 +229,7 @@ func TestRelease(t *testing.T) {
 	if row.Status != tasks.StatusPending || row.Holder != "" || row.EditorID != 0 {
 		t.Fatalf("released task: %s holder %q editor %d, want pending without holder", row.Status, row.Holder, row.EditorID)
 	}
-	hist, err := b.store.TaskHistory(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := b.history(t, id)
 	if last := hist[len(hist)-1]; last.Kind != tasks.EventReleased || last.Detail != "need coffee" || last.Fence != a.Fence {
 		t.Fatalf("last event = %+v, want released with the reason", last)
 	}

@@ -15,7 +15,9 @@
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
 //	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
 //	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
-//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its history
+//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its latest
+//	                                              50 events {…, history, history_more, history_before}
+//	GET  /v1/tasks/{id}/events?before=&limit=  admin  → 200 {events, more, before}: older events, a page at a time
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
 //	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
@@ -127,6 +129,9 @@
 //     message gives the place, such as "[0].title" or "result.notes[2]");
 //     lengths in characters: category 1..64 (no leading or trailing spaces),
 //     title 1..512, editor name 1..128, reason at most MaxReasonLen;
+//   - a reason (release, skip, requeue, cancel, by filter too) is one line:
+//     no control character, C0 (U+0000..U+001F, line breaks and tabs
+//     included), DEL or C1 (U+0080..U+009F); the message names the first;
 //   - integers: priority fits in 32 bits, max_attempts 1..100, fence at least
 //     1, wait_ms not negative; a well-formed integer too big for 64 bits is
 //     422 too;
