@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -239,19 +240,93 @@ func TestRelease(t *testing.T) {
 	wantError(t, b.do(t, "POST", path, e.Token, fmt.Sprintf(`{"fence":%d}`, a.Fence)), http.StatusConflict, "stale_fence")
 	b.unchanged(t, before)
 
-	// A skip keeps the task from this editor for a while.
-	a = b.next(t, e.Token)
+	// A release keeps the task from this editor for the release cooldown;
+	// another editor gets it at once.
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusNoContent)
+	bob := b.editor(t, "bob", "news")
+	a = b.next(t, bob.Token)
 	if a.Task.ID != id || a.Fence != 2 {
 		t.Fatalf("claimed again: task %d fence %d, want %d and 2", a.Task.ID, a.Fence, id)
 	}
-	wantStatus(t, b.do(t, "POST", path, e.Token, `{"fence":2,"skip":true}`), http.StatusNoContent)
-	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusNoContent)
+
+	// A skip keeps the task from this editor for a while.
+	wantStatus(t, b.do(t, "POST", path, bob.Token, `{"fence":2,"skip":true}`), http.StatusNoContent)
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", bob.Token, `{}`), http.StatusNoContent)
 	if row := b.task(t, id); row.Status != tasks.StatusPending {
 		t.Fatalf("skipped task is %s, want pending", row.Status)
 	}
-	other := b.editor(t, "bob", "news")
+	other := b.editor(t, "cy", "news")
 	if a := b.next(t, other.Token); a.Task.ID != id {
 		t.Fatalf("another editor got task %d, want the skipped %d", a.Task.ID, id)
+	}
+}
+
+// TestReleaseLoopIsBounded: an editor that releases its task with a long
+// reason and asks for the next one, over and over, gets that task once per
+// release cooldown, not once per release: the task's history grows by one
+// claim and one release, not by a thousand.
+func TestReleaseLoopIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "news", 1)[0]
+	reason := strings.Repeat("r", api.MaxReasonLen)
+	claims := 0
+	for range 50 {
+		res := b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`)
+		if res.status == http.StatusNoContent {
+			continue
+		}
+		var a assignment
+		wantJSON(t, res, http.StatusOK, &a)
+		if a.Task.ID != id {
+			t.Fatalf("got task %d, want %d", a.Task.ID, id)
+		}
+		claims++
+		wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/release", id), e.Token,
+			mustJSON(t, map[string]any{"fence": a.Fence, "reason": reason})), http.StatusNoContent)
+	}
+	if claims != 1 {
+		t.Fatalf("%d claims of one task by one editor in 50 release/next cycles, want 1", claims)
+	}
+	if hist := b.history(t, id); len(hist) != 2 {
+		t.Fatalf("%d events, want 2 (claimed, released)", len(hist))
+	}
+}
+
+// TestReasonControlCharacters: a reason is one line of text: a control
+// character (C0 with line breaks and tabs, DEL, C1) in the reason of a
+// release, a skip, a requeue or a cancel, one task or by filter, is 422 and
+// changes nothing.
+func TestReasonControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "news", 2)[0]
+	a := b.next(t, e.Token)
+	for _, bad := range []string{`a\u0000b`, `two\nlines`, `tab\there`, `bell\u0007`, `del\u007f`, `c1\u0085`, `csi\u009b2J`, `\r`} {
+		before := b.snapshot(t)
+		for _, c := range []struct{ path, token, body string }{
+			{fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d,"reason":"%s"}`, a.Fence, bad)},
+			{fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d,"skip":true,"reason":"%s"}`, a.Fence, bad)},
+			{fmt.Sprintf("/v1/admin/tasks/%d/cancel", id+1), adminToken, fmt.Sprintf(`{"reason":"%s"}`, bad)},
+			{fmt.Sprintf("/v1/admin/tasks/%d/requeue", id+1), adminToken, fmt.Sprintf(`{"reason":"%s"}`, bad)},
+			{"/v1/admin/tasks/cancel", adminToken, fmt.Sprintf(`{"category":"news","reason":"%s"}`, bad)},
+			{"/v1/admin/tasks/requeue", adminToken, fmt.Sprintf(`{"category":"news","reason":"%s"}`, bad)},
+		} {
+			res := b.do(t, "POST", c.path, c.token, c.body)
+			wantError(t, res, http.StatusUnprocessableEntity, "invalid")
+			if !strings.Contains(string(res.body), "reason must not hold line breaks, tabs or other control characters: U+00") {
+				t.Errorf("%s %s: %s", c.path, bad, res.body)
+			}
+		}
+		b.unchanged(t, before)
+	}
+	// Text, quotes, markup and characters beyond Latin-1 are fine.
+	wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token,
+		fmt.Sprintf(`{"fence":%d,"reason":"zu lang – \"<b>\" ✓ 日本"}`, a.Fence)), http.StatusNoContent)
+	if hist := b.history(t, a.Task.ID); hist[len(hist)-1].Detail != `zu lang – "<b>" ✓ 日本` {
+		t.Errorf("reason kept as %q", hist[len(hist)-1].Detail)
 	}
 }
 
