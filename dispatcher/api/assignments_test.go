@@ -495,7 +495,7 @@ func TestGetTask(t *testing.T) {
 	wantJSON(t, res, http.StatusOK, &d)
 	wantKeys(t, res.body, "task", "status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
 		"attempts", "max_attempts", "run_after", "due_at", "key", "last_error", "created_at", "updated_at", "done_at",
-		"result", "history")
+		"result", "history", "history_more", "history_before")
 	if d.Task.ID != id || d.Status != "pending" || d.Fence != 0 || d.Holder != nil || d.EditorID != nil ||
 		d.AssignedAt != nil || d.LeaseExpiresAt != nil || d.Attempts != 0 || d.MaxAttempts != tasks.MaxAttemptsDefault ||
 		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` || d.Result != nil || d.Key != nil || d.DueAt != nil {
@@ -572,15 +572,9 @@ type taskDetail struct {
 		SubmittedAt string          `json:"submitted_at"`
 		Result      json.RawMessage `json:"result"`
 	} `json:"result"`
-	History []struct {
-		ID       int64   `json:"id"`
-		Kind     string  `json:"kind"`
-		Fence    int64   `json:"fence"`
-		Holder   *string `json:"holder"`
-		EditorID *int64  `json:"editor_id"`
-		Detail   *string `json:"detail"`
-		At       string  `json:"at"`
-	} `json:"history"`
+	History       []event `json:"history"`
+	HistoryMore   bool    `json:"history_more"`
+	HistoryBefore *int64  `json:"history_before"`
 }
 
 func TestStats(t *testing.T) {

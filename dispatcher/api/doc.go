@@ -21,8 +21,8 @@
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
 //	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
-//	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
-//	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
+//	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
+//	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}

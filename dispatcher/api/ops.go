@@ -122,6 +122,9 @@ type bulkRequest struct {
 	// default tasks.BulkLimitDefault.
 	Limit  int    `json:"limit"`
 	Reason string `json:"reason"`
+	// DryRun counts and lists the tasks the call would change, and changes
+	// none.
+	DryRun bool `json:"dry_run"`
 }
 
 // bulkResponse reports a bulk action; the client calls again while more is
@@ -130,6 +133,8 @@ type bulkResponse struct {
 	Matched int  `json:"matched"`
 	Changed int  `json:"changed"`
 	More    bool `json:"more"`
+	// IDs lists the matched tasks of a dry run; absent otherwise.
+	IDs *[]int64 `json:"ids,omitempty"`
 }
 
 // requeueMatching requeues the dead tasks a filter selects, up to its limit.
@@ -151,7 +156,7 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
-	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Limit: req.Limit, Reason: req.Reason}
+	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Limit: req.Limit, Reason: req.Reason, DryRun: req.DryRun}
 	if req.CreatedBefore != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.CreatedBefore)
 		if err != nil {
@@ -168,6 +173,14 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 			a.log.WarnContext(r.Context(), "bulk "+op+" stopped", "changed", res.Changed, "err", err)
 		}
 		return err
+	}
+	if req.DryRun {
+		ids := res.IDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, More: res.More, IDs: &ids})
+		return nil
 	}
 	a.log.InfoContext(r.Context(), "bulk "+op, "category", req.Category, "ids", len(req.IDs),
 		"matched", res.Matched, "changed", res.Changed, "more", res.More)

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -214,7 +213,7 @@ type event struct {
 	Fence    int64   `json:"fence"`
 	Holder   *string `json:"holder"`
 	EditorID *int64  `json:"editor_id"`
-	Detail   string  `json:"detail"`
+	Detail   *string `json:"detail"`
 	At       string  `json:"at"`
 }
 
@@ -238,16 +237,8 @@ SELECT ?, 'released', seq, 'w', CONCAT('e', seq) FROM seq_1_to_130`, id); err !=
 		t.Fatal(err)
 	}
 
-	var d struct {
-		History       []event `json:"history"`
-		HistoryMore   bool    `json:"history_more"`
-		HistoryBefore *int64  `json:"history_before"`
-	}
-	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
-	wantStatus(t, res, http.StatusOK)
-	if err := json.Unmarshal(res.body, &d); err != nil {
-		t.Fatal(err)
-	}
+	var d taskDetail
+	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, ""), http.StatusOK, &d)
 	if len(d.History) != 50 || !d.HistoryMore || d.HistoryBefore == nil {
 		t.Fatalf("detail: %d events, more %v, before %v; want the latest 50 and a cursor", len(d.History), d.HistoryMore, d.HistoryBefore)
 	}
