@@ -262,17 +262,20 @@ func TestRelease(t *testing.T) {
 }
 
 // TestReleaseLoopIsBounded: an editor that releases its task with a long
-// reason and asks for the next one, over and over, gets that task once per
-// release cooldown, not once per release: the task's history grows by one
-// claim and one release, not by a thousand.
+// reason and asks for the next one, a thousand times over, gets that task
+// once per release cooldown, not once per release; a reason of control
+// characters is refused. The task's history grows by one claim and one
+// release, and its detail stays small.
 func TestReleaseLoopIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	e := b.editor(t, "ada", "news")
 	id := b.addN(t, "news", 1)[0]
+	controls := strings.Repeat(`\u0001`, api.MaxReasonLen)
 	reason := strings.Repeat("r", api.MaxReasonLen)
+	const cycles = 1000
 	claims := 0
-	for range 50 {
+	for range cycles {
 		res := b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`)
 		if res.status == http.StatusNoContent {
 			continue
@@ -283,15 +286,21 @@ func TestReleaseLoopIsBounded(t *testing.T) {
 			t.Fatalf("got task %d, want %d", a.Task.ID, id)
 		}
 		claims++
-		wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/release", id), e.Token,
-			mustJSON(t, map[string]any{"fence": a.Fence, "reason": reason})), http.StatusNoContent)
+		path := fmt.Sprintf("/v1/assignments/%d/release", id)
+		wantError(t, b.do(t, "POST", path, e.Token, fmt.Sprintf(`{"fence":%d,"reason":"%s"}`, a.Fence, controls)),
+			http.StatusUnprocessableEntity, "invalid")
+		wantStatus(t, b.do(t, "POST", path, e.Token, mustJSON(t, map[string]any{"fence": a.Fence, "reason": reason})), http.StatusNoContent)
 	}
 	if claims != 1 {
-		t.Fatalf("%d claims of one task by one editor in 50 release/next cycles, want 1", claims)
+		t.Fatalf("%d claims of one task by one editor in %d release/next cycles, want 1", claims, cycles)
 	}
 	if hist := b.history(t, id); len(hist) != 2 {
 		t.Fatalf("%d events, want 2 (claimed, released)", len(hist))
 	}
+	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
+	var d taskDetail
+	wantJSON(t, res, http.StatusOK, &d)
+	t.Logf("%d release/next cycles: %d claims; GET /v1/tasks/%d answers %d bytes with %d events", cycles, claims, id, len(res.body), len(d.History))
 }
 
 // TestReasonControlCharacters: a reason is one line of text: a control

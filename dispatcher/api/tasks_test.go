@@ -299,3 +299,24 @@ SELECT ?, 'released', seq, 'w', CONCAT('e', seq) FROM seq_1_to_130`, id); err !=
 	wantError(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d/events", quiet+100), adminToken, ""), http.StatusNotFound, "not_found")
 	wantStatus(t, b.do(t, "GET", path, "", ""), http.StatusUnauthorized)
 }
+
+// TestTaskDetailIsBounded: a task with 3,001 events whose details are 1,024
+// control characters each (as written before reasons refused them, 6 bytes
+// each in JSON) answers GET /v1/tasks/{id} with its latest 50 events, not
+// megabytes.
+func TestTaskDetailIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.addN(t, "news", 1)[0]
+	if _, err := b.db.Exec(`INSERT INTO task_events (task_id, kind, fence, holder, detail)
+SELECT ?, 'released', seq, 'editor:1', REPEAT(CHAR(1), 1024) FROM seq_1_to_3001`, id); err != nil {
+		t.Fatal(err)
+	}
+	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
+	var d taskDetail
+	wantJSON(t, res, http.StatusOK, &d)
+	t.Logf("GET /v1/tasks/%d of a task with 3,001 events: %d bytes, %d events", id, len(res.body), len(d.History))
+	if len(d.History) != 50 || !d.HistoryMore || len(res.body) > 400_000 {
+		t.Fatalf("%d events, more %v, %d bytes; want the latest 50 in at most 400 kB", len(d.History), d.HistoryMore, len(res.body))
+	}
+}
