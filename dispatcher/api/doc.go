@@ -33,7 +33,8 @@
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
-//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204
+//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
+//	                                              for tasks.Config.ReleaseCooldown, or SkipFor with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
 //	GET  /metrics                         anyone  Config.Metrics, when set
