@@ -41,11 +41,11 @@ const (
 	redisReadTimeoutDefault  = 500 * time.Millisecond
 	redisWriteTimeoutDefault = 500 * time.Millisecond
 
-	dispatchLeaseTTLDefault     = 30 * time.Second
-	dispatchMaxHoldDefault      = 2 * time.Hour
-	dispatchSkipForDefault      = 10 * time.Minute
-	dispatchReleaseCooldownDef  = time.Minute
-	dispatchPollIntervalDefault = 5 * time.Second
+	dispatchLeaseTTLDefault        = 30 * time.Second
+	dispatchMaxHoldDefault         = 2 * time.Hour
+	dispatchSkipForDefault         = 10 * time.Minute
+	dispatchReleaseCooldownDefault = time.Minute
+	dispatchPollIntervalDefault    = 5 * time.Second
 
 	sweepIntervalDefault = "10s"
 
@@ -430,7 +430,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.LeaseTTL, dispatchLeaseTTLDefault)
 	setDefault(&d.MaxHold, dispatchMaxHoldDefault)
 	setDefault(&d.SkipFor, dispatchSkipForDefault)
-	setDefault(&d.ReleaseCooldown, dispatchReleaseCooldownDef)
+	setDefault(&d.ReleaseCooldown, dispatchReleaseCooldownDefault)
 	setDefault(&d.Batch, dispatcher.BatchDefault)
 	setDefault(&d.PollInterval, dispatchPollIntervalDefault)
 
