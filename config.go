@@ -42,10 +42,11 @@ const (
 	redisReadTimeoutDefault  = 500 * time.Millisecond
 	redisWriteTimeoutDefault = 500 * time.Millisecond
 
-	dispatchLeaseTTLDefault     = 30 * time.Second
-	dispatchMaxHoldDefault      = 2 * time.Hour
-	dispatchSkipForDefault      = 10 * time.Minute
-	dispatchPollIntervalDefault = 5 * time.Second
+	dispatchLeaseTTLDefault        = 30 * time.Second
+	dispatchMaxHoldDefault         = 2 * time.Hour
+	dispatchSkipForDefault         = 10 * time.Minute
+	dispatchReleaseCooldownDefault = time.Minute
+	dispatchPollIntervalDefault    = 5 * time.Second
 
 	sweepIntervalDefault = "10s"
 
@@ -310,6 +311,11 @@ type DispatchConfig struct {
 	// SkipFor is how long a task an editor skipped is not offered to that
 	// editor again. Default 10m.
 	SkipFor time.Duration `yaml:"skip_for"`
+	// ReleaseCooldown is how long a task an editor released is not offered
+	// to that editor again (others get it at once): one editor claims one
+	// task at most once per cooldown, however fast it releases and asks
+	// again. Default 1m.
+	ReleaseCooldown time.Duration `yaml:"release_cooldown"`
 	// Batch is how many candidates of a category one read fetches; the
 	// process's claims share them. Default dispatcher.BatchDefault.
 	Batch int `yaml:"batch"`
@@ -430,6 +436,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.LeaseTTL, dispatchLeaseTTLDefault)
 	setDefault(&d.MaxHold, dispatchMaxHoldDefault)
 	setDefault(&d.SkipFor, dispatchSkipForDefault)
+	setDefault(&d.ReleaseCooldown, dispatchReleaseCooldownDefault)
 	setDefault(&d.Batch, dispatcher.BatchDefault)
 	setDefault(&d.PollInterval, dispatchPollIntervalDefault)
 
@@ -689,6 +696,7 @@ func (v *validator) dispatch() {
 		v.fail("dispatch.max_hold", "must be at least dispatch.lease_ttl (%v), got %q", d.LeaseTTL, d.MaxHold.String())
 	}
 	v.atLeast("dispatch.skip_for", d.SkipFor, time.Second)
+	v.atLeast("dispatch.release_cooldown", d.ReleaseCooldown, time.Second)
 	v.between("dispatch.batch", d.Batch, 1, tasks.CandidatesLimitMax)
 	v.atLeast("dispatch.poll_interval", d.PollInterval, 100*time.Millisecond)
 }

@@ -129,7 +129,8 @@ func (d *Dispatcher) submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 }
 
 // Release gives c's claim ref back to the pool now; reason goes into the
-// audit record. It returns tasks.ErrStale, changing nothing, when the claim is
+// audit record. An editor is not offered the task again for a while
+// (tasks.Config.ReleaseCooldown); everyone else is at once. It returns tasks.ErrStale, changing nothing, when the claim is
 // not c's live claim.
 func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string) error {
 	return d.release(ctx, c, ref, reason, false)
@@ -154,8 +155,8 @@ func (d *Dispatcher) release(ctx context.Context, c Claimant, ref ClaimRef, reas
 		d.countStale(ctx, "release", err)
 		return Unavailable(err)
 	}
-	if skip && c.EditorID != 0 {
-		d.skips.add(c.EditorID, ref.TaskID, time.Now())
+	if ended.Withheld > 0 && c.EditorID != 0 {
+		d.skips.add(c.EditorID, ref.TaskID, time.Now(), ended.Withheld)
 	}
 	d.finish(ctx, span, ended, "release")
 	d.wake(ctx, ended.Category)

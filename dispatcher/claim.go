@@ -253,7 +253,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		switch {
 		case errors.Is(err, tasks.ErrSkipped):
 			back = append(back, cand)
-			d.skips.add(c.EditorID, cand.ID, time.Now())
+			d.skips.add(c.EditorID, cand.ID, time.Now(), skipMemoryFor)
 		case errors.Is(err, tasks.ErrPaused):
 			// The category was paused after its candidates were read: read
 			// them again, which leaves it out.

@@ -203,13 +203,18 @@ func TestReleaseAndSkip(t *testing.T) {
 	if got.Fence != first.Fence+1 {
 		t.Fatalf("fence after release and reclaim = %d, want %d", got.Fence, first.Fence+1)
 	}
-	// A plain release (no skip) makes the task available to the same editor.
+	// A plain release keeps the task from the same editor for the release
+	// cooldown, and from nobody else.
 	if err := b.d.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, ""); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	again, err := b.d.Next(ctx, bob, 0)
+	if c, err := b.d.Next(ctx, bob, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+		t.Fatalf("bob after release: %+v, %v; want no task", c, err)
+	}
+	cy := b.editor(t, "cy", "news")
+	again, err := b.d.Next(ctx, cy, 0)
 	if err != nil || again.Task.ID != ids[0] {
-		t.Fatalf("bob after release: %v, %+v; want task %d again", err, again, ids[0])
+		t.Fatalf("cy after bob's release: %v, %+v; want task %d", err, again, ids[0])
 	}
 }
 
@@ -381,14 +386,15 @@ func TestSkippedTasksAreNotTriedAgain(t *testing.T) {
 	if err := d1.Skip(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, ""); err != nil {
 		t.Fatal(err)
 	}
-	// ann takes the second task and gives it back (no skip), each time.
+	// ann takes the second task and an operator takes it back (which, unlike
+	// ann's own release, keeps nothing from her), each time.
 	takeSecond := func(d *dispatcher.Dispatcher) {
 		t.Helper()
 		c, err := d.Next(ctx, ann, 0)
 		if err != nil || c.Task.ID != ids[1] {
 			t.Fatalf("next: %+v, %v; want task %d", c, err, ids[1])
 		}
-		if err := d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, ""); err != nil {
+		if err := d.ForceRelease(ctx, c.Task.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,8 @@ import (
 // memory.
 const skipMemoryFor = 30 * time.Second
 
-// skipMemory remembers the tasks editors skipped, so that their claims leave
+// skipMemory remembers the tasks editors skipped or released (both kept from
+// the editor for a while: tasks.Ended.Withheld), so that their claims leave
 // those out of the shared candidates instead of spending a claim the store
 // refuses on them, one per claim while a skipped task stays the best
 // candidate.
@@ -25,8 +26,9 @@ func newSkipMemory() *skipMemory {
 	return &skipMemory{tasks: make(map[int64]map[int64]time.Time)}
 }
 
-// add remembers that editor skipped task, from now.
-func (m *skipMemory) add(editor, task int64, now time.Time) {
+// add remembers that editor skipped task, from now for skipMemoryFor or d,
+// whichever is shorter.
+func (m *skipMemory) add(editor, task int64, now time.Time, d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.adds++; m.adds%256 == 0 {
@@ -46,7 +48,7 @@ func (m *skipMemory) add(editor, task int64, now time.Time) {
 		ts = make(map[int64]time.Time)
 		m.tasks[editor] = ts
 	}
-	ts[task] = now.Add(skipMemoryFor)
+	ts[task] = now.Add(min(skipMemoryFor, d))
 }
 
 // fill adds to into the tasks editor skipped that are still remembered.

@@ -130,10 +130,7 @@ func TestSweepRecyclesExpiredClaims(t *testing.T) {
 		if task.Status != tasks.StatusPending || task.Holder != "" || task.Fence != c.Fence {
 			t.Errorf("expired claim of ed%d not back in the pool: %+v", i, task)
 		}
-		evs, err := b.store.TaskHistory(ctx, c.Task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		evs := b.history(t, c.Task.ID)
 		if last := evs[len(evs)-1]; last.Kind != tasks.EventRecycled || last.Fence != c.Fence || last.Holder != eds[i].Holder {
 			t.Errorf("last event of task %d = %+v, want recycled with fence %d and holder %s", c.Task.ID, last, c.Fence, eds[i].Holder)
 		}
@@ -220,10 +217,7 @@ func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
 	}
 	// Nothing but the sweeper could have returned them.
 	for _, id := range assigned {
-		evs, err := b.store.TaskHistory(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		evs := b.history(t, id)
 		if last := evs[len(evs)-1]; last.Kind != tasks.EventRecycled {
 			t.Errorf("task %d: last event %s, want recycled", id, last.Kind)
 		}
@@ -599,10 +593,7 @@ func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
 		t.Fatalf("bob's next = %+v, %v; want task %d", r.claim, r.err, id)
 	}
 	t.Logf("bob got the task %v after the sweep started", time.Since(start))
-	evs, err := b.store.TaskHistory(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := b.history(t, id)
 	var gotKinds []tasks.EventKind
 	for _, e := range evs {
 		gotKinds = append(gotKinds, e.Kind)

@@ -72,10 +72,7 @@ func shutdownWorker(t *testing.T, w *dispatcher.Worker) {
 // workerEvents returns a task's events, leaving out heartbeats.
 func (b *bundle) workerEvents(t testing.TB, id int64) []tasks.Event {
 	t.Helper()
-	evs, err := b.store.TaskHistory(context.Background(), id)
-	if err != nil {
-		t.Fatalf("task history %d: %v", id, err)
-	}
+	evs := b.history(t, id)
 	return slices.DeleteFunc(evs, func(e tasks.Event) bool { return e.Kind == tasks.EventHeartbeat })
 }
 

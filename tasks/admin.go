@@ -218,6 +218,10 @@ type BulkParams struct {
 	Limit int
 	// Reason is recorded in every audit event (truncated to 1024 characters).
 	Reason string
+	// DryRun changes nothing: the result counts and lists the tasks the filter
+	// selects now (Matched, IDs, More), and Changed is 0. A call with IDs set to
+	// those, and the same filter, changes exactly those still in the status.
+	DryRun bool
 }
 
 // BulkResult is what a bulk operation did.
@@ -233,6 +237,8 @@ type BulkResult struct {
 	More bool
 	// ByCategory counts the changed tasks by category.
 	ByCategory map[string]int
+	// IDs lists the matched tasks of a dry run, in the order they were matched.
+	IDs []int64
 }
 
 // RequeueMatching requeues (see Requeue) the dead tasks that p selects, up to
@@ -338,6 +344,16 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p BulkParam
 			return res, nil
 		}
 		after = &rows[len(rows)-1]
+		if p.DryRun {
+			for _, r := range rows {
+				res.IDs = append(res.IDs, r.ID)
+			}
+			res.Matched += len(rows)
+			if len(rows) < n {
+				return res, nil
+			}
+			continue
+		}
 		batch := make([]int64, len(rows))
 		for i, r := range rows {
 			batch[i] = r.ID

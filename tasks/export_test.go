@@ -32,6 +32,7 @@ const (
 	StatsClaimsSQL    = statsClaimsSQL
 	HeldByEditorSQL   = heldByEditorSQL
 	LockEditorTaskSQL = lockEditorTaskSQL
+	TaskEventsSQL     = taskEventsSQL
 )
 
 // InTx runs fn in one of the store's transactions, with its deadlock retries.

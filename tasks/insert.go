@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -444,16 +445,79 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*Task, error) {
 	return &t, nil
 }
 
-const taskHistorySQL = `SELECT id, task_id, kind, fence, COALESCE(holder, '') AS holder,
-	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail, ` + "`at`" + `
-FROM task_events WHERE task_id = ? ORDER BY id`
+// Task history pages.
+const (
+	// EventsLimitDefault is the events a page of a task's history holds when
+	// TaskEventsParams.Limit is 0.
+	EventsLimitDefault = 50
+	// EventsLimitMax is the most events one page holds.
+	EventsLimitMax = 500
+)
 
-// TaskHistory returns the audit trail of a task, oldest first. A task without events
-// (or an unknown id) has an empty history.
-func (s *Store) TaskHistory(ctx context.Context, id int64) ([]Event, error) {
-	evs := []Event{}
-	if err := s.db.SelectContext(ctx, &evs, taskHistorySQL, id); err != nil {
-		return nil, fmt.Errorf("task history %d: %w", id, err)
+// taskEventsSQL reads a page of a task's events, newest first, from before a
+// keyset cursor on the events' primary key: a range of task_events_task
+// (task_id, id) read backwards, stopped by LIMIT, so a page costs its rows
+// whatever the history's length.
+const taskEventsSQL = `SELECT id, task_id, kind, fence, COALESCE(holder, '') AS holder,
+	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail, ` + "`at`" + `
+FROM task_events FORCE INDEX (task_events_task)
+WHERE task_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
+
+// TaskEventsParams select a page of a task's history.
+type TaskEventsParams struct {
+	TaskID int64
+	// Before, when not 0, is the cursor: the page holds the events older than the
+	// event with this id (EventPage.Before of the newer page). 0 is the latest.
+	Before int64
+	// Limit is the most events of the page: 1..EventsLimitMax, 0 means
+	// EventsLimitDefault.
+	Limit int
+}
+
+// EventPage is a page of a task's history.
+type EventPage struct {
+	// Events are the page's events, oldest first.
+	Events []Event
+	// More is set when older events exist: read them with Before.
+	More bool
+	// Before is the cursor of the next older page: the id of the page's oldest
+	// event, or 0 when there is no older page.
+	Before int64
+}
+
+// TaskEvents returns a page of the audit trail of a task: the latest events, or
+// those before p.Before, oldest first within the page. A task without events (or an
+// unknown id) has an empty page. One round trip; its cost is the page's rows, read
+// from the index (task_id, id), not the history's length.
+//
+// It returns ErrInvalid for a limit or cursor out of range.
+func (s *Store) TaskEvents(ctx context.Context, p TaskEventsParams) (*EventPage, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = EventsLimitDefault
 	}
-	return evs, nil
+	if limit < 1 || limit > EventsLimitMax {
+		return nil, fmt.Errorf("task events %d: %w: limit must be 1..%d, got %d", p.TaskID, ErrInvalid, EventsLimitMax, p.Limit)
+	}
+	if p.Before < 0 {
+		return nil, fmt.Errorf("task events %d: %w: before must be a positive event id, got %d", p.TaskID, ErrInvalid, p.Before)
+	}
+	before := p.Before
+	if before == 0 {
+		before = math.MaxInt64
+	}
+	evs := make([]Event, 0, limit+1)
+	if err := s.db.SelectContext(ctx, &evs, taskEventsSQL, p.TaskID, before, limit+1); err != nil {
+		return nil, fmt.Errorf("task events %d: %w", p.TaskID, err)
+	}
+	page := &EventPage{More: len(evs) > limit}
+	if page.More {
+		evs = evs[:limit]
+	}
+	slices.Reverse(evs)
+	page.Events = evs
+	if page.More {
+		page.Before = evs[0].ID
+	}
+	return page, nil
 }

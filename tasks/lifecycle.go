@@ -255,8 +255,8 @@ type ReleaseParams struct {
 	// Reason is recorded in the audit event (truncated to 1024 characters).
 	Reason string
 	// Skip records a 'skipped' event instead of 'released', and keeps the task from
-	// being offered to the same editor for Config.SkipFor. Only editors' claims can be
-	// skipped.
+	// being offered to the same editor for Config.SkipFor instead of
+	// Config.ReleaseCooldown. Only editors' claims can be skipped.
 	Skip bool
 }
 
@@ -266,27 +266,29 @@ const (
 	// lockTaskEditorSQL locks the row of the editor the task names; the subquery
 	// reads without locking, so the editor's row is locked before the task's.
 	lockTaskEditorSQL = `SELECT id FROM editors WHERE id = (SELECT editor_id FROM tasks WHERE id = ?) FOR UPDATE`
-	upsertSkipSQL     = `INSERT INTO task_skips (task_id, editor_id, ` + "`until`" + `)
+	// upsertSkipSQL keeps the task from the editor until the later of the
+	// time it has and the new one.
+	upsertSkipSQL = `INSERT INTO task_skips (task_id, editor_id, ` + "`until`" + `)
 VALUES (?, ?, NOW(3) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE ` + "`until`" + ` = NOW(3) + INTERVAL ? MICROSECOND`
+ON DUPLICATE KEY UPDATE ` + "`until`" + ` = GREATEST(` + "`until`" + `, NOW(3) + INTERVAL ? MICROSECOND)`
 )
 
 // Release gives a live claim back: the task returns to the pool at once, with its
 // fence unchanged (the next claim bumps it). It records a 'released' event, or with
-// p.Skip a 'skipped' event plus the editor's skip memory.
+// p.Skip a 'skipped' event. An editor's claim leaves the task kept from that editor
+// (task_skips) for Config.ReleaseCooldown, or Config.SkipFor with p.Skip: others may
+// claim it at once.
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
 // ErrInvalid for a skip of a claim no editor holds.
 func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 	var ended *Ended
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if p.Skip {
-			// The skip record's foreign key takes a lock on the editor's row, which
-			// a claim of the same editor locks before the task: lock it first here
-			// too, or the two deadlock.
-			if _, err := tx.ExecContext(ctx, lockTaskEditorSQL, p.TaskID); err != nil {
-				return err
-			}
+		// The skip record's foreign key takes a lock on the editor's row, which a
+		// claim of the same editor locks before the task: lock it first here too,
+		// or the two deadlock. A worker's task names no editor: nothing is locked.
+		if _, err := tx.ExecContext(ctx, lockTaskEditorSQL, p.TaskID); err != nil {
+			return err
 		}
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
@@ -299,13 +301,16 @@ func (s *Store) Release(ctx context.Context, p ReleaseParams) (*Ended, error) {
 		if err := fencedExec(ctx, tx, releaseSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
-		kind, cause := EventReleased, WebhookRelease
+		kind, cause, withheld := EventReleased, WebhookRelease, s.cfg.ReleaseCooldown
 		if p.Skip {
-			kind, cause = EventSkipped, WebhookSkip
-			skip := micros(s.cfg.SkipFor)
-			if _, err := tx.ExecContext(ctx, upsertSkipSQL, p.TaskID, c.EditorID, skip, skip); err != nil {
+			kind, cause, withheld = EventSkipped, WebhookSkip, s.cfg.SkipFor
+		}
+		if c.EditorID != 0 {
+			us := micros(withheld)
+			if _, err := tx.ExecContext(ctx, upsertSkipSQL, p.TaskID, c.EditorID, us, us); err != nil {
 				return err
 			}
+			ended.Withheld = withheld
 		}
 		return s.insertEvents(ctx, tx, event{
 			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Reason,

@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -117,15 +118,81 @@ func TestReleaseReturnsTaskToPool(t *testing.T) {
 	if len(evs) != 2 || evs[1].Kind != tasks.EventReleased || evs[1].Detail != "lunch" || evs[1].Fence != c.Fence {
 		t.Errorf("events = %+v, want claimed then released (lunch)", evs)
 	}
-	if n := b.count(t, `SELECT COUNT(*) FROM task_skips`); n != 0 {
-		t.Errorf("%d skips after a plain release, want 0", n)
+	// Kept from the editor for the release cooldown (the default, a minute), by
+	// the same record as a skip.
+	if n := b.count(t, "SELECT COUNT(*) FROM task_skips WHERE task_id = ? AND editor_id = ? AND `until` > NOW(3) + INTERVAL 50 SECOND", id, ed.ID); n != 1 {
+		t.Errorf("%d records keep the task from the editor for about a minute, want 1", n)
 	}
-	// Offered again at once, also to the same editor, and the next claim bumps the fence.
-	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"news"}, EditorID: ed.ID}); !equalIDs(got, []int64{id}) {
-		t.Errorf("candidates after release = %v", got)
+	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"news"}, EditorID: ed.ID}); len(got) != 0 {
+		t.Errorf("the editor's candidates after release = %v, want none", got)
 	}
-	if c2 := b.claim(t, id, ed.Holder(), ed.ID, time.Minute); c2.Fence != c.Fence+1 {
+	before := b.snapshot(t, id)
+	_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c.Fence, Status: tasks.StatusPending, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+	wantErr(t, "claim again by the editor who released it", err, tasks.ErrSkipped)
+	b.unchanged(t, id, before)
+	// Offered again at once to everyone else, and the next claim bumps the fence.
+	bob := b.editor(t, "bob", "news")
+	if got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"news"}, EditorID: bob.ID}); !equalIDs(got, []int64{id}) {
+		t.Errorf("others' candidates after release = %v", got)
+	}
+	if c2 := b.claim(t, id, bob.Holder(), bob.ID, time.Minute); c2.Fence != c.Fence+1 {
 		t.Errorf("fence after reclaim = %d, want %d", c2.Fence, c.Fence+1)
+	}
+}
+
+// TestReleaseCooldownBoundsReclaims: an editor that releases a task and asks
+// for it again in a loop claims it once per ReleaseCooldown, not once per
+// release; once the cooldown passed it may claim it again. A worker's release
+// keeps nothing from anyone.
+func TestReleaseCooldownBoundsReclaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tasks.Config{ReleaseCooldown: 90 * time.Second})
+	ed := b.editor(t, "alice", "news")
+	id := b.insertOne(t, "news", 0)
+
+	claims, refused := 0, 0
+	for range 20 {
+		row := b.task(t, id)
+		c, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: row.Fence, Status: tasks.StatusPending, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+		if errors.Is(err, tasks.ErrSkipped) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims++
+		if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Reason: "again"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if claims != 1 || refused != 19 {
+		t.Fatalf("%d claims and %d refusals in 20 tries, want 1 claim and 19 refused", claims, refused)
+	}
+	if n := len(b.events(t, id)); n != 2 {
+		t.Errorf("%d events, want 2 (claimed, released)", n)
+	}
+	// Kept for the configured cooldown, by the database clock.
+	if n := b.count(t, "SELECT COUNT(*) FROM task_skips WHERE task_id = ? AND editor_id = ? AND `until` BETWEEN NOW(3) + INTERVAL 80 SECOND AND NOW(3) + INTERVAL 90 SECOND", id, ed.ID); n != 1 {
+		t.Errorf("%d records keep the task from the editor for 80..90 s, want 1", n)
+	}
+	// Once the cooldown passed, the editor may claim it again.
+	b.exec(t, "UPDATE task_skips SET `until` = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?", id)
+	if c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute); c.Fence != 2 {
+		t.Errorf("fence after the cooldown = %d, want 2", c.Fence)
+	}
+
+	// A worker's release keeps nothing from anyone.
+	wid := b.insertOne(t, "jobs", 0)
+	wc := b.claim(t, wid, "w1", 0, time.Minute)
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: wid, Fence: wc.Fence, Holder: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_skips WHERE task_id = ?`, wid); n != 0 {
+		t.Errorf("%d skip records after a worker's release, want 0", n)
+	}
+	if c := b.claim(t, wid, "w1", 0, time.Minute); c.Fence != wc.Fence+1 {
+		t.Errorf("worker's reclaim fence %d, want %d", c.Fence, wc.Fence+1)
 	}
 }
 

@@ -134,11 +134,14 @@ func (b *bundle) candidates(t *testing.T, p tasks.CandidatesParams) []int64 {
 // events returns the kinds of a task's events, oldest first.
 func (b *bundle) events(t *testing.T, id int64) []tasks.Event {
 	t.Helper()
-	evs, err := b.store.TaskHistory(b.ctx, id)
+	page, err := b.store.TaskEvents(b.ctx, tasks.TaskEventsParams{TaskID: id, Limit: tasks.EventsLimitMax})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return evs
+	if page.More {
+		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
+	}
+	return page.Events
 }
 
 func kinds(evs []tasks.Event) []tasks.EventKind {

@@ -19,6 +19,9 @@ import (
 const (
 	// SkipForDefault is how long a skipped task is not offered to the same editor.
 	SkipForDefault = 10 * time.Minute
+	// ReleaseCooldownDefault is how long a task an editor released is not offered
+	// to that editor again.
+	ReleaseCooldownDefault = time.Minute
 	// MaxHoldDefault caps how long heartbeats can keep one claim alive.
 	MaxHoldDefault = 2 * time.Hour
 	// InsertBatchSizeDefault is the number of rows per multi-row INSERT in InsertTasks.
@@ -54,6 +57,13 @@ type Config struct {
 	// SkipFor is how long a task an editor skipped (Release with Skip) is not offered
 	// to that editor again. Default SkipForDefault.
 	SkipFor time.Duration
+	// ReleaseCooldown is how long a task an editor released (Release without Skip)
+	// is not offered to that editor again; everyone else may claim it at once. It
+	// bounds how often one editor can claim one task, and so how fast a loop of
+	// release and next grows the task's history: one claim per ReleaseCooldown.
+	// It is kept as a skip is (task_skips), so a claim checks it with no extra
+	// round trip. Default ReleaseCooldownDefault.
+	ReleaseCooldown time.Duration
 	// MaxHold caps the total time one claim can be held: heartbeats never extend a
 	// lease beyond assigned_at + MaxHold. Default MaxHoldDefault.
 	MaxHold time.Duration
@@ -85,6 +95,9 @@ func (c Config) WithDefaults() Config {
 	if c.SkipFor == 0 {
 		c.SkipFor = SkipForDefault
 	}
+	if c.ReleaseCooldown == 0 {
+		c.ReleaseCooldown = ReleaseCooldownDefault
+	}
 	if c.MaxHold == 0 {
 		c.MaxHold = MaxHoldDefault
 	}
@@ -103,6 +116,9 @@ func (c Config) WithDefaults() Config {
 func (c Config) validate() error {
 	if c.SkipFor < time.Millisecond {
 		return fmt.Errorf("%w: SkipFor must be at least 1ms", ErrInvalid)
+	}
+	if c.ReleaseCooldown < time.Millisecond {
+		return fmt.Errorf("%w: ReleaseCooldown must be at least 1ms", ErrInvalid)
 	}
 	if c.MaxHold < time.Millisecond {
 		return fmt.Errorf("%w: MaxHold must be at least 1ms", ErrInvalid)

@@ -173,4 +173,8 @@ type Ended struct {
 	EndedAt time.Time
 	// TraceContext is the W3C traceparent stored with the claim, if any.
 	TraceContext string
+	// Withheld is how long, from EndedAt, the task is not offered to the editor
+	// whose claim ended: Config.SkipFor after a skip, Config.ReleaseCooldown after
+	// a release. Zero otherwise.
+	Withheld time.Duration
 }

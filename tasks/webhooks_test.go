@@ -73,11 +73,14 @@ func (b *bundle) lifecycle(t *testing.T) []outboxRow {
 		t.Fatal(err)
 	}
 	want = append(want, outboxRow{tasks.WebhookReleased, ids[2], c.Fence, eh, ed.ID, "wh", tasks.WebhookRelease, "later"})
-	c = b.claim(t, ids[2], eh, ed.ID, time.Minute)
-	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[2], Fence: c.Fence, Holder: eh, Skip: true}); err != nil {
+	// A release keeps the task from its editor for a while: another skips it.
+	ed2 := b.editor(t, "ed2", "wh")
+	eh2 := tasks.EditorHolder(ed2.ID)
+	c = b.claim(t, ids[2], eh2, ed2.ID, time.Minute)
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[2], Fence: c.Fence, Holder: eh2, Skip: true}); err != nil {
 		t.Fatal(err)
 	}
-	want = append(want, outboxRow{tasks.WebhookReleased, ids[2], c.Fence, eh, ed.ID, "wh", tasks.WebhookSkip, ""})
+	want = append(want, outboxRow{tasks.WebhookReleased, ids[2], c.Fence, eh2, ed2.ID, "wh", tasks.WebhookSkip, ""})
 	c = b.claim(t, ids[2], "w2", 0, time.Minute)
 	if _, err := b.store.ForceRelease(b.ctx, ids[2]); err != nil {
 		t.Fatal(err)

@@ -379,7 +379,8 @@ func TestBrowserSkipAndRelease(t *testing.T) {
 	tb.do("release", chromedp.Click(chromedp.CSS("#b-release")))
 	tb.waitJS("the reason field", `!document.getElementById("reason-row").hidden`)
 	tb.do("give a reason", chromedp.SendKeys(chromedp.CSS("#reason"), "need a specialist"), chromedp.Click(chromedp.CSS("#b-reason")))
-	// The released task is back in the pool and first in line again.
+	// The released task is back in the pool, kept from this editor for the
+	// release cooldown: the next is another.
 	tb.waitJS("the next claim", `document.body.dataset.state === "task" && document.getElementById("task").dataset.task !== `+js(strconv.FormatInt(first, 10))+
 		` && document.getElementById("t-title").textContent !== "Skip me"`)
 	tb.waitJS("today's counts", `document.getElementById("today").textContent.includes("1 skipped") && document.getElementById("today").textContent.includes("1 released")`)

@@ -50,10 +50,13 @@ func (h *Handler) opsRoutes() {
 		"GET /ops/v1/stats/history",
 		"GET /ops/v1/tasks",
 		"GET /ops/v1/tasks/{id}",
+		"GET /ops/v1/tasks/{id}/events",
 		"GET /ops/v1/admin/categories/paused",
 		"GET /ops/v1/editors",
 		"GET /ops/v1/editors/{id}",
 		"PATCH /ops/v1/editors/{id}",
+		"POST /ops/v1/admin/tasks/requeue",
+		"POST /ops/v1/admin/tasks/cancel",
 	} {
 		h.mux.HandleFunc(p, call(""))
 	}

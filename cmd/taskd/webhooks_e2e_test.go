@@ -150,9 +150,10 @@ func (p *proc) hasLog(msg string) bool {
 	return false
 }
 
-// work makes events through s's API: n tasks, each claimed and submitted by an
-// editor, every fifth released once first (a released event). It returns how
-// many events it made.
+// work makes events through s's API: n tasks, each claimed by an editor and
+// submitted, but every fifth released instead (a released event; the release
+// cooldown keeps it from the editor from then on). It returns how many events
+// it made.
 func work(s *server, ed editorJSON, category string, n int) int {
 	s.t.Helper()
 	ts := make([]map[string]any, n)

@@ -42,7 +42,7 @@ func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *tasks.Store,
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
 	}
-	store, err := tasks.NewStore(db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, MaxHold: cfg.Dispatch.MaxHold})
+	store, err := tasks.NewStore(db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold})
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("mysql store: %w", err)

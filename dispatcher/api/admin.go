@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -161,8 +162,15 @@ type taskDetailJSON struct {
 	UpdatedAt      string       `json:"updated_at"`
 	DoneAt         *string      `json:"done_at"`
 	// Result is the accepted result of a done task; null otherwise.
-	Result  *acceptedJSON `json:"result"`
-	History []eventJSON   `json:"history"`
+	Result *acceptedJSON `json:"result"`
+	// History holds the latest tasks.EventsLimitDefault events, oldest
+	// first; older ones are read with GET /v1/tasks/{id}/events?before=
+	// HistoryBefore.
+	History []eventJSON `json:"history"`
+	// HistoryMore is set when older events exist.
+	HistoryMore bool `json:"history_more"`
+	// HistoryBefore is the cursor of the older events, null without any.
+	HistoryBefore *int64 `json:"history_before"`
 }
 
 // acceptedJSON is the accepted submission of a done task.
@@ -184,7 +192,8 @@ type eventJSON struct {
 	At       string          `json:"at"`
 }
 
-// getTask answers with a task, its claim state and its history.
+// getTask answers with a task, its claim state and the latest page of its
+// history.
 func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -197,11 +206,12 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, err := a.store.TaskHistory(r.Context(), id)
+	page, err := a.store.TaskEvents(r.Context(), tasks.TaskEventsParams{TaskID: id})
 	if err != nil {
 		return err
 	}
-	d := taskDetailOf(t, evs)
+	d := taskDetailOf(t, page.Events)
+	d.HistoryMore, d.HistoryBefore = page.More, orNull(page.Before)
 	if t.Status == tasks.StatusDone {
 		res, err := a.store.AcceptedResult(r.Context(), id)
 		switch {
@@ -236,15 +246,73 @@ func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
 		CreatedAt:      formatTime(t.CreatedAt),
 		UpdatedAt:      formatTime(t.UpdatedAt),
 		DoneAt:         formatTimePtr(t.DoneAt),
-		History:        make([]eventJSON, len(evs)),
+		History:        eventsOf(evs),
 	}
+	return d
+}
+
+func eventsOf(evs []tasks.Event) []eventJSON {
+	out := make([]eventJSON, len(evs))
 	for i, ev := range evs {
-		d.History[i] = eventJSON{
+		out[i] = eventJSON{
 			ID: ev.ID, Kind: ev.Kind, Fence: ev.Fence, Holder: orNull(ev.Holder),
 			EditorID: orNull(ev.EditorID), Detail: orNull(ev.Detail), At: formatTime(ev.At),
 		}
 	}
-	return d
+	return out
+}
+
+// eventsParams are the query parameters of GET /v1/tasks/{id}/events.
+var eventsParams = map[string]bool{"before": true, "limit": true}
+
+// eventPageJSON is a page of a task's history.
+type eventPageJSON struct {
+	// Events are oldest first.
+	Events []eventJSON `json:"events"`
+	// More is set when older events exist.
+	More bool `json:"more"`
+	// Before is the cursor of the next older page, null without one.
+	Before *int64 `json:"before"`
+}
+
+// taskEvents answers with a page of a task's history: the latest events, or
+// those older than the event id before.
+func (a *api) taskEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	for name, vals := range q {
+		if !eventsParams[name] {
+			return errorf(http.StatusBadRequest, codeBadRequest, "unknown query parameter %q", name)
+		}
+		if len(vals) > 1 {
+			return errorf(http.StatusBadRequest, codeBadRequest, "query parameter %q is given %d times", name, len(vals))
+		}
+	}
+	before, err := positiveParam(q.Get("before"), "before", math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	limit, err := positiveParam(q.Get("limit"), "limit", tasks.EventsLimitMax)
+	if err != nil {
+		return err
+	}
+	page, err := a.store.TaskEvents(r.Context(), tasks.TaskEventsParams{TaskID: id, Before: before, Limit: int(limit)})
+	if err != nil {
+		return err
+	}
+	if len(page.Events) == 0 {
+		// No events: a task without history, or none at all.
+		if _, err := a.store.GetTask(r.Context(), id); errors.Is(err, tasks.ErrNotFound) {
+			return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+		} else if err != nil {
+			return err
+		}
+	}
+	a.writeJSON(w, r, http.StatusOK, eventPageJSON{Events: eventsOf(page.Events), More: page.More, Before: orNull(page.Before)})
+	return nil
 }
 
 // forceRelease takes a task back from whoever holds it; the fence is bumped,

@@ -21,7 +21,7 @@ type Store interface {
 	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
 	ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error)
-	TaskHistory(ctx context.Context, id int64) ([]tasks.Event, error)
+	TaskEvents(ctx context.Context, p tasks.TaskEventsParams) (*tasks.EventPage, error)
 	AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
 	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
@@ -231,6 +231,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/tasks", a.admin(a.addTasks)},
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
+		{"GET /v1/tasks/{id}/events", a.admin(a.taskEvents)},
 		{"POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease)},
 		{"POST /v1/admin/tasks/{id}/requeue", a.admin(a.requeueTask)},
 		{"POST /v1/admin/tasks/{id}/cancel", a.admin(a.cancelTask)},

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
@@ -121,8 +120,8 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	if err != nil {
 		return err
 	}
-	if utf8.RuneCountInString(req.Reason) > MaxReasonLen {
-		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason must be at most %d characters", MaxReasonLen)
+	if err := checkReason(req.Reason); err != nil {
+		return err
 	}
 	release := a.d.Release
 	if req.Skip {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -155,10 +156,7 @@ func TestHeartbeat(t *testing.T) {
 	if !lease.Equal(*row.LeaseExpiresAt) {
 		t.Fatalf("answered lease %v, row has %v", lease, row.LeaseExpiresAt)
 	}
-	hist, err := b.store.TaskHistory(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := b.history(t, id)
 	if len(hist) != 2 || hist[1].Kind != tasks.EventHeartbeat || hist[1].Fence != 1 {
 		t.Fatalf("history = %+v, want claimed then heartbeat", hist)
 	}
@@ -232,10 +230,7 @@ func TestRelease(t *testing.T) {
 	if row.Status != tasks.StatusPending || row.Holder != "" || row.EditorID != 0 {
 		t.Fatalf("released task: %s holder %q editor %d, want pending without holder", row.Status, row.Holder, row.EditorID)
 	}
-	hist, err := b.store.TaskHistory(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := b.history(t, id)
 	if last := hist[len(hist)-1]; last.Kind != tasks.EventReleased || last.Detail != "need coffee" || last.Fence != a.Fence {
 		t.Fatalf("last event = %+v, want released with the reason", last)
 	}
@@ -245,19 +240,102 @@ func TestRelease(t *testing.T) {
 	wantError(t, b.do(t, "POST", path, e.Token, fmt.Sprintf(`{"fence":%d}`, a.Fence)), http.StatusConflict, "stale_fence")
 	b.unchanged(t, before)
 
-	// A skip keeps the task from this editor for a while.
-	a = b.next(t, e.Token)
+	// A release keeps the task from this editor for the release cooldown;
+	// another editor gets it at once.
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusNoContent)
+	bob := b.editor(t, "bob", "news")
+	a = b.next(t, bob.Token)
 	if a.Task.ID != id || a.Fence != 2 {
 		t.Fatalf("claimed again: task %d fence %d, want %d and 2", a.Task.ID, a.Fence, id)
 	}
-	wantStatus(t, b.do(t, "POST", path, e.Token, `{"fence":2,"skip":true}`), http.StatusNoContent)
-	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusNoContent)
+
+	// A skip keeps the task from this editor for a while.
+	wantStatus(t, b.do(t, "POST", path, bob.Token, `{"fence":2,"skip":true}`), http.StatusNoContent)
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", bob.Token, `{}`), http.StatusNoContent)
 	if row := b.task(t, id); row.Status != tasks.StatusPending {
 		t.Fatalf("skipped task is %s, want pending", row.Status)
 	}
-	other := b.editor(t, "bob", "news")
+	other := b.editor(t, "cy", "news")
 	if a := b.next(t, other.Token); a.Task.ID != id {
 		t.Fatalf("another editor got task %d, want the skipped %d", a.Task.ID, id)
+	}
+}
+
+// TestReleaseLoopIsBounded: an editor that releases its task with a long
+// reason and asks for the next one, a thousand times over, gets that task
+// once per release cooldown, not once per release; a reason of control
+// characters is refused. The task's history grows by one claim and one
+// release, and its detail stays small.
+func TestReleaseLoopIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "news", 1)[0]
+	controls := strings.Repeat(`\u0001`, api.MaxReasonLen)
+	reason := strings.Repeat("r", api.MaxReasonLen)
+	const cycles = 1000
+	claims := 0
+	for range cycles {
+		res := b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`)
+		if res.status == http.StatusNoContent {
+			continue
+		}
+		var a assignment
+		wantJSON(t, res, http.StatusOK, &a)
+		if a.Task.ID != id {
+			t.Fatalf("got task %d, want %d", a.Task.ID, id)
+		}
+		claims++
+		path := fmt.Sprintf("/v1/assignments/%d/release", id)
+		wantError(t, b.do(t, "POST", path, e.Token, fmt.Sprintf(`{"fence":%d,"reason":"%s"}`, a.Fence, controls)),
+			http.StatusUnprocessableEntity, "invalid")
+		wantStatus(t, b.do(t, "POST", path, e.Token, mustJSON(t, map[string]any{"fence": a.Fence, "reason": reason})), http.StatusNoContent)
+	}
+	if claims != 1 {
+		t.Fatalf("%d claims of one task by one editor in %d release/next cycles, want 1", claims, cycles)
+	}
+	if hist := b.history(t, id); len(hist) != 2 {
+		t.Fatalf("%d events, want 2 (claimed, released)", len(hist))
+	}
+	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
+	var d taskDetail
+	wantJSON(t, res, http.StatusOK, &d)
+	t.Logf("%d release/next cycles: %d claims; GET /v1/tasks/%d answers %d bytes with %d events", cycles, claims, id, len(res.body), len(d.History))
+}
+
+// TestReasonControlCharacters: a reason is one line of text: a control
+// character (C0 with line breaks and tabs, DEL, C1) in the reason of a
+// release, a skip, a requeue or a cancel, one task or by filter, is 422 and
+// changes nothing.
+func TestReasonControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "news", 2)[0]
+	a := b.next(t, e.Token)
+	for _, bad := range []string{`a\u0000b`, `two\nlines`, `tab\there`, `bell\u0007`, `del\u007f`, `c1\u0085`, `csi\u009b2J`, `\r`} {
+		before := b.snapshot(t)
+		for _, c := range []struct{ path, token, body string }{
+			{fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d,"reason":"%s"}`, a.Fence, bad)},
+			{fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token, fmt.Sprintf(`{"fence":%d,"skip":true,"reason":"%s"}`, a.Fence, bad)},
+			{fmt.Sprintf("/v1/admin/tasks/%d/cancel", id+1), adminToken, fmt.Sprintf(`{"reason":"%s"}`, bad)},
+			{fmt.Sprintf("/v1/admin/tasks/%d/requeue", id+1), adminToken, fmt.Sprintf(`{"reason":"%s"}`, bad)},
+			{"/v1/admin/tasks/cancel", adminToken, fmt.Sprintf(`{"category":"news","reason":"%s"}`, bad)},
+			{"/v1/admin/tasks/requeue", adminToken, fmt.Sprintf(`{"category":"news","reason":"%s"}`, bad)},
+		} {
+			res := b.do(t, "POST", c.path, c.token, c.body)
+			wantError(t, res, http.StatusUnprocessableEntity, "invalid")
+			if !strings.Contains(string(res.body), "reason must not hold line breaks, tabs or other control characters: U+00") {
+				t.Errorf("%s %s: %s", c.path, bad, res.body)
+			}
+		}
+		b.unchanged(t, before)
+	}
+	// Text, quotes, markup and characters beyond Latin-1 are fine.
+	wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/release", a.Task.ID), e.Token,
+		fmt.Sprintf(`{"fence":%d,"reason":"zu lang – \"<b>\" ✓ 日本"}`, a.Fence)), http.StatusNoContent)
+	if hist := b.history(t, a.Task.ID); hist[len(hist)-1].Detail != `zu lang – "<b>" ✓ 日本` {
+		t.Errorf("reason kept as %q", hist[len(hist)-1].Detail)
 	}
 }
 
@@ -426,7 +504,7 @@ func TestGetTask(t *testing.T) {
 	wantJSON(t, res, http.StatusOK, &d)
 	wantKeys(t, res.body, "task", "status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
 		"attempts", "max_attempts", "run_after", "due_at", "key", "last_error", "created_at", "updated_at", "done_at",
-		"result", "history")
+		"result", "history", "history_more", "history_before")
 	if d.Task.ID != id || d.Status != "pending" || d.Fence != 0 || d.Holder != nil || d.EditorID != nil ||
 		d.AssignedAt != nil || d.LeaseExpiresAt != nil || d.Attempts != 0 || d.MaxAttempts != tasks.MaxAttemptsDefault ||
 		len(d.History) != 0 || string(d.Task.Payload) != `{"k":"v"}` || d.Result != nil || d.Key != nil || d.DueAt != nil {
@@ -503,15 +581,9 @@ type taskDetail struct {
 		SubmittedAt string          `json:"submitted_at"`
 		Result      json.RawMessage `json:"result"`
 	} `json:"result"`
-	History []struct {
-		ID       int64   `json:"id"`
-		Kind     string  `json:"kind"`
-		Fence    int64   `json:"fence"`
-		Holder   *string `json:"holder"`
-		EditorID *int64  `json:"editor_id"`
-		Detail   *string `json:"detail"`
-		At       string  `json:"at"`
-	} `json:"history"`
+	History       []event `json:"history"`
+	HistoryMore   bool    `json:"history_more"`
+	HistoryBefore *int64  `json:"history_before"`
 }
 
 func TestStats(t *testing.T) {

@@ -15,12 +15,14 @@
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
 //	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
 //	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
-//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its history
+//	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its latest
+//	                                              50 events {…, history, history_more, history_before}
+//	GET  /v1/tasks/{id}/events?before=&limit=  admin  → 200 {events, more, before}: older events, a page at a time
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
 //	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
-//	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
-//	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?} → 200 {matched, changed, more}
+//	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
+//	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
@@ -31,7 +33,8 @@
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
-//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204
+//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
+//	                                              for tasks.Config.ReleaseCooldown, or SkipFor with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
 //	GET  /metrics                         anyone  Config.Metrics, when set
@@ -127,6 +130,9 @@
 //     message gives the place, such as "[0].title" or "result.notes[2]");
 //     lengths in characters: category 1..64 (no leading or trailing spaces),
 //     title 1..512, editor name 1..128, reason at most MaxReasonLen;
+//   - a reason (release, skip, requeue, cancel, by filter too) is one line:
+//     no control character, C0 (U+0000..U+001F, line breaks and tabs
+//     included), DEL or C1 (U+0080..U+009F); the message names the first;
 //   - integers: priority fits in 32 bits, max_attempts 1..100, fence at least
 //     1, wait_ms not negative; a well-formed integer too big for 64 bits is
 //     422 too;

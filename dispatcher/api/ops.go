@@ -20,12 +20,39 @@ type changeRequest struct {
 	Reason string `json:"reason"`
 }
 
-// checkReason refuses a reason longer than the audit record keeps.
+// checkReason refuses a reason longer than the audit record keeps, and one
+// that is not a single line of text (see checkText).
 func checkReason(reason string) error {
 	if utf8.RuneCountInString(reason) > MaxReasonLen {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason must be at most %d characters", MaxReasonLen)
 	}
+	return checkText("reason", reason, false)
+}
+
+// checkText refuses control characters in s, the free text of field: C0
+// (U+0000..U+001F), DEL (U+007F) and C1 (U+0080..U+009F). Text of several
+// lines (multiline) may hold newlines and tabs; a single line may not. The
+// error names the first such character and where it is.
+func checkText(field, s string, multiline bool) error {
+	n := 0
+	for _, c := range s {
+		n++
+		if !isControl(c) || multiline && (c == '\n' || c == '\t') {
+			continue
+		}
+		what := "control characters"
+		if !multiline {
+			what = "line breaks, tabs or other control characters"
+		}
+		return errorf(http.StatusUnprocessableEntity, codeInvalid,
+			"%s must not hold %s: U+%04X at character %d", field, what, c, n)
+	}
 	return nil
+}
+
+// isControl reports whether c is a C0 or C1 control character, or DEL.
+func isControl(c rune) bool {
+	return c < 0x20 || c >= 0x7f && c <= 0x9f
 }
 
 // requeueTask puts a dead task back in the pool.
@@ -95,6 +122,9 @@ type bulkRequest struct {
 	// default tasks.BulkLimitDefault.
 	Limit  int    `json:"limit"`
 	Reason string `json:"reason"`
+	// DryRun counts and lists the tasks the call would change, and changes
+	// none.
+	DryRun bool `json:"dry_run"`
 }
 
 // bulkResponse reports a bulk action; the client calls again while more is
@@ -103,6 +133,8 @@ type bulkResponse struct {
 	Matched int  `json:"matched"`
 	Changed int  `json:"changed"`
 	More    bool `json:"more"`
+	// IDs lists the matched tasks of a dry run; absent otherwise.
+	IDs *[]int64 `json:"ids,omitempty"`
 }
 
 // requeueMatching requeues the dead tasks a filter selects, up to its limit.
@@ -124,7 +156,7 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
-	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Limit: req.Limit, Reason: req.Reason}
+	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Limit: req.Limit, Reason: req.Reason, DryRun: req.DryRun}
 	if req.CreatedBefore != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.CreatedBefore)
 		if err != nil {
@@ -141,6 +173,14 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 			a.log.WarnContext(r.Context(), "bulk "+op+" stopped", "changed", res.Changed, "err", err)
 		}
 		return err
+	}
+	if req.DryRun {
+		ids := res.IDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, More: res.More, IDs: &ids})
+		return nil
 	}
 	a.log.InfoContext(r.Context(), "bulk "+op, "category", req.Category, "ids", len(req.IDs),
 		"matched", res.Matched, "changed", res.Changed, "more", res.More)

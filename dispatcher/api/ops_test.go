@@ -219,3 +219,47 @@ func TestBulkRequeueAndCancel(t *testing.T) {
 		t.Errorf("%d cancelled events, want 250", n)
 	}
 }
+
+// TestBulkDryRun: dry_run counts and lists what a bulk action would change
+// and changes nothing; the listed ids, sent back with the filter, change
+// exactly those tasks, and not one that came to match in between.
+func TestBulkDryRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.addN(t, "bulk", 30)
+	b.makeDead(t, ids[:12]...)
+	type bulk struct {
+		Matched int     `json:"matched"`
+		Changed int     `json:"changed"`
+		More    bool    `json:"more"`
+		IDs     []int64 `json:"ids"`
+	}
+	before := b.snapshot(t)
+	var dry bulk
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/requeue", adminToken, `{"category":"bulk","dry_run":true}`), http.StatusOK, &dry)
+	if dry.Matched != 12 || dry.Changed != 0 || dry.More || len(dry.IDs) != 12 {
+		t.Fatalf("dry run: %+v, want 12 matched and listed, none changed", dry)
+	}
+	var limited bulk
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/cancel", adminToken, `{"category":"bulk","dry_run":true,"limit":10}`), http.StatusOK, &limited)
+	if limited.Matched != 10 || !limited.More || len(limited.IDs) != 10 {
+		t.Fatalf("dry run of cancel with limit 10: %+v, want 10 and more", limited)
+	}
+	var none bulk
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/requeue", adminToken, `{"category":"nothing","dry_run":true}`), http.StatusOK, &none)
+	if none.Matched != 0 || none.IDs == nil {
+		t.Fatalf("dry run matching nothing: %+v, want 0 and an empty list", none)
+	}
+	b.unchanged(t, before)
+
+	// Another task dies after the count: the confirmed call leaves it alone.
+	b.makeDead(t, ids[20])
+	var done bulk
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/requeue", adminToken, mustJSON(t, map[string]any{"category": "bulk", "ids": dry.IDs})), http.StatusOK, &done)
+	if done.Matched != 12 || done.Changed != 12 {
+		t.Fatalf("requeue of the counted ids: %+v", done)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'dead'`); n != 1 {
+		t.Fatalf("%d dead tasks left, want the one that died after the count", n)
+	}
+}

@@ -495,3 +495,16 @@ func (b *bundle) unchanged(t *testing.T, before snapshot) {
 		}
 	}
 }
+
+// history returns a task's events, oldest first.
+func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
+	t.Helper()
+	page, err := b.store.TaskEvents(context.Background(), tasks.TaskEventsParams{TaskID: id, Limit: tasks.EventsLimitMax})
+	if err != nil {
+		t.Fatalf("task history %d: %v", id, err)
+	}
+	if page.More {
+		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
+	}
+	return page.Events
+}

@@ -205,3 +205,118 @@ func TestRunAfterIsHonoured(t *testing.T) {
 		t.Errorf("assigned at %v, before its run_after %v", at, runAfter)
 	}
 }
+
+// event is an event of a task's history as the API answers it.
+type event struct {
+	ID       int64   `json:"id"`
+	Kind     string  `json:"kind"`
+	Fence    int64   `json:"fence"`
+	Holder   *string `json:"holder"`
+	EditorID *int64  `json:"editor_id"`
+	Detail   *string `json:"detail"`
+	At       string  `json:"at"`
+}
+
+// eventPage is the answer of GET /v1/tasks/{id}/events.
+type eventPage struct {
+	Events []event `json:"events"`
+	More   bool    `json:"more"`
+	Before *int64  `json:"before"`
+}
+
+// TestTaskHistoryPages: GET /v1/tasks/{id} carries the latest 50 events and a
+// cursor; GET /v1/tasks/{id}/events pages back from it through every older
+// event exactly once. Bad parameters are 400 or 422, an unknown task 404.
+func TestTaskHistoryPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.addN(t, "news", 1)[0]
+	quiet := b.addN(t, "news", 1)[0]
+	if _, err := b.db.Exec(`INSERT INTO task_events (task_id, kind, fence, holder, detail)
+SELECT ?, 'released', seq, 'w', CONCAT('e', seq) FROM seq_1_to_130`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	var d taskDetail
+	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, ""), http.StatusOK, &d)
+	if len(d.History) != 50 || !d.HistoryMore || d.HistoryBefore == nil {
+		t.Fatalf("detail: %d events, more %v, before %v; want the latest 50 and a cursor", len(d.History), d.HistoryMore, d.HistoryBefore)
+	}
+	first := eventPage{Events: d.History}
+	if first.Events[0].Fence != 81 || first.Events[49].Fence != 130 || first.Events[0].ID != *d.HistoryBefore {
+		t.Fatalf("detail's events: fences %d..%d, oldest id %d, cursor %d", first.Events[0].Fence, first.Events[49].Fence, first.Events[0].ID, *d.HistoryBefore)
+	}
+	seen := map[int64]bool{}
+	for _, ev := range first.Events {
+		seen[ev.Fence] = true
+	}
+	before, pages := *d.HistoryBefore, 0
+	for {
+		var p eventPage
+		wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d/events?before=%d&limit=30", id, before), adminToken, ""), http.StatusOK, &p)
+		pages++
+		for _, ev := range p.Events {
+			if seen[ev.Fence] {
+				t.Fatalf("event %d read twice", ev.Fence)
+			}
+			seen[ev.Fence] = true
+		}
+		if !p.More {
+			if p.Before != nil {
+				t.Fatalf("last page with a cursor %d", *p.Before)
+			}
+			break
+		}
+		before = *p.Before
+	}
+	if pages != 3 || len(seen) != 130 {
+		t.Fatalf("%d pages, %d distinct events; want 3 pages and 130", pages, len(seen))
+	}
+
+	var p eventPage
+	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d/events", quiet), adminToken, ""), http.StatusOK, &p)
+	if len(p.Events) != 0 || p.More || p.Before != nil {
+		t.Errorf("a task without events: %+v", p)
+	}
+	path := fmt.Sprintf("/v1/tasks/%d/events", id)
+	for _, c := range []struct {
+		query  string
+		status int
+	}{
+		{"?before=0", http.StatusUnprocessableEntity},
+		{"?before=-3", http.StatusUnprocessableEntity},
+		{"?limit=0", http.StatusUnprocessableEntity},
+		{"?limit=501", http.StatusUnprocessableEntity},
+		{"?limit=x", http.StatusUnprocessableEntity},
+		{"?cursor=1", http.StatusBadRequest},
+		{"?limit=1&limit=2", http.StatusBadRequest},
+	} {
+		res := b.do(t, "GET", path+c.query, adminToken, "")
+		if res.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.query, res.status, res.body, c.status)
+		}
+	}
+	wantError(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d/events", quiet+100), adminToken, ""), http.StatusNotFound, "not_found")
+	wantStatus(t, b.do(t, "GET", path, "", ""), http.StatusUnauthorized)
+}
+
+// TestTaskDetailIsBounded: a task with 3,001 events whose details are 1,024
+// control characters each (as written before reasons refused them, 6 bytes
+// each in JSON) answers GET /v1/tasks/{id} with its latest 50 events, not
+// megabytes.
+func TestTaskDetailIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.addN(t, "news", 1)[0]
+	if _, err := b.db.Exec(`INSERT INTO task_events (task_id, kind, fence, holder, detail)
+SELECT ?, 'released', seq, 'editor:1', REPEAT(CHAR(1), 1024) FROM seq_1_to_3001`, id); err != nil {
+		t.Fatal(err)
+	}
+	res := b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), adminToken, "")
+	var d taskDetail
+	wantJSON(t, res, http.StatusOK, &d)
+	t.Logf("GET /v1/tasks/%d of a task with 3,001 events: %d bytes, %d events", id, len(res.body), len(d.History))
+	if len(d.History) != 50 || !d.HistoryMore || len(res.body) > 400_000 {
+		t.Fatalf("%d events, more %v, %d bytes; want the latest 50 in at most 400 kB", len(d.History), d.HistoryMore, len(res.body))
+	}
+}

@@ -377,7 +377,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 			env[k.Env] = "7s"
 		case "dispatch.max_hold":
 			env[k.Env] = "1h"
-		case "dispatch.skip_for", "dispatch.poll_interval":
+		case "dispatch.skip_for", "dispatch.release_cooldown", "dispatch.poll_interval":
 		case "redis.node_timeout":
 			env[k.Env] = "7ms"
 		}

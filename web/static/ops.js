@@ -23,6 +23,7 @@
   var taskNext = null;
   var taskFilter = {};
   var taskOpen = 0;      // the task shown in the detail, or 0
+  var hist = { task: 0, events: [], before: null }; // the detail's audit trail: events oldest first, and the cursor of older ones
   var editorPages = [''];
   var editorNext = null;
   var editorOpen = 0;
@@ -525,16 +526,7 @@
       $('td-result-meta').textContent = 'submitted by ' + holderName(d.result.holder) + ' at ' + fmtTime(d.result.submitted_at) + ', fence ' + d.result.fence;
       $('td-result').textContent = json(d.result.result);
     }
-    var rows = d.history.map(function (ev) {
-      var tr = el('tr');
-      tr.appendChild(td(fmtTime(ev.at)));
-      tr.appendChild(td(ev.kind));
-      tr.appendChild(num(ev.fence));
-      tr.appendChild(td(ev.holder ? holderName(ev.holder) : '–'));
-      tr.appendChild(td(ev.detail || '', 'title'));
-      return tr;
-    });
-    replaceRows($('td-history').tBodies[0], rows.reverse()); // newest first
+    mergeHistory(d).then(function () { if (hist.task === t.id) { renderHistoryRows(); } });
 
     var acts = $('td-actions');
     if (acts.getAttribute('data-for') === t.id + ':' + d.status + ':' + d.fence) { return; } // keep a reason being typed
@@ -564,6 +556,132 @@
     if (d.status === 'dead') { change('requeue', 'Requeue', 'is back in the pool'); }
     if (d.status === 'pending') { change('cancel', 'Cancel task', 'was cancelled'); }
     acts.hidden = !acts.firstChild;
+  }
+
+  // --- a task's audit trail ---
+  // The detail answers the latest events and a cursor; "Show older events"
+  // pages back. A refresh adds the new events to those on screen; should
+  // more have come than the detail carries, the gap is read, or, when that
+  // is too long, the list starts from the latest again.
+  function mergeHistory(d) {
+    var latest = d.history;
+    var older = hist.task === d.task.id && hist.events.length && latest.length &&
+      hist.events[0].id < latest[0].id;
+    if (!older || !d.history_more) {
+      hist = { task: d.task.id, events: latest.slice(), before: d.history_before };
+      return Promise.resolve();
+    }
+    var known = hist.events[hist.events.length - 1].id;
+    var join = function (gap) {
+      var keep = hist.events.filter(function (ev) { return ev.id < latest[0].id; });
+      gap = gap.filter(function (ev) { return ev.id > known && ev.id < latest[0].id; });
+      hist.events = keep.concat(gap, latest);
+    };
+    if (latest[0].id <= known) { join([]); return Promise.resolve(); }
+    return call('GET', '/tasks/' + d.task.id + '/events?limit=500&before=' + latest[0].id).then(function (r) {
+      if (hist.task !== d.task.id) { return; }
+      if (r.status === 200 && (!r.data.more || r.data.events[0].id <= known)) {
+        join(r.data.events);
+      } else {
+        hist = { task: d.task.id, events: latest.slice(), before: d.history_before };
+      }
+    });
+  }
+
+  function renderHistoryRows() {
+    var rows = hist.events.map(function (ev) {
+      var tr = el('tr', { 'data-event': ev.id });
+      tr.appendChild(td(fmtTime(ev.at)));
+      tr.appendChild(td(ev.kind));
+      tr.appendChild(num(ev.fence));
+      tr.appendChild(td(ev.holder ? holderName(ev.holder) : '–'));
+      tr.appendChild(td(ev.detail || '', 'title'));
+      return tr;
+    });
+    replaceRows($('td-history').tBodies[0], rows.reverse()); // newest first
+    $('td-history-count').textContent = hist.events.length + (hist.before ? ' latest events shown' : (hist.events.length === 1 ? ' event' : ' events'));
+    $('td-older').hidden = !hist.before;
+  }
+
+  function loadOlder() {
+    var id = hist.task, before = hist.before;
+    if (!id || !before) { return Promise.resolve(); }
+    $('td-older').disabled = true;
+    return call('GET', '/tasks/' + id + '/events?limit=50&before=' + before).then(function (r) {
+      $('td-older').disabled = false;
+      if (hist.task !== id || !ok(r, 'Older events of task #' + id)) { return; }
+      hist.events = r.data.events.concat(hist.events.filter(function (ev) { return ev.id >= before; }));
+      hist.before = r.data.before;
+      renderHistoryRows();
+    });
+  }
+
+  // --- bulk actions ---
+  // The filter's bulk actions: a dry run counts and lists the tasks, the
+  // operator confirms (two presses), and the change names exactly those
+  // tasks, so one that came to match in between is left alone.
+  var bulkOps = {
+    requeue: { status: 'dead', verb: 'requeue', done: 'requeued', label: 'Requeue' },
+    cancel: { status: 'pending', verb: 'cancel', done: 'cancelled', label: 'Cancel' }
+  };
+
+  // bulkFilter is the applied filter as a bulk action's, or a reason why
+  // it cannot be one.
+  function bulkFilter() {
+    var f = taskFilter;
+    if (!f.category) { return { why: 'Filter by a category to act on all its tasks.' }; }
+    if (f.holder || f.key || f.created_after) { return { why: 'Bulk actions take the category, status and created-before filters only.' }; }
+    var body = { category: f.category };
+    if (f.created_before) { body.created_before = f.created_before; }
+    return { body: body };
+  }
+
+  function renderBulk() {
+    var bf = bulkFilter();
+    var st = taskFilter.status;
+    $('bulk-requeue').disabled = !!bf.why || !!st && st !== 'dead';
+    $('bulk-cancel').disabled = !!bf.why || !!st && st !== 'pending';
+    $('bulk-why').textContent = bf.why || (st && st !== 'dead' && st !== 'pending' ? 'Only dead tasks can be requeued, and only pending ones cancelled.' : '');
+    hideBulk();
+  }
+
+  function hideBulk() {
+    $('bulk-ask').hidden = true;
+    var b = $('bulk-confirm').querySelector('button');
+    if (b) { b.blur(); } // lets an armed question lapse, so refreshes go on
+    clear($('bulk-confirm'));
+  }
+
+  function askBulk(op) {
+    var o = bulkOps[op], bf = bulkFilter();
+    if (bf.why) { return Promise.resolve(); }
+    hideBulk();
+    var body = Object.assign({ dry_run: true, limit: 10000 }, bf.body);
+    return call('POST', '/admin/tasks/' + op, body).then(function (r) {
+      if (!ok(r, o.label + ' by filter')) { return; }
+      var n = r.data.matched, ids = r.data.ids;
+      var what = n + ' ' + o.status + ' task' + (n === 1 ? '' : 's') + ' in ' + bf.body.category +
+        (bf.body.created_before ? ' created before ' + fmtTime(bf.body.created_before) : '');
+      $('bulk-ask').hidden = false;
+      if (n === 0) {
+        $('bulk-count').textContent = 'No ' + o.status + ' task matches: nothing to ' + o.verb + '.';
+        return;
+      }
+      $('bulk-count').textContent = what + (r.data.more ? ' (and more: the first ' + n + ' of them)' : '') + ' will be ' + o.done + '.';
+      $('bulk-reason').value = '';
+      $('bulk-confirm').appendChild(confirmButton(o.label + ' ' + n + ' task' + (n === 1 ? '' : 's'), 'Confirm: ' + o.verb + ' ' + n, o.verb + ' ' + what, 'bulk:' + op, function () {
+        var change = Object.assign({ ids: ids, limit: ids.length, reason: $('bulk-reason').value }, bf.body);
+        return call('POST', '/admin/tasks/' + op, change).then(function (c) {
+          hideBulk();
+          if (ok(c, o.label + ' by filter')) {
+            notice(c.data.changed + ' of ' + n + ' ' + o.status + ' tasks ' + o.done +
+              (c.data.changed < n ? ' (the others had moved on since the count).' : '.'));
+          }
+          return loadTasks();
+        });
+      }));
+      $('bulk-confirm').querySelector('button').focus();
+    });
   }
 
   // --- editors ---
@@ -758,13 +876,19 @@
   $('task-filters').addEventListener('submit', function (e) {
     e.preventDefault();
     readFilters();
+    renderBulk();
     loadTasks();
   });
   $('f-reset').addEventListener('click', function () {
     $('task-filters').reset();
     readFilters();
+    renderBulk();
     loadTasks();
   });
+  $('bulk-requeue').addEventListener('click', function () { askBulk('requeue'); });
+  $('bulk-cancel').addEventListener('click', function () { askBulk('cancel'); });
+  $('bulk-dismiss').addEventListener('click', hideBulk);
+  $('td-older').addEventListener('click', loadOlder);
   $('tasks-older').addEventListener('click', function () {
     if (!taskNext) { return; }
     taskPages.push(taskNext);
@@ -801,5 +925,6 @@
   // At phone width the filters start folded, so that the list shows first.
   if (window.matchMedia('(max-width: 40rem)').matches) { $('filters-box').open = false; }
   readFilters();
+  renderBulk();
   route();
 }());
