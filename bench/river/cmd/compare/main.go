@@ -42,6 +42,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -94,7 +95,7 @@ type Report struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -246,7 +247,11 @@ func describe(r Result, jobs int) string {
 	if r.Failed > 0 {
 		s += fmt.Sprintf(", %d FAILED", r.Failed)
 	}
-	return s + fmt.Sprintf(", insert %.0f jobs/s", r.InsertPerSec)
+	s += fmt.Sprintf(", insert %.0f jobs/s, setup %.1fs, stop %.1fs", r.InsertPerSec, r.SetupSeconds, r.StopSeconds)
+	if r.Logged > 0 {
+		s += fmt.Sprintf("; logged %d warnings/errors, first: %s", r.Logged, r.FirstLogged)
+	}
+	return s
 }
 
 func printTable(w io.Writer, r *Report) {
@@ -288,7 +293,7 @@ func note(row Row, jobs int) string {
 		name string
 		rs   []Result
 	}{{"River", row.River}, {"taskd", row.Taskd}} {
-		var capped, starved, failed int
+		var capped, starved, failed, logged int
 		var done []string
 		for _, res := range side.rs {
 			if res.Capped {
@@ -299,6 +304,7 @@ func note(row Row, jobs int) string {
 				starved++
 			}
 			failed += int(res.Failed)
+			logged += int(res.Logged)
 		}
 		if capped > 0 {
 			notes = append(notes, fmt.Sprintf("%s capped in %d/%d (done %s of %d)", side.name, capped, len(side.rs), strings.Join(done, ", "), jobs))
@@ -308,6 +314,9 @@ func note(row Row, jobs int) string {
 		}
 		if failed > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d jobs failed", side.name, failed))
+		}
+		if logged > 0 {
+			notes = append(notes, fmt.Sprintf("%s logged %d warnings/errors", side.name, logged))
 		}
 	}
 	return strings.Join(notes, "; ")
@@ -394,7 +403,7 @@ func moduleVersion(path string) string {
 	return "(unknown version)"
 }
 
-// warnLogger is both sides' logger: warnings and errors to stderr.
+// warnLogger is River's migrator's logger: warnings and errors to stderr.
 func warnLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

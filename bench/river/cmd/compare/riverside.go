@@ -40,6 +40,7 @@ type riverSide struct {
 	client *river.Client[pgx.Tx]
 	ran    atomic.Int64
 	args   []river.InsertManyParams
+	logCounter
 }
 
 func newRiverSide(ctx context.Context, url string) (*riverSide, error) {
@@ -87,6 +88,7 @@ func (rs *riverSide) Reset(ctx context.Context, workers int) error {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	rs.ran.Store(0)
+	rs.reset()
 	ws := river.NewWorkers()
 	river.AddWorker(ws, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 		rs.ran.Add(1)
@@ -98,7 +100,7 @@ func (rs *riverSide) Reset(ctx context.Context, workers int) error {
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
 		Workers:           ws,
 		Schema:            rs.schema,
-		Logger:            warnLogger(),
+		Logger:            rs.logger(),
 	})
 	if err != nil {
 		rs.pool.Close()

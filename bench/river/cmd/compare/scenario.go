@@ -35,6 +35,9 @@ type subject interface {
 	// Durability describes the store's commit durability, read from the
 	// servers.
 	Durability(ctx context.Context) (string, error)
+	// Logged counts the warnings and errors the side's client logged since
+	// Reset, and gives the first.
+	Logged() (int64, string)
 	// Close drops what Reset made and closes the connections.
 	Close(ctx context.Context) error
 }
@@ -61,6 +64,14 @@ type Result struct {
 	// workers never waited for the producer.
 	MinBacklog *int64 `json:"min_backlog,omitempty"`
 	Failed     int64  `json:"failed"`
+	// Logged counts the warnings and errors the side logged during the
+	// run; FirstLogged is the first of them.
+	Logged      int64  `json:"logged,omitempty"`
+	FirstLogged string `json:"first_logged,omitempty"`
+	// SetupSeconds (reset and the initial insert) and StopSeconds are the
+	// harness's own time, outside the measurement.
+	SetupSeconds float64 `json:"setup_seconds"`
+	StopSeconds  float64 `json:"stop_seconds"`
 }
 
 // insertAll inserts n jobs in batches of insertBatch and returns the rate.
@@ -89,6 +100,7 @@ const (
 // then instead.
 func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.Duration) (Result, error) {
 	var r Result
+	setup := time.Now()
 	if err := s.Reset(ctx, workers); err != nil {
 		return r, fmt.Errorf("%s: reset: %w", s.Name(), err)
 	}
@@ -97,6 +109,7 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 		return r, err
 	}
 	start := time.Now()
+	r.SetupSeconds = start.Sub(setup).Seconds()
 	if err := s.Start(ctx); err != nil {
 		return r, fmt.Errorf("%s: start: %w", s.Name(), err)
 	}
@@ -105,7 +118,7 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 	// of the query that saw the last completion.
 	var end time.Time
 	measure := func() (finished bool, err error) {
-		for s.Handled() < int64(jobs) && time.Now().Before(deadline) {
+		for s.Handled() < int64(jobs) && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(handledPoll)
 		}
 		for {
@@ -114,8 +127,8 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 			if err != nil || left == 0 {
 				return err == nil, err
 			}
-			if end.After(deadline) {
-				return false, nil
+			if end.After(deadline) || ctx.Err() != nil {
+				return false, ctx.Err()
 			}
 			time.Sleep(committedPoll)
 		}
@@ -134,12 +147,15 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 	r.Seconds = end.Sub(start).Seconds()
 	r.Capped = !finished
 	r.JobsPerSec = float64(r.Jobs) / r.Seconds
+	stopping := time.Now()
 	if err := s.Stop(ctx); err != nil {
 		return r, fmt.Errorf("%s: stop: %w", s.Name(), err)
 	}
+	r.StopSeconds = time.Since(stopping).Seconds()
 	if r.Failed, err = s.Failed(ctx); err != nil {
 		return r, fmt.Errorf("%s: %w", s.Name(), err)
 	}
+	r.Logged, r.FirstLogged = s.Logged()
 	return r, nil
 }
 
@@ -159,6 +175,7 @@ const producerIdle = 2 * time.Millisecond
 // measures the completions committed during a window after a warm-up.
 func steady(ctx context.Context, s subject, workers int, st Steady) (Result, error) {
 	var r Result
+	setup := time.Now()
 	if err := s.Reset(ctx, workers); err != nil {
 		return r, fmt.Errorf("%s: reset: %w", s.Name(), err)
 	}
@@ -178,6 +195,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	)
 	inserted.Store(int64(st.Backlog))
 	minSeen.Store(-1)
+	r.SetupSeconds = time.Since(setup).Seconds()
 	producing.Go(func() {
 		for pctx.Err() == nil {
 			waiting := inserted.Load() - s.Handled()
@@ -203,7 +221,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	if err := s.Start(ctx); err != nil {
 		return r, fmt.Errorf("%s: start: %w", s.Name(), err)
 	}
-	time.Sleep(st.Warmup)
+	sleepCtx(ctx, st.Warmup)
 	windowOn.Store(true)
 	// Each count sees what was committed when its query started.
 	t0 := time.Now()
@@ -211,7 +229,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", s.Name(), err)
 	}
-	time.Sleep(st.Window - time.Since(t0))
+	sleepCtx(ctx, st.Window-time.Since(t0))
 	t1 := time.Now()
 	c1, err := s.Completed(ctx)
 	if err != nil {
@@ -228,11 +246,27 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	r.Jobs = c1 - c0
 	r.Seconds = t1.Sub(t0).Seconds()
 	r.JobsPerSec = float64(r.Jobs) / r.Seconds
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	stopping := time.Now()
 	if err := s.Stop(ctx); err != nil {
 		return r, fmt.Errorf("%s: stop: %w", s.Name(), err)
 	}
+	r.StopSeconds = time.Since(stopping).Seconds()
 	if r.Failed, err = s.Failed(ctx); err != nil {
 		return r, fmt.Errorf("%s: %w", s.Name(), err)
 	}
+	r.Logged, r.FirstLogged = s.Logged()
 	return r, nil
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

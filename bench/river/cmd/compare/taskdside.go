@@ -35,6 +35,7 @@ type taskdSide struct {
 	engine    *taskd.Engine
 	ran       atomic.Int64
 	batch     []tasks.NewTask
+	logCounter
 }
 
 func newTaskdSide(ctx context.Context, dsn, redisURL string) (*taskdSide, error) {
@@ -81,6 +82,7 @@ func (ts *taskdSide) Reset(ctx context.Context, workers int) error {
 		return fmt.Errorf("migrate %s: %w", name, err)
 	}
 	ts.ran.Store(0)
+	ts.reset()
 	noop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
 		ts.ran.Add(1)
 		return nil, nil
@@ -89,7 +91,7 @@ func (ts *taskdSide) Reset(ctx context.Context, workers int) error {
 		MySQL:  taskd.MySQLConfig{DSN: cfg.FormatDSN()},
 		Redis:  taskd.RedisConfig{Addrs: []string{ts.redisAddr}, DB: ts.redisDB, KeyPrefix: "taskd-river-" + suffix + ":"},
 		Worker: taskd.WorkerConfig{Concurrency: workers},
-	}, taskd.WithHandler(taskdCategory, noop), taskd.WithLogger(warnLogger()))
+	}, taskd.WithHandler(taskdCategory, noop), taskd.WithLogger(ts.logger()))
 	if err != nil {
 		return fmt.Errorf("new engine: %w", err)
 	}
