@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		workerArg = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
 		scenarios = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
 		jsonPath  = fs.String("json", "", "also write the results as JSON to this file")
+		flushLog  = fs.Int("innodb-flush-log-at-trx-commit", -1, "set the MySQL server's innodb_flush_log_at_trx_commit to this (0, 1 or 2) for the run and restore it after; -1 leaves it (1: an fsync per commit, as PostgreSQL's defaults)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,6 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no MySQL: set TASKD_TEST_MYSQL_DSN or pass -mysql")
 	case *redisURL == "":
 		return errors.New("no Redis: set TASKD_TEST_REDIS_URL or pass -redis")
+	case *flushLog < -1 || *flushLog > 2:
+		return errors.New("-innodb-flush-log-at-trx-commit must be -1, 0, 1 or 2")
 	case *rounds < 1 || *jobs < 1 || *capAfter <= 0 || *backlog < 1 || *batch < 1 || *warmup < 0 || *window <= 0:
 		return errors.New("-rounds, -jobs, -cap, -backlog, -batch and -window must be positive, -warmup at least 0")
 	}
@@ -162,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = rs.Close(context.WithoutCancel(ctx)) }()
-	ts, err := newTaskdSide(ctx, *mysqlDSN, *redisURL)
+	ts, err := newTaskdSide(ctx, *mysqlDSN, *redisURL, *flushLog)
 	if err != nil {
 		return err
 	}

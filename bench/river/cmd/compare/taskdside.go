@@ -36,9 +36,16 @@ type taskdSide struct {
 	ran       atomic.Int64
 	batch     []tasks.NewTask
 	logCounter
+	// flushLog is the server's innodb_flush_log_at_trx_commit to restore
+	// on Close, or -1.
+	flushLog int
 }
 
-func newTaskdSide(ctx context.Context, dsn, redisURL string) (*taskdSide, error) {
+// newTaskdSide connects to the MySQL server of dsn. With flushLog 0, 1 or 2
+// it sets the server's innodb_flush_log_at_trx_commit to it until Close
+// (1: the redo log fsynced at every commit, as PostgreSQL's WAL is at its
+// defaults); with -1 it leaves the server as it is.
+func newTaskdSide(ctx context.Context, dsn, redisURL string, flushLog int) (*taskdSide, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse mysql dsn: %w", err)
@@ -47,10 +54,22 @@ func newTaskdSide(ctx context.Context, dsn, redisURL string) (*taskdSide, error)
 	if err != nil {
 		return nil, fmt.Errorf("parse redis url: %w", err)
 	}
-	ts := &taskdSide{dsn: cfg.Clone(), redisAddr: ropt.Addr, redisDB: ropt.DB}
+	ts := &taskdSide{dsn: cfg.Clone(), redisAddr: ropt.Addr, redisDB: ropt.DB, flushLog: -1}
 	ts.dsn.DBName = ""
 	if ts.admin, err = tasks.Open(ctx, ts.dsn.FormatDSN()); err != nil {
 		return nil, fmt.Errorf("connect to mysql: %w", err)
+	}
+	if flushLog >= 0 {
+		var old int
+		err := ts.admin.GetContext(ctx, &old, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+		if err == nil {
+			_, err = ts.admin.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = ?", flushLog)
+		}
+		if err != nil {
+			_ = ts.admin.Close()
+			return nil, fmt.Errorf("set innodb_flush_log_at_trx_commit: %w", err)
+		}
+		ts.flushLog = old
 	}
 	return ts, nil
 }
@@ -181,6 +200,11 @@ func (ts *taskdSide) dropDB(ctx context.Context) error {
 
 func (ts *taskdSide) Close(ctx context.Context) error {
 	err := errors.Join(ts.Stop(ctx), ts.dropDB(ctx))
+	if ts.flushLog >= 0 {
+		if _, serr := ts.admin.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = ?", ts.flushLog); serr != nil {
+			err = errors.Join(err, fmt.Errorf("restore innodb_flush_log_at_trx_commit: %w", serr))
+		}
+	}
 	_ = ts.admin.Close()
 	return err
 }
