@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,5 +141,31 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		} else if out.Len() != 0 {
 			t.Errorf("run(%q) printed a table after refusing: %s", args, out.String())
 		}
+	}
+}
+
+// TestSummarizeLeavesOutEmptyRounds: a round in which a side completed
+// nothing has no ratio (not +Inf, which JSON cannot carry), and the note
+// says so.
+func TestSummarizeLeavesOutEmptyRounds(t *testing.T) {
+	row := Row{Scenario: "steady", Workers: 1000,
+		River: []Result{{JobsPerSec: 2000, Jobs: 8000}, {JobsPerSec: 0, Jobs: 0}, {JobsPerSec: 1000, Jobs: 4000}},
+		Taskd: []Result{{JobsPerSec: 100, Jobs: 400}, {JobsPerSec: 50, Jobs: 200}, {JobsPerSec: 200, Jobs: 800}},
+	}
+	row.summarize()
+	if want := []float64{0.05, 0.2}; !slices.Equal(row.RoundRatios, want) {
+		t.Errorf("round ratios %v, want %v", row.RoundRatios, want)
+	}
+	if row.Ratio != 0.125 || row.RiverJobsPerSec != 1000 || row.TaskdJobsPerSec != 100 {
+		t.Errorf("ratio %v, River %v, taskd %v; want 0.125, 1000, 100", row.Ratio, row.RiverJobsPerSec, row.TaskdJobsPerSec)
+	}
+	if row.Met == nil || *row.Met || row.Target != 1 {
+		t.Errorf("target %v met %v, want 1 and not met", row.Target, row.Met)
+	}
+	if _, err := json.Marshal(row); err != nil {
+		t.Errorf("marshal: %v", err)
+	}
+	if n := note(row, 100_000); !strings.Contains(n, "River completed nothing in 1/3") {
+		t.Errorf("note %q does not name the empty round", n)
 	}
 }

@@ -60,7 +60,9 @@ type Row struct {
 	// RiverJobsPerSec and TaskdJobsPerSec are the medians of the rounds.
 	RiverJobsPerSec float64 `json:"river_jobs_per_sec"`
 	TaskdJobsPerSec float64 `json:"taskd_jobs_per_sec"`
-	// Ratio is the median of the per-round ratios taskd/River.
+	// Ratio is the median of the per-round ratios taskd/River. A round in
+	// which a side completed nothing has no ratio and is left out; with no
+	// round left, Ratio is 0.
 	Ratio       float64   `json:"ratio_taskd_river"`
 	RoundRatios []float64 `json:"round_ratios"`
 	// Target is the ratio (h) wants, 0 where it sets none; Met says
@@ -113,11 +115,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		quick     = fs.Bool("quick", false, "a short smoke run: 10,000 jobs, 1 round, short windows (not figures to quote)")
 		rounds    = fs.Int("rounds", 3, "rounds of every scenario")
 		jobs      = fs.Int("jobs", 100_000, "burn-down: jobs inserted before the workers start")
-		capAfter  = fs.Duration("cap", 10*time.Second, "burn-down: a side still at it after this is measured over what it completed")
+		capAfter  = fs.Duration("cap", 8*time.Second, "burn-down: a side still at it after this is measured over what it completed")
 		backlog   = fs.Int("backlog", 10_000, "steady: jobs the producer keeps waiting")
 		batch     = fs.Int("batch", 1_000, "steady: jobs per insert of the producer")
 		warmup    = fs.Duration("warmup", 2*time.Second, "steady: time before the window opens")
-		window    = fs.Duration("window", 5*time.Second, "steady: time measured")
+		window    = fs.Duration("window", 4*time.Second, "steady: time measured")
 		workerArg = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
 		scenarios = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
 		jsonPath  = fs.String("json", "", "also write the results as JSON to this file")
@@ -215,19 +217,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				}
 				fmt.Fprintf(stderr, "  round %d  %-9s %5d workers  %-5s %s\n", round+1, row.Scenario, row.Workers, s.Name(), describe(res, *jobs))
 			}
-			row.RoundRatios = append(row.RoundRatios, row.Taskd[round].JobsPerSec/row.River[round].JobsPerSec)
 		}
 	}
 	for i := range report.Rows {
-		row := &report.Rows[i]
-		row.RiverJobsPerSec = median(perSec(row.River))
-		row.TaskdJobsPerSec = median(perSec(row.Taskd))
-		row.Ratio = median(row.RoundRatios)
-		if row.Workers >= 100 {
-			row.Target = targetRatio
-			met := row.Ratio >= targetRatio
-			row.Met = &met
-		}
+		report.Rows[i].summarize()
 	}
 	report.Seconds = time.Since(began).Seconds()
 
@@ -236,6 +229,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return writeJSON(*jsonPath, &report)
 	}
 	return nil
+}
+
+// summarize sets the medians, the per-round ratios and the target of a
+// row whose rounds have run.
+func (row *Row) summarize() {
+	row.RiverJobsPerSec = median(perSec(row.River))
+	row.TaskdJobsPerSec = median(perSec(row.Taskd))
+	row.RoundRatios = nil
+	for i := range min(len(row.River), len(row.Taskd)) {
+		if t, r := row.Taskd[i].JobsPerSec, row.River[i].JobsPerSec; t > 0 && r > 0 {
+			row.RoundRatios = append(row.RoundRatios, t/r)
+		}
+	}
+	row.Ratio = 0
+	if len(row.RoundRatios) > 0 {
+		row.Ratio = median(row.RoundRatios)
+	}
+	row.Target, row.Met = 0, nil
+	if row.Workers >= 100 {
+		row.Target = targetRatio
+		met := row.Ratio >= targetRatio
+		row.Met = &met
+	}
 }
 
 // describe says what one run measured, for the progress lines.
@@ -273,9 +289,12 @@ func printTable(w io.Writer, r *Report) {
 		if row.Met != nil {
 			target = fmt.Sprintf(">= %.1f %s", row.Target, metWord(*row.Met))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%.3f..%.3f\t%s\t%s\t%s\n", row.Scenario, row.Workers,
-			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, slices.Min(row.RoundRatios), slices.Max(row.RoundRatios),
-			target, durability, note(row, r.Jobs))
+		spread := "-"
+		if len(row.RoundRatios) > 0 {
+			spread = fmt.Sprintf("%.3f..%.3f", slices.Min(row.RoundRatios), slices.Max(row.RoundRatios))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t%s\t%s\n", row.Scenario, row.Workers,
+			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, spread, target, durability, note(row, r.Jobs))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "River's store: %s\ntaskd's store: %s\n", r.RiverStore, r.TaskdStore)
@@ -296,7 +315,7 @@ func note(row Row, jobs int) string {
 		name string
 		rs   []Result
 	}{{"River", row.River}, {"taskd", row.Taskd}} {
-		var capped, starved, failed, logged int
+		var capped, starved, failed, logged, none int
 		var done []string
 		for _, res := range side.rs {
 			if res.Capped {
@@ -308,6 +327,12 @@ func note(row Row, jobs int) string {
 			}
 			failed += int(res.Failed)
 			logged += int(res.Logged)
+			if res.Jobs == 0 {
+				none++
+			}
+		}
+		if none > 0 {
+			notes = append(notes, fmt.Sprintf("%s completed nothing in %d/%d (no ratio for that round)", side.name, none, len(side.rs)))
 		}
 		if capped > 0 {
 			notes = append(notes, fmt.Sprintf("%s capped in %d/%d (done %s of %d)", side.name, capped, len(side.rs), strings.Join(done, ", "), jobs))
