@@ -290,15 +290,19 @@ server_ok() {
 	esac
 }
 
-# all_up: state exists, lists every server, and each one answers.
+# all_up: state exists, lists every server (PostgreSQL when asked for), and each one answers.
 all_up() {
-	local kind name port n=0
+	local kind name port n=0 pg=0
 	[[ -d $(state_tmpdir) ]] || return 1
 	while read -r kind name port; do
 		server_ok "$kind" "$name" "$port" || return 1
-		n=$((n + 1))
+		if [[ $kind == postgres ]]; then
+			pg=1 # up already: fine whether or not this `up` asks for it
+		else
+			n=$((n + 1))
+		fi
 	done < <(servers)
-	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2 + POSTGRES_WANTED))
+	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2 && pg >= POSTGRES_WANTED))
 }
 
 # ---------------------------------------------------------------------------
