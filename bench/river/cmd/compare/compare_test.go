@@ -115,12 +115,14 @@ func TestMedian(t *testing.T) {
 
 func TestShortDurability(t *testing.T) {
 	for in, want := range map[string]string{
-		"PostgreSQL 15: fsync=on, synchronous_commit=on, full_page_writes=on":                "pg: WAL fsync per commit",
-		"PostgreSQL 15: fsync=on, synchronous_commit=off, full_page_writes=on":               "pg: WAL fsync deferred",
-		"PostgreSQL 15: fsync=off, synchronous_commit=on, full_page_writes=on":               "pg: no fsync",
-		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1":              "innodb: redo fsync per commit",
-		"MariaDB 10.11: innodb_flush_log_at_trx_commit=2, innodb_doublewrite=0":              "innodb: redo written per commit, fsync ~1/s",
-		"MariaDB 10.11: innodb_flush_log_at_trx_commit=0, innodb_doublewrite=0, sync_binlog": "innodb: redo written and fsync ~1/s",
+		"PostgreSQL 15: fsync=on, synchronous_commit=on, full_page_writes=on":                                 "pg: WAL fsync per commit",
+		"PostgreSQL 15: fsync=on, synchronous_commit=off, full_page_writes=on":                                "pg: WAL fsync deferred",
+		"PostgreSQL 15: fsync=off, synchronous_commit=on, full_page_writes=on":                                "pg: no fsync",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1":                               "innodb: fsync per commit",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1, binary log on, sync_binlog=1": "innodb: fsync per commit",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1, binary log on, sync_binlog=0": "innodb: redo fsync per commit, binlog not",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=2, innodb_doublewrite=0":                               "innodb: redo written per commit, fsync ~1/s",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=0, innodb_doublewrite=0, sync_binlog":                  "innodb: redo written and fsync ~1/s",
 	} {
 		if got := shortDurability(in); got != want {
 			t.Errorf("shortDurability(%q) = %q, want %q", in, got, want)

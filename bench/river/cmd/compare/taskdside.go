@@ -36,16 +36,28 @@ type taskdSide struct {
 	ran       atomic.Int64
 	batch     []tasks.NewTask
 	logCounter
-	// flushLog is the server's innodb_flush_log_at_trx_commit to restore
-	// on Close, or -1.
-	flushLog int
+	// restore is the server's settings to put back on Close, when
+	// newTaskdSide changed them.
+	restore *syncSettings
 }
 
-// newTaskdSide connects to the MySQL server of dsn. With flushLog 0, 1 or 2
-// it sets the server's innodb_flush_log_at_trx_commit to it until Close
-// (1: the redo log fsynced at every commit, as PostgreSQL's WAL is at its
-// defaults); with -1 it leaves the server as it is.
-func newTaskdSide(ctx context.Context, dsn, redisURL string, flushLog int) (*taskdSide, error) {
+// syncSettings are the MySQL server's settings that decide whether a
+// commit is fsynced.
+type syncSettings struct {
+	FlushLog   int `db:"flush_log"`   // innodb_flush_log_at_trx_commit
+	SyncBinlog int `db:"sync_binlog"` // sync_binlog
+}
+
+func (s syncSettings) set(ctx context.Context, db *sqlx.DB) error {
+	_, err := db.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = ?, GLOBAL sync_binlog = ?", s.FlushLog, s.SyncBinlog)
+	return err
+}
+
+// newTaskdSide connects to the MySQL server of dsn. With syncCommits it
+// sets the server's innodb_flush_log_at_trx_commit and sync_binlog to 1
+// until Close, so that every commit is fsynced, as PostgreSQL's are at its
+// defaults; else it leaves the server as it is.
+func newTaskdSide(ctx context.Context, dsn, redisURL string, syncCommits bool) (*taskdSide, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse mysql dsn: %w", err)
@@ -54,22 +66,22 @@ func newTaskdSide(ctx context.Context, dsn, redisURL string, flushLog int) (*tas
 	if err != nil {
 		return nil, fmt.Errorf("parse redis url: %w", err)
 	}
-	ts := &taskdSide{dsn: cfg.Clone(), redisAddr: ropt.Addr, redisDB: ropt.DB, flushLog: -1}
+	ts := &taskdSide{dsn: cfg.Clone(), redisAddr: ropt.Addr, redisDB: ropt.DB}
 	ts.dsn.DBName = ""
 	if ts.admin, err = tasks.Open(ctx, ts.dsn.FormatDSN()); err != nil {
 		return nil, fmt.Errorf("connect to mysql: %w", err)
 	}
-	if flushLog >= 0 {
-		var old int
-		err := ts.admin.GetContext(ctx, &old, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+	if syncCommits {
+		var old syncSettings
+		err := ts.admin.GetContext(ctx, &old, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit AS flush_log, @@GLOBAL.sync_binlog AS sync_binlog")
 		if err == nil {
-			_, err = ts.admin.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = ?", flushLog)
+			err = syncSettings{FlushLog: 1, SyncBinlog: 1}.set(ctx, ts.admin)
 		}
 		if err != nil {
 			_ = ts.admin.Close()
-			return nil, fmt.Errorf("set innodb_flush_log_at_trx_commit: %w", err)
+			return nil, fmt.Errorf("set innodb_flush_log_at_trx_commit and sync_binlog: %w", err)
 		}
-		ts.flushLog = old
+		ts.restore = &old
 	}
 	return ts, nil
 }
@@ -200,9 +212,9 @@ func (ts *taskdSide) dropDB(ctx context.Context) error {
 
 func (ts *taskdSide) Close(ctx context.Context) error {
 	err := errors.Join(ts.Stop(ctx), ts.dropDB(ctx))
-	if ts.flushLog >= 0 {
-		if _, serr := ts.admin.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = ?", ts.flushLog); serr != nil {
-			err = errors.Join(err, fmt.Errorf("restore innodb_flush_log_at_trx_commit: %w", serr))
+	if ts.restore != nil {
+		if serr := ts.restore.set(ctx, ts.admin); serr != nil {
+			err = errors.Join(err, fmt.Errorf("restore innodb_flush_log_at_trx_commit and sync_binlog: %w", serr))
 		}
 	}
 	_ = ts.admin.Close()
