@@ -3,6 +3,7 @@
 # Overrides: make test TESTFLAGS='-run TestObtain -v' PKG=./locker/...
 #            make bench BENCH=Claim BENCHFLAGS='-benchtime=5s'
 #            make bench BENCHARGS=-quick   (taskd-bench's flags: a short smoke run)
+#            make bench RIVERARGS='-rounds 1'   (the River comparison's flags; -quick follows BENCHARGS)
 #            make chaos CHAOSFLAGS='-editors 50 -dir /tmp/chaos'
 
 GO         ?= go
@@ -12,6 +13,7 @@ TESTFLAGS  ?=
 BENCH      ?= .
 BENCHFLAGS ?=
 BENCHARGS  ?=
+RIVERARGS  ?= $(filter -quick,$(BENCHARGS))
 CHAOSFLAGS ?=
 # `make run` gets its own set of servers, so it can run beside `make test` (16300).
 RUN_PORT_BASE ?= 26300
@@ -30,13 +32,14 @@ help: ## List the targets
 test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
 
-bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison and the Go benchmarks (JSON in bin/), with the services (and the MariaDB replica) up
+bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
-	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
+	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_SERVICES_POSTGRES=1 scripts/with-services.sh sh -c '\
 		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
 		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_MYSQL_REPLICA_DSN="$$TASKD_TEST_MYSQL_REPLICA_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
 			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json $(BENCHARGS) && \
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
+		(cd bench/river && $(GO) run ./cmd/compare -json ../../bin/taskd-vs-river.json $(RIVERARGS)) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
 
 chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests (own servers; JSON in bin/chaos.json)

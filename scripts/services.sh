@@ -13,18 +13,23 @@
 #   MariaDB replica    base+7             (16307), replicating from the primary over GTID
 #                      only the databases named taskd_r_*, so the other tests' writes
 #                      cost it nothing; read-only for all but the taskd user
+#   PostgreSQL         base+32            (16332), only with TASKD_SERVICES_POSTGRES=1
+#                      (`make bench`: River's baseline); database taskd_test, user
+#                      taskd/taskd; durable defaults (fsync, synchronous_commit on)
 #
 # The base is TASKD_SERVICES_PORT_BASE (default 16300), so two sets can run side by
 # side (`make run` uses 26300). The script remembers what it started in the state
 # directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
 # exactly those processes and removes their files.
 #
-# Missing servers are installed with apt-get when running as root, and so are
+# Missing servers are installed with apt-get when running as root (postgresql only
+# when TASKD_SERVICES_POSTGRES=1; as root it runs as the postgres user), and so are
 # Prometheus (prometheus, promtool), which the deploy/ tests run themselves, and
 # chromium and firefox-esr, the browsers of the web tests.
 #
 #   up      start everything (no-op if already up), wait until every server answers,
-#           then print the environment (as `env` does) on stdout
+#           then print the environment (as `env` does) on stdout; with
+#           TASKD_SERVICES_POSTGRES=1 PostgreSQL too (TASKD_TEST_POSTGRES_URL)
 #   down    stop what `up` started and remove its files; safe when nothing is up
 #   env     print `export` lines for the tests: eval "$(scripts/services.sh env)"
 #   status  say what is running
@@ -54,6 +59,9 @@ CLUSTER_PORTS=($((PORT_BASE + 90)) $((PORT_BASE + 91)) $((PORT_BASE + 92)))
 # ports (16390 + 10000 = 26390, a cluster node of `make run`'s base 26300).
 CLUSTER_BUS_OFFSET=100
 MYSQL_PORT=$((PORT_BASE + 6))
+POSTGRES_PORT=$((PORT_BASE + 32))
+# 1: `up` starts PostgreSQL as well (and installs it when missing).
+POSTGRES_WANTED=${TASKD_SERVICES_POSTGRES:-0}
 REPLICA_PORT=$((PORT_BASE + 7))
 # The databases the replica applies: tests that need a replica create theirs so.
 REPLICA_DATABASES='taskd\_r\_%'
@@ -61,6 +69,13 @@ REPLICA_DATABASES='taskd\_r\_%'
 MYSQL_USER=taskd
 MYSQL_PASSWORD=taskd
 MYSQL_DATABASE=taskd_test
+
+POSTGRES_USER=taskd
+POSTGRES_PASSWORD=taskd
+POSTGRES_DATABASE=taskd_test
+# The system user PostgreSQL runs as when this script runs as root, which
+# initdb and postgres refuse to be.
+POSTGRES_OS_USER=postgres
 
 POLICY_RC=/usr/sbin/policy-rc.d
 POLICY_RC_CREATED=0 # 1 while this script's own policy-rc.d is in place
@@ -116,6 +131,7 @@ find_binaries() {
 	CHROMIUM=$(first_cmd chromium chromium-browser) || CHROMIUM=
 	# The second browser they drive (Debian's firefox-esr, over WebDriver BiDi).
 	FIREFOX=$(first_cmd firefox-esr firefox) || FIREFOX=
+	find_postgres
 }
 
 # missing_packages prints the Debian packages whose binaries are not found.
@@ -128,6 +144,9 @@ missing_packages() {
 	[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
 	[[ -n $CHROMIUM ]] || missing+=(chromium)
 	[[ -n $FIREFOX ]] || missing+=(firefox-esr)
+	if ((POSTGRES_WANTED)); then
+		[[ -n $PG_BIN ]] || missing+=(postgresql)
+	fi
 	echo "${missing[*]}"
 }
 
@@ -166,6 +185,24 @@ ensure_packages() {
 	find_binaries
 	missing=$(missing_packages)
 	[[ -z $missing ]] || die "still missing after apt-get install: $missing"
+}
+
+# find_postgres sets PG_BIN to the directory of postgres, initdb and psql: Debian's
+# newest /usr/lib/postgresql/<version>/bin, else the directory of postgres on PATH.
+find_postgres() {
+	local dir
+	PG_BIN=
+	for dir in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -t/ -k4,4 -rn); do
+		if [[ -x $dir/postgres && -x $dir/initdb && -x $dir/psql ]]; then
+			PG_BIN=$dir
+			return 0
+		fi
+	done
+	dir=$(first_cmd postgres) || return 0
+	dir=$(dirname "$(readlink -f "$dir")")
+	if [[ -x $dir/initdb && -x $dir/psql ]]; then
+		PG_BIN=$dir
+	fi
 }
 
 # ---------------------------------------------------------------------------
@@ -234,6 +271,12 @@ replica_ok() {
 	grep -q 'Slave_IO_Running: Yes' <<<"$status" && grep -q 'Slave_SQL_Running: Yes' <<<"$status"
 }
 
+# postgres_ok PORT: the server answers the taskd user over TCP.
+postgres_ok() {
+	[[ $(PGPASSWORD=$POSTGRES_PASSWORD PGCONNECT_TIMEOUT=2 "$PG_BIN/psql" -X -h "$HOST" -p "$1" \
+		-U "$POSTGRES_USER" -d "$POSTGRES_DATABASE" -Atc 'SELECT 1' 2>/dev/null) == 1 ]]
+}
+
 # server_ok KIND NAME PORT: the recorded server runs and answers.
 server_ok() {
 	server_pid "$2" >/dev/null || return 1
@@ -242,19 +285,24 @@ server_ok() {
 	cluster) redis_ping "$3" && cluster_ok "$3" ;;
 	mariadb) mysql_ok "$3" ;;
 	replica) mysql_ok "$3" ;;
+	postgres) postgres_ok "$3" ;;
 	*) return 1 ;;
 	esac
 }
 
-# all_up: state exists, lists every server, and each one answers.
+# all_up: state exists, lists every server (PostgreSQL when asked for), and each one answers.
 all_up() {
-	local kind name port n=0
+	local kind name port n=0 pg=0
 	[[ -d $(state_tmpdir) ]] || return 1
 	while read -r kind name port; do
 		server_ok "$kind" "$name" "$port" || return 1
-		n=$((n + 1))
+		if [[ $kind == postgres ]]; then
+			pg=1 # up already: fine whether or not this `up` asks for it
+		else
+			n=$((n + 1))
+		fi
 	done < <(servers)
-	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2))
+	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2 && pg >= POSTGRES_WANTED))
 }
 
 # ---------------------------------------------------------------------------
@@ -376,6 +424,62 @@ setup_mariadb() {
 	wait_for "$name" mysql_ok "$port"
 }
 
+# as_postgres prints, one a line, the command prefix that runs a program as the
+# PostgreSQL user: the postgres system user when root (setpriv execs, so a spawned
+# server keeps the pid), else nothing.
+as_postgres() {
+	if ((EUID == 0)); then
+		printf '%s\n' setpriv --reuid="$POSTGRES_OS_USER" --regid="$POSTGRES_OS_USER" --init-groups
+	fi
+}
+
+# start_postgres initializes a PostgreSQL cluster in the set's directory and starts
+# it on POSTGRES_PORT, durable as PostgreSQL's defaults are: every commit waits for
+# its WAL to be fsynced (fsync, synchronous_commit, full_page_writes on).
+start_postgres() {
+	local name=postgres dir as=()
+	dir=$(state_tmpdir)/$name
+	mkdir -p "$dir"
+	mapfile -t as < <(as_postgres)
+	if ((EUID == 0)); then
+		id "$POSTGRES_OS_USER" >/dev/null 2>&1 || die "no '$POSTGRES_OS_USER' user to run PostgreSQL as (Debian's postgresql package makes it)"
+		# The postgres user must reach its directory inside the set's (mode 0700).
+		chmod 0711 "$(state_tmpdir)"
+		chown "$POSTGRES_OS_USER:" "$dir"
+	fi
+	(umask 077 && echo "$POSTGRES_PASSWORD" >"$dir/pwfile")
+	if ((EUID == 0)); then
+		chown "$POSTGRES_OS_USER:" "$dir/pwfile"
+	fi
+	log "initializing the $name data directory"
+	if ! "${as[@]}" "$PG_BIN/initdb" -D "$dir/data" -U "$POSTGRES_USER" --pwfile="$dir/pwfile" \
+		--auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C \
+		>>"$dir/server.log" 2>&1; then
+		show_log "$name"
+		die "initdb failed; see $dir/server.log"
+	fi
+	rm -f "$dir/pwfile"
+	spawn "$name" postgres "${as[@]}" "$PG_BIN/postgres" -D "$dir/data" \
+		-c listen_addresses="$HOST" -c port="$POSTGRES_PORT" \
+		-c unix_socket_directories="$dir" -c max_connections=200 \
+		-c fsync=on -c synchronous_commit=on -c full_page_writes=on \
+		-c shared_buffers=256MB -c timezone=UTC
+	echo "postgres $name $POSTGRES_PORT" >>"$STATE_DIR/servers"
+}
+
+# setup_postgres creates the test database once the server takes connections.
+setup_postgres() {
+	local name=postgres dir
+	dir=$(state_tmpdir)/$name
+	wait_for "$name" "$PG_BIN/pg_isready" -q -h "$dir" -p "$POSTGRES_PORT"
+	if ! "$PG_BIN/psql" -X -q -h "$dir" -p "$POSTGRES_PORT" -U "$POSTGRES_USER" -d postgres \
+		-c "CREATE DATABASE $POSTGRES_DATABASE" >>"$dir/server.log" 2>&1; then
+		show_log "$name"
+		die "creating the PostgreSQL database failed; see $dir/server.log"
+	fi
+	wait_for "$name" postgres_ok "$POSTGRES_PORT"
+}
+
 create_cluster() {
 	local nodes=() port
 	for port in "${CLUSTER_PORTS[@]}"; do
@@ -395,9 +499,12 @@ create_cluster() {
 
 # check_ports fails if anything already listens on a port this set needs.
 check_ports() {
-	local entry port what
-	for entry in "main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" "MariaDB replica:$REPLICA_PORT" \
-		"${REDLOCK_PORTS[@]/#/Redlock master:}" "${CLUSTER_PORTS[@]/#/cluster node:}"; do
+	local entry port what entries=("main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" "MariaDB replica:$REPLICA_PORT" \
+		"${REDLOCK_PORTS[@]/#/Redlock master:}" "${CLUSTER_PORTS[@]/#/cluster node:}")
+	if ((POSTGRES_WANTED)); then
+		entries+=("PostgreSQL:$POSTGRES_PORT")
+	fi
+	for entry in "${entries[@]}"; do
 		what=${entry%:*}
 		port=${entry##*:}
 		if [[ $what == "cluster node" ]]; then
@@ -461,6 +568,9 @@ cmd_up() {
 	start_mariadb replica replica "$REPLICA_PORT" --innodb-buffer-pool-size=128M \
 		--server-id=2 --skip-log-bin --read-only \
 		--replicate-wild-do-table="$REPLICA_DATABASES.%"
+	if ((POSTGRES_WANTED)); then
+		start_postgres
+	fi
 	setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;"
 	setup_mariadb replica "$REPLICA_PORT" "
 		CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MYSQL_PORT,
@@ -471,9 +581,14 @@ cmd_up() {
 
 	local kind name port
 	while read -r kind name port; do
-		[[ $kind == mariadb || $kind == replica ]] || wait_for "$name" redis_ping "$port"
+		if [[ $kind == redis || $kind == cluster ]]; then
+			wait_for "$name" redis_ping "$port"
+		fi
 	done < <(servers)
 	create_cluster
+	if ((POSTGRES_WANTED)); then
+		setup_postgres
+	fi
 
 	STARTING=0
 	log "all up in $((SECONDS - start))s"
@@ -490,7 +605,8 @@ stop_servers() {
 	local kind name port pid pids=() names=()
 	while read -r kind name port; do
 		if pid=$(server_pid "$name"); then
-			kill -TERM "$pid" 2>/dev/null || true
+			# PostgreSQL's SIGTERM waits for its clients to leave; SIGINT does not.
+			kill "-$([[ $kind == postgres ]] && echo INT || echo TERM)" "$pid" 2>/dev/null || true
 			pids+=("$pid")
 			names+=("$name")
 		fi
@@ -552,6 +668,9 @@ cmd_env() {
 		export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'
 		export TASKD_TEST_FIREFOX='$(first_cmd firefox-esr firefox || true)'
 	EOF
+	if servers | grep -q '^postgres '; then
+		echo "export TASKD_TEST_POSTGRES_URL='postgres://$POSTGRES_USER:$POSTGRES_PASSWORD@$HOST:$POSTGRES_PORT/$POSTGRES_DATABASE?sslmode=disable'"
+	fi
 }
 
 cmd_status() {

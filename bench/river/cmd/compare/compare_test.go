@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// services returns the stores' addresses, skipping the test when one is
+// not set (failing instead under TASKD_TEST_REQUIRE_SERVICES=1).
+func services(t *testing.T) (pg, mysqlDSN, redisURL string) {
+	t.Helper()
+	for _, name := range []string{"TASKD_TEST_POSTGRES_URL", "TASKD_TEST_MYSQL_DSN", "TASKD_TEST_REDIS_URL"} {
+		if os.Getenv(name) == "" {
+			msg := name + " is not set: start the servers with TASKD_SERVICES_POSTGRES=1 scripts/services.sh up"
+			if os.Getenv("TASKD_TEST_REQUIRE_SERVICES") == "1" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	return os.Getenv("TASKD_TEST_POSTGRES_URL"), os.Getenv("TASKD_TEST_MYSQL_DSN"), os.Getenv("TASKD_TEST_REDIS_URL")
+}
+
+// TestCompareEndToEnd runs both scenarios on both sides with a few jobs and
+// checks that every burn-down completed all of its jobs in its store, that
+// the steady state counted completions with the producer ahead, and that
+// the table and the JSON say so.
+func TestCompareEndToEnd(t *testing.T) {
+	pg, dsn, rurl := services(t)
+	const jobs = 300
+	path := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{
+		"-postgres", pg, "-mysql", dsn, "-redis", rurl,
+		"-rounds", "1", "-jobs", "300", "-cap", "60s", "-workers", "4",
+		"-backlog", "200", "-batch", "50", "-warmup", "200ms", "-window", "1s",
+		"-json", path,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("decode %s: %v", path, err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("rows = %d, want 2 (burn-down and steady at 4 workers)", len(rep.Rows))
+	}
+	for _, row := range rep.Rows {
+		for side, rs := range map[string][]Result{"River": row.River, "taskd": row.Taskd} {
+			if len(rs) != 1 {
+				t.Fatalf("%s %s: %d results, want 1", row.Scenario, side, len(rs))
+			}
+			r := rs[0]
+			if r.Failed != 0 {
+				t.Errorf("%s %s: %d jobs failed", row.Scenario, side, r.Failed)
+			}
+			if r.JobsPerSec <= 0 || r.Seconds <= 0 {
+				t.Errorf("%s %s: %.1f jobs/s over %.2fs, want both positive", row.Scenario, side, r.JobsPerSec, r.Seconds)
+			}
+			switch row.Scenario {
+			case "burn-down":
+				if r.Capped || r.Jobs != jobs {
+					t.Errorf("burn-down %s: %d jobs completed (capped %v), want all %d", side, r.Jobs, r.Capped, jobs)
+				}
+			case "steady":
+				if r.Jobs <= 0 {
+					t.Errorf("steady %s: %d jobs completed in the window", side, r.Jobs)
+				}
+				if r.MinBacklog == nil || *r.MinBacklog <= 0 {
+					t.Errorf("steady %s: fewest jobs waiting %v, want the producer ahead", side, r.MinBacklog)
+				}
+			}
+		}
+		if want := row.TaskdJobsPerSec / row.RiverJobsPerSec; row.Ratio != want {
+			t.Errorf("%s: ratio %v, want taskd/River %v", row.Scenario, row.Ratio, want)
+		}
+	}
+	if !strings.Contains(rep.RiverStore, "synchronous_commit=") || !strings.Contains(rep.TaskdStore, "innodb_flush_log_at_trx_commit=") {
+		t.Errorf("stores' durability not read: %q, %q", rep.RiverStore, rep.TaskdStore)
+	}
+	out := stdout.String()
+	for _, want := range []string{"burn-down  4", "steady     4", "(h) taskd/River", "River's store: PostgreSQL", "taskd's store: MariaDB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestShortDurability(t *testing.T) {
+	for in, want := range map[string]string{
+		"PostgreSQL 15: fsync=on, synchronous_commit=on, full_page_writes=on":                                 "pg: WAL fsync per commit",
+		"PostgreSQL 15: fsync=on, synchronous_commit=off, full_page_writes=on":                                "pg: WAL fsync deferred",
+		"PostgreSQL 15: fsync=off, synchronous_commit=on, full_page_writes=on":                                "pg: no fsync",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1":                               "innodb: fsync per commit",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1, binary log on, sync_binlog=1": "innodb: fsync per commit",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=1, binary log on, sync_binlog=0": "innodb: redo fsync per commit, binlog not",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=2, innodb_doublewrite=0":                               "innodb: redo written per commit, fsync ~1/s",
+		"MariaDB 10.11: innodb_flush_log_at_trx_commit=0, innodb_doublewrite=0, sync_binlog":                  "innodb: redo written and fsync ~1/s",
+	} {
+		if got := shortDurability(in); got != want {
+			t.Errorf("shortDurability(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-postgres", "", "-mysql", "x", "-redis", "x"},
+		{"-postgres", "x", "-mysql", "x", "-redis", "x", "-workers", "16,0"},
+		{"-postgres", "x", "-mysql", "x", "-redis", "x", "-scenarios", "burn-down,soak"},
+		{"-postgres", "x", "-mysql", "x", "-redis", "x", "-window", "0s"},
+	} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), args, &out, &errOut); err == nil {
+			t.Errorf("run(%q) = nil error, want one", args)
+		} else if out.Len() != 0 {
+			t.Errorf("run(%q) printed a table after refusing: %s", args, out.String())
+		}
+	}
+}
+
+// TestSummarizeLeavesOutEmptyRounds: a round in which a side completed
+// nothing has no ratio (not +Inf, which JSON cannot carry), and the note
+// says so.
+func TestSummarizeLeavesOutEmptyRounds(t *testing.T) {
+	row := Row{Scenario: "steady", Workers: 1000,
+		River: []Result{{JobsPerSec: 2000, Jobs: 8000}, {JobsPerSec: 0, Jobs: 0}, {JobsPerSec: 1000, Jobs: 4000}},
+		Taskd: []Result{{JobsPerSec: 100, Jobs: 400}, {JobsPerSec: 50, Jobs: 200}, {JobsPerSec: 200, Jobs: 800}},
+	}
+	row.summarize()
+	if want := []float64{0.05, 0.2}; !slices.Equal(row.RoundRatios, want) {
+		t.Errorf("round ratios %v, want %v", row.RoundRatios, want)
+	}
+	if row.Ratio != 0.125 || row.RiverJobsPerSec != 1000 || row.TaskdJobsPerSec != 100 {
+		t.Errorf("ratio %v, River %v, taskd %v; want 0.125, 1000, 100", row.Ratio, row.RiverJobsPerSec, row.TaskdJobsPerSec)
+	}
+	if row.Met == nil || *row.Met || row.Target != 1 {
+		t.Errorf("target %v met %v, want 1 and not met", row.Target, row.Met)
+	}
+	if _, err := json.Marshal(row); err != nil {
+		t.Errorf("marshal: %v", err)
+	}
+	if n := note(row, 100_000); !strings.Contains(n, "River completed nothing in 1/3") {
+		t.Errorf("note %q does not name the empty round", n)
+	}
+}
