@@ -531,7 +531,7 @@ schedules:
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, colour: red}\n", "schedules[0].colour", []string{"unknown key"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, priority: high}\n", "schedules[0].priority", []string{"must be an integer"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: [1]}\n", "schedules[0].payload", []string{"must be a mapping"}},
-		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category must be 1..64", "test.yaml line 2"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category is required", "test.yaml line 2"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: {a: {1: x}}}\n", "schedules[0].payload", []string{"cannot be JSON"}},
 		{"schedules:\n  - just a string\n", "schedules[0]", []string{"must be a mapping"}},
 		{"schedules: {name: a}\n", "schedules", []string{"must be a list"}},
