@@ -32,12 +32,12 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("dev", "dev [flags]", `
 Local playground, run by 'make run': applies the schema, creates demo editors
 (printing their tokens, which are shown nowhere else), tops the pool up to
---articles pending demo articles across six newsroom categories, then serves
+-articles pending demo articles across six newsroom categories, then serves
 like 'taskd serve' and prints ready-to-paste curl commands for the API.
 
 Running it again is fine: it creates new editors (names get a random suffix,
 because tokens are stored hashed and cannot be shown twice) and only adds the
-articles missing to reach --articles.`)
+articles missing to reach -articles.`)
 	articles := f.Int("articles", devArticlesDefault, "pending demo articles to have in the pool")
 	if err := a.parse(f, args); err != nil {
 		return err
