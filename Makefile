@@ -13,7 +13,8 @@ BENCH      ?= .
 BENCHFLAGS ?=
 BENCHARGS  ?=
 CHAOSFLAGS ?=
-# `make run` gets its own set of servers, so it can run beside `make test` (16300).
+# `make run` gets its own servers, so it can run beside `make test` (16300): only the
+# ones `taskd dev` uses (scripts/services.sh's profile demo), not the test set.
 RUN_PORT_BASE ?= 26300
 
 # staticcheck from PATH, else where `go install` puts it (installed on first use).
@@ -58,8 +59,9 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
 
-run: build ## Run `taskd dev` against its own servers (port base 26300) until Ctrl-C, then stop them
-	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) scripts/with-services.sh bin/taskd dev
+run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, then stop them
+	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
+		scripts/with-services.sh bin/taskd dev
 
 clean: ## Remove build output
 	rm -rf bin
