@@ -230,7 +230,7 @@ func TestHostileEditorsAreInvalid(t *testing.T) {
 		{"name invalid UTF-8", tasks.CreateEditorParams{Name: "ada\xff", Categories: []string{"news"}}, tasks.ErrInvalid, "name must be valid UTF-8"},
 		{"name too long", tasks.CreateEditorParams{Name: strings.Repeat("é", tasks.MaxEditorNameLen+1), Categories: []string{"news"}}, tasks.ErrInvalid, "name must be 1..128 characters"},
 		{"name missing", tasks.CreateEditorParams{Categories: []string{"news"}}, tasks.ErrInvalid, "name is required"},
-		{"no categories", tasks.CreateEditorParams{Name: "ada"}, tasks.ErrInvalid, "at least one category is required"},
+		{"no categories", tasks.CreateEditorParams{Name: "ada"}, tasks.ErrInvalid, "categories are required (at least one)"},
 		{"empty category", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news", ""}}, tasks.ErrInvalid, "category is required"},
 		{"category invalid UTF-8", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news", "sp\xc3rt"}}, tasks.ErrInvalid, "category must be valid UTF-8"},
 		{"category too long", tasks.CreateEditorParams{Name: "ada", Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, tasks.ErrInvalid, "category must be 1..64 characters"},
