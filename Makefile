@@ -15,7 +15,8 @@ BENCHFLAGS ?=
 BENCHARGS  ?=
 RIVERARGS  ?= $(filter -quick,$(BENCHARGS))
 CHAOSFLAGS ?=
-# `make run` gets its own set of servers, so it can run beside `make test` (16300).
+# `make run` gets its own servers, so it can run beside `make test` (16300): only the
+# ones `taskd dev` uses (scripts/services.sh's profile demo), not the test set.
 RUN_PORT_BASE ?= 26300
 
 # staticcheck from PATH, else where `go install` puts it (installed on first use).
@@ -34,7 +35,7 @@ test: ## Run all tests with -race against real Redis and MariaDB, started and st
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
-	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_SERVICES_POSTGRES=1 scripts/with-services.sh sh -c '\
+	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_SERVICES_PROFILE=bench scripts/with-services.sh sh -c '\
 		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
 		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_MYSQL_REPLICA_DSN="$$TASKD_TEST_MYSQL_REPLICA_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
 			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json $(BENCHARGS) && \
@@ -61,8 +62,9 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
 
-run: build ## Run `taskd dev` against its own servers (port base 26300) until Ctrl-C, then stop them
-	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) scripts/with-services.sh bin/taskd dev
+run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, then stop them
+	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
+		scripts/with-services.sh bin/taskd dev
 
 clean: ## Remove build output
 	rm -rf bin

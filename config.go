@@ -804,7 +804,9 @@ func (v *validator) webhooks() {
 	for i, w := range v.c.Webhooks {
 		key := func(field string) string { return fmt.Sprintf("webhooks[%d].%s", i, field) }
 		switch {
-		case w.Name == "" || len(w.Name) > webhookNameMaxLen || strings.IndexFunc(w.Name, notNameRune) >= 0:
+		case w.Name == "":
+			v.fail(key("name"), "must be set")
+		case len(w.Name) > webhookNameMaxLen || strings.IndexFunc(w.Name, notNameRune) >= 0:
 			v.fail(key("name"), "must be 1..%d letters, digits, '.', '_' or '-', got %q", webhookNameMaxLen, w.Name)
 		default:
 			if j, dup := names[w.Name]; dup {

@@ -22,6 +22,7 @@ import (
 	"github.com/taskd/taskd/dispatcher/telemetry"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
 	"github.com/taskd/taskd/web"
 )
 
@@ -395,6 +396,14 @@ func (e *Engine) Addr() string {
 // activity history (dispatcher.History). They run until Stop,
 // whatever becomes of ctx after Start returns; ctx gives them its values.
 //
+// First, Start checks that the database's schema is the one this binary
+// was built for (package tasks/migrate; three reads, bounded by 10s), and
+// starts nothing when it is not: a database never migrated, or migrated
+// by an older taskd, is an error wrapping migrate.ErrSchemaBehind that says
+// to run `taskd migrate` or migrate.Up; one migrated by a newer taskd
+// wraps migrate.ErrSchemaAhead, and one whose applied migrations differ
+// from the binary's migrate.ErrSchemaEdited.
+//
 // Start returns an error wrapping ErrStarted on a running engine and
 // ErrStopped after Stop, and the listener's error when it cannot listen.
 func (e *Engine) Start(ctx context.Context) error {
@@ -405,6 +414,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("start engine: %w", ErrStopped)
 	case e.started:
 		return fmt.Errorf("start engine: %w", ErrStarted)
+	}
+	if err := e.checkSchema(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
 	}
 	var ln net.Listener
 	if e.cfg.HTTP.Addr != "" {
@@ -486,6 +498,23 @@ func (e *Engine) Start(ctx context.Context) error {
 			"sweep_period", e.sweeper.Schedule().Period(), "lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
 	}
 	return nil
+}
+
+// checkSchema fails unless the database is at the binary's schema version,
+// saying what to run.
+func (e *Engine) checkSchema(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	st, err := migrate.ReadStatus(ctx, e.db)
+	if err != nil {
+		return err
+	}
+	err = st.Current()
+	if errors.Is(err, migrate.ErrSchemaBehind) {
+		return fmt.Errorf("%w. Migrate it first: run 'taskd migrate' with this mysql.dsn "+
+			"(or TASKD_MYSQL_DSN), or from Go call migrate.Up(ctx, db) of package github.com/taskd/taskd/tasks/migrate", err)
+	}
+	return err
 }
 
 // Run starts the engine, runs it until ctx ends or its listener fails, and

@@ -149,9 +149,9 @@ func TestScheduleConfigValidation(t *testing.T) {
 		{[]taskd.ScheduleConfig{ok, {Name: "b", Spec: "every hour", Category: "c", Title: "t"}}, "schedules[1].spec", "want a duration, @every"},
 		{[]taskd.ScheduleConfig{ok, ok}, "schedules[1].name", `"a" is the name of schedules[0] too`},
 		{[]taskd.ScheduleConfig{{Name: "has space", Spec: "@hourly", Category: "c", Title: "t"}}, "schedules[0].name", "may hold only letters"},
-		{[]taskd.ScheduleConfig{{Spec: "@hourly", Category: "c", Title: "t"}}, "schedules[0].name", "name must be 1..64"},
-		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@hourly", Title: "t"}}, "schedules[0].category", "category must be 1..64"},
-		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@hourly", Category: "c"}}, "schedules[0].title", "title must be 1..512"},
+		{[]taskd.ScheduleConfig{{Spec: "@hourly", Category: "c", Title: "t"}}, "schedules[0].name", "name is required"},
+		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@hourly", Title: "t"}}, "schedules[0].category", "category is required"},
+		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@hourly", Category: "c"}}, "schedules[0].title", "title is required"},
 		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@every 1500ms", Category: "c", Title: "t"}}, "schedules[0].spec", "whole number of seconds"},
 		{[]taskd.ScheduleConfig{{Name: "a", Spec: "@hourly", Category: "c", Title: "t", Payload: map[string]any{"f": func() {}}}}, "schedules[0].payload", "cannot be JSON"},
 	} {

@@ -41,7 +41,10 @@ func PeriodicKey(name string, at time.Time) string {
 // Validate checks p as NewScheduler does: the name, the spec and the task
 // (without its key).
 func (p Periodic) Validate() error {
-	if p.Name == "" || len(p.Name) > MaxPeriodicNameLen {
+	if p.Name == "" {
+		return errors.New("name is required")
+	}
+	if len(p.Name) > MaxPeriodicNameLen {
 		return fmt.Errorf("name must be 1..%d characters", MaxPeriodicNameLen)
 	}
 	for _, r := range p.Name {

@@ -44,6 +44,7 @@ func TestNewSchedulerRefuses(t *testing.T) {
 		{[]Periodic{ok, ok}, `"a" is used twice`},
 		{[]Periodic{{Name: "b", Spec: "never", Task: ok.Task}}, `schedule 0 ("b"): schedule "never"`},
 		{[]Periodic{{Name: strings.Repeat("n", MaxPeriodicNameLen+1), Spec: "@hourly", Task: ok.Task}}, "name must be 1..64"},
+		{[]Periodic{{Spec: "@hourly", Task: ok.Task}}, "name is required"},
 		{[]Periodic{{Name: "b", Spec: "@hourly", Task: tasks.NewTask{Category: "c"}}}, "title"},
 	} {
 		if _, err := NewScheduler(d, SchedulerConfig{Schedules: c.ps}); err == nil || !strings.Contains(err.Error(), c.want) {

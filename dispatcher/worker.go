@@ -472,7 +472,9 @@ func (w *Worker) process(ctx context.Context, c Claimant, claim *tasks.Claim, lo
 		if w.finished(ctx, c, ref, "fail", ferr, log) {
 			w.failed.Add(1)
 			status := ended.Status
-			if status == tasks.StatusDead {
+			if status == tasks.StatusDead && errors.Is(err, SkipRetry) {
+				log.WarnContext(ctx, "task failed; not retried: SkipRetry", "status", status, "err", err)
+			} else if status == tasks.StatusDead {
 				log.WarnContext(ctx, "task failed; no attempts left", "status", status, "err", err)
 			} else {
 				log.WarnContext(ctx, "task failed; will retry", "status", status, "retry_in", backoff, "err", err)

@@ -2,41 +2,54 @@
 # scripts/services.sh up|down|env|status|install
 #
 # Starts and stops the real servers that taskd's tests and demo run against, all on
-# 127.0.0.1, each in its own subdirectory of one temporary directory:
+# 127.0.0.1, each in its own subdirectory of one temporary directory. The set is made
+# of these servers, each with a name:
 #
-#   main Redis         base+79            (16379)
-#   Redlock masters    base+80 .. base+84 (16380-16384), five independent Redis servers
-#   Redis Cluster      base+90 .. base+92 (16390-16392), three masters, no replicas;
-#                      their cluster bus ports are node port + 100 (16490-16492)
-#   MariaDB            base+6             (16306), database taskd_test, user taskd/taskd;
-#                      the primary: it writes a binary log (ROW, GTID)
-#   MariaDB replica    base+7             (16307), replicating from the primary over GTID
-#                      only the databases named taskd_r_*, so the other tests' writes
-#                      cost it nothing; read-only for all but the taskd user
-#   PostgreSQL         base+32            (16332), only with TASKD_SERVICES_POSTGRES=1
-#                      (`make bench`: River's baseline); database taskd_test, user
-#                      taskd/taskd; durable defaults (fsync, synchronous_commit on)
+#   redis     main Redis         base+79            (16379)
+#   redlock   Redlock masters    base+80 .. base+84 (16380-16384), five independent Redis servers
+#   cluster   Redis Cluster      base+90 .. base+92 (16390-16392), three masters, no replicas;
+#                                their cluster bus ports are node port + 100 (16490-16492)
+#   mariadb   MariaDB            base+6             (16306), database taskd_test, user taskd/taskd;
+#                                the primary: it writes a binary log (ROW, GTID)
+#   replica   MariaDB replica    base+7             (16307), replicating from the primary over GTID
+#                                only the databases named taskd_r_*, so the other tests' writes
+#                                cost it nothing; read-only for all but the taskd user
+#   postgres  PostgreSQL         base+32            (16332), database taskd_test, user taskd/taskd;
+#                                durable defaults (fsync, synchronous_commit on); only in the
+#                                profile bench or when named: River's baseline in make bench
 #
-# The base is TASKD_SERVICES_PORT_BASE (default 16300), so two sets can run side by
-# side (`make run` uses 26300). The script remembers what it started in the state
-# directory TASKD_SERVICES_STATE (default /tmp/taskd-services-<base>); `down` stops
-# exactly those processes and removes their files.
+# TASKD_SERVICES_PROFILE picks which of them `up` starts:
 #
-# Missing servers are installed with apt-get when running as root (postgresql only
-# when TASKD_SERVICES_POSTGRES=1; as root it runs as the postgres user), and so are
-# Prometheus (prometheus, promtool), which the deploy/ tests run themselves, and
-# chromium and firefox-esr, the browsers of the web tests.
+#   all       every server above but postgres, and the test tools below (the default: make test)
+#   bench     all and postgres (make bench)
+#   demo      redis and mariadb: what `taskd dev` uses (make run)
+#   a,b,...   the servers named, e.g. redis,mariadb,replica
 #
-#   up      start everything (no-op if already up), wait until every server answers,
-#           then print the environment (as `env` does) on stdout; with
-#           TASKD_SERVICES_POSTGRES=1 PostgreSQL too (TASKD_TEST_POSTGRES_URL)
+# TASKD_SERVICES_DATABASE names the database made on the primary (default taskd_test;
+# make run uses taskd). The base is TASKD_SERVICES_PORT_BASE (default 16300), so two
+# sets can run side by side (`make run` uses 26300). The script remembers what it
+# started in the state directory TASKD_SERVICES_STATE (default
+# /tmp/taskd-services-<base>); `down`, `status` and `env` read the set from there, so
+# they need no profile, and `down` stops exactly those processes and removes their files.
+#
+# Missing servers are installed with apt-get when running as root (PostgreSQL then runs
+# as the postgres user), and, with the profiles all and bench, so are Prometheus (prometheus, promtool), which the deploy/ tests run
+# themselves, and chromium and firefox-esr, the browsers of the web tests.
+#
+#   up      start the profile's servers (no-op if that set is already up), wait until
+#           every one answers, then print the environment (as `env` does) on stdout
 #   down    stop what `up` started and remove its files; safe when nothing is up
 #   env     print `export` lines for the tests: eval "$(scripts/services.sh env)"
 #   status  say what is running
-#   install only install the missing server packages (as root), start nothing:
+#   install only install the missing packages of the profile (as root), start nothing:
 #           for tools that start servers of their own (make chaos)
 #
 # Progress and errors go to stderr, so `eval "$(scripts/services.sh up)"` works.
+#
+# A server of the set is a name in SERVERS with five functions beside it, found by
+# name: <name>_ports (its "what:port" entries), <name>_start (spawn, without waiting),
+# <name>_ready (wait and set up), <name>_env (its export lines) and, in
+# server_packages, the Debian packages it needs. Adding one is adding those.
 set -euo pipefail
 
 # Server binaries live in sbin on Debian, which a non-root PATH may lack.
@@ -52,6 +65,20 @@ STATE_DIR=${TASKD_SERVICES_STATE:-/tmp/taskd-services-$PORT_BASE}
 # How long one server may take to answer before `up` gives up on it.
 TIMEOUT=${TASKD_SERVICES_TIMEOUT:-60}
 
+# Every server, in the order `up` starts them; and the profiles.
+SERVERS=(redis redlock cluster mariadb replica postgres)
+declare -A PROFILES=(
+	[all]="redis redlock cluster mariadb replica"
+	[bench]="${SERVERS[*]}"
+	[demo]="redis mariadb"
+)
+PROFILE=${TASKD_SERVICES_PROFILE:-all}
+DATABASE=${TASKD_SERVICES_DATABASE:-taskd_test}
+if ! [[ $DATABASE =~ ^[a-z][a-z0-9_]{0,63}$ ]]; then
+	echo "services: TASKD_SERVICES_DATABASE must be a lowercase name (a-z, 0-9, _), got '$DATABASE'" >&2
+	exit 2
+fi
+
 REDIS_PORT=$((PORT_BASE + 79))
 REDLOCK_PORTS=($((PORT_BASE + 80)) $((PORT_BASE + 81)) $((PORT_BASE + 82)) $((PORT_BASE + 83)) $((PORT_BASE + 84)))
 CLUSTER_PORTS=($((PORT_BASE + 90)) $((PORT_BASE + 91)) $((PORT_BASE + 92)))
@@ -59,16 +86,13 @@ CLUSTER_PORTS=($((PORT_BASE + 90)) $((PORT_BASE + 91)) $((PORT_BASE + 92)))
 # ports (16390 + 10000 = 26390, a cluster node of `make run`'s base 26300).
 CLUSTER_BUS_OFFSET=100
 MYSQL_PORT=$((PORT_BASE + 6))
-POSTGRES_PORT=$((PORT_BASE + 32))
-# 1: `up` starts PostgreSQL as well (and installs it when missing).
-POSTGRES_WANTED=${TASKD_SERVICES_POSTGRES:-0}
 REPLICA_PORT=$((PORT_BASE + 7))
 # The databases the replica applies: tests that need a replica create theirs so.
 REPLICA_DATABASES='taskd\_r\_%'
+POSTGRES_PORT=$((PORT_BASE + 32))
 
 MYSQL_USER=taskd
 MYSQL_PASSWORD=taskd
-MYSQL_DATABASE=taskd_test
 
 POSTGRES_USER=taskd
 POSTGRES_PASSWORD=taskd
@@ -86,6 +110,31 @@ die() {
 	log "error: $*"
 	exit 1
 }
+
+# resolve_profile PROFILE prints the servers it names, in start order, or fails.
+resolve_profile() {
+	local profile=$1 names=() name picked=()
+	if [[ -n ${PROFILES[$profile]+set} ]]; then
+		echo "${PROFILES[$profile]}"
+		return 0
+	fi
+	IFS=, read -r -a names <<<"$profile"
+	((${#names[@]} > 0)) || die "TASKD_SERVICES_PROFILE is empty"
+	for name in "${names[@]}"; do
+		[[ " ${SERVERS[*]} " == *" $name "* ]] ||
+			die "TASKD_SERVICES_PROFILE: unknown profile or server '$name' (profiles: ${!PROFILES[*]}; servers: ${SERVERS[*]})"
+	done
+	for name in "${SERVERS[@]}"; do
+		[[ ",$profile," == *",$name,"* ]] && picked+=("$name")
+	done
+	if [[ " ${picked[*]} " == *" replica "* && " ${picked[*]} " != *" mariadb "* ]]; then
+		die "TASKD_SERVICES_PROFILE: replica needs mariadb, its primary"
+	fi
+	echo "${picked[*]}"
+}
+
+# with_tools: the set installs and reports the test tools (profile all).
+with_tools() { [[ $SELECTED_PROFILE == all || $SELECTED_PROFILE == bench ]]; }
 
 on_exit() {
 	local rc=$?
@@ -134,20 +183,53 @@ find_binaries() {
 	find_postgres
 }
 
-# missing_packages prints the Debian packages whose binaries are not found.
+# server_packages NAME prints the Debian packages server NAME needs that are missing.
+server_packages() {
+	case $1 in
+	redis | redlock | cluster)
+		[[ -n $REDIS_SERVER ]] || echo redis-server
+		[[ -n $REDIS_CLI ]] || echo redis-tools
+		;;
+	mariadb | replica)
+		[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || echo mariadb-server
+		[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || echo mariadb-client
+		;;
+	postgres)
+		[[ -n $PG_BIN ]] || echo postgresql
+		;;
+	esac
+}
+
+# missing_packages prints the Debian packages of the set whose binaries are not found.
 missing_packages() {
-	local missing=()
-	[[ -n $REDIS_SERVER ]] || missing+=(redis-server)
-	[[ -n $REDIS_CLI ]] || missing+=(redis-tools)
-	[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || missing+=(mariadb-server)
-	[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || missing+=(mariadb-client)
-	[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
-	[[ -n $CHROMIUM ]] || missing+=(chromium)
-	[[ -n $FIREFOX ]] || missing+=(firefox-esr)
-	if ((POSTGRES_WANTED)); then
-		[[ -n $PG_BIN ]] || missing+=(postgresql)
+	local missing=() name
+	for name in $SELECTED; do
+		missing+=($(server_packages "$name"))
+	done
+	if with_tools; then
+		[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
+		[[ -n $CHROMIUM ]] || missing+=(chromium)
+		[[ -n $FIREFOX ]] || missing+=(firefox-esr)
 	fi
-	echo "${missing[*]}"
+	printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++' | paste -sd ' ' -
+}
+
+# find_postgres sets PG_BIN to the directory of postgres, initdb and psql: Debian's
+# newest /usr/lib/postgresql/<version>/bin, else the directory of postgres on PATH.
+find_postgres() {
+	local dir
+	PG_BIN=
+	for dir in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -t/ -k4,4 -rn); do
+		if [[ -x $dir/postgres && -x $dir/initdb && -x $dir/psql ]]; then
+			PG_BIN=$dir
+			return 0
+		fi
+	done
+	dir=$(first_cmd postgres) || return 0
+	dir=$(dirname "$(readlink -f "$dir")")
+	if [[ -x $dir/initdb && -x $dir/psql ]]; then
+		PG_BIN=$dir
+	fi
 }
 
 # ensure_packages installs whatever is missing with apt-get, without letting the
@@ -187,28 +269,11 @@ ensure_packages() {
 	[[ -z $missing ]] || die "still missing after apt-get install: $missing"
 }
 
-# find_postgres sets PG_BIN to the directory of postgres, initdb and psql: Debian's
-# newest /usr/lib/postgresql/<version>/bin, else the directory of postgres on PATH.
-find_postgres() {
-	local dir
-	PG_BIN=
-	for dir in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -t/ -k4,4 -rn); do
-		if [[ -x $dir/postgres && -x $dir/initdb && -x $dir/psql ]]; then
-			PG_BIN=$dir
-			return 0
-		fi
-	done
-	dir=$(first_cmd postgres) || return 0
-	dir=$(dirname "$(readlink -f "$dir")")
-	if [[ -x $dir/initdb && -x $dir/psql ]]; then
-		PG_BIN=$dir
-	fi
-}
-
 # ---------------------------------------------------------------------------
-# State: $STATE_DIR/tmpdir holds the temporary directory's path; $STATE_DIR/servers
-# has one line "kind name port" per server started, whose files are in
-# <tmpdir>/<name>/ (pid, log, data).
+# State: $STATE_DIR/tmpdir holds the temporary directory's path; $STATE_DIR/set the
+# servers of the set and $STATE_DIR/profile and $STATE_DIR/database what `up` was
+# given; $STATE_DIR/servers has one line "kind name port" per process started, whose
+# files are in <tmpdir>/<name>/ (pid, log, data).
 
 state_tmpdir() { cat "$STATE_DIR/tmpdir" 2>/dev/null || true; }
 
@@ -290,19 +355,27 @@ server_ok() {
 	esac
 }
 
-# all_up: state exists, lists every server (PostgreSQL when asked for), and each one answers.
+# expected_processes prints how many processes the set runs: one per port.
+expected_processes() {
+	local name n=0
+	for name in $SELECTED; do
+		n=$((n + $("${name}_ports" | wc -l)))
+	done
+	echo "$n"
+}
+
+# all_up: state exists for this set and database, lists every process, and each one
+# answers.
 all_up() {
-	local kind name port n=0 pg=0
+	local kind name port n=0
 	[[ -d $(state_tmpdir) ]] || return 1
+	[[ $(cat "$STATE_DIR/set" 2>/dev/null) == "$SELECTED" ]] || return 1
+	[[ $(cat "$STATE_DIR/database" 2>/dev/null) == "$DATABASE" ]] || return 1
 	while read -r kind name port; do
 		server_ok "$kind" "$name" "$port" || return 1
-		if [[ $kind == postgres ]]; then
-			pg=1 # up already: fine whether or not this `up` asks for it
-		else
-			n=$((n + 1))
-		fi
+		n=$((n + 1))
 	done < <(servers)
-	((n == 1 + ${#REDLOCK_PORTS[@]} + ${#CLUSTER_PORTS[@]} + 2 && pg >= POSTGRES_WANTED))
+	((n == $(expected_processes)))
 }
 
 # ---------------------------------------------------------------------------
@@ -499,22 +572,20 @@ create_cluster() {
 
 # check_ports fails if anything already listens on a port this set needs.
 check_ports() {
-	local entry port what entries=("main redis:$REDIS_PORT" "MariaDB:$MYSQL_PORT" "MariaDB replica:$REPLICA_PORT" \
-		"${REDLOCK_PORTS[@]/#/Redlock master:}" "${CLUSTER_PORTS[@]/#/cluster node:}")
-	if ((POSTGRES_WANTED)); then
-		entries+=("PostgreSQL:$POSTGRES_PORT")
-	fi
-	for entry in "${entries[@]}"; do
-		what=${entry%:*}
-		port=${entry##*:}
-		if [[ $what == "cluster node" ]]; then
-			check_port "cluster bus" $((port + CLUSTER_BUS_OFFSET))
-		fi
-		check_port "$what" "$port"
+	local name entry port what
+	for name in $SELECTED; do
+		while read -r entry; do
+			what=${entry%:*}
+			port=${entry##*:}
+			check_port "$what" "$port"
+		done < <("${name}_ports")
 	done
 }
 
 check_port() {
+	if [[ $1 == "cluster node" ]]; then
+		check_port "cluster bus" $(($2 + CLUSTER_BUS_OFFSET))
+	fi
 	port_in_use "$2" || return 0
 	log "error: port $2 ($1) on $HOST is already in use by something this script did not start"
 	if command -v ss >/dev/null; then
@@ -522,6 +593,99 @@ check_port() {
 	fi
 	log "stop it, or use another TASKD_SERVICES_PORT_BASE (now $PORT_BASE)"
 	exit 1
+}
+
+# The servers: <name>_ports prints "what:port" per process (check_ports adds a
+# cluster node's bus port), <name>_start spawns them, <name>_ready waits for them and
+# sets them up, <name>_env prints their export lines. Starts come first, in SERVERS
+# order, then the waits, so the servers boot in parallel.
+
+redis_ports() { echo "main redis:$REDIS_PORT"; }
+redis_start() { start_redis redis redis "$REDIS_PORT"; }
+redis_ready() { wait_for redis redis_ping "$REDIS_PORT"; }
+redis_env() {
+	local redis_server
+	redis_server=$(first_cmd redis-server) || redis_server=redis-server
+	echo "export TASKD_TEST_REDIS_URL='redis://$HOST:$REDIS_PORT/0'"
+	echo "export TASKD_TEST_REDIS_SERVER='$redis_server'"
+}
+
+redlock_ports() { printf 'Redlock master:%s\n' "${REDLOCK_PORTS[@]}"; }
+redlock_start() {
+	local i
+	for i in "${!REDLOCK_PORTS[@]}"; do
+		start_redis redis "redlock-$((i + 1))" "${REDLOCK_PORTS[$i]}"
+	done
+}
+redlock_ready() {
+	local i
+	for i in "${!REDLOCK_PORTS[@]}"; do
+		wait_for "redlock-$((i + 1))" redis_ping "${REDLOCK_PORTS[$i]}"
+	done
+}
+redlock_env() { echo "export TASKD_TEST_REDLOCK_ADDRS='$(join_addrs "${REDLOCK_PORTS[@]}")'"; }
+
+cluster_ports() {
+	local port
+	for port in "${CLUSTER_PORTS[@]}"; do
+		echo "cluster node:$port"
+	done
+}
+cluster_start() {
+	local i
+	for i in "${!CLUSTER_PORTS[@]}"; do
+		start_redis cluster "cluster-$((i + 1))" "${CLUSTER_PORTS[$i]}" \
+			'cluster-enabled yes' \
+			"cluster-config-file $(state_tmpdir)/cluster-$((i + 1))/nodes.conf" \
+			"cluster-port $((CLUSTER_PORTS[i] + CLUSTER_BUS_OFFSET))" \
+			'cluster-node-timeout 5000'
+	done
+}
+cluster_ready() {
+	local i
+	for i in "${!CLUSTER_PORTS[@]}"; do
+		wait_for "cluster-$((i + 1))" redis_ping "${CLUSTER_PORTS[$i]}"
+	done
+	create_cluster
+}
+cluster_env() { echo "export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLUSTER_PORTS[@]}")'"; }
+
+# The primary logs every change (ROW, so the replica applies exactly what the
+# primary did); the replica applies only taskd_r_* databases. sync_binlog=0
+# keeps the log cheap, like the other unsafe settings of start_mariadb.
+mariadb_ports() { echo "MariaDB:$MYSQL_PORT"; }
+mariadb_start() {
+	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
+		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0
+}
+mariadb_ready() { setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$DATABASE\`;"; }
+mariadb_env() {
+	echo "export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
+}
+
+replica_ports() { echo "MariaDB replica:$REPLICA_PORT"; }
+replica_start() {
+	start_mariadb replica replica "$REPLICA_PORT" --innodb-buffer-pool-size=128M \
+		--server-id=2 --skip-log-bin --read-only \
+		--replicate-wild-do-table="$REPLICA_DATABASES.%"
+}
+replica_ready() {
+	setup_mariadb replica "$REPLICA_PORT" "
+		CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MYSQL_PORT,
+			MASTER_USER='$MYSQL_USER', MASTER_PASSWORD='$MYSQL_PASSWORD',
+			MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1;
+		START REPLICA;"
+	wait_for replica replica_ok "$REPLICA_PORT"
+}
+replica_env() {
+	echo "export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
+}
+
+postgres_ports() { echo "PostgreSQL:$POSTGRES_PORT"; }
+postgres_start() { start_postgres; }
+postgres_ready() { setup_postgres; }
+postgres_env() {
+	echo "export TASKD_TEST_POSTGRES_URL='postgres://$POSTGRES_USER:$POSTGRES_PASSWORD@$HOST:$POSTGRES_PORT/$POSTGRES_DATABASE?sslmode=disable'"
 }
 
 cmd_up() {
@@ -532,63 +696,34 @@ cmd_up() {
 		return 0
 	fi
 	if [[ -e $STATE_DIR ]]; then
-		log "state in $STATE_DIR is stale (not every server answers); cleaning it up first"
+		if [[ -d $(state_tmpdir) && ($(cat "$STATE_DIR/set" 2>/dev/null) != "$SELECTED" ||
+			$(cat "$STATE_DIR/database" 2>/dev/null) != "$DATABASE") ]]; then
+			log "the set up in $STATE_DIR is another ($(cat "$STATE_DIR/set" 2>/dev/null || echo unknown)); stopping it first"
+		else
+			log "state in $STATE_DIR is stale (not every server answers); cleaning it up first"
+		fi
 		cmd_down
 	fi
 
 	check_ports
 
-	local start=$SECONDS tmpdir
+	local start=$SECONDS tmpdir name
 	mkdir -p "$STATE_DIR"
 	tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/taskd-services-$PORT_BASE.XXXXXX")
 	echo "$tmpdir" >"$STATE_DIR/tmpdir"
+	echo "$SELECTED" >"$STATE_DIR/set"
+	echo "$SELECTED_PROFILE" >"$STATE_DIR/profile"
+	echo "$DATABASE" >"$STATE_DIR/database"
 	: >"$STATE_DIR/servers"
 	STARTING=1
-	log "starting servers in $tmpdir"
+	log "starting $SELECTED in $tmpdir"
 
-	# Start everything first, then wait: the servers boot in parallel.
-	start_redis redis redis "$REDIS_PORT"
-	local i
-	for i in "${!REDLOCK_PORTS[@]}"; do
-		start_redis redis "redlock-$((i + 1))" "${REDLOCK_PORTS[$i]}"
+	for name in $SELECTED; do
+		"${name}_start"
 	done
-	for i in "${!CLUSTER_PORTS[@]}"; do
-		start_redis cluster "cluster-$((i + 1))" "${CLUSTER_PORTS[$i]}" \
-			'cluster-enabled yes' \
-			"cluster-config-file $(state_tmpdir)/cluster-$((i + 1))/nodes.conf" \
-			"cluster-port $((CLUSTER_PORTS[i] + CLUSTER_BUS_OFFSET))" \
-			'cluster-node-timeout 5000'
+	for name in $SELECTED; do
+		"${name}_ready"
 	done
-
-	# The primary logs every change (ROW, so the replica applies exactly what the
-	# primary did); the replica applies only taskd_r_* databases. sync_binlog=0
-	# keeps the log cheap, like the other unsafe settings above.
-	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
-		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0
-	start_mariadb replica replica "$REPLICA_PORT" --innodb-buffer-pool-size=128M \
-		--server-id=2 --skip-log-bin --read-only \
-		--replicate-wild-do-table="$REPLICA_DATABASES.%"
-	if ((POSTGRES_WANTED)); then
-		start_postgres
-	fi
-	setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$MYSQL_DATABASE\`;"
-	setup_mariadb replica "$REPLICA_PORT" "
-		CHANGE MASTER TO MASTER_HOST='$HOST', MASTER_PORT=$MYSQL_PORT,
-			MASTER_USER='$MYSQL_USER', MASTER_PASSWORD='$MYSQL_PASSWORD',
-			MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1;
-		START REPLICA;"
-	wait_for replica replica_ok "$REPLICA_PORT"
-
-	local kind name port
-	while read -r kind name port; do
-		if [[ $kind == redis || $kind == cluster ]]; then
-			wait_for "$name" redis_ping "$port"
-		fi
-	done < <(servers)
-	create_cluster
-	if ((POSTGRES_WANTED)); then
-		setup_postgres
-	fi
 
 	STARTING=0
 	log "all up in $((SECONDS - start))s"
@@ -599,13 +734,13 @@ cmd_up() {
 # Stopping
 
 # stop_servers stops every recorded server that still runs: SIGTERM is a clean
-# shutdown for both redis-server (nothing to save here) and mariadbd. It waits for
+# shutdown for both redis-server (nothing to save here) and mariadbd, SIGINT for
+# PostgreSQL (whose SIGTERM waits for its clients to leave). It waits for
 # them to exit, killing any that take longer than 30 seconds.
 stop_servers() {
 	local kind name port pid pids=() names=()
 	while read -r kind name port; do
 		if pid=$(server_pid "$name"); then
-			# PostgreSQL's SIGTERM waits for its clients to leave; SIGINT does not.
 			kill "-$([[ $kind == postgres ]] && echo INT || echo TERM)" "$pid" 2>/dev/null || true
 			pids+=("$pid")
 			names+=("$name")
@@ -656,20 +791,13 @@ join_addrs() {
 }
 
 cmd_env() {
-	local redis_server
-	redis_server=$(first_cmd redis-server) || redis_server=redis-server
-	cat <<-EOF
-		export TASKD_TEST_REDIS_URL='redis://$HOST:$REDIS_PORT/0'
-		export TASKD_TEST_REDLOCK_ADDRS='$(join_addrs "${REDLOCK_PORTS[@]}")'
-		export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLUSTER_PORTS[@]}")'
-		export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$MYSQL_DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
-		export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'
-		export TASKD_TEST_REDIS_SERVER='$redis_server'
-		export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'
-		export TASKD_TEST_FIREFOX='$(first_cmd firefox-esr firefox || true)'
-	EOF
-	if servers | grep -q '^postgres '; then
-		echo "export TASKD_TEST_POSTGRES_URL='postgres://$POSTGRES_USER:$POSTGRES_PASSWORD@$HOST:$POSTGRES_PORT/$POSTGRES_DATABASE?sslmode=disable'"
+	local name
+	for name in $SELECTED; do
+		"${name}_env"
+	done
+	if with_tools; then
+		echo "export TASKD_TEST_CHROMIUM='$(first_cmd chromium chromium-browser || true)'"
+		echo "export TASKD_TEST_FIREFOX='$(first_cmd firefox-esr firefox || true)'"
 	fi
 }
 
@@ -679,7 +807,7 @@ cmd_status() {
 		return 1
 	fi
 	find_binaries
-	echo "port base $PORT_BASE, state $STATE_DIR, files $(state_tmpdir)"
+	echo "port base $PORT_BASE, profile $SELECTED_PROFILE ($SELECTED), database $DATABASE, state $STATE_DIR, files $(state_tmpdir)"
 	local kind name port pid what rc=0
 	while read -r kind name port; do
 		if ! pid=$(server_pid "$name"); then
@@ -710,6 +838,18 @@ lock() {
 }
 
 [[ $# -eq 1 ]] || usage
+
+# The set: `up` and `install` take the profile given; the others, once something is
+# up, the one recorded.
+SELECTED_PROFILE=$PROFILE
+if [[ $1 != up && $1 != install && -e $STATE_DIR/set ]]; then
+	SELECTED=$(cat "$STATE_DIR/set")
+	SELECTED_PROFILE=$(cat "$STATE_DIR/profile" 2>/dev/null || echo "$SELECTED")
+	DATABASE=$(cat "$STATE_DIR/database" 2>/dev/null || echo "$DATABASE")
+else
+	SELECTED=$(resolve_profile "$PROFILE")
+fi
+
 case $1 in
 install) ensure_packages ;;
 up)

@@ -4,7 +4,8 @@
 # Runs CMD with the real Redis and MariaDB servers up and their environment exported
 # (see scripts/services.sh), then takes the servers down again whatever happened -
 # CMD failed, `up` failed, Ctrl-C - and exits with CMD's status. `make test`,
-# `make bench` and `make run` use it; TASKD_SERVICES_PORT_BASE picks the set.
+# `make bench` and `make run` use it; TASKD_SERVICES_PORT_BASE, TASKD_SERVICES_PROFILE
+# and TASKD_SERVICES_DATABASE pick the set (see scripts/services.sh).
 set -euo pipefail
 
 services=$(dirname "$0")/services.sh

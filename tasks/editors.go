@@ -97,7 +97,7 @@ func editorCategories(cats []string) ([]string, error) {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: categories must not be empty", ErrInvalid)
+		return nil, fmt.Errorf("%w: categories are required (at least one)", ErrInvalid)
 	}
 	return out, nil
 }

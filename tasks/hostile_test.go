@@ -125,6 +125,8 @@ func TestHostileTasksAreInvalid(t *testing.T) {
 		{"title too long", with(func(t *tasks.NewTask) { t.Title = strings.Repeat("😀", tasks.MaxTitleLen+1) }), "title must be 1..512 characters"},
 		{"category invalid UTF-8", with(func(t *tasks.NewTask) { t.Category = "n\xffws" }), "category must be valid UTF-8"},
 		{"category too long", with(func(t *tasks.NewTask) { t.Category = strings.Repeat("é", tasks.MaxCategoryLen+1) }), "category must be 1..64 characters"},
+		{"title missing", with(func(t *tasks.NewTask) { t.Title = "" }), "title is required"},
+		{"category missing", with(func(t *tasks.NewTask) { t.Category = "" }), "category is required"},
 		{"priority 2^31", with(func(t *tasks.NewTask) { t.Priority = math.MaxInt32 + 1 }), "priority must fit in 32 bits"},
 		{"priority -2^31-1", with(func(t *tasks.NewTask) { t.Priority = math.MinInt32 - 1 }), "priority must fit in 32 bits"},
 		{"priority 2^63-1", with(func(t *tasks.NewTask) { t.Priority = math.MaxInt64 }), "priority must fit in 32 bits"},
@@ -227,6 +229,9 @@ func TestHostileEditorsAreInvalid(t *testing.T) {
 	}{
 		{"name invalid UTF-8", tasks.CreateEditorParams{Name: "ada\xff", Categories: []string{"news"}}, tasks.ErrInvalid, "name must be valid UTF-8"},
 		{"name too long", tasks.CreateEditorParams{Name: strings.Repeat("é", tasks.MaxEditorNameLen+1), Categories: []string{"news"}}, tasks.ErrInvalid, "name must be 1..128 characters"},
+		{"name missing", tasks.CreateEditorParams{Categories: []string{"news"}}, tasks.ErrInvalid, "name is required"},
+		{"no categories", tasks.CreateEditorParams{Name: "ada"}, tasks.ErrInvalid, "categories are required (at least one)"},
+		{"empty category", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news", ""}}, tasks.ErrInvalid, "category is required"},
 		{"category invalid UTF-8", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news", "sp\xc3rt"}}, tasks.ErrInvalid, "category must be valid UTF-8"},
 		{"category too long", tasks.CreateEditorParams{Name: "ada", Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, tasks.ErrInvalid, "category must be 1..64 characters"},
 		{"too many categories", tasks.CreateEditorParams{Name: "ada", Categories: manyCategories(tasks.MaxCategories + 1)}, tasks.ErrInvalid, "at most 64 categories"},

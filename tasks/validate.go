@@ -25,12 +25,16 @@ const (
 
 // checkText checks a value for a VARCHAR(maxLen) column: valid UTF-8 and 1..maxLen
 // characters, which is how the column counts. The error wraps ErrInvalid and names
-// field.
+// field: "category is required" for an empty value, "category must be 1..64
+// characters" for a long one.
 func checkText(field, s string, maxLen int) error {
+	if s == "" {
+		return fmt.Errorf("%w: %s is required", ErrInvalid, field)
+	}
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%w: %s must be valid UTF-8", ErrInvalid, field)
 	}
-	if n := utf8.RuneCountInString(s); n < 1 || n > maxLen {
+	if n := utf8.RuneCountInString(s); n > maxLen {
 		return fmt.Errorf("%w: %s must be 1..%d characters", ErrInvalid, field, maxLen)
 	}
 	return nil

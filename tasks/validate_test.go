@@ -116,7 +116,7 @@ func TestCheckText(t *testing.T) {
 		{"a", ""},
 		{strings.Repeat("é", 4), ""},
 		{strings.Repeat("😀", 4), ""}, // characters, not bytes
-		{"", "title must be 1..4 characters"},
+		{"", "title is required"},
 		{"abcde", "title must be 1..4 characters"},
 		{"a\xff", "title must be valid UTF-8"},
 		{"\xed\xa0\x80", "title must be valid UTF-8"},

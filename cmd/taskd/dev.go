@@ -32,12 +32,12 @@ func runDev(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("dev", "dev [flags]", `
 Local playground, run by 'make run': applies the schema, creates demo editors
 (printing their tokens, which are shown nowhere else), tops the pool up to
---articles pending demo articles across six newsroom categories, then serves
+-articles pending demo articles across six newsroom categories, then serves
 like 'taskd serve' and prints ready-to-paste curl commands for the API.
 
 Running it again is fine: it creates new editors (names get a random suffix,
 because tokens are stored hashed and cannot be shown twice) and only adds the
-articles missing to reach --articles.`)
+articles missing to reach -articles.`)
 	articles := f.Int("articles", devArticlesDefault, "pending demo articles to have in the pool")
 	if err := a.parse(f, args); err != nil {
 		return err
@@ -136,7 +136,8 @@ func reachable(addr string) string {
 	return addr
 }
 
-// printDevGuide prints the editors and the curl commands to try the API with.
+// printDevGuide prints the editors and the tour: curl commands to try the API
+// with, ready to paste.
 func printDevGuide(w io.Writer, base string, editors []demoEditor, adminToken string) {
 	fmt.Fprintf(w, "\ntaskd dev is serving on %s (Ctrl-C stops it).\n\nDemo editors (their tokens are shown only here):\n", base)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -146,30 +147,12 @@ func printDevGuide(w io.Writer, base string, editors []demoEditor, adminToken st
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nThe editor's workspace: open %s/ in a browser and sign in with one of these tokens.\n", base)
 	fmt.Fprintf(w, "The ops console: open %s/ops and sign in with the admin token below.\n", base)
+	fmt.Fprint(w, "\nA tour of the API (bash; the ID and FENCE lines need jq, or set them by hand):\n\n")
 	first := editors[0]
-	fmt.Fprintf(w, `
-Try the API (bash; the ID and FENCE lines need jq, or set them by hand):
-
-  export TASKD=%s
-  export EDITOR_TOKEN=%s   # %s
-  export ADMIN_TOKEN=%s
-
-  # the next assignment, waiting up to 30s when the pool has none
-  A=$(curl -sS -X POST "$TASKD/v1/assignments/next" -H "Authorization: Bearer $EDITOR_TOKEN" -d '{"wait_ms": 30000}'); echo "$A"
-  ID=$(echo "$A" | jq .task.id); FENCE=$(echo "$A" | jq .fence)
-
-  # keep it: extend the lease
-  curl -sS -X POST "$TASKD/v1/assignments/$ID/heartbeat" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE}"
-
-  # hand it in; the answer carries the next assignment, which the lines below use
-  A=$(curl -sS -X POST "$TASKD/v1/assignments/$ID/submit" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"result\": {\"approved\": true}}"); echo "$A"
-  ID=$(echo "$A" | jq .next.task.id); FENCE=$(echo "$A" | jq .next.fence)
-
-  # give that one back to the pool
-  curl -sS -X POST "$TASKD/v1/assignments/$ID/release" -H "Authorization: Bearer $EDITOR_TOKEN" -d "{\"fence\": $FENCE, \"reason\": \"not my beat\"}" -w "%%{http_code}\n"
-
-  # the pool: counts by status and category, live claims
-  curl -sS "$TASKD/v1/stats" -H "Authorization: Bearer $ADMIN_TOKEN"
-
-`, base, first.token, first.name, adminToken)
+	_ = writeTour(w, tourValues{
+		Base:        base,
+		EditorToken: first.token, EditorNote: fmt.Sprintf("%s (%s)", first.name, strings.Join(first.categories, ",")),
+		AdminToken: adminToken, AdminNote: "admin_token of the configuration",
+	})
+	fmt.Fprintln(w)
 }

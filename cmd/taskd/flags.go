@@ -30,7 +30,7 @@ func (a *app) newFlags(name, synopsis, about string) *cmdFlags {
 	return f
 }
 
-// parse parses args. On -h or --help it prints the help on stdout and returns
+// parse parses args. On -h or -help (or --help) it prints the help on stdout and returns
 // errHelp; a bad flag is a usageError.
 func (a *app) parse(f *cmdFlags, args []string) error {
 	err := f.Parse(args)

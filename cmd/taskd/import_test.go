@@ -157,14 +157,14 @@ func TestImportRejectsBadLines(t *testing.T) {
 	}
 	for _, want := range []string{
 		"6 of 9 records rejected",
-		"line 2: title must be 1..512 characters",
+		"line 2: title is required",
 		`line 3: unknown field "colour"`,
 		"line 5: not a JSON object",
 		"line 6: category must not start or end with spaces",
 		"line 7: payload must be a JSON object",
 		"line 9: priority must fit in 32 bits",
 		"nothing imported",
-		"--partial",
+		"pass -partial to import the 3 valid records)",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not mention %q:\n%s", want, stderr)
@@ -191,6 +191,42 @@ func TestImportRejectsBadLines(t *testing.T) {
 	}
 	if got := s.tasks(t); len(got) != 0 {
 		t.Errorf("%d tasks after the dry run, want 0", len(got))
+	}
+}
+
+// TestImportNamesWhatPartialWouldImport checks the counts in the refusal of a
+// file with rejected records: one valid record is "1 valid record", and with
+// none -partial is not offered, since it would import nothing either.
+func TestImportNamesWhatPartialWouldImport(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	const good, bad = `{"category":"news","title":"good"}` + "\n", `{"category":"news"}` + "\n"
+	for _, c := range []struct {
+		name, content, want string
+		args                []string
+	}{
+		{"one valid", good + bad, "nothing imported: 1 of 2 records rejected (fix them, or pass -partial to import the 1 valid record)\n", nil},
+		{"two valid", good + bad + good, "nothing imported: 1 of 3 records rejected (fix them, or pass -partial to import the 2 valid records)\n", nil},
+		{"none valid", bad + bad, "nothing imported: every record of", nil},
+		{"none valid, partial", bad + bad, "nothing imported: every record of", []string{"-partial"}},
+		{"none valid, partial dry run", bad + bad, "nothing imported: every record of", []string{"-partial", "-dry-run"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := s.file(t, strings.ReplaceAll(c.name, " ", "-")+".jsonl", c.content)
+			_, stderr, code := runApp(t, s.env, append(append([]string{"import"}, c.args...), path)...)
+			if code != exitFailure {
+				t.Errorf("exit %d, want %d\n%s", code, exitFailure, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Errorf("stderr does not say %q:\n%s", c.want, stderr)
+			}
+			if strings.Contains(c.name, "none") && strings.Contains(stderr, "pass -partial") {
+				t.Errorf("-partial offered for a file without a valid record:\n%s", stderr)
+			}
+		})
+	}
+	if got := s.tasks(t); len(got) != 0 {
+		t.Errorf("%d tasks imported, want 0", len(got))
 	}
 }
 

@@ -28,7 +28,7 @@ Loads tasks from FILE into the pool: JSON lines (.jsonl, .ndjson, .json) with on
 object per line, {"category", "title", "priority", "payload", "max_attempts",
 "key", "run_after", "due_at"}, or CSV (.csv) with a header row naming those
 columns (category and title required, payload a JSON object, run_after and
-due_at RFC 3339 times). --format overrides the extension.
+due_at RFC 3339 times). -format overrides the extension.
 
 A record with a key whose task exists already is not imported again: give every
 record a key, and running the same import twice imports nothing the second time
@@ -38,10 +38,10 @@ The whole file is checked first, with the store's own validation, and every
 rejected record is reported with its line number and the reason. Then:
 
   - by default, a file with any rejected record imports nothing (exit status 1);
-  - with --partial, the valid records are imported and the rejected ones listed
+  - with -partial, the valid records are imported and the rejected ones listed
     (exit status 0).
 
-Tasks are inserted in batches of --batch, each batch in one transaction. Should
+Tasks are inserted in batches of -batch, each batch in one transaction. Should
 the database fail midway, the batches committed so far stay, and the error says
 how many tasks and up to which line. Tasks are written to MySQL only; callers
 long-polling for them see them within dispatch.poll_interval.`)
@@ -110,14 +110,14 @@ func (im *importer) run(ctx context.Context, dryRun bool) error {
 	switch {
 	case valid+rejected == 0:
 		return fmt.Errorf("%s holds no records", im.path)
+	case valid == 0 && rejected > 0:
+		return fmt.Errorf("nothing imported: every record of %s was rejected", im.path)
 	case rejected > 0 && !im.partial:
-		return fmt.Errorf("nothing imported: %d of %d records rejected (fix them, or pass --partial to import the %d valid ones)",
-			rejected, valid+rejected, valid)
+		return fmt.Errorf("nothing imported: %d of %d records rejected (fix them, or pass -partial to import the %s)",
+			rejected, valid+rejected, plural(valid, "valid record"))
 	case dryRun:
 		fmt.Fprintf(im.a.stdout, "%s: %s would be imported (dry run)\n", im.path, plural(valid, "task"))
 		return nil
-	case valid == 0:
-		return fmt.Errorf("nothing imported: every record of %s was rejected", im.path)
 	}
 	return im.insert(ctx, valid)
 }
@@ -195,7 +195,7 @@ func (im *importer) report(valid, rejected int, shown []rejection) {
 		fmt.Fprintf(w, "  line %d: %s\n", r.line, r.reason)
 	}
 	if more := rejected - len(shown); more > 0 {
-		fmt.Fprintf(w, "  ... and %d more (raise --max-errors to list them)\n", more)
+		fmt.Fprintf(w, "  ... and %d more (raise -max-errors to list them)\n", more)
 	}
 }
 

@@ -6,7 +6,7 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, export, status, pause, resume, dev; `taskd <command> --help`
+// Commands: serve, work, migrate, import, export, status, pause, resume, dev; `taskd <command> -help`
 // describes each. Configuration comes from config.yaml (see the example at the top
 // of the repository) and TASKD_* environment variables.
 //
@@ -39,7 +39,7 @@ type command struct {
 	run     func(ctx context.Context, a *app, args []string) error
 }
 
-// commands returns the command table, in the order `taskd --help` lists it.
+// commands returns the command table, in the order `taskd -help` lists it.
 func commands() []command {
 	return []command{
 		{"serve", "run the HTTP API and the sweeper (and workers, with worker.in_serve)", runServe},
@@ -91,7 +91,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 	switch name {
 	case "-h", "-help", "--help", "help":
 		if len(rest) > 0 && name == "help" {
-			return a.main(ctx, []string{rest[0], "--help"})
+			return a.main(ctx, []string{rest[0], "-help"})
 		}
 		a.usage(a.stdout)
 		return exitOK
@@ -148,7 +148,7 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Run 'taskd <command> --help' for a command's flags.
+Run 'taskd <command> -help' for a command's flags.
 
 Configuration: ./config.yaml when it exists, or the file given with -config or
 TASKD_CONFIG; every key can be overridden by TASKD_<SECTION>_<KEY> (for example
@@ -164,7 +164,7 @@ var errHelp = errors.New("help requested")
 // usageError is a usage or configuration error: exit status 2.
 type usageError struct {
 	err  error
-	hint string // printed after the error, e.g. "run 'taskd import --help'"
+	hint string // printed after the error, e.g. "Run 'taskd import -help' for usage."
 }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -174,6 +174,6 @@ func (e *usageError) Unwrap() error { return e.err }
 func usagef(cmd, format string, args ...any) error {
 	return &usageError{
 		err:  fmt.Errorf(format, args...),
-		hint: fmt.Sprintf("Run 'taskd %s --help' for usage.", cmd),
+		hint: fmt.Sprintf("Run 'taskd %s -help' for usage.", cmd),
 	}
 }

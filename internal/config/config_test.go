@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -416,8 +417,17 @@ func TestRepoConfig(t *testing.T) {
 	if got, want := cfg.Redis.Addrs, []string{"127.0.0.1:26379"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("redis.addrs = %v, want %v", got, want)
 	}
-	if !strings.Contains(cfg.MySQL.DSN, "tcp(127.0.0.1:26306)/taskd_test") {
-		t.Errorf("mysql.dsn = %q, want MariaDB on 127.0.0.1:26306, database taskd_test", cfg.MySQL.DSN)
+	if !strings.HasSuffix(cfg.MySQL.DSN, "tcp(127.0.0.1:26306)/taskd") {
+		t.Errorf("mysql.dsn = %q, want MariaDB on 127.0.0.1:26306, database taskd", cfg.MySQL.DSN)
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RUN_PORT_BASE ?= 26300\n", "TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd "} {
+		if !strings.Contains(string(makefile), want) {
+			t.Errorf("the Makefile does not start make run's servers as config.yaml expects: no %q", want)
+		}
 	}
 	// Its values are the defaults, except where it points at local servers.
 	def := Default()
@@ -531,7 +541,7 @@ schedules:
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, colour: red}\n", "schedules[0].colour", []string{"unknown key"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, priority: high}\n", "schedules[0].priority", []string{"must be an integer"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: [1]}\n", "schedules[0].payload", []string{"must be a mapping"}},
-		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category must be 1..64", "test.yaml line 2"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category is required", "test.yaml line 2"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: {a: {1: x}}}\n", "schedules[0].payload", []string{"cannot be JSON"}},
 		{"schedules:\n  - just a string\n", "schedules[0]", []string{"must be a mapping"}},
 		{"schedules: {name: a}\n", "schedules", []string{"must be a list"}},

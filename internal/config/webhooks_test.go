@@ -77,6 +77,7 @@ func TestWebhooksInvalid(t *testing.T) {
 		{"short secret", hook("name: a\nurl: https://h/x\nevents: [dead]\nsecret: shorty"), "webhooks[0].secret: must be at least 16 characters, got 6"},
 		{"duplicate name", hook(ok) + "  - " + strings.ReplaceAll(ok, "\n", "\n    ") + "\n", `webhooks[1].name: "a" is also the name of webhooks[0]`},
 		{"bad name", hook("name: a b\nurl: https://h/x\nevents: [dead]\nsecret: " + secret), "webhooks[0].name: must be 1..64 letters"},
+		{"no name", hook("url: https://h/x\nevents: [dead]\nsecret: " + secret), "webhooks[0].name: must be set"},
 		{"unknown key", hook(ok + "\nretries: 3"), "webhooks[0].retries: unknown key"},
 		{"not a list", "webhooks: {name: a}\n", "webhooks: must be a list"},
 		{"bad duration", hook(ok + "\ntimeout: soon"), "webhooks[0].timeout: must be a duration"},

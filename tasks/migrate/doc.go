@@ -9,7 +9,9 @@
 //	...
 //	applied, err := migrate.Up(ctx, db)
 //
-// `taskd migrate` is Up, and `taskd migrate -status` is ReadStatus.
+// `taskd migrate` is Up, and `taskd migrate -status` is ReadStatus. Status.Current
+// says whether the binary can run on the database as it is; taskd's Engine.Start
+// refuses a database where it is not nil.
 //
 // # Writing a migration
 //
@@ -27,7 +29,8 @@
 // tables from before versioned migrations that are not migration 1's
 // (ErrSchemaUnrecognized), and a database another process kept migrating for longer
 // than LockTimeout (ErrLocked). A statement that fails is an *Error. ReadStatus returns
-// ErrSchemaUnrecognized and reports the others in Status.Err. Errors are wrapped with the
+// ErrSchemaUnrecognized and reports the others in Status.Err; Status.Current adds
+// ErrSchemaBehind for a database with migrations pending. Errors are wrapped with the
 // operation and, once known, the database's name; test them with errors.Is and
 // errors.As.
 package migrate

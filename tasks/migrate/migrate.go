@@ -27,6 +27,10 @@ var (
 	// not know: it was migrated by a newer taskd. Nothing was changed.
 	ErrSchemaAhead = errors.New("database schema is newer than this binary")
 
+	// ErrSchemaBehind means the database lacks migrations this binary has: it was never
+	// migrated, or only by an older taskd. Up brings it up to date.
+	ErrSchemaBehind = errors.New("database schema is older than this binary")
+
 	// ErrSchemaEdited means a migration's file differs from the one that was applied
 	// (their SHA-256 checksums differ), or the database skipped a migration. Nothing was
 	// changed.

@@ -95,6 +95,43 @@ func (s *Status) Err() error {
 	return errors.Join(errs...)
 }
 
+// Current says whether the binary can run on the database as it is: nil when every
+// migration the binary has is applied as it is in the binary and no other one is.
+// Otherwise it returns Err's error (ErrSchemaAhead, ErrSchemaEdited), or one wrapping
+// ErrSchemaBehind that names the database's version and the binary's.
+func (s *Status) Current() error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	pending := s.Pending()
+	switch {
+	case len(pending) == 0:
+		return nil
+	case s.Adopt:
+		return fmt.Errorf("%w: database %s has taskd's tables from before versioned migrations, and this binary needs version %04d",
+			ErrSchemaBehind, s.Database, s.known())
+	case s.Version() == 0:
+		return fmt.Errorf("%w: database %s has no migration applied (no taskd tables), and this binary needs version %04d",
+			ErrSchemaBehind, s.Database, s.known())
+	default:
+		return fmt.Errorf("%w: database %s is at version %04d, and this binary needs %04d (%s pending)",
+			ErrSchemaBehind, s.Database, s.Version(), s.known(), pendingNames(pending))
+	}
+}
+
+// pendingNames names pending migrations for a message, the first three of them.
+func pendingNames(pending []Migration) string {
+	var ids []string
+	for i, m := range pending {
+		if i == 3 {
+			ids = append(ids, fmt.Sprintf("and %d more", len(pending)-i))
+			break
+		}
+		ids = append(ids, m.ID())
+	}
+	return strings.Join(ids, ", ")
+}
+
 // known is the highest version the binary knows.
 func (s *Status) known() int {
 	v := 0

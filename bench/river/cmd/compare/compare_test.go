@@ -17,7 +17,7 @@ func services(t *testing.T) (pg, mysqlDSN, redisURL string) {
 	t.Helper()
 	for _, name := range []string{"TASKD_TEST_POSTGRES_URL", "TASKD_TEST_MYSQL_DSN", "TASKD_TEST_REDIS_URL"} {
 		if os.Getenv(name) == "" {
-			msg := name + " is not set: start the servers with TASKD_SERVICES_POSTGRES=1 scripts/services.sh up"
+			msg := name + " is not set: start the servers with TASKD_SERVICES_PROFILE=bench scripts/services.sh up"
 			if os.Getenv("TASKD_TEST_REQUIRE_SERVICES") == "1" {
 				t.Fatal(msg)
 			}

@@ -23,7 +23,7 @@
 //
 // The stores are -postgres, -mysql and -redis, by default
 // $TASKD_TEST_POSTGRES_URL, $TASKD_TEST_MYSQL_DSN and $TASKD_TEST_REDIS_URL
-// (TASKD_SERVICES_POSTGRES=1 scripts/services.sh up prints them).
+// (TASKD_SERVICES_PROFILE=bench scripts/services.sh up prints them).
 package main
 
 import (
@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case *pgURL == "":
-		return errors.New("no PostgreSQL: set TASKD_TEST_POSTGRES_URL (eval \"$(TASKD_SERVICES_POSTGRES=1 scripts/services.sh up)\") or pass -postgres")
+		return errors.New("no PostgreSQL: set TASKD_TEST_POSTGRES_URL (eval \"$(TASKD_SERVICES_PROFILE=bench scripts/services.sh up)\") or pass -postgres")
 	case *mysqlDSN == "":
 		return errors.New("no MySQL: set TASKD_TEST_MYSQL_DSN or pass -mysql")
 	case *redisURL == "":

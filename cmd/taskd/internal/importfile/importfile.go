@@ -60,7 +60,7 @@ func DetectFormat(name, path string) (Format, error) {
 	if name == "" {
 		ext := strings.ToLower(filepath.Ext(path))
 		if ext == "" {
-			return "", fmt.Errorf("cannot tell the format of %q without an extension: pass --format jsonl or --format csv", path)
+			return "", fmt.Errorf("cannot tell the format of %q without an extension: pass -format jsonl or -format csv", path)
 		}
 		name = ext[1:]
 	}
