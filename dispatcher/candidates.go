@@ -205,19 +205,19 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	return nil
 }
 
-// done ends the claim attempt that took picked. claimed is the candidate it
-// claimed, if any (0 if none). back are the candidates it did not claim but
+// done ends the claim attempt that took picked. claimed are the candidates
+// it claimed, if any. back are the candidates it did not claim but
 // that are still claimable as far as it knows (not tried, or refused for
 // reasons of the claimant's own): they go back to the pool, unless their
 // category was read again since they were taken.
-func (p *candidatePool) done(picked []pooled, claimed int64, back []pooled) {
+func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
 		if cc := p.cats[c.category]; cc != nil && cc.inflight > 0 {
 			cc.inflight--
 		}
-		if c.ID == claimed {
+		if slices.Contains(claimed, c.ID) {
 			p.out[c.ID] = p.clock()
 		} else {
 			delete(p.out, c.ID)
