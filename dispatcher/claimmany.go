@@ -102,7 +102,7 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 	tried := make(map[int64]bool)
 	free := holders
 	for range claimAttempts {
-		picked, err := d.cands.take(ctx, categories, len(free), tried)
+		picked, err := d.cands.takeMany(ctx, categories, len(free), tried)
 		if err != nil {
 			return claims, Unavailable(fmt.Errorf("next: %w", err))
 		}

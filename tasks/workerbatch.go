@@ -23,8 +23,10 @@ import (
 const BatchMax = 1000
 
 // membersSQL writes the live-claim predicate of members to q, at the batch's
-// instant, and returns its arguments: the rows named by id (so that the primary
-// key drives the statement), each with its member's fence and holder.
+// instant, and returns its arguments: the rows named by id, each with its
+// member's fence and holder. Statements using it force the primary key: the
+// optimizer would otherwise read (and, in a locking statement, lock) every
+// assigned row through the status index.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
 	args := make([]any, 0, 4*len(ids))
 	q.WriteString(" WHERE id IN (")
@@ -129,7 +131,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 
 	var q strings.Builder
 	var args []any
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ")
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
 	args = append(args, caseSQL(&q, ids, holders)...)
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, trace_context = ?\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
@@ -156,7 +158,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 	for i, f := range fences {
 		bumped[i] = f + 1
 	}
-	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks")
+	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	live := membersSQL(&q, ids, bumped, holders)
 	args = append(args, live...)
 	q.WriteString(" AND assigned_at = @taskd_now;\n")
@@ -258,13 +260,13 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []HeartbeatParams) ([]Ren
 	var args []any
 	// The report, which also locks the members' rows: those it shows are
 	// live, and the writes below take exactly them (but those at the limit).
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, " + newLease + " AS expires,\n\tlease_expires_at >= assigned_at + INTERVAL ? MICROSECOND AS at_limit FROM tasks")
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, " + newLease + " AS expires,\n\tlease_expires_at >= assigned_at + INTERVAL ? MICROSECOND AS at_limit FROM tasks FORCE INDEX (PRIMARY)")
 	args = append(args, micros(lease), hold, hold)
 	live := membersSQL(&q, ids, fences, holders)
 	args = append(args, live...)
-	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks")
+	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
-	q.WriteString(belowLimit + ";\nUPDATE tasks SET lease_expires_at = " + newLease)
+	q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
 	args = append(args, hold, micros(lease), hold)
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
 	q.WriteString(belowLimit + ";\nCOMMIT")
@@ -386,7 +388,7 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 	var args []any
 	// The report, which also locks the members' rows: those it shows are
 	// live, and the writes below take exactly them.
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt FROM tasks")
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt FROM tasks FORCE INDEX (PRIMARY)")
 	args = append(args, membersSQL(&q, all.ids, all.fences, all.holders)...)
 	q.WriteString(" FOR UPDATE;\n")
 
@@ -394,17 +396,17 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
 		// Strings, not bytes: MySQL refuses binary strings in JSON columns.
 		args = append(args, caseSQL(&q, done.ids, results)...)
-		q.WriteString(" FROM tasks")
+		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks")
+		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		q.WriteString(";\n")
 		if s.outbox[WebhookSubmitted] {
-			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks")
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 			args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 			q.WriteString(";\n")
 		}
-		q.WriteString("UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		q.WriteString(";\n")
 	}
@@ -433,19 +435,19 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
 		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, details)...)
-		q.WriteString(", @taskd_now FROM tasks")
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 		q.WriteString(";\n")
 		if s.outbox[WebhookDead] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail, created_at)\n\tSELECT 'dead', id, fence, holder, editor_id, category, 'fail', ")
 			args = append(args, caseSQL(&q, failed.ids, details)...)
-			q.WriteString(", @taskd_now FROM tasks")
+			q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 			q.WriteString(" AND " + isDead + ";\n")
 			args = append(args, deadArgs...)
 		}
 		// A dead task keeps its holder and assigned_at as a record, as Fail's.
-		q.WriteString("UPDATE tasks SET last_error = ")
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET last_error = ")
 		args = append(args, caseSQL(&q, failed.ids, lastErrs)...)
 		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
 		args = append(args, deadArgs...)
