@@ -76,6 +76,10 @@ const (
 	// (it holds at least one, whatever its size), well inside MariaDB's
 	// default max_allowed_packet of 16 MiB.
 	workerBatchBytesMax = 8 << 20
+	// workerWriters is how many batches of outcomes a worker has in flight
+	// at most. One: on a loaded 2-core machine, a second writer (and a
+	// second claiming loop) made batches smaller and the worker slower.
+	workerWriters = 1
 )
 
 // WorkerConfig configures a Worker. Handler is required; the other zero
@@ -307,6 +311,9 @@ type Worker struct {
 	out      *completer
 
 	processed, failed, leaseLost, released, running atomic.Int64
+	// unsettled counts the runs whose outcome is not with the completer yet:
+	// while there are any, more outcomes are coming.
+	unsettled atomic.Int64
 }
 
 // NewWorker returns a Worker that claims through d. It returns an error for
@@ -368,7 +375,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		// that their claims can still be completed or released.
 		bg := context.WithoutCancel(ctx)
 		go w.leases.run(bg)
-		go w.out.run()
+		w.out.start()
 		go func() {
 			w.claimLoop(claimCtx)
 			w.handlers.Wait()
@@ -469,6 +476,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				continue
 			}
 			w.handlers.Add(1)
+			w.unsettled.Add(1)
 			go w.run(c, s)
 		}
 		for _, s := range slotOf {
@@ -541,6 +549,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 
 	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) {
 		// The store would refuse anything about this claim now.
+		w.out.settled(nil)
 		w.leases.remove(ref.TaskID)
 		w.leaseLost.Add(1)
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
@@ -568,6 +577,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	if err != nil {
 		if stopping {
 			log.InfoContext(rctx, "handler stopped by shutdown", "err", err)
+			w.out.settled(nil)
 			w.release(claim, log)
 			endSpan(span, o.handlerErr)
 			return
@@ -576,7 +586,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		o.backoff = max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
 		o.skipRetry = errors.Is(err, SkipRetry)
 	}
-	w.out.add(o)
+	w.out.settled(o)
 }
 
 // release gives a claim back to the pool because the worker is stopping.

@@ -20,10 +20,10 @@ var attrBatch = attribute.Key("taskd.batch.size")
 
 // completer writes a worker's outcomes in batches: up to BatchSize per
 // transaction (tasks.Store.Complete), then the locks of the claims they ended
-// given back in one script. A batch is written as soon as no write is in
-// flight and either BatchSize outcomes wait, no handler is running (nothing
-// more is coming), or the oldest has waited FlushInterval: no timer runs
-// when there is nothing to group.
+// given back in one script. A batch is written as soon as a writer is free
+// (workerWriters of them) and either BatchSize outcomes wait, no other run is
+// unsettled (nothing more is coming), or the oldest has waited
+// FlushInterval: no timer runs when there is nothing to group.
 type completer struct {
 	w *Worker
 
@@ -32,23 +32,32 @@ type completer struct {
 	closed bool
 	wake   chan struct{} // has a value once an outcome arrived or close was called
 	// space has a value once a write took outcomes off a full queue.
-	space  chan struct{}
-	exited chan struct{}
+	space   chan struct{}
+	writers sync.WaitGroup
 }
 
 func newCompleter(w *Worker) *completer {
-	return &completer{
-		w: w, wake: make(chan struct{}, 1), space: make(chan struct{}, 1), exited: make(chan struct{}),
+	return &completer{w: w, wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+// start starts the writers.
+func (c *completer) start() {
+	for range workerWriters {
+		c.writers.Go(c.run)
 	}
 }
 
-// add queues an outcome. It never blocks: the claim loop stops claiming
-// while the queue is full, so the queue holds at most MaxBacklog outcomes
-// plus one per slot.
-func (c *completer) add(o *outcome) {
-	o.queuedAt = time.Now()
+// settled ends a run: its outcome o is queued, or with o nil, it has none
+// (the run's claim was lost or given back). It never blocks: the claim loop
+// stops claiming while the queue is full, so the queue holds at most
+// MaxBacklog outcomes plus one per slot.
+func (c *completer) settled(o *outcome) {
 	c.mu.Lock()
-	c.queue = append(c.queue, o)
+	if o != nil {
+		o.queuedAt = time.Now()
+		c.queue = append(c.queue, o)
+	}
+	c.w.unsettled.Add(-1)
 	c.mu.Unlock()
 	signal(c.wake)
 }
@@ -60,18 +69,21 @@ func (c *completer) full() bool {
 	return len(c.queue) >= c.w.cfg.MaxBacklog
 }
 
-// close makes run return once the queue is empty, and waits for it.
+// close makes the writers return once the queue is empty, and waits for
+// them.
 func (c *completer) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	signal(c.wake)
-	<-c.exited
+	c.writers.Wait()
 }
 
 // run writes batches until closed and empty.
 func (c *completer) run() {
-	defer close(c.exited)
+	// A writer passes a wake-up on when it leaves, or when it takes a batch
+	// and more is queued, so that the other writer sees it too.
+	defer signal(c.wake)
 	var timer *time.Timer
 	for {
 		batch, wait := c.next()
@@ -95,8 +107,18 @@ func (c *completer) run() {
 			}
 			continue
 		}
+		if c.waiting() {
+			signal(c.wake)
+		}
 		c.write(batch)
 	}
+}
+
+// waiting reports whether outcomes are queued.
+func (c *completer) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) > 0
 }
 
 // next takes the next batch off the queue. When there is none to write yet,
@@ -112,7 +134,7 @@ func (c *completer) next() ([]*outcome, time.Duration) {
 		}
 		return nil, -1
 	}
-	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && c.w.running.Load() > 0 {
+	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && c.w.unsettled.Load() > 0 {
 		if wait := time.Until(c.queue[0].queuedAt.Add(cfg.FlushInterval)); wait > 0 {
 			return nil, wait
 		}
