@@ -544,13 +544,13 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	w.running.Add(-1)
 	stopping := w.handlersCtx.Err() != nil
 	// From here on a lost lease cancels nothing: the outcome decides.
-	lost := !w.leases.seal(ref.TaskID)
+	lost := !w.leases.seal(ref)
 	w.slots.put(slot)
 
 	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) {
 		// The store would refuse anything about this claim now.
 		w.out.settled(nil)
-		w.leases.remove(ref.TaskID)
+		w.leases.remove(ref)
 		w.leaseLost.Add(1)
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
@@ -596,7 +596,7 @@ func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	c := Claimant{Holder: claim.Task.Holder, Categories: w.cfg.Categories}
 	err := w.d.Release(ctx, c, ref, "shutdown")
-	w.leases.remove(ref.TaskID)
+	w.leases.remove(ref)
 	switch {
 	case err == nil:
 		w.released.Add(1)
@@ -617,7 +617,7 @@ func (w *Worker) completed(ctx context.Context, o *outcome, ended *tasks.Ended, 
 	if o.result == nil {
 		op = "fail"
 	}
-	defer w.leases.remove(o.ref.TaskID)
+	defer w.leases.remove(o.ref)
 	defer func() { endSpan(o.span, o.handlerErr) }()
 	log := o.log
 	switch {

@@ -268,22 +268,25 @@ func (k *leaseKeeper) add(ref ClaimRef, holder string, until time.Time, lost con
 // seal notes that a claim's handler returned, so that a lost lease cancels
 // nothing from now on, and reports whether the claim is still held (false:
 // it was lost already).
-func (k *leaseKeeper) seal(taskID int64) bool {
+func (k *leaseKeeper) seal(ref ClaimRef) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	l := k.held[taskID]
-	if l == nil || l.gone {
+	l := k.held[ref.TaskID]
+	if l == nil || l.ref != ref || l.gone {
 		return false
 	}
 	l.sealed = true
 	return true
 }
 
-// remove stops renewing a claim: it ended, or was given up.
-func (k *leaseKeeper) remove(taskID int64) {
+// remove stops renewing a claim: it ended, or was given up. A later claim
+// of the same task (after this one was lost) is left alone.
+func (k *leaseKeeper) remove(ref ClaimRef) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.held, taskID)
+	if l := k.held[ref.TaskID]; l != nil && l.ref == ref {
+		delete(k.held, ref.TaskID)
+	}
 }
 
 // close stops the renewals and waits for a round in flight.
