@@ -86,7 +86,8 @@ const (
 // fields take defaults (see WithDefaults).
 type WorkerConfig struct {
 	// Concurrency is the number of slots: tasks run at most this many at a
-	// time, each slot claiming its own. Default WorkerConcurrencyDefault.
+	// time, and the worker never holds more claims than free slots allow.
+	// Default WorkerConcurrencyDefault.
 	Concurrency int
 
 	// Handler runs each claimed task; usually a *ServeMux. Required.
@@ -103,8 +104,8 @@ type WorkerConfig struct {
 	// characters>", unique per process.
 	ID string
 
-	// Wait is how long one slot long-polls Next for a task before asking
-	// again (capped by the dispatcher's Config.MaxWait). Default
+	// Wait is how long the worker long-polls for tasks, as Next does, before
+	// asking again (capped by the dispatcher's Config.MaxWait). Default
 	// WorkerWaitDefault.
 	Wait time.Duration
 
