@@ -264,7 +264,7 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	b := setup(t)
 	probe := &batchProbe{Store: b.store, results: make(chan tasks.Renewed, 1000)}
 	d, err := dispatcher.New(probe, b.locks, dispatcher.Config{
-		Lease: 600 * time.Millisecond, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,6 +317,13 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	}
 	// The others are renewed on: wait for two more accepted renewals of them
 	// after the loss, then let them finish.
+	for drained := false; !drained; {
+		select {
+		case <-probe.results:
+		default:
+			drained = true
+		}
+	}
 	accepted := 0
 	for accepted < 2 {
 		if r := awaitValue(t, probe.results, "a renewal after the loss"); r.Err == nil {
