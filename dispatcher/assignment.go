@@ -102,32 +102,6 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 	return next, nil
 }
 
-// commit ends c's claim ref with its result and gives its Redis lock back.
-func (d *Dispatcher) commit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) error {
-	ended, err := d.submit(ctx, c, ref, result)
-	if err != nil {
-		return err
-	}
-	d.releaseLock(ctx, ended.TaskID, ended.Holder)
-	return nil
-}
-
-// submit ends c's claim ref with its result in the store; the claim's Redis
-// lock is the caller's to give back.
-func (d *Dispatcher) submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (_ *tasks.Ended, err error) {
-	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
-	defer func() { endSpan(span, err) }()
-	ended, err := d.store.Submit(ctx, tasks.SubmitParams{
-		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result,
-	})
-	if err != nil {
-		d.countStale(ctx, "submit", err)
-		return nil, Unavailable(err)
-	}
-	d.record(ctx, span, ended, "submit")
-	return ended, nil
-}
-
 // Release gives c's claim ref back to the pool now; reason goes into the
 // audit record. An editor is not offered the task again for a while
 // (tasks.Config.ReleaseCooldown); everyone else is at once. It returns tasks.ErrStale, changing nothing, when the claim is
@@ -161,23 +135,6 @@ func (d *Dispatcher) release(ctx context.Context, c Claimant, ref ClaimRef, reas
 	d.finish(ctx, span, ended, "release")
 	d.wake(ctx, ended.Category)
 	return nil
-}
-
-// fail ends c's claim ref with a handler's error: the store retries the task
-// after backoff, or makes it dead when no attempts are left or dead is set.
-func (d *Dispatcher) fail(ctx context.Context, c Claimant, ref ClaimRef, cause error, backoff time.Duration, dead bool) (_ *tasks.Ended, err error) {
-	ctx, span := d.startWrite(ctx, "dispatcher.fail", c, ref)
-	defer func() { endSpan(span, err) }()
-	ended, err := d.store.Fail(ctx, tasks.FailParams{
-		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Err: cause.Error(), Backoff: backoff, Dead: dead,
-	})
-	if err != nil {
-		d.countStale(ctx, "fail", err)
-		return nil, Unavailable(err)
-	}
-	span.SetAttributes(attrOutcome.String(string(ended.Status)))
-	d.finish(ctx, span, ended, "fail")
-	return ended, nil
 }
 
 // finish follows a store write that ended a claim: it frees the claim's

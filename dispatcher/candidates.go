@@ -95,6 +95,17 @@ func newCandidatePool(limit int, read func(context.Context, string, int) ([]task
 // claims would find missing. In a contended category it takes one of the
 // oldest few of the best priority and due time at random.
 func (p *candidatePool) take(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
+	return p.takeN(ctx, categories, n, skip, false)
+}
+
+// takeMany is take for a worker's batch of claims, one per free slot: it
+// hands out up to n however few are left, since the claims of the batch are
+// made together.
+func (p *candidatePool) takeMany(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
+	return p.takeN(ctx, categories, n, skip, true)
+}
+
+func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, skip map[int64]bool, many bool) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, cat := range categories {
@@ -114,7 +125,7 @@ func (p *candidatePool) take(ctx context.Context, categories []string, n int, sk
 				best, bestCat, bestAt = cc, cat, i
 			}
 		}
-		if best == nil || (len(out) > 0 && len(best.cands) <= p.limit/4) {
+		if best == nil || (!many && len(out) > 0 && len(best.cands) <= p.limit/4) {
 			break
 		}
 		if p.clock().Before(best.contendedUntil) {
@@ -205,19 +216,19 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	return nil
 }
 
-// done ends the claim attempt that took picked. claimed is the candidate it
-// claimed, if any (0 if none). back are the candidates it did not claim but
+// done ends the claim attempt that took picked. claimed are the candidates
+// it claimed, if any. back are the candidates it did not claim but
 // that are still claimable as far as it knows (not tried, or refused for
 // reasons of the claimant's own): they go back to the pool, unless their
 // category was read again since they were taken.
-func (p *candidatePool) done(picked []pooled, claimed int64, back []pooled) {
+func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
 		if cc := p.cats[c.category]; cc != nil && cc.inflight > 0 {
 			cc.inflight--
 		}
-		if c.ID == claimed {
+		if slices.Contains(claimed, c.ID) {
 			p.out[c.ID] = p.clock()
 		} else {
 			delete(p.out, c.ID)

@@ -115,7 +115,7 @@ func TestCandidatePoolLeavesOutSkippedAndInFlight(t *testing.T) {
 	}
 	// 3 comes back untried, and 1 is claimed while a read is in flight:
 	// that read leaves 1 out, a read that starts after the claim does not.
-	p.done([]pooled{{Candidate: tasks.Candidate{ID: 3}, category: "news"}}, 0, nil)
+	p.done([]pooled{{Candidate: tasks.Candidate{ID: 3}, category: "news"}}, nil, nil)
 	f.gate = make(chan struct{})
 	p.invalidate("news")
 	taken := make(chan []pooled)
@@ -126,7 +126,7 @@ func TestCandidatePoolLeavesOutSkippedAndInFlight(t *testing.T) {
 	for f.reads.Load() < 3 {
 		time.Sleep(time.Millisecond)
 	}
-	p.done(first, first[0].ID, nil)
+	p.done(first, []int64{first[0].ID}, nil)
 	close(f.gate)
 	if got := <-taken; !slices.Equal(pooledIDs(got), []int64{3}) {
 		t.Errorf("take with a read older than the claim = %v, want [3]", pooledIDs(got))
@@ -144,7 +144,7 @@ func TestCandidatePoolGivesBackUntriedCandidates(t *testing.T) {
 	p := newCandidatePool(8, f.read)
 	ctx := context.Background()
 	got, _ := p.take(ctx, []string{"news"}, 2, nil)
-	p.done(got, 0, got[1:]) // 1 was refused, 2 untried
+	p.done(got, nil, got[1:]) // 1 was refused, 2 untried
 	again, _ := p.take(ctx, []string{"news"}, 1, nil)
 	if !slices.Equal(pooledIDs(again), []int64{2}) {
 		t.Errorf("take = %v, want [2] back in its place", pooledIDs(again))
@@ -153,7 +153,7 @@ func TestCandidatePoolGivesBackUntriedCandidates(t *testing.T) {
 	got, _ = p.take(ctx, []string{"news"}, 1, nil)
 	p.invalidate("news")
 	p.take(ctx, []string{"news"}, 1, nil) // re-reads
-	p.done(got, 0, got)
+	p.done(got, nil, got)
 	n := len(p.cats["news"].cands)
 	if slices.ContainsFunc(p.cats["news"].cands, func(c tasks.Candidate) bool { return c.ID == got[0].ID }) {
 		t.Errorf("candidate %d given back into a newer read (%d left)", got[0].ID, n)
@@ -222,7 +222,7 @@ func TestCandidatePoolReadsAgainWhenABatchRunsOut(t *testing.T) {
 			t.Fatalf("take = %v, %v", pooledIDs(ps), err)
 		}
 		got = append(got, ps[0].ID)
-		p.done(ps, ps[0].ID, nil)
+		p.done(ps, []int64{ps[0].ID}, nil)
 		f.mu.Lock()
 		f.cats["news"] = slices.DeleteFunc(f.cats["news"], func(c tasks.Candidate) bool { return c.ID == ps[0].ID })
 		f.mu.Unlock()
@@ -264,14 +264,14 @@ func TestCandidatePoolSpreadsOverAContendedCategory(t *testing.T) {
 		if ps[0].ID != 1 {
 			t.Fatalf("uncontended take = %d, want 1 (oldest)", ps[0].ID)
 		}
-		p.done(ps, 0, ps)
+		p.done(ps, nil, ps)
 	}
 	p.contended("news")
 	seen := make(map[int64]int)
 	for range 200 {
 		ps, _ := p.take(ctx, []string{"news"}, 1, nil)
 		seen[ps[0].ID]++
-		p.done(ps, 0, ps)
+		p.done(ps, nil, ps)
 	}
 	if seen[4] != 0 || seen[5] != 0 {
 		t.Errorf("contended takes %v reached priority 1 while priority 2 had candidates", seen)
@@ -312,7 +312,7 @@ func TestCandidatePoolStaleReadsThePrimaryOnce(t *testing.T) {
 		t.Fatalf("first take = %v after %d replica and %d primary reads, want [1] from the replica",
 			pooledIDs(got), replica.reads.Load(), primary.reads.Load())
 	}
-	p.done(got, 0, nil)
+	p.done(got, nil, nil)
 	p.stale("news")
 	got, _ = p.take(ctx, []string{"news"}, 1, nil)
 	if !slices.Equal(pooledIDs(got), []int64{7}) || primary.reads.Load() != 1 {

@@ -188,7 +188,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 // because the claimant skipped them, go back to the pool. It returns nil and
 // no error when none could be claimed.
 func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats, h *handover) (*tasks.Claim, error) {
-	var claimed int64
+	var claimed []int64
 	var back []pooled
 	defer func() { d.cands.done(picked, claimed, back) }()
 	for cands := picked; len(cands) > 0; {
@@ -245,7 +245,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			claim, err = d.store.Claim(ctx, p)
 		}
 		if err == nil {
-			claimed = cand.ID
+			claimed = []int64{cand.ID}
 			back = append(back, cands...)
 			return claim, nil
 		}

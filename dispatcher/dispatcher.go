@@ -48,6 +48,9 @@ type Store interface {
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
 	Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tasks.Candidate, error)
 	Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
+	ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error)
+	HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
+	Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error)
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
 	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
@@ -72,6 +75,7 @@ type Store interface {
 type Locker interface {
 	Obtain(ctx context.Context, key string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
 	ObtainAny(ctx context.Context, keys []string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
+	ObtainEach(ctx context.Context, each []locker.Each) ([]*locker.Lock, error)
 	Lock(key, token string) *locker.Lock
 	ReleaseAll(ctx context.Context, locks []*locker.Lock) (int, error)
 }

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/internal/backoff"
-	"github.com/taskd/taskd/internal/lease"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -46,6 +45,15 @@ const (
 	// RetryBackoffMaxDefault).
 	RetryBackoffBaseDefault = time.Second
 	RetryBackoffMaxDefault  = 10 * time.Minute
+	// WorkerBatchSizeDefault bounds the claims of one round trip and the
+	// outcomes of one completion transaction.
+	WorkerBatchSizeDefault = 100
+	// WorkerFlushIntervalDefault is how long finished outcomes wait for
+	// others to share their transaction while handlers are still running.
+	WorkerFlushIntervalDefault = 5 * time.Millisecond
+	// WorkerMaxBacklogDefault bounds the outcomes waiting for their
+	// transaction before the worker stops claiming.
+	WorkerMaxBacklogDefault = 1000
 )
 
 // Limits of the worker's own loops.
@@ -64,13 +72,22 @@ const (
 	// workerNoResult is the result committed for a task whose handler
 	// returned a nil result.
 	workerNoResult = `null`
+	// workerBatchBytesMax bounds the results of one completion transaction
+	// (it holds at least one, whatever its size), well inside MariaDB's
+	// default max_allowed_packet of 16 MiB.
+	workerBatchBytesMax = 8 << 20
+	// workerWriters is how many batches of outcomes a worker has in flight
+	// at most. One: on a loaded 2-core machine, a second writer (and a
+	// second claiming loop) made batches smaller and the worker slower.
+	workerWriters = 1
 )
 
 // WorkerConfig configures a Worker. Handler is required; the other zero
 // fields take defaults (see WithDefaults).
 type WorkerConfig struct {
 	// Concurrency is the number of slots: tasks run at most this many at a
-	// time, each slot claiming its own. Default WorkerConcurrencyDefault.
+	// time, and the worker never holds more claims than free slots allow.
+	// Default WorkerConcurrencyDefault.
 	Concurrency int
 
 	// Handler runs each claimed task; usually a *ServeMux. Required.
@@ -87,8 +104,8 @@ type WorkerConfig struct {
 	// characters>", unique per process.
 	ID string
 
-	// Wait is how long one slot long-polls Next for a task before asking
-	// again (capped by the dispatcher's Config.MaxWait). Default
+	// Wait is how long the worker long-polls for tasks, as Next does, before
+	// asking again (capped by the dispatcher's Config.MaxWait). Default
 	// WorkerWaitDefault.
 	Wait time.Duration
 
@@ -102,6 +119,25 @@ type WorkerConfig struct {
 	// ShutdownTimeout is how long Stop lets running handlers finish
 	// before it cancels their contexts. Default WorkerShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
+
+	// BatchSize is how many tasks the worker claims in one round trip per
+	// store at most (never more than its free slots), and how many outcomes
+	// one completion transaction writes at most. 1..tasks.BatchMax; default
+	// WorkerBatchSizeDefault.
+	BatchSize int
+
+	// FlushInterval is how long a finished task's outcome may wait for
+	// others to share its transaction, while other handlers are running and
+	// fewer than BatchSize outcomes wait. With no handler running, or when a
+	// write just ended and outcomes piled up meanwhile, outcomes are written
+	// at once. Default WorkerFlushIntervalDefault; a negative value writes
+	// every outcome as soon as no write is in flight.
+	FlushInterval time.Duration
+
+	// MaxBacklog bounds the outcomes waiting to be written: while that many
+	// wait, the worker claims nothing new (back-pressure). Default
+	// WorkerMaxBacklogDefault.
+	MaxBacklog int
 
 	// Logger receives the worker's logs. Default: the dispatcher's logger.
 	Logger *slog.Logger
@@ -131,6 +167,15 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = WorkerShutdownTimeoutDefault
 	}
+	if c.BatchSize == 0 {
+		c.BatchSize = WorkerBatchSizeDefault
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = WorkerFlushIntervalDefault
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = WorkerMaxBacklogDefault
+	}
 	return c
 }
 
@@ -148,6 +193,10 @@ func (c WorkerConfig) validate() error {
 		return fmt.Errorf("wait must not be negative, got %v", c.Wait)
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("shutdown timeout must not be negative, got %v", c.ShutdownTimeout)
+	case c.BatchSize < 1 || c.BatchSize > tasks.BatchMax:
+		return fmt.Errorf("batch size must be 1..%d, got %d", tasks.BatchMax, c.BatchSize)
+	case c.MaxBacklog < 1:
+		return fmt.Errorf("max backlog must be at least 1, got %d", c.MaxBacklog)
 	case !utf8.ValidString(c.ID):
 		return errors.New("id must be valid UTF-8")
 	}
@@ -214,18 +263,36 @@ type WorkerStats struct {
 }
 
 // Worker runs handlers on tasks it claims through a Dispatcher, in
-// Concurrency slots. Each slot holds at most one claim: it claims with Next
-// (long-polling), runs the handler while a watchdog renews the lease every
-// Lease/3, and ends the claim with the store's Submit of the result the
-// handler returned, as JSON (handler returned a nil error), or Fail (handler
-// returned an error or panicked; the store retries it after RetryBackoff or makes it
-// dead when no attempts are left).
+// Concurrency slots, each running one handler at a time. It works in
+// batches, one round trip per store for many tasks:
+//
+//   - Claim many: while slots are free, it claims up to one task per free
+//     slot (at most BatchSize) at once: one script takes the candidates'
+//     Redis locks, each under its slot's holder, and one fenced batch claims
+//     them in MySQL (one commit). Nothing claimable: it long-polls, as Next
+//     does.
+//   - Complete many: a handler's outcome (its result as JSON when it
+//     returned a nil error; else a failure, retried after RetryBackoff or
+//     dead when no attempts are left or the error wraps SkipRetry) goes to
+//     a completer that writes up to BatchSize outcomes per transaction, each
+//     fenced on its own claim, then gives their locks back in one script. A
+//     stale member is refused alone; the others commit.
+//   - Renew many: one loop renews the leases of every claim the worker
+//     holds, each about every Lease/3, one statement and one script per
+//     round. A lost lease (refused as stale, at the hold limit, or passed
+//     while renewals failed) cancels exactly that handler's context with a
+//     cause wrapping ErrLeaseLost.
+//
+// A slot is free again when its handler returns; its outcome counts (Stats)
+// once its transaction committed. While MaxBacklog outcomes wait, the worker
+// claims nothing new.
 //
 // Handlers run at least once per task, not exactly once: a claim lost while
-// its handler runs (ctx cancelled with ErrLeaseLost), a process killed, or a
+// its handler runs (ctx cancelled with ErrLeaseLost), a process killed
+// between a handler's return and the commit of its outcome's batch, or a
 // commit that cannot reach the store all let another claim run the task
-// again. The store's fencing guarantees only that one claim's outcome is
-// committed.
+// again once the lease passed. The store's fencing guarantees only that one
+// claim's outcome is committed.
 //
 // Start it once, stop it with Stop. It is safe for concurrent use.
 type Worker struct {
@@ -234,13 +301,20 @@ type Worker struct {
 	log *slog.Logger
 
 	life         startStop
-	stopClaiming context.CancelFunc      // ends the slots' Next calls
+	stopClaiming context.CancelFunc      // ends the claiming loop
 	stopHandlers context.CancelCauseFunc // cancels running handlers
 	handlersCtx  context.Context         // parent of the handlers' contexts
-	slots        sync.WaitGroup
-	done         chan struct{} // closed when every slot has returned
+	done         chan struct{}           // closed when everything has returned
+
+	slots    slotSet
+	handlers sync.WaitGroup
+	leases   *leaseKeeper
+	out      *completer
 
 	processed, failed, leaseLost, released, running atomic.Int64
+	// unsettled counts the runs whose outcome is not with the completer yet:
+	// while there are any, more outcomes are coming.
+	unsettled atomic.Int64
 }
 
 // NewWorker returns a Worker that claims through d. It returns an error for
@@ -256,12 +330,16 @@ func NewWorker(d *Dispatcher, cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		d:    d,
 		cfg:  cfg,
 		log:  cfg.Logger.With("worker_id", cfg.ID),
 		done: make(chan struct{}),
-	}, nil
+	}
+	w.slots.init(cfg.Concurrency)
+	w.leases = newLeaseKeeper(w)
+	w.out = newCompleter(w)
+	return w, nil
 }
 
 // Config returns the worker's configuration with defaults applied.
@@ -282,10 +360,10 @@ func (w *Worker) Stats() WorkerStats {
 	}
 }
 
-// Start starts the slots and returns. Handlers' contexts derive from ctx, so
+// Start starts the worker and returns. Handlers' contexts derive from ctx, so
 // they carry its values; cancelling ctx stops the worker at once, like a
 // Stop whose drain has ended (claiming stops, handlers are cancelled and
-// their claims released). Call Stop in either case to wait for the slots.
+// their claims released). Call Stop in either case to wait for the worker.
 //
 // Start returns an error wrapping ErrStarted when the worker is running and
 // ErrStopped after Stop.
@@ -294,19 +372,24 @@ func (w *Worker) Start(ctx context.Context) error {
 		claimCtx, stopClaiming := context.WithCancel(ctx)
 		w.stopClaiming = stopClaiming
 		w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
-		for i := range w.cfg.Concurrency {
-			w.slots.Add(1)
-			go w.runSlot(claimCtx, i)
-		}
+		// The renewals and the writes go on while the handlers wind down, so
+		// that their claims can still be completed or released.
+		bg := context.WithoutCancel(ctx)
+		go w.leases.run(bg)
+		w.out.start()
 		go func() {
-			w.slots.Wait()
+			w.claimLoop(claimCtx)
+			w.handlers.Wait()
+			w.out.close()
+			w.leases.close()
 			close(w.done)
 		}()
 	})
 	if err != nil {
 		return err
 	}
-	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "categories", w.cfg.Categories)
+	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "categories", w.cfg.Categories,
+		"batch_size", w.cfg.BatchSize)
 	return nil
 }
 
@@ -316,19 +399,20 @@ func (w *Worker) Start(ctx context.Context) error {
 // contexts cancelled with cause ErrWorkerShutdown; once each returns, its
 // claim is given back to the pool with the store's Release (reason
 // "shutdown"), so another worker can take the task at once. A shutdown is not
-// a failure, but the claim has counted as an attempt.
+// a failure, but the claim has counted as an attempt. Outcomes of handlers
+// that returned are written before Stop returns.
 //
-// Stop returns nil when every slot has returned, or an error wrapping ctx's
+// Stop returns nil when everything has returned, or an error wrapping ctx's
 // if ctx ends first; the cancelled handlers then still release their claims
 // as they return. Stop before Start returns nil; after Stop, Start returns an
 // error wrapping ErrStopped. Stop may be called more than once; each call
-// waits for the slots.
+// waits for the worker.
 func (w *Worker) Stop(ctx context.Context) error {
 	if !w.life.stop() {
 		return nil
 	}
 	w.stopClaiming()
-	// Once every slot has returned this cancels nothing any more, but it
+	// Once everything has returned this cancels nothing any more, but it
 	// frees the context.
 	defer w.stopHandlers(ErrWorkerShutdown)
 
@@ -355,35 +439,59 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// runSlot claims and runs tasks until ctx ends.
-func (w *Worker) runSlot(ctx context.Context, slot int) {
-	defer w.slots.Done()
-	c := Claimant{Holder: workerHolder(w.cfg.ID, slot), Categories: w.cfg.Categories}
-	log := w.log.With("slot", slot)
-	errs := 0             // consecutive errors from Next
-	var next *tasks.Claim // claimed by the submit of the last task
+// claimLoop claims tasks for the free slots and starts their handlers until
+// ctx ends.
+func (w *Worker) claimLoop(ctx context.Context) {
+	errs := 0 // consecutive errors from claiming
 	for ctx.Err() == nil {
-		claim, err := next, error(nil)
-		if claim == nil {
-			claim, err = w.d.Next(ctx, c, w.cfg.Wait)
+		if w.out.full() {
+			// Back-pressure: the completer is behind.
+			select {
+			case <-ctx.Done():
+			case <-w.out.space:
+			}
+			continue
 		}
-		switch {
-		case err == nil:
-			errs = 0
+		slots := w.slots.take(w.cfg.BatchSize)
+		if len(slots) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-w.slots.freed:
+			}
+			continue
+		}
+		holders := make([]string, len(slots))
+		slotOf := make(map[string]int, len(slots))
+		for i, s := range slots {
+			holders[i] = workerHolder(w.cfg.ID, s)
+			slotOf[holders[i]] = s
+		}
+		claims, err := w.d.nextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		for _, c := range claims {
+			s := slotOf[c.Task.Holder]
+			delete(slotOf, c.Task.Holder)
 			if ctx.Err() != nil {
 				// Claimed just as the worker stopped claiming: give it back.
-				w.release(c, claim, log)
-				return
+				w.release(c, w.log.With("slot", s))
+				w.slots.put(s)
+				continue
 			}
-			next = w.process(ctx, c, claim, log)
-		case errors.Is(err, ErrNoTask):
+			w.handlers.Add(1)
+			w.unsettled.Add(1)
+			go w.run(c, s)
+		}
+		for _, s := range slotOf {
+			w.slots.put(s)
+		}
+		switch {
+		case err == nil, errors.Is(err, ErrNoTask):
 			errs = 0
 		case ctx.Err() != nil:
 			return
 		default:
 			errs++
 			pause := backoff.EqualJitter(backoff.Exponential(workerErrorBackoffMin, workerErrorBackoffMax, errs))
-			log.WarnContext(ctx, "claim task", "err", err, "retry_in", pause)
+			w.log.WarnContext(ctx, "claim tasks", "err", err, "retry_in", pause)
 			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
@@ -394,132 +502,102 @@ func (w *Worker) runSlot(ctx context.Context, slot int) {
 	}
 }
 
-// process runs the handler on a claim under a watchdog, then ends the claim
-// according to the handler's outcome. A task done is submitted together with
-// the claim of the slot's next task, unless ctx, the slot's, has ended; that
-// claim is returned.
-func (w *Worker) process(ctx context.Context, c Claimant, claim *tasks.Claim, log *slog.Logger) *tasks.Claim {
+// outcome is a finished handler's claim on its way to the store.
+type outcome struct {
+	claim  *tasks.Claim
+	ref    ClaimRef
+	holder string
+	log    *slog.Logger
+	span   trace.Span
+	ctx    context.Context // the run's, for logs and spans
+	// handlerErr is what the handler returned, for its span.
+	handlerErr error
+	// result is the result to commit, or nil for a failure: err, after
+	// backoff, dead when skipRetry (or no attempts left).
+	result    json.RawMessage
+	err       error
+	backoff   time.Duration
+	skipRetry bool
+	queuedAt  time.Time
+}
+
+// run runs the handler on a claim in slot, while the lease keeper renews the
+// claim, and hands the outcome to the completer.
+func (w *Worker) run(claim *tasks.Claim, slot int) {
+	defer w.handlers.Done()
+	holder := claim.Task.Holder
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	log = log.With("task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
+	log := w.log.With("slot", slot, "task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
 
 	// The run is a trace of its own, linked to the span that made the claim.
 	rctx, span := w.d.tel.tracer.Start(w.handlersCtx, "worker.run",
 		trace.WithNewRoot(), trace.WithLinks(claimLink(claim.Task.TraceContext)...),
 		trace.WithAttributes(claimAttrs(claim)...),
-		trace.WithAttributes(attrHolder.String(c.Holder), attribute.Int("taskd.attempt", claim.Task.Attempts)))
-	var handlerErr error
-	defer func() { endSpan(span, handlerErr) }()
+		trace.WithAttributes(attrHolder.String(holder), attribute.Int("taskd.attempt", claim.Task.Attempts)))
 
 	hctx, cancel := context.WithCancelCause(rctx)
 	defer cancel(nil)
-	// The watchdog keeps renewing while a cancelled handler winds down, so
-	// that its claim can still be released or committed.
-	wctx, stopWatchdog := context.WithCancel(context.WithoutCancel(rctx))
-	watchdogDone := make(chan struct{})
-	go func() {
-		defer close(watchdogDone)
-		w.watchdog(wctx, c, ref, claim.LeaseExpiresAt, cancel, log)
-	}()
+	w.leases.add(ref, holder, claim.LeaseExpiresAt, cancel)
 
 	task := claim.Task // the handler's copy
 	w.running.Add(1)
 	res, err := w.call(hctx, &task, log)
-	handlerErr = err
 	w.running.Add(-1)
 	stopping := w.handlersCtx.Err() != nil
-	stopWatchdog()
-	<-watchdogDone
+	// From here on a lost lease cancels nothing: the outcome decides.
+	lost := !w.leases.seal(ref)
+	w.slots.put(slot)
 
-	if cause := context.Cause(hctx); errors.Is(cause, ErrLeaseLost) {
+	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) {
 		// The store would refuse anything about this claim now.
+		w.out.settled(nil)
+		w.leases.remove(ref)
 		w.leaseLost.Add(1)
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
-		w.d.releaseLock(hctx, ref.TaskID, c.Holder)
-		return nil
+		endSpan(span, err)
+		w.d.releaseLock(hctx, ref.TaskID, holder)
+		return
 	}
 
-	claimNext := ctx.Err() == nil && !stopping
-	ctx, cancelFinish := context.WithTimeout(context.WithoutCancel(rctx), workerFinishTimeout)
-	defer cancelFinish()
+	o := &outcome{claim: claim, ref: ref, holder: holder, log: log, span: span, ctx: rctx, handlerErr: err}
 	if err == nil {
 		var result json.RawMessage
-		var next *tasks.Claim
 		if result, err = resultJSON(res); err != nil {
 			// Running the handler again would produce the same result.
 			err = fmt.Errorf("handler result: %w: %w", err, SkipRetry)
-		} else if next, err = w.submit(ctx, c, ref, result, claimNext); err == nil {
-			w.processed.Add(1)
-			log.DebugContext(ctx, "task done")
-			return next
-		} else if !errors.Is(err, tasks.ErrInvalid) {
-			w.finished(ctx, c, ref, "submit", err, log)
-			return nil
+		} else if cerr := tasks.CheckResult(result); cerr != nil {
+			// The store would refuse the result itself (not JSON, too deep,
+			// too big, invalid UTF-8): running the handler again would
+			// produce it again.
+			err = fmt.Errorf("handler result refused: %w: %w", cerr, SkipRetry)
 		} else {
-			// The store refused the result itself (not JSON, too deep, too
-			// big, invalid UTF-8): running the handler again would produce
-			// it again.
-			err = fmt.Errorf("handler result refused: %w: %w", err, SkipRetry)
+			o.result = result
 		}
 	}
-	switch {
-	case stopping:
-		log.InfoContext(ctx, "handler stopped by shutdown", "err", err)
-		w.release(c, claim, log)
-	default:
-		backoff := max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
-		ended, ferr := w.d.fail(ctx, c, ref, err, backoff, errors.Is(err, SkipRetry))
-		if w.finished(ctx, c, ref, "fail", ferr, log) {
-			w.failed.Add(1)
-			status := ended.Status
-			if status == tasks.StatusDead && errors.Is(err, SkipRetry) {
-				log.WarnContext(ctx, "task failed; not retried: SkipRetry", "status", status, "err", err)
-			} else if status == tasks.StatusDead {
-				log.WarnContext(ctx, "task failed; no attempts left", "status", status, "err", err)
-			} else {
-				log.WarnContext(ctx, "task failed; will retry", "status", status, "retry_in", backoff, "err", err)
-			}
+	if err != nil {
+		if stopping {
+			log.InfoContext(rctx, "handler stopped by shutdown", "err", err)
+			w.out.settled(nil)
+			w.release(claim, log)
+			endSpan(span, o.handlerErr)
+			return
 		}
+		o.err = err
+		o.backoff = max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
+		o.skipRetry = errors.Is(err, SkipRetry)
 	}
-	return nil
-}
-
-// submit commits a handler's result for claim ref. With claimNext it claims
-// the slot's next task in the same round trips, as an editor's submit does
-// (Dispatcher.Submit), and returns that claim, or nil when there is none.
-func (w *Worker) submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage, claimNext bool) (*tasks.Claim, error) {
-	if !claimNext {
-		return nil, w.d.commit(ctx, c, ref, result)
-	}
-	return w.d.Submit(ctx, c, ref, result)
-}
-
-// finished handles the answer to a write that ends a claim (the dispatcher
-// already freed the lock of an accepted one), and reports whether it was
-// accepted.
-func (w *Worker) finished(ctx context.Context, c Claimant, ref ClaimRef, op string, err error, log *slog.Logger) bool {
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, tasks.ErrStale):
-		// The lease passed or the claim was revoked after the last heartbeat.
-		w.leaseLost.Add(1)
-		log.WarnContext(ctx, op+" refused: lease lost", "err", err)
-		w.d.releaseLock(ctx, ref.TaskID, c.Holder)
-	default:
-		// The claim stays until its lease passes; then the task is claimed
-		// again (the sweeper or the next claim takes it over).
-		log.ErrorContext(ctx, op+" task", "err", Unavailable(err))
-	}
-	return false
+	w.out.settled(o)
 }
 
 // release gives a claim back to the pool because the worker is stopping.
-func (w *Worker) release(c Claimant, claim *tasks.Claim, log *slog.Logger) {
+func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
 	defer cancel()
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+	c := Claimant{Holder: claim.Task.Holder, Categories: w.cfg.Categories}
 	err := w.d.Release(ctx, c, ref, "shutdown")
+	w.leases.remove(ref)
 	switch {
 	case err == nil:
 		w.released.Add(1)
@@ -529,6 +607,91 @@ func (w *Worker) release(c Claimant, claim *tasks.Claim, log *slog.Logger) {
 		w.d.releaseLock(ctx, ref.TaskID, c.Holder)
 	default:
 		log.ErrorContext(ctx, "release task at shutdown", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+	}
+}
+
+// completed handles the store's answer about an outcome: ended when its
+// transaction committed, err when it did not. It reports whether the claim's
+// lock is to be given back.
+func (w *Worker) completed(ctx context.Context, o *outcome, ended *tasks.Ended, err error) bool {
+	op := "submit"
+	if o.result == nil {
+		op = "fail"
+	}
+	defer w.leases.remove(o.ref)
+	defer func() { endSpan(o.span, o.handlerErr) }()
+	log := o.log
+	switch {
+	case err == nil && o.result != nil:
+		w.processed.Add(1)
+		log.DebugContext(o.ctx, "task done")
+		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
+		w.d.record(ctx, o.span, ended, op)
+		return true
+	case err == nil:
+		w.failed.Add(1)
+		status := ended.Status
+		if status == tasks.StatusDead && o.skipRetry {
+			log.WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
+		} else if status == tasks.StatusDead {
+			log.WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
+		} else {
+			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", o.backoff, "err", o.err)
+		}
+		o.span.SetAttributes(attrOutcome.String(string(status)))
+		w.d.record(ctx, o.span, ended, op)
+		return true
+	case errors.Is(err, tasks.ErrStale):
+		// The lease passed or the claim was revoked after the last renewal.
+		w.leaseLost.Add(1)
+		w.d.countStale(ctx, op, err)
+		log.WarnContext(o.ctx, op+" refused: lease lost", "err", err)
+		o.span.SetAttributes(attrOutcome.String("lease_lost"))
+		return true
+	default:
+		// The claim stays until its lease passes; then the task is claimed
+		// again (the sweeper or the next claim takes it over).
+		log.ErrorContext(o.ctx, op+" task", "err", Unavailable(err))
+		o.span.SetAttributes(attrOutcome.String("error"))
+		return false
+	}
+}
+
+// slotSet is the set of free slots.
+type slotSet struct {
+	mu    sync.Mutex
+	free  []int
+	freed chan struct{} // has a value once a slot was freed since the last take
+}
+
+func (s *slotSet) init(n int) {
+	s.freed = make(chan struct{}, 1)
+	for i := n - 1; i >= 0; i-- {
+		s.free = append(s.free, i)
+	}
+}
+
+// take takes up to n free slots, lowest first.
+func (s *slotSet) take(n int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = min(n, len(s.free))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = s.free[len(s.free)-1-i]
+	}
+	s.free = s.free[:len(s.free)-n]
+	return out
+}
+
+// put frees slot i.
+func (s *slotSet) put(i int) {
+	s.mu.Lock()
+	s.free = append(s.free, i)
+	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
 	}
 }
 
@@ -564,36 +727,4 @@ func resultJSON(res any) (json.RawMessage, error) {
 		return json.RawMessage(workerNoResult), nil
 	}
 	return raw, nil
-}
-
-// watchdog renews the claim's lease every Lease/3 until ctx ends. When the
-// store refuses a heartbeat (stale, or at the hold limit), or the lease
-// deadline passes without a successful one, it cancels the handler with a
-// cause wrapping ErrLeaseLost and returns. Transient errors are retried
-// sooner.
-//
-// Deadlines come from the database clock and are compared with the local
-// one: this assumes the clocks agree (same host, or NTP). A local clock
-// running behind only delays the cancellation; the store's fencing still
-// refuses the stale holder's writes.
-func (w *Worker) watchdog(ctx context.Context, c Claimant, ref ClaimRef, deadline time.Time, lost context.CancelCauseFunc, log *slog.Logger) {
-	interval := w.d.cfg.Lease / 3
-	err := lease.Keep(ctx, lease.Renewal{
-		Until: deadline,
-		Every: interval,
-		Retry: max(interval/4, 10*time.Millisecond),
-		Renew: func(hctx context.Context) (time.Time, error) {
-			expires, err := w.d.Heartbeat(hctx, c, ref)
-			if err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, "heartbeat", "err", err)
-			}
-			return expires, err
-		},
-		Lost: func(err error) bool {
-			return errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrHoldLimit)
-		},
-	})
-	if err != nil {
-		lost(fmt.Errorf("%w: heartbeat task %d: %w", ErrLeaseLost, ref.TaskID, err))
-	}
 }

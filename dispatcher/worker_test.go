@@ -489,6 +489,19 @@ func (p *heartbeatProbe) Heartbeat(ctx context.Context, hp tasks.HeartbeatParams
 	return t, err
 }
 
+// HeartbeatBatch reports each member's outcome, as Heartbeat does one.
+func (p *heartbeatProbe) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error) {
+	res, err := p.Store.HeartbeatBatch(ctx, ps)
+	if err != nil {
+		trySend(p.results, err)
+		return nil, err
+	}
+	for _, r := range res {
+		trySend(p.results, r.Err)
+	}
+	return res, nil
+}
+
 // awaitHeartbeat waits for a heartbeat whose outcome satisfies ok.
 func (p *heartbeatProbe) awaitHeartbeat(t *testing.T, what string, ok func(error) bool) {
 	t.Helper()
@@ -579,6 +592,10 @@ type refusedHeartbeats struct{ *tasks.Store }
 
 func (refusedHeartbeats) Heartbeat(context.Context, tasks.HeartbeatParams) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("heartbeat: %w", syscall.ECONNREFUSED)
+}
+
+func (refusedHeartbeats) HeartbeatBatch(context.Context, []tasks.HeartbeatParams) ([]tasks.Renewed, error) {
+	return nil, fmt.Errorf("heartbeat batch: %w", syscall.ECONNREFUSED)
 }
 
 func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {

@@ -233,10 +233,15 @@ func (n *node) release(ctx context.Context, keys []string, token string) (int, e
 	return deleted, firstErr
 }
 
-// releaseEach releases many locks in one pipeline (one round trip; on a
-// Cluster, one per master in parallel): lock i is keys[i] under tokens[i].
+// releaseEach releases many locks in one round trip (on a Cluster, one per
+// master in parallel): lock i is keys[i] under tokens[i]. Locks of one key
+// each go in one script (release_each.lua, per hash slot), others in a
+// pipeline of release.lua.
 // It reports which locks it deleted whole, every key still holding the token.
 func (n *node) releaseEach(ctx context.Context, keys [][]string, tokens []string) ([]bool, error) {
+	if single := singleKeys(keys); single != nil {
+		return n.releaseSingles(ctx, single, tokens)
+	}
 	cmds := n.runEach(ctx, releaseScript, len(keys), func(i int) ([]string, []any) {
 		return keys[i], []any{tokens[i]}
 	})
@@ -294,4 +299,17 @@ func sameSlotAs(keys []string, key string) bool {
 		}
 	}
 	return true
+}
+
+// singleKeys returns the one key of each lock, or nil when some lock has
+// several.
+func singleKeys(keys [][]string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		if len(k) != 1 {
+			return nil
+		}
+		out[i] = k[0]
+	}
+	return out
 }

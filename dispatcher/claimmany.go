@@ -1,0 +1,244 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Span attributes of a batch of claims.
+var (
+	attrCategories = attribute.Key("taskd.categories")
+	attrWanted     = attribute.Key("taskd.claims.wanted")
+	attrClaimed    = attribute.Key("taskd.claims.made")
+)
+
+// nextMany claims up to one task per holder of holders (a worker's free
+// slots) from categories, as Next does for one: with wait > 0 (capped at
+// Config.MaxWait) and nothing claimable, it waits until a task arrives or
+// the wait ends, and then returns ErrNoTask. It may claim fewer than asked,
+// and returns the claims it made (at least one when err is nil); each
+// claim's Task.Holder is the holder it was made for.
+func (d *Dispatcher) nextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error) {
+	wait = min(wait, d.cfg.MaxWait)
+	if wait <= 0 {
+		return d.claimMany(ctx, holders, categories)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		// Subscribe first, so that a task arriving while claimMany looks is
+		// not missed.
+		w := d.hub.subscribe(categories)
+		claims, err := d.claimMany(ctx, holders, categories)
+		if !errors.Is(err, ErrNoTask) {
+			d.hub.unsubscribe(w)
+			return claims, err
+		}
+		poll.Reset(backoff.Spread(d.cfg.PollInterval))
+		select {
+		case <-w.c:
+		case <-poll.C:
+		case <-deadline.C:
+			d.hub.unsubscribe(w)
+			return nil, ErrNoTask
+		case <-ctx.Done():
+			d.hub.unsubscribe(w)
+			return nil, context.Cause(ctx)
+		}
+		d.hub.unsubscribe(w)
+	}
+}
+
+// claimMany makes up to len(holders) claims, one per holder, or returns
+// ErrNoTask.
+//
+// Round trips on the happy path, whatever the number of claims: one
+// ObtainEach for the candidates' locks, each under the token of the holder it
+// is for, and one tasks.Store.ClaimBatch for the fenced claims (one commit).
+// A candidate whose lock another process holds is skipped; one whose claim
+// the store refused has its lock given back (one ReleaseAll for all of
+// them). A candidate whose lease passed (not pending) is claimed on its own
+// with tasks.Store.Claim, which records the takeover.
+func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string) (claims []*tasks.Claim, err error) {
+	if len(categories) == 0 || len(holders) == 0 {
+		return nil, ErrNoTask
+	}
+	start := time.Now()
+	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.claim_many", trace.WithAttributes(attrCategories.StringSlice(categories),
+		attrWanted.Int(len(holders))))
+	var st claimStats
+	defer func() {
+		span.SetAttributes(attrCandidates.Int(st.candidates), attrTried.Int(st.tried),
+			attrConflicts.Int(st.conflicts), attrRefused.Int(st.refused), attrClaimed.Int(len(claims)))
+		outcome := "claimed"
+		switch {
+		case errors.Is(err, ErrNoTask):
+			outcome = "none"
+		case err != nil:
+			outcome = "error"
+		}
+		span.SetAttributes(attrOutcome.String(outcome))
+		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
+		for _, c := range claims {
+			d.tel.countClaim(time.Since(start))
+			d.recordClaim(ctx, c, claimStats{})
+		}
+		d.recordClaim(ctx, nil, st)
+		endSpan(span, err)
+	}()
+
+	tried := make(map[int64]bool)
+	free := holders
+	for range claimAttempts {
+		picked, err := d.cands.takeMany(ctx, categories, len(free), tried)
+		if err != nil {
+			return claims, Unavailable(fmt.Errorf("next: %w", err))
+		}
+		if len(picked) == 0 {
+			break
+		}
+		st.candidates += len(picked)
+		for _, p := range picked {
+			tried[p.ID] = true
+		}
+		got, err := d.claimEach(ctx, free[:len(picked)], picked, &st)
+		claims = append(claims, got...)
+		if err != nil {
+			if len(claims) > 0 {
+				// What was claimed stands; the error shows again next time.
+				d.log.WarnContext(ctx, "claim tasks", "err", err)
+				return claims, nil
+			}
+			return nil, err
+		}
+		if len(got) > 0 {
+			return claims, nil
+		}
+		free = holders[len(claims):]
+	}
+	if len(claims) == 0 {
+		return nil, ErrNoTask
+	}
+	return claims, nil
+}
+
+// claimEach tries to claim picked[i] for holders[i], each: one ObtainEach
+// over their locks, then one ClaimBatch for the pending ones whose lock it
+// got. It returns the claims made; holders whose candidate was not claimed
+// are left free.
+func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []pooled, st *claimStats) (claims []*tasks.Claim, err error) {
+	var claimed []int64
+	var back []pooled
+	defer func() { d.cands.done(picked, claimed, back) }()
+
+	each := make([]locker.Each, len(picked))
+	for i, p := range picked {
+		each[i] = locker.Each{Key: d.lockKey(p.ID), Token: holders[i], TTL: d.cfg.Lease}
+	}
+	locks, err := d.locks.ObtainEach(ctx, each)
+	if err != nil {
+		// A store that cannot answer: give back whatever was taken.
+		d.releaseLocks(ctx, locks)
+		back = picked
+		return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
+	}
+	st.tried += len(picked)
+	var batch []tasks.ClaimParams
+	var batched []int // index in picked of each of batch
+	var unlock []*locker.Lock
+	conflicts := false
+	for i, p := range picked {
+		if locks[i] == nil {
+			st.conflicts++
+			conflicts = true
+			continue
+		}
+		cp := tasks.ClaimParams{
+			TaskID: p.ID, Fence: p.Fence, Status: p.Status,
+			Holder: holders[i], Lease: d.cfg.Lease, TraceContext: traceParent(ctx),
+		}
+		if p.Status == tasks.StatusPending {
+			batch = append(batch, cp)
+			batched = append(batched, i)
+			continue
+		}
+		// A takeover of an expired claim: a locking read of its own.
+		claim, err := d.store.Claim(ctx, cp)
+		if err != nil {
+			unlock = append(unlock, locks[i])
+			back = append(back, d.refusedClaim(p, err, st)...)
+			continue
+		}
+		claims = append(claims, claim)
+		claimed = append(claimed, p.ID)
+	}
+	if conflicts {
+		d.cands.contended(picked[0].category)
+	}
+	if len(batch) > 0 {
+		res, err := d.store.ClaimBatch(ctx, batch)
+		if err != nil {
+			for _, i := range batched {
+				unlock = append(unlock, locks[i])
+				back = append(back, picked[i])
+			}
+			d.releaseLocks(ctx, unlock)
+			return claims, Unavailable(fmt.Errorf("next: %w", err))
+		}
+		for k, r := range res {
+			i := batched[k]
+			if r.Err != nil {
+				unlock = append(unlock, locks[i])
+				back = append(back, d.refusedClaim(picked[i], r.Err, st)...)
+				continue
+			}
+			claims = append(claims, r.Claim)
+			claimed = append(claimed, picked[i].ID)
+		}
+	}
+	d.releaseLocks(ctx, unlock)
+	return claims, nil
+}
+
+// refusedClaim notes a worker's claim of p that the store refused with err,
+// and returns p when it should go back to the pool.
+func (d *Dispatcher) refusedClaim(p pooled, err error, st *claimStats) []pooled {
+	switch {
+	case errors.Is(err, tasks.ErrPaused):
+		d.cands.invalidate(p.category)
+		return nil
+	case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
+		st.refused++
+		d.cands.contended(p.category)
+		d.cands.stale(p.category)
+		return nil
+	default:
+		d.log.Warn("claim task", "task_id", p.ID, "err", err)
+		return []pooled{p}
+	}
+}
+
+// releaseLocks gives back many claims' Redis locks in one round trip, as
+// releaseLock does one. Nil locks are skipped.
+func (d *Dispatcher) releaseLocks(ctx context.Context, locks []*locker.Lock) {
+	if len(locks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockCleanupTimeout)
+	defer cancel()
+	if _, err := d.locks.ReleaseAll(ctx, locks); err != nil {
+		d.log.WarnContext(ctx, "release task locks", "locks", len(locks), "err", err)
+	}
+}

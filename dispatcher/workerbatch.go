@@ -1,0 +1,408 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskd/taskd/internal/lease"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
+)
+
+// attrBatch is the number of members of a batch write, on its span.
+var attrBatch = attribute.Key("taskd.batch.size")
+
+// completer writes a worker's outcomes in batches: up to BatchSize per
+// transaction (tasks.Store.Complete), then the locks of the claims they ended
+// given back in one script. A batch is written as soon as a writer is free
+// (workerWriters of them) and either BatchSize outcomes wait, no other run is
+// unsettled (nothing more is coming), or the oldest has waited
+// FlushInterval: no timer runs when there is nothing to group.
+type completer struct {
+	w *Worker
+
+	mu     sync.Mutex
+	queue  []*outcome
+	closed bool
+	wake   chan struct{} // has a value once an outcome arrived or close was called
+	// space has a value once a write took outcomes off a full queue.
+	space   chan struct{}
+	writers sync.WaitGroup
+}
+
+func newCompleter(w *Worker) *completer {
+	return &completer{w: w, wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+// start starts the writers.
+func (c *completer) start() {
+	for range workerWriters {
+		c.writers.Go(c.run)
+	}
+}
+
+// settled ends a run: its outcome o is queued, or with o nil, it has none
+// (the run's claim was lost or given back). It never blocks: the claim loop
+// stops claiming while the queue is full, so the queue holds at most
+// MaxBacklog outcomes plus one per slot.
+func (c *completer) settled(o *outcome) {
+	c.mu.Lock()
+	if o != nil {
+		o.queuedAt = time.Now()
+		c.queue = append(c.queue, o)
+	}
+	c.w.unsettled.Add(-1)
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// full reports whether MaxBacklog outcomes wait.
+func (c *completer) full() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) >= c.w.cfg.MaxBacklog
+}
+
+// close makes the writers return once the queue is empty, and waits for
+// them.
+func (c *completer) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	signal(c.wake)
+	c.writers.Wait()
+}
+
+// run writes batches until closed and empty.
+func (c *completer) run() {
+	// A writer passes a wake-up on when it leaves, or when it takes a batch
+	// and more is queued, so that the other writer sees it too.
+	defer signal(c.wake)
+	var timer *time.Timer
+	for {
+		batch, wait := c.next()
+		if batch == nil && wait == 0 {
+			return
+		}
+		if batch == nil {
+			if wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-c.wake:
+				case <-timer.C:
+				}
+				timer.Stop()
+			} else {
+				<-c.wake
+			}
+			continue
+		}
+		if c.waiting() {
+			signal(c.wake)
+		}
+		c.write(batch)
+	}
+}
+
+// waiting reports whether outcomes are queued.
+func (c *completer) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) > 0
+}
+
+// next takes the next batch off the queue. When there is none to write yet,
+// it returns how long to wait for one: > 0 for a gathering batch, < 0 for
+// an empty queue; (nil, 0) when closed and empty.
+func (c *completer) next() ([]*outcome, time.Duration) {
+	cfg := c.w.cfg
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		if c.closed {
+			return nil, 0
+		}
+		return nil, -1
+	}
+	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && c.w.unsettled.Load() > 0 {
+		if wait := time.Until(c.queue[0].queuedAt.Add(cfg.FlushInterval)); wait > 0 {
+			return nil, wait
+		}
+	}
+	n, size := 0, 0
+	for n < len(c.queue) && n < cfg.BatchSize {
+		size += len(c.queue[n].result)
+		if n > 0 && size > workerBatchBytesMax {
+			break
+		}
+		n++
+	}
+	full := len(c.queue) >= cfg.MaxBacklog
+	batch := make([]*outcome, n)
+	copy(batch, c.queue)
+	c.queue = append(c.queue[:0], c.queue[n:]...)
+	if full && len(c.queue) < cfg.MaxBacklog {
+		signal(c.space)
+	}
+	return batch, 0
+}
+
+// write writes a batch and hands each member's answer to the worker.
+func (c *completer) write(batch []*outcome) {
+	w := c.w
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
+	defer cancel()
+	ctx, span := w.d.tel.tracer.Start(ctx, "worker.complete", trace.WithAttributes(attrBatch.Int(len(batch))))
+	res := w.d.complete(ctx, batch)
+	var unlock []*locker.Lock
+	for i, o := range batch {
+		if w.completed(ctx, o, res[i].Ended, res[i].Err) {
+			unlock = append(unlock, w.d.locks.Lock(w.d.lockKey(o.ref.TaskID), o.holder))
+		}
+	}
+	w.d.releaseLocks(ctx, unlock)
+	endSpan(span, nil)
+}
+
+// complete writes outcomes with tasks.Store.Complete and returns each one's
+// answer. A batch the store refused as a whole for one member's sake (a
+// value it would not take) or that kept losing lock conflicts is split in
+// halves, each written on its own, so that one member never fails the
+// others. A result the store refused alone is recorded as the failure it is
+// (dead: running the handler again would produce it again).
+func (d *Dispatcher) complete(ctx context.Context, batch []*outcome) []tasks.Completed {
+	os := make([]tasks.Outcome, len(batch))
+	for i, o := range batch {
+		os[i] = tasks.Outcome{TaskID: o.ref.TaskID, Fence: o.ref.Fence, Holder: o.holder, Result: o.result}
+		if o.result == nil {
+			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
+		}
+	}
+	res, err := d.store.Complete(ctx, os)
+	if err == nil {
+		return res
+	}
+	splittable := errors.Is(err, tasks.ErrInvalid) || errors.Is(err, tasks.ErrBusy)
+	switch {
+	case splittable && len(batch) > 1 && ctx.Err() == nil:
+		half := len(batch) / 2
+		return append(d.complete(ctx, batch[:half]), d.complete(ctx, batch[half:])...)
+	case errors.Is(err, tasks.ErrInvalid) && batch[0].result != nil:
+		o := batch[0]
+		o.err = fmt.Errorf("handler result refused: %w: %w", err, SkipRetry)
+		o.result, o.skipRetry = nil, true
+		return d.complete(ctx, batch)
+	}
+	res = make([]tasks.Completed, len(batch))
+	for i := range res {
+		res[i].Err = err
+	}
+	return res
+}
+
+// signal sends on a channel of capacity 1 without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// leaseKeeper renews the leases of every claim a worker holds, in batches:
+// each round renews the claims last renewed a third of a lease ago or more,
+// with one tasks.Store.HeartbeatBatch and one locker ObtainEach for their
+// Redis locks. A round runs every sixth of a lease, so each claim is renewed
+// every third to half of a lease, and a failed round is retried at the next.
+// A claim whose renewal the store refused (stale, or at the hold limit), or
+// whose lease passed without a renewal, is lost: its handler's context is
+// cancelled with a cause wrapping ErrLeaseLost, unless the handler has
+// returned already (sealed), in which case its outcome's write finds out.
+//
+// Deadlines come from the database clock and are compared with the local
+// one: this assumes the clocks agree (same host, or NTP). A local clock
+// running behind only delays the cancellation; the store's fencing still
+// refuses the stale holder's writes.
+type leaseKeeper struct {
+	w *Worker
+
+	mu     sync.Mutex
+	held   map[int64]*leased
+	closed chan struct{}
+	exited chan struct{}
+}
+
+// leased is one claim the keeper renews.
+type leased struct {
+	ref     ClaimRef
+	holder  string
+	until   time.Time // the lease's end, database clock
+	renewed time.Time // when it was last renewed (or claimed), local clock
+	lost    context.CancelCauseFunc
+	sealed  bool  // the handler returned: cancel nothing
+	gone    bool  // lost: renewed no more
+	last    error // of the last failed renewal
+}
+
+func newLeaseKeeper(w *Worker) *leaseKeeper {
+	return &leaseKeeper{w: w, held: make(map[int64]*leased), closed: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// add starts renewing a claim whose lease ends at until; lost cancels its
+// handler.
+func (k *leaseKeeper) add(ref ClaimRef, holder string, until time.Time, lost context.CancelCauseFunc) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held[ref.TaskID] = &leased{ref: ref, holder: holder, until: until, renewed: time.Now(), lost: lost}
+}
+
+// seal notes that a claim's handler returned, so that a lost lease cancels
+// nothing from now on, and reports whether the claim is still held (false:
+// it was lost already).
+func (k *leaseKeeper) seal(ref ClaimRef) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.held[ref.TaskID]
+	if l == nil || l.ref != ref || l.gone {
+		return false
+	}
+	l.sealed = true
+	return true
+}
+
+// remove stops renewing a claim: it ended, or was given up. A later claim
+// of the same task (after this one was lost) is left alone.
+func (k *leaseKeeper) remove(ref ClaimRef) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.held[ref.TaskID]; l != nil && l.ref == ref {
+		delete(k.held, ref.TaskID)
+	}
+}
+
+// close stops the renewals and waits for a round in flight.
+func (k *leaseKeeper) close() {
+	close(k.closed)
+	<-k.exited
+}
+
+// run renews until closed.
+func (k *leaseKeeper) run(ctx context.Context) {
+	defer close(k.exited)
+	leaseTTL := k.w.d.cfg.Lease
+	tick := time.NewTicker(max(leaseTTL/6, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-k.closed:
+			return
+		case <-tick.C:
+		}
+		k.round(ctx)
+	}
+}
+
+// round renews the claims that are due, and gives up those whose lease
+// passed.
+func (k *leaseKeeper) round(ctx context.Context) {
+	d := k.w.d
+	every := d.cfg.Lease / 3
+	now := time.Now()
+	k.mu.Lock()
+	var due []*leased
+	for _, l := range k.held {
+		if !l.gone && now.Sub(l.renewed) >= every {
+			due = append(due, l)
+		}
+	}
+	k.mu.Unlock()
+	for len(due) > 0 {
+		n := min(len(due), tasks.BatchMax)
+		k.renew(ctx, due[:n])
+		due = due[n:]
+	}
+	k.expire()
+}
+
+// renew renews the leases of due in one batch per store.
+func (k *leaseKeeper) renew(ctx context.Context, due []*leased) {
+	d := k.w.d
+	ps := make([]tasks.HeartbeatParams, len(due))
+	for i, l := range due {
+		ps[i] = tasks.HeartbeatParams{TaskID: l.ref.TaskID, Fence: l.ref.Fence, Holder: l.holder, Lease: d.cfg.Lease}
+	}
+	// A renewal answered after the first lease it was meant to extend has
+	// ended cannot be trusted to have come in time.
+	hctx, cancel := context.WithTimeout(ctx, d.cfg.Lease/3)
+	defer cancel()
+	hctx, span := d.tel.tracer.Start(hctx, "worker.heartbeat", trace.WithAttributes(attrBatch.Int(len(due))))
+	sent := time.Now()
+	res, err := d.store.HeartbeatBatch(hctx, ps)
+	endSpan(span, err)
+	if err != nil {
+		k.w.log.WarnContext(ctx, "heartbeat", "claims", len(due), "err", err)
+	}
+
+	var each []locker.Each
+	k.mu.Lock()
+	for i, l := range due {
+		if k.held[l.ref.TaskID] != l {
+			continue // ended meanwhile
+		}
+		switch {
+		case err != nil:
+			l.last = err
+		case res[i].Err == nil:
+			l.until, l.renewed, l.last = res[i].LeaseExpiresAt, sent, nil
+			// The store caps the lease at the maximum hold; the lock must
+			// not outlive it, or it would keep the task from being claimed
+			// once the claim ends.
+			if ttl := min(d.cfg.Lease, time.Until(l.until)); ttl >= locker.MinTTL {
+				each = append(each, locker.Each{Key: d.lockKey(l.ref.TaskID), Token: l.holder, TTL: ttl})
+			}
+		case l.sealed:
+			// The handler returned; its outcome's write is refused too, and
+			// that is where the loss is counted.
+			l.gone = true
+		default:
+			d.countStale(ctx, "heartbeat", res[i].Err)
+			k.lose(l, res[i].Err)
+		}
+	}
+	k.mu.Unlock()
+	if len(each) > 0 {
+		// The claims are live in the store, which is what counts; the
+		// sweeper reconciles locks that could not be extended.
+		if _, err := d.locks.ObtainEach(ctx, each); err != nil {
+			k.w.log.WarnContext(ctx, "extend task locks", "locks", len(each), "err", err)
+		}
+	}
+}
+
+// expire gives up the claims whose lease passed without a renewal.
+func (k *leaseKeeper) expire() {
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.held {
+		if !l.gone && !l.sealed && !now.Before(l.until) {
+			k.lose(l, &lease.ExpiredError{Until: l.until, Last: l.last})
+		}
+	}
+}
+
+// lose cancels a lost claim's handler with a cause wrapping ErrLeaseLost and
+// err. k.mu is held.
+func (k *leaseKeeper) lose(l *leased, err error) {
+	l.gone = true
+	l.lost(fmt.Errorf("%w: heartbeat task %d: %w", ErrLeaseLost, l.ref.TaskID, err))
+}

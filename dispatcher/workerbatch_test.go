@@ -1,0 +1,415 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/roundtrip"
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/taskstest"
+)
+
+// A worker's batch of claims is one round trip to Redis and one to MySQL
+// (one commit), whatever its size, and never more claims than holders.
+func TestClaimManyRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	rdb := testenv.Redis(t)
+	redisCount := &roundtrip.RedisHook{}
+	rdb.AddHook(redisCount)
+	b := setup(t, setupOpts{redis: rdb, db: db})
+	b.add(t, "news", 0, 20)
+	holders := func(from, n int) []string {
+		hs := make([]string, n)
+		for i := range hs {
+			hs[i] = fmt.Sprintf("worker:w:%d", from+i)
+		}
+		return hs
+	}
+	// Warm up: the scripts are loaded, the connections open.
+	if _, err := b.d.ClaimMany(ctx, holders(0, 1), []string{"news"}); err != nil {
+		t.Fatal(err)
+	}
+	// One candidate is locked by another process: its holder stays free.
+	cands, err := b.store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{"news"}, Limit: 1})
+	if err != nil || len(cands) != 1 {
+		t.Fatalf("candidates: %v %v", cands, err)
+	}
+	if err := rdb.Set(ctx, b.lockKey(cands[0].ID), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	sql0, redis0, reads0 := sqlCount.Counts(), redisCount.RoundTrips(), b.d.Stats().CandidateReads
+	hs := holders(1, 8)
+	claims, err := b.d.ClaimMany(ctx, hs, []string{"news"})
+	if err != nil {
+		t.Fatalf("claim many: %v", err)
+	}
+	sql := sqlCount.Counts().Sub(sql0)
+	reads := b.d.Stats().CandidateReads - reads0
+	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
+		t.Errorf("MySQL: %d round trips (%d candidate reads apart) and %d commits for a batch of %d claims, want 1 and 1",
+			sql.RoundTrips-reads, reads, sql.Commits, len(claims))
+	}
+	// The release of the lock another holds is none: nothing to give back.
+	if n := redisCount.RoundTrips() - redis0; n != 1 {
+		t.Errorf("%d Redis round trips for a batch of %d claims, want 1", n, len(claims))
+	}
+	if len(claims) != 7 {
+		t.Fatalf("%d claims for 8 holders with one candidate locked elsewhere, want 7 (the batch skips it)", len(claims))
+	}
+	seen := make(map[string]bool)
+	for _, c := range claims {
+		if seen[c.Task.Holder] || !slices.Contains(hs, c.Task.Holder) {
+			t.Fatalf("claim for holder %q: each holder gets one claim at most", c.Task.Holder)
+		}
+		seen[c.Task.Holder] = true
+		if c.Task.ID == cands[0].ID {
+			t.Fatalf("claimed task %d, whose lock another process holds", c.Task.ID)
+		}
+		if got := b.task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Holder != c.Task.Holder || got.Fence != c.Fence {
+			t.Fatalf("task %d = %+v, want assigned to %s at fence %d", c.Task.ID, got, c.Task.Holder, c.Fence)
+		}
+		if v := rdb.Get(ctx, b.lockKey(c.Task.ID)).Val(); v != c.Task.Holder {
+			t.Fatalf("task %d's lock = %q, want its holder %q", c.Task.ID, v, c.Task.Holder)
+		}
+	}
+	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != 8 {
+		t.Fatalf("%d tasks assigned, want 8 (1 warm-up claim, 7 in the batch)", n)
+	}
+}
+
+// gatedCompletes is a store whose Complete waits for gate to open (closed),
+// counting the calls and their members.
+type gatedCompletes struct {
+	*tasks.Store
+	gate           chan struct{}
+	calls, members atomic.Int64
+	sizes          chan int
+}
+
+func (s *gatedCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error) {
+	<-s.gate
+	s.calls.Add(1)
+	s.members.Add(int64(len(os)))
+	trySend(s.sizes, len(os))
+	return s.Store.Complete(ctx, os)
+}
+
+// A stale member of a completion batch is refused alone: the others commit
+// in the same transaction.
+func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &gatedCompletes{Store: b.store, gate: make(chan struct{}), sizes: make(chan int, 100)}
+	close(store.gate)
+	// A long lease: no renewal runs during the test, so the revoked claim is
+	// found out only by its completion.
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{Lease: time.Minute, KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := b.add(t, "jobs", 0, 3)
+	release := make(chan struct{})
+	started := make(chan *tasks.Task, 10)
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
+		trySend(started, task)
+		<-release
+		return map[string]int64{"id": task.ID}, nil
+	})
+	// Three outcomes are written together: the batch size, and a flush
+	// interval far longer than the test.
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+		Handler: mux, Concurrency: 3, BatchSize: 3, FlushInterval: time.Hour,
+	})
+	running := make(map[int64]*tasks.Task)
+	for range 3 {
+		task := awaitValue(t, started, "handler start")
+		running[task.ID] = task
+	}
+	revoked := ids[1]
+	if _, err := b.store.ForceRelease(context.Background(), revoked); err != nil {
+		t.Fatal(err)
+	}
+	// Not claimed again during the test.
+	if _, err := b.db.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", revoked); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if n := awaitValue(t, store.sizes, "completion batch"); n != 3 {
+		t.Fatalf("first completion batch of %d members, want all 3", n)
+	}
+	testenv.Eventually(t, 10*time.Second, "outcomes recorded", func() bool {
+		st := w.Stats()
+		return st.Processed+st.LeaseLost >= 3
+	})
+	if st := w.Stats(); st.Processed != 2 || st.LeaseLost != 1 || st.Failed != 0 {
+		t.Fatalf("stats %+v, want 2 processed and 1 lease lost", st)
+	}
+	if n := store.calls.Load(); n != 1 {
+		t.Fatalf("%d completion transactions, want 1 (the stale member refused inside it)", n)
+	}
+	for _, id := range ids {
+		got := b.task(t, id)
+		results := b.rowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", id)
+		if id == revoked {
+			if got.Status != tasks.StatusPending || results != 0 {
+				t.Fatalf("revoked task %d: %s with %d results, want pending with none", id, got.Status, results)
+			}
+			continue
+		}
+		if got.Status != tasks.StatusDone || got.Fence != running[id].Fence || results != 1 {
+			t.Fatalf("task %d: %s fence %d with %d results, want done at fence %d with 1", id, got.Status, got.Fence, results, running[id].Fence)
+		}
+	}
+	if n := d.Stats().RefusedWrites; n != 1 {
+		t.Fatalf("%d writes refused as stale, want 1 (the revoked member)", n)
+	}
+	testenv.Eventually(t, 10*time.Second, "locks given back", func() bool {
+		return b.rdb.Exists(context.Background(), b.lockKey(ids[0]), b.lockKey(ids[1]), b.lockKey(ids[2])).Val() == 0
+	})
+}
+
+// While the completer is behind (MaxBacklog outcomes wait), the worker claims
+// nothing new: claims in flight stay bounded by the slots, the batch being
+// written and the backlog.
+func TestWorkerBackPressure(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	store := &gatedCompletes{Store: b.store, gate: make(chan struct{}), sizes: make(chan int, 100)}
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, slots, batch, backlog = 40, 2, 1, 1
+	// The most a worker may hold: a handler per slot, the batch being
+	// written, and the backlog (which can grow past MaxBacklog by the
+	// outcomes of handlers that were running when it filled).
+	const bound = slots + batch + backlog + slots
+	b.add(t, "jobs", 0, n)
+	var calls atomic.Int64
+	over := make(chan struct{})
+	var overOnce sync.Once
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
+		if calls.Add(1) > bound {
+			overOnce.Do(func() { close(over) })
+		}
+		return nil, nil
+	})
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+		Handler: mux, Concurrency: slots, BatchSize: batch, MaxBacklog: backlog, FlushInterval: -1,
+	})
+	// Cleanups run last first: the gate opens before the worker stops.
+	openGate := sync.OnceFunc(func() { close(store.gate) })
+	t.Cleanup(openGate)
+	// The completer blocks on its first write. Without back-pressure the
+	// worker would go on claiming the whole pool meanwhile; give it the time
+	// to (far more than claiming a handful takes).
+	select {
+	case <-over:
+		t.Fatalf("%d handlers ran while the completer was blocked, want at most %d", calls.Load(), bound)
+	case <-time.After(2 * time.Second):
+	}
+	if c := calls.Load(); c < slots {
+		t.Fatalf("%d handlers ran before back-pressure, want at least %d", c, slots)
+	}
+	openGate()
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+	if c := calls.Load(); c != n {
+		t.Fatalf("handlers ran %d times for %d tasks", c, n)
+	}
+	if m := store.members.Load(); m != n {
+		t.Fatalf("%d outcomes written, want %d", m, n)
+	}
+}
+
+// batchProbe records the members of each renewal batch and their answers.
+type batchProbe struct {
+	*tasks.Store
+	mu      sync.Mutex
+	batches [][]tasks.HeartbeatParams
+	results chan tasks.Renewed
+}
+
+func (p *batchProbe) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error) {
+	res, err := p.Store.HeartbeatBatch(ctx, ps)
+	p.mu.Lock()
+	p.batches = append(p.batches, slices.Clone(ps))
+	p.mu.Unlock()
+	for _, r := range res {
+		trySend(p.results, r)
+	}
+	return res, err
+}
+
+// One renewal batch renews every claim the worker holds; a lease lost in it
+// cancels exactly that claim's handler.
+func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	probe := &batchProbe{Store: b.store, results: make(chan tasks.Renewed, 1000)}
+	d, err := dispatcher.New(probe, b.locks, dispatcher.Config{
+		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := b.add(t, "jobs", 0, 3)
+	var mu sync.Mutex
+	causes := make(map[int64]error)
+	started := make(chan *tasks.Task, 10)
+	cancelled := make(chan int64, 10)
+	finish := make(chan struct{})
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
+		trySend(started, task)
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			causes[task.ID] = context.Cause(ctx)
+			mu.Unlock()
+			trySend(cancelled, task.ID)
+			return nil, context.Cause(ctx)
+		case <-finish:
+			return nil, nil
+		}
+	})
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
+	for range 3 {
+		awaitValue(t, started, "handler start")
+	}
+	// Renewals of all three claims, in one batch.
+	testenv.Eventually(t, 30*time.Second, "a renewal batch of all three claims", func() bool {
+		probe.mu.Lock()
+		defer probe.mu.Unlock()
+		return slices.ContainsFunc(probe.batches, func(ps []tasks.HeartbeatParams) bool { return len(ps) == 3 })
+	})
+	lost := ids[0]
+	if _, err := b.db.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.ForceRelease(context.Background(), lost); err != nil {
+		t.Fatal(err)
+	}
+	if id := awaitValue(t, cancelled, "cancellation of the revoked claim's handler"); id != lost {
+		t.Fatalf("handler of task %d cancelled, want only %d's", id, lost)
+	}
+	mu.Lock()
+	cause := causes[lost]
+	mu.Unlock()
+	if !errors.Is(cause, dispatcher.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
+		t.Fatalf("cause %v, want ErrLeaseLost from a stale renewal", cause)
+	}
+	// The others are renewed on: wait for two more accepted renewals of them
+	// after the loss, then let them finish.
+	for drained := false; !drained; {
+		select {
+		case <-probe.results:
+		default:
+			drained = true
+		}
+	}
+	accepted := 0
+	for accepted < 2 {
+		if r := awaitValue(t, probe.results, "a renewal after the loss"); r.Err == nil {
+			accepted++
+		}
+	}
+	select {
+	case id := <-cancelled:
+		t.Fatalf("handler of task %d cancelled too", id)
+	default:
+	}
+	close(finish)
+	testenv.Eventually(t, 10*time.Second, "the others processed", func() bool { return w.Stats().Processed == 2 })
+	if st := w.Stats(); st.LeaseLost != 1 || st.Failed != 0 {
+		t.Fatalf("stats %+v, want 1 lease lost and nothing failed", st)
+	}
+	for _, id := range ids[1:] {
+		if got := b.task(t, id); got.Status != tasks.StatusDone {
+			t.Fatalf("task %d %s, want done", id, got.Status)
+		}
+	}
+}
+
+// Two worker processes (each its own dispatcher and candidate pool) burn
+// down one pool in batches; the database shows each task done once, by one
+// claim, with one result.
+func TestWorkersBatchNoDoubleExecution(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	const n = 300
+	ids := b.add(t, "jobs", 0, n)
+	var mu sync.Mutex
+	seen := make(map[int64]int)
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
+		mu.Lock()
+		seen[task.ID]++
+		mu.Unlock()
+		return map[string]int64{"fence": task.Fence}, nil
+	})
+	var workers []*dispatcher.Worker
+	for i := range 2 {
+		d, err := dispatcher.New(b.store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix, Batch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, startWorkerOn(t, d, dispatcher.WorkerConfig{
+			Handler: mux, Concurrency: 12, BatchSize: 8, ID: fmt.Sprintf("w%d", i),
+		}))
+	}
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool {
+		return workers[0].Stats().Processed+workers[1].Stats().Processed >= n
+	})
+	for _, w := range workers {
+		shutdownWorker(t, w)
+	}
+	if got := workers[0].Stats().Processed + workers[1].Stats().Processed; got != n {
+		t.Fatalf("workers processed %d, want %d", got, n)
+	}
+	if workers[0].Stats().Processed == 0 || workers[1].Stats().Processed == 0 {
+		t.Logf("one worker processed everything: %+v %+v", workers[0].Stats(), workers[1].Stats())
+	}
+	// From the database: each task done, exactly one result and one
+	// 'submitted' event, both for the task's final fence, and one 'claimed'
+	// event per fence.
+	var bad []struct {
+		ID int64 `db:"id"`
+	}
+	if err := b.db.SelectContext(context.Background(), &bad, `SELECT t.id FROM tasks t
+		WHERE t.status <> 'done'
+		   OR (SELECT COUNT(*) FROM task_results r WHERE r.task_id = t.id) <> 1
+		   OR (SELECT COUNT(*) FROM task_results r WHERE r.task_id = t.id AND r.fence = t.fence) <> 1
+		   OR (SELECT COUNT(*) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'submitted') <> 1
+		   OR (SELECT COUNT(*) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'submitted' AND e.fence = t.fence) <> 1
+		   OR (SELECT COUNT(*) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'claimed')
+		      <> (SELECT COUNT(DISTINCT e.fence) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'claimed')`); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d tasks break the invariant (done once, one result and one submit for the final fence), first %d", len(bad), bad[0].ID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("task %d handled %d times, want once", id, seen[id])
+		}
+	}
+}
