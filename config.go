@@ -222,8 +222,8 @@ type HTTPConfig struct {
 	// Default 1m.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// EditorCacheTTL is how long an editor found by its API token is
-	// remembered; negative turns the cache off (every request's token is
-	// looked up in MySQL). Default 10s.
+	// remembered, and a token found to be nobody's; negative turns the cache
+	// off (every request's token is looked up in MySQL). Default 10s.
 	EditorCacheTTL time.Duration `yaml:"editor_cache_ttl"`
 	// RequestTimeout bounds a request's work (a long poll's: its wait plus
 	// this): a store that hangs makes it 503 then. Default 10s.

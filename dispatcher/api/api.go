@@ -75,6 +75,8 @@ const (
 	EditorCacheTTLDefault = 10 * time.Second
 	// editorCacheMax bounds the editors remembered at once.
 	editorCacheMax = 100_000
+	// unknownTokensMax bounds the unknown token hashes remembered at once.
+	unknownTokensMax = 10_000
 )
 
 // Config configures the API.
@@ -107,7 +109,10 @@ type Config struct {
 	// gets its wait on top. Default RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// EditorCacheTTL is how long an editor found by its token is remembered,
-	// so that its next requests need not read MySQL to authenticate. A change
+	// so that its next requests need not read MySQL to authenticate, and a
+	// token found to be nobody's (at most 10,000 of them), so that a wrong
+	// token sent again costs no MySQL read either; a token this process makes
+	// is never refused on the strength of that. A change
 	// to an editor through this API (PATCH, disable, enable, a new token) shows
 	// at once in this process; through another process, or made in the
 	// database directly, within EditorCacheTTL. Negative turns the cache off.
@@ -193,7 +198,7 @@ func New(cfg Config) (*Handler, error) {
 		checks:    cfg.Checks,
 		maxWait:   cfg.MaxWait,
 		timeout:   cfg.RequestTimeout,
-		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
+		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax, unknownTokensMax),
 		backlog:   cfg.WebhookBacklog,
 		hist:      cfg.History,
 		log:       cfg.Logger,

@@ -202,6 +202,9 @@ func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
 	}
+	if a.editors.isUnknown(hash) {
+		return nil, errUnknownToken
+	}
 	gen := a.editors.generation()
 	// Bounded on its own: a long poll's request has no deadline yet.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), a.timeout, errRequestTimeout)
@@ -209,6 +212,7 @@ func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error
 	e, err := a.store.EditorByTokenHash(ctx, hash)
 	err = timedOut(ctx, err)
 	if errors.Is(err, tasks.ErrNotFound) {
+		a.editors.putUnknown(hash, gen)
 		return nil, errUnknownToken
 	}
 	if err != nil {

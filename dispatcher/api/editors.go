@@ -315,6 +315,7 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 		return editorNotFound(err, id)
 	}
 	a.editors.forget(id)
+	a.editors.known(hash)
 	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
 	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
 	return nil
