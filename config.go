@@ -18,6 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -77,6 +78,7 @@ const (
 	maxWaitMax           = 15 * time.Minute
 	webhookNameMaxLen    = 64
 	webhookSecretMinLen  = 16
+	authFailuresMax      = 1_000_000
 )
 
 // Config configures an Engine. Every section and key has the name it has in
@@ -239,6 +241,16 @@ type HTTPConfig struct {
 	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
 	// still running then are cut off. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// AuthFailures is how many wrong bearer tokens (at the API, or at the
+	// pages' sign-ins) one client address may send per AuthFailureWindow;
+	// past it the address is answered 429 with Retry-After, a right token
+	// too, until the window ends. Counted in Redis, so shared by every
+	// replica. The address is the connection's: behind a proxy, every client
+	// has the proxy's. Negative turns throttling off. Default 20.
+	AuthFailures int `yaml:"auth_failures"`
+	// AuthFailureWindow is the window AuthFailures counts in, at least 1s.
+	// Default 1m.
+	AuthFailureWindow time.Duration `yaml:"auth_failure_window"`
 }
 
 // MySQLConfig configures the database.
@@ -408,6 +420,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
 	setDefault(&h.SessionIdle, httpSessionIdleDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
+	setDefault(&h.AuthFailures, api.AuthFailuresDefault)
+	setDefault(&h.AuthFailureWindow, api.AuthFailureWindowDefault)
 
 	r := &c.Redis
 	if len(r.Addrs) == 0 {
@@ -609,6 +623,10 @@ func (v *validator) http() {
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
 	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
+	if h.AuthFailures > authFailuresMax {
+		v.fail("http.auth_failures", "must be at most %d (negative turns throttling off), got %d", authFailuresMax, h.AuthFailures)
+	}
+	v.atLeast("http.auth_failure_window", h.AuthFailureWindow, time.Second)
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.

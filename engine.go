@@ -305,6 +305,12 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		WebhookBacklog: backlog,
 		History:        e.history,
 		Logger:         e.log,
+
+		Redis:             e.redis.pubSub(),
+		KeyPrefix:         cfg.Redis.KeyPrefix,
+		AuthFailures:      cfg.HTTP.AuthFailures,
+		AuthFailureWindow: cfg.HTTP.AuthFailureWindow,
+		MeterProvider:     e.tel.MeterProvider,
 	})
 	if err != nil {
 		return err

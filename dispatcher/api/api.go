@@ -9,6 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
@@ -118,6 +122,25 @@ type Config struct {
 	// database directly, within EditorCacheTTL. Negative turns the cache off.
 	// Default EditorCacheTTLDefault.
 	EditorCacheTTL time.Duration
+	// Redis, when set, keeps the counters of failed authentications, shared
+	// by every replica that uses it with the same KeyPrefix: a client
+	// address that sends more than AuthFailures wrong bearer tokens in
+	// AuthFailureWindow is answered 429 until the window ends (see the
+	// package documentation). Without it, nothing is throttled.
+	Redis redis.Scripter
+	// KeyPrefix starts the keys the API writes to Redis.
+	KeyPrefix string
+	// AuthFailures is how many wrong bearer tokens one client address may
+	// send per AuthFailureWindow; negative turns throttling off. Default
+	// AuthFailuresDefault.
+	AuthFailures int
+	// AuthFailureWindow is the window AuthFailures counts in: the first
+	// failure starts it, and a blocked client waits for its end. Default
+	// AuthFailureWindowDefault.
+	AuthFailureWindow time.Duration
+	// MeterProvider receives the API's metrics (taskd.auth.failures,
+	// taskd.auth.throttled). Default otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -132,6 +155,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.EditorCacheTTL == 0 {
 		c.EditorCacheTTL = EditorCacheTTLDefault
+	}
+	if c.AuthFailures == 0 {
+		c.AuthFailures = AuthFailuresDefault
+	}
+	if c.AuthFailureWindow == 0 {
+		c.AuthFailureWindow = AuthFailureWindowDefault
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -151,6 +183,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
 	case c.RequestTimeout < 0:
 		return fmt.Errorf("request timeout must not be negative, got %v", c.RequestTimeout)
+	case c.AuthFailureWindow < time.Millisecond:
+		return fmt.Errorf("auth failure window must be at least 1ms, got %v", c.AuthFailureWindow)
 	}
 	seen := make(map[string]bool, len(c.Checks))
 	for i, ch := range c.Checks {
@@ -176,6 +210,7 @@ type api struct {
 	maxWait   time.Duration
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
+	throttle  *throttle
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	hist      History                                                  // nil without a history
 	log       *slog.Logger
@@ -203,6 +238,10 @@ func New(cfg Config) (*Handler, error) {
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
+	}
+	var err error
+	if a.throttle, err = newThrottle(cfg); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
 	a.drain, a.endDrain = context.WithCancel(context.Background())
 	a.routes(cfg.Metrics)

@@ -75,6 +75,20 @@
 // process that disabled it at once, on others within Config.EditorCacheTTL,
 // and the store refuses a disabled editor any claim whatever a cache says.
 //
+// Wrong tokens are throttled per client address (the host of the request's
+// RemoteAddr; X-Forwarded-For is not read), with Config.Redis: each token
+// that is nobody's is logged (route, address, reason; never the token),
+// counted in taskd.auth.failures, and counted in Redis, in a window of
+// Config.AuthFailureWindow shared by every replica. Past Config.AuthFailures
+// in a window, the address is answered 429 throttled with Retry-After until
+// the window ends, whatever its token: a right token from it is refused too,
+// since it might be a guess that hit. Only failures reach Redis; a process
+// keeps what the counter answered and refuses a blocked address without a
+// store, while another replica learns of the block at the address's first
+// failure there. The pages' sign-ins count against the browser's address in
+// the same counter (WithRoute). A token found to be nobody's is remembered
+// for Config.EditorCacheTTL, so sending it again costs no MySQL read.
+//
 // # Whose claim
 //
 // An editor acts only on its own claim. Heartbeat, submit and release go to
@@ -114,6 +128,8 @@
 //	                         that is not pending (the message names its status)
 //	422 invalid              a well-formed request with bad values (see Values);
 //	                         the message names the field
+//	429 throttled            the client's address sent too many wrong tokens; see
+//	                         Retry-After
 //	503 unavailable          MySQL or Redis cannot be reached; see Retry-After
 //	500 internal             a fault of the server, never of the request (logged;
 //	                         the message says nothing more)
