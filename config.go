@@ -79,6 +79,7 @@ const (
 	webhookNameMaxLen    = 64
 	webhookSecretMinLen  = 16
 	authFailuresMax      = 1_000_000
+	maxPollsPerEditorMax = 1000
 )
 
 // Config configures an Engine. Every section and key has the name it has in
@@ -241,6 +242,11 @@ type HTTPConfig struct {
 	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
 	// still running then are cut off. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next
+	// with a wait) one editor holds open in one process: one more answers
+	// its oldest 204 at once ("nothing now, ask again"). Negative: no bound.
+	// Default 4.
+	MaxPollsPerEditor int `yaml:"max_polls_per_editor"`
 	// AuthFailures is how many wrong bearer tokens (at the API, or at the
 	// pages' sign-ins) one client address may send per AuthFailureWindow;
 	// past it the address is answered 429 with Retry-After, a right token
@@ -420,6 +426,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
 	setDefault(&h.SessionIdle, httpSessionIdleDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
+	setDefault(&h.MaxPollsPerEditor, api.MaxPollsPerEditorDefault)
 	setDefault(&h.AuthFailures, api.AuthFailuresDefault)
 	setDefault(&h.AuthFailureWindow, api.AuthFailureWindowDefault)
 
@@ -623,6 +630,9 @@ func (v *validator) http() {
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
 	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
+	if h.MaxPollsPerEditor > maxPollsPerEditorMax {
+		v.fail("http.max_polls_per_editor", "must be at most %d (negative: no bound), got %d", maxPollsPerEditorMax, h.MaxPollsPerEditor)
+	}
 	if h.AuthFailures > authFailuresMax {
 		v.fail("http.auth_failures", "must be at most %d (negative turns throttling off), got %d", authFailuresMax, h.AuthFailures)
 	}

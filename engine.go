@@ -306,6 +306,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		History:        e.history,
 		Logger:         e.log,
 
+		MaxPollsPerEditor: cfg.HTTP.MaxPollsPerEditor,
 		Redis:             e.redis.pubSub(),
 		KeyPrefix:         cfg.Redis.KeyPrefix,
 		AuthFailures:      cfg.HTTP.AuthFailures,

@@ -122,6 +122,11 @@ type Config struct {
 	// database directly, within EditorCacheTTL. Negative turns the cache off.
 	// Default EditorCacheTTLDefault.
 	EditorCacheTTL time.Duration
+	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next with a
+	// wait) one editor holds open in this process: when it opens one more,
+	// its oldest is answered 204 at once. Negative: no bound. Default
+	// MaxPollsPerEditorDefault.
+	MaxPollsPerEditor int
 	// Redis, when set, keeps the counters of failed authentications, shared
 	// by every replica that uses it with the same KeyPrefix: a client
 	// address that sends more than AuthFailures wrong bearer tokens in
@@ -155,6 +160,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.EditorCacheTTL == 0 {
 		c.EditorCacheTTL = EditorCacheTTLDefault
+	}
+	if c.MaxPollsPerEditor == 0 {
+		c.MaxPollsPerEditor = MaxPollsPerEditorDefault
 	}
 	if c.AuthFailures == 0 {
 		c.AuthFailures = AuthFailuresDefault
@@ -211,6 +219,7 @@ type api struct {
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
 	throttle  *throttle
+	polls     *polls
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	hist      History                                                  // nil without a history
 	log       *slog.Logger
@@ -234,6 +243,7 @@ func New(cfg Config) (*Handler, error) {
 		maxWait:   cfg.MaxWait,
 		timeout:   cfg.RequestTimeout,
 		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax, unknownTokensMax),
+		polls:     newPolls(max(cfg.MaxPollsPerEditor, 0)),
 		backlog:   cfg.WebhookBacklog,
 		hist:      cfg.History,
 		log:       cfg.Logger,
