@@ -242,6 +242,16 @@ type HTTPConfig struct {
 	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
 	// still running then are cut off. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MetricsAddr, when set with Addr, is where Start serves GET /metrics
+	// (and GET /healthz) instead of on Addr: a listener of its own, such as
+	// one only the Prometheus server reaches (host:port). Empty: /metrics is
+	// served on Addr with the API. `taskd work` uses worker.metrics_addr
+	// instead.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// MetricsToken, when set, is the bearer token GET /metrics needs,
+	// wherever it is served (at least 16 characters). Empty: /metrics is open
+	// to anyone who reaches its listener.
+	MetricsToken string `yaml:"metrics_token" secret:"true"`
 	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next
 	// with a wait) one editor holds open in one process: one more answers
 	// its oldest 204 at once ("nothing now, ask again"). Negative: no bound.
@@ -630,6 +640,20 @@ func (v *validator) http() {
 	}
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
 	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
+	if h.MetricsAddr != "" {
+		if err := checkHostPort(h.MetricsAddr, true); err != nil {
+			v.fail("http.metrics_addr", "%v", err)
+		} else if h.MetricsAddr == h.Addr && !strings.HasSuffix(h.Addr, ":0") {
+			v.fail("http.metrics_addr", "must differ from http.addr (%s), or be empty to serve /metrics there", h.Addr)
+		}
+	}
+	if t := h.MetricsToken; t != "" {
+		if n := utf8.RuneCountInString(t); n < adminTokenMinLen || !utf8.ValidString(t) {
+			v.fail("http.metrics_token", "must be at least %d characters, got %d", adminTokenMinLen, n)
+		} else if strings.IndexFunc(t, unicode.IsSpace) >= 0 {
+			v.fail("http.metrics_token", "must not contain spaces")
+		}
+	}
 	if h.MaxPollsPerEditor > maxPollsPerEditorMax {
 		v.fail("http.max_polls_per_editor", "must be at most %d (negative: no bound), got %d", maxPollsPerEditorMax, h.MaxPollsPerEditor)
 	}

@@ -72,6 +72,7 @@ type Engine struct {
 	history *dispatcher.History   // nil without an admin token
 	api     *api.Handler          // nil without an admin token
 	handler http.Handler
+	metrics http.Handler // served on Config.HTTP.MetricsAddr; nil without it
 
 	mu            sync.Mutex
 	started       bool
@@ -81,6 +82,8 @@ type Engine struct {
 	stopHooksObs  func()
 	srv           *http.Server
 	addr          string
+	metricsSrv    *http.Server // on Config.HTTP.MetricsAddr
+	metricsAddr   string
 	serveErr      chan error
 	stopOnce      sync.Once
 	stopErr       error
@@ -279,8 +282,15 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			return err
 		}
 	}
+	metrics := e.tel.Metrics
+	if metrics != nil {
+		metrics = api.MetricsHandler(metrics, cfg.HTTP.MetricsToken)
+	}
+	if cfg.HTTP.MetricsAddr != "" && cfg.HTTP.Addr != "" {
+		e.metrics, metrics = healthHandler(metrics), nil
+	}
 	if cfg.AdminToken == "" {
-		e.handler = healthHandler(e.tel.Metrics)
+		e.handler = healthHandler(metrics)
 		return nil
 	}
 	var backlog func(context.Context) (*tasks.WebhookBacklog, error)
@@ -298,7 +308,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			{Name: "mysql", Check: e.db.PingContext},
 			{Name: "redis", Check: e.redis.check},
 		},
-		Metrics:        e.tel.Metrics,
+		Metrics:        metrics,
 		MaxWait:        cfg.HTTP.MaxWait,
 		RequestTimeout: cfg.HTTP.RequestTimeout,
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
@@ -378,6 +388,15 @@ func healthHandler(metrics http.Handler) http.Handler {
 // 204, new requests are answered 503, and requests in flight may finish.
 func (e *Engine) Handler() http.Handler { return e.handler }
 
+// MetricsAddr returns the address GET /metrics is served on once started
+// with Config.HTTP.MetricsAddr and Config.HTTP.Addr set (port 0 resolved),
+// or "".
+func (e *Engine) MetricsAddr() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.metricsAddr
+}
+
 // Dispatcher returns the engine's dispatcher, to add tasks and claim them
 // from Go.
 func (e *Engine) Dispatcher() *dispatcher.Dispatcher { return e.d }
@@ -411,12 +430,26 @@ func (e *Engine) Start(ctx context.Context) error {
 	case e.started:
 		return fmt.Errorf("start engine: %w", ErrStarted)
 	}
-	var ln net.Listener
+	var ln, metricsLn net.Listener
 	if e.cfg.HTTP.Addr != "" {
 		var err error
 		if ln, err = net.Listen("tcp", e.cfg.HTTP.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", e.cfg.HTTP.Addr, err)
 		}
+	}
+	if e.metrics != nil {
+		var err error
+		if metricsLn, err = net.Listen("tcp", e.cfg.HTTP.MetricsAddr); err != nil {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return fmt.Errorf("listen on %s (http.metrics_addr): %w", e.cfg.HTTP.MetricsAddr, err)
+		}
+		defer func() {
+			if !e.started {
+				_ = metricsLn.Close()
+			}
+		}()
 	}
 	stopPool, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
 		return e.store.Stats(ctx, 0)
@@ -487,7 +520,24 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		}()
 		e.addr = ln.Addr().String()
-		e.log.InfoContext(ctx, "serving", "addr", e.addr, "sweep_interval", e.cfg.Sweep.Interval,
+		if metricsLn != nil {
+			e.metricsSrv = &http.Server{
+				Handler:           e.metrics,
+				ReadHeaderTimeout: e.cfg.HTTP.ReadHeaderTimeout,
+				ReadTimeout:       e.cfg.HTTP.ReadTimeout,
+				WriteTimeout:      e.cfg.HTTP.WriteTimeout,
+				IdleTimeout:       e.cfg.HTTP.IdleTimeout,
+				ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+			}
+			msrv := e.metricsSrv
+			go func() {
+				if err := msrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+					serveErr <- err
+				}
+			}()
+			e.metricsAddr = metricsLn.Addr().String()
+		}
+		e.log.InfoContext(ctx, "serving", "addr", e.addr, "metrics_addr", e.metricsAddr, "sweep_interval", e.cfg.Sweep.Interval,
 			"sweep_period", e.sweeper.Schedule().Period(), "lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
 	}
 	return nil
@@ -574,6 +624,11 @@ func (e *Engine) drain(ctx context.Context) error {
 		if err := e.srv.Shutdown(hctx); err != nil {
 			e.log.Warn("requests still running at the shutdown timeout were cut off", "err", err)
 			_ = e.srv.Close()
+		}
+	}
+	if e.metricsSrv != nil {
+		if err := e.metricsSrv.Shutdown(hctx); err != nil {
+			_ = e.metricsSrv.Close()
 		}
 	}
 	if apiDrained != nil {

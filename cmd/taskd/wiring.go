@@ -117,7 +117,7 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 		opts = append(opts, handlers(log)...)
 	}
 	if role == roleWorker {
-		c.AdminToken, c.HTTP.Addr = "", c.Worker.MetricsAddr
+		c.AdminToken, c.HTTP.Addr, c.HTTP.MetricsAddr = "", c.Worker.MetricsAddr, ""
 	}
 	e, err := taskd.New(c, opts...)
 	if err != nil {

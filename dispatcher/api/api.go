@@ -97,6 +97,10 @@ type Config struct {
 	Checks []Check
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// MetricsToken, when set, is the bearer token GET /metrics needs (see
+	// MetricsHandler); without it, /metrics is open to anyone who reaches
+	// the API.
+	MetricsToken string
 	// WebhookBacklog, when set, reports the webhook backlog in GET /v1/stats
 	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
 	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
@@ -254,7 +258,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	a.drain, a.endDrain = context.WithCancel(context.Background())
-	a.routes(cfg.Metrics)
+	var metrics http.Handler
+	if cfg.Metrics != nil {
+		metrics = MetricsHandler(cfg.Metrics, cfg.MetricsToken)
+	}
+	a.routes(metrics)
 	return &Handler{a: a}, nil
 }
 
