@@ -34,7 +34,7 @@
 //	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
-//	GET  /metrics                         anyone  Config.Metrics, when set
+//	GET  /metrics                         anyone  Config.Metrics, when set (Config.MetricsToken)
 //
 // An assignment is
 //
@@ -163,4 +163,15 @@
 // cap, and waiting less is always correct). The wait ends early when a task
 // arrives through this process (POST /v1/tasks wakes waiters) or when the
 // client goes away. The http.Server's WriteTimeout must exceed MaxWait.
+//
+// An editor holds at most Config.MaxPollsPerEditor waiting requests in one
+// process (default 4): one more answers its oldest 204 at once, as a wait
+// that found nothing would, and the newest waits. A client that lost track
+// of its requests keeps the one it waits on; a token cannot hold a thousand.
+//
+// # Answers
+//
+// Every answer carries X-Content-Type-Options: nosniff and Cache-Control:
+// no-store (GET /v1/openapi.json alone may be cached). GET /metrics is open
+// unless Config.MetricsToken is set; see MetricsHandler.
 package api
