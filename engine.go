@@ -381,7 +381,8 @@ func healthHandler(metrics http.Handler) http.Handler {
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
 // editor API (see the README), the editor's workspace at / and the ops
 // console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
-// Prometheus on, GET /metrics, in a server span per request when tracing is
+// Prometheus on, GET /metrics (unless Config.HTTP.MetricsAddr gives it a
+// listener of its own; Config.HTTP.MetricsToken guards it), in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.
 // Stop drains it wherever it is mounted: long polls end at once, answered
@@ -504,7 +505,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		_ = e.history.Start(runCtx)
 	}
 	if ln != nil {
-		e.serveErr = make(chan error, 1)
+		e.serveErr = make(chan error, 2) // the API's listener, the metrics'
 		e.srv = &http.Server{
 			Handler:           e.handler,
 			ReadHeaderTimeout: e.cfg.HTTP.ReadHeaderTimeout,
