@@ -18,6 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/dispatcher/api"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -79,6 +80,8 @@ const (
 	maxWaitMax           = 15 * time.Minute
 	webhookNameMaxLen    = 64
 	webhookSecretMinLen  = 16
+	authFailuresMax      = 1_000_000
+	maxPollsPerEditorMax = 1000
 )
 
 // Config configures an Engine. Every section and key has the name it has in
@@ -224,8 +227,8 @@ type HTTPConfig struct {
 	// Default 1m.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// EditorCacheTTL is how long an editor found by its API token is
-	// remembered; negative turns the cache off (every request's token is
-	// looked up in MySQL). Default 10s.
+	// remembered, and a token found to be nobody's; negative turns the cache
+	// off (every request's token is looked up in MySQL). Default 10s.
 	EditorCacheTTL time.Duration `yaml:"editor_cache_ttl"`
 	// RequestTimeout bounds a request's work (a long poll's: its wait plus
 	// this): a store that hangs makes it 503 then. Default 10s.
@@ -245,6 +248,31 @@ type HTTPConfig struct {
 	// ShutdownTimeout bounds Stop's drain of in-flight requests; requests
 	// still running then are cut off. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MetricsAddr, when set with Addr, is where Start serves GET /metrics
+	// (and GET /healthz) instead of on Addr: a listener of its own, such as
+	// one only the Prometheus server reaches (host:port). Empty: /metrics is
+	// served on Addr with the API. `taskd work` uses worker.metrics_addr
+	// instead.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// MetricsToken, when set, is the bearer token GET /metrics needs,
+	// wherever it is served (at least 16 characters). Empty: /metrics is open
+	// to anyone who reaches its listener.
+	MetricsToken string `yaml:"metrics_token" secret:"true"`
+	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next
+	// with a wait) one editor holds open in one process: one more answers
+	// its oldest 204 at once ("nothing now, ask again"). Negative: no bound.
+	// Default 4.
+	MaxPollsPerEditor int `yaml:"max_polls_per_editor"`
+	// AuthFailures is how many wrong bearer tokens (at the API, or at the
+	// pages' sign-ins) one client address may send per AuthFailureWindow;
+	// past it the address is answered 429 with Retry-After, a right token
+	// too, until the window ends. Counted in Redis, so shared by every
+	// replica. The address is the connection's: behind a proxy, every client
+	// has the proxy's. Negative turns throttling off. Default 20.
+	AuthFailures int `yaml:"auth_failures"`
+	// AuthFailureWindow is the window AuthFailures counts in, at least 1s.
+	// Default 1m.
+	AuthFailureWindow time.Duration `yaml:"auth_failure_window"`
 }
 
 // MySQLConfig configures the database.
@@ -420,6 +448,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&h.SessionIdle, httpSessionIdleDefault)
 	setDefault(&h.SessionLifetime, httpSessionLifetimeDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
+	setDefault(&h.MaxPollsPerEditor, api.MaxPollsPerEditorDefault)
+	setDefault(&h.AuthFailures, api.AuthFailuresDefault)
+	setDefault(&h.AuthFailureWindow, api.AuthFailureWindowDefault)
 
 	r := &c.Redis
 	if len(r.Addrs) == 0 {
@@ -623,6 +654,27 @@ func (v *validator) http() {
 	v.atLeast("http.request_timeout", h.RequestTimeout, 100*time.Millisecond)
 	v.atLeast("http.session_idle", h.SessionIdle, time.Second)
 	v.atLeast("http.session_lifetime", h.SessionLifetime, time.Second)
+	if h.MetricsAddr != "" {
+		if err := checkHostPort(h.MetricsAddr, true); err != nil {
+			v.fail("http.metrics_addr", "%v", err)
+		} else if h.MetricsAddr == h.Addr && !strings.HasSuffix(h.Addr, ":0") {
+			v.fail("http.metrics_addr", "must differ from http.addr (%s), or be empty to serve /metrics there", h.Addr)
+		}
+	}
+	if t := h.MetricsToken; t != "" {
+		if n := utf8.RuneCountInString(t); n < adminTokenMinLen || !utf8.ValidString(t) {
+			v.fail("http.metrics_token", "must be at least %d characters, got %d", adminTokenMinLen, n)
+		} else if strings.IndexFunc(t, unicode.IsSpace) >= 0 {
+			v.fail("http.metrics_token", "must not contain spaces")
+		}
+	}
+	if h.MaxPollsPerEditor > maxPollsPerEditorMax {
+		v.fail("http.max_polls_per_editor", "must be at most %d (negative: no bound), got %d", maxPollsPerEditorMax, h.MaxPollsPerEditor)
+	}
+	if h.AuthFailures > authFailuresMax {
+		v.fail("http.auth_failures", "must be at most %d (negative turns throttling off), got %d", authFailuresMax, h.AuthFailures)
+	}
+	v.atLeast("http.auth_failure_window", h.AuthFailureWindow, time.Second)
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.

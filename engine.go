@@ -73,6 +73,7 @@ type Engine struct {
 	history *dispatcher.History   // nil without an admin token
 	api     *api.Handler          // nil without an admin token
 	handler http.Handler
+	metrics http.Handler // served on Config.HTTP.MetricsAddr; nil without it
 
 	mu            sync.Mutex
 	started       bool
@@ -82,6 +83,8 @@ type Engine struct {
 	stopHooksObs  func()
 	srv           *http.Server
 	addr          string
+	metricsSrv    *http.Server // on Config.HTTP.MetricsAddr
+	metricsAddr   string
 	serveErr      chan error
 	stopOnce      sync.Once
 	stopErr       error
@@ -280,8 +283,15 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			return err
 		}
 	}
+	metrics := e.tel.Metrics
+	if metrics != nil {
+		metrics = api.MetricsHandler(metrics, cfg.HTTP.MetricsToken)
+	}
+	if cfg.HTTP.MetricsAddr != "" && cfg.HTTP.Addr != "" {
+		e.metrics, metrics = healthHandler(metrics), nil
+	}
 	if cfg.AdminToken == "" {
-		e.handler = healthHandler(e.tel.Metrics)
+		e.handler = healthHandler(metrics)
 		return nil
 	}
 	var backlog func(context.Context) (*tasks.WebhookBacklog, error)
@@ -299,7 +309,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			{Name: "mysql", Check: e.db.PingContext},
 			{Name: "redis", Check: e.redis.check},
 		},
-		Metrics:        e.tel.Metrics,
+		Metrics:        metrics,
 		MaxWait:        cfg.HTTP.MaxWait,
 		RequestTimeout: cfg.HTTP.RequestTimeout,
 		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
@@ -307,6 +317,13 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		History:        e.history,
 		Sessions:       web.NewEditorSessions(e.redis.pubSub(), cfg.Redis.KeyPrefix),
 		Logger:         e.log,
+
+		MaxPollsPerEditor: cfg.HTTP.MaxPollsPerEditor,
+		Redis:             e.redis.pubSub(),
+		KeyPrefix:         cfg.Redis.KeyPrefix,
+		AuthFailures:      cfg.HTTP.AuthFailures,
+		AuthFailureWindow: cfg.HTTP.AuthFailureWindow,
+		MeterProvider:     e.tel.MeterProvider,
 	})
 	if err != nil {
 		return err
@@ -367,12 +384,22 @@ func healthHandler(metrics http.Handler) http.Handler {
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
 // editor API (see the README), the editor's workspace at / and the ops
 // console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
-// Prometheus on, GET /metrics, in a server span per request when tracing is
+// Prometheus on, GET /metrics (unless Config.HTTP.MetricsAddr gives it a
+// listener of its own; Config.HTTP.MetricsToken guards it), in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.
 // Stop drains it wherever it is mounted: long polls end at once, answered
 // 204, new requests are answered 503, and requests in flight may finish.
 func (e *Engine) Handler() http.Handler { return e.handler }
+
+// MetricsAddr returns the address GET /metrics is served on once started
+// with Config.HTTP.MetricsAddr and Config.HTTP.Addr set (port 0 resolved),
+// or "".
+func (e *Engine) MetricsAddr() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.metricsAddr
+}
 
 // Dispatcher returns the engine's dispatcher, to add tasks and claim them
 // from Go.
@@ -418,12 +445,26 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.checkSchema(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	var ln net.Listener
+	var ln, metricsLn net.Listener
 	if e.cfg.HTTP.Addr != "" {
 		var err error
 		if ln, err = net.Listen("tcp", e.cfg.HTTP.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", e.cfg.HTTP.Addr, err)
 		}
+	}
+	if e.metrics != nil {
+		var err error
+		if metricsLn, err = net.Listen("tcp", e.cfg.HTTP.MetricsAddr); err != nil {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return fmt.Errorf("listen on %s (http.metrics_addr): %w", e.cfg.HTTP.MetricsAddr, err)
+		}
+		defer func() {
+			if !e.started {
+				_ = metricsLn.Close()
+			}
+		}()
 	}
 	stopPool, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
 		return e.store.Stats(ctx, 0)
@@ -478,7 +519,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		_ = e.history.Start(runCtx)
 	}
 	if ln != nil {
-		e.serveErr = make(chan error, 1)
+		e.serveErr = make(chan error, 2) // the API's listener, the metrics'
 		e.srv = &http.Server{
 			Handler:           e.handler,
 			ReadHeaderTimeout: e.cfg.HTTP.ReadHeaderTimeout,
@@ -494,7 +535,24 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		}()
 		e.addr = ln.Addr().String()
-		e.log.InfoContext(ctx, "serving", "addr", e.addr, "sweep_interval", e.cfg.Sweep.Interval,
+		if metricsLn != nil {
+			e.metricsSrv = &http.Server{
+				Handler:           e.metrics,
+				ReadHeaderTimeout: e.cfg.HTTP.ReadHeaderTimeout,
+				ReadTimeout:       e.cfg.HTTP.ReadTimeout,
+				WriteTimeout:      e.cfg.HTTP.WriteTimeout,
+				IdleTimeout:       e.cfg.HTTP.IdleTimeout,
+				ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+			}
+			msrv := e.metricsSrv
+			go func() {
+				if err := msrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+					serveErr <- err
+				}
+			}()
+			e.metricsAddr = metricsLn.Addr().String()
+		}
+		e.log.InfoContext(ctx, "serving", "addr", e.addr, "metrics_addr", e.metricsAddr, "sweep_interval", e.cfg.Sweep.Interval,
 			"sweep_period", e.sweeper.Schedule().Period(), "lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
 	}
 	return nil
@@ -598,6 +656,11 @@ func (e *Engine) drain(ctx context.Context) error {
 		if err := e.srv.Shutdown(hctx); err != nil {
 			e.log.Warn("requests still running at the shutdown timeout were cut off", "err", err)
 			_ = e.srv.Close()
+		}
+	}
+	if e.metricsSrv != nil {
+		if err := e.metricsSrv.Shutdown(hctx); err != nil {
+			_ = e.metricsSrv.Close()
 		}
 	}
 	if apiDrained != nil {

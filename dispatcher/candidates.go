@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -159,7 +160,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	usable := func() bool {
 		return slices.ContainsFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
 	}
-	for waited := false; ; waited = true {
+	for waited := false; ; {
 		if ch := cc.reading; ch != nil {
 			// Another claim is reading: what it finds is fresh enough.
 			cc.waiting++
@@ -173,9 +174,16 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
+			if errors.Is(cc.err, context.Canceled) || errors.Is(cc.err, context.DeadlineExceeded) {
+				// The reader's own request ended (its client left, its time
+				// ran out, its long poll was replaced), not this one: look
+				// again, and read if need be.
+				continue
+			}
 			if cc.err != nil {
 				return cc.err
 			}
+			waited = true
 			continue
 		}
 		if usable() && (waited || (!cc.readAt.IsZero() && p.clock().Sub(cc.readAt) < candidateMaxAge)) {

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -322,5 +323,61 @@ func TestCandidatePoolStaleReadsThePrimaryOnce(t *testing.T) {
 	p.take(ctx, []string{"news"}, 1, nil)
 	if replica.reads.Load() != 2 || primary.reads.Load() != 1 {
 		t.Fatalf("reads after invalidate: replica %d, primary %d; want the replica again", replica.reads.Load(), primary.reads.Load())
+	}
+}
+
+// A claim waiting for another's read is not failed by the end of the
+// reader's request: it reads itself.
+func TestCandidatePoolReadsAgainWhenTheReaderLeaves(t *testing.T) {
+	var reads atomic.Int64
+	reading := make(chan struct{})
+	read := func(ctx context.Context, _ string, _ int) ([]tasks.Candidate, error) {
+		if reads.Add(1) == 1 {
+			close(reading)
+			<-ctx.Done()
+			return nil, fmt.Errorf("candidates: %w", ctx.Err())
+		}
+		return cands(0, 1, 2), nil
+	}
+	p := newCandidatePool(8, read)
+	readerCtx, leave := context.WithCancel(context.Background())
+	readerErr := make(chan error, 1)
+	go func() {
+		_, err := p.take(readerCtx, []string{"news"}, 1, nil)
+		readerErr <- err
+	}()
+	<-reading
+	type result struct {
+		got []pooled
+		err error
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
+		waiter <- result{got, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		waiting := p.cats["news"].waiting
+		p.mu.Unlock()
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second claim did not wait for the read within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	leave()
+	if err := <-readerErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the reader: %v, want context.Canceled", err)
+	}
+	r := <-waiter
+	if r.err != nil || !slices.Equal(pooledIDs(r.got), []int64{1}) {
+		t.Errorf("the waiting claim: %v, %v; want candidate 1", pooledIDs(r.got), r.err)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2", n)
 	}
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -25,10 +24,11 @@ type door struct {
 	appPage string
 	// emptyToken is what the sign-in page says to an empty token.
 	emptyToken string
-	// admit asks the API whether token opens the door. It returns the
-	// session to start under id, or the status and message for the
-	// sign-in page.
-	admit func(ctx context.Context, token, id string) (*session, int, string)
+	// admit asks the API whether token, posted by r, opens the door. It
+	// returns the session to start under id, or the status and message for
+	// the sign-in page (and sets Retry-After on w when the API throttles r's
+	// address).
+	admit func(w http.ResponseWriter, r *http.Request, token, id string) (*session, int, string)
 }
 
 // signInText is what a door's sign-in page says.
@@ -53,10 +53,13 @@ func (h *Handler) editorDoor(s *sessions) *door {
 		},
 		appPage:    "workspace.html",
 		emptyToken: "Enter your editor token.",
-		admit: func(ctx context.Context, token, _ string) (*session, int, string) {
-			rec := h.ask(ctx, "/v1/me", token)
+		admit: func(w http.ResponseWriter, r *http.Request, token, _ string) (*session, int, string) {
+			rec := h.ask(r, "/v1/me", token)
 			var me meAnswer
 			switch {
+			case rec.status == http.StatusTooManyRequests:
+				status, message := throttled(w, rec)
+				return nil, status, message
 			case rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &me) == nil:
 				return &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)}, 0, ""
 			case rec.status == http.StatusUnauthorized:
@@ -83,8 +86,12 @@ func (h *Handler) adminDoor(s *sessions) *door {
 		},
 		appPage:    "ops.html",
 		emptyToken: "Enter the admin token.",
-		admit: func(ctx context.Context, token, id string) (*session, int, string) {
-			switch h.ask(ctx, "/v1/admin/categories/paused", token).status {
+		admit: func(w http.ResponseWriter, r *http.Request, token, id string) (*session, int, string) {
+			rec := h.ask(r, "/v1/admin/categories/paused", token)
+			switch rec.status {
+			case http.StatusTooManyRequests:
+				status, message := throttled(w, rec)
+				return nil, status, message
 			case http.StatusOK:
 				return &session{MAC: api.AdminSessionMAC(token, id)}, 0, ""
 			case http.StatusUnauthorized:
@@ -97,17 +104,28 @@ func (h *Handler) adminDoor(s *sessions) *door {
 	}
 }
 
-// ask sends GET path to the API in-process with token as the bearer token.
-func (h *Handler) ask(ctx context.Context, path, token string) *recorder {
+// ask sends GET path to the API in-process with token as the bearer token,
+// for the sign-in r: a wrong token counts against r's address, under r's
+// route, as at the API (see api.WithRoute).
+func (h *Handler) ask(r *http.Request, path, token string) *recorder {
 	rec := newRecorder()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	req, err := http.NewRequestWithContext(api.WithRoute(r.Context(), r.Method+" "+r.URL.Path), http.MethodGet, path, nil)
 	if err != nil {
 		rec.WriteHeader(http.StatusInternalServerError)
 		return rec
 	}
+	req.RemoteAddr = r.RemoteAddr
 	req.Header.Set("Authorization", "Bearer "+token)
 	h.api.ServeHTTP(rec, req)
 	return rec
+}
+
+// throttled passes on the API's 429 to a sign-in from an address that sent
+// too many wrong tokens: the status and message for the sign-in page.
+func throttled(w http.ResponseWriter, rec *recorder) (int, string) {
+	after := rec.header.Get("Retry-After")
+	w.Header().Set("Retry-After", after)
+	return http.StatusTooManyRequests, "Too many wrong tokens from your address. Try again in " + after + " seconds."
 }
 
 // session returns the request's session at d, errNoSession without one.
@@ -169,7 +187,7 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			return
 		}
 		id := randomToken()
-		s, status, message := d.admit(r.Context(), token, id)
+		s, status, message := d.admit(w, r, token, id)
 		if s == nil {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "2")

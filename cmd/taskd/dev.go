@@ -48,7 +48,7 @@ articles missing to reach -articles.`)
 	if *articles < 0 || *articles > 1_000_000 {
 		return usagef("dev", "-articles must be 0..1000000, got %d", *articles)
 	}
-	e, err := a.newEngine(ctx, f, roleServe)
+	e, err := a.newEngine(ctx, f, roleDev)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/taskd/taskd/tasks/taskstest"
 )
 
-const e2eAdminToken = "e2e-admin-token-0123456789"
+const e2eAdminToken = "e2e-admin-token-0123456789abcdefghijkl"
 
 var (
 	buildOnce sync.Once

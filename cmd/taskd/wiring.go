@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -63,6 +65,7 @@ type engineRole int
 
 const (
 	roleServe  engineRole = iota // the API, and workers with worker.in_serve
+	roleDev                      // as roleServe, with any admin token the engine takes
 	roleWorker                   // workers, metrics on worker.metrics_addr
 )
 
@@ -77,19 +80,30 @@ type running struct {
 
 // newEngine loads the configuration, sets up logging and telemetry (the
 // stdout exporter writes to the command's stdout) and builds the engine in
-// role: serve needs admin_token; a worker serves no API, and GET /healthz and
-// GET /metrics on worker.metrics_addr. Close it when done. Configuration
-// errors are usageErrors naming the key.
+// role: serve needs a strong admin_token (see checkAdminToken), dev any
+// admin_token; a worker serves no API, and GET /healthz and GET /metrics on
+// worker.metrics_addr. Close it when done. Configuration errors are
+// usageErrors naming the key.
 func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*running, error) {
 	cfg, err := a.loadConfig(f)
 	if err != nil {
 		return nil, err
 	}
 	c := cfg.Config
-	if role == roleServe && c.AdminToken == "" {
-		return nil, &usageError{err: errors.New("config: admin_token: must be set to serve the API (at least 16 characters; TASKD_ADMIN_TOKEN)")}
+	serving := role == roleServe || role == roleDev
+	if serving && c.AdminToken == "" {
+		return nil, &usageError{err: fmt.Errorf("config: admin_token: must be set to serve the API (%s)", makeAdminToken)}
 	}
-	if role == roleServe && c.HTTP.Addr == "" {
+	if role == roleServe {
+		if err := checkAdminToken(c.AdminToken); err != nil {
+			from := ""
+			if src := cfg.Source("admin_token"); src != "" {
+				from = " (from " + src + ")"
+			}
+			return nil, &usageError{err: fmt.Errorf("config: admin_token: %w%s", err, from)}
+		}
+	}
+	if serving && c.HTTP.Addr == "" {
 		return nil, &usageError{err: errors.New("config: http.addr: must be set to serve the API (host:port; TASKD_HTTP_ADDR)")}
 	}
 	log := c.Log.Logger(a.stderr)
@@ -103,7 +117,7 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 		opts = append(opts, handlers(log)...)
 	}
 	if role == roleWorker {
-		c.AdminToken, c.HTTP.Addr = "", c.Worker.MetricsAddr
+		c.AdminToken, c.HTTP.Addr, c.HTTP.MetricsAddr = "", c.Worker.MetricsAddr, ""
 	}
 	e, err := taskd.New(c, opts...)
 	if err != nil {
@@ -116,6 +130,31 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 		return nil, err
 	}
 	return &running{Engine: e, cfg: cfg, log: log, tel: tel}, nil
+}
+
+// adminTokenMinLen is the shortest admin token `taskd serve` accepts; the
+// engine itself takes 16 characters and up, and so does `taskd dev`.
+const adminTokenMinLen = 32
+
+// knownAdminTokens are admin tokens published with taskd: config.yaml's, and
+// the README's examples. Anyone can read them.
+var knownAdminTokens = []string{"dev-admin-token-change-me"}
+
+// makeAdminToken says how to make an admin token and where to put it.
+const makeAdminToken = "make one with `openssl rand -base64 32` and set it in TASKD_ADMIN_TOKEN or admin_token"
+
+// checkAdminToken refuses an admin token that `taskd serve` must not run
+// with: one published with taskd, or one shorter than adminTokenMinLen
+// characters. The error says how to make a token; it never quotes the token.
+// `taskd dev` runs without this check, for local use with config.yaml as it is.
+func checkAdminToken(token string) error {
+	if slices.Contains(knownAdminTokens, token) {
+		return fmt.Errorf("is the example token shipped with taskd, which anyone can read; %s (`taskd dev` accepts it for local use)", makeAdminToken)
+	}
+	if n := utf8.RuneCountInString(token); n < adminTokenMinLen {
+		return fmt.Errorf("must be at least %d characters to serve, got %d; %s", adminTokenMinLen, n, makeAdminToken)
+	}
+	return nil
 }
 
 // Close flushes the telemetry; the engine closes its stores in Stop.

@@ -9,6 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
 )
@@ -75,6 +79,8 @@ const (
 	EditorCacheTTLDefault = 10 * time.Second
 	// editorCacheMax bounds the editors remembered at once.
 	editorCacheMax = 100_000
+	// unknownTokensMax bounds the unknown token hashes remembered at once.
+	unknownTokensMax = 10_000
 )
 
 // Config configures the API.
@@ -91,6 +97,10 @@ type Config struct {
 	Checks []Check
 	// Metrics, when set, is served at GET /metrics.
 	Metrics http.Handler
+	// MetricsToken, when set, is the bearer token GET /metrics needs (see
+	// MetricsHandler); without it, /metrics is open to anyone who reaches
+	// the API.
+	MetricsToken string
 	// WebhookBacklog, when set, reports the webhook backlog in GET /v1/stats
 	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
 	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
@@ -107,7 +117,10 @@ type Config struct {
 	// gets its wait on top. Default RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// EditorCacheTTL is how long an editor found by its token is remembered,
-	// so that its next requests need not read MySQL to authenticate. A change
+	// so that its next requests need not read MySQL to authenticate, and a
+	// token found to be nobody's (at most 10,000 of them), so that a wrong
+	// token sent again costs no MySQL read either; a token this process makes
+	// is never refused on the strength of that. A change
 	// to an editor through this API (PATCH, disable, enable, a new token) shows
 	// at once in this process; through another process, or made in the
 	// database directly, within EditorCacheTTL. Negative turns the cache off.
@@ -116,6 +129,30 @@ type Config struct {
 	// Sessions, when set, ends an editor's page sessions when it is disabled
 	// or given a new token (typically the web package's).
 	Sessions Sessions
+	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next with a
+	// wait) one editor holds open in this process: when it opens one more,
+	// its oldest is answered 204 at once. Negative: no bound. Default
+	// MaxPollsPerEditorDefault.
+	MaxPollsPerEditor int
+	// Redis, when set, keeps the counters of failed authentications, shared
+	// by every replica that uses it with the same KeyPrefix: a client
+	// address that sends more than AuthFailures wrong bearer tokens in
+	// AuthFailureWindow is answered 429 until the window ends (see the
+	// package documentation). Without it, nothing is throttled.
+	Redis redis.Scripter
+	// KeyPrefix starts the keys the API writes to Redis.
+	KeyPrefix string
+	// AuthFailures is how many wrong bearer tokens one client address may
+	// send per AuthFailureWindow; negative turns throttling off. Default
+	// AuthFailuresDefault.
+	AuthFailures int
+	// AuthFailureWindow is the window AuthFailures counts in: the first
+	// failure starts it, and a blocked client waits for its end. Default
+	// AuthFailureWindowDefault.
+	AuthFailureWindow time.Duration
+	// MeterProvider receives the API's metrics (taskd.auth.failures,
+	// taskd.auth.throttled). Default otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -130,6 +167,18 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.EditorCacheTTL == 0 {
 		c.EditorCacheTTL = EditorCacheTTLDefault
+	}
+	if c.MaxPollsPerEditor == 0 {
+		c.MaxPollsPerEditor = MaxPollsPerEditorDefault
+	}
+	if c.AuthFailures == 0 {
+		c.AuthFailures = AuthFailuresDefault
+	}
+	if c.AuthFailureWindow == 0 {
+		c.AuthFailureWindow = AuthFailureWindowDefault
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -149,6 +198,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
 	case c.RequestTimeout < 0:
 		return fmt.Errorf("request timeout must not be negative, got %v", c.RequestTimeout)
+	case c.AuthFailureWindow < time.Millisecond:
+		return fmt.Errorf("auth failure window must be at least 1ms, got %v", c.AuthFailureWindow)
 	}
 	seen := make(map[string]bool, len(c.Checks))
 	for i, ch := range c.Checks {
@@ -176,6 +227,8 @@ type api struct {
 	maxWait   time.Duration
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
+	throttle  *throttle
+	polls     *polls
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	hist      History                                                  // nil without a history
 	log       *slog.Logger
@@ -200,14 +253,23 @@ func New(cfg Config) (*Handler, error) {
 		checks:    cfg.Checks,
 		maxWait:   cfg.MaxWait,
 		timeout:   cfg.RequestTimeout,
-		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax),
+		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax, unknownTokensMax),
+		polls:     newPolls(max(cfg.MaxPollsPerEditor, 0)),
 		backlog:   cfg.WebhookBacklog,
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
 	}
+	var err error
+	if a.throttle, err = newThrottle(cfg); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	a.drain, a.endDrain = context.WithCancel(context.Background())
-	a.routes(cfg.Metrics)
+	var metrics http.Handler
+	if cfg.Metrics != nil {
+		metrics = MetricsHandler(cfg.Metrics, cfg.MetricsToken)
+	}
+	a.routes(metrics)
 	return &Handler{a: a}, nil
 }
 

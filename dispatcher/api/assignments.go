@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -16,7 +17,8 @@ type nextRequest struct {
 }
 
 // next answers with the editor's assignment: the one it holds, a new one, or
-// 204 when none came within wait_ms.
+// 204 when none came within wait_ms, or when the editor opened more than
+// Config.MaxPollsPerEditor long polls in this process since (see polls).
 func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
 	var req nextRequest
 	if err := decode(w, r, &req, true); err != nil {
@@ -34,9 +36,18 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	}
 	r, cancel := a.withWait(r, wait)
 	defer cancel()
+	if wait > 0 {
+		ctx, end := context.WithCancelCause(r.Context())
+		defer end(nil)
+		defer a.polls.hold(e.ID, end)()
+		r = r.WithContext(ctx)
+		a.log.DebugContext(ctx, "long poll held", "editor_id", e.ID, "wait", wait)
+	}
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
 	err = timedOut(r.Context(), err)
-	if errors.Is(err, dispatcher.ErrNoTask) {
+	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && errors.Is(context.Cause(r.Context()), errPollReplaced)) {
+		// A replaced poll may have committed a claim it does not answer: the
+		// editor's next request returns it.
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}

@@ -93,14 +93,14 @@ func (a *api) admin(h handlerFunc) http.Handler {
 			}
 			return errorf(http.StatusUnauthorized, codeUnauthorized, "the admin token has changed since this session began; sign in again")
 		}
-		token, err := bearer(r)
+		token, err := a.bearer(r)
 		if err != nil {
 			return err
 		}
 		if a.isAdmin(token) {
 			return h(w, r)
 		}
-		if _, err := a.editorByToken(r, token); err != nil {
+		if _, err := a.editorByBearer(r, token); err != nil {
 			return err
 		}
 		return errorf(http.StatusForbidden, codeForbidden, "this route needs the admin token")
@@ -138,14 +138,14 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 				return err
 			}
 		} else {
-			token, err := bearer(r)
+			token, err := a.bearer(r)
 			if err != nil {
 				return err
 			}
 			if a.isAdmin(token) {
 				return errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
 			}
-			if e, err = a.editorByToken(r, token); err != nil {
+			if e, err = a.editorByBearer(r, token); err != nil {
 				return err
 			}
 		}
@@ -156,8 +156,13 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 	})
 }
 
-// bearer returns the request's bearer token.
-func bearer(r *http.Request) (string, error) {
+// bearer returns the request's bearer token, or a 401 apiError; a client
+// blocked for sending wrong tokens (see throttle) is answered 429, whatever
+// its token.
+func (a *api) bearer(r *http.Request) (string, error) {
+	if err := a.refuseBlocked(r); err != nil {
+		return "", err
+	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
@@ -183,11 +188,24 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 
 var errUnknownToken = errorf(http.StatusUnauthorized, codeUnauthorized, "unknown token")
 
+// editorByBearer is editorByToken for a bearer token: a token that is
+// nobody's counts against the client (see authFailed).
+func (a *api) editorByBearer(r *http.Request, token string) (*tasks.Editor, error) {
+	e, err := a.editorByToken(r, token)
+	if errors.Is(err, errUnknownToken) {
+		return nil, a.authFailed(r, "unknown_token", errUnknownToken)
+	}
+	return e, err
+}
+
 // editorByHash returns the editor whose token has this hash, or a 401
 // apiError.
 func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error) {
 	if e, ok := a.editors.get(hash); ok {
 		return e, nil
+	}
+	if a.editors.isUnknown(hash) {
+		return nil, errUnknownToken
 	}
 	gen := a.editors.generation()
 	// Bounded on its own: a long poll's request has no deadline yet.
@@ -196,6 +214,7 @@ func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error
 	e, err := a.store.EditorByTokenHash(ctx, hash)
 	err = timedOut(ctx, err)
 	if errors.Is(err, tasks.ErrNotFound) {
+		a.editors.putUnknown(hash, gen)
 		return nil, errUnknownToken
 	}
 	if err != nil {

@@ -37,7 +37,7 @@
 //	                                              for tasks.Config.ReleaseCooldown, or SkipFor with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
-//	GET  /metrics                         anyone  Config.Metrics, when set
+//	GET  /metrics                         anyone  Config.Metrics, when set (Config.MetricsToken)
 //
 // An assignment is
 //
@@ -78,6 +78,20 @@
 // process that disabled it at once, on others within Config.EditorCacheTTL,
 // and the store refuses a disabled editor any claim whatever a cache says.
 //
+// Wrong tokens are throttled per client address (the host of the request's
+// RemoteAddr; X-Forwarded-For is not read), with Config.Redis: each token
+// that is nobody's is logged (route, address, reason; never the token),
+// counted in taskd.auth.failures, and counted in Redis, in a window of
+// Config.AuthFailureWindow shared by every replica. Past Config.AuthFailures
+// in a window, the address is answered 429 throttled with Retry-After until
+// the window ends, whatever its token: a right token from it is refused too,
+// since it might be a guess that hit. Only failures reach Redis; a process
+// keeps what the counter answered and refuses a blocked address without a
+// store, while another replica learns of the block at the address's first
+// failure there. The pages' sign-ins count against the browser's address in
+// the same counter (WithRoute). A token found to be nobody's is remembered
+// for Config.EditorCacheTTL, so sending it again costs no MySQL read.
+//
 // # Whose claim
 //
 // An editor acts only on its own claim. Heartbeat, submit and release go to
@@ -117,6 +131,8 @@
 //	                         that is not pending (the message names its status)
 //	422 invalid              a well-formed request with bad values (see Values);
 //	                         the message names the field
+//	429 throttled            the client's address sent too many wrong tokens; see
+//	                         Retry-After
 //	503 unavailable          MySQL or Redis cannot be reached; see Retry-After
 //	500 internal             a fault of the server, never of the request (logged;
 //	                         the message says nothing more)
@@ -153,4 +169,15 @@
 // cap, and waiting less is always correct). The wait ends early when a task
 // arrives through this process (POST /v1/tasks wakes waiters) or when the
 // client goes away. The http.Server's WriteTimeout must exceed MaxWait.
+//
+// An editor holds at most Config.MaxPollsPerEditor waiting requests in one
+// process (default 4): one more answers its oldest 204 at once, as a wait
+// that found nothing would, and the newest waits. A client that lost track
+// of its requests keeps the one it waits on; a token cannot hold a thousand.
+//
+// # Answers
+//
+// Every answer carries X-Content-Type-Options: nosniff and Cache-Control:
+// no-store (GET /v1/openapi.json alone may be cached). GET /metrics is open
+// unless Config.MetricsToken is set; see MetricsHandler.
 package api

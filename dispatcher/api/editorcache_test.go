@@ -9,7 +9,7 @@ import (
 
 func TestEditorCacheForgetsAfterItsTime(t *testing.T) {
 	now := time.Now()
-	c := newEditorCache(10*time.Second, 3)
+	c := newEditorCache(10*time.Second, 3, 3)
 	c.clock = func() time.Time { return now }
 	h := [32]byte{1}
 	if _, ok := c.get(h); ok {
@@ -27,7 +27,7 @@ func TestEditorCacheForgetsAfterItsTime(t *testing.T) {
 
 func TestEditorCacheStaysWithinItsBound(t *testing.T) {
 	now := time.Now()
-	c := newEditorCache(time.Minute, 3)
+	c := newEditorCache(time.Minute, 3, 3)
 	c.clock = func() time.Time { return now }
 	for i := range 10 {
 		c.put([32]byte{byte(i)}, &tasks.Editor{ID: int64(i)}, c.generation())
@@ -41,7 +41,7 @@ func TestEditorCacheStaysWithinItsBound(t *testing.T) {
 }
 
 func TestEditorCacheOff(t *testing.T) {
-	c := newEditorCache(-1, 3)
+	c := newEditorCache(-1, 3, 3)
 	c.put([32]byte{1}, &tasks.Editor{ID: 7}, c.generation())
 	if _, ok := c.get([32]byte{1}); ok || len(c.entries) != 0 {
 		t.Error("a cache that is off remembered an editor")
@@ -49,7 +49,7 @@ func TestEditorCacheOff(t *testing.T) {
 }
 
 func TestEditorCacheForgetsAnEditorByID(t *testing.T) {
-	c := newEditorCache(time.Minute, 10)
+	c := newEditorCache(time.Minute, 10, 3)
 	old, rotated, other := [32]byte{1}, [32]byte{2}, [32]byte{3}
 	c.put(old, &tasks.Editor{ID: 7}, c.generation())
 	c.put(other, &tasks.Editor{ID: 8}, c.generation())
@@ -78,5 +78,53 @@ func TestEditorCacheForgetsAnEditorByID(t *testing.T) {
 	c.forget(7)
 	if _, ok := c.get(rotated); ok || len(c.entries) != 1 || len(c.byID) != 1 {
 		t.Errorf("after forgetting 7: rotated found %v, %d entries, %d ids; want only editor 8", ok, len(c.entries), len(c.byID))
+	}
+}
+
+func TestEditorCacheRemembersUnknownTokens(t *testing.T) {
+	now := time.Now()
+	c := newEditorCache(10*time.Second, 3, 2)
+	c.clock = func() time.Time { return now }
+	h := [32]byte{1}
+	if c.isUnknown(h) {
+		t.Fatal("an empty cache knows an unknown token")
+	}
+	c.putUnknown(h, c.generation())
+	if !c.isUnknown(h) {
+		t.Fatal("an unknown token was not remembered")
+	}
+	now = now.Add(10 * time.Second)
+	if c.isUnknown(h) {
+		t.Error("an unknown token outlived its time")
+	}
+	for i := range 10 {
+		c.putUnknown([32]byte{byte(i)}, c.generation())
+		if n := len(c.unknown); n > 2 {
+			t.Fatalf("%d unknown tokens, bound 2", n)
+		}
+	}
+	if !c.isUnknown([32]byte{9}) {
+		t.Error("the newest unknown token was evicted")
+	}
+	if n := len(c.entries); n != 0 {
+		t.Errorf("unknown tokens took %d editor entries", n)
+	}
+}
+
+func TestEditorCacheTakesNewTokensOffTheUnknown(t *testing.T) {
+	c := newEditorCache(time.Minute, 3, 3)
+	h := [32]byte{1}
+	c.putUnknown(h, c.generation())
+	c.known(h)
+	if c.isUnknown(h) {
+		t.Error("a token made here is still unknown")
+	}
+	// A read that began before the token was made may have found nothing; it
+	// must not mark the token unknown.
+	gen := c.generation()
+	c.known(h)
+	c.putUnknown(h, gen)
+	if c.isUnknown(h) {
+		t.Error("a read older than the token marked it unknown")
 	}
 }

@@ -330,6 +330,7 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 	if err := a.endSessions(r.Context(), id); err != nil {
 		a.log.WarnContext(r.Context(), "end the sessions of an editor's old token", "editor_id", id, "err", err)
 	}
+	a.editors.known(hash)
 	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
 	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
 	return nil

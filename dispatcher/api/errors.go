@@ -25,6 +25,7 @@ const (
 	codeNotAssigned      = "not_assigned"
 	codeInvalid          = "invalid"
 	codeUnavailable      = "unavailable"
+	codeThrottled        = "throttled"
 	codeInternal         = "internal"
 )
 
@@ -33,6 +34,8 @@ type apiError struct {
 	status  int
 	code    string
 	message string
+	// retryAfter, when above zero, is sent as Retry-After (seconds).
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
@@ -69,6 +72,9 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	case e.status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="taskd"`)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = e.code, e.message

@@ -285,8 +285,21 @@ func wantJSON(t *testing.T, res response, status int, v any) {
 	if ct := res.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, want application/json", ct)
 	}
+	wantNoStore(t, res)
 	if v != nil {
 		strictDecode(t, res.body, v)
+	}
+}
+
+// wantNoStore checks the headers every API answer carries: no type sniffing,
+// no caching.
+func wantNoStore(t *testing.T, res response) {
+	t.Helper()
+	if got := res.header.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Fatalf("X-Content-Type-Options = %q, want nosniff; status %d, body %s", got, res.status, res.body)
+	}
+	if got := res.header.Values("Cache-Control"); !slices.Equal(got, []string{"no-store"}) {
+		t.Fatalf("Cache-Control = %q, want no-store; status %d, body %s", got, res.status, res.body)
 	}
 }
 

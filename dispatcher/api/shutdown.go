@@ -23,8 +23,14 @@ type Handler struct {
 }
 
 // ServeHTTP serves r; after Shutdown has started it answers 503 with
-// Retry-After.
+// Retry-After. Every answer carries X-Content-Type-Options: nosniff and
+// Cache-Control: no-store (a route may set its own Cache-Control: the
+// OpenAPI document is public), so that no browser guesses a JSON answer's
+// type and no cache keeps an answer, a new editor's token least of all.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

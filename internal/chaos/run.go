@@ -88,7 +88,7 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-const adminToken = "chaos-admin-token-0123456789"
+const adminToken = "chaos-admin-token-0123456789abcdefghij"
 
 // harness is one run: the servers, the replicas, the editors and the records.
 type harness struct {

@@ -356,7 +356,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"http.addr": "127.0.0.1:7", "mysql.dsn": "u:p@tcp(h:7)/d", "mysql.replica_dsn": "u:p@tcp(r:7)/d", "admin_token": "0123456789abcdef-7",
 		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
 		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:", "worker.metrics_addr": ":7",
-		"sweep.interval": "7s",
+		"sweep.interval": "7s", "http.metrics_addr": ":7", "http.metrics_token": "0123456789abcdef-7",
 	}
 	for _, k := range Keys() {
 		val, ok := strs[k.Path]

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,7 +44,7 @@ func startServe(ctx context.Context, binary string, env []string, lease time.Dur
 	}
 	s := &httpStrategy{
 		base:   "http://" + addr,
-		admin:  "bench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		admin:  "bench-admin-" + rand.Text(), // taskd serve takes 32 characters and up
 		exited: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{
 			MaxIdleConns:        editors * 2,
