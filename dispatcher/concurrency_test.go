@@ -26,6 +26,19 @@ type run struct {
 	// replicas, when more than 1, is how many dispatchers (as in as many
 	// processes) share the stores; editor i uses replica i mod replicas.
 	replicas int
+	// enough, when set, keeps the run going past duration until it reports
+	// true (up to enoughWait): the run has done what the caller's stalling
+	// checks count. A loaded machine is slow, not stalled.
+	enough func(*tally) bool
+}
+
+// enoughWait bounds how long a run goes on past its duration for run.enough:
+// not enough by then is a stalled dispatcher, not a slow machine.
+const enoughWait = time.Minute
+
+// submitted is a run.enough: the editors submitted n tasks.
+func submitted(n int64) func(*tally) bool {
+	return func(tl *tally) bool { return tl.submits.Load() >= n }
 }
 
 // tally is what the editors saw, checked against the database afterwards.
@@ -92,8 +105,26 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 
 	tl := &tally{errs: make(chan error, 100), replicas: ds}
 	deadlocksBefore := innodbDeadlocks(t, b)
-	runCtx, stop := context.WithTimeout(ctx, r.duration)
+	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	go func() {
+		defer stop()
+		until := time.NewTimer(r.duration)
+		defer until.Stop()
+		select {
+		case <-runCtx.Done():
+			return
+		case <-until.C:
+		}
+		deadline := time.Now().Add(enoughWait)
+		for r.enough != nil && !r.enough(tl) && time.Now().Before(deadline) {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 	var chaosDone chan struct{}
 	if r.chaos != nil {
 		chaosDone = make(chan struct{})
@@ -303,7 +334,7 @@ func TestConcurrentEditors(t *testing.T) {
 	}
 	const lease = time.Second
 	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
-	tl := runEditors(t, b, run{editors: 200, tasks: 5000, categories: 10, duration: 8 * time.Second, lease: lease})
+	tl := runEditors(t, b, run{editors: 200, tasks: 5000, categories: 10, duration: 8 * time.Second, lease: lease, enough: submitted(100)})
 
 	// One sweep: no task whose lease had passed when it started may stay
 	// assigned. (Leases that pass during the sweep are the next one's.)
@@ -357,7 +388,7 @@ func TestConcurrentEditorsOnTwoReplicas(t *testing.T) {
 	}
 	const lease = time.Second
 	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
-	tl := runEditors(t, b, run{editors: 60, tasks: 3000, categories: 3, duration: 4 * time.Second, lease: lease, replicas: 2})
+	tl := runEditors(t, b, run{editors: 60, tasks: 3000, categories: 3, duration: 4 * time.Second, lease: lease, replicas: 2, enough: submitted(100)})
 	awaitQuiet(t, b)
 	checkInvariants(t, b)
 	assignments, conflicts, refusedClaims, refusedWrites := tl.counters()
@@ -387,6 +418,9 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 	var flushes, afterFirstFlush atomic.Int64
 	tl := runEditors(t, b, run{
 		editors: 60, tasks: 2000, categories: 3, duration: 5 * time.Second, lease: lease,
+		enough: func(*tally) bool {
+			return flushes.Load() >= 10 && b.d.Stats().Assignments-afterFirstFlush.Load() >= 100
+		},
 		chaos: func(ctx context.Context) {
 			for {
 				select {

@@ -72,8 +72,10 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 				dispatcher: dispatcher.Config{Lease: lease},
 			})
 			var before, during atomic.Int64
+			var undone atomic.Bool
 			tl := runEditors(t, b, run{
 				editors: 200, tasks: 5000, categories: 10, duration: 6 * time.Second, lease: lease,
+				enough: func(*tally) bool { return undone.Load() },
 				chaos: func(ctx context.Context) {
 					select {
 					case <-ctx.Done():
@@ -82,18 +84,30 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 					}
 					before.Store(b.d.Stats().Assignments)
 					f.do(t, r)
-					select {
-					case <-ctx.Done():
-					case <-time.After(3 * time.Second):
+					// The fault lasts 3 s, and on a slow machine until 100
+					// assignments went through it (the run's enoughWait).
+					faultEnd := time.After(3 * time.Second)
+				fault:
+					for {
+						select {
+						case <-ctx.Done():
+							break fault
+						case <-faultEnd:
+							if b.d.Stats().Assignments-before.Load() >= 100 {
+								break fault
+							}
+							faultEnd = time.After(50 * time.Millisecond)
+						}
 					}
 					during.Store(b.d.Stats().Assignments - before.Load())
 					f.undo(t, r)
+					undone.Store(true)
 				},
 			})
 			awaitQuiet(t, b)
 			checkInvariants(t, b)
 			c := b.d.Stats()
-			t.Logf("replica %s: assignments %d (%d before the fault, %d during its 3 s), submits %d, refused claims %d, refused stale writes %d, reads the primary answered for the replica %d",
+			t.Logf("replica %s: assignments %d (%d before the fault, %d during it), submits %d, refused claims %d, refused stale writes %d, reads the primary answered for the replica %d",
 				f.name, c.Assignments, before.Load(), during.Load(), tl.submits.Load(), c.RefusedClaims, c.RefusedWrites, b.store.ReplicaFallbacks())
 			if n := tl.staleAccepted.Load(); n != 0 {
 				t.Errorf("%d late submits accepted", n)
