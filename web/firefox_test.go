@@ -577,7 +577,7 @@ func TestFirefoxEditorCycle(t *testing.T) {
 // store has it paused); force-releases a live claim, which ends it for its
 // holder.
 func TestFirefoxOpsConsole(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	_, ada := s.editor("Ada Editor", "news")
 	_, bo := s.editor("Bo", "sport")
 	for i := range 3 {
@@ -656,7 +656,7 @@ func TestFirefoxOpsConsole(t *testing.T) {
 // workspace and the console's pool and task views fit the width (nothing
 // scrolls sideways); screenshots of each are written as artifacts.
 func TestFirefoxPhoneWidth(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	_, cy := s.editor("Cy", "news")
 	_, gus := s.editor("Gus", "sport")
 	s.addTask("news", 3, "A fairly long headline about the regional transport plan and its budget", map[string]any{

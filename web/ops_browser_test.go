@@ -32,8 +32,17 @@ func cell(category, status string) string {
 	return `(document.querySelector('#pool-table tbody tr[data-category="' + CSS.escape(` + js(category) + `) + '"] td[data-status="` + status + `"]') || {}).textContent`
 }
 
+// liveClaims is the config of a test whose claims, made with claimFor and
+// never heartbeated, must stay live while a browser looks at them, however
+// slow a loaded machine makes the browser.
+func liveClaims() taskd.Config {
+	var cfg taskd.Config
+	cfg.Dispatch.LeaseTTL = 10 * time.Minute
+	return cfg
+}
+
 // claimFor claims a task for an editor through the API and returns the task
-// id and fence.
+// id and fence. Claims that must stay live for the test want liveClaims.
 func claimFor(t *testing.T, s *server, token string) (int64, int64) {
 	t.Helper()
 	var a struct {
@@ -50,7 +59,7 @@ func claimFor(t *testing.T, s *server, token string) (int64, int64) {
 // the right counts, the live claims with their holders and ticking leases,
 // and the last hour; a category paused from the console is listed paused.
 func TestBrowserOpsPool(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	_, ada := s.editor("Ada Editor", "news")
 	_, bo := s.editor("Bo", "sport")
 	for i := range 3 {
@@ -148,7 +157,7 @@ func TestBrowserOpsForceRelease(t *testing.T) {
 // claims, task list and task detail: no dialog opens, no element is made
 // from them.
 func TestBrowserOpsHostileTask(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	const hostile = `<script>alert("title")</script>"><img src=x onerror=alert(1)>`
 	const category = `"><img src=x onerror=alert(9)>`
 	_, token := s.editor(`"><img src=x onerror=alert(5)>`, category)
@@ -198,7 +207,7 @@ func TestBrowserOpsHostileTask(t *testing.T) {
 // a pending one), and the editors' list and detail disable an editor and
 // edit its categories.
 func TestBrowserOpsTasksAndEditors(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	edID, token := s.editor("Flo", "news")
 	var ids []int64
 	for i := range 55 {
@@ -279,7 +288,7 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 // scrolls sideways but the tables inside their boxes); screenshots are
 // written as artifacts.
 func TestBrowserOpsPhoneWidth(t *testing.T) {
-	s := startServer(t, taskd.Config{})
+	s := startServer(t, liveClaims())
 	_, token := s.editor("Gus", "news")
 	for i := range 4 {
 		s.addTask("news", i, "A long headline about the regional transport plan, part "+strconv.Itoa(i+1), map[string]any{"text": "x"})
