@@ -74,23 +74,32 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 			return nil, Unavailable(err)
 		}
 	}
+	return waitForTask(ctx, d, c.Categories, wait, func() (*tasks.Claim, error) { return d.claim(ctx, c, h) })
+}
+
+// waitForTask runs try, which returns ErrNoTask when the pool has nothing
+// for categories, until it returns anything else: again whenever a task
+// arrives in one of categories (the hub's wake-up) or PollInterval passes
+// (spread), for up to wait (capped at Config.MaxWait), then ErrNoTask. With
+// no wait it runs try once.
+func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string, wait time.Duration, try func() (T, error)) (T, error) {
+	var none T
 	wait = min(wait, d.cfg.MaxWait)
 	if wait <= 0 {
-		return d.claim(ctx, c, h)
+		return try()
 	}
-
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
-		// Subscribe first, so that a task arriving while claim looks is not
+		// Subscribe first, so that a task arriving while try looks is not
 		// missed.
-		w := d.hub.subscribe(c.Categories)
-		claim, err := d.claim(ctx, c, h)
+		w := d.hub.subscribe(categories)
+		got, err := try()
 		if !errors.Is(err, ErrNoTask) {
 			d.hub.unsubscribe(w)
-			return claim, err
+			return got, err
 		}
 		poll.Reset(backoff.Spread(d.cfg.PollInterval))
 		select {
@@ -98,10 +107,10 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 		case <-poll.C:
 		case <-deadline.C:
 			d.hub.unsubscribe(w)
-			return nil, ErrNoTask
+			return none, ErrNoTask
 		case <-ctx.Done():
 			d.hub.unsubscribe(w)
-			return nil, context.Cause(ctx)
+			return none, context.Cause(ctx)
 		}
 		d.hub.unsubscribe(w)
 	}

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskd/taskd/internal/backoff"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -29,36 +28,7 @@ var (
 // and returns the claims it made (at least one when err is nil); each
 // claim's Task.Holder is the holder it was made for.
 func (d *Dispatcher) nextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error) {
-	wait = min(wait, d.cfg.MaxWait)
-	if wait <= 0 {
-		return d.claimMany(ctx, holders, categories)
-	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for {
-		// Subscribe first, so that a task arriving while claimMany looks is
-		// not missed.
-		w := d.hub.subscribe(categories)
-		claims, err := d.claimMany(ctx, holders, categories)
-		if !errors.Is(err, ErrNoTask) {
-			d.hub.unsubscribe(w)
-			return claims, err
-		}
-		poll.Reset(backoff.Spread(d.cfg.PollInterval))
-		select {
-		case <-w.c:
-		case <-poll.C:
-		case <-deadline.C:
-			d.hub.unsubscribe(w)
-			return nil, ErrNoTask
-		case <-ctx.Done():
-			d.hub.unsubscribe(w)
-			return nil, context.Cause(ctx)
-		}
-		d.hub.unsubscribe(w)
-	}
+	return waitForTask(ctx, d, categories, wait, func() ([]*tasks.Claim, error) { return d.claimMany(ctx, holders, categories) })
 }
 
 // claimMany makes up to len(holders) claims, one per holder, or returns
