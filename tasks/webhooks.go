@@ -361,11 +361,18 @@ const (
 WHERE status IN ('pending', 'failed') GROUP BY webhook, status`
 )
 
-// WebhookBacklog returns the backlog of webhook deliveries. Its two queries are
-// not one snapshot.
+// WebhookBacklog returns the backlog of webhook deliveries. Its two reads run
+// in one read-only REPEATABLE READ transaction, so they see one snapshot: an
+// event fanned out between them is counted once, as new or as pending, never
+// as both.
 func (s *Store) WebhookBacklog(ctx context.Context) (*WebhookBacklog, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("webhook backlog: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
 	b := &WebhookBacklog{Pending: map[string]int64{}, Failed: map[string]int64{}}
-	if err := s.db.GetContext(ctx, &b.New, backlogNewSQL); err != nil {
+	if err := tx.GetContext(ctx, &b.New, backlogNewSQL); err != nil {
 		return nil, fmt.Errorf("webhook backlog: %w", err)
 	}
 	var rows []struct {
@@ -373,7 +380,7 @@ func (s *Store) WebhookBacklog(ctx context.Context) (*WebhookBacklog, error) {
 		Status  DeliveryStatus `db:"status"`
 		N       int64          `db:"n"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, backlogSQL); err != nil {
+	if err := tx.SelectContext(ctx, &rows, backlogSQL); err != nil {
 		return nil, fmt.Errorf("webhook backlog: %w", err)
 	}
 	for _, r := range rows {
