@@ -28,24 +28,25 @@ const BatchMax = 1000
 // optimizer would otherwise read (and, in a locking statement, lock) every
 // assigned row through the status index.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
-	args := make([]any, 0, 4*len(ids))
 	q.WriteString(" WHERE id IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?")
-		args = append(args, id)
-	}
+	args := listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })
 	q.WriteString(") AND (id, fence, holder) IN (")
-	for i, id := range ids {
+	args = append(args, listSQL(q, "(?, ?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i], holders[i]} })...)
+	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
+	return args
+}
+
+// listSQL writes one item per member of vs to q, comma-separated, and returns
+// the arguments of each, in order.
+func listSQL[T any](q *strings.Builder, item string, vs []T, itemArgs func(i int) []any) []any {
+	args := make([]any, 0, strings.Count(item, "?")*len(vs))
+	for i := range vs {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?)")
-		args = append(args, id, fences[i], holders[i])
+		q.WriteString(item)
+		args = append(args, itemArgs(i)...)
 	}
-	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
 	return args
 }
 
@@ -135,21 +136,9 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 	args = append(args, caseSQL(&q, ids, holders)...)
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, trace_context = ?\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?")
-		args = append(args, id)
-	}
+	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(") AND (id, fence) IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?)")
-		args = append(args, id, fences[i])
-	}
+	args = append(args, listSQL(&q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
 	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL + ";\n")
 
 	// The events of the claims the UPDATE made: the row shows the member's
@@ -165,13 +154,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
 		taskColumns + " FROM tasks WHERE id IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?")
-		args = append(args, id)
-	}
+	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(");\nCOMMIT")
 
 	type row struct {
@@ -420,13 +403,7 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 		deadSQL.WriteString("(attempts >= max_attempts")
 		if len(dead) > 0 {
 			deadSQL.WriteString(" OR id IN (")
-			for i, id := range dead {
-				if i > 0 {
-					deadSQL.WriteString(", ")
-				}
-				deadSQL.WriteString("?")
-				deadArgs = append(deadArgs, id)
-			}
+			deadArgs = listSQL(&deadSQL, "?", dead, func(i int) []any { return []any{dead[i]} })
 			deadSQL.WriteString(")")
 		}
 		deadSQL.WriteString(")")
