@@ -216,20 +216,24 @@ func (b *bundle) doAuth(ctx context.Context, method, path, auth, body string) (r
 	if err != nil {
 		return response{}, err
 	}
-	b.checkSpec(req, res, data)
+	b.checkSpec(req, []byte(body), res, data)
 	return response{status: res.StatusCode, header: res.Header, body: data}, nil
 }
 
 // openapiSpec is the API's OpenAPI document, loaded once.
 var openapiSpec = sync.OnceValues(func() (*apispec.Spec, error) { return apispec.Load(api.OpenAPI()) })
 
-// checkSpec records an answer that the OpenAPI document does not describe;
-// the test fails with it at cleanup. Requests to paths or methods the API
-// does not have are not checked (their 404 and 405 are the mux's).
-func (b *bundle) checkSpec(req *http.Request, res *http.Response, body []byte) {
+// checkSpec records an answer that the OpenAPI document does not describe,
+// or a request taskd took (2xx) that the document does not allow; the test
+// fails with it at cleanup. Requests to paths or methods the API does not
+// have are not checked (their 404 and 405 are the mux's).
+func (b *bundle) checkSpec(req *http.Request, reqBody []byte, res *http.Response, body []byte) {
 	spec, err := openapiSpec()
 	if err == nil {
 		err = spec.CheckResponse(req, res.StatusCode, res.Header, body)
+	}
+	if err == nil && res.StatusCode < 300 {
+		err = spec.CheckRequest(req, reqBody)
 	}
 	if err == nil || errors.Is(err, apispec.ErrNoRoute) {
 		return
