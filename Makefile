@@ -23,8 +23,14 @@ RUN_PORT_BASE ?= 26300
 GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 STATICCHECK  = $(or $(shell command -v staticcheck 2>/dev/null),$(GOBIN)/staticcheck)
 
+# Redocly CLI for lint-openapi, installed with npm into a cache directory on first use
+# (it needs Node.js 20.19 or later; .ci/run provides one).
+REDOCLY_VERSION ?= 2.77.0
+REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(REDOCLY_VERSION)
+REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
+
 .DEFAULT_GOAL := help
-.PHONY: help test bench chaos soak lint build run clean screenshots services-up services-down services-status
+.PHONY: help test bench chaos soak lint lint-openapi build run clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -58,6 +64,14 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 	@test -x '$(STATICCHECK)' || { echo 'installing staticcheck'; $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; }
 	'$(STATICCHECK)' ./...
 	$(GO) mod tidy -diff
+
+lint-openapi: ## Lint the OpenAPI document (dispatcher/api/openapi.yaml) with Redocly CLI's recommended rules: any error or warning fails, but those ignored with their reason in dispatcher/api/.redocly.lint-ignore.yaml
+	@test -x '$(REDOCLY)' || { echo 'installing @redocly/cli@$(REDOCLY_VERSION) in $(REDOCLY_DIR)'; \
+		npm install --prefix '$(REDOCLY_DIR)' --no-audit --no-fund --loglevel=error '@redocly/cli@$(REDOCLY_VERSION)'; }
+	@echo 'redocly lint --extends recommended dispatcher/api/openapi.yaml'
+	@cd dispatcher/api && problems=$$(REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+		'$(REDOCLY)' lint --extends recommended --format=stylish openapi.yaml); status=$$?; \
+		if [ -n "$$problems" ]; then echo "$$problems"; exit 1; fi; exit $$status
 
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
