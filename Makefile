@@ -36,8 +36,10 @@ help: ## List the targets
 	@echo 'usage: make TARGET'
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them
-	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
+test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them (internal/apiclient's too, unless PKG is given)
+	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
+		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
+		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
@@ -57,13 +59,14 @@ soak: build ## Run the fault suite in a loop until 100,000 assignments, 30 minut
 	scripts/services.sh install
 	$(GO) run ./internal/chaos/cmd/chaos -soak -assignments 100000 -duration 30m -every 2s -taskd bin/taskd -json bin/soak.json $(CHAOSFLAGS)
 
-lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing
+lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing (in internal/apiclient too)
 	@echo '$(GOFMT) -l .'; files=$$($(GOFMT) -l .); \
 		if [ -n "$$files" ]; then echo "not gofmt-formatted:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 	@test -x '$(STATICCHECK)' || { echo 'installing staticcheck'; $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; }
 	'$(STATICCHECK)' ./...
 	$(GO) mod tidy -diff
+	cd internal/apiclient && $(GO) vet ./... && '$(STATICCHECK)' ./... && $(GO) mod tidy -diff
 
 lint-openapi: ## Lint the OpenAPI document (dispatcher/api/openapi.yaml) with Redocly CLI's recommended rules: any error or warning fails, but those ignored with their reason in dispatcher/api/.redocly.lint-ignore.yaml
 	@test -x '$(REDOCLY)' || { echo 'installing @redocly/cli@$(REDOCLY_VERSION) in $(REDOCLY_DIR)'; \
