@@ -14,4 +14,4 @@
 package apiclient
 
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml ../../dispatcher/api/openapi.yaml
-//go:generate sh -c "sha256sum ../../dispatcher/api/openapi.yaml | cut -d' ' -f1 > openapi.yaml.sha256"
+//go:generate go run stamp.go
