@@ -6,7 +6,7 @@
 // changing the task.
 //
 // This package is the engine that `taskd serve`, `taskd work` and `taskd dev`
-// run, for a program of its own to embed.
+// run; a program of your own can embed it.
 //
 // # The engine
 //
@@ -29,10 +29,11 @@
 //
 // # Serving HTTP
 //
-// With Config.HTTP.Addr set the engine listens itself (Engine.Addr). Without
-// it, Engine.Handler is the editor API (docs/api.md in the repository), the
-// editor's workspace at / and the ops console at /ops, as one http.Handler to
-// mount in a server of your own (see the example).
+// With Config.AdminToken set, Engine.Handler is the editor API (docs/api.md in
+// the repository), the editor's workspace at / and the ops console at /ops,
+// as one http.Handler to mount in a server of your own (see the example). Or
+// set Config.HTTP.Addr, and Start serves it on a listener of its own
+// (Engine.Addr).
 //
 // # Adding tasks and handling them
 //
