@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // mdLink finds an inline Markdown link or image, [text](target) or
@@ -43,8 +44,9 @@ func markdownLines(text string) []string {
 }
 
 // anchors returns the anchors GitHub makes for the headings of a Markdown
-// text: lower case, punctuation dropped but for - and _, spaces made
-// hyphens, and -1, -2, … added to repeats.
+// text: lower case, spaces made hyphens, every other character dropped but
+// letters, marks, numbers, - and connectors such as _, and -1, -2, … added
+// to repeats.
 func anchors(text string) map[string]bool {
 	seen := map[string]int{}
 	out := map[string]bool{}
@@ -58,7 +60,7 @@ func anchors(text string) map[string]bool {
 			switch {
 			case r == ' ':
 				b.WriteRune('-')
-			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			case r == '-' || unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.Pc):
 				b.WriteRune(r)
 			}
 		}
