@@ -185,11 +185,11 @@ func TestBrokenLinksFindsBrokenLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("docs/a.md", "# A page\n\n## Keys, run_after and due_at\n\n## Twice\n\n## Twice\n\n### The `deploy/` folder\n")
+	write("docs/a.md", "# A page\n\n## Keys, run_after and due_at\n\n## Twice\n\n## Twice\n\n### The `deploy/` folder\n\n## Scale — out, ×2\n")
 	write("docs/shot.png", "")
 	write("README.md", strings.Join([]string{
 		"[ok](docs/a.md) [ok](docs/a.md#keys-run_after-and-due_at) [ok](docs/a.md#twice-1)",
-		"![ok](docs/shot.png) [ok](#read-on) [ok](https://example.com/x.md) [ok](docs/a.md#the-deploy-folder)",
+		"![ok](docs/shot.png) [ok](#read-on) [ok](https://example.com/x.md) [ok](docs/a.md#the-deploy-folder) [ok](docs/a.md#scale--out-2)",
 		"[missing file](docs/b.md) [missing heading](docs/a.md#keys) [missing here](#nowhere)",
 		"[third twice](docs/a.md#twice-2) [anchor into png](docs/shot.png#x) [outside](../x.md)",
 		"`[in code](nowhere.md)`",
