@@ -217,8 +217,8 @@ func TestBrokenLinksFindsBrokenLinks(t *testing.T) {
 
 // TestReadmeIsAFrontDoor holds README.md to what it is for: under 1,500
 // words (as wc -w counts them, code included), the two commands that work
-// on a fresh machine on its first screen, one screenshot, and a link to
-// every page of docs/.
+// on a fresh machine on its first screen, one screenshot, a Go block cut
+// from Example, and a link to every page of docs/.
 func TestReadmeIsAFrontDoor(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("README.md")
@@ -245,6 +245,36 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 	if len(shots) != 1 || !strings.HasPrefix(shots[0], "docs/screenshots/") {
 		t.Errorf("README.md shows images %v, want one screenshot from docs/screenshots/", shots)
 	}
+	// The Go block is cut from Example: every line of code in it is a line of
+	// example_test.go, so that it changes when Example does.
+	_, block, ok := strings.Cut(readme, "```go\n")
+	if !ok {
+		t.Fatal("README.md has no Go block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := map[string]bool{}
+	for _, line := range strings.Split(string(src), "\n") {
+		example[strings.TrimSpace(line)] = true
+	}
+	code := 0
+	for _, line := range strings.Split(block, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		code++
+		if !example[line] {
+			t.Errorf("README.md's Go block has a line Example (example_test.go) lacks: %s", line)
+		}
+	}
+	if code < 8 {
+		t.Errorf("README.md's Go block has %d lines of code, want the handler, New, Start and AddTasks", code)
+	}
+
 	pages, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
