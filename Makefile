@@ -86,7 +86,7 @@ run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300
 clean: ## Remove build output
 	rm -rf bin
 
-screenshots: ## Regenerate the README's screenshots (docs/screenshots) with the browser tests, against their own servers
+screenshots: ## Regenerate the screenshots of README.md and docs/ (docs/screenshots) with the browser tests, against their own servers
 	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_TEST_ARTIFACTS=$(CURDIR)/docs/screenshots scripts/with-services.sh \
 		$(GO) test -count=1 -run '^(TestBrowserSubmitShowsNext|TestBrowserPhoneWidth|TestBrowserOpsPool|TestBrowserOpsTasksAndEditors|TestBrowserOpsPhoneWidth|TestBrowserOpsBulkActions|TestBrowserOpsTaskHistory)$$' ./web/
 

@@ -234,8 +234,9 @@ type HTTPConfig struct {
 	// this): a store that hangs makes it 503 then. Default 10s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// SessionIdle is how long a web page session (the editor's workspace
-	// at /) lives without a request; sessions are kept in Redis, so every
-	// replica shares them. Default 8h.
+	// at /, and the ops console's at /ops) lives without a request; each
+	// request extends it by as much, up to SessionLifetime. Sessions are
+	// kept in Redis, so every replica shares them. Default 8h.
 	SessionIdle time.Duration `yaml:"session_idle"`
 	// SessionLifetime is how long a web page session (the workspace's or
 	// the ops console's) lives at most, however much it is used; then its
@@ -381,8 +382,11 @@ type WorkerConfig struct {
 	// ShutdownTimeout is how long running handlers may finish on Stop before
 	// they are cancelled and their tasks given back. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// InServe makes `taskd serve` register its handlers, so that workers run
-	// in it too. The engine itself does not read it.
+	// InServe makes `taskd serve` and `taskd dev` register the binary's
+	// built-in handlers (the example category wordcount), as `taskd work`
+	// does, so that workers run in the API's process too. Only the taskd
+	// command reads it: an embedded engine runs workers whenever handlers
+	// are registered with WithHandler, whatever this says.
 	InServe bool `yaml:"in_serve"`
 	// MetricsAddr is where `taskd work` serves GET /healthz and GET /metrics
 	// (host:port); empty: no listener. The engine itself does not read it.

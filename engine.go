@@ -34,7 +34,11 @@ const (
 	// on the workers: cancelled handlers still give their claims back after
 	// the grace.
 	workerFinishMargin = 15 * time.Second
-	// sweeperStopTimeout bounds Stop's wait for a running sweep.
+	// sweeperStopTimeout bounds, once the requests and the workers have
+	// drained, Stop's wait for the background services together: the
+	// activity history's last flush, the sweeper (a running sweep may
+	// finish), the scheduler and the webhook deliverer share this one
+	// deadline (and Stop's context, whichever ends first).
 	sweeperStopTimeout = 10 * time.Second
 	// telemetryFlushTimeout bounds the flush of the engine's own providers.
 	telemetryFlushTimeout = 5 * time.Second
@@ -382,7 +386,7 @@ func healthHandler(metrics http.Handler) http.Handler {
 }
 
 // Handler returns the engine's HTTP handler: with Config.AdminToken, the
-// editor API (see the README), the editor's workspace at / and the ops
+// editor API (docs/api.md), the editor's workspace at / and the ops
 // console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics (unless Config.HTTP.MetricsAddr gives it a
 // listener of its own; Config.HTTP.MetricsToken guards it), in a server span per request when tracing is
@@ -594,18 +598,25 @@ func (e *Engine) Run(ctx context.Context) error {
 	return errors.Join(failed, e.Stop(context.Background()))
 }
 
-// Stop stops the engine in one order, like http.Server.Shutdown: the
-// listener stops accepting, long polls are answered 204 at once and
-// requests in flight may finish, for up to HTTP.ShutdownTimeout; at the
-// same time the workers stop claiming and give running handlers
-// Worker.ShutdownTimeout of grace, then cancel them and return their tasks
-// to the pool. Then the activity history writes its last counts, the
-// sweeper and the scheduler stop (a running sweep may finish), then the webhook deliverer (posts in flight are cancelled; their
-// deliveries stay pending for the next deliverer), then the relay and the
-// metrics, and the stores and telemetry the engine
-// opened are closed. ctx bounds all of it: when it ends, what is still
-// draining is cut off.
+// Stop stops the engine in one order, like http.Server.Shutdown:
 //
+//  1. At once and side by side: the listeners (the API's and the metrics')
+//     stop accepting, long polls are answered 204 and requests in flight
+//     may finish, for up to HTTP.ShutdownTimeout; the workers stop
+//     claiming and give running handlers Worker.ShutdownTimeout of grace,
+//     then cancel them and return their tasks to the pool (Stop waits up
+//     to that grace plus a margin for it).
+//  2. Once both are done, within one 10s deadline shared by all four: the
+//     activity history writes its last counts, the sweeper stops (a
+//     running sweep may finish), then the scheduler, then the webhook
+//     deliverer (posts in flight are cancelled; their deliveries stay
+//     pending for the next deliverer).
+//  3. The pool's, the stores' and the webhooks' metrics stop, then the
+//     dispatcher's wake-up relay.
+//  4. The stores the engine opened are closed, and the telemetry it made
+//     is flushed (for up to 5s, even when ctx has ended).
+//
+// ctx bounds steps 1 to 3: when it ends, what is still draining is cut off.
 // Stop returns an error when the workers did not finish in time; requests
 // cut off at the timeout are only logged. Stop before Start closes the
 // stores; a second Stop returns the first one's result.

@@ -15,9 +15,9 @@ import (
 // Embed the engine in a program of your own: it claims the tasks of the
 // categories you register handlers for, runs them, renews their leases and
 // records their outcome; with Config.AdminToken and Config.HTTP.Addr it also
-// serves the editor API. This is the README's program, word for word (a
-// test holds them together) but for where the stores are: the README's are
-// those `make run` starts. A long-running program would call
+// serves the editor API. This is the program of docs/library.md, word for
+// word (a test holds them together) but for where the stores are: the
+// page's are those `make run` starts. A long-running program would call
 // e.Run(signalContext) instead of Start and Stop.
 func Example() {
 	dsn := exampleDSN             // the examples' own database

@@ -1,17 +1,75 @@
-// Package dispatcher hands tasks out to exactly one holder at a time.
+// Package dispatcher hands tasks out to exactly one holder at a time, and
+// runs the background services around it: workers, sweeps, periodic tasks,
+// webhook delivery and the activity history. The engine (package taskd)
+// builds all of them from one config; use this package directly to run one
+// piece alone or to see how the claim path works.
 //
-// A Dispatcher claims tasks for claimants (editors, or worker slots): it
-// takes candidates from a per-process pool that one store read fills for
-// many claims, arbitrates between competing dispatchers with a per-task Redis
-// lock (one ObtainAny round trip for the candidates a claim tries), and
-// commits the claim with the store's fenced conditional UPDATE. MySQL is the
-// source of truth: every later write about the claim (heartbeat, submit,
-// release) is fenced there, and the Redis lock is only kept in step with it.
-// If Redis loses its keys the worst outcome is a claim the store refuses,
-// never a double commit.
+// # Claims
 //
-// The Sweeper recycles expired claims and reconciles Redis with MySQL; the
-// Worker runs Go handlers on claimed tasks.
+// A Dispatcher claims tasks for claimants (an editor, EditorClaimant, or a
+// worker slot): it takes candidates from a per-process pool that one store
+// read fills for many claims, arbitrates between competing dispatchers with
+// a per-task Redis lock (one ObtainAny round trip for the candidates a claim
+// tries), and commits the claim with the store's fenced conditional UPDATE.
+// MySQL is the source of truth: every later write about the claim is fenced
+// there, and the Redis lock is only kept in step with it. If Redis loses its
+// keys the worst outcome is a claim the store refuses, never a double commit.
+//
+// Next returns the claimant's live claim, or claims a new one, waiting up to
+// its wait for one on an in-process hub (fed across processes by Redis
+// pub/sub with Config.PubSub) rather than polling MySQL per caller; it
+// returns ErrNoTask when the wait ends empty. Heartbeat extends the lease,
+// Release and Skip give the task back, and Submit commits a result and
+// claims the claimant's next task in the same round trip to each store (the
+// cycle). A write about a claim the holder no longer has fails with
+// tasks.ErrStale and changes nothing. AddTasks and Insert add tasks and wake
+// waiting callers; Requeue, Cancel, their Matching forms, ForceRelease,
+// DisableEditor, PauseCategory and ResumeCategory are the operator's
+// actions, and those that make tasks claimable wake the callers waiting
+// for them.
+//
+// # Workers
+//
+// A Worker runs Go handlers on claimed tasks: a Handler (or HandlerFunc)
+// returns the task's result, committed as JSON; an error retries the task
+// after a backoff until its attempts run out, and an error wrapping SkipRetry
+// makes it dead at once. ServeMux routes tasks to handlers by category, with
+// middleware (MiddlewareFunc), as net/http routes requests. A worker claims,
+// completes and renews in batches, each task keeping its own lock and fence;
+// a handler's context ends with cause ErrLeaseLost when its lease is lost,
+// or ErrWorkerShutdown when the worker stops. Handlers run at least once per
+// task: only one claim's outcome is ever committed, but a crash or a lost
+// lease may run a task again.
+//
+// # Background services
+//
+//   - Sweeper: on a schedule (ParseSchedule reads a duration or a cron
+//     spec), one process at a time recycles expired claims in fenced batches,
+//     wakes waiting callers, and reconciles the Redis locks with MySQL.
+//   - Scheduler: adds the task of each tick of its periodic tasks
+//     (SchedulerConfig.Schedules), keyed by PeriodicKey so that every
+//     replica's insert of one tick makes one task.
+//   - Deliverer: posts the webhook outbox's events, one process at a time,
+//     with retries; package dispatcher/webhook is the receiver's side.
+//   - History: per-minute claim and submit counts and claim latencies, added
+//     up across replicas in Redis, for GET /v1/stats/history.
+//
+// The Dispatcher (its pub/sub wake-up relay), the Worker and each service
+// share one lifecycle: Start returns once the service runs, a second Start
+// an error wrapping ErrStarted, a Start after Stop one wrapping ErrStopped;
+// Stop drains within its context, like http.Server.Shutdown, and is nil
+// before Start.
+//
+// # Errors
+//
+// Errors that come from an unreachable store, or from a transaction that
+// kept losing lock conflicts, wrap ErrUnavailable (the API answers 503 with
+// Retry-After); the store's own sentinels (tasks.ErrStale, tasks.ErrNotFound,
+// tasks.ErrHoldLimit, …) come back wrapped with the operation. Stats, and
+// Worker.Stats, are snapshots of running totals.
+//
+// The repository's docs/design.md explains the model, and docs/library.md
+// shows each piece in use.
 package dispatcher
 
 import (

@@ -8,6 +8,13 @@
 // Redis Cluster, or several independent Redis masters with the Redlock quorum
 // algorithm (NewRedlock).
 //
+// Batches take many locks in few round trips: ObtainAny takes the first free
+// key of several (giving others back first, with Options.ReleaseFirst),
+// ObtainEach takes or extends many keys, each under its own token, and
+// ReleaseAll gives many locks back; on a Cluster each sends one script per
+// hash slot in one pipeline. Client.Lock is a handle on a lock another
+// process obtained with a known token, to refresh or release it.
+//
 // Obtaining returns ErrNotObtained when the lock is held by someone else;
 // Refresh, Release and TTL return ErrNotHeld once it is no longer held,
 // including on the nil *Lock a failed obtain returns. Retries are opt-in

@@ -13,6 +13,15 @@
 // ErrStale, the next Claim may take the task over at once, and RecycleExpired returns
 // such tasks to the pool in batches. ForceRelease revokes a claim for an operator.
 //
+// # Batches
+//
+// The hot writes are one transaction sent as one statement batch, one round trip:
+// SubmitAndClaim is an editor's cycle, a submit and the claim of its next task. For
+// workers, ClaimBatch claims many tasks, Complete records many outcomes (done, retry,
+// dead) and HeartbeatBatch renews many leases, each with one commit. Every member is
+// fenced on its own: a stale member changes nothing while the others commit, and the
+// answer says what happened to each.
+//
 // # Inserting and listing
 //
 // Insert adds tasks; a task with a Key that exists is not added again, and the answer

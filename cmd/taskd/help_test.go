@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,25 +61,34 @@ func TestHelpWritesFlagsOneWay(t *testing.T) {
 	}
 }
 
-// readmeCommand finds a taskd command line in the README.
-var readmeCommand = regexp.MustCompile("taskd (serve|work|migrate|import|export|status|pause|resume|dev)\\b[^`\\n]*")
+// docsCommand finds a taskd command line in the documentation.
+var docsCommand = regexp.MustCompile("taskd (serve|work|migrate|import|export|status|pause|resume|dev)\\b[^`\\n]*")
 
-// TestReadmeWritesFlagsOneWay checks that the README's taskd command lines
-// write flags as the help does, -name.
-func TestReadmeWritesFlagsOneWay(t *testing.T) {
+// TestDocsWriteFlagsOneWay checks that the taskd command lines of README.md
+// and docs/*.md write flags as the help does, -name.
+func TestDocsWriteFlagsOneWay(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(docs) == 0 {
+		t.Fatal("no docs/*.md found")
+	}
 	n := 0
-	for _, line := range readmeCommand.FindAllString(string(readme), -1) {
-		n++
-		if m := doubleDashFlag.FindString(line); m != "" {
-			t.Errorf("README.md writes a flag as %q: %s", m, line)
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range docsCommand.FindAllString(string(b), -1) {
+			n++
+			if m := doubleDashFlag.FindString(line); m != "" {
+				t.Errorf("%s writes a flag as %q: %s", strings.TrimPrefix(path, "../../"), m, line)
+			}
 		}
 	}
 	if n < 10 {
-		t.Fatalf("found %d taskd command lines in README.md; the pattern no longer matches it", n)
+		t.Fatalf("found %d taskd command lines in README.md and docs/; the pattern no longer matches them", n)
 	}
 }

@@ -6,9 +6,23 @@
 //
 //	taskd <command> [flags]
 //
-// Commands: serve, work, migrate, import, export, status, pause, resume, dev; `taskd <command> -help`
-// describes each. Configuration comes from config.yaml (see the example at the top
-// of the repository) and TASKD_* environment variables.
+// The commands:
+//
+//	serve    the HTTP API, the workspace at / and the console at /ops, sweeps,
+//	         webhook delivery and periodic tasks (workers too, with worker.in_serve)
+//	work     a worker process running the built-in Go handlers
+//	migrate  applies the schema's migrations the database lacks (-status: report only)
+//	import   bulk-loads tasks from JSON lines or CSV
+//	export   writes the accepted results to JSON lines or CSV, resumably
+//	status   the pool: counts by status and category, holders, expiring claims
+//	pause, resume
+//	         stop and start handing out one category's tasks
+//	dev      migrate, demo editors and articles, then serve (what `make run` runs)
+//
+// `taskd <command> -help` describes each and its flags. Configuration comes from
+// config.yaml (a complete, commented example sits at the top of the repository)
+// and TASKD_* environment variables; the repository's docs/operations.md covers
+// running taskd, and docs/deployment.md laying it out.
 //
 // Exit status: 0 on success, 1 when something failed at run time (a store is
 // unreachable, rows were rejected), 2 for a usage or configuration error.

@@ -25,7 +25,7 @@ is adopted: its tables are checked and recorded as migration 0001.
 It refuses, changing nothing, a database migrated by a newer taskd and one
 whose applied migrations differ from the binary's. If a migration fails
 halfway, the statements before the failed one stay applied and the migration
-is not recorded: see "Migrations" in the README.
+is not recorded: see "Migrations" in docs/deployment.md.
 
 With -status it changes nothing: it prints each migration, applied (when) or
 pending, and whether its file matches the one applied; the exit status is 1

@@ -137,7 +137,7 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 const adminTokenMinLen = 32
 
 // knownAdminTokens are admin tokens published with taskd: config.yaml's, and
-// the README's examples. Anyone can read them.
+// the documentation's examples. Anyone can read them.
 var knownAdminTokens = []string{"dev-admin-token-change-me"}
 
 // makeAdminToken says how to make an admin token and where to put it.

@@ -38,6 +38,7 @@
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
 //	GET  /metrics                         anyone  Config.Metrics, when set (Config.MetricsToken)
+//	GET  /v1/openapi.json                 anyone  → 200 the OpenAPI document of every route above
 //
 // An assignment is
 //

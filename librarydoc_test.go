@@ -9,33 +9,38 @@ import (
 )
 
 // addressLine is the line of a program that says where a store is: the
-// README's program and Example differ only there.
+// program of docs/library.md and Example differ only there.
 var addressLine = regexp.MustCompile(`(?m)^\t(dsn|redisAddr) := .*$`)
 
-// TestReadmeProgramIsTheExample checks that the README's program is Example
-// (example_test.go) as a main package, but for the stores' addresses, and
-// that it is gofmt-formatted, so that it compiles as it stands.
-func TestReadmeProgramIsTheExample(t *testing.T) {
+// libraryDoc is the page that walks an embedder through a program of its
+// own: Example, as a main package.
+const libraryDoc = "docs/library.md"
+
+// TestLibraryDocProgramIsTheExample checks that the program of
+// docs/library.md is Example (example_test.go) as a main package, but for
+// the stores' addresses, and that it is gofmt-formatted, so that it
+// compiles as it stands.
+func TestLibraryDocProgramIsTheExample(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile(libraryDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var programs []string
-	for _, block := range strings.Split(string(readme), "```go\n")[1:] {
+	for _, block := range strings.Split(string(doc), "```go\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
 		if strings.HasPrefix(block, "package main\n") {
 			programs = append(programs, block)
 		}
 	}
 	if len(programs) != 1 {
-		t.Fatalf("README.md has %d go blocks starting with package main, want 1", len(programs))
+		t.Fatalf("%s has %d go blocks starting with package main, want 1", libraryDoc, len(programs))
 	}
 	program := programs[0]
 	if formatted, err := format.Source([]byte(program)); err != nil {
-		t.Fatalf("README.md's program does not parse: %v", err)
+		t.Fatalf("%s's program does not parse: %v", libraryDoc, err)
 	} else if string(formatted) != program {
-		t.Errorf("README.md's program is not gofmt-formatted; gofmt makes it:\n%s", formatted)
+		t.Errorf("%s's program is not gofmt-formatted; gofmt makes it:\n%s", libraryDoc, formatted)
 	}
 
 	src, err := os.ReadFile("example_test.go")
@@ -45,7 +50,7 @@ func TestReadmeProgramIsTheExample(t *testing.T) {
 	example := asProgram(t, string(src))
 	got, want := addressLine.ReplaceAllString(program, "\t$1 := …"), addressLine.ReplaceAllString(example, "\t$1 := …")
 	if n := len(addressLine.FindAllString(program, -1)); n != 2 {
-		t.Errorf("README.md's program has %d address lines (dsn :=, redisAddr :=), want 2", n)
+		t.Errorf("%s's program has %d address lines (dsn :=, redisAddr :=), want 2", libraryDoc, n)
 	}
 	if got != want {
 		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
@@ -58,13 +63,13 @@ func TestReadmeProgramIsTheExample(t *testing.T) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("README.md's program and Example (example_test.go) differ at line %d:\nREADME:  %q\nExample: %q", i+1, g, w)
+				t.Fatalf("%s's program and Example (example_test.go) differ at line %d:\ndoc:     %q\nExample: %q", libraryDoc, i+1, g, w)
 			}
 		}
 	}
 }
 
-// asProgram turns example_test.go into the main package the README shows:
+// asProgram turns example_test.go into the main package docs/library.md shows:
 // package main, Example's doc comment and output comment dropped, Example
 // renamed main.
 func asProgram(t *testing.T, src string) string {
