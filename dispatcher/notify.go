@@ -11,53 +11,137 @@ import (
 )
 
 // hub wakes callers that long-poll for a task when tasks become claimable in
-// their categories. A wake-up is a hint, not a hand-off: the woken caller
+// their categories: n tasks wake the n oldest idle waiters, one each, not
+// the whole category. A wake-up is a hint, not a hand-off: the woken caller
 // runs the claim path again and may find nothing.
+//
+// A waiter is idle (waiting, in its categories' queues, oldest first) or
+// busy (trying to claim: it has just subscribed, or was woken). A wake-up
+// that finds no idle waiter is owed to the busy ones: a busy waiter whose
+// try comes back empty takes it and tries again instead of going idle, since
+// its try may have looked before the task arrived. A waiter that leaves with
+// a wake-up it did not act on passes it on. So every task that arrives is
+// looked for, after it arrived, by some waiter of its category while any
+// waits.
 type hub struct {
-	mu      sync.Mutex
-	waiters map[string][]*waiter // by category, oldest first
+	mu     sync.Mutex
+	queues map[string]*waitQueue
+	seq    uint64 // orders waiters by age
 	// arrived is told of each wake-up's category before any waiter wakes.
 	arrived func(cat string)
 }
 
+// waitQueue is one category's waiters.
+type waitQueue struct {
+	cat        string
+	head, tail *waitLink // idle waiters, oldest first
+	busy       int       // waiters of the category trying to claim
+	owed       int       // wake-ups owed to busy waiters, at most busy
+}
+
+// waitLink is a waiter's place in one category's queue.
+type waitLink struct {
+	w          *waiter
+	q          *waitQueue
+	prev, next *waitLink
+}
+
 // waiter is one long-polling caller.
 type waiter struct {
-	c    chan struct{} // buffered 1: a wake-up is never lost, never blocks
-	cats []string
+	// c holds the category of a wake-up the waiter has not acted on yet:
+	// buffered 1, only sent to by the hub under its lock, to an idle waiter
+	// it makes busy, so it never blocks.
+	c     chan string
+	seq   uint64
+	idle  bool
+	links []waitLink // one per category
 }
 
 func newHub(arrived func(cat string)) *hub {
-	return &hub{waiters: make(map[string][]*waiter), arrived: arrived}
+	return &hub{queues: make(map[string]*waitQueue), arrived: arrived}
 }
 
-// subscribe registers a waiter for cats. Subscribe before looking for a task,
-// so that a task arriving between the look and the wait is not missed.
+// subscribe registers a waiter for cats, busy: subscribe before looking for
+// a task, so that a task arriving between the look and the wait is not
+// missed. Then call rest after each empty-handed look, and leave at the end.
 func (h *hub) subscribe(cats []string) *waiter {
-	w := &waiter{c: make(chan struct{}, 1), cats: cats}
 	h.mu.Lock()
-	for _, cat := range cats {
-		h.waiters[cat] = append(h.waiters[cat], w)
+	defer h.mu.Unlock()
+	h.seq++
+	w := &waiter{c: make(chan string, 1), seq: h.seq, links: make([]waitLink, len(cats))}
+	for i, cat := range cats {
+		q := h.queues[cat]
+		if q == nil {
+			q = &waitQueue{cat: cat}
+			h.queues[cat] = q
+		}
+		q.busy++
+		w.links[i] = waitLink{w: w, q: q}
 	}
-	h.mu.Unlock()
 	return w
 }
 
-func (h *hub) unsubscribe(w *waiter) {
+// rest is called when w's look came back empty-handed. It reports whether w
+// should look again at once: it has a wake-up it did not act on, or one owed
+// to the busy waiters of its categories. Otherwise w is idle in its queues
+// again, at the place its age gives it, until a wake-up or its own poll.
+func (h *hub) rest(w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, cat := range w.cats {
-		ws := h.waiters[cat]
-		for i, x := range ws {
-			if x == w {
-				ws = append(ws[:i], ws[i+1:]...)
-				break
-			}
+	select {
+	case <-w.c:
+		return true // woken during the look (see hub.wake): look again
+	default:
+	}
+	if w.idle {
+		return false // a look of its own poll; it stayed idle meanwhile
+	}
+	for i := range w.links {
+		if q := w.links[i].q; q.owed > 0 {
+			q.owed--
+			return true
 		}
-		if len(ws) == 0 {
-			delete(h.waiters, cat)
+	}
+	for i := range w.links {
+		l := &w.links[i]
+		l.q.busy--
+		l.q.insert(l)
+	}
+	w.idle = true
+	return false
+}
+
+// leave unregisters w. A wake-up it did not act on goes to another waiter.
+func (h *hub) leave(w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var pass string
+	select {
+	case pass = <-w.c:
+	default:
+	}
+	for i := range w.links {
+		q := w.links[i].q
+		if w.idle {
+			q.remove(&w.links[i])
 		} else {
-			h.waiters[cat] = ws
+			q.busy--
+			q.owed = min(q.owed, q.busy)
 		}
+	}
+	w.idle = false
+	for i := range w.links {
+		h.drop(w.links[i].q)
+	}
+	if pass != "" {
+		h.wakeLocked(pass, 1)
+	}
+}
+
+// drop forgets q's category once nobody waits for it.
+func (h *hub) drop(q *waitQueue) {
+	if q.head == nil && q.busy == 0 && h.queues[q.cat] == q {
+		delete(h.queues, q.cat)
 	}
 }
 
@@ -65,27 +149,88 @@ func (h *hub) unsubscribe(w *waiter) {
 func (h *hub) waiting() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.waiters) > 0
+	return len(h.queues) > 0
 }
 
-// wake wakes up to n waiters of cat, oldest first: n tasks can satisfy at
-// most n callers, so waking everyone would only make a herd.
+// wake wakes up to n waiters of cat, oldest idle ones first, and owes the
+// rest to its busy waiters: n tasks can satisfy at most n callers, so waking
+// everyone would only make a herd.
 func (h *hub) wake(cat string, n int) {
 	if h.arrived != nil {
 		h.arrived(cat)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, w := range h.waiters[cat] {
-		if n <= 0 {
-			return
-		}
-		select {
-		case w.c <- struct{}{}:
-			n--
-		default: // already woken, not yet back
-		}
+	h.wakeLocked(cat, n)
+}
+
+func (h *hub) wakeLocked(cat string, n int) {
+	q := h.queues[cat]
+	if q == nil || n <= 0 {
+		return
 	}
+	for ; n > 0 && q.head != nil; n-- {
+		w := q.head.w
+		for i := range w.links {
+			l := &w.links[i]
+			l.q.remove(l)
+			l.q.busy++
+		}
+		w.idle = false
+		w.c <- cat
+	}
+	q.owed = min(q.owed+n, q.busy)
+}
+
+// insert puts l in q's idle list by its waiter's age, looking from the end
+// it is nearer to.
+func (q *waitQueue) insert(l *waitLink) {
+	seq := l.w.seq
+	switch {
+	case q.head == nil:
+		q.head, q.tail = l, l
+	case seq > q.tail.w.seq:
+		l.prev, q.tail.next, q.tail = q.tail, l, l
+	case seq < q.head.w.seq:
+		q.before(l, q.head)
+	case seq-q.head.w.seq < q.tail.w.seq-seq:
+		at := q.head // before the oldest one younger; the tail is
+		for at.w.seq < seq {
+			at = at.next
+		}
+		q.before(l, at)
+	default:
+		at := q.tail // after the youngest one older; the head is
+		for at.w.seq > seq {
+			at = at.prev
+		}
+		q.before(l, at.next)
+	}
+}
+
+// before puts l before at in q's idle list.
+func (q *waitQueue) before(l, at *waitLink) {
+	l.next, l.prev = at, at.prev
+	if at.prev == nil {
+		q.head = l
+	} else {
+		at.prev.next = l
+	}
+	at.prev = l
+}
+
+func (q *waitQueue) remove(l *waitLink) {
+	if l.prev == nil {
+		q.head = l.next
+	} else {
+		l.prev.next = l.next
+	}
+	if l.next == nil {
+		q.tail = l.prev
+	} else {
+		l.next.prev = l.prev
+	}
+	l.prev, l.next = nil, nil
 }
 
 // notifier announces that tasks became claimable: to this process's waiters
