@@ -60,6 +60,8 @@ const (
 	// fdHeadroom is the open files needed besides one per editor: the
 	// stores' connections, the binary, logs.
 	fdHeadroom = 1024
+	// longPollDialing is how many polls may be on their way in at once.
+	longPollDialing = 256
 	// longPollSetup bounds each setup step: creating the editors, writing
 	// the polls; longPollSettle bounds the wait for the child to go quiet;
 	// longPollAnswers bounds the wait for the answers after the last insert.
@@ -160,16 +162,32 @@ func runLongPoll(ctx context.Context, cfg Config, scenario string, w Workload) (
 	pollCtx, stopPolls := context.WithCancel(ctx)
 	defer stopPolls()
 	body, _ := json.Marshal(map[string]any{"wait_ms": longPollWait.Milliseconds()})
+	// Connections are opened longPollDialing at a time, so that the
+	// server's listen backlog does not overflow (a dropped SYN is sent again
+	// only after a second or more).
+	dialing := make(chan struct{}, longPollDialing)
 	for i, e := range eds {
 		wg.Go(func() {
 			var once sync.Once
-			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+			held := false // a place in dialing
+			in := func() {
 				once.Do(func() {
+					if held {
+						<-dialing
+					}
 					if written.Add(1) == int64(len(eds)) {
 						close(allIn)
 					}
 				})
-			}}
+			}
+			defer in() // a poll that failed before it was written counts as in
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { in() }}
+			select {
+			case dialing <- struct{}{}:
+				held = true
+			case <-pollCtx.Done():
+				return
+			}
 			for pollCtx.Err() == nil {
 				a, err := longPoll(httptrace.WithClientTrace(pollCtx, trace), pc, hs.base, e.token, body)
 				switch {
