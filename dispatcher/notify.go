@@ -12,17 +12,20 @@ import (
 
 // hub wakes callers that long-poll for a task when tasks become claimable in
 // their categories: n tasks wake the n oldest idle waiters, one each, not
-// the whole category. A wake-up is a hint, not a hand-off: the woken caller
-// runs the claim path again and may find nothing.
+// the whole category, and at most wakeBusyMax of a category's waiters are
+// woken and looking at once: the rest of the wake-ups wait for looks to
+// end, so that thousands of waiters woken together do not all queue for the
+// stores at once. A wake-up is a hint, not a hand-off: the woken caller runs
+// the claim path again and may find nothing.
 //
 // A waiter is idle (waiting, in its categories' queues, oldest first) or
-// busy (trying to claim: it has just subscribed, or was woken). A wake-up
-// that finds no idle waiter is owed to the busy ones: a busy waiter whose
-// try comes back empty takes it and tries again instead of going idle, since
-// its try may have looked before the task arrived. A waiter that leaves with
-// a wake-up it did not act on passes it on. So every task that arrives is
-// looked for, after it arrived, by some waiter of its category while any
-// waits.
+// busy (looking for a task: it has just subscribed, or was woken). A
+// wake-up that finds no idle waiter is owed to the busy ones: a busy waiter
+// whose look comes back empty takes it and looks again instead of going
+// idle, since its look may have begun before the task arrived. A waiter that
+// leaves with a wake-up it did not act on passes it on. So every task that
+// arrives is looked for, after it arrived, by some waiter of its category
+// while any waits.
 type hub struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
@@ -31,12 +34,22 @@ type hub struct {
 	arrived func(cat string)
 }
 
+// wakeBusyMax is how many waiters of a category may be woken and looking at
+// once; more wake-ups wait until some of them are done. It is well above
+// what the stores serve at once (a connection pool's worth of claims),
+// so that claims arriving together can still be sent together.
+const wakeBusyMax = 256
+
 // waitQueue is one category's waiters.
 type waitQueue struct {
 	cat        string
 	head, tail *waitLink // idle waiters, oldest first
-	busy       int       // waiters of the category trying to claim
-	owed       int       // wake-ups owed to busy waiters, at most busy
+	idle       int       // length of the idle list
+	busy       int       // waiters of the category looking for a task
+	// pending counts wake-ups for idle waiters not sent yet (wakeBusyMax
+	// were busy), at most idle; owed counts those owed to busy waiters, at
+	// most busy.
+	pending, owed int
 }
 
 // waitLink is a waiter's place in one category's queue.
@@ -102,12 +115,15 @@ func (h *hub) rest(w *waiter) bool {
 			return true
 		}
 	}
+	w.idle = true
 	for i := range w.links {
 		l := &w.links[i]
 		l.q.busy--
 		l.q.insert(l)
 	}
-	w.idle = true
+	for i := range w.links {
+		h.dispatch(w.links[i].q)
+	}
 	return false
 }
 
@@ -124,24 +140,22 @@ func (h *hub) leave(w *waiter) {
 		q := w.links[i].q
 		if w.idle {
 			q.remove(&w.links[i])
+			q.settle()
 		} else {
 			q.busy--
 			q.owed = min(q.owed, q.busy)
 		}
 	}
 	w.idle = false
+	if q := h.queues[pass]; q != nil {
+		q.pending++
+	}
 	for i := range w.links {
-		h.drop(w.links[i].q)
-	}
-	if pass != "" {
-		h.wakeLocked(pass, 1)
-	}
-}
-
-// drop forgets q's category once nobody waits for it.
-func (h *hub) drop(q *waitQueue) {
-	if q.head == nil && q.busy == 0 && h.queues[q.cat] == q {
-		delete(h.queues, q.cat)
+		q := w.links[i].q
+		h.dispatch(q)
+		if q.idle == 0 && q.busy == 0 && h.queues[q.cat] == q {
+			delete(h.queues, q.cat)
+		}
 	}
 }
 
@@ -161,30 +175,44 @@ func (h *hub) wake(cat string, n int) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.wakeLocked(cat, n)
+	if q := h.queues[cat]; q != nil && n > 0 {
+		q.pending += n
+		h.dispatch(q)
+	}
 }
 
-func (h *hub) wakeLocked(cat string, n int) {
-	q := h.queues[cat]
-	if q == nil || n <= 0 {
-		return
-	}
-	for ; n > 0 && q.head != nil; n-- {
+// dispatch sends q's pending wake-ups to its oldest idle waiters while fewer
+// than wakeBusyMax are busy. Wake-ups beyond the idle waiters are owed to
+// the busy ones.
+func (h *hub) dispatch(q *waitQueue) {
+	for q.pending > 0 && q.head != nil && q.busy < wakeBusyMax {
 		w := q.head.w
+		q.pending--
 		for i := range w.links {
 			l := &w.links[i]
 			l.q.remove(l)
 			l.q.busy++
+			l.q.settle()
 		}
 		w.idle = false
-		w.c <- cat
+		w.c <- q.cat
 	}
-	q.owed = min(q.owed+n, q.busy)
+	q.settle()
+}
+
+// settle owes the busy waiters the pending wake-ups there are no idle waiters
+// for.
+func (q *waitQueue) settle() {
+	if extra := q.pending - q.idle; extra > 0 {
+		q.pending = q.idle
+		q.owed = min(q.owed+extra, q.busy)
+	}
 }
 
 // insert puts l in q's idle list by its waiter's age, looking from the end
 // it is nearer to.
 func (q *waitQueue) insert(l *waitLink) {
+	q.idle++
 	seq := l.w.seq
 	switch {
 	case q.head == nil:
@@ -220,6 +248,7 @@ func (q *waitQueue) before(l, at *waitLink) {
 }
 
 func (q *waitQueue) remove(l *waitLink) {
+	q.idle--
 	if l.prev == nil {
 		q.head = l.next
 	} else {

@@ -241,3 +241,36 @@ func (d *Dispatcher) IdleWaiters(cat string) int {
 	}
 	return n
 }
+
+// At most wakeBusyMax waiters of a category are woken at once; the other
+// wake-ups go out, oldest waiter first, as their looks end.
+func TestHubWakesAtMostBusyMaxAtOnce(t *testing.T) {
+	h := newHub(nil)
+	ws := idleWaiters(t, h, wakeBusyMax+3, "news")
+	h.wake("news", wakeBusyMax+3)
+	got := woken(ws)
+	if len(got) != wakeBusyMax || got[len(got)-1] != wakeBusyMax-1 {
+		t.Fatalf("woken %d (the last %d), want the oldest %d", len(got), got[len(got)-1], wakeBusyMax)
+	}
+	h.leave(ws[0]) // answered
+	if got := woken(ws); !slices.Equal(got, []int{wakeBusyMax}) {
+		t.Fatalf("after a look ended in a claim: woken %v, want [%d]", got, wakeBusyMax)
+	}
+	if h.rest(ws[1]) { // found nothing: idle again, and the oldest
+		t.Fatal("told to look again")
+	}
+	if got := woken(ws); !slices.Equal(got, []int{1}) {
+		t.Fatalf("after an empty look: woken %v, want [1]", got)
+	}
+	h.leave(ws[2])
+	if got := woken(ws); !slices.Equal(got, []int{wakeBusyMax + 1}) {
+		t.Fatalf("woken %v, want [%d]", got, wakeBusyMax+1)
+	}
+	for _, w := range ws[3:] {
+		h.leave(w)
+	}
+	h.leave(ws[1])
+	if h.waiting() {
+		t.Fatal("waiting with every waiter gone")
+	}
+}
