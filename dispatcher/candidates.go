@@ -68,6 +68,9 @@ type categoryCandidates struct {
 	more     bool  // the last read may have left claimable tasks unread
 	primary  bool  // the next read goes to the primary (see stale)
 	inflight int   // candidates handed out whose claim has not ended
+	// epoch counts invalidations: a read during which one happened leaves
+	// readAt zero, since it may have missed what made it.
+	epoch uint64
 	// contendedUntil: until then, other processes claim from this category
 	// too, and takes spread over its best candidates instead of all trying
 	// the first (they read the same rows in the same order).
@@ -189,13 +192,17 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 		if usable() && (waited || (!cc.readAt.IsZero() && p.clock().Sub(cc.readAt) < candidateMaxAge)) {
 			return nil
 		}
-		if waited && !cc.more {
-			return nil // the read just made found all there is, and others took it
+		if waited && !cc.more && !cc.readAt.IsZero() {
+			// The read just made found all there is, and others took it.
+			// (It leaves readAt zero when tasks arrived while it ran, since
+			// it may have missed them: then read again.)
+			return nil
 		}
 		break
 	}
 	ch := make(chan struct{})
 	cc.reading = ch
+	epoch := cc.epoch
 	start := p.clock()
 	// The candidates in flight still read as claimable until their claims
 	// commit, and are left out, as are those in skip: read past them.
@@ -220,7 +227,10 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 		return ok && (at.IsZero() || !at.Before(start))
 	})
 	cc.gen++
-	cc.readAt = p.clock()
+	cc.readAt = time.Time{}
+	if cc.epoch == epoch {
+		cc.readAt = p.clock()
+	}
 	return nil
 }
 
@@ -286,6 +296,7 @@ func (p *candidatePool) invalidate(cat string) {
 	defer p.mu.Unlock()
 	if cc := p.cats[cat]; cc != nil {
 		cc.readAt = time.Time{}
+		cc.epoch++
 	}
 }
 
@@ -299,6 +310,7 @@ func (p *candidatePool) stale(cat string) {
 	if cc := p.cats[cat]; cc != nil {
 		cc.readAt = time.Time{}
 		cc.primary = true
+		cc.epoch++
 	}
 }
 

@@ -82,37 +82,47 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // arrives in one of categories (the hub's wake-up) or PollInterval passes
 // (spread), for up to wait (capped at Config.MaxWait), then ErrNoTask. With
 // no wait it runs try once.
+//
+// The caller stays subscribed from its first try to its return, so it keeps
+// its place among the category's waiters (oldest first) however often it is
+// woken, and a task arriving while try looks is not missed (see hub).
 func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string, wait time.Duration, try func() (T, error)) (T, error) {
 	var none T
 	wait = min(wait, d.cfg.MaxWait)
 	if wait <= 0 {
 		return try()
 	}
+	w := d.hub.subscribe(categories)
+	defer d.hub.leave(w)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
+	var poll *time.Timer
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	for {
-		// Subscribe first, so that a task arriving while try looks is not
-		// missed.
-		w := d.hub.subscribe(categories)
 		got, err := try()
 		if !errors.Is(err, ErrNoTask) {
-			d.hub.unsubscribe(w)
 			return got, err
 		}
-		poll.Reset(backoff.Spread(d.cfg.PollInterval))
+		if d.hub.rest(w) {
+			continue
+		}
+		if poll == nil {
+			poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
+		} else {
+			poll.Reset(backoff.Spread(d.cfg.PollInterval))
+		}
 		select {
 		case <-w.c:
 		case <-poll.C:
 		case <-deadline.C:
-			d.hub.unsubscribe(w)
 			return none, ErrNoTask
 		case <-ctx.Done():
-			d.hub.unsubscribe(w)
 			return none, context.Cause(ctx)
 		}
-		d.hub.unsubscribe(w)
 	}
 }
 

@@ -65,6 +65,14 @@ else taskd on $PATH) runs 'serve' as a child process and the editors use its
 HTTP API; only the taskd strategy runs. -scenario all and http include such a
 run.
 
+-scenario long-poll (or i; part of all) is scenario (i): 10,000 editors (1,000
+with -quick) long-poll 'taskd serve' over HTTP on an empty pool, then 20,000
+tasks are inserted through POST /v1/tasks; it reports how many were answered,
+insert-to-answer p50/p99 and the child's peak RSS. It holds a connection per
+editor, so it sets RLIMIT_NOFILE (setrlimit) to the hard limit for itself and
+the taskd serve child, and fails at once when the hard limit is below editors
++ 1024 (raise it with ulimit -Hn as root, LimitNOFILE= or docker --ulimit).
+
 mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
 file given with -config, else $TASKD_CONFIG, else ./config.yaml when it
 exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,
@@ -130,7 +138,8 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	lease := f.Duration("lease", bench.LeaseDefault, "lease of each claim")
 	mode := f.String("mode", bench.ModeInproc, "inproc (strategies in this process) or http (taskd serve as a child)")
 	strategies := f.String("strategies", strings.Join([]string{bench.StrategyTaskd, bench.StrategySeedNaive, bench.StrategySkipLocked}, ","), "comma-separated strategies to run")
-	scenario := f.String("scenario", "", "run a preset instead of one workload: "+strings.Join(bench.ScenarioNames, ", "))
+	scenario := f.String("scenario", "", "run a preset instead of one workload: "+strings.Join(bench.ScenarioNames, ", ")+
+		" (long-poll, alias i, raises RLIMIT_NOFILE to the hard limit for itself and its taskd serve child: see above)")
 	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
 	binary := f.String("binary", "", "taskd binary for -mode http (default: ./bin/taskd when it exists, else taskd on $PATH)")
 	quick := f.Bool("quick", false, "with -scenario: shorten every run (2s, smaller pools) for a smoke test")
@@ -224,7 +233,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 // needsServe reports whether the run starts `taskd serve`: -mode http, or a
 // preset that includes the run over HTTP.
 func needsServe(mode, scenario string) bool {
-	return mode == bench.ModeHTTP || scenario == "all" || scenario == "http"
+	return mode == bench.ModeHTTP || scenario == "all" || scenario == "http" || scenario == "long-poll" || scenario == "i"
 }
 
 // findTaskd returns the absolute path of the taskd binary: bin itself when

@@ -84,6 +84,10 @@ type Workload struct {
 	// candidate reads (tasks.Config.Replica). Both need Config.ReplicaDSN.
 	Replicated   bool `json:"replicated,omitempty"`
 	ReplicaReads bool `json:"replica_reads,omitempty"`
+	// LongPoll runs scenario (i) instead of the editors' loop: Editors
+	// long-poll an empty pool over HTTP, then Pool tasks are inserted (see
+	// runLongPoll). Needs Mode http.
+	LongPoll bool `json:"long_poll,omitempty"`
 }
 
 // WithDefaults returns w with zero fields set to their defaults.
@@ -129,6 +133,8 @@ func (w Workload) validate() error {
 		return errors.New("workers must not be negative")
 	case w.Workers > 0 && (w.Mode != ModeInproc || w.Abandon > 0 || w.Expired > 0):
 		return errors.New("workers run in process only, without abandon or expired claims")
+	case w.LongPoll && (w.Mode != ModeHTTP || w.Workers > 0 || w.Expired > 0):
+		return errors.New("the long-poll run runs over HTTP only, without workers or expired claims")
 	}
 	return nil
 }
@@ -207,6 +213,8 @@ type Result struct {
 	// Sweep, with Workload.Expired: how long sweeping them took, and the next
 	// latency of the taskd editors while it ran.
 	Sweep *SweepStats `json:"sweep,omitempty"`
+	// LongPoll, with Workload.LongPoll: scenario (i)'s figures.
+	LongPoll *LongPollStats `json:"long_poll,omitempty"`
 }
 
 // SweepStats describes the sweep of a run with expired claims.
@@ -259,6 +267,9 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	}
 	if w.Mode == ModeHTTP && name != StrategyTaskd {
 		return nil, fmt.Errorf("mode %s runs only the %s strategy", ModeHTTP, StrategyTaskd)
+	}
+	if w.LongPoll {
+		return runLongPoll(ctx, cfg, scenario, w)
 	}
 	replicaDSN := ""
 	if w.Replicated || w.ReplicaReads {

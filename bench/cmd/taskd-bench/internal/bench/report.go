@@ -20,7 +20,7 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "pool-size", "sweep", "http", "replica"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "pool-size", "sweep", "http", "replica", "long-poll"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
@@ -46,9 +46,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		p.Rounds = RoundsDefault
 	}
 	pair := []string{StrategyTaskd, StrategySkipLocked}
-	d, short, big, pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000
+	d, short, big, pool, pollers := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors
 	if p.Quick {
-		d, short, big, pool = 2*time.Second, 2*time.Second, 100_000, 20_000
+		d, short, big, pool, pollers = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10
 	}
 	// The compared pairs: (a) 200 editors on one category (with seed-naive
 	// in the first round), (b) 200 editors over 50 categories, (f) 16
@@ -91,6 +91,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		},
 		// (e) the real server over HTTP, for its memory.
 		"http": {{"e-http", 0, Workload{Editors: 200, Categories: 1, Pool: pool, Duration: d, Mode: ModeHTTP}, []string{StrategyTaskd}}},
+		// (i) editors long-polling one taskd serve on an empty pool, then
+		// twice as many tasks inserted.
+		"long-poll": {{"i-long-poll", 0, Workload{Editors: pollers, Categories: 1, Pool: 2 * pollers, Duration: d, Mode: ModeHTTP, LongPoll: true}, []string{StrategyTaskd}}},
 		// (g) taskd's statements on the primary without and with candidate
 		// reads from a replica; both databases are replicated, so the
 		// replica applies the same writes in both.
@@ -101,13 +104,16 @@ func scenario(name string, p Preset) ([]run, bool) {
 	}
 	if name == "all" {
 		out := rounds(a, b, f)
-		for _, n := range []string{"pool-size", "sweep", "http", "replica"} {
+		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
 			}
 			out = append(out, presets[n]...)
 		}
 		return out, true
+	}
+	if name == "i" {
+		name = "long-poll"
 	}
 	rs, ok := presets[name]
 	return rs, ok
@@ -146,6 +152,7 @@ var notes = []string{
 	"a, b and f run " + fmt.Sprint(RoundsDefault) + " times each (unless -rounds says otherwise), interleaved, each run in a fresh database; the target lines judge the median cycles/s of each strategy and the median of the per-run ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
+	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
 
 // RunScenario runs the preset name (or, for "", the single workload w with
@@ -289,6 +296,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, r := range rep.Results {
+		if lp := r.LongPoll; lp != nil {
+			fmt.Fprintf(w, "%s: %d editors long-polled, %d tasks inserted in %d batches over %.2fs; %d answered (%d answers 204 first), insert to answer p50 %.0fms p99 %.0fms max %.0fms; RLIMIT_NOFILE %d\n",
+				r.Scenario, lp.Editors, lp.Tasks, lp.Batches, lp.InsertSec, lp.Answered, lp.NoContent,
+				lp.InsertToAnswer.P50Ms, lp.InsertToAnswer.P99Ms, lp.InsertToAnswer.MaxMs, lp.FDLimit)
+		}
 		if r.Sweep != nil {
 			fmt.Fprintf(w, "%s: swept %d expired claims in %.2fs; taskd next during the sweep p50 %.2fms p99 %.2fms (%d claims)\n",
 				r.Scenario, r.Sweep.Recycled, r.Sweep.DurationSec, r.Sweep.NextDuring.P50Ms, r.Sweep.NextDuring.P99Ms, r.Sweep.NextDuring.Count)

@@ -171,5 +171,26 @@ func targets(rs []Result) []Target {
 		out = append(out, newTarget("(e) taskd serve over HTTP: peak RSS", float64(e.Memory.HWMKiB)/1024, " MiB", 150, false,
 			fmt.Sprintf("VmHWM of the child, %d editors", e.Workload.Editors)))
 	}
+	if i := find(rs, "i-long-poll", StrategyTaskd); i != nil && i.LongPoll != nil {
+		lp := i.LongPoll
+		shape := fmt.Sprintf("%d editors, %d tasks", lp.Editors, lp.Tasks)
+		out = append(out,
+			newTarget("(i) long polls over HTTP: editors answered", float64(lp.Answered), "", float64(min(lp.Editors, lp.Tasks)), true,
+				fmt.Sprintf("%s; %d answers 204 first", shape, lp.NoContent)),
+			newTarget("(i) long polls over HTTP: insert to answer p99", lp.InsertToAnswer.P99Ms/1000, " s", 2, false,
+				fmt.Sprintf("%s; p50 %.2f s, max %.2f s", shape, lp.InsertToAnswer.P50Ms/1000, lp.InsertToAnswer.MaxMs/1000)),
+			newTarget("(i) long polls over HTTP: peak RSS", float64(i.Memory.HWMKiB)/1024, " MiB", 500, false,
+				fmt.Sprintf("VmHWM of the taskd serve child, %s", shape)),
+			newTarget("(i) long polls over HTTP: errors", float64(i.Errors), "", 0, false, firstError(i)),
+		)
+	}
 	return out
+}
+
+// firstError describes r's first error, if any.
+func firstError(r *Result) string {
+	if r.FirstError == "" {
+		return "none"
+	}
+	return "the first: " + r.FirstError
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -168,5 +169,39 @@ func TestScenarioRounds(t *testing.T) {
 	last := runs[len(runs)-1]
 	if !last.workload.ReplicaReads || runs[len(runs)-2].workload.ReplicaReads || !runs[len(runs)-2].workload.Replicated {
 		t.Errorf("with a replica, all should end with g-primary-only then g-replica-reads; ends with %s, %s", runs[len(runs)-2].name, last.name)
+	}
+}
+
+func TestTargetsLongPoll(t *testing.T) {
+	t.Parallel()
+	r := result("i-long-poll", 0, StrategyTaskd, 0, 0, 0, 0)
+	r.Memory.HWMKiB = 600 * 1024
+	r.Errors, r.FirstError = 2, "long poll: 503 Service Unavailable"
+	r.LongPoll = &LongPollStats{Editors: 10_000, Tasks: 20_000, Answered: 9_998,
+		InsertToAnswer: Latency{P50Ms: 800, P99Ms: 1900, MaxMs: 2500}}
+	var lines []string
+	for _, tg := range targets([]Result{r}) {
+		lines = append(lines, tg.String())
+	}
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"target (i) long polls over HTTP: editors answered: 9998.00, want >= 10000: NOT MET",
+		"target (i) long polls over HTTP: insert to answer p99: 1.90 s, want <= 2 s: MET (10000 editors, 20000 tasks; p50 0.80 s, max 2.50 s)",
+		"target (i) long polls over HTTP: peak RSS: 600.00 MiB, want <= 500 MiB: NOT MET",
+		"target (i) long polls over HTTP: errors: 2.00, want <= 0: NOT MET (the first: long poll: 503 Service Unavailable)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no line %q in\n%s", want, got)
+		}
+	}
+	for _, name := range []string{"i", "long-poll"} {
+		runs, ok := scenario(name, Preset{Quick: true})
+		if !ok || len(runs) != 1 || !runs[0].workload.LongPoll || runs[0].workload.Editors != LongPollEditors/10 {
+			t.Errorf("scenario %s -quick: %+v", name, runs)
+		}
+	}
+	all, _ := scenario("all", Preset{})
+	if !slices.ContainsFunc(all, func(r run) bool { return r.name == "i-long-poll" && r.workload.Editors == LongPollEditors }) {
+		t.Error("all does not run i-long-poll with 10,000 editors")
 	}
 }

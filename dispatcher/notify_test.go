@@ -1,0 +1,276 @@
+package dispatcher
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// idleWaiters subscribes n waiters of cats whose first look came back
+// empty, oldest first.
+func idleWaiters(t *testing.T, h *hub, n int, cats ...string) []*waiter {
+	t.Helper()
+	ws := make([]*waiter, n)
+	for i := range ws {
+		ws[i] = h.subscribe(cats)
+		if h.rest(ws[i]) {
+			t.Fatalf("waiter %d: told to look again with nothing owed", i)
+		}
+	}
+	return ws
+}
+
+// woken returns the indexes of the waiters holding a wake-up, taking it.
+func woken(ws []*waiter) []int {
+	var out []int
+	for i, w := range ws {
+		select {
+		case <-w.c:
+			out = append(out, i)
+		default:
+		}
+	}
+	return out
+}
+
+func TestHubWakesAsManyAsTasksOldestFirst(t *testing.T) {
+	var arrived []string
+	h := newHub(func(cat string) { arrived = append(arrived, cat) })
+	ws := idleWaiters(t, h, 5, "news")
+	h.wake("news", 2)
+	if got := woken(ws); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("woken %v, want the two oldest [0 1]", got)
+	}
+	h.wake("sports", 3) // nobody waits for it
+	h.wake("news", 2)
+	if got := woken(ws); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("woken %v, want the next two [2 3]", got)
+	}
+	if !slices.Equal(arrived, []string{"news", "sports", "news"}) {
+		t.Fatalf("arrived told of %v", arrived)
+	}
+}
+
+// An empty-handed look does not cost a waiter its place: woken again, the
+// oldest goes first.
+func TestHubWaiterKeepsItsPlace(t *testing.T) {
+	h := newHub(nil)
+	ws := idleWaiters(t, h, 4, "news")
+	h.wake("news", 2)
+	woken(ws)
+	// The younger of the two comes back first; both go back before 2 and 3.
+	for _, i := range []int{1, 0} {
+		if h.rest(ws[i]) {
+			t.Fatalf("waiter %d told to look again", i)
+		}
+	}
+	for want := range 4 {
+		h.wake("news", 1)
+		if got := woken(ws); !slices.Equal(got, []int{want}) {
+			t.Fatalf("wake-up %d went to %v, want [%d]", want, got, want)
+		}
+	}
+}
+
+// A wake-up that finds every waiter busy looking is owed to them: a look
+// that may have begun before the task arrived is made again.
+func TestHubOwesWakeUpsToBusyWaiters(t *testing.T) {
+	h := newHub(nil)
+	a := h.subscribe([]string{"news"}) // looking
+	b := h.subscribe([]string{"news"}) // looking
+	h.wake("news", 5)                  // more than there are waiters
+	if !h.rest(a) || !h.rest(b) {
+		t.Fatal("a busy waiter's empty look was not made again after a wake-up")
+	}
+	if h.rest(a) || h.rest(b) {
+		t.Fatal("more looks owed than there are waiters")
+	}
+	if got := woken([]*waiter{a, b}); got != nil {
+		t.Fatalf("idle waiters hold wake-ups %v", got)
+	}
+}
+
+// A waiter that leaves with a wake-up it did not act on (its request ended
+// as the task arrived) passes it to the next waiter.
+func TestHubLeavingWaiterPassesItsWakeUpOn(t *testing.T) {
+	h := newHub(nil)
+	ws := idleWaiters(t, h, 3, "news")
+	h.wake("news", 1)
+	h.leave(ws[0]) // without reading its wake-up
+	if got := woken(ws); !slices.Equal(got, []int{1}) {
+		t.Fatalf("woken %v, want the wake-up passed to [1]", got)
+	}
+	// A waiter that leaves idle or after acting on its wake-up passes
+	// nothing on.
+	h.leave(ws[1])
+	if got := woken(ws); got != nil {
+		t.Fatalf("woken %v after a waiter left with nothing to pass", got)
+	}
+	// A busy waiter leaving takes its owed look with it.
+	c := h.subscribe([]string{"news"})
+	h.wake("news", 2) // wakes ws[2], owes one to c
+	h.leave(c)
+	if got := woken(ws); !slices.Equal(got, []int{2}) {
+		t.Fatalf("woken %v, want [2]", got)
+	}
+	h.rest(ws[2]) // may look once more: looks are owed to the busy, not to one of them
+	if h.rest(ws[2]) {
+		t.Fatal("more looks owed than busy waiters")
+	}
+	h.leave(ws[2])
+	if h.waiting() {
+		t.Fatal("waiting with every waiter gone")
+	}
+}
+
+func TestHubWaiterOfSeveralCategories(t *testing.T) {
+	h := newHub(nil)
+	both := idleWaiters(t, h, 1, "news", "sports")[0]
+	news := idleWaiters(t, h, 1, "news")[0]
+	h.wake("sports", 1)
+	if got := woken([]*waiter{both, news}); !slices.Equal(got, []int{0}) {
+		t.Fatalf("woken %v, want the waiter of both", got)
+	}
+	// Busy, it is out of the news queue too: news wakes the other one.
+	h.wake("news", 1)
+	if got := woken([]*waiter{both, news}); !slices.Equal(got, []int{1}) {
+		t.Fatalf("woken %v, want the news waiter", got)
+	}
+	h.wake("sports", 1) // owed to the busy waiter of both
+	if !h.rest(both) {
+		t.Fatal("the owed look was not made")
+	}
+	h.leave(both)
+	h.leave(news)
+	if h.waiting() {
+		t.Fatal("waiting with every waiter gone")
+	}
+}
+
+// Waiters come back in any order and keep their age order in the queue.
+func TestHubQueueKeepsAgeOrder(t *testing.T) {
+	h := newHub(nil)
+	const n = 50
+	ws := idleWaiters(t, h, n, "news")
+	h.wake("news", n)
+	woken(ws)
+	for _, i := range []int{7, 3, 49, 0, 25, 24, 26, 1, 48, 10} {
+		h.rest(ws[i])
+	}
+	var got []int
+	for range 10 {
+		h.wake("news", 1)
+		got = append(got, woken(ws)...)
+	}
+	if want := []int{0, 1, 3, 7, 10, 24, 25, 26, 48, 49}; !slices.Equal(got, want) {
+		t.Fatalf("woken in order %v, want %v", got, want)
+	}
+}
+
+// A candidate read during which tasks arrived does not stand for the
+// claims that waited for it: they read again.
+func TestCandidatePoolReadsAgainAfterAnArrivalDuringTheRead(t *testing.T) {
+	var reads atomic.Int64
+	reading := make(chan struct{})
+	finish := make(chan struct{})
+	read := func(ctx context.Context, _ string, _ int) ([]tasks.Candidate, error) {
+		if reads.Add(1) == 1 {
+			close(reading)
+			<-finish
+			return nil, nil // looked before the task arrived
+		}
+		return cands(0, 1), nil
+	}
+	p := newCandidatePool(8, read)
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.take(context.Background(), []string{"news"}, 1, nil)
+		first <- err
+	}()
+	<-reading
+	type result struct {
+		got []pooled
+		err error
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
+		waiter <- result{got, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		waiting := p.cats["news"].waiting
+		p.mu.Unlock()
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second claim did not wait for the read within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.invalidate("news") // a task arrives while the read runs
+	close(finish)
+	if err := <-first; err != nil {
+		t.Fatalf("the reader: %v", err)
+	}
+	r := <-waiter
+	if r.err != nil || len(r.got) != 1 {
+		t.Fatalf("the waiting claim: %v, %v; want the task that arrived", pooledIDs(r.got), r.err)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2", n)
+	}
+}
+
+// IdleWaiters returns how many callers long-poll cat in d, waiting for a
+// wake-up (not looking).
+func (d *Dispatcher) IdleWaiters(cat string) int {
+	d.hub.mu.Lock()
+	defer d.hub.mu.Unlock()
+	n := 0
+	if q := d.hub.queues[cat]; q != nil {
+		for l := q.head; l != nil; l = l.next {
+			n++
+		}
+	}
+	return n
+}
+
+// At most wakeBusyMax waiters of a category are woken at once; the other
+// wake-ups go out, oldest waiter first, as their looks end.
+func TestHubWakesAtMostBusyMaxAtOnce(t *testing.T) {
+	h := newHub(nil)
+	ws := idleWaiters(t, h, wakeBusyMax+3, "news")
+	h.wake("news", wakeBusyMax+3)
+	got := woken(ws)
+	if len(got) != wakeBusyMax || got[len(got)-1] != wakeBusyMax-1 {
+		t.Fatalf("woken %d (the last %d), want the oldest %d", len(got), got[len(got)-1], wakeBusyMax)
+	}
+	h.leave(ws[0]) // answered
+	if got := woken(ws); !slices.Equal(got, []int{wakeBusyMax}) {
+		t.Fatalf("after a look ended in a claim: woken %v, want [%d]", got, wakeBusyMax)
+	}
+	if h.rest(ws[1]) { // found nothing: idle again, and the oldest
+		t.Fatal("told to look again")
+	}
+	if got := woken(ws); !slices.Equal(got, []int{1}) {
+		t.Fatalf("after an empty look: woken %v, want [1]", got)
+	}
+	h.leave(ws[2])
+	if got := woken(ws); !slices.Equal(got, []int{wakeBusyMax + 1}) {
+		t.Fatalf("woken %v, want [%d]", got, wakeBusyMax+1)
+	}
+	for _, w := range ws[3:] {
+		h.leave(w)
+	}
+	h.leave(ws[1])
+	if h.waiting() {
+		t.Fatal("waiting with every waiter gone")
+	}
+}
