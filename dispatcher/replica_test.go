@@ -77,10 +77,19 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 				editors: 200, tasks: 5000, categories: 10, duration: 6 * time.Second, lease: lease,
 				enough: func(*tally) bool { return undone.Load() },
 				chaos: func(ctx context.Context) {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(time.Second):
+					// A second of normal work, and on a slow machine until
+					// some assignments went through before the fault.
+					for ready := time.After(time.Second); ; {
+						select {
+						case <-ctx.Done():
+							return
+						case <-ready:
+							ready = nil
+						case <-time.After(10 * time.Millisecond):
+						}
+						if ready == nil && b.d.Stats().Assignments > 0 {
+							break
+						}
 					}
 					before.Store(b.d.Stats().Assignments)
 					f.do(t, r)
