@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		workerArg = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
 		scenarios = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
 		jsonPath  = fs.String("json", "", "also write the results as JSON to this file")
+		cpuProf   = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
 		mysqlSync = fs.Bool("mysql-sync", false, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +159,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if k != "burn-down" && k != "steady" {
 			return fmt.Errorf("-scenarios: unknown scenario %q (burn-down, steady)", k)
 		}
+	}
+
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	began := time.Now()
