@@ -77,16 +77,19 @@ const (
 	adminTokenMinLen     = 16
 	keyPrefixMaxLen      = 64
 	workerConcurrencyMax = 1024
-	// workerFlushIntervalMax and workerMaxBacklogMax bound worker.flush_interval
-	// and worker.max_backlog: an outcome waiting longer than a second for
-	// company, or a million waiting for their write, is a mistake.
-	workerFlushIntervalMax = time.Second
-	workerMaxBacklogMax    = 1_000_000
 	maxWaitMax           = 15 * time.Minute
 	webhookNameMaxLen    = 64
 	webhookSecretMinLen  = 16
 	authFailuresMax      = 1_000_000
 	maxPollsPerEditorMax = 1000
+)
+
+// workerFlushIntervalMax and workerMaxBacklogMax bound worker.flush_interval and
+// worker.max_backlog: an outcome waiting longer than a second for company, or a
+// million waiting for their write, is a mistake.
+const (
+	workerFlushIntervalMax = time.Second
+	workerMaxBacklogMax    = 1_000_000
 )
 
 // Config configures an Engine. Every section and key has the name it has in
