@@ -110,22 +110,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		pgURL     = fs.String("postgres", os.Getenv("TASKD_TEST_POSTGRES_URL"), "PostgreSQL URL for River (default $TASKD_TEST_POSTGRES_URL)")
-		mysqlDSN  = fs.String("mysql", os.Getenv("TASKD_TEST_MYSQL_DSN"), "MySQL DSN for taskd; each run makes a database of its own there (default $TASKD_TEST_MYSQL_DSN)")
-		redisURL  = fs.String("redis", os.Getenv("TASKD_TEST_REDIS_URL"), "Redis URL for taskd (default $TASKD_TEST_REDIS_URL)")
-		quick     = fs.Bool("quick", false, "a short smoke run: 10,000 jobs, 1 round, short windows (not figures to quote)")
-		rounds    = fs.Int("rounds", 3, "rounds of every scenario")
-		jobs      = fs.Int("jobs", 100_000, "burn-down: jobs inserted before the workers start")
-		capAfter  = fs.Duration("cap", 8*time.Second, "burn-down: a side still at it after this is measured over what it completed")
-		backlog   = fs.Int("backlog", 10_000, "steady: jobs the producer keeps waiting")
-		batch     = fs.Int("batch", 1_000, "steady: jobs per insert of the producer")
-		warmup    = fs.Duration("warmup", 2*time.Second, "steady: time before the window opens")
-		window    = fs.Duration("window", 4*time.Second, "steady: time measured")
-		workerArg = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
-		scenarios = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
-		jsonPath  = fs.String("json", "", "also write the results as JSON to this file")
-		cpuProf   = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
-		mysqlSync = fs.Bool("mysql-sync", false, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's")
+		pgURL      = fs.String("postgres", os.Getenv("TASKD_TEST_POSTGRES_URL"), "PostgreSQL URL for River (default $TASKD_TEST_POSTGRES_URL)")
+		mysqlDSN   = fs.String("mysql", os.Getenv("TASKD_TEST_MYSQL_DSN"), "MySQL DSN for taskd; each run makes a database of its own there (default $TASKD_TEST_MYSQL_DSN)")
+		redisURL   = fs.String("redis", os.Getenv("TASKD_TEST_REDIS_URL"), "Redis URL for taskd (default $TASKD_TEST_REDIS_URL)")
+		quick      = fs.Bool("quick", false, "a short smoke run: 10,000 jobs, 1 round, short windows (not figures to quote)")
+		rounds     = fs.Int("rounds", 3, "rounds of every scenario")
+		jobs       = fs.Int("jobs", 100_000, "burn-down: jobs inserted before the workers start")
+		capAfter   = fs.Duration("cap", 8*time.Second, "burn-down: a side still at it after this is measured over what it completed")
+		backlog    = fs.Int("backlog", 10_000, "steady: jobs the producer keeps waiting")
+		batch      = fs.Int("batch", 1_000, "steady: jobs per insert of the producer")
+		warmup     = fs.Duration("warmup", 2*time.Second, "steady: time before the window opens")
+		window     = fs.Duration("window", 4*time.Second, "steady: time measured")
+		workerArg  = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
+		scenarios  = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
+		jsonPath   = fs.String("json", "", "also write the results as JSON to this file")
+		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
+		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
+		mysqlSync  = fs.Bool("mysql-sync", false, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -184,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = ts.Close(context.WithoutCancel(ctx)) }()
+	ts.batchSize = *taskdBatch
 
 	report := Report{
 		Time: began.UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
