@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		jsonPath   = fs.String("json", "", "also write the results as JSON to this file")
 		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
 		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
-		mysqlSync  = fs.Bool("mysql-sync", false, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's")
+		mysqlSync  = fs.Bool("mysql-sync", true, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's at its defaults (-mysql-sync=false leaves the server as it runs)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -312,6 +312,7 @@ func printTable(w io.Writer, r *Report) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "River's store: %s\ntaskd's store: %s\n", r.RiverStore, r.TaskdStore)
+	fmt.Fprintln(w, durabilityNote(r.RiverStore, r.TaskdStore))
 	for _, row := range r.Rows {
 		if row.Met != nil {
 			fmt.Fprintf(w, "(h) %s, %d workers: taskd / River %.3fx (per round %s), want >= %.1f  %s\n", row.Scenario, row.Workers,
@@ -362,6 +363,20 @@ func note(row Row, jobs int) string {
 		}
 	}
 	return strings.Join(notes, "; ")
+}
+
+// durabilityNote says whether the two stores ran at the same durability, and
+// which: the (h) ratios compare like with like only when they did.
+func durabilityNote(river, taskd string) string {
+	r, t := shortDurability(river), shortDurability(taskd)
+	switch {
+	case r == "pg: WAL fsync per commit" && t == "innodb: fsync per commit":
+		return "durability: the same on both sides: every commit is fsynced before it is acknowledged (PostgreSQL's WAL; MariaDB's redo and binary logs)"
+	case r != "pg: WAL fsync per commit" && t != "innodb: fsync per commit" && t != "innodb: redo fsync per commit, binlog not":
+		return "durability: the same on both sides: commits are not fsynced one by one (" + r + "; " + t + "); a machine crash loses the last second or so"
+	default:
+		return "durability: NOT the same (River " + r + ", taskd " + t + "): the ratios compare unequal stores; -mysql-sync (the default) fsyncs MariaDB's every commit, as PostgreSQL's"
+	}
 }
 
 // shortDurability condenses a store's settings to what a commit waits for.
