@@ -84,6 +84,14 @@ const (
 	maxPollsPerEditorMax = 1000
 )
 
+// workerFlushIntervalMax and workerMaxBacklogMax bound worker.flush_interval and
+// worker.max_backlog: an outcome waiting longer than a second for company, or a
+// million waiting for their write, is a mistake.
+const (
+	workerFlushIntervalMax = time.Second
+	workerMaxBacklogMax    = 1_000_000
+)
+
 // Config configures an Engine. Every section and key has the name it has in
 // taskd's config.yaml (the yaml tags), and a zero value means the key's
 // default, as in the file; WithDefaults applies them. Only MySQL.DSN has no
@@ -382,6 +390,20 @@ type WorkerConfig struct {
 	// ShutdownTimeout is how long running handlers may finish on Stop before
 	// they are cancelled and their tasks given back. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// BatchSize is how many tasks a worker process claims in one round trip
+	// per store at most (never more than its free slots), and how many
+	// outcomes one completion transaction writes at most, 1..1000. Default
+	// dispatcher.WorkerBatchSizeDefault (100).
+	BatchSize int `yaml:"batch_size"`
+	// FlushInterval is how long a finished task's outcome may wait for
+	// others to share its transaction while other handlers run, at most 1s.
+	// Default dispatcher.WorkerFlushIntervalDefault (5ms); a negative value
+	// writes every outcome as soon as no write is in flight.
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxBacklog bounds the outcomes waiting to be written: while that many
+	// wait, the process claims nothing new, 1..1,000,000. Default
+	// dispatcher.WorkerMaxBacklogDefault (1000).
+	MaxBacklog int `yaml:"max_backlog"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
 	// does, so that workers run in the API's process too. Only the taskd
@@ -481,6 +503,9 @@ func (c Config) WithDefaults() Config {
 
 	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
 	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
+	setDefault(&c.Worker.BatchSize, dispatcher.WorkerBatchSizeDefault)
+	setDefault(&c.Worker.FlushInterval, dispatcher.WorkerFlushIntervalDefault)
+	setDefault(&c.Worker.MaxBacklog, dispatcher.WorkerMaxBacklogDefault)
 	c.Worker.Categories = slices.Clone(c.Worker.Categories)
 	c.Schedules = slices.Clone(c.Schedules)
 
@@ -770,6 +795,11 @@ func (v *validator) worker() {
 	w := v.c.Worker
 	v.between("worker.concurrency", w.Concurrency, 1, workerConcurrencyMax)
 	v.atLeast("worker.shutdown_timeout", w.ShutdownTimeout, 0)
+	v.between("worker.batch_size", w.BatchSize, 1, tasks.BatchMax)
+	if w.FlushInterval > workerFlushIntervalMax {
+		v.fail("worker.flush_interval", "must be at most %v, got %q", workerFlushIntervalMax, w.FlushInterval.String())
+	}
+	v.between("worker.max_backlog", w.MaxBacklog, 1, workerMaxBacklogMax)
 	if w.MetricsAddr != "" {
 		if err := checkHostPort(w.MetricsAddr, true); err != nil {
 			v.fail("worker.metrics_addr", "%v", err)

@@ -276,6 +276,9 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 			Handler:         mux,
 			Categories:      cfg.Worker.Categories,
 			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+			BatchSize:       cfg.Worker.BatchSize,
+			FlushInterval:   cfg.Worker.FlushInterval,
+			MaxBacklog:      cfg.Worker.MaxBacklog,
 			Logger:          e.log,
 		})
 		if err != nil {

@@ -112,8 +112,12 @@ func (p *candidatePool) takeMany(ctx context.Context, categories []string, n int
 func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, skip map[int64]bool, many bool) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	want := 1
+	if many {
+		want = n
+	}
 	for _, cat := range categories {
-		if err := p.fill(ctx, cat, skip); err != nil {
+		if err := p.fill(ctx, cat, skip, want); err != nil {
 			return nil, err
 		}
 	}
@@ -151,17 +155,26 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 	return out, nil
 }
 
-// fill makes sure cat has fresh candidates other than those in skip, reading
-// them unless another claim is reading them already. p.mu is held, and is
-// let go while reading or waiting.
-func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]bool) error {
+// fill makes sure cat has fresh candidates other than those in skip, want of
+// them when the store may have that many, reading them unless another claim
+// is reading them already. p.mu is held, and is let go while reading or
+// waiting.
+func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]bool, want int) error {
 	cc := p.cats[cat]
 	if cc == nil {
 		cc = &categoryCandidates{}
 		p.cats[cat] = cc
 	}
 	usable := func() bool {
-		return slices.ContainsFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
+		n := 0
+		for _, c := range cc.cands {
+			if !skip[c.ID] {
+				if n++; n >= want {
+					return true
+				}
+			}
+		}
+		return n > 0 && !cc.more
 	}
 	for waited := false; ; {
 		if ch := cc.reading; ch != nil {
@@ -206,7 +219,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	start := p.clock()
 	// The candidates in flight still read as claimable until their claims
 	// commit, and are left out, as are those in skip: read past them.
-	limit := min(p.limit+cc.inflight+len(skip), tasks.CandidatesLimitMax)
+	limit := min(max(p.limit, want)+cc.inflight+len(skip), tasks.CandidatesLimitMax)
 	read := p.read
 	if cc.primary && p.readPrimary != nil {
 		read = p.readPrimary

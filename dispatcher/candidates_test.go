@@ -381,3 +381,51 @@ func TestCandidatePoolReadsAgainWhenTheReaderLeaves(t *testing.T) {
 		t.Errorf("%d reads, want 2", n)
 	}
 }
+
+func TestCandidatePoolTakeManyReadsAWholeBatch(t *testing.T) {
+	// A worker's batch wants more candidates than one read of the pool's
+	// size holds: one read of the batch's size serves it, and a batch that
+	// finds fewer than it wants in store while more may be unread reads
+	// again rather than go out short.
+	ids := make([]int64, 30)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, ids...)}}
+	p := newCandidatePool(4, f.read)
+	ctx := context.Background()
+	got, err := p.takeMany(ctx, []string{"news"}, 10, nil)
+	if err != nil || !slices.Equal(pooledIDs(got), ids[:10]) {
+		t.Fatalf("takeMany 10 = %v, %v; want 1..10", pooledIDs(got), err)
+	}
+	if n := f.reads.Load(); n != 1 {
+		t.Errorf("%d reads for a batch of 10 with a pool of 4, want 1", n)
+	}
+	p.done(got, pooledIDs(got), nil)
+	f.mu.Lock()
+	f.cats["news"] = f.cats["news"][10:]
+	f.mu.Unlock()
+
+	// 4 are left in store; a batch of 10 reads again and gets all 10.
+	got, err = p.takeMany(ctx, []string{"news"}, 10, nil)
+	if err != nil || !slices.Equal(pooledIDs(got), ids[10:20]) {
+		t.Fatalf("takeMany 10 again = %v, %v; want 11..20", pooledIDs(got), err)
+	}
+	if n := f.reads.Load(); n != 2 {
+		t.Errorf("%d reads after the second batch, want 2", n)
+	}
+
+	// The store has fewer than a batch: one read, and what it has is handed
+	// out.
+	p.done(got, pooledIDs(got), nil)
+	f.mu.Lock()
+	f.cats["news"] = f.cats["news"][10:]
+	f.mu.Unlock()
+	got, _ = p.takeMany(ctx, []string{"news"}, 25, nil)
+	if !slices.Equal(pooledIDs(got), ids[20:]) {
+		t.Fatalf("takeMany 25 of 10 = %v, want 21..30", pooledIDs(got))
+	}
+	if n := f.reads.Load(); n != 3 {
+		t.Errorf("%d reads after the third batch, want 3", n)
+	}
+}

@@ -92,6 +92,56 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	}
 }
 
+// A batch wider than one candidate read of the pool (Config.Batch) is still
+// one candidate read and one round trip per store: 150 free slots get 150
+// claims, not Batch of them.
+func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	rdb := testenv.Redis(t)
+	redisCount := &roundtrip.RedisHook{}
+	rdb.AddHook(redisCount)
+	b := setup(t, setupOpts{redis: rdb, db: db})
+	b.add(t, "news", 0, 200)
+	if b.d.Config().Batch >= 150 {
+		t.Fatalf("the pool's batch is %d: the test wants a batch of claims wider than it", b.d.Config().Batch)
+	}
+	hs := make([]string, 150)
+	for i := range hs {
+		hs[i] = fmt.Sprintf("worker:w:%d", i)
+	}
+	sql0, redis0 := sqlCount.Counts(), redisCount.RoundTrips()
+	claims, err := b.d.ClaimMany(ctx, hs, []string{"news"})
+	if err != nil {
+		t.Fatalf("claim many: %v", err)
+	}
+	if len(claims) != len(hs) {
+		t.Fatalf("%d claims for %d free holders and 200 pending tasks, want %d", len(claims), len(hs), len(hs))
+	}
+	sql := sqlCount.Counts().Sub(sql0)
+	if sql.RoundTrips != 2 || sql.Commits != 1 {
+		t.Errorf("MySQL: %d round trips and %d commits, want 2 (one candidate read, one batch) and 1", sql.RoundTrips, sql.Commits)
+	}
+	if n := redisCount.RoundTrips() - redis0; n != 1 {
+		t.Errorf("%d Redis round trips, want 1", n)
+	}
+	ids := make(map[int64]bool)
+	for _, c := range claims {
+		if ids[c.Task.ID] {
+			t.Fatalf("task %d claimed twice", c.Task.ID)
+		}
+		ids[c.Task.ID] = true
+	}
+	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != len(hs) {
+		t.Fatalf("%d tasks assigned, want %d", n, len(hs))
+	}
+}
+
 // gatedCompletes is a store whose Complete waits for gate to open (closed),
 // counting the calls and their members.
 type gatedCompletes struct {

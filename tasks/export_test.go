@@ -59,3 +59,16 @@ func ListQuery(p ListParams) (query string, args []any, index string, err error)
 	q := buildListQuery(p, cur, limit)
 	return q.sql, q.args, q.index, nil
 }
+
+// ClaimBatchSQL, HeartbeatBatchSQL and CompleteSQL expose the worker batches'
+// statement batches for EXPLAIN tests.
+func ClaimBatchSQL(s *Store, ps []ClaimParams) (string, []any, error) { return s.claimBatchSQL(ps) }
+
+func HeartbeatBatchSQL(s *Store, ps []HeartbeatParams) (string, []any, error) {
+	return s.heartbeatBatchSQL(ps)
+}
+
+func CompleteSQL(s *Store, os []Outcome) (string, []any, error) {
+	q, args, _, err := s.completeSQL(os)
+	return q, args, err
+}

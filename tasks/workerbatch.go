@@ -105,27 +105,69 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 		return nil, nil
 	}
 	fail := func(err error) ([]ClaimResult, error) { return nil, fmt.Errorf("claim batch: %w", err) }
-	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+	query, args, err := s.claimBatchSQL(ps)
+	if err != nil {
 		return fail(err)
+	}
+	type row struct {
+		ThisBatch bool `db:"this_batch"`
+		Paused    bool `db:"paused"`
+		Task
+	}
+	byID := make(map[int64]row, len(ps))
+	scan := func(rows *sqlx.Rows) error {
+		clear(byID)
+		for rows.Next() {
+			var r row
+			if err := rows.StructScan(&r); err != nil {
+				return err
+			}
+			byID[r.ID] = r
+		}
+		return rows.Err()
+	}
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(lostRace(err))
+	}
+	out := make([]ClaimResult, len(ps))
+	for i, p := range ps {
+		r, ok := byID[p.TaskID]
+		switch {
+		case ok && r.ThisBatch && r.Status == StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder:
+			out[i].Claim = claimOf(r.Task)
+		case ok && r.Paused && r.Status == StatusPending && r.Fence == p.Fence:
+			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, ErrPaused)
+		default:
+			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, ErrStale)
+		}
+	}
+	return out, nil
+}
+
+// claimBatchSQL checks the members of a ClaimBatch and writes its statement
+// batch.
+func (s *Store) claimBatchSQL(ps []ClaimParams) (string, []any, error) {
+	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+		return "", nil, err
 	}
 	lease, err := s.checkClaimParams(ps[0])
 	if err != nil {
-		return fail(err)
+		return "", nil, err
 	}
 	ids := make([]int64, len(ps))
 	fences := make([]int64, len(ps))
 	holders := make([]string, len(ps))
 	for i, p := range ps {
 		if _, err := s.checkClaimParams(p); err != nil {
-			return fail(fmt.Errorf("task %d: %w", p.TaskID, err))
+			return "", nil, fmt.Errorf("task %d: %w", p.TaskID, err)
 		}
 		switch {
 		case p.EditorID != 0:
-			return fail(fmt.Errorf("%w: task %d: only workers claim in batches", ErrInvalid, p.TaskID))
+			return "", nil, fmt.Errorf("%w: task %d: only workers claim in batches", ErrInvalid, p.TaskID)
 		case p.Status != StatusPending:
-			return fail(fmt.Errorf("%w: task %d: the task must be pending, not %q", ErrInvalid, p.TaskID, p.Status))
+			return "", nil, fmt.Errorf("%w: task %d: the task must be pending, not %q", ErrInvalid, p.TaskID, p.Status)
 		case p.Lease != ps[0].Lease || p.TraceContext != ps[0].TraceContext:
-			return fail(fmt.Errorf("%w: task %d: the members' leases and trace contexts differ", ErrInvalid, p.TaskID))
+			return "", nil, fmt.Errorf("%w: task %d: the members' leases and trace contexts differ", ErrInvalid, p.TaskID)
 		}
 		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
 	}
@@ -156,40 +198,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 		taskColumns + " FROM tasks WHERE id IN (")
 	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(");\nCOMMIT")
-
-	type row struct {
-		ThisBatch bool `db:"this_batch"`
-		Paused    bool `db:"paused"`
-		Task
-	}
-	byID := make(map[int64]row, len(ps))
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		return rows.Err()
-	}
-	if err := s.batch(ctx, q.String(), args, scan); err != nil {
-		return fail(lostRace(err))
-	}
-	out := make([]ClaimResult, len(ps))
-	for i, p := range ps {
-		r, ok := byID[p.TaskID]
-		switch {
-		case ok && r.ThisBatch && r.Status == StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder:
-			out[i].Claim = claimOf(r.Task)
-		case ok && r.Paused && r.Status == StatusPending && r.Fence == p.Fence:
-			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, ErrPaused)
-		default:
-			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, ErrStale)
-		}
-	}
-	return out, nil
+	return q.String(), args, nil
 }
 
 // Renewed is one member's answer in HeartbeatBatch: the claim's new deadline, or
@@ -216,22 +225,64 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []HeartbeatParams) ([]Ren
 		return nil, nil
 	}
 	fail := func(err error) ([]Renewed, error) { return nil, fmt.Errorf("heartbeat batch: %w", err) }
-	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+	query, args, err := s.heartbeatBatchSQL(ps)
+	if err != nil {
 		return fail(err)
+	}
+	type row struct {
+		ID      int64     `db:"id"`
+		Expires time.Time `db:"expires"`
+		AtLimit bool      `db:"at_limit"`
+	}
+	byID := make(map[int64]row, len(ps))
+	scan := func(rows *sqlx.Rows) error {
+		clear(byID)
+		for rows.Next() {
+			var r row
+			if err := rows.StructScan(&r); err != nil {
+				return err
+			}
+			byID[r.ID] = r
+		}
+		return rows.Err()
+	}
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(err)
+	}
+	out := make([]Renewed, len(ps))
+	for i, p := range ps {
+		r, ok := byID[p.TaskID]
+		switch {
+		case !ok:
+			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrStale)
+		case r.AtLimit:
+			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrHoldLimit)
+		default:
+			out[i].LeaseExpiresAt = r.Expires
+		}
+	}
+	return out, nil
+}
+
+// heartbeatBatchSQL checks the members of a HeartbeatBatch and writes its
+// statement batch.
+func (s *Store) heartbeatBatchSQL(ps []HeartbeatParams) (string, []any, error) {
+	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+		return "", nil, err
 	}
 	lease, err := s.checkLease(ps[0].Lease)
 	if err != nil {
-		return fail(err)
+		return "", nil, err
 	}
 	ids := make([]int64, len(ps))
 	fences := make([]int64, len(ps))
 	holders := make([]string, len(ps))
 	for i, p := range ps {
 		if p.Lease != ps[0].Lease {
-			return fail(fmt.Errorf("%w: task %d: the members' leases differ", ErrInvalid, p.TaskID))
+			return "", nil, fmt.Errorf("%w: task %d: the members' leases differ", ErrInvalid, p.TaskID)
 		}
 		if err := checkHolder(p.Holder); err != nil {
-			return fail(fmt.Errorf("task %d: %w", p.TaskID, err))
+			return "", nil, fmt.Errorf("task %d: %w", p.TaskID, err)
 		}
 		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
 	}
@@ -254,40 +305,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []HeartbeatParams) ([]Ren
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
 	q.WriteString(belowLimit + ";\nCOMMIT")
 	args = append(args, hold)
-
-	type row struct {
-		ID      int64     `db:"id"`
-		Expires time.Time `db:"expires"`
-		AtLimit bool      `db:"at_limit"`
-	}
-	byID := make(map[int64]row, len(ps))
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		return rows.Err()
-	}
-	if err := s.batch(ctx, q.String(), args, scan); err != nil {
-		return fail(err)
-	}
-	out := make([]Renewed, len(ps))
-	for i, p := range ps {
-		r, ok := byID[p.TaskID]
-		switch {
-		case !ok:
-			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrStale)
-		case r.AtLimit:
-			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrHoldLimit)
-		default:
-			out[i].LeaseExpiresAt = r.Expires
-		}
-	}
-	return out, nil
+	return q.String(), args, nil
 }
 
 // Outcome is how a worker's claim ended, for Complete: done with a result, or failed.
@@ -331,8 +349,76 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 		return nil, nil
 	}
 	fail := func(err error) ([]Completed, error) { return nil, fmt.Errorf("complete batch: %w", err) }
-	if err := checkBatch(len(os), func(i int) int64 { return os[i].TaskID }); err != nil {
+	query, args, dead, err := s.completeSQL(os)
+	if err != nil {
 		return fail(err)
+	}
+	type row struct {
+		ID           int64     `db:"id"`
+		Category     string    `db:"category"`
+		AssignedAt   time.Time `db:"assigned_at"`
+		TraceContext string    `db:"trace_context"`
+		LastAttempt  bool      `db:"last_attempt"`
+	}
+	byID := make(map[int64]row, len(os))
+	var now time.Time
+	scan := func(rows *sqlx.Rows) error {
+		clear(byID)
+		for rows.Next() {
+			var r row
+			if err := rows.StructScan(&r); err != nil {
+				return err
+			}
+			byID[r.ID] = r
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if !rows.NextResultSet() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return errors.New("the batch's instant is missing from the answer")
+		}
+		if !rows.Next() {
+			return errors.New("the batch's instant is missing from the answer")
+		}
+		return rows.Scan(&now)
+	}
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(err)
+	}
+	isDead := make(map[int64]bool, len(dead))
+	for _, id := range dead {
+		isDead[id] = true
+	}
+	out := make([]Completed, len(os))
+	for i, o := range os {
+		r, ok := byID[o.TaskID]
+		if !ok {
+			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, ErrStale)
+			continue
+		}
+		status := StatusDone
+		if o.Result == nil {
+			status = StatusPending
+			if isDead[o.TaskID] || r.LastAttempt {
+				status = StatusDead
+			}
+		}
+		out[i].Ended = &Ended{
+			TaskID: o.TaskID, Holder: o.Holder, Category: r.Category, Status: status,
+			AssignedAt: r.AssignedAt, EndedAt: now, TraceContext: r.TraceContext,
+		}
+	}
+	return out, nil
+}
+
+// completeSQL checks the members of a Complete and writes its statement
+// batch; dead are the members that die whatever their attempts.
+func (s *Store) completeSQL(os []Outcome) (string, []any, []int64, error) {
+	if err := checkBatch(len(os), func(i int) int64 { return os[i].TaskID }); err != nil {
+		return "", nil, nil, err
 	}
 	var all, done, failed struct {
 		ids     []int64
@@ -344,19 +430,19 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 	var dead []int64
 	for _, o := range os {
 		if err := checkHolder(o.Holder); err != nil {
-			return fail(fmt.Errorf("task %d: %w", o.TaskID, err))
+			return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 		}
 		all.ids, all.fences, all.holders = append(all.ids, o.TaskID), append(all.fences, o.Fence), append(all.holders, o.Holder)
 		if o.Result != nil {
 			if err := CheckResult(o.Result); err != nil {
-				return fail(fmt.Errorf("task %d: %w", o.TaskID, err))
+				return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 			}
 			done.ids, done.fences, done.holders = append(done.ids, o.TaskID), append(done.fences, o.Fence), append(done.holders, o.Holder)
 			results = append(results, string(o.Result))
 			continue
 		}
 		if o.Backoff < 0 {
-			return fail(fmt.Errorf("%w: task %d: backoff must not be negative", ErrInvalid, o.TaskID))
+			return "", nil, nil, fmt.Errorf("%w: task %d: backoff must not be negative", ErrInvalid, o.TaskID)
 		}
 		failed.ids, failed.fences, failed.holders = append(failed.ids, o.TaskID), append(failed.fences, o.Fence), append(failed.holders, o.Holder)
 		lastErrs = append(lastErrs, truncate(o.Err, maxLastErrorLen))
@@ -437,64 +523,5 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 		q.WriteString(";\n")
 	}
 	q.WriteString("SELECT CAST(@taskd_now AS DATETIME(3)) AS now;\nCOMMIT")
-
-	type row struct {
-		ID           int64     `db:"id"`
-		Category     string    `db:"category"`
-		AssignedAt   time.Time `db:"assigned_at"`
-		TraceContext string    `db:"trace_context"`
-		LastAttempt  bool      `db:"last_attempt"`
-	}
-	byID := make(map[int64]row, len(os))
-	var now time.Time
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if !rows.NextResultSet() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return errors.New("the batch's instant is missing from the answer")
-		}
-		if !rows.Next() {
-			return errors.New("the batch's instant is missing from the answer")
-		}
-		return rows.Scan(&now)
-	}
-	if err := s.batch(ctx, q.String(), args, scan); err != nil {
-		return fail(err)
-	}
-	isDead := make(map[int64]bool, len(dead))
-	for _, id := range dead {
-		isDead[id] = true
-	}
-	out := make([]Completed, len(os))
-	for i, o := range os {
-		r, ok := byID[o.TaskID]
-		if !ok {
-			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, ErrStale)
-			continue
-		}
-		status := StatusDone
-		if o.Result == nil {
-			status = StatusPending
-			if isDead[o.TaskID] || r.LastAttempt {
-				status = StatusDead
-			}
-		}
-		out[i].Ended = &Ended{
-			TaskID: o.TaskID, Holder: o.Holder, Category: r.Category, Status: status,
-			AssignedAt: r.AssignedAt, EndedAt: now, TraceContext: r.TraceContext,
-		}
-	}
-	return out, nil
+	return q.String(), args, dead, nil
 }

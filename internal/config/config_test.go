@@ -205,6 +205,12 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_REDIS_DIAL_TIMEOUT", "-1s", "redis.dial_timeout", "at least 1ms"},
 		{"TASKD_WORKER_CONCURRENCY", "-1", "worker.concurrency", "must be 1..1024"},
 		{"TASKD_WORKER_CATEGORIES", "a,a", "worker.categories", "listed twice"},
+		{"TASKD_WORKER_BATCH_SIZE", "1001", "worker.batch_size", "must be 1..1000, got 1001"},
+		{"TASKD_WORKER_BATCH_SIZE", "-1", "worker.batch_size", "must be 1..1000, got -1"},
+		{"TASKD_WORKER_FLUSH_INTERVAL", "2s", "worker.flush_interval", `must be at most 1s, got "2s"`},
+		{"TASKD_WORKER_FLUSH_INTERVAL", "often", "worker.flush_interval", "must be a duration"},
+		{"TASKD_WORKER_MAX_BACKLOG", "0x", "worker.max_backlog", "must be an integer"},
+		{"TASKD_WORKER_MAX_BACKLOG", "2000000", "worker.max_backlog", "must be 1..1000000, got 2000000"},
 		{"TASKD_WORKER_IN_SERVE", "2", "worker.in_serve", "true or false"},
 		{"TASKD_WORKER_METRICS_ADDR", "9090", "worker.metrics_addr", "must be host:port"},
 		{"TASKD_ADMIN_TOKEN", "short", "admin_token", "at least 16 characters, got 5"},
@@ -379,7 +385,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		case "dispatch.max_hold":
 			env[k.Env] = "1h"
 		case "dispatch.skip_for", "dispatch.release_cooldown", "dispatch.poll_interval":
-		case "redis.node_timeout":
+		case "redis.node_timeout", "worker.flush_interval":
 			env[k.Env] = "7ms"
 		}
 		if k.Type == "bool" {

@@ -130,6 +130,31 @@ func TestShortDurability(t *testing.T) {
 	}
 }
 
+func TestDurabilityNote(t *testing.T) {
+	const (
+		pgSync   = "PostgreSQL 15: fsync=on, synchronous_commit=on, full_page_writes=on"
+		pgAsync  = "PostgreSQL 15: fsync=on, synchronous_commit=off, full_page_writes=on"
+		dbSync   = "MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=0, binary log on, sync_binlog=1"
+		dbRedo   = "MariaDB 10.11: innodb_flush_log_at_trx_commit=1, innodb_doublewrite=0, binary log on, sync_binlog=0"
+		dbLazy   = "MariaDB 10.11: innodb_flush_log_at_trx_commit=2, innodb_doublewrite=0, binary log on, sync_binlog=0"
+		same     = "durability: the same on both sides: every commit is fsynced"
+		sameLazy = "durability: the same on both sides: commits are not fsynced one by one"
+		differ   = "durability: NOT the same"
+	)
+	for _, c := range []struct{ river, taskd, want string }{
+		{pgSync, dbSync, same},
+		{pgAsync, dbLazy, sameLazy},
+		{pgSync, dbLazy, differ},
+		{pgSync, dbRedo, differ},
+		{pgAsync, dbSync, differ},
+		{pgAsync, dbRedo, differ},
+	} {
+		if got := durabilityNote(c.river, c.taskd); !strings.HasPrefix(got, c.want) {
+			t.Errorf("durabilityNote(%q, %q) = %q, want it to start %q", c.river, c.taskd, got, c.want)
+		}
+	}
+}
+
 func TestRunRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-postgres", "", "-mysql", "x", "-redis", "x"},

@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,21 +110,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		pgURL     = fs.String("postgres", os.Getenv("TASKD_TEST_POSTGRES_URL"), "PostgreSQL URL for River (default $TASKD_TEST_POSTGRES_URL)")
-		mysqlDSN  = fs.String("mysql", os.Getenv("TASKD_TEST_MYSQL_DSN"), "MySQL DSN for taskd; each run makes a database of its own there (default $TASKD_TEST_MYSQL_DSN)")
-		redisURL  = fs.String("redis", os.Getenv("TASKD_TEST_REDIS_URL"), "Redis URL for taskd (default $TASKD_TEST_REDIS_URL)")
-		quick     = fs.Bool("quick", false, "a short smoke run: 10,000 jobs, 1 round, short windows (not figures to quote)")
-		rounds    = fs.Int("rounds", 3, "rounds of every scenario")
-		jobs      = fs.Int("jobs", 100_000, "burn-down: jobs inserted before the workers start")
-		capAfter  = fs.Duration("cap", 8*time.Second, "burn-down: a side still at it after this is measured over what it completed")
-		backlog   = fs.Int("backlog", 10_000, "steady: jobs the producer keeps waiting")
-		batch     = fs.Int("batch", 1_000, "steady: jobs per insert of the producer")
-		warmup    = fs.Duration("warmup", 2*time.Second, "steady: time before the window opens")
-		window    = fs.Duration("window", 4*time.Second, "steady: time measured")
-		workerArg = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
-		scenarios = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
-		jsonPath  = fs.String("json", "", "also write the results as JSON to this file")
-		mysqlSync = fs.Bool("mysql-sync", false, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's")
+		pgURL      = fs.String("postgres", os.Getenv("TASKD_TEST_POSTGRES_URL"), "PostgreSQL URL for River (default $TASKD_TEST_POSTGRES_URL)")
+		mysqlDSN   = fs.String("mysql", os.Getenv("TASKD_TEST_MYSQL_DSN"), "MySQL DSN for taskd; each run makes a database of its own there (default $TASKD_TEST_MYSQL_DSN)")
+		redisURL   = fs.String("redis", os.Getenv("TASKD_TEST_REDIS_URL"), "Redis URL for taskd (default $TASKD_TEST_REDIS_URL)")
+		quick      = fs.Bool("quick", false, "a short smoke run: 10,000 jobs, 1 round, short windows (not figures to quote)")
+		rounds     = fs.Int("rounds", 3, "rounds of every scenario")
+		jobs       = fs.Int("jobs", 100_000, "burn-down: jobs inserted before the workers start")
+		capAfter   = fs.Duration("cap", 8*time.Second, "burn-down: a side still at it after this is measured over what it completed")
+		backlog    = fs.Int("backlog", 10_000, "steady: jobs the producer keeps waiting")
+		batch      = fs.Int("batch", 1_000, "steady: jobs per insert of the producer")
+		warmup     = fs.Duration("warmup", 2*time.Second, "steady: time before the window opens")
+		window     = fs.Duration("window", 4*time.Second, "steady: time measured")
+		workerArg  = fs.String("workers", "16,100,1000", "worker counts, comma-separated")
+		scenarios  = fs.String("scenarios", "burn-down,steady", "scenarios to run, comma-separated")
+		jsonPath   = fs.String("json", "", "also write the results as JSON to this file")
+		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
+		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
+		mysqlSync  = fs.Bool("mysql-sync", true, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's at its defaults (-mysql-sync=false leaves the server as it runs)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -159,6 +162,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
 	began := time.Now()
 	rs, err := newRiverSide(ctx, *pgURL)
 	if err != nil {
@@ -170,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = ts.Close(context.WithoutCancel(ctx)) }()
+	ts.batchSize = *taskdBatch
 
 	report := Report{
 		Time: began.UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
@@ -296,6 +312,7 @@ func printTable(w io.Writer, r *Report) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "River's store: %s\ntaskd's store: %s\n", r.RiverStore, r.TaskdStore)
+	fmt.Fprintln(w, durabilityNote(r.RiverStore, r.TaskdStore))
 	for _, row := range r.Rows {
 		if row.Met != nil {
 			fmt.Fprintf(w, "(h) %s, %d workers: taskd / River %.3fx (per round %s), want >= %.1f  %s\n", row.Scenario, row.Workers,
@@ -346,6 +363,20 @@ func note(row Row, jobs int) string {
 		}
 	}
 	return strings.Join(notes, "; ")
+}
+
+// durabilityNote says whether the two stores ran at the same durability, and
+// which: the (h) ratios compare like with like only when they did.
+func durabilityNote(river, taskd string) string {
+	r, t := shortDurability(river), shortDurability(taskd)
+	switch {
+	case r == "pg: WAL fsync per commit" && t == "innodb: fsync per commit":
+		return "durability: the same on both sides: every commit is fsynced before it is acknowledged (PostgreSQL's WAL; MariaDB's redo and binary logs)"
+	case r != "pg: WAL fsync per commit" && t != "innodb: fsync per commit" && t != "innodb: redo fsync per commit, binlog not":
+		return "durability: the same on both sides: commits are not fsynced one by one (" + r + "; " + t + "); a machine crash loses the last second or so"
+	default:
+		return "durability: NOT the same (River " + r + ", taskd " + t + "): the ratios compare unequal stores; -mysql-sync (the default) fsyncs MariaDB's every commit, as PostgreSQL's"
+	}
 }
 
 // shortDurability condenses a store's settings to what a commit waits for.

@@ -35,6 +35,8 @@ type taskdSide struct {
 	engine    *taskd.Engine
 	ran       atomic.Int64
 	batch     []tasks.NewTask
+	// batchSize is worker.batch_size, 0 for its default.
+	batchSize int
 	logCounter
 	// restore is the server's settings to put back on Close, when
 	// newTaskdSide changed them.
@@ -121,7 +123,7 @@ func (ts *taskdSide) Reset(ctx context.Context, workers int) error {
 	ts.engine, err = taskd.New(taskd.Config{
 		MySQL:  taskd.MySQLConfig{DSN: cfg.FormatDSN()},
 		Redis:  taskd.RedisConfig{Addrs: []string{ts.redisAddr}, DB: ts.redisDB, KeyPrefix: "taskd-river-" + suffix + ":"},
-		Worker: taskd.WorkerConfig{Concurrency: workers},
+		Worker: taskd.WorkerConfig{Concurrency: workers, BatchSize: ts.batchSize},
 	}, taskd.WithHandler(taskdCategory, noop), taskd.WithLogger(ts.logger()))
 	if err != nil {
 		return fmt.Errorf("new engine: %w", err)
