@@ -71,14 +71,14 @@ func TestEndedStatus(t *testing.T) {
 	ids := b.insert(t, tasks.NewTask{Category: "c", Title: "a"}, tasks.NewTask{Category: "c", Title: "b"},
 		tasks.NewTask{Category: "c", Title: "c"})
 	check(ids[0], "pending", "NULL")
-	c := b.claim(t, ids[0], "w", 0, time.Minute)
+	b.claim(t, ids[0], "w", 0, time.Minute)
 	check(ids[0], "assigned", "NULL")
 	b.expireLease(t, ids[0])
 	if rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil || len(rs) != 1 {
 		t.Fatalf("recycle: %v, %v", rs, err)
 	}
 	check(ids[0], "recycled", "NULL")
-	c = b.claim(t, ids[0], "w", 0, time.Minute)
+	c := b.claim(t, ids[0], "w", 0, time.Minute)
 	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: ids[0], Fence: c.Fence, Holder: "w", Result: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
