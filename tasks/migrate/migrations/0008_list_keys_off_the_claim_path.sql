@@ -3,9 +3,9 @@
 -- tasks_status_created, tasks_category_created and tasks_done began with status, so
 -- every claim (pending -> assigned), every recycle and release (assigned -> pending)
 -- and every submit (assigned -> done) moved an entry in each of them, besides the keys
--- a claim needs (tasks_candidate, tasks_expiry, tasks_editor). Measured on a 2-core
--- machine, those three moves and tasks_holder_created's were 40% of the MariaDB CPU of
--- recycling an expired claim.
+-- a claim needs (tasks_candidate, tasks_expiry, tasks_editor). Recycling 100,000
+-- expired claims on a 2-core machine cost 24.6 InnoDB page writes and about 70 µs of
+-- MariaDB CPU per claim with them, 15.9 and about 47 µs with the keys below.
 --
 -- ended_status is status once the task has ended (done, dead or cancelled), NULL while
 -- it is pending or assigned. The three keys hold it instead of status: a claim, a
