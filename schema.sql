@@ -86,6 +86,10 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- due_at with NULL as the far future, so that an index reads tasks with a due_at
   -- first, earliest first, then the others. Not part of the API.
   due_order        DATETIME(3) AS (COALESCE(due_at, TIMESTAMP'9999-12-31 23:59:59.999')) STORED,
+  -- status once the task has ended (done, dead or cancelled), NULL while it is pending
+  -- or assigned, for the list keys below: a claim, a recycle or a release leaves it
+  -- NULL and so moves no entry in them. Not part of the API.
+  ended_status     ENUM('done', 'dead', 'cancelled') AS (IF(status IN ('pending', 'assigned'), NULL, status)) STORED,
   PRIMARY KEY (id),
   -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
@@ -93,12 +97,13 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_candidate (status, category, priority DESC, due_order, id),
   UNIQUE KEY tasks_key (task_key),
   -- The task list (GET /v1/tasks): newest or oldest first by (created_at, id), read in
-  -- index order per filter; tasks_done orders by done time.
+  -- index order per filter; tasks_done orders by done time. The keys by status hold
+  -- ended_status, not status, so that claims and recycles do not move their entries.
   KEY tasks_created (created_at, id),
-  KEY tasks_status_created (status, created_at, id),
-  KEY tasks_category_created (category, status, created_at, id),
+  KEY tasks_ended_created (ended_status, created_at, id),
+  KEY tasks_category_created (category, ended_status, created_at, id),
   KEY tasks_holder_created (holder, created_at, id),
-  KEY tasks_done (status, done_at, id),
+  KEY tasks_done (ended_status, done_at, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
   -- The task an editor holds (at most one: see the header).

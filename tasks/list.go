@@ -95,8 +95,10 @@ type listQuery struct {
 
 // listIndex picks the index a list with these filters reads, in this order: the
 // unique key (at most one task), the editor's task (at most one), the done time
-// (with the status, or a branch per status), the holder, the category (likewise),
-// the status, the creation time. tasks/EXPLAIN.md says which combinations cost a bounded read.
+// (with the status, or a branch per ended status), the holder, the assigned status
+// (tasks_expiry: every claim, sorted), the category (with the status, or a branch per
+// ended status), the status, the creation time. tasks/EXPLAIN.md says which
+// combinations cost a bounded read.
 func listIndex(p ListParams) string {
 	switch {
 	case p.Key != "":
@@ -107,12 +109,37 @@ func listIndex(p ListParams) string {
 		return "tasks_done"
 	case p.Holder != "":
 		return "tasks_holder_created"
+	case p.Status == StatusAssigned:
+		return "tasks_expiry"
 	case p.Category != "":
 		return "tasks_category_created"
 	case p.Status != "":
-		return "tasks_status_created"
+		return "tasks_ended_created"
 	}
 	return "tasks_created"
+}
+
+// endedKeys are the list keys that hold ended_status instead of status (schema.sql):
+// a status condition on them is written on ended_status, so that the read is a range
+// of the key.
+var endedKeys = map[string]bool{"tasks_ended_created": true, "tasks_category_created": true, "tasks_done": true}
+
+// endedBranches are the values of ended_status, "" for NULL (pending or assigned): a
+// list by tasks_category_created or tasks_done without a status reads one branch per
+// value.
+var endedBranches = []Status{"", StatusDone, StatusDead, StatusCancelled}
+
+// statusCond is the condition that keeps tasks in status st, on index: on a key of
+// ended_status, the range of that status (an ended one), or the open range and the
+// status in it (pending or assigned).
+func statusCond(index string, st Status) (string, []any) {
+	if !endedKeys[index] {
+		return "t.status = ?", []any{string(st)}
+	}
+	if st == StatusPending || st == StatusAssigned {
+		return "t.ended_status IS NULL AND t.status = ?", []any{string(st)}
+	}
+	return "t.ended_status = ?", []any{string(st)}
 }
 
 // buildListQuery builds the list query for validated params and a decoded cursor
@@ -129,9 +156,9 @@ func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
 	}
 	index := listIndex(p)
 
-	// where returns the conditions and arguments of one branch, with status as
-	// the branch's status ("" for none).
-	where := func(status Status) (string, []any) {
+	// where returns the conditions and arguments of one branch, with status the
+	// condition on the status ("" for none).
+	where := func(status string, statusArgs []any) (string, []any) {
 		var conds []string
 		var args []any
 		add := func(cond string, a ...any) {
@@ -151,7 +178,7 @@ func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
 			add("t.category = ?", p.Category)
 		}
 		if status != "" {
-			add("t.status = ?", string(status))
+			add(status, statusArgs...)
 		}
 		if !p.CreatedAfter.IsZero() {
 			add("t.created_at >= ?", p.CreatedAfter)
@@ -182,15 +209,23 @@ func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
 	order := fmt.Sprintf("ORDER BY %s %s, t.id %s LIMIT ?", col, dir, dir)
 
 	if (index == "tasks_category_created" || index == "tasks_done") && p.Status == "" {
-		// One branch per status, each read in index order and stopped by its
-		// LIMIT; the outer ORDER BY merges at most len(Statuses()) * (limit+1) rows.
+		// One branch per value of ended_status, each read in index order and
+		// stopped by its LIMIT; the outer ORDER BY merges at most
+		// len(endedBranches) * (limit+1) rows. Pending and assigned tasks have
+		// no done time: a list by done time reads no open branch.
 		var q strings.Builder
 		var args []any
-		for i, st := range Statuses() {
-			if i > 0 {
+		for _, st := range endedBranches {
+			cond, condArgs := "t.ended_status IS NULL", []any(nil)
+			if st != "" {
+				cond, condArgs = "t.ended_status = ?", []any{string(st)}
+			} else if byDone {
+				continue
+			}
+			if q.Len() > 0 {
 				q.WriteString("\nUNION ALL\n")
 			}
-			w, a := where(st)
+			w, a := where(cond, condArgs)
 			fmt.Fprintf(&q, "(SELECT %s FROM tasks t FORCE INDEX (%s)%s\n\t%s)", taskListColumns, index, w, order)
 			args = append(append(args, a...), limit+1)
 		}
@@ -198,7 +233,12 @@ func buildListQuery(p ListParams, cur *listCursor, limit int) listQuery {
 		q.WriteString("\n" + outer)
 		return listQuery{sql: q.String(), args: append(args, limit+1), index: index}
 	}
-	w, args := where(p.Status)
+	var cond string
+	var condArgs []any
+	if p.Status != "" {
+		cond, condArgs = statusCond(index, p.Status)
+	}
+	w, args := where(cond, condArgs)
 	q := fmt.Sprintf("SELECT %s FROM tasks t FORCE INDEX (%s)%s\n%s", taskListColumns, index, w, order)
 	return listQuery{sql: q, args: append(args, limit+1), index: index}
 }
@@ -283,10 +323,12 @@ func statusList() string {
 // pages, and a deep page costs what the first one does.
 //
 // Each filter, and status with category, reads an index in the list's order and
-// stops after Limit+1 rows: the cost does not grow with the pool (see
-// tasks/EXPLAIN.md, which also names the combinations that filter rows an index
-// read, such as a holder with a status). ListTasks returns ErrInvalid for a bad
-// filter, limit or cursor, or a cursor of a list in another order.
+// stops after Limit+1 rows: the cost does not grow with the pool. Two statuses
+// cost the claims instead: a list of pending tasks also passes over the assigned
+// ones between them, and a list of assigned tasks reads and sorts every assigned
+// task (see tasks/EXPLAIN.md, which also names the combinations that filter rows an
+// index read, such as a holder with a status). ListTasks returns ErrInvalid for a
+// bad filter, limit or cursor, or a cursor of a list in another order.
 func (s *Store) ListTasks(ctx context.Context, p ListParams) (*TaskPage, error) {
 	limit, cur, err := p.validate()
 	if err != nil {

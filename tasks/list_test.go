@@ -113,6 +113,8 @@ func listCases(base time.Time, editorID int64) []tasks.ListParams {
 		{DoneAfter: at(10), DoneBefore: at(30)},
 		{DoneBefore: at(25)},
 		{DoneAfter: at(5), Status: tasks.StatusDone},
+		{Status: tasks.StatusAssigned},
+		{Category: "c0", Status: tasks.StatusAssigned, CreatedBefore: at(50)},
 		// Combinations that filter rows of an index read: correct, not bounded.
 		{Holder: "w1", Status: tasks.StatusDead},
 		{DoneAfter: at(1), Category: "c0"},

@@ -138,7 +138,10 @@ type Report struct {
 	// Targets judges the issue's targets on the medians of the repeated
 	// runs.
 	Targets []Target `json:"targets"`
-	Notes   []string `json:"notes"`
+	// CPU is the MariaDB server's CPU per cycle (a, b) and per job (f) of
+	// each strategy, medians of the repeated runs.
+	CPU   []CPULine `json:"mysql_cpu"`
+	Notes []string  `json:"notes"`
 }
 
 // Notes printed under every table.
@@ -151,6 +154,7 @@ var notes = []string{
 	"f-workers: editors = 16w means 16 background worker slots with a no-op handler; cycles/s is jobs/s (claim, run, commit of the result). mysql-skip-locked there is a worker loop in River's model: per job, BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1; UPDATE to assigned; COMMIT; then UPDATE to done + result row in a transaction of its own",
 	"a, b and f run " + fmt.Sprint(RoundsDefault) + " times each (unless -rounds says otherwise), interleaved, each run in a fresh database; the target lines judge the median cycles/s of each strategy and the median of the per-run ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
+	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
@@ -172,6 +176,7 @@ func RunScenario(ctx context.Context, cfg Config, name string, p Preset, w Workl
 	finish := func() {
 		rep.Ratios = ratios(rep.Results)
 		rep.Targets = targets(rep.Results)
+		rep.CPU = cpuLines(rep.Results)
 	}
 	for i, r := range runs {
 		if r.round > 0 {
@@ -322,6 +327,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 		for _, t := range rep.Targets {
 			fmt.Fprintln(w, t.String())
+		}
+	}
+	if len(rep.CPU) > 0 {
+		fmt.Fprintln(w)
+		for _, c := range rep.CPU {
+			fmt.Fprintln(w, c.String())
 		}
 	}
 	fmt.Fprintln(w)
