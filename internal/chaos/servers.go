@@ -180,7 +180,7 @@ func (m *mariaDB) Start(ctx context.Context) error {
 		"--skip-name-resolve", "--skip-log-bin",
 		// Fast: a commit is written to the OS at once (so it survives a
 		// kill -9 of the server) and flushed to disk once a second.
-		"--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0",
+		"--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0", "--innodb-autoinc-lock-mode=2",
 		"--innodb-buffer-pool-size=128M", "--max-connections=500",
 		"--character-set-server=utf8mb4", "--default-time-zone=+00:00")
 	if err != nil {
