@@ -37,8 +37,8 @@ import (
 // GroupCommitDefault is Config.GroupCommit's default.
 const GroupCommitDefault = 64
 
-// groupCommitMax bounds Config.GroupCommit.
-const groupCommitMax = 1000
+// GroupCommitMax is the largest Config.GroupCommit.
+const GroupCommitMax = 1000
 
 // groupTimeout bounds the time a group spends on the server, retries and splits
 // included. A group runs on a context of its own, not any one member's, so that a

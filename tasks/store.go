@@ -136,8 +136,8 @@ func (c Config) validate() error {
 	if c.InsertBatchSize < 1 || c.InsertBatchSize > 5000 {
 		return fmt.Errorf("%w: InsertBatchSize must be 1..5000", ErrInvalid)
 	}
-	if c.GroupCommit < 1 || c.GroupCommit > groupCommitMax {
-		return fmt.Errorf("%w: GroupCommit must be 1..%d", ErrInvalid, groupCommitMax)
+	if c.GroupCommit < 1 || c.GroupCommit > GroupCommitMax {
+		return fmt.Errorf("%w: GroupCommit must be 1..%d", ErrInvalid, GroupCommitMax)
 	}
 	if c.ReplicaTimeout < time.Millisecond || c.ReplicaRest < 0 {
 		return fmt.Errorf("%w: ReplicaTimeout must be at least 1ms and ReplicaRest not negative", ErrInvalid)
