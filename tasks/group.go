@@ -19,10 +19,11 @@ import (
 // of a SELECT, not errors. Such batches of different claimants can therefore run
 // one after the other in one transaction: each sees the rows as the ones before it
 // left them, as it would have in a transaction of its own committed after theirs.
-// A committer sends them so: while a group is in flight, the batches that arrive
-// wait, and the next group takes all of them (up to Config.GroupCommit) in one
-// round trip and one commit. A batch that finds no group in flight goes at once,
-// as a group of one: there is no timer, and a lone claimant waits for nobody.
+// A committer sends them so: while its groups are in flight (groupFlights at
+// most), the batches that arrive wait, and the next group takes all of them (up
+// to Config.GroupCommit) in one round trip and one commit. A batch that finds a
+// flight free goes at once, as a group of one: there is no timer, and a lone
+// claimant waits for nobody.
 //
 // A group's parts only set user variables (@taskd_*) before they read them, so a
 // part never sees a value a part before it left. Each part knows how many result
@@ -39,6 +40,12 @@ const GroupCommitDefault = 64
 
 // GroupCommitMax is the largest Config.GroupCommit.
 const GroupCommitMax = 1000
+
+// groupFlights is how many groups may be in flight at once, each on a
+// connection of its own: one group runs its members' statements one after the
+// other on one server thread, so a second lets the server use a second core
+// while the first is on its way.
+const groupFlights = 2
 
 // groupTimeout bounds the time a group spends on the server, retries and splits
 // included. A group runs on a context of its own, not any one member's, so that a
@@ -68,8 +75,9 @@ type committer struct {
 	mu sync.Mutex
 	// queue holds the members waiting for the group in flight to end.
 	queue []*member
-	// flying says a group is in flight; its goroutine takes the queue next.
-	flying bool
+	// flying is the number of groups in flight; their goroutines take the
+	// queue next. At most flights are.
+	flying, flights int
 
 	// Counts, for tests: groups sent (splits count as groups), groups that
 	// committed, members that went at once and members that waited.
@@ -102,16 +110,16 @@ func (s *Store) grouped(ctx context.Context, query string, args []any, scans ...
 	}
 }
 
-// add queues m, and sends a group at once if none is in flight.
+// add queues m, and sends a group at once if fewer than flights are in flight.
 func (g *committer) add(m *member) {
 	g.mu.Lock()
 	g.queue = append(g.queue, m)
-	if g.flying {
+	if g.flying >= g.flights {
 		g.mu.Unlock()
 		g.waited.Add(1)
 		return
 	}
-	g.flying = true
+	g.flying++
 	ms := g.takeLocked()
 	g.mu.Unlock()
 	g.led.Add(1)
@@ -119,6 +127,8 @@ func (g *committer) add(m *member) {
 }
 
 // fly sends ms, then the members that queued meanwhile, until none are left.
+// It answers the members of a group once it knows what it sends next, so that a
+// member who writes again at once finds no flight it has to wait for.
 func (g *committer) fly(ms []*member) {
 	for {
 		if len(ms) > 0 {
@@ -127,13 +137,18 @@ func (g *committer) fly(ms []*member) {
 			cancel()
 		}
 		g.mu.Lock()
-		if len(g.queue) == 0 {
-			g.flying = false
-			g.mu.Unlock()
+		next := g.takeLocked()
+		if len(next) == 0 {
+			g.flying--
+		}
+		g.mu.Unlock()
+		for _, m := range ms {
+			close(m.done)
+		}
+		if len(next) == 0 {
 			return
 		}
-		ms = g.takeLocked()
-		g.mu.Unlock()
+		ms = next
 	}
 }
 
@@ -206,11 +221,10 @@ func (g *committer) send(ctx context.Context, ms []*member) {
 	}
 }
 
-// answer gives each of ms err as its answer.
+// answer gives each of ms err as its answer, which fly hands over.
 func answer(ms []*member, err error) {
 	for _, m := range ms {
 		m.err = err
-		close(m.done)
 	}
 }
 

@@ -190,7 +190,7 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	s.submitSQL = submitSQL(s.outbox[WebhookSubmitted])
 	s.submitClaimSQL = submitClaimSQL(s.outbox[WebhookSubmitted])
 	if cfg.GroupCommit > 1 {
-		s.group = &committer{s: s, max: cfg.GroupCommit}
+		s.group = &committer{s: s, max: cfg.GroupCommit, flights: groupFlights}
 	}
 	if cfg.Replica != nil {
 		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
