@@ -194,7 +194,9 @@ func TestGroupCommitRefusesOnlyTheStaleMember(t *testing.T) {
 			wg.Go(func() { handovers[i], staleErr = b.store.SubmitAndClaim(b.ctx, submit(i, claims[i].Fence-1), next[i]) })
 			continue
 		}
-		wg.Go(func() { handovers[i], handoverErrs[i] = b.store.SubmitAndClaim(b.ctx, submit(i, claims[i].Fence), next[i]) })
+		wg.Go(func() {
+			handovers[i], handoverErrs[i] = b.store.SubmitAndClaim(b.ctx, submit(i, claims[i].Fence), next[i])
+		})
 	}
 	wg.Go(func() {
 		_, beatErr = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{
