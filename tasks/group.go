@@ -48,8 +48,9 @@ const GroupCommitMax = 1000
 const groupFlights = 2
 
 // groupTimeout bounds the time a group spends on the server, retries and splits
-// included. A group runs on a context of its own, not any one member's, so that a
-// member who leaves does not take the others' writes with it.
+// included. A group runs on a context of its own, which carries its first member's
+// values but not its end, so that a member who leaves does not take the others'
+// writes with it.
 const groupTimeout = 30 * time.Second
 
 // member is one claimant's batch in a group.
@@ -132,7 +133,9 @@ func (g *committer) add(m *member) {
 func (g *committer) fly(ms []*member) {
 	for {
 		if len(ms) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+			// The first member's values (its trace span, which the
+			// group's statements are recorded under), not its end.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ms[0].ctx), groupTimeout)
 			g.send(ctx, ms)
 			cancel()
 		}
