@@ -87,8 +87,9 @@ type HeartbeatParams struct {
 // hold. beat in the SELECT is the number of rows the UPDATE matched; hold_limit
 // says the claim is live but its lease reaches the maximum hold already.
 //
-// Arguments: the lease and the maximum hold (microseconds) and the claim for
-// each of heartbeatWhere's uses, then the claim and the task's id for the SELECT.
+// Arguments: heartbeatWhere's for the event; the lease and the maximum hold
+// (microseconds), then heartbeatWhere's, for the UPDATE; the fence, the holder,
+// the maximum hold and the task's id for the SELECT.
 const heartbeatSQL = `SET @taskd_now = NOW(3);
 INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	SELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks` + heartbeatWhere + ` FOR UPDATE;
