@@ -359,6 +359,11 @@ type DispatchConfig struct {
 	// PollInterval is how often a long poll looks again without a wake-up.
 	// Default 5s.
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// GroupCommit is the most claimants' writes (claims, submits,
+	// heartbeats) one MySQL transaction carries: those that arrive while one
+	// is in flight go together in the next; one that finds none in flight
+	// goes at once. 1 sends each alone. Default tasks.GroupCommitDefault.
+	GroupCommit int `yaml:"group_commit"`
 }
 
 // SweepConfig configures the sweeper that recycles expired claims.
@@ -496,6 +501,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.ReleaseCooldown, dispatchReleaseCooldownDefault)
 	setDefault(&d.Batch, dispatcher.BatchDefault)
 	setDefault(&d.PollInterval, dispatchPollIntervalDefault)
+	setDefault(&d.GroupCommit, tasks.GroupCommitDefault)
 
 	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
 	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
@@ -779,6 +785,7 @@ func (v *validator) dispatch() {
 	v.atLeast("dispatch.skip_for", d.SkipFor, time.Second)
 	v.atLeast("dispatch.release_cooldown", d.ReleaseCooldown, time.Second)
 	v.between("dispatch.batch", d.Batch, 1, tasks.CandidatesLimitMax)
+	v.between("dispatch.group_commit", d.GroupCommit, 1, tasks.GroupCommitMax)
 	v.atLeast("dispatch.poll_interval", d.PollInterval, 100*time.Millisecond)
 }
 

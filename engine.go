@@ -188,7 +188,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	}
 	if e.store, err = tasks.NewStore(e.db, tasks.Config{
 		SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold,
-		Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
+		GroupCommit: cfg.Dispatch.GroupCommit, Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
 	}); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}

@@ -8,10 +8,12 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// The hot writes (a claim of a pending task, a submit) are statement batches: one
-// transaction, "START TRANSACTION; ...; COMMIT", sent as one multi-statement query, so
-// that a write and its audit records cost one round trip instead of one per statement
-// plus BEGIN and COMMIT. The batch's one SELECT reports what happened.
+// The hot writes (a claim of a pending task, a submit, a heartbeat) are statement
+// batches: one transaction, "START TRANSACTION; ...; COMMIT", sent as one
+// multi-statement query, so that a write and its audit records cost one round trip
+// instead of one per statement plus BEGIN and COMMIT. The batch's SELECTs report what
+// happened. The batches of concurrent claimants share one such transaction (see
+// grouped, in group.go).
 //
 // Each write in a batch is guarded by the state of the rows, never by ROW_COUNT() of
 // the statement before: a server whose client went away mid-batch (a canceled context,

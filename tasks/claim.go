@@ -59,17 +59,17 @@ const (
 )
 
 const (
-	// claimPendingSQL claims a pending task in one batch (see batch): the lock of the
-	// editor's row (none for a worker, whose editor id is NULL) in a SET before the
-	// checks that read it, because an expression in a SET sees the values user
-	// variables had before that SET; then claimCheckSQL, claimUpdateSQL,
-	// claimSelectSQL and the 'claimed' event.
-	claimPendingSQL = `START TRANSACTION;
-SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3), @taskd_submitted = 1;
+	// claimPendingSQL claims a pending task in one batch (see batch), sent as a
+	// part of a group (see grouped): the lock of the editor's row (none for a
+	// worker, whose editor id is NULL) in a SET before the checks that read it,
+	// because an expression in a SET sees the values user variables had before that
+	// SET; then claimCheckSQL, claimUpdateSQL, claimSelectSQL and the 'claimed'
+	// event. Every user variable it reads it sets first.
+	claimPendingSQL = `SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3), @taskd_submitted = 1;
 SET ` + claimCheckSQL + `;
 ` + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	` + claimEventSQL + `;
-COMMIT`
+`
 
 	// claimCheckSQL are the assignments, for a SET, that read whether the editor
 	// skipped the task and whether it is busy: the editor locked is not the
@@ -134,7 +134,10 @@ WHERE id = ? AND fence = ?
 // editor's previous claim has expired but was not recycled yet, Claim recycles it
 // first.
 //
-// Round trips: one for a pending task (p.Status StatusPending); otherwise the skip
+// Round trips: one for a pending task (p.Status StatusPending), sent with the
+// concurrent writes of other claimants that arrive together, as one transaction
+// (see Config.GroupCommit); a ctx that ends while it is in flight returns ctx's
+// cause, and the claim may still have been made. Otherwise the skip
 // check (editors only), BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claim, error) {
 	lease, err := s.checkClaimParams(p)
@@ -186,7 +189,7 @@ func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Dura
 	var row claimedRow
 	var found bool
 	args := append([]any{nullID(p.EditorID)}, claimArgs(p, lease)...)
-	if err := s.batch(ctx, claimPendingSQL, args, scanOne(&row, &found)); err != nil {
+	if err := s.grouped(ctx, claimPendingSQL, args, scanOne(&row, &found)); err != nil {
 		return nil, err
 	}
 	return row.claim(found)

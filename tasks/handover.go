@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // submitClaimSQL is SubmitAndClaim's statement batch (see batch): Submit's
@@ -22,12 +20,11 @@ import (
 // client went away mid-batch may run the batch to its COMMIT without the row
 // counts of statements whose answers it could not send.
 func submitClaimSQL(outbox bool) string {
-	return `START TRANSACTION;
-SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
+	return `SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
 ` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
 ` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
 	` + claimEventSQL + `;
-COMMIT`
+`
 }
 
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
@@ -50,6 +47,10 @@ type Handover struct {
 // is reported in Handover.Refused. c.Status must be StatusPending (the claim
 // of a task whose lease passed takes a locking read of its own: use Submit, then
 // Claim), and s and c must name the same holder and different tasks.
+//
+// Round trips: one, shared with the concurrent writes of other claimants that
+// arrive together (see Config.GroupCommit); a ctx that ends while it is in
+// flight returns ctx's cause, and the submit and claim may still have committed.
 //
 // It returns ErrStale, changing nothing, if the submit is refused, and
 // ErrInvalid, changing nothing, for bad params.
@@ -82,22 +83,8 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	sa := s.submitArgs(sp)
 	last := len(sa) - 1
 	args := slices.Concat([]any{nullID(cp.EditorID)}, sa[:last], ca.check, sa[last:], ca.update, ca.sel, ca.event)
-	scan := func(rows *sqlx.Rows) error {
-		if err := scanOne(&submitted, &foundSubmitted)(rows); err != nil {
-			return err
-		}
-		for rows.Next() { // the statement reads one row at most
-		}
-		if !rows.NextResultSet() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return errors.New("the claim's row is missing from the answer")
-		}
-		// A Rows of its own: sqlx maps a result's columns to fields once.
-		return scanOne(&claimed, &foundClaimed)(&sqlx.Rows{Rows: rows.Rows, Mapper: rows.Mapper})
-	}
-	if err := s.batch(ctx, s.submitClaimSQL, args, scan); err != nil {
+	err = s.grouped(ctx, s.submitClaimSQL, args, scanOne(&submitted, &foundSubmitted), scanOne(&claimed, &foundClaimed))
+	if err != nil {
 		return fail(lostRace(err))
 	}
 	ended, err := submitted.ended(sp, foundSubmitted)

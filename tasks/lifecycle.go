@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -78,7 +79,31 @@ type HeartbeatParams struct {
 	Lease time.Duration
 }
 
-const heartbeatSQL = `UPDATE tasks SET lease_expires_at = ?` + liveClaimWhere
+// heartbeatSQL is Heartbeat's statement batch (see batch), sent as a part of a
+// group (see grouped). The event and the UPDATE each check the same live claim
+// whose lease is short of the maximum hold, at the same instant (@taskd_now), on a
+// row the first of them locked: both happen, or neither. The new lease is now +
+// the lease, never shorter than it is and never past assigned_at + the maximum
+// hold. beat in the SELECT is the number of rows the UPDATE matched; hold_limit
+// says the claim is live but its lease reaches the maximum hold already.
+//
+// Arguments: heartbeatWhere's for the event; the lease and the maximum hold
+// (microseconds), then heartbeatWhere's, for the UPDATE; the fence, the holder,
+// the maximum hold and the task's id for the SELECT.
+const heartbeatSQL = `SET @taskd_now = NOW(3);
+INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
+	SELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks` + heartbeatWhere + ` FOR UPDATE;
+UPDATE tasks SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ? MICROSECOND, lease_expires_at),
+	assigned_at + INTERVAL ? MICROSECOND)` + heartbeatWhere + `;
+SELECT ROW_COUNT() AS beat, lease_expires_at,
+	COALESCE(fence = ? AND holder = ? AND status = 'assigned' AND lease_expires_at >= @taskd_now
+		AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS hold_limit
+FROM tasks WHERE id = ?;
+`
+
+// heartbeatWhere is a live claim at the batch's instant whose lease is short of
+// the maximum hold (its first argument, in microseconds).
+const heartbeatWhere = liveClaimNowWhere + ` AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND`
 
 // Heartbeat extends a live claim's lease to now + p.Lease on the database clock, but
 // never beyond assigned_at + Config.MaxHold and never shorter than it already is. It
@@ -88,40 +113,34 @@ const heartbeatSQL = `UPDATE tasks SET lease_expires_at = ?` + liveClaimWhere
 // or its lease has passed: an expired claim cannot be renewed), ErrHoldLimit if the
 // lease already reaches the maximum hold, and ErrInvalid for bad params.
 //
-// Round trips: BEGIN, locked SELECT, UPDATE, INSERT event, COMMIT.
+// Round trips: one, shared with the concurrent writes of other claimants that
+// arrive together (see Config.GroupCommit); a ctx that ends while it is in flight
+// returns ctx's cause, and the lease may still have been extended.
 func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, error) {
 	lease, err := s.checkLease(p.Lease)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
-	var expires time.Time
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
-		if err != nil {
-			return err
-		}
-		limit := c.AssignedAt.Add(s.cfg.MaxHold)
-		if !c.LeaseExpiresAt.Before(limit) {
-			return ErrHoldLimit
-		}
-		expires = c.DBNow.Add(lease)
-		if expires.Before(c.LeaseExpiresAt) {
-			expires = c.LeaseExpiresAt
-		}
-		if expires.After(limit) {
-			expires = limit
-		}
-		if err := fencedExec(ctx, tx, heartbeatSQL, expires, p.TaskID, p.Fence, p.Holder); err != nil {
-			return err
-		}
-		return s.insertEvents(ctx, tx, event{
-			taskID: p.TaskID, kind: EventHeartbeat, fence: p.Fence, holder: p.Holder, editorID: c.EditorID,
-		})
-	})
-	if err != nil {
+	maxHold := micros(s.cfg.MaxHold)
+	where := []any{p.TaskID, p.Fence, p.Holder, maxHold}
+	args := slices.Concat(where, []any{micros(lease), maxHold}, where, []any{p.Fence, p.Holder, maxHold, p.TaskID})
+	var row struct {
+		Beat           int64      `db:"beat"`
+		LeaseExpiresAt *time.Time `db:"lease_expires_at"`
+		HoldLimit      bool       `db:"hold_limit"`
+	}
+	var found bool
+	if err := s.grouped(ctx, heartbeatSQL, args, scanOne(&row, &found)); err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
-	return expires, nil
+	switch {
+	case found && row.Beat > 0 && row.LeaseExpiresAt != nil:
+		return *row.LeaseExpiresAt, nil
+	case found && row.HoldLimit:
+		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrHoldLimit)
+	default:
+		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrStale)
+	}
 }
 
 // SubmitParams are the arguments of Submit.
@@ -142,10 +161,9 @@ type SubmitParams struct {
 // editor_id. submitted in the SELECT is the number of rows the UPDATE matched (an
 // answer for the caller; no write depends on it).
 func submitSQL(outbox bool) string {
-	return `START TRANSACTION;
-SET @taskd_now = NOW(3);
+	return `SET @taskd_now = NOW(3);
 ` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT();
-` + submitSelectSQL + `COMMIT`
+` + submitSelectSQL
 }
 
 // submitWritesSQL are a submit's writes: the result row, the event, with outbox
@@ -191,13 +209,16 @@ const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' A
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
 // ErrInvalid, naming the rule, for a result SubmitParams.Result does not allow.
+// The round trip is shared with the concurrent writes of other claimants that
+// arrive together (see Config.GroupCommit); a ctx that ends while it is in
+// flight returns ctx's cause, and the submit may still have committed.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if err := CheckResult(p.Result); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
 	var row submittedRow
 	var found bool
-	if err := s.batch(ctx, s.submitSQL, s.submitArgs(p), scanOne(&row, &found)); err != nil {
+	if err := s.grouped(ctx, s.submitSQL, s.submitArgs(p), scanOne(&row, &found)); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
 	ended, err := row.ended(p, found)

@@ -83,6 +83,13 @@ type Config struct {
 	// ReplicaRest is how long a replica that failed a read gets no reads.
 	// Default ReplicaRestDefault.
 	ReplicaRest time.Duration
+	// GroupCommit is the most claimants' writes one transaction carries (see
+	// Store.Claim, Submit, SubmitAndClaim and Heartbeat): writes that arrive
+	// while a transaction of them is in flight go together in the next, up to
+	// GroupCommit of them, in one round trip and one commit; a write that finds
+	// none in flight goes at once. 1 sends each alone. 1..1000, default
+	// GroupCommitDefault.
+	GroupCommit int
 	// WebhookEvents are the events written to the webhook outbox, each in the
 	// transaction of the change it reports, with no extra round trip. Empty
 	// (the default): nothing is written, and the writes cost what they cost
@@ -103,6 +110,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.InsertBatchSize == 0 {
 		c.InsertBatchSize = InsertBatchSizeDefault
+	}
+	if c.GroupCommit == 0 {
+		c.GroupCommit = GroupCommitDefault
 	}
 	if c.ReplicaTimeout == 0 {
 		c.ReplicaTimeout = ReplicaTimeoutDefault
@@ -125,6 +135,9 @@ func (c Config) validate() error {
 	}
 	if c.InsertBatchSize < 1 || c.InsertBatchSize > 5000 {
 		return fmt.Errorf("%w: InsertBatchSize must be 1..5000", ErrInvalid)
+	}
+	if c.GroupCommit < 1 || c.GroupCommit > GroupCommitMax {
+		return fmt.Errorf("%w: GroupCommit must be 1..%d", ErrInvalid, GroupCommitMax)
 	}
 	if c.ReplicaTimeout < time.Millisecond || c.ReplicaRest < 0 {
 		return fmt.Errorf("%w: ReplicaTimeout must be at least 1ms and ReplicaRest not negative", ErrInvalid)
@@ -156,6 +169,9 @@ type Store struct {
 	lockConflicts atomic.Int64
 	// replica is nil without Config.Replica.
 	replica *replica
+	// group sends the claimants' writes in groups; nil when Config.GroupCommit
+	// is 1.
+	group *committer
 }
 
 // NewStore returns a Store on db, which should come from Open (the fencing rules need
@@ -173,6 +189,9 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	}
 	s.submitSQL = submitSQL(s.outbox[WebhookSubmitted])
 	s.submitClaimSQL = submitClaimSQL(s.outbox[WebhookSubmitted])
+	if cfg.GroupCommit > 1 {
+		s.group = &committer{s: s, max: cfg.GroupCommit, flights: groupFlights}
+	}
 	if cfg.Replica != nil {
 		s.replica = &replica{db: cfg.Replica, timeout: cfg.ReplicaTimeout, rest: cfg.ReplicaRest}
 	}
