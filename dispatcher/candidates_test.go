@@ -347,28 +347,7 @@ func TestCandidatePoolReadsAgainWhenTheReaderLeaves(t *testing.T) {
 		readerErr <- err
 	}()
 	<-reading
-	type result struct {
-		got []pooled
-		err error
-	}
-	waiter := make(chan result, 1)
-	go func() {
-		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
-		waiter <- result{got, err}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p.mu.Lock()
-		waiting := p.cats["news"].waiting
-		p.mu.Unlock()
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second claim did not wait for the read within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waiter := takeBehindRead(t, p)
 	leave()
 	if err := <-readerErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("the reader: %v, want context.Canceled", err)
@@ -427,5 +406,36 @@ func TestCandidatePoolTakeManyReadsAWholeBatch(t *testing.T) {
 	}
 	if n := f.reads.Load(); n != 3 {
 		t.Errorf("%d reads after the third batch, want 3", n)
+	}
+}
+
+// takeResult is what a take answered.
+type takeResult struct {
+	got []pooled
+	err error
+}
+
+// takeBehindRead starts a take of one "news" candidate while a read of the
+// category is in flight, and returns once the take waits for that read; the
+// take's answer arrives on the channel.
+func takeBehindRead(t *testing.T, p *candidatePool) <-chan takeResult {
+	t.Helper()
+	waiter := make(chan takeResult, 1)
+	go func() {
+		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
+		waiter <- takeResult{got, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		waiting := p.cats["news"].waiting
+		p.mu.Unlock()
+		if waiting == 1 {
+			return waiter
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second claim did not wait for the read within 10s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -192,28 +191,7 @@ func TestCandidatePoolReadsAgainAfterAnArrivalDuringTheRead(t *testing.T) {
 		first <- err
 	}()
 	<-reading
-	type result struct {
-		got []pooled
-		err error
-	}
-	waiter := make(chan result, 1)
-	go func() {
-		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
-		waiter <- result{got, err}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p.mu.Lock()
-		waiting := p.cats["news"].waiting
-		p.mu.Unlock()
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second claim did not wait for the read within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waiter := takeBehindRead(t, p)
 	p.invalidate("news") // a task arrives while the read runs
 	close(finish)
 	if err := <-first; err != nil {

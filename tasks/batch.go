@@ -92,3 +92,20 @@ func scanOne(dest any, found *bool) func(*sqlx.Rows) error {
 		return rows.StructScan(dest)
 	}
 }
+
+// scanByID returns a scan that reads the rows of a batch's SELECT into byID,
+// keyed by id. It empties byID first: a batch that runs again (a deadlock
+// victim) scans again.
+func scanByID[R any](byID map[int64]R, id func(*R) int64) func(*sqlx.Rows) error {
+	return func(rows *sqlx.Rows) error {
+		clear(byID)
+		for rows.Next() {
+			var r R
+			if err := rows.StructScan(&r); err != nil {
+				return err
+			}
+			byID[id(&r)] = r
+		}
+		return rows.Err()
+	}
+}

@@ -115,17 +115,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []ClaimParams) ([]ClaimResult
 		Task
 	}
 	byID := make(map[int64]row, len(ps))
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		return rows.Err()
-	}
+	scan := scanByID(byID, func(r *row) int64 { return r.ID })
 	if err := s.batch(ctx, query, args, scan); err != nil {
 		return fail(lostRace(err))
 	}
@@ -235,17 +225,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []HeartbeatParams) ([]Ren
 		AtLimit bool      `db:"at_limit"`
 	}
 	byID := make(map[int64]row, len(ps))
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		return rows.Err()
-	}
+	scan := scanByID(byID, func(r *row) int64 { return r.ID })
 	if err := s.batch(ctx, query, args, scan); err != nil {
 		return fail(err)
 	}
@@ -362,16 +342,9 @@ func (s *Store) Complete(ctx context.Context, os []Outcome) ([]Completed, error)
 	}
 	byID := make(map[int64]row, len(os))
 	var now time.Time
+	scanRows := scanByID(byID, func(r *row) int64 { return r.ID })
 	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.StructScan(&r); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		if err := rows.Err(); err != nil {
+		if err := scanRows(rows); err != nil {
 			return err
 		}
 		if !rows.NextResultSet() {
