@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,26 +109,17 @@ func (c DelivererConfig) WithDefaults() DelivererConfig {
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		w.Events = slices.Clone(w.Events)
-		w.Timeout = cmp(w.Timeout, WebhookTimeoutDefault)
-		w.Concurrency = cmp(w.Concurrency, WebhookConcurrencyDefault)
-		w.MaxAttempts = cmp(w.MaxAttempts, WebhookMaxAttemptsDefault)
-		w.MaxAge = cmp(w.MaxAge, WebhookMaxAgeDefault)
+		w.Timeout = cmp.Or(w.Timeout, WebhookTimeoutDefault)
+		w.Concurrency = cmp.Or(w.Concurrency, WebhookConcurrencyDefault)
+		w.MaxAttempts = cmp.Or(w.MaxAttempts, WebhookMaxAttemptsDefault)
+		w.MaxAge = cmp.Or(w.MaxAge, WebhookMaxAgeDefault)
 	}
-	c.PollInterval = cmp(c.PollInterval, DeliveryPollIntervalDefault)
-	c.LeaseTTL = cmp(c.LeaseTTL, DeliveryLeaseTTLDefault)
-	c.Batch = cmp(c.Batch, DeliveryBatchDefault)
-	c.BackoffBase = cmp(c.BackoffBase, DeliveryBackoffBaseDefault)
-	c.BackoffMax = cmp(c.BackoffMax, DeliveryBackoffMaxDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, DeliveryPollIntervalDefault)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, DeliveryLeaseTTLDefault)
+	c.Batch = cmp.Or(c.Batch, DeliveryBatchDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, DeliveryBackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, DeliveryBackoffMaxDefault)
 	return c
-}
-
-// cmp returns v, or def when v is zero.
-func cmp[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 func (c DelivererConfig) validate() error {
