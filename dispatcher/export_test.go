@@ -17,3 +17,6 @@ func (h *History) CountClaim(latency time.Duration) { h.act.claimed(latency) }
 func (d *Dispatcher) ClaimMany(ctx context.Context, holders, categories []string) ([]*tasks.Claim, error) {
 	return d.claimMany(ctx, holders, categories)
 }
+
+// Delivering reports whether w holds the delivery lock now.
+func (w *Deliverer) Delivering() bool { return w.delivering() }

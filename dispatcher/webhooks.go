@@ -237,8 +237,8 @@ func NewDeliverer(d *Dispatcher, cfg DelivererConfig) (*Deliverer, error) {
 // Config returns the deliverer's configuration with defaults applied.
 func (w *Deliverer) Config() DelivererConfig { return w.cfg }
 
-// Delivering reports whether this process holds the delivery lock now.
-func (w *Deliverer) Delivering() bool {
+// delivering reports whether this process holds the delivery lock now.
+func (w *Deliverer) delivering() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.leading
