@@ -68,11 +68,6 @@ func commands() []command {
 	}
 }
 
-// moved maps commands that left this binary to what replaces them.
-var moved = map[string]string{
-	"bench": "the benchmark is its own command now: 'go run ./bench/cmd/taskd-bench' in the taskd repository, or 'make bench'",
-}
-
 // app is what every command gets from the process: its output streams and
 // environment.
 type app struct {
@@ -114,10 +109,6 @@ func (a *app) main(ctx context.Context, args []string) int {
 		if c.name == name {
 			return a.exitStatus(name, c.run(ctx, a, rest))
 		}
-	}
-	if msg, ok := moved[name]; ok {
-		fmt.Fprintf(a.stderr, "taskd: no command %q: %s\n", name, msg)
-		return exitUsage
 	}
 	fmt.Fprintf(a.stderr, "taskd: unknown command %q\n\n", name)
 	a.usage(a.stderr)
