@@ -803,19 +803,25 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("renews past the ttl", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		lc := locker.New(rdb)
+		calls := &counter{}
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
 		key := testenv.Prefix(t) + "k"
+		firstExpiry := time.Now().Add(ttl)
 		lock, err := lc.Obtain(ctx, key, ttl, nil)
 		if err != nil {
 			t.Fatalf("obtain: %v", err)
 		}
+		obtained := calls.n.Load()
 		work, stop := lock.KeepAlive(ctx, ttl)
-		time.Sleep(4 * ttl) // the work outlives the ttl several times over
+		// The work outlives the first ttl: counted refreshes, not a sleep.
+		waitFor(t, "four refreshes, past the first ttl", func() bool {
+			return calls.n.Load()-obtained >= 5 && time.Now().After(firstExpiry)
+		})
 		if err := context.Cause(work); err != nil {
 			t.Fatalf("work context ended: %v", err)
 		}
 		if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
-			t.Fatalf("after 4 ttls redis holds %q, want our token", got)
+			t.Fatalf("after %d refreshes redis holds %q, want our token", calls.n.Load()-obtained, got)
 		}
 		stop()
 		stop() // idempotent
