@@ -210,13 +210,9 @@ func redlockDrift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Mil
 // waitGone waits, with a deadline, until key no longer exists in Redis.
 func waitGone(t *testing.T, rdb redis.Cmdable, key string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.Exists(context.Background(), key).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("key %q did not expire", key)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "key "+key+" expired", func() bool {
+		return rdb.Exists(context.Background(), key).Val() == 0
+	})
 }
 
 func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
@@ -930,13 +926,7 @@ func TestKeepAlive(t *testing.T) {
 // waitFor waits, with a deadline, until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 // counter counts the commands and pipelines a faultyClient sends: each is
