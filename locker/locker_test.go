@@ -32,6 +32,7 @@ func TestObtainRelease(t *testing.T) {
 	lc := locker.New(rdb)
 	key := testenv.Prefix(t) + "k"
 
+	start := time.Now()
 	lock, err := lc.Obtain(ctx, key, time.Minute, nil)
 	if err != nil {
 		t.Fatalf("obtain: %v", err)
@@ -45,10 +46,10 @@ func TestObtainRelease(t *testing.T) {
 	if n := len(lock.Token()); n < 22 { // 128 bits need at least 22 base64 or 26 base32 characters
 		t.Fatalf("token %q is too short to carry 128 random bits", lock.Token())
 	}
-	if v := lock.Validity(); v <= 58*time.Second || v > time.Minute {
+	if v := lock.Validity(); !setSince(v, time.Minute-redlockDrift(time.Minute), start) {
 		t.Fatalf("validity = %v, want just under 1m (ttl minus elapsed minus drift)", v)
 	}
-	if ttl, err := lock.TTL(ctx); err != nil || ttl <= 58*time.Second {
+	if ttl, err := lock.TTL(ctx); err != nil || !setSince(ttl, time.Minute, start) {
 		t.Fatalf("ttl = %v, %v; want about 1m", ttl, err)
 	}
 
@@ -120,11 +121,12 @@ func TestCustomTokenIsReentrant(t *testing.T) {
 	if first.Token() != "holder-1" {
 		t.Fatalf("token = %q, want holder-1", first.Token())
 	}
+	start := time.Now()
 	again, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{Token: "holder-1"})
 	if err != nil {
 		t.Fatalf("obtain again with the same token: %v", err)
 	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 50*time.Second {
+	if ttl := rdb.PTTL(ctx, key).Val(); !setSince(ttl, time.Minute, start) {
 		t.Fatalf("reentrant obtain did not set the new ttl: %v", ttl)
 	}
 	if _, err := lc.Obtain(ctx, key, time.Minute, &locker.Options{Token: "holder-2"}); !errors.Is(err, locker.ErrNotObtained) {
@@ -193,16 +195,24 @@ func TestContention(t *testing.T) {
 	}
 }
 
+// setSince reports whether left, read just now, is what is left of ttl set after
+// start: no more than ttl, and no less than ttl minus the time since start (and
+// a millisecond of Redis's rounding). Bounds from the test's own clock, so that a
+// slow machine does not fail it.
+func setSince(left, ttl time.Duration, start time.Time) bool {
+	return left <= ttl && left >= ttl-time.Since(start)-time.Millisecond
+}
+
+// redlockDrift is the clock drift allowance the locker subtracts from a lock's
+// validity: 1% of the ttl plus 2ms, as in the Redlock algorithm.
+func redlockDrift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
 // waitGone waits, with a deadline, until key no longer exists in Redis.
 func waitGone(t *testing.T, rdb redis.Cmdable, key string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.Exists(context.Background(), key).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("key %q did not expire", key)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "key "+key+" expired", func() bool {
+		return rdb.Exists(context.Background(), key).Val() == 0
+	})
 }
 
 func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
@@ -220,6 +230,7 @@ func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
 	if v := stale.Validity(); v != 0 {
 		t.Fatalf("validity of an expired lock = %v, want 0", v)
 	}
+	start := time.Now()
 	successor, err := lc.Obtain(ctx, key, time.Minute, nil)
 	if err != nil {
 		t.Fatalf("successor obtain: %v", err)
@@ -237,7 +248,7 @@ func TestExpiredLockCannotTouchSuccessor(t *testing.T) {
 	if got := rdb.Get(ctx, key).Val(); got != successor.Token() {
 		t.Fatalf("redis holds %q, want the successor's token", got)
 	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 50*time.Second || ttl > time.Minute {
+	if ttl := rdb.PTTL(ctx, key).Val(); !setSince(ttl, time.Minute, start) {
 		t.Fatalf("successor's ttl = %v: the stale refresh changed it", ttl)
 	}
 	if err := successor.Release(ctx); err != nil {
@@ -803,19 +814,25 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("renews past the ttl", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		lc := locker.New(rdb)
+		calls := &counter{}
+		lc := locker.New(&faultyClient{RedisClient: rdb, calls: calls})
 		key := testenv.Prefix(t) + "k"
+		firstExpiry := time.Now().Add(ttl)
 		lock, err := lc.Obtain(ctx, key, ttl, nil)
 		if err != nil {
 			t.Fatalf("obtain: %v", err)
 		}
+		obtained := calls.n.Load()
 		work, stop := lock.KeepAlive(ctx, ttl)
-		time.Sleep(4 * ttl) // the work outlives the ttl several times over
+		// The work outlives the first ttl: counted refreshes, not a sleep.
+		waitFor(t, "four refreshes, past the first ttl", func() bool {
+			return calls.n.Load()-obtained >= 5 && time.Now().After(firstExpiry)
+		})
 		if err := context.Cause(work); err != nil {
 			t.Fatalf("work context ended: %v", err)
 		}
 		if got := rdb.Get(ctx, key).Val(); got != lock.Token() {
-			t.Fatalf("after 4 ttls redis holds %q, want our token", got)
+			t.Fatalf("after %d refreshes redis holds %q, want our token", calls.n.Load()-obtained, got)
 		}
 		stop()
 		stop() // idempotent
@@ -909,13 +926,7 @@ func TestKeepAlive(t *testing.T) {
 // waitFor waits, with a deadline, until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 // counter counts the commands and pipelines a faultyClient sends: each is

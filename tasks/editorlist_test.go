@@ -11,18 +11,34 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// awayFromMidnight waits, when the database clock is within a few seconds of UTC
-// midnight, until it has passed, so that "today" does not change under a test.
-func (b *bundle) awayFromMidnight(t *testing.T) {
+// onOneDay runs build on a fresh database and returns its bundle. A test of
+// "today's" counts reads them inside build; when the database's UTC date changed
+// while build ran (midnight passed, so its "today" is not one day), build runs once
+// more on another fresh database: midnight does not pass twice within one test.
+func onOneDay(t *testing.T, build func(b *bundle)) *bundle {
 	t.Helper()
-	var left float64 // seconds to the next UTC midnight
-	if err := b.db.GetContext(b.ctx, &left,
-		`SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), UTC_DATE() + INTERVAL 1 DAY) / 1e6`); err != nil {
+	for attempt := 1; ; attempt++ {
+		b := setup(t, tasks.Config{})
+		day := b.utcDate(t)
+		build(b)
+		if b.utcDate(t) == day {
+			return b
+		}
+		if attempt == 2 {
+			t.Fatalf("the database's UTC date changed during two runs in a row")
+		}
+		t.Logf("UTC midnight passed while the test ran; running it again on a fresh database")
+	}
+}
+
+// utcDate is the database's UTC date, the "today" of the counts.
+func (b *bundle) utcDate(t *testing.T) string {
+	t.Helper()
+	var day string
+	if err := b.db.GetContext(b.ctx, &day, `SELECT CAST(UTC_DATE() AS CHAR)`); err != nil {
 		t.Fatal(err)
 	}
-	if left < 30 {
-		time.Sleep(time.Duration(left*float64(time.Second)) + time.Second)
-	}
+	return day
 }
 
 // ageEvents moves events of the editor with kind back by days, out of today.
@@ -33,46 +49,57 @@ func (b *bundle) ageEvents(t *testing.T, editorID int64, kind tasks.EventKind, d
 
 func TestListEditors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, tasks.Config{})
-	b.awayFromMidnight(t)
-	ann := b.editor(t, "ann", "news", "arts")
-	bob := b.editor(t, "bob", "sport")
-	cy := b.editor(t, "cy", "news")
-	b.exec(t, `UPDATE editors SET disabled_at = NOW(3) WHERE id = ?`, cy.ID)
+	// The counts of today are read within one UTC day (see onOneDay).
+	var (
+		ann, bob, cy *tasks.Editor
+		ids          []int64
+		live         *tasks.Claim
+		page         *tasks.EditorPage
+		one          *tasks.EditorSummary
+	)
+	b := onOneDay(t, func(b *bundle) {
+		ann = b.editor(t, "ann", "news", "arts")
+		bob = b.editor(t, "bob", "sport")
+		cy = b.editor(t, "cy", "news")
+		b.exec(t, `UPDATE editors SET disabled_at = NOW(3) WHERE id = ?`, cy.ID)
 
-	// ann: two claims submitted (one of them yesterday's), one released, one
-	// skipped, one live claim; bob: one claim that expired and was recycled.
-	ids := b.insert(t,
-		tasks.NewTask{Category: "news", Title: "1"}, tasks.NewTask{Category: "news", Title: "2"},
-		tasks.NewTask{Category: "news", Title: "3"}, tasks.NewTask{Category: "news", Title: "4"},
-		tasks.NewTask{Category: "arts", Title: "5"}, tasks.NewTask{Category: "sport", Title: "6"})
-	for _, id := range ids[:2] {
-		c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
-		if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ann.Holder(), Result: rawJSON(`1`)}); err != nil {
+		// ann: two claims submitted (one of them yesterday's), one released, one
+		// skipped, one live claim; bob: one claim that expired and was recycled.
+		ids = b.insert(t,
+			tasks.NewTask{Category: "news", Title: "1"}, tasks.NewTask{Category: "news", Title: "2"},
+			tasks.NewTask{Category: "news", Title: "3"}, tasks.NewTask{Category: "news", Title: "4"},
+			tasks.NewTask{Category: "arts", Title: "5"}, tasks.NewTask{Category: "sport", Title: "6"})
+		for _, id := range ids[:2] {
+			c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+			if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ann.Holder(), Result: rawJSON(`1`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.ageEvents(t, ann.ID, tasks.EventSubmitted, 1)
+		b.exec(t, "UPDATE task_events SET `at` = `at` - INTERVAL 1 DAY WHERE editor_id = ? AND kind = 'claimed' AND task_id = ?", ann.ID, ids[0])
+		c := b.claim(t, ids[2], ann.Holder(), ann.ID, time.Minute)
+		if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[2], Fence: c.Fence, Holder: ann.Holder()}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	b.ageEvents(t, ann.ID, tasks.EventSubmitted, 1)
-	b.exec(t, "UPDATE task_events SET `at` = `at` - INTERVAL 1 DAY WHERE editor_id = ? AND kind = 'claimed' AND task_id = ?", ann.ID, ids[0])
-	c := b.claim(t, ids[2], ann.Holder(), ann.ID, time.Minute)
-	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[2], Fence: c.Fence, Holder: ann.Holder()}); err != nil {
-		t.Fatal(err)
-	}
-	c = b.claim(t, ids[3], ann.Holder(), ann.ID, time.Minute)
-	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[3], Fence: c.Fence, Holder: ann.Holder(), Skip: true}); err != nil {
-		t.Fatal(err)
-	}
-	live := b.claim(t, ids[4], ann.Holder(), ann.ID, time.Minute)
-	b.claim(t, ids[5], bob.Holder(), bob.ID, time.Minute)
-	b.expireLease(t, ids[5])
-	if _, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil {
-		t.Fatal(err)
-	}
+		c = b.claim(t, ids[3], ann.Holder(), ann.ID, time.Minute)
+		if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ids[3], Fence: c.Fence, Holder: ann.Holder(), Skip: true}); err != nil {
+			t.Fatal(err)
+		}
+		live = b.claim(t, ids[4], ann.Holder(), ann.ID, time.Minute)
+		b.claim(t, ids[5], bob.Holder(), bob.ID, time.Minute)
+		b.expireLease(t, ids[5])
+		if _, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil {
+			t.Fatal(err)
+		}
 
-	page, err := b.store.ListEditors(b.ctx, tasks.ListEditorsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
+		var err error
+		if page, err = b.store.ListEditors(b.ctx, tasks.ListEditorsParams{}); err != nil {
+			t.Fatal(err)
+		}
+		if one, err = b.store.GetEditorSummary(b.ctx, ann.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if page.NextAfterID != 0 || len(page.Editors) != 3 {
 		t.Fatalf("page = %+v, want 3 editors and no next", page)
 	}
@@ -131,9 +158,8 @@ func TestListEditors(t *testing.T) {
 		wantErr(t, fmt.Sprintf("list %+v", p), err, tasks.ErrInvalid)
 	}
 
-	one, err := b.store.GetEditorSummary(b.ctx, ann.ID)
-	if err != nil || one.ID != ann.ID || one.Today != got[0].Today || one.Claim == nil || !slices.Equal(one.Categories, got[0].Categories) {
-		t.Errorf("summary of ann = %+v, %v; want as listed: %+v", one, err, got[0])
+	if one.ID != ann.ID || one.Today != got[0].Today || one.Claim == nil || !slices.Equal(one.Categories, got[0].Categories) {
+		t.Errorf("summary of ann = %+v; want as listed: %+v", one, got[0])
 	}
 	_, err = b.store.GetEditorSummary(b.ctx, cy.ID+100)
 	wantErr(t, "summary of an unknown editor", err, tasks.ErrNotFound)

@@ -187,7 +187,20 @@ func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 	lagging := b.insert(t, nts...)
 
 	var done atomic.Bool
-	var subs sync.WaitGroup
+	// Submits count their commits, so that a laggard commits only after others
+	// committed behind its insert (or the submitters are through).
+	var (
+		commitMu   sync.Mutex
+		commitCond = sync.NewCond(&commitMu)
+		commits    int
+		through    bool
+	)
+	committed := func() int {
+		commitMu.Lock()
+		defer commitMu.Unlock()
+		return commits
+	}
+	var subs, submitting sync.WaitGroup
 	for w := range laggards {
 		subs.Go(func() {
 			holder := fmt.Sprintf("laggard%d", w)
@@ -197,13 +210,19 @@ func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 					t.Errorf("%s task %d: %v", holder, id, err)
 					return
 				}
+				before := committed()
 				tx, err := b.db.BeginTxx(b.ctx, nil)
 				if err == nil {
 					_, err = tx.ExecContext(b.ctx, `INSERT INTO task_results (task_id, fence, holder, result, submitted_at)
 						VALUES (?, ?, ?, '{}', NOW(3) - INTERVAL 1 SECOND)`, id, c.Fence, holder)
 				}
 				if err == nil {
-					time.Sleep(time.Duration(i%5) * time.Millisecond) // let others commit meanwhile
+					// Let others commit meanwhile: one to three submits.
+					commitMu.Lock()
+					for commits < before+1+i%3 && !through {
+						commitCond.Wait()
+					}
+					commitMu.Unlock()
 					err = tx.Commit()
 				}
 				if err != nil {
@@ -214,7 +233,7 @@ func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 		})
 	}
 	for w := range submitters {
-		subs.Go(func() {
+		submitting.Go(func() {
 			holder := fmt.Sprintf("w%d", w)
 			for _, id := range ids[w*perSubmitter : (w+1)*perSubmitter] {
 				c, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Holder: holder, Lease: time.Minute})
@@ -226,9 +245,20 @@ func TestResultsFollowersReadEachResultOnce(t *testing.T) {
 					t.Errorf("%s task %d: %v", holder, id, err)
 					return
 				}
+				commitMu.Lock()
+				commits++
+				commitCond.Broadcast()
+				commitMu.Unlock()
 			}
 		})
 	}
+	subs.Go(func() {
+		submitting.Wait()
+		commitMu.Lock()
+		through = true
+		commitCond.Broadcast()
+		commitMu.Unlock()
+	})
 
 	type read struct {
 		seen  map[int64]int
