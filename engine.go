@@ -577,7 +577,7 @@ func (e *Engine) checkSchema(ctx context.Context) error {
 	err = st.Current()
 	if errors.Is(err, migrate.ErrSchemaBehind) {
 		return fmt.Errorf("%w. Migrate it first: run 'taskd migrate' with this mysql.dsn "+
-			"(or TASKD_MYSQL_DSN), or from Go call migrate.Up(ctx, db) of package github.com/taskd/taskd/tasks/migrate", err)
+			"(or TASKD_MYSQL_DSN), or from Go call Engine.Migrate before Start", err)
 	}
 	return err
 }
