@@ -32,8 +32,6 @@ type Args interface {
 var (
 	// SkipRetry, wrapped in a handler's error, makes the task dead at once
 	// instead of retrying it: fmt.Errorf("%w: %w", taskd.SkipRetry, err).
-	//
-	//lint:ignore ST1012 it reads as a directive, as dispatcher.SkipRetry does
 	SkipRetry = dispatcher.SkipRetry
 	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
 	// the claim's lease was lost: another claim may run the task now.
