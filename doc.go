@@ -29,7 +29,7 @@
 //
 // # Serving HTTP
 //
-// With Config.AdminToken set, Engine.Handler is the editor API (docs/api.md in
+// With Config.AdminToken set, Engine.HTTPHandler is the editor API (docs/api.md in
 // the repository), the editor's workspace at / and the ops console at /ops,
 // as one http.Handler to mount in a server of your own (see the example). Or
 // set Config.HTTP.Addr, and Start serves it on a listener of its own

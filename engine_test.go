@@ -241,7 +241,7 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	req, _ := http.NewRequest("GET", "/v1/stats", nil)
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	w := httptest.NewRecorder()
-	e.Handler().ServeHTTP(w, req)
+	e.HTTPHandler().ServeHTTP(w, req)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
 		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
 	}
