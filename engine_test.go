@@ -126,13 +126,7 @@ func TestEngineStopOrder(t *testing.T) {
 	if id := awaitValue(t, h.started, "handler start"); id != ids[0] {
 		t.Fatalf("handler ran task %d, want %d", id, ids[0])
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Dispatcher().Waiting() {
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never waited")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the long poll waits", e.Dispatcher().Waiting)
 
 	if err := e.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
