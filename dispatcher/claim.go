@@ -80,7 +80,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // waitForTask runs try, which returns ErrNoTask when the pool has nothing
 // for categories, until it returns anything else: again whenever a task
 // arrives in one of categories (the hub's wake-up) or PollInterval passes
-// (spread), for up to wait (capped at Config.MaxWait), then ErrNoTask. With
+// (spread) while its categories are not crowded, for up to wait (capped at Config.MaxWait), then ErrNoTask. With
 // no wait it runs try once.
 //
 // The caller stays subscribed from its first try to its return, so it keeps
@@ -110,18 +110,24 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 		if d.hub.rest(w) {
 			continue
 		}
-		if poll == nil {
-			poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
-		} else {
-			poll.Reset(backoff.Spread(d.cfg.PollInterval))
-		}
-		select {
-		case <-w.c:
-		case <-poll.C:
-		case <-deadline.C:
-			return none, ErrNoTask
-		case <-ctx.Done():
-			return none, context.Cause(ctx)
+		for look := false; !look; {
+			if poll == nil {
+				poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
+			} else {
+				poll.Reset(backoff.Spread(d.cfg.PollInterval))
+			}
+			select {
+			case <-w.c:
+				look = true
+			case <-poll.C:
+				// Not while the woken waiters crowd its categories: they
+				// look for it, and its turn comes (see hub.crowded).
+				look = !d.hub.crowded(w)
+			case <-deadline.C:
+				return none, ErrNoTask
+			case <-ctx.Done():
+				return none, context.Cause(ctx)
+			}
 		}
 	}
 }

@@ -159,6 +159,24 @@ func (h *hub) leave(w *waiter) {
 	}
 }
 
+// crowded reports whether a look of w's own (its poll interval passed) would
+// only add to a crowd: each of its categories has wake-ups waiting for idle
+// waiters, w among them in its turn, or wakeBusyMax waiters looking already.
+// Such a look finds nothing the woken ones do not, and with thousands
+// waiting, every one's poll comes round within a poll interval: their looks
+// would queue for the stores ahead of the woken ones' and hold on to the
+// memory a look takes, all at once.
+func (h *hub) crowded(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range w.links {
+		if q := w.links[i].q; q.pending == 0 && q.busy < wakeBusyMax {
+			return false
+		}
+	}
+	return len(w.links) > 0
+}
+
 // waiting reports whether anyone long-polls at all.
 func (h *hub) waiting() bool {
 	h.mu.Lock()
