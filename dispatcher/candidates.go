@@ -264,8 +264,11 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 // it claimed, if any. back are the candidates it did not claim but
 // that are still claimable as far as it knows (not tried, or refused for
 // reasons of the claimant's own): they go back to the pool, unless their
-// category was read again since they were taken.
-func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
+// category was read again since they were taken. It returns, by category,
+// how many of back went back to the pool (put) and how many did not
+// (missed): a read made while they were out left them out too, so only a
+// new read finds them.
+func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (put, missed map[string]int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
@@ -278,9 +281,19 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 			delete(p.out, c.ID)
 		}
 	}
+	count := func(m *map[string]int, cat string) {
+		if *m == nil {
+			*m = make(map[string]int)
+		}
+		(*m)[cat]++
+	}
 	for _, c := range back {
 		cc := p.cats[c.category]
-		if cc == nil || cc.gen != c.gen || slices.ContainsFunc(cc.cands, func(x tasks.Candidate) bool { return x.ID == c.ID }) {
+		if cc == nil || cc.gen != c.gen {
+			count(&missed, c.category)
+			continue
+		}
+		if slices.ContainsFunc(cc.cands, func(x tasks.Candidate) bool { return x.ID == c.ID }) {
 			continue
 		}
 		i, _ := slices.BinarySearchFunc(cc.cands, c.Candidate, func(a, b tasks.Candidate) int {
@@ -290,7 +303,9 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 			return 1
 		})
 		cc.cands = slices.Insert(cc.cands, i, c.Candidate)
+		count(&put, c.category)
 	}
+	return put, missed
 }
 
 // contended notes that a claim met a competitor's on a candidate of cat.

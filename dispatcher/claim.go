@@ -215,7 +215,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats, h *handover) (*tasks.Claim, error) {
 	var claimed []int64
 	var back []pooled
-	defer func() { d.cands.done(picked, claimed, back) }()
+	defer func() { d.candidatesDone(picked, claimed, back) }()
 	for cands := picked; len(cands) > 0; {
 		keys := make([]string, len(cands))
 		for i, cand := range cands {
@@ -267,7 +267,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				return nil, h.err
 			}
 		} else {
-			claim, err = d.store.Claim(ctx, p)
+			claim, err = d.claimStored(ctx, p)
 		}
 		if err == nil {
 			claimed = []int64{cand.ID}
@@ -368,5 +368,23 @@ func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st cla
 	if st.refused > 0 {
 		d.stats.refusedClaims.Add(int64(st.refused))
 		d.tel.refusedClaims.Add(ctx, int64(st.refused))
+	}
+}
+
+// candidatesDone ends a claim attempt in the candidate pool (see
+// candidatePool.done) and treats the candidates it gave back as tasks that
+// just arrived: a waiter of their category is woken for each. Waiters woken
+// together can otherwise miss them: one that came back empty-handed while
+// another held more candidates than it claimed rests, and the rest it gave
+// back would wait for somebody's poll interval. Candidates the pool did not
+// take back (their category was read while they were out) make the next
+// look read again.
+func (d *Dispatcher) candidatesDone(picked []pooled, claimed []int64, back []pooled) {
+	put, missed := d.cands.done(picked, claimed, back)
+	for cat, n := range put {
+		d.hub.give(cat, n)
+	}
+	for cat, n := range missed {
+		d.hub.wake(cat, n)
 	}
 }

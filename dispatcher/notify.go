@@ -199,6 +199,18 @@ func (h *hub) wake(cat string, n int) {
 	}
 }
 
+// give wakes up to n waiters of cat as wake does, for n candidates a claim
+// gave back to the pool: they are there to take, so the category's
+// candidates need no new read.
+func (h *hub) give(cat string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[cat]; q != nil && n > 0 {
+		q.pending += n
+		h.dispatch(q)
+	}
+}
+
 // dispatch sends q's pending wake-ups to its oldest idle waiters while fewer
 // than wakeBusyMax are busy. Wake-ups beyond the idle waiters are owed to
 // the busy ones.
