@@ -80,8 +80,9 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // waitForTask runs try, which returns ErrNoTask when the pool has nothing
 // for categories, until it returns anything else: again whenever a task
 // arrives in one of categories (the hub's wake-up) or PollInterval passes
-// (spread) while its categories are not crowded, for up to wait (capped at Config.MaxWait), then ErrNoTask. With
-// no wait it runs try once.
+// (spread) while its categories are not crowded (see hub.crowded), for up
+// to wait (capped at Config.MaxWait), then ErrNoTask. With no wait it runs
+// try once.
 //
 // The caller stays subscribed from its first try to its return, so it keeps
 // its place among the category's waiters (oldest first) however often it is

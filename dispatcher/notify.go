@@ -23,9 +23,11 @@ import (
 // wake-up that finds no idle waiter is owed to the busy ones: a busy waiter
 // whose look comes back empty takes it and looks again instead of going
 // idle, since its look may have begun before the task arrived. A waiter that
-// leaves with a wake-up it did not act on passes it on. So every task that
-// arrives is looked for, after it arrived, by some waiter of its category
-// while any waits.
+// leaves with a wake-up it did not act on passes it on, and a candidate a
+// claim took but gave back (see hub.give) counts as an arrival. So every task
+// that arrives is looked for, after it arrived, by some waiter of its
+// category while any waits. A waiter's own poll (its poll interval passed)
+// does not look while its categories are crowded (see hub.crowded).
 type hub struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
