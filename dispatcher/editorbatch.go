@@ -53,8 +53,7 @@ type editorClaim struct {
 
 // editorClaims sends editors' claims of pending tasks in batches; see above.
 type editorClaims struct {
-	claimOne   func(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
-	claimBatch func(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error)
+	store Store
 
 	mu     sync.Mutex
 	queue  []*editorClaim
@@ -66,7 +65,7 @@ type editorClaims struct {
 }
 
 func newEditorClaims(s Store) *editorClaims {
-	return &editorClaims{claimOne: s.Claim, claimBatch: s.ClaimEditorBatch}
+	return &editorClaims{store: s}
 }
 
 // claim makes claim p, an editor's claim of a pending task, alone or in a
@@ -146,7 +145,7 @@ func (b *editorClaims) send(ms []*editorClaim) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ms[0].ctx), editorBatchTimeout)
 	defer cancel()
 	if len(ms) == 1 {
-		ms[0].claim, ms[0].err = b.claimOne(ctx, ms[0].p)
+		ms[0].claim, ms[0].err = b.store.Claim(ctx, ms[0].p)
 		return
 	}
 	b.batches.Add(1)
@@ -155,7 +154,7 @@ func (b *editorClaims) send(ms []*editorClaim) {
 	for i, m := range ms {
 		ps[i] = m.p
 	}
-	res, err := b.claimBatch(ctx, ps)
+	res, err := b.store.ClaimEditorBatch(ctx, ps)
 	for i, m := range ms {
 		switch {
 		case err != nil:
