@@ -280,6 +280,9 @@ func describe(r Result, jobs int) string {
 	if r.Failed > 0 {
 		s += fmt.Sprintf(", %d FAILED", r.Failed)
 	}
+	if r.StoreCPUMsPerJob != nil {
+		s += fmt.Sprintf(", CPU per job: store %.3f ms, client %.3f ms", *r.StoreCPUMsPerJob, *r.ClientCPUMsPerJob)
+	}
 	s += fmt.Sprintf(", insert %.0f jobs/s, setup %.1fs, stop %.1fs", r.InsertPerSec, r.SetupSeconds, r.StopSeconds)
 	if r.Logged > 0 {
 		s += fmt.Sprintf("; logged %d warnings/errors, first: %s", r.Logged, r.FirstLogged)
@@ -297,7 +300,7 @@ func printTable(w io.Writer, r *Report) {
 	}
 	durability := shortDurability(r.RiverStore) + " / " + shortDurability(r.TaskdStore)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tworkers\tRiver jobs/s\ttaskd jobs/s\t(h) taskd/River\tper round\ttarget\tdurability River / taskd\tnote")
+	fmt.Fprintln(tw, "scenario\tworkers\tRiver jobs/s\ttaskd jobs/s\t(h) taskd/River\tper round\ttarget\tstore ms/job River / taskd\tclient ms/job River / taskd\tdurability River / taskd\tnote")
 	for _, row := range r.Rows {
 		target := ""
 		if row.Met != nil {
@@ -307,10 +310,15 @@ func printTable(w io.Writer, r *Report) {
 		if len(row.RoundRatios) > 0 {
 			spread = fmt.Sprintf("%.3f..%.3f", slices.Min(row.RoundRatios), slices.Max(row.RoundRatios))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t%s\t%s\n", row.Scenario, row.Workers,
-			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, spread, target, durability, note(row, r.Jobs))
+		store := medianCPU(row.River, func(r Result) *float64 { return r.StoreCPUMsPerJob }) + " / " +
+			medianCPU(row.Taskd, func(r Result) *float64 { return r.StoreCPUMsPerJob })
+		client := medianCPU(row.River, func(r Result) *float64 { return r.ClientCPUMsPerJob }) + " / " +
+			medianCPU(row.Taskd, func(r Result) *float64 { return r.ClientCPUMsPerJob })
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Scenario, row.Workers,
+			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, spread, target, store, client, durability, note(row, r.Jobs))
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "store ms/job: CPU time (/proc) of the store's servers over the measured span, per job (River: PostgreSQL's postmaster and its children; taskd: mysqld and redis-server); client ms/job: this process's, running one side at a time")
 	fmt.Fprintf(w, "River's store: %s\ntaskd's store: %s\n", r.RiverStore, r.TaskdStore)
 	fmt.Fprintln(w, durabilityNote(r.RiverStore, r.TaskdStore))
 	for _, row := range r.Rows {
@@ -406,6 +414,21 @@ func shortDurability(store string) string {
 		}
 	}
 	return store
+}
+
+// medianCPU renders the median of a CPU figure over rs, "n/a" when no run
+// measured it.
+func medianCPU(rs []Result, f func(Result) *float64) string {
+	var vs []float64
+	for _, r := range rs {
+		if v := f(r); v != nil {
+			vs = append(vs, *v)
+		}
+	}
+	if len(vs) == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(median(vs), 'f', 3, 64)
 }
 
 func metWord(met bool) string {
