@@ -126,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		jsonPath   = fs.String("json", "", "also write the results as JSON to this file")
 		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
 		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
+		only       = fs.String("only", "", "run only this side (River or taskd): its figures alone, no ratio, for A/B runs of one side")
 		mysqlSync  = fs.Bool("mysql-sync", true, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's at its defaults (-mysql-sync=false leaves the server as it runs)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -150,6 +151,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no Redis: set TASKD_TEST_REDIS_URL or pass -redis")
 	case *rounds < 1 || *jobs < 1 || *capAfter <= 0 || *backlog < 1 || *batch < 1 || *warmup < 0 || *window <= 0:
 		return errors.New("-rounds, -jobs, -cap, -backlog, -batch and -window must be positive, -warmup at least 0")
+	}
+	if *only != "" && !strings.EqualFold(*only, "river") && !strings.EqualFold(*only, "taskd") {
+		return fmt.Errorf("-only: unknown side %q (River, taskd)", *only)
 	}
 	workers, err := parseInts(*workerArg)
 	if err != nil {
@@ -213,6 +217,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			sides := []subject{rs, ts}
 			if (round+i)%2 == 1 {
 				sides = []subject{ts, rs}
+			}
+			if *only != "" {
+				sides = slices.DeleteFunc(sides, func(s subject) bool { return !strings.EqualFold(s.Name(), *only) })
 			}
 			for _, s := range sides {
 				var res Result
