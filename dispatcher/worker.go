@@ -316,10 +316,13 @@ type Worker struct {
 	handlersCtx  context.Context         // parent of the handlers' contexts
 	done         chan struct{}           // closed when everything has returned
 
-	slots    slotSet
-	handlers sync.WaitGroup
-	leases   *leaseKeeper
-	out      *completer
+	slots slotSet
+	// gatherFor is how long the claim loop waits for slots to free together
+	// (workerClaimGather; tests change it before Start).
+	gatherFor time.Duration
+	handlers  sync.WaitGroup
+	leases    *leaseKeeper
+	out       *completer
 
 	processed, failed, leaseLost, released, running atomic.Int64
 	// unsettled counts the runs whose outcome is not with the completer yet:
@@ -345,6 +348,8 @@ func NewWorker(d *Dispatcher, cfg WorkerConfig) (*Worker, error) {
 		cfg:  cfg,
 		log:  cfg.Logger.With("worker_id", cfg.ID),
 		done: make(chan struct{}),
+
+		gatherFor: workerClaimGather,
 	}
 	w.slots.init(cfg.Concurrency)
 	w.leases = newLeaseKeeper(w)
@@ -514,8 +519,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 }
 
 // gather waits while fewer than half of the slots one claim may take are
-// free and others are busy, until that many are free or workerClaimGather
-// passed: a claim's round trips and commit cost about the same for a few
+// free and others are busy, until that many are free or gatherFor
+// (workerClaimGather) passed: a claim's round trips and commit cost about the same for a few
 // tasks as for many, so a claim for the slots that free up together is
 // worth a moment's wait. Handlers that return at once (a claim's tasks all
 // done within the wait) then share one claim instead of each starting one
@@ -527,7 +532,7 @@ func (w *Worker) gather(ctx context.Context) {
 	if free >= want || free == 0 || free == w.cfg.Concurrency {
 		return
 	}
-	t := time.NewTimer(workerClaimGather)
+	t := time.NewTimer(w.gatherFor)
 	defer t.Stop()
 	for w.slots.len() < want {
 		select {
