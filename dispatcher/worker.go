@@ -46,8 +46,11 @@ const (
 	RetryBackoffBaseDefault = time.Second
 	RetryBackoffMaxDefault  = 10 * time.Minute
 	// WorkerBatchSizeDefault bounds the claims of one round trip and the
-	// outcomes of one completion transaction.
-	WorkerBatchSizeDefault = 100
+	// outcomes of one completion transaction. A transaction's fixed cost
+	// (its round trip, statements and commit: about 1.5 ms of MariaDB's CPU)
+	// is spread over its members: with 1,000 slots, batches of 500 took
+	// MariaDB about 0.16 ms of CPU per job where batches of 100 took 0.18.
+	WorkerBatchSizeDefault = 500
 	// WorkerFlushIntervalDefault is how long finished outcomes wait for
 	// others to share their transaction while handlers are still running.
 	WorkerFlushIntervalDefault = 5 * time.Millisecond
