@@ -81,12 +81,12 @@ const (
 	workerBatchBytesMax = 8 << 20
 	// workerWriters is how many batches of outcomes a worker has in flight
 	// at most. Two: a batch's transaction spends much of its time waiting
-	// (for the commit's fsyncs, for a CPU on a loaded machine), and a
-	// second writer fills that time; a writer takes a batch only when
-	// BatchSize outcomes wait or they waited FlushInterval, so the second
-	// one does not make the batches smaller (bench/river: 1,000 workers
-	// went from 2,500 to 3,800 jobs/s with batches of 100, and MariaDB's
-	// CPU per job did not grow).
+	// (for the commit's fsyncs, for a CPU on a loaded machine), and with
+	// many slots one writer fell behind (bench/river, 1,000 workers: busy
+	// 95% of the time). The second writes only full batches (BatchSize)
+	// while the first is busy, so it never splits what the first would
+	// write in one transaction: with 16 slots, a second writer taking any
+	// batch halved the jobs/s.
 	workerWriters = 2
 	// workerClaimGather bounds how long the claim loop waits for more free
 	// slots while fewer than half of those one claim may take are free and

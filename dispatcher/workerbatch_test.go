@@ -562,3 +562,60 @@ func TestWorkerClaimsForALoneFreeSlot(t *testing.T) {
 		t.Fatalf("%d handlers running, want the %d blocked", r, blocked)
 	}
 }
+
+// enteredCompletes reports the members of each Complete as it starts, then
+// holds it until gate closes.
+type enteredCompletes struct {
+	*tasks.Store
+	gate    chan struct{}
+	entered chan int
+}
+
+func (s *enteredCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error) {
+	s.entered <- len(os)
+	<-s.gate
+	return s.Store.Complete(ctx, os)
+}
+
+// While the first writer's batch is in flight, the second writes only a
+// full batch (BatchSize outcomes): it never splits what the first would
+// write in one transaction.
+func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
+	t.Parallel()
+	if dispatcher.WorkerWriters < 2 {
+		t.Skip("one writer")
+	}
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	store := &enteredCompletes{Store: b.store, gate: make(chan struct{}), entered: make(chan int, 100)}
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, batch = 8, 3
+	b.add(t, "jobs", 0, n)
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	// One slot: outcomes arrive one by one, and the first writer writes
+	// each at once (no flush interval), until its write is held.
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+		Handler: mux, Concurrency: 1, BatchSize: batch, MaxBacklog: 2 * batch, FlushInterval: -1,
+	})
+	openGate := sync.OnceFunc(func() { close(store.gate) })
+	t.Cleanup(openGate)
+	var first int
+	select {
+	case first = <-store.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion started")
+	}
+	select {
+	case second := <-store.entered:
+		if second != batch {
+			t.Fatalf("the second writer wrote %d outcomes while the first wrote %d, want a full batch of %d", second, first, batch)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the second writer wrote nothing while the first held %d outcomes and the backlog filled", first)
+	}
+	openGate()
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+}
