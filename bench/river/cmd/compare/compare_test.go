@@ -110,6 +110,7 @@ func TestMedian(t *testing.T) {
 		{[]float64{3}, 3},
 		{[]float64{5, 1, 3}, 3},
 		{[]float64{4, 1, 3, 2}, 2.5},
+		{nil, 0},
 	} {
 		if got := median(c.in); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)

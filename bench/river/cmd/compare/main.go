@@ -453,7 +453,11 @@ func perSec(rs []Result) []float64 {
 	return out
 }
 
+// median is 0 for no values (a side left out with -only).
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	n := len(s)
