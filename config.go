@@ -409,7 +409,7 @@ type WorkerConfig struct {
 	// BatchSize is how many tasks a worker process claims in one round trip
 	// per store at most (never more than its free slots), and how many
 	// outcomes one completion transaction writes at most, 1..1000. Default
-	// dispatcher.WorkerBatchSizeDefault (100).
+	// dispatcher.WorkerBatchSizeDefault (500).
 	BatchSize int `yaml:"batch_size"`
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction while other handlers run, at most 1s.

@@ -18,6 +18,13 @@ func (d *Dispatcher) ClaimMany(ctx context.Context, holders, categories []string
 	return d.claimMany(ctx, holders, categories)
 }
 
+// SetClaimGather sets how long w's claim loop waits for slots to free
+// together (workerClaimGather); call it before Start.
+func (w *Worker) SetClaimGather(d time.Duration) { w.gatherFor = d }
+
+// WorkerWriters is how many batches of outcomes a worker writes at once.
+const WorkerWriters = workerWriters
+
 // Delivering reports whether w holds the delivery lock now.
 func (w *Deliverer) Delivering() bool { return w.delivering() }
 

@@ -20,10 +20,12 @@ var attrBatch = attribute.Key("taskd.batch.size")
 
 // completer writes a worker's outcomes in batches: up to BatchSize per
 // transaction (tasks.Store.Complete), then the locks of the claims they ended
-// given back in one script. A batch is written as soon as a writer is free
-// (workerWriters of them) and either BatchSize outcomes wait, no other run is
-// unsettled (nothing more is coming), or the oldest has waited
-// FlushInterval: no timer runs when there is nothing to group.
+// given back in one script. A batch is written as soon as the first writer
+// is free and either BatchSize outcomes wait, no other run is unsettled
+// (nothing more is coming), or the oldest has waited FlushInterval: no timer
+// runs when there is nothing to group. The other writers (workerWriters in
+// all) write only full batches, while the first is busy: they work off a
+// backlog and never split what the first would write in one transaction.
 type completer struct {
 	w *Worker
 
@@ -31,19 +33,22 @@ type completer struct {
 	queue  []*outcome
 	closed bool
 	wake   chan struct{} // has a value once an outcome arrived or close was called
+	// backlog has a value once BatchSize outcomes wait, or close was called:
+	// the wake-up of the writers after the first.
+	backlog chan struct{}
 	// space has a value once a write took outcomes off a full queue.
 	space   chan struct{}
 	writers sync.WaitGroup
 }
 
 func newCompleter(w *Worker) *completer {
-	return &completer{w: w, wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+	return &completer{w: w, wake: make(chan struct{}, 1), backlog: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
 // start starts the writers.
 func (c *completer) start() {
-	for range workerWriters {
-		c.writers.Go(c.run)
+	for i := range workerWriters {
+		c.writers.Go(func() { c.run(i > 0) })
 	}
 }
 
@@ -58,8 +63,12 @@ func (c *completer) settled(o *outcome) {
 		c.queue = append(c.queue, o)
 	}
 	c.w.unsettled.Add(-1)
+	full := len(c.queue) >= c.w.cfg.BatchSize
 	c.mu.Unlock()
 	signal(c.wake)
+	if full {
+		signal(c.backlog)
+	}
 }
 
 // full reports whether MaxBacklog outcomes wait.
@@ -76,17 +85,24 @@ func (c *completer) close() {
 	c.closed = true
 	c.mu.Unlock()
 	signal(c.wake)
+	signal(c.backlog)
 	c.writers.Wait()
 }
 
-// run writes batches until closed and empty.
-func (c *completer) run() {
+// run writes batches until closed and empty; an extra writer (not the
+// first) writes only full batches.
+func (c *completer) run(extra bool) {
+	wake := c.wake
+	if extra {
+		wake = c.backlog
+	}
 	// A writer passes a wake-up on when it leaves, or when it takes a batch
-	// and more is queued, so that the other writer sees it too.
-	defer signal(c.wake)
+	// and more is queued, so that another writer woken by the same channel
+	// sees it too.
+	defer signal(wake)
 	var timer *time.Timer
 	for {
-		batch, wait := c.next()
+		batch, wait := c.next(extra)
 		if batch == nil && wait == 0 {
 			return
 		}
@@ -98,33 +114,38 @@ func (c *completer) run() {
 					timer.Reset(wait)
 				}
 				select {
-				case <-c.wake:
+				case <-wake:
 				case <-timer.C:
 				}
 				timer.Stop()
 			} else {
-				<-c.wake
+				<-wake
 			}
 			continue
 		}
-		if c.waiting() {
-			signal(c.wake)
+		if c.waiting(extra) {
+			signal(wake)
 		}
 		c.write(batch)
 	}
 }
 
-// waiting reports whether outcomes are queued.
-func (c *completer) waiting() bool {
+// waiting reports whether outcomes are queued: a full batch of them for an
+// extra writer.
+func (c *completer) waiting(extra bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if extra {
+		return len(c.queue) >= c.w.cfg.BatchSize
+	}
 	return len(c.queue) > 0
 }
 
 // next takes the next batch off the queue. When there is none to write yet,
 // it returns how long to wait for one: > 0 for a gathering batch, < 0 for
-// an empty queue; (nil, 0) when closed and empty.
-func (c *completer) next() ([]*outcome, time.Duration) {
+// an empty queue (for an extra writer, one without a full batch); (nil, 0)
+// when closed and empty.
+func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 	cfg := c.w.cfg
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -132,6 +153,9 @@ func (c *completer) next() ([]*outcome, time.Duration) {
 		if c.closed {
 			return nil, 0
 		}
+		return nil, -1
+	}
+	if extra && len(c.queue) < cfg.BatchSize && !c.closed {
 		return nil, -1
 	}
 	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && c.w.unsettled.Load() > 0 {

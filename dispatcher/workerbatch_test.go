@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -246,10 +247,10 @@ func TestWorkerBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n, slots, batch, backlog = 40, 2, 1, 1
-	// The most a worker may hold: a handler per slot, the batch being
+	// The most a worker may hold: a handler per slot, the batches being
 	// written, and the backlog (which can grow past MaxBacklog by the
 	// outcomes of handlers that were running when it filled).
-	const bound = slots + batch + backlog + slots
+	const bound = slots + dispatcher.WorkerWriters*batch + backlog + slots
 	b.add(t, "jobs", 0, n)
 	var calls atomic.Int64
 	over := make(chan struct{})
@@ -462,4 +463,159 @@ func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 			t.Errorf("task %d handled %d times, want once", id, seen[id])
 		}
 	}
+}
+
+// claimSizes records the members of each ClaimBatch.
+type claimSizes struct {
+	*tasks.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *claimSizes) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(ps))
+	s.mu.Unlock()
+	return s.Store.ClaimBatch(ctx, ps)
+}
+
+func (s *claimSizes) all() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sizes)
+}
+
+// Slots that free up together share one claim: while fewer than half of
+// them are free and others still busy, the claim loop waits for more (here
+// for as long as it takes) instead of claiming for the first one free.
+func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	store := &claimSizes{Store: b.store}
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slots, n = 8, 16
+	b.add(t, "jobs", 0, n)
+	started := make(chan struct{}, n)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
+		if calls.Add(1) <= slots {
+			started <- struct{}{}
+			<-release
+		}
+		return nil, nil
+	})
+	w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{
+		Handler: mux, Concurrency: slots, BatchSize: slots, ShutdownTimeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetClaimGather(time.Minute)
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdownWorker(t, w) })
+	for range slots {
+		<-started
+	}
+	if got := store.all(); !slices.Equal(got, []int{slots}) {
+		t.Fatalf("claim batches %v before any slot freed, want one of %d", got, slots)
+	}
+	close(release)
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+	got := store.all()
+	if len(got) < 2 || got[1] < slots/2 {
+		t.Fatalf("claim batches %v: the first after the slots freed has %v members, want at least %d", got, got[1:], slots/2)
+	}
+	if c := calls.Load(); c != n {
+		t.Fatalf("handlers ran %d times for %d tasks", c, n)
+	}
+}
+
+// A slot free alone while the others stay busy is still claimed for, once
+// the claim loop's short wait for others passed.
+func TestWorkerClaimsForALoneFreeSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	const slots, blocked, n = 4, 3, 6
+	b.add(t, "jobs", 0, n)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
+		if calls.Add(1) <= blocked {
+			<-release
+		}
+		return nil, nil
+	})
+	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: slots, BatchSize: slots})
+	// Cleanups run last first: the handlers return before the worker stops.
+	t.Cleanup(func() { close(release) })
+	testenv.Eventually(t, 60*time.Second, "the tasks not blocked processed", func() bool { return w.Stats().Processed >= n-blocked })
+	if r := w.Stats().Running; r != blocked {
+		t.Fatalf("%d handlers running, want the %d blocked", r, blocked)
+	}
+}
+
+// enteredCompletes reports the members of each Complete as it starts, then
+// holds it until gate closes.
+type enteredCompletes struct {
+	*tasks.Store
+	gate    chan struct{}
+	entered chan int
+}
+
+func (s *enteredCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error) {
+	s.entered <- len(os)
+	<-s.gate
+	return s.Store.Complete(ctx, os)
+}
+
+// While the first writer's batch is in flight, the second writes only a
+// full batch (BatchSize outcomes): it never splits what the first would
+// write in one transaction.
+func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
+	t.Parallel()
+	if dispatcher.WorkerWriters < 2 {
+		t.Skip("one writer")
+	}
+	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	store := &enteredCompletes{Store: b.store, gate: make(chan struct{}), entered: make(chan int, 100)}
+	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, batch = 8, 3
+	b.add(t, "jobs", 0, n)
+	mux := dispatcher.NewServeMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	// One slot: outcomes arrive one by one, and the first writer writes
+	// each at once (no flush interval), until its write is held.
+	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+		Handler: mux, Concurrency: 1, BatchSize: batch, MaxBacklog: 2 * batch, FlushInterval: -1,
+	})
+	openGate := sync.OnceFunc(func() { close(store.gate) })
+	t.Cleanup(openGate)
+	var first int
+	select {
+	case first = <-store.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion started")
+	}
+	select {
+	case second := <-store.entered:
+		if second != batch {
+			t.Fatalf("the second writer wrote %d outcomes while the first wrote %d, want a full batch of %d", second, first, batch)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the second writer wrote nothing while the first held %d outcomes and the backlog filled", first)
+	}
+	openGate()
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // services returns the stores' addresses, skipping the test when one is
@@ -66,6 +67,9 @@ func TestCompareEndToEnd(t *testing.T) {
 			if r.Failed != 0 {
 				t.Errorf("%s %s: %d jobs failed", row.Scenario, side, r.Failed)
 			}
+			if r.StoreCPUMsPerJob == nil || *r.StoreCPUMsPerJob < 0 || r.ClientCPUMsPerJob == nil || *r.ClientCPUMsPerJob < 0 {
+				t.Errorf("%s %s: CPU per job store %v, client %v, want both measured (the servers run here)", row.Scenario, side, r.StoreCPUMsPerJob, r.ClientCPUMsPerJob)
+			}
 			if r.JobsPerSec <= 0 || r.Seconds <= 0 {
 				t.Errorf("%s %s: %.1f jobs/s over %.2fs, want both positive", row.Scenario, side, r.JobsPerSec, r.Seconds)
 			}
@@ -91,7 +95,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		t.Errorf("stores' durability not read: %q, %q", rep.RiverStore, rep.TaskdStore)
 	}
 	out := stdout.String()
-	for _, want := range []string{"burn-down  4", "steady     4", "(h) taskd/River", "River's store: PostgreSQL", "taskd's store: MariaDB"} {
+	for _, want := range []string{"burn-down  4", "steady     4", "(h) taskd/River", "store ms/job River / taskd", "River's store: PostgreSQL", "taskd's store: MariaDB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -106,6 +110,7 @@ func TestMedian(t *testing.T) {
 		{[]float64{3}, 3},
 		{[]float64{5, 1, 3}, 3},
 		{[]float64{4, 1, 3, 2}, 2.5},
+		{nil, 0},
 	} {
 		if got := median(c.in); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
@@ -194,5 +199,51 @@ func TestSummarizeLeavesOutEmptyRounds(t *testing.T) {
 	}
 	if n := note(row, 100_000); !strings.Contains(n, "River completed nothing in 1/3") {
 		t.Errorf("note %q does not name the empty round", n)
+	}
+}
+
+func TestOnlyNamesASide(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-postgres", "pg", "-mysql", "my", "-redis", "rd", "-only", "sidekiq"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `unknown side "sidekiq"`) {
+		t.Fatalf("-only sidekiq: %v, want an unknown side", err)
+	}
+}
+
+func TestProcessCPU(t *testing.T) {
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin until the kernel's clock counted this process some CPU time.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after, err := processCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed %v over 10s of spinning", before)
+		}
+	}
+	if _, err := processCPU(-1); err == nil {
+		t.Fatal("processCPU(-1): no error")
+	}
+	if pids := childrenOf(os.Getppid()); !slices.Contains(pids, os.Getpid()) || pids[0] != os.Getppid() {
+		t.Fatalf("childrenOf(parent) = %v, want the parent first and this process among them", pids)
+	}
+}
+
+func TestMedianCPU(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	rs := []Result{{StoreCPUMsPerJob: v(0.3)}, {}, {StoreCPUMsPerJob: v(0.1)}}
+	if got := medianCPU(rs, func(r Result) *float64 { return r.StoreCPUMsPerJob }); got != "0.200" {
+		t.Fatalf("medianCPU = %q, want 0.200 (the runs that measured it)", got)
+	}
+	if got := medianCPU(rs[1:2], func(r Result) *float64 { return r.StoreCPUMsPerJob }); got != "n/a" {
+		t.Fatalf("medianCPU of no measurement = %q, want n/a", got)
 	}
 }

@@ -126,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		jsonPath   = fs.String("json", "", "also write the results as JSON to this file")
 		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
 		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
+		only       = fs.String("only", "", "run only this side (River or taskd): its figures alone, no ratio, for A/B runs of one side")
 		mysqlSync  = fs.Bool("mysql-sync", true, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's at its defaults (-mysql-sync=false leaves the server as it runs)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -150,6 +151,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("no Redis: set TASKD_TEST_REDIS_URL or pass -redis")
 	case *rounds < 1 || *jobs < 1 || *capAfter <= 0 || *backlog < 1 || *batch < 1 || *warmup < 0 || *window <= 0:
 		return errors.New("-rounds, -jobs, -cap, -backlog, -batch and -window must be positive, -warmup at least 0")
+	}
+	if *only != "" && !strings.EqualFold(*only, "river") && !strings.EqualFold(*only, "taskd") {
+		return fmt.Errorf("-only: unknown side %q (River, taskd)", *only)
 	}
 	workers, err := parseInts(*workerArg)
 	if err != nil {
@@ -213,6 +217,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			sides := []subject{rs, ts}
 			if (round+i)%2 == 1 {
 				sides = []subject{ts, rs}
+			}
+			if *only != "" {
+				sides = slices.DeleteFunc(sides, func(s subject) bool { return !strings.EqualFold(s.Name(), *only) })
 			}
 			for _, s := range sides {
 				var res Result
@@ -280,6 +287,9 @@ func describe(r Result, jobs int) string {
 	if r.Failed > 0 {
 		s += fmt.Sprintf(", %d FAILED", r.Failed)
 	}
+	if r.StoreCPUMsPerJob != nil {
+		s += fmt.Sprintf(", CPU per job: store %.3f ms, client %.3f ms", *r.StoreCPUMsPerJob, *r.ClientCPUMsPerJob)
+	}
 	s += fmt.Sprintf(", insert %.0f jobs/s, setup %.1fs, stop %.1fs", r.InsertPerSec, r.SetupSeconds, r.StopSeconds)
 	if r.Logged > 0 {
 		s += fmt.Sprintf("; logged %d warnings/errors, first: %s", r.Logged, r.FirstLogged)
@@ -297,7 +307,7 @@ func printTable(w io.Writer, r *Report) {
 	}
 	durability := shortDurability(r.RiverStore) + " / " + shortDurability(r.TaskdStore)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tworkers\tRiver jobs/s\ttaskd jobs/s\t(h) taskd/River\tper round\ttarget\tdurability River / taskd\tnote")
+	fmt.Fprintln(tw, "scenario\tworkers\tRiver jobs/s\ttaskd jobs/s\t(h) taskd/River\tper round\ttarget\tstore ms/job River / taskd\tclient ms/job River / taskd\tdurability River / taskd\tnote")
 	for _, row := range r.Rows {
 		target := ""
 		if row.Met != nil {
@@ -307,10 +317,15 @@ func printTable(w io.Writer, r *Report) {
 		if len(row.RoundRatios) > 0 {
 			spread = fmt.Sprintf("%.3f..%.3f", slices.Min(row.RoundRatios), slices.Max(row.RoundRatios))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t%s\t%s\n", row.Scenario, row.Workers,
-			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, spread, target, durability, note(row, r.Jobs))
+		store := medianCPU(row.River, func(r Result) *float64 { return r.StoreCPUMsPerJob }) + " / " +
+			medianCPU(row.Taskd, func(r Result) *float64 { return r.StoreCPUMsPerJob })
+		client := medianCPU(row.River, func(r Result) *float64 { return r.ClientCPUMsPerJob }) + " / " +
+			medianCPU(row.Taskd, func(r Result) *float64 { return r.ClientCPUMsPerJob })
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Scenario, row.Workers,
+			row.RiverJobsPerSec, row.TaskdJobsPerSec, row.Ratio, spread, target, store, client, durability, note(row, r.Jobs))
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "store ms/job: CPU time (/proc) of the store's servers over the measured span, per job (River: PostgreSQL's postmaster and its children; taskd: mysqld and redis-server); client ms/job: this process's, running one side at a time")
 	fmt.Fprintf(w, "River's store: %s\ntaskd's store: %s\n", r.RiverStore, r.TaskdStore)
 	fmt.Fprintln(w, durabilityNote(r.RiverStore, r.TaskdStore))
 	for _, row := range r.Rows {
@@ -408,6 +423,21 @@ func shortDurability(store string) string {
 	return store
 }
 
+// medianCPU renders the median of a CPU figure over rs, "n/a" when no run
+// measured it.
+func medianCPU(rs []Result, f func(Result) *float64) string {
+	var vs []float64
+	for _, r := range rs {
+		if v := f(r); v != nil {
+			vs = append(vs, *v)
+		}
+	}
+	if len(vs) == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(median(vs), 'f', 3, 64)
+}
+
 func metWord(met bool) string {
 	if met {
 		return "MET"
@@ -423,7 +453,11 @@ func perSec(rs []Result) []float64 {
 	return out
 }
 
+// median is 0 for no values (a side left out with -only).
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	n := len(s)

@@ -168,6 +168,18 @@ func (rs *riverSide) Durability(ctx context.Context) (string, error) {
 	return fmt.Sprintf("PostgreSQL %s: fsync=%s, synchronous_commit=%s, full_page_writes=%s", version, fsync, syncCommit, fpw), nil
 }
 
+func (rs *riverSide) Servers(ctx context.Context) []int {
+	var dir string
+	if err := rs.admin.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
+		return nil
+	}
+	pid := pidFromFile(dir + "/postmaster.pid")
+	if pid == 0 {
+		return nil
+	}
+	return childrenOf(pid)
+}
+
 func (rs *riverSide) Close(ctx context.Context) error {
 	err := rs.Stop(ctx)
 	if _, derr := rs.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+rs.schema+" CASCADE"); derr != nil {

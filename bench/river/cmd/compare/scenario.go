@@ -35,6 +35,10 @@ type subject interface {
 	// Durability describes the store's commit durability, read from the
 	// servers.
 	Durability(ctx context.Context) (string, error)
+	// Servers are the process ids of the store's servers on this machine
+	// (River: the postmaster and its children; taskd: mysqld and
+	// redis-server), nil when they are elsewhere.
+	Servers(ctx context.Context) []int
 	// Logged counts the warnings and errors the side's client logged since
 	// Reset, and gives the first.
 	Logged() (int64, string)
@@ -72,6 +76,12 @@ type Result struct {
 	// harness's own time, outside the measurement.
 	SetupSeconds float64 `json:"setup_seconds"`
 	StopSeconds  float64 `json:"stop_seconds"`
+	// StoreCPUMsPerJob is the CPU time of the store's servers (Servers)
+	// over the measured span, per job counted; ClientCPUMsPerJob this
+	// process's (the side's client, with the harness's own polling). Nil
+	// when a server's /proc could not be read.
+	StoreCPUMsPerJob  *float64 `json:"store_cpu_ms_per_job,omitempty"`
+	ClientCPUMsPerJob *float64 `json:"client_cpu_ms_per_job,omitempty"`
 }
 
 // insertAll inserts n jobs in batches of insertBatch and returns the rate.
@@ -108,6 +118,7 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 	if r.InsertPerSec, err = insertAll(ctx, s, jobs); err != nil {
 		return r, err
 	}
+	cpu0 := sampleCPU(s.Servers(ctx))
 	start := time.Now()
 	r.SetupSeconds = start.Sub(setup).Seconds()
 	if err := s.Start(ctx); err != nil {
@@ -134,6 +145,7 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 		}
 	}
 	finished, err := measure()
+	cpu1 := sampleCPU(s.Servers(ctx))
 	if err == nil && !finished {
 		// Capped: the rate is what completed by now.
 		end = time.Now()
@@ -144,6 +156,7 @@ func burnDown(ctx context.Context, s subject, workers, jobs int, capAfter time.D
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", s.Name(), err)
 	}
+	r.perJob(cpu0, cpu1)
 	r.Seconds = end.Sub(start).Seconds()
 	r.Capped = !finished
 	r.JobsPerSec = float64(r.Jobs) / r.Seconds
@@ -223,6 +236,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	}
 	sleepCtx(ctx, st.Warmup)
 	windowOn.Store(true)
+	cpu0 := sampleCPU(s.Servers(ctx))
 	// Each count sees what was committed when its query started.
 	t0 := time.Now()
 	c0, err := s.Completed(ctx)
@@ -232,6 +246,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	sleepCtx(ctx, st.Window-time.Since(t0))
 	t1 := time.Now()
 	c1, err := s.Completed(ctx)
+	cpu1 := sampleCPU(s.Servers(ctx))
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", s.Name(), err)
 	}
@@ -244,6 +259,7 @@ func steady(ctx context.Context, s subject, workers int, st Steady) (Result, err
 	m := minSeen.Load()
 	r.MinBacklog = &m
 	r.Jobs = c1 - c0
+	r.perJob(cpu0, cpu1)
 	r.Seconds = t1.Sub(t0).Seconds()
 	r.JobsPerSec = float64(r.Jobs) / r.Seconds
 	if err := ctx.Err(); err != nil {

@@ -196,6 +196,26 @@ func (ts *taskdSide) Durability(ctx context.Context) (string, error) {
 	return d, nil
 }
 
+func (ts *taskdSide) Servers(ctx context.Context) []int {
+	var file string
+	if err := ts.admin.GetContext(ctx, &file, "SELECT @@pid_file"); err != nil {
+		return nil
+	}
+	mysqld := pidFromFile(file)
+	if mysqld == 0 {
+		return nil
+	}
+	pids := []int{mysqld}
+	rdb := redis.NewClient(&redis.Options{Addr: ts.redisAddr, DB: ts.redisDB})
+	defer rdb.Close()
+	if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
+		if pid, err := strconv.Atoi(info["Server"]["process_id"]); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // dropDB drops the previous run's database, if any.
 func (ts *taskdSide) dropDB(ctx context.Context) error {
 	if ts.db != nil {
