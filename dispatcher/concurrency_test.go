@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -462,6 +463,29 @@ func awaitQuiet(t *testing.T, b *bundle) {
 	const q = `SELECT COUNT(*) FROM information_schema.INNODB_TRX t
 		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 		WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()`
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		// What was still open, and what each of those sessions ran last.
+		var open []struct {
+			State   string         `db:"trx_state"`
+			Started time.Time      `db:"trx_started"`
+			Waiting sql.NullString `db:"trx_wait_started"`
+			Locks   int64          `db:"trx_rows_locked"`
+			Command string         `db:"command"`
+			Time    int64          `db:"time"`
+			Info    sql.NullString `db:"info"`
+			Query   sql.NullString `db:"trx_query"`
+		}
+		_ = b.db.SelectContext(context.Background(), &open, `SELECT t.trx_state, t.trx_started, t.trx_wait_started, t.trx_rows_locked,
+			p.COMMAND AS command, p.TIME AS time, p.INFO AS info, t.trx_query
+			FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+			WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()`)
+		for _, o := range open {
+			t.Logf("open transaction: %+v", o)
+		}
+	}()
 	testenv.Eventually(t, 30*time.Second, "transactions of the run ended", func() bool {
 		var open int
 		if err := b.db.GetContext(context.Background(), &open, q); err != nil {
