@@ -154,50 +154,6 @@ type SubmitParams struct {
 	Result json.RawMessage
 }
 
-// submitSQL is Submit's statement batch (see batch). The result row, the 'submitted'
-// event and the UPDATE to done each check the same live claim at the same instant
-// (@taskd_now), on a row the first of them locked: all three happen, or none. The
-// result row and the event are copied from the row before the UPDATE clears its
-// editor_id. submitted in the SELECT is the number of rows the UPDATE matched (an
-// answer for the caller; no write depends on it).
-func submitSQL(outbox bool) string {
-	return `SET @taskd_now = NOW(3);
-` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT();
-` + submitSelectSQL
-}
-
-// submitWritesSQL are a submit's writes: the result row, the event, with outbox
-// the 'submitted' record of the webhook outbox (copied from the same live claim at
-// the same instant; deliveries read the result from task_results), and last the
-// UPDATE to done, whose row count the next statement may read.
-func submitWritesSQL(outbox bool) string {
-	q := submitResultSQL + submitEventSQL
-	if outbox {
-		q += submitOutboxInsertSQL
-	}
-	return q + submitUpdateSQL
-}
-
-// The parts of a submit: the result row, the event, the outbox's record, the
-// UPDATE to done and the SELECT of what it ended, which reads the UPDATE's row
-// count from @taskd_submitted.
-const (
-	submitResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
-	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
-`
-	submitEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
-`
-	submitOutboxInsertSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
-	SELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks` + liveClaimNowWhere + `;
-`
-	submitUpdateSQL = `UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
-`
-	submitSelectSQL = `SELECT @taskd_submitted AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
-	FROM tasks WHERE id = ?;
-`
-)
-
 // liveClaimNowWhere is liveClaimWhere at the batch's instant.
 const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
 
@@ -216,12 +172,11 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if err := CheckResult(p.Result); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	var row submittedRow
-	var found bool
-	if err := s.grouped(ctx, s.submitSQL, s.submitArgs(p), scanOne(&row, &found)); err != nil {
+	c := &cycle{submit: &p}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	ended, err := row.ended(p, found)
+	ended, err := c.submitted.ended(p, c.foundSubmitted)
 	if err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
@@ -234,20 +189,8 @@ func CheckResult(result json.RawMessage) error {
 	return checkJSON("result", result)
 }
 
-// submitArgs are the arguments of the store's submitSQL.
-func (s *Store) submitArgs(p SubmitParams) []any {
-	live := []any{p.TaskID, p.Fence, p.Holder}
-	// A string, not bytes: MySQL refuses binary strings in JSON columns.
-	args := append([]any{string(p.Result)}, live...)
-	args = append(args, live...) // the event
-	if s.outbox[WebhookSubmitted] {
-		args = append(args, live...)
-	}
-	args = append(args, live...) // the UPDATE to done
-	return append(args, p.TaskID)
-}
-
-// submittedRow is what submitSelectSQL reads.
+// submittedRow is what a cycle's report says of its submit: Submitted is 1
+// when the submit was accepted.
 type submittedRow struct {
 	Submitted    int64      `db:"submitted"`
 	Category     string     `db:"category"`
