@@ -135,7 +135,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.R
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
-		q.WriteString("COALESCE((SELECT GROUP_CONCAT(IF(disabled_at IS NULL, id, CONCAT('d', id))) FROM editors WHERE id IN (")
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(IF(disabled_at IS NULL, id, CONCAT('d', id))) FROM editors FORCE INDEX (PRIMARY) WHERE id IN (")
 		args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
 		q.WriteString(") FOR UPDATE), '')")
 	}
@@ -175,7 +175,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.R
 	// 3 and 4. The claims.
 	if len(claims) > 0 {
 		if len(editors) > 0 {
-			q.WriteString("SET @taskd_skipped = COALESCE((SELECT GROUP_CONCAT(task_id) FROM task_skips WHERE task_id IN (")
+			q.WriteString("SET @taskd_skipped = COALESCE((SELECT GROUP_CONCAT(task_id) FROM task_skips FORCE INDEX (PRIMARY) WHERE task_id IN (")
 			args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.TaskID} })...)
 			q.WriteString(") AND (task_id, editor_id) IN (")
 			args = append(args, listSQL(q, "(?, ?)", editors, func(i int) []any { return []any{editors[i].claim.TaskID, editors[i].claim.EditorID} })...)
