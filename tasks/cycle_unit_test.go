@@ -18,13 +18,13 @@ func TestRoundsKeepSharedKeysApart(t *testing.T) {
 	}
 	cs := []*cycle{
 		{submit: submit(1, "editor:1"), claim: claim(2, "editor:1", 1)}, // 0: round 0
-		{claim: claim(3, "editor:2", 2)},                                 // 1: round 0
-		{claim: claim(4, "editor:1", 1)},                                 // 2: editor 1 again: round 1
-		{claim: claim(2, "editor:3", 3)},                                 // 3: task 2 again: round 1
-		{submit: submit(5, "w")},                                         // 4: round 0
-		{claim: claim(6, "w", 0)},                                        // 5: holder w again: round 1
-		{claim: claim(7, "editor:1", 9)},                                 // 6: holder editor:1 again, after round 1: round 2
-		{claim: claim(8, "w2", 0)},                                       // 7: round 0
+		{claim: claim(3, "editor:2", 2)},                                // 1: round 0
+		{claim: claim(4, "editor:1", 1)},                                // 2: editor 1 again: round 1
+		{claim: claim(2, "editor:3", 3)},                                // 3: task 2 again: round 1
+		{submit: submit(5, "w")},                                        // 4: round 0
+		{claim: claim(6, "w", 0)},                                       // 5: holder w again: round 1
+		{claim: claim(7, "editor:1", 9)},                                // 6: holder editor:1 again, after round 1: round 2
+		{claim: claim(8, "w2", 0)},                                      // 7: round 0
 	}
 	want := [][]int{{0, 1, 4, 7}, {2, 3, 5}, {6}}
 	got := rounds(cs)
