@@ -20,14 +20,14 @@ import (
 //
 // The statements of a round of cycles, in the project's lock order:
 //
-//  1. the rows of the claiming editors, locked (one SELECT ... FOR UPDATE in
-//     primary-key order), which serializes each editor's claims and reads which
-//     editors are disabled (@taskd_editors: the enabled editors' ids, a disabled
-//     one's as "d<id>");
-//  2. the submitted tasks' rows, locked if live at the round's instant
-//     (@taskd_live: their ids), then their result rows, 'submitted' events, the
-//     outbox's records and the UPDATE to done, each guarded by the same live-claim
-//     predicate on the rows the first locked;
+//  1. in one SET: the rows of the claiming editors, locked (in primary-key
+//     order), which serializes each editor's claims and reads which editors are
+//     disabled (@taskd_editors: the enabled editors' ids, a disabled one's as
+//     "d<id>"); then the submitted tasks' rows, locked if live at the round's
+//     instant (@taskd_live: their ids);
+//  2. the submits' result rows, 'submitted' events, outbox records and UPDATE to
+//     done, each guarded by the same live-claim predicate on the rows the SET
+//     locked;
 //  3. under the editors' locks, after the submits cleared their editor_id: the
 //     tasks the claimants skipped (@taskd_skipped) and the editors some task still
 //     names (@taskd_busy), read without locking;
@@ -35,8 +35,7 @@ import (
 //     enabled and not busy, its task not skipped by it, its submit (if any) in
 //     @taskd_live, its category not paused; then the 'claimed' events of the rows
 //     the UPDATE claimed;
-//  5. the reports: the submitted tasks' rows, and the claimed tasks' rows with the
-//     answers of the checks.
+//  5. the report: the rows of the round's tasks, with the answers of the checks.
 //
 // One task per editor holds because an editor has at most one claim in a round
 // and its busy check reads, under its row's lock, every claim committed before
@@ -112,8 +111,8 @@ func rounds(cs []*cycle) [][]*cycle {
 }
 
 // roundSQL writes the statements of a round of cycles to q (see Cycles) and
-// returns their arguments and the scans of the round's reports.
-func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.Rows) error) {
+// returns their arguments and the scan of the round's report.
+func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Rows) error) {
 	var subs, claims, editors []*cycle
 	for _, c := range cs {
 		if c.submit != nil {
@@ -127,11 +126,13 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.R
 		}
 	}
 	var args []any
-	var scans []func(*sqlx.Rows) error
 
 	// 1. Every variable the round reads is set here first, so that it never
-	// sees a value of a round or batch before it on the connection.
-	q.WriteString("SET @taskd_now = NOW(3), @taskd_live = '', @taskd_skipped = '', @taskd_busy = '',\n\t@taskd_editors = ")
+	// sees a value of a round or batch before it on the connection. The
+	// expressions of a SET are evaluated in order, and see the variables as
+	// they were before it: the submits' lock reads NOW(3), the statement's
+	// instant, which @taskd_now is set to.
+	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '',\n\t@taskd_editors = ")
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
@@ -139,23 +140,28 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.R
 		args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
 		q.WriteString(") FOR UPDATE), '')")
 	}
+	q.WriteString(",\n\t@taskd_live = ")
+	var ids, fences []int64
+	var holders, results []string
+	for _, c := range subs {
+		ids, fences, holders = append(ids, c.submit.TaskID), append(fences, c.submit.Fence), append(holders, c.submit.Holder)
+		// A string, not bytes: MySQL refuses binary strings in JSON columns.
+		results = append(results, string(c.submit.Result))
+	}
+	live := func() { args = append(args, membersSQL(q, ids, fences, holders)...) }
+	if len(subs) == 0 {
+		q.WriteString("''")
+	} else {
+		var lock strings.Builder
+		args = append(args, membersSQL(&lock, ids, fences, holders)...)
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(id) FROM tasks FORCE INDEX (PRIMARY)" +
+			strings.ReplaceAll(lock.String(), "@taskd_now", "NOW(3)") + " FOR UPDATE), '')")
+	}
 	q.WriteString(";\n")
 
 	// 2. The submits.
 	if len(subs) > 0 {
-		ids := make([]int64, len(subs))
-		fences := make([]int64, len(subs))
-		holders := make([]string, len(subs))
-		results := make([]string, len(subs))
-		for i, c := range subs {
-			ids[i], fences[i], holders[i] = c.submit.TaskID, c.submit.Fence, c.submit.Holder
-			// A string, not bytes: MySQL refuses binary strings in JSON columns.
-			results[i] = string(c.submit.Result)
-		}
-		live := func() { args = append(args, membersSQL(q, ids, fences, holders)...) }
-		q.WriteString("SET @taskd_live = COALESCE((SELECT GROUP_CONCAT(id) FROM tasks FORCE INDEX (PRIMARY)")
-		live()
-		q.WriteString(" FOR UPDATE), '');\nINSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
 		args = append(args, valuesSQL(q, ids, results)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		live()
@@ -216,23 +222,27 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, []func(*sqlx.R
 		q.WriteString(" AND assigned_at = @taskd_now;\n")
 	}
 
-	// 5. The reports.
-	if len(subs) > 0 {
-		q.WriteString("SELECT id, FIND_IN_SET(id, @taskd_live) > 0 AS submitted, category, assigned_at, done_at,\n\tCOALESCE(trace_context, '') AS trace_context FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
-		args = append(args, listSQL(q, "?", subs, func(i int) []any { return []any{subs[i].submit.TaskID} })...)
-		q.WriteString(");\n")
-		scans = append(scans, scanSubmitted(subs))
+	// 5. The report.
+	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
+		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
+		"@taskd_editors AS editors, @taskd_busy AS busy_editors, " + reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
+	var all []int64
+	for _, c := range cs {
+		if c.submit != nil {
+			all = append(all, c.submit.TaskID)
+		}
+		if c.claim != nil {
+			all = append(all, c.claim.TaskID)
+		}
 	}
-	if len(claims) > 0 {
-		q.WriteString("SELECT assigned_at <=> @taskd_now AS this_round, FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped,\n\t" +
-			"EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
-			"@taskd_editors AS editors, @taskd_busy AS busy_editors, " + taskColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
-		args = append(args, listSQL(q, "?", claims, func(i int) []any { return []any{claims[i].claim.TaskID} })...)
-		q.WriteString(");\n")
-		scans = append(scans, scanClaimed(claims))
-	}
-	return args, scans
+	args = append(args, listSQL(q, "?", all, func(i int) []any { return []any{all[i]} })...)
+	q.WriteString(");\n")
+	return args, scanReport(cs)
 }
+
+// reportColumns are taskColumns but for the payload of a task the round
+// submitted, which nobody reads: JSON null instead.
+var reportColumns = strings.Replace(taskColumns, " payload,", " IF(FIND_IN_SET(id, @taskd_live), 'null', payload) AS payload,", 1)
 
 // guardsSQL writes the claims' own checks, for the WHERE of their UPDATE, and
 // returns their arguments: the task not skipped by its editor, and per claim
@@ -286,38 +296,19 @@ func valuesSQL[T comparable](q *strings.Builder, ids []int64, vals []T) []any {
 	return []any{vals[0]}
 }
 
-// scanSubmitted returns the scan of a round's report on its submits.
-func scanSubmitted(subs []*cycle) func(*sqlx.Rows) error {
+// scanReport returns the scan of a round's report.
+func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 	type row struct {
-		ID int64 `db:"id"`
-		submittedRow
-	}
-	byID := make(map[int64]row, len(subs))
-	scan := scanByID(byID, func(r *row) int64 { return r.ID })
-	return func(rows *sqlx.Rows) error {
-		if err := scan(rows); err != nil {
-			return err
-		}
-		for _, c := range subs {
-			r, ok := byID[c.submit.TaskID]
-			c.submitted, c.foundSubmitted = r.submittedRow, ok
-		}
-		return nil
-	}
-}
-
-// scanClaimed returns the scan of a round's report on its claims.
-func scanClaimed(claims []*cycle) func(*sqlx.Rows) error {
-	type row struct {
-		ThisRound bool `db:"this_round"`
-		Skipped   bool `db:"skipped"`
-		Paused    bool `db:"paused"`
+		Submitted int64 `db:"submitted"`
+		ThisRound bool  `db:"this_round"`
+		Skipped   bool  `db:"skipped"`
+		Paused    bool  `db:"paused"`
 		// Editors and BusyEditors are @taskd_editors and @taskd_busy.
 		Editors     string `db:"editors"`
 		BusyEditors string `db:"busy_editors"`
 		Task
 	}
-	byID := make(map[int64]row, len(claims))
+	byID := make(map[int64]row, 2*len(cs))
 	scan := scanByID(byID, func(r *row) int64 { return r.ID })
 	return func(rows *sqlx.Rows) error {
 		if err := scan(rows); err != nil {
@@ -328,8 +319,19 @@ func scanClaimed(claims []*cycle) func(*sqlx.Rows) error {
 			editors, busy = setOf(r.Editors), setOf(r.BusyEditors)
 			break
 		}
-		for _, c := range claims {
+		for _, c := range cs {
+			if sp := c.submit; sp != nil {
+				r, ok := byID[sp.TaskID]
+				c.foundSubmitted = ok
+				c.submitted = submittedRow{
+					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.AssignedAt,
+					DoneAt: r.DoneAt, TraceContext: r.TraceContext,
+				}
+			}
 			p := c.claim
+			if p == nil {
+				continue
+			}
 			r, ok := byID[p.TaskID]
 			c.foundClaimed = ok
 			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Task: r.Task}

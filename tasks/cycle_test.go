@@ -20,13 +20,14 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	t.Parallel()
 	b := setup(t, tasks.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}})
 	g := newGate(t, b)
+	nextA := b.insert(t, tasks.NewTask{Category: "c", Title: "next", Payload: rawJSON(`{"article":7}`)})[0]
 	ed := func(name string) *tasks.Editor { return b.editor(t, name, "c", "paused") }
 	holding, submitting, disabled, skipping, pausing, staleSubmit, lateNext, staleClaim :=
 		ed("holding"), ed("submitting"), ed("disabled"), ed("skipping"), ed("pausing"), ed("staleSubmit"), ed("lateNext"), ed("staleClaim")
 	task := func() int64 { return b.insertOne(t, "c", 0) }
 	hold := func(e *tasks.Editor) *tasks.Claim { return b.claim(t, task(), e.Holder(), e.ID, time.Minute) }
 	heldA, heldB, heldC, heldD := hold(holding), hold(submitting), hold(staleSubmit), hold(lateNext)
-	nextA, workerTask, skipped, pausedTask, nextC, nextD, staleTask := task(), task(), task(), b.insertOne(t, "paused", 0), task(), task(), task()
+	workerTask, skipped, pausedTask, nextC, nextD, staleTask := task(), task(), b.insertOne(t, "paused", 0), task(), task(), task()
 	disabledTask := task()
 	if _, err := b.store.DisableEditor(b.ctx, disabled.ID); err != nil {
 		t.Fatal(err)
@@ -95,6 +96,11 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	// Accepted.
 	if handAErr != nil || handA.Claim == nil || handA.Claim.Task.ID != nextA || handA.Claim.Fence != 1 || handA.Ended == nil {
 		t.Errorf("submit and claim: %+v, %v", handA, handAErr)
+	}
+	if handAErr == nil && handA.Claim != nil {
+		if got, want := string(handA.Claim.Task.Payload), string(b.task(t, nextA).Payload); got != want || got == "null" {
+			t.Errorf("claimed task's payload = %s, want %s", got, want)
+		}
 	}
 	if workerErr != nil || workerClaim.Task.ID != workerTask || workerClaim.Task.Holder != "w1" {
 		t.Errorf("worker's claim: %+v, %v", workerClaim, workerErr)
@@ -280,10 +286,10 @@ func TestCycleQueryPlans(t *testing.T) {
 		t.Fatalf("%d arguments left over after splitting the group", len(args))
 	}
 	// One round: the editors' and the submits' locks, the submits' four
-	// writes, the skip and busy reads, the claims and their events, the two
-	// reports.
-	if len(stmts) != 12 {
-		t.Fatalf("%d statements, want the 12 of one round", len(stmts))
+	// writes, the skip and busy reads, the claims and their events, the
+	// report.
+	if len(stmts) != 11 {
+		t.Fatalf("%d statements, want the 11 of one round", len(stmts))
 	}
 	for _, s := range stmts {
 		plan := b.explain(t, s.query, s.args...)

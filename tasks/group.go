@@ -144,9 +144,9 @@ func (s *Store) groupSQL(ms []*member) (string, []any, []func(*sqlx.Rows) error)
 		}
 	}
 	for _, r := range rounds(cs) {
-		a, sc := s.roundSQL(&q, r)
+		a, scan := s.roundSQL(&q, r)
 		args = append(args, a...)
-		scans = append(scans, sc...)
+		scans = append(scans, scan)
 	}
 	for _, m := range ms {
 		if m.cycle == nil {
