@@ -8,11 +8,12 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Cycles. A claimant's submit, claim of a pending task, or submit with the next
-// claim is a cycle, and a group writes its cycles together: one statement per kind
-// of write for all of them (one INSERT of the results, one of the 'submitted'
-// events, one UPDATE to done, one fenced UPDATE for the claims, one INSERT of the
-// 'claimed' events), not one per cycle, so that the server's cost of a group hardly
+// Cycles. A claimant's submit, claim of a pending task, submit with the next claim,
+// or heartbeat is a cycle, and a group writes its cycles together: one statement
+// per kind of write for all of them (one INSERT of the results, one of the
+// 'submitted' events, one UPDATE to done, one fenced UPDATE for the claims, one
+// INSERT of the 'claimed' events, one of the 'heartbeat' events and one UPDATE of
+// the leases), not one per cycle, so that the server's cost of a group hardly
 // grows with its size. Each cycle keeps its own promise inside them, as the worker
 // batches' members do (see ClaimBatch and Complete): each row is written under its
 // own fence and holder, a refused cycle changes nothing and refuses nothing else,
@@ -24,10 +25,11 @@ import (
 //     order), which serializes each editor's claims and reads which editors are
 //     disabled (@taskd_editors: the enabled editors' ids, a disabled one's as
 //     "d<id>"); then the submitted tasks' rows, locked if live at the round's
-//     instant (@taskd_live: their ids);
+//     instant (@taskd_live: their ids); then the heartbeats' rows, locked if live
+//     and short of the maximum hold (@taskd_beat: their ids);
 //  2. the submits' result rows, 'submitted' events, outbox records and UPDATE to
-//     done, each guarded by the same live-claim predicate on the rows the SET
-//     locked;
+//     done, and the heartbeats' events and UPDATE of the lease, each guarded by
+//     the same predicate as the SET's lock of its rows;
 //  3. under the editors' locks, after the submits cleared their editor_id: the
 //     tasks the claimants skipped (@taskd_skipped) and the editors some task still
 //     names (@taskd_busy), read without locking;
@@ -44,9 +46,13 @@ import (
 // other in the order they came (see rounds): each round sees the rows as the
 // rounds before it left them.
 
-// cycle is one claimant's write in a group: a submit, a claim of a pending task, or
-// both (the claim then made only if the submit is accepted).
+// cycle is one claimant's write in a group: a submit, a claim of a pending task,
+// both (the claim then made only if the submit is accepted), or a heartbeat.
 type cycle struct {
+	// beat, when not nil, is a heartbeat (and the cycle nothing else), its
+	// lease checked.
+	beat *HeartbeatParams
+
 	// submit, when not nil, is the submit, its result checked.
 	submit *SubmitParams
 	// claim, when not nil, is the claim of a pending task, and lease its
@@ -60,6 +66,17 @@ type cycle struct {
 	foundSubmitted bool
 	claimed        claimedRow
 	foundClaimed   bool
+	beaten         beatRow
+}
+
+// beatRow is what a cycle's report says of its heartbeat.
+type beatRow struct {
+	// Beat says the lease was extended, to LeaseExpiresAt.
+	Beat           bool
+	LeaseExpiresAt *time.Time
+	// HoldLimit says the claim is live but its lease reaches the maximum
+	// hold already.
+	HoldLimit bool
 }
 
 // cycleKey is something two cycles of a round must not share: a task (kind
@@ -73,6 +90,9 @@ type cycleKey struct {
 // keys are c's tasks, its holder and its editor.
 func (c *cycle) keys() []cycleKey {
 	var ks []cycleKey
+	if c.beat != nil {
+		ks = append(ks, cycleKey{kind: 't', id: c.beat.TaskID}, cycleKey{kind: 'h', s: c.beat.Holder})
+	}
 	if c.submit != nil {
 		ks = append(ks, cycleKey{kind: 't', id: c.submit.TaskID}, cycleKey{kind: 'h', s: c.submit.Holder})
 	}
@@ -113,8 +133,11 @@ func rounds(cs []*cycle) [][]*cycle {
 // roundSQL writes the statements of a round of cycles to q (see Cycles) and
 // returns their arguments and the scan of the round's report.
 func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Rows) error) {
-	var subs, claims, editors []*cycle
+	var subs, claims, editors, beats []*cycle
 	for _, c := range cs {
+		if c.beat != nil {
+			beats = append(beats, c)
+		}
 		if c.submit != nil {
 			subs = append(subs, c)
 		}
@@ -157,9 +180,43 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString("COALESCE((SELECT GROUP_CONCAT(id) FROM tasks FORCE INDEX (PRIMARY)" +
 			strings.ReplaceAll(lock.String(), "@taskd_now", "NOW(3)") + " FOR UPDATE), '')")
 	}
+	q.WriteString(",\n\t@taskd_beat = ")
+	hold := micros(s.cfg.MaxHold)
+	belowLimit := " AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND"
+	var bids, bfences, bleases []int64
+	var bholders []string
+	for _, c := range beats {
+		bids, bfences, bholders = append(bids, c.beat.TaskID), append(bfences, c.beat.Fence), append(bholders, c.beat.Holder)
+		bleases = append(bleases, micros(c.lease))
+	}
+	beating := func() { args = append(args, membersSQL(q, bids, bfences, bholders)...) }
+	if len(beats) == 0 {
+		q.WriteString("''")
+	} else {
+		var lock strings.Builder
+		args = append(args, membersSQL(&lock, bids, bfences, bholders)...)
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(id) FROM tasks FORCE INDEX (PRIMARY)" +
+			strings.ReplaceAll(lock.String(), "@taskd_now", "NOW(3)") + belowLimit + " FOR UPDATE), '')")
+		args = append(args, hold)
+	}
 	q.WriteString(";\n")
 
-	// 2. The submits.
+	// 2. The heartbeats: the new lease is now + the lease, never shorter than
+	// it is and never past assigned_at + the maximum hold.
+	if len(beats) > 0 {
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		beating()
+		args = append(args, hold)
+		q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ")
+		args = append(args, valuesSQL(q, bids, bleases)...)
+		q.WriteString(" MICROSECOND, lease_expires_at), assigned_at + INTERVAL ? MICROSECOND)")
+		args = append(args, hold)
+		beating()
+		q.WriteString(belowLimit + ";\n")
+		args = append(args, hold)
+	}
+
+	// The submits.
 	if len(subs) > 0 {
 		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
 		args = append(args, valuesSQL(q, ids, results)...)
@@ -225,9 +282,15 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// 5. The report.
 	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
-		"@taskd_editors AS editors, @taskd_busy AS busy_editors, " + reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
+		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
+		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
+		reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
+	args = append(args, hold)
 	var all []int64
 	for _, c := range cs {
+		if c.beat != nil {
+			all = append(all, c.beat.TaskID)
+		}
 		if c.submit != nil {
 			all = append(all, c.submit.TaskID)
 		}
@@ -241,8 +304,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 }
 
 // reportColumns are taskColumns but for the payload of a task the round
-// submitted, which nobody reads: JSON null instead.
-var reportColumns = strings.Replace(taskColumns, " payload,", " IF(FIND_IN_SET(id, @taskd_live), 'null', payload) AS payload,", 1)
+// submitted or extended, which nobody reads: JSON null instead.
+var reportColumns = strings.Replace(taskColumns, " payload,",
+	" IF(FIND_IN_SET(id, @taskd_live) OR FIND_IN_SET(id, @taskd_beat), 'null', payload) AS payload,", 1)
 
 // guardsSQL writes the claims' own checks, for the WHERE of their UPDATE, and
 // returns their arguments: the task not skipped by its editor, and per claim
@@ -306,6 +370,8 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		// Editors and BusyEditors are @taskd_editors and @taskd_busy.
 		Editors     string `db:"editors"`
 		BusyEditors string `db:"busy_editors"`
+		Beat        bool   `db:"beat"`
+		AtLimit     bool   `db:"at_limit"`
 		Task
 	}
 	byID := make(map[int64]row, 2*len(cs))
@@ -320,6 +386,15 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			break
 		}
 		for _, c := range cs {
+			if bp := c.beat; bp != nil {
+				r, ok := byID[bp.TaskID]
+				c.beaten = beatRow{
+					Beat:           ok && r.Beat && r.LeaseExpiresAt != nil,
+					LeaseExpiresAt: r.LeaseExpiresAt,
+					HoldLimit: ok && r.AtLimit && r.Fence == bp.Fence && r.Holder == bp.Holder &&
+						r.Status == StatusAssigned,
+				}
+			}
 			if sp := c.submit; sp != nil {
 				r, ok := byID[sp.TaskID]
 				c.foundSubmitted = ok

@@ -13,7 +13,8 @@ import (
 // TestGroupCyclesAnswerEachOnItsOwn sends, in one group, cycles the store
 // accepts and cycles it refuses each for a reason of its own: a disabled
 // editor, a skipped task, a paused category, a stale submit with its next
-// claim, a next claim whose task moved on, a stale claim. Each gets its own
+// claim, a next claim whose task moved on, a stale claim, a heartbeat at the
+// maximum hold, a stale heartbeat. Each gets its own
 // answer, nothing of a refused part is written, every accepted part is, with
 // its events, result and outbox record, and the group is not split.
 func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
@@ -27,6 +28,11 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	task := func() int64 { return b.insertOne(t, "c", 0) }
 	hold := func(e *tasks.Editor) *tasks.Claim { return b.claim(t, task(), e.Holder(), e.ID, time.Minute) }
 	heldA, heldB, heldC, heldD := hold(holding), hold(submitting), hold(staleSubmit), hold(lateNext)
+	beating, atLimit, staleBeat := ed("beating"), ed("atLimit"), ed("staleBeat")
+	heldE, heldF, heldG := hold(beating), hold(atLimit), hold(staleBeat)
+	// heldF's lease reaches the maximum hold already.
+	b.exec(t, `UPDATE tasks SET assigned_at = lease_expires_at - INTERVAL ? MICROSECOND WHERE id = ?`,
+		tasks.Config{}.WithDefaults().MaxHold.Microseconds(), heldF.Task.ID)
 	workerTask, skipped, pausedTask, nextC, nextD, staleTask := task(), task(), b.insertOne(t, "paused", 0), task(), task(), task()
 	disabledTask := task()
 	if _, err := b.store.DisableEditor(b.ctx, disabled.ID); err != nil {
@@ -40,7 +46,7 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	b.claim(t, nextD, "w-other", 0, time.Minute)
 	b.claim(t, staleTask, "w-other", 0, time.Minute)
 	unchanged := map[int64]snapshot{}
-	for _, id := range []int64{disabledTask, skipped, pausedTask, heldC.Task.ID, nextC, nextD, staleTask} {
+	for _, id := range []int64{disabledTask, skipped, pausedTask, heldC.Task.ID, nextC, nextD, staleTask, heldF.Task.ID, heldG.Task.ID} {
 		unchanged[id] = b.snapshot(t, id)
 	}
 
@@ -50,8 +56,13 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	claim := func(id int64, holder string, editorID int64) tasks.ClaimParams {
 		return tasks.ClaimParams{TaskID: id, Fence: 0, Status: tasks.StatusPending, Holder: holder, EditorID: editorID, Lease: time.Minute}
 	}
+	beat := func(c *tasks.Claim, fence int64) tasks.HeartbeatParams {
+		return tasks.HeartbeatParams{TaskID: c.Task.ID, Fence: fence, Holder: c.Task.Holder, Lease: 2 * time.Minute}
+	}
 	first := b.insertOne(t, "c", 0)
 	var (
+		beatUntil                                             time.Time
+		beatErr, atLimitErr, staleBeatErr                     error
 		wg                                                    sync.WaitGroup
 		firstErr, workerErr, disabledErr, skipErr, pausedErr  error
 		submitErr, staleSubmitErr, lateNextErr, staleClaimErr error
@@ -78,6 +89,9 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 			handD, lateNextErr = b.store.SubmitAndClaim(b.ctx, submit(heldD, heldD.Fence), claim(nextD, lateNext.Holder(), lateNext.ID))
 		},
 		func() { _, staleClaimErr = b.store.Claim(b.ctx, claim(staleTask, staleClaim.Holder(), staleClaim.ID)) },
+		func() { beatUntil, beatErr = b.store.Heartbeat(b.ctx, beat(heldE, heldE.Fence)) },
+		func() { _, atLimitErr = b.store.Heartbeat(b.ctx, beat(heldF, heldF.Fence)) },
+		func() { _, staleBeatErr = b.store.Heartbeat(b.ctx, beat(heldG, heldG.Fence+1)) },
 	}
 	for i, w := range writes {
 		wg.Go(w)
@@ -129,7 +143,18 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 		}
 	}
 
+	if beatErr != nil || !beatUntil.After(heldE.LeaseExpiresAt) {
+		t.Errorf("heartbeat: lease until %v, %v; want past %v", beatUntil, beatErr, heldE.LeaseExpiresAt)
+	} else if got := b.task(t, heldE.Task.ID).LeaseExpiresAt; got == nil || !got.Equal(beatUntil) {
+		t.Errorf("extended task's lease = %v, want %v", got, beatUntil)
+	}
+	if got := kinds(b.events(t, heldE.Task.ID)); len(got) != 2 || got[1] != tasks.EventHeartbeat {
+		t.Errorf("extended task's events = %v, want claimed, heartbeat", got)
+	}
+
 	// Refused, each for its own reason, with nothing written.
+	wantErr(t, "heartbeat at the maximum hold", atLimitErr, tasks.ErrHoldLimit)
+	wantErr(t, "heartbeat with a wrong fence", staleBeatErr, tasks.ErrStale)
 	wantErr(t, "disabled editor's claim", disabledErr, tasks.ErrEditorDisabled)
 	wantErr(t, "claim of a skipped task", skipErr, tasks.ErrSkipped)
 	wantErr(t, "claim in a paused category", pausedErr, tasks.ErrPaused)
@@ -202,8 +227,8 @@ func TestGroupCyclesOfOneEditorGoOneAfterTheOther(t *testing.T) {
 }
 
 // TestCycleQueryPlans checks with EXPLAIN that every statement of a group of
-// cycles (submits with the next claim, of editors and workers, and plain
-// claims) reads tasks by its primary key, a range over the cycles' ids, or by
+// cycles (submits with the next claim, of editors and workers, plain claims and
+// heartbeats) reads tasks by its primary key, a range over the cycles' ids, or by
 // tasks_editor for the busy check; editors, task_skips and paused_categories by
 // their primary keys; no full scan. Run with -v to see the plans.
 func TestCycleQueryPlans(t *testing.T) {
@@ -248,7 +273,11 @@ func TestCycleQueryPlans(t *testing.T) {
 		}
 		claims = append(claims, c)
 	}
-	q, args := tasks.CycleSQL(b.store, submits, claims)
+	var beats []*tasks.HeartbeatParams
+	for i := range n {
+		beats = append(beats, &tasks.HeartbeatParams{TaskID: assigned[2*n+i], Fence: 1, Holder: fmt.Sprintf("b%d", i), Lease: time.Minute})
+	}
+	q, args := tasks.CycleSQL(b.store, submits, claims, beats)
 
 	type stmt struct {
 		name  string
@@ -285,11 +314,11 @@ func TestCycleQueryPlans(t *testing.T) {
 	if len(args) != 0 {
 		t.Fatalf("%d arguments left over after splitting the group", len(args))
 	}
-	// One round: the editors' and the submits' locks, the submits' four
-	// writes, the skip and busy reads, the claims and their events, the
-	// report.
-	if len(stmts) != 11 {
-		t.Fatalf("%d statements, want the 11 of one round", len(stmts))
+	// One round: the editors', the submits' and the heartbeats' locks, the
+	// heartbeats' two writes, the submits' four, the skip and busy reads, the
+	// claims and their events, the report.
+	if len(stmts) != 14 {
+		t.Fatalf("%d statements, want the 14 of one round", len(stmts))
 	}
 	for _, s := range stmts {
 		plan := b.explain(t, s.query, s.args...)

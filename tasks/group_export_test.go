@@ -44,9 +44,12 @@ func SetGroupFlights(s *Store, n int) { s.group.flights = n }
 
 // CycleSQL exposes the transaction a group of the given cycles sends: for each
 // i, submits[i] when not nil, claims[i] when not nil, or both (a submit with
-// the next claim). Claims must be of pending tasks with valid leases.
-func CycleSQL(s *Store, submits []*SubmitParams, claims []*ClaimParams) (string, []any) {
+// the next claim); then the heartbeats. Leases must be valid.
+func CycleSQL(s *Store, submits []*SubmitParams, claims []*ClaimParams, beats []*HeartbeatParams) (string, []any) {
 	var ms []*member
+	for _, b := range beats {
+		ms = append(ms, &member{cycle: &cycle{beat: b, lease: b.Lease}})
+	}
 	for i := range max(len(submits), len(claims)) {
 		c := &cycle{}
 		if i < len(submits) {

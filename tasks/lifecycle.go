@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -79,32 +78,6 @@ type HeartbeatParams struct {
 	Lease time.Duration
 }
 
-// heartbeatSQL is Heartbeat's statement batch (see batch), sent as a part of a
-// group (see grouped). The event and the UPDATE each check the same live claim
-// whose lease is short of the maximum hold, at the same instant (@taskd_now), on a
-// row the first of them locked: both happen, or neither. The new lease is now +
-// the lease, never shorter than it is and never past assigned_at + the maximum
-// hold. beat in the SELECT is the number of rows the UPDATE matched; hold_limit
-// says the claim is live but its lease reaches the maximum hold already.
-//
-// Arguments: heartbeatWhere's for the event; the lease and the maximum hold
-// (microseconds), then heartbeatWhere's, for the UPDATE; the fence, the holder,
-// the maximum hold and the task's id for the SELECT.
-const heartbeatSQL = `SET @taskd_now = NOW(3);
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks` + heartbeatWhere + ` FOR UPDATE;
-UPDATE tasks SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ? MICROSECOND, lease_expires_at),
-	assigned_at + INTERVAL ? MICROSECOND)` + heartbeatWhere + `;
-SELECT ROW_COUNT() AS beat, lease_expires_at,
-	COALESCE(fence = ? AND holder = ? AND status = 'assigned' AND lease_expires_at >= @taskd_now
-		AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS hold_limit
-FROM tasks WHERE id = ?;
-`
-
-// heartbeatWhere is a live claim at the batch's instant whose lease is short of
-// the maximum hold (its first argument, in microseconds).
-const heartbeatWhere = liveClaimNowWhere + ` AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND`
-
 // Heartbeat extends a live claim's lease to now + p.Lease on the database clock, but
 // never beyond assigned_at + Config.MaxHold and never shorter than it already is. It
 // returns the new deadline and records a 'heartbeat' event.
@@ -121,22 +94,14 @@ func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, er
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
-	maxHold := micros(s.cfg.MaxHold)
-	where := []any{p.TaskID, p.Fence, p.Holder, maxHold}
-	args := slices.Concat(where, []any{micros(lease), maxHold}, where, []any{p.Fence, p.Holder, maxHold, p.TaskID})
-	var row struct {
-		Beat           int64      `db:"beat"`
-		LeaseExpiresAt *time.Time `db:"lease_expires_at"`
-		HoldLimit      bool       `db:"hold_limit"`
-	}
-	var found bool
-	if err := s.grouped(ctx, heartbeatSQL, args, scanOne(&row, &found)); err != nil {
+	c := &cycle{beat: &p, lease: lease}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
 	switch {
-	case found && row.Beat > 0 && row.LeaseExpiresAt != nil:
-		return *row.LeaseExpiresAt, nil
-	case found && row.HoldLimit:
+	case c.beaten.Beat:
+		return *c.beaten.LeaseExpiresAt, nil
+	case c.beaten.HoldLimit:
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrHoldLimit)
 	default:
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrStale)
@@ -153,9 +118,6 @@ type SubmitParams struct {
 	// lone surrogate.
 	Result json.RawMessage
 }
-
-// liveClaimNowWhere is liveClaimWhere at the batch's instant.
-const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
 
 // Submit accepts the holder's result and completes the task, in one transaction and
 // one round trip: the fenced UPDATE to done, one task_results row keyed by (task_id,
