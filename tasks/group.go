@@ -24,12 +24,12 @@ import (
 // that finds a flight free goes at once, as a group of one: there is no timer, and
 // a lone claimant waits for nobody.
 //
-// A group writes its cycles (submits and claims: see Cycles, in cycle.go) with
-// set-based statements, one per kind of write for all of them; its other members
-// are statement batches (see batch), each run as it is after the cycles. Every
-// part only reads user variables (@taskd_*) it set first, so a part never sees a
-// value a part before it left. Each part knows how many result sets its SELECTs
-// answer, which is how the group's answer is split among them.
+// A group writes its cycles (claims, submits, heartbeats: see Cycles, in
+// cycle.go) with set-based statements, one per kind of write for all of them; a
+// member that is a statement batch (see batch) runs as it is, after the cycles.
+// Every part only reads user variables (@taskd_*) it set first, so a part never
+// sees a value a part before it left. Each part knows how many result sets its
+// SELECTs answer, which is how the group's answer is split among them.
 //
 // A statement error in a group (a value the server refuses, a deadlock, a lock wait
 // timeout) rolls the whole group back; its members are then sent again in halves,
