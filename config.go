@@ -110,6 +110,17 @@ type Config struct {
 	AdminToken string          `yaml:"admin_token" secret:"true"`
 	Log        LogConfig       `yaml:"log"`
 	Telemetry  TelemetryConfig `yaml:"telemetry"`
+	// MemoryLimitMiB is the soft memory limit of the taskd binary's process,
+	// in MiB (Go's GOMEMLIMIT, which the binary sets with
+	// debug.SetMemoryLimit at start): near it, the garbage collector runs
+	// more often instead of letting the heap grow to twice what is live. A
+	// long poll held open costs about 35 KiB (net/http's goroutines and
+	// buffers for its connection, the request, the wait), so that the
+	// collector's headroom is most of the memory of a process that holds
+	// thousands. Keep it well above what is live: 100 MiB plus 40 KiB per
+	// long poll. 0: none (GOMEMLIMIT from the environment stands). The
+	// Engine does not set it: an embedding program sets its own.
+	MemoryLimitMiB int `yaml:"memory_limit_mib"`
 	// Schedules are periodic tasks: at each tick of a schedule, every replica
 	// inserts the same task with the key "schedule:<name>:<tick, UTC, RFC
 	// 3339>", so that each tick makes one task however many replicas run.
@@ -833,6 +844,9 @@ func (v *validator) misc() {
 		}
 	}
 
+	if v.c.MemoryLimitMiB < 0 {
+		v.fail("memory_limit_mib", "must not be negative, got %d", v.c.MemoryLimitMiB)
+	}
 	switch l := v.c.Log.Level; strings.ToLower(l) {
 	case "debug", "info", "warn", "error":
 	default:

@@ -29,7 +29,7 @@
 //
 // # Serving HTTP
 //
-// With Config.AdminToken set, Engine.Handler is the editor API (docs/api.md in
+// With Config.AdminToken set, Engine.HTTPHandler is the editor API (docs/api.md in
 // the repository), the editor's workspace at / and the ops console at /ops,
 // as one http.Handler to mount in a server of your own (see the example). Or
 // set Config.HTTP.Addr, and Start serves it on a listener of its own
@@ -37,14 +37,17 @@
 //
 // # Adding tasks and handling them
 //
-// Engine.Dispatcher().AddTasks adds tasks from Go; a task whose key exists
-// is not added twice. A handler (dispatcher.Handler, or the function
-// dispatcher.HandlerFunc) receives the claimed task and returns its result,
-// which is committed as JSON; an error retries the task after a backoff until
-// its attempts run out, and wrapping dispatcher.SkipRetry makes it dead at
-// once. A handler's context ends when the engine stops or the claim's lease
-// is lost. Handlers run at least once per task, not exactly once: make them
-// idempotent; only one claim's outcome is ever committed.
+// A task's payload is a Go type that names its category (Args). Engine.Insert
+// and InsertMany add tasks from such values; a task whose key exists is not
+// added twice. WithJobHandler registers a function that receives each claimed
+// task as a *Job[T], its payload decoded into T, and returns its result, which
+// is committed as JSON; an error retries the task after a backoff until its
+// attempts run out, and wrapping SkipRetry makes it dead at once, as
+// does a payload that does not decode into T. WithHandler registers a
+// dispatcher.Handler, which reads the raw JSON instead. A handler's context
+// ends when the engine stops or the claim's lease is lost. Handlers run at
+// least once per task, not exactly once: make them idempotent; only one
+// claim's outcome is ever committed.
 //
 // The repository's docs/library.md walks through a program that embeds the
 // engine; docs/design.md explains the claims, fences and sweeps.

@@ -272,7 +272,7 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 		}
 	}
 	if code < 8 {
-		t.Errorf("README.md's Go block has %d lines of code, want the handler, New, Start and AddTasks", code)
+		t.Errorf("README.md's Go block has %d lines of code, want the handler, New, Start and Insert", code)
 	}
 
 	pages, err := filepath.Glob("docs/*.md")

@@ -388,7 +388,7 @@ func healthHandler(metrics http.Handler) http.Handler {
 	return mux
 }
 
-// Handler returns the engine's HTTP handler: with Config.AdminToken, the
+// HTTPHandler returns the engine's HTTP handler: with Config.AdminToken, the
 // editor API (docs/api.md), the editor's workspace at / and the ops
 // console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics (unless Config.HTTP.MetricsAddr gives it a
@@ -397,7 +397,7 @@ func healthHandler(metrics http.Handler) http.Handler {
 // in a server of your own, or set Config.HTTP.Addr and let Start serve it.
 // Stop drains it wherever it is mounted: long polls end at once, answered
 // 204, new requests are answered 503, and requests in flight may finish.
-func (e *Engine) Handler() http.Handler { return e.handler }
+func (e *Engine) HTTPHandler() http.Handler { return e.handler }
 
 // MetricsAddr returns the address GET /metrics is served on once started
 // with Config.HTTP.MetricsAddr and Config.HTTP.Addr set (port 0 resolved),
@@ -577,7 +577,7 @@ func (e *Engine) checkSchema(ctx context.Context) error {
 	err = st.Current()
 	if errors.Is(err, migrate.ErrSchemaBehind) {
 		return fmt.Errorf("%w. Migrate it first: run 'taskd migrate' with this mysql.dsn "+
-			"(or TASKD_MYSQL_DSN), or from Go call migrate.Up(ctx, db) of package github.com/taskd/taskd/tasks/migrate", err)
+			"(or TASKD_MYSQL_DSN), or from Go call Engine.Migrate before Start", err)
 	}
 	return err
 }

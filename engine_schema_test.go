@@ -88,7 +88,7 @@ func TestStartRefusesAnUnmigratedDatabase(t *testing.T) {
 		t.Fatalf("start on an empty database: %v, want ErrSchemaBehind", err)
 	}
 	want := fmt.Sprintf("has no migration applied (no taskd tables), and this binary needs version %04d", latestVersion(t))
-	for _, w := range []string{want, "run 'taskd migrate' with this mysql.dsn", "migrate.Up(ctx, db)"} {
+	for _, w := range []string{want, "run 'taskd migrate' with this mysql.dsn", "Engine.Migrate before Start"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("start error %q does not say %q", err, w)
 		}
@@ -96,20 +96,29 @@ func TestStartRefusesAnUnmigratedDatabase(t *testing.T) {
 	if e.Addr() != "" {
 		t.Errorf("the refused engine listens on %s", e.Addr())
 	}
-	if err := e.Stop(t.Context()); err != nil {
-		t.Errorf("stop after the refused start: %v", err)
-	}
 	if strings.Contains(logs.String(), "level=WARN") || strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("the refused engine logged warnings:\n%s", logs)
 	}
 
-	if _, err := migrate.Up(t.Context(), db); err != nil {
+	// Migrate brings the database to the schema, and the same engine starts.
+	if err := e.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if e, _, err := startOn(t, db); err != nil {
+	if err := e.Start(t.Context()); err != nil {
 		t.Fatalf("start on the migrated database: %v", err)
 	} else if e.Addr() == "" {
 		t.Fatal("the started engine does not listen")
+	}
+	st, err := migrate.ReadStatus(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Current(); err != nil {
+		t.Errorf("after Migrate: %v", err)
+	}
+	// On a current database it applies nothing, and says so by no error.
+	if err := e.Migrate(t.Context()); err != nil {
+		t.Errorf("migrate a current database: %v", err)
 	}
 }
 

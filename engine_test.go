@@ -126,13 +126,7 @@ func TestEngineStopOrder(t *testing.T) {
 	if id := awaitValue(t, h.started, "handler start"); id != ids[0] {
 		t.Fatalf("handler ran task %d, want %d", id, ids[0])
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Dispatcher().Waiting() {
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never waited")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the long poll waits", e.Dispatcher().Waiting)
 
 	if err := e.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -241,7 +235,7 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	req, _ := http.NewRequest("GET", "/v1/stats", nil)
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	w := httptest.NewRecorder()
-	e.Handler().ServeHTTP(w, req)
+	e.HTTPHandler().ServeHTTP(w, req)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
 		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
 	}

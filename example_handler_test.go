@@ -18,7 +18,7 @@ import (
 // Mount the editor API in a server you already have, under a prefix of your
 // choosing. Stop drains it there too: long polls are answered 204 at once
 // and requests in flight may finish.
-func ExampleEngine_Handler() {
+func ExampleEngine_HTTPHandler() {
 	const adminToken = "example-admin-token-0123456789"
 	cfg := taskd.Config{
 		MySQL:      taskd.MySQLConfig{DSN: exampleDSN},
@@ -37,7 +37,7 @@ func ExampleEngine_Handler() {
 
 	mux := http.NewServeMux() // the application's own routes...
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })
-	mux.Handle("/taskd/", http.StripPrefix("/taskd", e.Handler())) // ...and taskd's
+	mux.Handle("/taskd/", http.StripPrefix("/taskd", e.HTTPHandler())) // ...and taskd's
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

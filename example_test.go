@@ -2,15 +2,20 @@ package taskd_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
+
+// Greet is the payload of a task of category "greet": the engine encodes it
+// as the task's JSON and decodes it for the handler.
+type Greet struct {
+	Name string `json:"name"`
+}
+
+// Category names the category Greet's tasks go to.
+func (Greet) Category() string { return "greet" }
 
 // Embed the engine in a program of your own: it claims the tasks of the
 // categories you register handlers for, runs them, renews their leases and
@@ -29,21 +34,15 @@ func Example() {
 		Log:   taskd.LogConfig{Level: "warn"},
 	}
 	greeted := make(chan string)
-	greet := dispatcher.HandlerFunc(func(ctx context.Context, t *tasks.Task) (any, error) {
-		var p struct {
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal(t.Payload, &p); err != nil {
-			return nil, fmt.Errorf("%w: %w", dispatcher.SkipRetry, err) // a bad payload fails for good
-		}
+	greet := func(ctx context.Context, job *taskd.Job[Greet]) (any, error) {
 		select {
-		case greeted <- "hello, " + p.Name:
+		case greeted <- "hello, " + job.Args.Name:
 		case <-ctx.Done(): // shutting down, or the lease was lost
 			return nil, ctx.Err()
 		}
-		return map[string]string{"greeting": "hello, " + p.Name}, nil // the task's result
-	})
-	e, err := taskd.New(cfg, taskd.WithHandler("greet", greet))
+		return map[string]string{"greeting": "hello, " + job.Args.Name}, nil // the task's result
+	}
+	e, err := taskd.New(cfg, taskd.WithJobHandler(greet))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,17 +50,14 @@ func Example() {
 	defer e.Stop(ctx)
 	// Start refuses a database without taskd's current schema: migrate it
 	// here, or run `taskd migrate` before starting.
-	if _, err := migrate.Up(ctx, e.Store().DB()); err != nil {
+	if err := e.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 	if err := e.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	_, err = e.Dispatcher().AddTasks(ctx, []tasks.NewTask{
-		{Category: "greet", Title: "greet Ada", Payload: json.RawMessage(`{"name": "Ada"}`)},
-	})
-	if err != nil {
+	if _, err := e.Insert(ctx, Greet{Name: "Ada"}, &taskd.InsertOpts{Title: "greet Ada"}); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(<-greeted)

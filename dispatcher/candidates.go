@@ -23,6 +23,11 @@ const candidateContendedFor = 5 * time.Second
 // equal priority a take chooses among at random.
 const candidateSpread = 8
 
+// candidatePerWaiter is how many candidates a read sized by its demand reads
+// for each claim that waited for the read before it: a take hands out up to
+// claimPick while plenty are left.
+const candidatePerWaiter = claimPick
+
 // candidateMaxAge is how long a category's candidates are handed out before
 // they are read again. Tasks added or given back through any dispatcher that
 // shares the wake-up channel make them stale at once; this bounds how late a
@@ -62,8 +67,11 @@ type categoryCandidates struct {
 	readAt time.Time         // zero: stale
 	// reading is open while a read is in flight; claims that need the
 	// category wait for it rather than read too. waiting counts them.
-	reading  chan struct{}
-	waiting  int
+	reading chan struct{}
+	waiting int
+	// demand is how many claims waited for the last read when it came
+	// back: the next read is sized for as many (see fill).
+	demand   int
 	err      error // of the last read
 	more     bool  // the last read may have left claimable tasks unread
 	primary  bool  // the next read goes to the primary (see stale)
@@ -218,8 +226,12 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	epoch := cc.epoch
 	start := p.clock()
 	// The candidates in flight still read as claimable until their claims
-	// commit, and are left out, as are those in skip: read past them.
-	limit := min(max(p.limit, want)+cc.inflight+len(skip), tasks.CandidatesLimitMax)
+	// commit, and are left out, as are those in skip: read past them. When
+	// many claims waited for the last read (thousands of long polls woken
+	// together), this one reads for as many, each of which may take
+	// candidatePerWaiter: one read then serves them all, instead of a Batch
+	// at a time while the rest wait their turn.
+	limit := min(max(p.limit, want, cc.demand*candidatePerWaiter)+cc.inflight+len(skip), tasks.CandidatesLimitMax)
 	read := p.read
 	if cc.primary && p.readPrimary != nil {
 		read = p.readPrimary
@@ -229,6 +241,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	cands, err := read(ctx, cat, limit)
 	p.mu.Lock()
 	cc.reading = nil
+	cc.demand = cc.waiting
 	close(ch)
 	cc.err = err
 	if err != nil {
@@ -251,8 +264,11 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 // it claimed, if any. back are the candidates it did not claim but
 // that are still claimable as far as it knows (not tried, or refused for
 // reasons of the claimant's own): they go back to the pool, unless their
-// category was read again since they were taken.
-func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
+// category was read again since they were taken. It returns, by category,
+// how many of back went back to the pool (put) and how many did not
+// (missed): a read made while they were out left them out too, so only a
+// new read finds them.
+func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (put, missed map[string]int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
@@ -265,9 +281,19 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 			delete(p.out, c.ID)
 		}
 	}
+	count := func(m *map[string]int, cat string) {
+		if *m == nil {
+			*m = make(map[string]int)
+		}
+		(*m)[cat]++
+	}
 	for _, c := range back {
 		cc := p.cats[c.category]
-		if cc == nil || cc.gen != c.gen || slices.ContainsFunc(cc.cands, func(x tasks.Candidate) bool { return x.ID == c.ID }) {
+		if cc == nil || cc.gen != c.gen {
+			count(&missed, c.category)
+			continue
+		}
+		if slices.ContainsFunc(cc.cands, func(x tasks.Candidate) bool { return x.ID == c.ID }) {
 			continue
 		}
 		i, _ := slices.BinarySearchFunc(cc.cands, c.Candidate, func(a, b tasks.Candidate) int {
@@ -277,7 +303,9 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) {
 			return 1
 		})
 		cc.cands = slices.Insert(cc.cands, i, c.Candidate)
+		count(&put, c.category)
 	}
+	return put, missed
 }
 
 // contended notes that a claim met a competitor's on a candidate of cat.

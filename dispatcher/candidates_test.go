@@ -21,6 +21,8 @@ type fakeReads struct {
 	reads atomic.Int64
 	gate  chan struct{} // when set, each read waits for it
 	err   error
+	// limits are the limits of the reads, in order.
+	limits []int
 }
 
 func (f *fakeReads) read(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
@@ -30,6 +32,7 @@ func (f *fakeReads) read(ctx context.Context, cat string, limit int) ([]tasks.Ca
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.limits = append(f.limits, limit)
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -435,6 +438,58 @@ func takeBehindRead(t *testing.T, p *candidatePool) <-chan takeResult {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the second claim did not wait for the read within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Claims that waited for a read are the demand the next read serves: it
+// reads for all of them at once, not a Batch.
+func TestCandidatePoolSizesAReadByTheClaimsThatWaited(t *testing.T) {
+	var ids []int64
+	for i := range 40 {
+		ids = append(ids, int64(i+1))
+	}
+	f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, ids...)}, gate: make(chan struct{})}
+	p := newCandidatePool(2, f.read)
+	const claims = 6
+	var wg sync.WaitGroup
+	for range claims {
+		wg.Go(func() {
+			if _, err := p.take(context.Background(), []string{"news"}, 1, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	testWaitFor(t, "the other claims waiting for the read", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		cc := p.cats["news"]
+		return cc != nil && cc.waiting == claims-1
+	})
+	close(f.gate)
+	wg.Wait()
+	p.invalidate("news")
+	if _, err := p.take(context.Background(), []string{"news"}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.limits) < 2 {
+		t.Fatalf("reads %v, want at least 2", f.limits)
+	}
+	if got, want := f.limits[len(f.limits)-1], (claims-1)*candidatePerWaiter; got < want {
+		t.Errorf("the read after %d claims waited read %d candidates, want at least %d (reads: %v)", claims-1, got, want, f.limits)
+	}
+}
+
+// testWaitFor polls cond for up to 10 seconds.
+func testWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: not %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

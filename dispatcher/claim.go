@@ -80,8 +80,9 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 // waitForTask runs try, which returns ErrNoTask when the pool has nothing
 // for categories, until it returns anything else: again whenever a task
 // arrives in one of categories (the hub's wake-up) or PollInterval passes
-// (spread), for up to wait (capped at Config.MaxWait), then ErrNoTask. With
-// no wait it runs try once.
+// (spread) while its categories are not crowded (see hub.crowded), for up
+// to wait (capped at Config.MaxWait), then ErrNoTask. With no wait it runs
+// try once.
 //
 // The caller stays subscribed from its first try to its return, so it keeps
 // its place among the category's waiters (oldest first) however often it is
@@ -110,18 +111,24 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 		if d.hub.rest(w) {
 			continue
 		}
-		if poll == nil {
-			poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
-		} else {
-			poll.Reset(backoff.Spread(d.cfg.PollInterval))
-		}
-		select {
-		case <-w.c:
-		case <-poll.C:
-		case <-deadline.C:
-			return none, ErrNoTask
-		case <-ctx.Done():
-			return none, context.Cause(ctx)
+		for look := false; !look; {
+			if poll == nil {
+				poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
+			} else {
+				poll.Reset(backoff.Spread(d.cfg.PollInterval))
+			}
+			select {
+			case <-w.c:
+				look = true
+			case <-poll.C:
+				// Not while the woken waiters crowd its categories: they
+				// look for it, and its turn comes (see hub.crowded).
+				look = !d.hub.crowded(w)
+			case <-deadline.C:
+				return none, ErrNoTask
+			case <-ctx.Done():
+				return none, context.Cause(ctx)
+			}
 		}
 	}
 }
@@ -209,7 +216,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []pooled, st *claimStats, h *handover) (*tasks.Claim, error) {
 	var claimed []int64
 	var back []pooled
-	defer func() { d.cands.done(picked, claimed, back) }()
+	defer func() { d.candidatesDone(picked, claimed, back) }()
 	for cands := picked; len(cands) > 0; {
 		keys := make([]string, len(cands))
 		for i, cand := range cands {
@@ -261,7 +268,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				return nil, h.err
 			}
 		} else {
-			claim, err = d.store.Claim(ctx, p)
+			claim, err = d.claimStored(ctx, p)
 		}
 		if err == nil {
 			claimed = []int64{cand.ID}
@@ -362,5 +369,23 @@ func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st cla
 	if st.refused > 0 {
 		d.stats.refusedClaims.Add(int64(st.refused))
 		d.tel.refusedClaims.Add(ctx, int64(st.refused))
+	}
+}
+
+// candidatesDone ends a claim attempt in the candidate pool (see
+// candidatePool.done) and treats the candidates it gave back as tasks that
+// just arrived: a waiter of their category is woken for each. Waiters woken
+// together can otherwise miss them: one that came back empty-handed while
+// another held more candidates than it claimed rests, and the rest it gave
+// back would wait for somebody's poll interval. Candidates the pool did not
+// take back (their category was read while they were out) make the next
+// look read again.
+func (d *Dispatcher) candidatesDone(picked []pooled, claimed []int64, back []pooled) {
+	put, missed := d.cands.done(picked, claimed, back)
+	for cat, n := range put {
+		d.hub.give(cat, n)
+	}
+	for cat, n := range missed {
+		d.hub.wake(cat, n)
 	}
 }

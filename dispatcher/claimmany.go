@@ -111,7 +111,7 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []pooled, st *claimStats) (claims []*tasks.Claim, err error) {
 	var claimed []int64
 	var back []pooled
-	defer func() { d.cands.done(picked, claimed, back) }()
+	defer func() { d.candidatesDone(picked, claimed, back) }()
 
 	each := make([]locker.Each, len(picked))
 	for i, p := range picked {

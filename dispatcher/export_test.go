@@ -20,3 +20,7 @@ func (d *Dispatcher) ClaimMany(ctx context.Context, holders, categories []string
 
 // Delivering reports whether w holds the delivery lock now.
 func (w *Deliverer) Delivering() bool { return w.delivering() }
+
+// EditorBatches returns the batches of more than one editor's claim sent to
+// the store, and the claims they carried.
+func (d *Dispatcher) EditorBatches() (batches, claims int64) { return d.editorClaims.counts() }

@@ -23,9 +23,11 @@ import (
 // wake-up that finds no idle waiter is owed to the busy ones: a busy waiter
 // whose look comes back empty takes it and looks again instead of going
 // idle, since its look may have begun before the task arrived. A waiter that
-// leaves with a wake-up it did not act on passes it on. So every task that
-// arrives is looked for, after it arrived, by some waiter of its category
-// while any waits.
+// leaves with a wake-up it did not act on passes it on, and a candidate a
+// claim took but gave back (see hub.give) counts as an arrival. So every task
+// that arrives is looked for, after it arrived, by some waiter of its
+// category while any waits. A waiter's own poll (its poll interval passed)
+// does not look while its categories are crowded (see hub.crowded).
 type hub struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
@@ -159,6 +161,24 @@ func (h *hub) leave(w *waiter) {
 	}
 }
 
+// crowded reports whether a look of w's own (its poll interval passed) would
+// only add to a crowd: each of its categories has wake-ups waiting for idle
+// waiters, w among them in its turn, or wakeBusyMax waiters looking already.
+// Such a look finds nothing the woken ones do not, and with thousands
+// waiting, every one's poll comes round within a poll interval: their looks
+// would queue for the stores ahead of the woken ones' and hold on to the
+// memory a look takes, all at once.
+func (h *hub) crowded(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range w.links {
+		if q := w.links[i].q; q.pending == 0 && q.busy < wakeBusyMax {
+			return false
+		}
+	}
+	return len(w.links) > 0
+}
+
 // waiting reports whether anyone long-polls at all.
 func (h *hub) waiting() bool {
 	h.mu.Lock()
@@ -173,6 +193,18 @@ func (h *hub) wake(cat string, n int) {
 	if h.arrived != nil {
 		h.arrived(cat)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queues[cat]; q != nil && n > 0 {
+		q.pending += n
+		h.dispatch(q)
+	}
+}
+
+// give wakes up to n waiters of cat as wake does, for n candidates a claim
+// gave back to the pool: they are there to take, so the category's
+// candidates need no new read.
+func (h *hub) give(cat string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[cat]; q != nil && n > 0 {

@@ -252,3 +252,54 @@ func TestHubWakesAtMostBusyMaxAtOnce(t *testing.T) {
 		t.Fatal("waiting with every waiter gone")
 	}
 }
+
+// Candidates a claim gave back wake waiters as arrivals do, without making
+// the category's candidates stale.
+func TestHubGiveWakesWithoutANewRead(t *testing.T) {
+	var arrived int
+	h := newHub(func(string) { arrived++ })
+	ws := idleWaiters(t, h, 3, "news")
+	h.give("news", 2)
+	if got := woken(ws); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("woken %v, want the two oldest [0 1]", got)
+	}
+	if arrived != 0 {
+		t.Fatalf("arrived told %d times of a give-back", arrived)
+	}
+	// None idle: a give-back is owed to the busy, who look again.
+	h2 := newHub(nil)
+	w := h2.subscribe([]string{"news"})
+	h2.give("news", 1)
+	if !h2.rest(w) {
+		t.Fatal("a busy waiter went idle with a give-back owed")
+	}
+}
+
+// A waiter's own poll does not look while the woken crowd its categories.
+func TestHubCrowded(t *testing.T) {
+	h := newHub(nil)
+	ws := idleWaiters(t, h, wakeBusyMax+2, "news")
+	other := idleWaiters(t, h, 1, "news", "sports")
+	if h.crowded(ws[0]) {
+		t.Fatal("crowded with nobody looking")
+	}
+	h.wake("news", wakeBusyMax+2)
+	last := ws[len(ws)-1]
+	if !h.crowded(last) {
+		t.Fatalf("not crowded with %d looking and wake-ups waiting", wakeBusyMax)
+	}
+	if h.crowded(other[0]) {
+		t.Fatal("crowded, though one of its categories is not")
+	}
+	for _, w := range ws[:wakeBusyMax] {
+		h.leave(w) // answered: the waiting wake-ups go to the rest
+	}
+	if got := woken(ws); len(got) != 2 {
+		t.Fatalf("woken %v after the first left, want the last two", got)
+	}
+	h.leave(ws[wakeBusyMax])
+	h.leave(ws[wakeBusyMax+1])
+	if h.crowded(other[0]) {
+		t.Fatal("crowded with everyone answered")
+	}
+}

@@ -207,13 +207,14 @@ func (p *proc) stop(sig os.Signal, limit time.Duration) int {
 // waitLog waits until the JSON log has a line with msg, and returns it.
 func (p *proc) waitLog(msg string, limit time.Duration) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	var found map[string]any
+	testenv.Eventually(p.t, limit, fmt.Sprintf("%q in the log", msg), func() bool {
 		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
 		for sc.Scan() {
 			var line map[string]any
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == msg {
-				return line
+				found = line
+				return true
 			}
 		}
 		select {
@@ -221,11 +222,9 @@ func (p *proc) waitLog(msg string, limit time.Duration) map[string]any {
 			p.t.Fatalf("taskd exited (%v) before logging %q:\n%s", p.err, msg, p.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no %q in the log within %v:\n%s", msg, limit, p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 // server is a running `taskd serve`.
@@ -252,21 +251,16 @@ func startServer(t *testing.T, extra ...string) *server {
 	line := p.waitLog("serving", 60*time.Second)
 	addr, _ := line["addr"].(string)
 	s := &server{proc: p, base: "http://" + addr}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "GET /healthz answers 200", func() bool {
 		resp, err := http.Get(s.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				s.spec = loadSpec(t, s.base)
-				return s
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /healthz did not answer 200: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	s.spec = loadSpec(t, s.base)
+	return s
 }
 
 // loadSpec reads the OpenAPI document a server serves.
@@ -590,13 +584,9 @@ func TestE2EShutdown(t *testing.T) {
 // assignment since it started (its debug log counts them).
 func waitRequests(t *testing.T, s *server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(s.stderr.String(), `"msg":"assignment requested"`) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not receive %d assignment requests within 10s", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the server receives %d assignment requests", n), func() bool {
+		return strings.Count(s.stderr.String(), `"msg":"assignment requested"`) >= n
+	})
 }
 
 func TestE2EHelp(t *testing.T) {
@@ -744,20 +734,13 @@ func TestE2EWork(t *testing.T) {
 	p := start(t, append(env, "TASKD_LOG_FORMAT=json", "TASKD_WORKER_CONCURRENCY=2", "TASKD_LEASE_TTL=3s",
 		"TASKD_WORKER_METRICS_ADDR=127.0.0.1:0"), "work")
 	metricsAddr, _ := p.waitLog("serving worker metrics", 30*time.Second)["addr"].(string)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, "the tasks processed", func() bool {
 		st, err := store.Stats(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.ByStatus[tasks.StatusDone] == int64(len(texts)) && st.ByStatus[tasks.StatusDead] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tasks not processed within 30s: %v\n%s", st.ByStatus, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.ByStatus[tasks.StatusDone] == int64(len(texts)) && st.ByStatus[tasks.StatusDead] == 1
+	})
 	// The worker's metrics: tasks it finished, by outcome, among others.
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -48,18 +50,14 @@ func TestExportResumesAfterInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "results.jsonl")
 	first := time.Now()
 	p := start(t, env, "export", "-o", out)
-	deadline := time.Now().Add(90 * time.Second)
-	for lines(t, out) < half {
+	testenv.Eventually(t, 90*time.Second, fmt.Sprintf("the export writes %d results", half), func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("export exited (%v) before writing %d results:\n%s", p.err, half, p.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the export wrote %d results in 90s, want %d", lines(t, out), half)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return lines(t, out) >= half
+	})
 	firstTook := time.Since(first)
 	if code := p.stop(syscall.SIGINT, 30*time.Second); code != exitFailure {
 		t.Fatalf("interrupted export: exit %d, want %d:\n%s", code, exitFailure, p.stderr.String())

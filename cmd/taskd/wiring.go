@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -108,6 +109,9 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 	}
 	log := c.Log.Logger(a.stderr)
 	redis.SetLogger(redisLogger{log}) // process-wide, which only main may set
+	if c.MemoryLimitMiB > 0 {
+		debug.SetMemoryLimit(int64(c.MemoryLimitMiB) << 20) // process-wide too
+	}
 	tel, err := newTelemetry(ctx, c.Telemetry, a.stdout, log)
 	if err != nil {
 		return nil, err

@@ -215,6 +215,7 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_WORKER_METRICS_ADDR", "9090", "worker.metrics_addr", "must be host:port"},
 		{"TASKD_ADMIN_TOKEN", "short", "admin_token", "at least 16 characters, got 5"},
 		{"TASKD_ADMIN_TOKEN", "has spaces in the middle", "admin_token", "must not contain spaces"},
+		{"TASKD_MEMORY_LIMIT_MIB", "-1", "memory_limit_mib", "must not be negative"},
 		{"TASKD_LOG_LEVEL", "loud", "log.level", `got "loud"`},
 		{"TASKD_LOG_FORMAT", "xml", "log.format", `got "xml"`},
 		{"TASKD_TELEMETRY_TRACES", "jaeger", "telemetry.traces", `got "jaeger"`},

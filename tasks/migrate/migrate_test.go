@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
 	"github.com/taskd/taskd/tasks/taskstest"
@@ -395,19 +396,15 @@ func TestMigrateWaitsForTheLock(t *testing.T) {
 		done <- err
 	}()
 	// Wait until Up waits for the lock, then check that it did nothing yet.
-	deadline := time.Now().Add(10 * time.Second)
-	for count(t, db, `SELECT COUNT(*) FROM information_schema.processlist
-		WHERE id <> CONNECTION_ID() AND info LIKE 'SELECT GET_LOCK(%' AND info LIKE CONCAT('%', ?, '%')`, lock) == 0 {
+	testenv.Eventually(t, 10*time.Second, "migrate asks for the lock", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("migrate ended without waiting for the lock another session held: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("migrate did not ask for the lock within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return count(t, db, `SELECT COUNT(*) FROM information_schema.processlist
+			WHERE id <> CONNECTION_ID() AND info LIKE 'SELECT GET_LOCK(%' AND info LIKE CONCAT('%', ?, '%')`, lock) > 0
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("migrate ended while another session held the lock: %v", err)

@@ -55,7 +55,7 @@ primary's Com_commit), and the resident memory of the process.
 -scenario runs a preset (all: every measurement, 3 to 5 minutes; -quick for
 a short smoke run); without it, one run of the workload the flags describe.
 The compared pairs (taskd against mysql-skip-locked on 1 and 50 categories,
-and background workers) run -rounds times, interleaved, and the target lines
+and background workers) and the lone editor run -rounds times, interleaved, and the target lines
 judge their medians. With mysql.replica_dsn set (a replica that applies the
 databases named taskd_r_*), -scenario all also measures taskd's statements
 on the primary with and without candidate reads from the replica.
@@ -64,6 +64,11 @@ In -mode http, the taskd binary (-binary; default ./bin/taskd when it exists,
 else taskd on $PATH) runs 'serve' as a child process and the editors use its
 HTTP API; only the taskd strategy runs. -scenario all and http include such a
 run.
+
+-scenario one-editor (or j; part of all) is one editor alone, with group
+commit and with every write in a transaction of its own (as before group
+commit), back to back -rounds times: the (j) target lines compare their next
+and submit-and-next latency p50.
 
 -scenario long-poll (or i; part of all) is scenario (i): 10,000 editors (1,000
 with -quick) long-poll 'taskd serve' over HTTP on an empty pool, then 20,000

@@ -84,6 +84,9 @@ type Workload struct {
 	// candidate reads (tasks.Config.Replica). Both need Config.ReplicaDSN.
 	Replicated   bool `json:"replicated,omitempty"`
 	ReplicaReads bool `json:"replica_reads,omitempty"`
+	// GroupCommit is taskd's tasks.Config.GroupCommit: 0 its default, 1 every
+	// write in a transaction of its own, as before group commit.
+	GroupCommit int `json:"group_commit,omitempty"`
 	// LongPoll runs scenario (i) instead of the editors' loop: Editors
 	// long-poll an empty pool over HTTP, then Pool tasks are inserted (see
 	// runLongPoll). Needs Mode http.
@@ -129,6 +132,8 @@ func (w Workload) validate() error {
 		return errors.New("abandon must be in [0, 1)")
 	case w.Mode != ModeInproc && w.Mode != ModeHTTP:
 		return fmt.Errorf("mode must be %s or %s", ModeInproc, ModeHTTP)
+	case w.GroupCommit < 0:
+		return errors.New("group commit must not be negative")
 	case w.Workers < 0:
 		return errors.New("workers must not be negative")
 	case w.Workers > 0 && (w.Mode != ModeInproc || w.Abandon > 0 || w.Expired > 0):
@@ -299,7 +304,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 			return nil, err
 		}
 	}
-	if err := bd.openStore(ctx, w.ReplicaReads); err != nil {
+	if err := bd.openStore(ctx, w.ReplicaReads, w.GroupCommit); err != nil {
 		return nil, err
 	}
 	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(filling).Round(time.Millisecond), bd.name)

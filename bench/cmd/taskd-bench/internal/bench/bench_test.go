@@ -116,6 +116,12 @@ func TestRunEveryStrategy(t *testing.T) {
 		if r.Next.Count == 0 || r.Next.P99Ms < r.Next.P50Ms {
 			t.Errorf("%s: next latency %+v", r.Strategy, r.Next)
 		}
+		// Every cycle that came back with a next is timed, taskd's
+		// submit-and-claim in one transaction included, not only each
+		// editor's first next.
+		if r.Next.Count <= w.Editors || int64(r.Next.Count) < r.Cycles/2 {
+			t.Errorf("%s: %d next latencies timed in %d cycles", r.Strategy, r.Next.Count, r.Cycles)
+		}
 	}
 	var b strings.Builder
 	rep := &Report{Results: rs, Ratios: ratios(rs)}

@@ -91,12 +91,13 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 // replicated database it first waits until the replica has applied the
 // filled pool, so that the replica is idle when the timed window opens;
 // with replicaReads, the store reads its candidates from the replica.
-func (bd *benchDB) openStore(ctx context.Context, replicaReads bool) error {
+// groupCommit is the store's Config.GroupCommit (0: its default).
+func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit int) error {
 	var err error
 	if bd.sdb, bd.primary, err = roundtrip.OpenMySQL(ctx, bd.dsn); err != nil {
 		return fmt.Errorf("connect to %s: %w", bd.name, err)
 	}
-	var scfg tasks.Config
+	scfg := tasks.Config{GroupCommit: groupCommit}
 	if bd.replicaDSN != "" {
 		rcfg, err := mysql.ParseDSN(bd.replicaDSN)
 		if err != nil {

@@ -20,12 +20,12 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "pool-size", "sweep", "http", "replica", "long-poll"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
 type Preset struct {
-	// Rounds is how many times the compared pairs (a, b, f) run,
+	// Rounds is how many times the compared pairs (a, b, f, j) run,
 	// interleaved; the targets are judged on the medians. Default
 	// RoundsDefault.
 	Rounds int
@@ -66,6 +66,18 @@ func scenario(name string, p Preset) ([]run, bool) {
 	f := func(round int) run {
 		return run{"f-workers", round, Workload{Workers: 16, Categories: 1, Pool: pool, Duration: d}, pair}
 	}
+	// (j) one editor alone, with group commit and with every write in a
+	// transaction of its own (as before group commit): a lone write must
+	// not wait for a group.
+	j := func(round int) []run {
+		w := Workload{Editors: 1, Categories: 1, Pool: pool / 10, Duration: short}
+		alone := w
+		alone.GroupCommit = 1
+		return []run{
+			{"j-one-editor", round, w, []string{StrategyTaskd}},
+			{"j-one-editor-ungrouped", round, alone, []string{StrategyTaskd}},
+		}
+	}
 	rounds := func(mk ...func(int) run) []run {
 		var out []run
 		for i := 1; i <= p.Rounds; i++ {
@@ -79,6 +91,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 		"one-category": rounds(a),
 		"categories":   rounds(b),
 		"workers":      rounds(f),
+		"one-editor":   roundsOf(p.Rounds, j),
 		// (c) next latency against the size of the pool.
 		"pool-size": {
 			{"c-pool-10k", 0, Workload{Editors: 100, Categories: 1, Pool: 10_000, Duration: short}, []string{StrategyTaskd}},
@@ -104,6 +117,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 	}
 	if name == "all" {
 		out := rounds(a, b, f)
+		out = append(out, roundsOf(p.Rounds, j)...)
 		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
@@ -112,11 +126,23 @@ func scenario(name string, p Preset) ([]run, bool) {
 		}
 		return out, true
 	}
-	if name == "i" {
+	switch name {
+	case "i":
 		name = "long-poll"
+	case "j":
+		name = "one-editor"
 	}
 	rs, ok := presets[name]
 	return rs, ok
+}
+
+// roundsOf returns the runs mk makes for rounds 1 to n, in order.
+func roundsOf(n int, mk func(round int) []run) []run {
+	var out []run
+	for i := 1; i <= n; i++ {
+		out = append(out, mk(i)...)
+	}
+	return out
 }
 
 // shortCount writes 1000000 as 1m and 100000 as 100k.
@@ -147,11 +173,12 @@ type Report struct {
 // Notes printed under every table.
 var notes = []string{
 	"every strategy's submit writes the same durable result (task done by a fenced UPDATE + a task_results row); taskd also writes its audit events (task_events) on claim and submit",
-	"taskd's submit returns the next assignment in the same call (as the API's submit does): a cycle is one Submit; next latency is the part of it after the commit (lock release + next claim)",
+	"taskd's submit returns the next assignment in the same call (as the API's submit does): a cycle is one Submit; next latency is the part of it after the commit (lock release + next claim), or, when the next claim goes in the submit's own transaction (a pending task: tasks.Store.SubmitAndClaim), all of that transaction and what follows it",
 	"mysql/op and redis/op are deltas of server-wide counters (Questions, total_commands_processed) per assignment: anything else using the servers is counted too",
 	"rt/cyc columns are counted in this process over the timed window, per cycle: mysql rt = requests the strategy's connections sent to the primary (a counting driver.Connector under the same settings as tasks.Open; a statement batch is one, BEGIN, COMMIT and ROLLBACK one each), stmts = the statements those requests carried, redis rt = go-redis commands processed alone plus pipelines (a hook); n/a over HTTP, where the requests leave the taskd serve child",
 	"commits/cyc is the delta of the primary's Com_commit (SHOW GLOBAL STATUS) over the timed window per cycle: server-wide, but the harness reads nothing that commits in that window and make bench runs its own servers, so it is this strategy's COMMITs (alone or inside a batch); autocommit statements are not counted",
 	"f-workers: editors = 16w means 16 background worker slots with a no-op handler; cycles/s is jobs/s (claim, run, commit of the result). mysql-skip-locked there is a worker loop in River's model: per job, BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1; UPDATE to assigned; COMMIT; then UPDATE to done + result row in a transaction of its own",
+	"j-one-editor: one editor alone, taskd as configured (group commit on) and j-one-editor-ungrouped with tasks.Config.GroupCommit 1 (every write in a transaction of its own, as before group commit), back to back in each round; the (j) targets compare their next and cycle p50, median of the per-round ratios",
 	"a, b and f run " + fmt.Sprint(RoundsDefault) + " times each (unless -rounds says otherwise), interleaved, each run in a fresh database; the target lines judge the median cycles/s of each strategy and the median of the per-run ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",

@@ -265,6 +265,11 @@ func (s *inproc) submit(ctx context.Context, e *editor, r ref) (*ref, time.Durat
 	if err != nil || next == nil {
 		return nil, 0, err
 	}
+	if committed.IsZero() {
+		// Neither store call ran (the next claim was one already held):
+		// nothing to time.
+		return &ref{next.Task.ID, next.Fence}, -1, nil
+	}
 	return &ref{next.Task.ID, next.Fence}, time.Since(committed), nil
 }
 
@@ -273,11 +278,13 @@ func (s *inproc) counts() (int64, int64) {
 }
 func (s *inproc) close(context.Context) error { return nil }
 
-// commitTimeKey carries a *time.Time that timedStore sets when a submit's
-// commit returns.
+// commitTimeKey carries a *time.Time that timedStore sets where a submit's
+// next claim starts: when Submit returns (the claim follows), or when
+// SubmitAndClaim is sent (the claim goes in the submit's own transaction, so
+// the editor waits for all of it).
 type commitTimeKey struct{}
 
-// timedStore is the store, noting when Submit returned.
+// timedStore is the store, noting where a submit's next claim starts.
 type timedStore struct{ *tasks.Store }
 
 var _ dispatcher.Store = timedStore{}
@@ -288,4 +295,11 @@ func (s timedStore) Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.En
 		*t = time.Now()
 	}
 	return ended, err
+}
+
+func (s timedStore) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp tasks.ClaimParams) (*tasks.Handover, error) {
+	if t, ok := ctx.Value(commitTimeKey{}).(*time.Time); ok {
+		*t = time.Now()
+	}
+	return s.Store.SubmitAndClaim(ctx, sp, cp)
 }

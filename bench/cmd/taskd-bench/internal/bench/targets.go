@@ -73,6 +73,10 @@ const roundTripSlack = 0.05
 // would be tens of times slower with a hundred times the tasks.
 const poolFlat = 1.5
 
+// loneSlower is how much slower a lone editor's next and submit may be with
+// group commit than without (issue 18: not worse by more than 10%).
+const loneSlower = 1.10
+
 // The compared pairs and their targets (issues 13 and 18).
 var pairTargets = []struct {
 	label, scenario string
@@ -146,6 +150,34 @@ func targets(rs []Result) []Target {
 			t.Met = t.Value <= 1+roundTripSlack
 			out = append(out, t)
 		}
+	}
+	// (j) a lone editor's latency with group commit against without.
+	for _, l := range []struct {
+		name string
+		get  func(*Result) float64
+	}{
+		{"next p50", func(r *Result) float64 { return r.Next.P50Ms }},
+		{"submit-and-next p50", func(r *Result) float64 { return r.Cycle.P50Ms }},
+	} {
+		var ratio []float64
+		var per []string
+		for i := range rs {
+			r := &rs[i]
+			if r.Scenario != "j-one-editor" {
+				continue
+			}
+			base := findRun(rs, "j-one-editor-ungrouped", r.Run, StrategyTaskd)
+			if base == nil || base.Cycles == 0 || r.Cycles == 0 || l.get(base) == 0 {
+				continue
+			}
+			ratio = append(ratio, l.get(r)/l.get(base))
+			per = append(per, fmt.Sprintf("%.2f/%.2f ms", l.get(r), l.get(base)))
+		}
+		if len(ratio) == 0 {
+			continue
+		}
+		out = append(out, newTarget("(j) one editor alone: "+l.name+", group commit / each write alone", median(ratio), "x", loneSlower, false,
+			fmt.Sprintf("median of %d; per run %s", len(ratio), strings.Join(per, " "))))
 	}
 	// (c), (d) and (e), which the issue asks to keep holding.
 	if small := find(rs, "c-pool-10k", StrategyTaskd); small != nil && small.Next.P99Ms > 0 {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -203,5 +205,65 @@ func TestTargetsLongPoll(t *testing.T) {
 	all, _ := scenario("all", Preset{})
 	if !slices.ContainsFunc(all, func(r run) bool { return r.name == "i-long-poll" && r.workload.Editors == LongPollEditors }) {
 		t.Error("all does not run i-long-poll with 10,000 editors")
+	}
+}
+
+// TestTargetsOneEditor: (j) compares each round's lone editor with group
+// commit against the same round's run without, and the median of the
+// per-round ratios is judged against 1.10.
+func TestTargetsOneEditor(t *testing.T) {
+	t.Parallel()
+	lone := func(scenario string, run int, nextP50, cycleP50 float64) Result {
+		r := result(scenario, run, StrategyTaskd, 300, 1, 1, 1)
+		r.Cycles, r.Next.P50Ms, r.Cycle.P50Ms = 900, nextP50, cycleP50
+		return r
+	}
+	rs := []Result{
+		// next: 1.0, 1.5, 1.05 -> 1.05, met; cycle: 1.2, 1.3, 1.15 -> 1.2, not met.
+		lone("j-one-editor", 1, 2.0, 3.6), lone("j-one-editor-ungrouped", 1, 2.0, 3.0),
+		lone("j-one-editor", 2, 3.0, 3.9), lone("j-one-editor-ungrouped", 2, 2.0, 3.0),
+		lone("j-one-editor", 3, 2.1, 3.45), lone("j-one-editor-ungrouped", 3, 2.0, 3.0),
+		// A round without its baseline is left out.
+		lone("j-one-editor", 4, 9, 9),
+	}
+	got := map[string]Target{}
+	for _, tg := range targets(rs) {
+		got[tg.Name] = tg
+	}
+	for _, want := range []struct {
+		name  string
+		value float64
+		met   bool
+	}{
+		{"(j) one editor alone: next p50, group commit / each write alone", 1.05, true},
+		{"(j) one editor alone: submit-and-next p50, group commit / each write alone", 1.2, false},
+	} {
+		tg, ok := got[want.name]
+		if !ok {
+			t.Errorf("no target %q; got %v", want.name, got)
+			continue
+		}
+		if math.Abs(tg.Value-want.value) > 1e-9 || tg.Met != want.met || tg.Want != loneSlower {
+			t.Errorf("%s: %v", want.name, tg)
+		}
+		if !strings.Contains(tg.Detail, "median of 3") {
+			t.Errorf("%s: detail %q, want the median of 3 rounds", want.name, tg.Detail)
+		}
+	}
+
+	for _, name := range []string{"j", "one-editor"} {
+		runs, ok := scenario(name, Preset{Rounds: 2})
+		var names []string
+		for _, r := range runs {
+			names = append(names, fmt.Sprintf("%s#%d/%d/%d", r.name, r.round, r.workload.Editors, r.workload.GroupCommit))
+		}
+		want := "j-one-editor#1/1/0 j-one-editor-ungrouped#1/1/1 j-one-editor#2/1/0 j-one-editor-ungrouped#2/1/1"
+		if got := strings.Join(names, " "); !ok || got != want {
+			t.Errorf("scenario %s: %s, want %s", name, got, want)
+		}
+	}
+	all, _ := scenario("all", Preset{Rounds: 1})
+	if !slices.ContainsFunc(all, func(r run) bool { return r.name == "j-one-editor-ungrouped" }) {
+		t.Error("all does not run j-one-editor-ungrouped")
 	}
 }

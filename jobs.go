@@ -1,0 +1,175 @@
+package taskd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
+)
+
+// Args is the payload of a typed task: a Go value the engine encodes as the
+// task's JSON payload (encoding/json, with the value's own tags), whose
+// Category names the category its tasks go to. Category is called on the zero
+// value too, so it must not depend on the fields.
+//
+//	type Resize struct {
+//		Image string `json:"image"`
+//		Width int    `json:"width"`
+//	}
+//
+//	func (Resize) Category() string { return "resize" }
+type Args interface {
+	Category() string
+}
+
+// Errors a handler or a caller of Insert meets, the same values as the
+// packages underneath return, so that errors.Is needs no other import.
+var (
+	// SkipRetry, wrapped in a handler's error, makes the task dead at once
+	// instead of retrying it: fmt.Errorf("%w: %w", taskd.SkipRetry, err).
+	SkipRetry = dispatcher.SkipRetry
+	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
+	// the claim's lease was lost: another claim may run the task now.
+	ErrLeaseLost = dispatcher.ErrLeaseLost
+	// ErrInvalid is wrapped by the errors of Insert and InsertMany for args
+	// or options the store refuses; nothing was added.
+	ErrInvalid = tasks.ErrInvalid
+)
+
+// Job is a claimed task whose payload was decoded into Args, as a handler
+// registered with WithJobHandler receives it. Task holds the rest: its id,
+// title, attempts and the raw payload.
+type Job[T Args] struct {
+	*tasks.Task
+	Args T
+}
+
+// WithJobHandler registers fn to run the tasks of T's category, each with its
+// payload decoded into a T (encoding/json; fields the payload lacks keep their
+// zero value, fields T lacks are ignored). A payload that does not decode into
+// a T can never succeed, so its task is dead at once with the decode error,
+// and fn is not called. Otherwise fn's result and error count as a Handler's
+// do (see dispatcher.Handler): the result is committed as JSON, an error
+// retries the task after a backoff while attempts remain, and an error
+// wrapping SkipRetry makes it dead at once.
+//
+// It is WithHandler for T's category: registering that category again, typed
+// or not, replaces the handler.
+func WithJobHandler[T Args](fn func(ctx context.Context, job *Job[T]) (any, error)) Option {
+	var zero T
+	return WithHandler(zero.Category(), jobHandler[T](fn))
+}
+
+// jobHandler runs a typed handler as a dispatcher.Handler.
+type jobHandler[T Args] func(ctx context.Context, job *Job[T]) (any, error)
+
+func (h jobHandler[T]) ProcessTask(ctx context.Context, t *tasks.Task) (any, error) {
+	job := &Job[T]{Task: t}
+	if len(t.Payload) > 0 {
+		if err := json.Unmarshal(t.Payload, &job.Args); err != nil {
+			return nil, fmt.Errorf("%w: decode the payload of task %d into %T: %w", dispatcher.SkipRetry, t.ID, job.Args, err)
+		}
+	}
+	return h(ctx, job)
+}
+
+// InsertOpts are a typed task's settings besides its payload; the zero value
+// (or nil) takes every default.
+type InsertOpts struct {
+	// Title is what editors and the console show; 1..512 characters.
+	// Default: the category.
+	Title string
+	// Priority orders the pool: higher first. Default 0.
+	Priority int
+	// MaxAttempts is 1..100; 0 means tasks.MaxAttemptsDefault.
+	MaxAttempts int
+	// Key, when set, is a unique external id: inserting a task whose key
+	// exists returns the existing task's id and adds nothing.
+	Key string
+	// RunAfter, when set, is the earliest time the task is handed out.
+	RunAfter time.Time
+	// DueAt, when set, is the task's deadline: within a priority, tasks with
+	// one go first, earliest first.
+	DueAt time.Time
+}
+
+// InsertParams is one task of InsertMany.
+type InsertParams struct {
+	Args Args
+	Opts *InsertOpts
+}
+
+// Insert adds one task whose payload is args encoded as JSON, in
+// args.Category(), and wakes the workers and editors waiting for that
+// category. It needs New, not Start: tasks inserted before Start wait in the
+// pool. It returns the task's id; with opts.Key set and a task with that
+// key already there, that task's id, and nothing is added. Bad args or opts
+// (a payload that does not encode as a JSON object, a title or category the
+// store refuses) return an error wrapping ErrInvalid, and nothing is
+// added.
+func (e *Engine) Insert(ctx context.Context, args Args, opts *InsertOpts) (int64, error) {
+	ids, err := e.InsertMany(ctx, []InsertParams{{Args: args, Opts: opts}})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// InsertMany adds several tasks as Insert does, in one statement: all of them
+// or, on any error, none. It returns their ids in the order of ps.
+func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	ts := make([]tasks.NewTask, len(ps))
+	for i, p := range ps {
+		t, err := newTask(p)
+		if err != nil {
+			if len(ps) > 1 {
+				err = fmt.Errorf("task %d of %d: %w", i+1, len(ps), err)
+			}
+			return nil, fmt.Errorf("taskd: insert: %w", err)
+		}
+		ts[i] = t
+	}
+	return e.d.AddTasks(ctx, ts)
+}
+
+// Migrate applies the schema migrations this binary carries that the
+// database lacks, as `taskd migrate` does, and leaves a database at the
+// current schema alone. Start refuses a database behind the schema: call
+// Migrate before it, or run `taskd migrate`.
+func (e *Engine) Migrate(ctx context.Context) error {
+	if _, err := migrate.Up(ctx, e.db); err != nil {
+		return fmt.Errorf("taskd: %w", err)
+	}
+	return nil
+}
+
+// newTask encodes p as the store's NewTask and validates it.
+func newTask(p InsertParams) (tasks.NewTask, error) {
+	if p.Args == nil {
+		return tasks.NewTask{}, fmt.Errorf("%w: no args", tasks.ErrInvalid)
+	}
+	payload, err := json.Marshal(p.Args)
+	if err != nil {
+		return tasks.NewTask{}, fmt.Errorf("%w: encode %T as JSON: %w", tasks.ErrInvalid, p.Args, err)
+	}
+	var o InsertOpts
+	if p.Opts != nil {
+		o = *p.Opts
+	}
+	t := tasks.NewTask{
+		Category: p.Args.Category(), Title: cmp.Or(o.Title, p.Args.Category()), Payload: payload,
+		Priority: o.Priority, MaxAttempts: o.MaxAttempts, Key: o.Key, RunAfter: o.RunAfter, DueAt: o.DueAt,
+	}
+	if err := t.Validate(); err != nil {
+		return tasks.NewTask{}, fmt.Errorf("%T: %w", p.Args, err)
+	}
+	return t, nil
+}
