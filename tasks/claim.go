@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -41,65 +40,18 @@ const skippedSQL = `SELECT EXISTS (SELECT 1 FROM task_skips WHERE task_id = ? AN
 
 // One task per editor. An editor's claims are serialized on the editor's row: every
 // claim by an editor first locks that row (a primary-key record lock), then checks,
-// under the lock, that no task names the editor (editorBusySQL), and only then sets
-// tasks.editor_id. Only claims set editor_id, so no second claim of the editor can
-// slip in between the check and the commit. A unique key on tasks.editor_id would say
-// the same declaratively, but its duplicate checks take next-key locks on neighbouring
-// editors' entries, which made concurrent claims of different editors deadlock.
+// under the lock, that no task names the editor, and only then sets tasks.editor_id
+// (a cycle's claim: see Cycles; claimLocked: see lockEditor). Only claims set
+// editor_id, so no second claim of the editor can slip in between the check and the
+// commit. A unique key on tasks.editor_id would say the same declaratively, but its
+// duplicate checks take next-key locks on neighbouring editors' entries, which made
+// concurrent claims of different editors deadlock.
 //
 // A disabled editor gets no claim: the same lock reads editors.disabled_at, so the
 // check costs no round trip, and DisableEditor, which sets it under the same lock,
 // cannot pass a claim in flight.
-const (
-	// lockEditorSQL is the editor's id, 0 if the editor is disabled, or NULL if there
-	// is no such editor (or the claimant is a worker, whose editor id is NULL).
-	lockEditorSQL = `SELECT IF(disabled_at IS NULL, id, 0) FROM editors WHERE id = ? FOR UPDATE`
-	// editorBusySQL is true when a task, live or expired, names the editor.
-	editorBusySQL = `SELECT EXISTS (SELECT 1 FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?)`
-)
 
 const (
-	// claimPendingSQL claims a pending task in one batch (see batch), sent as a
-	// part of a group (see grouped): the lock of the editor's row (none for a
-	// worker, whose editor id is NULL) in a SET before the checks that read it,
-	// because an expression in a SET sees the values user variables had before that
-	// SET; then claimCheckSQL, claimUpdateSQL, claimSelectSQL and the 'claimed'
-	// event. Every user variable it reads it sets first.
-	claimPendingSQL = `SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3), @taskd_submitted = 1;
-SET ` + claimCheckSQL + `;
-` + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	` + claimEventSQL + `;
-`
-
-	// claimCheckSQL are the assignments, for a SET, that read whether the editor
-	// skipped the task and whether it is busy: the editor locked is not the
-	// claimant (a disabled editor reads as 0, not its id), or a task names it.
-	claimCheckSQL = `@taskd_skipped = (` + skippedSQL + `),
-	@taskd_busy = NOT (@taskd_editor <=> ?) OR (` + editorBusySQL + `)`
-
-	// claimUpdateSQL is the fenced UPDATE, guarded by claimCheckSQL's answers, by
-	// the submit in the same batch having been accepted (SubmitAndClaim sets
-	// @taskd_submitted to the submit's row count, claimPendingSQL to 1), and by the
-	// task's category not being paused (read in the UPDATE itself, so that no pause
-	// can commit between the check and the claim).
-	claimUpdateSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
-	assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,
-	attempts = attempts + 1, trace_context = ?
-WHERE id = ? AND fence = ? AND status = 'pending' AND run_after <= @taskd_now
-	AND @taskd_submitted <=> 1 AND NOT @taskd_skipped AND NOT @taskd_busy` + notPausedSQL + `;
-`
-	// claimSelectSQL reads the task as claimed: claimed is the number of rows the
-	// UPDATE matched; disabled and paused say why it matched none, when it did.
-	claimSelectSQL = `SELECT ROW_COUNT() AS claimed, @taskd_skipped AS skipped, @taskd_busy AS busy,
-	@taskd_editor <=> 0 AS disabled,
-	EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, ` + taskColumns + ` FROM tasks WHERE id = ?;
-`
-	// claimEventSQL selects the 'claimed' event, for an INSERT, when the row shows
-	// this claim: the holder and the new fence, assigned at this batch's instant,
-	// which is also the event's time. The event comes after the UPDATE, so that
-	// event ids follow the order in which claims got their rows.
-	claimEventSQL = `SELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks
-	WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND assigned_at = @taskd_now`
 	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
 	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
@@ -184,40 +136,17 @@ func (s *Store) checkClaimParams(p ClaimParams) (time.Duration, error) {
 // errEditorHasTask is claimPending's answer when a task names the editor.
 var errEditorHasTask = errors.New("the editor has a task")
 
-// claimPending claims a pending task with claimPendingSQL.
+// claimPending claims a pending task as a cycle of a group (see Cycles).
 func (s *Store) claimPending(ctx context.Context, p ClaimParams, lease time.Duration) (*Claim, error) {
-	var row claimedRow
-	var found bool
-	args := append([]any{nullID(p.EditorID)}, claimArgs(p, lease)...)
-	if err := s.grouped(ctx, claimPendingSQL, args, scanOne(&row, &found)); err != nil {
+	c := &cycle{claim: &p, lease: lease}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return nil, err
 	}
-	return row.claim(found)
+	return c.claimed.claim(c.foundClaimed)
 }
 
-// claimArgs are the arguments of claimCheckSQL, claimUpdateSQL, claimSelectSQL
-// and claimEventSQL, in that order.
-func claimArgs(p ClaimParams, lease time.Duration) []any {
-	a := newClaimArgs(p, lease)
-	return slices.Concat(a.check, a.update, a.sel, a.event)
-}
-
-// claimArgGroups are the arguments of each part of a claim batch.
-type claimArgGroups struct {
-	check, update, sel, event []any
-}
-
-func newClaimArgs(p ClaimParams, lease time.Duration) claimArgGroups {
-	editorID := nullID(p.EditorID)
-	return claimArgGroups{
-		check:  []any{p.TaskID, p.EditorID, editorID, editorID},
-		update: []any{p.Holder, editorID, micros(lease), nullString(p.TraceContext), p.TaskID, p.Fence},
-		sel:    []any{p.TaskID},
-		event:  []any{p.TaskID, p.Fence + 1, p.Holder},
-	}
-}
-
-// claimedRow is what claimSelectSQL reads.
+// claimedRow is what a cycle's report says of its claim: Claimed is 1 when the
+// claim was made; else the checks that refused it.
 type claimedRow struct {
 	Claimed  int64 `db:"claimed"`
 	Skipped  bool  `db:"skipped"`

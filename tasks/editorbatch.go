@@ -18,7 +18,7 @@ import (
 // store refuses changes nothing and refuses nothing else.
 
 // editorBatchLockSQL locks the rows of the batch's editors (a primary-key range
-// read of the listed ids, in id order), as lockEditorSQL does one editor's; it also
+// read of the listed ids, in id order), as a round of cycles does (see Cycles); it also
 // fixes the batch's instant. The checks that read under these locks come in the next
 // statement, whose reads begin after the locks were granted (READ COMMITTED: each
 // statement reads what committed before it began).
@@ -26,7 +26,7 @@ const editorBatchLockSQL = `SET @taskd_now = NOW(3), @taskd_locked = (SELECT COU
 `
 
 // editorBatchCheckSQL reads, under the editors' locks, the editors of the batch
-// that may claim (enabled, and no task names them: editorBusySQL's check) and the
+// that may claim (enabled, and no task names them: a cycle's busy check) and the
 // members' tasks their editors skipped (skippedSQL's check, read on its own, not in
 // a locking statement), each as a comma-separated list. group_concat_max_len is
 // raised for the session first, so that no list is cut short.

@@ -14,20 +14,22 @@ import (
 )
 
 // Group commit. The claimant's hot writes (a claim of a pending task, a submit, a
-// submit with the next claim, a heartbeat) are statement batches (see batch) whose
-// writes are each guarded by the state of the rows and whose refusals are answers
-// of a SELECT, not errors. Such batches of different claimants can therefore run
-// one after the other in one transaction: each sees the rows as the ones before it
-// left them, as it would have in a transaction of its own committed after theirs.
-// A committer sends them so: while its groups are in flight (groupFlights at
-// most), the batches that arrive wait, and the next group takes all of them (up
-// to Config.GroupCommit) in one round trip and one commit. A batch that finds a
-// flight free goes at once, as a group of one: there is no timer, and a lone
-// claimant waits for nobody.
+// submit with the next claim, a heartbeat) are guarded by the state of the rows,
+// and their refusals are answers of a SELECT, not errors. The writes of different
+// claimants can therefore share one transaction: each sees the rows as the ones
+// before it left them, as it would have in a transaction of its own committed
+// after theirs. A committer sends them so: while its groups are in flight
+// (groupFlights at most), the writes that arrive wait, and the next group takes
+// all of them (up to Config.GroupCommit) in one round trip and one commit. A write
+// that finds a flight free goes at once, as a group of one: there is no timer, and
+// a lone claimant waits for nobody.
 //
-// A group's parts only set user variables (@taskd_*) before they read them, so a
-// part never sees a value a part before it left. Each part knows how many result
-// sets its SELECTs answer, which is how the group's answer is split among them.
+// A group writes its cycles (claims, submits, heartbeats: see Cycles, in
+// cycle.go) with set-based statements, one per kind of write for all of them; a
+// member that is a statement batch (see batch) runs as it is, after the cycles.
+// Every part only reads user variables (@taskd_*) it set first, so a part never
+// sees a value a part before it left. Each part knows how many result sets its
+// SELECTs answer, which is how the group's answer is split among them.
 //
 // A statement error in a group (a value the server refuses, a deadlock, a lock wait
 // timeout) rolls the whole group back; its members are then sent again in halves,
@@ -53,9 +55,12 @@ const groupFlights = 2
 // writes with it.
 const groupTimeout = 30 * time.Second
 
-// member is one claimant's batch in a group.
+// member is one claimant's write in a group: a cycle, or a statement batch.
 type member struct {
 	ctx context.Context
+	// cycle, when not nil, is the member's write, and query, args and scans
+	// are unused.
+	cycle *cycle
 	// query is the batch's statements without START TRANSACTION and COMMIT,
 	// each ending in ";\n".
 	query string
@@ -88,20 +93,33 @@ type committer struct {
 	beforeSend func(n int)
 }
 
-// grouped runs m's statements in a transaction, with those of other members that
-// arrive together, and returns m's answer once its part committed. When ctx ends
-// first it returns ctx's cause at once: m's part may still commit, as a batch
-// whose client went away may (every write is fenced, so a retry of it is refused,
-// never applied twice). A member whose ctx ended before its group was sent is left
-// out of it.
+// grouped runs query, a batch's statements without START TRANSACTION and COMMIT,
+// in a transaction with the writes of other claimants that arrive together (see
+// join), and hands its result sets to scans, one each.
 func (s *Store) grouped(ctx context.Context, query string, args []any, scans ...func(*sqlx.Rows) error) error {
+	return s.join(ctx, &member{query: query, args: args, scans: scans})
+}
+
+// groupedCycle writes c in a transaction with the writes of other claimants that
+// arrive together (see join), and sets c's answer.
+func (s *Store) groupedCycle(ctx context.Context, c *cycle) error {
+	return s.join(ctx, &member{cycle: c})
+}
+
+// join runs m's write in a transaction, with those of other members that arrive
+// together, and returns m's answer once its part committed. When ctx ends first it
+// returns ctx's cause at once: m's part may still commit, as a batch whose client
+// went away may (every write is fenced, so a retry of it is refused, never applied
+// twice). A member whose ctx ended before its group was sent is left out of it.
+func (s *Store) join(ctx context.Context, m *member) error {
 	if s.group == nil {
-		return s.batch(ctx, "START TRANSACTION;\n"+query+"COMMIT", args, scanEach(scans))
+		query, args, scans := s.groupSQL([]*member{m})
+		return s.batch(ctx, query, args, scanEach(scans))
 	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
-	m := &member{ctx: ctx, query: query, args: args, scans: scans, done: make(chan struct{})}
+	m.ctx, m.done = ctx, make(chan struct{})
 	s.group.add(m)
 	select {
 	case <-m.done:
@@ -109,6 +127,36 @@ func (s *Store) grouped(ctx context.Context, query string, args []any, scans ...
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// groupSQL is the transaction of ms, with its arguments and the scans of its
+// result sets: the rounds of their cycles, then the other members' batches, in
+// the order they came.
+func (s *Store) groupSQL(ms []*member) (string, []any, []func(*sqlx.Rows) error) {
+	var q strings.Builder
+	var args []any
+	var scans []func(*sqlx.Rows) error
+	q.WriteString("START TRANSACTION;\n")
+	var cs []*cycle
+	for _, m := range ms {
+		if m.cycle != nil {
+			cs = append(cs, m.cycle)
+		}
+	}
+	for _, r := range rounds(cs) {
+		a, scan := s.roundSQL(&q, r)
+		args = append(args, a...)
+		scans = append(scans, scan)
+	}
+	for _, m := range ms {
+		if m.cycle == nil {
+			q.WriteString(m.query)
+			args = append(args, m.args...)
+			scans = append(scans, m.scans...)
+		}
+	}
+	q.WriteString("COMMIT")
+	return q.String(), args, scans
 }
 
 // add queues m, and sends a group at once if fewer than flights are in flight.
@@ -187,26 +235,16 @@ func (g *committer) send(ctx context.Context, ms []*member) {
 		g.beforeSend(len(ms))
 	}
 	g.sent.Add(1)
+	query, args, scans := g.s.groupSQL(ms)
 	if len(ms) == 1 {
-		m := ms[0]
-		err := g.s.batch(ctx, "START TRANSACTION;\n"+m.query+"COMMIT", m.args, scanEach(m.scans))
+		err := g.s.batch(ctx, query, args, scanEach(scans))
 		if err == nil {
 			g.committed.Add(1)
 		}
 		answer(ms, err)
 		return
 	}
-	var q strings.Builder
-	q.WriteString("START TRANSACTION;\n")
-	var args []any
-	var scans []func(*sqlx.Rows) error
-	for _, m := range ms {
-		q.WriteString(m.query)
-		args = append(args, m.args...)
-		scans = append(scans, m.scans...)
-	}
-	q.WriteString("COMMIT")
-	err := g.s.batchOnce(ctx, q.String(), args, scanEach(scans))
+	err := g.s.batchOnce(ctx, query, args, scanEach(scans))
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:

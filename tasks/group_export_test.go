@@ -41,3 +41,25 @@ func Grouped(s *Store, ctx context.Context, query string, args []any, scans ...f
 // SetGroupFlights sets how many groups s may have in flight at once. Set it
 // before any write.
 func SetGroupFlights(s *Store, n int) { s.group.flights = n }
+
+// CycleSQL exposes the transaction a group of the given cycles sends: for each
+// i, submits[i] when not nil, claims[i] when not nil, or both (a submit with
+// the next claim); then the heartbeats. Leases must be valid.
+func CycleSQL(s *Store, submits []*SubmitParams, claims []*ClaimParams, beats []*HeartbeatParams) (string, []any) {
+	var ms []*member
+	for _, b := range beats {
+		ms = append(ms, &member{cycle: &cycle{beat: b, lease: b.Lease}})
+	}
+	for i := range max(len(submits), len(claims)) {
+		c := &cycle{}
+		if i < len(submits) {
+			c.submit = submits[i]
+		}
+		if i < len(claims) && claims[i] != nil {
+			c.claim, c.lease = claims[i], claims[i].Lease
+		}
+		ms = append(ms, &member{cycle: c})
+	}
+	q, args, _ := s.groupSQL(ms)
+	return q, args
+}

@@ -4,28 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
-
-// submitClaimSQL is SubmitAndClaim's statement batch (see batch): Submit's
-// statements and claimPendingSQL's in one transaction, in the project's lock
-// order: the editor's row (none for a worker), then the submitted task's row,
-// then the claimed task's. The claim is guarded by the submit as well
-// (claimUpdateSQL reads @taskd_submitted), so a refused submit claims nothing.
-// The claim's busy check runs after the UPDATE to done cleared the submitted
-// task's editor_id, which the transaction sees as its own change.
-//
-// Each event is written by an INSERT ... SELECT whose WHERE checks the row's
-// state itself, as Submit's and Claim's do, never a row count: a server whose
-// client went away mid-batch may run the batch to its COMMIT without the row
-// counts of statements whose answers it could not send.
-func submitClaimSQL(outbox bool) string {
-	return `SET @taskd_editor = (` + lockEditorSQL + `), @taskd_now = NOW(3);
-` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT(), ` + claimCheckSQL + `;
-` + submitSelectSQL + claimUpdateSQL + claimSelectSQL + `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	` + claimEventSQL + `;
-`
-}
 
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
 // made or why it made none.
@@ -73,26 +52,21 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimPar
 	if err != nil {
 		return fail(err)
 	}
-	var submitted submittedRow
-	var claimed claimedRow
-	var foundSubmitted, foundClaimed bool
-	// The arguments in the order of submitClaimSQL's placeholders: the
-	// editor's lock, Submit's but for its SELECT's, which follows the claim's
-	// checks, then the claim's.
-	ca := newClaimArgs(cp, lease)
-	sa := s.submitArgs(sp)
-	last := len(sa) - 1
-	args := slices.Concat([]any{nullID(cp.EditorID)}, sa[:last], ca.check, sa[last:], ca.update, ca.sel, ca.event)
-	err = s.grouped(ctx, s.submitClaimSQL, args, scanOne(&submitted, &foundSubmitted), scanOne(&claimed, &foundClaimed))
-	if err != nil {
+	// The cycle's rounds keep the project's lock order: the editor's row
+	// (none for a worker), then the submitted task's row, then the claimed
+	// task's. The claim is guarded by the submit (see Cycles), so a refused
+	// submit claims nothing, and its busy check runs after the UPDATE to done
+	// cleared the submitted task's editor_id.
+	c := &cycle{submit: &sp, claim: &cp, lease: lease}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return fail(lostRace(err))
 	}
-	ended, err := submitted.ended(sp, foundSubmitted)
+	ended, err := c.submitted.ended(sp, c.foundSubmitted)
 	if err != nil {
 		return fail(err)
 	}
 	h := &Handover{Ended: ended}
-	h.Claim, h.Refused = claimed.claim(foundClaimed)
+	h.Claim, h.Refused = c.claimed.claim(c.foundClaimed)
 	if errors.Is(h.Refused, errEditorHasTask) {
 		// Another task names the editor: a claim made by a concurrent request
 		// of the editor, which Claim sorts out.

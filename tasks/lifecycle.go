@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -79,32 +78,6 @@ type HeartbeatParams struct {
 	Lease time.Duration
 }
 
-// heartbeatSQL is Heartbeat's statement batch (see batch), sent as a part of a
-// group (see grouped). The event and the UPDATE each check the same live claim
-// whose lease is short of the maximum hold, at the same instant (@taskd_now), on a
-// row the first of them locked: both happen, or neither. The new lease is now +
-// the lease, never shorter than it is and never past assigned_at + the maximum
-// hold. beat in the SELECT is the number of rows the UPDATE matched; hold_limit
-// says the claim is live but its lease reaches the maximum hold already.
-//
-// Arguments: heartbeatWhere's for the event; the lease and the maximum hold
-// (microseconds), then heartbeatWhere's, for the UPDATE; the fence, the holder,
-// the maximum hold and the task's id for the SELECT.
-const heartbeatSQL = `SET @taskd_now = NOW(3);
-INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks` + heartbeatWhere + ` FOR UPDATE;
-UPDATE tasks SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ? MICROSECOND, lease_expires_at),
-	assigned_at + INTERVAL ? MICROSECOND)` + heartbeatWhere + `;
-SELECT ROW_COUNT() AS beat, lease_expires_at,
-	COALESCE(fence = ? AND holder = ? AND status = 'assigned' AND lease_expires_at >= @taskd_now
-		AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS hold_limit
-FROM tasks WHERE id = ?;
-`
-
-// heartbeatWhere is a live claim at the batch's instant whose lease is short of
-// the maximum hold (its first argument, in microseconds).
-const heartbeatWhere = liveClaimNowWhere + ` AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND`
-
 // Heartbeat extends a live claim's lease to now + p.Lease on the database clock, but
 // never beyond assigned_at + Config.MaxHold and never shorter than it already is. It
 // returns the new deadline and records a 'heartbeat' event.
@@ -121,22 +94,14 @@ func (s *Store) Heartbeat(ctx context.Context, p HeartbeatParams) (time.Time, er
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
-	maxHold := micros(s.cfg.MaxHold)
-	where := []any{p.TaskID, p.Fence, p.Holder, maxHold}
-	args := slices.Concat(where, []any{micros(lease), maxHold}, where, []any{p.Fence, p.Holder, maxHold, p.TaskID})
-	var row struct {
-		Beat           int64      `db:"beat"`
-		LeaseExpiresAt *time.Time `db:"lease_expires_at"`
-		HoldLimit      bool       `db:"hold_limit"`
-	}
-	var found bool
-	if err := s.grouped(ctx, heartbeatSQL, args, scanOne(&row, &found)); err != nil {
+	c := &cycle{beat: &p, lease: lease}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, err)
 	}
 	switch {
-	case found && row.Beat > 0 && row.LeaseExpiresAt != nil:
-		return *row.LeaseExpiresAt, nil
-	case found && row.HoldLimit:
+	case c.beaten.Beat:
+		return *c.beaten.LeaseExpiresAt, nil
+	case c.beaten.HoldLimit:
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrHoldLimit)
 	default:
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, ErrStale)
@@ -154,53 +119,6 @@ type SubmitParams struct {
 	Result json.RawMessage
 }
 
-// submitSQL is Submit's statement batch (see batch). The result row, the 'submitted'
-// event and the UPDATE to done each check the same live claim at the same instant
-// (@taskd_now), on a row the first of them locked: all three happen, or none. The
-// result row and the event are copied from the row before the UPDATE clears its
-// editor_id. submitted in the SELECT is the number of rows the UPDATE matched (an
-// answer for the caller; no write depends on it).
-func submitSQL(outbox bool) string {
-	return `SET @taskd_now = NOW(3);
-` + submitWritesSQL(outbox) + `SET @taskd_submitted = ROW_COUNT();
-` + submitSelectSQL
-}
-
-// submitWritesSQL are a submit's writes: the result row, the event, with outbox
-// the 'submitted' record of the webhook outbox (copied from the same live claim at
-// the same instant; deliveries read the result from task_results), and last the
-// UPDATE to done, whose row count the next statement may read.
-func submitWritesSQL(outbox bool) string {
-	q := submitResultSQL + submitEventSQL
-	if outbox {
-		q += submitOutboxInsertSQL
-	}
-	return q + submitUpdateSQL
-}
-
-// The parts of a submit: the result row, the event, the outbox's record, the
-// UPDATE to done and the SELECT of what it ended, which reads the UPDATE's row
-// count from @taskd_submitted.
-const (
-	submitResultSQL = `INSERT INTO task_results (task_id, fence, holder, editor_id, result)
-	SELECT id, fence, holder, editor_id, ? FROM tasks` + liveClaimNowWhere + ` FOR UPDATE;
-`
-	submitEventSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, ` + "`at`" + `)
-	SELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks` + liveClaimNowWhere + `;
-`
-	submitOutboxInsertSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)
-	SELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks` + liveClaimNowWhere + `;
-`
-	submitUpdateSQL = `UPDATE tasks SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL` + liveClaimNowWhere + `;
-`
-	submitSelectSQL = `SELECT @taskd_submitted AS submitted, category, assigned_at, done_at, COALESCE(trace_context, '') AS trace_context
-	FROM tasks WHERE id = ?;
-`
-)
-
-// liveClaimNowWhere is liveClaimWhere at the batch's instant.
-const liveClaimNowWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= @taskd_now`
-
 // Submit accepts the holder's result and completes the task, in one transaction and
 // one round trip: the fenced UPDATE to done, one task_results row keyed by (task_id,
 // fence), a 'submitted' event and, when webhooks subscribe to it, the webhook
@@ -216,12 +134,11 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Ended, error) {
 	if err := CheckResult(p.Result); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	var row submittedRow
-	var found bool
-	if err := s.grouped(ctx, s.submitSQL, s.submitArgs(p), scanOne(&row, &found)); err != nil {
+	c := &cycle{submit: &p}
+	if err := s.groupedCycle(ctx, c); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
-	ended, err := row.ended(p, found)
+	ended, err := c.submitted.ended(p, c.foundSubmitted)
 	if err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
@@ -234,20 +151,8 @@ func CheckResult(result json.RawMessage) error {
 	return checkJSON("result", result)
 }
 
-// submitArgs are the arguments of the store's submitSQL.
-func (s *Store) submitArgs(p SubmitParams) []any {
-	live := []any{p.TaskID, p.Fence, p.Holder}
-	// A string, not bytes: MySQL refuses binary strings in JSON columns.
-	args := append([]any{string(p.Result)}, live...)
-	args = append(args, live...) // the event
-	if s.outbox[WebhookSubmitted] {
-		args = append(args, live...)
-	}
-	args = append(args, live...) // the UPDATE to done
-	return append(args, p.TaskID)
-}
-
-// submittedRow is what submitSelectSQL reads.
+// submittedRow is what a cycle's report says of its submit: Submitted is 1
+// when the submit was accepted.
 type submittedRow struct {
 	Submitted    int64      `db:"submitted"`
 	Category     string     `db:"category"`

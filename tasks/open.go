@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -46,6 +47,9 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 //     transaction, sent as one query. Every statement is a constant of this package
 //     with ? placeholders, and arguments are escaped by the driver, so no input ever
 //     becomes SQL text.
+//   - group_concat_max_len 1 MiB (MariaDB's default; MySQL's is 1024 bytes): a
+//     group of cycles reads the ids of its locked editors, live submits and busy
+//     editors as GROUP_CONCAT lists (see Cycles), which must not be cut short.
 //   - READ COMMITTED for every transaction of the session, set once per connection:
 //     a locking read then takes record locks only, never gap locks, and gap locks
 //     are what makes concurrent claims and releases of neighbouring rows deadlock.
@@ -70,12 +74,18 @@ func Connector(dsn string) (driver.Connector, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["group_concat_max_len"] = strconv.Itoa(groupConcatMaxLen)
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return readCommitted{connector}, nil
 }
+
+// groupConcatMaxLen is the session's group_concat_max_len. A list of a round of
+// cycles holds at most GroupCommitMax ids, each at most 22 bytes with its comma
+// (and a disabled editor's "d"): far below it.
+const groupConcatMaxLen = 1 << 20
 
 // setReadCommittedSQL is standard SQL on both servers, unlike the name of the
 // variable behind it (tx_isolation on MariaDB, transaction_isolation on MySQL 8), so

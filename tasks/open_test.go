@@ -19,7 +19,7 @@ func TestOpenForcesSettings(t *testing.T) {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db, err := tasks.Open(t.Context(), dsn+sep+"clientFoundRows=false&parseTime=false&loc=Local&time_zone=%27%2B05%3A00%27")
+	db, err := tasks.Open(t.Context(), dsn+sep+"clientFoundRows=false&parseTime=false&loc=Local&time_zone=%27%2B05%3A00%27&group_concat_max_len=64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +31,15 @@ func TestOpenForcesSettings(t *testing.T) {
 	}
 	if tz != "+00:00" {
 		t.Errorf("session time_zone = %q, want +00:00", tz)
+	}
+
+	// group_concat_max_len: the cycles' lists of ids are not cut short.
+	var concatLen int64
+	if err := db.GetContext(t.Context(), &concatLen, `SELECT @@session.group_concat_max_len`); err != nil {
+		t.Fatal(err)
+	}
+	if concatLen != 1<<20 {
+		t.Errorf("session group_concat_max_len = %d, want %d", concatLen, 1<<20)
 	}
 
 	// parseTime: DATETIME scans into time.Time, in UTC.

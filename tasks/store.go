@@ -157,10 +157,6 @@ type Store struct {
 	cfg Config
 	// outbox says which webhook events are written to the outbox.
 	outbox map[WebhookEvent]bool
-	// submitSQL and submitClaimSQL are the batches of Submit and
-	// SubmitAndClaim, with the outbox's INSERT when submitted events are
-	// written.
-	submitSQL, submitClaimSQL string
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
@@ -187,8 +183,6 @@ func NewStore(db *sqlx.DB, cfg Config) (*Store, error) {
 	for _, e := range cfg.WebhookEvents {
 		s.outbox[e] = true
 	}
-	s.submitSQL = submitSQL(s.outbox[WebhookSubmitted])
-	s.submitClaimSQL = submitClaimSQL(s.outbox[WebhookSubmitted])
 	if cfg.GroupCommit > 1 {
 		s.group = &committer{s: s, max: cfg.GroupCommit, flights: groupFlights}
 	}
