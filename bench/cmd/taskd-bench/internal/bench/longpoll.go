@@ -46,6 +46,15 @@ type LongPollStats struct {
 	// FDLimit is the RLIMIT_NOFILE this process set for itself and the
 	// child.
 	FDLimit uint64 `json:"fd_limit"`
+	// MemoryLimitMiB is the child's memory_limit_mib, as docs/deployment.md
+	// recommends for this many long polls (see longPollMemoryLimit).
+	MemoryLimitMiB int `json:"memory_limit_mib"`
+}
+
+// longPollMemoryLimit is the memory_limit_mib docs/deployment.md recommends
+// for a process holding editors long polls: 100 MiB plus 40 KiB per poll.
+func longPollMemoryLimit(editors int) int {
+	return 100 + (editors*40+1023)/1024
 }
 
 // Shape of scenario (i).
@@ -120,7 +129,9 @@ func runLongPoll(ctx context.Context, cfg Config, scenario string, w Workload) (
 	defer plain.Close()
 	prefix := "bench:" + bd.name + ":"
 	defer cleanKeys(context.WithoutCancel(ctx), plain, prefix)
-	env := append(slices.Clone(cfg.ServeEnv), "TASKD_MYSQL_DSN="+bd.dsn, "TASKD_REDIS_KEY_PREFIX="+prefix)
+	memLimit := longPollMemoryLimit(w.Editors)
+	env := append(slices.Clone(cfg.ServeEnv), "TASKD_MYSQL_DSN="+bd.dsn, "TASKD_REDIS_KEY_PREFIX="+prefix,
+		"TASKD_MEMORY_LIMIT_MIB="+strconv.Itoa(memLimit))
 	hs, err := startServe(ctx, cfg.Binary, env, w.Lease, 64)
 	if err != nil {
 		return nil, err
@@ -138,7 +149,7 @@ func runLongPoll(ctx context.Context, cfg Config, scenario string, w Workload) (
 	}
 	cfg.progress("%s: %d editors made in %s (RLIMIT_NOFILE %d)", scenario, len(eds), time.Since(made).Round(time.Millisecond), limit)
 
-	st := &LongPollStats{Editors: w.Editors, Tasks: w.Pool, Batches: longPollBatches, FDLimit: limit}
+	st := &LongPollStats{Editors: w.Editors, Tasks: w.Pool, Batches: longPollBatches, FDLimit: limit, MemoryLimitMiB: memLimit}
 	var (
 		errCnt    atomic.Int64
 		firstErr  sync.Once

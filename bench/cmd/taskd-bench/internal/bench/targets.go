@@ -212,7 +212,7 @@ func targets(rs []Result) []Target {
 			newTarget("(i) long polls over HTTP: insert to answer p99", lp.InsertToAnswer.P99Ms/1000, " s", 2, false,
 				fmt.Sprintf("%s; p50 %.2f s, max %.2f s", shape, lp.InsertToAnswer.P50Ms/1000, lp.InsertToAnswer.MaxMs/1000)),
 			newTarget("(i) long polls over HTTP: peak RSS", float64(i.Memory.HWMKiB)/1024, " MiB", 500, false,
-				fmt.Sprintf("VmHWM of the taskd serve child, %s", shape)),
+				fmt.Sprintf("VmHWM of the taskd serve child, %s, memory_limit_mib %d as docs/deployment.md recommends", shape, lp.MemoryLimitMiB)),
 			newTarget("(i) long polls over HTTP: errors", float64(i.Errors), "", 0, false, firstError(i)),
 		)
 	}
