@@ -71,11 +71,16 @@ type categoryCandidates struct {
 	waiting int
 	// demand is how many claims waited for the last read when it came
 	// back: the next read is sized for as many (see fill).
-	demand   int
-	err      error // of the last read
-	more     bool  // the last read may have left claimable tasks unread
-	primary  bool  // the next read goes to the primary (see stale)
-	inflight int   // candidates handed out whose claim has not ended
+	demand  int
+	err     error // of the last read
+	more    bool  // the last read may have left claimable tasks unread
+	primary bool  // the next read goes to the primary (see stale)
+	// recheck says the next read is to decide afresh (see stale and
+	// paused); recheckGen is the gen of the last such read: candidates
+	// handed out before it do not go back into the pool (see done).
+	recheck    bool
+	recheckGen uint64
+	inflight   int // candidates handed out whose claim has not ended
 	// epoch counts invalidations: a read during which one happened leaves
 	// readAt zero, since it may have missed what made it.
 	epoch uint64
@@ -237,6 +242,8 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 		read = p.readPrimary
 	}
 	cc.primary = false
+	recheck := cc.recheck
+	cc.recheck = false
 	p.mu.Unlock()
 	cands, err := read(ctx, cat, limit)
 	p.mu.Lock()
@@ -253,6 +260,9 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 		return ok && (at.IsZero() || !at.Before(start))
 	})
 	cc.gen++
+	if recheck {
+		cc.recheckGen = cc.gen
+	}
 	cc.readAt = time.Time{}
 	if cc.epoch == epoch {
 		cc.readAt = p.clock()
@@ -263,11 +273,18 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 // done ends the claim attempt that took picked. claimed are the candidates
 // it claimed, if any. back are the candidates it did not claim but
 // that are still claimable as far as it knows (not tried, or refused for
-// reasons of the claimant's own): they go back to the pool, unless their
-// category was read again since they were taken. It returns, by category,
+// reasons of the claimant's own): they go back to the pool. A read made
+// while they were out left them out only because they were in flight, so
+// they go into it too, unless it was a read to decide afresh (after a
+// refused claim showed the category's candidates stale, or the category
+// paused): that read decides. It returns, by category,
 // how many of back went back to the pool (put) and how many did not
-// (missed): a read made while they were out left them out too, so only a
-// new read finds them.
+// (missed): only a new read finds those.
+//
+// Thousands of long polls woken together keep the category's reads going:
+// each claim gives back the second candidate it took, and were those given
+// back after a read always missed, each would wake a waiter and read the
+// category again, a read of hundreds of rows every few claims.
 func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (put, missed map[string]int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,7 +306,7 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (p
 	}
 	for _, c := range back {
 		cc := p.cats[c.category]
-		if cc == nil || cc.gen != c.gen {
+		if cc == nil || c.gen < cc.recheckGen {
 			count(&missed, c.category)
 			continue
 		}
@@ -351,6 +368,21 @@ func (p *candidatePool) stale(cat string) {
 	if cc := p.cats[cat]; cc != nil {
 		cc.readAt = time.Time{}
 		cc.primary = true
+		cc.recheck = true
+		cc.epoch++
+	}
+}
+
+// paused notes that a claim of one of cat's candidates was refused because
+// the category was paused after they were read: the next claim reads them
+// again, which leaves the category out, and candidates handed out before
+// that read do not go back into the pool (see done).
+func (p *candidatePool) paused(cat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cc := p.cats[cat]; cc != nil {
+		cc.readAt = time.Time{}
+		cc.recheck = true
 		cc.epoch++
 	}
 }

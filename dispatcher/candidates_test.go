@@ -153,14 +153,55 @@ func TestCandidatePoolGivesBackUntriedCandidates(t *testing.T) {
 	if !slices.Equal(pooledIDs(again), []int64{2}) {
 		t.Errorf("take = %v, want [2] back in its place", pooledIDs(again))
 	}
-	// Given back after the category was read again: the new read decides.
+	// Given back after the category was read again (tasks arrived): the
+	// read left it out only because it was in flight, so it goes back in,
+	// in its place, and wakes nobody for a read.
 	got, _ = p.take(ctx, []string{"news"}, 1, nil)
 	p.invalidate("news")
+	reads := f.reads.Load()
 	p.take(ctx, []string{"news"}, 1, nil) // re-reads
-	p.done(got, nil, got)
-	n := len(p.cats["news"].cands)
-	if slices.ContainsFunc(p.cats["news"].cands, func(c tasks.Candidate) bool { return c.ID == got[0].ID }) {
-		t.Errorf("candidate %d given back into a newer read (%d left)", got[0].ID, n)
+	if f.reads.Load() != reads+1 {
+		t.Fatalf("reads = %d, want %d: the take after an invalidation reads", f.reads.Load(), reads+1)
+	}
+	put, missed := p.done(got, nil, got)
+	if put["news"] != 1 || len(missed) != 0 {
+		t.Errorf("given back after a read: put %v, missed %v, want 1 put", put, missed)
+	}
+	if i := slices.IndexFunc(p.cats["news"].cands, func(c tasks.Candidate) bool { return c.ID == got[0].ID }); i != 0 {
+		t.Errorf("candidate %d at %d of the newer read, want 0 (it is the best)", got[0].ID, i)
+	}
+}
+
+func TestCandidatePoolLeavesOutGivenBackAfterARecheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(p *candidatePool)
+	}{
+		{"stale", func(p *candidatePool) { p.stale("news") }},
+		{"paused", func(p *candidatePool) { p.paused("news") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeReads{cats: map[string][]tasks.Candidate{"news": cands(0, 1, 2, 3, 4, 5, 6, 7, 8)}}
+			p := newCandidatePool(8, f.read)
+			ctx := context.Background()
+			got, _ := p.take(ctx, []string{"news"}, 1, nil)
+			tc.after(p)
+			p.take(ctx, []string{"news"}, 1, nil) // re-reads, to decide afresh
+			put, missed := p.done(got, nil, got)
+			if missed["news"] != 1 || len(put) != 0 {
+				t.Errorf("given back after a %s read: put %v, missed %v, want 1 missed", tc.name, put, missed)
+			}
+			if slices.ContainsFunc(p.cats["news"].cands, func(c tasks.Candidate) bool { return c.ID == got[0].ID }) {
+				t.Errorf("candidate %d given back into the read made after it was found %s", got[0].ID, tc.name)
+			}
+			// Taken after that read, given back after an ordinary one: back in.
+			got, _ = p.take(ctx, []string{"news"}, 1, nil)
+			p.invalidate("news")
+			p.take(ctx, []string{"news"}, 1, nil)
+			if put, _ := p.done(got, nil, got); put["news"] != 1 {
+				t.Errorf("given back after an ordinary read that followed the %s one: put %v, want 1", tc.name, put)
+			}
+		})
 	}
 }
 

@@ -283,7 +283,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		case errors.Is(err, tasks.ErrPaused):
 			// The category was paused after its candidates were read: read
 			// them again, which leaves it out.
-			d.cands.invalidate(cand.category)
+			d.cands.paused(cand.category)
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 			// The row moved on since it was read: another process claimed
 			// it (or is writing it, or Redis had lost the lock of a live

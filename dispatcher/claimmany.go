@@ -187,7 +187,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 func (d *Dispatcher) refusedClaim(p pooled, err error, st *claimStats) []pooled {
 	switch {
 	case errors.Is(err, tasks.ErrPaused):
-		d.cands.invalidate(p.category)
+		d.cands.paused(p.category)
 		return nil
 	case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 		st.refused++

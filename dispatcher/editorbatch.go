@@ -17,8 +17,12 @@ import (
 // sends them to the store as batches (tasks.Store.ClaimEditorBatch: a few multi-row
 // statements for the whole batch, instead of five per editor): whatever arrived while
 // the batches in flight ran, up to editorBatchMax, at most editorBatchFlights at once.
-// A claim that finds a flight free goes at once, alone, the way it always did
-// (tasks.Store.Claim): there is no timer, and an editor alone waits for nobody.
+// A claim that finds no flight in the air goes at once, alone, the way it always
+// did (tasks.Store.Claim): there is no timer, and an editor alone waits for
+// nobody. While one is in the air, the next flight takes off once
+// editorBatchMin claims queued, or when one lands: a claim alone costs a
+// flight several round trips, a batch's members a fraction of one each, so
+// claims that keep arriving do not take the free flight one at a time.
 //
 // Each member is still claimed under its editor's lock with every check of a single
 // claim, fenced by its own row, and refused on its own. A member the batch refuses
@@ -32,6 +36,10 @@ const editorBatchMax = wakeBusyMax
 // editorBatchFlights is how many batches (or claims alone) may be in flight at
 // once, each on a connection of its own.
 const editorBatchFlights = 2
+
+// editorBatchMin is how many claims must be queued for a flight to take off
+// while another is in the air.
+const editorBatchMin = 8
 
 // editorBatchTimeout bounds a batch's time in the store. A batch runs on a
 // context of its own, which carries its first member's values but not its
@@ -79,7 +87,7 @@ func (b *editorClaims) claim(ctx context.Context, p tasks.ClaimParams) (*tasks.C
 	m := &editorClaim{ctx: ctx, p: p, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, m)
-	if b.flying >= editorBatchFlights {
+	if b.flying >= editorBatchFlights || b.flying > 0 && len(b.queue) < editorBatchMin {
 		b.mu.Unlock()
 	} else {
 		b.flying++
