@@ -362,26 +362,22 @@ func (p *candidatePool) invalidate(cat string) {
 // the row had moved on: the next claim reads the category again, from the
 // primary, so that a replica that lags cannot hand out the same stale rows
 // over and over. The read after that goes to the replica again.
-func (p *candidatePool) stale(cat string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cc := p.cats[cat]; cc != nil {
-		cc.readAt = time.Time{}
-		cc.primary = true
-		cc.recheck = true
-		cc.epoch++
-	}
-}
+func (p *candidatePool) stale(cat string) { p.recheck(cat, true) }
 
 // paused notes that a claim of one of cat's candidates was refused because
 // the category was paused after they were read: the next claim reads them
-// again, which leaves the category out, and candidates handed out before
-// that read do not go back into the pool (see done).
-func (p *candidatePool) paused(cat string) {
+// again, which leaves the category out.
+func (p *candidatePool) paused(cat string) { p.recheck(cat, false) }
+
+// recheck makes the next claim of cat read its candidates again (from the
+// primary when primary is set) to decide afresh: candidates handed out
+// before that read do not go back into the pool (see done).
+func (p *candidatePool) recheck(cat string, primary bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cc := p.cats[cat]; cc != nil {
 		cc.readAt = time.Time{}
+		cc.primary = cc.primary || primary
 		cc.recheck = true
 		cc.epoch++
 	}

@@ -268,7 +268,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				return nil, h.err
 			}
 		} else {
-			claim, err = d.claimStored(ctx, p)
+			claim, err = d.store.Claim(ctx, p)
 		}
 		if err == nil {
 			claimed = []int64{cand.ID}

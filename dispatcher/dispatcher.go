@@ -107,7 +107,6 @@ type Store interface {
 	Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tasks.Candidate, error)
 	Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error)
 	ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error)
-	ClaimEditorBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error)
 	HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
 	Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error)
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
@@ -279,15 +278,13 @@ type counters struct {
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
 type Dispatcher struct {
-	store Store
-	locks Locker
-	cfg   Config
-	log   *slog.Logger
-	hub   *hub
-	// editorClaims sends concurrent editors' claims in batches.
-	editorClaims *editorClaims
-	notify       *notifier
-	tel          *telemetry
+	store  Store
+	locks  Locker
+	cfg    Config
+	log    *slog.Logger
+	hub    *hub
+	notify *notifier
+	tel    *telemetry
 
 	cands *candidatePool
 	skips *skipMemory
@@ -318,7 +315,6 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
 	}
 	d.hub = newHub(d.cands.invalidate)
-	d.editorClaims = newEditorClaims(store)
 	d.notify = &notifier{hub: d.hub, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger}
 	return d, nil
 }

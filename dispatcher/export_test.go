@@ -28,6 +28,3 @@ const WorkerWriters = workerWriters
 // Delivering reports whether w holds the delivery lock now.
 func (w *Deliverer) Delivering() bool { return w.delivering() }
 
-// EditorBatches returns the batches of more than one editor's claim sent to
-// the store, and the claims they carried.
-func (d *Dispatcher) EditorBatches() (batches, claims int64) { return d.editorClaims.counts() }

@@ -193,17 +193,12 @@ func (h *hub) wake(cat string, n int) {
 	if h.arrived != nil {
 		h.arrived(cat)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if q := h.queues[cat]; q != nil && n > 0 {
-		q.pending += n
-		h.dispatch(q)
-	}
+	h.give(cat, n)
 }
 
 // give wakes up to n waiters of cat as wake does, for n candidates a claim
 // gave back to the pool: they are there to take, so the category's
-// candidates need no new read.
+// candidates need no new read (wake's arrived).
 func (h *hub) give(cat string, n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
