@@ -27,4 +27,3 @@ const WorkerWriters = workerWriters
 
 // Delivering reports whether w holds the delivery lock now.
 func (w *Deliverer) Delivering() bool { return w.delivering() }
-
