@@ -68,11 +68,11 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 	$(GO) mod tidy -diff
 	cd internal/apiclient && $(GO) vet ./... && '$(STATICCHECK)' ./... && $(GO) mod tidy -diff
 
-lint-openapi: ## Lint the OpenAPI document (dispatcher/api/openapi.yaml) with Redocly CLI's recommended rules: any error or warning fails, but those ignored with their reason in dispatcher/api/.redocly.lint-ignore.yaml
+lint-openapi: ## Lint the OpenAPI document (internal/api/openapi.yaml) with Redocly CLI's recommended rules: any error or warning fails, but those ignored with their reason in internal/api/.redocly.lint-ignore.yaml
 	@test -x '$(REDOCLY)' || { echo 'installing @redocly/cli@$(REDOCLY_VERSION) in $(REDOCLY_DIR)'; \
 		npm install --prefix '$(REDOCLY_DIR)' --no-audit --no-fund --loglevel=error '@redocly/cli@$(REDOCLY_VERSION)'; }
-	@echo 'redocly lint --extends recommended dispatcher/api/openapi.yaml'
-	@cd dispatcher/api && problems=$$(REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+	@echo 'redocly lint --extends recommended internal/api/openapi.yaml'
+	@cd internal/api && problems=$$(REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
 		'$(REDOCLY)' lint --extends recommended --format=stylish openapi.yaml); status=$$?; \
 		if [ -n "$$problems" ]; then echo "$$problems"; exit 1; fi; exit $$status
 

@@ -18,7 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/tasks"
 )
 

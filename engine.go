@@ -18,12 +18,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/dispatcher/api"
-	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/web"
+	"github.com/taskd/taskd/internal/web"
 )
 
 // Timeouts of the engine's own steps.

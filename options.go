@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/locker"
 )
 

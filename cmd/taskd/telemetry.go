@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/telemetry"
 )
 
 // newTelemetry builds the providers cfg asks for; the stdout exporter writes

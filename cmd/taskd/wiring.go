@@ -16,7 +16,7 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
-	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/config"
 	"github.com/taskd/taskd/tasks"
 )

@@ -11,7 +11,7 @@ import (
 // client.gen.go was generated from the OpenAPI document as it is now:
 // `go generate` stamps the document's SHA-256 in openapi.yaml.sha256.
 func TestGeneratedFromTheDocument(t *testing.T) {
-	doc, err := os.ReadFile("../../dispatcher/api/openapi.yaml")
+	doc, err := os.ReadFile("../../internal/api/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	doc, err := os.ReadFile("../../dispatcher/api/openapi.yaml")
+	doc, err := os.ReadFile("../../internal/api/openapi.yaml")
 	if err != nil {
 		log.Fatal(err)
 	}

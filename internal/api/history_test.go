@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/tasks"
 )
 

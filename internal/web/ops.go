@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 )
 
 // The ops console: /ops, for the admin. Signing in exchanges the admin token

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 )
 
 // TestMetricsNeedTheirToken: with Config.MetricsToken, GET /metrics answers

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/tasks"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks/taskstest"
-	"github.com/taskd/taskd/web"
+	"github.com/taskd/taskd/internal/web"
 )
 
 // csrfOf returns the CSRF token the workspace page carries.

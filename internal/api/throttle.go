@@ -38,7 +38,7 @@ const (
 )
 
 // instrumentationName names the API's meter.
-const instrumentationName = "github.com/taskd/taskd/dispatcher/api"
+const instrumentationName = "github.com/taskd/taskd/internal/api"
 
 // throttle counts failed authentications (a bearer token that is nobody's)
 // per client address in Redis, shared by every replica: a fixed window of

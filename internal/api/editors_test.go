@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )

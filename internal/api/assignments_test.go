@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )

@@ -55,7 +55,7 @@ import (
 )
 
 // instrumentationName names the tracer and meter of this package.
-const instrumentationName = "github.com/taskd/taskd/dispatcher/telemetry"
+const instrumentationName = "github.com/taskd/taskd/internal/telemetry"
 
 // Span exporters, the values of Config.Traces.
 const (

@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/dispatcher/telemetry"
+	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"

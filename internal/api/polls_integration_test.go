@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 )
 
 // TestLongPollsPerEditorAreBounded: past MaxPollsPerEditor, an editor's

@@ -12,7 +12,7 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks/taskstest"
-	"github.com/taskd/taskd/web"
+	"github.com/taskd/taskd/internal/web"
 )
 
 // opsSignIn posts the console's sign-in form with token and returns the

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 )
 
 // TestAdminSessionMAC: an ops session's MAC opens the admin routes only with

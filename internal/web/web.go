@@ -46,7 +46,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskd/taskd/dispatcher/api"
+	"github.com/taskd/taskd/internal/api"
 )
 
 //go:embed templates/*.html
