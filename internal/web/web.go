@@ -2,7 +2,7 @@
 // admin's ops console at /ops, each with its sign-in and sign-out. Pages are
 // server-rendered html/template with a little JavaScript and CSS, all
 // embedded in the binary; there is no build step. The workspace's JSON calls
-// go to /app/v1/..., which runs the API's own handlers (dispatcher/api) for
+// go to /app/v1/..., which runs the API's own handlers (internal/api) for
 // the signed-in editor, so claims are fenced exactly as for any API client;
 // the console's go to /ops/v1/..., which runs the API's admin handlers.
 //
