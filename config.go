@@ -19,56 +19,49 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
-// Defaults of the keys that have one; WithDefaults applies them to zero
-// values, and the field comments name them.
+// Defaults of the keys that belong to the engine itself; a key that
+// configures a part (the dispatcher, the store, the API, the pages, the
+// workers, the webhooks, the telemetry) takes that part's XxxDefault
+// constant in WithDefaults, so that each default is declared once, where it
+// is used.
 const (
 	httpReadHeaderTimeoutDefault = 5 * time.Second
 	httpReadTimeoutDefault       = 15 * time.Second
 	httpWriteTimeoutDefault      = 90 * time.Second
 	httpIdleTimeoutDefault       = 2 * time.Minute
-	httpMaxWaitDefault           = time.Minute
-	httpEditorCacheTTLDefault    = 10 * time.Second
-	httpRequestTimeoutDefault    = 10 * time.Second
-	httpSessionIdleDefault       = 8 * time.Hour
-	httpSessionLifetimeDefault   = 24 * time.Hour
 	httpShutdownTimeoutDefault   = 30 * time.Second
 
 	redisAddrDefault         = "127.0.0.1:6379"
-	redisKeyPrefixDefault    = "taskd:"
-	redisNodeTimeoutDefault  = 50 * time.Millisecond
 	redisDialTimeoutDefault  = time.Second
 	redisReadTimeoutDefault  = 500 * time.Millisecond
 	redisWriteTimeoutDefault = 500 * time.Millisecond
 
-	dispatchLeaseTTLDefault        = 30 * time.Second
-	dispatchMaxHoldDefault         = 2 * time.Hour
-	dispatchSkipForDefault         = 10 * time.Minute
-	dispatchReleaseCooldownDefault = time.Minute
-	dispatchPollIntervalDefault    = 5 * time.Second
-
 	sweepIntervalDefault = "10s"
-
-	workerConcurrencyDefault     = 4
-	workerShutdownTimeoutDefault = 30 * time.Second
 
 	logLevelDefault  = "info"
 	logFormatDefault = "text"
+)
 
-	serviceNameDefault = "taskd"
-
-	webhookTimeoutDefault     = 10 * time.Second
-	webhookConcurrencyDefault = 4
-	webhookMaxAttemptsDefault = 25
-	webhookMaxAgeDefault      = 72 * time.Hour
-
-	webhookPollIntervalDefault = time.Second
-	webhookLeaseTTLDefault     = 10 * time.Second
-	webhookBatchDefault        = 100
-	webhookBackoffBaseDefault  = time.Second
-	webhookBackoffMaxDefault   = 10 * time.Minute
+// Defaults that config.yaml gives the three keys whose zero value in Config
+// means something else than their default: an empty HTTP.Addr is no
+// listener, a zero Telemetry.SampleRatio samples no new traces, and a false
+// Telemetry.Prometheus serves no metrics. The taskd command starts from
+// them; an embedding program sets the fields itself.
+const (
+	// HTTPAddrDefault is http.addr when config.yaml does not set it.
+	HTTPAddrDefault = "127.0.0.1:8080"
+	// SampleRatioDefault is telemetry.sample_ratio when config.yaml does not
+	// set it: every new trace is sampled.
+	SampleRatioDefault = 1.0
+	// PrometheusDefault is telemetry.prometheus when config.yaml does not
+	// set it: GET /metrics is served.
+	PrometheusDefault = true
 )
 
 // Limits checked by Validate.
@@ -253,9 +246,10 @@ type HTTPConfig struct {
 	// this): a store that hangs makes it 503 then. Default 10s.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// SessionIdle is how long a web page session (the editor's workspace
-	// at /, and the ops console's at /ops) lives without a request; each
-	// request extends it by as much, up to SessionLifetime. Sessions are
-	// kept in Redis, so every replica shares them. Default 8h.
+	// at /, and the ops console's at /ops) lives without a request: each
+	// request made with it sets its end SessionIdle from then, never past
+	// SessionLifetime after its sign-in. Sessions are kept in Redis, so
+	// every replica shares them. Default 8h.
 	SessionIdle time.Duration `yaml:"session_idle"`
 	// SessionLifetime is how long a web page session (the workspace's or
 	// the ops console's) lives at most, however much it is used; then its
@@ -477,49 +471,52 @@ type TelemetryConfig struct {
 }
 
 // WithDefaults returns a copy of c with zero values set to their defaults
-// (see each field). HTTP.Addr stays empty (no listener) when unset.
+// (see each field), River's way: each default is the XxxDefault constant of
+// the part that uses the key, declared there once. HTTP.Addr stays empty (no
+// listener), Telemetry.SampleRatio 0 and Telemetry.Prometheus false when
+// unset; see HTTPAddrDefault. New applies it, then validates.
 func (c Config) WithDefaults() Config {
 	h := &c.HTTP
 	setDefault(&h.ReadHeaderTimeout, httpReadHeaderTimeoutDefault)
 	setDefault(&h.ReadTimeout, httpReadTimeoutDefault)
 	setDefault(&h.WriteTimeout, httpWriteTimeoutDefault)
 	setDefault(&h.IdleTimeout, httpIdleTimeoutDefault)
-	setDefault(&h.MaxWait, httpMaxWaitDefault)
-	setDefault(&h.EditorCacheTTL, httpEditorCacheTTLDefault)
-	setDefault(&h.RequestTimeout, httpRequestTimeoutDefault)
-	setDefault(&h.SessionIdle, httpSessionIdleDefault)
-	setDefault(&h.SessionLifetime, httpSessionLifetimeDefault)
 	setDefault(&h.ShutdownTimeout, httpShutdownTimeoutDefault)
+	setDefault(&h.MaxWait, dispatcher.MaxWaitDefault)
+	setDefault(&h.EditorCacheTTL, api.EditorCacheTTLDefault)
+	setDefault(&h.RequestTimeout, api.RequestTimeoutDefault)
 	setDefault(&h.MaxPollsPerEditor, api.MaxPollsPerEditorDefault)
 	setDefault(&h.AuthFailures, api.AuthFailuresDefault)
 	setDefault(&h.AuthFailureWindow, api.AuthFailureWindowDefault)
+	setDefault(&h.SessionIdle, web.SessionIdleDefault)
+	setDefault(&h.SessionLifetime, web.SessionLifetimeDefault)
 
 	r := &c.Redis
 	if len(r.Addrs) == 0 {
 		r.Addrs = []string{redisAddrDefault}
 	}
 	r.Addrs = slices.Clone(r.Addrs)
-	setDefault(&r.KeyPrefix, redisKeyPrefixDefault)
-	setDefault(&r.NodeTimeout, redisNodeTimeoutDefault)
+	setDefault(&r.KeyPrefix, dispatcher.KeyPrefixDefault)
+	setDefault(&r.NodeTimeout, locker.NodeTimeoutDefault)
 	setDefault(&r.DialTimeout, redisDialTimeoutDefault)
 	setDefault(&r.ReadTimeout, redisReadTimeoutDefault)
 	setDefault(&r.WriteTimeout, redisWriteTimeoutDefault)
 
 	d := &c.Dispatch
-	setDefault(&d.LeaseTTL, dispatchLeaseTTLDefault)
-	setDefault(&d.MaxHold, dispatchMaxHoldDefault)
-	setDefault(&d.SkipFor, dispatchSkipForDefault)
-	setDefault(&d.ReleaseCooldown, dispatchReleaseCooldownDefault)
+	setDefault(&d.LeaseTTL, dispatcher.LeaseDefault)
 	setDefault(&d.Batch, dispatcher.BatchDefault)
-	setDefault(&d.PollInterval, dispatchPollIntervalDefault)
+	setDefault(&d.PollInterval, dispatcher.PollIntervalDefault)
+	setDefault(&d.MaxHold, tasks.MaxHoldDefault)
+	setDefault(&d.SkipFor, tasks.SkipForDefault)
+	setDefault(&d.ReleaseCooldown, tasks.ReleaseCooldownDefault)
 	setDefault(&d.GroupCommit, tasks.GroupCommitDefault)
 
 	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
 	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
 	setDefault(&c.Sweep.Workers, dispatcher.SweepWorkersDefault)
 
-	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
-	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
+	setDefault(&c.Worker.Concurrency, dispatcher.WorkerConcurrencyDefault)
+	setDefault(&c.Worker.ShutdownTimeout, dispatcher.WorkerShutdownTimeoutDefault)
 	setDefault(&c.Worker.BatchSize, dispatcher.WorkerBatchSizeDefault)
 	setDefault(&c.Worker.FlushInterval, dispatcher.WorkerFlushIntervalDefault)
 	setDefault(&c.Worker.MaxBacklog, dispatcher.WorkerMaxBacklogDefault)
@@ -529,24 +526,24 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Log.Level, logLevelDefault)
 	setDefault(&c.Log.Format, logFormatDefault)
 
-	setDefault(&c.Telemetry.Traces, "none")
-	setDefault(&c.Telemetry.ServiceName, serviceNameDefault)
+	setDefault(&c.Telemetry.Traces, telemetry.TracesDefault)
+	setDefault(&c.Telemetry.ServiceName, telemetry.ServiceNameDefault)
 
 	c.Webhooks = slices.Clone(c.Webhooks)
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		w.Events = slices.Clone(w.Events)
-		setDefault(&w.Timeout, webhookTimeoutDefault)
-		setDefault(&w.Concurrency, webhookConcurrencyDefault)
-		setDefault(&w.MaxAttempts, webhookMaxAttemptsDefault)
-		setDefault(&w.MaxAge, webhookMaxAgeDefault)
+		setDefault(&w.Timeout, dispatcher.WebhookTimeoutDefault)
+		setDefault(&w.Concurrency, dispatcher.WebhookConcurrencyDefault)
+		setDefault(&w.MaxAttempts, dispatcher.WebhookMaxAttemptsDefault)
+		setDefault(&w.MaxAge, dispatcher.WebhookMaxAgeDefault)
 	}
 	wd := &c.WebhookDelivery
-	setDefault(&wd.PollInterval, webhookPollIntervalDefault)
-	setDefault(&wd.LeaseTTL, webhookLeaseTTLDefault)
-	setDefault(&wd.Batch, webhookBatchDefault)
-	setDefault(&wd.BackoffBase, webhookBackoffBaseDefault)
-	setDefault(&wd.BackoffMax, webhookBackoffMaxDefault)
+	setDefault(&wd.PollInterval, dispatcher.DeliveryPollIntervalDefault)
+	setDefault(&wd.LeaseTTL, dispatcher.DeliveryLeaseTTLDefault)
+	setDefault(&wd.Batch, dispatcher.DeliveryBatchDefault)
+	setDefault(&wd.BackoffBase, dispatcher.DeliveryBackoffBaseDefault)
+	setDefault(&wd.BackoffMax, dispatcher.DeliveryBackoffMaxDefault)
 	return c
 }
 

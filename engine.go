@@ -20,10 +20,10 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/internal/web"
 )
 
 // Timeouts of the engine's own steps.

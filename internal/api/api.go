@@ -55,9 +55,6 @@ type Check struct {
 
 // Defaults and limits.
 const (
-	// MaxWaitDefault caps wait_ms of POST /v1/assignments/next when
-	// Config.MaxWait is zero.
-	MaxWaitDefault = 30 * time.Second
 	// MaxBodyBytes is the largest request body accepted (1 MiB).
 	MaxBodyBytes = 1 << 20
 	// MaxTasksPerRequest is the most tasks one POST /v1/tasks may add.
@@ -108,8 +105,8 @@ type Config struct {
 	// engine's dispatcher.History); without it that route answers 404.
 	History History
 	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
-	// lowered to it. The dispatcher's own Config.MaxWait caps it too.
-	// Default MaxWaitDefault.
+	// lowered to it. The dispatcher's own Config.MaxWait caps it too: give
+	// both the same value. Default dispatcher.MaxWaitDefault.
 	MaxWait time.Duration
 	// RequestTimeout bounds the work of one request: a store that hangs (a
 	// stopped server that keeps its connections open) makes the request 503
@@ -160,7 +157,7 @@ type Config struct {
 // WithDefaults returns a copy of c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxWait == 0 {
-		c.MaxWait = MaxWaitDefault
+		c.MaxWait = dispatcher.MaxWaitDefault
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = RequestTimeoutDefault
@@ -198,8 +195,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
 	case c.RequestTimeout < 0:
 		return fmt.Errorf("request timeout must not be negative, got %v", c.RequestTimeout)
-	case c.AuthFailureWindow < time.Millisecond:
-		return fmt.Errorf("auth failure window must be at least 1ms, got %v", c.AuthFailureWindow)
+	case c.AuthFailureWindow <= 0:
+		return fmt.Errorf("auth failure window must be positive, got %v", c.AuthFailureWindow)
 	}
 	seen := make(map[string]bool, len(c.Checks))
 	for i, ch := range c.Checks {

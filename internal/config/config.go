@@ -1,5 +1,6 @@
-// Package config loads taskd's configuration: defaults, then a YAML file, then
-// environment variables, then validation of the result.
+// Package config loads taskd's configuration: taskd.Config's defaults, then a
+// YAML file, then environment variables, then taskd.Config's validation of
+// the result, with each error naming where the bad value came from.
 //
 // Every key has an environment variable derived from its path:
 // TASKD_<SECTION>_<KEY> in upper case ("dispatch.lease_ttl" is
@@ -14,32 +15,11 @@
 // takes typed configuration.
 package config
 
-import (
-	"time"
-
-	"github.com/taskd/taskd"
-)
-
-// Defaults of the keys whose default in config.yaml differs from the zero
-// value's meaning in taskd.Config (see its field comments), and of two keys
-// the tests check.
-const (
-	// HTTPAddrDefault is http.addr when unset: taskd serve listens there.
-	HTTPAddrDefault = "127.0.0.1:8080"
-	// PrometheusDefault is telemetry.prometheus when unset.
-	PrometheusDefault = true
-	// SampleRatioDefault is telemetry.sample_ratio when unset.
-	SampleRatioDefault = 1.0
-
-	RedisKeyPrefixDefault  = "taskd:"
-	DispatchMaxHoldDefault = 2 * time.Hour
-)
-
-// LeaseTTLMin is the shortest dispatch.lease_ttl taskd.Config accepts.
-const LeaseTTLMin = time.Second
+import "github.com/taskd/taskd"
 
 // Config is taskd's configuration as loaded: the typed taskd.Config, and
-// where each key that is not a default came from.
+// where each key that is not a default came from. The defaults and the rules
+// are taskd.Config's (WithDefaults, Validate); this package adds none.
 type Config struct {
 	taskd.Config
 
@@ -48,50 +28,17 @@ type Config struct {
 	sources map[string]string
 }
 
-// Default returns the configuration with every default applied and nothing
-// set. It does not validate: mysql.dsn has no default.
+// Default returns the configuration with nothing set: taskd.Config's
+// defaults, and config.yaml's for the three keys whose zero value means
+// something else (taskd.HTTPAddrDefault, taskd.SampleRatioDefault,
+// taskd.PrometheusDefault). It does not validate: mysql.dsn has no default.
 func Default() *Config {
 	return &Config{Config: taskd.Config{
-		HTTP:      taskd.HTTPConfig{Addr: HTTPAddrDefault},
-		Telemetry: taskd.TelemetryConfig{Prometheus: PrometheusDefault, SampleRatio: SampleRatioDefault},
+		HTTP:      taskd.HTTPConfig{Addr: taskd.HTTPAddrDefault},
+		Telemetry: taskd.TelemetryConfig{Prometheus: taskd.PrometheusDefault, SampleRatio: taskd.SampleRatioDefault},
 	}.WithDefaults()}
-}
-
-// RedisMode says how redis.addrs are used.
-type RedisMode int
-
-// Redis modes.
-const (
-	RedisSingle  RedisMode = iota // one server
-	RedisRedlock                  // independent masters, quorum locks
-	RedisCluster                  // one Redis Cluster
-)
-
-// Mode returns how the addresses of r are used: a Cluster when Cluster is
-// set, Redlock over several addresses, otherwise a single server.
-func Mode(r taskd.RedisConfig) RedisMode {
-	switch {
-	case r.Cluster:
-		return RedisCluster
-	case len(r.Addrs) > 1:
-		return RedisRedlock
-	default:
-		return RedisSingle
-	}
 }
 
 // Source says where the value of the key at path came from: "config.yaml line
 // 12", an environment variable's name, or "" when it is the default.
 func (c *Config) Source(path string) string { return c.sources[path] }
-
-// String names the mode for messages.
-func (m RedisMode) String() string {
-	switch m {
-	case RedisRedlock:
-		return "redlock"
-	case RedisCluster:
-		return "cluster"
-	default:
-		return "single"
-	}
-}

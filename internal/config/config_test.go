@@ -10,6 +10,12 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
 )
 
 const testDSN = "taskd:taskd@tcp(127.0.0.1:3306)/taskd"
@@ -59,7 +65,7 @@ func TestDefaults(t *testing.T) {
 	// An empty mapping, a comment-only file and null sections keep the defaults too.
 	for _, text := range []string{"{}", "# nothing\n", "http:\nredis: ~\n", "---\n"} {
 		cfg := mustParse(t, text, nil)
-		if cfg.HTTP.Addr != HTTPAddrDefault || cfg.Redis.KeyPrefix != RedisKeyPrefixDefault {
+		if cfg.HTTP.Addr != taskd.HTTPAddrDefault || cfg.Redis.KeyPrefix != Default().Redis.KeyPrefix {
 			t.Errorf("%q: got http.addr %q, redis.key_prefix %q, want the defaults", text, cfg.HTTP.Addr, cfg.Redis.KeyPrefix)
 		}
 	}
@@ -97,7 +103,7 @@ redis:
 		{"redis.cluster", cfg.Redis.Cluster, true, "TASKD_REDIS_CLUSTER"},
 		{"http.max_wait", cfg.HTTP.MaxWait, 20 * time.Second, "test.yaml line 4"},
 		{"dispatch.batch", cfg.Dispatch.Batch, 32, "test.yaml line 7"},
-		{"dispatch.max_hold", cfg.Dispatch.MaxHold, DispatchMaxHoldDefault, ""},
+		{"dispatch.max_hold", cfg.Dispatch.MaxHold, Default().Dispatch.MaxHold, ""},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -106,9 +112,6 @@ redis:
 		if got := cfg.Source(c.key); got != c.source {
 			t.Errorf("source of %s = %q, want %q", c.key, got, c.source)
 		}
-	}
-	if Mode(cfg.Redis) != RedisCluster {
-		t.Errorf("redis mode = %v, want cluster", Mode(cfg.Redis))
 	}
 
 	// The derived name and its alias agree: fine. They disagree: an error naming both.
@@ -296,13 +299,13 @@ http: {addr: ~, max_wait: 10s}
 	if got, want := cfg.Redis.Addrs, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("redis.addrs = %q, want %q", got, want)
 	}
-	if Mode(cfg.Redis) != RedisRedlock {
-		t.Errorf("three addresses: mode %v, want redlock", Mode(cfg.Redis))
+	if cfg.Redis.Cluster {
+		t.Error("three addresses: redis.cluster set, want Redlock (not a Cluster)")
 	}
 	if got, want := cfg.Worker.Categories, []string{"wordcount", "x:"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("worker.categories = %q, want %q", got, want)
 	}
-	if cfg.Redis.Username != "12" || cfg.HTTP.Addr != HTTPAddrDefault || cfg.HTTP.MaxWait != 10*time.Second {
+	if cfg.Redis.Username != "12" || cfg.HTTP.Addr != taskd.HTTPAddrDefault || cfg.HTTP.MaxWait != 10*time.Second {
 		t.Errorf("got username %q, http.addr %q, http.max_wait %v", cfg.Redis.Username, cfg.HTTP.Addr, cfg.HTTP.MaxWait)
 	}
 }
@@ -451,6 +454,84 @@ func TestRepoConfig(t *testing.T) {
 
 	if _, err := Load("testdata/missing.yaml", nil); err == nil {
 		t.Error("Load of a missing file: no error")
+	}
+}
+
+// TestRepoConfigStatesPartDefaults ties the defaults config.yaml states to
+// the constants declared by the parts that use them, and to the parts' own
+// defaults for the options the engine gives them: a default changed in one
+// place and not in config.yaml, or a part that defaults a value otherwise than
+// taskd.Config, fails here.
+func TestRepoConfigStatesPartDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../../config.yaml", envMap{}.lookup)
+	if err != nil {
+		t.Fatalf("config.yaml: %v", err)
+	}
+	apiDef := api.Config{}.WithDefaults()
+	for _, c := range []struct {
+		key       string
+		file      any   // config.yaml's value
+		constants []any // the part's constant, and the part's own default when it has one
+	}{
+		{"http.addr", cfg.HTTP.Addr, []any{taskd.HTTPAddrDefault}},
+		{"telemetry.sample_ratio", cfg.Telemetry.SampleRatio, []any{taskd.SampleRatioDefault}},
+		{"telemetry.prometheus", cfg.Telemetry.Prometheus, []any{taskd.PrometheusDefault}},
+		{"telemetry.traces", cfg.Telemetry.Traces, []any{telemetry.TracesDefault}},
+		{"telemetry.service_name", cfg.Telemetry.ServiceName, []any{telemetry.ServiceNameDefault}},
+		{"http.max_wait", cfg.HTTP.MaxWait, []any{dispatcher.MaxWaitDefault, apiDef.MaxWait}},
+		{"http.request_timeout", cfg.HTTP.RequestTimeout, []any{api.RequestTimeoutDefault, apiDef.RequestTimeout}},
+		{"http.editor_cache_ttl", cfg.HTTP.EditorCacheTTL, []any{api.EditorCacheTTLDefault, apiDef.EditorCacheTTL}},
+		{"http.max_polls_per_editor", cfg.HTTP.MaxPollsPerEditor, []any{api.MaxPollsPerEditorDefault, apiDef.MaxPollsPerEditor}},
+		{"http.auth_failures", cfg.HTTP.AuthFailures, []any{api.AuthFailuresDefault, apiDef.AuthFailures}},
+		{"http.auth_failure_window", cfg.HTTP.AuthFailureWindow, []any{api.AuthFailureWindowDefault, apiDef.AuthFailureWindow}},
+		{"http.session_idle", cfg.HTTP.SessionIdle, []any{web.SessionIdleDefault}},
+		{"http.session_lifetime", cfg.HTTP.SessionLifetime, []any{web.SessionLifetimeDefault}},
+		{"redis.key_prefix", cfg.Redis.KeyPrefix, []any{dispatcher.KeyPrefixDefault}},
+		{"redis.node_timeout", cfg.Redis.NodeTimeout, []any{locker.NodeTimeoutDefault}},
+		{"dispatch.lease_ttl", cfg.Dispatch.LeaseTTL, []any{dispatcher.LeaseDefault}},
+		{"dispatch.batch", cfg.Dispatch.Batch, []any{dispatcher.BatchDefault}},
+		{"dispatch.poll_interval", cfg.Dispatch.PollInterval, []any{dispatcher.PollIntervalDefault}},
+		{"dispatch.max_hold", cfg.Dispatch.MaxHold, []any{tasks.MaxHoldDefault}},
+		{"dispatch.skip_for", cfg.Dispatch.SkipFor, []any{tasks.SkipForDefault}},
+		{"dispatch.release_cooldown", cfg.Dispatch.ReleaseCooldown, []any{tasks.ReleaseCooldownDefault}},
+		{"dispatch.group_commit", cfg.Dispatch.GroupCommit, []any{tasks.GroupCommitDefault}},
+		{"sweep.batch", cfg.Sweep.Batch, []any{dispatcher.SweepBatchDefault}},
+		{"sweep.workers", cfg.Sweep.Workers, []any{dispatcher.SweepWorkersDefault}},
+		{"worker.concurrency", cfg.Worker.Concurrency, []any{dispatcher.WorkerConcurrencyDefault}},
+		{"worker.shutdown_timeout", cfg.Worker.ShutdownTimeout, []any{dispatcher.WorkerShutdownTimeoutDefault}},
+		{"worker.batch_size", cfg.Worker.BatchSize, []any{dispatcher.WorkerBatchSizeDefault}},
+		{"worker.flush_interval", cfg.Worker.FlushInterval, []any{dispatcher.WorkerFlushIntervalDefault}},
+		{"worker.max_backlog", cfg.Worker.MaxBacklog, []any{dispatcher.WorkerMaxBacklogDefault}},
+		{"webhook_delivery.poll_interval", cfg.WebhookDelivery.PollInterval, []any{dispatcher.DeliveryPollIntervalDefault}},
+		{"webhook_delivery.lease_ttl", cfg.WebhookDelivery.LeaseTTL, []any{dispatcher.DeliveryLeaseTTLDefault}},
+		{"webhook_delivery.batch", cfg.WebhookDelivery.Batch, []any{dispatcher.DeliveryBatchDefault}},
+		{"webhook_delivery.backoff_base", cfg.WebhookDelivery.BackoffBase, []any{dispatcher.DeliveryBackoffBaseDefault}},
+		{"webhook_delivery.backoff_max", cfg.WebhookDelivery.BackoffMax, []any{dispatcher.DeliveryBackoffMaxDefault}},
+	} {
+		if !strings.HasPrefix(cfg.Source(c.key), "config.yaml line ") {
+			t.Errorf("config.yaml does not state %s", c.key)
+		}
+		for _, want := range c.constants {
+			if !reflect.DeepEqual(c.file, want) {
+				t.Errorf("config.yaml states %s: %v, the part's default is %v", c.key, c.file, want)
+			}
+		}
+	}
+
+	// Only the three keys whose zero value means something else, and the
+	// keys that point at local servers, differ from taskd.Config's defaults.
+	zero := &Config{Config: taskd.Config{}.WithDefaults()}
+	differ := []string{}
+	for _, k := range Keys() {
+		got, want := k.field(cfg).Interface(), k.field(zero).Interface()
+		if !reflect.DeepEqual(got, want) && !(k.Type == "list" && reflect.ValueOf(got).Len() == 0 && reflect.ValueOf(want).Len() == 0) {
+			differ = append(differ, k.Path)
+		}
+	}
+	want := []string{"http.addr", "mysql.dsn", "redis.addrs", "admin_token", "telemetry.sample_ratio", "telemetry.prometheus"}
+	if !reflect.DeepEqual(differ, want) {
+		t.Errorf("config.yaml differs from taskd.Config{}.WithDefaults() in %q, want %q", differ, want)
 	}
 }
 

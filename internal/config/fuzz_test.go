@@ -61,7 +61,7 @@ func FuzzLoad(f *testing.F) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("Parse accepted a config that does not validate: %v", err)
 		}
-		if cfg.MySQL.DSN == "" || len(cfg.Redis.Addrs) == 0 || cfg.Dispatch.LeaseTTL < LeaseTTLMin {
+		if cfg.MySQL.DSN == "" || len(cfg.Redis.Addrs) == 0 || cfg.Dispatch.LeaseTTL <= 0 {
 			t.Errorf("accepted config lacks essentials: %+v", cfg)
 		}
 	})

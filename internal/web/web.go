@@ -84,9 +84,10 @@ type Config struct {
 	// KeyPrefix starts the sessions' Redis keys (the engine's Redis key
 	// prefix).
 	KeyPrefix string
-	// SessionIdle is how long a session lives without a request; each
-	// request made with it extends it by as much, up to SessionLifetime.
-	// Default SessionIdleDefault.
+	// SessionIdle is how long a session lives without a request: each
+	// request made with it sets its end SessionIdle from then (it does not
+	// add SessionIdle to what is left), never past SessionLifetime after
+	// its sign-in. Default SessionIdleDefault.
 	SessionIdle time.Duration
 	// SessionLifetime is how long a session lives at most, however much it
 	// is used: then its browser signs in again. Default
