@@ -225,7 +225,8 @@ type WebhookDeliveryConfig struct {
 type HTTPConfig struct {
 	// Addr is where Start listens and serves Handler (host:port; port 0
 	// picks one, see Engine.Addr). Empty: no listener; mount Handler in a
-	// server of your own. config.yaml's default is 127.0.0.1:8080.
+	// server of your own. config.yaml's default is 127.0.0.1:8080
+	// (HTTPAddrDefault).
 	Addr string `yaml:"addr"`
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are those
 	// of the engine's http.Server. WriteTimeout must exceed MaxWait +
@@ -446,8 +447,10 @@ func (c LogConfig) Logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// TelemetryConfig configures OpenTelemetry, when no WithTelemetry option
-// passes providers.
+// TelemetryConfig configures the OpenTelemetry providers the engine builds
+// for itself: the tracer provider unless WithTracerProvider passes one, the
+// meter provider and GET /metrics unless WithMeterProvider or
+// WithMetricsHandler do. Stop flushes what the engine built.
 type TelemetryConfig struct {
 	// Traces is the span exporter: none, stdout, otlp-grpc or otlp-http.
 	// Default none.
@@ -463,10 +466,12 @@ type TelemetryConfig struct {
 	ServiceName string `yaml:"service_name"`
 	// SampleRatio is the fraction of new traces sampled, 0..1
 	// (parent-based). Unlike other keys, zero means zero here; config.yaml's
-	// default is 1.
+	// default is 1 (SampleRatioDefault).
 	SampleRatio float64 `yaml:"sample_ratio"`
-	// Prometheus serves metrics on GET /metrics. A bool has no "unset":
-	// false is off here, config.yaml's default is true.
+	// Prometheus records metrics with a meter provider of the engine's own,
+	// read by the OpenTelemetry Prometheus exporter, and serves them on GET
+	// /metrics (see Engine.HTTPHandler). A bool has no "unset": false is off
+	// here, config.yaml's default is true (PrometheusDefault).
 	Prometheus bool `yaml:"prometheus"`
 }
 

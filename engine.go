@@ -61,8 +61,7 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
-	tel     *telemetry.Providers
-	ownTel  bool
+	tel     *telemetry.Providers // Shutdown flushes only what the engine built
 	db      *sqlx.DB
 	ownDB   bool
 	replica *sqlx.DB // Config.MySQL.ReplicaDSN's, always the engine's own
@@ -139,22 +138,44 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 
 // open sets up telemetry and the stores, and builds the services.
 func (e *Engine) open(cfg Config, o *options, mux *dispatcher.ServeMux) error {
-	if e.tel = o.tel; e.tel == nil {
-		t := cfg.Telemetry
-		var err error
-		e.tel, err = telemetry.Setup(context.Background(), telemetry.Config{
-			Traces: t.Traces, Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName,
-			SampleRatio: t.SampleRatio, Prometheus: t.Prometheus,
-		})
-		if err != nil {
-			return err
-		}
-		e.ownTel = true
+	if err := e.openTelemetry(cfg.Telemetry, o); err != nil {
+		return err
 	}
 	if err := e.openStores(cfg, o); err != nil {
 		return err
 	}
 	return e.build(cfg, mux, len(o.order) > 0)
+}
+
+// openTelemetry builds the providers Config.Telemetry describes, except
+// those the options pass in, which stay the caller's: the engine's Shutdown
+// flushes only what it built.
+func (e *Engine) openTelemetry(t TelemetryConfig, o *options) error {
+	tc := telemetry.Config{
+		Traces: t.Traces, Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName,
+		SampleRatio: t.SampleRatio, Prometheus: t.Prometheus,
+	}
+	if o.tracer != nil {
+		tc.Traces = telemetry.TracesNone
+	}
+	if o.meter != nil || o.metricsSet {
+		tc.Prometheus = false
+	}
+	p, err := telemetry.Setup(context.Background(), tc)
+	if err != nil {
+		return err
+	}
+	if o.tracer != nil {
+		p.TracerProvider = o.tracer
+	}
+	if o.meter != nil {
+		p.MeterProvider = o.meter
+	}
+	if o.metricsSet {
+		p.Metrics = o.metrics
+	}
+	e.tel = p
+	return nil
 }
 
 // checkHandler registers h for cat on mux, turning the mux's panics on an
@@ -732,7 +753,7 @@ func (e *Engine) close(ctx context.Context) {
 			e.log.WarnContext(ctx, "close mysql replica", "err", err)
 		}
 	}
-	if e.tel != nil && e.ownTel {
+	if e.tel != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
 		defer cancel()
 		if err := e.tel.Shutdown(ctx); err != nil {

@@ -1,12 +1,22 @@
 package taskd_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/testenv"
 )
 
 // get sends GET url with a bearer token (none when "") and returns the
@@ -87,5 +97,75 @@ func TestMetricsToken(t *testing.T) {
 	}
 	if status, body := get(t, api+"/metrics", metricsToken); status != http.StatusOK || !strings.Contains(body, "taskd_store_up") {
 		t.Errorf("GET /metrics with the metrics token: %d, want 200 with taskd_store_up", status)
+	}
+}
+
+// TestTelemetryOptions: an embedder's tracer provider, meter provider and
+// /metrics handler replace what Config.Telemetry describes, and stay the
+// embedder's after Stop.
+func TestTelemetryOptions(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+
+	e := newEngine(t, taskd.Config{
+		HTTP:       taskd.HTTPConfig{Addr: "127.0.0.1:0"},
+		AdminToken: testAdminToken,
+		// Not read: the options replace them.
+		Telemetry: taskd.TelemetryConfig{Traces: "stdout", SampleRatio: 1, Prometheus: true},
+	}, taskd.WithTracerProvider(tp), taskd.WithMeterProvider(mp),
+		taskd.WithMetricsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + e.Addr()
+	if status, body := get(t, base+"/v1/stats", testAdminToken); status != http.StatusOK {
+		t.Fatalf("GET /v1/stats: %d: %s", status, body)
+	}
+	testenv.Eventually(t, 10*time.Second, "a span of GET /v1/stats in the embedder's tracer provider", func() bool {
+		for _, s := range spans.Ended() {
+			if s.Name() == "GET /v1/stats" {
+				return true
+			}
+		}
+		return false
+	})
+	if status, body := get(t, base+"/metrics", ""); status != http.StatusOK || !strings.Contains(body, "taskd_store_up") {
+		t.Errorf("GET /metrics: %d, want 200 with the engine's taskd_store_up from the embedder's registry:\n%.500s", status, body)
+	}
+	if err := e.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, span := tp.Tracer("test").Start(t.Context(), "after stop")
+	if !span.IsRecording() {
+		t.Error("Stop shut the embedder's tracer provider down")
+	}
+	span.End()
+}
+
+// TestMetricsHandlerNil: WithMetricsHandler(nil) serves no /metrics, even
+// with Config.Telemetry.Prometheus on.
+func TestMetricsHandlerNil(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, taskd.Config{
+		HTTP:      taskd.HTTPConfig{Addr: "127.0.0.1:0"},
+		Telemetry: taskd.TelemetryConfig{Prometheus: true},
+	}, taskd.WithMetricsHandler(nil))
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := get(t, "http://"+e.Addr()+"/metrics", ""); status != http.StatusNotFound {
+		t.Errorf("GET /metrics: %d, want 404: %.300s", status, body)
+	}
+	if status, _ := get(t, "http://"+e.Addr()+"/healthz", ""); status != http.StatusOK {
+		t.Errorf("GET /healthz: %d, want 200", status)
 	}
 }

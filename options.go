@@ -2,12 +2,14 @@ package taskd
 
 import (
 	"log/slog"
+	"net/http"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/locker"
 )
 
@@ -21,7 +23,11 @@ type options struct {
 	db       *sqlx.DB
 	redis    redis.UniversalClient
 	locks    *locker.Client
-	tel      *telemetry.Providers
+
+	tracer     trace.TracerProvider // nil: Config.Telemetry's
+	meter      metric.MeterProvider // nil: Config.Telemetry's
+	metrics    http.Handler         // GET /metrics, when metricsSet
+	metricsSet bool
 }
 
 // WithHandler registers h to run the tasks of category; h returns each
@@ -47,9 +53,9 @@ func WithLogger(log *slog.Logger) Option {
 	return func(o *options) { o.log = log }
 }
 
-// WithDB makes the engine use db, a handle from tasks.Open or
-// telemetry.OpenMySQL, instead of opening Config.MySQL.DSN. The handle stays
-// the caller's: Stop does not close it.
+// WithDB makes the engine use db, a handle from tasks.Open (which sets the
+// connection options taskd needs), instead of opening Config.MySQL.DSN. The
+// handle stays the caller's: Stop does not close it.
 func WithDB(db *sqlx.DB) Option {
 	return func(o *options) { o.db = db }
 }
@@ -71,9 +77,31 @@ func WithLocker(locks *locker.Client) Option {
 	return func(o *options) { o.locks = locks }
 }
 
-// WithTelemetry makes the engine report to p instead of the providers
-// Config.Telemetry describes. The providers stay the caller's: Stop does
-// not shut them down.
-func WithTelemetry(p *telemetry.Providers) Option {
-	return func(o *options) { o.tel = p }
+// WithTracerProvider makes the engine create its spans (claims and
+// submits, each HTTP request, each MySQL and Redis call) with tp instead of
+// the tracer provider Config.Telemetry describes, whose Traces, Endpoint,
+// Insecure, ServiceName and SampleRatio are then not read. tp stays the
+// caller's: Stop does not shut it down or flush it.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tp }
+}
+
+// WithMeterProvider makes the engine record its metrics (claims, the pool by
+// category and status, the stores' health, HTTP requests, webhook
+// deliveries) with mp instead of the Prometheus exporter
+// Config.Telemetry.Prometheus turns on, which is then not read: GET /metrics
+// is served only with WithMetricsHandler. mp stays the caller's: Stop does
+// not shut it down.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meter = mp }
+}
+
+// WithMetricsHandler makes the engine serve h at GET /metrics (behind
+// Config.HTTP.MetricsToken when set, and on Config.HTTP.MetricsAddr when
+// set), typically promhttp.HandlerFor over the registry that an
+// OpenTelemetry Prometheus exporter of the WithMeterProvider provider
+// writes to. A nil h serves no /metrics. With this option,
+// Config.Telemetry.Prometheus is not read.
+func WithMetricsHandler(h http.Handler) Option {
+	return func(o *options) { o.metrics, o.metricsSet = h, true }
 }

@@ -13,9 +13,9 @@ import (
 
 // newTelemetry builds the providers cfg asks for; the stdout exporter writes
 // its spans to stdout. It is the one place where providers are constructed.
-// The providers go to dispatcher.Config and instrument the clients and the
-// server (telemetry.InstrumentRedis, OpenMySQL, HTTPHandler, ObservePool);
-// Metrics serves GET /metrics, and Shutdown flushes at exit.
+// The providers go to the engine (taskd.WithTracerProvider,
+// WithMeterProvider, WithMetricsHandler for Metrics, GET /metrics), and
+// Shutdown flushes them at exit.
 //
 // OpenTelemetry's own errors (a collector that cannot be reached, spans
 // dropped) are logged at warn level.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
-	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/config"
+	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -116,7 +116,8 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 	if err != nil {
 		return nil, err
 	}
-	opts := []taskd.Option{taskd.WithLogger(log), taskd.WithTelemetry(tel)}
+	opts := []taskd.Option{taskd.WithLogger(log), taskd.WithTracerProvider(tel.TracerProvider),
+		taskd.WithMeterProvider(tel.MeterProvider), taskd.WithMetricsHandler(tel.Metrics)}
 	if role == roleWorker || c.Worker.InServe {
 		opts = append(opts, handlers(log)...)
 	}
