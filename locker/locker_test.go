@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -487,18 +488,11 @@ func TestRefreshRetries(t *testing.T) {
 		t.Parallel()
 		injected := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 		lock, attempts := setup(t, time.Second, func(int64) error { return injected })
-		// The next retry would come an hour after a validity of under 1s.
-		done := make(chan error, 1)
-		go func() {
-			done <- lock.Refresh(context.Background(), time.Hour, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)})
-		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, injected) {
-				t.Fatalf("err = %v, want the injected error", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("refresh waits for a retry after the lock's validity")
+		// The next retry would come an hour after a validity of under 1s: a
+		// refresh that waited for it would hang the test.
+		err := lock.Refresh(context.Background(), time.Hour, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)})
+		if !errors.Is(err, injected) || !strings.Contains(err.Error(), "validity ends first") {
+			t.Fatalf("err = %v, want the injected error, not retried past the validity", err)
 		}
 		if n := attempts(); n != 1 {
 			t.Fatalf("%d attempts, want 1", n)
@@ -563,13 +557,8 @@ func TestRefreshRetries(t *testing.T) {
 		}()
 		waitFor(t, "a second refresh attempt", func() bool { return calls.n.Load()-before >= 2 })
 		srv.Resume()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("refresh through the outage: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("refresh did not return after the server came back")
+		if err := <-done; err != nil {
+			t.Fatalf("refresh through the outage: %v", err)
 		}
 		if ttl := rdb.PTTL(ctx, lock.Key()).Val(); ttl <= 59*time.Minute {
 			t.Fatalf("pttl after refresh = %v, want about 1h", ttl)
@@ -613,17 +602,15 @@ func TestObtainHonoursContext(t *testing.T) {
 	t.Run("deadline while retrying", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		start := time.Now()
 		_, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(10 * time.Millisecond)})
 		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrNotObtained joined with DeadlineExceeded", err)
 		}
-		if waited := time.Since(start); waited > 5*time.Second {
-			t.Fatalf("obtain returned %v after a 100ms deadline", waited)
-		}
 	})
 	t.Run("backoff beyond deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		// The backoff (an hour) outlasts the deadline (a minute): Obtain
+		// gives up at once, long before the deadline on any machine.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, err := lc.Obtain(ctx, key, time.Second, &locker.Options{RetryStrategy: locker.LinearBackoff(time.Hour)})
 		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
@@ -856,11 +843,7 @@ func TestKeepAlive(t *testing.T) {
 		work, stop := lock.KeepAlive(ctx, ttl)
 		defer stop()
 		rdb.Set(ctx, key, "thief", time.Minute) // someone else has it now
-		select {
-		case <-work.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatalf("work context not cancelled after the lock was lost")
-		}
+		waitFor(t, "the work context cancelled after the lock was lost", func() bool { return work.Err() != nil })
 		if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
 			t.Fatalf("cause = %v, want ErrNotHeld", cause)
 		}
@@ -912,11 +895,7 @@ func TestKeepAlive(t *testing.T) {
 
 		// An outage longer than the validity ends the work.
 		failures.Store(math.MaxInt64)
-		select {
-		case <-work.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("work context not cancelled after the validity ran out")
-		}
+		waitFor(t, "the work context cancelled after the validity ran out", func() bool { return work.Err() != nil })
 		if cause := context.Cause(work); !errors.Is(cause, locker.ErrNotHeld) {
 			t.Fatalf("cause = %v, want ErrNotHeld", cause)
 		}
