@@ -444,12 +444,14 @@ func (e *Engine) Addr() string {
 	return e.addr
 }
 
-// Start starts the engine and returns: it listens on Config.HTTP.Addr when
-// set, then starts the dispatcher's wake-up relay, the sweeper, the
-// scheduler (with Config.Schedules), the pool metrics, with handlers the
-// workers, with webhooks the webhook deliverer, and with the API the
-// activity history (dispatcher.History). They run until Stop,
-// whatever becomes of ctx after Start returns; ctx gives them its values.
+// Start starts the engine and returns: it listens on Config.HTTP.Addr (and
+// Config.HTTP.MetricsAddr) when set, starts the metrics of the pool, the
+// stores and the webhooks, then the dispatcher's wake-up relay, the
+// sweeper, the scheduler (with Config.Schedules), the workers (with
+// handlers), the webhook deliverer (with webhooks) and the activity history
+// (with the API), and last serves HTTP on its listeners. They run until
+// Stop, whatever becomes of ctx after Start returns; ctx gives them its
+// values.
 //
 // First, Start checks that the database's schema is the one this binary
 // was built for (package tasks/migrate; three reads, bounded by 10s), and
@@ -624,12 +626,13 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // Stop stops the engine in one order, like http.Server.Shutdown:
 //
-//  1. At once and side by side: the listeners (the API's and the metrics')
-//     stop accepting, long polls are answered 204 and requests in flight
-//     may finish, for up to HTTP.ShutdownTimeout; the workers stop
-//     claiming and give running handlers Worker.ShutdownTimeout of grace,
-//     then cancel them and return their tasks to the pool (Stop waits up
-//     to that grace plus a margin for it).
+//  1. At once and side by side: the HTTP side and the workers. The API
+//     answers its long polls 204 and new requests 503, wherever HTTPHandler is
+//     mounted; the listeners (the API's and the metrics') stop accepting;
+//     requests in flight may finish, for up to HTTP.ShutdownTimeout. The
+//     workers stop claiming and give running handlers
+//     Worker.ShutdownTimeout of grace, then cancel them and return their
+//     tasks to the pool (Stop waits up to that grace plus 15s for it).
 //  2. Once both are done, within one 10s deadline shared by all four: the
 //     activity history writes its last counts, the sweeper stops (a
 //     running sweep may finish), then the scheduler, then the webhook
