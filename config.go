@@ -67,7 +67,7 @@ const (
 // Limits checked by Validate.
 const (
 	leaseTTLMin          = time.Second
-	adminTokenMinLen     = 16
+	adminTokenMinLen     = api.MinAdminTokenLen
 	keyPrefixMaxLen      = 64
 	workerConcurrencyMax = 1024
 	maxWaitMax           = 15 * time.Minute
@@ -862,8 +862,8 @@ func (v *validator) misc() {
 
 	t := v.c.Telemetry
 	switch t.Traces {
-	case "none", "stdout":
-	case "otlp-grpc", "otlp-http":
+	case telemetry.TracesNone, telemetry.TracesStdout:
+	case telemetry.TracesOTLPGRPC, telemetry.TracesOTLPHTTP:
 		if t.Endpoint != "" {
 			if err := checkEndpoint(t.Endpoint); err != nil {
 				v.fail("telemetry.endpoint", "%v", err)

@@ -252,8 +252,15 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	return nil
 }
 
-// build makes the dispatcher, the sweeper, the worker (with handlers) and
-// the HTTP handler.
+// build makes the parts, each from the options value built for it here out
+// of cfg (defaulted and validated by New: the parts re-check nothing but
+// impossible values) and the engine's handles: the dispatcher
+// (cfg.Dispatch, cfg.Redis.KeyPrefix, cfg.HTTP.MaxWait), the sweeper
+// (cfg.Sweep), the scheduler (cfg.Schedules), the worker (cfg.Worker, with
+// handlers), the webhook deliverer (cfg.Webhooks, cfg.WebhookDelivery), the
+// activity history, the API (cfg.HTTP, cfg.AdminToken) and the pages
+// (cfg.HTTP's sessions). openTelemetry and openStores do the same for the
+// providers (cfg.Telemetry), the store (cfg.Dispatch) and Redis (cfg.Redis).
 func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	var err error
 	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
