@@ -253,8 +253,8 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 }
 
 // build makes the parts, each from the options value built for it here out
-// of cfg (defaulted and validated by New: the parts re-check nothing but
-// impossible values) and the engine's handles: the dispatcher
+// of cfg (defaulted and validated once, by New) and the engine's handles:
+// the dispatcher
 // (cfg.Dispatch, cfg.Redis.KeyPrefix, cfg.HTTP.MaxWait), the sweeper
 // (cfg.Sweep), the scheduler (cfg.Schedules), the worker (cfg.Worker, with
 // handlers), the webhook deliverer (cfg.Webhooks, cfg.WebhookDelivery), the
