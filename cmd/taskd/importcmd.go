@@ -71,28 +71,32 @@ long-polling for them see them within dispatch.poll_interval.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-
+	defer stopTool(e)
 	imp := &importer{
-		a: a, store: store, path: path, format: ff,
+		a: a, inserter: e, path: path, format: ff,
 		batch: *batch, partial: *partial, list: *list,
 	}
 	return imp.run(ctx, *dryRun)
 }
 
+// inserter adds tasks; *taskd.Engine implements it.
+type inserter interface {
+	InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
+}
+
 // importer runs one import.
 type importer struct {
-	a       *app
-	store   *tasks.Store
-	path    string
-	format  importfile.Format
-	batch   int
-	partial bool
-	list    int
+	a        *app
+	inserter inserter
+	path     string
+	format   importfile.Format
+	batch    int
+	partial  bool
+	list     int
 }
 
 // rejection is a record that cannot be imported.
@@ -222,7 +226,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		ins, err := im.store.Insert(ctx, batch)
+		ins, err := im.inserter.InsertTasks(ctx, batch)
 		if err != nil {
 			done := "nothing was imported"
 			if imported > 0 {
@@ -286,7 +290,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	return nil
 }
 
-// validateTask checks t as tasks.Store.InsertTasks does, and returns the
+// validateTask checks t as Engine.InsertTasks does, and returns the
 // reason without the sentinel's prefix, or nil when t is acceptable.
 func validateTask(t tasks.NewTask) error {
 	err := t.Validate()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -18,12 +19,12 @@ pause in MySQL itself). Claims already live finish as usual: their heartbeats,
 submits and releases work. Pausing a paused category changes nothing.
 'taskd resume CATEGORY' ends the pause; 'taskd status' lists paused categories.
 Writes MySQL only.`)
-	cat, store, done, err := a.categoryCommand(ctx, f, args)
+	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	p, paused, err := store.PauseCategory(ctx, cat)
+	defer stopTool(e)
+	p, paused, err := e.PauseCategory(ctx, cat)
 	if err != nil {
 		return categoryError(f, err)
 	}
@@ -43,12 +44,12 @@ that is not paused changes nothing. Writes MySQL only: editors and workers
 long-polling for the category see its tasks within dispatch.poll_interval (a
 resume through the API, POST /v1/admin/categories/{category}/resume, wakes them
 at once).`)
-	cat, store, done, err := a.categoryCommand(ctx, f, args)
+	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	resumed, err := store.ResumeCategory(ctx, cat)
+	defer stopTool(e)
+	resumed, err := e.ResumeCategory(ctx, cat)
 	if err != nil {
 		return categoryError(f, err)
 	}
@@ -61,23 +62,23 @@ at once).`)
 }
 
 // categoryCommand parses the flags and the one CATEGORY of pause and resume,
-// and opens the store; done closes it.
-func (a *app) categoryCommand(ctx context.Context, f *cmdFlags, args []string) (string, *tasks.Store, func(), error) {
+// and builds the engine (see toolEngine); stop it with stopTool.
+func (a *app) categoryCommand(f *cmdFlags, args []string) (string, *taskd.Engine, error) {
 	if err := a.parse(f, args); err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	if f.NArg() != 1 {
-		return "", nil, nil, usagef(f.name, "want one CATEGORY, got %d arguments", f.NArg())
+		return "", nil, usagef(f.name, "want one CATEGORY, got %d arguments", f.NArg())
 	}
 	cfg, err := a.loadConfig(f)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	return f.Arg(0), store, func() { _ = db.Close() }, nil
+	return f.Arg(0), e, nil
 }
 
 // categoryError makes a category tasks cannot have a usage error.

@@ -43,20 +43,20 @@ with their holders. Reads MySQL only.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer stopTool(e)
 
-	st, err := store.Stats(ctx, *expiring)
+	st, err := e.PoolStats(ctx, *expiring)
 	if err != nil {
 		return err
 	}
 	var live []tasks.LiveLease
 	if *claims > 0 {
 		// One page, in id order; the soonest to expire are picked from it.
-		if live, err = store.LiveLeases(ctx, tasks.LiveLeasesParams{Limit: tasks.LiveLeasesLimitMax}); err != nil {
+		if live, err = e.LiveLeases(ctx, tasks.LiveLeasesParams{Limit: tasks.LiveLeasesLimitMax}); err != nil {
 			return err
 		}
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks/taskstest"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // opsSignIn posts the console's sign-in form with token and returns the

@@ -15,9 +15,9 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/taskstest"
-	"github.com/taskd/taskd/internal/web"
 )
 
 // me calls GET /app/v1/me with c's session and returns the status and the

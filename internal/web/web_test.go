@@ -10,8 +10,8 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks/taskstest"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // csrfOf returns the CSRF token the workspace page carries.
