@@ -5,8 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -44,17 +44,6 @@ func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type newTaskJSON struct {
-	Category    string          `json:"category"`
-	Priority    int             `json:"priority"`
-	Title       string          `json:"title"`
-	Payload     json.RawMessage `json:"payload"`
-	MaxAttempts int             `json:"max_attempts"`
-	Key         *string         `json:"key"`
-	RunAfter    *string         `json:"run_after"`
-	DueAt       *string         `json:"due_at"`
-}
-
 // insertedJSON says what became of one task of POST /v1/tasks.
 type insertedJSON struct {
 	ID int64 `json:"id"`
@@ -76,7 +65,7 @@ type addTasksResponse struct {
 // answer names the existing task. 201 when any task was made, 200 when every
 // key existed.
 func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
-	var req []newTaskJSON
+	var req []wire.NewTask
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
@@ -85,24 +74,16 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	ts := make([]tasks.NewTask, len(req))
 	for i, t := range req {
-		if string(t.Payload) == "null" {
-			t.Payload = nil // the store's default, {}
-		}
-		ts[i] = tasks.NewTask{
-			Category: t.Category, Priority: t.Priority, Title: t.Title,
-			Payload: t.Payload, MaxAttempts: t.MaxAttempts,
-		}
-		if t.Key != nil {
-			if *t.Key == "" {
-				return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: key must be 1..%d characters, or left out", i, tasks.MaxKeyLen)
-			}
-			ts[i].Key = *t.Key
-		}
 		var err error
-		if ts[i].RunAfter, err = parseTaskTime(i, "run_after", t.RunAfter); err != nil {
-			return err
-		}
-		if ts[i].DueAt, err = parseTaskTime(i, "due_at", t.DueAt); err != nil {
+		ts[i], err = t.Task()
+		var te *wire.TimeError
+		switch {
+		case errors.Is(err, wire.ErrEmptyKey):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: key must be 1..%d characters, or left out", i, tasks.MaxKeyLen)
+		case errors.As(err, &te):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid,
+				"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, te.Field, te.Value)
+		case err != nil:
 			return err
 		}
 	}
@@ -127,20 +108,6 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.writeJSON(w, r, status, out)
 	return nil
-}
-
-// parseTaskTime parses the optional RFC 3339 time field of task i; null or
-// absent is the zero time.
-func parseTaskTime(i int, field string, s *string) (time.Time, error) {
-	if s == nil {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil {
-		return time.Time{}, errorf(http.StatusUnprocessableEntity, codeInvalid,
-			"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, field, *s)
-	}
-	return t, nil
 }
 
 // taskDetailJSON is a task with its claim state and audit trail, for the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -115,11 +116,8 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	_, _ = w.Write(buf.Bytes())
 }
 
-// timeFormat is RFC 3339 to the millisecond, the precision of the database's
-// DATETIME(3) columns.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+// formatTime formats t as every time is written (wire.TimeFormat).
+func formatTime(t time.Time) string { return wire.FormatTime(t) }
 
 // formatTimePtr formats t, or returns nil (JSON null) for a nil time.
 func formatTimePtr(t *time.Time) *string {
