@@ -113,22 +113,9 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 // taskDetailJSON is a task with its claim state and audit trail, for the
 // admin. Absent values are null.
 type taskDetailJSON struct {
-	Task           taskJSON     `json:"task"`
-	Status         tasks.Status `json:"status"`
-	Fence          int64        `json:"fence"`
-	Holder         *string      `json:"holder"`
-	EditorID       *int64       `json:"editor_id"`
-	AssignedAt     *string      `json:"assigned_at"`
-	LeaseExpiresAt *string      `json:"lease_expires_at"`
-	Attempts       int          `json:"attempts"`
-	MaxAttempts    int          `json:"max_attempts"`
-	RunAfter       string       `json:"run_after"`
-	DueAt          *string      `json:"due_at"`
-	Key            *string      `json:"key"`
-	LastError      *string      `json:"last_error"`
-	CreatedAt      string       `json:"created_at"`
-	UpdatedAt      string       `json:"updated_at"`
-	DoneAt         *string      `json:"done_at"`
+	Task taskJSON `json:"task"`
+	taskStateJSON
+	Key *string `json:"key"`
 	// Result is the accepted result of a done task; null otherwise.
 	Result *acceptedJSON `json:"result"`
 	// History holds the latest tasks.EventsLimitDefault events, oldest
@@ -197,26 +184,7 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	d := taskDetailJSON{
-		Task:           taskOf(t),
-		Status:         t.Status,
-		Fence:          t.Fence,
-		Holder:         orNull(t.Holder),
-		EditorID:       orNull(t.EditorID),
-		AssignedAt:     formatTimePtr(t.AssignedAt),
-		LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
-		Attempts:       t.Attempts,
-		MaxAttempts:    t.MaxAttempts,
-		RunAfter:       formatTime(t.RunAfter),
-		DueAt:          formatTimePtr(t.DueAt),
-		Key:            orNull(t.Key),
-		LastError:      orNull(t.LastError),
-		CreatedAt:      formatTime(t.CreatedAt),
-		UpdatedAt:      formatTime(t.UpdatedAt),
-		DoneAt:         formatTimePtr(t.DoneAt),
-		History:        eventsOf(evs),
-	}
-	return d
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs)}
 }
 
 func eventsOf(evs []tasks.Event) []eventJSON {

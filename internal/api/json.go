@@ -154,6 +154,36 @@ func taskOf(t *tasks.Task) taskJSON {
 	return taskJSON{ID: t.ID, Category: t.Category, Priority: t.Priority, Title: t.Title, Payload: payload}
 }
 
+// taskStateJSON is a task's claim state and bookkeeping, for the admin: in
+// GET /v1/tasks/{id} beside the task, in GET /v1/tasks beside its public
+// part. Absent values are null.
+type taskStateJSON struct {
+	Status         tasks.Status `json:"status"`
+	Fence          int64        `json:"fence"`
+	Holder         *string      `json:"holder"`
+	EditorID       *int64       `json:"editor_id"`
+	AssignedAt     *string      `json:"assigned_at"`
+	LeaseExpiresAt *string      `json:"lease_expires_at"`
+	Attempts       int          `json:"attempts"`
+	MaxAttempts    int          `json:"max_attempts"`
+	RunAfter       string       `json:"run_after"`
+	DueAt          *string      `json:"due_at"`
+	LastError      *string      `json:"last_error"`
+	CreatedAt      string       `json:"created_at"`
+	UpdatedAt      string       `json:"updated_at"`
+	DoneAt         *string      `json:"done_at"`
+}
+
+func taskStateOf(t *tasks.Task) taskStateJSON {
+	return taskStateJSON{
+		Status: t.Status, Fence: t.Fence, Holder: orNull(t.Holder), EditorID: orNull(t.EditorID),
+		AssignedAt: formatTimePtr(t.AssignedAt), LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
+		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: formatTime(t.RunAfter),
+		DueAt: formatTimePtr(t.DueAt), LastError: orNull(t.LastError), CreatedAt: formatTime(t.CreatedAt),
+		UpdatedAt: formatTime(t.UpdatedAt), DoneAt: formatTimePtr(t.DoneAt),
+	}
+}
+
 // assignmentJSON is a claim as an editor sees it.
 type assignmentJSON struct {
 	Task           taskJSON `json:"task"`
