@@ -38,7 +38,8 @@ cursor it wrote. To go on from there:
                                    is cut off first. No result is repeated.
   taskd export -after CURSOR       starts after CURSOR (any output).
 
-Without -append, an existing FILE that is not empty is refused.`)
+Without -append, an existing FILE that is not empty is refused. Reads MySQL
+only, but needs Redis to answer too.`)
 	format := f.String("format", "", "output `format`: jsonl or csv (default: from -o's extension, else jsonl)")
 	out := f.String("o", "", "write to `file` (default: standard output)")
 	after := f.Int64("after", 0, "export the results after this `cursor` (default: from the start, or with -append from the end of the file)")

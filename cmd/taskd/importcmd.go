@@ -43,8 +43,9 @@ rejected record is reported with its line number and the reason. Then:
 
 Tasks are inserted in batches of -batch, each batch in one transaction. Should
 the database fail midway, the batches committed so far stay, and the error says
-how many tasks and up to which line. Tasks are written to MySQL only; callers
-long-polling for them see them within dispatch.poll_interval.`)
+how many tasks and up to which line. Each batch wakes the editors and workers
+long-polling for its categories, on every taskd process that shares the Redis
+of the configuration and its key prefix. Needs MySQL and Redis.`)
 	format := f.String("format", "", "file `format`: jsonl or csv (default: from the extension)")
 	batch := f.Int("batch", importBatchDefault, fmt.Sprintf("tasks per transaction, 1..%d", importBatchMax))
 	partial := f.Bool("partial", false, "import the valid records even if some are rejected")

@@ -29,7 +29,9 @@ is not recorded: see "Migrations" in docs/deployment.md.
 
 With -status it changes nothing: it prints each migration, applied (when) or
 pending, and whether its file matches the one applied; the exit status is 1
-when the database is ahead of the binary or a migration was edited.`)
+when the database is ahead of the binary or a migration was edited.
+
+Changes MySQL only, but needs Redis to answer too, as every command does.`)
 	status := f.Bool("status", false, "show the migrations, applied and pending, and change nothing")
 	if err := a.parse(f, args); err != nil {
 		return err

@@ -18,7 +18,7 @@ out, to editors or to workers, by any taskd process (every claim checks the
 pause in MySQL itself). Claims already live finish as usual: their heartbeats,
 submits and releases work. Pausing a paused category changes nothing.
 'taskd resume CATEGORY' ends the pause; 'taskd status' lists paused categories.
-Writes MySQL only.`)
+Needs MySQL and Redis.`)
 	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err
@@ -40,10 +40,10 @@ Writes MySQL only.`)
 func runResume(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("resume", "resume [flags] CATEGORY", `
 Ends the pause of CATEGORY: its tasks are handed out again. Resuming a category
-that is not paused changes nothing. Writes MySQL only: editors and workers
-long-polling for the category see its tasks within dispatch.poll_interval (a
-resume through the API, POST /v1/admin/categories/{category}/resume, wakes them
-at once).`)
+that is not paused changes nothing. Editors and workers long-polling for the
+category are woken at once, on every taskd process that shares the Redis of
+the configuration and its key prefix, as by a resume through the API (POST
+/v1/admin/categories/{category}/resume). Needs MySQL and Redis.`)
 	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err

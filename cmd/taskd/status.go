@@ -23,7 +23,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 Shows the pool: task counts by status and by category, the paused categories,
 the live claims (how many, by how many holders, how many expire soon, how many
 expired and are not yet back in the pool) and the live claims that expire first,
-with their holders. Reads MySQL only.`)
+with their holders. Reads MySQL only, but needs Redis to answer too.`)
 	expiring := f.Duration("expiring", tasks.ExpiringWithinDefault, "count claims whose lease passes within this `window` as expiring soon")
 	claims := f.Int("claims", 10, "list at most `n` live claims, soonest to expire first (0: none)")
 	asJSON := f.Bool("json", false, "print JSON instead of tables")
