@@ -87,7 +87,8 @@ const (
 type Config struct {
 	// Dispatcher hands out and fences claims. Required.
 	Dispatcher *dispatcher.Dispatcher
-	// Store holds editors and tasks. Required.
+	// Store reads the pool and the editors and makes the editor changes
+	// that take no lock (the engine's own value; see Store). Required.
 	Store Store
 	// AdminToken authenticates the admin routes; at least MinAdminTokenLen
 	// characters. It is compared in constant time. Required.
