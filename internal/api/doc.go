@@ -185,6 +185,10 @@
 // process (default 4): one more answers its oldest 204 at once, as a wait
 // that found nothing would, and the newest waits. A client that lost track
 // of its requests keeps the one it waits on; a token cannot hold a thousand.
+// New categories for the editor (PATCH /v1/editors/{id}) end the polls it
+// holds in the process that made the change, answered 204 too, since they
+// wait for the old categories: its next poll waits for the new ones. (Its
+// polls on other processes keep the old categories until they end.)
 //
 // # Answers
 //
