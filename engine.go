@@ -338,7 +338,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	}
 	e.api, err = api.New(api.Config{
 		Dispatcher: e.d,
-		Store:      e.store,
+		Store:      apiStore{e},
 		AdminToken: cfg.AdminToken,
 		Checks: []api.Check{
 			{Name: "mysql", Check: e.db.PingContext},
@@ -399,9 +399,6 @@ func (e *Engine) newDeliverer(cfg Config) (*dispatcher.Deliverer, error) {
 	})
 }
 
-// Deliverer returns the engine's webhook deliverer, or nil without webhooks.
-func (e *Engine) Deliverer() *dispatcher.Deliverer { return e.hooks }
-
 // healthHandler is the Handler of an engine without the editor API: GET
 // /healthz, and GET /metrics when metrics is set.
 func healthHandler(metrics http.Handler) http.Handler {
@@ -435,13 +432,6 @@ func (e *Engine) MetricsAddr() string {
 	defer e.mu.Unlock()
 	return e.metricsAddr
 }
-
-// Dispatcher returns the engine's dispatcher, to add tasks and claim them
-// from Go.
-func (e *Engine) Dispatcher() *dispatcher.Dispatcher { return e.d }
-
-// Store returns the engine's task store, to create editors and read tasks.
-func (e *Engine) Store() *tasks.Store { return e.store }
 
 // Addr returns the address the engine listens on once started with
 // Config.HTTP.Addr set (port 0 resolved), or "".

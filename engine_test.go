@@ -66,7 +66,7 @@ func TestEngineLifecycle(t *testing.T) {
 		t.Fatalf("second stop: %v", err)
 	}
 	// Handles passed in stay open.
-	if err := e.Store().DB().PingContext(ctx); err != nil {
+	if err := e.DBForTest().PingContext(ctx); err != nil {
 		t.Errorf("the caller's database handle after Stop: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestEngineStopOrder(t *testing.T) {
 
 	// An editor long-polls for a category nobody fills.
 	token, hash := tasks.NewToken()
-	if _, err := e.Store().CreateEditor(ctx, tasks.CreateEditorParams{Name: "ada", Categories: []string{"news"}, TokenHash: hash}); err != nil {
+	if _, err := e.CreateEditor(ctx, tasks.CreateEditorParams{Name: "ada", Categories: []string{"news"}, TokenHash: hash}); err != nil {
 		t.Fatal(err)
 	}
 	polled := make(chan int, 1)
@@ -119,14 +119,14 @@ func TestEngineStopOrder(t *testing.T) {
 		polled <- res.StatusCode
 	}()
 	// A worker runs a task whose handler never finishes by itself.
-	ids, err := e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "jobs", Title: "forever"}})
+	ids, err := e.InsertTasks(ctx, []tasks.NewTask{{Category: "jobs", Title: "forever"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := awaitValue(t, h.started, "handler start"); id != ids[0] {
-		t.Fatalf("handler ran task %d, want %d", id, ids[0])
+	if id := awaitValue(t, h.started, "handler start"); id != ids[0].ID {
+		t.Fatalf("handler ran task %d, want %d", id, ids[0].ID)
 	}
-	testenv.Eventually(t, 10*time.Second, "the long poll waits", e.Dispatcher().Waiting)
+	testenv.Eventually(t, 10*time.Second, "the long poll waits", e.WaitingForTest)
 
 	if err := e.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -139,7 +139,7 @@ func TestEngineStopOrder(t *testing.T) {
 	if cause := awaitValue(t, h.causes, "handler cancellation"); cause == nil {
 		t.Error("handler's context ended without a cause")
 	}
-	task, err := e.Store().GetTask(ctx, ids[0])
+	task, err := e.Task(ctx, ids[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 		t.Fatalf("new engine: %v", err)
 	}
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
-	if _, err := e.Store().InsertTasks(t.Context(), []tasks.NewTask{{Category: "news", Title: "a"}}); err != nil {
+	if _, err := e.InsertTasks(t.Context(), []tasks.NewTask{{Category: "news", Title: "a"}}); err != nil {
 		t.Fatal(err)
 	}
 	taskstest.CatchUp(t, r.Primary, r.ReplicaAdmin)
@@ -239,7 +239,7 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
 		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
 	}
-	if n := e.Store().ReplicaFallbacks(); n != 0 {
+	if n := e.ReplicaFallbacksForTest(); n != 0 {
 		t.Fatalf("replica fallbacks = %d, want 0", n)
 	}
 }

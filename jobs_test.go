@@ -38,7 +38,7 @@ func ended(t *testing.T, e *taskd.Engine, id int64) *tasks.Task {
 	var task *tasks.Task
 	testenv.Eventually(t, 20*time.Second, "task ends", func() bool {
 		var err error
-		if task, err = e.Store().GetTask(t.Context(), id); err != nil {
+		if task, err = e.Task(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
 		return task.Status == tasks.StatusDone || task.Status == tasks.StatusDead
@@ -72,7 +72,7 @@ func TestJobHandler(t *testing.T) {
 	if a := <-got; a != (resize{Image: "cat.png", Width: 640}) {
 		t.Errorf("handler got %+v", a)
 	}
-	res, err := e.Store().AcceptedResult(ctx, id)
+	res, err := e.AcceptedResult(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestJobHandler(t *testing.T) {
 	}
 
 	// A payload written by someone else that is no resize.
-	ids, err := e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "resize", Title: "bad", Payload: json.RawMessage(`{"width": "wide"}`)}})
+	ids, err := e.InsertTasks(ctx, []tasks.NewTask{{Category: "resize", Title: "bad", Payload: json.RawMessage(`{"width": "wide"}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := ended(t, e, ids[0])
+	task := ended(t, e, ids[0].ID)
 	if task.Status != tasks.StatusDead || task.Attempts != 1 {
 		t.Errorf("task with a bad payload: status %s after %d attempts, want dead after 1", task.Status, task.Attempts)
 	}
@@ -113,7 +113,7 @@ func TestInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := e.Store().GetTask(ctx, id)
+	task, err := e.Task(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestInsert(t *testing.T) {
 			t.Errorf("%s: ids %v, error %v; want ErrInvalid mentioning %q", tc.name, ids, err, tc.want)
 		}
 	}
-	st, err := e.Store().Stats(ctx, 0)
+	st, err := e.PoolStats(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,13 +56,13 @@ func TestEngineWebhooks(t *testing.T) {
 	}, taskd.WithHandler("hooked", dispatcher.HandlerFunc(func(_ context.Context, t *tasks.Task) (any, error) {
 		return map[string]any{"title": t.Title}, nil
 	})))
-	if e.Deliverer() == nil {
+	if !e.HasDelivererForTest() {
 		t.Fatal("no deliverer with a webhook configured")
 	}
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "hooked", Title: "a"}, {Category: "hooked", Title: "b"}}); err != nil {
+	if _, err := e.InsertTasks(ctx, []tasks.NewTask{{Category: "hooked", Title: "a"}, {Category: "hooked", Title: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	type statsJSON struct {

@@ -14,7 +14,6 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/demo"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // devArticlesDefault is how many pending demo articles dev keeps in the pool.
@@ -64,10 +63,10 @@ articles missing to reach -articles.`)
 // prepareDev applies the schema, creates this run's demo editors and tops the
 // pool up, then starts e and prints the guide.
 func prepareDev(ctx context.Context, stdout io.Writer, e *running, articles int) error {
-	if _, err := migrate.Up(ctx, e.Store().DB()); err != nil {
+	if err := e.Migrate(ctx); err != nil {
 		return err
 	}
-	editors, err := createDemoEditors(ctx, e.Store())
+	editors, err := createDemoEditors(ctx, e.Engine)
 	if err != nil {
 		return err
 	}
@@ -84,16 +83,16 @@ func prepareDev(ctx context.Context, stdout io.Writer, e *running, articles int)
 }
 
 // createDemoEditors creates this run's demo editors.
-func createDemoEditors(ctx context.Context, store *tasks.Store) ([]demoEditor, error) {
+func createDemoEditors(ctx context.Context, e *taskd.Engine) ([]demoEditor, error) {
 	suffix := strings.ToLower(rand.Text()[:4])
 	var out []demoEditor
-	for _, e := range demo.Editors() {
+	for _, d := range demo.Editors() {
 		token, hash := tasks.NewToken()
-		name := e.Name + "-" + suffix
-		if _, err := store.CreateEditor(ctx, tasks.CreateEditorParams{Name: name, Categories: e.Categories, TokenHash: hash}); err != nil {
+		name := d.Name + "-" + suffix
+		if _, err := e.CreateEditor(ctx, tasks.CreateEditorParams{Name: name, Categories: d.Categories, TokenHash: hash}); err != nil {
 			return nil, fmt.Errorf("create demo editor %s: %w", name, err)
 		}
-		out = append(out, demoEditor{name: name, categories: e.Categories, token: token})
+		out = append(out, demoEditor{name: name, categories: d.Categories, token: token})
 	}
 	return out, nil
 }
@@ -101,7 +100,7 @@ func createDemoEditors(ctx context.Context, store *tasks.Store) ([]demoEditor, e
 // topUpArticles adds demo articles until the demo categories hold want pending
 // tasks, and returns how many it added.
 func topUpArticles(ctx context.Context, e *taskd.Engine, want int) (int, error) {
-	st, err := e.Store().Stats(ctx, 0)
+	st, err := e.PoolStats(ctx, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -118,7 +117,7 @@ func topUpArticles(ctx context.Context, e *taskd.Engine, want int) (int, error) 
 	}
 	all := demo.Articles(missing, uint64(time.Now().UnixNano()))
 	for start := 0; start < len(all); start += 1000 {
-		if _, err := e.Dispatcher().AddTasks(ctx, all[start:min(start+1000, len(all))]); err != nil {
+		if _, err := e.InsertTasks(ctx, all[start:min(start+1000, len(all))]); err != nil {
 			return start, fmt.Errorf("add demo articles: %w", err)
 		}
 	}

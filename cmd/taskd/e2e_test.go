@@ -89,15 +89,21 @@ func baseEnv() []string {
 // fresh database of its own and a unique Redis key prefix.
 func servicesEnv(t *testing.T) []string {
 	t.Helper()
+	env := []string{"TASKD_MYSQL_DSN=" + taskstest.NewDatabase(t)}
+	return append(append(env, redisEnv(t)...), "TASKD_ADMIN_TOKEN="+e2eAdminToken)
+}
+
+// redisEnv is the environment that points taskd at the test Redis, with a
+// unique key prefix.
+func redisEnv(t *testing.T) []string {
+	t.Helper()
 	opt, err := redis.ParseURL(testenv.Lookup(t, testenv.RedisURLVar))
 	if err != nil {
 		t.Fatalf("parse %s: %v", testenv.RedisURLVar, err)
 	}
 	return []string{
-		"TASKD_MYSQL_DSN=" + taskstest.NewDatabase(t),
 		"TASKD_REDIS_ADDRS=" + opt.Addr,
 		"TASKD_REDIS_KEY_PREFIX=" + "e2e:" + strings.ToLower(rand.Text()[:10]) + ":",
-		"TASKD_ADMIN_TOKEN=" + e2eAdminToken,
 	}
 }
 

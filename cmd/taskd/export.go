@@ -38,7 +38,8 @@ cursor it wrote. To go on from there:
                                    is cut off first. No result is repeated.
   taskd export -after CURSOR       starts after CURSOR (any output).
 
-Without -append, an existing FILE that is not empty is refused.`)
+Without -append, an existing FILE that is not empty is refused. Reads MySQL
+only, but needs Redis to answer too.`)
 	format := f.String("format", "", "output `format`: jsonl or csv (default: from -o's extension, else jsonl)")
 	out := f.String("o", "", "write to `file` (default: standard output)")
 	after := f.Int64("after", 0, "export the results after this `cursor` (default: from the start, or with -append from the end of the file)")
@@ -80,12 +81,12 @@ Without -append, an existing FILE that is not empty is refused.`)
 		defer file.Close()
 		ex.w, ex.file, ex.after, ex.header = file, file, start, header
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	ex.store = store
+	defer stopTool(e)
+	ex.results = e
 	return ex.run(ctx)
 }
 
@@ -132,23 +133,29 @@ func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, a
 	return file, end.Cursor, f == exportfile.CSV && !end.Header, nil
 }
 
+// resultsReader reads the accepted results; *taskd.Engine implements it.
+type resultsReader interface {
+	CountResults(ctx context.Context, after int64) (int64, error)
+	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
+}
+
 // exporter runs one export.
 type exporter struct {
-	a      *app
-	store  *tasks.Store
-	format exportfile.Format
-	batch  int
-	path   string    // "" for standard output
-	w      io.Writer // the file or standard output
-	file   *os.File  // nil for standard output
-	after  int64
-	header bool
+	a       *app
+	results resultsReader
+	format  exportfile.Format
+	batch   int
+	path    string    // "" for standard output
+	w       io.Writer // the file or standard output
+	file    *os.File  // nil for standard output
+	after   int64
+	header  bool
 	// formatFlag is " -format F" when the format was given, for the resume hint.
 	formatFlag string
 }
 
 func (ex *exporter) run(ctx context.Context) error {
-	total, err := ex.store.CountResults(ctx, ex.after)
+	total, err := ex.results.CountResults(ctx, ex.after)
 	if err != nil {
 		return err
 	}
@@ -158,7 +165,7 @@ func (ex *exporter) run(ctx context.Context) error {
 	var readErr error
 	for {
 		last, n := cursor, 0
-		page, err := ex.store.Results(ctx, tasks.ResultsParams{After: cursor, Limit: ex.batch}, func(r *tasks.Result) error {
+		page, err := ex.results.Results(ctx, tasks.ResultsParams{After: cursor, Limit: ex.batch}, func(r *tasks.Result) error {
 			if err := w.Write(r); err != nil {
 				return err
 			}

@@ -51,7 +51,12 @@ func newImportSetup(t *testing.T) *importSetup {
 	if err != nil {
 		t.Fatalf("store: %v", err)
 	}
-	return &importSetup{env: map[string]string{"TASKD_MYSQL_DSN": dsn}, store: store, dir: t.TempDir()}
+	env := map[string]string{"TASKD_MYSQL_DSN": dsn}
+	for _, kv := range redisEnv(t) { // Redis: the commands build an engine
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return &importSetup{env: env, store: store, dir: t.TempDir()}
 }
 
 // file writes a file into the test's directory and returns its path.

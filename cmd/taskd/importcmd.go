@@ -43,8 +43,9 @@ rejected record is reported with its line number and the reason. Then:
 
 Tasks are inserted in batches of -batch, each batch in one transaction. Should
 the database fail midway, the batches committed so far stay, and the error says
-how many tasks and up to which line. Tasks are written to MySQL only; callers
-long-polling for them see them within dispatch.poll_interval.`)
+how many tasks and up to which line. Each batch wakes the editors and workers
+long-polling for its categories, on every taskd process that shares the Redis
+of the configuration and its key prefix. Needs MySQL and Redis.`)
 	format := f.String("format", "", "file `format`: jsonl or csv (default: from the extension)")
 	batch := f.Int("batch", importBatchDefault, fmt.Sprintf("tasks per transaction, 1..%d", importBatchMax))
 	partial := f.Bool("partial", false, "import the valid records even if some are rejected")
@@ -71,28 +72,32 @@ long-polling for them see them within dispatch.poll_interval.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-
+	defer stopTool(e)
 	imp := &importer{
-		a: a, store: store, path: path, format: ff,
+		a: a, inserter: e, path: path, format: ff,
 		batch: *batch, partial: *partial, list: *list,
 	}
 	return imp.run(ctx, *dryRun)
 }
 
+// inserter adds tasks; *taskd.Engine implements it.
+type inserter interface {
+	InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
+}
+
 // importer runs one import.
 type importer struct {
-	a       *app
-	store   *tasks.Store
-	path    string
-	format  importfile.Format
-	batch   int
-	partial bool
-	list    int
+	a        *app
+	inserter inserter
+	path     string
+	format   importfile.Format
+	batch    int
+	partial  bool
+	list     int
 }
 
 // rejection is a record that cannot be imported.
@@ -222,7 +227,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		ins, err := im.store.Insert(ctx, batch)
+		ins, err := im.inserter.InsertTasks(ctx, batch)
 		if err != nil {
 			done := "nothing was imported"
 			if imported > 0 {
@@ -286,7 +291,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	return nil
 }
 
-// validateTask checks t as tasks.Store.InsertTasks does, and returns the
+// validateTask checks t as Engine.InsertTasks does, and returns the
 // reason without the sentinel's prefix, or nil when t is acceptable.
 func validateTask(t tasks.NewTask) error {
 	err := t.Validate()

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/taskd/taskd/tasks/migrate"
+	"github.com/taskd/taskd"
 )
 
 // runMigrate applies the migrations built into the binary, or with -status shows
@@ -29,7 +29,9 @@ is not recorded: see "Migrations" in docs/deployment.md.
 
 With -status it changes nothing: it prints each migration, applied (when) or
 pending, and whether its file matches the one applied; the exit status is 1
-when the database is ahead of the binary or a migration was edited.`)
+when the database is ahead of the binary or a migration was edited.
+
+Changes MySQL only, but needs Redis to answer too, as every command does.`)
 	status := f.Bool("status", false, "show the migrations, applied and pending, and change nothing")
 	if err := a.parse(f, args); err != nil {
 		return err
@@ -41,43 +43,44 @@ when the database is ahead of the binary or a migration was edited.`)
 	if err != nil {
 		return err
 	}
-	db, _, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	where := cfg.MySQL.Server()
+	defer stopTool(e)
+	return migrateDB(ctx, a.stdout, e, cfg.MySQL.Server(), *status)
+}
 
-	if *status {
-		st, err := migrate.ReadStatus(ctx, db)
+// migrateDB applies the migrations the database of e lacks and prints them,
+// or with status only prints where it stands.
+func migrateDB(ctx context.Context, out io.Writer, e *taskd.Engine, where string, status bool) error {
+	if status {
+		st, err := e.SchemaStatus(ctx)
 		if err != nil {
 			return err
 		}
-		printMigrateStatus(a.stdout, st, where)
+		printMigrateStatus(out, st, where)
 		return st.Err()
 	}
-	applied, err := migrate.Up(ctx, db)
-	printApplied(a.stdout, applied)
+	applied, err := e.ApplyMigrations(ctx)
+	printApplied(out, applied)
+	if err != nil {
+		return err
+	}
+	st, err := e.SchemaStatus(ctx)
 	if err != nil {
 		return err
 	}
 	if len(applied) == 0 {
-		fmt.Fprintf(a.stdout, "%s is up to date at version %04d: nothing to apply\n", where, latestMigration())
+		fmt.Fprintf(out, "%s is up to date at version %04d: nothing to apply\n", where, st.Version())
 	} else {
-		fmt.Fprintf(a.stdout, "%s is at version %04d\n", where, latestMigration())
+		fmt.Fprintf(out, "%s is at version %04d\n", where, st.Version())
 	}
 	return nil
 }
 
-// latestMigration is the highest version the binary knows: the database's version
-// once migrate.Up succeeded.
-func latestMigration() int {
-	migs, _ := migrate.All() // Up succeeded, so they load
-	return len(migs)
-}
-
 // printApplied prints one line per migration Up applied or adopted.
-func printApplied(out io.Writer, applied []migrate.Applied) {
+func printApplied(out io.Writer, applied []taskd.AppliedMigration) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, m := range applied {
 		if m.Adopted {
@@ -98,7 +101,7 @@ func took(d time.Duration) string {
 }
 
 // printMigrateStatus prints the table of migrations and a line that sums it up.
-func printMigrateStatus(out io.Writer, st *migrate.Status, where string) {
+func printMigrateStatus(out io.Writer, st *taskd.SchemaStatus, where string) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprint(w, "VERSION\tNAME\tSTATE\tAPPLIED (UTC)\tCHECKSUM\n")
 	for _, m := range st.Migrations {

@@ -25,7 +25,8 @@ func migrateEnv(t *testing.T) (env []string, db *sqlx.DB, where string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	return []string{"TASKD_MYSQL_DSN=" + dsn}, db, taskd.MySQLConfig{DSN: dsn}.Server()
+	// Redis too: the command builds an engine.
+	return append([]string{"TASKD_MYSQL_DSN=" + dsn}, redisEnv(t)...), db, taskd.MySQLConfig{DSN: dsn}.Server()
 }
 
 var (

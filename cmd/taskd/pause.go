@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -17,13 +18,13 @@ out, to editors or to workers, by any taskd process (every claim checks the
 pause in MySQL itself). Claims already live finish as usual: their heartbeats,
 submits and releases work. Pausing a paused category changes nothing.
 'taskd resume CATEGORY' ends the pause; 'taskd status' lists paused categories.
-Writes MySQL only.`)
-	cat, store, done, err := a.categoryCommand(ctx, f, args)
+Needs MySQL and Redis.`)
+	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	p, paused, err := store.PauseCategory(ctx, cat)
+	defer stopTool(e)
+	p, paused, err := e.PauseCategory(ctx, cat)
 	if err != nil {
 		return categoryError(f, err)
 	}
@@ -39,16 +40,16 @@ Writes MySQL only.`)
 func runResume(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("resume", "resume [flags] CATEGORY", `
 Ends the pause of CATEGORY: its tasks are handed out again. Resuming a category
-that is not paused changes nothing. Writes MySQL only: editors and workers
-long-polling for the category see its tasks within dispatch.poll_interval (a
-resume through the API, POST /v1/admin/categories/{category}/resume, wakes them
-at once).`)
-	cat, store, done, err := a.categoryCommand(ctx, f, args)
+that is not paused changes nothing. Editors and workers long-polling for the
+category are woken at once, on every taskd process that shares the Redis of
+the configuration and its key prefix, as by a resume through the API (POST
+/v1/admin/categories/{category}/resume). Needs MySQL and Redis.`)
+	cat, e, err := a.categoryCommand(f, args)
 	if err != nil {
 		return err
 	}
-	defer done()
-	resumed, err := store.ResumeCategory(ctx, cat)
+	defer stopTool(e)
+	resumed, err := e.ResumeCategory(ctx, cat)
 	if err != nil {
 		return categoryError(f, err)
 	}
@@ -61,23 +62,23 @@ at once).`)
 }
 
 // categoryCommand parses the flags and the one CATEGORY of pause and resume,
-// and opens the store; done closes it.
-func (a *app) categoryCommand(ctx context.Context, f *cmdFlags, args []string) (string, *tasks.Store, func(), error) {
+// and builds the engine (see toolEngine); stop it with stopTool.
+func (a *app) categoryCommand(f *cmdFlags, args []string) (string, *taskd.Engine, error) {
 	if err := a.parse(f, args); err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	if f.NArg() != 1 {
-		return "", nil, nil, usagef(f.name, "want one CATEGORY, got %d arguments", f.NArg())
+		return "", nil, usagef(f.name, "want one CATEGORY, got %d arguments", f.NArg())
 	}
 	cfg, err := a.loadConfig(f)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	return f.Arg(0), store, func() { _ = db.Close() }, nil
+	return f.Arg(0), e, nil
 }
 
 // categoryError makes a category tasks cannot have a usage error.

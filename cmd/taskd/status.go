@@ -23,7 +23,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 Shows the pool: task counts by status and by category, the paused categories,
 the live claims (how many, by how many holders, how many expire soon, how many
 expired and are not yet back in the pool) and the live claims that expire first,
-with their holders. Reads MySQL only.`)
+with their holders. Reads MySQL only, but needs Redis to answer too.`)
 	expiring := f.Duration("expiring", tasks.ExpiringWithinDefault, "count claims whose lease passes within this `window` as expiring soon")
 	claims := f.Int("claims", 10, "list at most `n` live claims, soonest to expire first (0: none)")
 	asJSON := f.Bool("json", false, "print JSON instead of tables")
@@ -43,20 +43,20 @@ with their holders. Reads MySQL only.`)
 	if err != nil {
 		return err
 	}
-	db, store, err := openMySQL(ctx, cfg)
+	e, err := a.toolEngine(cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer stopTool(e)
 
-	st, err := store.Stats(ctx, *expiring)
+	st, err := e.PoolStats(ctx, *expiring)
 	if err != nil {
 		return err
 	}
 	var live []tasks.LiveLease
 	if *claims > 0 {
 		// One page, in id order; the soonest to expire are picked from it.
-		if live, err = store.LiveLeases(ctx, tasks.LiveLeasesParams{Limit: tasks.LiveLeasesLimitMax}); err != nil {
+		if live, err = e.LiveLeases(ctx, tasks.LiveLeasesParams{Limit: tasks.LiveLeasesLimitMax}); err != nil {
 			return err
 		}
 	}

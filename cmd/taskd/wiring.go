@@ -11,18 +11,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
 	"github.com/taskd/taskd/internal/config"
 	"github.com/taskd/taskd/internal/telemetry"
-	"github.com/taskd/taskd/tasks"
 )
-
-// storeCheckTimeout bounds connecting to MySQL at start.
-const storeCheckTimeout = 10 * time.Second
 
 // telemetryFlushTimeout bounds the flush of telemetry at exit.
 const telemetryFlushTimeout = 5 * time.Second
@@ -35,23 +30,38 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "go-redis")
 }
 
-// openMySQL connects to MySQL (with the settings fencing needs, which
-// tasks.Open forces) for the commands that need no engine, and returns the
-// handle and a store on it. The error names the server.
-func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *tasks.Store, error) {
-	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
-	defer cancel()
-	db, err := tasks.Open(ctx, cfg.MySQL.DSN)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
+// toolEngine builds an engine for a command that reads or changes the pool
+// and serves nothing (migrate, import, export, status, pause, resume): no API,
+// no listener, no workers, no telemetry, and only warnings and errors logged,
+// on stderr. It connects to MySQL and Redis as serve does (each check bounded
+// by 10s, the error naming the server) and starts nothing: writes made
+// through it take the locks and send the wake-ups the serving processes
+// listen to. Stop it when done, which closes its stores. Configuration
+// errors are usageErrors naming the key.
+func (a *app) toolEngine(cfg *config.Config) (*taskd.Engine, error) {
+	c := cfg.Config
+	c.AdminToken, c.HTTP.Addr, c.HTTP.MetricsAddr = "", "", ""
+	c.Telemetry = taskd.TelemetryConfig{}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil || level < slog.LevelWarn {
+		c.Log.Level = "warn"
 	}
-	store, err := tasks.NewStore(db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold})
+	log := c.Log.Logger(a.stderr)
+	redis.SetLogger(redisLogger{log}) // process-wide, which only main may set
+	e, err := taskd.New(c, taskd.WithLogger(log))
 	if err != nil {
-		_ = db.Close()
-		return nil, nil, fmt.Errorf("mysql store: %w", err)
+		var ce *taskd.ConfigError
+		if errors.As(err, &ce) {
+			return nil, &usageError{err: fmt.Errorf("config: %w", ce)}
+		}
+		return nil, err
 	}
-	return db, store, nil
+	return e, nil
 }
+
+// stopTool stops an engine of toolEngine, which closes its stores; it has
+// nothing to drain, so there is nothing to report.
+func stopTool(e *taskd.Engine) { _ = e.Stop(context.Background()) }
 
 // handlers returns the handlers this binary ships, as engine options.
 func handlers(log *slog.Logger) []taskd.Option {

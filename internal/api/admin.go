@@ -5,8 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -44,17 +44,6 @@ func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type newTaskJSON struct {
-	Category    string          `json:"category"`
-	Priority    int             `json:"priority"`
-	Title       string          `json:"title"`
-	Payload     json.RawMessage `json:"payload"`
-	MaxAttempts int             `json:"max_attempts"`
-	Key         *string         `json:"key"`
-	RunAfter    *string         `json:"run_after"`
-	DueAt       *string         `json:"due_at"`
-}
-
 // insertedJSON says what became of one task of POST /v1/tasks.
 type insertedJSON struct {
 	ID int64 `json:"id"`
@@ -76,7 +65,7 @@ type addTasksResponse struct {
 // answer names the existing task. 201 when any task was made, 200 when every
 // key existed.
 func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
-	var req []newTaskJSON
+	var req []wire.NewTask
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
@@ -85,24 +74,16 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	ts := make([]tasks.NewTask, len(req))
 	for i, t := range req {
-		if string(t.Payload) == "null" {
-			t.Payload = nil // the store's default, {}
-		}
-		ts[i] = tasks.NewTask{
-			Category: t.Category, Priority: t.Priority, Title: t.Title,
-			Payload: t.Payload, MaxAttempts: t.MaxAttempts,
-		}
-		if t.Key != nil {
-			if *t.Key == "" {
-				return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: key must be 1..%d characters, or left out", i, tasks.MaxKeyLen)
-			}
-			ts[i].Key = *t.Key
-		}
 		var err error
-		if ts[i].RunAfter, err = parseTaskTime(i, "run_after", t.RunAfter); err != nil {
-			return err
-		}
-		if ts[i].DueAt, err = parseTaskTime(i, "due_at", t.DueAt); err != nil {
+		ts[i], err = t.Task()
+		var te *wire.TimeError
+		switch {
+		case errors.Is(err, wire.ErrEmptyKey):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: key must be 1..%d characters, or left out", i, tasks.MaxKeyLen)
+		case errors.As(err, &te):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid,
+				"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, te.Field, te.Value)
+		case err != nil:
 			return err
 		}
 	}
@@ -129,39 +110,12 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// parseTaskTime parses the optional RFC 3339 time field of task i; null or
-// absent is the zero time.
-func parseTaskTime(i int, field string, s *string) (time.Time, error) {
-	if s == nil {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil {
-		return time.Time{}, errorf(http.StatusUnprocessableEntity, codeInvalid,
-			"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, field, *s)
-	}
-	return t, nil
-}
-
 // taskDetailJSON is a task with its claim state and audit trail, for the
 // admin. Absent values are null.
 type taskDetailJSON struct {
-	Task           taskJSON     `json:"task"`
-	Status         tasks.Status `json:"status"`
-	Fence          int64        `json:"fence"`
-	Holder         *string      `json:"holder"`
-	EditorID       *int64       `json:"editor_id"`
-	AssignedAt     *string      `json:"assigned_at"`
-	LeaseExpiresAt *string      `json:"lease_expires_at"`
-	Attempts       int          `json:"attempts"`
-	MaxAttempts    int          `json:"max_attempts"`
-	RunAfter       string       `json:"run_after"`
-	DueAt          *string      `json:"due_at"`
-	Key            *string      `json:"key"`
-	LastError      *string      `json:"last_error"`
-	CreatedAt      string       `json:"created_at"`
-	UpdatedAt      string       `json:"updated_at"`
-	DoneAt         *string      `json:"done_at"`
+	Task taskJSON `json:"task"`
+	taskStateJSON
+	Key *string `json:"key"`
 	// Result is the accepted result of a done task; null otherwise.
 	Result *acceptedJSON `json:"result"`
 	// History holds the latest tasks.EventsLimitDefault events, oldest
@@ -230,26 +184,7 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	d := taskDetailJSON{
-		Task:           taskOf(t),
-		Status:         t.Status,
-		Fence:          t.Fence,
-		Holder:         orNull(t.Holder),
-		EditorID:       orNull(t.EditorID),
-		AssignedAt:     formatTimePtr(t.AssignedAt),
-		LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
-		Attempts:       t.Attempts,
-		MaxAttempts:    t.MaxAttempts,
-		RunAfter:       formatTime(t.RunAfter),
-		DueAt:          formatTimePtr(t.DueAt),
-		Key:            orNull(t.Key),
-		LastError:      orNull(t.LastError),
-		CreatedAt:      formatTime(t.CreatedAt),
-		UpdatedAt:      formatTime(t.UpdatedAt),
-		DoneAt:         formatTimePtr(t.DoneAt),
-		History:        eventsOf(evs),
-	}
-	return d
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs)}
 }
 
 func eventsOf(evs []tasks.Event) []eventJSON {

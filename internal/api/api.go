@@ -17,9 +17,11 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// Store is what the API reads from and writes to the task store directly;
-// everything about claims goes through the dispatcher. *tasks.Store implements
-// it.
+// Store is what the API reads of the pool and its editors, and the editor
+// changes it makes that take no lock; everything about claims, and every
+// write that wakes or revokes, goes through the dispatcher. The engine
+// (package taskd) passes a value of its own, whose writes are the engine's;
+// the package's tests pass the MySQL store itself.
 type Store interface {
 	CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error)
 	EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error)
@@ -41,8 +43,6 @@ type Store interface {
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
-
-var _ Store = (*tasks.Store)(nil)
 
 // Check is a readiness check run by GET /readyz, such as a ping of MySQL or
 // Redis. It gets a context that ends after CheckTimeout.
@@ -84,7 +84,8 @@ const (
 type Config struct {
 	// Dispatcher hands out and fences claims. Required.
 	Dispatcher *dispatcher.Dispatcher
-	// Store holds editors and tasks. Required.
+	// Store reads the pool and the editors and makes the editor changes
+	// that take no lock (the engine's own value; see Store). Required.
 	Store Store
 	// AdminToken authenticates the admin routes; at least MinAdminTokenLen
 	// characters. It is compared in constant time. Required.

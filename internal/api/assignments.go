@@ -45,7 +45,7 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	}
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
 	err = timedOut(r.Context(), err)
-	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && errors.Is(context.Cause(r.Context()), errPollReplaced)) {
+	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
 		// A replaced poll may have committed a claim it does not answer: the
 		// editor's next request returns it.
 		w.WriteHeader(http.StatusNoContent)

@@ -2,6 +2,16 @@
 // and hand them in; an operator (the admin token) creates editors, adds tasks and
 // watches the pool. New returns the router; the caller owns the http.Server.
 //
+// It sits beside internal/web, the pages, which serve the editor's workspace
+// and the ops console in front of it and run its handlers for signed-in
+// browsers. The engine (package taskd, Engine.HTTPHandler) builds both. The
+// API reaches the pool through the interfaces it declares (Store, History,
+// Sessions) and the dispatcher, never through the MySQL store: the engine
+// passes values of its own, so that every write takes the engine's locks and
+// sends its wake-ups. The JSON of a new task and of a result line is package
+// internal/wire's, which `taskd import` and `taskd export` read and write too.
+// openapi.yaml describes every route, and GET /v1/openapi.json serves it.
+//
 // # Routes
 //
 //	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
@@ -34,7 +44,7 @@
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
 //	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
-//	                                              for tasks.Config.ReleaseCooldown, or SkipFor with skip)
+//	                                              for dispatch.release_cooldown, or dispatch.skip_for with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
 //	GET  /metrics                         anyone  Config.Metrics, when set (Config.MetricsToken)
@@ -52,7 +62,7 @@
 // else: the store keeps only its hash. POST /v1/tasks takes 1..MaxTasksPerRequest
 // tasks and inserts all or none; a missing or null payload is {}. A task whose
 // key exists is not inserted again: its entry names the existing task with
-// created false (see tasks.Store.Insert). run_after and due_at are RFC 3339
+// created false. run_after and due_at are RFC 3339
 // times. A submit
 // whose result was committed answers 200 even when finding the next
 // assignment failed (Redis down, say): next is then null, and the editor's
@@ -64,7 +74,7 @@
 // (application/x-ndjson), one object per result, then a last line
 // {"next_cursor":"…","count":N,"more":bool}. A client that always asks again
 // after the last cursor it received gets every result exactly once, however
-// submits interleave (tasks.Store.Results explains why). limit is
+// submits interleave (the MySQL store's Results explains why). limit is
 // 1..tasks.ResultsLimitMax, default tasks.ResultsLimitDefault; a bad cursor or
 // limit, or a cursor never handed out, is 422 invalid. An answer without its
 // last line was cut short: its whole lines stand.
@@ -175,6 +185,10 @@
 // process (default 4): one more answers its oldest 204 at once, as a wait
 // that found nothing would, and the newest waits. A client that lost track
 // of its requests keeps the one it waits on; a token cannot hold a thousand.
+// New categories for the editor (PATCH /v1/editors/{id}) end the polls it
+// holds in the process that made the change, answered 204 too, since they
+// wait for the old categories: its next poll waits for the new ones. (Its
+// polls on other processes keep the old categories until they end.)
 //
 // # Answers
 //

@@ -204,7 +204,9 @@ type updateEditorRequest struct {
 
 // updateEditor changes an editor's name and/or categories, and answers with the
 // editor as GET /v1/editors/{id} shows it. This process forgets the editor it
-// remembered, so the editor's next request, and its next claim, see the change.
+// remembered, so the editor's next request, and its next claim, see the change,
+// and new categories end the long polls the editor holds here (answered 204),
+// which wait for the old ones: its next poll waits for the new.
 func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
@@ -219,6 +221,9 @@ func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
 		return editorNotFound(err, id)
 	}
 	a.editors.forget(id)
+	if req.Categories != nil {
+		a.polls.end(id, errPollCategories)
+	}
 	a.log.InfoContext(r.Context(), "editor updated", "editor_id", id, "name", req.Name != nil, "categories", len(req.Categories))
 	d, err := a.editorDetail(r, id)
 	if err != nil {

@@ -514,3 +514,34 @@ func TestEditorRoutesWithExtremeIDs(t *testing.T) {
 	}
 	b.unchanged(t, before)
 }
+
+// New categories end the editor's long poll, which waits for the old ones:
+// it answers 204 at once, and the next poll claims from the new categories.
+func TestUpdateCategoriesEndsLongPoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	id := b.addN(t, "sport", 1)[0]
+	got := make(chan response, 1)
+	go func() {
+		res, err := b.doCtx(t.Context(), "POST", "/v1/assignments/next", e.Token, `{"wait_ms":60000}`)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- res
+	}()
+	testenv.Eventually(t, 20*time.Second, "ada waits", b.d.Waiting)
+	wantStatus(t, b.do(t, "PATCH", fmt.Sprintf("/v1/editors/%d", e.ID), adminToken, `{"name":"ada b"}`), http.StatusOK)
+	if !b.d.Waiting() {
+		t.Fatal("a new name ended the long poll")
+	}
+	wantStatus(t, b.do(t, "PATCH", fmt.Sprintf("/v1/editors/%d", e.ID), adminToken, `{"categories":["sport"]}`), http.StatusOK)
+	// Within the poll's minute: only the change can end it so soon.
+	testenv.Eventually(t, 20*time.Second, "the long poll ends", func() bool { return !b.d.Waiting() })
+	wantStatus(t, <-got, http.StatusNoContent)
+	var a assignment
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusOK, &a)
+	if a.Task.ID != id {
+		t.Errorf("ada got task %d, want %d of her new category", a.Task.ID, id)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -115,11 +116,8 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	_, _ = w.Write(buf.Bytes())
 }
 
-// timeFormat is RFC 3339 to the millisecond, the precision of the database's
-// DATETIME(3) columns.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+// formatTime formats t as every time is written (wire.TimeFormat).
+func formatTime(t time.Time) string { return wire.FormatTime(t) }
 
 // formatTimePtr formats t, or returns nil (JSON null) for a nil time.
 func formatTimePtr(t *time.Time) *string {
@@ -154,6 +152,36 @@ func taskOf(t *tasks.Task) taskJSON {
 		payload = json.RawMessage("{}")
 	}
 	return taskJSON{ID: t.ID, Category: t.Category, Priority: t.Priority, Title: t.Title, Payload: payload}
+}
+
+// taskStateJSON is a task's claim state and bookkeeping, for the admin: in
+// GET /v1/tasks/{id} beside the task, in GET /v1/tasks beside its public
+// part. Absent values are null.
+type taskStateJSON struct {
+	Status         tasks.Status `json:"status"`
+	Fence          int64        `json:"fence"`
+	Holder         *string      `json:"holder"`
+	EditorID       *int64       `json:"editor_id"`
+	AssignedAt     *string      `json:"assigned_at"`
+	LeaseExpiresAt *string      `json:"lease_expires_at"`
+	Attempts       int          `json:"attempts"`
+	MaxAttempts    int          `json:"max_attempts"`
+	RunAfter       string       `json:"run_after"`
+	DueAt          *string      `json:"due_at"`
+	LastError      *string      `json:"last_error"`
+	CreatedAt      string       `json:"created_at"`
+	UpdatedAt      string       `json:"updated_at"`
+	DoneAt         *string      `json:"done_at"`
+}
+
+func taskStateOf(t *tasks.Task) taskStateJSON {
+	return taskStateJSON{
+		Status: t.Status, Fence: t.Fence, Holder: orNull(t.Holder), EditorID: orNull(t.EditorID),
+		AssignedAt: formatTimePtr(t.AssignedAt), LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
+		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: formatTime(t.RunAfter),
+		DueAt: formatTimePtr(t.DueAt), LastError: orNull(t.LastError), CreatedAt: formatTime(t.CreatedAt),
+		UpdatedAt: formatTime(t.UpdatedAt), DoneAt: formatTimePtr(t.DoneAt),
+	}
 }
 
 // assignmentJSON is a claim as an editor sees it.

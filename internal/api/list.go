@@ -12,25 +12,12 @@ import (
 // listTaskJSON is a task in the list: its state, without payload, result or
 // history (GET /v1/tasks/{id} has them).
 type listTaskJSON struct {
-	ID             int64        `json:"id"`
-	Category       string       `json:"category"`
-	Priority       int          `json:"priority"`
-	Title          string       `json:"title"`
-	Key            *string      `json:"key"`
-	Status         tasks.Status `json:"status"`
-	Fence          int64        `json:"fence"`
-	Holder         *string      `json:"holder"`
-	EditorID       *int64       `json:"editor_id"`
-	AssignedAt     *string      `json:"assigned_at"`
-	LeaseExpiresAt *string      `json:"lease_expires_at"`
-	Attempts       int          `json:"attempts"`
-	MaxAttempts    int          `json:"max_attempts"`
-	RunAfter       string       `json:"run_after"`
-	DueAt          *string      `json:"due_at"`
-	LastError      *string      `json:"last_error"`
-	CreatedAt      string       `json:"created_at"`
-	UpdatedAt      string       `json:"updated_at"`
-	DoneAt         *string      `json:"done_at"`
+	ID       int64   `json:"id"`
+	Category string  `json:"category"`
+	Priority int     `json:"priority"`
+	Title    string  `json:"title"`
+	Key      *string `json:"key"`
+	taskStateJSON
 }
 
 type listTasksResponse struct {
@@ -107,11 +94,7 @@ func (a *api) listTasks(w http.ResponseWriter, r *http.Request) error {
 		t := &page.Tasks[i]
 		out.Tasks[i] = listTaskJSON{
 			ID: t.ID, Category: t.Category, Priority: t.Priority, Title: t.Title, Key: orNull(t.Key),
-			Status: t.Status, Fence: t.Fence, Holder: orNull(t.Holder), EditorID: orNull(t.EditorID),
-			AssignedAt: formatTimePtr(t.AssignedAt), LeaseExpiresAt: formatTimePtr(t.LeaseExpiresAt),
-			Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: formatTime(t.RunAfter),
-			DueAt: formatTimePtr(t.DueAt), LastError: orNull(t.LastError), CreatedAt: formatTime(t.CreatedAt),
-			UpdatedAt: formatTime(t.UpdatedAt), DoneAt: formatTimePtr(t.DoneAt),
+			taskStateJSON: taskStateOf(t),
 		}
 	}
 	a.writeJSON(w, r, http.StatusOK, out)

@@ -13,6 +13,17 @@ const MaxPollsPerEditorDefault = 4
 // editor opened more than Config.MaxPollsPerEditor: it is answered 204.
 var errPollReplaced = errors.New("long poll replaced by a newer one of the same editor")
 
+// errPollCategories is the cause of a long poll's context ended because its
+// editor's categories changed: it is answered 204, and the editor's next
+// poll waits for its new categories.
+var errPollCategories = errors.New("long poll ended: the editor's categories changed")
+
+// pollEnded reports whether cause ended a long poll that is to be answered
+// 204, as one that found nothing.
+func pollEnded(cause error) bool {
+	return errors.Is(cause, errPollReplaced) || errors.Is(cause, errPollCategories)
+}
+
 // polls bounds the long polls each editor holds open in this process: when
 // an editor opens one more than the bound, its oldest ends, answered 204 No
 // Content ("nothing now, ask again"), which every client handles already,
@@ -62,6 +73,15 @@ func (p *polls) hold(id int64, end context.CancelCauseFunc) (done func()) {
 		} else {
 			p.byEditor[id] = list
 		}
+	}
+}
+
+// end ends every long poll editor id holds in this process, with cause.
+func (p *polls) end(id int64, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range p.byEditor[id] {
+		q.end(cause)
 	}
 }
 

@@ -53,3 +53,22 @@ func TestPollsWithoutBound(t *testing.T) {
 		}
 	}
 }
+
+func TestPollsEnd(t *testing.T) {
+	p := newPolls(4)
+	var ctxs []context.Context
+	for _, id := range []int64{7, 7, 8} {
+		ctx, end := context.WithCancelCause(context.Background())
+		defer p.hold(id, end)()
+		ctxs = append(ctxs, ctx)
+	}
+	p.end(7, errPollCategories)
+	for i, ctx := range ctxs[:2] {
+		if !errors.Is(context.Cause(ctx), errPollCategories) || !pollEnded(context.Cause(ctx)) {
+			t.Errorf("editor 7's poll %d: cause %v, want errPollCategories", i+1, context.Cause(ctx))
+		}
+	}
+	if ctxs[2].Err() != nil {
+		t.Errorf("editor 8's poll ended: %v", context.Cause(ctxs[2]))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -17,21 +18,7 @@ const (
 	resultsFlushAfter = 100 * time.Millisecond
 )
 
-// resultJSON is one line of GET /v1/results.
-type resultJSON struct {
-	Cursor   string `json:"cursor"`
-	TaskID   int64  `json:"task_id"`
-	Fence    int64  `json:"fence"`
-	Category string `json:"category"`
-	Title    string `json:"title"`
-	// Key is the task's key, null when it has none.
-	Key *string `json:"key"`
-
-	Holder      string          `json:"holder"`
-	EditorID    *int64          `json:"editor_id"`
-	Result      json.RawMessage `json:"result"`
-	SubmittedAt string          `json:"submitted_at"`
-}
+// Each line but the last is a wire.Result.
 
 // resultsEndJSON is the last line of GET /v1/results.
 type resultsEndJSON struct {
@@ -41,7 +28,7 @@ type resultsEndJSON struct {
 }
 
 // results streams the accepted results after the cursor as JSON lines, in
-// feed order (see tasks.Store.Results), then a last line with the cursor to
+// feed order (see Engine.Results of package taskd), then a last line with the cursor to
 // resume from:
 //
 //	{"cursor":"41","task_id":7,"fence":1,"category":"news",...}
@@ -87,12 +74,7 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
 		}
-		line := resultJSON{
-			Cursor: strconv.FormatInt(res.Cursor, 10), TaskID: res.TaskID, Fence: res.Fence,
-			Category: res.Category, Title: res.Title, Key: orNull(res.Key), Holder: res.Holder, EditorID: orNull(res.EditorID),
-			Result: res.Result, SubmittedAt: formatTime(res.SubmittedAt),
-		}
-		if err := enc.Encode(line); err != nil {
+		if err := enc.Encode(wire.ResultOf(res)); err != nil {
 			return err
 		}
 		if lines++; lines == 1 || lines%resultsFlushLines == 0 || time.Since(flushed) >= resultsFlushAfter {

@@ -3,7 +3,7 @@
 --
 -- KEYS[1] the session's key
 -- ARGV[1] the idle time in milliseconds
--- ARGV[2] now, Unix milliseconds (the server's clock)
+-- ARGV[2] now, Unix milliseconds (the clock of the taskd process)
 --
 -- Returns the session's JSON, or false when there is none, it is past its end
 -- ("ends_ms") or it has no end.

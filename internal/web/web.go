@@ -6,6 +6,11 @@
 // the signed-in editor, so claims are fenced exactly as for any API client;
 // the console's go to /ops/v1/..., which runs the API's admin handlers.
 //
+// It sits beside internal/api, the HTTP API, in front of it: requests the
+// pages do not serve go to the API's handler (Config.API), and the pages
+// read and write nothing but through it and the sessions in Redis. The
+// engine (package taskd, Engine.HTTPHandler) builds both.
+//
 // Security: every answer carries a strict Content-Security-Policy (no inline
 // script or style), X-Content-Type-Options: nosniff, frame-ancestors 'none'
 // and Referrer-Policy: same-origin (no address leaves the site). Signing in

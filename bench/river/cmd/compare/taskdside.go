@@ -138,7 +138,7 @@ func (ts *taskdSide) Insert(ctx context.Context, n int) error {
 			ts.batch[i] = tasks.NewTask{Category: taskdCategory, Title: "job " + strconv.Itoa(i)}
 		}
 	}
-	_, err := ts.engine.Dispatcher().AddTasks(ctx, ts.batch[:n])
+	_, err := ts.engine.InsertTasks(ctx, ts.batch[:n])
 	return err
 }
 

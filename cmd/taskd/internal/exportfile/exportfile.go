@@ -2,7 +2,8 @@
 // per result, and reads back where an export file ends so that an export can
 // be resumed into the same file without a duplicate.
 //
-// A JSON line is the same object as a line of GET /v1/results:
+// A JSON line is the same object as a line of GET /v1/results (wire.Result),
+// its result compacted:
 //
 //	{"cursor":"42","task_id":7,"fence":1,"category":"news","title":"…",
 //	 "holder":"editor:3","editor_id":3,"result":{…},"submitted_at":"2026-01-02T15:04:05.000Z"}
@@ -24,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -42,9 +44,6 @@ var Columns = []string{"cursor", "task_id", "fence", "category", "title", "key",
 // maxRecordBytes bounds one record when reading a file back: a result is at
 // most tasks.MaxJSONBytes, a title 512 characters.
 const maxRecordBytes = tasks.MaxJSONBytes + 64<<10
-
-// timeFormat is RFC 3339 in UTC to the millisecond, as the HTTP API writes times.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // DetectFormat returns the format named by name ("jsonl", "ndjson", "json" or
 // "csv", case-insensitive), or, when name is empty, the one path's extension
@@ -65,22 +64,6 @@ func DetectFormat(name, path string) (Format, error) {
 		return CSV, nil
 	}
 	return "", fmt.Errorf("unknown format %q: want jsonl or csv", name)
-}
-
-// line is one JSON line.
-type line struct {
-	Cursor   string `json:"cursor"`
-	TaskID   int64  `json:"task_id"`
-	Fence    int64  `json:"fence"`
-	Category string `json:"category"`
-	Title    string `json:"title"`
-	// Key is the task's key, null when it has none.
-	Key *string `json:"key"`
-
-	Holder      string          `json:"holder"`
-	EditorID    *int64          `json:"editor_id"`
-	Result      json.RawMessage `json:"result"`
-	SubmittedAt string          `json:"submitted_at"`
 }
 
 // Writer writes records. It buffers them: what Flush has not written may be
@@ -116,16 +99,10 @@ func (w *Writer) Write(r *tasks.Result) error {
 	if err := json.Compact(&compact, r.Result); err != nil {
 		return fmt.Errorf("result of task %d fence %d: %w", r.TaskID, r.Fence, err)
 	}
-	cursor, submitted := strconv.FormatInt(r.Cursor, 10), r.SubmittedAt.UTC().Format(timeFormat)
+	line := wire.ResultOf(r)
+	line.Result = compact.Bytes()
 	if w.f != CSV {
-		var editor *int64
-		if r.EditorID != 0 {
-			editor = &r.EditorID
-		}
-		return w.enc.Encode(line{
-			Cursor: cursor, TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
-			Key: keyOrNull(r.Key), Holder: r.Holder, EditorID: editor, Result: compact.Bytes(), SubmittedAt: submitted,
-		})
+		return w.enc.Encode(line)
 	}
 	if err := w.writeHeader(); err != nil {
 		return err
@@ -135,17 +112,9 @@ func (w *Writer) Write(r *tasks.Result) error {
 		editor = strconv.FormatInt(r.EditorID, 10)
 	}
 	return w.csv.Write([]string{
-		cursor, strconv.FormatInt(r.TaskID, 10), strconv.FormatInt(r.Fence, 10), r.Category, r.Title,
-		r.Key, r.Holder, editor, compact.String(), submitted,
+		line.Cursor, strconv.FormatInt(r.TaskID, 10), strconv.FormatInt(r.Fence, 10), r.Category, r.Title,
+		r.Key, r.Holder, editor, compact.String(), line.SubmittedAt,
 	})
-}
-
-// keyOrNull returns nil (JSON null) for no key.
-func keyOrNull(key string) *string {
-	if key == "" {
-		return nil
-	}
-	return &key
 }
 
 func (w *Writer) writeHeader() error {

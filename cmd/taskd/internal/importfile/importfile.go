@@ -38,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -112,18 +113,6 @@ func skipBOM(r *bufio.Reader) {
 	}
 }
 
-// jsonTask is a JSON line.
-type jsonTask struct {
-	Category    string          `json:"category"`
-	Priority    int             `json:"priority"`
-	Title       string          `json:"title"`
-	Payload     json.RawMessage `json:"payload"`
-	MaxAttempts int             `json:"max_attempts"`
-	Key         *string         `json:"key"`
-	RunAfter    *string         `json:"run_after"`
-	DueAt       *string         `json:"due_at"`
-}
-
 type jsonReader struct {
 	r    *bufio.Reader
 	line int
@@ -180,7 +169,7 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
-	var jt jsonTask
+	var jt wire.NewTask
 	if err := dec.Decode(&jt); err != nil {
 		return tasks.NewTask{}, jsonError(err)
 	}
@@ -192,39 +181,39 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if err := tasks.CheckJSONStrings(text); err != nil {
 		return tasks.NewTask{}, errors.New(strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
 	}
-	if string(jt.Payload) == "null" {
-		jt.Payload = nil // as in POST /v1/tasks: the default, {}
+	// As POST /v1/tasks reads it, but for the times, read as CSV cells are.
+	runAfter, dueAt := jt.RunAfter, jt.DueAt
+	jt.RunAfter, jt.DueAt = nil, nil
+	t, err := jt.Task()
+	if errors.Is(err, wire.ErrEmptyKey) {
+		return t, errors.New("key: must not be empty (leave it out for none)")
 	}
-	t := tasks.NewTask{
-		Category: jt.Category, Priority: jt.Priority, Title: jt.Title,
-		Payload: jt.Payload, MaxAttempts: jt.MaxAttempts,
-	}
-	if jt.Key != nil {
-		if *jt.Key == "" {
-			return t, errors.New("key: must not be empty (leave it out for none)")
-		}
-		t.Key = *jt.Key
-	}
-	var err error
-	if t.RunAfter, err = parseTime("run_after", jt.RunAfter); err != nil {
+	if err != nil {
 		return t, err
 	}
-	if t.DueAt, err = parseTime("due_at", jt.DueAt); err != nil {
+	if t.RunAfter, err = parseTime("run_after", runAfter); err != nil {
+		return t, err
+	}
+	if t.DueAt, err = parseTime("due_at", dueAt); err != nil {
 		return t, err
 	}
 	return t, nil
 }
 
-// parseTime parses an optional RFC 3339 time; nil or blank is the zero time.
+// parseTime parses an optional RFC 3339 time as wire.ParseTime does, but
+// more leniently, as a spreadsheet's cells need: spaces around it are
+// dropped, and nil or blank is the zero time.
 func parseTime(field string, s *string) (time.Time, error) {
 	if s == nil || strings.TrimSpace(*s) == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*s))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", field, *s)
+	v := strings.TrimSpace(*s)
+	t, err := wire.ParseTime(field, &v)
+	var te *wire.TimeError
+	if errors.As(err, &te) {
+		te.Value = *s // quoted as given
 	}
-	return t, nil
+	return t, err
 }
 
 // jsonError rewords encoding/json's errors for a person fixing a file.

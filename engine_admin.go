@@ -1,0 +1,213 @@
+package taskd
+
+import (
+	"context"
+	"time"
+
+	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/tasks/migrate"
+)
+
+// An operator's view of the pool and its editors, as the HTTP API, the pages
+// and the taskd command use it. Each method takes the store's params and
+// returns its domain types (package tasks). A write that others wait on goes
+// through the dispatcher, which takes the locks and sends the wake-ups: a
+// disabled editor's claim is revoked and its category woken, a resumed category
+// wakes the editors and workers waiting for it on every process, inserted tasks
+// wake the waiters of their categories. None of these needs Start: they work
+// from New to Stop. Their errors are the store's, unwrapped, so that their
+// messages can be shown as they are (the API answers them).
+
+// CreateEditor adds an editor with p's name, categories and token hash (make
+// a token with tasks.NewToken; the store keeps only its hash). It returns an
+// error wrapping tasks.ErrInvalid for a bad name or category and one wrapping
+// tasks.ErrConflict when the name or the token hash is taken.
+func (e *Engine) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error) {
+	return e.store.CreateEditor(ctx, p)
+}
+
+// UpdateEditor changes an editor's name and/or categories (nil leaves
+// either as it is). A claim the editor holds is kept; its next claim takes
+// tasks of the new categories only. It returns the editor as changed,
+// tasks.ErrNotFound for an unknown editor, and errors wrapping
+// tasks.ErrInvalid and tasks.ErrDuplicate as CreateEditor does.
+func (e *Engine) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error) {
+	return e.store.UpdateEditor(ctx, p)
+}
+
+// DisableEditor disables an editor: from then on every claim of it is
+// refused with tasks.ErrEditorDisabled. The claim it held, if any, goes back
+// to the pool with its fence bumped (so whatever the editor still sends about
+// it is stale), and a caller waiting for its category is woken. It returns
+// the revoked claim or nil, and tasks.ErrNotFound for an unknown editor.
+// Disabling a disabled editor revokes any claim it still holds.
+func (e *Engine) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, error) {
+	return e.d.DisableEditor(ctx, id)
+}
+
+// EnableEditor enables a disabled editor: its token is good again and it
+// may claim. Enabling an enabled editor changes nothing. It returns
+// tasks.ErrNotFound for an unknown editor.
+func (e *Engine) EnableEditor(ctx context.Context, id int64) error {
+	return e.store.EnableEditor(ctx, id)
+}
+
+// SetEditorToken replaces an editor's token by the one whose SHA-256 hash is
+// hash (see tasks.NewToken): the old token is refused from then on (by
+// processes that remember it, within Config.HTTP.EditorCacheTTL). The editor's
+// claim is kept. It returns tasks.ErrNotFound for an unknown editor and an
+// error wrapping tasks.ErrDuplicate when another editor has the hash.
+func (e *Engine) SetEditorToken(ctx context.Context, id int64, hash [32]byte) error {
+	return e.store.SetEditorToken(ctx, id, hash)
+}
+
+// InsertTasks adds tasks given with raw JSON payloads, in one statement: all
+// of them or, on any error, none; Insert and InsertMany do the same from
+// typed values. It wakes the workers and editors waiting for their
+// categories. It returns, in the order of ts, each task's id and whether this
+// call created it (false: a task with its Key existed, and its id is
+// returned). A task the store refuses (see tasks.NewTask.Validate) is an
+// error wrapping tasks.ErrInvalid.
+func (e *Engine) InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+	return e.d.Insert(ctx, ts)
+}
+
+// Task returns the task with the given id, or tasks.ErrNotFound.
+func (e *Engine) Task(ctx context.Context, id int64) (*tasks.Task, error) {
+	return e.store.GetTask(ctx, id)
+}
+
+// AcceptedResult returns the result committed for a done task, or
+// tasks.ErrNotFound when the task is not done (or does not exist).
+func (e *Engine) AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error) {
+	return e.store.AcceptedResult(ctx, taskID)
+}
+
+// PoolStats counts the pool's tasks by status and category, and its live
+// claims, counting those whose lease passes within expiringWithin as
+// expiring (zero counts none). It reads the MySQL replica when
+// Config.MySQL.ReplicaDSN sets one, the primary otherwise.
+func (e *Engine) PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
+	return e.store.Stats(ctx, expiringWithin)
+}
+
+// LiveLeases lists the live claims in task id order, a page of at most
+// p.Limit (1..tasks.LiveLeasesLimitMax) at a time, each with its holder and
+// the time its lease has left. It returns an error wrapping tasks.ErrInvalid
+// for a bad limit.
+func (e *Engine) LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error) {
+	return e.store.LiveLeases(ctx, p)
+}
+
+// PauseCategory pauses a category: from the moment it returns, no claim on
+// any process takes its tasks, to editors or to workers; live claims end as
+// usual. It returns the pause (since when, by the database's clock) and
+// whether this call made it (false: it was paused already). A category tasks
+// cannot have is an error wrapping tasks.ErrInvalid.
+func (e *Engine) PauseCategory(ctx context.Context, category string) (tasks.PausedCategory, bool, error) {
+	return e.d.PauseCategory(ctx, category)
+}
+
+// ResumeCategory ends the pause of a category and wakes the editors and
+// workers waiting for it, on every process that shares the engine's Redis
+// and key prefix. It returns whether this call ended a pause (false: it was
+// not paused), and an error wrapping tasks.ErrInvalid for a category tasks
+// cannot have.
+func (e *Engine) ResumeCategory(ctx context.Context, category string) (bool, error) {
+	return e.d.ResumeCategory(ctx, category)
+}
+
+// PausedCategories lists the paused categories, by name.
+func (e *Engine) PausedCategories(ctx context.Context) ([]tasks.PausedCategory, error) {
+	return e.store.PausedCategories(ctx)
+}
+
+// Results calls fn with each accepted result after the cursor p.After, in
+// cursor order, at most p.Limit of them (1..tasks.ResultsLimitMax; 0 means
+// tasks.ResultsLimitDefault), as GET /v1/results and `taskd export` read
+// them. An error of fn stops the page and is returned. The page says
+// whether more results follow. A bad limit or cursor is an error wrapping
+// tasks.ErrInvalid.
+func (e *Engine) Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error) {
+	return e.store.Results(ctx, p, fn)
+}
+
+// CountResults counts the accepted results after the cursor after.
+func (e *Engine) CountResults(ctx context.Context, after int64) (int64, error) {
+	return e.store.CountResults(ctx, after)
+}
+
+// SchemaStatus is where a database stands against the schema migrations
+// the binary carries: each migration, applied (when) or pending, and
+// whether its file matches the one applied. Its Err method says whether
+// `taskd migrate` (Engine.ApplyMigrations) refuses the database.
+type SchemaStatus = migrate.Status
+
+// AppliedMigration is one migration Engine.ApplyMigrations applied, or
+// adopted (a database made before versioned migrations).
+type AppliedMigration = migrate.Applied
+
+// SchemaStatus reads where the database stands against the binary's
+// migrations, and changes nothing (three reads).
+func (e *Engine) SchemaStatus(ctx context.Context) (*SchemaStatus, error) {
+	return migrate.ReadStatus(ctx, e.db)
+}
+
+// ApplyMigrations is Migrate, returning the migrations it applied, in order
+// (none for a database at the current schema). On an error, those applied
+// before it stay applied and are returned too; a database migrated by a
+// newer taskd is an error wrapping migrate.ErrSchemaAhead, one whose applied
+// migrations differ from the binary's migrate.ErrSchemaEdited, and nothing
+// is changed.
+func (e *Engine) ApplyMigrations(ctx context.Context) ([]AppliedMigration, error) {
+	return migrate.Up(ctx, e.db)
+}
+
+// apiStore is the engine as its HTTP API reads and writes the pool: reads
+// from the store, writes through the engine's methods.
+type apiStore struct {
+	*Engine
+}
+
+var _ api.Store = apiStore{}
+
+func (s apiStore) EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error) {
+	return s.store.EditorByTokenHash(ctx, hash)
+}
+
+func (s apiStore) GetTask(ctx context.Context, id int64) (*tasks.Task, error) {
+	return s.store.GetTask(ctx, id)
+}
+
+func (s apiStore) ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error) {
+	return s.store.ListTasks(ctx, p)
+}
+
+func (s apiStore) TaskEvents(ctx context.Context, p tasks.TaskEventsParams) (*tasks.EventPage, error) {
+	return s.store.TaskEvents(ctx, p)
+}
+
+func (s apiStore) ClaimHolder(ctx context.Context, taskID, fence int64) (string, error) {
+	return s.store.ClaimHolder(ctx, taskID, fence)
+}
+
+func (s apiStore) Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
+	return s.store.Stats(ctx, expiringWithin)
+}
+
+func (s apiStore) ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error) {
+	return s.store.ListEditors(ctx, p)
+}
+
+func (s apiStore) GetEditorSummary(ctx context.Context, id int64) (*tasks.EditorSummary, error) {
+	return s.store.GetEditorSummary(ctx, id)
+}
+
+func (s apiStore) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error) {
+	return s.store.GetEditorStats(ctx, id)
+}
+
+func (s apiStore) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error) {
+	return s.store.HeldByEditor(ctx, editorID)
+}

@@ -1,0 +1,19 @@
+package taskd
+
+import "github.com/jmoiron/sqlx"
+
+// What the package's external tests look at inside an engine.
+
+// DBForTest returns the engine's MySQL handle.
+func (e *Engine) DBForTest() *sqlx.DB { return e.db }
+
+// WaitingForTest reports whether a caller long-polls in the engine's
+// dispatcher.
+func (e *Engine) WaitingForTest() bool { return e.d.Waiting() }
+
+// ReplicaFallbacksForTest counts the reads the store sent to the primary
+// because the replica failed.
+func (e *Engine) ReplicaFallbacksForTest() int64 { return e.store.ReplicaFallbacks() }
+
+// HasDelivererForTest reports whether the engine built a webhook deliverer.
+func (e *Engine) HasDelivererForTest() bool { return e.hooks != nil }
