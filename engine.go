@@ -19,11 +19,12 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/internal/web"
 )
 
 // Timeouts of the engine's own steps.
@@ -66,7 +67,7 @@ type Engine struct {
 	db      *sqlx.DB
 	ownDB   bool
 	replica *sqlx.DB // Config.MySQL.ReplicaDSN's, always the engine's own
-	store   *tasks.Store
+	store   *store.Store
 	redis   *redisConn
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
@@ -186,7 +187,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 			return fmt.Errorf("mysql replica at %s is unreachable (leave mysql.replica_dsn empty to run without one): %w", server(dsn), err)
 		}
 	}
-	if e.store, err = tasks.NewStore(e.db, tasks.Config{
+	if e.store, err = store.New(e.db, store.Config{
 		SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold,
 		GroupCommit: cfg.Dispatch.GroupCommit, Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
 	}); err != nil {
@@ -413,7 +414,7 @@ func (e *Engine) MetricsAddr() string {
 func (e *Engine) Dispatcher() *dispatcher.Dispatcher { return e.d }
 
 // Store returns the engine's task store, to create editors and read tasks.
-func (e *Engine) Store() *tasks.Store { return e.store }
+func (e *Engine) Store() *store.Store { return e.store }
 
 // Addr returns the address the engine listens on once started with
 // Config.HTTP.Addr set (port 0 resolved), or "".

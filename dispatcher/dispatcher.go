@@ -85,6 +85,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -139,7 +140,7 @@ type Locker interface {
 }
 
 var (
-	_ Store  = (*tasks.Store)(nil)
+	_ Store  = (*store.Store)(nil)
 	_ Locker = (*locker.Client)(nil)
 )
 
@@ -444,7 +445,7 @@ func Unavailable(err error) error {
 // unreachable reports whether err means a store could not be reached or could
 // not serve the request now, as opposed to a refused or invalid request.
 func unreachable(err error) bool {
-	return tasks.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
+	return store.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }

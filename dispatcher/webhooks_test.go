@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -142,7 +143,7 @@ func backlog(t testing.TB, b *bundle) *tasks.WebhookBacklog {
 // delivery log shows the failed attempts.
 func TestDelivererRetriesUntilDelivered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: tasks.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	var calls atomic.Int64
 	rc := newReceiver(t, func(*http.Request, webhook.Event) int {
 		if calls.Add(1) <= 6 {
@@ -211,7 +212,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 // receiver answers, everything is delivered.
 func TestDelivererHangingReceiver(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: tasks.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	release := make(chan struct{})
 	var hanging, answered atomic.Int64
 	rc := newReceiver(t, func(r *http.Request, _ webhook.Event) int {
@@ -259,7 +260,7 @@ func TestDelivererHangingReceiver(t *testing.T) {
 // after MaxAttempts, kept and counted, and not posted again.
 func TestDelivererFailsForGood(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: tasks.Config{WebhookEvents: tasks.WebhookEvents()}})
+	b := setup(t, setupOpts{store: store.Config{WebhookEvents: tasks.WebhookEvents()}})
 	var calls atomic.Int64
 	rc := newReceiver(t, func(*http.Request, webhook.Event) int {
 		calls.Add(1)
@@ -289,7 +290,7 @@ func TestDelivererFailsForGood(t *testing.T) {
 // lock's time to live, and the other takes over and delivers.
 func TestDelivererOneAtATime(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: tasks.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	// A second dispatcher over the same store, Redis and key prefix: another
 	// process.
 	d2, err := dispatcher.New(b.store, b.locks, dispatcher.Config{KeyPrefix: b.prefix})

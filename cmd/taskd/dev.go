@@ -13,8 +13,9 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/demo"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // devArticlesDefault is how many pending demo articles dev keeps in the pool.
@@ -84,7 +85,7 @@ func prepareDev(ctx context.Context, stdout io.Writer, e *running, articles int)
 }
 
 // createDemoEditors creates this run's demo editors.
-func createDemoEditors(ctx context.Context, store *tasks.Store) ([]demoEditor, error) {
+func createDemoEditors(ctx context.Context, store *store.Store) ([]demoEditor, error) {
 	suffix := strings.ToLower(rand.Text()[:4])
 	var out []demoEditor
 	for _, e := range demo.Editors() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskd/taskd/cmd/taskd/internal/exportfile"
 	"github.com/taskd/taskd/cmd/taskd/internal/progress"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -135,7 +136,7 @@ func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, a
 // exporter runs one export.
 type exporter struct {
 	a      *app
-	store  *tasks.Store
+	store  *store.Store
 	format exportfile.Format
 	batch  int
 	path   string    // "" for standard output

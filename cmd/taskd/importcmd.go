@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskd/taskd/cmd/taskd/internal/importfile"
 	"github.com/taskd/taskd/cmd/taskd/internal/progress"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -87,7 +88,7 @@ long-polling for them see them within dispatch.poll_interval.`)
 // importer runs one import.
 type importer struct {
 	a       *app
-	store   *tasks.Store
+	store   *store.Store
 	path    string
 	format  importfile.Format
 	batch   int

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/taskd/taskd/tasks/migrate"
+	"github.com/taskd/taskd/internal/store/migrate"
 )
 
 // runMigrate applies the migrations built into the binary, or with -status shows

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -62,7 +63,7 @@ at once).`)
 
 // categoryCommand parses the flags and the one CATEGORY of pause and resume,
 // and opens the store; done closes it.
-func (a *app) categoryCommand(ctx context.Context, f *cmdFlags, args []string) (string, *tasks.Store, func(), error) {
+func (a *app) categoryCommand(ctx context.Context, f *cmdFlags, args []string) (string, *store.Store, func(), error) {
 	if err := a.parse(f, args); err != nil {
 		return "", nil, nil, err
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
-	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/config"
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/telemetry"
 )
 
 // storeCheckTimeout bounds connecting to MySQL at start.
@@ -38,14 +38,14 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // openMySQL connects to MySQL (with the settings fencing needs, which
 // tasks.Open forces) for the commands that need no engine, and returns the
 // handle and a store on it. The error names the server.
-func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *tasks.Store, error) {
+func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *store.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
-	db, err := tasks.Open(ctx, cfg.MySQL.DSN)
+	db, err := store.Open(ctx, cfg.MySQL.DSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
 	}
-	store, err := tasks.NewStore(db, tasks.Config{SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold})
+	store, err := store.New(db, store.Config{SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold})
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("mysql store: %w", err)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -42,7 +43,7 @@ type Store interface {
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
 
-var _ Store = (*tasks.Store)(nil)
+var _ Store = (*store.Store)(nil)
 
 // Check is a readiness check run by GET /readyz, such as a ping of MySQL or
 // Redis. It gets a context that ends after CheckTimeout.

@@ -15,7 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
 )
 
 // Counts are the totals a Connector has seen so far.
@@ -54,12 +54,12 @@ func (c *Connector) Counts() Counts {
 // OpenMySQL opens dsn as tasks.Open does (tasks.Connector's settings, the
 // pool settings of tasks.OpenDB), over a Connector that counts its requests.
 func OpenMySQL(ctx context.Context, dsn string) (*sqlx.DB, *Connector, error) {
-	connector, err := tasks.Connector(dsn)
+	connector, err := store.Connector(dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	cc := &Connector{Connector: connector}
-	db, err := tasks.OpenDB(ctx, sql.OpenDB(cc))
+	db, err := store.OpenDB(ctx, sql.OpenDB(cc))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
 )
 
 // OpenMySQL opens the task store's database like tasks.Open, through an
@@ -35,12 +35,12 @@ func OpenMySQL(ctx context.Context, dsn string, p *Providers) (*sqlx.DB, error) 
 	if p == nil {
 		return nil, fmt.Errorf("open database: %w", errNilProviders)
 	}
-	connector, err := tasks.Connector(dsn)
+	connector, err := store.Connector(dsn)
 	if err != nil {
 		return nil, err
 	}
 	if !tracing(p.TracerProvider) && !metering(p.MeterProvider) {
-		return tasks.OpenDB(ctx, sql.OpenDB(connector))
+		return store.OpenDB(ctx, sql.OpenDB(connector))
 	}
 	cfg, err := mysql.ParseDSN(dsn) // cannot fail: Connector parsed it
 	if err != nil {
@@ -56,7 +56,7 @@ func OpenMySQL(ctx context.Context, dsn string, p *Providers) (*sqlx.DB, error) 
 			DisableErrSkip:       true,
 		}),
 	}
-	db, err := tasks.OpenDB(ctx, otelsql.OpenDB(connector, opts...))
+	db, err := store.OpenDB(ctx, otelsql.OpenDB(connector, opts...))
 	if err != nil {
 		return nil, err
 	}
