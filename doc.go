@@ -19,7 +19,7 @@
 // pass in handles the caller keeps owning.
 //
 // Start checks that the database is at the schema this binary was built for
-// (package tasks/migrate applies the migrations; `taskd migrate` is the
+// (package internal/store/migrate applies the migrations; `taskd migrate` is the
 // same), then starts the dispatcher and its wake-up relay, the sweeper, the
 // scheduler of periodic tasks (Config.Schedules), the workers when handlers
 // are registered, the webhook deliverer when webhooks are configured, and,

@@ -432,7 +432,7 @@ func (e *Engine) Addr() string {
 // whatever becomes of ctx after Start returns; ctx gives them its values.
 //
 // First, Start checks that the database's schema is the one this binary
-// was built for (package tasks/migrate; three reads, bounded by 10s), and
+// was built for (package internal/store/migrate; three reads, bounded by 10s), and
 // starts nothing when it is not: a database never migrated, or migrated
 // by an older taskd, is an error wrapping migrate.ErrSchemaBehind that says
 // to run `taskd migrate` or migrate.Up; one migrated by a newer taskd

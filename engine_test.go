@@ -239,9 +239,6 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
 		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
 	}
-	if n := e.Store().ReplicaFallbacks(); n != 0 {
-		t.Fatalf("replica fallbacks = %d, want 0", n)
-	}
 }
 
 // A replica that does not answer at start is a clear error.

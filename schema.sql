@@ -37,7 +37,7 @@
 -- as usual.
 --
 -- This file is the complete current schema, for readers and DBAs. It is the sum of the
--- numbered migrations in tasks/migrate/migrations/, which `taskd migrate` applies in
+-- numbered migrations in internal/store/migrate/migrations/, which `taskd migrate` applies in
 -- order and records in the table taskd_schema_migrations (bookkeeping, not shown
 -- here); a test proves that applying them all to an empty database gives exactly these
 -- tables. A schema change is a new migration plus the matching change here, in the

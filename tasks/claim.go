@@ -19,7 +19,7 @@ type ClaimParams struct {
 	Holder string
 	// EditorID is the claiming editor, or 0 for workers.
 	EditorID int64
-	// Lease is how long the claim lives without a heartbeat: LeaseMin..Config.MaxHold,
+	// Lease is how long the claim lives without a heartbeat: LeaseMin..the store's MaxHold,
 	// truncated to milliseconds.
 	Lease time.Duration
 	// TraceContext is the W3C traceparent of the claim span; may be empty.

@@ -19,7 +19,7 @@ var (
 	ErrSkipped = errors.New("skipped by the editor")
 
 	// ErrHoldLimit means a heartbeat cannot extend the lease because the claim has
-	// reached the maximum hold time (Config.MaxHold). The claim stays valid until its
+	// reached the maximum hold time (the store's MaxHold). The claim stays valid until its
 	// current lease passes.
 	ErrHoldLimit = errors.New("hold limit reached")
 

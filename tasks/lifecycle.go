@@ -10,7 +10,7 @@ type HeartbeatParams struct {
 	TaskID int64
 	Fence  int64
 	Holder string
-	// Lease is the new lease from now: LeaseMin..Config.MaxHold, truncated to
+	// Lease is the new lease from now: LeaseMin..the store's MaxHold, truncated to
 	// milliseconds.
 	Lease time.Duration
 }
@@ -40,8 +40,8 @@ type ReleaseParams struct {
 	// Reason is recorded in the audit event (truncated to 1024 characters).
 	Reason string
 	// Skip records a 'skipped' event instead of 'released', and keeps the task from
-	// being offered to the same editor for Config.SkipFor instead of
-	// Config.ReleaseCooldown. Only editors' claims can be skipped.
+	// being offered to the same editor for the store's SkipFor instead of
+	// the store's ReleaseCooldown. Only editors' claims can be skipped.
 	Skip bool
 }
 

@@ -155,7 +155,7 @@ type Ended struct {
 	// TraceContext is the W3C traceparent stored with the claim, if any.
 	TraceContext string
 	// Withheld is how long, from EndedAt, the task is not offered to the editor
-	// whose claim ended: Config.SkipFor after a skip, Config.ReleaseCooldown after
+	// whose claim ended: the store's SkipFor after a skip, the store's ReleaseCooldown after
 	// a release. Zero otherwise.
 	Withheld time.Duration
 }

@@ -49,7 +49,7 @@ var (
 const (
 	// changeLockSQL locks the rows of a batch by primary key, in id order.
 	changeLockSQL = `SELECT id, status, fence, COALESCE(holder, '') AS holder, category
-FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (%s) ORDER BY id FOR UPDATE`
+FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (?) ORDER BY id FOR UPDATE`
 	// changeSQL changes exactly the locked rows that are in the status wanted,
 	// fenced on (id, fence) and the status.
 	changeSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET %s
@@ -71,11 +71,11 @@ type lockedRow struct {
 func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason string) (locked []lockedRow, changed []tasks.Changed, err error) {
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		locked, changed = nil, nil // a deadlock victim runs again
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			args[i] = id
+		q, args, err := sqlx.In(changeLockSQL, ids)
+		if err != nil {
+			return err
 		}
-		if err := tx.SelectContext(ctx, &locked, fmt.Sprintf(changeLockSQL, placeholders(len(ids))), args...); err != nil {
+		if err := tx.SelectContext(ctx, &locked, q, args...); err != nil {
 			return err
 		}
 		var pairs []any
@@ -186,7 +186,7 @@ WHERE status = ? AND category = ?%s%s
 ORDER BY priority DESC, due_order, id LIMIT ?`
 	bulkByCategoryAfterSQL = ` AND (priority < ? OR (priority = ? AND (due_order > ? OR (due_order = ? AND id > ?))))`
 	bulkByIDsSQL           = `SELECT id, priority, due_order FROM tasks FORCE INDEX (PRIMARY)
-WHERE id IN (%s) AND id > ? AND status = ?%s%s
+WHERE id IN (?) AND id > ? AND status = ?%s%s
 ORDER BY id LIMIT ?`
 	bulkCategorySQL      = ` AND category = ?`
 	bulkCreatedBeforeSQL = ` AND created_at < ?`
@@ -202,7 +202,7 @@ type bulkRow struct {
 
 // bulkQuery builds the bulk read of the tasks in status that p selects (ids sorted
 // and distinct), after the row after (nil: from the start), limit rows.
-func bulkQuery(status tasks.Status, p tasks.BulkParams, ids []int64, after *bulkRow, limit int) (string, []any) {
+func bulkQuery(status tasks.Status, p tasks.BulkParams, ids []int64, after *bulkRow, limit int) (string, []any, error) {
 	created, createdArg := "", []any(nil)
 	if !p.CreatedBefore.IsZero() {
 		// created_at has milliseconds: created_at < t when created_at < t rounded
@@ -220,24 +220,20 @@ func bulkQuery(status tasks.Status, p tasks.BulkParams, ids []int64, after *bulk
 			args = append(args, after.Priority, after.Priority, after.DueOrder, after.DueOrder, after.ID)
 		}
 		args = append(append(args, createdArg...), limit)
-		return fmt.Sprintf(bulkByCategorySQL, cursor, created), args
-	}
-	args := make([]any, 0, len(ids)+5)
-	for _, id := range ids {
-		args = append(args, id)
+		return fmt.Sprintf(bulkByCategorySQL, cursor, created), args, nil
 	}
 	var afterID int64
 	if after != nil {
 		afterID = after.ID
 	}
-	args = append(args, afterID, string(status))
+	args := []any{ids, afterID, string(status)}
 	cat := ""
 	if p.Category != "" {
 		cat = bulkCategorySQL
 		args = append(args, p.Category)
 	}
 	args = append(append(args, createdArg...), limit)
-	return fmt.Sprintf(bulkByIDsSQL, placeholders(len(ids)), cat, created), args
+	return sqlx.In(fmt.Sprintf(bulkByIDsSQL, cat, created), args...)
 }
 
 func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.BulkParams) (*tasks.BulkResult, error) {
@@ -250,8 +246,11 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 	for res.Matched < limit {
 		n := min(bulkBatch, limit-res.Matched)
 		var rows []bulkRow
-		q, args := bulkQuery(ch.from, p, ids, after, n)
-		if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+		q, args, err := bulkQuery(ch.from, p, ids, after, n)
+		if err == nil {
+			err = s.db.SelectContext(ctx, &rows, q, args...)
+		}
+		if err != nil {
 			return res, fmt.Errorf("%s matching: %w", ch.op, err)
 		}
 		if len(rows) == 0 {
@@ -288,8 +287,11 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 	}
 	// At the limit: is there more?
 	var rows []bulkRow
-	q, args := bulkQuery(ch.from, p, ids, after, 1)
-	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+	q, args, err := bulkQuery(ch.from, p, ids, after, 1)
+	if err == nil {
+		err = s.db.SelectContext(ctx, &rows, q, args...)
+	}
+	if err != nil {
 		return res, fmt.Errorf("%s matching: %w", ch.op, err)
 	}
 	res.More = len(rows) > 0
@@ -334,8 +336,3 @@ var (
 	minDatetime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
 	maxDatetime = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
 )
-
-// placeholders returns n comma-separated '?'.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}

@@ -385,7 +385,10 @@ func TestBulkQueryPlans(t *testing.T) {
 		{"by ids", tasks.BulkParams{Category: "c1"}, []int64{1, 11, 21, 31}, "PRIMARY"},
 	} {
 		for _, after := range []bool{false, true} {
-			q, args := store.BulkQuery(tasks.StatusDead, c.p, c.ids, after, 500)
+			q, args, err := store.BulkQuery(tasks.StatusDead, c.p, c.ids, after, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
 			plan := b.explain(t, q, args...)
 			t.Logf("%s (cursor %v):\n%s\n%s", c.name, after, q, formatPlan(plan))
 			noFullScans(t, c.name, plan)

@@ -24,7 +24,7 @@ import (
 // one eq_ref lookup per row read. (NOT EXISTS lets the optimizer materialize every
 // unexpired skip of every editor instead.) The index hints pin these plans: the
 // optimizer may otherwise prefer another index when statistics are skewed, for
-// example in a fresh, small table. tasks/EXPLAIN.md shows the plans.
+// example in a fresh, small table. internal/store/EXPLAIN.md shows the plans.
 const (
 	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `

@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -43,7 +43,7 @@ const listEditorsSQL = editorSummarySQL + `WHERE e.id > ? ORDER BY e.id LIMIT ?`
 // range of task_events_editor per (editor, kind), holding exactly the rows counted,
 // read from the index alone.
 const todayCountsSQL = `SELECT editor_id, kind, COUNT(*) AS n FROM task_events FORCE INDEX (task_events_editor)
-WHERE editor_id IN (%s) AND kind IN ` + countedKinds + " AND `at` >= UTC_DATE()\n" + `GROUP BY editor_id, kind`
+WHERE editor_id IN (?) AND kind IN ` + countedKinds + " AND `at` >= UTC_DATE()\n" + `GROUP BY editor_id, kind`
 
 // countedKinds are the kinds of event EventCounts counts, as an SQL list.
 const countedKinds = `('claimed', 'submitted', 'released', 'skipped', 'expired', 'recycled')`
@@ -70,7 +70,7 @@ func (r editorSummaryRow) summary() tasks.EditorSummary {
 }
 
 // editorCategoriesSQL reads the categories of a page of editors by primary key.
-const editorCategoriesSQL = `SELECT editor_id, category FROM editor_categories WHERE editor_id IN (%s) ORDER BY editor_id, category`
+const editorCategoriesSQL = `SELECT editor_id, category FROM editor_categories WHERE editor_id IN (?) ORDER BY editor_id, category`
 
 // ListEditors lists editors in id order, a page at a time, each with its categories,
 // its live claim and its counts of today (see EditorSummary). Pass NextAfterID as the
@@ -115,11 +115,10 @@ func (s *Store) fill(ctx context.Context, eds []tasks.EditorSummary) error {
 	if len(eds) == 0 {
 		return nil
 	}
-	args := make([]any, len(eds))
+	ids := make([]int64, len(eds))
 	for i, e := range eds {
-		args[i] = e.ID
+		ids[i] = e.ID
 	}
-	in := strings.TrimSuffix(strings.Repeat("?, ", len(eds)), ", ")
 	find := func(id int64) *tasks.EditorSummary {
 		i, found := slices.BinarySearchFunc(eds, id, func(e tasks.EditorSummary, id int64) int { return cmp.Compare(e.ID, id) })
 		if !found {
@@ -131,7 +130,11 @@ func (s *Store) fill(ctx context.Context, eds []tasks.EditorSummary) error {
 		EditorID int64  `db:"editor_id"`
 		Category string `db:"category"`
 	}
-	if err := s.db.SelectContext(ctx, &cats, fmt.Sprintf(editorCategoriesSQL, in), args...); err != nil {
+	q, args, err := sqlx.In(editorCategoriesSQL, ids)
+	if err == nil {
+		err = s.db.SelectContext(ctx, &cats, q, args...)
+	}
+	if err != nil {
 		return err
 	}
 	for _, r := range cats {
@@ -144,7 +147,11 @@ func (s *Store) fill(ctx context.Context, eds []tasks.EditorSummary) error {
 		Kind     tasks.EventKind `db:"kind"`
 		N        int64           `db:"n"`
 	}
-	if err := s.db.SelectContext(ctx, &counts, fmt.Sprintf(todayCountsSQL, in), args...); err != nil {
+	q, args, err = sqlx.In(todayCountsSQL, ids)
+	if err == nil {
+		err = s.db.SelectContext(ctx, &counts, q, args...)
+	}
+	if err != nil {
 		return err
 	}
 	for _, r := range counts {

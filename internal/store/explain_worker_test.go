@@ -44,7 +44,7 @@ func firstWords(s string) string {
 // worker batches (ClaimBatch, HeartbeatBatch, Complete with results, failures and
 // dead members) reads tasks by its primary key, a range over the members' ids, on
 // a table where the status indexes would look cheaper to the optimizer: no full
-// scan, no other index. Run with -v to see the plans (tasks/EXPLAIN.md).
+// scan, no other index. Run with -v to see the plans (internal/store/EXPLAIN.md).
 func TestWorkerBatchQueryPlans(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{InsertBatchSize: 1000})

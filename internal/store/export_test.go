@@ -76,3 +76,13 @@ func CompleteSQL(s *Store, os []tasks.Outcome) (string, []any, error) {
 	q, args, _, err := s.completeSQL(os)
 	return q, args, err
 }
+
+// ReplicaFallbacks returns how many reads meant for the replica the primary
+// answered.
+func (s *Store) ReplicaFallbacks() int64 { return s.replicaFallbacks() }
+
+// DeliveryLog returns the attempts to deliver event eventID to webhook, oldest
+// first.
+func (s *Store) DeliveryLog(ctx context.Context, eventID int64, webhook string) ([]tasks.WebhookAttempt, error) {
+	return s.deliveryLog(ctx, eventID, webhook)
+}

@@ -25,11 +25,10 @@ import (
 // a lone claimant waits for nobody.
 //
 // A group writes its cycles (claims, submits, heartbeats: see Cycles, in
-// cycle.go) with set-based statements, one per kind of write for all of them; a
-// member that is a statement batch (see batch) runs as it is, after the cycles.
-// Every part only reads user variables (@taskd_*) it set first, so a part never
-// sees a value a part before it left. Each part knows how many result sets its
-// SELECTs answer, which is how the group's answer is split among them.
+// cycle.go) with set-based statements, one per kind of write for all of them.
+// Every round only reads user variables (@taskd_*) it set first, so a round
+// never sees a value a round before it left. Each round knows how many result
+// sets its SELECTs answer, which is how the group's answer is split among them.
 //
 // A statement error in a group (a value the server refuses, a deadlock, a lock wait
 // timeout) rolls the whole group back; its members are then sent again in halves,
@@ -55,19 +54,12 @@ const groupFlights = 2
 // writes with it.
 const groupTimeout = 30 * time.Second
 
-// member is one claimant's write in a group: a cycle, or a statement batch.
+// member is one claimant's write in a group.
 type member struct {
 	ctx context.Context
-	// cycle, when not nil, is the member's write, and query, args and scans
-	// are unused.
+	// cycle is the member's write; its answer is scanned into it, set, not
+	// accumulated, so that a member sent again is scanned again.
 	cycle *cycle
-	// query is the batch's statements without START TRANSACTION and COMMIT,
-	// each ending in ";\n".
-	query string
-	args  []any
-	// scans read the batch's result sets, one each, in order. They set, not
-	// accumulate: a member sent again is scanned again.
-	scans []func(*sqlx.Rows) error
 	// err is the member's answer, set before done is closed.
 	err  error
 	done chan struct{}
@@ -91,13 +83,6 @@ type committer struct {
 	// beforeSend, when set (tests only), runs before each group is sent, in
 	// the group's goroutine, with the number of its members.
 	beforeSend func(n int)
-}
-
-// grouped runs query, a batch's statements without START TRANSACTION and COMMIT,
-// in a transaction with the writes of other claimants that arrive together (see
-// join), and hands its result sets to scans, one each.
-func (s *Store) grouped(ctx context.Context, query string, args []any, scans ...func(*sqlx.Rows) error) error {
-	return s.join(ctx, &member{query: query, args: args, scans: scans})
 }
 
 // groupedCycle writes c in a transaction with the writes of other claimants that
@@ -130,30 +115,20 @@ func (s *Store) join(ctx context.Context, m *member) error {
 }
 
 // groupSQL is the transaction of ms, with its arguments and the scans of its
-// result sets: the rounds of their cycles, then the other members' batches, in
-// the order they came.
+// result sets: the rounds of their cycles.
 func (s *Store) groupSQL(ms []*member) (string, []any, []func(*sqlx.Rows) error) {
 	var q strings.Builder
 	var args []any
 	var scans []func(*sqlx.Rows) error
 	q.WriteString("START TRANSACTION;\n")
-	var cs []*cycle
-	for _, m := range ms {
-		if m.cycle != nil {
-			cs = append(cs, m.cycle)
-		}
+	cs := make([]*cycle, len(ms))
+	for i, m := range ms {
+		cs[i] = m.cycle
 	}
 	for _, r := range rounds(cs) {
 		a, scan := s.roundSQL(&q, r)
 		args = append(args, a...)
 		scans = append(scans, scan)
-	}
-	for _, m := range ms {
-		if m.cycle == nil {
-			q.WriteString(m.query)
-			args = append(args, m.args...)
-			scans = append(scans, m.scans...)
-		}
 	}
 	q.WriteString("COMMIT")
 	return q.String(), args, scans

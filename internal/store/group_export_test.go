@@ -1,14 +1,10 @@
 package store
 
 import (
-	"context"
-
-	"github.com/jmoiron/sqlx"
-
 	"github.com/taskd/taskd/tasks"
 )
 
-// Hooks for the group commit tests in package tasks_test.
+// Hooks for the group commit tests in package store_test.
 
 // GroupCounts are what a store's committer counted.
 type GroupCounts struct {
@@ -33,12 +29,6 @@ func GroupQueued(s *Store) int { return s.group.queued() }
 // BeforeGroup makes fn run before each group is sent, in the group's
 // goroutine, with its number of members. Set it before any write.
 func BeforeGroup(s *Store, fn func(n int)) { s.group.beforeSend = fn }
-
-// Grouped sends query, a batch's statements without START TRANSACTION and
-// COMMIT, as a member of a group.
-func Grouped(s *Store, ctx context.Context, query string, args []any, scans ...func(*sqlx.Rows) error) error {
-	return s.grouped(ctx, query, args, scans...)
-}
 
 // SetGroupFlights sets how many groups s may have in flight at once. Set it
 // before any write.

@@ -18,7 +18,7 @@ import (
 const (
 	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at) VALUES `
 	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?)`
-	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (%s)`
+	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (?)`
 	existingKeysBatch = 1000
 )
 
@@ -162,11 +162,10 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 	existing := map[string]int64{}
 	for start := 0; start < len(keys); start += existingKeysBatch {
 		batch := keys[start:min(start+existingKeysBatch, len(keys))]
-		args := make([]any, len(batch))
-		for i, k := range batch {
-			args[i] = k
+		q, args, err := sqlx.In(existingKeysSQL, batch)
+		if err != nil {
+			return err
 		}
-		q := fmt.Sprintf(existingKeysSQL, strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", "))
 		var found []struct {
 			ID  int64  `db:"id"`
 			Key string `db:"task_key"`

@@ -53,7 +53,7 @@ type listQuery struct {
 // unique key (at most one task), the editor's task (at most one), the done time
 // (with the status, or a branch per ended status), the holder, the assigned status
 // (tasks_expiry: every claim, sorted), the category (with the status, or a branch per
-// ended status), the status, the creation time. tasks/EXPLAIN.md says which
+// ended status), the status, the creation time. internal/store/EXPLAIN.md says which
 // combinations cost a bounded read.
 func listIndex(p tasks.ListParams) string {
 	switch {
@@ -281,7 +281,7 @@ func statusList() string {
 // stops after Limit+1 rows: the cost does not grow with the pool. Two statuses
 // cost the claims instead: a list of pending tasks also passes over the assigned
 // ones between them, and a list of assigned tasks reads and sorts every assigned
-// task (see tasks/EXPLAIN.md, which also names the combinations that filter rows an
+// task (see internal/store/EXPLAIN.md, which also names the combinations that filter rows an
 // index read, such as a holder with a status). ListTasks returns ErrInvalid for a
 // bad filter, limit or cursor, or a cursor of a list in another order.
 func (s *Store) ListTasks(ctx context.Context, p tasks.ListParams) (*tasks.TaskPage, error) {

@@ -40,7 +40,7 @@ func describe(p tasks.ListParams) string {
 // the merge of a union's branches), on a pool of 20,000 tasks; and, running each
 // query for a page from the middle of its list, that the rows it reads are
 // bounded by the page size, not by the pool or the depth of the page (the
-// session's Handler_read_* counters). tasks/EXPLAIN.md shows the plans.
+// session's Handler_read_* counters). internal/store/EXPLAIN.md shows the plans.
 func TestListQueryPlans(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{InsertBatchSize: 1000})

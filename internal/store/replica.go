@@ -33,10 +33,10 @@ type replica struct {
 	fallbacks atomic.Int64
 }
 
-// ReplicaFallbacks returns how many reads meant for the replica the primary
+// replicaFallbacks returns how many reads meant for the replica the primary
 // answered because the replica failed, timed out or was resting after a
 // failure. It is 0 without a replica.
-func (s *Store) ReplicaFallbacks() int64 {
+func (s *Store) replicaFallbacks() int64 {
 	if s.replica == nil {
 		return 0
 	}

@@ -3,9 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -47,7 +47,7 @@ func (s *Store) LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tas
 }
 
 const liveHoldersSQL = `SELECT id, holder FROM tasks FORCE INDEX (PRIMARY)
-WHERE id IN (%s) AND status = 'assigned' AND lease_expires_at >= NOW(3)`
+WHERE id IN (?) AND status = 'assigned' AND lease_expires_at >= NOW(3)`
 
 // LiveHolders returns the holder of each of the tasks that is a live claim (assigned,
 // lease not passed), by task id; tasks that are not, or do not exist, are absent. It
@@ -61,11 +61,10 @@ func (s *Store) LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]str
 	if len(taskIDs) == 0 {
 		return holders, nil
 	}
-	args := make([]any, len(taskIDs))
-	for i, id := range taskIDs {
-		args[i] = id
+	query, args, err := sqlx.In(liveHoldersSQL, taskIDs)
+	if err != nil {
+		return nil, fmt.Errorf("live holders: %w", err)
 	}
-	query := fmt.Sprintf(liveHoldersSQL, strings.TrimSuffix(strings.Repeat("?, ", len(taskIDs)), ", "))
 	var rows []struct {
 		ID     int64  `db:"id"`
 		Holder string `db:"holder"`

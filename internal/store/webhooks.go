@@ -39,7 +39,7 @@ const (
 WHERE fanned_out = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`
 	fanOutDeliveriesSQL = `INSERT INTO webhook_deliveries (event_id, webhook) VALUES %s
 ON DUPLICATE KEY UPDATE event_id = event_id`
-	fanOutDoneSQL = `UPDATE webhook_outbox SET fanned_out = 1 WHERE id IN (%s) AND fanned_out = 0`
+	fanOutDoneSQL = `UPDATE webhook_outbox SET fanned_out = 1 WHERE id IN (?) AND fanned_out = 0`
 )
 
 // FanOut creates a pending delivery for each new event of the outbox and each
@@ -74,11 +74,11 @@ func (s *Store) FanOut(ctx context.Context, p tasks.FanOutParams) (int, error) {
 		if len(rows) == 0 {
 			return nil
 		}
-		var values, ids []string
-		var dargs, iargs []any
+		var values []string
+		var dargs []any
+		ids := make([]int64, 0, len(rows))
 		for _, r := range rows {
-			ids = append(ids, "?")
-			iargs = append(iargs, r.ID)
+			ids = append(ids, r.ID)
 			for _, name := range p.Subscribers[r.Kind] {
 				values = append(values, "(?, ?)")
 				dargs = append(dargs, r.ID, name)
@@ -89,7 +89,11 @@ func (s *Store) FanOut(ctx context.Context, p tasks.FanOutParams) (int, error) {
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(fanOutDoneSQL, strings.Join(ids, ", ")), iargs...)
+		q, args, err := sqlx.In(fanOutDoneSQL, ids)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -245,9 +249,9 @@ const deliveryLogSQL = `SELECT id, event_id, webhook, attempt, COALESCE(status_c
 	COALESCE(error, '') AS error, duration_ms, ` + "`at`" + `
 FROM webhook_attempts WHERE event_id = ? AND webhook = ? ORDER BY id`
 
-// DeliveryLog returns the attempts to deliver event eventID to webhook, oldest
+// deliveryLog returns the attempts to deliver event eventID to webhook, oldest
 // first; empty when there were none.
-func (s *Store) DeliveryLog(ctx context.Context, eventID int64, webhook string) ([]tasks.WebhookAttempt, error) {
+func (s *Store) deliveryLog(ctx context.Context, eventID int64, webhook string) ([]tasks.WebhookAttempt, error) {
 	out := []tasks.WebhookAttempt{}
 	if err := s.db.SelectContext(ctx, &out, deliveryLogSQL, eventID, webhook); err != nil {
 		return nil, fmt.Errorf("delivery log of event %d to %s: %w", eventID, webhook, err)

@@ -29,7 +29,7 @@ func TestMigrationsAddUpToSchema(t *testing.T) {
 	}
 	if diff := schemaDiff(readSchema(t, fromSchema), readSchema(t, fromMigrations)); diff != "" {
 		t.Errorf("applying every migration does not give schema.sql's schema (- schema.sql, + migrations):\n%s\n"+
-			"Every schema change is a new migration in tasks/migrate/migrations, and schema.sql changes to match.", diff)
+			"Every schema change is a new migration in internal/store/migrate/migrations, and schema.sql changes to match.", diff)
 	}
 }
 
