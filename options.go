@@ -47,7 +47,7 @@ func WithLogger(log *slog.Logger) Option {
 	return func(o *options) { o.log = log }
 }
 
-// WithDB makes the engine use db, a handle from tasks.Open or
+// WithDB makes the engine use db, a handle from store.Open or
 // telemetry.OpenMySQL, instead of opening Config.MySQL.DSN. The handle stays
 // the caller's: Stop does not close it.
 func WithDB(db *sqlx.DB) Option {

@@ -101,7 +101,7 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
-// Store is the task store the dispatcher works on; *tasks.Store implements it.
+// Store is the task store the dispatcher works on; *store.Store implements it.
 type Store interface {
 	Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
@@ -396,7 +396,7 @@ func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64,
 	return ids, nil
 }
 
-// Insert inserts tasks into the pool as tasks.Store.Insert does, saying for each
+// Insert inserts tasks into the pool as store.Store.Insert does, saying for each
 // whether it was made or its key existed, and wakes callers waiting for the tasks
 // it made.
 func (d *Dispatcher) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {

@@ -27,7 +27,7 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// WebhookStore is what the Deliverer needs of the store; *tasks.Store
+// WebhookStore is what the Deliverer needs of the store; *store.Store
 // implements it.
 type WebhookStore interface {
 	FanOut(ctx context.Context, p tasks.FanOutParams) (int, error)

@@ -287,7 +287,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 	return nil
 }
 
-// validateTask checks t as tasks.Store.InsertTasks does, and returns the
+// validateTask checks t as store.Store.InsertTasks does, and returns the
 // reason without the sentinel's prefix, or nil when t is acceptable.
 func validateTask(t tasks.NewTask) error {
 	err := t.Validate()

@@ -36,7 +36,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // openMySQL connects to MySQL (with the settings fencing needs, which
-// tasks.Open forces) for the commands that need no engine, and returns the
+// store.Open forces) for the commands that need no engine, and returns the
 // handle and a store on it. The error names the server.
 func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, *store.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)

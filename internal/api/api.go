@@ -19,7 +19,7 @@ import (
 )
 
 // Store is what the API reads from and writes to the task store directly;
-// everything about claims goes through the dispatcher. *tasks.Store implements
+// everything about claims goes through the dispatcher. *store.Store implements
 // it.
 type Store interface {
 	CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error)

@@ -34,7 +34,7 @@
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
 //	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
 //	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
-//	                                              for tasks.Config.ReleaseCooldown, or SkipFor with skip)
+//	                                              for store.Config.ReleaseCooldown, or SkipFor with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}
 //	GET  /metrics                         anyone  Config.Metrics, when set (Config.MetricsToken)
@@ -52,7 +52,7 @@
 // else: the store keeps only its hash. POST /v1/tasks takes 1..MaxTasksPerRequest
 // tasks and inserts all or none; a missing or null payload is {}. A task whose
 // key exists is not inserted again: its entry names the existing task with
-// created false (see tasks.Store.Insert). run_after and due_at are RFC 3339
+// created false (see store.Store.Insert). run_after and due_at are RFC 3339
 // times. A submit
 // whose result was committed answers 200 even when finding the next
 // assignment failed (Redis down, say): next is then null, and the editor's
@@ -64,7 +64,7 @@
 // (application/x-ndjson), one object per result, then a last line
 // {"next_cursor":"…","count":N,"more":bool}. A client that always asks again
 // after the last cursor it received gets every result exactly once, however
-// submits interleave (tasks.Store.Results explains why). limit is
+// submits interleave (store.Store.Results explains why). limit is
 // 1..tasks.ResultsLimitMax, default tasks.ResultsLimitDefault; a bad cursor or
 // limit, or a cursor never handed out, is 422 invalid. An answer without its
 // last line was cut short: its whole lines stand.

@@ -41,7 +41,7 @@ type resultsEndJSON struct {
 }
 
 // results streams the accepted results after the cursor as JSON lines, in
-// feed order (see tasks.Store.Results), then a last line with the cursor to
+// feed order (see store.Store.Results), then a last line with the cursor to
 // resume from:
 //
 //	{"cursor":"41","task_id":7,"fence":1,"category":"news",...}

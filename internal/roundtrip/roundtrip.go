@@ -51,8 +51,8 @@ func (c *Connector) Counts() Counts {
 	return Counts{c.roundTrips.Load(), c.statements.Load(), c.commits.Load()}
 }
 
-// OpenMySQL opens dsn as tasks.Open does (tasks.Connector's settings, the
-// pool settings of tasks.OpenDB), over a Connector that counts its requests.
+// OpenMySQL opens dsn as store.Open does (store.Connector's settings, the
+// pool settings of store.OpenDB), over a Connector that counts its requests.
 func OpenMySQL(ctx context.Context, dsn string) (*sqlx.DB, *Connector, error) {
 	connector, err := store.Connector(dsn)
 	if err != nil {

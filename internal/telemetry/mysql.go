@@ -16,18 +16,18 @@ import (
 	"github.com/taskd/taskd/internal/store"
 )
 
-// OpenMySQL opens the task store's database like tasks.Open, through an
-// otelsql wrapper around tasks.Connector(dsn): a client span per statement,
+// OpenMySQL opens the task store's database like store.Open, through an
+// otelsql wrapper around store.Connector(dsn): a client span per statement,
 // transaction and connection (children of the span in the call's context),
 // the db.client.operation.duration histogram, and the database/sql pool
 // statistics.
 //
 // Spans carry the statement text with its placeholders, db.system.name
 // "mysql", db.namespace and server.address/server.port; never the
-// statement's arguments (tasks.Connector interpolates them inside the
+// statement's arguments (store.Connector interpolates them inside the
 // driver, below the wrapper) and never the DSN, which holds a password.
 // Rows, pings and session resets get no spans of their own. With no-op
-// providers it is tasks.Open.
+// providers it is store.Open.
 //
 // The pool statistics stay registered on the meter provider until it shuts
 // down, also after the handle is closed.

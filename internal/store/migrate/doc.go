@@ -5,7 +5,7 @@
 // changing nothing, which are applied and which are pending. schema.sql at the top of
 // the repository is their sum, for readers; a test proves they add up to it.
 //
-//	db, err := tasks.Open(ctx, dsn)
+//	db, err := store.Open(ctx, dsn)
 //	...
 //	applied, err := migrate.Up(ctx, db)
 //

@@ -93,7 +93,7 @@ func newEmptyDatabase(tb testing.TB, prefix string) string {
 	return cfg.FormatDSN()
 }
 
-// NewDB is NewDatabase opened with tasks.Open; the handle is closed when the test ends
+// NewDB is NewDatabase opened with store.Open; the handle is closed when the test ends
 // (before the database is dropped).
 func NewDB(tb testing.TB) *sqlx.DB {
 	tb.Helper()
@@ -110,7 +110,7 @@ func NewDB(tb testing.TB) *sqlx.DB {
 
 // Replicated is a test database on the primary and its copy on the replica.
 type Replicated struct {
-	// Primary and Replica are opened with tasks.Open and closed when the test
+	// Primary and Replica are opened with store.Open and closed when the test
 	// ends.
 	Primary, Replica *sqlx.DB
 	// ReplicaAdmin is the replica server without a database selected, for
