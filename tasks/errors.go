@@ -24,7 +24,7 @@ var (
 	ErrHoldLimit = errors.New("hold limit reached")
 
 	// ErrEditorBusy means the editor already holds a live claim on another task; the
-	// store refuses a second one (see Claim).
+	// store refuses a second claim.
 	ErrEditorBusy = errors.New("editor already holds a task")
 
 	// ErrEditorDisabled means the editor is disabled (DisableEditor): the store refuses

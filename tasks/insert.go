@@ -41,7 +41,7 @@ type NewTask struct {
 	MaxAttempts int
 	// Key, when not empty, is a unique external id of 1..MaxKeyLen characters with no
 	// leading or trailing spaces: inserting a task whose key exists returns the
-	// existing task instead of making a second one (see Insert).
+	// existing task instead of making a second one (see Inserted).
 	Key string
 	// RunAfter, when not zero, is the earliest time the task is handed out. Zero
 	// means at once (the database clock at insert). Truncated to milliseconds.

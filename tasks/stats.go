@@ -24,7 +24,7 @@ type Stats struct {
 	// ExpiringSoon is the number of live claims whose lease passes within the window
 	// given to Stats.
 	ExpiringSoon int64
-	// Paused lists the paused categories by name (see PauseCategory); never nil.
+	// Paused lists the paused categories by name (paused with PauseCategory); never nil.
 	Paused []string
 }
 
