@@ -8,7 +8,7 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// Hooks for the integration tests in package tasks_test.
+// Hooks for the integration tests in package store_test.
 
 // SetReturning makes s use (on) or not use INSERT ... RETURNING for InsertTasks, so
 // both id strategies can be tested against one server.
