@@ -19,6 +19,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
@@ -511,10 +512,10 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.LeaseTTL, dispatcher.LeaseDefault)
 	setDefault(&d.Batch, dispatcher.BatchDefault)
 	setDefault(&d.PollInterval, dispatcher.PollIntervalDefault)
-	setDefault(&d.MaxHold, tasks.MaxHoldDefault)
-	setDefault(&d.SkipFor, tasks.SkipForDefault)
-	setDefault(&d.ReleaseCooldown, tasks.ReleaseCooldownDefault)
-	setDefault(&d.GroupCommit, tasks.GroupCommitDefault)
+	setDefault(&d.MaxHold, store.MaxHoldDefault)
+	setDefault(&d.SkipFor, store.SkipForDefault)
+	setDefault(&d.ReleaseCooldown, store.ReleaseCooldownDefault)
+	setDefault(&d.GroupCommit, store.GroupCommitDefault)
 
 	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
 	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
@@ -798,7 +799,7 @@ func (v *validator) dispatch() {
 	v.atLeast("dispatch.skip_for", d.SkipFor, time.Second)
 	v.atLeast("dispatch.release_cooldown", d.ReleaseCooldown, time.Second)
 	v.between("dispatch.batch", d.Batch, 1, tasks.CandidatesLimitMax)
-	v.between("dispatch.group_commit", d.GroupCommit, 1, tasks.GroupCommitMax)
+	v.between("dispatch.group_commit", d.GroupCommit, 1, store.GroupCommitMax)
 	v.atLeast("dispatch.poll_interval", d.PollInterval, 100*time.Millisecond)
 }
 

@@ -19,11 +19,12 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // Timeouts of the engine's own steps.
@@ -65,7 +66,7 @@ type Engine struct {
 	db      *sqlx.DB
 	ownDB   bool
 	replica *sqlx.DB // Config.MySQL.ReplicaDSN's, always the engine's own
-	store   *tasks.Store
+	store   *store.Store
 	redis   *redisConn
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
@@ -207,7 +208,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 			return fmt.Errorf("mysql replica at %s is unreachable (leave mysql.replica_dsn empty to run without one): %w", server(dsn), err)
 		}
 	}
-	if e.store, err = tasks.NewStore(e.db, tasks.Config{
+	if e.store, err = store.New(e.db, store.Config{
 		SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold,
 		GroupCommit: cfg.Dispatch.GroupCommit, Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
 	}); err != nil {
@@ -451,7 +452,7 @@ func (e *Engine) Addr() string {
 // values.
 //
 // First, Start checks that the database's schema is the one this binary
-// was built for (package tasks/migrate; three reads, bounded by 10s), and
+// was built for (package internal/store/migrate; three reads, bounded by 10s), and
 // starts nothing when it is not: a database never migrated, or migrated
 // by an older taskd, is an error wrapping migrate.ErrSchemaBehind that says
 // to run `taskd migrate` or migrate.Up; one migrated by a newer taskd

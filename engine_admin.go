@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // An operator's view of the pool and its editors, as the HTTP API, the pages

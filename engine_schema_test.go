@@ -14,10 +14,10 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
@@ -41,7 +41,7 @@ func (s *syncBuffer) String() string {
 // openDB opens dsn for the test.
 func openDB(t *testing.T, dsn string) *sqlx.DB {
 	t.Helper()
-	db, err := tasks.Open(t.Context(), dsn)
+	db, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -82,7 +82,7 @@ func latestVersion(t *testing.T) int {
 // migrated.
 func TestStartRefusesAnUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
-	db := openDB(t, taskstest.NewEmptyDatabase(t))
+	db := openDB(t, storetest.NewEmptyDatabase(t))
 	e, logs, err := startOn(t, db)
 	if !errors.Is(err, migrate.ErrSchemaBehind) {
 		t.Fatalf("start on an empty database: %v, want ErrSchemaBehind", err)
@@ -126,7 +126,7 @@ func TestStartRefusesAnUnmigratedDatabase(t *testing.T) {
 // migration is not recorded, as a database an older taskd migrated is.
 func TestStartRefusesAnOlderSchema(t *testing.T) {
 	t.Parallel()
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	latest := latestVersion(t)
 	if _, err := db.ExecContext(t.Context(), "DELETE FROM taskd_schema_migrations WHERE version = ?", latest); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestStartRefusesAnOlderSchema(t *testing.T) {
 // migration changed.
 func TestStartRefusesANewerSchema(t *testing.T) {
 	t.Parallel()
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	if _, err := db.ExecContext(t.Context(), `INSERT INTO taskd_schema_migrations (version, name, checksum, applied_at)
 		VALUES (?, 'from_the_future', REPEAT('0', 64), UTC_TIMESTAMP(3))`, latestVersion(t)+1); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestStartRefusesANewerSchema(t *testing.T) {
 func TestRunRefusesAnUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
 	e, err := taskd.New(taskd.Config{Redis: taskd.RedisConfig{KeyPrefix: testenv.Prefix(t)}},
-		taskd.WithDB(openDB(t, taskstest.NewEmptyDatabase(t))), taskd.WithRedis(testenv.Redis(t)),
+		taskd.WithDB(openDB(t, storetest.NewEmptyDatabase(t))), taskd.WithRedis(testenv.Redis(t)),
 		taskd.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

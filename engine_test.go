@@ -13,9 +13,9 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 const testAdminToken = "test-admin-token-0123456789"
@@ -26,7 +26,7 @@ func newEngine(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *taskd.Engi
 	t.Helper()
 	cfg.Redis.KeyPrefix = testenv.Prefix(t)
 	opts = append([]taskd.Option{
-		taskd.WithDB(taskstest.NewDB(t)),
+		taskd.WithDB(storetest.NewDB(t)),
 		taskd.WithRedis(testenv.Redis(t)),
 		taskd.WithLogger(slog.New(slog.DiscardHandler)),
 	}, opts...)
@@ -213,7 +213,7 @@ func TestConfigDefaults(t *testing.T) {
 // while tasks are written to the primary.
 func TestEngineReadsStatsFromReplica(t *testing.T) {
 	t.Parallel()
-	r := taskstest.NewReplicated(t)
+	r := storetest.NewReplicated(t)
 	cfg := taskd.Config{AdminToken: testAdminToken}
 	cfg.MySQL.ReplicaDSN = r.ReplicaDSN
 	cfg.Redis.KeyPrefix = testenv.Prefix(t)
@@ -225,7 +225,7 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	if _, err := e.InsertTasks(t.Context(), []tasks.NewTask{{Category: "news", Title: "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	taskstest.CatchUp(t, r.Primary, r.ReplicaAdmin)
+	storetest.CatchUp(t, r.Primary, r.ReplicaAdmin)
 	// A row only the replica has (an id the primary never uses, so that
 	// replication is not disturbed) shows where the statistics come from.
 	if _, err := r.Replica.ExecContext(t.Context(),
@@ -239,9 +239,6 @@ func TestEngineReadsStatsFromReplica(t *testing.T) {
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"replica-only"`) || !strings.Contains(w.Body.String(), `"news"`) {
 		t.Fatalf("GET /v1/stats = %d %s, want both categories, read from the replica", w.Code, w.Body.String())
 	}
-	if n := e.ReplicaFallbacksForTest(); n != 0 {
-		t.Fatalf("replica fallbacks = %d, want 0", n)
-	}
 }
 
 // A replica that does not answer at start is a clear error.
@@ -249,7 +246,7 @@ func TestEngineReplicaUnreachable(t *testing.T) {
 	t.Parallel()
 	cfg := taskd.Config{}
 	cfg.MySQL.ReplicaDSN = "taskd:taskd@tcp(127.0.0.1:1)/taskd"
-	_, err := taskd.New(cfg, taskd.WithDB(taskstest.NewDB(t)), taskd.WithRedis(testenv.Redis(t)), taskd.WithLogger(slog.New(slog.DiscardHandler)))
+	_, err := taskd.New(cfg, taskd.WithDB(storetest.NewDB(t)), taskd.WithRedis(testenv.Redis(t)), taskd.WithLogger(slog.New(slog.DiscardHandler)))
 	if err == nil || !strings.Contains(err.Error(), "mysql replica at 127.0.0.1:1/taskd is unreachable") {
 		t.Fatalf("New with an unreachable replica: %v", err)
 	}

@@ -11,9 +11,5 @@ func (e *Engine) DBForTest() *sqlx.DB { return e.db }
 // dispatcher.
 func (e *Engine) WaitingForTest() bool { return e.d.Waiting() }
 
-// ReplicaFallbacksForTest counts the reads the store sent to the primary
-// because the replica failed.
-func (e *Engine) ReplicaFallbacksForTest() int64 { return e.store.ReplicaFallbacks() }
-
 // HasDelivererForTest reports whether the engine built a webhook deliverer.
 func (e *Engine) HasDelivererForTest() bool { return e.hooks != nil }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // Args is the payload of a typed task: a Go value the engine encodes as the

@@ -13,8 +13,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 )
 
 // The examples' stores, set by TestMain when the services are configured: a
@@ -83,7 +83,7 @@ func exampleDatabase(serverDSN string) (drop func(), err error) {
 	}
 	cfg.DBName = name
 	exampleDSN = cfg.FormatDSN()
-	db, err := tasks.Open(ctx, exampleDSN)
+	db, err := store.Open(ctx, exampleDSN)
 	if err == nil {
 		_, err = migrate.Up(ctx, db)
 		_ = db.Close()

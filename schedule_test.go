@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // lockedBuffer is a log sink safe for concurrent writes.
@@ -40,7 +40,7 @@ func (b *lockedBuffer) count(s string) int {
 func TestSchedulesFireOncePerTickAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	rdb := testenv.Redis(t)
 	prefix := testenv.Prefix(t)
 	cfg := taskd.Config{

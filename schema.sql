@@ -17,11 +17,11 @@
 --   * tasks.editor_id is set only while an editor holds the claim. One task per editor is
 --     kept by the claim transactions themselves: a claim locks the editor's row, checks
 --     under that lock that no task names the editor, and only then sets editor_id (see
---     tasks/claim.go). A UNIQUE key on editor_id would say it declaratively, but its
+--     internal/store/claim.go). A UNIQUE key on editor_id would say it declaratively, but its
 --     duplicate checks lock neighbouring editors' index entries and made concurrent
 --     claims deadlock. task_results is keyed by (task_id, fence): one accepted submission
 --     per claim.
---   * Every transaction runs at READ COMMITTED (set on each connection by tasks.Open):
+--   * Every transaction runs at READ COMMITTED (set on each connection by store.Open):
 --     decisions are made on locked rows, and no locking read takes gap locks.
 --
 -- Status moves: pending -> assigned (claim), -> cancelled (an operator's cancel);
@@ -37,7 +37,7 @@
 -- as usual.
 --
 -- This file is the complete current schema, for readers and DBAs. It is the sum of the
--- numbered migrations in tasks/migrate/migrations/, which `taskd migrate` applies in
+-- numbered migrations in internal/store/migrate/migrations/, which `taskd migrate` applies in
 -- order and records in the table taskd_schema_migrations (bookkeeping, not shown
 -- here); a test proves that applying them all to an empty database gives exactly these
 -- tables. A schema change is a new migration plus the matching change here, in the
@@ -160,7 +160,7 @@ CREATE TABLE IF NOT EXISTS task_results (
   -- The result's place in the results feed (GET /v1/results, taskd export): NULL until
   -- the result is committed and numbered, then unique and never changed. Numberings
   -- take turns on task_results_feed's row lock and so commit in seq order: a reader
-  -- sees every seq up to the highest it sees (see tasks/results.go).
+  -- sees every seq up to the highest it sees (see internal/store/results.go).
   seq          BIGINT UNSIGNED NULL,
   PRIMARY KEY (task_id, fence),
   -- The feed in seq order; and the unnumbered results (seq IS NULL) in submission
@@ -197,7 +197,7 @@ CREATE TABLE IF NOT EXISTS paused_categories (
   PRIMARY KEY (category)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
--- Webhooks (tasks/webhooks.go). The outbox holds task events for webhooks, written in
+-- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id
 -- receivers deduplicate by. Rows are appended by the hot paths and never updated by

@@ -32,9 +32,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 const (
@@ -342,7 +342,7 @@ func (l *lockedBuffer) String() string {
 // gauges exist.
 func startTaskd(t *testing.T) *taskd {
 	t.Helper()
-	dsn := taskstest.NewDatabase(t)
+	dsn := storetest.NewDatabase(t)
 	opt, err := redis.ParseURL(testenv.Lookup(t, testenv.RedisURLVar))
 	if err != nil {
 		t.Fatalf("parse %s: %v", testenv.RedisURLVar, err)
@@ -350,7 +350,7 @@ func startTaskd(t *testing.T) *taskd {
 	prefix := testenv.Prefix(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := tasks.Open(ctx, dsn)
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

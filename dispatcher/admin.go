@@ -14,7 +14,7 @@ import (
 // or a resumed category wakes callers waiting for its category, a cancelled task or
 // a paused category leaves this process's candidates.
 
-// Requeue puts a dead task back in the pool (see tasks.Store.Requeue) and wakes
+// Requeue puts a dead task back in the pool (see store.Store.Requeue) and wakes
 // a caller waiting for its category. It returns tasks.ErrNotFound for an
 // unknown task and an error wrapping tasks.ErrWrongStatus (a
 // *tasks.StatusError) for a task that is not dead.
@@ -30,7 +30,7 @@ func (d *Dispatcher) Requeue(ctx context.Context, p tasks.ChangeParams) (err err
 	return nil
 }
 
-// Cancel cancels a pending task for good (see tasks.Store.Cancel). It returns
+// Cancel cancels a pending task for good (see store.Store.Cancel). It returns
 // tasks.ErrNotFound for an unknown task and an error wrapping
 // tasks.ErrWrongStatus (a *tasks.StatusError) for a task that is not pending:
 // a claimed task must be force-released first.
@@ -47,7 +47,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, p tasks.ChangeParams) (err erro
 }
 
 // RequeueMatching requeues the dead tasks p selects, up to p.Limit per call
-// (see tasks.Store.RequeueMatching), and wakes callers waiting for their
+// (see store.Store.RequeueMatching), and wakes callers waiting for their
 // categories. On an error, the result counts what batches committed before it.
 func (d *Dispatcher) RequeueMatching(ctx context.Context, p tasks.BulkParams) (_ *tasks.BulkResult, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.requeue_matching")
@@ -63,7 +63,7 @@ func (d *Dispatcher) RequeueMatching(ctx context.Context, p tasks.BulkParams) (_
 }
 
 // CancelMatching cancels the pending tasks p selects, up to p.Limit per call
-// (see tasks.Store.CancelMatching). On an error, the result counts what
+// (see store.Store.CancelMatching). On an error, the result counts what
 // batches committed before it.
 func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ *tasks.BulkResult, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.cancel_matching")
@@ -80,7 +80,7 @@ func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ 
 	return res, nil
 }
 
-// PauseCategory pauses a category (see tasks.Store.PauseCategory): from the
+// PauseCategory pauses a category (see store.Store.PauseCategory): from the
 // moment it returns, no claim on any replica takes its tasks, to editors or to
 // workers; live claims end as usual. It returns the pause and whether this call
 // made it (false: it was paused already). A category tasks cannot have is an
@@ -101,7 +101,7 @@ func (d *Dispatcher) PauseCategory(ctx context.Context, category string) (_ task
 const resumeWake = 1 << 30
 
 // ResumeCategory ends the pause of a category (see
-// tasks.Store.ResumeCategory) and wakes the callers waiting for it. It
+// store.Store.ResumeCategory) and wakes the callers waiting for it. It
 // returns whether this call ended a pause (false: it was not paused).
 func (d *Dispatcher) ResumeCategory(ctx context.Context, category string) (resumed bool, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.resume", trace.WithAttributes(attrCategory.String(category)))

@@ -104,14 +104,14 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 
 // Release gives c's claim ref back to the pool now; reason goes into the
 // audit record. An editor is not offered the task again for a while
-// (tasks.Config.ReleaseCooldown); everyone else is at once. It returns tasks.ErrStale, changing nothing, when the claim is
+// (store.Config.ReleaseCooldown); everyone else is at once. It returns tasks.ErrStale, changing nothing, when the claim is
 // not c's live claim.
 func (d *Dispatcher) Release(ctx context.Context, c Claimant, ref ClaimRef, reason string) error {
 	return d.release(ctx, c, ref, reason, false)
 }
 
 // Skip is Release for an editor who does not want the task: it is not
-// offered to that editor again for a while (tasks.Config.SkipFor), and is to
+// offered to that editor again for a while (store.Config.SkipFor), and is to
 // everyone else at once. It returns tasks.ErrStale, changing nothing, when the
 // claim is not c's live claim, and an error wrapping tasks.ErrInvalid when c
 // is not an editor.

@@ -35,7 +35,7 @@ func (d *Dispatcher) Next(ctx context.Context, c Claimant, wait time.Duration) (
 // candidate's (locker.Options.ReleaseFirst); done is set once a call to Redis
 // carried the release, and if none did (no candidate to take), the caller
 // releases the lock itself. The submit goes to the store in the batch that
-// claims the first candidate locked (tasks.Store.SubmitAndClaim): one round
+// claims the first candidate locked (store.Store.SubmitAndClaim): one round
 // trip and one commit for the whole cycle.
 type handover struct {
 	key  string

@@ -36,11 +36,11 @@ func (d *Dispatcher) nextMany(ctx context.Context, holders, categories []string,
 //
 // Round trips on the happy path, whatever the number of claims: one
 // ObtainEach for the candidates' locks, each under the token of the holder it
-// is for, and one tasks.Store.ClaimBatch for the fenced claims (one commit).
+// is for, and one store.Store.ClaimBatch for the fenced claims (one commit).
 // A candidate whose lock another process holds is skipped; one whose claim
 // the store refused has its lock given back (one ReleaseAll for all of
 // them). A candidate whose lease passed (not pending) is claimed on its own
-// with tasks.Store.Claim, which records the takeover.
+// with store.Store.Claim, which records the takeover.
 func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string) (claims []*tasks.Claim, err error) {
 	if len(categories) == 0 || len(holders) == 0 {
 		return nil, ErrNoTask

@@ -85,6 +85,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -100,7 +101,7 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
-// Store is the task store the dispatcher works on; *tasks.Store implements it.
+// Store is the task store the dispatcher works on; *store.Store implements it.
 type Store interface {
 	Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
 	GetTask(ctx context.Context, id int64) (*tasks.Task, error)
@@ -139,7 +140,7 @@ type Locker interface {
 }
 
 var (
-	_ Store  = (*tasks.Store)(nil)
+	_ Store  = (*store.Store)(nil)
 	_ Locker = (*locker.Client)(nil)
 )
 
@@ -395,7 +396,7 @@ func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64,
 	return ids, nil
 }
 
-// Insert inserts tasks into the pool as tasks.Store.Insert does, saying for each
+// Insert inserts tasks into the pool as store.Store.Insert does, saying for each
 // whether it was made or its key existed, and wakes callers waiting for the tasks
 // it made.
 func (d *Dispatcher) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
@@ -444,7 +445,7 @@ func Unavailable(err error) error {
 // unreachable reports whether err means a store could not be reached or could
 // not serve the request now, as opposed to a refused or invalid request.
 func unreachable(err error) bool {
-	return tasks.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
+	return store.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }

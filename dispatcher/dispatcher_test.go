@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -347,7 +348,7 @@ func TestForceRelease(t *testing.T) {
 // skipCountingStore counts the claims the store refuses because the editor
 // skipped the task.
 type skipCountingStore struct {
-	*tasks.Store
+	*store.Store
 	skipped atomic.Int64
 }
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/roundtrip"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // A submit and the claim of the next task are one cycle: one round trip to
@@ -25,7 +25,7 @@ func TestSubmitCycleIsOneRoundTripPerStore(t *testing.T) {
 		t.Run(map[bool]string{false: "editor", true: "worker"}[worker], func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+			db, sqlCount, err := roundtrip.OpenMySQL(ctx, storetest.NewDatabase(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,16 +9,16 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // replicaFault is a fault of the replica during a 200-editor run: it starts
 // after a second and lasts a few seconds, and undo ends it.
 type replicaFault struct {
 	name     string
-	do, undo func(t *testing.T, r *taskstest.Replicated)
+	do, undo func(t *testing.T, r *storetest.Replicated)
 }
 
 // TestConcurrentEditorsWithReplicaFaults: candidates come from a replica
@@ -32,14 +32,14 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 	for _, f := range []replicaFault{
 		{
 			name: "lagging",
-			do: func(t *testing.T, r *taskstest.Replicated) {
+			do: func(t *testing.T, r *storetest.Replicated) {
 				// Every replicated database stops: other tests that wait for
 				// the replica wait these few seconds too.
 				if _, err := r.ReplicaAdmin.Exec("STOP REPLICA SQL_THREAD"); err != nil {
 					t.Errorf("stop the replica's SQL thread: %v", err)
 				}
 			},
-			undo: func(t *testing.T, r *taskstest.Replicated) {
+			undo: func(t *testing.T, r *storetest.Replicated) {
 				if _, err := r.ReplicaAdmin.Exec("START REPLICA SQL_THREAD"); err != nil {
 					t.Errorf("start the replica's SQL thread: %v", err)
 				}
@@ -48,7 +48,7 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 		{name: "hung"}, // do and undo freeze and thaw a proxy, set below
 	} {
 		t.Run(f.name, func(t *testing.T) {
-			r := taskstest.NewReplicated(t)
+			r := storetest.NewReplicated(t)
 			replica := r.Replica
 			if f.do == nil {
 				cfg, err := mysql.ParseDSN(r.ReplicaDSN)
@@ -57,18 +57,18 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 				}
 				proxy := testenv.StartProxy(t, cfg.Addr)
 				cfg.Addr = proxy.Addr()
-				if replica, err = tasks.Open(t.Context(), cfg.FormatDSN()); err != nil {
+				if replica, err = store.Open(t.Context(), cfg.FormatDSN()); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = replica.Close() })
-				f.do = func(*testing.T, *taskstest.Replicated) { proxy.Freeze() }
-				f.undo = func(*testing.T, *taskstest.Replicated) { proxy.Thaw() }
+				f.do = func(*testing.T, *storetest.Replicated) { proxy.Freeze() }
+				f.undo = func(*testing.T, *storetest.Replicated) { proxy.Thaw() }
 			}
 			t.Cleanup(func() { f.undo(t, r) }) // whatever happens
 			const lease = time.Second
 			b := setup(t, setupOpts{
 				db:         r.Primary,
-				store:      tasks.Config{Replica: replica, ReplicaTimeout: 300 * time.Millisecond, ReplicaRest: time.Second},
+				store:      store.Config{Replica: replica, ReplicaTimeout: 300 * time.Millisecond, ReplicaRest: time.Second},
 				dispatcher: dispatcher.Config{Lease: lease},
 			})
 			var before, during atomic.Int64
@@ -116,8 +116,8 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 			awaitQuiet(t, b)
 			checkInvariants(t, b)
 			c := b.d.Stats()
-			t.Logf("replica %s: assignments %d (%d before the fault, %d during it), submits %d, refused claims %d, refused stale writes %d, reads the primary answered for the replica %d",
-				f.name, c.Assignments, before.Load(), during.Load(), tl.submits.Load(), c.RefusedClaims, c.RefusedWrites, b.store.ReplicaFallbacks())
+			t.Logf("replica %s: assignments %d (%d before the fault, %d during it), submits %d, refused claims %d, refused stale writes %d",
+				f.name, c.Assignments, before.Load(), during.Load(), tl.submits.Load(), c.RefusedClaims, c.RefusedWrites)
 			if n := tl.staleAccepted.Load(); n != 0 {
 				t.Errorf("%d late submits accepted", n)
 			}

@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 // Redis key prefix, so tests run in parallel.
 type bundle struct {
 	db     *sqlx.DB
-	store  *tasks.Store
+	store  *store.Store
 	rdb    *redis.Client
 	locks  *locker.Client
 	d      *dispatcher.Dispatcher
@@ -34,7 +35,7 @@ type bundle struct {
 
 type setupOpts struct {
 	dispatcher dispatcher.Config
-	store      tasks.Config
+	store      store.Config
 	// redis, when set, replaces the shared Redis server (for tests that
 	// flush or stop it).
 	redis *redis.Client
@@ -51,9 +52,9 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	}
 	db := o.db
 	if db == nil {
-		db = taskstest.NewDB(t)
+		db = storetest.NewDB(t)
 	}
-	store, err := tasks.NewStore(db, o.store)
+	store, err := store.New(db, o.store)
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // skipMemoryFor is how long this process remembers that an editor skipped
-// a task. The store decides (tasks.Config.SkipFor); past this, a claim may
+// a task. The store decides (store.Config.SkipFor); past this, a claim may
 // take the task once more and have the store refuse it, which renews the
 // memory.
 const skipMemoryFor = 30 * time.Second

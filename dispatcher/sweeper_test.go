@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // newSweeper returns a Sweeper for the bundle's dispatcher.
@@ -72,13 +73,13 @@ func awaitSweepValue[T any](t testing.TB, ch <-chan T, within time.Duration, wha
 // recycleGate holds every RecycleExpired call until the test opens the
 // gate, so that a sweep can be caught in the middle.
 type recycleGate struct {
-	*tasks.Store
+	*store.Store
 	entered   chan struct{} // a call arrived at the gate
 	open      chan struct{} // closed to let calls through
 	cancelled chan error    // a waiting call's context ended, with this cause
 }
 
-func newRecycleGate(s *tasks.Store) *recycleGate {
+func newRecycleGate(s *store.Store) *recycleGate {
 	return &recycleGate{Store: s, entered: make(chan struct{}, 1), open: make(chan struct{}), cancelled: make(chan error, 1)}
 }
 
@@ -348,7 +349,7 @@ func TestSweepRestoresLostLocksOfLiveClaims(t *testing.T) {
 // endingStore ends a claim in the store right after LiveLeases read it, as
 // when its holder releases it while a sweep is going through the page.
 type endingStore struct {
-	*tasks.Store
+	*store.Store
 	end func(ctx context.Context) // called once, after the first page
 }
 
@@ -485,7 +486,7 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cluster := testenv.Cluster(t)
-	store, err := tasks.NewStore(taskstest.NewDB(t), tasks.Config{})
+	store, err := store.New(storetest.NewDB(t), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,7 +772,7 @@ func TestParseSchedule(t *testing.T) {
 
 // sweepSignal reports each RecycleExpired call, the first step of a sweep.
 type sweepSignal struct {
-	*tasks.Store
+	*store.Store
 	swept chan struct{}
 }
 

@@ -22,11 +22,12 @@ import (
 
 	"github.com/taskd/taskd/dispatcher/webhook"
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
-// WebhookStore is what the Deliverer needs of the store; *tasks.Store
+// WebhookStore is what the Deliverer needs of the store; *store.Store
 // implements it.
 type WebhookStore interface {
 	FanOut(ctx context.Context, p tasks.FanOutParams) (int, error)
@@ -34,7 +35,7 @@ type WebhookStore interface {
 	RecordAttempt(ctx context.Context, p tasks.AttemptParams) (tasks.DeliveryStatus, error)
 }
 
-var _ WebhookStore = (*tasks.Store)(nil)
+var _ WebhookStore = (*store.Store)(nil)
 
 // Webhook and DelivererConfig defaults.
 const (

@@ -16,7 +16,7 @@ import (
 // the test: a candidate one claim held and gave back must wake a waiter, or
 // the one that came back empty-handed meanwhile waits for its poll), each
 // claim fenced and recorded once. (The store sends claims that arrive
-// together in groups: tasks/group_test.go.)
+// together in groups: internal/store/group_test.go.)
 func TestLongPollWokenEditorsAllAnswered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -479,7 +480,7 @@ func fenceEventsAfter(evs []tasks.Event, fence int64, after tasks.EventKind) []t
 
 // heartbeatProbe reports the outcome of each heartbeat the store received.
 type heartbeatProbe struct {
-	*tasks.Store
+	*store.Store
 	results chan error
 }
 
@@ -588,7 +589,7 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 
 // refusedHeartbeats is a store whose heartbeats never reach the database, as
 // if it were unreachable.
-type refusedHeartbeats struct{ *tasks.Store }
+type refusedHeartbeats struct{ *store.Store }
 
 func (refusedHeartbeats) Heartbeat(context.Context, tasks.HeartbeatParams) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("heartbeat: %w", syscall.ECONNREFUSED)

@@ -19,7 +19,7 @@ import (
 var attrBatch = attribute.Key("taskd.batch.size")
 
 // completer writes a worker's outcomes in batches: up to BatchSize per
-// transaction (tasks.Store.Complete), then the locks of the claims they ended
+// transaction (store.Store.Complete), then the locks of the claims they ended
 // given back in one script. A batch is written as soon as the first writer
 // is free and either BatchSize outcomes wait, no other run is unsettled
 // (nothing more is coming), or the oldest has waited FlushInterval: no timer
@@ -198,7 +198,7 @@ func (c *completer) write(batch []*outcome) {
 	endSpan(span, nil)
 }
 
-// complete writes outcomes with tasks.Store.Complete and returns each one's
+// complete writes outcomes with store.Store.Complete and returns each one's
 // answer. A batch the store refused as a whole for one member's sake (a
 // value it would not take) or that kept losing lock conflicts is split in
 // halves, each written on its own, so that one member never fails the
@@ -244,7 +244,7 @@ func signal(c chan struct{}) {
 
 // leaseKeeper renews the leases of every claim a worker holds, in batches:
 // each round renews the claims last renewed a third of a lease ago or more,
-// with one tasks.Store.HeartbeatBatch and one locker ObtainEach for their
+// with one store.Store.HeartbeatBatch and one locker ObtainEach for their
 // Redis locks. A round runs every sixth of a lease, so each claim is renewed
 // every third to half of a lease, and a failed round is retried at the next.
 // A claim whose renewal the store refused (stale, or at the hold limit), or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -16,7 +17,7 @@ import (
 // batchCounter is a store that counts the batches of the worker's writes and
 // their members.
 type batchCounter struct {
-	*tasks.Store
+	*store.Store
 	claims, claimed, completes, completed, heartbeats, renewed atomic.Int64
 }
 

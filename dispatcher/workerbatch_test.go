@@ -13,9 +13,10 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/roundtrip"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // A worker's batch of claims is one round trip to Redis and one to MySQL
@@ -23,7 +24,7 @@ import (
 func TestClaimManyRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+	db, sqlCount, err := roundtrip.OpenMySQL(ctx, storetest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, sqlCount, err := roundtrip.OpenMySQL(ctx, taskstest.NewDatabase(t))
+	db, sqlCount, err := roundtrip.OpenMySQL(ctx, storetest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
 // gatedCompletes is a store whose Complete waits for gate to open (closed),
 // counting the calls and their members.
 type gatedCompletes struct {
-	*tasks.Store
+	*store.Store
 	gate           chan struct{}
 	calls, members atomic.Int64
 	sizes          chan int
@@ -291,7 +292,7 @@ func TestWorkerBackPressure(t *testing.T) {
 
 // batchProbe records the members of each renewal batch and their answers.
 type batchProbe struct {
-	*tasks.Store
+	*store.Store
 	mu      sync.Mutex
 	batches [][]tasks.HeartbeatParams
 	results chan tasks.Renewed
@@ -467,7 +468,7 @@ func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 
 // claimSizes records the members of each ClaimBatch.
 type claimSizes struct {
-	*tasks.Store
+	*store.Store
 	mu    sync.Mutex
 	sizes []int
 }
@@ -566,7 +567,7 @@ func TestWorkerClaimsForALoneFreeSlot(t *testing.T) {
 // enteredCompletes reports the members of each Complete as it starts, then
 // holds it until gate closes.
 type enteredCompletes struct {
-	*tasks.Store
+	*store.Store
 	gate    chan struct{}
 	entered chan int
 }

@@ -1,57 +1,52 @@
-// Package tasks holds taskd's domain types and its MySQL store. It knows nothing about
-// Redis: the store is the fencing authority, and every write about a claim is a
-// conditional UPDATE on (id, fence, status) that must match exactly one row. The
-// tables it works on (schema.sql) are made and kept up to date by package
-// tasks/migrate.
+// Package tasks holds taskd's domain types: the vocabulary the engine, the HTTP API,
+// the pages and the store share. It does no I/O and imports no database package; the
+// MySQL store that reads and writes these types lives in internal/store.
 //
-// # The claim lifecycle
+// # Tasks and their states
 //
-// Candidates lists claimable tasks for a set of categories; Claim takes one of them in a
-// single conditional UPDATE that bumps the task's fence; the holder then calls Heartbeat
-// to extend the lease (up to Config.MaxHold) and ends the claim with Submit, Release or
-// Fail. A claim whose lease has passed is dead: the holder's writes are refused with
-// ErrStale, the next Claim may take the task over at once, and RecycleExpired returns
-// such tasks to the pool in batches. ForceRelease revokes a claim for an operator.
+// A Task is a unit of work in a category, with a JSON payload, a priority, an
+// optional deadline (DueAt) and an optional unique Key. Its Status is one of
+// StatusPending (in the pool), StatusAssigned (claimed), StatusDone, StatusDead
+// (out of attempts) and StatusCancelled; the constants match the ENUM in schema.sql.
+// NewTask is a task to insert, checked by NewTask.Validate.
 //
-// # Batches
+// # Claims and fencing
 //
-// The hot writes are one transaction sent as one statement batch, one round trip:
-// SubmitAndClaim is an editor's cycle, a submit and the claim of its next task. For
-// workers, ClaimBatch claims many tasks, Complete records many outcomes (done, retry,
-// dead) and HeartbeatBatch renews many leases, each with one commit. Every member is
-// fenced on its own: a stale member changes nothing while the others commit, and the
-// answer says what happened to each.
+// A holder (an editor, "editor:<id>", see EditorHolder, or a worker) claims a task
+// for a lease; the Claim carries the task's fence, a number that grows with every
+// claim. Every write about a claim names (task, fence, holder), and the store refuses
+// it with ErrStale unless that is still the live claim. The params structs name
+// these writes: ClaimParams, HeartbeatParams, SubmitParams, ReleaseParams and
+// FailParams; Ended, Handover, ClaimResult, Renewed and Completed are their answers.
 //
-// # Inserting and listing
+// # Editors, results, events
 //
-// Insert adds tasks; a task with a Key that exists is not added again, and the answer
-// says which were made, so retried inserts and imports are safe. RunAfter holds a task
-// back and DueAt orders it within its priority. ListTasks pages through the pool by
-// filter with keyset cursors, reading one index per page (tasks/EXPLAIN.md).
+// An Editor is a person who claims tasks of its categories through the API; its
+// token is made by NewToken and stored only as HashToken's hash. A Result is a
+// submitted result as the results feed reads it (ResultsParams, ResultsPage). Every
+// change of a claim is an Event of an EventKind in the task's audit trail; some of
+// them are also WebhookEvents, delivered to webhooks through an outbox.
 //
-// # An operator's actions
+// # Queries
 //
-// Requeue puts a dead task back in the pool with its attempts reset; Cancel ends a
-// pending task for good (StatusCancelled); RequeueMatching and CancelMatching do the
-// same by filter, a bounded number per call. PauseCategory stops every claim of a
-// category's tasks, checked in the claim statements themselves, until ResumeCategory.
+// The params structs of the store's queries (CandidatesParams, ListParams,
+// ListEditorsParams, TaskEventsParams, BulkParams, ChangeParams, RecycleParams,
+// LiveLeasesParams, FanOutParams, DueDeliveriesParams, AttemptParams) and their
+// pages and answers are declared here, so that the engine and the API speak of them
+// without the store. Their limits are constants: Max* for lengths and counts,
+// *LimitDefault and *LimitMax for the page sizes.
 //
-// # Results feed
+// # Checks
 //
-// Results reads the accepted results after a cursor, numbering the newly committed
-// ones as it goes, so that a reader that follows the cursor reads each result exactly
-// once, whatever order submits commit in (results.go gives the argument); CountResults
-// counts what a reader has yet to read.
-//
-// # Time
-//
-// Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip
-// deadlines) comes from the database clock, NOW(3), never from the Go clock, so
-// dispatchers on different machines agree on who holds what.
+// The checks the store makes before a value reaches the database are pure and
+// exported, so that the API can refuse a value with the same words: NewTask.Validate,
+// CheckCategory, CheckKey, CheckTime, CheckEditorName, CheckResult and
+// CheckJSONStrings. Their errors wrap ErrInvalid and name the field.
 //
 // # Errors
 //
-// Methods return errors wrapped with the operation; test them with errors.Is against
-// ErrNotFound, ErrStale, ErrHoldLimit, ErrEditorBusy, ErrInvalid, ErrDuplicate,
-// ErrPaused and ErrWrongStatus.
+// The sentinel errors are the store's answers too; test them with errors.Is:
+// ErrNotFound, ErrStale, ErrSkipped, ErrHoldLimit, ErrEditorBusy, ErrEditorDisabled,
+// ErrInvalid, ErrBusy, ErrDuplicate, ErrPaused and ErrWrongStatus (a *StatusError
+// says which status the task had).
 package tasks

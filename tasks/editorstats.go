@@ -1,9 +1,6 @@
 package tasks
 
 import (
-	"context"
-	"fmt"
-	"slices"
 	"time"
 )
 
@@ -24,78 +21,4 @@ type EditorStats struct {
 	// LastActiveAt is the time of the editor's last claim, heartbeat, submit,
 	// release or skip (a release by an operator counts), or nil if it never did any.
 	LastActiveAt *time.Time
-}
-
-const (
-	// editorCountsSQL counts an editor's events by kind, all time and since midnight
-	// UTC, with each kind's latest time: ranges of task_events_editor, read from the
-	// index alone, leaving out heartbeats, whose latest time the second branch reads
-	// with one index dive.
-	editorCountsSQL = "SELECT kind, COUNT(*) AS total, COALESCE(SUM(`at` >= UTC_DATE()), 0) AS today, MAX(`at`) AS last_at\n" +
-		`FROM task_events FORCE INDEX (task_events_editor)
-WHERE editor_id = ? AND kind IN ` + countedKinds + `
-GROUP BY kind
-UNION ALL
-SELECT 'heartbeat', 0, 0, MAX(` + "`at`" + `) FROM task_events FORCE INDEX (task_events_editor)
-WHERE editor_id = ? AND kind = 'heartbeat'`
-
-	// claimToSubmitSQL is the time from claim to submit of the editor's latest
-	// submissions: a backward read of the editor's 'submitted' range, then each task
-	// by primary key, which keeps the claim's assigned_at and its done_at once done.
-	// The fence ties the task's times to the claim that submitted.
-	claimToSubmitSQL = `SELECT TIMESTAMPDIFF(MICROSECOND, t.assigned_at, t.done_at) AS took_us
-FROM (SELECT task_id, fence FROM task_events FORCE INDEX (task_events_editor)
-	WHERE editor_id = ? AND kind = 'submitted' ORDER BY ` + "`at`" + ` DESC LIMIT ?) s
-STRAIGHT_JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = s.task_id AND t.fence = s.fence AND t.status = 'done'`
-)
-
-// GetEditorStats returns the editor's stats from the audit trail (see EditorStats).
-// An editor that does not exist, or never did anything, has zero stats.
-//
-// Two queries. The counts read the editor's events of the counted kinds from
-// task_events_editor: the cost grows with the editor's own history, never with the
-// trail's. The median reads MedianSubmissions events and their tasks.
-func (s *Store) GetEditorStats(ctx context.Context, id int64) (*EditorStats, error) {
-	var rows []struct {
-		Kind   EventKind  `db:"kind"`
-		Total  int64      `db:"total"`
-		Today  int64      `db:"today"`
-		LastAt *time.Time `db:"last_at"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, editorCountsSQL, id, id); err != nil {
-		return nil, fmt.Errorf("editor stats %d: %w", id, err)
-	}
-	st := &EditorStats{}
-	for _, r := range rows {
-		st.AllTime.add(r.Kind, r.Total)
-		st.Today.add(r.Kind, r.Today)
-		switch r.Kind {
-		case EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped:
-			if r.LastAt != nil && (st.LastActiveAt == nil || r.LastAt.After(*st.LastActiveAt)) {
-				last := *r.LastAt
-				st.LastActiveAt = &last
-			}
-		}
-	}
-	var took []int64
-	if err := s.db.SelectContext(ctx, &took, claimToSubmitSQL, id, MedianSubmissions); err != nil {
-		return nil, fmt.Errorf("editor stats %d: %w", id, err)
-	}
-	st.MedianOf = len(took)
-	st.MedianClaimToSubmit = median(took) * time.Microsecond
-	return st, nil
-}
-
-// median returns the median of xs (the mean of the middle two for an even count),
-// or 0 for none. It sorts xs.
-func median(xs []int64) time.Duration {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return time.Duration(xs[m])
-	}
-	return time.Duration(xs[m-1] + (xs[m]-xs[m-1])/2)
 }

@@ -1,11 +1,5 @@
 package tasks
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
-
 // Handover is what SubmitAndClaim did: the claim it ended, and the claim it
 // made or why it made none.
 type Handover struct {
@@ -17,60 +11,4 @@ type Handover struct {
 	// ErrPaused, ErrEditorDisabled or ErrEditorBusy, as Claim would. Nil when
 	// Claim is not.
 	Refused error
-}
-
-// SubmitAndClaim submits s's result, as Submit does, and claims c's task, as
-// Claim does, in one transaction and one round trip: the cycle of a claimant
-// that submits and moves on to its next task. The claim is made only if the
-// submit is accepted; a claim the store refuses leaves the submit committed and
-// is reported in Handover.Refused. c.Status must be StatusPending (the claim
-// of a task whose lease passed takes a locking read of its own: use Submit, then
-// Claim), and s and c must name the same holder and different tasks.
-//
-// Round trips: one, shared with the concurrent writes of other claimants that
-// arrive together (see Config.GroupCommit); a ctx that ends while it is in
-// flight returns ctx's cause, and the submit and claim may still have committed.
-//
-// It returns ErrStale, changing nothing, if the submit is refused, and
-// ErrInvalid, changing nothing, for bad params.
-func (s *Store) SubmitAndClaim(ctx context.Context, sp SubmitParams, cp ClaimParams) (*Handover, error) {
-	fail := func(err error) (*Handover, error) {
-		return nil, fmt.Errorf("submit task %d and claim task %d: %w", sp.TaskID, cp.TaskID, err)
-	}
-	switch {
-	case cp.Status != StatusPending:
-		return fail(fmt.Errorf("%w: the task to claim must be pending, not %q", ErrInvalid, cp.Status))
-	case sp.Holder != cp.Holder:
-		return fail(fmt.Errorf("%w: the submit's holder %q is not the claim's %q", ErrInvalid, sp.Holder, cp.Holder))
-	case sp.TaskID == cp.TaskID:
-		return fail(fmt.Errorf("%w: the task to claim is the one submitted", ErrInvalid))
-	}
-	if err := CheckResult(sp.Result); err != nil {
-		return fail(err)
-	}
-	lease, err := s.checkClaimParams(cp)
-	if err != nil {
-		return fail(err)
-	}
-	// The cycle's rounds keep the project's lock order: the editor's row
-	// (none for a worker), then the submitted task's row, then the claimed
-	// task's. The claim is guarded by the submit (see Cycles), so a refused
-	// submit claims nothing, and its busy check runs after the UPDATE to done
-	// cleared the submitted task's editor_id.
-	c := &cycle{submit: &sp, claim: &cp, lease: lease}
-	if err := s.groupedCycle(ctx, c); err != nil {
-		return fail(lostRace(err))
-	}
-	ended, err := c.submitted.ended(sp, c.foundSubmitted)
-	if err != nil {
-		return fail(err)
-	}
-	h := &Handover{Ended: ended}
-	h.Claim, h.Refused = c.claimed.claim(c.foundClaimed)
-	if errors.Is(h.Refused, errEditorHasTask) {
-		// Another task names the editor: a claim made by a concurrent request
-		// of the editor, which Claim sorts out.
-		h.Refused = ErrEditorBusy
-	}
-	return h, nil
 }

@@ -1,12 +1,7 @@
 package tasks
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // RecycleParams are the arguments of RecycleExpired.
@@ -14,23 +9,6 @@ type RecycleParams struct {
 	// Limit is the batch size: 1..RecycleLimitMax, 0 means RecycleLimitDefault.
 	Limit int
 }
-
-const (
-	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
-	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
-	// working on right now; the next batch gets them if they are still expired.
-	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category,
-	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
-FROM tasks FORCE INDEX (tasks_expiry)
-WHERE status = 'assigned' AND lease_expires_at < NOW(3)
-ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
-
-	// recycleSQL returns the locked batch to the pool, fenced on (id, fence). The
-	// (id, fence) IN list is a primary key range read.
-	recycleSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'pending', holder = NULL, editor_id = NULL,
-	assigned_at = NULL, lease_expires_at = NULL
-WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
-)
 
 // Recycled is a claim that a recycle returned to the pool.
 type Recycled struct {
@@ -46,91 +24,6 @@ type Recycled struct {
 	ExpiredFor time.Duration
 }
 
-// RecycleExpired returns up to p.Limit claims whose lease has passed to the pool and
-// records a 'recycled' event for each, with the fence and holder of the claim that
-// expired (and a webhook outbox record, when the store's Config.WebhookEvents ask for
-// expired). It returns the claims it recycled; call it in a loop until it returns
-// fewer than the limit to drain a backlog. Calls may run concurrently: each
-// recycles claims the others have not locked.
-//
-// One transaction per batch (READ COMMITTED, as every transaction on a connection from
-// Open, so the range read takes no gap locks), in three round trips besides BEGIN:
-// a locking read of the batch from the expiry index (SKIP LOCKED, so it never waits
-// for a claim or a holder's write, nor they for it, beyond the batch); then, in one
-// statement batch, the multi-row INSERT of the events and one fenced UPDATE of exactly
-// those (id, fence) pairs; then COMMIT. The rows stay locked from the read to the
-// commit, so the UPDATE must match every one of them; if its matched-row count
-// differs, the batch is rolled back and an error returned, so the events always
-// describe exactly the rows that changed. A claim's fence is not changed: the UPDATE
-// moves it out of 'assigned', which every fenced write requires, so its holder is
-// stale from the commit on, and the next claim of the task bumps the fence.
-func (s *Store) RecycleExpired(ctx context.Context, p RecycleParams) ([]Recycled, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = RecycleLimitDefault
-	}
-	if limit < 1 || limit > RecycleLimitMax {
-		return nil, fmt.Errorf("recycle expired: %w: limit must be 1..%d", ErrInvalid, RecycleLimitMax)
-	}
-	var recycled []Recycled
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		recycled = nil // a deadlock victim runs again
-		var rows []struct {
-			ID        int64  `db:"id"`
-			Fence     int64  `db:"fence"`
-			Holder    string `db:"holder"`
-			EditorID  int64  `db:"editor_id"`
-			Category  string `db:"category"`
-			ExpiredUS int64  `db:"expired_us"`
-		}
-		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, limit); err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		evs := make([]event, len(rows))
-		for i, r := range rows {
-			evs[i] = event{
-				taskID: r.ID, kind: EventRecycled, fence: r.Fence, holder: r.Holder,
-				editorID: r.EditorID, detail: "lease expired", category: r.Category, cause: WebhookSweep,
-			}
-		}
-		// The UPDATE goes last: a statement batch reports the rows its last
-		// statement matched.
-		var q strings.Builder
-		args := s.writeEventsSQL(&q, evs)
-		q.WriteString(";\n")
-		fmt.Fprintf(&q, recycleSQL, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", "))
-		for _, r := range rows {
-			args = append(args, r.ID, r.Fence)
-		}
-		res, err := tx.ExecContext(ctx, q.String(), args...)
-		if err != nil {
-			return refusedValue(err)
-		}
-		matched, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if matched != int64(len(rows)) {
-			return fmt.Errorf("recycle matched %d of %d locked rows", matched, len(rows))
-		}
-		recycled = make([]Recycled, len(rows))
-		for i, r := range rows {
-			recycled[i] = Recycled{
-				ID: r.ID, Fence: r.Fence, Holder: r.Holder, Category: r.Category,
-				ExpiredFor: max(time.Duration(r.ExpiredUS)*time.Microsecond, 0),
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("recycle expired: %w", err)
-	}
-	return recycled, nil
-}
-
 // LiveLeasesParams are the arguments of LiveLeases.
 type LiveLeasesParams struct {
 	// AfterID continues a listing after the task with this id; 0 starts at the
@@ -138,26 +31,4 @@ type LiveLeasesParams struct {
 	AfterID int64
 	// Limit is the page size: 1..LiveLeasesLimitMax, 0 means LiveLeasesLimitDefault.
 	Limit int
-}
-
-const purgeSkipsSQL = "DELETE FROM task_skips WHERE `until` < NOW(3) LIMIT ?"
-
-// PurgeSkips deletes up to limit skip records that have passed (they no longer hide
-// anything) and returns how many it deleted. limit 0 means RecycleLimitDefault.
-func (s *Store) PurgeSkips(ctx context.Context, limit int) (int, error) {
-	if limit == 0 {
-		limit = RecycleLimitDefault
-	}
-	if limit < 1 || limit > RecycleLimitMax {
-		return 0, fmt.Errorf("purge skips: %w: limit must be 1..%d", ErrInvalid, RecycleLimitMax)
-	}
-	res, err := s.db.ExecContext(ctx, purgeSkipsSQL, limit)
-	if err != nil {
-		return 0, fmt.Errorf("purge skips: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("purge skips: %w", err)
-	}
-	return int(n), nil
 }

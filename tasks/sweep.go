@@ -1,9 +1,6 @@
 package tasks
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"time"
 )
 
@@ -21,74 +18,4 @@ type LiveLease struct {
 	// Remaining is the time until the lease passes, by the database clock when the
 	// page was read; 0 when it passes this millisecond.
 	Remaining time.Duration
-}
-
-const liveLeasesSQL = `SELECT id, fence, holder, TIMESTAMPDIFF(MICROSECOND, NOW(3), lease_expires_at) AS remaining_us
-FROM tasks FORCE INDEX (tasks_expiry)
-WHERE status = 'assigned' AND lease_expires_at >= NOW(3) AND id > ?
-ORDER BY id LIMIT ?`
-
-// LiveLeases lists live claims (assigned, lease not passed) in id order, a page at a
-// time, with the time each lease has left, computed by the database, so that a lock
-// kept elsewhere can be given the lease's time to live without trusting any other
-// clock. Pass the last id of a page as AfterID to get the next; a short page is the
-// last. The cost is bounded by the number of live claims, not by the size of the pool.
-func (s *Store) LiveLeases(ctx context.Context, p LiveLeasesParams) ([]LiveLease, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = LiveLeasesLimitDefault
-	}
-	if limit < 1 || limit > LiveLeasesLimitMax {
-		return nil, fmt.Errorf("live leases: %w: limit must be 1..%d", ErrInvalid, LiveLeasesLimitMax)
-	}
-	var rows []struct {
-		ID          int64  `db:"id"`
-		Fence       int64  `db:"fence"`
-		Holder      string `db:"holder"`
-		RemainingUS int64  `db:"remaining_us"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, liveLeasesSQL, p.AfterID, limit); err != nil {
-		return nil, fmt.Errorf("live leases: %w", err)
-	}
-	leases := make([]LiveLease, len(rows))
-	for i, r := range rows {
-		leases[i] = LiveLease{
-			ID: r.ID, Fence: r.Fence, Holder: r.Holder,
-			Remaining: max(time.Duration(r.RemainingUS)*time.Microsecond, 0),
-		}
-	}
-	return leases, nil
-}
-
-const liveHoldersSQL = `SELECT id, holder FROM tasks FORCE INDEX (PRIMARY)
-WHERE id IN (%s) AND status = 'assigned' AND lease_expires_at >= NOW(3)`
-
-// LiveHolders returns the holder of each of the tasks that is a live claim (assigned,
-// lease not passed), by task id; tasks that are not, or do not exist, are absent. It
-// takes at most LiveLeasesLimitMax ids (ErrInvalid otherwise) and reads them by
-// primary key.
-func (s *Store) LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error) {
-	if len(taskIDs) > LiveLeasesLimitMax {
-		return nil, fmt.Errorf("live holders: %w: at most %d ids, got %d", ErrInvalid, LiveLeasesLimitMax, len(taskIDs))
-	}
-	holders := make(map[int64]string)
-	if len(taskIDs) == 0 {
-		return holders, nil
-	}
-	args := make([]any, len(taskIDs))
-	for i, id := range taskIDs {
-		args[i] = id
-	}
-	query := fmt.Sprintf(liveHoldersSQL, strings.TrimSuffix(strings.Repeat("?, ", len(taskIDs)), ", "))
-	var rows []struct {
-		ID     int64  `db:"id"`
-		Holder string `db:"holder"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
-		return nil, fmt.Errorf("live holders: %w", err)
-	}
-	for _, r := range rows {
-		holders[r.ID] = r.Holder
-	}
-	return holders, nil
 }

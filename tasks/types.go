@@ -77,13 +77,6 @@ type Task struct {
 	DueAt *time.Time `db:"due_at"`
 }
 
-// taskColumns selects a full Task; optional text and id columns read as zero values.
-const taskColumns = `id, category, priority, title, payload, status, fence,
-	COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
-	assigned_at, lease_expires_at, attempts, max_attempts, run_after,
-	COALESCE(last_error, '') AS last_error, COALESCE(trace_context, '') AS trace_context,
-	created_at, updated_at, done_at, COALESCE(task_key, '') AS task_key, due_at`
-
 // Claim is a live claim: the task as of the claim, the claim's fence and its lease,
 // all computed by the database.
 type Claim struct {
@@ -94,18 +87,6 @@ type Claim struct {
 	// TookOver is set when Claim took the task over from a claim whose lease had
 	// passed (an 'expired' event records it).
 	TookOver bool
-}
-
-// claimOf builds the Claim view of an assigned task.
-func claimOf(t Task) *Claim {
-	c := &Claim{Task: t, Fence: t.Fence}
-	if t.AssignedAt != nil {
-		c.AssignedAt = *t.AssignedAt
-	}
-	if t.LeaseExpiresAt != nil {
-		c.LeaseExpiresAt = *t.LeaseExpiresAt
-	}
-	return c
 }
 
 // Event is a row of the append-only audit trail, task_events.
@@ -174,7 +155,7 @@ type Ended struct {
 	// TraceContext is the W3C traceparent stored with the claim, if any.
 	TraceContext string
 	// Withheld is how long, from EndedAt, the task is not offered to the editor
-	// whose claim ended: Config.SkipFor after a skip, Config.ReleaseCooldown after
+	// whose claim ended: the store's SkipFor after a skip, the store's ReleaseCooldown after
 	// a release. Zero otherwise.
 	Withheld time.Duration
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 // schemaSQL reads the repository's schema.sql, which package taskd embeds as
@@ -48,57 +47,10 @@ func TestSchemaEnumsMatchConstants(t *testing.T) {
 	}
 }
 
-func TestTruncate(t *testing.T) {
-	cases := []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"", 3, ""},
-		{"abc", 3, "abc"},
-		{"abcd", 3, "abc"},
-		{"äöüß", 2, "äö"},
-		{"a\xffb", 3, "a\uFFFDb"},
-	}
-	for _, c := range cases {
-		if got := truncate(c.in, c.n); got != c.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
-	}
-}
-
-func TestConfig(t *testing.T) {
-	c := Config{}.WithDefaults()
-	if c.SkipFor != SkipForDefault || c.MaxHold != MaxHoldDefault || c.InsertBatchSize != InsertBatchSizeDefault {
-		t.Errorf("defaults = %+v", c)
-	}
-	if err := c.validate(); err != nil {
-		t.Errorf("defaults do not validate: %v", err)
-	}
-	c = Config{SkipFor: time.Second, MaxHold: time.Minute, InsertBatchSize: 7}.WithDefaults()
-	if c.SkipFor != time.Second || c.MaxHold != time.Minute || c.InsertBatchSize != 7 {
-		t.Errorf("WithDefaults changed set fields: %+v", c)
-	}
-	for _, bad := range []Config{
-		{SkipFor: -time.Second},
-		{MaxHold: time.Microsecond},
-		{InsertBatchSize: -1},
-		{InsertBatchSize: 5001},
-	} {
-		if _, err := NewStore(nil, bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("NewStore(%+v) error = %v, want ErrInvalid", bad, err)
-		}
-	}
-}
-
 func TestNewTaskValidate(t *testing.T) {
 	ok := NewTask{Category: "news", Title: "t"}
-	row, err := ok.validate()
-	if err != nil {
+	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid task: %v", err)
-	}
-	if row.payload != "{}" || row.maxAttempts != MaxAttemptsDefault {
-		t.Errorf("defaults: payload %q max_attempts %d", row.payload, row.maxAttempts)
 	}
 	cases := map[string]NewTask{
 		"category":     {Category: "", Title: "t"},
@@ -112,7 +64,7 @@ func TestNewTaskValidate(t *testing.T) {
 		"max_attempts": {Category: "news", Title: "t", MaxAttempts: 101},
 	}
 	for field, nt := range cases {
-		_, err := nt.validate()
+		err := nt.Validate()
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: error = %v, want ErrInvalid", field, err)
 			continue

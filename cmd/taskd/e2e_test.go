@@ -26,9 +26,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/internal/apispec"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 const e2eAdminToken = "e2e-admin-token-0123456789abcdefghijkl"
@@ -89,7 +90,7 @@ func baseEnv() []string {
 // fresh database of its own and a unique Redis key prefix.
 func servicesEnv(t *testing.T) []string {
 	t.Helper()
-	env := []string{"TASKD_MYSQL_DSN=" + taskstest.NewDatabase(t)}
+	env := []string{"TASKD_MYSQL_DSN=" + storetest.NewDatabase(t)}
 	return append(append(env, redisEnv(t)...), "TASKD_ADMIN_TOKEN="+e2eAdminToken)
 }
 
@@ -715,12 +716,12 @@ func TestE2EWork(t *testing.T) {
 	env := servicesEnv(t)
 	dsn := strings.TrimPrefix(env[0], "TASKD_MYSQL_DSN=")
 	ctx := context.Background()
-	db, err := tasks.Open(ctx, dsn)
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	store, err := tasks.NewStore(db, tasks.Config{})
+	store, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

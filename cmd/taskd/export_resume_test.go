@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks"
 )
 
 // TestExportResumesAfterInterrupt exports 100,000 results, interrupts the
@@ -29,7 +29,7 @@ func TestExportResumesAfterInterrupt(t *testing.T) {
 	began := time.Now()
 	env := servicesEnv(t)
 	dsn := strings.TrimPrefix(env[0], "TASKD_MYSQL_DSN=")
-	db, err := tasks.Open(t.Context(), dsn)
+	db, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

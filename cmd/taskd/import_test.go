@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // runApp runs taskd in-process with args and an environment holding only env,
@@ -33,21 +34,21 @@ func runApp(t *testing.T, env map[string]string, args ...string) (stdout, stderr
 // importSetup gives a test its own database and the environment to reach it.
 type importSetup struct {
 	env   map[string]string
-	store *tasks.Store
+	store *store.Store
 	dir   string
 }
 
 func newImportSetup(t *testing.T) *importSetup {
 	t.Helper()
-	dsn := taskstest.NewDatabase(t)
+	dsn := storetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := tasks.Open(ctx, dsn)
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	store, err := tasks.NewStore(db, tasks.Config{})
+	store, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatalf("store: %v", err)
 	}

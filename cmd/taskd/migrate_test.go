@@ -10,17 +10,17 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/tasks/taskstest"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
+	"github.com/taskd/taskd/internal/store/storetest"
 )
 
 // migrateEnv returns the environment for `taskd migrate` against a new empty database,
 // a handle on that database, and how taskd names it in its output.
 func migrateEnv(t *testing.T) (env []string, db *sqlx.DB, where string) {
 	t.Helper()
-	dsn := taskstest.NewEmptyDatabase(t)
-	db, err := tasks.Open(t.Context(), dsn)
+	dsn := storetest.NewEmptyDatabase(t)
+	db, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
 )
 
 func TestE2EPauseResume(t *testing.T) {
 	t.Parallel()
 	env := servicesEnv(t)
 	ctx := context.Background()
-	db, err := tasks.Open(ctx, strings.TrimPrefix(env[0], "TASKD_MYSQL_DSN="))
+	db, err := store.Open(ctx, strings.TrimPrefix(env[0], "TASKD_MYSQL_DSN="))
 	if err != nil {
 		t.Fatal(err)
 	}

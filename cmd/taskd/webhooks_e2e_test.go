@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher/webhook"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks"
 )
 
 const e2eHookSecret = "e2e-webhook-secret-0123456789"
@@ -219,7 +219,7 @@ webhook_delivery:
 			dsn = v
 		}
 	}
-	db, err := tasks.Open(t.Context(), dsn)
+	db, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

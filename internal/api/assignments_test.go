@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -726,7 +727,7 @@ func TestHeartbeatAtHoldLimit(t *testing.T) {
 	t.Parallel()
 	// The first lease already reaches the maximum hold.
 	b := setup(t, setupOpts{
-		storeCfg:   tasks.Config{MaxHold: time.Minute},
+		storeCfg:   store.Config{MaxHold: time.Minute},
 		dispatcher: dispatcher.Config{Lease: time.Minute},
 	})
 	e := b.editor(t, "ada", "news")

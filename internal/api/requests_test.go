@@ -16,9 +16,10 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // bodyOfSize returns a POST /v1/tasks body of exactly n bytes that is valid
@@ -285,7 +286,7 @@ func TestMySQLDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	down, err := tasks.NewStore(db, tasks.Config{})
+	down, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func TestRoutingErrors(t *testing.T) {
 func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
 	d := &dispatcher.Dispatcher{}
-	var store api.Store = (*tasks.Store)(nil)
+	var store api.Store = (*store.Store)(nil)
 	noop := func(context.Context) error { return nil }
 	for _, c := range []struct {
 		name string
@@ -446,7 +447,7 @@ func TestEditorTokensAreRemembered(t *testing.T) {
 // holding them; when it answers again, so does the API.
 func TestHungMySQLIsUnavailable(t *testing.T) {
 	t.Parallel()
-	direct := taskstest.NewDatabase(t)
+	direct := storetest.NewDatabase(t)
 	cfg, err := mysql.ParseDSN(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -454,12 +455,12 @@ func TestHungMySQLIsUnavailable(t *testing.T) {
 	proxy := testenv.StartProxy(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
 	ctx := context.Background()
-	db, err := tasks.Open(ctx, cfg.FormatDSN())
+	db, err := store.Open(ctx, cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	hung, err := tasks.NewStore(db, tasks.Config{})
+	hung, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -166,7 +167,7 @@ func TestResultsMySQLDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	down, err := tasks.NewStore(db, tasks.Config{})
+	down, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func countRows(t *testing.T, db *sqlx.DB, query string) int {
 // failingResults is the test store with a results feed that fails after two
 // results, as a database that goes away in the middle of a read.
 type failingResults struct {
-	*tasks.Store
+	*store.Store
 }
 
 func (failingResults) Results(_ context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error) {
@@ -250,7 +251,7 @@ func TestResultsCutShort(t *testing.T) {
 // heldResults is the test store with a results feed that hands over one
 // result, then waits for the client to have read it before the next.
 type heldResults struct {
-	*tasks.Store
+	*store.Store
 	read chan struct{} // closed by the test once it has the first line
 }
 

@@ -25,10 +25,11 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/apispec"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +49,7 @@ const (
 type bundle struct {
 	url   string
 	db    *sqlx.DB
-	store *tasks.Store
+	store *store.Store
 	rdb   *redis.Client
 	d     *dispatcher.Dispatcher
 	hist  *dispatcher.History // with setupOpts.history
@@ -68,10 +69,10 @@ type setupOpts struct {
 	// redis, when set, replaces the shared Redis server under the locker.
 	redis *redis.Client
 	// storeCfg configures the test database's store.
-	storeCfg tasks.Config
+	storeCfg store.Config
 	// store, when set, replaces the test database's store in the API and the
 	// dispatcher.
-	store *tasks.Store
+	store *store.Store
 	// history starts a dispatcher.History for GET /v1/stats/history, flushed
 	// only when a test says so.
 	history bool
@@ -88,8 +89,8 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	t.Cleanup(func() { b.checkLogs(t) })
 	logger := slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
-	b.db = taskstest.NewDB(t)
-	store, err := tasks.NewStore(b.db, o.storeCfg)
+	b.db = storetest.NewDB(t)
+	store, err := store.New(b.db, o.storeCfg)
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}

@@ -16,13 +16,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
 // countingStore counts the token look-ups that reach MySQL.
 type countingStore struct {
-	*tasks.Store
+	*store.Store
 	lookups atomic.Int64
 }
 

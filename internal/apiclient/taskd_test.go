@@ -17,8 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // adminToken is the admin token of the taskd the tests start.
@@ -81,7 +81,7 @@ func startTaskd(t *testing.T) string {
 		}
 	}
 	env = append(env,
-		"TASKD_MYSQL_DSN="+taskstest.NewDatabase(t),
+		"TASKD_MYSQL_DSN="+storetest.NewDatabase(t),
 		"TASKD_REDIS_ADDRS="+opt.Addr,
 		"TASKD_REDIS_KEY_PREFIX=apiclient:"+strings.ToLower(rand.Text()[:10])+":",
 		"TASKD_ADMIN_TOKEN="+adminToken,

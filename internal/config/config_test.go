@@ -12,10 +12,10 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
-	"github.com/taskd/taskd/tasks"
 )
 
 const testDSN = "taskd:taskd@tcp(127.0.0.1:3306)/taskd"
@@ -492,10 +492,10 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		{"dispatch.lease_ttl", cfg.Dispatch.LeaseTTL, []any{dispatcher.LeaseDefault}},
 		{"dispatch.batch", cfg.Dispatch.Batch, []any{dispatcher.BatchDefault}},
 		{"dispatch.poll_interval", cfg.Dispatch.PollInterval, []any{dispatcher.PollIntervalDefault}},
-		{"dispatch.max_hold", cfg.Dispatch.MaxHold, []any{tasks.MaxHoldDefault}},
-		{"dispatch.skip_for", cfg.Dispatch.SkipFor, []any{tasks.SkipForDefault}},
-		{"dispatch.release_cooldown", cfg.Dispatch.ReleaseCooldown, []any{tasks.ReleaseCooldownDefault}},
-		{"dispatch.group_commit", cfg.Dispatch.GroupCommit, []any{tasks.GroupCommitDefault}},
+		{"dispatch.max_hold", cfg.Dispatch.MaxHold, []any{store.MaxHoldDefault}},
+		{"dispatch.skip_for", cfg.Dispatch.SkipFor, []any{store.SkipForDefault}},
+		{"dispatch.release_cooldown", cfg.Dispatch.ReleaseCooldown, []any{store.ReleaseCooldownDefault}},
+		{"dispatch.group_commit", cfg.Dispatch.GroupCommit, []any{store.GroupCommitDefault}},
 		{"sweep.batch", cfg.Sweep.Batch, []any{dispatcher.SweepBatchDefault}},
 		{"sweep.workers", cfg.Sweep.Workers, []any{dispatcher.SweepWorkersDefault}},
 		{"worker.concurrency", cfg.Worker.Concurrency, []any{dispatcher.WorkerConcurrencyDefault}},

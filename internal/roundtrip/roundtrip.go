@@ -15,7 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
 )
 
 // Counts are the totals a Connector has seen so far.
@@ -51,15 +51,15 @@ func (c *Connector) Counts() Counts {
 	return Counts{c.roundTrips.Load(), c.statements.Load(), c.commits.Load()}
 }
 
-// OpenMySQL opens dsn as tasks.Open does (tasks.Connector's settings, the
-// pool settings of tasks.OpenDB), over a Connector that counts its requests.
+// OpenMySQL opens dsn as store.Open does (store.Connector's settings, the
+// pool settings of store.OpenDB), over a Connector that counts its requests.
 func OpenMySQL(ctx context.Context, dsn string) (*sqlx.DB, *Connector, error) {
-	connector, err := tasks.Connector(dsn)
+	connector, err := store.Connector(dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	cc := &Connector{Connector: connector}
-	db, err := tasks.OpenDB(ctx, sql.OpenDB(cc))
+	db, err := store.OpenDB(ctx, sql.OpenDB(cc))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,21 +13,21 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
-	"github.com/taskd/taskd/tasks"
+	"github.com/taskd/taskd/internal/store"
 )
 
-// OpenMySQL opens the task store's database like tasks.Open, through an
-// otelsql wrapper around tasks.Connector(dsn): a client span per statement,
+// OpenMySQL opens the task store's database like store.Open, through an
+// otelsql wrapper around store.Connector(dsn): a client span per statement,
 // transaction and connection (children of the span in the call's context),
 // the db.client.operation.duration histogram, and the database/sql pool
 // statistics.
 //
 // Spans carry the statement text with its placeholders, db.system.name
 // "mysql", db.namespace and server.address/server.port; never the
-// statement's arguments (tasks.Connector interpolates them inside the
+// statement's arguments (store.Connector interpolates them inside the
 // driver, below the wrapper) and never the DSN, which holds a password.
 // Rows, pings and session resets get no spans of their own. With no-op
-// providers it is tasks.Open.
+// providers it is store.Open.
 //
 // The pool statistics stay registered on the meter provider until it shuts
 // down, also after the handle is closed.
@@ -35,12 +35,12 @@ func OpenMySQL(ctx context.Context, dsn string, p *Providers) (*sqlx.DB, error) 
 	if p == nil {
 		return nil, fmt.Errorf("open database: %w", errNilProviders)
 	}
-	connector, err := tasks.Connector(dsn)
+	connector, err := store.Connector(dsn)
 	if err != nil {
 		return nil, err
 	}
 	if !tracing(p.TracerProvider) && !metering(p.MeterProvider) {
-		return tasks.OpenDB(ctx, sql.OpenDB(connector))
+		return store.OpenDB(ctx, sql.OpenDB(connector))
 	}
 	cfg, err := mysql.ParseDSN(dsn) // cannot fail: Connector parsed it
 	if err != nil {
@@ -56,7 +56,7 @@ func OpenMySQL(ctx context.Context, dsn string, p *Providers) (*sqlx.DB, error) 
 			DisableErrSkip:       true,
 		}),
 	}
-	db, err := tasks.OpenDB(ctx, otelsql.OpenDB(connector, opts...))
+	db, err := store.OpenDB(ctx, otelsql.OpenDB(connector, opts...))
 	if err != nil {
 		return nil, err
 	}

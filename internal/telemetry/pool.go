@@ -41,7 +41,7 @@ const (
 //   - taskd.pool.holders: distinct holders with a live claim.
 //
 // The gauges are read when metrics are collected (a Prometheus scrape).
-// stats (typically a *tasks.Store's Stats with the default window) scans an
+// stats (typically a *store.Store's Stats with the default window) scans an
 // index, so its result is reused for every (default PoolRefreshDefault);
 // concurrent collections share one call, which gets PoolStatsTimeout. When
 // the last call failed the gauges report nothing until the next one

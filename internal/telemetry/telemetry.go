@@ -10,7 +10,7 @@
 //
 //   - InstrumentRedis adds go-redis redisotel tracing and metrics hooks;
 //   - OpenMySQL opens the store's database through an otelsql-wrapped
-//     tasks.Connector;
+//     store.Connector;
 //   - HTTPHandler wraps the API in otelhttp server spans named after the
 //     route pattern;
 //   - ObservePool reports the pool's size by status and category from a

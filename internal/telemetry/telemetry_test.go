@@ -24,11 +24,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 func TestMain(m *testing.M) {
@@ -46,7 +47,7 @@ const (
 // pipeline is a dispatcher over a real Redis and a real MariaDB, both
 // instrumented with the providers.
 type pipeline struct {
-	store *tasks.Store
+	store *store.Store
 	d     *dispatcher.Dispatcher
 }
 
@@ -57,12 +58,12 @@ func newPipeline(t *testing.T, p *telemetry.Providers) *pipeline {
 	if err := telemetry.InstrumentRedis(rdb, p); err != nil {
 		t.Fatalf("instrument redis: %v", err)
 	}
-	db, err := telemetry.OpenMySQL(ctx, taskstest.NewDatabase(t), p)
+	db, err := telemetry.OpenMySQL(ctx, storetest.NewDatabase(t), p)
 	if err != nil {
 		t.Fatalf("open mysql: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	store, err := tasks.NewStore(db, tasks.Config{})
+	store, err := store.New(db, store.Config{})
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}

@@ -30,7 +30,7 @@ const (
 //     deliveries that are "pending" or "failed", by webhook. Each webhook in
 //     names reports both states, 0 when it has none.
 //
-// backlog (typically a *tasks.Store's WebhookBacklog) is called when metrics
+// backlog (typically a *store.Store's WebhookBacklog) is called when metrics
 // are collected, at most once every (default WebhookRefreshDefault), with
 // PoolStatsTimeout. stop unregisters the gauges.
 func ObserveWebhooks(p *Providers, names []string, backlog func(ctx context.Context) (*tasks.WebhookBacklog, error), every time.Duration) (stop func(), err error) {

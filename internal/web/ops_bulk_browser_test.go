@@ -9,7 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/tasks/taskstest"
+	"github.com/taskd/taskd/internal/store/storetest"
 )
 
 // statusCounts counts the tasks of a category by status, from the database.
@@ -34,7 +34,7 @@ func statusCounts(t *testing.T, db *sqlx.DB, category string) map[string]int {
 // changes nothing; a confirmed one changes exactly the tasks counted (not one
 // that came to match after the count, nor another category's).
 func TestBrowserOpsBulkActions(t *testing.T) {
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	s := startServer(t, taskd.Config{}, taskd.WithDB(db))
 	var dead []int64
 	for i := range 6 {
@@ -123,7 +123,7 @@ func TestBrowserOpsBulkActions(t *testing.T) {
 // TestBrowserOpsTaskHistory: the task detail shows the latest 50 events,
 // newest first, and "Show older events" pages back to the first.
 func TestBrowserOpsTaskHistory(t *testing.T) {
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	s := startServer(t, taskd.Config{}, taskd.WithDB(db))
 	id := s.addTask("news", 1, "A task with a long history", map[string]any{"text": "x"})
 	db.MustExecContext(t.Context(), `INSERT INTO task_events (task_id, kind, fence, holder, detail)

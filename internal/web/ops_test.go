@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/web"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // opsSignIn posts the console's sign-in form with token and returns the
@@ -323,7 +323,7 @@ func TestOpsSessionEnds(t *testing.T) {
 	cfg := taskd.Config{}
 	cfg.HTTP.SessionIdle = time.Minute
 	cfg.Redis.KeyPrefix = testenv.Prefix(t)
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	s := startServer(t, cfg, taskd.WithDB(db))
 	c := browserClient(t)
 	if res := s.opsSignIn(c, adminToken); res.StatusCode != http.StatusSeeOther {

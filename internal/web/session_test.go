@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // me calls GET /app/v1/me with c's session and returns the status and the
@@ -123,7 +123,7 @@ func TestRefusedSessionEnds(t *testing.T) {
 	t.Parallel()
 	cfg := taskd.Config{}
 	cfg.HTTP.EditorCacheTTL = -1 // every call reads the editor from MySQL
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	s := startServer(t, cfg, taskd.WithDB(db))
 	id, token := s.editor("cy", "news")
 	c := signedIn(t, s, token)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 const adminToken = "web-test-admin-token-0123456789"
@@ -45,7 +45,7 @@ func startServer(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *server {
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Redis.KeyPrefix = prefix
 	opts = append([]taskd.Option{
-		taskd.WithDB(taskstest.NewDB(t)),
+		taskd.WithDB(storetest.NewDB(t)),
 		taskd.WithRedis(testenv.Redis(t)),
 		taskd.WithLogger(slog.New(slog.DiscardHandler)),
 	}, opts...)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/web"
-	"github.com/taskd/taskd/tasks/taskstest"
 )
 
 // csrfOf returns the CSRF token the workspace page carries.
@@ -318,7 +318,7 @@ func TestSessionAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	cfg := taskd.Config{}
 	cfg.Redis.KeyPrefix = testenv.Prefix(t)
-	db := taskstest.NewDB(t)
+	db := storetest.NewDB(t)
 	one := startServer(t, cfg, taskd.WithDB(db))
 	two := startServer(t, cfg, taskd.WithDB(db))
 	_, token := one.editor("rep", "news")

@@ -15,8 +15,9 @@ import (
 
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
 )
 
 // taskdCategory is the category of the no-op tasks.
@@ -70,7 +71,7 @@ func newTaskdSide(ctx context.Context, dsn, redisURL string, syncCommits bool) (
 	}
 	ts := &taskdSide{dsn: cfg.Clone(), redisAddr: ropt.Addr, redisDB: ropt.DB}
 	ts.dsn.DBName = ""
-	if ts.admin, err = tasks.Open(ctx, ts.dsn.FormatDSN()); err != nil {
+	if ts.admin, err = store.Open(ctx, ts.dsn.FormatDSN()); err != nil {
 		return nil, fmt.Errorf("connect to mysql: %w", err)
 	}
 	if syncCommits {
@@ -108,7 +109,7 @@ func (ts *taskdSide) Reset(ctx context.Context, workers int) error {
 	cfg := ts.dsn.Clone()
 	cfg.DBName = name
 	var err error
-	if ts.db, err = tasks.Open(ctx, cfg.FormatDSN()); err != nil {
+	if ts.db, err = store.Open(ctx, cfg.FormatDSN()); err != nil {
 		return fmt.Errorf("connect to %s: %w", name, err)
 	}
 	if _, err := migrate.Up(ctx, ts.db); err != nil {

@@ -81,10 +81,10 @@ type Workload struct {
 	Workers int `json:"workers,omitempty"`
 	// Replicated makes the database one the replica applies; ReplicaReads
 	// (which implies it) also gives taskd's store the replica for its
-	// candidate reads (tasks.Config.Replica). Both need Config.ReplicaDSN.
+	// candidate reads (store.Config.Replica). Both need Config.ReplicaDSN.
 	Replicated   bool `json:"replicated,omitempty"`
 	ReplicaReads bool `json:"replica_reads,omitempty"`
-	// GroupCommit is taskd's tasks.Config.GroupCommit: 0 its default, 1 every
+	// GroupCommit is taskd's store.Config.GroupCommit: 0 its default, 1 every
 	// write in a transaction of its own, as before group commit.
 	GroupCommit int `json:"group_commit,omitempty"`
 	// LongPoll runs scenario (i) instead of the editors' loop: Editors

@@ -16,8 +16,8 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/roundtrip"
-	"github.com/taskd/taskd/tasks"
-	"github.com/taskd/taskd/tasks/migrate"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
 )
 
 // fillChunk is how many rows one INSERT ... SELECT of the fill writes.
@@ -38,7 +38,7 @@ type benchDB struct {
 	replicaDSN   string
 	replica      *sqlx.DB
 	replicaCount *roundtrip.Connector
-	store        *tasks.Store
+	store        *store.Store
 	// mysqldPID is the MySQL server's process id when it runs on this
 	// machine, else 0.
 	mysqldPID int
@@ -64,7 +64,7 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 		name = replicatedPrefix + "bench_" + hex.EncodeToString(b[:])
 	}
 	cfg.DBName = ""
-	admin, err := tasks.Open(ctx, cfg.FormatDSN())
+	admin, err := store.Open(ctx, cfg.FormatDSN())
 	if err != nil {
 		return nil, fmt.Errorf("connect to mysql: %w", err)
 	}
@@ -75,7 +75,7 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 	bd := &benchDB{name: name, admin: admin, replicaDSN: replicaDSN}
 	cfg.DBName = name
 	bd.dsn = cfg.FormatDSN()
-	if bd.db, err = tasks.Open(ctx, bd.dsn); err != nil {
+	if bd.db, err = store.Open(ctx, bd.dsn); err != nil {
 		bd.drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("connect to %s: %w", name, err)
 	}
@@ -97,14 +97,14 @@ func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit
 	if bd.sdb, bd.primary, err = roundtrip.OpenMySQL(ctx, bd.dsn); err != nil {
 		return fmt.Errorf("connect to %s: %w", bd.name, err)
 	}
-	scfg := tasks.Config{GroupCommit: groupCommit}
+	scfg := store.Config{GroupCommit: groupCommit}
 	if bd.replicaDSN != "" {
 		rcfg, err := mysql.ParseDSN(bd.replicaDSN)
 		if err != nil {
 			return fmt.Errorf("parse mysql replica dsn: %w", err)
 		}
 		rcfg.DBName = ""
-		radmin, err := tasks.Open(ctx, rcfg.FormatDSN())
+		radmin, err := store.Open(ctx, rcfg.FormatDSN())
 		if err != nil {
 			return fmt.Errorf("connect to the mysql replica: %w", err)
 		}
@@ -120,7 +120,7 @@ func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit
 			scfg.Replica = bd.replica
 		}
 	}
-	bd.store, err = tasks.NewStore(bd.sdb, scfg)
+	bd.store, err = store.New(bd.sdb, scfg)
 	return err
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -61,7 +62,7 @@ type strategy interface {
 }
 
 // sqlEditors creates editors in the store, as every in-process strategy does.
-type sqlEditors struct{ store *tasks.Store }
+type sqlEditors struct{ store *store.Store }
 
 func (s sqlEditors) newEditor(ctx context.Context, name string, categories []string) (*editor, error) {
 	token, hash := tasks.NewToken()
@@ -231,7 +232,7 @@ type inproc struct {
 	d *dispatcher.Dispatcher
 }
 
-func newInproc(store *tasks.Store, rdb *redis.Client, prefix string, lease time.Duration) (*inproc, error) {
+func newInproc(store *store.Store, rdb *redis.Client, prefix string, lease time.Duration) (*inproc, error) {
 	d, err := dispatcher.New(timedStore{store}, locker.New(rdb), dispatcher.Config{
 		Lease:     lease,
 		KeyPrefix: prefix,
@@ -285,7 +286,7 @@ func (s *inproc) close(context.Context) error { return nil }
 type commitTimeKey struct{}
 
 // timedStore is the store, noting where a submit's next claim starts.
-type timedStore struct{ *tasks.Store }
+type timedStore struct{ *store.Store }
 
 var _ dispatcher.Store = timedStore{}
 

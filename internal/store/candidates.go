@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Candidate query parts. The query is a UNION ALL of two branches per category, each
+// an index range read of tasks_candidate (status, category, priority DESC, due_order,
+// id) that
+// already yields rows in the wanted order, so LIMIT stops it after a few rows: one for
+// pending tasks, whose cost does not depend on the size of the pool, and one for
+// claims whose lease has passed, which reads the category's assigned rows until it has
+// found enough expired ones, so its cost is bounded by the category's live claims, not
+// by how many expired claims wait for a sweep. A final ORDER BY ... LIMIT merges the
+// branches.
+//
+// Skip memory is an anti-join (LEFT JOIN ... IS NULL) on the task_skips primary key:
+// one eq_ref lookup per row read. (NOT EXISTS lets the optimizer materialize every
+// unexpired skip of every editor instead.) The index hints pin these plans: the
+// optimizer may otherwise prefer another index when statistics are skewed, for
+// example in a fresh, small table. internal/store/EXPLAIN.md shows the plans.
+const (
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
+	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s` + candidateNotPausedSQL + `
+	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	// candidateNotPausedSQL leaves out a paused category: one primary-key lookup per
+	// branch, whose argument is the branch's category. Claims check the pause
+	// themselves; this only spares them candidates they would be refused.
+	candidateNotPausedSQL = `
+	AND NOT EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = ?)`
+	candidateSkipJoinSQL = `
+	LEFT JOIN task_skips s FORCE INDEX (PRIMARY) ON s.task_id = t.id AND s.editor_id = ? AND s.until > NOW(3)`
+	candidateNotSkippedSQL = ` AND s.task_id IS NULL`
+	candidateOrderSQL      = `
+ORDER BY priority DESC, due_order, id LIMIT ?`
+)
+
+// candidatesQuery builds the candidate query for normalized categories.
+func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
+	join, notSkipped := "", ""
+	var skipArgs []any
+	if editorID != 0 {
+		join, notSkipped = candidateSkipJoinSQL, candidateNotSkippedSQL
+		skipArgs = []any{editorID}
+	}
+	var q strings.Builder
+	var args []any
+	pending := fmt.Sprintf(candidatePendingSQL, join, notSkipped)
+	expired := fmt.Sprintf(candidateExpiredSQL, join, notSkipped)
+	for i, c := range cats {
+		if i > 0 {
+			q.WriteString("\nUNION ALL\n")
+		}
+		q.WriteString(pending)
+		q.WriteString("\nUNION ALL\n")
+		q.WriteString(expired)
+		for range 2 {
+			args = append(args, skipArgs...)
+			args = append(args, c, c, limit)
+		}
+	}
+	q.WriteString(candidateOrderSQL)
+	args = append(args, limit)
+	return q.String(), args
+}
+
+// Candidates returns up to Limit tasks that are claimable now in the given categories:
+// pending tasks whose run_after has passed, and assigned tasks whose lease has passed
+// (claimable even before a sweep recycles them). Tasks the editor skipped are left out
+// until the skip passes, and paused categories altogether. Highest priority first;
+// within a priority, tasks with a due_at first, earliest first, then the others; then
+// oldest (lowest id) first.
+//
+// A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
+// with ErrStale if someone else got there first. Candidates returns ErrInvalid for a
+// bad limit or category, or more than MaxCategories categories.
+func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tasks.Candidate, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = tasks.CandidatesLimitDefault
+	}
+	if limit < 1 || limit > tasks.CandidatesLimitMax {
+		return nil, fmt.Errorf("candidates: %w: limit must be 1..%d", tasks.ErrInvalid, tasks.CandidatesLimitMax)
+	}
+	cats, err := normalizeCategories(p.Categories)
+	if err != nil {
+		return nil, fmt.Errorf("candidates: %w", err)
+	}
+	if len(cats) == 0 {
+		return []tasks.Candidate{}, nil
+	}
+	q, args := candidatesQuery(cats, p.EditorID, limit)
+	var out []tasks.Candidate
+	read := func(ctx context.Context, db *sqlx.DB) error {
+		out = []tasks.Candidate{}
+		return db.SelectContext(ctx, &out, q, args...)
+	}
+	onReplica, err := s.read(ctx, p.Primary, read)
+	if err == nil && onReplica && len(out) == 0 {
+		// The replica may not have the newest tasks yet.
+		err = read(ctx, s.db)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("candidates: %w", err)
+	}
+	return out, nil
+}

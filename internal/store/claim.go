@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// skippedSQL is true when the editor skipped the task and the skip has not passed. It
+// is read on its own, never inside a locking statement: a locking read of task_skips
+// would take gap locks there that a concurrent skip (Release) waits for.
+const skippedSQL = `SELECT EXISTS (SELECT 1 FROM task_skips WHERE task_id = ? AND editor_id = ? AND ` + "`until`" + ` > NOW(3))`
+
+// One task per editor. An editor's claims are serialized on the editor's row: every
+// claim by an editor first locks that row (a primary-key record lock), then checks,
+// under the lock, that no task names the editor, and only then sets tasks.editor_id
+// (a cycle's claim: see Cycles; claimLocked: see lockEditor). Only claims set
+// editor_id, so no second claim of the editor can slip in between the check and the
+// commit. A unique key on tasks.editor_id would say the same declaratively, but its
+// duplicate checks take next-key locks on neighbouring editors' entries, which made
+// concurrent claims of different editors deadlock.
+//
+// A disabled editor gets no claim: the same lock reads editors.disabled_at, so the
+// check costs no round trip, and DisableEditor, which sets it under the same lock,
+// cannot pass a claim in flight.
+
+const (
+	// claimLockSQL reads and locks the row; db_now is the database clock the lease is
+	// computed from, claimable whether the row may be claimed now. SKIP LOCKED: a row
+	// another transaction is writing (a competing claim, a holder's write, a sweep's
+	// batch) reads as no row at once instead of a lock wait, and the caller moves on to
+	// its next candidate.
+	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now,
+	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)), 0) AS claimable
+FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
+
+	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
+	// condition the locked read checked, so it is correct on its own, and checks
+	// that the task's category is not paused.
+	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, trace_context = ?, updated_at = ?
+WHERE id = ? AND fence = ?
+	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
+)
+
+// Claim claims a task for a holder: one conditional UPDATE checks that the fence is
+// still p.Fence and that the task is claimable now (pending with run_after passed, or
+// assigned with its lease passed) and not skipped by the editor, moves it to assigned,
+// bumps the fence and sets the lease from the database clock. In the same transaction
+// it records a 'claimed' event and, when it took over a claim whose lease had passed,
+// an 'expired' event for the old fence.
+//
+// Claim returns ErrStale if the task was claimed or changed since Candidates read it,
+// if another transaction is writing its row right now, or if there is no such task;
+// ErrPaused if its category is paused (see PauseCategory); ErrSkipped if the editor
+// skipped it (it stays claimable for others); ErrEditorBusy if p.EditorID already
+// holds a live claim; ErrEditorDisabled if the editor is disabled (checked under the
+// lock of its row, whatever a caller's cache says); and ErrInvalid for bad params. If the
+// editor's previous claim has expired but was not recycled yet, Claim recycles it
+// first.
+//
+// Round trips: one for a pending task (p.Status StatusPending), sent with the
+// concurrent writes of other claimants that arrive together, as one transaction
+// (see Config.GroupCommit); a ctx that ends while it is in flight returns ctx's
+// cause, and the claim may still have been made. Otherwise the skip
+// check (editors only), BEGIN, locked SELECT, UPDATE, INSERT events, COMMIT.
+func (s *Store) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	lease, err := s.checkClaimParams(p)
+	if err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
+	}
+	if p.Status == tasks.StatusPending {
+		c, err := s.claimPending(ctx, p, lease)
+		// The editor has a task: the locking path finds out whether it is a live
+		// claim or one whose lease passed, which it frees.
+		if !errors.Is(err, errEditorHasTask) {
+			if err != nil {
+				return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+			}
+			return c, nil
+		}
+	}
+	c, err := s.claimLocked(ctx, p, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
+	}
+	return c, nil
+}
+
+// checkClaimParams returns the lease of p, or an error wrapping ErrInvalid that
+// names what is wrong with p.
+func (s *Store) checkClaimParams(p tasks.ClaimParams) (time.Duration, error) {
+	lease, err := s.checkLease(p.Lease)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkHolder(p.Holder); err != nil {
+		return 0, err
+	}
+	if p.EditorID < 0 {
+		return 0, fmt.Errorf("%w: editor id must not be negative", tasks.ErrInvalid)
+	}
+	if utf8.RuneCountInString(p.TraceContext) > maxTraceContextLen || !utf8.ValidString(p.TraceContext) {
+		return 0, fmt.Errorf("%w: trace context must be at most %d characters of valid UTF-8", tasks.ErrInvalid, maxTraceContextLen)
+	}
+	return lease, nil
+}
+
+// errEditorHasTask is claimPending's answer when a task names the editor.
+var errEditorHasTask = errors.New("the editor has a task")
+
+// claimPending claims a pending task as a cycle of a group (see Cycles).
+func (s *Store) claimPending(ctx context.Context, p tasks.ClaimParams, lease time.Duration) (*tasks.Claim, error) {
+	c := &cycle{claim: &p, lease: lease}
+	if err := s.groupedCycle(ctx, c); err != nil {
+		return nil, err
+	}
+	return c.claimed.claim(c.foundClaimed)
+}
+
+// claimedRow is what a cycle's report says of its claim: Claimed is 1 when the
+// claim was made; else the checks that refused it.
+type claimedRow struct {
+	Claimed  int64 `db:"claimed"`
+	Skipped  bool  `db:"skipped"`
+	Busy     bool  `db:"busy"`
+	Disabled bool  `db:"disabled"`
+	Paused   bool  `db:"paused"`
+	tasks.Task
+}
+
+// claim is the claim the row shows, or why there is none. found says
+// whether the SELECT found the task.
+func (row *claimedRow) claim(found bool) (*tasks.Claim, error) {
+	switch {
+	case !found:
+		return nil, tasks.ErrStale
+	case row.Claimed > 0:
+		return claimOf(row.Task), nil
+	case row.Disabled:
+		return nil, tasks.ErrEditorDisabled
+	case row.Busy:
+		return nil, errEditorHasTask
+	case row.Skipped:
+		return nil, tasks.ErrSkipped
+	case row.Paused:
+		return nil, tasks.ErrPaused
+	default:
+		return nil, tasks.ErrStale
+	}
+}
+
+// claimLocked claims a task with a locking read and claimSQL in a transaction. An
+// editor's row is locked first, then the task the editor still has, if any (freed when
+// its lease has passed), then the task to claim: always in that order.
+func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time.Duration) (*tasks.Claim, error) {
+	if p.EditorID != 0 {
+		var skipped bool
+		if err := s.db.GetContext(ctx, &skipped, skippedSQL, p.TaskID, p.EditorID); err != nil {
+			return nil, err
+		}
+		if skipped {
+			return nil, tasks.ErrSkipped
+		}
+	}
+	var claimed tasks.Task
+	var tookOver bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if p.EditorID != 0 {
+			ed, err := lockEditor(ctx, tx, p.EditorID)
+			if errors.Is(err, tasks.ErrNotFound) {
+				return fmt.Errorf("%w: editor %d does not exist", tasks.ErrInvalid, p.EditorID)
+			}
+			if err != nil {
+				return err
+			}
+			if ed.Disabled {
+				return tasks.ErrEditorDisabled
+			}
+			if ed.Held != 0 {
+				if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Held); err != nil {
+					return err
+				}
+			}
+		}
+		var row struct {
+			tasks.Task
+			DBNow     time.Time `db:"db_now"`
+			Claimable bool      `db:"claimable"`
+		}
+		if err := tx.GetContext(ctx, &row, claimLockSQL, p.TaskID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return tasks.ErrStale // locked by another transaction right now, or no such task
+			}
+			return err
+		}
+		if row.Fence != p.Fence || !row.Claimable {
+			return tasks.ErrStale
+		}
+		now := row.DBNow
+		expires := now.Add(lease)
+		args := []any{p.Holder, nullID(p.EditorID), now, expires, nullString(p.TraceContext), now, p.TaskID, p.Fence}
+		res, err := tx.ExecContext(ctx, claimSQL, args...)
+		if err != nil {
+			return err
+		}
+		if err := expectOne(res); err != nil {
+			// The row is locked and was claimable: the category is paused,
+			// unless the pause ended in between.
+			var paused bool
+			if perr := tx.GetContext(ctx, &paused, pausedCategorySQL, row.Category); perr == nil && paused {
+				return tasks.ErrPaused
+			}
+			return err
+		}
+
+		var evs []event
+		tookOver = row.Status == tasks.StatusAssigned
+		if tookOver {
+			evs = append(evs, event{
+				taskID: p.TaskID, kind: tasks.EventExpired, fence: row.Fence,
+				holder: row.Holder, editorID: row.EditorID, detail: "taken over by " + p.Holder,
+				category: row.Category, cause: tasks.WebhookTakeover,
+			})
+		}
+		evs = append(evs, event{
+			taskID: p.TaskID, kind: tasks.EventClaimed, fence: row.Fence + 1,
+			holder: p.Holder, editorID: p.EditorID,
+		})
+		if err := s.insertEvents(ctx, tx, evs...); err != nil {
+			return err
+		}
+
+		claimed = row.Task
+		claimed.Status = tasks.StatusAssigned
+		claimed.Fence = row.Fence + 1
+		claimed.Holder = p.Holder
+		claimed.EditorID = p.EditorID
+		claimed.AssignedAt = &now
+		claimed.LeaseExpiresAt = &expires
+		claimed.Attempts++
+		claimed.TraceContext = p.TraceContext
+		claimed.UpdatedAt = now
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := claimOf(claimed)
+	c.TookOver = tookOver
+	return c, nil
+}
+
+// lockEditorTaskSQL locks the editor's row and, in the same round trip, reads the
+// task that names the editor, if any, and whether the editor is disabled. The
+// subquery reads without locking and runs for the locked row, so it sees every claim
+// of the editor that committed before: only claims set editor_id, and they hold this
+// lock.
+const lockEditorTaskSQL = `SELECT COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor)
+	WHERE t.editor_id = e.id LIMIT 1), 0) AS held, e.disabled_at IS NOT NULL AS disabled
+FROM editors e WHERE e.id = ? FOR UPDATE`
+
+// lockedEditor is what lockEditor read under the lock of an editor's row.
+type lockedEditor struct {
+	// Held is the id of the task that names the editor, 0 if none (at most one can).
+	Held int64 `db:"held"`
+	// Disabled says the editor is disabled.
+	Disabled bool `db:"disabled"`
+}
+
+// lockEditor locks the editor's row, which serializes the editor's claims and every
+// change of its state, and returns the task that names the editor and whether it is
+// disabled. It returns ErrNotFound if there is no such editor.
+func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor, error) {
+	var ed lockedEditor
+	if err := tx.GetContext(ctx, &ed, lockEditorTaskSQL, editorID); err != nil {
+		return ed, notFound(err)
+	}
+	return ed, nil
+}
+
+const (
+	// editorTaskLockSQL locks the task lockEditor found by primary key, which also
+	// sees a release, a submit or a recycle that committed in the meantime.
+	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired
+FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
+	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	assigned_at = NULL, lease_expires_at = NULL
+WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
+)
+
+// freeExpiredEditorClaim returns task id, which names the editor, to the pool if its
+// lease has passed, and returns ErrEditorBusy if it is live. The caller holds the
+// editor's row.
+func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, id int64) error {
+	var held struct {
+		Fence    int64  `db:"fence"`
+		Holder   string `db:"holder"`
+		Category string `db:"category"`
+		Expired  bool   `db:"expired"`
+	}
+	if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // released, submitted or recycled in the meantime
+		}
+		return err
+	}
+	if !held.Expired {
+		return tasks.ErrEditorBusy
+	}
+	res, err := tx.ExecContext(ctx, editorClaimFreeSQL, id, held.Fence)
+	if err != nil {
+		return err
+	}
+	if err := expectOne(res); err != nil {
+		return err
+	}
+	return s.insertEvents(ctx, tx, event{
+		taskID: id, kind: tasks.EventRecycled, fence: held.Fence, holder: held.Holder,
+		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
+		category: held.Category, cause: tasks.WebhookReclaim,
+	})
+}
+
+const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
+WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3)`
+
+// HeldByEditor returns the live claim the editor holds, or ErrNotFound. A claim is live
+// while the task is assigned and its lease has not passed.
+func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error) {
+	var t tasks.Task
+	if err := s.db.GetContext(ctx, &t, heldByEditorSQL, editorID); err != nil {
+		return nil, fmt.Errorf("held by editor %d: %w", editorID, notFound(err))
+	}
+	return claimOf(t), nil
+}
+
+const claimHolderSQL = `SELECT holder FROM task_events
+WHERE task_id = ? AND kind = 'claimed' AND fence = ? ORDER BY id LIMIT 1`
+
+// ClaimHolder returns the holder of the claim of task taskID with fence fence, from
+// the audit trail: whoever the claim was made for, live or long over. It returns
+// ErrNotFound if the task never had a claim with that fence.
+func (s *Store) ClaimHolder(ctx context.Context, taskID, fence int64) (string, error) {
+	var holder string
+	if err := s.db.GetContext(ctx, &holder, claimHolderSQL, taskID, fence); err != nil {
+		return "", fmt.Errorf("claim holder of task %d fence %d: %w", taskID, fence, notFound(err))
+	}
+	return holder, nil
+}

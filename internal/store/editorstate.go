@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+const (
+	disableEditorSQL = `UPDATE editors SET disabled_at = COALESCE(disabled_at, NOW(3)) WHERE id = ?`
+	// editorTaskRevokeLockSQL locks the task lockEditor found, if it still names the
+	// editor: a release or a submit of the editor's, which do not lock the editor's
+	// row, may have ended the claim in the meantime.
+	editorTaskRevokeLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, assigned_at,
+	COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
+FROM tasks WHERE id = ? AND editor_id = ? AND status = 'assigned' FOR UPDATE`
+	enableEditorSQL = `UPDATE editors SET disabled_at = NULL WHERE id = ?`
+)
+
+// DisableEditor disables an editor and revokes its claim, in one transaction that
+// locks the editor's row and then the task it holds, the order of a claim. From its
+// commit on, the store refuses the editor every claim (ErrEditorDisabled); its token
+// is for callers to refuse (Editor.Disabled). The claim the editor held, live or with
+// its lease passed, goes back to the pool with its fence bumped, as ForceRelease does,
+// so whatever the editor still sends about it is stale; a 'released' event with detail
+// "forced: editor disabled" records it.
+//
+// It returns the revoked claim, or nil if the editor held none; ErrNotFound for an
+// unknown editor. Disabling a disabled editor keeps its DisabledAt and revokes any
+// claim it still holds.
+func (s *Store) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, error) {
+	var revoked *tasks.Revoked
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		revoked = nil // a deadlock victim runs again
+		ed, err := lockEditor(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, disableEditorSQL, id); err != nil {
+			return err
+		}
+		if ed.Held == 0 {
+			return nil
+		}
+		var row struct {
+			Fence        int64      `db:"fence"`
+			Holder       string     `db:"holder"`
+			Category     string     `db:"category"`
+			AssignedAt   *time.Time `db:"assigned_at"`
+			TraceContext string     `db:"trace_context"`
+			DBNow        time.Time  `db:"db_now"`
+		}
+		if err := tx.GetContext(ctx, &row, editorTaskRevokeLockSQL, ed.Held, id); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // released or submitted in the meantime
+			}
+			return err
+		}
+		res, err := tx.ExecContext(ctx, forceReleaseSQL, ed.Held, row.Fence)
+		if err != nil {
+			return err
+		}
+		if err := expectOne(res); err != nil {
+			return err
+		}
+		revoked = &tasks.Revoked{Fence: row.Fence, Ended: tasks.Ended{
+			TaskID: ed.Held, Holder: row.Holder, Category: row.Category, Status: tasks.StatusPending,
+			EndedAt: row.DBNow, TraceContext: row.TraceContext,
+		}}
+		if row.AssignedAt != nil {
+			revoked.AssignedAt = *row.AssignedAt
+		}
+		return s.insertEvents(ctx, tx, event{
+			taskID: ed.Held, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: id,
+			detail: "forced: editor disabled", category: row.Category, cause: tasks.WebhookForce,
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("disable editor %d: %w", id, err)
+	}
+	return revoked, nil
+}
+
+// EnableEditor enables a disabled editor: it may claim again, and its token is good
+// again. Enabling an enabled editor changes nothing. It returns ErrNotFound for an
+// unknown editor.
+func (s *Store) EnableEditor(ctx context.Context, id int64) error {
+	res, err := s.db.ExecContext(ctx, enableEditorSQL, id)
+	if err != nil {
+		return fmt.Errorf("enable editor %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("enable editor %d: %w", id, err)
+	} else if n != 1 {
+		return fmt.Errorf("enable editor %d: %w", id, tasks.ErrNotFound)
+	}
+	return nil
+}

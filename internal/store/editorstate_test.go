@@ -1,0 +1,107 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+func TestDisableEditor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	ids := b.insert(t, tasks.NewTask{Category: "news", Title: "1"}, tasks.NewTask{Category: "news", Title: "2"},
+		tasks.NewTask{Category: "news", Title: "3"})
+	c := b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
+
+	revoked, err := b.store.DisableEditor(b.ctx, ann.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if revoked == nil || revoked.TaskID != ids[0] || revoked.Fence != c.Fence || revoked.Holder != ann.Holder() ||
+		revoked.Category != "news" || revoked.Status != tasks.StatusPending || revoked.AssignedAt.IsZero() {
+		t.Fatalf("revoked = %+v, want task %d fence %d of %s", revoked, ids[0], c.Fence, ann.Holder())
+	}
+	task := b.task(t, ids[0])
+	if task.Status != tasks.StatusPending || task.Fence != c.Fence+1 || task.EditorID != 0 || task.Holder != "" {
+		t.Errorf("task after the disable: %+v; want pending, fence bumped, no holder", task)
+	}
+	evs := b.events(t, ids[0])
+	if last := evs[len(evs)-1]; last.Kind != tasks.EventReleased || last.Fence != c.Fence || last.EditorID != ann.ID || last.Detail != "forced: editor disabled" {
+		t.Errorf("last event = %+v, want 'released' of fence %d, detail forced: editor disabled", last, c.Fence)
+	}
+	ed, err := b.store.GetEditor(b.ctx, ann.ID)
+	if err != nil || !ed.Disabled() {
+		t.Fatalf("editor after the disable = %+v, %v; want disabled", ed, err)
+	}
+	// The old claim is gone for its holder.
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: ids[0], Fence: c.Fence, Holder: ann.Holder(), Result: rawJSON(`1`)})
+	wantErr(t, "submit of the revoked claim", err, tasks.ErrStale)
+
+	// No claim for a disabled editor, by either path, and nothing changes.
+	for _, id := range ids[1:] {
+		before := b.snapshot(t, id)
+		task := b.task(t, id)
+		for _, st := range []tasks.Status{tasks.StatusPending, ""} {
+			_, err := b.store.Claim(b.ctx, tasks.ClaimParams{
+				TaskID: id, Fence: task.Fence, Status: st, Holder: ann.Holder(), EditorID: ann.ID, Lease: time.Minute,
+			})
+			wantErr(t, "claim by a disabled editor (status "+string(st)+")", err, tasks.ErrEditorDisabled)
+		}
+		b.unchanged(t, id, before)
+	}
+	// An expired claim of a disabled editor cannot be taken over by it either.
+	bc := b.claim(t, ids[1], bob.Holder(), bob.ID, time.Minute)
+	b.expireLease(t, ids[1])
+	_, err = b.store.Claim(b.ctx, tasks.ClaimParams{
+		TaskID: ids[1], Fence: bc.Fence, Status: tasks.StatusAssigned, Holder: ann.Holder(), EditorID: ann.ID, Lease: time.Minute,
+	})
+	wantErr(t, "takeover by a disabled editor", err, tasks.ErrEditorDisabled)
+	// Others and workers still claim.
+	b.claim(t, ids[2], "worker-1", 0, time.Minute)
+
+	// Disabling again keeps the time and revokes nothing.
+	again, err := b.store.DisableEditor(b.ctx, ann.ID)
+	if err != nil || again != nil {
+		t.Errorf("second disable = %+v, %v; want nothing revoked", again, err)
+	}
+	if ed2, _ := b.store.GetEditor(b.ctx, ann.ID); ed2 == nil || !ed2.DisabledAt.Equal(*ed.DisabledAt) {
+		t.Errorf("disabled at %v after a second disable, want %v", ed2.DisabledAt, ed.DisabledAt)
+	}
+
+	if err := b.store.EnableEditor(b.ctx, ann.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ed, _ := b.store.GetEditor(b.ctx, ann.ID); ed == nil || ed.Disabled() {
+		t.Errorf("editor after enable = %+v, want enabled", ed)
+	}
+	b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
+	if err := b.store.EnableEditor(b.ctx, ann.ID); err != nil {
+		t.Errorf("enabling an enabled editor: %v", err)
+	}
+
+	_, err = b.store.DisableEditor(b.ctx, bob.ID+100)
+	wantErr(t, "disable an unknown editor", err, tasks.ErrNotFound)
+	wantErr(t, "enable an unknown editor", b.store.EnableEditor(b.ctx, bob.ID+100), tasks.ErrNotFound)
+}
+
+// TestDisableEditorRevokesAnExpiredClaim: a claim whose lease passed but that no
+// sweep recycled yet still names the editor; the disable returns it to the pool.
+func TestDisableEditorRevokesAnExpiredClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ann := b.editor(t, "ann", "news")
+	id := b.insertOne(t, "news", 0)
+	c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+	b.expireLease(t, id)
+	revoked, err := b.store.DisableEditor(b.ctx, ann.ID)
+	if err != nil || revoked == nil || revoked.TaskID != id || revoked.Fence != c.Fence {
+		t.Fatalf("revoked = %+v, %v; want task %d fence %d", revoked, err, id, c.Fence)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.ID); n != 0 {
+		t.Errorf("%d tasks name the disabled editor", n)
+	}
+}

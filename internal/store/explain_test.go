@@ -1,0 +1,149 @@
+package store_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// explainRow is the part of an EXPLAIN row the plan checks read.
+type explainRow struct {
+	ID, SelectType, Table, Type, Key, Rows, Extra string
+}
+
+func (b *bundle) explain(t *testing.T, query string, args ...any) []explainRow {
+	t.Helper()
+	rows, err := b.db.QueryxContext(b.ctx, "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, query)
+	}
+	defer rows.Close()
+	var out []explainRow
+	for rows.Next() {
+		m := map[string]any{}
+		if err := rows.MapScan(m); err != nil {
+			t.Fatal(err)
+		}
+		s := func(k string) string {
+			if v, ok := m[k].([]byte); ok {
+				return string(v)
+			}
+			if m[k] == nil {
+				return "NULL"
+			}
+			return fmt.Sprint(m[k])
+		}
+		out = append(out, explainRow{s("id"), s("select_type"), s("table"), s("type"), s("key"), s("rows"), s("Extra")})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func formatPlan(plan []explainRow) string {
+	var sb strings.Builder
+	sb.WriteString("| id | select_type | table | type | key | rows | Extra |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range plan {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s |\n", r.ID, r.SelectType, r.Table, r.Type, r.Key, r.Rows, r.Extra)
+	}
+	return sb.String()
+}
+
+// noFullScans fails the test if the plan reads a table (not a derived or union result)
+// with a full table scan.
+func noFullScans(t *testing.T, name string, plan []explainRow) {
+	t.Helper()
+	for _, r := range plan {
+		if strings.HasPrefix(r.Table, "<") || r.Table == "NULL" {
+			continue
+		}
+		if r.Type == "ALL" {
+			t.Errorf("%s: full table scan of %s:\n%s", name, r.Table, formatPlan(plan))
+		}
+	}
+}
+
+// TestQueryPlans checks with EXPLAIN that the hot and sweep queries read indexes, not
+// whole tables, on a table with a realistic spread of states. Run with -v to see the
+// plans (internal/store/EXPLAIN.md shows them).
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{InsertBatchSize: 1000})
+	ed := b.editor(t, "alice", "c1", "c2", "c3")
+	nts := make([]tasks.NewTask, 20000)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: fmt.Sprintf("c%d", i%20), Priority: i % 5, Title: "t"}
+	}
+	ids := b.insert(t, nts...)
+	// Most tasks are done; some are live or expired claims; a few are skipped.
+	b.exec(t, `UPDATE tasks SET status = 'done', done_at = NOW(3) WHERE id % 10 < 7`)
+	b.exec(t, `UPDATE tasks SET status = 'assigned', fence = 1, holder = 'w', assigned_at = NOW(3),
+		lease_expires_at = NOW(3) + INTERVAL IF(id % 2 = 0, 1, -1) MINUTE WHERE id % 10 = 7`)
+	b.exec(t, "INSERT INTO task_skips (task_id, editor_id, `until`) SELECT id, ?, NOW(3) + INTERVAL 1 HOUR FROM tasks WHERE id % 100 = 8", ed.ID)
+	b.exec(t, `ANALYZE TABLE tasks, task_skips`)
+	b.claim(t, ids[8], ed.Holder(), ed.ID, time.Minute) // id 9: pending
+
+	cats := []string{"c1", "c2", "c3"}
+	q, args := store.CandidatesQuery(cats, ed.ID, 16)
+	plan := b.explain(t, q, args...)
+	t.Logf("Candidates (3 categories, with skip memory):\n%s\n%s", q, formatPlan(plan))
+	noFullScans(t, "candidates", plan)
+	pendingBranches := 0
+	for _, r := range plan {
+		switch r.Key {
+		case "tasks_candidate":
+			pendingBranches++
+			if strings.Contains(r.Extra, "filesort") {
+				t.Errorf("candidate branch sorts instead of reading in index order:\n%s", formatPlan(plan))
+			}
+		case "PRIMARY":
+			if r.Table != "s" || r.Type != "eq_ref" {
+				t.Errorf("want task_skips read by eq_ref on its primary key:\n%s", formatPlan(plan))
+			}
+		default:
+			if r.Table == "t" || r.Table == "s" {
+				t.Errorf("%s read with key %q:\n%s", r.Table, r.Key, formatPlan(plan))
+			}
+		}
+	}
+	if pendingBranches != 2*len(cats) {
+		t.Errorf("%d branches read tasks_candidate, want %d (pending and expired per category):\n%s", pendingBranches, 2*len(cats), formatPlan(plan))
+	}
+
+	for _, c := range []struct {
+		name, query, key string
+		args             []any
+	}{
+		{"RecycleExpired (lock batch)", store.RecycleLockSQL, "tasks_expiry", []any{1000}},
+		{"RecycleExpired (fenced update)", fmt.Sprintf(store.RecycleSQL, "(?, ?), (?, ?), (?, ?)"), "PRIMARY", []any{8, 1, 18, 1, 28, 1}},
+		{"LiveLeases", store.LiveLeasesSQL, "tasks_expiry", []any{0, 1000}},
+		{"LiveHolders", strings.Replace(store.LiveHoldersSQL, "IN (?)", "IN (?, ?, ?)", 1), "PRIMARY", []any{8, 18, 28}},
+		{"Stats (claims)", store.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
+		{"HeldByEditor", store.HeldByEditorSQL, "tasks_editor", []any{ed.ID}},
+	} {
+		plan := b.explain(t, c.query, c.args...)
+		t.Logf("%s:\n%s\n%s", c.name, c.query, formatPlan(plan))
+		noFullScans(t, c.name, plan)
+		if len(plan) != 1 || plan[0].Key != c.key {
+			t.Errorf("%s: want one read of %s:\n%s", c.name, c.key, formatPlan(plan))
+		}
+	}
+
+	// A claim's lock of the editor: the editor's row by primary key, the task
+	// that names it by tasks_editor.
+	plan = b.explain(t, store.LockEditorTaskSQL, ed.ID)
+	t.Logf("Claim (lock the editor):\n%s", formatPlan(plan))
+	noFullScans(t, "lock the editor", plan)
+	keys := map[string]string{}
+	for _, r := range plan {
+		keys[r.Table] = r.Key
+	}
+	if len(plan) != 2 || keys["e"] != "PRIMARY" || keys["t"] != "tasks_editor" {
+		t.Errorf("lock the editor: want the editor by PRIMARY and the task by tasks_editor:\n%s", formatPlan(plan))
+	}
+}

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Hooks for the integration tests in package store_test.
+
+// SetReturning makes s use (on) or not use INSERT ... RETURNING for InsertTasks, so
+// both id strategies can be tested against one server.
+func SetReturning(s *Store, on bool) {
+	if on {
+		s.returning.Store(1)
+	} else {
+		s.returning.Store(2)
+	}
+}
+
+// CandidatesQuery exposes the candidate query builder for EXPLAIN tests.
+func CandidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
+	return candidatesQuery(cats, editorID, limit)
+}
+
+// Queries whose plans the EXPLAIN test checks.
+const (
+	RecycleLockSQL    = recycleLockSQL
+	RecycleSQL        = recycleSQL
+	LiveLeasesSQL     = liveLeasesSQL
+	LiveHoldersSQL    = liveHoldersSQL
+	StatsClaimsSQL    = statsClaimsSQL
+	HeldByEditorSQL   = heldByEditorSQL
+	LockEditorTaskSQL = lockEditorTaskSQL
+	TaskEventsSQL     = taskEventsSQL
+)
+
+// InTx runs fn in one of the store's transactions, with its deadlock retries.
+func InTx(s *Store, ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return s.inTx(ctx, fn)
+}
+
+// Batch runs a statement batch the way Claim and Submit do.
+func Batch(s *Store, ctx context.Context, query string, args []any, scan func(*sqlx.Rows) error) error {
+	return s.batch(ctx, query, args, scan)
+}
+
+// LockConflicts returns how many of s's transactions were deadlock victims or timed
+// out waiting for a lock.
+func LockConflicts(s *Store) int64 { return s.lockConflicts.Load() }
+
+// ListQuery exposes the list query ListTasks would run for p, and the index it
+// reads, for EXPLAIN tests.
+func ListQuery(p tasks.ListParams) (query string, args []any, index string, err error) {
+	limit, cur, err := checkList(&p)
+	if err != nil {
+		return "", nil, "", err
+	}
+	q := buildListQuery(p, cur, limit)
+	return q.sql, q.args, q.index, nil
+}
+
+// ClaimBatchSQL, HeartbeatBatchSQL and CompleteSQL expose the worker batches'
+// statement batches for EXPLAIN tests.
+func ClaimBatchSQL(s *Store, ps []tasks.ClaimParams) (string, []any, error) {
+	return s.claimBatchSQL(ps)
+}
+
+func HeartbeatBatchSQL(s *Store, ps []tasks.HeartbeatParams) (string, []any, error) {
+	return s.heartbeatBatchSQL(ps)
+}
+
+func CompleteSQL(s *Store, os []tasks.Outcome) (string, []any, error) {
+	q, args, _, err := s.completeSQL(os)
+	return q, args, err
+}
+
+// ReplicaFallbacks returns how many reads meant for the replica the primary
+// answered.
+func (s *Store) ReplicaFallbacks() int64 { return s.replicaFallbacks() }
+
+// DeliveryLog returns the attempts to deliver event eventID to webhook, oldest
+// first.
+func (s *Store) DeliveryLog(ctx context.Context, eventID int64, webhook string) ([]tasks.WebhookAttempt, error) {
+	return s.deliveryLog(ctx, eventID, webhook)
+}

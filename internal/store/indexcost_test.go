@@ -1,0 +1,93 @@
+package store_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// hotColumns are the columns of tasks a claim, a heartbeat, a recycle or a release
+// writes (tasks.claimUpdateSQL, recycleSQL, ...). A secondary key holding one of them
+// moves an entry on each of those writes.
+var hotColumns = []string{"status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
+	"attempts", "trace_context", "updated_at"}
+
+// TestKeysAClaimMoves pins the secondary keys of tasks that hold a column the claim
+// path writes: those the claim path reads (tasks_candidate, tasks_expiry,
+// tasks_editor) and the holder's list key. The list keys by status hold
+// ended_status, which claims and recycles leave NULL (migration 0008): a new key on a
+// hot column costs every claim and recycle an index write, and must be added here on
+// purpose.
+func TestKeysAClaimMoves(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	var rows []struct {
+		Key    string `db:"index_name"`
+		Column string `db:"column_name"`
+	}
+	if err := b.db.SelectContext(b.ctx, &rows, `SELECT index_name, column_name FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'tasks' AND index_name <> 'PRIMARY'`); err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	for _, r := range rows {
+		if slices.Contains(hotColumns, strings.ToLower(r.Column)) && !slices.Contains(moved, r.Key) {
+			moved = append(moved, r.Key)
+		}
+	}
+	slices.Sort(moved)
+	want := []string{"tasks_candidate", "tasks_editor", "tasks_expiry", "tasks_holder_created"}
+	if !slices.Equal(moved, want) {
+		t.Errorf("keys of tasks holding a column a claim writes: %v, want %v", moved, want)
+	}
+}
+
+// TestEndedStatus checks the generated column the list keys hold: NULL while a task
+// is pending or assigned, its status once it is done, dead or cancelled, and NULL
+// again when a dead task is requeued.
+func TestEndedStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ended := func(id int64) string {
+		t.Helper()
+		var s *string
+		if err := b.db.GetContext(b.ctx, &s, `SELECT ended_status FROM tasks WHERE id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			return "NULL"
+		}
+		return *s
+	}
+	check := func(id int64, when, want string) {
+		t.Helper()
+		if got := ended(id); got != want {
+			t.Errorf("%s: ended_status %s, want %s", when, got, want)
+		}
+	}
+	ids := b.insert(t, tasks.NewTask{Category: "c", Title: "a"}, tasks.NewTask{Category: "c", Title: "b"},
+		tasks.NewTask{Category: "c", Title: "c"})
+	check(ids[0], "pending", "NULL")
+	b.claim(t, ids[0], "w", 0, time.Minute)
+	check(ids[0], "assigned", "NULL")
+	b.expireLease(t, ids[0])
+	if rs, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil || len(rs) != 1 {
+		t.Fatalf("recycle: %v, %v", rs, err)
+	}
+	check(ids[0], "recycled", "NULL")
+	c := b.claim(t, ids[0], "w", 0, time.Minute)
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: ids[0], Fence: c.Fence, Holder: "w", Result: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	check(ids[0], "done", "done")
+	b.dead(t, ids[1], "w")
+	check(ids[1], "dead", "dead")
+	b.exec(t, `UPDATE tasks SET status = 'cancelled' WHERE id = ?`, ids[2])
+	check(ids[2], "cancelled", "cancelled")
+	b.exec(t, `UPDATE tasks SET status = 'pending' WHERE id = ?`, ids[1])
+	check(ids[1], "requeued", "NULL")
+}

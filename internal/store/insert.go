@@ -1,0 +1,365 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+const (
+	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at) VALUES `
+	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?)`
+	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (?)`
+	existingKeysBatch = 1000
+)
+
+// newTaskRow is a validated NewTask, as its columns take it.
+type newTaskRow struct {
+	category    string
+	priority    int
+	title       string
+	payload     string
+	maxAttempts int
+	key         any // string or nil
+	runAfter    any // time.Time or nil
+	dueAt       any // time.Time or nil
+}
+
+// rowOf validates t (NewTask.Validate) and returns its columns, defaults applied.
+func rowOf(t tasks.NewTask) (newTaskRow, error) {
+	if err := t.Validate(); err != nil {
+		return newTaskRow{}, err
+	}
+	row := newTaskRow{category: t.Category, priority: t.Priority, title: t.Title,
+		payload: "{}", maxAttempts: cmp.Or(t.MaxAttempts, tasks.MaxAttemptsDefault),
+		runAfter: taskTime(t.RunAfter), dueAt: taskTime(t.DueAt)}
+	if len(t.Payload) > 0 {
+		row.payload = string(t.Payload)
+	}
+	if t.Key != "" {
+		row.key = t.Key
+	}
+	return row, nil
+}
+
+// taskTime is the column value of an optional time of a new task, checked by
+// NewTask.Validate: nil for zero, else the time in UTC truncated to milliseconds.
+func taskTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// InsertTasks is Insert returning only the ids, in input order: for a task whose key
+// existed, the existing task's id.
+func (s *Store) InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
+	ins, err := s.Insert(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, nil
+}
+
+// insertAttempts bounds how often Insert starts over when a concurrent insert
+// committed one of its keys first, or InnoDB picked it as a deadlock victim.
+const insertAttempts = 8
+
+// Insert validates all tasks, then inserts them in multi-row batches (at most
+// Config.InsertBatchSize rows, and 4 MiB of values unless one task has more) inside
+// one transaction, and returns what it did with each, in input order. If any task
+// is invalid, it returns an error wrapping ErrInvalid that names the task's index and
+// field, and inserts nothing.
+//
+// Idempotence: a task whose Key exists already is not inserted; its entry names the
+// existing task with Created false. So does a task whose key an earlier task of the
+// same call has. The existing task is returned as it is, whatever the new one says.
+// The keys are looked up first (tasks_key, one read per 1,000 keys); should a
+// concurrent insert commit one of them between that read and this insert, the
+// unique key refuses the insert and Insert starts over. The unique key's duplicate
+// checks lock the entries they meet, so concurrent inserts of the same keys in
+// different orders can deadlock; the victim starts over too. After 8 attempts in
+// all, or a lock wait timeout, Insert returns an error wrapping ErrBusy. Concurrent
+// inserts of overlapping keys thus make one task per key, each call seeing which of
+// its tasks it made.
+//
+// On MariaDB the ids come from INSERT ... RETURNING id. On MySQL, which has no
+// RETURNING, they are LAST_INSERT_ID() plus multiples of auto_increment_increment: a
+// multi-row INSERT with a known row count is a "simple insert", which InnoDB gives
+// consecutive values in every innodb_autoinc_lock_mode.
+func (s *Store) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+	if len(ts) == 0 {
+		return []tasks.Inserted{}, nil
+	}
+	rows := make([]newTaskRow, len(ts))
+	// first[i] is the index of the first task with task i's key, or i.
+	first := make([]int, len(ts))
+	byKey := map[string]int{}
+	var keys []string
+	for i, t := range ts {
+		r, err := rowOf(t)
+		if err != nil {
+			return nil, fmt.Errorf("insert tasks: task %d: %w", i, err)
+		}
+		rows[i], first[i] = r, i
+		if t.Key != "" {
+			if j, ok := byKey[t.Key]; ok {
+				first[i] = j
+			} else {
+				byKey[t.Key] = i
+				keys = append(keys, t.Key)
+			}
+		}
+	}
+	returning, err := s.supportsReturning(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+
+	out := make([]tasks.Inserted, len(rows))
+	for attempt := 1; ; attempt++ {
+		err = s.runTx(ctx, func(tx *sqlx.Tx) error {
+			return s.insertTx(ctx, tx, rows, first, keys, returning, out)
+		})
+		if err == nil || !mysqlErrorIs(err, erDupEntry, erLockDeadlock, erLockWaitTimeout) {
+			break
+		}
+		s.lockConflicts.Add(1)
+		if attempt == insertAttempts || mysqlErrorIs(err, erLockWaitTimeout) {
+			err = fmt.Errorf("%w: %w", tasks.ErrBusy, err)
+			break
+		}
+		pause := time.NewTimer(time.Duration(1+rand.IntN(5*attempt)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("insert tasks: %w: %w", tasks.ErrBusy, err)
+		case <-pause.C:
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", refusedValue(err))
+	}
+	return out, nil
+}
+
+// insertTx is one attempt of Insert: it looks the keys up, inserts the tasks that
+// are new and fills out.
+func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, first []int, keys []string, returning bool, out []tasks.Inserted) error {
+	existing := map[string]int64{}
+	for start := 0; start < len(keys); start += existingKeysBatch {
+		batch := keys[start:min(start+existingKeysBatch, len(keys))]
+		q, args, err := sqlx.In(existingKeysSQL, batch)
+		if err != nil {
+			return err
+		}
+		var found []struct {
+			ID  int64  `db:"id"`
+			Key string `db:"task_key"`
+		}
+		if err := tx.SelectContext(ctx, &found, q, args...); err != nil {
+			return err
+		}
+		for _, f := range found {
+			existing[f.Key] = f.ID
+		}
+	}
+	// The tasks to insert, by index into rows.
+	var fresh []int
+	var freshRows []newTaskRow
+	for i, r := range rows {
+		out[i] = tasks.Inserted{}
+		if first[i] != i {
+			continue
+		}
+		if k, ok := r.key.(string); ok {
+			if id, ok := existing[k]; ok {
+				out[i] = tasks.Inserted{ID: id}
+				continue
+			}
+		}
+		fresh = append(fresh, i)
+		freshRows = append(freshRows, r)
+	}
+	ids, err := s.insertRows(ctx, tx, freshRows, returning)
+	if err != nil {
+		return err
+	}
+	for j, i := range fresh {
+		out[i] = tasks.Inserted{ID: ids[j], Created: true}
+	}
+	for i := range rows {
+		if first[i] != i {
+			out[i] = tasks.Inserted{ID: out[first[i]].ID}
+		}
+	}
+	return nil
+}
+
+// insertRows inserts rows in batches and returns their ids in order.
+func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, returning bool) ([]int64, error) {
+	ids := make([]int64, 0, len(rows))
+	if len(rows) == 0 {
+		return ids, nil
+	}
+	var step int64
+	if !returning {
+		if err := tx.GetContext(ctx, &step, `SELECT @@auto_increment_increment`); err != nil {
+			return nil, err
+		}
+	}
+	for start := 0; start < len(rows); {
+		batch := rows[start:s.insertBatchEnd(rows, start)]
+		start += len(batch)
+		var q strings.Builder
+		q.WriteString(insertTasksSQL)
+		args := make([]any, 0, 8*len(batch))
+		for i, r := range batch {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(insertTaskRowSQL)
+			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.runAfter, r.dueAt)
+		}
+		if returning {
+			q.WriteString(" RETURNING id")
+			var got []int64
+			if err := tx.SelectContext(ctx, &got, q.String(), args...); err != nil {
+				return nil, err
+			}
+			if len(got) != len(batch) {
+				return nil, fmt.Errorf("insert returned %d ids for %d rows", len(got), len(batch))
+			}
+			ids = append(ids, got...)
+			continue
+		}
+		res, err := tx.ExecContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		first, err := res.LastInsertId()
+		if err != nil {
+			return nil, err
+		}
+		for i := range batch {
+			ids = append(ids, first+int64(i)*step)
+		}
+	}
+	return ids, nil
+}
+
+// insertBatchBytes bounds the values of one multi-row INSERT, in bytes. The driver
+// escapes them into the statement, at most doubling them, and the statement must
+// fit the server's max_allowed_packet (16 MiB by default on MariaDB): a bigger one
+// makes the server drop the connection.
+const insertBatchBytes = 4 << 20
+
+// insertBatchEnd returns the end of the batch of rows that starts at start: at most
+// Config.InsertBatchSize rows whose values take at most insertBatchBytes, or one row
+// that takes more by itself.
+func (s *Store) insertBatchEnd(rows []newTaskRow, start int) int {
+	end, size := start, 0
+	for end < len(rows) && end-start < s.cfg.InsertBatchSize {
+		r := rows[end]
+		size += len(r.category) + len(r.title) + len(r.payload)
+		if k, ok := r.key.(string); ok {
+			size += len(k)
+		}
+		if size > insertBatchBytes && end > start {
+			break
+		}
+		end++
+	}
+	return end
+}
+
+// supportsReturning reports whether the server is MariaDB, which supports INSERT ...
+// RETURNING. The answer is cached.
+func (s *Store) supportsReturning(ctx context.Context) (bool, error) {
+	switch s.returning.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	var version string
+	if err := s.db.GetContext(ctx, &version, `SELECT VERSION()`); err != nil {
+		return false, fmt.Errorf("detect server version: %w", err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		s.returning.Store(1)
+		return true, nil
+	}
+	s.returning.Store(2)
+	return false, nil
+}
+
+const getTaskSQL = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
+
+// GetTask returns the task with the given id, or ErrNotFound.
+func (s *Store) GetTask(ctx context.Context, id int64) (*tasks.Task, error) {
+	var t tasks.Task
+	if err := s.db.GetContext(ctx, &t, getTaskSQL, id); err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, notFound(err))
+	}
+	return &t, nil
+}
+
+// taskEventsSQL reads a page of a task's events, newest first, from before a
+// keyset cursor on the events' primary key: a range of task_events_task
+// (task_id, id) read backwards, stopped by LIMIT, so a page costs its rows
+// whatever the history's length.
+const taskEventsSQL = `SELECT id, task_id, kind, fence, COALESCE(holder, '') AS holder,
+	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail, ` + "`at`" + `
+FROM task_events FORCE INDEX (task_events_task)
+WHERE task_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
+
+// TaskEvents returns a page of the audit trail of a task: the latest events, or
+// those before p.Before, oldest first within the page. A task without events (or an
+// unknown id) has an empty page. One round trip; its cost is the page's rows, read
+// from the index (task_id, id), not the history's length.
+//
+// It returns ErrInvalid for a limit or cursor out of range.
+func (s *Store) TaskEvents(ctx context.Context, p tasks.TaskEventsParams) (*tasks.EventPage, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = tasks.EventsLimitDefault
+	}
+	if limit < 1 || limit > tasks.EventsLimitMax {
+		return nil, fmt.Errorf("task events %d: %w: limit must be 1..%d, got %d", p.TaskID, tasks.ErrInvalid, tasks.EventsLimitMax, p.Limit)
+	}
+	if p.Before < 0 {
+		return nil, fmt.Errorf("task events %d: %w: before must be a positive event id, got %d", p.TaskID, tasks.ErrInvalid, p.Before)
+	}
+	before := p.Before
+	if before == 0 {
+		before = math.MaxInt64
+	}
+	evs := make([]tasks.Event, 0, limit+1)
+	if err := s.db.SelectContext(ctx, &evs, taskEventsSQL, p.TaskID, before, limit+1); err != nil {
+		return nil, fmt.Errorf("task events %d: %w", p.TaskID, err)
+	}
+	page := &tasks.EventPage{More: len(evs) > limit}
+	if page.More {
+		evs = evs[:limit]
+	}
+	slices.Reverse(evs)
+	page.Events = evs
+	if page.More {
+		page.Before = evs[0].ID
+	}
+	return page, nil
+}

@@ -1,0 +1,8 @@
+package store
+
+// Queries of the results feed whose plans TestResultsQueryPlans checks.
+const (
+	ResultsSQL           = resultsSQL
+	UnnumberedResultsSQL = unnumberedResultsSQL
+	CountResultsSQL      = countResultsSQL
+)

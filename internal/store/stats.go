@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+const (
+	// statsByCategorySQL scans the candidate index, which covers it; its cost grows
+	// with the table, which is acceptable for an operator's view.
+	statsByCategorySQL = `SELECT category, status, COUNT(*) AS n FROM tasks FORCE INDEX (tasks_candidate)
+GROUP BY status, category ORDER BY category, status`
+	// statsClaimsSQL reads only assigned rows, from the expiry index.
+	statsClaimsSQL = `SELECT
+	COUNT(DISTINCT IF(lease_expires_at >= NOW(3), holder, NULL)) AS holders,
+	COALESCE(SUM(lease_expires_at >= NOW(3)), 0) AS live,
+	COALESCE(SUM(lease_expires_at < NOW(3)), 0) AS expired,
+	COALESCE(SUM(lease_expires_at >= NOW(3) AND lease_expires_at < NOW(3) + INTERVAL ? MICROSECOND), 0) AS expiring
+FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
+	statsPausedSQL = `SELECT category FROM paused_categories ORDER BY category`
+)
+
+// Stats counts tasks by status and by category and status, reports the live claims:
+// distinct holders, claims whose lease passes within expiringWithin (0 means
+// ExpiringWithinDefault), and expired claims not yet taken back, and lists the paused
+// categories. The queries are not one snapshot; counts may be off by the claims that
+// changed in between. With a replica (Config.Replica) the counts are read there, and
+// lag behind the primary by the replica's delay; the paused categories come from the
+// primary.
+func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
+	if expiringWithin == 0 {
+		expiringWithin = tasks.ExpiringWithinDefault
+	}
+	if expiringWithin < 0 {
+		return nil, fmt.Errorf("stats: %w: window must not be negative", tasks.ErrInvalid)
+	}
+	st := &tasks.Stats{
+		ByStatus:   make(map[tasks.Status]int64),
+		ByCategory: []tasks.CategoryCount{},
+	}
+	for _, status := range tasks.Statuses() {
+		st.ByStatus[status] = 0
+	}
+	var claims struct {
+		Holders  int64 `db:"holders"`
+		Live     int64 `db:"live"`
+		Expired  int64 `db:"expired"`
+		Expiring int64 `db:"expiring"`
+	}
+	_, err := s.read(ctx, false, func(ctx context.Context, db *sqlx.DB) error {
+		st.ByCategory = []tasks.CategoryCount{}
+		if err := db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
+			return err
+		}
+		return db.GetContext(ctx, &claims, statsClaimsSQL, micros(expiringWithin))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for _, c := range st.ByCategory {
+		st.ByStatus[c.Status] += c.Count
+	}
+	st.Holders, st.Live, st.Expired, st.ExpiringSoon = claims.Holders, claims.Live, claims.Expired, claims.Expiring
+	st.Paused = []string{}
+	if err := s.db.SelectContext(ctx, &st.Paused, statsPausedSQL); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}

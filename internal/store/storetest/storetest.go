@@ -1,0 +1,177 @@
+// Package storetest gives integration tests a fresh MySQL database with the taskd
+// schema, so that tests can run in parallel without seeing each other's rows.
+//
+// Tests find the server through TASKD_TEST_MYSQL_DSN (a go-sql-driver DSN whose user
+// may create and drop databases). When it is unset they are skipped, unless
+// TASKD_TEST_REQUIRE_SERVICES=1, in which case they fail.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/migrate"
+	"github.com/taskd/taskd/internal/testenv"
+)
+
+// DSN returns the server DSN from TASKD_TEST_MYSQL_DSN. When the variable is unset it
+// skips the test, or fails it if TASKD_TEST_REQUIRE_SERVICES=1.
+func DSN(tb testing.TB) string {
+	tb.Helper()
+	return testenv.Lookup(tb, testenv.MySQLDSNVar)
+}
+
+// NewDatabase creates a database named taskd_t_<random>, applies the migrations with
+// migrate.Up, drops the database when the test ends, and returns a DSN for it.
+func NewDatabase(tb testing.TB) string {
+	tb.Helper()
+	dsn := NewEmptyDatabase(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := store.Open(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("open the test database: %v", err)
+	}
+	defer db.Close()
+	if _, err := migrate.Up(ctx, db); err != nil {
+		tb.Fatalf("migrate the test database: %v", err)
+	}
+	return dsn
+}
+
+// NewEmptyDatabase creates a database named taskd_t_<random> with no tables, drops it
+// when the test ends, and returns a DSN for it.
+func NewEmptyDatabase(tb testing.TB) string {
+	tb.Helper()
+	return newEmptyDatabase(tb, "taskd_t_")
+}
+
+func newEmptyDatabase(tb testing.TB, prefix string) string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(DSN(tb))
+	if err != nil {
+		tb.Fatalf("parse %s: %v", testenv.MySQLDSNVar, err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := prefix + hex.EncodeToString(b[:])
+
+	admin := cfg.Clone()
+	admin.DBName = ""
+	connector, err := mysql.NewConnector(admin)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	func() {
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"); err != nil {
+			tb.Fatalf("create database %s: %v", name, err)
+		}
+	}()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+		}
+	})
+
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// NewDB is NewDatabase opened with store.Open; the handle is closed when the test ends
+// (before the database is dropped).
+func NewDB(tb testing.TB) *sqlx.DB {
+	tb.Helper()
+	dsn := NewDatabase(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := store.Open(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// Replicated is a test database on the primary and its copy on the replica.
+type Replicated struct {
+	// Primary and Replica are opened with store.Open and closed when the test
+	// ends.
+	Primary, Replica *sqlx.DB
+	// ReplicaAdmin is the replica server without a database selected, for
+	// STOP/START REPLICA.
+	ReplicaAdmin *sqlx.DB
+	// PrimaryDSN and ReplicaDSN name the database on each server.
+	PrimaryDSN, ReplicaDSN string
+}
+
+// NewReplicated creates a database named taskd_r_<random> on the primary
+// (TASKD_TEST_MYSQL_DSN), applies the migrations, and waits until the replica
+// (TASKD_TEST_MYSQL_REPLICA_DSN) has them.
+func NewReplicated(tb testing.TB) *Replicated {
+	tb.Helper()
+	replicaDSN := testenv.Lookup(tb, testenv.MySQLReplicaDSNVar)
+	primaryDSN := newEmptyDatabase(tb, "taskd_r_")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func(dsn string) *sqlx.DB {
+		db, err := store.Open(ctx, dsn)
+		if err != nil {
+			tb.Fatalf("open %s: %v", dsn, err)
+		}
+		tb.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	r := &Replicated{Primary: open(primaryDSN), PrimaryDSN: primaryDSN}
+	if _, err := migrate.Up(ctx, r.Primary); err != nil {
+		tb.Fatalf("migrate the test database: %v", err)
+	}
+	pcfg, err := mysql.ParseDSN(primaryDSN)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rcfg, err := mysql.ParseDSN(replicaDSN)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", testenv.MySQLReplicaDSNVar, err)
+	}
+	r.ReplicaAdmin = open(rcfg.FormatDSN())
+	rcfg.DBName = pcfg.DBName
+	CatchUp(tb, r.Primary, r.ReplicaAdmin)
+	r.ReplicaDSN = rcfg.FormatDSN()
+	r.Replica = open(r.ReplicaDSN)
+	return r
+}
+
+// CatchUp waits until the replica has applied everything the primary has
+// logged so far (at most a minute).
+func CatchUp(tb testing.TB, primary, replica *sqlx.DB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
+	defer cancel()
+	var pos string
+	if err := primary.GetContext(ctx, &pos, "SELECT @@gtid_binlog_pos"); err != nil {
+		tb.Fatalf("read the primary's GTID position: %v", err)
+	}
+	var res int
+	if err := replica.GetContext(ctx, &res, "SELECT MASTER_GTID_WAIT(?, 60)", pos); err != nil {
+		tb.Fatalf("wait for the replica: %v", err)
+	}
+	if res != 0 {
+		tb.Fatalf("the replica did not reach GTID %s within 60s (MASTER_GTID_WAIT = %d)", pos, res)
+	}
+}

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 3, ""},
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"äöüß", 2, "äö"},
+		{"a\xffb", 3, "a\uFFFDb"},
+	}
+	for _, c := range cases {
+		if got := truncate(c.in, c.n); got != c.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	c := Config{}.WithDefaults()
+	if c.SkipFor != SkipForDefault || c.MaxHold != MaxHoldDefault || c.InsertBatchSize != InsertBatchSizeDefault {
+		t.Errorf("defaults = %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+	c = Config{SkipFor: time.Second, MaxHold: time.Minute, InsertBatchSize: 7}.WithDefaults()
+	if c.SkipFor != time.Second || c.MaxHold != time.Minute || c.InsertBatchSize != 7 {
+		t.Errorf("WithDefaults changed set fields: %+v", c)
+	}
+	for _, bad := range []Config{
+		{SkipFor: -time.Second},
+		{MaxHold: time.Microsecond},
+		{InsertBatchSize: -1},
+		{InsertBatchSize: 5001},
+	} {
+		if _, err := New(nil, bad); !errors.Is(err, tasks.ErrInvalid) {
+			t.Errorf("NewStore(%+v) error = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestRowOf(t *testing.T) {
+	row, err := rowOf(tasks.NewTask{Category: "news", Title: "t"})
+	if err != nil {
+		t.Fatalf("valid task: %v", err)
+	}
+	if row.payload != "{}" || row.maxAttempts != tasks.MaxAttemptsDefault || row.key != nil || row.runAfter != nil || row.dueAt != nil {
+		t.Errorf("defaults: %+v", row)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6_789_000, time.FixedZone("x", 3600))
+	row, err = rowOf(tasks.NewTask{Category: "news", Title: "t", Payload: []byte(`{"a":1}`), MaxAttempts: 3, Key: "k", RunAfter: at, DueAt: at})
+	if err != nil {
+		t.Fatalf("valid task: %v", err)
+	}
+	want := at.UTC().Truncate(time.Millisecond)
+	if row.payload != `{"a":1}` || row.maxAttempts != 3 || row.key != "k" || row.runAfter != want || row.dueAt != want {
+		t.Errorf("row: %+v, want times %v", row, want)
+	}
+	if _, err := rowOf(tasks.NewTask{Category: "news"}); !errors.Is(err, tasks.ErrInvalid) {
+		t.Errorf("no title: error = %v, want ErrInvalid", err)
+	}
+}

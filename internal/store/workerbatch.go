@@ -1,0 +1,447 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// membersSQL writes the live-claim predicate of members to q, at the batch's
+// instant, and returns its arguments: the rows named by id, each with its
+// member's fence and holder. Statements using it force the primary key: the
+// optimizer would otherwise read (and, in a locking statement, lock) every
+// assigned row through the status index.
+func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
+	q.WriteString(" WHERE id IN (")
+	args := listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })
+	q.WriteString(") AND (id, fence, holder) IN (")
+	args = append(args, listSQL(q, "(?, ?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i], holders[i]} })...)
+	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
+	return args
+}
+
+// listSQL writes one item per member of vs to q, comma-separated, and returns
+// the arguments of each, in order.
+func listSQL[T any](q *strings.Builder, item string, vs []T, itemArgs func(i int) []any) []any {
+	args := make([]any, 0, strings.Count(item, "?")*len(vs))
+	for i := range vs {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(item)
+		args = append(args, itemArgs(i)...)
+	}
+	return args
+}
+
+// caseSQL writes "CASE id WHEN ? THEN ? ... END" to q for the values of ids
+// and returns its arguments.
+func caseSQL[T any](q *strings.Builder, ids []int64, vals []T) []any {
+	args := make([]any, 0, 2*len(ids))
+	q.WriteString("CASE id")
+	for i, id := range ids {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, id, vals[i])
+	}
+	q.WriteString(" END")
+	return args
+}
+
+// checkBatch returns an error wrapping ErrInvalid for a batch of n members
+// with a task named twice.
+func checkBatch(n int, id func(i int) int64) error {
+	if n > tasks.BatchMax {
+		return fmt.Errorf("%w: at most %d members, got %d", tasks.ErrInvalid, tasks.BatchMax, n)
+	}
+	seen := make(map[int64]bool, n)
+	for i := range n {
+		if seen[id(i)] {
+			return fmt.Errorf("%w: task %d appears twice", tasks.ErrInvalid, id(i))
+		}
+		seen[id(i)] = true
+	}
+	return nil
+}
+
+// ClaimBatch claims many pending tasks for workers in one statement batch (one round
+// trip, one commit): one fenced UPDATE moves every member whose row still has the
+// fence and status its caller saw (pending, run_after passed, category not paused) to
+// assigned, bumping each row's fence and setting each its own holder and a lease from
+// the database clock; their 'claimed' events are one INSERT. Each member is claimed or
+// refused on its own, and the answer says which, in the order of ps.
+//
+// Every member must be a worker's (EditorID 0) claim of a pending task (Status
+// StatusPending) with the same Lease and TraceContext; a claim taking over an expired
+// lease goes through Claim. It returns an error wrapping ErrInvalid, claiming nothing,
+// for bad params, and the error of the batch when it failed as a whole (nothing was
+// claimed then).
+func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	fail := func(err error) ([]tasks.ClaimResult, error) { return nil, fmt.Errorf("claim batch: %w", err) }
+	query, args, err := s.claimBatchSQL(ps)
+	if err != nil {
+		return fail(err)
+	}
+	type row struct {
+		ThisBatch bool `db:"this_batch"`
+		Paused    bool `db:"paused"`
+		tasks.Task
+	}
+	byID := make(map[int64]row, len(ps))
+	scan := scanByID(byID, func(r *row) int64 { return r.ID })
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(lostRace(err))
+	}
+	out := make([]tasks.ClaimResult, len(ps))
+	for i, p := range ps {
+		r, ok := byID[p.TaskID]
+		switch {
+		case ok && r.ThisBatch && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder:
+			out[i].Claim = claimOf(r.Task)
+		case ok && r.Paused && r.Status == tasks.StatusPending && r.Fence == p.Fence:
+			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrPaused)
+		default:
+			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrStale)
+		}
+	}
+	return out, nil
+}
+
+// claimBatchSQL checks the members of a ClaimBatch and writes its statement
+// batch.
+func (s *Store) claimBatchSQL(ps []tasks.ClaimParams) (string, []any, error) {
+	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+		return "", nil, err
+	}
+	lease, err := s.checkClaimParams(ps[0])
+	if err != nil {
+		return "", nil, err
+	}
+	ids := make([]int64, len(ps))
+	fences := make([]int64, len(ps))
+	holders := make([]string, len(ps))
+	for i, p := range ps {
+		if _, err := s.checkClaimParams(p); err != nil {
+			return "", nil, fmt.Errorf("task %d: %w", p.TaskID, err)
+		}
+		switch {
+		case p.EditorID != 0:
+			return "", nil, fmt.Errorf("%w: task %d: only workers claim in batches", tasks.ErrInvalid, p.TaskID)
+		case p.Status != tasks.StatusPending:
+			return "", nil, fmt.Errorf("%w: task %d: the task must be pending, not %q", tasks.ErrInvalid, p.TaskID, p.Status)
+		case p.Lease != ps[0].Lease || p.TraceContext != ps[0].TraceContext:
+			return "", nil, fmt.Errorf("%w: task %d: the members' leases and trace contexts differ", tasks.ErrInvalid, p.TaskID)
+		}
+		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
+	}
+
+	var q strings.Builder
+	var args []any
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
+	args = append(args, caseSQL(&q, ids, holders)...)
+	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, trace_context = ?\nWHERE id IN (")
+	args = append(args, micros(lease), nullString(ps[0].TraceContext))
+	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	q.WriteString(") AND (id, fence) IN (")
+	args = append(args, listSQL(&q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
+	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL + ";\n")
+
+	// The events of the claims the UPDATE made: the row shows the member's
+	// holder, its fence bumped, assigned at this batch's instant.
+	bumped := make([]int64, len(fences))
+	for i, f := range fences {
+		bumped[i] = f + 1
+	}
+	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+	live := membersSQL(&q, ids, bumped, holders)
+	args = append(args, live...)
+	q.WriteString(" AND assigned_at = @taskd_now;\n")
+
+	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
+		taskColumns + " FROM tasks WHERE id IN (")
+	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	q.WriteString(");\nCOMMIT")
+	return q.String(), args, nil
+}
+
+// HeartbeatBatch extends the leases of many live claims, each as Heartbeat does (to
+// now + lease on the database clock, never beyond assigned_at + Config.MaxHold and
+// never shorter than it is), with one 'heartbeat' event each, in one statement batch:
+// one round trip and one commit for all of them. Each member is extended or refused on
+// its own, and the answer says which, in the order of ps. Every member must have the
+// same Lease.
+//
+// It returns an error wrapping ErrInvalid, changing nothing, for bad params, and the
+// error of the batch when it failed as a whole (nothing was extended then).
+func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	fail := func(err error) ([]tasks.Renewed, error) { return nil, fmt.Errorf("heartbeat batch: %w", err) }
+	query, args, err := s.heartbeatBatchSQL(ps)
+	if err != nil {
+		return fail(err)
+	}
+	type row struct {
+		ID      int64     `db:"id"`
+		Expires time.Time `db:"expires"`
+		AtLimit bool      `db:"at_limit"`
+	}
+	byID := make(map[int64]row, len(ps))
+	scan := scanByID(byID, func(r *row) int64 { return r.ID })
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(err)
+	}
+	out := make([]tasks.Renewed, len(ps))
+	for i, p := range ps {
+		r, ok := byID[p.TaskID]
+		switch {
+		case !ok:
+			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, tasks.ErrStale)
+		case r.AtLimit:
+			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, tasks.ErrHoldLimit)
+		default:
+			out[i].LeaseExpiresAt = r.Expires
+		}
+	}
+	return out, nil
+}
+
+// heartbeatBatchSQL checks the members of a HeartbeatBatch and writes its
+// statement batch.
+func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, error) {
+	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
+		return "", nil, err
+	}
+	lease, err := s.checkLease(ps[0].Lease)
+	if err != nil {
+		return "", nil, err
+	}
+	ids := make([]int64, len(ps))
+	fences := make([]int64, len(ps))
+	holders := make([]string, len(ps))
+	for i, p := range ps {
+		if p.Lease != ps[0].Lease {
+			return "", nil, fmt.Errorf("%w: task %d: the members' leases differ", tasks.ErrInvalid, p.TaskID)
+		}
+		if err := checkHolder(p.Holder); err != nil {
+			return "", nil, fmt.Errorf("task %d: %w", p.TaskID, err)
+		}
+		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
+	}
+	hold := micros(s.cfg.MaxHold)
+	newLease := `LEAST(GREATEST(@taskd_now + INTERVAL ? MICROSECOND, lease_expires_at), assigned_at + INTERVAL ? MICROSECOND)`
+	belowLimit := ` AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND`
+
+	var q strings.Builder
+	var args []any
+	// The report, which also locks the members' rows: those it shows are
+	// live, and the writes below take exactly them (but those at the limit).
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, " + newLease + " AS expires,\n\tlease_expires_at >= assigned_at + INTERVAL ? MICROSECOND AS at_limit FROM tasks FORCE INDEX (PRIMARY)")
+	args = append(args, micros(lease), hold, hold)
+	live := membersSQL(&q, ids, fences, holders)
+	args = append(args, live...)
+	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+	args = append(args, membersSQL(&q, ids, fences, holders)...)
+	q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
+	args = append(args, hold, micros(lease), hold)
+	args = append(args, membersSQL(&q, ids, fences, holders)...)
+	q.WriteString(belowLimit + ";\nCOMMIT")
+	args = append(args, hold)
+	return q.String(), args, nil
+}
+
+// Complete ends many live claims in one statement batch (one round trip, one
+// commit): the members with a Result as Submit does (the result row, the 'submitted'
+// event, the outbox's record when webhooks subscribe to it, the task done), the others
+// as Fail does (a 'failed' event and the task back in the pool after its Backoff, or,
+// with Dead or no attempts left, a 'dead' event and the task dead). Each statement
+// writes all members of its kind whose claim is live at the batch's instant, and a
+// first locking read reports which those are: a stale member changes nothing and the
+// others commit. The answer says what happened to each, in the order of os.
+//
+// It returns an error wrapping ErrInvalid, changing nothing, for bad params; and the
+// error of the batch when it failed as a whole (nothing was written then): a caller
+// splits a batch the server refused (ErrInvalid, ErrBusy) to find the member at fault.
+func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error) {
+	if len(os) == 0 {
+		return nil, nil
+	}
+	fail := func(err error) ([]tasks.Completed, error) { return nil, fmt.Errorf("complete batch: %w", err) }
+	query, args, dead, err := s.completeSQL(os)
+	if err != nil {
+		return fail(err)
+	}
+	type row struct {
+		ID           int64     `db:"id"`
+		Category     string    `db:"category"`
+		AssignedAt   time.Time `db:"assigned_at"`
+		TraceContext string    `db:"trace_context"`
+		LastAttempt  bool      `db:"last_attempt"`
+	}
+	byID := make(map[int64]row, len(os))
+	var now time.Time
+	scanRows := scanByID(byID, func(r *row) int64 { return r.ID })
+	scan := func(rows *sqlx.Rows) error {
+		if err := scanRows(rows); err != nil {
+			return err
+		}
+		if !rows.NextResultSet() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return errors.New("the batch's instant is missing from the answer")
+		}
+		if !rows.Next() {
+			return errors.New("the batch's instant is missing from the answer")
+		}
+		return rows.Scan(&now)
+	}
+	if err := s.batch(ctx, query, args, scan); err != nil {
+		return fail(err)
+	}
+	isDead := make(map[int64]bool, len(dead))
+	for _, id := range dead {
+		isDead[id] = true
+	}
+	out := make([]tasks.Completed, len(os))
+	for i, o := range os {
+		r, ok := byID[o.TaskID]
+		if !ok {
+			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, tasks.ErrStale)
+			continue
+		}
+		status := tasks.StatusDone
+		if o.Result == nil {
+			status = tasks.StatusPending
+			if isDead[o.TaskID] || r.LastAttempt {
+				status = tasks.StatusDead
+			}
+		}
+		out[i].Ended = &tasks.Ended{
+			TaskID: o.TaskID, Holder: o.Holder, Category: r.Category, Status: status,
+			AssignedAt: r.AssignedAt, EndedAt: now, TraceContext: r.TraceContext,
+		}
+	}
+	return out, nil
+}
+
+// completeSQL checks the members of a Complete and writes its statement
+// batch; dead are the members that die whatever their attempts.
+func (s *Store) completeSQL(os []tasks.Outcome) (string, []any, []int64, error) {
+	if err := checkBatch(len(os), func(i int) int64 { return os[i].TaskID }); err != nil {
+		return "", nil, nil, err
+	}
+	var all, done, failed struct {
+		ids     []int64
+		fences  []int64
+		holders []string
+	}
+	var results, lastErrs, details []string
+	var backoffs []int64
+	var dead []int64
+	for _, o := range os {
+		if err := checkHolder(o.Holder); err != nil {
+			return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
+		}
+		all.ids, all.fences, all.holders = append(all.ids, o.TaskID), append(all.fences, o.Fence), append(all.holders, o.Holder)
+		if o.Result != nil {
+			if err := tasks.CheckResult(o.Result); err != nil {
+				return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
+			}
+			done.ids, done.fences, done.holders = append(done.ids, o.TaskID), append(done.fences, o.Fence), append(done.holders, o.Holder)
+			results = append(results, string(o.Result))
+			continue
+		}
+		if o.Backoff < 0 {
+			return "", nil, nil, fmt.Errorf("%w: task %d: backoff must not be negative", tasks.ErrInvalid, o.TaskID)
+		}
+		failed.ids, failed.fences, failed.holders = append(failed.ids, o.TaskID), append(failed.fences, o.Fence), append(failed.holders, o.Holder)
+		lastErrs = append(lastErrs, truncate(o.Err, maxLastErrorLen))
+		details = append(details, truncate(o.Err, maxDetailLen))
+		backoffs = append(backoffs, micros(o.Backoff.Truncate(time.Millisecond)))
+		if o.Dead {
+			dead = append(dead, o.TaskID)
+		}
+	}
+
+	var q strings.Builder
+	var args []any
+	// The report, which also locks the members' rows: those it shows are
+	// live, and the writes below take exactly them.
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt FROM tasks FORCE INDEX (PRIMARY)")
+	args = append(args, membersSQL(&q, all.ids, all.fences, all.holders)...)
+	q.WriteString(" FOR UPDATE;\n")
+
+	if len(done.ids) > 0 {
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
+		// Strings, not bytes: MySQL refuses binary strings in JSON columns.
+		args = append(args, caseSQL(&q, done.ids, results)...)
+		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
+		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		q.WriteString(";\n")
+		if s.outbox[tasks.WebhookSubmitted] {
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+			args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+			q.WriteString(";\n")
+		}
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
+		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		q.WriteString(";\n")
+	}
+
+	if len(failed.ids) > 0 {
+		// deadSQL is true for a member that dies: Dead set, or no attempts left.
+		// It reads no column the UPDATE below sets, so it says the same before
+		// and during the UPDATE.
+		var deadSQL strings.Builder
+		var deadArgs []any
+		deadSQL.WriteString("(attempts >= max_attempts")
+		if len(dead) > 0 {
+			deadSQL.WriteString(" OR id IN (")
+			deadArgs = listSQL(&deadSQL, "?", dead, func(i int) []any { return []any{dead[i]} })
+			deadSQL.WriteString(")")
+		}
+		deadSQL.WriteString(")")
+		isDead := deadSQL.String()
+
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
+		args = append(args, deadArgs...)
+		args = append(args, caseSQL(&q, failed.ids, details)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		q.WriteString(";\n")
+		if s.outbox[tasks.WebhookDead] {
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail, created_at)\n\tSELECT 'dead', id, fence, holder, editor_id, category, 'fail', ")
+			args = append(args, caseSQL(&q, failed.ids, details)...)
+			q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+			q.WriteString(" AND " + isDead + ";\n")
+			args = append(args, deadArgs...)
+		}
+		// A dead task keeps its holder and assigned_at as a record, as Fail's.
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET last_error = ")
+		args = append(args, caseSQL(&q, failed.ids, lastErrs)...)
+		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
+		args = append(args, deadArgs...)
+		args = append(args, caseSQL(&q, failed.ids, backoffs)...)
+		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL")
+		for range 4 {
+			args = append(args, deadArgs...)
+		}
+		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		q.WriteString(";\n")
+	}
+	q.WriteString("SELECT CAST(@taskd_now AS DATETIME(3)) AS now;\nCOMMIT")
+	return q.String(), args, dead, nil
+}

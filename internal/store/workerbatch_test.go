@@ -1,0 +1,236 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/roundtrip"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/tasks"
+)
+
+// claimParams are the batch claim params of pending tasks ids, holder i for
+// ids[i].
+func (b *bundle) claimParams(t *testing.T, ids ...int64) []tasks.ClaimParams {
+	t.Helper()
+	ps := make([]tasks.ClaimParams, len(ids))
+	for i, id := range ids {
+		task := b.task(t, id)
+		ps[i] = tasks.ClaimParams{
+			TaskID: id, Fence: task.Fence, Status: task.Status,
+			Holder: fmt.Sprintf("worker:w:%d", i), Lease: time.Minute,
+		}
+	}
+	return ps
+}
+
+func TestClaimBatch(t *testing.T) {
+	t.Parallel()
+	b, cc := countedSetup(t, store.Config{})
+	ids := b.insert(t,
+		tasks.NewTask{Category: "jobs", Title: "a"}, tasks.NewTask{Category: "jobs", Title: "b"},
+		tasks.NewTask{Category: "jobs", Title: "c"}, tasks.NewTask{Category: "paused", Title: "d"})
+	ps := b.claimParams(t, ids...)
+	// c was claimed by someone else since it was read: its fence moved on.
+	b.claim(t, ids[2], "other", 0, time.Minute)
+	if _, _, err := b.store.PauseCategory(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	before := cc.Counts()
+	res, err := b.store.ClaimBatch(b.ctx, ps)
+	if err != nil {
+		t.Fatalf("claim batch: %v", err)
+	}
+	oneRoundTrip(t, "claim batch", cc, before)
+	for i, id := range ids[:2] {
+		c := res[i].Claim
+		if res[i].Err != nil || c == nil || c.Task.ID != id || c.Fence != ps[i].Fence+1 || c.Task.Holder != ps[i].Holder {
+			t.Fatalf("member %d: %+v, want claimed with fence %d by %s", i, res[i], ps[i].Fence+1, ps[i].Holder)
+		}
+		got := b.task(t, id)
+		if got.Status != tasks.StatusAssigned || got.Fence != c.Fence || got.Holder != ps[i].Holder || got.Attempts != 1 ||
+			got.LeaseExpiresAt == nil || !got.LeaseExpiresAt.Equal(c.LeaseExpiresAt) {
+			t.Fatalf("task %d after the batch: %+v", id, got)
+		}
+		if k := kinds(b.events(t, id)); !slices.Equal(k, []tasks.EventKind{tasks.EventClaimed}) {
+			t.Fatalf("task %d events %v, want one claimed", id, k)
+		}
+	}
+	wantErr(t, "claim of a task claimed meanwhile", res[2].Err, tasks.ErrStale)
+	wantErr(t, "claim in a paused category", res[3].Err, tasks.ErrPaused)
+	if got := b.task(t, ids[2]); got.Holder != "other" || got.Fence != ps[2].Fence+1 {
+		t.Fatalf("the refused member changed its task: %+v", got)
+	}
+	if got := b.task(t, ids[3]); got.Status != tasks.StatusPending || got.Fence != ps[3].Fence {
+		t.Fatalf("the paused member changed its task: %+v", got)
+	}
+
+	// Bad params change nothing.
+	for _, bad := range [][]tasks.ClaimParams{
+		{ps[0], ps[0]},
+		{{TaskID: ids[0], Fence: 1, Status: tasks.StatusPending, Holder: "w", EditorID: 3, Lease: time.Minute}},
+		{{TaskID: ids[0], Fence: 1, Status: tasks.StatusAssigned, Holder: "w", Lease: time.Minute}},
+		{{TaskID: ids[0], Fence: 1, Status: tasks.StatusPending, Holder: "", Lease: time.Minute}},
+	} {
+		if _, err := b.store.ClaimBatch(b.ctx, bad); !errors.Is(err, tasks.ErrInvalid) {
+			t.Fatalf("claim batch %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestHeartbeatBatch(t *testing.T) {
+	t.Parallel()
+	b, cc := countedSetup(t, store.Config{MaxHold: time.Hour})
+	ids := b.insert(t,
+		tasks.NewTask{Category: "jobs", Title: "a"}, tasks.NewTask{Category: "jobs", Title: "b"},
+		tasks.NewTask{Category: "jobs", Title: "c"})
+	var ps []tasks.HeartbeatParams
+	for i, id := range ids {
+		c := b.claim(t, id, fmt.Sprintf("worker:w:%d", i), 0, time.Second)
+		ps = append(ps, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: c.Task.Holder, Lease: time.Minute})
+	}
+	// b's claim was revoked; c's reaches the maximum hold.
+	if _, err := b.store.ForceRelease(b.ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, "UPDATE tasks SET assigned_at = NOW(3) - INTERVAL 1 HOUR, lease_expires_at = NOW(3) + INTERVAL 1 SECOND WHERE id = ?", ids[2])
+	now := b.now(t)
+	before := cc.Counts()
+	res, err := b.store.HeartbeatBatch(b.ctx, ps)
+	if err != nil {
+		t.Fatalf("heartbeat batch: %v", err)
+	}
+	oneRoundTrip(t, "heartbeat batch", cc, before)
+	if res[0].Err != nil || res[0].LeaseExpiresAt.Before(now.Add(time.Minute-time.Second)) {
+		t.Fatalf("live member: %+v, want its lease a minute from now", res[0])
+	}
+	if got := b.task(t, ids[0]); !got.LeaseExpiresAt.Equal(res[0].LeaseExpiresAt) {
+		t.Fatalf("task a's lease %v, want %v", got.LeaseExpiresAt, res[0].LeaseExpiresAt)
+	}
+	wantErr(t, "heartbeat of a revoked claim", res[1].Err, tasks.ErrStale)
+	wantErr(t, "heartbeat at the hold limit", res[2].Err, tasks.ErrHoldLimit)
+	if n := b.count(t, "SELECT COUNT(*) FROM task_events WHERE kind = 'heartbeat'"); n != 1 {
+		t.Fatalf("%d heartbeat events, want 1 (the live member's)", n)
+	}
+}
+
+func TestComplete(t *testing.T) {
+	t.Parallel()
+	b, cc := countedSetup(t, store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted, tasks.WebhookDead}})
+	ids := b.insert(t,
+		tasks.NewTask{Category: "jobs", Title: "done"}, tasks.NewTask{Category: "jobs", Title: "stale"},
+		tasks.NewTask{Category: "jobs", Title: "retry"}, tasks.NewTask{Category: "jobs", Title: "dead"},
+		tasks.NewTask{Category: "jobs", Title: "last attempt", MaxAttempts: 1})
+	var os []tasks.Outcome
+	for i, id := range ids {
+		c := b.claim(t, id, fmt.Sprintf("worker:w:%d", i), 0, time.Minute)
+		os = append(os, tasks.Outcome{TaskID: id, Fence: c.Fence, Holder: c.Task.Holder})
+	}
+	os[0].Result = rawJSON(`{"ok":true}`)
+	os[1].Result = rawJSON(`1`)
+	os[2].Err, os[2].Backoff = "try again", time.Hour
+	os[3].Err, os[3].Dead = "hopeless", true
+	os[4].Err = "out of attempts"
+	// The stale member's claim was revoked: its write must change nothing
+	// and refuse nothing else.
+	if _, err := b.store.ForceRelease(b.ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	staleBefore := b.snapshot(t, ids[1])
+	before := cc.Counts()
+	res, err := b.store.Complete(b.ctx, os)
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	oneRoundTrip(t, "complete", cc, before)
+	wantErr(t, "the stale member", res[1].Err, tasks.ErrStale)
+	b.unchanged(t, ids[1], staleBefore)
+	for i, want := range map[int]tasks.Status{0: tasks.StatusDone, 2: tasks.StatusPending, 3: tasks.StatusDead, 4: tasks.StatusDead} {
+		if res[i].Err != nil || res[i].Ended == nil || res[i].Ended.Status != want || res[i].Ended.TaskID != ids[i] {
+			t.Fatalf("member %d: %+v (%v), want ended %s", i, res[i].Ended, res[i].Err, want)
+		}
+		if got := b.task(t, ids[i]); got.Status != want {
+			t.Fatalf("task %d %s, want %s", ids[i], got.Status, want)
+		}
+	}
+	var result string
+	if err := b.db.GetContext(b.ctx, &result, "SELECT result FROM task_results WHERE task_id = ? AND fence = ?", ids[0], os[0].Fence); err != nil {
+		t.Fatalf("the done member's result: %v", err)
+	}
+	if result != `{"ok": true}` && result != `{"ok":true}` {
+		t.Fatalf("result %q", result)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM task_results"); n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	retry := b.task(t, ids[2])
+	if retry.Holder != "" || retry.LastError != "try again" || retry.RunAfter.Before(b.now(t).Add(50*time.Minute)) {
+		t.Fatalf("the retried task: holder %q, last error %q, run after %v", retry.Holder, retry.LastError, retry.RunAfter)
+	}
+	if dead := b.task(t, ids[3]); dead.Holder != os[3].Holder || dead.LastError != "hopeless" || dead.DoneAt == nil {
+		t.Fatalf("the dead task keeps its holder and records the error: %+v", dead)
+	}
+	for i, want := range map[int]tasks.EventKind{0: tasks.EventSubmitted, 2: tasks.EventFailed, 3: tasks.EventDead, 4: tasks.EventDead} {
+		evs := b.events(t, ids[i])
+		if last := evs[len(evs)-1]; last.Kind != want || last.Fence != os[i].Fence {
+			t.Fatalf("task %d: last event %s fence %d, want %s fence %d", ids[i], last.Kind, last.Fence, want, os[i].Fence)
+		}
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM webhook_outbox WHERE kind = 'submitted'"); n != 1 {
+		t.Fatalf("%d submitted records in the outbox, want 1", n)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM webhook_outbox WHERE kind = 'dead' AND detail IN ('hopeless', 'out of attempts')"); n != 2 {
+		t.Fatalf("%d dead records in the outbox, want 2", n)
+	}
+
+	// The same outcomes again: every member is stale now, nothing changes.
+	res, err = b.store.Complete(b.ctx, os)
+	if err != nil {
+		t.Fatalf("complete again: %v", err)
+	}
+	for i := range res {
+		wantErr(t, fmt.Sprintf("member %d again", i), res[i].Err, tasks.ErrStale)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM task_results"); n != 1 {
+		t.Fatalf("%d results after a stale batch, want 1", n)
+	}
+
+	// Bad params change nothing.
+	for _, bad := range [][]tasks.Outcome{
+		{os[0], os[0]},
+		{{TaskID: ids[0], Fence: 1, Holder: "w", Result: rawJSON(`{`)}},
+		{{TaskID: ids[0], Fence: 1, Holder: "w", Backoff: -time.Second}},
+	} {
+		if _, err := b.store.Complete(b.ctx, bad); !errors.Is(err, tasks.ErrInvalid) {
+			t.Fatalf("complete %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// countedSetup is setup over a connection pool whose requests are counted.
+func countedSetup(t *testing.T, cfg store.Config) (*bundle, *roundtrip.Connector) {
+	t.Helper()
+	db, cc, err := roundtrip.OpenMySQL(t.Context(), storetest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := store.New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{ctx: t.Context(), db: db, store: store}, cc
+}
+
+// oneRoundTrip fails the test unless the requests since before were one
+// round trip carrying one commit.
+func oneRoundTrip(t *testing.T, what string, cc *roundtrip.Connector, before roundtrip.Counts) {
+	t.Helper()
+	if d := cc.Counts().Sub(before); d.RoundTrips != 1 || d.Commits != 1 {
+		t.Fatalf("%s: %d round trips and %d commits, want 1 and 1", what, d.RoundTrips, d.Commits)
+	}
+}

@@ -1,8 +1,0 @@
-package tasks
-
-// Queries of the results feed whose plans TestResultsQueryPlans checks.
-const (
-	ResultsSQL           = resultsSQL
-	UnnumberedResultsSQL = unnumberedResultsSQL
-	CountResultsSQL      = countResultsSQL
-)

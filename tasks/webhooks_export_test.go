@@ -1,9 +1,0 @@
-package tasks
-
-// The webhook queries, for the plan checks.
-const (
-	FanOutLockSQL    = fanOutLockSQL
-	DueDeliveriesSQL = dueDeliveriesSQL
-	BacklogNewSQL    = backlogNewSQL
-	BacklogSQL       = backlogSQL
-)
