@@ -101,7 +101,7 @@
 //
 // Engine.Migrate brings the database to the schema this package was built
 // for, as `taskd migrate` does. Start refuses a database at another schema
-// (an error wrapping tasks/migrate's ErrSchemaBehind, ErrSchemaAhead or
+// (an error wrapping ErrSchemaBehind, ErrSchemaAhead or
 // ErrSchemaEdited), then listens on Config.HTTP.Addr (and
 // Config.HTTP.MetricsAddr) when set, starts the metrics of the pool and the
 // stores, then the dispatcher's wake-up relay, the sweeper, the scheduler,

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/internal/api"
-	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -136,32 +135,6 @@ func (e *Engine) Results(ctx context.Context, p tasks.ResultsParams, fn func(*ta
 // CountResults counts the accepted results after the cursor after.
 func (e *Engine) CountResults(ctx context.Context, after int64) (int64, error) {
 	return e.store.CountResults(ctx, after)
-}
-
-// SchemaStatus is where a database stands against the schema migrations
-// the binary carries: each migration, applied (when) or pending, and
-// whether its file matches the one applied. Its Err method says whether
-// `taskd migrate` (Engine.ApplyMigrations) refuses the database.
-type SchemaStatus = migrate.Status
-
-// AppliedMigration is one migration Engine.ApplyMigrations applied, or
-// adopted (a database made before versioned migrations).
-type AppliedMigration = migrate.Applied
-
-// SchemaStatus reads where the database stands against the binary's
-// migrations, and changes nothing (three reads).
-func (e *Engine) SchemaStatus(ctx context.Context) (*SchemaStatus, error) {
-	return migrate.ReadStatus(ctx, e.db)
-}
-
-// ApplyMigrations is Migrate, returning the migrations it applied, in order
-// (none for a database at the current schema). On an error, those applied
-// before it stay applied and are returned too; a database migrated by a
-// newer taskd is an error wrapping migrate.ErrSchemaAhead, one whose applied
-// migrations differ from the binary's migrate.ErrSchemaEdited, and nothing
-// is changed.
-func (e *Engine) ApplyMigrations(ctx context.Context) ([]AppliedMigration, error) {
-	return migrate.Up(ctx, e.db)
 }
 
 // apiStore is the engine as its HTTP API reads and writes the pool: reads

@@ -84,7 +84,7 @@ func TestStartRefusesAnUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, storetest.NewEmptyDatabase(t))
 	e, logs, err := startOn(t, db)
-	if !errors.Is(err, migrate.ErrSchemaBehind) {
+	if !errors.Is(err, taskd.ErrSchemaBehind) {
 		t.Fatalf("start on an empty database: %v, want ErrSchemaBehind", err)
 	}
 	want := fmt.Sprintf("has no migration applied (no taskd tables), and this binary needs version %04d", latestVersion(t))
@@ -132,7 +132,7 @@ func TestStartRefusesAnOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, err := startOn(t, db)
-	if !errors.Is(err, migrate.ErrSchemaBehind) {
+	if !errors.Is(err, taskd.ErrSchemaBehind) {
 		t.Fatalf("start on an older schema: %v, want ErrSchemaBehind", err)
 	}
 	want := fmt.Sprintf("is at version %04d, and this binary needs %04d", latest-1, latest)
@@ -157,7 +157,7 @@ func TestStartRefusesANewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, err := startOn(t, db)
-	if !errors.Is(err, migrate.ErrSchemaAhead) || !strings.Contains(err.Error(), "run a newer taskd") {
+	if !errors.Is(err, taskd.ErrSchemaAhead) || !strings.Contains(err.Error(), "run a newer taskd") {
 		t.Fatalf("start on a newer schema: %v, want ErrSchemaAhead saying to run a newer taskd", err)
 	}
 	if e.Addr() != "" {
@@ -177,7 +177,7 @@ func TestRunRefusesAnUnmigratedDatabase(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if err := e.Run(ctx); !errors.Is(err, migrate.ErrSchemaBehind) {
+	if err := e.Run(ctx); !errors.Is(err, taskd.ErrSchemaBehind) {
 		t.Fatalf("run on an empty database: %v, want ErrSchemaBehind", err)
 	}
 	if ctx.Err() != nil {

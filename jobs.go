@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -141,14 +140,12 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 }
 
 // Migrate applies the schema migrations this binary carries that the
-// database lacks, as `taskd migrate` does, and leaves a database at the
-// current schema alone. Start refuses a database behind the schema: call
-// Migrate before it, or run `taskd migrate`.
+// engine's database lacks (see the package function Migrate), and leaves a
+// database at the current schema alone. Start refuses a database behind the
+// schema: call Migrate before it, or run `taskd migrate`.
 func (e *Engine) Migrate(ctx context.Context) error {
-	if _, err := migrate.Up(ctx, e.db); err != nil {
-		return fmt.Errorf("taskd: %w", err)
-	}
-	return nil
+	_, err := Migrate(ctx, e.db)
+	return err
 }
 
 // newTask encodes p as the store's NewTask and validates it.

@@ -53,7 +53,7 @@ func WithLogger(log *slog.Logger) Option {
 	return func(o *options) { o.log = log }
 }
 
-// WithDB makes the engine use db, a handle from tasks.Open (which sets the
+// WithDB makes the engine use db, a handle from OpenMySQL (which sets the
 // connection options taskd needs), instead of opening Config.MySQL.DSN. The
 // handle stays the caller's: Stop does not close it.
 func WithDB(db *sqlx.DB) Option {

@@ -7,8 +7,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/config"
 )
+
+// storeCheckTimeout bounds connecting to MySQL.
+const storeCheckTimeout = 10 * time.Second
 
 // runMigrate applies the migrations built into the binary, or with -status shows
 // where the database stands.
@@ -31,7 +37,7 @@ With -status it changes nothing: it prints each migration, applied (when) or
 pending, and whether its file matches the one applied; the exit status is 1
 when the database is ahead of the binary or a migration was edited.
 
-Changes MySQL only, but needs Redis to answer too, as every command does.`)
+Needs MySQL only: Redis need not be up yet.`)
 	status := f.Bool("status", false, "show the migrations, applied and pending, and change nothing")
 	if err := a.parse(f, args); err != nil {
 		return err
@@ -43,31 +49,43 @@ Changes MySQL only, but needs Redis to answer too, as every command does.`)
 	if err != nil {
 		return err
 	}
-	e, err := a.toolEngine(cfg)
+	db, err := openMySQL(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer stopTool(e)
-	return migrateDB(ctx, a.stdout, e, cfg.MySQL.Server(), *status)
+	defer db.Close()
+	return migrateDB(ctx, a.stdout, db, cfg.MySQL.Server(), *status)
 }
 
-// migrateDB applies the migrations the database of e lacks and prints them,
-// or with status only prints where it stands.
-func migrateDB(ctx context.Context, out io.Writer, e *taskd.Engine, where string, status bool) error {
+// openMySQL connects to the database of cfg for a command that needs MySQL
+// alone, bounded by storeCheckTimeout; the error names the server.
+func openMySQL(ctx context.Context, cfg *config.Config) (*sqlx.DB, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	db, err := taskd.OpenMySQL(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql at %s is unreachable: %w", cfg.MySQL.Server(), err)
+	}
+	return db, nil
+}
+
+// migrateDB applies the migrations db lacks and prints them, or with status
+// only prints where it stands.
+func migrateDB(ctx context.Context, out io.Writer, db *sqlx.DB, where string, status bool) error {
 	if status {
-		st, err := e.SchemaStatus(ctx)
+		st, err := taskd.MigrationStatus(ctx, db)
 		if err != nil {
 			return err
 		}
 		printMigrateStatus(out, st, where)
 		return st.Err()
 	}
-	applied, err := e.ApplyMigrations(ctx)
+	applied, err := taskd.Migrate(ctx, db)
 	printApplied(out, applied)
 	if err != nil {
 		return err
 	}
-	st, err := e.SchemaStatus(ctx)
+	st, err := taskd.MigrationStatus(ctx, db)
 	if err != nil {
 		return err
 	}

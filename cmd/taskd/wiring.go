@@ -31,7 +31,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // toolEngine builds an engine for a command that reads or changes the pool
-// and serves nothing (migrate, import, export, status, pause, resume): no API,
+// and serves nothing (import, export, status, pause, resume): no API,
 // no listener, no workers, no telemetry, and only warnings and errors logged,
 // on stderr. It connects to MySQL and Redis as serve does (each check bounded
 // by 10s, the error naming the server) and starts nothing: writes made
