@@ -85,6 +85,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -290,7 +291,7 @@ type Dispatcher struct {
 	skips *skipMemory
 	stats counters
 
-	life      startStop
+	life      lifecycle.State
 	stopRelay context.CancelFunc // ends the relay of a started dispatcher
 	relayDone chan struct{}      // closed when the relay has returned
 }
@@ -341,7 +342,7 @@ func (d *Dispatcher) Stats() Stats {
 // Start returns an error wrapping ErrStarted when the dispatcher is running
 // and ErrStopped after Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	return d.life.start("dispatcher", func() {
+	return d.life.Start("dispatcher", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		d.stopRelay, d.relayDone = cancel, make(chan struct{})
 		go func() {
@@ -358,7 +359,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // back on their poll interval). Stop before Start returns nil; so does a
 // second Stop once the relay has returned.
 func (d *Dispatcher) Stop(ctx context.Context) error {
-	if !d.life.stop() {
+	if !d.life.Stop() {
 		return nil
 	}
 	d.stopRelay()
@@ -448,3 +449,13 @@ func unreachable(err error) bool {
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }
+
+var (
+	// ErrStarted is returned (wrapped) by Start on a service that is already
+	// running: the Dispatcher's relay, or a background loop of the engine.
+	ErrStarted = lifecycle.ErrStarted
+
+	// ErrStopped is returned (wrapped) by Start after Stop: a stopped service
+	// does not start again; build a new one.
+	ErrStopped = lifecycle.ErrStopped
+)

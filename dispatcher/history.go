@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/taskd/taskd/internal/lifecycle"
 )
 
 // History defaults and limits.
@@ -62,7 +63,7 @@ type History struct {
 	act    *activity
 	prefix string
 
-	life startStop
+	life lifecycle.State
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -117,7 +118,7 @@ func (h *History) Start(ctx context.Context) error {
 	if !attached && h.d.tel.activity.Load() != h.act {
 		return errors.New("start history: the dispatcher already has a running history")
 	}
-	err := h.life.start("history", func() {
+	err := h.life.Start("history", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		h.stop, h.done = cancel, make(chan struct{})
 		go h.run(ctx)
@@ -148,7 +149,7 @@ func (h *History) run(ctx context.Context) {
 // flushes and writes what is left, bounded by ctx; it returns the last
 // flush's error. Stop before Start returns nil.
 func (h *History) Stop(ctx context.Context) error {
-	if !h.life.stop() {
+	if !h.life.Stop() {
 		return nil
 	}
 	h.d.tel.activity.CompareAndSwap(h.act, nil)

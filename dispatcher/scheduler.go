@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -81,7 +82,7 @@ type Scheduler struct {
 	sched []Schedule
 	log   *slog.Logger
 
-	life   startStop
+	life   lifecycle.State
 	cron   *cron.Cron
 	cancel context.CancelFunc
 }
@@ -129,7 +130,7 @@ const scheduleRetries = 3
 // derives from ctx. Start returns an error wrapping ErrStarted when the
 // scheduler is running and ErrStopped after Stop.
 func (s *Scheduler) Start(ctx context.Context) error {
-	return s.life.start("scheduler", func() {
+	return s.life.Start("scheduler", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		c := cron.New(cron.WithLocation(time.UTC), cron.WithLogger(cronLogger{s.log, "scheduler"}))
 		for i, p := range s.cfg.Schedules {
@@ -185,7 +186,7 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 // first, it cancels them and returns an error wrapping ctx's cause. Stop
 // before Start returns nil.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	if !s.life.stop() {
+	if !s.life.Stop() {
 		return nil
 	}
 	defer s.cancel()

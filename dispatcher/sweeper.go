@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -242,7 +243,7 @@ type Sweeper struct {
 	sched Schedule
 	log   *slog.Logger
 
-	life   startStop
+	life   lifecycle.State
 	cron   *cron.Cron         // set by Start
 	cancel context.CancelFunc // ends the context of the scheduled sweeps
 }
@@ -275,7 +276,7 @@ func (s *Sweeper) Schedule() Schedule { return s.sched }
 // Start returns an error wrapping ErrStarted when the sweeper is running and
 // ErrStopped after Stop.
 func (s *Sweeper) Start(ctx context.Context) error {
-	return s.life.start("sweeper", func() {
+	return s.life.Start("sweeper", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		logger := cronLogger{s.log, "sweeper"}
 		c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
@@ -294,7 +295,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // cause without waiting further. Stop before Start returns nil, and so does
 // a second Stop once no sweep runs.
 func (s *Sweeper) Stop(ctx context.Context) error {
-	if !s.life.stop() {
+	if !s.life.Stop() {
 		return nil
 	}
 	defer s.cancel()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher/webhook"
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -191,7 +192,7 @@ type Deliverer struct {
 	attempts metric.Int64Counter
 	duration metric.Float64Histogram
 
-	life   startStop
+	life   lifecycle.State
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -252,7 +253,7 @@ func (w *Deliverer) delivering() bool {
 // Start returns an error wrapping ErrStarted when the deliverer is running
 // and ErrStopped after Stop.
 func (w *Deliverer) Start(ctx context.Context) error {
-	return w.life.start("deliverer", func() {
+	return w.life.Start("deliverer", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		w.cancel, w.done = cancel, make(chan struct{})
 		go func() {
@@ -266,7 +267,7 @@ func (w *Deliverer) Start(ctx context.Context) error {
 // stay pending and are posted again later), gives the lock back, and waits
 // for all of it until ctx ends. Stop before Start returns nil.
 func (w *Deliverer) Stop(ctx context.Context) error {
-	if !w.life.stop() {
+	if !w.life.Stop() {
 		return nil
 	}
 	w.cancel()

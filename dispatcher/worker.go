@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -313,7 +314,7 @@ type Worker struct {
 	cfg WorkerConfig
 	log *slog.Logger
 
-	life         startStop
+	life         lifecycle.State
 	stopClaiming context.CancelFunc      // ends the claiming loop
 	stopHandlers context.CancelCauseFunc // cancels running handlers
 	handlersCtx  context.Context         // parent of the handlers' contexts
@@ -386,7 +387,7 @@ func (w *Worker) Stats() WorkerStats {
 // Start returns an error wrapping ErrStarted when the worker is running and
 // ErrStopped after Stop.
 func (w *Worker) Start(ctx context.Context) error {
-	err := w.life.start("worker", func() {
+	err := w.life.Start("worker", func() {
 		claimCtx, stopClaiming := context.WithCancel(ctx)
 		w.stopClaiming = stopClaiming
 		w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
@@ -426,7 +427,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // error wrapping ErrStopped. Stop may be called more than once; each call
 // waits for the worker.
 func (w *Worker) Stop(ctx context.Context) error {
-	if !w.life.stop() {
+	if !w.life.Stop() {
 		return nil
 	}
 	w.stopClaiming()
