@@ -19,6 +19,8 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/schedule"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -141,7 +143,7 @@ type ScheduleConfig struct {
 	Name string `yaml:"name"`
 	// Spec is when: "@every 1h", "@daily", "0 30 6 * * MON-FRI" (cron, with
 	// optional seconds, in UTC unless it starts with "CRON_TZ=Zone "); see
-	// dispatcher.ParseSchedule. @every counts from the Unix epoch. Required.
+	// schedule.Parse. @every counts from the Unix epoch. Required.
 	Spec string `yaml:"spec"`
 	// Category, Title, Payload and Priority make the task, as in POST
 	// /v1/tasks; Payload is a JSON object (nil: {}).
@@ -152,8 +154,8 @@ type ScheduleConfig struct {
 }
 
 // periodic returns the dispatcher's form of c.
-func (c ScheduleConfig) periodic() (dispatcher.Periodic, error) {
-	p := dispatcher.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
+func (c ScheduleConfig) periodic() (schedule.Periodic, error) {
+	p := schedule.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
 		Category: c.Category, Title: c.Title, Priority: c.Priority,
 	}}
 	if c.Payload != nil {
@@ -382,15 +384,15 @@ type SweepConfig struct {
 	// Interval is when sweeps run: a duration ("10s", every ten seconds) or
 	// a robfig/cron spec, a descriptor ("@every 10s", "@hourly") or a cron
 	// expression with optional seconds ("0 */5 * * * *"); see
-	// dispatcher.ParseSchedule. Durations are whole seconds, at least 1s. An
+	// schedule.Parse. Durations are whole seconds, at least 1s. An
 	// abandoned claim is back in the pool within Dispatch.LeaseTTL plus the
 	// longest time between two sweeps. Default "10s".
 	Interval string `yaml:"interval"`
 	// Batch is how many expired claims one transaction recycles. Default
-	// dispatcher.SweepBatchDefault.
+	// sweeper.BatchDefault.
 	Batch int `yaml:"batch"`
 	// Workers is how many such transactions run at once while a backlog
-	// drains. Default dispatcher.SweepWorkersDefault.
+	// drains. Default sweeper.WorkersDefault.
 	Workers int `yaml:"workers"`
 }
 
@@ -515,8 +517,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.GroupCommit, tasks.GroupCommitDefault)
 
 	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
-	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
-	setDefault(&c.Sweep.Workers, dispatcher.SweepWorkersDefault)
+	setDefault(&c.Sweep.Batch, sweeper.BatchDefault)
+	setDefault(&c.Sweep.Workers, sweeper.WorkersDefault)
 
 	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
 	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
@@ -802,7 +804,7 @@ func (v *validator) dispatch() {
 
 func (v *validator) sweep() {
 	s := v.c.Sweep
-	if _, err := dispatcher.ParseSchedule(s.Interval); err != nil {
+	if _, err := schedule.Parse(s.Interval); err != nil {
 		v.fail("sweep.interval", "%v", err)
 	}
 	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))

@@ -19,11 +19,13 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/schedule"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
-	"github.com/taskd/taskd/internal/web"
 )
 
 // Timeouts of the engine's own steps.
@@ -70,8 +72,8 @@ type Engine struct {
 	redis   *redisConn
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
-	sweeper *dispatcher.Sweeper
-	sched   *dispatcher.Scheduler // nil without Config.Schedules
+	sweeper *sweeper.Sweeper
+	sched   *schedule.Scheduler   // nil without Config.Schedules
 	worker  *dispatcher.Worker    // nil without handlers
 	hooks   *dispatcher.Deliverer // nil without webhooks
 	history *dispatcher.History   // nil without an admin token
@@ -249,7 +251,9 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if err != nil {
 		return err
 	}
-	e.sweeper, err = dispatcher.NewSweeper(e.d, dispatcher.SweeperConfig{
+	e.sweeper, err = sweeper.New(e.d, sweeper.Config{
+		Store:    e.store,
+		Locks:    e.redis.locks,
 		Schedule: cfg.Sweep.Interval,
 		Batch:    cfg.Sweep.Batch,
 		Workers:  cfg.Sweep.Workers,
@@ -260,13 +264,13 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		return err
 	}
 	if len(cfg.Schedules) > 0 {
-		ps := make([]dispatcher.Periodic, len(cfg.Schedules))
+		ps := make([]schedule.Periodic, len(cfg.Schedules))
 		for i, sc := range cfg.Schedules {
 			if ps[i], err = sc.periodic(); err != nil {
 				return err // checked by validate
 			}
 		}
-		if e.sched, err = dispatcher.NewScheduler(e.d, dispatcher.SchedulerConfig{Schedules: ps, Logger: e.log}); err != nil {
+		if e.sched, err = schedule.New(e.d, schedule.Config{Schedules: ps, Logger: e.log}); err != nil {
 			return err
 		}
 	}

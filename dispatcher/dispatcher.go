@@ -381,6 +381,18 @@ func (d *Dispatcher) lockKey(taskID int64) string {
 	return d.cfg.KeyPrefix + "task:{" + strconv.FormatInt(taskID, 10) + "}"
 }
 
+// LockKey returns the Redis key of a task's lock: Config.KeyPrefix +
+// "task:{" + the id + "}", the id a hash tag so that on a Cluster each
+// task's lock has a slot of its own choosing. The sweeper, which repairs
+// the locks, and the workers, which hold them, build their keys with it.
+func (d *Dispatcher) LockKey(taskID int64) string { return d.lockKey(taskID) }
+
+// Wake tells callers waiting in Next (in every process, with Config.PubSub)
+// that counts[category] tasks of each category became claimable, as
+// AddTasks does for the tasks it adds: for the sweeper, which returns
+// expired claims to the pool.
+func (d *Dispatcher) Wake(ctx context.Context, counts map[string]int) { d.notify.notify(ctx, counts) }
+
 // AddTasks inserts tasks into the pool and wakes callers waiting for them. It
 // returns the tasks' ids in input order; for a task whose key existed, the
 // existing task's (see Insert).

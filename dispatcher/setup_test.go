@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
@@ -136,4 +137,19 @@ func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
 		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
 	}
 	return page.Events
+}
+
+// sweepOnce runs one sweep of the bundle's claims, scanning its Redis for
+// orphan locks, and fails the test on error.
+func (b *bundle) sweepOnce(t testing.TB) sweeper.Result {
+	t.Helper()
+	s, err := sweeper.New(b.d, sweeper.Config{Store: b.store, Locks: b.locks, Redis: b.rdb})
+	if err != nil {
+		t.Fatalf("new sweeper: %v", err)
+	}
+	res, err := s.Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	return res
 }

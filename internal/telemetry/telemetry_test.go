@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
@@ -47,6 +48,7 @@ const (
 // instrumented with the providers.
 type pipeline struct {
 	store *tasks.Store
+	locks *locker.Client
 	d     *dispatcher.Dispatcher
 }
 
@@ -66,7 +68,8 @@ func newPipeline(t *testing.T, p *telemetry.Providers) *pipeline {
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}
-	d, err := dispatcher.New(store, locker.New(rdb), dispatcher.Config{
+	locks := locker.New(rdb)
+	d, err := dispatcher.New(store, locks, dispatcher.Config{
 		KeyPrefix:      testenv.Prefix(t),
 		TracerProvider: p.TracerProvider,
 		MeterProvider:  p.MeterProvider,
@@ -74,7 +77,7 @@ func newPipeline(t *testing.T, p *telemetry.Providers) *pipeline {
 	if err != nil {
 		t.Fatalf("new dispatcher: %v", err)
 	}
-	return &pipeline{store: store, d: d}
+	return &pipeline{store: store, locks: locks, d: d}
 }
 
 // editor creates an editor of categories.
@@ -310,11 +313,11 @@ func TestPrometheus(t *testing.T) {
 	c := pl.editor(t, "news")
 	ids := pl.add(t, "news", 2)
 	pl.next(t, c, ids[0])
-	sweeper, err := dispatcher.NewSweeper(pl.d, dispatcher.SweeperConfig{})
+	sw, err := sweeper.New(pl.d, sweeper.Config{Store: pl.store, Locks: pl.locks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sweeper.Sweep(t.Context()); err != nil {
+	if _, err := sw.Sweep(t.Context()); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
 
