@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/activity"
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/schedule"
 	"github.com/taskd/taskd/internal/sweeper"
@@ -76,7 +77,7 @@ type Engine struct {
 	sched   *schedule.Scheduler   // nil without Config.Schedules
 	worker  *dispatcher.Worker    // nil without handlers
 	hooks   *dispatcher.Deliverer // nil without webhooks
-	history *dispatcher.History   // nil without an admin token
+	history *activity.Recorder    // nil without an admin token
 	api     *api.Handler          // nil without an admin token
 	handler http.Handler
 	metrics http.Handler // served on Config.HTTP.MetricsAddr; nil without it
@@ -309,7 +310,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if e.hooks != nil {
 		backlog = e.store.WebhookBacklog
 	}
-	if e.history, err = dispatcher.NewHistory(e.d, dispatcher.HistoryConfig{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
+	if e.history, err = activity.New(e.d, activity.Config{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
 		return err
 	}
 	e.api, err = api.New(api.Config{
@@ -431,7 +432,7 @@ func (e *Engine) Addr() string {
 // set, then starts the dispatcher's wake-up relay, the sweeper, the
 // scheduler (with Config.Schedules), the pool metrics, with handlers the
 // workers, with webhooks the webhook deliverer, and with the API the
-// activity history (dispatcher.History). They run until Stop,
+// activity history (internal/activity). They run until Stop,
 // whatever becomes of ctx after Start returns; ctx gives them its values.
 //
 // First, Start checks that the database's schema is the one this binary

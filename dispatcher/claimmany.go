@@ -62,10 +62,9 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 		span.SetAttributes(attrOutcome.String(outcome))
 		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		for _, c := range claims {
-			d.tel.countClaim(time.Since(start))
-			d.recordClaim(ctx, c, claimStats{})
+			d.emit(ctx, claimEvent(c, time.Since(start)))
 		}
-		d.recordClaim(ctx, nil, st)
+		d.recordClaim(ctx, st)
 		endSpan(span, err)
 	}()
 

@@ -259,6 +259,9 @@ func EditorClaimant(e *tasks.Editor) Claimant {
 type Stats struct {
 	// Assignments counts claims committed.
 	Assignments int64
+	// Submits counts results committed: editors' submits and workers'
+	// handlers that returned a result.
+	Submits int64
 	// Conflicts counts candidates found locked by a competitor in Redis.
 	Conflicts int64
 	// RefusedClaims counts claims the store refused after the Redis lock was
@@ -274,7 +277,7 @@ type Stats struct {
 
 // counters are the running totals behind Stats.
 type counters struct {
-	assignments, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
+	assignments, submits, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
 }
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
@@ -290,6 +293,7 @@ type Dispatcher struct {
 	cands *candidatePool
 	skips *skipMemory
 	stats counters
+	obs   observers
 
 	life      lifecycle.State
 	stopRelay context.CancelFunc // ends the relay of a started dispatcher
@@ -315,6 +319,8 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		d.stats.candidateReads.Add(1)
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
 	}
+	d.Observe(d.stats.observe)
+	d.Observe(d.tel.observe)
 	d.hub = newHub(d.cands.invalidate)
 	d.notify = &notifier{hub: d.hub, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger}
 	return d, nil
@@ -327,6 +333,7 @@ func (d *Dispatcher) Config() Config { return d.cfg }
 func (d *Dispatcher) Stats() Stats {
 	return Stats{
 		Assignments:    d.stats.assignments.Load(),
+		Submits:        d.stats.submits.Load(),
 		Conflicts:      d.stats.conflicts.Load(),
 		RefusedClaims:  d.stats.refusedClaims.Load(),
 		RefusedWrites:  d.stats.refusedWrites.Load(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -48,10 +47,6 @@ type telemetry struct {
 	claimLatency  metric.Float64Histogram
 	holdTime      metric.Float64Histogram
 	expired       metric.Int64Counter
-
-	// activity, while a History runs (History.Start), counts claims and
-	// submits per minute for the activity history (countClaim, countSubmit).
-	activity atomic.Pointer[activity]
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -88,21 +83,6 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
 	return t, nil
-}
-
-// countClaim counts a claim made in latency in the activity history, while
-// one runs.
-func (t *telemetry) countClaim(latency time.Duration) {
-	if a := t.activity.Load(); a != nil {
-		a.claimed(latency)
-	}
-}
-
-// countSubmit counts a submit in the activity history, while one runs.
-func (t *telemetry) countSubmit() {
-	if a := t.activity.Load(); a != nil {
-		a.submitted()
-	}
 }
 
 // endSpan records err on span, unless err is an expected outcome, and ends

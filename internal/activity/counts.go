@@ -1,11 +1,11 @@
-package dispatcher
+package activity
 
 import (
 	"sync"
 	"time"
 )
 
-// LatencyBounds are the upper bounds of the fixed buckets a History counts
+// LatencyBounds are the upper bounds of the fixed buckets a Recorder counts
 // claims' latencies in; one more bucket counts the claims that took longer
 // than the last bound. Every replica counts in the same buckets, so their
 // counts add up.
@@ -19,7 +19,7 @@ var LatencyBounds = [...]time.Duration{
 // LatencyBounds, and one for longer.
 const LatencyBuckets = len(LatencyBounds) + 1
 
-// Counts are what a History counts in a minute: claims committed, submits
+// Counts are what a Recorder counts in a minute: claims committed, submits
 // committed, and the claims by how long they took.
 type Counts struct {
 	Claims  int64
