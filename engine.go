@@ -20,6 +20,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/activity"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/delivery"
 	"github.com/taskd/taskd/internal/schedule"
 	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
@@ -74,11 +75,11 @@ type Engine struct {
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
 	sweeper *sweeper.Sweeper
-	sched   *schedule.Scheduler   // nil without Config.Schedules
-	worker  *dispatcher.Worker    // nil without handlers
-	hooks   *dispatcher.Deliverer // nil without webhooks
-	history *activity.Recorder    // nil without an admin token
-	api     *api.Handler          // nil without an admin token
+	sched   *schedule.Scheduler // nil without Config.Schedules
+	worker  *dispatcher.Worker  // nil without handlers
+	hooks   *delivery.Deliverer // nil without webhooks
+	history *activity.Recorder  // nil without an admin token
+	api     *api.Handler        // nil without an admin token
 	handler http.Handler
 	metrics http.Handler // served on Config.HTTP.MetricsAddr; nil without it
 
@@ -357,27 +358,27 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 }
 
 // newDeliverer makes the webhook deliverer of cfg.Webhooks.
-func (e *Engine) newDeliverer(cfg Config) (*dispatcher.Deliverer, error) {
-	hooks := make([]dispatcher.Webhook, len(cfg.Webhooks))
+func (e *Engine) newDeliverer(cfg Config) (*delivery.Deliverer, error) {
+	hooks := make([]delivery.Webhook, len(cfg.Webhooks))
 	for i, w := range cfg.Webhooks {
 		evs := make([]tasks.WebhookEvent, len(w.Events))
 		for j, ev := range w.Events {
 			evs[j] = tasks.WebhookEvent(ev)
 		}
-		hooks[i] = dispatcher.Webhook{
+		hooks[i] = delivery.Webhook{
 			Name: w.Name, URL: w.URL, Events: evs, Secret: w.Secret, Timeout: w.Timeout,
 			Concurrency: w.Concurrency, MaxAttempts: w.MaxAttempts, MaxAge: w.MaxAge,
 		}
 	}
 	wd := cfg.WebhookDelivery
-	return dispatcher.NewDeliverer(e.d, dispatcher.DelivererConfig{
-		Store: e.store, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
+	return delivery.New(e.d, delivery.Config{
+		Store: e.store, Locks: e.redis.locks, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
 		BackoffBase: wd.BackoffBase, BackoffMax: wd.BackoffMax, Logger: e.log,
 	})
 }
 
 // Deliverer returns the engine's webhook deliverer, or nil without webhooks.
-func (e *Engine) Deliverer() *dispatcher.Deliverer { return e.hooks }
+func (e *Engine) Deliverer() *delivery.Deliverer { return e.hooks }
 
 // healthHandler is the Handler of an engine without the editor API: GET
 // /healthz, and GET /metrics when metrics is set.

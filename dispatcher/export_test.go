@@ -19,6 +19,3 @@ func (w *Worker) SetClaimGather(d time.Duration) { w.gatherFor = d }
 
 // WorkerWriters is how many batches of outcomes a worker writes at once.
 const WorkerWriters = workerWriters
-
-// Delivering reports whether w holds the delivery lock now.
-func (w *Deliverer) Delivering() bool { return w.delivering() }
