@@ -21,6 +21,7 @@ import (
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/schedule"
 	"github.com/taskd/taskd/internal/sweeper"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -411,16 +412,16 @@ type WorkerConfig struct {
 	// BatchSize is how many tasks a worker process claims in one round trip
 	// per store at most (never more than its free slots), and how many
 	// outcomes one completion transaction writes at most, 1..1000. Default
-	// dispatcher.WorkerBatchSizeDefault (500).
+	// worker.BatchSizeDefault (500).
 	BatchSize int `yaml:"batch_size"`
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction while other handlers run, at most 1s.
-	// Default dispatcher.WorkerFlushIntervalDefault (5ms); a negative value
+	// Default worker.FlushIntervalDefault (5ms); a negative value
 	// writes every outcome as soon as no write is in flight.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
 	// wait, the process claims nothing new, 1..1,000,000. Default
-	// dispatcher.WorkerMaxBacklogDefault (1000).
+	// worker.MaxBacklogDefault (1000).
 	MaxBacklog int `yaml:"max_backlog"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
@@ -522,9 +523,9 @@ func (c Config) WithDefaults() Config {
 
 	setDefault(&c.Worker.Concurrency, workerConcurrencyDefault)
 	setDefault(&c.Worker.ShutdownTimeout, workerShutdownTimeoutDefault)
-	setDefault(&c.Worker.BatchSize, dispatcher.WorkerBatchSizeDefault)
-	setDefault(&c.Worker.FlushInterval, dispatcher.WorkerFlushIntervalDefault)
-	setDefault(&c.Worker.MaxBacklog, dispatcher.WorkerMaxBacklogDefault)
+	setDefault(&c.Worker.BatchSize, worker.BatchSizeDefault)
+	setDefault(&c.Worker.FlushInterval, worker.FlushIntervalDefault)
+	setDefault(&c.Worker.MaxBacklog, worker.MaxBacklogDefault)
 	c.Worker.Categories = slices.Clone(c.Worker.Categories)
 	c.Schedules = slices.Clone(c.Schedules)
 

@@ -25,6 +25,7 @@ import (
 	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 	"github.com/taskd/taskd/tasks/migrate"
@@ -76,7 +77,7 @@ type Engine struct {
 	d       *dispatcher.Dispatcher
 	sweeper *sweeper.Sweeper
 	sched   *schedule.Scheduler // nil without Config.Schedules
-	worker  *dispatcher.Worker  // nil without handlers
+	worker  *worker.Worker      // nil without handlers
 	hooks   *delivery.Deliverer // nil without webhooks
 	history *activity.Recorder  // nil without an admin token
 	api     *api.Handler        // nil without an admin token
@@ -116,7 +117,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err := cfg.validate(o.db == nil); err != nil {
 		return nil, fmt.Errorf("taskd: invalid config: %w", err)
 	}
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
+	mux.Use(o.middleware...)
 	for _, cat := range o.order {
 		if err := checkHandler(mux, cat, o.handlers[cat]); err != nil {
 			return nil, err
@@ -142,7 +144,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 }
 
 // open sets up telemetry and the stores, and builds the services.
-func (e *Engine) open(cfg Config, o *options, mux *dispatcher.ServeMux) error {
+func (e *Engine) open(cfg Config, o *options, mux *worker.Mux) error {
 	if e.tel = o.tel; e.tel == nil {
 		t := cfg.Telemetry
 		var err error
@@ -163,7 +165,7 @@ func (e *Engine) open(cfg Config, o *options, mux *dispatcher.ServeMux) error {
 
 // checkHandler registers h for cat on mux, turning the mux's panics on an
 // invalid registration into an error.
-func checkHandler(mux *dispatcher.ServeMux, cat string, h dispatcher.Handler) (err error) {
+func checkHandler(mux *worker.Mux, cat string, h Handler) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("taskd: handler: %v", r)
@@ -237,7 +239,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 
 // build makes the dispatcher, the sweeper, the worker (with handlers) and
 // the HTTP handler.
-func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
+func (e *Engine) build(cfg Config, mux *worker.Mux, work bool) error {
 	var err error
 	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
 		Lease:          cfg.Dispatch.LeaseTTL,
@@ -277,7 +279,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		}
 	}
 	if work {
-		e.worker, err = dispatcher.NewWorker(e.d, dispatcher.WorkerConfig{
+		e.worker, err = worker.New(e.d, worker.Config{
 			Concurrency:     cfg.Worker.Concurrency,
 			Handler:         mux,
 			Categories:      cfg.Worker.Categories,
@@ -658,7 +660,7 @@ func (e *Engine) drain(ctx context.Context) error {
 				workerErr = fmt.Errorf("worker shutdown: %w", err)
 				e.log.Error("stop workers", "err", err)
 			}
-			st := e.worker.Stats()
+			st := e.worker.Totals()
 			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed,
 				"lease_lost", st.LeaseLost, "released", st.Released)
 		})

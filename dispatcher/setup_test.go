@@ -126,18 +126,6 @@ func (b *bundle) expire(t testing.TB, id int64) {
 	b.rdb.Del(ctx, b.lockKey(id))
 }
 
-// history returns a task's events, oldest first.
-func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
-	t.Helper()
-	page, err := b.store.TaskEvents(context.Background(), tasks.TaskEventsParams{TaskID: id, Limit: tasks.EventsLimitMax})
-	if err != nil {
-		t.Fatalf("task history %d: %v", id, err)
-	}
-	if page.More {
-		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
-	}
-	return page.Events
-}
 
 // sweepOnce runs one sweep of the bundle's claims, scanning its Redis for
 // orphan locks, and fails the test on error.
@@ -152,4 +140,14 @@ func (b *bundle) sweepOnce(t testing.TB) sweeper.Result {
 		t.Fatalf("sweep: %v", err)
 	}
 	return res
+}
+
+// rowCount runs a COUNT(*) query.
+func (b *bundle) rowCount(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.db.GetContext(context.Background(), &n, query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
 }

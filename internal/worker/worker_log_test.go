@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -26,15 +26,15 @@ func TestWorkerLogsWhyATaskIsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		if task.Title == "malformed" {
-			return nil, fmt.Errorf("payload has no text: %w", dispatcher.SkipRetry)
+			return nil, fmt.Errorf("payload has no text: %w", worker.SkipRetry)
 		}
 		return nil, fmt.Errorf("upstream timed out")
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	testenv.Eventually(t, 30*time.Second, "both tasks failed", func() bool { return w.Stats().Failed == 2 })
+	w := startWorker(t, b, worker.Config{Handler: mux, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	testenv.Eventually(t, 30*time.Second, "both tasks failed", func() bool { return w.Totals().Failed == 2 })
 	shutdownWorker(t, w)
 
 	lines := map[int64]string{}

@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -24,7 +24,7 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	started, proceed := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	seen := map[string]map[int64]int{"jobs": {}, "other": {}}
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	handle := func(_ context.Context, task *tasks.Task) (any, error) {
 		if task.ID == first {
 			close(started)
@@ -46,7 +46,7 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 		}
 		return n
 	}
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 2, Wait: 100 * time.Millisecond})
+	w := startWorker(t, b, worker.Config{Handler: mux, Concurrency: 2, Wait: 100 * time.Millisecond})
 	<-started
 
 	if _, paused, err := b.d.PauseCategory(ctx, "jobs"); err != nil || !paused {
@@ -61,7 +61,7 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	// working on the other category.
 	testenv.Eventually(t, 30*time.Second, "the other category done", func() bool { return handled("other") == 5 })
 	testenv.Eventually(t, 30*time.Second, "the paused category's live run submitted", func() bool {
-		return w.Stats().Processed >= 6
+		return w.Totals().Processed >= 6
 	})
 	if s := b.task(t, first).Status; s != tasks.StatusDone {
 		t.Fatalf("the run live at the pause left its task %s, want done", s)
@@ -78,8 +78,8 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 		WHERE t.category = 'jobs' AND e.kind = 'claimed'`); n != 1 {
 		t.Fatalf("%d claims of jobs in the database, want 1", n)
 	}
-	testenv.Eventually(t, 30*time.Second, "the later tasks submitted", func() bool { return w.Stats().Processed >= 9 })
-	if got := w.Stats().Processed; got != 9 {
+	testenv.Eventually(t, 30*time.Second, "the later tasks submitted", func() bool { return w.Totals().Processed >= 9 })
+	if got := w.Totals().Processed; got != 9 {
 		t.Fatalf("the worker processed %d tasks, want 9: the other category's 8 and the run live at the pause", got)
 	}
 
