@@ -126,7 +126,6 @@ func (b *bundle) expire(t testing.TB, id int64) {
 	b.rdb.Del(ctx, b.lockKey(id))
 }
 
-
 // sweepOnce runs one sweep of the bundle's claims, scanning its Redis for
 // orphan locks, and fails the test on error.
 func (b *bundle) sweepOnce(t testing.TB) sweeper.Result {

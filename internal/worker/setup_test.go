@@ -113,7 +113,6 @@ func (b *bundle) task(t testing.TB, id int64) *tasks.Task {
 	return task
 }
 
-
 // history returns a task's events, oldest first.
 func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
 	t.Helper()
