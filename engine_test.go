@@ -125,7 +125,7 @@ func TestEngineStopOrder(t *testing.T) {
 	if id := awaitValue(t, h.started, "handler start"); id != ids[0] {
 		t.Fatalf("handler ran task %d, want %d", id, ids[0])
 	}
-	testenv.Eventually(t, 10*time.Second, "the long poll waits", e.Dispatcher().Waiting)
+	testenv.Eventually(t, 10*time.Second, "the long poll waits", func() bool { return e.Dispatcher().Stats().Waiting > 0 })
 
 	if err := e.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)

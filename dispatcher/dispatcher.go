@@ -273,6 +273,9 @@ type Stats struct {
 	// CandidateReads counts reads of a category's claimable tasks from the
 	// store (the replica's, when it has one): the candidate pool's refills.
 	CandidateReads int64
+	// Waiting is not a total but the number of callers of this process
+	// long-polling in Next (or a worker's NextMany) right now.
+	Waiting int
 }
 
 // counters are the running totals behind Stats.
@@ -338,6 +341,7 @@ func (d *Dispatcher) Stats() Stats {
 		RefusedClaims:  d.stats.refusedClaims.Load(),
 		RefusedWrites:  d.stats.refusedWrites.Load(),
 		CandidateReads: d.stats.candidateReads.Load(),
+		Waiting:        d.hub.waiting(),
 	}
 }
 
@@ -378,9 +382,6 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
-// Waiting reports whether any caller of this process is long-polling in
-// Next right now.
-func (d *Dispatcher) Waiting() bool { return d.hub.waiting() }
 
 // lockKey is the Redis key of a task's lock. The id is a hash tag, so on a
 // Cluster each task's lock has a slot of its own choosing.

@@ -583,7 +583,7 @@ func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
 		c, err := b.d.Next(ctx, bob, 5*time.Second)
 		got <- result{c, err}
 	}()
-	testenv.Eventually(t, 5*time.Second, "bob waiting", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "bob waiting", func() bool { return b.d.Stats().Waiting > 0 })
 	// Ann's lease passes. Her Redis lock is still there (its ttl is the full
 	// lease), so bob cannot take the task over even if he looks right now.
 	b.expireLeaseOnly(t, id)

@@ -668,11 +668,11 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	})
 	awaitValue(t, startedA, "handler a start")
 	taskB := awaitValue(t, stuck.started, "handler b start")
-	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", b.d.Waiting)
+	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", func() bool { return b.d.Stats().Waiting > 0 })
 
 	errc := make(chan error, 1)
 	go func() { errc <- w.Stop(context.Background()) }()
-	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return b.d.Stats().Waiting == 0 })
 	select {
 	case err := <-errc:
 		t.Fatalf("shutdown returned %v while handlers were running", err)
