@@ -39,12 +39,12 @@ const (
 	// on the workers: cancelled handlers still give their claims back after
 	// the grace.
 	workerFinishMargin = 15 * time.Second
-	// sweeperStopTimeout bounds, once the requests and the workers have
-	// drained, Stop's wait for the background services together: the
+	// loopsStopTimeout bounds, once the requests and the workers have
+	// drained, Stop's wait for the other background loops together: the
 	// activity history's last flush, the sweeper (a running sweep may
 	// finish), the scheduler and the webhook deliverer share this one
 	// deadline (and Stop's context, whichever ends first).
-	sweeperStopTimeout = 10 * time.Second
+	loopsStopTimeout = 10 * time.Second
 	// telemetryFlushTimeout bounds the flush of the engine's own providers.
 	telemetryFlushTimeout = 5 * time.Second
 )
@@ -692,8 +692,8 @@ func (e *Engine) drain(ctx context.Context) error {
 	}
 	workers.Wait()
 
-	sctx, cancelSweep := context.WithTimeout(ctx, sweeperStopTimeout)
-	defer cancelSweep()
+	sctx, cancelLoops := context.WithTimeout(ctx, loopsStopTimeout)
+	defer cancelLoops()
 	if e.history != nil {
 		// After the requests and the workers: their last counts are flushed.
 		if err := e.history.Stop(sctx); err != nil {

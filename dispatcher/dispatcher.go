@@ -1,8 +1,9 @@
-// Package dispatcher hands tasks out to exactly one holder at a time, and
-// runs the background services around it: workers, sweeps, periodic tasks,
-// webhook delivery and the activity history. The engine (package taskd)
-// builds all of them from one config; use this package directly to run one
-// piece alone or to see how the claim path works.
+// Package dispatcher hands tasks out to exactly one holder at a time: it is
+// taskd's claims engine. The engine (package taskd) builds one from its
+// config, with the background loops around it (the sweeper, the workers,
+// webhook delivery, periodic tasks, the activity history), which live under
+// internal/ and use the dispatcher through the few exported methods named
+// below.
 //
 // # Claims
 //
@@ -28,45 +29,33 @@
 // actions, and those that make tasks claimable wake the callers waiting
 // for them.
 //
-// # Workers
+// # Counting
 //
-// A Worker runs Go handlers on claimed tasks: a Handler (or HandlerFunc)
-// returns the task's result, committed as JSON; an error retries the task
-// after a backoff until its attempts run out, and an error wrapping SkipRetry
-// makes it dead at once. ServeMux routes tasks to handlers by category, with
-// middleware (MiddlewareFunc), as net/http routes requests. A worker claims,
-// completes and renews in batches, each task keeping its own lock and fence;
-// a handler's context ends with cause ErrLeaseLost when its lease is lost,
-// or ErrWorkerShutdown when the worker stops. Handlers run at least once per
-// task: only one claim's outcome is ever committed, but a crash or a lost
-// lease may run a task again.
+// Each committed claim and each claim ended (a submit, a release, a
+// failure) is one Event. Stats and the OpenTelemetry metrics count the
+// Events; Observe adds an observer of them (the activity history is one).
 //
-// # Background services
+// # For the background loops
 //
-//   - Sweeper: on a schedule (ParseSchedule reads a duration or a cron
-//     spec), one process at a time recycles expired claims in fenced batches,
-//     wakes waiting callers, and reconciles the Redis locks with MySQL.
-//   - Scheduler: adds the task of each tick of its periodic tasks
-//     (SchedulerConfig.Schedules), keyed by PeriodicKey so that every
-//     replica's insert of one tick makes one task.
-//   - Deliverer: posts the webhook outbox's events, one process at a time,
-//     with retries; package dispatcher/webhook is the receiver's side.
-//   - History: per-minute claim and submit counts and claim latencies, added
-//     up across replicas in Redis, for GET /v1/stats/history.
+// The worker runtime claims and completes in batches, each task keeping its
+// own lock and fence: NextMany, CompleteMany, HeartbeatMany and ReleaseLock.
+// The sweeper repairs the locks (LockKey) and wakes the callers waiting for
+// the claims it recycles (Wake). Each loop declares the interface it needs
+// and takes the rest from Config.
 //
-// The Dispatcher (its pub/sub wake-up relay), the Worker and each service
-// share one lifecycle: Start returns once the service runs, a second Start
-// an error wrapping ErrStarted, a Start after Stop one wrapping ErrStopped;
-// Stop drains within its context, like http.Server.Shutdown, and is nil
-// before Start.
+// The Dispatcher's one background job is the relay of wake-ups between
+// processes: Start returns once it runs, a second Start an error wrapping
+// ErrStarted, a Start after Stop one wrapping ErrStopped; Stop drains within
+// its context, like http.Server.Shutdown, and is nil before Start. Claims
+// work without Start.
 //
 // # Errors
 //
 // Errors that come from an unreachable store, or from a transaction that
 // kept losing lock conflicts, wrap ErrUnavailable (the API answers 503 with
 // Retry-After); the store's own sentinels (tasks.ErrStale, tasks.ErrNotFound,
-// tasks.ErrHoldLimit, …) come back wrapped with the operation. Stats, and
-// Worker.Stats, are snapshots of running totals.
+// tasks.ErrHoldLimit, …) come back wrapped with the operation. Stats is a
+// snapshot of running totals.
 //
 // The repository's docs/design.md explains the model, and docs/library.md
 // shows each piece in use.
