@@ -118,7 +118,7 @@ func TestEngineStopOrder(t *testing.T) {
 		polled <- res.StatusCode
 	}()
 	// A worker runs a task whose handler never finishes by itself.
-	ids, err := e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "jobs", Title: "forever"}})
+	ids, err := idsOf(e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "jobs", Title: "forever"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,4 +252,13 @@ func TestEngineReplicaUnreachable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "mysql replica at 127.0.0.1:1/taskd is unreachable") {
 		t.Fatalf("New with an unreachable replica: %v", err)
 	}
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

@@ -137,7 +137,15 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 		}
 		ts[i] = t
 	}
-	return e.d.AddTasks(ctx, ts)
+	ins, err := e.d.AddTasks(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, nil
 }
 
 // Migrate applies the schema migrations this binary carries that the

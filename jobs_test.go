@@ -85,7 +85,7 @@ func TestJobHandler(t *testing.T) {
 	}
 
 	// A payload written by someone else that is no resize.
-	ids, err := e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "resize", Title: "bad", Payload: json.RawMessage(`{"width": "wide"}`)}})
+	ids, err := idsOf(e.Dispatcher().AddTasks(ctx, []tasks.NewTask{{Category: "resize", Title: "bad", Payload: json.RawMessage(`{"width": "wide"}`)}}))
 	if err != nil {
 		t.Fatal(err)
 	}

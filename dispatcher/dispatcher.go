@@ -23,7 +23,7 @@
 // Release and Skip give the task back, and Submit commits a result and
 // claims the claimant's next task in the same round trip to each store (the
 // cycle). A write about a claim the holder no longer has fails with
-// tasks.ErrStale and changes nothing. AddTasks and Insert add tasks and wake
+// tasks.ErrStale and changes nothing. AddTasks adds tasks and wakes
 // waiting callers; Requeue, Cancel, their Matching forms, ForceRelease,
 // DisableEditor, PauseCategory and ResumeCategory are the operator's
 // actions, and those that make tasks claimable wake the callers waiting
@@ -371,7 +371,6 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
-
 // lockKey is the Redis key of a task's lock. The id is a hash tag, so on a
 // Cluster each task's lock has a slot of its own choosing.
 func (d *Dispatcher) lockKey(taskID int64) string {
@@ -390,25 +389,13 @@ func (d *Dispatcher) LockKey(taskID int64) string { return d.lockKey(taskID) }
 // expired claims to the pool.
 func (d *Dispatcher) Wake(ctx context.Context, counts map[string]int) { d.notify.notify(ctx, counts) }
 
-// AddTasks inserts tasks into the pool and wakes callers waiting for them. It
-// returns the tasks' ids in input order; for a task whose key existed, the
-// existing task's (see Insert).
-func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
-	ins, err := d.Insert(ctx, ts)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int64, len(ins))
-	for i, in := range ins {
-		ids[i] = in.ID
-	}
-	return ids, nil
-}
-
-// Insert inserts tasks into the pool as tasks.Store.Insert does, saying for each
-// whether it was made or its key existed, and wakes callers waiting for the tasks
-// it made.
-func (d *Dispatcher) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+// AddTasks inserts tasks into the pool as tasks.Store.Insert does, and
+// wakes callers waiting for the tasks it made. It returns, in input order,
+// each task's id and whether it was made: a task whose key existed is not
+// made again, and its entry holds the existing task's id. Errors wrap
+// ErrUnavailable when the store is unreachable, and tasks.ErrInvalid for a
+// task the store refuses (then nothing is added).
+func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
 	ins, err := d.store.Insert(ctx, ts)
 	if err != nil {
 		return nil, Unavailable(err)

@@ -156,7 +156,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 	for i := range keyed {
 		keyed[i] = tasks.NewTask{Category: "hooks", Title: fmt.Sprintf("hooks #%d", i), Key: fmt.Sprintf("cms-%d", i)}
 	}
-	added, err := b.d.AddTasks(t.Context(), keyed)
+	added, err := idsOf(b.d.AddTasks(t.Context(), keyed))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,9 +91,18 @@ func (b *bundle) add(t testing.TB, category string, priority, n int) []int64 {
 	for i := range ts {
 		ts[i] = tasks.NewTask{Category: category, Priority: priority, Title: fmt.Sprintf("%s #%d", category, i)}
 	}
-	ids, err := b.d.AddTasks(context.Background(), ts)
+	ids, err := idsOf(b.d.AddTasks(context.Background(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
 	return ids
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

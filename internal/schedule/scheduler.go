@@ -65,15 +65,15 @@ func (p Periodic) Validate() error {
 	return t.Validate()
 }
 
-// Inserter adds tasks; *dispatcher.Dispatcher implements it.
-type Inserter interface {
-	// Insert adds ts, saying for each whether it was made or its key
+// Adder adds tasks; *dispatcher.Dispatcher implements it.
+type Adder interface {
+	// AddTasks adds ts, saying for each whether it was made or its key
 	// existed; its errors wrap dispatcher.ErrUnavailable when the store is
 	// unreachable.
-	Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
+	AddTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
 }
 
-var _ Inserter = (*dispatcher.Dispatcher)(nil)
+var _ Adder = (*dispatcher.Dispatcher)(nil)
 
 // Config configures a Scheduler.
 type Config struct {
@@ -84,14 +84,14 @@ type Config struct {
 }
 
 // Scheduler inserts periodic tasks: at each tick of each schedule, one task
-// with the key Key(name, tick) through its Inserter. Every
+// with the key Key(name, tick) through its Adder. Every
 // replica runs its own Scheduler on the same schedules; the key makes each
 // tick one task across them, whichever replica gets there first (the others'
 // inserts find the key and make nothing). A replica that is down at a tick
 // does not catch up on it later; as long as one replica is up, the tick makes
 // its task.
 type Scheduler struct {
-	d     Inserter
+	d     Adder
 	cfg   Config
 	sched []Cron
 	log   *slog.Logger
@@ -103,7 +103,7 @@ type Scheduler struct {
 
 // New returns a Scheduler adding tasks through d. It returns an error
 // naming the schedule when one is invalid or a name repeats.
-func New(d Inserter, cfg Config) (*Scheduler, error) {
+func New(d Adder, cfg Config) (*Scheduler, error) {
 	if len(cfg.Schedules) == 0 {
 		return nil, errors.New("new scheduler: no schedules")
 	}
@@ -174,7 +174,7 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 	var err error
 	for attempt := range scheduleRetries {
 		var ins []tasks.Inserted
-		if ins, err = s.d.Insert(ctx, []tasks.NewTask{t}); err == nil {
+		if ins, err = s.d.AddTasks(ctx, []tasks.NewTask{t}); err == nil {
 			if ins[0].Created {
 				s.log.InfoContext(ctx, "periodic task added", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
 			} else {

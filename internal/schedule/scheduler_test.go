@@ -34,7 +34,7 @@ func TestEpochAligned(t *testing.T) {
 
 func TestNewSchedulerRefuses(t *testing.T) {
 	t.Parallel()
-	var d Inserter
+	var d Adder
 	ok := Periodic{Name: "a", Spec: "@hourly", Task: tasks.NewTask{Category: "c", Title: "t"}}
 	for _, c := range []struct {
 		ps   []Periodic

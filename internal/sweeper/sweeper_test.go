@@ -502,7 +502,7 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 	for i := range ts {
 		ts[i] = tasks.NewTask{Category: "news", Title: "t"}
 	}
-	ids, err := d.AddTasks(ctx, ts)
+	ids, err := idsOf(d.AddTasks(ctx, ts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (pl *pipeline) add(t *testing.T, category string, n int) []int64 {
 			Payload: json.RawMessage(`{"body":"` + payloadMarker + `"}`),
 		}
 	}
-	ids, err := pl.d.AddTasks(t.Context(), ts)
+	ids, err := idsOf(pl.d.AddTasks(t.Context(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -714,4 +714,13 @@ func TestHTTPMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

@@ -71,19 +71,6 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	return &bundle{db: db, store: store, rdb: rdb, locks: locks, d: d, prefix: cfg.KeyPrefix}
 }
 
-// editor creates an editor with categories and returns its claimant.
-func (b *bundle) editor(t testing.TB, name string, cats ...string) dispatcher.Claimant {
-	t.Helper()
-	_, hash := tasks.NewToken()
-	e, err := b.store.CreateEditor(context.Background(), tasks.CreateEditorParams{
-		Name: name, Categories: cats, TokenHash: hash,
-	})
-	if err != nil {
-		t.Fatalf("create editor %s: %v", name, err)
-	}
-	return dispatcher.EditorClaimant(e)
-}
-
 // add inserts n tasks of category with the given priority and returns ids.
 func (b *bundle) add(t testing.TB, category string, priority, n int) []int64 {
 	t.Helper()
@@ -91,7 +78,7 @@ func (b *bundle) add(t testing.TB, category string, priority, n int) []int64 {
 	for i := range ts {
 		ts[i] = tasks.NewTask{Category: category, Priority: priority, Title: fmt.Sprintf("%s #%d", category, i)}
 	}
-	ids, err := b.d.AddTasks(context.Background(), ts)
+	ids, err := idsOf(b.d.AddTasks(context.Background(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -124,4 +111,13 @@ func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
 		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
 	}
 	return page.Events
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

@@ -18,10 +18,10 @@ import (
 func TestWorkerLogsWhyATaskIsDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "malformed", MaxAttempts: 5},
 		{Category: "jobs", Title: "flaky", MaxAttempts: 1},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

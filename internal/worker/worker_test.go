@@ -259,7 +259,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}})
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}})
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,13 +325,13 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 func TestWorkerStoresHandlerResults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "with result", Payload: json.RawMessage(`{"n":1}`)},
 		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
 		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
 		{Category: "jobs", Title: "too deep a result", Payload: json.RawMessage(`{"n":4}`), MaxAttempts: 5},
 		{Category: "jobs", Title: "result json cannot encode", Payload: json.RawMessage(`{"n":5}`), MaxAttempts: 5},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,10 +395,10 @@ func (s *logBuffer) String() string {
 func TestWorkerRecoversPanics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "panics", Priority: 9, MaxAttempts: 1},
 		{Category: "jobs", Title: "fine", Priority: 1},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,10 +638,10 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 func TestWorkerGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "finishes", Title: "a"},
 		{Category: "stuck", Title: "b"},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
