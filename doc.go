@@ -44,7 +44,7 @@
 // is committed as JSON; an error retries the task after a backoff until its
 // attempts run out, and wrapping SkipRetry makes it dead at once, as
 // does a payload that does not decode into T. WithHandler registers a
-// dispatcher.Handler, which reads the raw JSON instead. A handler's context
+// Handler, which reads the raw JSON instead (WithMiddleware wraps them all). A handler's context
 // ends when the engine stops or the claim's lease is lost. Handlers run at
 // least once per task, not exactly once: make them idempotent; only one
 // claim's outcome is ever committed.
