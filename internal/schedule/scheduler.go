@@ -141,8 +141,8 @@ const scheduleRetries = 3
 
 // Start inserts the periodic tasks on their schedules in the background,
 // from their next ticks on, until Stop, and returns. The inserts' context
-// derives from ctx. Start returns an error wrapping ErrStarted when the
-// scheduler is running and ErrStopped after Stop.
+// derives from ctx. Start returns an error wrapping dispatcher.ErrStarted when the
+// scheduler is running and dispatcher.ErrStopped after Stop.
 func (s *Scheduler) Start(ctx context.Context) error {
 	return s.life.Start("scheduler", func() {
 		ctx, cancel := context.WithCancel(ctx)

@@ -325,7 +325,7 @@ type Totals struct {
 //     while renewals failed) cancels exactly that handler's context with a
 //     cause wrapping ErrLeaseLost.
 //
-// A slot is free again when its handler returns; its outcome counts (Stats)
+// A slot is free again when its handler returns; its outcome counts (Totals)
 // once its transaction committed. While MaxBacklog outcomes wait, the worker
 // claims nothing new.
 //
@@ -421,8 +421,8 @@ func (w *Worker) Totals() Totals {
 // Stop whose drain has ended (claiming stops, handlers are cancelled and
 // their claims released). Call Stop in either case to wait for the worker.
 //
-// Start returns an error wrapping ErrStarted when the worker is running and
-// ErrStopped after Stop.
+// Start returns an error wrapping dispatcher.ErrStarted when the worker is
+// running and dispatcher.ErrStopped after Stop.
 func (w *Worker) Start(ctx context.Context) error {
 	err := w.life.Start("worker", func() {
 		claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -461,7 +461,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop returns nil when everything has returned, or an error wrapping ctx's
 // if ctx ends first; the cancelled handlers then still release their claims
 // as they return. Stop before Start returns nil; after Stop, Start returns an
-// error wrapping ErrStopped. Stop may be called more than once; each call
+// error wrapping dispatcher.ErrStopped. Stop may be called more than once; each call
 // waits for the worker.
 func (w *Worker) Stop(ctx context.Context) error {
 	if !w.life.Stop() {
