@@ -19,9 +19,13 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/delivery"
+	"github.com/taskd/taskd/internal/schedule"
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -135,7 +139,7 @@ type ScheduleConfig struct {
 	Name string `yaml:"name"`
 	// Spec is when: "@every 1h", "@daily", "0 30 6 * * MON-FRI" (cron, with
 	// optional seconds, in UTC unless it starts with "CRON_TZ=Zone "); see
-	// dispatcher.ParseSchedule. @every counts from the Unix epoch. Required.
+	// schedule.Parse. @every counts from the Unix epoch. Required.
 	Spec string `yaml:"spec"`
 	// Category, Title, Payload and Priority make the task, as in POST
 	// /v1/tasks; Payload is a JSON object (nil: {}).
@@ -146,8 +150,8 @@ type ScheduleConfig struct {
 }
 
 // periodic returns the dispatcher's form of c.
-func (c ScheduleConfig) periodic() (dispatcher.Periodic, error) {
-	p := dispatcher.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
+func (c ScheduleConfig) periodic() (schedule.Periodic, error) {
+	p := schedule.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
 		Category: c.Category, Title: c.Title, Priority: c.Priority,
 	}}
 	if c.Payload != nil {
@@ -369,7 +373,7 @@ type DispatchConfig struct {
 	// GroupCommit is the most claimants' writes (claims, submits,
 	// heartbeats) one MySQL transaction carries: those that arrive while one
 	// is in flight go together in the next; one that finds none in flight
-	// goes at once. 1 sends each alone. Default tasks.GroupCommitDefault.
+	// goes at once. 1 sends each alone. Default store.GroupCommitDefault.
 	GroupCommit int `yaml:"group_commit"`
 }
 
@@ -378,15 +382,15 @@ type SweepConfig struct {
 	// Interval is when sweeps run: a duration ("10s", every ten seconds) or
 	// a robfig/cron spec, a descriptor ("@every 10s", "@hourly") or a cron
 	// expression with optional seconds ("0 */5 * * * *"); see
-	// dispatcher.ParseSchedule. Durations are whole seconds, at least 1s. An
+	// schedule.Parse. Durations are whole seconds, at least 1s. An
 	// abandoned claim is back in the pool within Dispatch.LeaseTTL plus the
 	// longest time between two sweeps. Default "10s".
 	Interval string `yaml:"interval"`
 	// Batch is how many expired claims one transaction recycles. Default
-	// dispatcher.SweepBatchDefault.
+	// sweeper.BatchDefault.
 	Batch int `yaml:"batch"`
 	// Workers is how many such transactions run at once while a backlog
-	// drains. Default dispatcher.SweepWorkersDefault.
+	// drains. Default sweeper.WorkersDefault.
 	Workers int `yaml:"workers"`
 }
 
@@ -405,16 +409,16 @@ type WorkerConfig struct {
 	// BatchSize is how many tasks a worker process claims in one round trip
 	// per store at most (never more than its free slots), and how many
 	// outcomes one completion transaction writes at most, 1..1000. Default
-	// dispatcher.WorkerBatchSizeDefault (500).
+	// worker.BatchSizeDefault (500).
 	BatchSize int `yaml:"batch_size"`
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction while other handlers run, at most 1s.
-	// Default dispatcher.WorkerFlushIntervalDefault (5ms); a negative value
+	// Default worker.FlushIntervalDefault (5ms); a negative value
 	// writes every outcome as soon as no write is in flight.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
 	// wait, the process claims nothing new, 1..1,000,000. Default
-	// dispatcher.WorkerMaxBacklogDefault (1000).
+	// worker.MaxBacklogDefault (1000).
 	MaxBacklog int `yaml:"max_backlog"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
@@ -518,14 +522,14 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.GroupCommit, store.GroupCommitDefault)
 
 	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
-	setDefault(&c.Sweep.Batch, dispatcher.SweepBatchDefault)
-	setDefault(&c.Sweep.Workers, dispatcher.SweepWorkersDefault)
+	setDefault(&c.Sweep.Batch, sweeper.BatchDefault)
+	setDefault(&c.Sweep.Workers, sweeper.WorkersDefault)
 
-	setDefault(&c.Worker.Concurrency, dispatcher.WorkerConcurrencyDefault)
-	setDefault(&c.Worker.ShutdownTimeout, dispatcher.WorkerShutdownTimeoutDefault)
-	setDefault(&c.Worker.BatchSize, dispatcher.WorkerBatchSizeDefault)
-	setDefault(&c.Worker.FlushInterval, dispatcher.WorkerFlushIntervalDefault)
-	setDefault(&c.Worker.MaxBacklog, dispatcher.WorkerMaxBacklogDefault)
+	setDefault(&c.Worker.Concurrency, worker.ConcurrencyDefault)
+	setDefault(&c.Worker.ShutdownTimeout, worker.ShutdownTimeoutDefault)
+	setDefault(&c.Worker.BatchSize, worker.BatchSizeDefault)
+	setDefault(&c.Worker.FlushInterval, worker.FlushIntervalDefault)
+	setDefault(&c.Worker.MaxBacklog, worker.MaxBacklogDefault)
 	c.Worker.Categories = slices.Clone(c.Worker.Categories)
 	c.Schedules = slices.Clone(c.Schedules)
 
@@ -539,17 +543,17 @@ func (c Config) WithDefaults() Config {
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		w.Events = slices.Clone(w.Events)
-		setDefault(&w.Timeout, dispatcher.WebhookTimeoutDefault)
-		setDefault(&w.Concurrency, dispatcher.WebhookConcurrencyDefault)
-		setDefault(&w.MaxAttempts, dispatcher.WebhookMaxAttemptsDefault)
-		setDefault(&w.MaxAge, dispatcher.WebhookMaxAgeDefault)
+		setDefault(&w.Timeout, delivery.TimeoutDefault)
+		setDefault(&w.Concurrency, delivery.ConcurrencyDefault)
+		setDefault(&w.MaxAttempts, delivery.MaxAttemptsDefault)
+		setDefault(&w.MaxAge, delivery.MaxAgeDefault)
 	}
 	wd := &c.WebhookDelivery
-	setDefault(&wd.PollInterval, dispatcher.DeliveryPollIntervalDefault)
-	setDefault(&wd.LeaseTTL, dispatcher.DeliveryLeaseTTLDefault)
-	setDefault(&wd.Batch, dispatcher.DeliveryBatchDefault)
-	setDefault(&wd.BackoffBase, dispatcher.DeliveryBackoffBaseDefault)
-	setDefault(&wd.BackoffMax, dispatcher.DeliveryBackoffMaxDefault)
+	setDefault(&wd.PollInterval, delivery.PollIntervalDefault)
+	setDefault(&wd.LeaseTTL, delivery.LeaseTTLDefault)
+	setDefault(&wd.Batch, delivery.BatchDefault)
+	setDefault(&wd.BackoffBase, delivery.BackoffBaseDefault)
+	setDefault(&wd.BackoffMax, delivery.BackoffMaxDefault)
 	return c
 }
 
@@ -805,7 +809,7 @@ func (v *validator) dispatch() {
 
 func (v *validator) sweep() {
 	s := v.c.Sweep
-	if _, err := dispatcher.ParseSchedule(s.Interval); err != nil {
+	if _, err := schedule.Parse(s.Interval); err != nil {
 		v.fail("sweep.interval", "%v", err)
 	}
 	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))

@@ -45,7 +45,8 @@
 // # Options
 //
 // Options carry what a file cannot:
-//   - WithJobHandler and WithHandler register handlers (below);
+//   - WithJobHandler and WithHandler register handlers (below), and
+//     WithMiddleware wraps them all;
 //   - WithLogger sets the *slog.Logger (default: stderr, as Config.Log says);
 //   - WithDB, WithRedis and WithLocker pass a MySQL handle, a Redis client
 //     and a Redlock or Cluster locker the caller opened and keeps owning;
@@ -81,7 +82,7 @@
 //
 // WithJobHandler(resize) registers it; a payload that does not decode into
 // the type makes the task dead at once, with the decode error. WithHandler
-// registers an untyped dispatcher.Handler for a category, which reads the
+// registers an untyped Handler for a category, which reads the
 // raw JSON payload instead.
 //
 // Handlers run at least once per task, not exactly once: a handler whose

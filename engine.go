@@ -18,11 +18,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/activity"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/delivery"
+	"github.com/taskd/taskd/internal/schedule"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/migrate"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -35,12 +40,12 @@ const (
 	// on the workers: cancelled handlers still give their claims back after
 	// the grace.
 	workerFinishMargin = 15 * time.Second
-	// sweeperStopTimeout bounds, once the requests and the workers have
-	// drained, Stop's wait for the background services together: the
+	// loopsStopTimeout bounds, once the requests and the workers have
+	// drained, Stop's wait for the other background loops together: the
 	// activity history's last flush, the sweeper (a running sweep may
 	// finish), the scheduler and the webhook deliverer share this one
 	// deadline (and Stop's context, whichever ends first).
-	sweeperStopTimeout = 10 * time.Second
+	loopsStopTimeout = 10 * time.Second
 	// telemetryFlushTimeout bounds the flush of the engine's own providers.
 	telemetryFlushTimeout = 5 * time.Second
 )
@@ -70,12 +75,12 @@ type Engine struct {
 	redis   *redisConn
 	ownRdb  bool
 	d       *dispatcher.Dispatcher
-	sweeper *dispatcher.Sweeper
-	sched   *dispatcher.Scheduler // nil without Config.Schedules
-	worker  *dispatcher.Worker    // nil without handlers
-	hooks   *dispatcher.Deliverer // nil without webhooks
-	history *dispatcher.History   // nil without an admin token
-	api     *api.Handler          // nil without an admin token
+	sweeper *sweeper.Sweeper
+	sched   *schedule.Scheduler // nil without Config.Schedules
+	worker  *worker.Worker      // nil without handlers
+	hooks   *delivery.Deliverer // nil without webhooks
+	history *activity.Recorder  // nil without an admin token
+	api     *api.Handler        // nil without an admin token
 	handler http.Handler
 	metrics http.Handler // served on Config.HTTP.MetricsAddr; nil without it
 
@@ -112,7 +117,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err := cfg.validate(o.db == nil); err != nil {
 		return nil, fmt.Errorf("taskd: invalid config: %w", err)
 	}
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
+	mux.Use(o.middleware...)
 	for _, cat := range o.order {
 		if err := checkHandler(mux, cat, o.handlers[cat]); err != nil {
 			return nil, err
@@ -138,7 +144,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 }
 
 // open sets up telemetry and the stores, and builds the services.
-func (e *Engine) open(cfg Config, o *options, mux *dispatcher.ServeMux) error {
+func (e *Engine) open(cfg Config, o *options, mux *worker.Mux) error {
 	if err := e.openTelemetry(cfg.Telemetry, o); err != nil {
 		return err
 	}
@@ -181,7 +187,7 @@ func (e *Engine) openTelemetry(t TelemetryConfig, o *options) error {
 
 // checkHandler registers h for cat on mux, turning the mux's panics on an
 // invalid registration into an error.
-func checkHandler(mux *dispatcher.ServeMux, cat string, h dispatcher.Handler) (err error) {
+func checkHandler(mux *worker.Mux, cat string, h Handler) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("taskd: handler: %v", r)
@@ -262,7 +268,7 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 // activity history, the API (cfg.HTTP, cfg.AdminToken) and the pages
 // (cfg.HTTP's sessions). openTelemetry and openStores do the same for the
 // providers (cfg.Telemetry), the store (cfg.Dispatch) and Redis (cfg.Redis).
-func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
+func (e *Engine) build(cfg Config, mux *worker.Mux, work bool) error {
 	var err error
 	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
 		Lease:          cfg.Dispatch.LeaseTTL,
@@ -278,7 +284,9 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if err != nil {
 		return err
 	}
-	e.sweeper, err = dispatcher.NewSweeper(e.d, dispatcher.SweeperConfig{
+	e.sweeper, err = sweeper.New(e.d, sweeper.Config{
+		Store:    e.store,
+		Locks:    e.redis.locks,
 		Schedule: cfg.Sweep.Interval,
 		Batch:    cfg.Sweep.Batch,
 		Workers:  cfg.Sweep.Workers,
@@ -289,18 +297,18 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 		return err
 	}
 	if len(cfg.Schedules) > 0 {
-		ps := make([]dispatcher.Periodic, len(cfg.Schedules))
+		ps := make([]schedule.Periodic, len(cfg.Schedules))
 		for i, sc := range cfg.Schedules {
 			if ps[i], err = sc.periodic(); err != nil {
 				return err // checked by validate
 			}
 		}
-		if e.sched, err = dispatcher.NewScheduler(e.d, dispatcher.SchedulerConfig{Schedules: ps, Logger: e.log}); err != nil {
+		if e.sched, err = schedule.New(e.d, schedule.Config{Schedules: ps, Logger: e.log}); err != nil {
 			return err
 		}
 	}
 	if work {
-		e.worker, err = dispatcher.NewWorker(e.d, dispatcher.WorkerConfig{
+		e.worker, err = worker.New(e.d, worker.Config{
 			Concurrency:     cfg.Worker.Concurrency,
 			Handler:         mux,
 			Categories:      cfg.Worker.Categories,
@@ -334,7 +342,7 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 	if e.hooks != nil {
 		backlog = e.store.WebhookBacklog
 	}
-	if e.history, err = dispatcher.NewHistory(e.d, dispatcher.HistoryConfig{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
+	if e.history, err = activity.New(e.d, activity.Config{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
 		return err
 	}
 	e.api, err = api.New(api.Config{
@@ -381,21 +389,21 @@ func (e *Engine) build(cfg Config, mux *dispatcher.ServeMux, work bool) error {
 }
 
 // newDeliverer makes the webhook deliverer of cfg.Webhooks.
-func (e *Engine) newDeliverer(cfg Config) (*dispatcher.Deliverer, error) {
-	hooks := make([]dispatcher.Webhook, len(cfg.Webhooks))
+func (e *Engine) newDeliverer(cfg Config) (*delivery.Deliverer, error) {
+	hooks := make([]delivery.Webhook, len(cfg.Webhooks))
 	for i, w := range cfg.Webhooks {
 		evs := make([]tasks.WebhookEvent, len(w.Events))
 		for j, ev := range w.Events {
 			evs[j] = tasks.WebhookEvent(ev)
 		}
-		hooks[i] = dispatcher.Webhook{
+		hooks[i] = delivery.Webhook{
 			Name: w.Name, URL: w.URL, Events: evs, Secret: w.Secret, Timeout: w.Timeout,
 			Concurrency: w.Concurrency, MaxAttempts: w.MaxAttempts, MaxAge: w.MaxAge,
 		}
 	}
 	wd := cfg.WebhookDelivery
-	return dispatcher.NewDeliverer(e.d, dispatcher.DelivererConfig{
-		Store: e.store, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
+	return delivery.New(e.d, delivery.Config{
+		Store: e.store, Locks: e.redis.locks, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
 		BackoffBase: wd.BackoffBase, BackoffMax: wd.BackoffMax, Logger: e.log,
 	})
 }
@@ -674,7 +682,7 @@ func (e *Engine) drain(ctx context.Context) error {
 				workerErr = fmt.Errorf("worker shutdown: %w", err)
 				e.log.Error("stop workers", "err", err)
 			}
-			st := e.worker.Stats()
+			st := e.worker.Totals()
 			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed,
 				"lease_lost", st.LeaseLost, "released", st.Released)
 		})
@@ -706,8 +714,8 @@ func (e *Engine) drain(ctx context.Context) error {
 	}
 	workers.Wait()
 
-	sctx, cancelSweep := context.WithTimeout(ctx, sweeperStopTimeout)
-	defer cancelSweep()
+	sctx, cancelLoops := context.WithTimeout(ctx, loopsStopTimeout)
+	defer cancelLoops()
 	if e.history != nil {
 		// After the requests and the workers: their last counts are flushed.
 		if err := e.history.Stop(sctx); err != nil {

@@ -69,7 +69,7 @@ func (e *Engine) SetEditorToken(ctx context.Context, id int64, hash [32]byte) er
 // returned). A task the store refuses (see tasks.NewTask.Validate) is an
 // error wrapping tasks.ErrInvalid.
 func (e *Engine) InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
-	return e.d.Insert(ctx, ts)
+	return e.d.AddTasks(ctx, ts)
 }
 
 // Task returns the task with the given id, or tasks.ErrNotFound.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
@@ -178,7 +177,7 @@ func TestNewRejects(t *testing.T) {
 		{"short token", taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(h:3306)/d"}, AdminToken: "short"},
 			nil, "admin_token", "must be at least 16 characters"},
 		{"category without handler", taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(h:3306)/d"}, Worker: taskd.WorkerConfig{Categories: []string{"b"}}},
-			[]taskd.Option{taskd.WithHandler("a", dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil }))},
+			[]taskd.Option{taskd.WithHandler("a", taskd.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil }))},
 			"worker.categories", `no handler for "b"`},
 	}
 	for _, c := range cases {

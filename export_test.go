@@ -9,7 +9,7 @@ func (e *Engine) DBForTest() *sqlx.DB { return e.db }
 
 // WaitingForTest reports whether a caller long-polls in the engine's
 // dispatcher.
-func (e *Engine) WaitingForTest() bool { return e.d.Waiting() }
+func (e *Engine) WaitingForTest() bool { return e.d.Stats().Waiting > 0 }
 
 // HasDelivererForTest reports whether the engine built a webhook deliverer.
 func (e *Engine) HasDelivererForTest() bool { return e.hooks != nil }

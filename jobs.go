@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -31,10 +31,10 @@ type Args interface {
 var (
 	// SkipRetry, wrapped in a handler's error, makes the task dead at once
 	// instead of retrying it: fmt.Errorf("%w: %w", taskd.SkipRetry, err).
-	SkipRetry = dispatcher.SkipRetry
+	SkipRetry = worker.SkipRetry
 	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
 	// the claim's lease was lost: another claim may run the task now.
-	ErrLeaseLost = dispatcher.ErrLeaseLost
+	ErrLeaseLost = worker.ErrLeaseLost
 	// ErrInvalid is wrapped by the errors of Insert and InsertMany for args
 	// or options the store refuses; nothing was added.
 	ErrInvalid = tasks.ErrInvalid
@@ -53,7 +53,7 @@ type Job[T Args] struct {
 // zero value, fields T lacks are ignored). A payload that does not decode into
 // a T can never succeed, so its task is dead at once with the decode error,
 // and fn is not called. Otherwise fn's result and error count as a Handler's
-// do (see dispatcher.Handler): the result is committed as JSON, an error
+// do (see Handler): the result is committed as JSON, an error
 // retries the task after a backoff while attempts remain, and an error
 // wrapping SkipRetry makes it dead at once.
 //
@@ -64,14 +64,14 @@ func WithJobHandler[T Args](fn func(ctx context.Context, job *Job[T]) (any, erro
 	return WithHandler(zero.Category(), jobHandler[T](fn))
 }
 
-// jobHandler runs a typed handler as a dispatcher.Handler.
+// jobHandler runs a typed handler as a Handler.
 type jobHandler[T Args] func(ctx context.Context, job *Job[T]) (any, error)
 
 func (h jobHandler[T]) ProcessTask(ctx context.Context, t *tasks.Task) (any, error) {
 	job := &Job[T]{Task: t}
 	if len(t.Payload) > 0 {
 		if err := json.Unmarshal(t.Payload, &job.Args); err != nil {
-			return nil, fmt.Errorf("%w: decode the payload of task %d into %T: %w", dispatcher.SkipRetry, t.ID, job.Args, err)
+			return nil, fmt.Errorf("%w: decode the payload of task %d into %T: %w", SkipRetry, t.ID, job.Args, err)
 		}
 	}
 	return h(ctx, job)
@@ -136,7 +136,15 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 		}
 		ts[i] = t
 	}
-	return e.d.AddTasks(ctx, ts)
+	ins, err := e.d.AddTasks(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, nil
 }
 
 // Migrate applies the schema migrations this binary carries that the

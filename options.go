@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/locker"
 )
 
@@ -17,12 +16,13 @@ import (
 type Option func(*options)
 
 type options struct {
-	handlers map[string]dispatcher.Handler
-	order    []string
-	log      *slog.Logger
-	db       *sqlx.DB
-	redis    redis.UniversalClient
-	locks    *locker.Client
+	handlers   map[string]Handler
+	order      []string
+	middleware []MiddlewareFunc
+	log        *slog.Logger
+	db         *sqlx.DB
+	redis      redis.UniversalClient
+	locks      *locker.Client
 
 	tracer     trace.TracerProvider // nil: Config.Telemetry's
 	meter      metric.MeterProvider // nil: Config.Telemetry's
@@ -31,14 +31,14 @@ type options struct {
 }
 
 // WithHandler registers h to run the tasks of category; h returns each
-// task's result (see dispatcher.Handler). With at least one handler the
+// task's result (see Handler). With at least one handler the
 // engine runs workers (Config.Worker); without, it only serves. New fails
 // for an invalid category. Registering a category again replaces its
 // handler.
-func WithHandler(category string, h dispatcher.Handler) Option {
+func WithHandler(category string, h Handler) Option {
 	return func(o *options) {
 		if o.handlers == nil {
-			o.handlers = map[string]dispatcher.Handler{}
+			o.handlers = map[string]Handler{}
 		}
 		if _, ok := o.handlers[category]; !ok {
 			o.order = append(o.order, category)

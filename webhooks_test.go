@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
@@ -53,7 +52,7 @@ func TestEngineWebhooks(t *testing.T) {
 		}},
 		WebhookDelivery: taskd.WebhookDeliveryConfig{PollInterval: 20 * time.Millisecond, LeaseTTL: 2 * time.Second,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
-	}, taskd.WithHandler("hooked", dispatcher.HandlerFunc(func(_ context.Context, t *tasks.Task) (any, error) {
+	}, taskd.WithHandler("hooked", taskd.HandlerFunc(func(_ context.Context, t *tasks.Task) (any, error) {
 		return map[string]any{"title": t.Title}, nil
 	})))
 	if !e.HasDelivererForTest() {

@@ -145,18 +145,15 @@ func (d *Dispatcher) finish(ctx context.Context, span trace.Span, ended *tasks.E
 	d.record(ctx, span, ended, op)
 }
 
-// record notes a claim the store ended: how long it was held, and a link
-// from the write's span to the span that made the claim.
+// record notes a claim the store ended: its Event (with how long it was
+// held), and a link from the write's span to the span that made the
+// claim.
 func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
 	span.SetAttributes(attrCategory.String(ended.Category))
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)
 	}
-	d.tel.holdTime.Record(ctx, ended.EndedAt.Sub(ended.AssignedAt).Seconds(),
-		metric.WithAttributes(attrCategory.String(ended.Category), attrOperation.String(op)))
-	if op == "submit" {
-		d.tel.countSubmit()
-	}
+	d.emit(ctx, Event{Op: Op(op), Category: ended.Category, Held: ended.EndedAt.Sub(ended.AssignedAt)})
 }
 
 // ForceRelease takes a task back from whoever holds it (an operator's

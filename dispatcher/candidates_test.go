@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -127,9 +128,7 @@ func TestCandidatePoolLeavesOutSkippedAndInFlight(t *testing.T) {
 		got, _ := p.take(ctx, []string{"news"}, 1, map[int64]bool{2: true})
 		taken <- got
 	}()
-	for f.reads.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the take's read in flight", func() bool { return f.reads.Load() >= 3 })
 	p.done(first, []int64{first[0].ID}, nil)
 	close(f.gate)
 	if got := <-taken; !slices.Equal(pooledIDs(got), []int64{3}) {
@@ -222,23 +221,12 @@ func TestCandidatePoolReadsOnceForConcurrentClaims(t *testing.T) {
 	}
 	// Release the read only once every other claim waits for it, so that the
 	// check below tests that they did not read too.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "one read, and the other claims waiting for it", func() bool {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		cc := p.cats["news"]
-		waiting := 0
-		if cc != nil {
-			waiting = cc.waiting
-		}
-		p.mu.Unlock()
-		if waiting == claims-1 && f.reads.Load() == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %d reads, %d claims waiting for the read; want 1 and %d", f.reads.Load(), waiting, claims-1)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return cc != nil && cc.waiting == claims-1 && f.reads.Load() == 1
+	})
 	close(f.gate)
 	wg.Wait()
 	var ids []int64
@@ -469,19 +457,12 @@ func takeBehindRead(t *testing.T, p *candidatePool) <-chan takeResult {
 		got, err := p.take(context.Background(), []string{"news"}, 1, nil)
 		waiter <- takeResult{got, err}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the second claim waiting for the read", func() bool {
 		p.mu.Lock()
-		waiting := p.cats["news"].waiting
-		p.mu.Unlock()
-		if waiting == 1 {
-			return waiter
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second claim did not wait for the read within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer p.mu.Unlock()
+		return p.cats["news"].waiting == 1
+	})
+	return waiter
 }
 
 // Claims that waited for a read are the demand the next read serves: it
@@ -502,7 +483,7 @@ func TestCandidatePoolSizesAReadByTheClaimsThatWaited(t *testing.T) {
 			}
 		})
 	}
-	testWaitFor(t, "the other claims waiting for the read", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the other claims waiting for the read", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		cc := p.cats["news"]
@@ -521,17 +502,5 @@ func TestCandidatePoolSizesAReadByTheClaimsThatWaited(t *testing.T) {
 	}
 	if got, want := f.limits[len(f.limits)-1], (claims-1)*candidatePerWaiter; got < want {
 		t.Errorf("the read after %d claims waited read %d candidates, want at least %d (reads: %v)", claims-1, got, want, f.limits)
-	}
-}
-
-// testWaitFor polls cond for up to 10 seconds.
-func testWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: not %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -171,9 +171,9 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 		span.SetAttributes(attrOutcome.String(outcome))
 		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		if outcome == "claimed" {
-			d.tel.countClaim(time.Since(start))
+			d.emit(ctx, claimEvent(claim, time.Since(start)))
 		}
-		d.recordClaim(ctx, claim, st)
+		d.recordClaim(ctx, st)
 		endSpan(span, err)
 	}()
 
@@ -352,16 +352,15 @@ type claimStats struct {
 	held       bool // the claim is one a concurrent request made, not a new one
 }
 
-// recordClaim adds a finished claim to the counters and metrics.
-func (d *Dispatcher) recordClaim(ctx context.Context, claim *tasks.Claim, st claimStats) {
-	if claim != nil && !st.held {
-		cat := metric.WithAttributes(attrCategory.String(claim.Task.Category))
-		d.stats.assignments.Add(1)
-		d.tel.assignments.Add(ctx, 1, cat)
-		if claim.TookOver {
-			d.tel.expired.Add(ctx, 1, cat)
-		}
-	}
+// claimEvent is the Event of a claim committed in latency.
+func claimEvent(c *tasks.Claim, latency time.Duration) Event {
+	return Event{Op: OpClaim, Category: c.Task.Category, Latency: latency, TookOver: c.TookOver}
+}
+
+// recordClaim adds what a finished claim attempt went through (lock
+// conflicts, refused claims) to the counters and metrics; the claim itself
+// is counted by its Event.
+func (d *Dispatcher) recordClaim(ctx context.Context, st claimStats) {
 	if st.conflicts > 0 {
 		d.stats.conflicts.Add(int64(st.conflicts))
 		d.tel.conflicts.Add(ctx, int64(st.conflicts))

@@ -19,15 +19,17 @@ var (
 	attrCategories = attribute.Key("taskd.categories")
 	attrWanted     = attribute.Key("taskd.claims.wanted")
 	attrClaimed    = attribute.Key("taskd.claims.made")
+	attrBatch      = attribute.Key("taskd.batch.size")
 )
 
-// nextMany claims up to one task per holder of holders (a worker's free
+// NextMany claims up to one task per holder of holders (a worker's free
 // slots) from categories, as Next does for one: with wait > 0 (capped at
 // Config.MaxWait) and nothing claimable, it waits until a task arrives or
 // the wait ends, and then returns ErrNoTask. It may claim fewer than asked,
 // and returns the claims it made (at least one when err is nil); each
-// claim's Task.Holder is the holder it was made for.
-func (d *Dispatcher) nextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error) {
+// claim's Task.Holder is the holder it was made for. The worker runtime
+// claims with it.
+func (d *Dispatcher) NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error) {
 	return waitForTask(ctx, d, categories, wait, func() ([]*tasks.Claim, error) { return d.claimMany(ctx, holders, categories) })
 }
 
@@ -62,10 +64,9 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 		span.SetAttributes(attrOutcome.String(outcome))
 		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		for _, c := range claims {
-			d.tel.countClaim(time.Since(start))
-			d.recordClaim(ctx, c, claimStats{})
+			d.emit(ctx, claimEvent(c, time.Since(start)))
 		}
-		d.recordClaim(ctx, nil, st)
+		d.recordClaim(ctx, st)
 		endSpan(span, err)
 	}()
 

@@ -345,7 +345,7 @@ func TestConcurrentEditors(t *testing.T) {
 	if err := b.db.GetContext(ctx, &sweepStart, "SELECT NOW(3)"); err != nil {
 		t.Fatal(err)
 	}
-	res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{Redis: b.rdb}))
+	res := b.sweepOnce(t)
 	t.Logf("sweep: %+v", res)
 	var stuck int
 	if err := b.db.GetContext(ctx, &stuck,
@@ -437,7 +437,7 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 			}
 		},
 	})
-	sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{Redis: b.rdb}))
+	b.sweepOnce(t)
 	checkInvariants(t, b)
 	after := b.d.Stats().Assignments - afterFirstFlush.Load()
 	t.Logf("%d flushes; assignments %d (%d after the first flush), submits %d, refused claims %d, refused stale writes %d",

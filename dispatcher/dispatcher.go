@@ -1,8 +1,9 @@
-// Package dispatcher hands tasks out to exactly one holder at a time, and
-// runs the background services around it: workers, sweeps, periodic tasks,
-// webhook delivery and the activity history. The engine (package taskd)
-// builds all of them from one config; use this package directly to run one
-// piece alone or to see how the claim path works.
+// Package dispatcher hands tasks out to exactly one holder at a time: it is
+// taskd's claims engine. The engine (package taskd) builds one from its
+// config, with the background loops around it (the sweeper, the workers,
+// webhook delivery, periodic tasks, the activity history), which live under
+// internal/ and use the dispatcher through the few exported methods named
+// below.
 //
 // # Claims
 //
@@ -22,51 +23,39 @@
 // Release and Skip give the task back, and Submit commits a result and
 // claims the claimant's next task in the same round trip to each store (the
 // cycle). A write about a claim the holder no longer has fails with
-// tasks.ErrStale and changes nothing. AddTasks and Insert add tasks and wake
+// tasks.ErrStale and changes nothing. AddTasks adds tasks and wakes
 // waiting callers; Requeue, Cancel, their Matching forms, ForceRelease,
 // DisableEditor, PauseCategory and ResumeCategory are the operator's
 // actions, and those that make tasks claimable wake the callers waiting
 // for them.
 //
-// # Workers
+// # Counting
 //
-// A Worker runs Go handlers on claimed tasks: a Handler (or HandlerFunc)
-// returns the task's result, committed as JSON; an error retries the task
-// after a backoff until its attempts run out, and an error wrapping SkipRetry
-// makes it dead at once. ServeMux routes tasks to handlers by category, with
-// middleware (MiddlewareFunc), as net/http routes requests. A worker claims,
-// completes and renews in batches, each task keeping its own lock and fence;
-// a handler's context ends with cause ErrLeaseLost when its lease is lost,
-// or ErrWorkerShutdown when the worker stops. Handlers run at least once per
-// task: only one claim's outcome is ever committed, but a crash or a lost
-// lease may run a task again.
+// Each committed claim and each claim ended (a submit, a release, a
+// failure) is one Event. Stats and the OpenTelemetry metrics count the
+// Events; Observe adds an observer of them (the activity history is one).
 //
-// # Background services
+// # For the background loops
 //
-//   - Sweeper: on a schedule (ParseSchedule reads a duration or a cron
-//     spec), one process at a time recycles expired claims in fenced batches,
-//     wakes waiting callers, and reconciles the Redis locks with MySQL.
-//   - Scheduler: adds the task of each tick of its periodic tasks
-//     (SchedulerConfig.Schedules), keyed by PeriodicKey so that every
-//     replica's insert of one tick makes one task.
-//   - Deliverer: posts the webhook outbox's events, one process at a time,
-//     with retries; package dispatcher/webhook is the receiver's side.
-//   - History: per-minute claim and submit counts and claim latencies, added
-//     up across replicas in Redis, for GET /v1/stats/history.
+// The worker runtime claims and completes in batches, each task keeping its
+// own lock and fence: NextMany, CompleteMany, HeartbeatMany and ReleaseLock.
+// The sweeper repairs the locks (LockKey) and wakes the callers waiting for
+// the claims it recycles (Wake). Each loop declares the interface it needs
+// and takes the rest from Config.
 //
-// The Dispatcher (its pub/sub wake-up relay), the Worker and each service
-// share one lifecycle: Start returns once the service runs, a second Start
-// an error wrapping ErrStarted, a Start after Stop one wrapping ErrStopped;
-// Stop drains within its context, like http.Server.Shutdown, and is nil
-// before Start.
+// The Dispatcher's one background job is the relay of wake-ups between
+// processes: Start returns once it runs, a second Start an error wrapping
+// ErrStarted, a Start after Stop one wrapping ErrStopped; Stop drains within
+// its context, like http.Server.Shutdown, and is nil before Start. Claims
+// work without Start.
 //
 // # Errors
 //
 // Errors that come from an unreachable store, or from a transaction that
 // kept losing lock conflicts, wrap ErrUnavailable (the API answers 503 with
 // Retry-After); the store's own sentinels (tasks.ErrStale, tasks.ErrNotFound,
-// tasks.ErrHoldLimit, …) come back wrapped with the operation. Stats, and
-// Worker.Stats, are snapshots of running totals.
+// tasks.ErrHoldLimit, …) come back wrapped with the operation. Stats is a
+// snapshot of running totals.
 //
 // The repository's docs/design.md explains the model, and docs/library.md
 // shows each piece in use.
@@ -74,18 +63,23 @@ package dispatcher
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -139,10 +133,7 @@ type Locker interface {
 	ReleaseAll(ctx context.Context, locks []*locker.Lock) (int, error)
 }
 
-var (
-	_ Store  = (*store.Store)(nil)
-	_ Locker = (*locker.Client)(nil)
-)
+var _ Locker = (*locker.Client)(nil)
 
 // Config defaults.
 const (
@@ -259,6 +250,9 @@ func EditorClaimant(e *tasks.Editor) Claimant {
 type Stats struct {
 	// Assignments counts claims committed.
 	Assignments int64
+	// Submits counts results committed: editors' submits and workers'
+	// handlers that returned a result.
+	Submits int64
 	// Conflicts counts candidates found locked by a competitor in Redis.
 	Conflicts int64
 	// RefusedClaims counts claims the store refused after the Redis lock was
@@ -270,11 +264,14 @@ type Stats struct {
 	// CandidateReads counts reads of a category's claimable tasks from the
 	// store (the replica's, when it has one): the candidate pool's refills.
 	CandidateReads int64
+	// Waiting is not a total but the number of callers of this process
+	// long-polling in Next (or a worker's NextMany) right now.
+	Waiting int
 }
 
 // counters are the running totals behind Stats.
 type counters struct {
-	assignments, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
+	assignments, submits, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
 }
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
@@ -290,8 +287,9 @@ type Dispatcher struct {
 	cands *candidatePool
 	skips *skipMemory
 	stats counters
+	obs   observers
 
-	life      startStop
+	life      lifecycle.State
 	stopRelay context.CancelFunc // ends the relay of a started dispatcher
 	relayDone chan struct{}      // closed when the relay has returned
 }
@@ -315,6 +313,8 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		d.stats.candidateReads.Add(1)
 		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
 	}
+	d.Observe(d.stats.observe)
+	d.Observe(d.tel.observe)
 	d.hub = newHub(d.cands.invalidate)
 	d.notify = &notifier{hub: d.hub, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger}
 	return d, nil
@@ -327,10 +327,12 @@ func (d *Dispatcher) Config() Config { return d.cfg }
 func (d *Dispatcher) Stats() Stats {
 	return Stats{
 		Assignments:    d.stats.assignments.Load(),
+		Submits:        d.stats.submits.Load(),
 		Conflicts:      d.stats.conflicts.Load(),
 		RefusedClaims:  d.stats.refusedClaims.Load(),
 		RefusedWrites:  d.stats.refusedWrites.Load(),
 		CandidateReads: d.stats.candidateReads.Load(),
+		Waiting:        d.hub.waiting(),
 	}
 }
 
@@ -342,7 +344,7 @@ func (d *Dispatcher) Stats() Stats {
 // Start returns an error wrapping ErrStarted when the dispatcher is running
 // and ErrStopped after Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	return d.life.start("dispatcher", func() {
+	return d.life.Start("dispatcher", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		d.stopRelay, d.relayDone = cancel, make(chan struct{})
 		go func() {
@@ -359,7 +361,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // back on their poll interval). Stop before Start returns nil; so does a
 // second Stop once the relay has returned.
 func (d *Dispatcher) Stop(ctx context.Context) error {
-	if !d.life.stop() {
+	if !d.life.Stop() {
 		return nil
 	}
 	d.stopRelay()
@@ -371,35 +373,31 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
-// Waiting reports whether any caller of this process is long-polling in
-// Next right now.
-func (d *Dispatcher) Waiting() bool { return d.hub.waiting() }
-
 // lockKey is the Redis key of a task's lock. The id is a hash tag, so on a
 // Cluster each task's lock has a slot of its own choosing.
 func (d *Dispatcher) lockKey(taskID int64) string {
 	return d.cfg.KeyPrefix + "task:{" + strconv.FormatInt(taskID, 10) + "}"
 }
 
-// AddTasks inserts tasks into the pool and wakes callers waiting for them. It
-// returns the tasks' ids in input order; for a task whose key existed, the
-// existing task's (see Insert).
-func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]int64, error) {
-	ins, err := d.Insert(ctx, ts)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int64, len(ins))
-	for i, in := range ins {
-		ids[i] = in.ID
-	}
-	return ids, nil
-}
+// LockKey returns the Redis key of a task's lock: Config.KeyPrefix +
+// "task:{" + the id + "}", the id a hash tag so that on a Cluster each
+// task's lock has a slot of its own choosing. The sweeper, which repairs
+// the locks, and the workers, which hold them, build their keys with it.
+func (d *Dispatcher) LockKey(taskID int64) string { return d.lockKey(taskID) }
 
-// Insert inserts tasks into the pool as store.Store.Insert does, saying for each
-// whether it was made or its key existed, and wakes callers waiting for the tasks
-// it made.
-func (d *Dispatcher) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+// Wake tells callers waiting in Next (in every process, with Config.PubSub)
+// that counts[category] tasks of each category became claimable, as
+// AddTasks does for the tasks it adds: for the sweeper, which returns
+// expired claims to the pool.
+func (d *Dispatcher) Wake(ctx context.Context, counts map[string]int) { d.notify.notify(ctx, counts) }
+
+// AddTasks inserts tasks into the pool as store.Store.Insert does, and
+// wakes callers waiting for the tasks it made. It returns, in input order,
+// each task's id and whether it was made: a task whose key existed is not
+// made again, and its entry holds the existing task's id. Errors wrap
+// ErrUnavailable when the store is unreachable, and tasks.ErrInvalid for a
+// task the store refuses (then nothing is added).
+func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
 	ins, err := d.store.Insert(ctx, ts)
 	if err != nil {
 		return nil, Unavailable(err)
@@ -445,7 +443,22 @@ func Unavailable(err error) error {
 // unreachable reports whether err means a store could not be reached or could
 // not serve the request now, as opposed to a refused or invalid request.
 func unreachable(err error) bool {
-	return store.Unreachable(err) || errors.Is(err, tasks.ErrBusy) ||
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, tasks.ErrBusy) ||
 		errors.Is(err, redis.ErrPoolTimeout) || redis.HasErrorPrefix(err, "LOADING") ||
 		redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MASTERDOWN")
 }
+
+var (
+	// ErrStarted is returned (wrapped) by Start on a service that is already
+	// running: the Dispatcher's relay, or a background loop of the engine.
+	ErrStarted = lifecycle.ErrStarted
+
+	// ErrStopped is returned (wrapped) by Start after Stop: a stopped service
+	// does not start again; build a new one.
+	ErrStopped = lifecycle.ErrStopped
+)

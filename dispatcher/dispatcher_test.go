@@ -243,7 +243,7 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 		c, err := b.d.Next(ctx, ed, 30*time.Second)
 		done <- result{c, err}
 	}()
-	testenv.Eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Waiting() })
+	testenv.Eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Stats().Waiting > 0 })
 	b.add(t, "sports", 0, 1) // another category: no wake-up for ann
 	select {
 	case r := <-done:
@@ -270,7 +270,7 @@ func TestLongPollHonoursContext(t *testing.T) {
 	if _, err := b.d.Next(ctx, ed, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if b.d.Waiting() {
+	if b.d.Stats().Waiting > 0 {
 		t.Fatalf("cancelled waiter still registered")
 	}
 }

@@ -73,7 +73,7 @@ func TestLongPollAnswersAsManyWaitersAsTasks(t *testing.T) {
 	if pending != 15-n {
 		t.Fatalf("%d tasks pending, want %d", pending, 15-n)
 	}
-	if b.d.Waiting() {
+	if b.d.Stats().Waiting > 0 {
 		t.Fatal("a caller still waiting after every one was answered")
 	}
 }

@@ -32,6 +32,7 @@ type hub struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
 	seq    uint64 // orders waiters by age
+	n      int    // waiters subscribed now
 	// arrived is told of each wake-up's category before any waiter wakes.
 	arrived func(cat string)
 }
@@ -83,6 +84,7 @@ func (h *hub) subscribe(cats []string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
+	h.n++
 	w := &waiter{c: make(chan string, 1), seq: h.seq, links: make([]waitLink, len(cats))}
 	for i, cat := range cats {
 		q := h.queues[cat]
@@ -133,6 +135,7 @@ func (h *hub) rest(w *waiter) bool {
 func (h *hub) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.n--
 	var pass string
 	select {
 	case pass = <-w.c:
@@ -180,10 +183,10 @@ func (h *hub) crowded(w *waiter) bool {
 }
 
 // waiting reports whether anyone long-polls at all.
-func (h *hub) waiting() bool {
+func (h *hub) waiting() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.queues) > 0
+	return h.n
 }
 
 // wake wakes up to n waiters of cat, oldest idle ones first, and owes the

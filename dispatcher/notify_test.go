@@ -121,7 +121,7 @@ func TestHubLeavingWaiterPassesItsWakeUpOn(t *testing.T) {
 		t.Fatal("more looks owed than busy waiters")
 	}
 	h.leave(ws[2])
-	if h.waiting() {
+	if h.waiting() != 0 {
 		t.Fatal("waiting with every waiter gone")
 	}
 }
@@ -145,7 +145,7 @@ func TestHubWaiterOfSeveralCategories(t *testing.T) {
 	}
 	h.leave(both)
 	h.leave(news)
-	if h.waiting() {
+	if h.waiting() != 0 {
 		t.Fatal("waiting with every waiter gone")
 	}
 }
@@ -248,7 +248,7 @@ func TestHubWakesAtMostBusyMaxAtOnce(t *testing.T) {
 		h.leave(w)
 	}
 	h.leave(ws[1])
-	if h.waiting() {
+	if h.waiting() != 0 {
 		t.Fatal("waiting with every waiter gone")
 	}
 }

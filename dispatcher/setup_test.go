@@ -12,6 +12,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
@@ -92,7 +93,7 @@ func (b *bundle) add(t testing.TB, category string, priority, n int) []int64 {
 	for i := range ts {
 		ts[i] = tasks.NewTask{Category: category, Priority: priority, Title: fmt.Sprintf("%s #%d", category, i)}
 	}
-	ids, err := b.d.AddTasks(context.Background(), ts)
+	ids, err := idsOf(b.d.AddTasks(context.Background(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -126,15 +127,36 @@ func (b *bundle) expire(t testing.TB, id int64) {
 	b.rdb.Del(ctx, b.lockKey(id))
 }
 
-// history returns a task's events, oldest first.
-func (b *bundle) history(t testing.TB, id int64) []tasks.Event {
+// sweepOnce runs one sweep of the bundle's claims, scanning its Redis for
+// orphan locks, and fails the test on error.
+func (b *bundle) sweepOnce(t testing.TB) sweeper.Result {
 	t.Helper()
-	page, err := b.store.TaskEvents(context.Background(), tasks.TaskEventsParams{TaskID: id, Limit: tasks.EventsLimitMax})
+	s, err := sweeper.New(b.d, sweeper.Config{Store: b.store, Locks: b.locks, Redis: b.rdb})
 	if err != nil {
-		t.Fatalf("task history %d: %v", id, err)
+		t.Fatalf("new sweeper: %v", err)
 	}
-	if page.More {
-		t.Fatalf("task %d has more than %d events", id, tasks.EventsLimitMax)
+	res, err := s.Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
 	}
-	return page.Events
+	return res
+}
+
+// rowCount runs a COUNT(*) query.
+func (b *bundle) rowCount(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.db.GetContext(context.Background(), &n, query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

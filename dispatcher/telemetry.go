@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -37,6 +36,16 @@ const (
 	attrOperation  = attribute.Key("taskd.operation")
 )
 
+// ClaimLatencyBounds are the bucket bounds of claim latencies, declared
+// once: the taskd.claim.duration histogram's, and the activity history's
+// (GET /v1/stats/history), so that the quantiles of one and the other
+// agree.
+var ClaimLatencyBounds = [...]time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
+}
+
 // telemetry holds the dispatcher's tracer and metric instruments.
 type telemetry struct {
 	tracer trace.Tracer
@@ -47,13 +56,7 @@ type telemetry struct {
 	staleWrites   metric.Int64Counter
 	claimLatency  metric.Float64Histogram
 	holdTime      metric.Float64Histogram
-	recycled      metric.Int64Counter
 	expired       metric.Int64Counter
-	sweepTime     metric.Float64Histogram
-
-	// activity, while a History runs (History.Start), counts claims and
-	// submits per minute for the activity history (countClaim, countSubmit).
-	activity atomic.Pointer[activity]
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -81,33 +84,18 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.conflicts = counter("taskd.lock.conflicts", "Candidates found locked by a competitor in Redis.")
 	t.refusedClaims = counter("taskd.claims.refused", "Claims the store refused after the Redis lock was obtained.")
 	t.staleWrites = counter("taskd.writes.stale", "Heartbeats, submits and releases refused as stale, by operation.")
-	t.recycled = counter("taskd.claims.recycled", "Expired claims returned to the pool by the sweeper.")
 	t.expired = counter("taskd.leases.expired", "Leases that passed without a submit or release: taken over by a claim or recycled by the sweeper, by category.")
-	t.claimLatency = seconds("taskd.claim.duration", "Time to find and commit a claim, by outcome.",
-		0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+	claimBuckets := make([]float64, len(ClaimLatencyBounds))
+	for i, b := range ClaimLatencyBounds {
+		claimBuckets[i] = b.Seconds()
+	}
+	t.claimLatency = seconds("taskd.claim.duration", "Time to find and commit a claim, by outcome.", claimBuckets...)
 	t.holdTime = seconds("taskd.hold.duration", "Time from claim to submit or release, by category and operation (submit or release).",
 		1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
-	t.sweepTime = seconds("taskd.sweep.duration", "Time one sweep took, by outcome: done, skipped (another replica held the sweep lock) or error.",
-		0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
 	return t, nil
-}
-
-// countClaim counts a claim made in latency in the activity history, while
-// one runs.
-func (t *telemetry) countClaim(latency time.Duration) {
-	if a := t.activity.Load(); a != nil {
-		a.claimed(latency)
-	}
-}
-
-// countSubmit counts a submit in the activity history, while one runs.
-func (t *telemetry) countSubmit() {
-	if a := t.activity.Load(); a != nil {
-		a.submitted()
-	}
 }
 
 // endSpan records err on span, unless err is an expected outcome, and ends

@@ -87,7 +87,7 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	ins, err := a.d.Insert(r.Context(), ts)
+	ins, err := a.d.AddTasks(r.Context(), ts)
 	if err != nil {
 		return err
 	}

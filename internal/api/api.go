@@ -103,7 +103,7 @@ type Config struct {
 	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
 	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
 	// History, when set, is read by GET /v1/stats/history (typically the
-	// engine's dispatcher.History); without it that route answers 404.
+	// engine's activity.Recorder); without it that route answers 404.
 	History History
 	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too: give

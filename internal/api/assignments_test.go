@@ -664,7 +664,7 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 		res, err := b.doCtx(t.Context(), "POST", "/v1/assignments/next", e.Token, `{"wait_ms":10000}`)
 		done <- result{res, err, time.Now()}
 	}()
-	testenv.Eventually(t, 5*time.Second, "the editor waits", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "the editor waits", func() bool { return b.d.Stats().Waiting > 0 })
 
 	added := time.Now()
 	id := b.addN(t, "news", 1)[0]

@@ -530,14 +530,14 @@ func TestUpdateCategoriesEndsLongPoll(t *testing.T) {
 		}
 		got <- res
 	}()
-	testenv.Eventually(t, 20*time.Second, "ada waits", b.d.Waiting)
+	testenv.Eventually(t, 20*time.Second, "ada waits", func() bool { return b.d.Stats().Waiting > 0 })
 	wantStatus(t, b.do(t, "PATCH", fmt.Sprintf("/v1/editors/%d", e.ID), adminToken, `{"name":"ada b"}`), http.StatusOK)
-	if !b.d.Waiting() {
+	if b.d.Stats().Waiting == 0 {
 		t.Fatal("a new name ended the long poll")
 	}
 	wantStatus(t, b.do(t, "PATCH", fmt.Sprintf("/v1/editors/%d", e.ID), adminToken, `{"categories":["sport"]}`), http.StatusOK)
 	// Within the poll's minute: only the change can end it so soon.
-	testenv.Eventually(t, 20*time.Second, "the long poll ends", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 20*time.Second, "the long poll ends", func() bool { return b.d.Stats().Waiting == 0 })
 	wantStatus(t, <-got, http.StatusNoContent)
 	var a assignment
 	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", e.Token, `{}`), http.StatusOK, &a)

@@ -7,17 +7,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/activity"
 )
 
 // History reads the pool's recent activity per minute for GET
-// /v1/stats/history; *dispatcher.History implements it.
+// /v1/stats/history; *activity.Recorder implements it.
 type History interface {
-	Read(ctx context.Context, minutes int) ([]dispatcher.Minute, error)
+	Read(ctx context.Context, minutes int) ([]activity.Minute, error)
 	FlushInterval() time.Duration
 }
 
-var _ History = (*dispatcher.History)(nil)
+var _ History = (*activity.Recorder)(nil)
 
 // HistoryMinutesDefault is the minutes GET /v1/stats/history returns without
 // ?minutes=.
@@ -50,7 +50,7 @@ type historyResponse struct {
 	FlushIntervalMS int64 `json:"flush_interval_ms"`
 }
 
-func activityOf(c *dispatcher.Counts) activityJSON {
+func activityOf(c *activity.Counts) activityJSON {
 	out := activityJSON{Claims: c.Claims, Submits: c.Submits}
 	ms := func(q float64) *float64 {
 		d, ok := c.Quantile(q)
@@ -76,8 +76,8 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) error {
 	}
 	n := HistoryMinutesDefault
 	if s, ok := q["minutes"]; ok {
-		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > dispatcher.HistoryMaxMinutes || s[0] == '+' {
-			return errorf(http.StatusUnprocessableEntity, codeInvalid, "minutes must be an integer 1..%d, not %q", dispatcher.HistoryMaxMinutes, s)
+		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > activity.MaxMinutes || s[0] == '+' {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "minutes must be an integer 1..%d, not %q", activity.MaxMinutes, s)
 		}
 	}
 	ms, err := a.hist.Read(r.Context(), n)
@@ -85,7 +85,7 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := historyResponse{Minutes: make([]minuteJSON, len(ms)), FlushIntervalMS: a.hist.FlushInterval().Milliseconds()}
-	var total dispatcher.Counts
+	var total activity.Counts
 	for i := range ms {
 		out.Minutes[i] = minuteJSON{Start: formatTime(ms[i].Start), activityJSON: activityOf(&ms[i].Counts)}
 		total.Add(ms[i].Counts)

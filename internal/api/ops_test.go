@@ -106,7 +106,7 @@ func TestRequeueAndCancelOneTask(t *testing.T) {
 		}
 		got <- res
 	}()
-	testenv.Eventually(t, 20*time.Second, "bob waits", b.d.Waiting)
+	testenv.Eventually(t, 20*time.Second, "bob waits", func() bool { return b.d.Stats().Waiting > 0 })
 	wantStatus(t, b.do(t, "POST", path(dead, "requeue"), adminToken, `{"reason":"parser fixed"}`), http.StatusNoContent)
 	var ba assignment
 	wantJSON(t, <-got, http.StatusOK, &ba)

@@ -256,7 +256,7 @@ func TestResumeWakesWaitingEditors(t *testing.T) {
 		}
 		got <- res
 	}()
-	testenv.Eventually(t, 20*time.Second, "ada waits", b.d.Waiting)
+	testenv.Eventually(t, 20*time.Second, "ada waits", func() bool { return b.d.Stats().Waiting > 0 })
 	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'claimed'`); n != 0 {
 		t.Fatalf("%d claims while paused", n)
 	}

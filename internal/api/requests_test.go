@@ -243,12 +243,12 @@ func TestLongPollEndsWhenClientLeaves(t *testing.T) {
 		_, err := b.doCtx(ctx, "POST", "/v1/assignments/next", e.Token, `{"wait_ms":20000}`)
 		done <- err
 	}()
-	testenv.Eventually(t, 5*time.Second, "the editor waits", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "the editor waits", func() bool { return b.d.Stats().Waiting > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("request error = %v, want context.Canceled", err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the server stops waiting", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 5*time.Second, "the server stops waiting", func() bool { return b.d.Stats().Waiting == 0 })
 
 	// A task added now stays in the pool: nobody claimed it for the gone client.
 	id := b.addN(t, "news", 1)[0]

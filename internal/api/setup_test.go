@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/activity"
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/apispec"
 	"github.com/taskd/taskd/internal/store"
@@ -52,7 +53,7 @@ type bundle struct {
 	store *store.Store
 	rdb   *redis.Client
 	d     *dispatcher.Dispatcher
-	hist  *dispatcher.History // with setupOpts.history
+	hist  *activity.Recorder // with setupOpts.history
 	api   *api.Handler
 	logs  *syncBuffer
 
@@ -73,7 +74,7 @@ type setupOpts struct {
 	// store, when set, replaces the test database's store in the API and the
 	// dispatcher.
 	store *store.Store
-	// history starts a dispatcher.History for GET /v1/stats/history, flushed
+	// history starts an activity.Recorder for GET /v1/stats/history, flushed
 	// only when a test says so.
 	history bool
 }
@@ -112,7 +113,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	acfg := o.api
 	acfg.Dispatcher, acfg.Store, acfg.AdminToken, acfg.Logger = b.d, store, adminToken, logger
 	if o.history {
-		if b.hist, err = dispatcher.NewHistory(b.d, dispatcher.HistoryConfig{Redis: b.rdb, FlushInterval: time.Hour}); err != nil {
+		if b.hist, err = activity.New(b.d, activity.Config{Redis: b.rdb, FlushInterval: time.Hour}); err != nil {
 			t.Fatalf("new history: %v", err)
 		}
 		if err := b.hist.Start(t.Context()); err != nil {

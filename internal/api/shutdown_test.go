@@ -42,7 +42,7 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		polled <- res
 	}()
-	testenv.Eventually(t, 10*time.Second, "long poll waiting", b.d.Waiting)
+	testenv.Eventually(t, 10*time.Second, "long poll waiting", func() bool { return b.d.Stats().Waiting > 0 })
 	scraped := make(chan response, 1)
 	go func() {
 		res, err := b.doCtx(context.Background(), "GET", "/metrics", "", "")

@@ -12,9 +12,12 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/delivery"
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/locker"
 )
 
@@ -496,18 +499,18 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		{"dispatch.skip_for", cfg.Dispatch.SkipFor, []any{store.SkipForDefault}},
 		{"dispatch.release_cooldown", cfg.Dispatch.ReleaseCooldown, []any{store.ReleaseCooldownDefault}},
 		{"dispatch.group_commit", cfg.Dispatch.GroupCommit, []any{store.GroupCommitDefault}},
-		{"sweep.batch", cfg.Sweep.Batch, []any{dispatcher.SweepBatchDefault}},
-		{"sweep.workers", cfg.Sweep.Workers, []any{dispatcher.SweepWorkersDefault}},
-		{"worker.concurrency", cfg.Worker.Concurrency, []any{dispatcher.WorkerConcurrencyDefault}},
-		{"worker.shutdown_timeout", cfg.Worker.ShutdownTimeout, []any{dispatcher.WorkerShutdownTimeoutDefault}},
-		{"worker.batch_size", cfg.Worker.BatchSize, []any{dispatcher.WorkerBatchSizeDefault}},
-		{"worker.flush_interval", cfg.Worker.FlushInterval, []any{dispatcher.WorkerFlushIntervalDefault}},
-		{"worker.max_backlog", cfg.Worker.MaxBacklog, []any{dispatcher.WorkerMaxBacklogDefault}},
-		{"webhook_delivery.poll_interval", cfg.WebhookDelivery.PollInterval, []any{dispatcher.DeliveryPollIntervalDefault}},
-		{"webhook_delivery.lease_ttl", cfg.WebhookDelivery.LeaseTTL, []any{dispatcher.DeliveryLeaseTTLDefault}},
-		{"webhook_delivery.batch", cfg.WebhookDelivery.Batch, []any{dispatcher.DeliveryBatchDefault}},
-		{"webhook_delivery.backoff_base", cfg.WebhookDelivery.BackoffBase, []any{dispatcher.DeliveryBackoffBaseDefault}},
-		{"webhook_delivery.backoff_max", cfg.WebhookDelivery.BackoffMax, []any{dispatcher.DeliveryBackoffMaxDefault}},
+		{"sweep.batch", cfg.Sweep.Batch, []any{sweeper.BatchDefault}},
+		{"sweep.workers", cfg.Sweep.Workers, []any{sweeper.WorkersDefault}},
+		{"worker.concurrency", cfg.Worker.Concurrency, []any{worker.ConcurrencyDefault}},
+		{"worker.shutdown_timeout", cfg.Worker.ShutdownTimeout, []any{worker.ShutdownTimeoutDefault}},
+		{"worker.batch_size", cfg.Worker.BatchSize, []any{worker.BatchSizeDefault}},
+		{"worker.flush_interval", cfg.Worker.FlushInterval, []any{worker.FlushIntervalDefault}},
+		{"worker.max_backlog", cfg.Worker.MaxBacklog, []any{worker.MaxBacklogDefault}},
+		{"webhook_delivery.poll_interval", cfg.WebhookDelivery.PollInterval, []any{delivery.PollIntervalDefault}},
+		{"webhook_delivery.lease_ttl", cfg.WebhookDelivery.LeaseTTL, []any{delivery.LeaseTTLDefault}},
+		{"webhook_delivery.batch", cfg.WebhookDelivery.Batch, []any{delivery.BatchDefault}},
+		{"webhook_delivery.backoff_base", cfg.WebhookDelivery.BackoffBase, []any{delivery.BackoffBaseDefault}},
+		{"webhook_delivery.backoff_max", cfg.WebhookDelivery.BackoffMax, []any{delivery.BackoffMaxDefault}},
 	} {
 		if !strings.HasPrefix(cfg.Source(c.key), "config.yaml line ") {
 			t.Errorf("config.yaml does not state %s", c.key)

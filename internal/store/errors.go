@@ -2,12 +2,8 @@ package store
 
 import (
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"syscall"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -77,15 +73,4 @@ func notFound(err error) error {
 		return tasks.ErrNotFound
 	}
 	return err
-}
-
-// Unreachable reports whether err means the database could not be reached or the
-// connection broke (as opposed to a refused or invalid request): callers should retry
-// later.
-func Unreachable(err error) bool {
-	var netErr net.Error
-	return errors.As(err, &netErr) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }

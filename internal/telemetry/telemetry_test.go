@@ -26,6 +26,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
@@ -48,6 +49,7 @@ const (
 // instrumented with the providers.
 type pipeline struct {
 	store *store.Store
+	locks *locker.Client
 	d     *dispatcher.Dispatcher
 }
 
@@ -67,7 +69,8 @@ func newPipeline(t *testing.T, p *telemetry.Providers) *pipeline {
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}
-	d, err := dispatcher.New(store, locker.New(rdb), dispatcher.Config{
+	locks := locker.New(rdb)
+	d, err := dispatcher.New(store, locks, dispatcher.Config{
 		KeyPrefix:      testenv.Prefix(t),
 		TracerProvider: p.TracerProvider,
 		MeterProvider:  p.MeterProvider,
@@ -75,7 +78,7 @@ func newPipeline(t *testing.T, p *telemetry.Providers) *pipeline {
 	if err != nil {
 		t.Fatalf("new dispatcher: %v", err)
 	}
-	return &pipeline{store: store, d: d}
+	return &pipeline{store: store, locks: locks, d: d}
 }
 
 // editor creates an editor of categories.
@@ -101,7 +104,7 @@ func (pl *pipeline) add(t *testing.T, category string, n int) []int64 {
 			Payload: json.RawMessage(`{"body":"` + payloadMarker + `"}`),
 		}
 	}
-	ids, err := pl.d.AddTasks(t.Context(), ts)
+	ids, err := idsOf(pl.d.AddTasks(t.Context(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -311,11 +314,11 @@ func TestPrometheus(t *testing.T) {
 	c := pl.editor(t, "news")
 	ids := pl.add(t, "news", 2)
 	pl.next(t, c, ids[0])
-	sweeper, err := dispatcher.NewSweeper(pl.d, dispatcher.SweeperConfig{})
+	sw, err := sweeper.New(pl.d, sweeper.Config{Store: pl.store, Locks: pl.locks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sweeper.Sweep(t.Context()); err != nil {
+	if _, err := sw.Sweep(t.Context()); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
 
@@ -712,4 +715,13 @@ func TestHTTPMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// idsOf returns the ids of the tasks AddTasks added, with its error.
+func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
+	ids := make([]int64, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd"
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/migrate"
 	"github.com/taskd/taskd/tasks"
@@ -117,7 +116,7 @@ func (ts *taskdSide) Reset(ctx context.Context, workers int) error {
 	}
 	ts.ran.Store(0)
 	ts.reset()
-	noop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
+	noop := taskd.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
 		ts.ran.Add(1)
 		return nil, nil
 	})

@@ -11,7 +11,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -35,18 +35,18 @@ type Result struct {
 // Handler returns the handler of wordcount tasks, logging each count to log
 // (with the task's id, never the text).
 // Its result is a Result. A payload without a text string is a permanent
-// failure (wrapping dispatcher.SkipRetry): trying again cannot fix it.
-func Handler(log *slog.Logger) dispatcher.Handler {
-	return dispatcher.HandlerFunc(func(ctx context.Context, t *tasks.Task) (any, error) {
+// failure (wrapping taskd.SkipRetry): trying again cannot fix it.
+func Handler(log *slog.Logger) taskd.Handler {
+	return taskd.HandlerFunc(func(ctx context.Context, t *tasks.Task) (any, error) {
 		var p struct {
 			Text *string `json:"text"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(t.Payload))
 		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("wordcount task %d: payload: %v: %w", t.ID, err, dispatcher.SkipRetry)
+			return nil, fmt.Errorf("wordcount task %d: payload: %v: %w", t.ID, err, taskd.SkipRetry)
 		}
 		if p.Text == nil {
-			return nil, fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, dispatcher.SkipRetry)
+			return nil, fmt.Errorf("wordcount task %d: payload has no \"text\" string: %w", t.ID, taskd.SkipRetry)
 		}
 		n := Count(*p.Text)
 		log.InfoContext(ctx, "words counted", "task_id", t.ID, "words", n)

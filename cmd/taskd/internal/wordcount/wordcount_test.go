@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -59,8 +59,8 @@ func TestHandler(t *testing.T) {
 
 	for _, p := range []string{`{}`, `{"text": 5}`, `{"text": null}`, `not json`} {
 		_, err := h.ProcessTask(context.Background(), &tasks.Task{ID: 8, Category: Category, Payload: json.RawMessage(p)})
-		if !errors.Is(err, dispatcher.SkipRetry) {
-			t.Errorf("payload %s: err = %v, want one wrapping dispatcher.SkipRetry", p, err)
+		if !errors.Is(err, taskd.SkipRetry) {
+			t.Errorf("payload %s: err = %v, want one wrapping taskd.SkipRetry", p, err)
 		}
 	}
 }

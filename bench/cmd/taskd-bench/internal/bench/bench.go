@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/roundtrip"
+	"github.com/taskd/taskd/internal/sweeper"
 )
 
 // Modes.
@@ -369,12 +370,12 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		}
 	}
 
-	var sweep func(context.Context) (dispatcher.SweepResult, error)
+	var sweep func(context.Context) (sweeper.Result, error)
 	if w.Expired > 0 {
 		if inp == nil {
 			return nil, errors.New("expired claims are swept only by the in-process taskd strategy")
 		}
-		sw, err := dispatcher.NewSweeper(inp.d, dispatcher.SweeperConfig{Interval: time.Hour})
+		sw, err := sweeper.New(inp.d, sweeper.Config{Store: inp.store, Locks: inp.locks, Schedule: "1h"})
 		if err != nil {
 			return nil, err
 		}
@@ -532,7 +533,7 @@ const maxSweepWait = 2 * time.Minute
 // A claim that comes back empty-handed ends the run only when empty says the
 // editor's categories have no pending task left: taskd's Next also comes back
 // empty when competitors hold every candidate of its batch.
-func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (dispatcher.SweepResult, error),
+func runLoop(ctx context.Context, s strategy, eds []*editor, w Workload, sweep func(context.Context) (sweeper.Result, error),
 	empty func(ctx context.Context, categories []string) (bool, error), win window) loopResult {
 	var (
 		stop                                   atomic.Bool

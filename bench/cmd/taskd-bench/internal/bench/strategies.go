@@ -229,11 +229,14 @@ func (s *skipLocked) close(context.Context) error { return nil }
 // assignment is measured apart.
 type inproc struct {
 	sqlEditors
-	d *dispatcher.Dispatcher
+	d     *dispatcher.Dispatcher
+	store *store.Store
+	locks *locker.Client
 }
 
 func newInproc(store *store.Store, rdb *redis.Client, prefix string, lease time.Duration) (*inproc, error) {
-	d, err := dispatcher.New(timedStore{store}, locker.New(rdb), dispatcher.Config{
+	locks := locker.New(rdb)
+	d, err := dispatcher.New(timedStore{store}, locks, dispatcher.Config{
 		Lease:     lease,
 		KeyPrefix: prefix,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -241,7 +244,7 @@ func newInproc(store *store.Store, rdb *redis.Client, prefix string, lease time.
 	if err != nil {
 		return nil, err
 	}
-	return &inproc{sqlEditors: sqlEditors{store}, d: d}, nil
+	return &inproc{sqlEditors: sqlEditors{store}, d: d, store: store, locks: locks}, nil
 }
 
 func (s *inproc) claimant(e *editor) dispatcher.Claimant {

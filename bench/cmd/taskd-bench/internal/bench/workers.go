@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -68,14 +69,14 @@ func runWorkers(ctx context.Context, p workerPool, d time.Duration, counted func
 	return wr, err
 }
 
-// taskdWorkers is taskd's dispatcher.Worker with a handler that does nothing
+// taskdWorkers is taskd's worker.Worker with a handler that does nothing
 // but return a small result.
-type taskdWorkers struct{ w *dispatcher.Worker }
+type taskdWorkers struct{ w *worker.Worker }
 
 func newTaskdWorkers(d *dispatcher.Dispatcher, slots int, categories []string) (*taskdWorkers, error) {
-	w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{
+	w, err := worker.New(d, worker.Config{
 		Concurrency: slots,
-		Handler: dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
+		Handler: worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
 			return map[string]bool{"ok": true}, nil
 		}),
 		Categories: categories,
@@ -90,11 +91,11 @@ func newTaskdWorkers(d *dispatcher.Dispatcher, slots int, categories []string) (
 }
 
 func (t *taskdWorkers) start(ctx context.Context) error { return t.w.Start(ctx) }
-func (t *taskdWorkers) jobs() int64                     { return t.w.Stats().Processed }
+func (t *taskdWorkers) jobs() int64                     { return t.w.Totals().Processed }
 
 func (t *taskdWorkers) stop(ctx context.Context) (int64, string, error) {
 	err := t.w.Stop(ctx)
-	st := t.w.Stats()
+	st := t.w.Totals()
 	n := st.Failed + st.LeaseLost
 	first := ""
 	if n > 0 {

@@ -1,4 +1,4 @@
-package dispatcher_test
+package delivery_test
 
 import (
 	"context"
@@ -16,12 +16,13 @@ import (
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
+	"github.com/taskd/taskd/internal/delivery"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
-const hookSecret = "dispatcher-test-secret"
+const hookSecret = "delivery-test-secret"
 
 // receiver is a webhook receiver: it verifies each request, records it, and
 // answers what answer says.
@@ -85,13 +86,13 @@ func (rc *receiver) got() (requests int, events map[int64]webhook.Event, bad []s
 }
 
 // deliverer makes a started deliverer on b's dispatcher, stopped at the end.
-func (b *bundle) deliverer(t testing.TB, hook dispatcher.Webhook, lease time.Duration) *dispatcher.Deliverer {
+func (b *bundle) deliverer(t testing.TB, hook delivery.Webhook, lease time.Duration) *delivery.Deliverer {
 	t.Helper()
 	if hook.Secret == "" {
 		hook.Secret = hookSecret
 	}
-	w, err := dispatcher.NewDeliverer(b.d, dispatcher.DelivererConfig{
-		Store: b.store, Webhooks: []dispatcher.Webhook{hook}, PollInterval: 20 * time.Millisecond,
+	w, err := delivery.New(b.d, delivery.Config{
+		Store: b.store, Locks: b.locks, Webhooks: []delivery.Webhook{hook}, PollInterval: 20 * time.Millisecond,
 		LeaseTTL: lease, BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -156,7 +157,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 	for i := range keyed {
 		keyed[i] = tasks.NewTask{Category: "hooks", Title: fmt.Sprintf("hooks #%d", i), Key: fmt.Sprintf("cms-%d", i)}
 	}
-	added, err := b.d.AddTasks(t.Context(), keyed)
+	added, err := idsOf(b.d.AddTasks(t.Context(), keyed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 		keyOf[id] = keyed[i].Key
 	}
 	ids := b.submitAll(t, t.Context(), ed, 5)
-	b.deliverer(t, dispatcher.Webhook{Name: "sink", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}}, 2*time.Second)
+	b.deliverer(t, delivery.Webhook{Name: "sink", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}}, 2*time.Second)
 
 	testenv.Eventually(t, 20*time.Second, "every event delivered", func() bool {
 		_, evs, _ := rc.got()
@@ -231,7 +232,7 @@ func TestDelivererHangingReceiver(t *testing.T) {
 	b.add(t, "slow", 0, 40)
 	// The first submits' events are in flight, hanging, before the rest.
 	b.submitAll(t, t.Context(), ed, 2)
-	b.deliverer(t, dispatcher.Webhook{Name: "slow", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted},
+	b.deliverer(t, delivery.Webhook{Name: "slow", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted},
 		Concurrency: 2, Timeout: time.Minute}, 2*time.Second)
 	testenv.Eventually(t, 10*time.Second, "two requests hanging", func() bool { return hanging.Load() == 2 })
 
@@ -277,7 +278,7 @@ func TestDelivererFailsForGood(t *testing.T) {
 	if err := b.d.Release(t.Context(), ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not now"); err != nil {
 		t.Fatal(err)
 	}
-	b.deliverer(t, dispatcher.Webhook{Name: "down", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookReleased}, MaxAttempts: 3}, 2*time.Second)
+	b.deliverer(t, delivery.Webhook{Name: "down", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookReleased}, MaxAttempts: 3}, 2*time.Second)
 	testenv.Eventually(t, 20*time.Second, "delivery failed", func() bool { return backlog(t, b).Failed["down"] == 1 })
 	if bl := backlog(t, b); bl.PendingTotal() != 0 {
 		t.Errorf("backlog after failure: %+v", bl)
@@ -313,7 +314,7 @@ func TestDelivererOneAtATime(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	hook := dispatcher.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: time.Minute}
+	hook := delivery.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: time.Minute}
 	const lease = 2 * time.Second
 	w1 := b.deliverer(t, hook, lease)
 	testenv.Eventually(t, 10*time.Second, "first deliverer delivering", w1.Delivering)

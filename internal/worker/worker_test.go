@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -30,12 +31,12 @@ var workerFastPoll = dispatcher.Config{PollInterval: 50 * time.Millisecond}
 // startWorker starts a worker on b's dispatcher and shuts it down when the
 // test ends. A zero ShutdownTimeout becomes one second, and a nil Logger
 // discards, so that blocked handlers do not hold the test up.
-func startWorker(t *testing.T, b *bundle, cfg dispatcher.WorkerConfig) *dispatcher.Worker {
+func startWorker(t *testing.T, b *bundle, cfg worker.Config) *worker.Worker {
 	t.Helper()
 	return startWorkerOn(t, b.d, cfg)
 }
 
-func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg dispatcher.WorkerConfig) *dispatcher.Worker {
+func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config) *worker.Worker {
 	t.Helper()
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = time.Second
@@ -43,7 +44,7 @@ func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg dispatcher.Worker
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	w, err := dispatcher.NewWorker(d, cfg)
+	w, err := worker.New(d, cfg)
 	if err != nil {
 		t.Fatalf("new worker: %v", err)
 	}
@@ -61,7 +62,7 @@ func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg dispatcher.Worker
 }
 
 // shutdownWorker stops w and fails the test unless it stops cleanly.
-func shutdownWorker(t *testing.T, w *dispatcher.Worker) {
+func shutdownWorker(t *testing.T, w *worker.Worker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -124,7 +125,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := make(map[int64]int)
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		mu.Lock()
 		seen[task.ID]++
@@ -132,15 +133,15 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 		return nil, nil
 	})
 	// Two workers compete for the same pool.
-	w1 := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
-	w2 := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
+	w1 := startWorker(t, b, worker.Config{Handler: mux, Concurrency: 3})
+	w2 := startWorker(t, b, worker.Config{Handler: mux, Concurrency: 3})
 	testenv.Eventually(t, 30*time.Second, "all tasks processed", func() bool {
-		return w1.Stats().Processed+w2.Stats().Processed >= n
+		return w1.Totals().Processed+w2.Totals().Processed >= n
 	})
 	shutdownWorker(t, w1)
 	shutdownWorker(t, w2)
 
-	if got := w1.Stats().Processed + w2.Stats().Processed; got != n {
+	if got := w1.Totals().Processed + w2.Totals().Processed; got != n {
 		t.Fatalf("workers processed %d tasks, want %d", got, n)
 	}
 	mu.Lock()
@@ -182,7 +183,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 			t.Errorf("task %d has %d results, want 1", id, perTask[id])
 		}
 	}
-	if st := w1.Stats(); st.Failed != 0 || st.LeaseLost != 0 || st.Running != 0 {
+	if st := w1.Totals(); st.Failed != 0 || st.LeaseLost != 0 || st.Running != 0 {
 		t.Fatalf("worker 1 stats %+v, want no failures, no lost leases, nothing running", st)
 	}
 }
@@ -196,7 +197,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 	var backoffs []int
 	var mu sync.Mutex
 	var calls atomic.Int32
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		calls.Add(1)
 		if task.Attempts < 3 {
@@ -204,7 +205,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 		}
 		return nil, nil
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{
+	w := startWorker(t, b, worker.Config{
 		Handler: mux, Concurrency: 1,
 		RetryBackoff: func(attempt int) time.Duration {
 			mu.Lock()
@@ -213,7 +214,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 			return backoff
 		},
 	})
-	testenv.Eventually(t, 30*time.Second, "task done", func() bool { return w.Stats().Processed == 1 })
+	testenv.Eventually(t, 30*time.Second, "task done", func() bool { return w.Totals().Processed == 1 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -251,7 +252,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 	if gap := evs[2].At.Sub(evs[1].At); gap < backoff/2 {
 		t.Fatalf("second claim %v after the first failure, want at least about the backoff %v", gap, backoff)
 	}
-	if st := w.Stats(); st.Failed != 2 || st.Processed != 1 {
+	if st := w.Totals(); st.Failed != 2 || st.Processed != 1 {
 		t.Fatalf("stats %+v, want 2 failed, 1 processed", st)
 	}
 }
@@ -259,22 +260,22 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}})
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := ids[0]
 	var calls atomic.Int32
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		calls.Add(1)
 		return nil, errors.New("always broken")
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{
+	w := startWorker(t, b, worker.Config{
 		Handler: mux, Concurrency: 2,
 		RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
 	})
-	testenv.Eventually(t, 30*time.Second, "task dead", func() bool { return w.Stats().Failed == 2 })
+	testenv.Eventually(t, 30*time.Second, "task dead", func() bool { return w.Totals().Failed == 2 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -294,21 +295,21 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}})
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := ids[0]
 	var calls atomic.Int32
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		calls.Add(1)
-		return nil, fmt.Errorf("payload has no text: %w", dispatcher.SkipRetry)
+		return nil, fmt.Errorf("payload has no text: %w", worker.SkipRetry)
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{
+	w := startWorker(t, b, worker.Config{
 		Handler: mux, RetryBackoff: func(int) time.Duration { return 10 * time.Millisecond },
 	})
-	testenv.Eventually(t, 30*time.Second, "task failed", func() bool { return w.Stats().Failed == 1 })
+	testenv.Eventually(t, 30*time.Second, "task failed", func() bool { return w.Totals().Failed == 1 })
 	shutdownWorker(t, w)
 
 	task := b.task(t, id)
@@ -325,17 +326,17 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 func TestWorkerStoresHandlerResults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "with result", Payload: json.RawMessage(`{"n":1}`)},
 		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
 		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
 		{Category: "jobs", Title: "too deep a result", Payload: json.RawMessage(`{"n":4}`), MaxAttempts: 5},
 		{Category: "jobs", Title: "result json cannot encode", Payload: json.RawMessage(`{"n":5}`), MaxAttempts: 5},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		switch string(task.Payload) {
 		case `{"n": 1}`, `{"n":1}`:
@@ -349,9 +350,9 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 		}
 		return nil, nil
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux})
+	w := startWorker(t, b, worker.Config{Handler: mux})
 	testenv.Eventually(t, 30*time.Second, "tasks finished", func() bool {
-		st := w.Stats()
+		st := w.Totals()
 		return st.Processed == 2 && st.Failed == 3
 	})
 	shutdownWorker(t, w)
@@ -395,15 +396,15 @@ func (s *logBuffer) String() string {
 func TestWorkerRecoversPanics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "panics", Priority: 9, MaxAttempts: 1},
 		{Category: "jobs", Title: "fine", Priority: 1},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		if task.Title == "panics" {
 			panic("boom")
@@ -412,11 +413,11 @@ func TestWorkerRecoversPanics(t *testing.T) {
 	})
 	// One slot: the panicking task (higher priority) runs first, so the other
 	// one proves the slot survived.
-	w := startWorker(t, b, dispatcher.WorkerConfig{
+	w := startWorker(t, b, worker.Config{
 		Handler: mux, Concurrency: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})
-	testenv.Eventually(t, 30*time.Second, "the second task processed", func() bool { return w.Stats().Processed == 1 })
+	testenv.Eventually(t, 30*time.Second, "the second task processed", func() bool { return w.Totals().Processed == 1 })
 	shutdownWorker(t, w)
 
 	panicked := b.task(t, ids[0])
@@ -426,7 +427,7 @@ func TestWorkerRecoversPanics(t *testing.T) {
 	if fine := b.task(t, ids[1]); fine.Status != tasks.StatusDone {
 		t.Fatalf("task after the panic: %s, want done", fine.Status)
 	}
-	if st := w.Stats(); st.Failed != 1 {
+	if st := w.Totals(); st.Failed != 1 {
 		t.Fatalf("stats %+v, want the panic counted as 1 failure", st)
 	}
 	out := logs.String()
@@ -541,9 +542,9 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 		}
 		return cause
 	})
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Handle("jobs", h)
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
+	w := startWorkerOn(t, d, worker.Config{Handler: mux, Concurrency: 1})
 
 	task := awaitValue(t, h.started, "handler start")
 	// Heartbeats keep the claim alive meanwhile.
@@ -559,10 +560,10 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	}
 	probe.awaitHeartbeat(t, "a heartbeat refused as stale", func(err error) bool { return errors.Is(err, tasks.ErrStale) })
 	cause := awaitValue(t, h.causes, "handler cancellation")
-	if !errors.Is(cause, dispatcher.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
+	if !errors.Is(cause, worker.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
 		t.Fatalf("cause %v, want ErrLeaseLost from a stale heartbeat", cause)
 	}
-	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost == 1 })
+	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Totals().LeaseLost == 1 })
 
 	// Nothing about the revoked claim reached the store after the forced release.
 	if after := fenceEventsAfter(b.workerEvents(t, id), task.Fence, tasks.EventReleased); len(after) != 0 {
@@ -574,7 +575,7 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	if got := b.task(t, id); got.Status == tasks.StatusDone || got.Fence <= task.Fence {
 		t.Fatalf("task %s with fence %d after forced release of fence %d", got.Status, got.Fence, task.Fence)
 	}
-	if st := w.Stats(); st.Processed != 0 || st.Failed != 0 {
+	if st := w.Totals(); st.Processed != 0 || st.Failed != 0 {
 		t.Fatalf("stats %+v, want nothing processed or failed", st)
 	}
 	// The store refused the one heartbeat after the forced release, and the
@@ -610,24 +611,24 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 	}
 	id := b.add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Handle("jobs", h)
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1})
+	w := startWorkerOn(t, d, worker.Config{Handler: mux, Concurrency: 1})
 
 	task := awaitValue(t, h.started, "handler start")
 	cause := awaitValue(t, h.causes, "handler cancellation")
-	if !errors.Is(cause, dispatcher.ErrLeaseLost) || errors.Is(cause, tasks.ErrStale) ||
+	if !errors.Is(cause, worker.ErrLeaseLost) || errors.Is(cause, tasks.ErrStale) ||
 		!strings.Contains(cause.Error(), "without a renewal") || !strings.Contains(cause.Error(), "connection refused") {
 		t.Fatalf("cause %v, want ErrLeaseLost for a lease that passed without a heartbeat", cause)
 	}
-	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Stats().LeaseLost >= 1 })
+	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Totals().LeaseLost >= 1 })
 	// The worker gave up without writing: no failure was recorded for the claim.
 	for _, e := range b.workerEvents(t, id) {
 		if e.Fence == task.Fence && e.Kind != tasks.EventClaimed && e.Kind != tasks.EventExpired {
 			t.Fatalf("event %s about the lost claim (fence %d)", e.Kind, task.Fence)
 		}
 	}
-	if st := w.Stats(); st.Failed != 0 || st.Processed != 0 {
+	if st := w.Totals(); st.Failed != 0 || st.Processed != 0 {
 		t.Fatalf("stats %+v, want nothing failed or processed", st)
 	}
 	if n := d.Stats().RefusedWrites; n != 0 {
@@ -638,10 +639,10 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 func TestWorkerGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "finishes", Title: "a"},
 		{Category: "stuck", Title: "b"},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +651,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	startedA := make(chan struct{}, 10)
 	finishA := make(chan struct{})
 	stuck := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("finishes", func(ctx context.Context, _ *tasks.Task) (any, error) {
 		trySend(startedA, struct{}{})
 		select {
@@ -663,16 +664,16 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	mux.Handle("stuck", stuck)
 	// Two slots run a and b; the third long-polls for more until Shutdown
 	// stops claiming, which is how the test sees the drain begin.
-	w := startWorker(t, b, dispatcher.WorkerConfig{
+	w := startWorker(t, b, worker.Config{
 		Handler: mux, Concurrency: 3, ShutdownTimeout: 500 * time.Millisecond,
 	})
 	awaitValue(t, startedA, "handler a start")
 	taskB := awaitValue(t, stuck.started, "handler b start")
-	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", b.d.Waiting)
+	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", func() bool { return b.d.Stats().Waiting > 0 })
 
 	errc := make(chan error, 1)
 	go func() { errc <- w.Stop(context.Background()) }()
-	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return !b.d.Waiting() })
+	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return b.d.Stats().Waiting == 0 })
 	select {
 	case err := <-errc:
 		t.Fatalf("shutdown returned %v while handlers were running", err)
@@ -684,7 +685,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	}
 
 	// Shutdown waited for everything: no polling needed from here on.
-	if cause := awaitValue(t, stuck.causes, "cancellation of b"); !errors.Is(cause, dispatcher.ErrWorkerShutdown) {
+	if cause := awaitValue(t, stuck.causes, "cancellation of b"); !errors.Is(cause, worker.ErrWorkerShutdown) {
 		t.Fatalf("b's context cause %v, want ErrWorkerShutdown", cause)
 	}
 	if a := b.task(t, idA); a.Status != tasks.StatusDone {
@@ -708,7 +709,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	if n := b.rdb.Exists(context.Background(), b.lockKey(idA), b.lockKey(idB)).Val(); n != 0 {
 		t.Fatalf("%d task locks left in Redis after shutdown", n)
 	}
-	if st := w.Stats(); st.Processed != 1 || st.Released != 1 || st.Running != 0 {
+	if st := w.Totals(); st.Processed != 1 || st.Released != 1 || st.Running != 0 {
 		t.Fatalf("stats %+v, want 1 processed, 1 released, none running", st)
 	}
 	if err := w.Start(context.Background()); !errors.Is(err, dispatcher.ErrStopped) {
@@ -728,9 +729,9 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 		<-release // ignores its cancellation for a while
 		return cause
 	})
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Handle("jobs", h)
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: 1, ShutdownTimeout: time.Hour})
+	w := startWorker(t, b, worker.Config{Handler: mux, Concurrency: 1, ShutdownTimeout: time.Hour})
 	task := awaitValue(t, h.started, "handler start")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -738,10 +739,10 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("shutdown with an ending context: %v, want context.DeadlineExceeded", err)
 	}
-	if cause := awaitValue(t, h.causes, "handler cancellation"); !errors.Is(cause, dispatcher.ErrWorkerShutdown) {
+	if cause := awaitValue(t, h.causes, "handler cancellation"); !errors.Is(cause, worker.ErrWorkerShutdown) {
 		t.Fatalf("cause %v, want ErrWorkerShutdown", cause)
 	}
-	if st := w.Stats(); st.Running != 1 {
+	if st := w.Totals(); st.Running != 1 {
 		t.Fatalf("stats %+v, want the handler still running", st)
 	}
 	close(release)
@@ -751,7 +752,7 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 	if got.Status != tasks.StatusPending || got.Fence != task.Fence {
 		t.Fatalf("task %s fence %d, want pending with fence %d", got.Status, got.Fence, task.Fence)
 	}
-	if st := w.Stats(); st.Released != 1 || st.Running != 0 {
+	if st := w.Totals(); st.Released != 1 || st.Running != 0 {
 		t.Fatalf("stats %+v, want 1 released, none running", st)
 	}
 }
@@ -761,9 +762,9 @@ func TestWorkerStartContextStopsIt(t *testing.T) {
 	b := setup(t)
 	id := b.add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Handle("jobs", h)
-	w, err := dispatcher.NewWorker(b.d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 2, Logger: slog.New(slog.DiscardHandler)})
+	w, err := worker.New(b.d, worker.Config{Handler: mux, Concurrency: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +797,7 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 	var fullOnce sync.Once
 	var mu sync.Mutex
 	seen := make(map[int64]int)
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
 		now := running.Add(1)
 		defer running.Add(-1)
@@ -823,14 +824,14 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 		mu.Unlock()
 		return nil, nil
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: slots})
+	w := startWorker(t, b, worker.Config{Handler: mux, Concurrency: slots})
 	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool {
-		st := w.Stats()
+		st := w.Totals()
 		return st.Processed+st.Failed >= n
 	})
 	shutdownWorker(t, w)
 
-	if st := w.Stats(); st.Processed != n || st.Failed != 0 {
+	if st := w.Totals(); st.Processed != n || st.Failed != 0 {
 		t.Fatalf("stats %+v, want %d processed, none failed", st, n)
 	}
 	if p := peak.Load(); p != slots {
@@ -854,18 +855,18 @@ func TestWorkerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
-	mux := dispatcher.NewServeMux()
+	nop := worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	mux := worker.NewMux()
 	mux.Handle("news", nop)
 	mux.Handle("sports", nop)
 
-	w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{Handler: mux})
+	w, err := worker.New(d, worker.Config{Handler: mux})
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	cfg := w.Config()
-	if cfg.Concurrency != dispatcher.WorkerConcurrencyDefault || cfg.Wait != dispatcher.WorkerWaitDefault ||
-		cfg.ShutdownTimeout != dispatcher.WorkerShutdownTimeoutDefault || cfg.RetryBackoff == nil || cfg.Logger == nil {
+	if cfg.Concurrency != worker.ConcurrencyDefault || cfg.Wait != worker.WaitDefault ||
+		cfg.ShutdownTimeout != worker.ShutdownTimeoutDefault || cfg.RetryBackoff == nil || cfg.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 	if !slices.Equal(cfg.Categories, []string{"news", "sports"}) {
@@ -876,43 +877,43 @@ func TestWorkerConfig(t *testing.T) {
 	if len(parts) != 3 || parts[0] != host || parts[1] != strconv.Itoa(os.Getpid()) || len(parts[2]) != 6 {
 		t.Fatalf("default id %q, want hostname:pid:<6 random characters>", cfg.ID)
 	}
-	other, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{Handler: mux})
+	other, err := worker.New(d, worker.Config{Handler: mux})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if other.Config().ID == cfg.ID {
 		t.Fatalf("two workers got the same default id %q", cfg.ID)
 	}
-	if got := (dispatcher.WorkerConfig{}).WithDefaults().Categories; len(got) != 0 {
+	if got := (worker.Config{}).WithDefaults().Categories; len(got) != 0 {
 		t.Fatalf("categories %v without a mux, want none", got)
 	}
 
 	// Holders are "worker:<id>:<slot>", at most 128 characters.
 	id119 := strings.Repeat("x", 128-len("worker:")-len(":9"))
-	if _, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{Handler: mux, ID: id119, Concurrency: 10}); err != nil {
+	if _, err := worker.New(d, worker.Config{Handler: mux, ID: id119, Concurrency: 10}); err != nil {
 		t.Fatalf("id making 128-character holders: %v", err)
 	}
 
 	cases := []struct {
 		name string
-		cfg  dispatcher.WorkerConfig
+		cfg  worker.Config
 		is   error
 	}{
-		{"no handler", dispatcher.WorkerConfig{Categories: []string{"news"}}, nil},
-		{"no categories without a mux", dispatcher.WorkerConfig{Handler: nop}, nil},
-		{"mux without handlers", dispatcher.WorkerConfig{Handler: dispatcher.NewServeMux()}, nil},
-		{"category the mux does not handle", dispatcher.WorkerConfig{Handler: mux, Categories: []string{"news", "weather"}}, dispatcher.ErrNoHandler},
-		{"empty category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{""}}, nil},
-		{"padded category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{"news "}}, nil},
-		{"long category", dispatcher.WorkerConfig{Handler: nop, Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, nil},
-		{"negative concurrency", dispatcher.WorkerConfig{Handler: mux, Concurrency: -1}, nil},
-		{"negative wait", dispatcher.WorkerConfig{Handler: mux, Wait: -time.Second}, nil},
-		{"negative shutdown timeout", dispatcher.WorkerConfig{Handler: mux, ShutdownTimeout: -time.Second}, nil},
-		{"id too long", dispatcher.WorkerConfig{Handler: mux, ID: id119, Concurrency: 11}, nil},
-		{"id not utf-8", dispatcher.WorkerConfig{Handler: mux, ID: "w\xff"}, nil},
+		{"no handler", worker.Config{Categories: []string{"news"}}, nil},
+		{"no categories without a mux", worker.Config{Handler: nop}, nil},
+		{"mux without handlers", worker.Config{Handler: worker.NewMux()}, nil},
+		{"category the mux does not handle", worker.Config{Handler: mux, Categories: []string{"news", "weather"}}, worker.ErrNoHandler},
+		{"empty category", worker.Config{Handler: nop, Categories: []string{""}}, nil},
+		{"padded category", worker.Config{Handler: nop, Categories: []string{"news "}}, nil},
+		{"long category", worker.Config{Handler: nop, Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, nil},
+		{"negative concurrency", worker.Config{Handler: mux, Concurrency: -1}, nil},
+		{"negative wait", worker.Config{Handler: mux, Wait: -time.Second}, nil},
+		{"negative shutdown timeout", worker.Config{Handler: mux, ShutdownTimeout: -time.Second}, nil},
+		{"id too long", worker.Config{Handler: mux, ID: id119, Concurrency: 11}, nil},
+		{"id not utf-8", worker.Config{Handler: mux, ID: "w\xff"}, nil},
 	}
 	for _, c := range cases {
-		_, err := dispatcher.NewWorker(d, c.cfg)
+		_, err := worker.New(d, c.cfg)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -921,7 +922,7 @@ func TestWorkerConfig(t *testing.T) {
 			t.Errorf("%s: err = %v, want %v", c.name, err, c.is)
 		}
 	}
-	if _, err := dispatcher.NewWorker(nil, dispatcher.WorkerConfig{Handler: mux}); err == nil {
+	if _, err := worker.New(nil, worker.Config{Handler: mux}); err == nil {
 		t.Error("nil dispatcher: no error")
 	}
 
@@ -936,7 +937,7 @@ func TestWorkerConfig(t *testing.T) {
 
 func TestExponentialRetryBackoff(t *testing.T) {
 	t.Parallel()
-	backoff := dispatcher.ExponentialRetryBackoff(time.Second, 10*time.Minute)
+	backoff := worker.ExponentialRetryBackoff(time.Second, 10*time.Minute)
 	for _, c := range []struct {
 		attempt int
 		full    time.Duration
@@ -958,14 +959,14 @@ func TestExponentialRetryBackoff(t *testing.T) {
 				c.attempt, lowest, highest, c.full/2, c.full)
 		}
 	}
-	if d := dispatcher.ExponentialRetryBackoff(0, time.Minute)(3); d != 0 {
+	if d := worker.ExponentialRetryBackoff(0, time.Minute)(3); d != 0 {
 		t.Fatalf("zero base: %v, want 0", d)
 	}
 
-	def := dispatcher.WorkerConfig{}.WithDefaults().RetryBackoff
+	def := worker.Config{}.WithDefaults().RetryBackoff
 	for range 100 {
-		if d := def(1); d < dispatcher.RetryBackoffBaseDefault/2 || d >= dispatcher.RetryBackoffBaseDefault {
-			t.Fatalf("default backoff for attempt 1: %v, want [%v, %v)", d, dispatcher.RetryBackoffBaseDefault/2, dispatcher.RetryBackoffBaseDefault)
+		if d := def(1); d < worker.RetryBackoffBaseDefault/2 || d >= worker.RetryBackoffBaseDefault {
+			t.Fatalf("default backoff for attempt 1: %v, want [%v, %v)", d, worker.RetryBackoffBaseDefault/2, worker.RetryBackoffBaseDefault)
 		}
 	}
 }

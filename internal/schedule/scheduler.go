@@ -1,4 +1,7 @@
-package dispatcher
+// Package schedule adds periodic tasks on their schedules (Scheduler), and
+// parses the schedules the engine's loops run on (Parse: a duration, @every,
+// a descriptor or a cron expression).
+package schedule
 
 import (
 	"context"
@@ -9,16 +12,18 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/tasks"
 )
 
-// Periodic is a task the Scheduler inserts on a schedule.
+// Periodic is a task the Scheduler adds on a schedule.
 type Periodic struct {
-	// Name names the schedule: 1..MaxPeriodicNameLen letters, digits, '-', '_'
+	// Name names the schedule: 1..MaxNameLen letters, digits, '-', '_'
 	// or '.', unique among a scheduler's schedules. It is part of the key of
 	// every task it inserts, so renaming a schedule starts its keys afresh.
 	Name string
-	// Spec is when to insert, as ParseSchedule reads it: "@every 1h", "@daily",
+	// Spec is when to insert, as Parse reads it: "@every 1h", "@daily",
 	// "0 30 6 * * MON-FRI". Cron expressions count in UTC unless the spec
 	// starts with "CRON_TZ=Zone "; @every counts from the Unix epoch, so that
 	// every replica sees the same ticks.
@@ -28,72 +33,82 @@ type Periodic struct {
 	Task tasks.NewTask
 }
 
-// MaxPeriodicNameLen bounds Periodic.Name.
-const MaxPeriodicNameLen = 64
+// MaxNameLen bounds Periodic.Name.
+const MaxNameLen = 64
 
-// PeriodicKey is the key of the task schedule name inserts for the tick at:
+// Key is the key of the task schedule name inserts for the tick at:
 // "schedule:" + name + ":" + the tick in UTC, RFC 3339. Replicas firing the
 // same tick insert the same key, so the tick makes one task.
-func PeriodicKey(name string, at time.Time) string {
+func Key(name string, at time.Time) string {
 	return "schedule:" + name + ":" + at.UTC().Format(time.RFC3339)
 }
 
-// Validate checks p as NewScheduler does: the name, the spec and the task
+// Validate checks p as New does: the name, the spec and the task
 // (without its key).
 func (p Periodic) Validate() error {
 	if p.Name == "" {
 		return errors.New("name is required")
 	}
-	if len(p.Name) > MaxPeriodicNameLen {
-		return fmt.Errorf("name must be 1..%d characters", MaxPeriodicNameLen)
+	if len(p.Name) > MaxNameLen {
+		return fmt.Errorf("name must be 1..%d characters", MaxNameLen)
 	}
 	for _, r := range p.Name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
 			return fmt.Errorf("name %q may hold only letters, digits, '-', '_' and '.'", p.Name)
 		}
 	}
-	if _, err := ParseSchedule(p.Spec); err != nil {
+	if _, err := Parse(p.Spec); err != nil {
 		return err
 	}
 	t := p.Task
-	t.Key = PeriodicKey(p.Name, time.Time{})
+	t.Key = Key(p.Name, time.Time{})
 	return t.Validate()
 }
 
-// SchedulerConfig configures a Scheduler.
-type SchedulerConfig struct {
+// Adder adds tasks; *dispatcher.Dispatcher implements it.
+type Adder interface {
+	// AddTasks adds ts, saying for each whether it was made or its key
+	// existed; its errors wrap dispatcher.ErrUnavailable when the store is
+	// unreachable.
+	AddTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error)
+}
+
+var _ Adder = (*dispatcher.Dispatcher)(nil)
+
+// Config configures a Scheduler.
+type Config struct {
 	// Schedules are the periodic tasks, with distinct names. Required.
 	Schedules []Periodic
-	// Logger receives the scheduler's logs. Default: the dispatcher's.
+	// Logger receives the scheduler's logs. Default slog.Default().
 	Logger *slog.Logger
 }
 
 // Scheduler inserts periodic tasks: at each tick of each schedule, one task
-// with the key PeriodicKey(name, tick) through Dispatcher.Insert. Every
+// with the key Key(name, tick) through its Adder. Every
 // replica runs its own Scheduler on the same schedules; the key makes each
 // tick one task across them, whichever replica gets there first (the others'
 // inserts find the key and make nothing). A replica that is down at a tick
 // does not catch up on it later; as long as one replica is up, the tick makes
 // its task.
 type Scheduler struct {
-	d     *Dispatcher
-	cfg   SchedulerConfig
-	sched []Schedule
+	d     Adder
+	cfg   Config
+	sched []Cron
 	log   *slog.Logger
 
-	life   startStop
+	life   lifecycle.State
 	cron   *cron.Cron
 	cancel context.CancelFunc
 }
 
-// NewScheduler returns a Scheduler inserting through d. It returns an error
+// New returns a Scheduler adding tasks through d. It returns an error
 // naming the schedule when one is invalid or a name repeats.
-func NewScheduler(d *Dispatcher, cfg SchedulerConfig) (*Scheduler, error) {
+func New(d Adder, cfg Config) (*Scheduler, error) {
 	if len(cfg.Schedules) == 0 {
 		return nil, errors.New("new scheduler: no schedules")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = d.log
+		cfg.Logger = slog.Default()
 	}
 	s := &Scheduler{d: d, cfg: cfg, log: cfg.Logger}
 	seen := map[string]bool{}
@@ -105,7 +120,7 @@ func NewScheduler(d *Dispatcher, cfg SchedulerConfig) (*Scheduler, error) {
 			return nil, fmt.Errorf("new scheduler: schedule name %q is used twice", p.Name)
 		}
 		seen[p.Name] = true
-		sched, _ := ParseSchedule(p.Spec) // checked by Validate
+		sched, _ := Parse(p.Spec) // checked by Validate
 		s.sched = append(s.sched, sched)
 	}
 	return s, nil
@@ -126,12 +141,12 @@ const scheduleRetries = 3
 
 // Start inserts the periodic tasks on their schedules in the background,
 // from their next ticks on, until Stop, and returns. The inserts' context
-// derives from ctx. Start returns an error wrapping ErrStarted when the
-// scheduler is running and ErrStopped after Stop.
+// derives from ctx. Start returns an error wrapping dispatcher.ErrStarted when the
+// scheduler is running and dispatcher.ErrStopped after Stop.
 func (s *Scheduler) Start(ctx context.Context) error {
-	return s.life.start("scheduler", func() {
+	return s.life.Start("scheduler", func() {
 		ctx, cancel := context.WithCancel(ctx)
-		c := cron.New(cron.WithLocation(time.UTC), cron.WithLogger(cronLogger{s.log, "scheduler"}))
+		c := cron.New(cron.WithLocation(time.UTC), cron.WithLogger(CronLogger(s.log, "scheduler")))
 		for i, p := range s.cfg.Schedules {
 			sched := s.sched[i].cron
 			if cd, ok := sched.(cron.ConstantDelaySchedule); ok {
@@ -155,11 +170,11 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 		return
 	}
 	t := p.Task
-	t.Key = PeriodicKey(p.Name, at)
+	t.Key = Key(p.Name, at)
 	var err error
 	for attempt := range scheduleRetries {
 		var ins []tasks.Inserted
-		if ins, err = s.d.Insert(ctx, []tasks.NewTask{t}); err == nil {
+		if ins, err = s.d.AddTasks(ctx, []tasks.NewTask{t}); err == nil {
 			if ins[0].Created {
 				s.log.InfoContext(ctx, "periodic task added", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
 			} else {
@@ -167,7 +182,7 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 			}
 			return
 		}
-		if !errors.Is(err, ErrUnavailable) {
+		if !errors.Is(err, dispatcher.ErrUnavailable) {
 			break
 		}
 		select {
@@ -185,7 +200,7 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 // first, it cancels them and returns an error wrapping ctx's cause. Stop
 // before Start returns nil.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	if !s.life.stop() {
+	if !s.life.Stop() {
 		return nil
 	}
 	defer s.cancel()

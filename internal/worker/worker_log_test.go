@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -18,23 +18,23 @@ import (
 func TestWorkerLogsWhyATaskIsDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "malformed", MaxAttempts: 5},
 		{Category: "jobs", Title: "flaky", MaxAttempts: 1},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		if task.Title == "malformed" {
-			return nil, fmt.Errorf("payload has no text: %w", dispatcher.SkipRetry)
+			return nil, fmt.Errorf("payload has no text: %w", worker.SkipRetry)
 		}
 		return nil, fmt.Errorf("upstream timed out")
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	testenv.Eventually(t, 30*time.Second, "both tasks failed", func() bool { return w.Stats().Failed == 2 })
+	w := startWorker(t, b, worker.Config{Handler: mux, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	testenv.Eventually(t, 30*time.Second, "both tasks failed", func() bool { return w.Totals().Failed == 2 })
 	shutdownWorker(t, w)
 
 	lines := map[int64]string{}

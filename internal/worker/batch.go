@@ -1,22 +1,15 @@
-package dispatcher
+package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/lease"
-	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
-
-// attrBatch is the number of members of a batch write, on its span.
-var attrBatch = attribute.Key("taskd.batch.size")
 
 // completer writes a worker's outcomes in batches: up to BatchSize per
 // transaction (store.Store.Complete), then the locks of the claims they ended
@@ -186,52 +179,24 @@ func (c *completer) write(batch []*outcome) {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
 	defer cancel()
-	ctx, span := w.d.tel.tracer.Start(ctx, "worker.complete", trace.WithAttributes(attrBatch.Int(len(batch))))
-	res := w.d.complete(ctx, batch)
-	var unlock []*locker.Lock
+	os := make([]dispatcher.Outcome, len(batch))
 	for i, o := range batch {
-		if w.completed(ctx, o, res[i].Ended, res[i].Err) {
-			unlock = append(unlock, w.d.locks.Lock(w.d.lockKey(o.ref.TaskID), o.holder))
-		}
-	}
-	w.d.releaseLocks(ctx, unlock)
-	endSpan(span, nil)
-}
-
-// complete writes outcomes with store.Store.Complete and returns each one's
-// answer. A batch the store refused as a whole for one member's sake (a
-// value it would not take) or that kept losing lock conflicts is split in
-// halves, each written on its own, so that one member never fails the
-// others. A result the store refused alone is recorded as the failure it is
-// (dead: running the handler again would produce it again).
-func (d *Dispatcher) complete(ctx context.Context, batch []*outcome) []tasks.Completed {
-	os := make([]tasks.Outcome, len(batch))
-	for i, o := range batch {
-		os[i] = tasks.Outcome{TaskID: o.ref.TaskID, Fence: o.ref.Fence, Holder: o.holder, Result: o.result}
+		os[i] = dispatcher.Outcome{Span: o.span, Outcome: tasks.Outcome{
+			TaskID: o.ref.TaskID, Fence: o.ref.Fence, Holder: o.holder, Result: o.result,
+		}}
 		if o.result == nil {
 			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
 		}
 	}
-	res, err := d.store.Complete(ctx, os)
-	if err == nil {
-		return res
-	}
-	splittable := errors.Is(err, tasks.ErrInvalid) || errors.Is(err, tasks.ErrBusy)
-	switch {
-	case splittable && len(batch) > 1 && ctx.Err() == nil:
-		half := len(batch) / 2
-		return append(d.complete(ctx, batch[:half]), d.complete(ctx, batch[half:])...)
-	case errors.Is(err, tasks.ErrInvalid) && batch[0].result != nil:
-		o := batch[0]
-		o.err = fmt.Errorf("handler result refused: %w: %w", err, SkipRetry)
-		o.result, o.skipRetry = nil, true
-		return d.complete(ctx, batch)
-	}
-	res = make([]tasks.Completed, len(batch))
-	for i := range res {
-		res[i].Err = err
-	}
-	return res
+	w.d.CompleteMany(ctx, os, func(i int, ended *tasks.Ended, err error) bool {
+		o := batch[i]
+		if o.result != nil && os[i].Result == nil {
+			// The store refused the result: it was recorded as a failure.
+			o.err = fmt.Errorf("%s: %w", os[i].Err, SkipRetry)
+			o.result, o.skipRetry = nil, true
+		}
+		return w.completed(o, ended, err)
+	})
 }
 
 // signal sends on a channel of capacity 1 without blocking.
@@ -267,7 +232,7 @@ type leaseKeeper struct {
 
 // leased is one claim the keeper renews.
 type leased struct {
-	ref     ClaimRef
+	ref     dispatcher.ClaimRef
 	holder  string
 	until   time.Time // the lease's end, database clock
 	renewed time.Time // when it was last renewed (or claimed), local clock
@@ -283,7 +248,7 @@ func newLeaseKeeper(w *Worker) *leaseKeeper {
 
 // add starts renewing a claim whose lease ends at until; lost cancels its
 // handler.
-func (k *leaseKeeper) add(ref ClaimRef, holder string, until time.Time, lost context.CancelCauseFunc) {
+func (k *leaseKeeper) add(ref dispatcher.ClaimRef, holder string, until time.Time, lost context.CancelCauseFunc) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.held[ref.TaskID] = &leased{ref: ref, holder: holder, until: until, renewed: time.Now(), lost: lost}
@@ -292,7 +257,7 @@ func (k *leaseKeeper) add(ref ClaimRef, holder string, until time.Time, lost con
 // seal notes that a claim's handler returned, so that a lost lease cancels
 // nothing from now on, and reports whether the claim is still held (false:
 // it was lost already).
-func (k *leaseKeeper) seal(ref ClaimRef) bool {
+func (k *leaseKeeper) seal(ref dispatcher.ClaimRef) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l := k.held[ref.TaskID]
@@ -305,7 +270,7 @@ func (k *leaseKeeper) seal(ref ClaimRef) bool {
 
 // remove stops renewing a claim: it ended, or was given up. A later claim
 // of the same task (after this one was lost) is left alone.
-func (k *leaseKeeper) remove(ref ClaimRef) {
+func (k *leaseKeeper) remove(ref dispatcher.ClaimRef) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if l := k.held[ref.TaskID]; l != nil && l.ref == ref {
@@ -322,7 +287,7 @@ func (k *leaseKeeper) close() {
 // run renews until closed.
 func (k *leaseKeeper) run(ctx context.Context) {
 	defer close(k.exited)
-	leaseTTL := k.w.d.cfg.Lease
+	leaseTTL := k.w.lease
 	tick := time.NewTicker(max(leaseTTL/6, time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -338,8 +303,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 // round renews the claims that are due, and gives up those whose lease
 // passed.
 func (k *leaseKeeper) round(ctx context.Context) {
-	d := k.w.d
-	every := d.cfg.Lease / 3
+	every := k.w.lease / 3
 	now := time.Now()
 	k.mu.Lock()
 	var due []*leased
@@ -357,26 +321,23 @@ func (k *leaseKeeper) round(ctx context.Context) {
 	k.expire()
 }
 
-// renew renews the leases of due in one batch per store.
+// renew renews the leases of due in one batch per store
+// (Dispatcher.HeartbeatMany, which also extends their Redis locks).
 func (k *leaseKeeper) renew(ctx context.Context, due []*leased) {
-	d := k.w.d
 	ps := make([]tasks.HeartbeatParams, len(due))
 	for i, l := range due {
-		ps[i] = tasks.HeartbeatParams{TaskID: l.ref.TaskID, Fence: l.ref.Fence, Holder: l.holder, Lease: d.cfg.Lease}
+		ps[i] = tasks.HeartbeatParams{TaskID: l.ref.TaskID, Fence: l.ref.Fence, Holder: l.holder, Lease: k.w.lease}
 	}
 	// A renewal answered after the first lease it was meant to extend has
 	// ended cannot be trusted to have come in time.
-	hctx, cancel := context.WithTimeout(ctx, d.cfg.Lease/3)
+	hctx, cancel := context.WithTimeout(ctx, k.w.lease/3)
 	defer cancel()
-	hctx, span := d.tel.tracer.Start(hctx, "worker.heartbeat", trace.WithAttributes(attrBatch.Int(len(due))))
 	sent := time.Now()
-	res, err := d.store.HeartbeatBatch(hctx, ps)
-	endSpan(span, err)
+	res, err := k.w.d.HeartbeatMany(hctx, ps)
 	if err != nil {
 		k.w.log.WarnContext(ctx, "heartbeat", "claims", len(due), "err", err)
 	}
 
-	var each []locker.Each
 	k.mu.Lock()
 	for i, l := range due {
 		if k.held[l.ref.TaskID] != l {
@@ -387,29 +348,15 @@ func (k *leaseKeeper) renew(ctx context.Context, due []*leased) {
 			l.last = err
 		case res[i].Err == nil:
 			l.until, l.renewed, l.last = res[i].LeaseExpiresAt, sent, nil
-			// The store caps the lease at the maximum hold; the lock must
-			// not outlive it, or it would keep the task from being claimed
-			// once the claim ends.
-			if ttl := min(d.cfg.Lease, time.Until(l.until)); ttl >= locker.MinTTL {
-				each = append(each, locker.Each{Key: d.lockKey(l.ref.TaskID), Token: l.holder, TTL: ttl})
-			}
 		case l.sealed:
-			// The handler returned; its outcome's write is refused too, and
-			// that is where the loss is counted.
+			// The handler returned; its outcome's write finds the loss
+			// out.
 			l.gone = true
 		default:
-			d.countStale(ctx, "heartbeat", res[i].Err)
 			k.lose(l, res[i].Err)
 		}
 	}
 	k.mu.Unlock()
-	if len(each) > 0 {
-		// The claims are live in the store, which is what counts; the
-		// sweeper reconciles locks that could not be extended.
-		if _, err := d.locks.ObtainEach(ctx, each); err != nil {
-			k.w.log.WarnContext(ctx, "extend task locks", "locks", len(each), "err", err)
-		}
-	}
 }
 
 // expire gives up the claims whose lease passed without a renewal.

@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -52,9 +53,9 @@ func BenchmarkWorkerBurnDown(b *testing.B) {
 				b.Fatal(err)
 			}
 			bu.add(b, "jobs", 0, b.N)
-			w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{
+			w, err := worker.New(d, worker.Config{
 				Concurrency: slots, Wait: time.Second, Logger: slog.New(slog.DiscardHandler),
-				Handler: dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
+				Handler: worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
 					return map[string]bool{"ok": true}, nil
 				}),
 				Categories: []string{"jobs"},
@@ -67,7 +68,7 @@ func BenchmarkWorkerBurnDown(b *testing.B) {
 			if err := w.Start(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			testenv.Eventually(b, 10*time.Minute, "all tasks processed", func() bool { return w.Stats().Processed >= int64(b.N) })
+			testenv.Eventually(b, 10*time.Minute, "all tasks processed", func() bool { return w.Totals().Processed >= int64(b.N) })
 			elapsed := time.Since(start)
 			b.StopTimer()
 			if err := w.Stop(context.Background()); err != nil {

@@ -1,4 +1,7 @@
-package dispatcher
+// Package delivery posts the events of the webhook outbox to the
+// configured webhooks (Deliverer): one process at a time, at least once,
+// with retries. Package dispatcher/webhook is the receiver's side.
+package delivery
 
 import (
 	"bytes"
@@ -20,35 +23,62 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
-// WebhookStore is what the Deliverer needs of the store; *store.Store
-// implements it.
-type WebhookStore interface {
+// Store is what the Deliverer needs of the store; *store.Store implements
+// it.
+type Store interface {
 	FanOut(ctx context.Context, p tasks.FanOutParams) (int, error)
 	DueDeliveries(ctx context.Context, p tasks.DueDeliveriesParams) ([]tasks.Delivery, error)
 	RecordAttempt(ctx context.Context, p tasks.AttemptParams) (tasks.DeliveryStatus, error)
 }
 
-var _ WebhookStore = (*store.Store)(nil)
+// Dispatcher is what the Deliverer needs of the claims engine: its key
+// prefix, logger and meter provider; *dispatcher.Dispatcher implements it.
+type Dispatcher interface {
+	Config() dispatcher.Config
+}
 
-// Webhook and DelivererConfig defaults.
+// Locker takes the delivery lock; *locker.Client implements it.
+type Locker interface {
+	Obtain(ctx context.Context, key string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
+}
+
+var (
+	_ Store      = (*store.Store)(nil)
+	_ Dispatcher = (*dispatcher.Dispatcher)(nil)
+	_ Locker     = (*locker.Client)(nil)
+)
+
+// lockCleanupTimeout bounds giving back the delivery lock.
+const lockCleanupTimeout = time.Second
+
+// instrumentationName names the deliverer's meter: the dispatcher's, whose
+// metrics these were.
+const instrumentationName = "github.com/taskd/taskd/dispatcher"
+
+// attrOutcome is the metric attribute of an attempt's outcome.
+const attrOutcome = attribute.Key("taskd.outcome")
+
+// Webhook and Config defaults.
 const (
-	WebhookTimeoutDefault     = 10 * time.Second
-	WebhookConcurrencyDefault = 4
-	WebhookMaxAttemptsDefault = 25
-	WebhookMaxAgeDefault      = 72 * time.Hour
+	TimeoutDefault     = 10 * time.Second
+	ConcurrencyDefault = 4
+	MaxAttemptsDefault = 25
+	MaxAgeDefault      = 72 * time.Hour
 
-	DeliveryPollIntervalDefault = time.Second
-	DeliveryLeaseTTLDefault     = 10 * time.Second
-	DeliveryBatchDefault        = 100
-	DeliveryBackoffBaseDefault  = time.Second
-	DeliveryBackoffMaxDefault   = 10 * time.Minute
+	PollIntervalDefault = time.Second
+	LeaseTTLDefault     = 10 * time.Second
+	BatchDefault        = 100
+	BackoffBaseDefault  = time.Second
+	BackoffMaxDefault   = 10 * time.Minute
 )
 
 // Webhook is one receiver of events.
@@ -61,39 +91,41 @@ type Webhook struct {
 	Events []tasks.WebhookEvent
 	// Secret signs each request (see package webhook). Required.
 	Secret string
-	// Timeout bounds one POST. Default WebhookTimeoutDefault.
+	// Timeout bounds one POST. Default TimeoutDefault.
 	Timeout time.Duration
 	// Concurrency bounds the POSTs in flight to this webhook. Default
-	// WebhookConcurrencyDefault.
+	// ConcurrencyDefault.
 	Concurrency int
 	// MaxAttempts and MaxAge bound a delivery: it is marked failed after
 	// MaxAttempts POSTs, or at a failure once it is older than MaxAge.
-	// Defaults WebhookMaxAttemptsDefault and WebhookMaxAgeDefault.
+	// Defaults MaxAttemptsDefault and MaxAgeDefault.
 	MaxAttempts int
 	MaxAge      time.Duration
 }
 
-// DelivererConfig configures a Deliverer.
-type DelivererConfig struct {
+// Config configures a Deliverer.
+type Config struct {
 	// Store holds the outbox and the deliveries. Required.
-	Store WebhookStore
+	Store Store
+	// Locks takes the delivery lock: the dispatcher's locker. Required.
+	Locks Locker
 	// Webhooks are the receivers; at least one.
 	Webhooks []Webhook
 	// PollInterval is how often new events are fanned out and due
-	// deliveries looked for. Default DeliveryPollIntervalDefault.
+	// deliveries looked for. Default PollIntervalDefault.
 	PollInterval time.Duration
 	// LeaseTTL is the time to live of the delivery lock, at least 1s. A
 	// process that cannot renew it stops delivering (its requests are
 	// cancelled) within it, and another takes over within it after a crash.
-	// Default DeliveryLeaseTTLDefault.
+	// Default LeaseTTLDefault.
 	LeaseTTL time.Duration
 	// Batch is how many events one fan-out or one look for due deliveries
-	// takes, 1..tasks.FanOutLimitMax. Default DeliveryBatchDefault.
+	// takes, 1..tasks.FanOutLimitMax. Default BatchDefault.
 	Batch int
 	// BackoffBase and BackoffMax bound the wait before a retry: BackoffBase
 	// doubled with each failed attempt, at most BackoffMax, with equal
-	// jitter. Defaults DeliveryBackoffBaseDefault and
-	// DeliveryBackoffMaxDefault.
+	// jitter. Defaults BackoffBaseDefault and
+	// BackoffMaxDefault.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	// Client makes the requests. Default: a client with the default
@@ -104,28 +136,31 @@ type DelivererConfig struct {
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults,
-// except Logger and Client, which NewDeliverer sets.
-func (c DelivererConfig) WithDefaults() DelivererConfig {
+// except Logger and Client, which New sets.
+func (c Config) WithDefaults() Config {
 	c.Webhooks = slices.Clone(c.Webhooks)
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		w.Events = slices.Clone(w.Events)
-		w.Timeout = cmp.Or(w.Timeout, WebhookTimeoutDefault)
-		w.Concurrency = cmp.Or(w.Concurrency, WebhookConcurrencyDefault)
-		w.MaxAttempts = cmp.Or(w.MaxAttempts, WebhookMaxAttemptsDefault)
-		w.MaxAge = cmp.Or(w.MaxAge, WebhookMaxAgeDefault)
+		w.Timeout = cmp.Or(w.Timeout, TimeoutDefault)
+		w.Concurrency = cmp.Or(w.Concurrency, ConcurrencyDefault)
+		w.MaxAttempts = cmp.Or(w.MaxAttempts, MaxAttemptsDefault)
+		w.MaxAge = cmp.Or(w.MaxAge, MaxAgeDefault)
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, DeliveryPollIntervalDefault)
-	c.LeaseTTL = cmp.Or(c.LeaseTTL, DeliveryLeaseTTLDefault)
-	c.Batch = cmp.Or(c.Batch, DeliveryBatchDefault)
-	c.BackoffBase = cmp.Or(c.BackoffBase, DeliveryBackoffBaseDefault)
-	c.BackoffMax = cmp.Or(c.BackoffMax, DeliveryBackoffMaxDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
+	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	return c
 }
 
-func (c DelivererConfig) validate() error {
+func (c Config) validate() error {
 	if c.Store == nil {
 		return errors.New("a store is required")
+	}
+	if c.Locks == nil {
+		return errors.New("a locker is required")
 	}
 	if len(c.Webhooks) == 0 {
 		return errors.New("at least one webhook is required")
@@ -183,16 +218,17 @@ func (c DelivererConfig) validate() error {
 // The Deliverer only reads the outbox; the writes that fill it never wait for
 // a delivery.
 type Deliverer struct {
-	d     *Dispatcher
-	cfg   DelivererConfig
-	store WebhookStore
-	log   *slog.Logger
-	subs  map[tasks.WebhookEvent][]string
+	locks  Locker
+	prefix string
+	cfg    Config
+	store  Store
+	log    *slog.Logger
+	subs   map[tasks.WebhookEvent][]string
 
 	attempts metric.Int64Counter
 	duration metric.Float64Histogram
 
-	life   startStop
+	life   lifecycle.State
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -200,15 +236,15 @@ type Deliverer struct {
 	leading bool
 }
 
-// NewDeliverer returns a Deliverer that uses d's locks, key prefix, logger
-// and meter provider.
-func NewDeliverer(d *Dispatcher, cfg DelivererConfig) (*Deliverer, error) {
+// New returns a Deliverer that uses d's key prefix, logger and meter
+// provider.
+func New(d Dispatcher, cfg Config) (*Deliverer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new deliverer: %w", err)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = d.log
+		cfg.Logger = d.Config().Logger
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -219,7 +255,7 @@ func NewDeliverer(d *Dispatcher, cfg DelivererConfig) (*Deliverer, error) {
 			subs[e] = append(subs[e], w.Name)
 		}
 	}
-	mp := d.cfg.MeterProvider
+	mp := d.Config().MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
@@ -232,11 +268,11 @@ func NewDeliverer(d *Dispatcher, cfg DelivererConfig) (*Deliverer, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("new deliverer: metric instruments: %w", err)
 	}
-	return &Deliverer{d: d, cfg: cfg, store: cfg.Store, log: cfg.Logger, subs: subs, attempts: attempts, duration: duration}, nil
+	return &Deliverer{locks: cfg.Locks, prefix: d.Config().KeyPrefix, cfg: cfg, store: cfg.Store, log: cfg.Logger, subs: subs, attempts: attempts, duration: duration}, nil
 }
 
 // Config returns the deliverer's configuration with defaults applied.
-func (w *Deliverer) Config() DelivererConfig { return w.cfg }
+func (w *Deliverer) Config() Config { return w.cfg }
 
 // delivering reports whether this process holds the delivery lock now.
 func (w *Deliverer) delivering() bool {
@@ -250,10 +286,10 @@ func (w *Deliverer) delivering() bool {
 // delivers. ctx gives it its values; cancelling it stops the deliveries as
 // Stop does, without waiting.
 //
-// Start returns an error wrapping ErrStarted when the deliverer is running
-// and ErrStopped after Stop.
+// Start returns an error wrapping dispatcher.ErrStarted when the deliverer
+// is running and dispatcher.ErrStopped after Stop.
 func (w *Deliverer) Start(ctx context.Context) error {
-	return w.life.start("deliverer", func() {
+	return w.life.Start("deliverer", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		w.cancel, w.done = cancel, make(chan struct{})
 		go func() {
@@ -267,7 +303,7 @@ func (w *Deliverer) Start(ctx context.Context) error {
 // stay pending and are posted again later), gives the lock back, and waits
 // for all of it until ctx ends. Stop before Start returns nil.
 func (w *Deliverer) Stop(ctx context.Context) error {
-	if !w.life.stop() {
+	if !w.life.Stop() {
 		return nil
 	}
 	w.cancel()
@@ -282,9 +318,9 @@ func (w *Deliverer) Stop(ctx context.Context) error {
 // run takes the delivery lock whenever it is free and delivers while it holds
 // it, until ctx ends.
 func (w *Deliverer) run(ctx context.Context) {
-	key := w.d.cfg.KeyPrefix + "webhooks"
+	key := w.prefix + "webhooks"
 	for {
-		lock, err := w.d.locks.Obtain(ctx, key, w.cfg.LeaseTTL, nil)
+		lock, err := w.locks.Obtain(ctx, key, w.cfg.LeaseTTL, nil)
 		switch {
 		case err == nil:
 			w.lead(ctx, lock)

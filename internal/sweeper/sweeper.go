@@ -1,4 +1,8 @@
-package dispatcher
+// Package sweeper is the engine's sweeper: on a schedule, one process at a
+// time recycles expired claims in fenced batches, wakes the callers waiting
+// for their categories, reconciles the Redis task locks with the claims in
+// MySQL, and purges passed skips.
+package sweeper
 
 import (
 	"context"
@@ -14,42 +18,89 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/lifecycle"
+	"github.com/taskd/taskd/internal/schedule"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
-// SweeperConfig defaults.
+// Config defaults.
 const (
-	SweepScheduleDefault = "@every 10s"
-	SweepBatchDefault    = 5000
-	SweepWorkersDefault  = 2
+	ScheduleDefault = "@every 10s"
+	BatchDefault    = 5000
+	WorkersDefault  = 2
 )
 
-// SweeperConfig configures a Sweeper. The zero value is valid.
-type SweeperConfig struct {
-	// Schedule is when Start sweeps, in any form ParseSchedule accepts: a
+// lockCleanupTimeout bounds giving back the sweep lock after a sweep.
+const lockCleanupTimeout = time.Second
+
+// Dispatcher is what the sweeper needs of the claims engine;
+// *dispatcher.Dispatcher implements it.
+type Dispatcher interface {
+	// Config gives the lease, the key prefix, the logger and the telemetry
+	// providers.
+	Config() dispatcher.Config
+	// LockKey is the Redis key of a task's lock.
+	LockKey(taskID int64) string
+	// Wake wakes callers waiting for tasks of the categories counted.
+	Wake(ctx context.Context, counts map[string]int)
+}
+
+// Store is the part of the task store a sweep works on; *store.Store
+// implements it.
+type Store interface {
+	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
+	PurgeSkips(ctx context.Context, limit int) (int, error)
+	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
+	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
+}
+
+// Locker takes the sweep lock and repairs task locks; *locker.Client
+// implements it.
+type Locker interface {
+	Obtain(ctx context.Context, key string, ttl time.Duration, opt *locker.Options) (*locker.Lock, error)
+	Lock(key, token string) *locker.Lock
+	ReleaseAll(ctx context.Context, locks []*locker.Lock) (int, error)
+}
+
+var (
+	_ Dispatcher = (*dispatcher.Dispatcher)(nil)
+	_ Store      = (*store.Store)(nil)
+	_ Locker     = (*locker.Client)(nil)
+)
+
+// Config configures a Sweeper. Store and Locks are required; the other
+// fields may be left zero.
+type Config struct {
+	// Store is the task store, the dispatcher's. Required.
+	Store Store
+	// Locks is the dispatcher's locker. Required.
+	Locks Locker
+
+	// Schedule is when Start sweeps, in any form schedule.Parse accepts: a
 	// duration ("10s", short for "@every 10s"), a descriptor ("@every 1m",
 	// "@hourly") or a cron expression with optional seconds ("*/30 * * * *
 	// *", "0 */5 * * * *"). An abandoned claim is back in the pool within
 	// the dispatcher's lease plus the schedule's Period. Default
-	// SweepScheduleDefault, or Interval when that is set.
+	// ScheduleDefault.
 	Schedule string
-
-	// Interval, when set, is short for Schedule "@every Interval"; set one
-	// or the other. A whole number of seconds, at least 1s.
-	Interval time.Duration
 
 	// Batch is how many expired claims one store transaction recycles, and
 	// how many live claims are read per page: 1..tasks.RecycleLimitMax.
-	// Default SweepBatchDefault.
+	// Default BatchDefault.
 	Batch int
 
 	// Workers is how many store transactions recycle batches at the same
 	// time while a backlog drains; SKIP LOCKED keeps them on distinct rows.
-	// 1..16. Default SweepWorkersDefault.
+	// 1..16. Default WorkersDefault.
 	Workers int
 
 	// Redis, when set, is the Redis server or Cluster the dispatcher's locks
@@ -66,37 +117,30 @@ type SweeperConfig struct {
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults,
-// except Logger, which NewSweeper sets to the dispatcher's.
-func (c SweeperConfig) WithDefaults() SweeperConfig {
-	if c.Schedule == "" && c.Interval == 0 {
-		c.Schedule = SweepScheduleDefault
+// except Logger, which New sets to the dispatcher's.
+func (c Config) WithDefaults() Config {
+	if c.Schedule == "" {
+		c.Schedule = ScheduleDefault
 	}
 	if c.Batch == 0 {
-		c.Batch = SweepBatchDefault
+		c.Batch = BatchDefault
 	}
 	if c.Workers == 0 {
-		c.Workers = SweepWorkersDefault
+		c.Workers = WorkersDefault
 	}
 	return c
 }
 
-// schedule returns the parsed Schedule, or Interval's.
-func (c SweeperConfig) schedule() (Schedule, error) {
-	switch {
-	case c.Schedule != "" && c.Interval != 0:
-		return Schedule{}, fmt.Errorf("sweep schedule %q and interval %v are both set; set one", c.Schedule, c.Interval)
-	case c.Interval != 0:
-		return ParseSchedule(c.Interval.String())
-	}
-	return ParseSchedule(c.Schedule)
-}
-
-func (c SweeperConfig) validate() error {
+func (c Config) validate() error {
 	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax)
-	if _, err := c.schedule(); err != nil {
+	if _, err := schedule.Parse(c.Schedule); err != nil {
 		return err
 	}
 	switch {
+	case c.Store == nil:
+		return errors.New("store is required")
+	case c.Locks == nil:
+		return errors.New("locks is required")
 	case c.Batch < 1 || c.Batch > maxBatch:
 		return fmt.Errorf("sweep batch must be 1..%d, got %d", maxBatch, c.Batch)
 	case c.Workers < 1 || c.Workers > 16:
@@ -105,8 +149,8 @@ func (c SweeperConfig) validate() error {
 	return nil
 }
 
-// SweepResult is what one sweep did.
-type SweepResult struct {
+// Result is what one sweep did.
+type Result struct {
 	// Recycled counts expired claims returned to the pool.
 	Recycled int
 	// LocksRestored counts live claims whose Redis lock was missing and was
@@ -114,13 +158,13 @@ type SweepResult struct {
 	LocksRestored int
 	// LocksConflicting counts live claims whose lock is held by another
 	// token; such a lock is left alone (the store's fence keeps the claim
-	// safe). With SweeperConfig.Redis the scan has removed it first, unless
+	// safe). With Config.Redis the scan has removed it first, unless
 	// it was obtained moments ago.
 	LocksConflicting int
 	// LocksRemoved counts task locks removed because they belonged to no
 	// live claim: those of the claims just recycled (asked for only when the
 	// lease passed within a lease: older ones have expired), and, with
-	// SweeperConfig.Redis, those the scan found.
+	// Config.Redis, those the scan found.
 	LocksRemoved int
 	// SkipsPurged counts editors' skip records that had passed and were
 	// deleted (at most Batch a sweep).
@@ -130,99 +174,9 @@ type SweepResult struct {
 	Skipped bool
 }
 
-func (r SweepResult) didSomething() bool {
+func (r Result) didSomething() bool {
 	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged > 0
 }
-
-// Schedule is when sweeps run: a cron schedule (robfig/cron) and the text
-// it was parsed from. The zero value is not usable; ParseSchedule makes one.
-type Schedule struct {
-	spec     string
-	cron     cron.Schedule
-	min, max time.Duration // the shortest and longest gap between two sweeps
-}
-
-// specParser reads cron's standard expressions with an optional seconds
-// field, and its descriptors (@every, @hourly, @daily, ...).
-var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
-	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// scheduleSample is how many activations ParseSchedule looks at to find the
-// gaps between sweeps of a cron expression.
-const scheduleSample = 500
-
-// ParseSchedule parses when sweeps run:
-//
-//   - a Go duration, "10s" or "1m30s", short for "@every 10s";
-//   - a descriptor: "@every 10s", "@hourly", "@daily", "@weekly", ...;
-//   - a cron expression, five fields (minute hour day-of-month month
-//     day-of-week) or six with seconds first: "0 */5 * * * *" is every five
-//     minutes, "*/20 * * * * *" every 20 seconds; an optional "CRON_TZ=Zone "
-//     prefix sets the time zone (the default is the local one).
-//
-// Cron counts in whole seconds, so durations (plain or after @every) must be
-// whole seconds, at least 1s; a schedule that never fires is refused too.
-// The error says what is wrong and quotes spec.
-func ParseSchedule(spec string) (Schedule, error) {
-	text := strings.TrimSpace(spec)
-	if text == "" {
-		return Schedule{}, errors.New("schedule must be set, e.g. \"10s\" or \"@every 10s\"")
-	}
-	if _, err := time.ParseDuration(text); err == nil {
-		text = "@every " + text
-	}
-	if rest, ok := strings.CutPrefix(text, "@every "); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(rest))
-		if err != nil {
-			return Schedule{}, fmt.Errorf("schedule %q: @every needs a duration such as 10s or 1m30s", spec)
-		}
-		if d < time.Second || d%time.Second != 0 {
-			return Schedule{}, fmt.Errorf("schedule %q: must be a whole number of seconds, at least 1s (cron's resolution)", spec)
-		}
-	}
-	sched, err := specParser.Parse(text)
-	if err != nil {
-		return Schedule{}, fmt.Errorf("schedule %q: want a duration, @every, a descriptor or a cron expression: %w", spec, err)
-	}
-	s := Schedule{spec: strings.TrimSpace(spec), cron: sched}
-	if c, ok := sched.(cron.ConstantDelaySchedule); ok {
-		s.min, s.max = c.Delay, c.Delay
-		return s, nil
-	}
-	// The gaps of a cron expression vary (weekdays, month lengths): look at
-	// a sample of activations from now.
-	t := sched.Next(time.Now())
-	for range scheduleSample {
-		next := sched.Next(t)
-		if next.IsZero() {
-			break
-		}
-		gap := next.Sub(t)
-		if s.min == 0 || gap < s.min {
-			s.min = gap
-		}
-		s.max = max(s.max, gap)
-		t = next
-	}
-	if s.min == 0 {
-		return Schedule{}, fmt.Errorf("schedule %q: never runs twice", spec)
-	}
-	return s, nil
-}
-
-// String returns the spec the schedule was parsed from.
-func (s Schedule) String() string { return s.spec }
-
-// Period is the longest time between two sweeps: an abandoned claim is back
-// in the pool within the lease plus Period. For a duration or @every it is
-// that duration; for a cron expression, the longest gap between two
-// activations in a sample of the next few hundred.
-func (s Schedule) Period() time.Duration { return s.max }
-
-// lockTTL is the time to live of the sweep lock: 9/10 of the shortest gap
-// between two sweeps, so that a crashed sweeper's lock goes before the next
-// sweep is due.
-func (s Schedule) lockTTL() time.Duration { return s.min * 9 / 10 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
 // claims in the store, on its Schedule once started. Only one sweep runs at a
@@ -236,35 +190,51 @@ func (s Schedule) lockTTL() time.Duration { return s.min * 9 / 10 }
 // claim directly); it returns abandoned tasks to the pool, wakes callers
 // waiting for them, and repairs Redis after it lost keys.
 type Sweeper struct {
-	d     *Dispatcher
-	store Store
-	cfg   SweeperConfig
-	sched Schedule
-	log   *slog.Logger
+	d      Dispatcher
+	store  Store
+	locks  Locker
+	cfg    Config
+	sched  schedule.Cron
+	log    *slog.Logger
+	lease  time.Duration
+	prefix string
+	tel    *instruments
 
-	life   startStop
+	life   lifecycle.State
 	cron   *cron.Cron         // set by Start
 	cancel context.CancelFunc // ends the context of the scheduled sweeps
 }
 
-// NewSweeper returns a Sweeper for d's store, locks and key prefix.
-func NewSweeper(d *Dispatcher, cfg SweeperConfig) (*Sweeper, error) {
+// New returns a Sweeper of d's claims, with d's lease, key prefix and
+// telemetry providers.
+func New(d Dispatcher, cfg Config) (*Sweeper, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new sweeper: %w", err)
 	}
-	sched, _ := cfg.schedule() // checked by validate
+	sched, _ := schedule.Parse(cfg.Schedule) // checked by validate
+	dc := d.Config()
 	if cfg.Logger == nil {
-		cfg.Logger = d.log
+		cfg.Logger = dc.Logger
 	}
-	return &Sweeper{d: d, store: d.store, cfg: cfg, sched: sched, log: cfg.Logger}, nil
+	tel, err := newInstruments(dc.TracerProvider, dc.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("new sweeper: %w", err)
+	}
+	return &Sweeper{d: d, store: cfg.Store, locks: cfg.Locks, cfg: cfg, sched: sched, log: cfg.Logger,
+		lease: dc.Lease, prefix: dc.KeyPrefix, tel: tel}, nil
 }
 
 // Config returns the sweeper's configuration with defaults applied.
-func (s *Sweeper) Config() SweeperConfig { return s.cfg }
+func (s *Sweeper) Config() Config { return s.cfg }
 
 // Schedule returns when the sweeper sweeps once started.
-func (s *Sweeper) Schedule() Schedule { return s.sched }
+func (s *Sweeper) Schedule() schedule.Cron { return s.sched }
+
+// lockTTL is the time to live of the sweep lock: 9/10 of the shortest gap
+// between two sweeps, so that a crashed sweeper's lock goes before the next
+// sweep is due.
+func (s *Sweeper) lockTTL() time.Duration { return s.sched.MinGap() * 9 / 10 }
 
 // Start sweeps on the Schedule in the background, the first time at its
 // next activation, until Stop, and returns. A sweep still running when the next is
@@ -272,14 +242,14 @@ func (s *Sweeper) Schedule() Schedule { return s.sched }
 // carries its values; cancelling ctx cancels a running sweep, and later
 // sweeps return at once, until Stop.
 //
-// Start returns an error wrapping ErrStarted when the sweeper is running and
-// ErrStopped after Stop.
+// Start returns an error wrapping dispatcher.ErrStarted when the sweeper is
+// running and dispatcher.ErrStopped after Stop.
 func (s *Sweeper) Start(ctx context.Context) error {
-	return s.life.start("sweeper", func() {
+	return s.life.Start("sweeper", func() {
 		ctx, cancel := context.WithCancel(ctx)
-		logger := cronLogger{s.log, "sweeper"}
+		logger := schedule.CronLogger(s.log, "sweeper")
 		c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger)))
-		c.Schedule(s.sched.cron, cron.FuncJob(func() {
+		c.Schedule(s.sched, cron.FuncJob(func() {
 			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 				s.log.ErrorContext(ctx, "sweep", "err", err)
 			}
@@ -294,7 +264,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // cause without waiting further. Stop before Start returns nil, and so does
 // a second Stop once no sweep runs.
 func (s *Sweeper) Stop(ctx context.Context) error {
-	if !s.life.stop() {
+	if !s.life.Stop() {
 		return nil
 	}
 	defer s.cancel()
@@ -306,27 +276,14 @@ func (s *Sweeper) Stop(ctx context.Context) error {
 	}
 }
 
-// cronLogger passes cron's logs to slog: its routine messages (every tick,
-// skipped runs) at debug level.
-type cronLogger struct {
-	log  *slog.Logger
-	name string // the service, "sweeper" or "scheduler"
-}
-
-func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug(l.name+" cron: "+msg, kv...) }
-
-func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error(l.name+" cron: "+msg, append(kv, "err", err)...)
-}
-
 // Sweep runs one sweep now, unless another is running anywhere (the result
 // is then Skipped): it recycles expired claims in batches of Batch and wakes
 // callers waiting for their categories, removes the locks of those claims,
-// with SweeperConfig.Redis removes every other task lock that belongs to no
+// with Config.Redis removes every other task lock that belongs to no
 // live claim, makes sure each live claim's lock exists with the holder's
 // token, and deletes up to Batch skip records that have passed. On error the result counts what was done before it.
-func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
-	ctx, span := s.d.tel.tracer.Start(ctx, "dispatcher.sweep")
+func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
+	ctx, span := s.tel.tracer.Start(ctx, "dispatcher.sweep")
 	start := time.Now()
 	defer func() {
 		outcome := "done"
@@ -336,7 +293,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 		case res.Skipped:
 			outcome = "skipped"
 		}
-		s.d.tel.sweepTime.Record(context.WithoutCancel(ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
+		s.tel.sweepTime.Record(context.WithoutCancel(ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		span.SetAttributes(attribute.Bool("taskd.sweep.skipped", res.Skipped),
 			attribute.Int("taskd.sweep.recycled", res.Recycled),
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
@@ -345,14 +302,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
 		endSpan(span, err)
 	}()
-	ttl := s.sched.lockTTL()
-	lock, err := s.d.locks.Obtain(ctx, s.d.cfg.KeyPrefix+"sweep", ttl, nil)
+	ttl := s.lockTTL()
+	lock, err := s.locks.Obtain(ctx, s.prefix+"sweep", ttl, nil)
 	if errors.Is(err, locker.ErrNotObtained) && ctx.Err() == nil {
 		s.log.DebugContext(ctx, "sweep skipped: another sweep is running")
-		return SweepResult{Skipped: true}, nil
+		return Result{Skipped: true}, nil
 	}
 	if err != nil {
-		return SweepResult{}, Unavailable(fmt.Errorf("sweep: obtain sweep lock: %w", err))
+		return Result{}, dispatcher.Unavailable(fmt.Errorf("sweep: obtain sweep lock: %w", err))
 	}
 	_, stop := lock.KeepAlive(ctx, ttl)
 	defer func() {
@@ -385,7 +342,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 			"skips_purged", res.SkipsPurged, "duration", time.Since(workStart))
 	}
 	if err != nil {
-		return res, Unavailable(fmt.Errorf("sweep: %w", err))
+		return res, dispatcher.Unavailable(fmt.Errorf("sweep: %w", err))
 	}
 	return res, nil
 }
@@ -395,7 +352,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res SweepResult, err error) {
 // full, a backlog is draining, and Workers loops share it. For each batch it
 // removes the claims' locks, if Redis still has them, and then wakes callers
 // waiting for the categories, so that they find the tasks claimable.
-func (s *Sweeper) recycle(ctx context.Context, res *SweepResult) error {
+func (s *Sweeper) recycle(ctx context.Context, res *Result) error {
 	var mu sync.Mutex
 	add := func(recycled, removed int) {
 		mu.Lock()
@@ -441,27 +398,27 @@ func (s *Sweeper) recycleBatch(ctx context.Context, add func(recycled, removed i
 	var locks []*locker.Lock
 	for _, r := range rs {
 		counts[r.Category]++
-		if r.ExpiredFor <= s.d.cfg.Lease {
-			locks = append(locks, s.d.locks.Lock(s.d.lockKey(r.ID), r.Holder))
+		if r.ExpiredFor <= s.lease {
+			locks = append(locks, s.locks.Lock(s.d.LockKey(r.ID), r.Holder))
 		}
 	}
-	removed, err := s.d.locks.ReleaseAll(ctx, locks)
+	removed, err := s.locks.ReleaseAll(ctx, locks)
 	add(len(rs), removed)
 	if err != nil {
 		return false, fmt.Errorf("recycle: %w", err)
 	}
 	for cat, n := range counts {
-		s.d.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
-		s.d.tel.expired.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
+		s.tel.recycled.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
+		s.tel.expired.Add(ctx, int64(n), metric.WithAttributes(attrCategory.String(cat)))
 	}
-	s.d.notify.notify(ctx, counts)
+	s.d.Wake(ctx, counts)
 	return len(rs) == s.cfg.Batch, nil
 }
 
 // releaseLock deletes the lock key if it holds token, and reports whether it
 // did.
 func (s *Sweeper) releaseLock(ctx context.Context, key, token string) (bool, error) {
-	err := s.d.locks.Lock(key, token).Release(ctx)
+	err := s.locks.Lock(key, token).Release(ctx)
 	switch {
 	case err == nil:
 		return true, nil
@@ -475,7 +432,7 @@ func (s *Sweeper) releaseLock(ctx context.Context, key, token string) (bool, err
 // token: a missing one is created with the time the lease has left (by the
 // database clock), so it never outlives the lease. One round trip per live
 // claim, and for a page with missing locks one more query to the store.
-func (s *Sweeper) restoreLocks(ctx context.Context, res *SweepResult) error {
+func (s *Sweeper) restoreLocks(ctx context.Context, res *Result) error {
 	var after int64
 	for {
 		// Taken before the read, so deadlines err on the early side.
@@ -507,9 +464,9 @@ func (s *Sweeper) restoreLocks(ctx context.Context, res *SweepResult) error {
 // restoreLock creates c's lock if it is missing, and reports whether it did.
 // It counts the lock as restored, or as conflicting when another token holds
 // it.
-func (s *Sweeper) restoreLock(ctx context.Context, c tasks.LiveLease, deadline time.Time, res *SweepResult) (bool, error) {
-	key := s.d.lockKey(c.ID)
-	held, err := s.d.locks.Lock(key, c.Holder).TTL(ctx)
+func (s *Sweeper) restoreLock(ctx context.Context, c tasks.LiveLease, deadline time.Time, res *Result) (bool, error) {
+	key := s.d.LockKey(c.ID)
+	held, err := s.locks.Lock(key, c.Holder).TTL(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -519,7 +476,7 @@ func (s *Sweeper) restoreLock(ctx context.Context, c tasks.LiveLease, deadline t
 	}
 	// With the holder's token obtaining is reentrant: it also covers a key
 	// that appeared since the check with the holder's token.
-	_, err = s.d.locks.Obtain(ctx, key, ttl, &locker.Options{Token: c.Holder})
+	_, err = s.locks.Obtain(ctx, key, ttl, &locker.Options{Token: c.Holder})
 	switch {
 	case err == nil:
 		res.LocksRestored++
@@ -538,7 +495,7 @@ func (s *Sweeper) restoreLock(ctx context.Context, c tasks.LiveLease, deadline t
 // read already had its lock released by its holder, and the one restored
 // for it would keep the task from being claimed until the lease passed. A
 // claim that ends after this check has its lock released by its holder.
-func (s *Sweeper) confirmRestored(ctx context.Context, restored []tasks.LiveLease, res *SweepResult) error {
+func (s *Sweeper) confirmRestored(ctx context.Context, restored []tasks.LiveLease, res *Result) error {
 	if len(restored) == 0 {
 		return nil
 	}
@@ -555,7 +512,7 @@ func (s *Sweeper) confirmRestored(ctx context.Context, restored []tasks.LiveLeas
 			continue
 		}
 		res.LocksRestored--
-		if _, err := s.releaseLock(ctx, s.d.lockKey(c.ID), c.Holder); err != nil {
+		if _, err := s.releaseLock(ctx, s.d.LockKey(c.ID), c.Holder); err != nil {
 			return fmt.Errorf("confirm restored locks: %w", err)
 		}
 	}
@@ -571,9 +528,9 @@ type masterScanner interface {
 	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
 }
 
-// removeOrphanLocks scans SweeperConfig.Redis (every master of a Cluster)
+// removeOrphanLocks scans Config.Redis (every master of a Cluster)
 // for task locks and removes those that belong to no live claim.
-func (s *Sweeper) removeOrphanLocks(ctx context.Context, res *SweepResult) error {
+func (s *Sweeper) removeOrphanLocks(ctx context.Context, res *Result) error {
 	var removed atomic.Int64 // Cluster masters are scanned concurrently
 	scan := func(ctx context.Context, rdb redis.Cmdable) error {
 		n, err := s.scanOrphanLocks(ctx, rdb)
@@ -596,7 +553,7 @@ func (s *Sweeper) removeOrphanLocks(ctx context.Context, res *SweepResult) error
 // scanOrphanLocks walks one server's task lock keys with SCAN, a page of
 // about scanCount keys at a time, and returns how many it removed.
 func (s *Sweeper) scanOrphanLocks(ctx context.Context, rdb redis.Cmdable) (int, error) {
-	match := escapeGlob(s.d.cfg.KeyPrefix) + "task:*"
+	match := escapeGlob(s.prefix) + "task:*"
 	var cursor uint64
 	removed := 0
 	for {
@@ -652,7 +609,7 @@ func (s *Sweeper) removeOrphans(ctx context.Context, rdb redis.Cmdable, keys []s
 		}
 	}
 
-	lease := s.d.cfg.Lease
+	lease := s.lease
 	young := min(time.Second, lease/2)
 	removed := 0
 	for _, l := range found {
@@ -718,9 +675,9 @@ func (s *Sweeper) readLocks(ctx context.Context, rdb redis.Cmdable, keys []strin
 	return out, nil
 }
 
-// taskIDOf parses a task lock key, as lockKey builds it.
+// taskIDOf parses a task lock key, as Dispatcher.LockKey builds it.
 func (s *Sweeper) taskIDOf(key string) (int64, bool) {
-	rest, ok := strings.CutPrefix(key, s.d.cfg.KeyPrefix+"task:{")
+	rest, ok := strings.CutPrefix(key, s.prefix+"task:{")
 	if !ok {
 		return 0, false
 	}
@@ -744,3 +701,57 @@ func escapeGlob(s string) string {
 	}
 	return b.String()
 }
+
+// instrumentationName names the sweeper's tracer and meter: the
+// dispatcher's, so that taskd.leases.expired, which claims that take over an
+// expired lease count too, stays one instrument.
+const instrumentationName = "github.com/taskd/taskd/dispatcher"
+
+// instruments are the sweeper's tracer and metric instruments.
+type instruments struct {
+	tracer    trace.Tracer
+	recycled  metric.Int64Counter
+	expired   metric.Int64Counter
+	sweepTime metric.Float64Histogram
+}
+
+func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instruments, error) {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(instrumentationName)
+	t := &instruments{tracer: tp.Tracer(instrumentationName)}
+	var err1, err2, err3 error
+	t.recycled, err1 = m.Int64Counter("taskd.claims.recycled", metric.WithUnit("{count}"),
+		metric.WithDescription("Expired claims returned to the pool by the sweeper."))
+	t.expired, err2 = m.Int64Counter("taskd.leases.expired", metric.WithUnit("{count}"),
+		metric.WithDescription("Leases that passed without a submit or release: taken over by a claim or recycled by the sweeper, by category."))
+	t.sweepTime, err3 = m.Float64Histogram("taskd.sweep.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time one sweep took, by outcome: done, skipped (another replica held the sweep lock) or error."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, fmt.Errorf("metric instruments: %w", err)
+	}
+	return t, nil
+}
+
+// Span and metric attribute keys, the dispatcher's.
+const (
+	attrCategory = attribute.Key("taskd.task.category")
+	attrOutcome  = attribute.Key("taskd.outcome")
+)
+
+// endSpan records err on span and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// sinceSeconds is the time since start in seconds, for histograms.
+func sinceSeconds(start time.Time) float64 { return time.Since(start).Seconds() }

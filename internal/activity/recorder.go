@@ -1,4 +1,8 @@
-package dispatcher
+// Package activity keeps the pool's recent activity per minute for GET
+// /v1/stats/history: the claims and submits a dispatcher commits (its
+// Events, the same count its Stats and metrics take) and the claims'
+// latency in fixed buckets, added up across replicas in Redis.
+package activity
 
 import (
 	"context"
@@ -9,126 +13,143 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/lifecycle"
 )
 
-// History defaults and limits.
+// Defaults and limits.
 const (
-	// HistoryFlushDefault is how often a History writes its counts to Redis
-	// when HistoryConfig.FlushInterval is zero.
-	HistoryFlushDefault = 5 * time.Second
-	// HistoryRetentionDefault is how long a minute's counts stay in Redis
-	// when HistoryConfig.Retention is zero.
-	HistoryRetentionDefault = 2 * time.Hour
-	// HistoryMaxMinutes is the most minutes one Read returns.
-	HistoryMaxMinutes = 120
-	// historyFlushTimeout bounds one flush's round trip.
-	historyFlushTimeout = 5 * time.Second
+	// FlushDefault is how often a Recorder writes its counts to Redis when
+	// Config.FlushInterval is zero.
+	FlushDefault = 5 * time.Second
+	// RetentionDefault is how long a minute's counts stay in Redis when
+	// Config.Retention is zero.
+	RetentionDefault = 2 * time.Hour
+	// MaxMinutes is the most minutes one Read returns.
+	MaxMinutes = 120
+	// flushTimeout bounds one flush's round trip.
+	flushTimeout = 5 * time.Second
 )
 
-// HistoryConfig configures a History.
-type HistoryConfig struct {
+// Dispatcher is what a Recorder needs of the claims engine;
+// *dispatcher.Dispatcher implements it.
+type Dispatcher interface {
+	// Config gives the key prefix and the logger.
+	Config() dispatcher.Config
+	// Observe calls f with each claim and submit until stop is called.
+	Observe(f func(context.Context, dispatcher.Event)) (stop func())
+}
+
+var _ Dispatcher = (*dispatcher.Dispatcher)(nil)
+
+// Config configures a Recorder.
+type Config struct {
 	// Redis keeps the history, under the dispatcher's key prefix. Every
 	// replica that writes to the same Redis and prefix adds to the same
 	// minutes, and each reads the sum. Required.
 	Redis redis.UniversalClient
 	// FlushInterval is how often the counts kept in memory are written to
-	// Redis. Default HistoryFlushDefault.
+	// Redis. Default FlushDefault.
 	FlushInterval time.Duration
 	// Retention is how long Redis keeps a minute's counts, counted from the
-	// last flush that added to it. Default HistoryRetentionDefault; at least
-	// HistoryMaxMinutes.
+	// last flush that added to it. Default RetentionDefault; at least
+	// MaxMinutes.
 	Retention time.Duration
 	// NowFunc is the clock that puts counts in their minute. Default time.Now.
 	NowFunc func() time.Time
-	// Logger receives the history's logs. Default: the dispatcher's.
+	// Logger receives the recorder's logs. Default: the dispatcher's.
 	Logger *slog.Logger
 }
 
-// History keeps the pool's recent activity per minute: the claims and
+// Recorder keeps the pool's recent activity per minute: the claims and
 // submits its dispatcher commits, and the claims' latency in the fixed
-// buckets of LatencyBounds. The dispatcher counts in memory (no Redis round
-// trip on the claim path); every FlushInterval the History adds the counts
+// buckets of LatencyBounds. It counts the dispatcher's Events in memory (no
+// Redis round trip on the claim path); every FlushInterval it adds the counts
 // to per-minute Redis hashes in one pipelined transaction (HINCRBY, with a
 // time to live of Retention), so that the counts of every replica add up.
 // Read returns the minutes of all replicas together.
 //
 // A flush that fails keeps its counts for the next one. Counts not yet
 // flushed are lost with the process (Stop flushes them).
-type History struct {
-	d      *Dispatcher
+type Recorder struct {
+	d      Dispatcher
 	rdb    redis.UniversalClient
-	cfg    HistoryConfig
+	cfg    Config
 	log    *slog.Logger
 	act    *activity
 	prefix string
 
-	life startStop
-	stop context.CancelFunc
-	done chan struct{}
+	life     lifecycle.State
+	stop     context.CancelFunc
+	done     chan struct{}
+	unsubscr func() // ends the observation of the dispatcher's events
 }
 
-// NewHistory returns a History of d's activity. It counts from Start on.
-func NewHistory(d *Dispatcher, cfg HistoryConfig) (*History, error) {
+// New returns a Recorder of d's activity. It counts from Start on.
+func New(d Dispatcher, cfg Config) (*Recorder, error) {
 	if cfg.Redis == nil {
-		return nil, errors.New("new history: Redis is required")
+		return nil, errors.New("new activity history: Redis is required")
 	}
 	if cfg.FlushInterval == 0 {
-		cfg.FlushInterval = HistoryFlushDefault
+		cfg.FlushInterval = FlushDefault
 	}
 	if cfg.Retention == 0 {
-		cfg.Retention = HistoryRetentionDefault
+		cfg.Retention = RetentionDefault
 	}
 	switch {
 	case cfg.FlushInterval < 10*time.Millisecond:
-		return nil, fmt.Errorf("new history: flush interval must be at least 10ms, got %v", cfg.FlushInterval)
-	case cfg.Retention < HistoryMaxMinutes*time.Minute:
-		return nil, fmt.Errorf("new history: retention must be at least %v, got %v", HistoryMaxMinutes*time.Minute, cfg.Retention)
+		return nil, fmt.Errorf("new activity history: flush interval must be at least 10ms, got %v", cfg.FlushInterval)
+	case cfg.Retention < MaxMinutes*time.Minute:
+		return nil, fmt.Errorf("new activity history: retention must be at least %v, got %v", MaxMinutes*time.Minute, cfg.Retention)
 	}
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = d.log
+		cfg.Logger = d.Config().Logger
 	}
-	return &History{
+	return &Recorder{
 		d: d, rdb: cfg.Redis, cfg: cfg, log: cfg.Logger,
 		act:    newActivity(cfg.NowFunc),
-		prefix: d.cfg.KeyPrefix + "history:{activity}:",
+		prefix: d.Config().KeyPrefix + "history:{activity}:",
 	}, nil
 }
 
-// FlushInterval is how often the History writes its counts to Redis: how
+// FlushInterval is how often the Recorder writes its counts to Redis: how
 // long they may take to show in Read.
-func (h *History) FlushInterval() time.Duration { return h.cfg.FlushInterval }
+func (h *Recorder) FlushInterval() time.Duration { return h.cfg.FlushInterval }
 
 // key is the Redis hash of a Unix minute. The hash tag puts every minute in
 // one Cluster slot, so that a flush and a read are each one round trip.
-func (h *History) key(minute int64) string {
+func (h *Recorder) key(minute int64) string {
 	return h.prefix + strconv.FormatInt(minute, 10)
 }
 
-// Start attaches the History to its dispatcher, which counts its claims and
-// submits from then on, and flushes the counts every FlushInterval in the
-// background until Stop. It returns an error wrapping ErrStarted when the
-// History is running, ErrStopped after Stop, and an error when another
-// History of the same dispatcher is running.
-func (h *History) Start(ctx context.Context) error {
-	attached := h.d.tel.activity.CompareAndSwap(nil, h.act)
-	if !attached && h.d.tel.activity.Load() != h.act {
-		return errors.New("start history: the dispatcher already has a running history")
-	}
-	err := h.life.start("history", func() {
+// Start observes the dispatcher's claims and submits from then on, and
+// flushes the counts every FlushInterval in the background until Stop. Run
+// one Recorder per dispatcher: two would count each claim twice. Start
+// returns an error wrapping dispatcher.ErrStarted when the Recorder is
+// running and dispatcher.ErrStopped after Stop.
+func (h *Recorder) Start(ctx context.Context) error {
+	return h.life.Start("activity history", func() {
 		ctx, cancel := context.WithCancel(ctx)
 		h.stop, h.done = cancel, make(chan struct{})
+		h.unsubscr = h.d.Observe(h.observe)
 		go h.run(ctx)
 	})
-	if err != nil && attached {
-		h.d.tel.activity.CompareAndSwap(h.act, nil)
-	}
-	return err
 }
 
-func (h *History) run(ctx context.Context) {
+// observe counts a claim or a submit.
+func (h *Recorder) observe(_ context.Context, ev dispatcher.Event) {
+	switch ev.Op {
+	case dispatcher.OpClaim:
+		h.act.claimed(ev.Latency)
+	case dispatcher.OpSubmit:
+		h.act.submitted()
+	}
+}
+
+func (h *Recorder) run(ctx context.Context) {
 	defer close(h.done)
 	t := time.NewTicker(h.cfg.FlushInterval)
 	defer t.Stop()
@@ -144,22 +165,22 @@ func (h *History) run(ctx context.Context) {
 	}
 }
 
-// Stop detaches the History from its dispatcher, ends the background
+// Stop stops observing the dispatcher, ends the background
 // flushes and writes what is left, bounded by ctx; it returns the last
 // flush's error. Stop before Start returns nil.
-func (h *History) Stop(ctx context.Context) error {
-	if !h.life.stop() {
+func (h *Recorder) Stop(ctx context.Context) error {
+	if !h.life.Stop() {
 		return nil
 	}
-	h.d.tel.activity.CompareAndSwap(h.act, nil)
+	h.unsubscr()
 	h.stop()
 	select {
 	case <-h.done:
 	case <-ctx.Done():
-		return fmt.Errorf("stop history: %w", context.Cause(ctx))
+		return fmt.Errorf("stop activity history: %w", context.Cause(ctx))
 	}
 	if err := h.Flush(ctx); err != nil {
-		return fmt.Errorf("stop history: %w", err)
+		return fmt.Errorf("stop activity history: %w", err)
 	}
 	return nil
 }
@@ -167,12 +188,12 @@ func (h *History) Stop(ctx context.Context) error {
 // Flush adds the counts kept in memory to Redis now, in one round trip
 // (a MULTI/EXEC pipeline of HINCRBY and EXPIRE per minute), and does nothing
 // when there are none. On failure the counts are kept for the next flush.
-func (h *History) Flush(ctx context.Context) error {
+func (h *Recorder) Flush(ctx context.Context) error {
 	pending := h.act.take()
 	if len(pending) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, historyFlushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	_, err := h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for m, c := range pending {
@@ -194,7 +215,7 @@ func (h *History) Flush(ctx context.Context) error {
 	if err != nil {
 		oldest := h.cfg.NowFunc().Add(-h.cfg.Retention).Unix() / 60
 		h.act.restore(pending, oldest)
-		return Unavailable(fmt.Errorf("flush activity history: %w", err))
+		return dispatcher.Unavailable(fmt.Errorf("flush activity history: %w", err))
 	}
 	return nil
 }
@@ -207,12 +228,12 @@ type Minute struct {
 	Counts
 }
 
-// Read returns the last n minutes (1..HistoryMaxMinutes), the current one
+// Read returns the last n minutes (1..MaxMinutes), the current one
 // last, as flushed by every replica so far: a minute without activity has
 // zero counts. It reads them in one round trip.
-func (h *History) Read(ctx context.Context, n int) ([]Minute, error) {
-	if n < 1 || n > HistoryMaxMinutes {
-		return nil, fmt.Errorf("read activity history: minutes must be 1..%d, got %d", HistoryMaxMinutes, n)
+func (h *Recorder) Read(ctx context.Context, n int) ([]Minute, error) {
+	if n < 1 || n > MaxMinutes {
+		return nil, fmt.Errorf("read activity history: minutes must be 1..%d, got %d", MaxMinutes, n)
 	}
 	last := h.cfg.NowFunc().Unix() / 60
 	first := last - int64(n) + 1
@@ -224,7 +245,7 @@ func (h *History) Read(ctx context.Context, n int) ([]Minute, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, Unavailable(fmt.Errorf("read activity history: %w", err))
+		return nil, dispatcher.Unavailable(fmt.Errorf("read activity history: %w", err))
 	}
 	out := make([]Minute, n)
 	for i, cmd := range cmds {

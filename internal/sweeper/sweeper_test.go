@@ -1,4 +1,4 @@
-package dispatcher_test
+package sweeper_test
 
 import (
 	"context"
@@ -6,22 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
-// newSweeper returns a Sweeper for the bundle's dispatcher.
-func (b *bundle) newSweeper(t testing.TB, cfg dispatcher.SweeperConfig) *dispatcher.Sweeper {
+// newSweeper returns a Sweeper of the bundle's dispatcher, over its store
+// and locks unless cfg gives others.
+func (b *bundle) newSweeper(t testing.TB, cfg sweeper.Config) *sweeper.Sweeper {
 	t.Helper()
-	s, err := dispatcher.NewSweeper(b.d, cfg)
+	if cfg.Store == nil {
+		cfg.Store = b.store
+	}
+	if cfg.Locks == nil {
+		cfg.Locks = b.locks
+	}
+	s, err := sweeper.New(b.d, cfg)
 	if err != nil {
 		t.Fatalf("new sweeper: %v", err)
 	}
@@ -29,7 +36,7 @@ func (b *bundle) newSweeper(t testing.TB, cfg dispatcher.SweeperConfig) *dispatc
 }
 
 // sweepOnce runs one sweep and fails the test on error.
-func sweepOnce(t testing.TB, s *dispatcher.Sweeper) dispatcher.SweepResult {
+func sweepOnce(t testing.TB, s *sweeper.Sweeper) sweeper.Result {
 	t.Helper()
 	res, err := s.Sweep(context.Background())
 	if err != nil {
@@ -115,9 +122,9 @@ func TestSweepRecyclesExpiredClaims(t *testing.T) {
 	// Editors 0 and 2 walked away long ago; 1 and 3 are still at work.
 	b.expire(t, claims[0].Task.ID)
 	b.expire(t, claims[2].Task.ID)
-	s := b.newSweeper(t, dispatcher.SweeperConfig{})
+	s := b.newSweeper(t, sweeper.Config{})
 
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{Recycled: 2}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{Recycled: 2}) {
 		t.Errorf("sweep = %+v, want 2 recycled and nothing else", res)
 	}
 	for i, c := range claims {
@@ -147,7 +154,7 @@ func TestSweepRecyclesExpiredClaims(t *testing.T) {
 		t.Errorf("submit of a recycled claim: err = %v, want ErrStale", err)
 	}
 
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{}) {
 		t.Errorf("second sweep = %+v, want nothing done", res)
 	}
 }
@@ -196,7 +203,7 @@ func TestSweepReturnsAbandonedClaimsWithinLeasePlusInterval(t *testing.T) {
 		t.Fatal("no claims left to abandon")
 	}
 
-	s := b.newSweeper(t, dispatcher.SweeperConfig{Interval: interval})
+	s := b.newSweeper(t, sweeper.Config{Schedule: interval.String()})
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -244,11 +251,11 @@ func TestSweepRunsOnOneReplicaAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := dispatcher.NewSweeper(d1, dispatcher.SweeperConfig{Interval: interval})
+	s1, err := sweeper.New(d1, sweeper.Config{Store: gate, Locks: b.locks, Schedule: interval.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2 := b.newSweeper(t, dispatcher.SweeperConfig{Interval: interval})
+	s2 := b.newSweeper(t, sweeper.Config{Schedule: interval.String()})
 	sweepKey := b.prefix + "sweep"
 
 	// Someone else holds the sweep lock: both replicas skip.
@@ -256,8 +263,8 @@ func TestSweepRunsOnOneReplicaAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range []*dispatcher.Sweeper{s1, s2} {
-		if res := sweepOnce(t, s); res != (dispatcher.SweepResult{Skipped: true}) {
+	for i, s := range []*sweeper.Sweeper{s1, s2} {
+		if res := sweepOnce(t, s); res != (sweeper.Result{Skipped: true}) {
 			t.Errorf("replica %d swept while the lock was held elsewhere: %+v", i+1, res)
 		}
 	}
@@ -269,7 +276,7 @@ func TestSweepRunsOnOneReplicaAtATime(t *testing.T) {
 	}
 
 	// Replica 1 sweeps and is caught in the middle: replica 2 skips.
-	done := make(chan dispatcher.SweepResult, 1)
+	done := make(chan sweeper.Result, 1)
 	go func() {
 		res, err := s1.Sweep(ctx)
 		if err != nil {
@@ -281,11 +288,11 @@ func TestSweepRunsOnOneReplicaAtATime(t *testing.T) {
 	if ttl := b.rdb.PTTL(ctx, sweepKey).Val(); ttl <= 0 || ttl > interval*9/10 {
 		t.Errorf("sweep lock ttl = %v, want at most 9/10 of the interval %v", ttl, interval)
 	}
-	if res := sweepOnce(t, s2); res != (dispatcher.SweepResult{Skipped: true}) {
+	if res := sweepOnce(t, s2); res != (sweeper.Result{Skipped: true}) {
 		t.Errorf("replica 2 swept while replica 1 was sweeping: %+v", res)
 	}
 	close(gate.open)
-	if res := awaitSweepValue(t, done, 10*time.Second, "replica 1 sweep"); res != (dispatcher.SweepResult{Recycled: 1}) {
+	if res := awaitSweepValue(t, done, 10*time.Second, "replica 1 sweep"); res != (sweeper.Result{Recycled: 1}) {
 		t.Errorf("replica 1 sweep = %+v, want 1 recycled", res)
 	}
 	if n := b.rdb.Exists(ctx, sweepKey).Val(); n != 0 {
@@ -308,9 +315,9 @@ func TestSweepRestoresLostLocksOfLiveClaims(t *testing.T) {
 	// Redis lost ann's lock; cat's key was taken by another token.
 	b.rdb.Del(ctx, b.lockKey(lost.Task.ID))
 	b.rdb.Set(ctx, b.lockKey(taken.Task.ID), "intruder", time.Minute)
-	s := b.newSweeper(t, dispatcher.SweeperConfig{}) // no Redis: no scan for orphans
+	s := b.newSweeper(t, sweeper.Config{}) // no Redis: no scan for orphans
 
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRestored: 1, LocksConflicting: 1}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{LocksRestored: 1, LocksConflicting: 1}) {
 		t.Errorf("sweep = %+v, want 1 lock restored, 1 conflicting", res)
 	}
 	key := b.lockKey(lost.Task.ID)
@@ -336,7 +343,7 @@ func TestSweepRestoresLostLocksOfLiveClaims(t *testing.T) {
 		t.Errorf("a conflicting lock was changed to %q; without Redis configured it must be left alone", got)
 	}
 
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksConflicting: 1}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{LocksConflicting: 1}) {
 		t.Errorf("second sweep = %+v, want only the conflict again", res)
 	}
 	// The heartbeat of the restored claim extends the lock with ann's token.
@@ -378,16 +385,12 @@ func TestSweepDoesNotRestoreLocksOfClaimsThatEnded(t *testing.T) {
 		}
 		b.rdb.Del(ctx, b.lockKey(claim.Task.ID))
 	}}
-	d, err := dispatcher.New(store, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{})
+	s, err := sweeper.New(b.d, sweeper.Config{Store: store, Locks: b.locks})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{}) {
 		t.Errorf("sweep = %+v, want nothing restored", res)
 	}
 	if n := b.rdb.Exists(ctx, b.lockKey(claim.Task.ID)).Val(); n != 0 {
@@ -428,17 +431,17 @@ func TestSweepRemovesLocksWithoutLiveClaim(t *testing.T) {
 	b.rdb.Set(ctx, notTaskKey, "x", 0)
 
 	// Without Redis configured, nothing is scanned.
-	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res.LocksRemoved != 0 || b.rdb.Exists(ctx, pendingKey).Val() != 1 {
+	if res := sweepOnce(t, b.newSweeper(t, sweeper.Config{})); res.LocksRemoved != 0 || b.rdb.Exists(ctx, pendingKey).Val() != 1 {
 		t.Fatalf("sweep without Redis = %+v, removed locks", res)
 	}
 
-	s := b.newSweeper(t, dispatcher.SweeperConfig{Redis: b.rdb})
+	s := b.newSweeper(t, sweeper.Config{Redis: b.rdb})
 	// A claim in flight: its lock was just obtained, the store has not
 	// committed yet.
 	if _, err := b.locks.Obtain(ctx, inFlightKey, b.d.Config().Lease, &locker.Options{Token: "w-claiming"}); err != nil {
 		t.Fatal(err)
 	}
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRemoved: 3, LocksRestored: 1}) {
+	if res := sweepOnce(t, s); res != (sweeper.Result{LocksRemoved: 3, LocksRestored: 1}) {
 		t.Errorf("sweep = %+v, want 3 locks removed and bob's restored", res)
 	}
 	for _, key := range []string{pendingKey, missingKey} {
@@ -473,11 +476,11 @@ func TestSweepScansAKeyPrefixWithGlobCharacters(t *testing.T) {
 	b.rdb.Set(ctx, orphan, "w-gone", 0)
 	t.Cleanup(func() { b.rdb.Del(context.Background(), orphan) })
 
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Redis: b.rdb})
+	s, err := sweeper.New(d, sweeper.Config{Store: b.store, Locks: b.locks, Redis: b.rdb})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := sweepOnce(t, s); res != (dispatcher.SweepResult{LocksRemoved: 1}) || b.rdb.Exists(ctx, orphan).Val() != 0 {
+	if res := sweepOnce(t, s); res != (sweeper.Result{LocksRemoved: 1}) || b.rdb.Exists(ctx, orphan).Val() != 0 {
 		t.Errorf("sweep = %+v; orphan lock under prefix %q not removed", res, prefix)
 	}
 }
@@ -491,7 +494,8 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testenv.Prefix(t)
-	d, err := dispatcher.New(store, locker.New(cluster), dispatcher.Config{KeyPrefix: prefix})
+	locks := locker.New(cluster)
+	d, err := dispatcher.New(store, locks, dispatcher.Config{KeyPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +503,7 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 	for i := range ts {
 		ts[i] = tasks.NewTask{Category: "news", Title: "t"}
 	}
-	ids, err := d.AddTasks(ctx, ts)
+	ids, err := idsOf(d.AddTasks(ctx, ts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +544,7 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 		t.Fatalf("orphan locks landed on %d master(s); the test needs them spread", len(masters))
 	}
 
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Redis: cluster})
+	s, err := sweeper.New(d, sweeper.Config{Store: store, Locks: locks, Redis: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +552,7 @@ func TestSweepRemovesOrphanLocksOnEveryClusterMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (dispatcher.SweepResult{LocksRemoved: len(orphans)}) {
+	if res != (sweeper.Result{LocksRemoved: len(orphans)}) {
 		t.Errorf("sweep = %+v, want %d locks removed on %d masters", res, len(orphans), len(masters))
 	}
 	for _, k := range orphans {
@@ -580,13 +584,13 @@ func TestSweepWakesWaitersOfRecycledCategories(t *testing.T) {
 		c, err := b.d.Next(ctx, bob, 5*time.Second)
 		got <- result{c, err}
 	}()
-	testenv.Eventually(t, 5*time.Second, "bob waiting", b.d.Waiting)
+	testenv.Eventually(t, 5*time.Second, "bob waiting", func() bool { return b.d.Stats().Waiting > 0 })
 	// Ann's lease passes. Her Redis lock is still there (its ttl is the full
 	// lease), so bob cannot take the task over even if he looks right now.
 	b.expireLeaseOnly(t, id)
 
 	start := time.Now()
-	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{Recycled: 1, LocksRemoved: 1}) {
+	if res := sweepOnce(t, b.newSweeper(t, sweeper.Config{})); res != (sweeper.Result{Recycled: 1, LocksRemoved: 1}) {
 		t.Errorf("sweep = %+v, want 1 recycled and its lock removed", res)
 	}
 	r := awaitSweepValue(t, got, 10*time.Second, "bob's next")
@@ -626,7 +630,7 @@ func TestSweepReleasesLocksOnlyOfRecentlyExpiredClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{Recycled: 2, LocksRemoved: 1}) {
+	if res := sweepOnce(t, b.newSweeper(t, sweeper.Config{})); res != (sweeper.Result{Recycled: 2, LocksRemoved: 1}) {
 		t.Errorf("sweep = %+v, want 2 recycled and 1 lock removed", res)
 	}
 	if n := b.rdb.Exists(ctx, b.lockKey(recent.Task.ID)).Val(); n != 0 {
@@ -646,11 +650,7 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	gate := newRecycleGate(b.store)
-	d, err := dispatcher.New(gate, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "@every 1s"})
+	s, err := sweeper.New(b.d, sweeper.Config{Store: gate, Locks: b.locks, Schedule: "@every 1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +660,7 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 	if err := s.Start(t.Context()); !errors.Is(err, dispatcher.ErrStopped) {
 		t.Fatalf("start after stop: %v, want ErrStopped", err)
 	}
-	s, err = dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "@every 1s"})
+	s, err = sweeper.New(b.d, sweeper.Config{Store: gate, Locks: b.locks, Schedule: "@every 1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,81 +691,29 @@ func TestSweeperStopCancelsARunningSweep(t *testing.T) {
 func TestNewSweeperConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.newSweeper(t, dispatcher.SweeperConfig{})
-	if cfg := s.Config(); cfg.Schedule != dispatcher.SweepScheduleDefault || cfg.Batch != dispatcher.SweepBatchDefault ||
+	s := b.newSweeper(t, sweeper.Config{})
+	if cfg := s.Config(); cfg.Schedule != sweeper.ScheduleDefault || cfg.Batch != sweeper.BatchDefault ||
 		cfg.Logger == nil || cfg.Redis != nil {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	if p := s.Schedule().Period(); p != 10*time.Second {
 		t.Errorf("default period = %v, want 10s", p)
 	}
-	if p := b.newSweeper(t, dispatcher.SweeperConfig{Interval: time.Minute}).Schedule().Period(); p != time.Minute {
-		t.Errorf("Interval 1m: period = %v, want 1m", p)
+	if p := b.newSweeper(t, sweeper.Config{Schedule: "1m"}).Schedule().Period(); p != time.Minute {
+		t.Errorf("schedule 1m: period = %v, want 1m", p)
 	}
-	for _, cfg := range []dispatcher.SweeperConfig{
-		{Interval: 50 * time.Millisecond},
-		{Interval: 1500 * time.Millisecond},
-		{Interval: -time.Second},
+	for _, cfg := range []sweeper.Config{
+		{Schedule: "50ms"},
+		{Schedule: "1500ms"},
+		{Schedule: "-1s"},
 		{Schedule: "@every 100ms"},
 		{Schedule: "sometimes"},
-		{Schedule: "10s", Interval: 10 * time.Second},
 		{Batch: -1},
 		{Batch: tasks.RecycleLimitMax + 1},
 	} {
-		if _, err := dispatcher.NewSweeper(b.d, cfg); err == nil {
-			t.Errorf("NewSweeper(%+v) accepted an invalid config", cfg)
-		}
-	}
-}
-
-func TestParseSchedule(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		spec   string
-		period time.Duration
-	}{
-		{"10s", 10 * time.Second},
-		{" 1m30s ", 90 * time.Second},
-		{"1s", time.Second},
-		{"@every 10s", 10 * time.Second},
-		{"@every 2h", 2 * time.Hour},
-		{"@hourly", time.Hour},
-		{"CRON_TZ=UTC @daily", 24 * time.Hour},
-		{"*/15 * * * * *", 15 * time.Second},              // with seconds
-		{"0 */5 * * * *", 5 * time.Minute},                // with seconds
-		{"*/10 * * * *", 10 * time.Minute},                // without
-		{"0,10 * * * * *", 50 * time.Second},              // the longest gap
-		{"CRON_TZ=UTC 0 0 9 * * MON-FRI", 72 * time.Hour}, // Friday to Monday
-	} {
-		s, err := dispatcher.ParseSchedule(c.spec)
-		if err != nil {
-			t.Errorf("ParseSchedule(%q): %v", c.spec, err)
-			continue
-		}
-		if s.Period() != c.period {
-			t.Errorf("ParseSchedule(%q).Period() = %v, want %v", c.spec, s.Period(), c.period)
-		}
-		if s.String() != strings.TrimSpace(c.spec) {
-			t.Errorf("ParseSchedule(%q).String() = %q", c.spec, s.String())
-		}
-	}
-	for _, c := range []struct{ spec, want string }{
-		{"", "must be set"},
-		{"500ms", "whole number of seconds, at least 1s"},
-		{"@every 1500ms", "whole number of seconds"},
-		{"@every 0s", "at least 1s"},
-		{"-10s", "at least 1s"},
-		{"@every", "cron expression"},
-		{"@every often", "@every needs a duration"},
-		{"@sometimes", "cron expression"},
-		{"every ten seconds", `schedule "every ten seconds"`},
-		{"* * * * * * *", "cron expression"},
-		{"61 * * * * *", "cron expression"},
-		{"0 0 0 30 2 *", "never runs"}, // 30 February
-	} {
-		_, err := dispatcher.ParseSchedule(c.spec)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseSchedule(%q) = %v, want an error mentioning %q", c.spec, err, c.want)
+		cfg.Store, cfg.Locks = b.store, b.locks
+		if _, err := sweeper.New(b.d, cfg); err == nil {
+			t.Errorf("New(%+v) accepted an invalid config", cfg)
 		}
 	}
 }
@@ -790,11 +738,7 @@ func TestSweeperFiresOnCronSpec(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sig := &sweepSignal{Store: b.store, swept: make(chan struct{})}
-	d, err := dispatcher.New(sig, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dispatcher.NewSweeper(d, dispatcher.SweeperConfig{Schedule: "* * * * * *"}) // every second
+	s, err := sweeper.New(b.d, sweeper.Config{Store: sig, Locks: b.locks, Schedule: "* * * * * *"}) // every second
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +781,7 @@ func TestSweepWorkersRecycleEachClaimOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := b.newSweeper(t, dispatcher.SweeperConfig{Batch: 7, Workers: 4})
+	s := b.newSweeper(t, sweeper.Config{Batch: 7, Workers: 4})
 	if res := sweepOnce(t, s); res.Recycled != expired {
 		t.Errorf("sweep = %+v, want %d recycled", res, expired)
 	}
@@ -856,7 +800,7 @@ func TestSweepWorkersRecycleEachClaimOnce(t *testing.T) {
 		t.Errorf("%d tasks recycled twice, %d recycled events (want %d), %d live claims left (want %d)",
 			dup, recycled, expired, stillAssigned, live)
 	}
-	if _, err := dispatcher.NewSweeper(b.d, dispatcher.SweeperConfig{Workers: 17}); err == nil {
+	if _, err := sweeper.New(b.d, sweeper.Config{Store: b.store, Locks: b.locks, Workers: 17}); err == nil {
 		t.Error("17 workers accepted")
 	}
 }
@@ -877,7 +821,7 @@ func TestSweepPurgesPassedSkips(t *testing.T) {
 	if _, err := b.db.ExecContext(ctx, "UPDATE task_skips SET `until` = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?", ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if res := sweepOnce(t, b.newSweeper(t, dispatcher.SweeperConfig{})); res != (dispatcher.SweepResult{SkipsPurged: 1}) {
+	if res := sweepOnce(t, b.newSweeper(t, sweeper.Config{})); res != (sweeper.Result{SkipsPurged: 1}) {
 		t.Errorf("sweep = %+v, want one skip purged and nothing else", res)
 	}
 	var left []int64

@@ -1,4 +1,10 @@
-package dispatcher
+// Package worker is the engine's worker runtime: a Worker claims tasks
+// through the dispatcher for its free slots, runs a Handler on each (a Mux
+// routes them by category, with middleware), and completes and renews its
+// claims in batches, each task keeping its own lock and fence. The engine
+// builds one from taskd.WithHandler; package taskd re-exports the handler
+// types.
+package worker
 
 import (
 	"context"
@@ -17,10 +23,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/backoff"
+	"github.com/taskd/taskd/internal/lifecycle"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -35,28 +44,48 @@ var (
 	ErrWorkerShutdown = errors.New("worker shut down")
 )
 
-// WorkerConfig defaults.
+// Dispatcher is what a Worker needs of the claims engine;
+// *dispatcher.Dispatcher implements it.
+type Dispatcher interface {
+	// Config gives the lease, the logger and the tracer provider.
+	Config() dispatcher.Config
+	// NextMany claims up to one task per free slot.
+	NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error)
+	// CompleteMany commits a batch of outcomes and gives back the locks of
+	// the claims they ended.
+	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
+	// HeartbeatMany renews a batch of leases and their locks.
+	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
+	// Release gives a claim back at shutdown.
+	Release(ctx context.Context, c dispatcher.Claimant, ref dispatcher.ClaimRef, reason string) error
+	// ReleaseLock gives back the lock of a claim the worker lost.
+	ReleaseLock(ctx context.Context, taskID int64, holder string)
+}
+
+var _ Dispatcher = (*dispatcher.Dispatcher)(nil)
+
+// Config defaults.
 const (
-	WorkerConcurrencyDefault     = 4
-	WorkerWaitDefault            = 30 * time.Second
-	WorkerShutdownTimeoutDefault = 30 * time.Second
+	ConcurrencyDefault     = 4
+	WaitDefault            = 30 * time.Second
+	ShutdownTimeoutDefault = 30 * time.Second
 	// RetryBackoffBaseDefault and RetryBackoffMaxDefault shape the default
 	// RetryBackoff: ExponentialRetryBackoff(RetryBackoffBaseDefault,
 	// RetryBackoffMaxDefault).
 	RetryBackoffBaseDefault = time.Second
 	RetryBackoffMaxDefault  = 10 * time.Minute
-	// WorkerBatchSizeDefault bounds the claims of one round trip and the
+	// BatchSizeDefault bounds the claims of one round trip and the
 	// outcomes of one completion transaction. A transaction's fixed cost
 	// (its round trip, statements and commit: about 1.5 ms of MariaDB's CPU)
 	// is spread over its members: with 1,000 slots, batches of 500 took
 	// MariaDB about 0.16 ms of CPU per job where batches of 100 took 0.18.
-	WorkerBatchSizeDefault = 500
-	// WorkerFlushIntervalDefault is how long finished outcomes wait for
+	BatchSizeDefault = 500
+	// FlushIntervalDefault is how long finished outcomes wait for
 	// others to share their transaction while handlers are still running.
-	WorkerFlushIntervalDefault = 5 * time.Millisecond
-	// WorkerMaxBacklogDefault bounds the outcomes waiting for their
+	FlushIntervalDefault = 5 * time.Millisecond
+	// MaxBacklogDefault bounds the outcomes waiting for their
 	// transaction before the worker stops claiming.
-	WorkerMaxBacklogDefault = 1000
+	MaxBacklogDefault = 1000
 )
 
 // Limits of the worker's own loops.
@@ -95,21 +124,21 @@ const (
 	workerClaimGather = 2 * time.Millisecond
 )
 
-// WorkerConfig configures a Worker. Handler is required; the other zero
+// Config configures a Worker. Handler is required; the other zero
 // fields take defaults (see WithDefaults).
-type WorkerConfig struct {
+type Config struct {
 	// Concurrency is the number of slots: tasks run at most this many at a
 	// time, and the worker never holds more claims than free slots allow.
-	// Default WorkerConcurrencyDefault.
+	// Default ConcurrencyDefault.
 	Concurrency int
 
-	// Handler runs each claimed task; usually a *ServeMux. Required.
+	// Handler runs each claimed task; usually a *Mux. Required.
 	Handler Handler
 
 	// Categories the worker claims tasks from. Default: the categories
-	// registered on Handler when it is a *ServeMux; required otherwise.
-	// With a *ServeMux, each listed category must have a handler there
-	// (else NewWorker's error wraps ErrNoHandler).
+	// registered on Handler when it is a *Mux; required otherwise.
+	// With a *Mux, each listed category must have a handler there
+	// (else New's error wraps ErrNoHandler).
 	Categories []string
 
 	// ID names the worker; slot i claims as holder "worker:<ID>:<i>", which
@@ -119,7 +148,7 @@ type WorkerConfig struct {
 
 	// Wait is how long the worker long-polls for tasks, as Next does, before
 	// asking again (capped by the dispatcher's Config.MaxWait). Default
-	// WorkerWaitDefault.
+	// WaitDefault.
 	Wait time.Duration
 
 	// RetryBackoff returns how long a failed task waits before its next
@@ -130,26 +159,26 @@ type WorkerConfig struct {
 	RetryBackoff func(attempt int) time.Duration
 
 	// ShutdownTimeout is how long Stop lets running handlers finish
-	// before it cancels their contexts. Default WorkerShutdownTimeoutDefault.
+	// before it cancels their contexts. Default ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
 
 	// BatchSize is how many tasks the worker claims in one round trip per
 	// store at most (never more than its free slots), and how many outcomes
 	// one completion transaction writes at most. 1..tasks.BatchMax; default
-	// WorkerBatchSizeDefault.
+	// BatchSizeDefault.
 	BatchSize int
 
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction, while other handlers are running and
 	// fewer than BatchSize outcomes wait. With no handler running, or when a
 	// write just ended and outcomes piled up meanwhile, outcomes are written
-	// at once. Default WorkerFlushIntervalDefault; a negative value writes
+	// at once. Default FlushIntervalDefault; a negative value writes
 	// every outcome as soon as no write is in flight.
 	FlushInterval time.Duration
 
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
 	// wait, the worker claims nothing new (back-pressure). Default
-	// WorkerMaxBacklogDefault.
+	// MaxBacklogDefault.
 	MaxBacklog int
 
 	// Logger receives the worker's logs. Default: the dispatcher's logger.
@@ -157,13 +186,13 @@ type WorkerConfig struct {
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
-// Logger stays nil when unset; NewWorker then uses the dispatcher's.
-func (c WorkerConfig) WithDefaults() WorkerConfig {
+// Logger stays nil when unset; New then uses the dispatcher's.
+func (c Config) WithDefaults() Config {
 	if c.Concurrency == 0 {
-		c.Concurrency = WorkerConcurrencyDefault
+		c.Concurrency = ConcurrencyDefault
 	}
 	if len(c.Categories) == 0 {
-		if mux, ok := c.Handler.(*ServeMux); ok && mux != nil {
+		if mux, ok := c.Handler.(*Mux); ok && mux != nil {
 			c.Categories = mux.Categories()
 		}
 	}
@@ -172,27 +201,27 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 		c.ID = defaultWorkerID()
 	}
 	if c.Wait == 0 {
-		c.Wait = WorkerWaitDefault
+		c.Wait = WaitDefault
 	}
 	if c.RetryBackoff == nil {
 		c.RetryBackoff = ExponentialRetryBackoff(RetryBackoffBaseDefault, RetryBackoffMaxDefault)
 	}
 	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = WorkerShutdownTimeoutDefault
+		c.ShutdownTimeout = ShutdownTimeoutDefault
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = WorkerBatchSizeDefault
+		c.BatchSize = BatchSizeDefault
 	}
 	if c.FlushInterval == 0 {
-		c.FlushInterval = WorkerFlushIntervalDefault
+		c.FlushInterval = FlushIntervalDefault
 	}
 	if c.MaxBacklog == 0 {
-		c.MaxBacklog = WorkerMaxBacklogDefault
+		c.MaxBacklog = MaxBacklogDefault
 	}
 	return c
 }
 
-func (c WorkerConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.Concurrency < 1:
 		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
@@ -216,7 +245,7 @@ func (c WorkerConfig) validate() error {
 	if n := utf8.RuneCountInString(workerHolder(c.ID, c.Concurrency-1)); n > workerMaxHolderLen {
 		return fmt.Errorf("id too long: holder %q is %d characters, at most %d", workerHolder(c.ID, c.Concurrency-1), n, workerMaxHolderLen)
 	}
-	mux, _ := c.Handler.(*ServeMux)
+	mux, _ := c.Handler.(*Mux)
 	var handled []string
 	if mux != nil {
 		handled = mux.Categories()
@@ -257,8 +286,8 @@ func ExponentialRetryBackoff(base, max time.Duration) func(attempt int) time.Dur
 	}
 }
 
-// WorkerStats are running totals of a Worker.
-type WorkerStats struct {
+// Totals are running totals of a Worker.
+type Totals struct {
 	// Processed counts tasks whose handler returned nil and whose result the
 	// store committed.
 	Processed int64
@@ -296,7 +325,7 @@ type WorkerStats struct {
 //     while renewals failed) cancels exactly that handler's context with a
 //     cause wrapping ErrLeaseLost.
 //
-// A slot is free again when its handler returns; its outcome counts (Stats)
+// A slot is free again when its handler returns; its outcome counts (Totals)
 // once its transaction committed. While MaxBacklog outcomes wait, the worker
 // claims nothing new.
 //
@@ -309,11 +338,13 @@ type WorkerStats struct {
 //
 // Start it once, stop it with Stop. It is safe for concurrent use.
 type Worker struct {
-	d   *Dispatcher
-	cfg WorkerConfig
-	log *slog.Logger
+	d      Dispatcher
+	cfg    Config
+	log    *slog.Logger
+	lease  time.Duration // the dispatcher's
+	tracer trace.Tracer
 
-	life         startStop
+	life         lifecycle.State
 	stopClaiming context.CancelFunc      // ends the claiming loop
 	stopHandlers context.CancelCauseFunc // cancels running handlers
 	handlersCtx  context.Context         // parent of the handlers' contexts
@@ -333,24 +364,31 @@ type Worker struct {
 	unsettled atomic.Int64
 }
 
-// NewWorker returns a Worker that claims through d. It returns an error for
+// New returns a Worker that claims through d. It returns an error for
 // an invalid cfg.
-func NewWorker(d *Dispatcher, cfg WorkerConfig) (*Worker, error) {
+func New(d Dispatcher, cfg Config) (*Worker, error) {
 	if d == nil {
 		return nil, errors.New("new worker: nil dispatcher")
 	}
 	cfg = cfg.WithDefaults()
+	dc := d.Config()
 	if cfg.Logger == nil {
-		cfg.Logger = d.log
+		cfg.Logger = dc.Logger
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
+	tp := dc.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
 	w := &Worker{
-		d:    d,
-		cfg:  cfg,
-		log:  cfg.Logger.With("worker_id", cfg.ID),
-		done: make(chan struct{}),
+		d:      d,
+		cfg:    cfg,
+		log:    cfg.Logger.With("worker_id", cfg.ID),
+		lease:  dc.Lease,
+		tracer: tp.Tracer(instrumentationName),
+		done:   make(chan struct{}),
 
 		gatherFor: workerClaimGather,
 	}
@@ -361,15 +399,15 @@ func NewWorker(d *Dispatcher, cfg WorkerConfig) (*Worker, error) {
 }
 
 // Config returns the worker's configuration with defaults applied.
-func (w *Worker) Config() WorkerConfig {
+func (w *Worker) Config() Config {
 	cfg := w.cfg
 	cfg.Categories = slices.Clone(cfg.Categories)
 	return cfg
 }
 
-// Stats returns the worker's running totals.
-func (w *Worker) Stats() WorkerStats {
-	return WorkerStats{
+// Totals returns the worker's running totals.
+func (w *Worker) Totals() Totals {
+	return Totals{
 		Processed: w.processed.Load(),
 		Failed:    w.failed.Load(),
 		LeaseLost: w.leaseLost.Load(),
@@ -383,10 +421,10 @@ func (w *Worker) Stats() WorkerStats {
 // Stop whose drain has ended (claiming stops, handlers are cancelled and
 // their claims released). Call Stop in either case to wait for the worker.
 //
-// Start returns an error wrapping ErrStarted when the worker is running and
-// ErrStopped after Stop.
+// Start returns an error wrapping dispatcher.ErrStarted when the worker is
+// running and dispatcher.ErrStopped after Stop.
 func (w *Worker) Start(ctx context.Context) error {
-	err := w.life.start("worker", func() {
+	err := w.life.Start("worker", func() {
 		claimCtx, stopClaiming := context.WithCancel(ctx)
 		w.stopClaiming = stopClaiming
 		w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
@@ -423,10 +461,10 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop returns nil when everything has returned, or an error wrapping ctx's
 // if ctx ends first; the cancelled handlers then still release their claims
 // as they return. Stop before Start returns nil; after Stop, Start returns an
-// error wrapping ErrStopped. Stop may be called more than once; each call
+// error wrapping dispatcher.ErrStopped. Stop may be called more than once; each call
 // waits for the worker.
 func (w *Worker) Stop(ctx context.Context) error {
-	if !w.life.stop() {
+	if !w.life.Stop() {
 		return nil
 	}
 	w.stopClaiming()
@@ -485,7 +523,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			holders[i] = workerHolder(w.cfg.ID, s)
 			slotOf[holders[i]] = s
 		}
-		claims, err := w.d.nextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		claims, err := w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
 			delete(slotOf, c.Task.Holder)
@@ -503,7 +541,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			w.slots.put(s)
 		}
 		switch {
-		case err == nil, errors.Is(err, ErrNoTask):
+		case err == nil, errors.Is(err, dispatcher.ErrNoTask):
 			errs = 0
 		case ctx.Err() != nil:
 			return
@@ -551,7 +589,7 @@ func (w *Worker) gather(ctx context.Context) {
 // outcome is a finished handler's claim on its way to the store.
 type outcome struct {
 	claim  *tasks.Claim
-	ref    ClaimRef
+	ref    dispatcher.ClaimRef
 	holder string
 	log    *slog.Logger
 	span   trace.Span
@@ -572,11 +610,11 @@ type outcome struct {
 func (w *Worker) run(claim *tasks.Claim, slot int) {
 	defer w.handlers.Done()
 	holder := claim.Task.Holder
-	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	log := w.log.With("slot", slot, "task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
 
 	// The run is a trace of its own, linked to the span that made the claim.
-	rctx, span := w.d.tel.tracer.Start(w.handlersCtx, "worker.run",
+	rctx, span := w.tracer.Start(w.handlersCtx, "worker.run",
 		trace.WithNewRoot(), trace.WithLinks(claimLink(claim.Task.TraceContext)...),
 		trace.WithAttributes(claimAttrs(claim)...),
 		trace.WithAttributes(attrHolder.String(holder), attribute.Int("taskd.attempt", claim.Task.Attempts)))
@@ -602,7 +640,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
 		endSpan(span, err)
-		w.d.releaseLock(hctx, ref.TaskID, holder)
+		w.d.ReleaseLock(hctx, ref.TaskID, holder)
 		return
 	}
 
@@ -640,8 +678,8 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
 	defer cancel()
-	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	c := Claimant{Holder: claim.Task.Holder, Categories: w.cfg.Categories}
+	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+	c := dispatcher.Claimant{Holder: claim.Task.Holder, Categories: w.cfg.Categories}
 	err := w.d.Release(ctx, c, ref, "shutdown")
 	w.leases.remove(ref)
 	switch {
@@ -650,7 +688,7 @@ func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
 	case errors.Is(err, tasks.ErrStale):
 		w.leaseLost.Add(1)
 		log.WarnContext(ctx, "release at shutdown refused: lease lost", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
-		w.d.releaseLock(ctx, ref.TaskID, c.Holder)
+		w.d.ReleaseLock(ctx, ref.TaskID, c.Holder)
 	default:
 		log.ErrorContext(ctx, "release task at shutdown", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}
@@ -659,7 +697,9 @@ func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
 // completed handles the store's answer about an outcome: ended when its
 // transaction committed, err when it did not. It reports whether the claim's
 // lock is to be given back.
-func (w *Worker) completed(ctx context.Context, o *outcome, ended *tasks.Ended, err error) bool {
+// The dispatcher (CompleteMany) has counted the answer and linked the run's
+// span to the claim's.
+func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	op := "submit"
 	if o.result == nil {
 		op = "fail"
@@ -672,7 +712,6 @@ func (w *Worker) completed(ctx context.Context, o *outcome, ended *tasks.Ended, 
 		w.processed.Add(1)
 		log.DebugContext(o.ctx, "task done")
 		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
-		w.d.record(ctx, o.span, ended, op)
 		return true
 	case err == nil:
 		w.failed.Add(1)
@@ -685,19 +724,17 @@ func (w *Worker) completed(ctx context.Context, o *outcome, ended *tasks.Ended, 
 			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", o.backoff, "err", o.err)
 		}
 		o.span.SetAttributes(attrOutcome.String(string(status)))
-		w.d.record(ctx, o.span, ended, op)
 		return true
 	case errors.Is(err, tasks.ErrStale):
 		// The lease passed or the claim was revoked after the last renewal.
 		w.leaseLost.Add(1)
-		w.d.countStale(ctx, op, err)
 		log.WarnContext(o.ctx, op+" refused: lease lost", "err", err)
 		o.span.SetAttributes(attrOutcome.String("lease_lost"))
 		return true
 	default:
 		// The claim stays until its lease passes; then the task is claimed
 		// again (the sweeper or the next claim takes it over).
-		log.ErrorContext(o.ctx, op+" task", "err", Unavailable(err))
+		log.ErrorContext(o.ctx, op+" task", "err", err)
 		o.span.SetAttributes(attrOutcome.String("error"))
 		return false
 	}

@@ -1,4 +1,4 @@
-package dispatcher_test
+package activity_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/activity"
 )
 
 // fixedMinute returns a clock stopped in the middle of the current minute,
@@ -16,10 +17,10 @@ func fixedMinute() func() time.Time {
 	return func() time.Time { return now }
 }
 
-// newHistory starts a History of d that flushes only when told to.
-func newHistory(t *testing.T, b *bundle, d *dispatcher.Dispatcher, now func() time.Time) *dispatcher.History {
+// newRecorder starts a Recorder of d that flushes only when told to.
+func newRecorder(t *testing.T, b *bundle, d *dispatcher.Dispatcher, now func() time.Time) *activity.Recorder {
 	t.Helper()
-	h, err := dispatcher.NewHistory(d, dispatcher.HistoryConfig{Redis: b.rdb, FlushInterval: time.Hour, NowFunc: now})
+	h, err := activity.New(d, activity.Config{Redis: b.rdb, FlushInterval: time.Hour, NowFunc: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func newHistory(t *testing.T, b *bundle, d *dispatcher.Dispatcher, now func() ti
 }
 
 // total reads the last n minutes and sums them.
-func total(t *testing.T, h *dispatcher.History, n int) dispatcher.Counts {
+func total(t *testing.T, h *activity.Recorder, n int) activity.Counts {
 	t.Helper()
 	ms, err := h.Read(t.Context(), n)
 	if err != nil {
@@ -40,7 +41,7 @@ func total(t *testing.T, h *dispatcher.History, n int) dispatcher.Counts {
 	if len(ms) != n {
 		t.Fatalf("read %d minutes, want %d", len(ms), n)
 	}
-	var c dispatcher.Counts
+	var c activity.Counts
 	for i, m := range ms {
 		if i > 0 && !m.Start.Equal(ms[i-1].Start.Add(time.Minute)) {
 			t.Fatalf("minute %d starts at %v, after %v", i, m.Start, ms[i-1].Start)
@@ -67,14 +68,14 @@ func cycles(t *testing.T, d *dispatcher.Dispatcher, c dispatcher.Claimant, n int
 	}
 }
 
-// TestHistoryCountsClaimsAndSubmits: the claims and submits of n cycles are
+// TestRecorderCountsClaimsAndSubmits: the claims and submits of n cycles are
 // counted in memory, reach Redis with a flush (not before), and a stop
 // flushes what is left.
-func TestHistoryCountsClaimsAndSubmits(t *testing.T) {
+func TestRecorderCountsClaimsAndSubmits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	now := fixedMinute()
-	h := newHistory(t, b, b.d, now)
+	h := newRecorder(t, b, b.d, now)
 	ed := b.editor(t, "ada", "news")
 	const n = 7
 	b.add(t, "news", 1, n)
@@ -89,6 +90,10 @@ func TestHistoryCountsClaimsAndSubmits(t *testing.T) {
 	c := total(t, h, 60)
 	if c.Claims != n || c.Submits != n || c.Measured() != n {
 		t.Fatalf("after %d cycles: %d claims, %d submits, %d measured; want %d each", n, c.Claims, c.Submits, c.Measured(), n)
+	}
+	// The dispatcher's Stats count the same events.
+	if st := b.d.Stats(); st.Assignments != c.Claims || st.Submits != c.Submits {
+		t.Errorf("stats %+v, history %+v: the counts differ", st, c)
 	}
 	if p99, ok := c.Quantile(0.99); !ok || p99 <= 0 || p99 > 5*time.Second {
 		t.Errorf("p99 %v, %v", p99, ok)
@@ -124,15 +129,15 @@ func TestHistoryCountsClaimsAndSubmits(t *testing.T) {
 	if _, err := h.Read(t.Context(), 0); err == nil {
 		t.Error("read 0 minutes: no error")
 	}
-	if _, err := h.Read(t.Context(), dispatcher.HistoryMaxMinutes+1); err == nil {
+	if _, err := h.Read(t.Context(), activity.MaxMinutes+1); err == nil {
 		t.Error("read past the limit: no error")
 	}
 }
 
-// TestHistoryMergesReplicas: two dispatchers over the same stores, each with
-// its History, count their own claims; each reads the sum, and the latency
+// TestRecorderMergesReplicas: two dispatchers over the same stores, each with
+// its Recorder, count their own claims; each reads the sum, and the latency
 // buckets add up so that p50 and p99 are those of all claims.
-func TestHistoryMergesReplicas(t *testing.T) {
+func TestRecorderMergesReplicas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	other, err := dispatcher.New(b.store, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
@@ -140,7 +145,7 @@ func TestHistoryMergesReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := fixedMinute()
-	h1, h2 := newHistory(t, b, b.d, now), newHistory(t, b, other, now)
+	h1, h2 := newRecorder(t, b, b.d, now), newRecorder(t, b, other, now)
 	b.add(t, "news", 1, 3)
 	cycles(t, b.d, b.editor(t, "ada", "news"), 3)
 	b.add(t, "news", 1, 2)
@@ -151,7 +156,7 @@ func TestHistoryMergesReplicas(t *testing.T) {
 	if err := h2.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for i, h := range []*dispatcher.History{h1, h2} {
+	for i, h := range []*activity.Recorder{h1, h2} {
 		if c := total(t, h, 5); c.Claims != 5 || c.Submits != 5 || c.Measured() != 5 {
 			t.Fatalf("replica %d reads %+v, want 5 claims and submits from both", i+1, c)
 		}
@@ -164,7 +169,7 @@ func TestHistoryMergesReplicas(t *testing.T) {
 	}
 	h2.CountClaim(300 * time.Millisecond)
 	h2.CountClaim(400 * time.Millisecond)
-	for _, h := range []*dispatcher.History{h1, h2} {
+	for _, h := range []*activity.Recorder{h1, h2} {
 		if err := h.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -188,21 +193,13 @@ func TestHistoryMergesReplicas(t *testing.T) {
 	}
 }
 
-// A dispatcher takes one running History; a stopped one does not start
-// again.
-func TestHistoryLifecycle(t *testing.T) {
+// A stopped Recorder does not start again.
+func TestRecorderLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	h := newHistory(t, b, b.d, time.Now)
+	h := newRecorder(t, b, b.d, time.Now)
 	if err := h.Start(t.Context()); !errors.Is(err, dispatcher.ErrStarted) {
 		t.Fatalf("second start: %v, want ErrStarted", err)
-	}
-	second, err := dispatcher.NewHistory(b.d, dispatcher.HistoryConfig{Redis: b.rdb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Start(t.Context()); err == nil {
-		t.Fatal("a second history of the dispatcher started")
 	}
 	if err := h.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -210,13 +207,7 @@ func TestHistoryLifecycle(t *testing.T) {
 	if err := h.Start(t.Context()); !errors.Is(err, dispatcher.ErrStopped) {
 		t.Fatalf("start after stop: %v, want ErrStopped", err)
 	}
-	if err := second.Start(t.Context()); err != nil {
-		t.Fatalf("start once the first stopped: %v", err)
-	}
-	if err := second.Stop(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dispatcher.NewHistory(b.d, dispatcher.HistoryConfig{}); err == nil {
-		t.Error("a history without Redis")
+	if _, err := activity.New(b.d, activity.Config{}); err == nil {
+		t.Error("a recorder without Redis")
 	}
 }

@@ -1,4 +1,8 @@
-package dispatcher
+// Package lifecycle is the start-and-stop state machine that the
+// dispatcher's relay and each background loop (the sweeper, the scheduler,
+// the workers, the webhook delivery, the activity history) share: new, then
+// started by one Start, then stopped for good by Stop.
+package lifecycle
 
 import (
 	"errors"
@@ -16,19 +20,19 @@ var (
 	ErrStopped = errors.New("stopped")
 )
 
-// startStop is the state machine the Dispatcher, the Sweeper and the Worker
-// share: new, then started by one Start, then stopped for good by Stop.
-// Stop before Start only makes Start refuse.
-type startStop struct {
+// State is the state of one service. Stop before Start only makes Start
+// refuse. The zero value is a new service.
+type State struct {
 	mu      sync.Mutex
 	started bool // Start ran
 	stopped bool // Stop ran
 }
 
-// start runs begin and marks the service started, unless it was started or
-// stopped before; the error names the service. begin runs under the lock, so
-// a concurrent stop sees everything it set.
-func (s *startStop) start(name string, begin func()) error {
+// Start runs begin and marks the service started, unless it was started or
+// stopped before: the error then wraps ErrStarted or ErrStopped and names
+// the service. begin runs under the lock, so a concurrent Stop sees
+// everything it set.
+func (s *State) Start(name string, begin func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -42,10 +46,10 @@ func (s *startStop) start(name string, begin func()) error {
 	return nil
 }
 
-// stop marks the service stopped and reports whether Start ran, in which
+// Stop marks the service stopped and reports whether Start ran, in which
 // case the caller has something to stop (every call after a Start reports
 // true, so that each Stop waits for the same drain).
-func (s *startStop) stop() (started bool) {
+func (s *State) Stop() (started bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true

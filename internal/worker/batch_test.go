@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -12,137 +12,11 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
-	"github.com/taskd/taskd/internal/roundtrip"
 	"github.com/taskd/taskd/internal/store"
-	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
-
-// A worker's batch of claims is one round trip to Redis and one to MySQL
-// (one commit), whatever its size, and never more claims than holders.
-func TestClaimManyRoundTrips(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db, sqlCount, err := roundtrip.OpenMySQL(ctx, storetest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	rdb := testenv.Redis(t)
-	redisCount := &roundtrip.RedisHook{}
-	rdb.AddHook(redisCount)
-	b := setup(t, setupOpts{redis: rdb, db: db})
-	b.add(t, "news", 0, 20)
-	holders := func(from, n int) []string {
-		hs := make([]string, n)
-		for i := range hs {
-			hs[i] = fmt.Sprintf("worker:w:%d", from+i)
-		}
-		return hs
-	}
-	// Warm up: the scripts are loaded, the connections open.
-	if _, err := b.d.ClaimMany(ctx, holders(0, 1), []string{"news"}); err != nil {
-		t.Fatal(err)
-	}
-	// One candidate is locked by another process: its holder stays free.
-	cands, err := b.store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{"news"}, Limit: 1})
-	if err != nil || len(cands) != 1 {
-		t.Fatalf("candidates: %v %v", cands, err)
-	}
-	if err := rdb.Set(ctx, b.lockKey(cands[0].ID), "someone-else", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	sql0, redis0, reads0 := sqlCount.Counts(), redisCount.RoundTrips(), b.d.Stats().CandidateReads
-	hs := holders(1, 8)
-	claims, err := b.d.ClaimMany(ctx, hs, []string{"news"})
-	if err != nil {
-		t.Fatalf("claim many: %v", err)
-	}
-	sql := sqlCount.Counts().Sub(sql0)
-	reads := b.d.Stats().CandidateReads - reads0
-	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
-		t.Errorf("MySQL: %d round trips (%d candidate reads apart) and %d commits for a batch of %d claims, want 1 and 1",
-			sql.RoundTrips-reads, reads, sql.Commits, len(claims))
-	}
-	// The release of the lock another holds is none: nothing to give back.
-	if n := redisCount.RoundTrips() - redis0; n != 1 {
-		t.Errorf("%d Redis round trips for a batch of %d claims, want 1", n, len(claims))
-	}
-	if len(claims) != 7 {
-		t.Fatalf("%d claims for 8 holders with one candidate locked elsewhere, want 7 (the batch skips it)", len(claims))
-	}
-	seen := make(map[string]bool)
-	for _, c := range claims {
-		if seen[c.Task.Holder] || !slices.Contains(hs, c.Task.Holder) {
-			t.Fatalf("claim for holder %q: each holder gets one claim at most", c.Task.Holder)
-		}
-		seen[c.Task.Holder] = true
-		if c.Task.ID == cands[0].ID {
-			t.Fatalf("claimed task %d, whose lock another process holds", c.Task.ID)
-		}
-		if got := b.task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Holder != c.Task.Holder || got.Fence != c.Fence {
-			t.Fatalf("task %d = %+v, want assigned to %s at fence %d", c.Task.ID, got, c.Task.Holder, c.Fence)
-		}
-		if v := rdb.Get(ctx, b.lockKey(c.Task.ID)).Val(); v != c.Task.Holder {
-			t.Fatalf("task %d's lock = %q, want its holder %q", c.Task.ID, v, c.Task.Holder)
-		}
-	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != 8 {
-		t.Fatalf("%d tasks assigned, want 8 (1 warm-up claim, 7 in the batch)", n)
-	}
-}
-
-// A batch wider than one candidate read of the pool (Config.Batch) is still
-// one candidate read and one round trip per store: 150 free slots get 150
-// claims, not Batch of them.
-func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db, sqlCount, err := roundtrip.OpenMySQL(ctx, storetest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	rdb := testenv.Redis(t)
-	redisCount := &roundtrip.RedisHook{}
-	rdb.AddHook(redisCount)
-	b := setup(t, setupOpts{redis: rdb, db: db})
-	b.add(t, "news", 0, 200)
-	if b.d.Config().Batch >= 150 {
-		t.Fatalf("the pool's batch is %d: the test wants a batch of claims wider than it", b.d.Config().Batch)
-	}
-	hs := make([]string, 150)
-	for i := range hs {
-		hs[i] = fmt.Sprintf("worker:w:%d", i)
-	}
-	sql0, redis0 := sqlCount.Counts(), redisCount.RoundTrips()
-	claims, err := b.d.ClaimMany(ctx, hs, []string{"news"})
-	if err != nil {
-		t.Fatalf("claim many: %v", err)
-	}
-	if len(claims) != len(hs) {
-		t.Fatalf("%d claims for %d free holders and 200 pending tasks, want %d", len(claims), len(hs), len(hs))
-	}
-	sql := sqlCount.Counts().Sub(sql0)
-	if sql.RoundTrips != 2 || sql.Commits != 1 {
-		t.Errorf("MySQL: %d round trips and %d commits, want 2 (one candidate read, one batch) and 1", sql.RoundTrips, sql.Commits)
-	}
-	if n := redisCount.RoundTrips() - redis0; n != 1 {
-		t.Errorf("%d Redis round trips, want 1", n)
-	}
-	ids := make(map[int64]bool)
-	for _, c := range claims {
-		if ids[c.Task.ID] {
-			t.Fatalf("task %d claimed twice", c.Task.ID)
-		}
-		ids[c.Task.ID] = true
-	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != len(hs) {
-		t.Fatalf("%d tasks assigned, want %d", n, len(hs))
-	}
-}
 
 // gatedCompletes is a store whose Complete waits for gate to open (closed),
 // counting the calls and their members.
@@ -177,7 +51,7 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 	ids := b.add(t, "jobs", 0, 3)
 	release := make(chan struct{})
 	started := make(chan *tasks.Task, 10)
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
 		trySend(started, task)
 		<-release
@@ -185,7 +59,7 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 	})
 	// Three outcomes are written together: the batch size, and a flush
 	// interval far longer than the test.
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: 3, BatchSize: 3, FlushInterval: time.Hour,
 	})
 	running := make(map[int64]*tasks.Task)
@@ -206,10 +80,10 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 		t.Fatalf("first completion batch of %d members, want all 3", n)
 	}
 	testenv.Eventually(t, 10*time.Second, "outcomes recorded", func() bool {
-		st := w.Stats()
+		st := w.Totals()
 		return st.Processed+st.LeaseLost >= 3
 	})
-	if st := w.Stats(); st.Processed != 2 || st.LeaseLost != 1 || st.Failed != 0 {
+	if st := w.Totals(); st.Processed != 2 || st.LeaseLost != 1 || st.Failed != 0 {
 		t.Fatalf("stats %+v, want 2 processed and 1 lease lost", st)
 	}
 	if n := store.calls.Load(); n != 1 {
@@ -251,19 +125,19 @@ func TestWorkerBackPressure(t *testing.T) {
 	// The most a worker may hold: a handler per slot, the batches being
 	// written, and the backlog (which can grow past MaxBacklog by the
 	// outcomes of handlers that were running when it filled).
-	const bound = slots + dispatcher.WorkerWriters*batch + backlog + slots
+	const bound = slots + worker.Writers*batch + backlog + slots
 	b.add(t, "jobs", 0, n)
 	var calls atomic.Int64
 	over := make(chan struct{})
 	var overOnce sync.Once
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		if calls.Add(1) > bound {
 			overOnce.Do(func() { close(over) })
 		}
 		return nil, nil
 	})
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: slots, BatchSize: batch, MaxBacklog: backlog, FlushInterval: -1,
 	})
 	// Cleanups run last first: the gate opens before the worker stops.
@@ -281,7 +155,7 @@ func TestWorkerBackPressure(t *testing.T) {
 		t.Fatalf("%d handlers ran before back-pressure, want at least %d", c, slots)
 	}
 	openGate()
-	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Totals().Processed >= n })
 	if c := calls.Load(); c != n {
 		t.Fatalf("handlers ran %d times for %d tasks", c, n)
 	}
@@ -327,7 +201,7 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	started := make(chan *tasks.Task, 10)
 	cancelled := make(chan int64, 10)
 	finish := make(chan struct{})
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
 		trySend(started, task)
 		select {
@@ -341,7 +215,7 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 			return nil, nil
 		}
 	})
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{Handler: mux, Concurrency: 3})
+	w := startWorkerOn(t, d, worker.Config{Handler: mux, Concurrency: 3})
 	for range 3 {
 		awaitValue(t, started, "handler start")
 	}
@@ -364,7 +238,7 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	mu.Lock()
 	cause := causes[lost]
 	mu.Unlock()
-	if !errors.Is(cause, dispatcher.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
+	if !errors.Is(cause, worker.ErrLeaseLost) || !errors.Is(cause, tasks.ErrStale) {
 		t.Fatalf("cause %v, want ErrLeaseLost from a stale renewal", cause)
 	}
 	// The others are renewed on: wait for two more accepted renewals of them
@@ -388,8 +262,8 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	default:
 	}
 	close(finish)
-	testenv.Eventually(t, 10*time.Second, "the others processed", func() bool { return w.Stats().Processed == 2 })
-	if st := w.Stats(); st.LeaseLost != 1 || st.Failed != 0 {
+	testenv.Eventually(t, 10*time.Second, "the others processed", func() bool { return w.Totals().Processed == 2 })
+	if st := w.Totals(); st.LeaseLost != 1 || st.Failed != 0 {
 		t.Fatalf("stats %+v, want 1 lease lost and nothing failed", st)
 	}
 	for _, id := range ids[1:] {
@@ -409,34 +283,34 @@ func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 	ids := b.add(t, "jobs", 0, n)
 	var mu sync.Mutex
 	seen := make(map[int64]int)
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(_ context.Context, task *tasks.Task) (any, error) {
 		mu.Lock()
 		seen[task.ID]++
 		mu.Unlock()
 		return map[string]int64{"fence": task.Fence}, nil
 	})
-	var workers []*dispatcher.Worker
+	var workers []*worker.Worker
 	for i := range 2 {
 		d, err := dispatcher.New(b.store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix, Batch: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
-		workers = append(workers, startWorkerOn(t, d, dispatcher.WorkerConfig{
+		workers = append(workers, startWorkerOn(t, d, worker.Config{
 			Handler: mux, Concurrency: 12, BatchSize: 8, ID: fmt.Sprintf("w%d", i),
 		}))
 	}
 	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool {
-		return workers[0].Stats().Processed+workers[1].Stats().Processed >= n
+		return workers[0].Totals().Processed+workers[1].Totals().Processed >= n
 	})
 	for _, w := range workers {
 		shutdownWorker(t, w)
 	}
-	if got := workers[0].Stats().Processed + workers[1].Stats().Processed; got != n {
+	if got := workers[0].Totals().Processed + workers[1].Totals().Processed; got != n {
 		t.Fatalf("workers processed %d, want %d", got, n)
 	}
-	if workers[0].Stats().Processed == 0 || workers[1].Stats().Processed == 0 {
-		t.Logf("one worker processed everything: %+v %+v", workers[0].Stats(), workers[1].Stats())
+	if workers[0].Totals().Processed == 0 || workers[1].Totals().Processed == 0 {
+		t.Logf("one worker processed everything: %+v %+v", workers[0].Totals(), workers[1].Totals())
 	}
 	// From the database: each task done, exactly one result and one
 	// 'submitted' event, both for the task's final fence, and one 'claimed'
@@ -502,7 +376,7 @@ func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
 	started := make(chan struct{}, n)
 	release := make(chan struct{})
 	var calls atomic.Int64
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		if calls.Add(1) <= slots {
 			started <- struct{}{}
@@ -510,7 +384,7 @@ func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
 		}
 		return nil, nil
 	})
-	w, err := dispatcher.NewWorker(d, dispatcher.WorkerConfig{
+	w, err := worker.New(d, worker.Config{
 		Handler: mux, Concurrency: slots, BatchSize: slots, ShutdownTimeout: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -529,7 +403,7 @@ func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
 		t.Fatalf("claim batches %v before any slot freed, want one of %d", got, slots)
 	}
 	close(release)
-	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Totals().Processed >= n })
 	got := store.all()
 	if len(got) < 2 || got[1] < slots/2 {
 		t.Fatalf("claim batches %v: the first after the slots freed has %v members, want at least %d", got, got[1:], slots/2)
@@ -548,18 +422,18 @@ func TestWorkerClaimsForALoneFreeSlot(t *testing.T) {
 	b.add(t, "jobs", 0, n)
 	release := make(chan struct{})
 	var calls atomic.Int64
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) {
 		if calls.Add(1) <= blocked {
 			<-release
 		}
 		return nil, nil
 	})
-	w := startWorker(t, b, dispatcher.WorkerConfig{Handler: mux, Concurrency: slots, BatchSize: slots})
+	w := startWorker(t, b, worker.Config{Handler: mux, Concurrency: slots, BatchSize: slots})
 	// Cleanups run last first: the handlers return before the worker stops.
 	t.Cleanup(func() { close(release) })
-	testenv.Eventually(t, 60*time.Second, "the tasks not blocked processed", func() bool { return w.Stats().Processed >= n-blocked })
-	if r := w.Stats().Running; r != blocked {
+	testenv.Eventually(t, 60*time.Second, "the tasks not blocked processed", func() bool { return w.Totals().Processed >= n-blocked })
+	if r := w.Totals().Running; r != blocked {
 		t.Fatalf("%d handlers running, want the %d blocked", r, blocked)
 	}
 }
@@ -583,7 +457,7 @@ func (s *enteredCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]
 // write in one transaction.
 func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	t.Parallel()
-	if dispatcher.WorkerWriters < 2 {
+	if worker.Writers < 2 {
 		t.Skip("one writer")
 	}
 	b := setup(t, setupOpts{dispatcher: workerFastPoll})
@@ -594,11 +468,11 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	}
 	const n, batch = 8, 3
 	b.add(t, "jobs", 0, n)
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	// One slot: outcomes arrive one by one, and the first writer writes
 	// each at once (no flush interval), until its write is held.
-	w := startWorkerOn(t, d, dispatcher.WorkerConfig{
+	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: 1, BatchSize: batch, MaxBacklog: 2 * batch, FlushInterval: -1,
 	})
 	openGate := sync.OnceFunc(func() { close(store.gate) })
@@ -618,5 +492,5 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 		t.Fatalf("the second writer wrote nothing while the first held %d outcomes and the backlog filled", first)
 	}
 	openGate()
-	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Stats().Processed >= n })
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Totals().Processed >= n })
 }

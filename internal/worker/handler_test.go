@@ -1,4 +1,4 @@
-package dispatcher_test
+package worker_test
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
 )
 
 func TestServeMuxRoutesByExactCategory(t *testing.T) {
 	t.Parallel()
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	var got []string
-	record := func(name string) dispatcher.HandlerFunc {
+	record := func(name string) worker.HandlerFunc {
 		return func(_ context.Context, task *tasks.Task) (any, error) {
 			got = append(got, fmt.Sprintf("%s:%d", name, task.ID))
 			return nil, nil
@@ -47,13 +47,13 @@ func TestServeMuxRoutesByExactCategory(t *testing.T) {
 
 func TestServeMuxUnknownCategory(t *testing.T) {
 	t.Parallel()
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	ran := false
 	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) { ran = true; return nil, nil })
 
 	for _, cat := range []string{"sports", "new", "news/x", "NEWS"} {
 		_, err := mux.ProcessTask(context.Background(), &tasks.Task{ID: 7, Category: cat})
-		if !errors.Is(err, dispatcher.ErrNoHandler) {
+		if !errors.Is(err, worker.ErrNoHandler) {
 			t.Fatalf("category %q: err = %v, want ErrNoHandler", cat, err)
 		}
 		if !strings.Contains(err.Error(), fmt.Sprintf("%q", cat)) || !strings.Contains(err.Error(), "task 7") {
@@ -69,7 +69,7 @@ func TestServeMuxPassesTaskContextAndError(t *testing.T) {
 	t.Parallel()
 	type key struct{}
 	boom := errors.New("boom")
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.HandleFunc("news", func(ctx context.Context, task *tasks.Task) (any, error) {
 		if ctx.Value(key{}) != "v" {
 			return nil, errors.New("context value lost")
@@ -88,9 +88,9 @@ func TestServeMuxPassesTaskContextAndError(t *testing.T) {
 func TestMiddlewareOrder(t *testing.T) {
 	t.Parallel()
 	var trace []string
-	mw := func(name string) dispatcher.MiddlewareFunc {
-		return func(next dispatcher.Handler) dispatcher.Handler {
-			return dispatcher.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
+	mw := func(name string) worker.MiddlewareFunc {
+		return func(next worker.Handler) worker.Handler {
+			return worker.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
 				trace = append(trace, name+" in")
 				res, err := next.ProcessTask(ctx, task)
 				trace = append(trace, name+" out")
@@ -98,7 +98,7 @@ func TestMiddlewareOrder(t *testing.T) {
 			})
 		}
 	}
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Use(mw("a"))
 	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) {
 		trace = append(trace, "handler")
@@ -118,7 +118,7 @@ func TestMiddlewareOrder(t *testing.T) {
 	// Unknown categories pass through the middleware too, which sees the error.
 	trace = nil
 	_, err := mux.ProcessTask(context.Background(), &tasks.Task{Category: "sports"})
-	if !errors.Is(err, dispatcher.ErrNoHandler) {
+	if !errors.Is(err, worker.ErrNoHandler) {
 		t.Fatalf("err = %v, want ErrNoHandler", err)
 	}
 	want = []string{"a in", "b in", "c in", "c out", "b out", "a out"}
@@ -130,11 +130,11 @@ func TestMiddlewareOrder(t *testing.T) {
 func TestMiddlewareCanShortCircuit(t *testing.T) {
 	t.Parallel()
 	denied := errors.New("denied")
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	ran := false
 	mux.HandleFunc("news", func(context.Context, *tasks.Task) (any, error) { ran = true; return nil, nil })
-	mux.Use(func(next dispatcher.Handler) dispatcher.Handler {
-		return dispatcher.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
+	mux.Use(func(next worker.Handler) worker.Handler {
+		return worker.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
 			if task.Priority < 0 {
 				return nil, denied
 			}
@@ -156,7 +156,7 @@ func TestHandlerFunc(t *testing.T) {
 	t.Parallel()
 	var seen *tasks.Task
 	want := errors.New("failure")
-	var h dispatcher.Handler = dispatcher.HandlerFunc(func(_ context.Context, task *tasks.Task) (any, error) {
+	var h worker.Handler = worker.HandlerFunc(func(_ context.Context, task *tasks.Task) (any, error) {
 		seen = task
 		if task.ID == 3 {
 			return nil, want
@@ -171,7 +171,7 @@ func TestHandlerFunc(t *testing.T) {
 		t.Fatal("the function did not get the task")
 	}
 	// The result comes back through a mux.
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	mux.Handle("news", h)
 	res, err := mux.ProcessTask(context.Background(), &tasks.Task{ID: 4, Category: "news"})
 	if m, ok := res.(map[string]int64); err != nil || !ok || m["id"] != 4 {
@@ -181,23 +181,23 @@ func TestHandlerFunc(t *testing.T) {
 
 func TestServeMuxHandlePanics(t *testing.T) {
 	t.Parallel()
-	nop := dispatcher.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	nop := worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	cases := []struct {
 		name     string
-		register func(mux *dispatcher.ServeMux)
+		register func(mux *worker.Mux)
 	}{
-		{"empty category", func(mux *dispatcher.ServeMux) { mux.Handle("", nop) }},
-		{"leading space", func(mux *dispatcher.ServeMux) { mux.Handle(" news", nop) }},
-		{"trailing space", func(mux *dispatcher.ServeMux) { mux.Handle("news ", nop) }},
-		{"too long", func(mux *dispatcher.ServeMux) { mux.Handle(strings.Repeat("x", tasks.MaxCategoryLen+1), nop) }},
-		{"invalid utf-8", func(mux *dispatcher.ServeMux) { mux.Handle("news\xff", nop) }},
-		{"nil handler", func(mux *dispatcher.ServeMux) { mux.Handle("news", nil) }},
-		{"nil func", func(mux *dispatcher.ServeMux) { mux.HandleFunc("news", nil) }},
-		{"duplicate", func(mux *dispatcher.ServeMux) { mux.Handle("news", nop); mux.Handle("news", nop) }},
+		{"empty category", func(mux *worker.Mux) { mux.Handle("", nop) }},
+		{"leading space", func(mux *worker.Mux) { mux.Handle(" news", nop) }},
+		{"trailing space", func(mux *worker.Mux) { mux.Handle("news ", nop) }},
+		{"too long", func(mux *worker.Mux) { mux.Handle(strings.Repeat("x", tasks.MaxCategoryLen+1), nop) }},
+		{"invalid utf-8", func(mux *worker.Mux) { mux.Handle("news\xff", nop) }},
+		{"nil handler", func(mux *worker.Mux) { mux.Handle("news", nil) }},
+		{"nil func", func(mux *worker.Mux) { mux.HandleFunc("news", nil) }},
+		{"duplicate", func(mux *worker.Mux) { mux.Handle("news", nop); mux.Handle("news", nop) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mux := dispatcher.NewServeMux()
+			mux := worker.NewMux()
 			defer func() {
 				if recover() == nil {
 					t.Fatal("Handle did not panic")
@@ -208,7 +208,7 @@ func TestServeMuxHandlePanics(t *testing.T) {
 	}
 
 	// The longest valid category is fine.
-	mux := dispatcher.NewServeMux()
+	mux := worker.NewMux()
 	long := strings.Repeat("é", tasks.MaxCategoryLen)
 	mux.Handle(long, nop)
 	if cats := mux.Categories(); len(cats) != 1 || cats[0] != long {

@@ -1,4 +1,4 @@
-package dispatcher
+package worker
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// ErrNoHandler is returned (wrapped) by ServeMux.ProcessTask for a task whose
-// category has no handler, and by NewWorker for a category without one.
+// ErrNoHandler is returned (wrapped) by Mux.ProcessTask for a task whose
+// category has no handler, and by New for a category without one.
 var ErrNoHandler = errors.New("no handler for category")
 
 // SkipRetry, wrapped in a handler's error, asks that the task not be tried
 // again: it becomes dead at once (tasks.FailParams.Dead) instead of going back
 // to the pool.
 //
-//lint:ignore ST1012 it reads as a directive, fmt.Errorf("...: %w", dispatcher.SkipRetry), as in asynq
+//lint:ignore ST1012 it reads as a directive, fmt.Errorf("...: %w", taskd.SkipRetry), as in asynq
 var SkipRetry = errors.New("skip retry")
 
 // Handler processes a claimed task, in the style of net/http's Handler.
@@ -47,44 +47,44 @@ func (f HandlerFunc) ProcessTask(ctx context.Context, t *tasks.Task) (any, error
 // limits).
 type MiddlewareFunc func(Handler) Handler
 
-// ServeMux routes tasks to handlers by exact category, like http.ServeMux
+// Mux routes tasks to handlers by exact category, like http.Mux
 // routes requests by pattern. Middleware added with Use wraps every handler,
-// the first added outermost. The zero value is not usable; call NewServeMux.
-// A ServeMux is safe for concurrent use.
-type ServeMux struct {
+// the first added outermost. The zero value is not usable; call NewMux.
+// A Mux is safe for concurrent use.
+type Mux struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 	mws      []MiddlewareFunc
 }
 
-// NewServeMux returns an empty ServeMux.
-func NewServeMux() *ServeMux {
-	return &ServeMux{handlers: make(map[string]Handler)}
+// NewMux returns an empty Mux.
+func NewMux() *Mux {
+	return &Mux{handlers: make(map[string]Handler)}
 }
 
-// Handle registers h for category. Like http.ServeMux, it panics on a
+// Handle registers h for category. Like http.Mux, it panics on a
 // programmer's error: a category the store would refuse (empty, longer than
 // tasks.MaxCategoryLen, or with leading or trailing spaces), a nil handler,
 // or a category registered already.
-func (mux *ServeMux) Handle(category string, h Handler) {
+func (mux *Mux) Handle(category string, h Handler) {
 	if err := checkCategory(category); err != nil {
-		panic(fmt.Sprintf("dispatcher: handle category %q: %v", category, err))
+		panic(fmt.Sprintf("worker: handle category %q: %v", category, err))
 	}
 	if h == nil {
-		panic(fmt.Sprintf("dispatcher: handle category %q: nil handler", category))
+		panic(fmt.Sprintf("worker: handle category %q: nil handler", category))
 	}
 	mux.mu.Lock()
 	defer mux.mu.Unlock()
 	if _, ok := mux.handlers[category]; ok {
-		panic(fmt.Sprintf("dispatcher: handle category %q: registered twice", category))
+		panic(fmt.Sprintf("worker: handle category %q: registered twice", category))
 	}
 	mux.handlers[category] = h
 }
 
 // HandleFunc registers f for category, with the same panics as Handle.
-func (mux *ServeMux) HandleFunc(category string, f func(ctx context.Context, t *tasks.Task) (any, error)) {
+func (mux *Mux) HandleFunc(category string, f func(ctx context.Context, t *tasks.Task) (any, error)) {
 	if f == nil {
-		panic(fmt.Sprintf("dispatcher: handle category %q: nil handler", category))
+		panic(fmt.Sprintf("worker: handle category %q: nil handler", category))
 	}
 	mux.Handle(category, HandlerFunc(f))
 }
@@ -92,14 +92,14 @@ func (mux *ServeMux) HandleFunc(category string, f func(ctx context.Context, t *
 // Use appends middleware that wraps every handler of the mux, including those
 // registered before the call. The first middleware added is the outermost: it
 // sees a task first and its handler's result last.
-func (mux *ServeMux) Use(mws ...MiddlewareFunc) {
+func (mux *Mux) Use(mws ...MiddlewareFunc) {
 	mux.mu.Lock()
 	defer mux.mu.Unlock()
 	mux.mws = append(mux.mws, mws...)
 }
 
 // Categories returns the registered categories, sorted.
-func (mux *ServeMux) Categories() []string {
+func (mux *Mux) Categories() []string {
 	mux.mu.RLock()
 	defer mux.mu.RUnlock()
 	cats := make([]string, 0, len(mux.handlers))
@@ -113,7 +113,7 @@ func (mux *ServeMux) Categories() []string {
 // ProcessTask dispatches t to the handler of its category, through the
 // middleware. A task of a category without a handler still passes through
 // the middleware and then fails with an error wrapping ErrNoHandler.
-func (mux *ServeMux) ProcessTask(ctx context.Context, t *tasks.Task) (any, error) {
+func (mux *Mux) ProcessTask(ctx context.Context, t *tasks.Task) (any, error) {
 	mux.mu.RLock()
 	h, ok := mux.handlers[t.Category]
 	mws := mux.mws

@@ -1,25 +1,25 @@
-package dispatcher
+package activity
 
 import (
 	"sync"
 	"time"
+
+	"github.com/taskd/taskd/dispatcher"
 )
 
-// LatencyBounds are the upper bounds of the fixed buckets a History counts
-// claims' latencies in; one more bucket counts the claims that took longer
+// LatencyBounds are the upper bounds of the fixed buckets a Recorder counts
+// claims' latencies in: the dispatcher's ClaimLatencyBounds, which its
+// taskd.claim.duration histogram uses too, so that the history's quantiles
+// and the metrics' agree. One more bucket counts the claims that took longer
 // than the last bound. Every replica counts in the same buckets, so their
 // counts add up.
-var LatencyBounds = [...]time.Duration{
-	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
-	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
-	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
-}
+var LatencyBounds = dispatcher.ClaimLatencyBounds
 
 // LatencyBuckets is the number of latency buckets: one per bound in
 // LatencyBounds, and one for longer.
 const LatencyBuckets = len(LatencyBounds) + 1
 
-// Counts are what a History counts in a minute: claims committed, submits
+// Counts are what a Recorder counts in a minute: claims committed, submits
 // committed, and the claims by how long they took.
 type Counts struct {
 	Claims  int64

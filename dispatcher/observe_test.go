@@ -1,0 +1,86 @@
+package dispatcher_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/taskd/taskd/dispatcher"
+)
+
+// sumOf reads the total of an Int64 counter from reader.
+func sumOf(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+				for _, dp := range s.DataPoints {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestOneCountFeedsStatsMetricsAndObservers: each claim and each submit is
+// one Event, and Stats, the OpenTelemetry counter and an observer all see
+// the same number; an observer that stopped sees no more.
+func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	b := setup(t, setupOpts{dispatcher: dispatcher.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
+	var mu sync.Mutex
+	seen := map[dispatcher.Op]int64{}
+	stop := b.d.Observe(func(_ context.Context, ev dispatcher.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[ev.Op]++
+		if ev.Category != "news" {
+			t.Errorf("event of category %q", ev.Category)
+		}
+	})
+	ed := b.editor(t, "ada", "news")
+	const n = 5
+	b.add(t, "news", 0, n)
+	ctx := t.Context()
+	claim, err := b.d.Next(ctx, ed, 0)
+	for range n {
+		if err != nil || claim == nil {
+			t.Fatalf("claim %v, %v", claim, err)
+		}
+		claim, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, []byte(`{}`))
+	}
+	st := b.d.Stats()
+	mu.Lock()
+	claims, submits := seen[dispatcher.OpClaim], seen[dispatcher.OpSubmit]
+	mu.Unlock()
+	if st.Assignments != n || st.Submits != n || claims != n || submits != n {
+		t.Fatalf("stats %+v, observed %d claims and %d submits; want %d each", st, claims, submits, n)
+	}
+	if got := sumOf(t, reader, "taskd.assignments"); got != n {
+		t.Errorf("taskd.assignments = %d, want %d", got, n)
+	}
+
+	stop()
+	b.add(t, "news", 0, 1)
+	if _, err := b.d.Next(ctx, ed, 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[dispatcher.OpClaim] != n {
+		t.Errorf("a stopped observer saw %d claims, want %d", seen[dispatcher.OpClaim], n)
+	}
+	if st := b.d.Stats(); st.Assignments != n+1 {
+		t.Errorf("stats count %d claims, want %d", st.Assignments, n+1)
+	}
+}

@@ -1,0 +1,4 @@
+package delivery
+
+// Delivering reports whether w holds the delivery lock now.
+func (w *Deliverer) Delivering() bool { return w.delivering() }
