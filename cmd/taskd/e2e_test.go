@@ -742,7 +742,7 @@ func TestE2EWork(t *testing.T) {
 		"TASKD_WORKER_METRICS_ADDR=127.0.0.1:0"), "work")
 	metricsAddr, _ := p.waitLog("serving worker metrics", 30*time.Second)["addr"].(string)
 	testenv.Eventually(t, 30*time.Second, "the tasks processed", func() bool {
-		st, err := store.Stats(ctx, 0)
+		st, err := store.PoolStats(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -296,8 +296,8 @@ func TestPrometheus(t *testing.T) {
 		t.Fatal("Metrics is nil with Prometheus set")
 	}
 	pl := newPipeline(t, p)
-	stop, err := telemetry.ObservePool(p, func(ctx context.Context) (*tasks.Stats, error) {
-		return pl.store.Stats(ctx, 0)
+	stop, err := telemetry.ObservePool(p, func(ctx context.Context) (*tasks.PoolStats, error) {
+		return pl.store.PoolStats(ctx, 0)
 	}, time.Minute)
 	if err != nil {
 		t.Fatalf("observe pool: %v", err)
@@ -527,7 +527,7 @@ func TestNone(t *testing.T) {
 	if err := telemetry.InstrumentRedis(testenv.Redis(t), p); err != nil {
 		t.Errorf("instrument redis with no-op providers: %v", err)
 	}
-	stop, err := telemetry.ObservePool(p, func(context.Context) (*tasks.Stats, error) {
+	stop, err := telemetry.ObservePool(p, func(context.Context) (*tasks.PoolStats, error) {
 		t.Error("pool stats read with metrics off")
 		return nil, nil
 	}, 0)
