@@ -289,8 +289,8 @@ func TestDelivererFailsForGood(t *testing.T) {
 }
 
 // TestDelivererOneAtATime: of two deliverers only one delivers; when its lock
-// is lost (deleted from Redis) its hanging requests are cancelled within the
-// lock's time to live, and the other takes over and delivers.
+// is lost (deleted from Redis) its hanging requests are cancelled, by the lost
+// lock and not by their timeout, and the other takes over and delivers.
 func TestDelivererOneAtATime(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
@@ -314,7 +314,10 @@ func TestDelivererOneAtATime(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	hook := delivery.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: time.Minute}
+	// The requests' timeout is far beyond any wait below: a request cancelled
+	// within the wait was cancelled by the lost lock.
+	const timeout = 10 * time.Minute
+	hook := delivery.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: timeout}
 	const lease = 2 * time.Second
 	w1 := b.deliverer(t, hook, lease)
 	testenv.Eventually(t, 10*time.Second, "first deliverer delivering", w1.Delivering)
@@ -339,11 +342,11 @@ func TestDelivererOneAtATime(t *testing.T) {
 	for range 3 {
 		select {
 		case <-cancelled:
-		case <-time.After(lease + 5*time.Second):
+		case <-time.After(timeout / 2):
 			t.Fatal("the requests of the deliverer that lost its lock were not cancelled")
 		}
 	}
-	t.Logf("requests cancelled %v after the lock was lost", time.Since(lost))
+	t.Logf("requests cancelled %v after the lock was lost (lease %v)", time.Since(lost), lease)
 	testenv.Eventually(t, 20*time.Second, "every event delivered after the takeover", func() bool {
 		_, evs, _ := rc.got()
 		return len(evs) == 3
