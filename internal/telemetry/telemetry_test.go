@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/sweeper"
@@ -104,7 +105,7 @@ func (pl *pipeline) add(t *testing.T, category string, n int) []int64 {
 			Payload: json.RawMessage(`{"body":"` + payloadMarker + `"}`),
 		}
 	}
-	ids, err := idsOf(pl.d.AddTasks(t.Context(), ts))
+	ids, err := dispatchtest.IDsOf(pl.d.AddTasks(t.Context(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -715,13 +716,4 @@ func TestHTTPMetrics(t *testing.T) {
 			}
 		}
 	}
-}
-
-// idsOf returns the ids of the tasks AddTasks added, with its error.
-func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
-	ids := make([]int64, len(ins))
-	for i, in := range ins {
-		ids[i] = in.ID
-	}
-	return ids, err
 }
