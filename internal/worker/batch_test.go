@@ -137,19 +137,33 @@ func TestWorkerBackPressure(t *testing.T) {
 		}
 		return nil, nil
 	})
+	parked := make(chan struct{}, 1)
 	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: slots, BatchSize: batch, MaxBacklog: backlog, FlushInterval: -1,
+	}, func(w *worker.Worker) {
+		w.OnBackPressure(func() {
+			select {
+			case parked <- struct{}{}:
+			default:
+			}
+		})
 	})
 	// Cleanups run last first: the gate opens before the worker stops.
 	openGate := sync.OnceFunc(func() { close(store.gate) })
 	t.Cleanup(openGate)
-	// The completer blocks on its first write. Without back-pressure the
-	// worker would go on claiming the whole pool meanwhile; give it the time
-	// to (far more than claiming a handful takes).
+	// The completer blocks on its first write, so the claim loop must stop
+	// claiming for back-pressure, and stays stopped while the gate is shut.
+	// Without back-pressure it would go on claiming the whole pool and never
+	// stop.
 	select {
+	case <-parked:
 	case <-over:
 		t.Fatalf("%d handlers ran while the completer was blocked, want at most %d", calls.Load(), bound)
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Minute):
+		t.Fatal("the claim loop did not stop for back-pressure while the completer was blocked")
+	}
+	if c := calls.Load(); c > bound {
+		t.Fatalf("%d handlers ran while the completer was blocked, want at most %d", c, bound)
 	}
 	if c := calls.Load(); c < slots {
 		t.Fatalf("%d handlers ran before back-pressure, want at least %d", c, slots)

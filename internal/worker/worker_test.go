@@ -37,7 +37,7 @@ func startWorker(t *testing.T, b *bundle, cfg worker.Config) *worker.Worker {
 	return startWorkerOn(t, b.D, cfg)
 }
 
-func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config) *worker.Worker {
+func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config, beforeStart ...func(*worker.Worker)) *worker.Worker {
 	t.Helper()
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = time.Second
@@ -48,6 +48,9 @@ func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config) *w
 	w, err := worker.New(d, cfg)
 	if err != nil {
 		t.Fatalf("new worker: %v", err)
+	}
+	for _, fn := range beforeStart {
+		fn(w)
 	}
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatalf("start worker: %v", err)
