@@ -525,7 +525,7 @@ func TestE2ELongPoll(t *testing.T) {
 	}
 	answers := make(chan answer, 1)
 	go func() {
-		req, _ := http.NewRequest("POST", s.base+"/v1/assignments/next", strings.NewReader(`{"wait_ms": 40000}`))
+		req, _ := http.NewRequest("POST", s.base+"/v1/assignments/next", strings.NewReader(`{"wait_ms": 50000}`))
 		req.Header.Set("Authorization", "Bearer "+carol.Token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -544,8 +544,8 @@ func TestE2ELongPoll(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &got) != nil || got.Task.ID != ids[0] {
 			t.Fatalf("long poll answered %d %s (%v), want 200 with task %d", a.status, a.body, a.err, ids[0])
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll did not answer within 10s of the task's arrival")
+	case <-time.After(45 * time.Second): // under the 50 s wait and the minute's poll
+		t.Fatal("the long poll did not answer within 45s of the task's arrival")
 	}
 }
 
