@@ -502,8 +502,8 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		}()
 	}
-	stopPool, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.Stats, error) {
-		return e.store.Stats(ctx, 0)
+	stopPool, err := telemetry.ObservePool(e.tel, func(ctx context.Context) (*tasks.PoolStats, error) {
+		return e.store.PoolStats(ctx, 0)
 	}, 0)
 	if err != nil {
 		if ln != nil {

@@ -87,8 +87,8 @@ func (e *Engine) AcceptedResult(ctx context.Context, taskID int64) (*tasks.Accep
 // claims, counting those whose lease passes within expiringWithin as
 // expiring (zero counts none). It reads the MySQL replica when
 // Config.MySQL.ReplicaDSN sets one, the primary otherwise.
-func (e *Engine) PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
-	return e.store.Stats(ctx, expiringWithin)
+func (e *Engine) PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.PoolStats, error) {
+	return e.store.PoolStats(ctx, expiringWithin)
 }
 
 // LiveLeases lists the live claims in task id order, a page of at most
@@ -165,8 +165,8 @@ func (s apiStore) ClaimHolder(ctx context.Context, taskID, fence int64) (string,
 	return s.store.ClaimHolder(ctx, taskID, fence)
 }
 
-func (s apiStore) Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
-	return s.store.Stats(ctx, expiringWithin)
+func (s apiStore) PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.PoolStats, error) {
+	return s.store.PoolStats(ctx, expiringWithin)
 }
 
 func (s apiStore) ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error) {

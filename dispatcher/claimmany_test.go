@@ -26,8 +26,8 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	rdb := testenv.Redis(t)
 	redisCount := &roundtrip.RedisHook{}
 	rdb.AddHook(redisCount)
-	b := setup(t, setupOpts{redis: rdb, db: db})
-	b.add(t, "news", 0, 20)
+	b := setup(t, setupOpts{Redis: rdb, DB: db})
+	b.Add(t, "news", 0, 20)
 	holders := func(from, n int) []string {
 		hs := make([]string, n)
 		for i := range hs {
@@ -36,26 +36,26 @@ func TestClaimManyRoundTrips(t *testing.T) {
 		return hs
 	}
 	// Warm up: the scripts are loaded, the connections open.
-	if _, err := b.d.NextMany(ctx, holders(0, 1), []string{"news"}, 0); err != nil {
+	if _, err := b.D.NextMany(ctx, holders(0, 1), []string{"news"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// One candidate is locked by another process: its holder stays free.
-	cands, err := b.store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{"news"}, Limit: 1})
+	cands, err := b.Store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{"news"}, Limit: 1})
 	if err != nil || len(cands) != 1 {
 		t.Fatalf("candidates: %v %v", cands, err)
 	}
-	if err := rdb.Set(ctx, b.lockKey(cands[0].ID), "someone-else", time.Minute).Err(); err != nil {
+	if err := rdb.Set(ctx, b.LockKey(cands[0].ID), "someone-else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 
-	sql0, redis0, reads0 := sqlCount.Counts(), redisCount.RoundTrips(), b.d.Stats().CandidateReads
+	sql0, redis0, reads0 := sqlCount.Counts(), redisCount.RoundTrips(), b.D.Stats().CandidateReads
 	hs := holders(1, 8)
-	claims, err := b.d.NextMany(ctx, hs, []string{"news"}, 0)
+	claims, err := b.D.NextMany(ctx, hs, []string{"news"}, 0)
 	if err != nil {
 		t.Fatalf("claim many: %v", err)
 	}
 	sql := sqlCount.Counts().Sub(sql0)
-	reads := b.d.Stats().CandidateReads - reads0
+	reads := b.D.Stats().CandidateReads - reads0
 	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
 		t.Errorf("MySQL: %d round trips (%d candidate reads apart) and %d commits for a batch of %d claims, want 1 and 1",
 			sql.RoundTrips-reads, reads, sql.Commits, len(claims))
@@ -76,14 +76,14 @@ func TestClaimManyRoundTrips(t *testing.T) {
 		if c.Task.ID == cands[0].ID {
 			t.Fatalf("claimed task %d, whose lock another process holds", c.Task.ID)
 		}
-		if got := b.task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Holder != c.Task.Holder || got.Fence != c.Fence {
+		if got := b.Task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Holder != c.Task.Holder || got.Fence != c.Fence {
 			t.Fatalf("task %d = %+v, want assigned to %s at fence %d", c.Task.ID, got, c.Task.Holder, c.Fence)
 		}
-		if v := rdb.Get(ctx, b.lockKey(c.Task.ID)).Val(); v != c.Task.Holder {
+		if v := rdb.Get(ctx, b.LockKey(c.Task.ID)).Val(); v != c.Task.Holder {
 			t.Fatalf("task %d's lock = %q, want its holder %q", c.Task.ID, v, c.Task.Holder)
 		}
 	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != 8 {
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != 8 {
 		t.Fatalf("%d tasks assigned, want 8 (1 warm-up claim, 7 in the batch)", n)
 	}
 }
@@ -102,17 +102,17 @@ func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
 	rdb := testenv.Redis(t)
 	redisCount := &roundtrip.RedisHook{}
 	rdb.AddHook(redisCount)
-	b := setup(t, setupOpts{redis: rdb, db: db})
-	b.add(t, "news", 0, 200)
-	if b.d.Config().Batch >= 150 {
-		t.Fatalf("the pool's batch is %d: the test wants a batch of claims wider than it", b.d.Config().Batch)
+	b := setup(t, setupOpts{Redis: rdb, DB: db})
+	b.Add(t, "news", 0, 200)
+	if b.D.Config().Batch >= 150 {
+		t.Fatalf("the pool's batch is %d: the test wants a batch of claims wider than it", b.D.Config().Batch)
 	}
 	hs := make([]string, 150)
 	for i := range hs {
 		hs[i] = fmt.Sprintf("worker:w:%d", i)
 	}
 	sql0, redis0 := sqlCount.Counts(), redisCount.RoundTrips()
-	claims, err := b.d.NextMany(ctx, hs, []string{"news"}, 0)
+	claims, err := b.D.NextMany(ctx, hs, []string{"news"}, 0)
 	if err != nil {
 		t.Fatalf("claim many: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestClaimManyWiderThanTheCandidateBatch(t *testing.T) {
 		}
 		ids[c.Task.ID] = true
 	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != len(hs) {
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); n != len(hs) {
 		t.Fatalf("%d tasks assigned, want %d", n, len(hs))
 	}
 }

@@ -83,7 +83,7 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 	for i := range batch {
 		batch[i] = tasks.NewTask{Category: cats[i%len(cats)], Priority: rand.IntN(5), Title: fmt.Sprintf("article %d", i)}
 	}
-	if _, err := b.d.AddTasks(ctx, batch); err != nil {
+	if _, err := b.D.AddTasks(ctx, batch); err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
 	editors := make([]dispatcher.Claimant, r.editors)
@@ -92,12 +92,12 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 		for range rand.IntN(3) {
 			own = append(own, cats[rand.IntN(len(cats))])
 		}
-		editors[i] = b.editor(t, fmt.Sprintf("editor%03d", i), own...)
+		editors[i] = b.Editor(t, fmt.Sprintf("editor%03d", i), own...)
 	}
 
-	ds := []*dispatcher.Dispatcher{b.d}
+	ds := []*dispatcher.Dispatcher{b.D}
 	for len(ds) < r.replicas {
-		d, err := dispatcher.New(b.store, b.locks, b.d.Config())
+		d, err := dispatcher.New(b.Store, b.Locks, b.D.Config())
 		if err != nil {
 			t.Fatalf("new dispatcher: %v", err)
 		}
@@ -162,7 +162,7 @@ func innodbDeadlocks(t *testing.T, b *bundle) int64 {
 		Name  string `db:"Variable_name"`
 		Value int64  `db:"Value"`
 	}
-	if err := b.db.GetContext(context.Background(), &row, "SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'"); err != nil {
+	if err := b.DB.GetContext(context.Background(), &row, "SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'"); err != nil {
 		t.Fatalf("read Innodb_deadlocks: %v", err)
 	}
 	return row.Value
@@ -252,7 +252,7 @@ func checkInvariants(t *testing.T, b *bundle) {
 			A int64 `db:"a"`
 			B int64 `db:"b"`
 		}
-		if err := b.db.SelectContext(ctx, &rows, query); err != nil {
+		if err := b.DB.SelectContext(ctx, &rows, query); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		for i, r := range rows {
@@ -268,7 +268,7 @@ func checkInvariants(t *testing.T, b *bundle) {
 				Holder string `db:"holder"`
 				At     string `db:"at"`
 			}
-			_ = b.db.SelectContext(ctx, &evs, "SELECT id, kind, fence, COALESCE(holder,'') holder, CAST(`at` AS CHAR) `at` FROM task_events WHERE task_id = ? ORDER BY id", r.A)
+			_ = b.DB.SelectContext(ctx, &evs, "SELECT id, kind, fence, COALESCE(holder,'') holder, CAST(`at` AS CHAR) `at` FROM task_events WHERE task_id = ? ORDER BY id", r.A)
 			t.Logf("events of task %d: %+v", r.A, evs)
 		}
 	}
@@ -298,7 +298,7 @@ func checkInvariants(t *testing.T, b *bundle) {
 		Fence    int64  `db:"fence"`
 		EditorID int64  `db:"editor_id"`
 	}
-	if err := b.db.SelectContext(ctx, &events, `SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id
+	if err := b.DB.SelectContext(ctx, &events, `SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id
 		FROM task_events ORDER BY id`); err != nil {
 		t.Fatalf("read events: %v", err)
 	}
@@ -334,7 +334,7 @@ func TestConcurrentEditors(t *testing.T) {
 		t.Skip("long concurrent run")
 	}
 	const lease = time.Second
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{Lease: lease}})
 	tl := runEditors(t, b, run{editors: 200, tasks: 5000, categories: 10, duration: 8 * time.Second, lease: lease, enough: submitted(100)})
 
 	// One sweep: no task whose lease had passed when it started may stay
@@ -342,13 +342,13 @@ func TestConcurrentEditors(t *testing.T) {
 	ctx := context.Background()
 	awaitQuiet(t, b)
 	var sweepStart time.Time
-	if err := b.db.GetContext(ctx, &sweepStart, "SELECT NOW(3)"); err != nil {
+	if err := b.DB.GetContext(ctx, &sweepStart, "SELECT NOW(3)"); err != nil {
 		t.Fatal(err)
 	}
 	res := b.sweepOnce(t)
 	t.Logf("sweep: %+v", res)
 	var stuck int
-	if err := b.db.GetContext(ctx, &stuck,
+	if err := b.DB.GetContext(ctx, &stuck,
 		"SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND lease_expires_at < ?", sweepStart); err != nil {
 		t.Fatal(err)
 	}
@@ -358,12 +358,12 @@ func TestConcurrentEditors(t *testing.T) {
 			Fence int64     `db:"fence"`
 			Lease time.Time `db:"lease_expires_at"`
 		}
-		_ = b.db.SelectContext(ctx, &rows, "SELECT id, fence, lease_expires_at FROM tasks WHERE status = 'assigned' AND lease_expires_at < ?", sweepStart)
+		_ = b.DB.SelectContext(ctx, &rows, "SELECT id, fence, lease_expires_at FROM tasks WHERE status = 'assigned' AND lease_expires_at < ?", sweepStart)
 		t.Errorf("%d tasks assigned with a lease passed before the sweep (%v), after it: %+v", stuck, sweepStart, rows)
 	}
 	checkInvariants(t, b)
 
-	c := b.d.Stats()
+	c := b.D.Stats()
 	t.Logf("claims %d (assignments %d), submits %d, releases %d, abandons %d; lock conflicts %d (%.3f per assignment), refused claims %d, refused stale writes %d",
 		tl.claims.Load(), c.Assignments, tl.submits.Load(), tl.releases.Load(), tl.abandons.Load(),
 		c.Conflicts, float64(c.Conflicts)/float64(max(c.Assignments, 1)),
@@ -388,7 +388,7 @@ func TestConcurrentEditorsOnTwoReplicas(t *testing.T) {
 		t.Skip("long concurrent run")
 	}
 	const lease = time.Second
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{Lease: lease}})
 	tl := runEditors(t, b, run{editors: 60, tasks: 3000, categories: 3, duration: 4 * time.Second, lease: lease, replicas: 2, enough: submitted(100)})
 	awaitQuiet(t, b)
 	checkInvariants(t, b)
@@ -415,12 +415,12 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client()
 	const lease = time.Second
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: lease}, redis: rdb})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{Lease: lease}, Redis: rdb})
 	var flushes, afterFirstFlush atomic.Int64
 	tl := runEditors(t, b, run{
 		editors: 60, tasks: 2000, categories: 3, duration: 5 * time.Second, lease: lease,
 		enough: func(*tally) bool {
-			return flushes.Load() >= 10 && b.d.Stats().Assignments-afterFirstFlush.Load() >= 100
+			return flushes.Load() >= 10 && b.D.Stats().Assignments-afterFirstFlush.Load() >= 100
 		},
 		chaos: func(ctx context.Context) {
 			for {
@@ -431,7 +431,7 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 				}
 				if err := rdb.FlushAll(context.Background()).Err(); err == nil {
 					if flushes.Add(1) == 1 {
-						afterFirstFlush.Store(b.d.Stats().Assignments)
+						afterFirstFlush.Store(b.D.Stats().Assignments)
 					}
 				}
 			}
@@ -439,10 +439,10 @@ func TestRedisFlushedDuringRun(t *testing.T) {
 	})
 	b.sweepOnce(t)
 	checkInvariants(t, b)
-	after := b.d.Stats().Assignments - afterFirstFlush.Load()
+	after := b.D.Stats().Assignments - afterFirstFlush.Load()
 	t.Logf("%d flushes; assignments %d (%d after the first flush), submits %d, refused claims %d, refused stale writes %d",
-		flushes.Load(), b.d.Stats().Assignments, after, tl.submits.Load(),
-		b.d.Stats().RefusedClaims, b.d.Stats().RefusedWrites)
+		flushes.Load(), b.D.Stats().Assignments, after, tl.submits.Load(),
+		b.D.Stats().RefusedClaims, b.D.Stats().RefusedWrites)
 	if flushes.Load() < 10 {
 		t.Fatalf("only %d flushes happened", flushes.Load())
 	}
@@ -478,7 +478,7 @@ func awaitQuiet(t *testing.T, b *bundle) {
 			Info    sql.NullString `db:"info"`
 			Query   sql.NullString `db:"trx_query"`
 		}
-		_ = b.db.SelectContext(context.Background(), &open, `SELECT t.trx_state, t.trx_started, t.trx_wait_started, t.trx_rows_locked,
+		_ = b.DB.SelectContext(context.Background(), &open, `SELECT t.trx_state, t.trx_started, t.trx_wait_started, t.trx_rows_locked,
 			p.COMMAND AS command, p.TIME AS time, p.INFO AS info, t.trx_query
 			FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 			WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()`)
@@ -488,7 +488,7 @@ func awaitQuiet(t *testing.T, b *bundle) {
 	}()
 	testenv.Eventually(t, 30*time.Second, "transactions of the run ended", func() bool {
 		var open int
-		if err := b.db.GetContext(context.Background(), &open, q); err != nil {
+		if err := b.DB.GetContext(context.Background(), &open, q); err != nil {
 			t.Fatalf("count open transactions: %v", err)
 		}
 		return open == 0

@@ -245,8 +245,9 @@ func EditorClaimant(e *tasks.Editor) Claimant {
 	return Claimant{Holder: e.Holder(), EditorID: e.ID, Categories: e.Categories}
 }
 
-// Stats are running totals of what a Dispatcher did, for tests, stats and
-// metrics: a snapshot, taken by Dispatcher.Stats.
+// Stats are running totals of what this process's Dispatcher did, for tests,
+// stats and metrics: a snapshot, taken by Dispatcher.Stats. The pool's own
+// counts, shared by every process, are tasks.PoolStats.
 type Stats struct {
 	// Assignments counts claims committed.
 	Assignments int64

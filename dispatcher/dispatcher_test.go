@@ -18,14 +18,14 @@ func TestNextPriorityThenAge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ed := b.editor(t, "ann", "news")
-	low := b.add(t, "news", 1, 2)
-	high := b.add(t, "news", 9, 2)
-	mid := b.add(t, "news", 5, 1)
-	b.add(t, "sports", 100, 3) // not ann's category
+	ed := b.Editor(t, "ann", "news")
+	low := b.Add(t, "news", 1, 2)
+	high := b.Add(t, "news", 9, 2)
+	mid := b.Add(t, "news", 5, 1)
+	b.Add(t, "sports", 100, 3) // not ann's category
 	want := []int64{high[0], high[1], mid[0], low[0], low[1]}
 
-	claim, err := b.d.Next(ctx, ed, 0)
+	claim, err := b.D.Next(ctx, ed, 0)
 	if err != nil {
 		t.Fatalf("next: %v", err)
 	}
@@ -35,7 +35,7 @@ func TestNextPriorityThenAge(t *testing.T) {
 			t.Fatalf("ann got a %q task", claim.Task.Category)
 		}
 		got = append(got, claim.Task.ID)
-		claim, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
+		claim, err = b.D.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, json.RawMessage(`{"ok":true}`))
 		if err != nil {
 			t.Fatalf("submit: %v", err)
 		}
@@ -48,7 +48,7 @@ func TestNextPriorityThenAge(t *testing.T) {
 			t.Fatalf("order %v, want %v (priority, then age)", got, want)
 		}
 	}
-	if _, err := b.d.Next(ctx, ed, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+	if _, err := b.D.Next(ctx, ed, 0); !errors.Is(err, dispatcher.ErrNoTask) {
 		t.Fatalf("next on an empty pool: err = %v, want ErrNoTask", err)
 	}
 }
@@ -57,14 +57,14 @@ func TestNextIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ed := b.editor(t, "ann", "news")
-	b.add(t, "news", 0, 3)
+	ed := b.Editor(t, "ann", "news")
+	b.Add(t, "news", 0, 3)
 
-	first, err := b.d.Next(ctx, ed, 0)
+	first, err := b.D.Next(ctx, ed, 0)
 	if err != nil {
 		t.Fatalf("next: %v", err)
 	}
-	again, err := b.d.Next(ctx, ed, 0)
+	again, err := b.D.Next(ctx, ed, 0)
 	if err != nil {
 		t.Fatalf("next again: %v", err)
 	}
@@ -72,11 +72,11 @@ func TestNextIsIdempotent(t *testing.T) {
 		t.Fatalf("second next gave task %d fence %d, want the held task %d fence %d",
 			again.Task.ID, again.Fence, first.Task.ID, first.Fence)
 	}
-	if got := b.rdb.Get(ctx, b.lockKey(first.Task.ID)).Val(); got != ed.Holder {
+	if got := b.RDB.Get(ctx, b.LockKey(first.Task.ID)).Val(); got != ed.Holder {
 		t.Fatalf("redis lock holds %q, want the editor's holder %q", got, ed.Holder)
 	}
 	var assigned int
-	if err := b.db.GetContext(ctx, &assigned, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); err != nil {
+	if err := b.DB.GetContext(ctx, &assigned, "SELECT COUNT(*) FROM tasks WHERE status = 'assigned'"); err != nil {
 		t.Fatal(err)
 	}
 	if assigned != 1 {
@@ -90,42 +90,42 @@ func TestStaleHolder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ann := b.editor(t, "ann", "news")
-	bob := b.editor(t, "bob", "news")
-	id := b.add(t, "news", 0, 1)[0]
+	ann := b.Editor(t, "ann", "news")
+	bob := b.Editor(t, "bob", "news")
+	id := b.Add(t, "news", 0, 1)[0]
 
-	old, err := b.d.Next(ctx, ann, 0)
+	old, err := b.D.Next(ctx, ann, 0)
 	if err != nil {
 		t.Fatalf("ann next: %v", err)
 	}
-	b.expire(t, id)
-	taken, err := b.d.Next(ctx, bob, 0)
+	b.Expire(t, id)
+	taken, err := b.D.Next(ctx, bob, 0)
 	if err != nil {
 		t.Fatalf("bob next: %v", err)
 	}
 	if taken.Task.ID != id || taken.Fence != old.Fence+1 {
 		t.Fatalf("bob got task %d fence %d, want task %d fence %d", taken.Task.ID, taken.Fence, id, old.Fence+1)
 	}
-	before := b.task(t, id)
+	before := b.Task(t, id)
 	events := countRows(t, b, "task_events")
-	refused := b.d.Stats().RefusedWrites
+	refused := b.D.Stats().RefusedWrites
 
 	ref := dispatcher.ClaimRef{TaskID: id, Fence: old.Fence}
-	if _, err := b.d.Heartbeat(ctx, ann, ref); !errors.Is(err, tasks.ErrStale) {
+	if _, err := b.D.Heartbeat(ctx, ann, ref); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("stale heartbeat: err = %v, want ErrStale", err)
 	}
-	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`"late"`)); !errors.Is(err, tasks.ErrStale) {
+	if _, err := b.D.Submit(ctx, ann, ref, json.RawMessage(`"late"`)); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("stale submit: err = %v, want ErrStale", err)
 	}
-	if err := b.d.Release(ctx, ann, ref, ""); !errors.Is(err, tasks.ErrStale) {
+	if err := b.D.Release(ctx, ann, ref, ""); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("stale release: err = %v, want ErrStale", err)
 	}
 	// Even with the current fence, ann is not the holder.
-	if err := b.d.Release(ctx, ann, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, ""); !errors.Is(err, tasks.ErrStale) {
+	if err := b.D.Release(ctx, ann, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, ""); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("release by a non-holder: err = %v, want ErrStale", err)
 	}
 
-	after := b.task(t, id)
+	after := b.Task(t, id)
 	if after.Status != tasks.StatusAssigned || after.Fence != before.Fence || after.Holder != bob.Holder ||
 		!after.LeaseExpiresAt.Equal(*before.LeaseExpiresAt) {
 		t.Fatalf("stale writes changed the task: before %+v, after %+v", before, after)
@@ -136,13 +136,13 @@ func TestStaleHolder(t *testing.T) {
 	if n := countRows(t, b, "task_events"); n != events {
 		t.Fatalf("stale writes added %d events", n-events)
 	}
-	if got := b.rdb.Get(ctx, b.lockKey(id)).Val(); got != bob.Holder {
+	if got := b.RDB.Get(ctx, b.LockKey(id)).Val(); got != bob.Holder {
 		t.Fatalf("redis lock holds %q, want bob's", got)
 	}
-	if n := b.d.Stats().RefusedWrites - refused; n != 4 {
+	if n := b.D.Stats().RefusedWrites - refused; n != 4 {
 		t.Fatalf("%d refused writes counted, want 4", n)
 	}
-	if _, err := b.d.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, json.RawMessage(`"done"`)); err != nil {
+	if _, err := b.D.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: id, Fence: taken.Fence}, json.RawMessage(`"done"`)); err != nil {
 		t.Fatalf("bob submit: %v", err)
 	}
 }
@@ -150,26 +150,26 @@ func TestStaleHolder(t *testing.T) {
 func TestHeartbeatExtendsLeaseAndLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{Lease: 10 * time.Second}})
-	ed := b.editor(t, "ann", "news")
-	id := b.add(t, "news", 0, 1)[0]
-	claim, err := b.d.Next(ctx, ed, 0)
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{Lease: 10 * time.Second}})
+	ed := b.Editor(t, "ann", "news")
+	id := b.Add(t, "news", 0, 1)[0]
+	claim, err := b.D.Next(ctx, ed, 0)
 	if err != nil {
 		t.Fatalf("next: %v", err)
 	}
 	// Redis lost the lock (restart, eviction): the heartbeat restores it.
-	b.rdb.Del(ctx, b.lockKey(id))
-	expires, err := b.d.Heartbeat(ctx, ed, dispatcher.ClaimRef{TaskID: id, Fence: claim.Fence})
+	b.RDB.Del(ctx, b.LockKey(id))
+	expires, err := b.D.Heartbeat(ctx, ed, dispatcher.ClaimRef{TaskID: id, Fence: claim.Fence})
 	if err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
 	if expires.Before(claim.LeaseExpiresAt) {
 		t.Fatalf("heartbeat moved the lease back: %v < %v", expires, claim.LeaseExpiresAt)
 	}
-	if got := b.rdb.Get(ctx, b.lockKey(id)).Val(); got != ed.Holder {
+	if got := b.RDB.Get(ctx, b.LockKey(id)).Val(); got != ed.Holder {
 		t.Fatalf("lock after heartbeat holds %q, want %q", got, ed.Holder)
 	}
-	if ttl := b.rdb.PTTL(ctx, b.lockKey(id)).Val(); ttl <= 0 || ttl > 10*time.Second {
+	if ttl := b.RDB.PTTL(ctx, b.LockKey(id)).Val(); ttl <= 0 || ttl > 10*time.Second {
 		t.Fatalf("lock ttl %v, want within the lease", ttl)
 	}
 }
@@ -178,26 +178,26 @@ func TestReleaseAndSkip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ann := b.editor(t, "ann", "news")
-	bob := b.editor(t, "bob", "news")
-	ids := b.add(t, "news", 0, 2)
+	ann := b.Editor(t, "ann", "news")
+	bob := b.Editor(t, "bob", "news")
+	ids := b.Add(t, "news", 0, 2)
 
-	first, err := b.d.Next(ctx, ann, 0)
+	first, err := b.D.Next(ctx, ann, 0)
 	if err != nil || first.Task.ID != ids[0] {
 		t.Fatalf("next: %v, %+v", err, first)
 	}
-	if err := b.d.Skip(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "not mine"); err != nil {
+	if err := b.D.Skip(ctx, ann, dispatcher.ClaimRef{TaskID: ids[0], Fence: first.Fence}, "not mine"); err != nil {
 		t.Fatalf("skip: %v", err)
 	}
-	if n := b.rdb.Exists(ctx, b.lockKey(ids[0])).Val(); n != 0 {
+	if n := b.RDB.Exists(ctx, b.LockKey(ids[0])).Val(); n != 0 {
 		t.Fatalf("lock of a released claim still in redis")
 	}
 	// ann skipped the first task: she gets the second, bob the first.
-	second, err := b.d.Next(ctx, ann, 0)
+	second, err := b.D.Next(ctx, ann, 0)
 	if err != nil || second.Task.ID != ids[1] {
 		t.Fatalf("ann after skip: %v, %+v; want task %d", err, second, ids[1])
 	}
-	got, err := b.d.Next(ctx, bob, 0)
+	got, err := b.D.Next(ctx, bob, 0)
 	if err != nil || got.Task.ID != ids[0] {
 		t.Fatalf("bob: %v, %+v; want the skipped task %d", err, got, ids[0])
 	}
@@ -206,14 +206,14 @@ func TestReleaseAndSkip(t *testing.T) {
 	}
 	// A plain release keeps the task from the same editor for the release
 	// cooldown, and from nobody else.
-	if err := b.d.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, ""); err != nil {
+	if err := b.D.Release(ctx, bob, dispatcher.ClaimRef{TaskID: ids[0], Fence: got.Fence}, ""); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if c, err := b.d.Next(ctx, bob, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+	if c, err := b.D.Next(ctx, bob, 0); !errors.Is(err, dispatcher.ErrNoTask) {
 		t.Fatalf("bob after release: %+v, %v; want no task", c, err)
 	}
-	cy := b.editor(t, "cy", "news")
-	again, err := b.d.Next(ctx, cy, 0)
+	cy := b.Editor(t, "cy", "news")
+	again, err := b.D.Next(ctx, cy, 0)
 	if err != nil || again.Task.ID != ids[0] {
 		t.Fatalf("cy after bob's release: %v, %+v; want task %d", err, again, ids[0])
 	}
@@ -223,11 +223,11 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// A poll interval far beyond the test: only a wake-up can end the wait.
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
-	ed := b.editor(t, "ann", "news")
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
+	ed := b.Editor(t, "ann", "news")
 
 	start := time.Now()
-	if _, err := b.d.Next(ctx, ed, 150*time.Millisecond); !errors.Is(err, dispatcher.ErrNoTask) {
+	if _, err := b.D.Next(ctx, ed, 150*time.Millisecond); !errors.Is(err, dispatcher.ErrNoTask) {
 		t.Fatalf("next on an empty pool: err = %v, want ErrNoTask", err)
 	}
 	if waited := time.Since(start); waited < 150*time.Millisecond {
@@ -240,37 +240,50 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := b.d.Next(ctx, ed, 30*time.Second)
+		c, err := b.D.Next(ctx, ed, 10*time.Minute)
 		done <- result{c, err}
 	}()
-	testenv.Eventually(t, 5*time.Second, "waiter registered", func() bool { return b.d.Stats().Waiting > 0 })
-	b.add(t, "sports", 0, 1) // another category: no wake-up for ann
+	testenv.Eventually(t, 5*time.Second, "waiter registered", func() bool { return b.D.Stats().Waiting > 0 })
+	// Another category's task wakes its own waiter, not ann: once bob has
+	// it, its wake-up went through this process, and whatever ann's Next
+	// returns first is checked below to be the news task.
+	bob := b.Editor(t, "bob", "sports")
+	bobDone := make(chan result, 1)
+	go func() {
+		c, err := b.D.Next(ctx, bob, 10*time.Minute)
+		bobDone <- result{c, err}
+	}()
+	testenv.Eventually(t, 5*time.Second, "bob waiting too", func() bool { return b.D.Stats().Waiting > 1 })
+	sports := b.Add(t, "sports", 0, 1)[0]
 	select {
-	case r := <-done:
-		t.Fatalf("woke for another category's task: %+v, %v", r.claim, r.err)
-	case <-time.After(100 * time.Millisecond):
+	case r := <-bobDone:
+		if r.err != nil || r.claim.Task.ID != sports {
+			t.Fatalf("bob's next: %+v, %v; want task %d", r.claim, r.err, sports)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("bob's long-polling next did not wake when a sports task arrived")
 	}
-	id := b.add(t, "news", 0, 1)[0]
+	id := b.Add(t, "news", 0, 1)[0]
 	select {
 	case r := <-done:
 		if r.err != nil || r.claim.Task.ID != id {
 			t.Fatalf("woken next: %+v, %v; want task %d", r.claim, r.err, id)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("long-polling next did not wake when a task arrived")
 	}
 }
 
 func TestLongPollHonoursContext(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour}})
-	ed := b.editor(t, "ann", "news")
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{PollInterval: time.Hour}})
+	ed := b.Editor(t, "ann", "news")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	if _, err := b.d.Next(ctx, ed, time.Minute); !errors.Is(err, context.Canceled) {
+	if _, err := b.D.Next(ctx, ed, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if b.d.Stats().Waiting > 0 {
+	if b.D.Stats().Waiting > 0 {
 		t.Fatalf("cancelled waiter still registered")
 	}
 }
@@ -278,10 +291,10 @@ func TestLongPollHonoursContext(t *testing.T) {
 func TestNextRefusesBadClaimant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if _, err := b.d.Next(context.Background(), dispatcher.Claimant{Categories: []string{"news"}}, 0); !errors.Is(err, tasks.ErrInvalid) {
+	if _, err := b.D.Next(context.Background(), dispatcher.Claimant{Categories: []string{"news"}}, 0); !errors.Is(err, tasks.ErrInvalid) {
 		t.Fatalf("empty holder: err = %v, want ErrInvalid", err)
 	}
-	if _, err := b.d.Next(context.Background(), dispatcher.Claimant{Holder: "worker:x"}, 0); !errors.Is(err, dispatcher.ErrNoTask) {
+	if _, err := b.D.Next(context.Background(), dispatcher.Claimant{Holder: "worker:x"}, 0); !errors.Is(err, dispatcher.ErrNoTask) {
 		t.Fatalf("no categories: err = %v, want ErrNoTask", err)
 	}
 }
@@ -303,7 +316,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 func countRows(t testing.TB, b *bundle, table string) int {
 	t.Helper()
 	var n int
-	if err := b.db.GetContext(context.Background(), &n, "SELECT COUNT(*) FROM "+table); err != nil {
+	if err := b.DB.GetContext(context.Background(), &n, "SELECT COUNT(*) FROM "+table); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
@@ -313,33 +326,33 @@ func TestForceRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ann := b.editor(t, "ann", "news")
-	id := b.add(t, "news", 0, 1)[0]
-	claim, err := b.d.Next(ctx, ann, 0)
+	ann := b.Editor(t, "ann", "news")
+	id := b.Add(t, "news", 0, 1)[0]
+	claim, err := b.D.Next(ctx, ann, 0)
 	if err != nil {
 		t.Fatalf("next: %v", err)
 	}
-	if err := b.d.ForceRelease(ctx, id); err != nil {
+	if err := b.D.ForceRelease(ctx, id); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if n := b.rdb.Exists(ctx, b.lockKey(id)).Val(); n != 0 {
+	if n := b.RDB.Exists(ctx, b.LockKey(id)).Val(); n != 0 {
 		t.Fatalf("the revoked claim's lock is still in redis")
 	}
-	if got := b.task(t, id); got.Status != tasks.StatusPending || got.Fence != claim.Fence+1 || got.Holder != "" {
+	if got := b.Task(t, id); got.Status != tasks.StatusPending || got.Fence != claim.Fence+1 || got.Holder != "" {
 		t.Fatalf("after force release: status %s fence %d holder %q; want pending, fence %d, no holder",
 			got.Status, got.Fence, got.Holder, claim.Fence+1)
 	}
 	ref := dispatcher.ClaimRef{TaskID: id, Fence: claim.Fence}
-	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`1`)); !errors.Is(err, tasks.ErrStale) {
+	if _, err := b.D.Submit(ctx, ann, ref, json.RawMessage(`1`)); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("the old holder's submit: err = %v, want ErrStale", err)
 	}
-	if err := b.d.ForceRelease(ctx, id); !errors.Is(err, tasks.ErrStale) {
+	if err := b.D.ForceRelease(ctx, id); !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("force release of a pending task: err = %v, want ErrStale", err)
 	}
-	if err := b.d.ForceRelease(ctx, id+1000); !errors.Is(err, tasks.ErrNotFound) {
+	if err := b.D.ForceRelease(ctx, id+1000); !errors.Is(err, tasks.ErrNotFound) {
 		t.Fatalf("force release of an unknown task: err = %v, want ErrNotFound", err)
 	}
-	again, err := b.d.Next(ctx, ann, 0)
+	again, err := b.D.Next(ctx, ann, 0)
 	if err != nil || again.Task.ID != id || again.Fence != claim.Fence+2 {
 		t.Fatalf("next after force release = %+v, %v; want task %d at fence %d", again, err, id, claim.Fence+2)
 	}
@@ -367,11 +380,11 @@ func TestSkippedTasksAreNotTriedAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ann := b.editor(t, "ann", "news")
-	ids := b.add(t, "news", 0, 3)
+	ann := b.Editor(t, "ann", "news")
+	ids := b.Add(t, "news", 0, 3)
 	newDispatcher := func() (*dispatcher.Dispatcher, *skipCountingStore) {
-		s := &skipCountingStore{Store: b.store}
-		d, err := dispatcher.New(s, b.locks, b.d.Config())
+		s := &skipCountingStore{Store: b.Store}
+		d, err := dispatcher.New(s, b.Locks, b.D.Config())
 		if err != nil {
 			t.Fatal(err)
 		}

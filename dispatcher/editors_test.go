@@ -17,47 +17,47 @@ func TestDisableEditor(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	// ann is the Claimant a cache would still hold once she is disabled.
-	ann := b.editor(t, "ann", "news")
-	bob := b.editor(t, "bob", "news")
-	ids := b.add(t, "news", 0, 2)
-	claim, err := b.d.Next(ctx, ann, 0)
+	ann := b.Editor(t, "ann", "news")
+	bob := b.Editor(t, "bob", "news")
+	ids := b.Add(t, "news", 0, 2)
+	claim, err := b.D.Next(ctx, ann, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	revoked, err := b.d.DisableEditor(ctx, ann.EditorID)
+	revoked, err := b.D.DisableEditor(ctx, ann.EditorID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if revoked == nil || revoked.TaskID != claim.Task.ID || revoked.Fence != claim.Fence {
 		t.Fatalf("revoked = %+v, want task %d fence %d", revoked, claim.Task.ID, claim.Fence)
 	}
-	if n := b.rdb.Exists(ctx, b.lockKey(claim.Task.ID)).Val(); n != 0 {
+	if n := b.RDB.Exists(ctx, b.LockKey(claim.Task.ID)).Val(); n != 0 {
 		t.Error("the revoked claim's lock is still in redis")
 	}
 	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	if _, err := b.d.Submit(ctx, ann, ref, json.RawMessage(`1`)); !errors.Is(err, tasks.ErrStale) {
+	if _, err := b.D.Submit(ctx, ann, ref, json.RawMessage(`1`)); !errors.Is(err, tasks.ErrStale) {
 		t.Errorf("submit of the revoked claim: %v, want ErrStale", err)
 	}
-	if c, err := b.d.Next(ctx, ann, 0); !errors.Is(err, tasks.ErrEditorDisabled) || c != nil {
+	if c, err := b.D.Next(ctx, ann, 0); !errors.Is(err, tasks.ErrEditorDisabled) || c != nil {
 		t.Errorf("next of the disabled editor = %+v, %v; want ErrEditorDisabled", c, err)
 	}
 	// The tasks the refused claims tried are others' at once, the revoked one too.
 	got := map[int64]bool{}
 	for range ids {
-		c, err := b.d.Next(ctx, bob, 0)
+		c, err := b.D.Next(ctx, bob, 0)
 		if err != nil {
 			t.Fatalf("bob's next: %v", err)
 		}
 		got[c.Task.ID] = true
-		if _, err := b.d.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`1`)); err != nil {
+		if _, err := b.D.Submit(ctx, bob, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`1`)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if !got[ids[0]] || !got[ids[1]] {
 		t.Errorf("bob got %v, want both tasks %v", got, ids)
 	}
-	if _, err := b.d.DisableEditor(ctx, bob.EditorID+100); !errors.Is(err, tasks.ErrNotFound) {
+	if _, err := b.D.DisableEditor(ctx, bob.EditorID+100); !errors.Is(err, tasks.ErrNotFound) {
 		t.Errorf("disable of an unknown editor: %v, want ErrNotFound", err)
 	}
 }
@@ -71,8 +71,8 @@ func TestDisableEditorUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	ann := b.editor(t, "ann", "news")
-	b.add(t, "news", 0, 500)
+	ann := b.Editor(t, "ann", "news")
+	b.Add(t, "news", 0, 500)
 
 	var disabled atomic.Bool
 	var after, refused, claimed atomic.Int64
@@ -85,7 +85,7 @@ func TestDisableEditorUnderLoad(t *testing.T) {
 			defer wg.Done()
 			for refusals := 0; refusals < 20; {
 				late := disabled.Load()
-				c, err := b.d.Next(ctx, ann, 0)
+				c, err := b.D.Next(ctx, ann, 0)
 				switch {
 				case errors.Is(err, tasks.ErrEditorDisabled):
 					refused.Add(1)
@@ -104,7 +104,7 @@ func TestDisableEditorUnderLoad(t *testing.T) {
 					after.Add(1)
 				}
 				// A submit may find the claim revoked: that is the point.
-				_, err = b.d.Submit(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`1`))
+				_, err = b.D.Submit(ctx, ann, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`1`))
 				if err != nil && !errors.Is(err, tasks.ErrStale) {
 					t.Errorf("submit: %v", err)
 					return
@@ -113,7 +113,7 @@ func TestDisableEditorUnderLoad(t *testing.T) {
 		}()
 	}
 	<-started
-	if _, err := b.d.DisableEditor(ctx, ann.EditorID); err != nil {
+	if _, err := b.D.DisableEditor(ctx, ann.EditorID); err != nil {
 		t.Fatal(err)
 	}
 	disabled.Store(true)
@@ -123,7 +123,7 @@ func TestDisableEditorUnderLoad(t *testing.T) {
 		t.Errorf("%d claims that started after the disable returned succeeded", n)
 	}
 	var n int
-	if err := b.db.Get(&n, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.EditorID); err != nil {
+	if err := b.DB.Get(&n, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.EditorID); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

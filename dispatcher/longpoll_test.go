@@ -19,7 +19,7 @@ import (
 func TestLongPollAnswersAsManyWaitersAsTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
 	const n = 12
 	type result struct {
 		claim *tasks.Claim
@@ -27,13 +27,13 @@ func TestLongPollAnswersAsManyWaitersAsTasks(t *testing.T) {
 	}
 	results := make(chan result, n)
 	for i := range n {
-		ed := b.editor(t, fmt.Sprintf("ed%d", i), "news")
+		ed := b.Editor(t, fmt.Sprintf("ed%d", i), "news")
 		go func() {
-			c, err := b.d.Next(ctx, ed, time.Minute)
+			c, err := b.D.Next(ctx, ed, time.Minute)
 			results <- result{c, err}
 		}()
 	}
-	testenv.Eventually(t, 20*time.Second, "every caller waiting", func() bool { return b.d.IdleWaiters("news") == n })
+	testenv.Eventually(t, 20*time.Second, "every caller waiting", func() bool { return b.D.IdleWaiters("news") == n })
 
 	var got []int64
 	answer := func(want int, ids []int64) {
@@ -53,10 +53,10 @@ func TestLongPollAnswersAsManyWaitersAsTasks(t *testing.T) {
 			}
 		}
 	}
-	first := b.add(t, "news", 0, 5)
+	first := b.Add(t, "news", 0, 5)
 	answer(5, first)
 	// The others are back waiting for a wake-up, none answered.
-	testenv.Eventually(t, 20*time.Second, "the rest waiting", func() bool { return b.d.IdleWaiters("news") == n-5 })
+	testenv.Eventually(t, 20*time.Second, "the rest waiting", func() bool { return b.D.IdleWaiters("news") == n-5 })
 	select {
 	case r := <-results:
 		t.Fatalf("a sixth caller answered with 5 tasks: %+v, %v", r.claim, r.err)
@@ -64,16 +64,16 @@ func TestLongPollAnswersAsManyWaitersAsTasks(t *testing.T) {
 	}
 
 	// More tasks than waiters: every waiter answered, the rest left pending.
-	second := b.add(t, "news", 0, 10)
+	second := b.Add(t, "news", 0, 10)
 	answer(n-5, second)
 	var pending int
-	if err := b.db.GetContext(ctx, &pending, "SELECT COUNT(*) FROM tasks WHERE status = 'pending'"); err != nil {
+	if err := b.DB.GetContext(ctx, &pending, "SELECT COUNT(*) FROM tasks WHERE status = 'pending'"); err != nil {
 		t.Fatal(err)
 	}
 	if pending != 15-n {
 		t.Fatalf("%d tasks pending, want %d", pending, 15-n)
 	}
-	if b.d.Stats().Waiting > 0 {
+	if b.D.Stats().Waiting > 0 {
 		t.Fatal("a caller still waiting after every one was answered")
 	}
 }

@@ -37,10 +37,10 @@ func sumOf(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 	t.Parallel()
 	reader := sdkmetric.NewManualReader()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	var mu sync.Mutex
 	seen := map[dispatcher.Op]int64{}
-	stop := b.d.Observe(func(_ context.Context, ev dispatcher.Event) {
+	stop := b.D.Observe(func(_ context.Context, ev dispatcher.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[ev.Op]++
@@ -48,18 +48,18 @@ func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 			t.Errorf("event of category %q", ev.Category)
 		}
 	})
-	ed := b.editor(t, "ada", "news")
+	ed := b.Editor(t, "ada", "news")
 	const n = 5
-	b.add(t, "news", 0, n)
+	b.Add(t, "news", 0, n)
 	ctx := t.Context()
-	claim, err := b.d.Next(ctx, ed, 0)
+	claim, err := b.D.Next(ctx, ed, 0)
 	for range n {
 		if err != nil || claim == nil {
 			t.Fatalf("claim %v, %v", claim, err)
 		}
-		claim, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, []byte(`{}`))
+		claim, err = b.D.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}, []byte(`{}`))
 	}
-	st := b.d.Stats()
+	st := b.D.Stats()
 	mu.Lock()
 	claims, submits := seen[dispatcher.OpClaim], seen[dispatcher.OpSubmit]
 	mu.Unlock()
@@ -71,8 +71,8 @@ func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 	}
 
 	stop()
-	b.add(t, "news", 0, 1)
-	if _, err := b.d.Next(ctx, ed, 0); err != nil {
+	b.Add(t, "news", 0, 1)
+	if _, err := b.D.Next(ctx, ed, 0); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -80,7 +80,7 @@ func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 	if seen[dispatcher.OpClaim] != n {
 		t.Errorf("a stopped observer saw %d claims, want %d", seen[dispatcher.OpClaim], n)
 	}
-	if st := b.d.Stats(); st.Assignments != n+1 {
+	if st := b.D.Stats(); st.Assignments != n+1 {
 		t.Errorf("stats count %d claims, want %d", st.Assignments, n+1)
 	}
 }

@@ -67,9 +67,9 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 			t.Cleanup(func() { f.undo(t, r) }) // whatever happens
 			const lease = time.Second
 			b := setup(t, setupOpts{
-				db:         r.Primary,
-				store:      store.Config{Replica: replica, ReplicaTimeout: 300 * time.Millisecond, ReplicaRest: time.Second},
-				dispatcher: dispatcher.Config{Lease: lease},
+				DB:         r.Primary,
+				Store:      store.Config{Replica: replica, ReplicaTimeout: 300 * time.Millisecond, ReplicaRest: time.Second},
+				Dispatcher: dispatcher.Config{Lease: lease},
 			})
 			var before, during atomic.Int64
 			var undone atomic.Bool
@@ -87,11 +87,11 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 							ready = nil
 						case <-time.After(10 * time.Millisecond):
 						}
-						if ready == nil && b.d.Stats().Assignments > 0 {
+						if ready == nil && b.D.Stats().Assignments > 0 {
 							break
 						}
 					}
-					before.Store(b.d.Stats().Assignments)
+					before.Store(b.D.Stats().Assignments)
 					f.do(t, r)
 					// The fault lasts 3 s, and on a slow machine until 100
 					// assignments went through it (the run's enoughWait).
@@ -102,20 +102,20 @@ func TestConcurrentEditorsWithReplicaFaults(t *testing.T) {
 						case <-ctx.Done():
 							break fault
 						case <-faultEnd:
-							if b.d.Stats().Assignments-before.Load() >= 100 {
+							if b.D.Stats().Assignments-before.Load() >= 100 {
 								break fault
 							}
 							faultEnd = time.After(50 * time.Millisecond)
 						}
 					}
-					during.Store(b.d.Stats().Assignments - before.Load())
+					during.Store(b.D.Stats().Assignments - before.Load())
 					f.undo(t, r)
 					undone.Store(true)
 				},
 			})
 			awaitQuiet(t, b)
 			checkInvariants(t, b)
-			c := b.d.Stats()
+			c := b.D.Stats()
 			t.Logf("replica %s: assignments %d (%d before the fault, %d during it), submits %d, refused claims %d, refused stale writes %d",
 				f.name, c.Assignments, before.Load(), during.Load(), tl.submits.Load(), c.RefusedClaims, c.RefusedWrites)
 			if n := tl.staleAccepted.Load(); n != 0 {

@@ -20,7 +20,7 @@ import (
 func TestLongPollWokenEditorsAllAnswered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{PollInterval: time.Hour, MaxWait: time.Hour}})
 	const n = 60
 	type result struct {
 		ed    int64
@@ -29,14 +29,14 @@ func TestLongPollWokenEditorsAllAnswered(t *testing.T) {
 	}
 	results := make(chan result, n)
 	for i := range n {
-		ed := b.editor(t, fmt.Sprintf("ed%d", i), "news")
+		ed := b.Editor(t, fmt.Sprintf("ed%d", i), "news")
 		go func() {
-			c, err := b.d.Next(ctx, ed, time.Minute)
+			c, err := b.D.Next(ctx, ed, time.Minute)
 			results <- result{ed.EditorID, c, err}
 		}()
 	}
-	testenv.Eventually(t, 20*time.Second, "every caller waiting", func() bool { return b.d.IdleWaiters("news") == n })
-	ids := b.add(t, "news", 0, n)
+	testenv.Eventually(t, 20*time.Second, "every caller waiting", func() bool { return b.D.IdleWaiters("news") == n })
+	ids := b.Add(t, "news", 0, n)
 	seen := make(map[int64]bool)
 	for range n {
 		select {
@@ -58,10 +58,10 @@ func TestLongPollWokenEditorsAllAnswered(t *testing.T) {
 		}
 	}
 	var held, events int
-	if err := b.db.GetContext(ctx, &held, "SELECT COUNT(DISTINCT editor_id) FROM tasks WHERE status = 'assigned'"); err != nil {
+	if err := b.DB.GetContext(ctx, &held, "SELECT COUNT(DISTINCT editor_id) FROM tasks WHERE status = 'assigned'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.db.GetContext(ctx, &events, "SELECT COUNT(*) FROM task_events WHERE kind = 'claimed'"); err != nil {
+	if err := b.DB.GetContext(ctx, &events, "SELECT COUNT(*) FROM task_events WHERE kind = 'claimed'"); err != nil {
 		t.Fatal(err)
 	}
 	if held != n || events != n {

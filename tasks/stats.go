@@ -4,11 +4,13 @@ import (
 	"time"
 )
 
-// ExpiringWithinDefault is the window Stats uses when given none.
+// ExpiringWithinDefault is the window PoolStats uses when given none.
 const ExpiringWithinDefault = time.Minute
 
-// Stats is a snapshot of the pool.
-type Stats struct {
+// PoolStats is a snapshot of the pool: its tasks counted by status and category, its
+// live claims and its paused categories, as the store reads them (compare
+// dispatcher.Stats, the counters of one process).
+type PoolStats struct {
 	// ByStatus counts tasks per status; every status is present.
 	ByStatus map[Status]int64
 	// ByCategory counts tasks per category and status, ordered by category then status;
@@ -22,7 +24,7 @@ type Stats struct {
 	// or sweep has taken back yet.
 	Expired int64
 	// ExpiringSoon is the number of live claims whose lease passes within the window
-	// given to Stats.
+	// given to PoolStats.
 	ExpiringSoon int64
 	// Paused lists the paused categories by name (paused with PauseCategory); never nil.
 	Paused []string

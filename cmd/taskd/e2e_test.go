@@ -525,7 +525,7 @@ func TestE2ELongPoll(t *testing.T) {
 	}
 	answers := make(chan answer, 1)
 	go func() {
-		req, _ := http.NewRequest("POST", s.base+"/v1/assignments/next", strings.NewReader(`{"wait_ms": 40000}`))
+		req, _ := http.NewRequest("POST", s.base+"/v1/assignments/next", strings.NewReader(`{"wait_ms": 50000}`))
 		req.Header.Set("Authorization", "Bearer "+carol.Token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -544,8 +544,8 @@ func TestE2ELongPoll(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &got) != nil || got.Task.ID != ids[0] {
 			t.Fatalf("long poll answered %d %s (%v), want 200 with task %d", a.status, a.body, a.err, ids[0])
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll did not answer within 10s of the task's arrival")
+	case <-time.After(45 * time.Second): // under the 50 s wait and the minute's poll
+		t.Fatal("the long poll did not answer within 45s of the task's arrival")
 	}
 }
 
@@ -569,8 +569,9 @@ func TestE2EShutdown(t *testing.T) {
 	}()
 	waitRequests(t, s, 1)
 
-	began := time.Now()
-	if code := s.stop(syscall.SIGTERM, 20*time.Second); code != exitOK {
+	// The process exits within the stop's bound, under the poll's 50 s wait,
+	// and the poll's 204 came before the exit: the shutdown answered it.
+	if code := s.stop(syscall.SIGTERM, 40*time.Second); code != exitOK {
 		t.Errorf("exit status after SIGTERM = %d, want 0\n%s", code, s.stderr.String())
 	}
 	select {
@@ -578,11 +579,8 @@ func TestE2EShutdown(t *testing.T) {
 		if status != http.StatusNoContent {
 			t.Errorf("long poll at shutdown answered %d, want 204", status)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Error("the long poll did not answer")
-	}
-	if took := time.Since(began); took > 8*time.Second {
-		t.Errorf("shutdown took %v with a long poll in flight", took)
 	}
 	s.waitLog("stopped", time.Second)
 }
@@ -742,7 +740,7 @@ func TestE2EWork(t *testing.T) {
 		"TASKD_WORKER_METRICS_ADDR=127.0.0.1:0"), "work")
 	metricsAddr, _ := p.waitLog("serving worker metrics", 30*time.Second)["addr"].(string)
 	testenv.Eventually(t, 30*time.Second, "the tasks processed", func() bool {
-		st, err := store.Stats(ctx, 0)
+		st, err := store.PoolStats(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -831,20 +829,13 @@ func TestE2EServeWorkers(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "TASKD_WORKER_IN_SERVE=true", "TASKD_WORKER_CONCURRENCY=1")
 	ids := s.addTasks(map[string]any{"category": "wordcount", "title": "Count", "payload": map[string]any{"text": "five words are in here"}})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, time.Minute, "the task done by the in-process worker", func() bool {
 		var task struct {
 			Status string `json:"status"`
 		}
 		s.expect(http.StatusOK, "GET", fmt.Sprintf("/v1/tasks/%d", ids[0]), e2eAdminToken, nil, &task)
-		if task.Status == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task still %s after 20s", task.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return task.Status == "done"
+	})
 	if line := s.waitLog("words counted", 5*time.Second); line["words"] != float64(5) {
 		t.Errorf("counted %v words, want 5", line["words"])
 	}

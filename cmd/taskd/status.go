@@ -106,7 +106,7 @@ type claimRow struct {
 	expiresIn   time.Duration
 }
 
-func newStatusReport(st *tasks.Stats, window time.Duration, live []tasks.LiveLease, n int) *statusReport {
+func newStatusReport(st *tasks.PoolStats, window time.Duration, live []tasks.LiveLease, n int) *statusReport {
 	rep := &statusReport{
 		ByStatus:   st.ByStatus,
 		ByCategory: []categoryRow{},

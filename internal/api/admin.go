@@ -313,7 +313,7 @@ type countersJSON struct {
 
 // stats answers with counts by status and category and the live claims.
 func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
-	st, err := a.store.Stats(r.Context(), tasks.ExpiringWithinDefault)
+	st, err := a.store.PoolStats(r.Context(), tasks.ExpiringWithinDefault)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ type Store interface {
 	TaskEvents(ctx context.Context, p tasks.TaskEventsParams) (*tasks.EventPage, error)
 	AcceptedResult(ctx context.Context, taskID int64) (*tasks.AcceptedResult, error)
 	ClaimHolder(ctx context.Context, taskID, fence int64) (string, error)
-	Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error)
+	PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.PoolStats, error)
 	PausedCategories(ctx context.Context) ([]tasks.PausedCategory, error)
 
 	ListEditors(ctx context.Context, p tasks.ListEditorsParams) (*tasks.EditorPage, error)

@@ -649,9 +649,13 @@ func TestLongPollEmptyPool(t *testing.T) {
 
 func TestLongPollWakesOnNewTask(t *testing.T) {
 	t.Parallel()
-	// Waiters poll only once a minute: an answer within seconds is the
-	// wake-up of POST /v1/tasks.
-	b := setup(t, setupOpts{dispatcher: dispatcher.Config{PollInterval: time.Minute}})
+	// Waiters poll only every ten minutes and wait as long: an answer with
+	// the task within the minutes below is the wake-up of POST /v1/tasks.
+	const wait = 10 * time.Minute
+	b := setup(t, setupOpts{
+		dispatcher: dispatcher.Config{PollInterval: wait, MaxWait: wait},
+		api:        api.Config{MaxWait: wait},
+	})
 	e := b.editor(t, "ada", "news")
 
 	type result struct {
@@ -661,7 +665,7 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := b.doCtx(t.Context(), "POST", "/v1/assignments/next", e.Token, `{"wait_ms":10000}`)
+		res, err := b.doCtx(t.Context(), "POST", "/v1/assignments/next", e.Token, fmt.Sprintf(`{"wait_ms":%d}`, wait.Milliseconds()))
 		done <- result{res, err, time.Now()}
 	}()
 	testenv.Eventually(t, 5*time.Second, "the editor waits", func() bool { return b.d.Stats().Waiting > 0 })
@@ -671,8 +675,8 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(9 * time.Second):
-		t.Fatal("no answer 9s after the task was added")
+	case <-time.After(wait / 2):
+		t.Fatalf("no answer %v after the task was added", wait/2)
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -682,9 +686,7 @@ func TestLongPollWakesOnNewTask(t *testing.T) {
 	if a.Task.ID != id {
 		t.Fatalf("got task %d, want %d", a.Task.ID, id)
 	}
-	if took := r.took.Sub(added); took > 5*time.Second {
-		t.Fatalf("answered %v after the task was added, want well before the 10s wait", took)
-	}
+	t.Logf("answered %v after the task was added", r.took.Sub(added))
 }
 
 func TestSubmitIsInWhenFindingTheNextFails(t *testing.T) {

@@ -8,14 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/testenv"
 )
 
 // TestLongPollsPerEditorAreBounded: past MaxPollsPerEditor, an editor's
 // oldest long poll is answered 204 at once, and the newer ones wait on.
 func TestLongPollsPerEditorAreBounded(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{api: api.Config{MaxPollsPerEditor: 2}})
+	// Each poll waits ten minutes, far beyond the waits below: a 204 within
+	// them is the answer to a newer poll.
+	const wait = 10 * time.Minute
+	b := setup(t, setupOpts{
+		api:        api.Config{MaxPollsPerEditor: 2, MaxWait: wait},
+		dispatcher: dispatcher.Config{MaxWait: wait},
+	})
 	ed := b.editor(t, "poller", "nothing-here")
 	held := fmt.Sprintf(`msg="long poll held" editor_id=%d `, ed.ID)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -24,21 +32,17 @@ func TestLongPollsPerEditorAreBounded(t *testing.T) {
 	open := func(i int) {
 		answers[i] = make(chan int, 1)
 		go func() {
-			res, err := b.doCtx(ctx, "POST", "/v1/assignments/next", ed.Token, `{"wait_ms":30000}`)
+			res, err := b.doCtx(ctx, "POST", "/v1/assignments/next", ed.Token, fmt.Sprintf(`{"wait_ms":%d}`, wait.Milliseconds()))
 			if err != nil {
 				answers[i] <- 0
 				return
 			}
 			answers[i] <- res.status
 		}()
-		// Bounded poll: the next one opens once this one is held.
-		deadline := time.Now().Add(10 * time.Second)
-		for strings.Count(b.logs.String(), held) < i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("poll %d was not held within 10s", i+1)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// The next one opens once this one is held.
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("poll %d held", i+1), func() bool {
+			return strings.Count(b.logs.String(), held) >= i+1
+		})
 	}
 	waiting := func(i int) {
 		t.Helper()
@@ -55,7 +59,7 @@ func TestLongPollsPerEditorAreBounded(t *testing.T) {
 			if status != http.StatusNoContent {
 				t.Fatalf("poll %d answered %d, want 204", i+1, status)
 			}
-		case <-time.After(10 * time.Second): // its wait is 30s
+		case <-time.After(wait / 2):
 			t.Fatalf("poll %d was not answered when a newer one came", i+1)
 		}
 	}

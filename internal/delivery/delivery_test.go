@@ -17,6 +17,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
 	"github.com/taskd/taskd/internal/delivery"
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
@@ -91,8 +92,8 @@ func (b *bundle) deliverer(t testing.TB, hook delivery.Webhook, lease time.Durat
 	if hook.Secret == "" {
 		hook.Secret = hookSecret
 	}
-	w, err := delivery.New(b.d, delivery.Config{
-		Store: b.store, Locks: b.locks, Webhooks: []delivery.Webhook{hook}, PollInterval: 20 * time.Millisecond,
+	w, err := delivery.New(b.D, delivery.Config{
+		Store: b.Store, Locks: b.Locks, Webhooks: []delivery.Webhook{hook}, PollInterval: 20 * time.Millisecond,
 		LeaseTTL: lease, BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -116,13 +117,13 @@ func (b *bundle) deliverer(t testing.TB, hook delivery.Webhook, lease time.Durat
 func (b *bundle) submitAll(t testing.TB, ctx context.Context, ed dispatcher.Claimant, n int) []int64 {
 	t.Helper()
 	var ids []int64
-	c, err := b.d.Next(ctx, ed, 0)
+	c, err := b.D.Next(ctx, ed, 0)
 	for range n {
 		if err != nil {
 			t.Fatalf("claim: %v", err)
 		}
 		ids = append(ids, c.Task.ID)
-		c, err = b.d.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`{"n":`+strconv.FormatInt(c.Task.ID, 10)+`}`))
+		c, err = b.D.Submit(ctx, ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`{"n":`+strconv.FormatInt(c.Task.ID, 10)+`}`))
 		if c == nil && err == nil {
 			err = dispatcher.ErrNoTask
 		}
@@ -132,7 +133,7 @@ func (b *bundle) submitAll(t testing.TB, ctx context.Context, ed dispatcher.Clai
 
 func backlog(t testing.TB, b *bundle) *tasks.WebhookBacklog {
 	t.Helper()
-	bl, err := b.store.WebhookBacklog(context.Background())
+	bl, err := b.Store.WebhookBacklog(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func backlog(t testing.TB, b *bundle) *tasks.WebhookBacklog {
 // delivery log shows the failed attempts.
 func TestDelivererRetriesUntilDelivered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{Store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	var calls atomic.Int64
 	rc := newReceiver(t, func(*http.Request, webhook.Event) int {
 		if calls.Add(1) <= 6 {
@@ -152,12 +153,12 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	ed := b.editor(t, "ed", "hooks")
+	ed := b.Editor(t, "ed", "hooks")
 	keyed := make([]tasks.NewTask, 5)
 	for i := range keyed {
 		keyed[i] = tasks.NewTask{Category: "hooks", Title: fmt.Sprintf("hooks #%d", i), Key: fmt.Sprintf("cms-%d", i)}
 	}
-	added, err := idsOf(b.d.AddTasks(t.Context(), keyed))
+	added, err := dispatchtest.IDsOf(b.D.AddTasks(t.Context(), keyed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 			t.Errorf("event %+v", ev)
 		}
 		var codes []int
-		err := b.db.SelectContext(context.Background(), &codes,
+		err := b.DB.SelectContext(context.Background(), &codes,
 			"SELECT COALESCE(status_code, 0) FROM webhook_attempts WHERE event_id = ? AND webhook = 'sink' ORDER BY id", ev.ID)
 		if err != nil || len(codes) == 0 || codes[len(codes)-1] != 200 {
 			t.Errorf("delivery log of %d: %v, %v", ev.ID, codes, err)
@@ -215,7 +216,7 @@ func TestDelivererRetriesUntilDelivered(t *testing.T) {
 // receiver answers, everything is delivered.
 func TestDelivererHangingReceiver(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{Store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	release := make(chan struct{})
 	var hanging, answered atomic.Int64
 	rc := newReceiver(t, func(r *http.Request, _ webhook.Event) int {
@@ -228,8 +229,8 @@ func TestDelivererHangingReceiver(t *testing.T) {
 		answered.Add(1)
 		return http.StatusNoContent
 	})
-	ed := b.editor(t, "ed", "slow")
-	b.add(t, "slow", 0, 40)
+	ed := b.Editor(t, "ed", "slow")
+	b.Add(t, "slow", 0, 40)
 	// The first submits' events are in flight, hanging, before the rest.
 	b.submitAll(t, t.Context(), ed, 2)
 	b.deliverer(t, delivery.Webhook{Name: "slow", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted},
@@ -263,19 +264,19 @@ func TestDelivererHangingReceiver(t *testing.T) {
 // after MaxAttempts, kept and counted, and not posted again.
 func TestDelivererFailsForGood(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: store.Config{WebhookEvents: tasks.WebhookEvents()}})
+	b := setup(t, setupOpts{Store: store.Config{WebhookEvents: tasks.WebhookEvents()}})
 	var calls atomic.Int64
 	rc := newReceiver(t, func(*http.Request, webhook.Event) int {
 		calls.Add(1)
 		return http.StatusServiceUnavailable
 	})
-	ed := b.editor(t, "ed", "doomed")
-	b.add(t, "doomed", 0, 1)
-	c, err := b.d.Next(t.Context(), ed, 0)
+	ed := b.Editor(t, "ed", "doomed")
+	b.Add(t, "doomed", 0, 1)
+	c, err := b.D.Next(t.Context(), ed, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.d.Release(t.Context(), ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not now"); err != nil {
+	if err := b.D.Release(t.Context(), ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, "not now"); err != nil {
 		t.Fatal(err)
 	}
 	b.deliverer(t, delivery.Webhook{Name: "down", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookReleased}, MaxAttempts: 3}, 2*time.Second)
@@ -289,19 +290,20 @@ func TestDelivererFailsForGood(t *testing.T) {
 }
 
 // TestDelivererOneAtATime: of two deliverers only one delivers; when its lock
-// is lost (deleted from Redis) its hanging requests are cancelled within the
-// lock's time to live, and the other takes over and delivers.
+// is lost (deleted from Redis) its hanging requests are cancelled, by the lost
+// lock and not by their timeout, and the other takes over and delivers.
 func TestDelivererOneAtATime(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
+	b := setup(t, setupOpts{Store: store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookSubmitted}}})
 	// A second dispatcher over the same store, Redis and key prefix: another
 	// process.
-	d2, err := dispatcher.New(b.store, b.locks, dispatcher.Config{KeyPrefix: b.prefix})
+	d2, err := dispatcher.New(b.Store, b.Locks, dispatcher.Config{KeyPrefix: b.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2 := *b
-	b2.d = d2
+	other := *b.Bundle
+	other.D = d2
+	b2 := &bundle{&other}
 
 	var hang atomic.Bool
 	hang.Store(true)
@@ -314,14 +316,17 @@ func TestDelivererOneAtATime(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	hook := delivery.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: time.Minute}
+	// The requests' timeout is far beyond any wait below: a request cancelled
+	// within the wait was cancelled by the lost lock.
+	const timeout = 10 * time.Minute
+	hook := delivery.Webhook{Name: "one", URL: rc.srv.URL, Events: []tasks.WebhookEvent{tasks.WebhookSubmitted}, Timeout: timeout}
 	const lease = 2 * time.Second
 	w1 := b.deliverer(t, hook, lease)
 	testenv.Eventually(t, 10*time.Second, "first deliverer delivering", w1.Delivering)
 	w2 := b2.deliverer(t, hook, lease)
 
-	ed := b.editor(t, "ed", "one")
-	b.add(t, "one", 0, 3)
+	ed := b.Editor(t, "ed", "one")
+	b.Add(t, "one", 0, 3)
 	b.submitAll(t, t.Context(), ed, 3)
 	testenv.Eventually(t, 10*time.Second, "requests hanging", func() bool {
 		r, _, _ := rc.got()
@@ -332,18 +337,18 @@ func TestDelivererOneAtATime(t *testing.T) {
 	}
 
 	hang.Store(false)
-	if err := b.rdb.Del(context.Background(), b.prefix+"webhooks").Err(); err != nil {
+	if err := b.RDB.Del(context.Background(), b.Prefix+"webhooks").Err(); err != nil {
 		t.Fatal(err)
 	}
 	lost := time.Now()
 	for range 3 {
 		select {
 		case <-cancelled:
-		case <-time.After(lease + 5*time.Second):
+		case <-time.After(timeout / 2):
 			t.Fatal("the requests of the deliverer that lost its lock were not cancelled")
 		}
 	}
-	t.Logf("requests cancelled %v after the lock was lost", time.Since(lost))
+	t.Logf("requests cancelled %v after the lock was lost (lease %v)", time.Since(lost), lease)
 	testenv.Eventually(t, 20*time.Second, "every event delivered after the takeover", func() bool {
 		_, evs, _ := rc.got()
 		return len(evs) == 3

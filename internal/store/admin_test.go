@@ -143,7 +143,7 @@ func TestCancelPendingTask(t *testing.T) {
 	wantStatusErr(t, "requeue cancelled", err, id, tasks.StatusCancelled, tasks.StatusDead)
 	b.unchanged(t, id, before)
 
-	st, err := b.store.Stats(b.ctx, 0)
+	st, err := b.store.PoolStats(b.ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func TestQueryPlans(t *testing.T) {
 		{"RecycleExpired (fenced update)", fmt.Sprintf(store.RecycleSQL, "(?, ?), (?, ?), (?, ?)"), "PRIMARY", []any{8, 1, 18, 1, 28, 1}},
 		{"LiveLeases", store.LiveLeasesSQL, "tasks_expiry", []any{0, 1000}},
 		{"LiveHolders", strings.Replace(store.LiveHoldersSQL, "IN (?)", "IN (?, ?, ?)", 1), "PRIMARY", []any{8, 18, 28}},
-		{"Stats (claims)", store.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
+		{"PoolStats (claims)", store.StatsClaimsSQL, "tasks_expiry", []any{int64(time.Minute / time.Microsecond)}},
 		{"HeldByEditor", store.HeldByEditorSQL, "tasks_editor", []any{ed.ID}},
 	} {
 		plan := b.explain(t, c.query, c.args...)

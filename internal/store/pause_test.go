@@ -27,7 +27,7 @@ func TestPauseAndResumeAreIdempotent(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].Category != "news" || list[1].Category != "sport" {
 		t.Errorf("paused = %+v, %v; want news and sport", list, err)
 	}
-	st, err := b.store.Stats(b.ctx, 0)
+	st, err := b.store.PoolStats(b.ctx, 0)
 	if err != nil || !slices.Equal(st.Paused, []string{"news", "sport"}) {
 		t.Errorf("stats paused = %v, %v", st.Paused, err)
 	}

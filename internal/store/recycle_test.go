@@ -273,7 +273,7 @@ func TestStats(t *testing.T) {
 	b.claim(t, s2, "w2", 0, time.Hour) // expired
 	b.expireLease(t, s2)
 
-	st, err := b.store.Stats(b.ctx, 10*time.Minute)
+	st, err := b.store.PoolStats(b.ctx, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

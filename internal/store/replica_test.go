@@ -41,7 +41,7 @@ func candidateIDs(t *testing.T, s *store.Store, p tasks.CandidatesParams) []int6
 	return ids
 }
 
-// Candidates and Stats read the replica; claims go to the primary, where a
+// Candidates and PoolStats read the replica; claims go to the primary, where a
 // task only the replica has does not exist.
 func TestCandidatesReadTheReplica(t *testing.T) {
 	t.Parallel()
@@ -59,7 +59,7 @@ func TestCandidatesReadTheReplica(t *testing.T) {
 	if got := candidateIDs(t, s, tasks.CandidatesParams{Categories: []string{"news"}, Primary: true}); !slices.Equal(got, []int64{onPrimary}) {
 		t.Fatalf("candidates from the primary = %v, want %d", got, onPrimary)
 	}
-	st, err := s.Stats(t.Context(), 0)
+	st, err := s.PoolStats(t.Context(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestCandidatesReplicaDownOrHung(t *testing.T) {
 					t.Fatalf("read %d: candidates = %v, want the primary's %d", i, got, id)
 				}
 			}
-			if _, err := s.Stats(t.Context(), 0); err != nil {
+			if _, err := s.PoolStats(t.Context(), 0); err != nil {
 				t.Fatalf("stats with the replica %s: %v", tc.name, err)
 			}
 			// All four reads went to the primary; only the first tried the replica.

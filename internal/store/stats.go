@@ -25,21 +25,21 @@ FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
 	statsPausedSQL = `SELECT category FROM paused_categories ORDER BY category`
 )
 
-// Stats counts tasks by status and by category and status, reports the live claims:
+// PoolStats counts tasks by status and by category and status, reports the live claims:
 // distinct holders, claims whose lease passes within expiringWithin (0 means
 // ExpiringWithinDefault), and expired claims not yet taken back, and lists the paused
 // categories. The queries are not one snapshot; counts may be off by the claims that
 // changed in between. With a replica (Config.Replica) the counts are read there, and
 // lag behind the primary by the replica's delay; the paused categories come from the
 // primary.
-func (s *Store) Stats(ctx context.Context, expiringWithin time.Duration) (*tasks.Stats, error) {
+func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*tasks.PoolStats, error) {
 	if expiringWithin == 0 {
 		expiringWithin = tasks.ExpiringWithinDefault
 	}
 	if expiringWithin < 0 {
 		return nil, fmt.Errorf("stats: %w: window must not be negative", tasks.ErrInvalid)
 	}
-	st := &tasks.Stats{
+	st := &tasks.PoolStats{
 		ByStatus:   make(map[tasks.Status]int64),
 		ByCategory: []tasks.CategoryCount{},
 	}

@@ -57,7 +57,7 @@ type Config struct {
 	// InsertBatchSizeDefault.
 	InsertBatchSize int
 	// Replica, when set, is a read replica of the database (opened with Open):
-	// Candidates and Stats read from it, while claims and every write stay on
+	// Candidates and PoolStats read from it, while claims and every write stay on
 	// the primary. A stale candidate costs only a refused claim; a replica that
 	// answers no candidates is checked against the primary, so tasks it has not
 	// received yet are still handed out. A replica that fails or hangs is left

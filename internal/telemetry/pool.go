@@ -15,7 +15,7 @@ import (
 
 // Pool observer defaults.
 const (
-	// PoolRefreshDefault is how long ObservePool reuses one tasks.Stats when
+	// PoolRefreshDefault is how long ObservePool reuses one tasks.PoolStats when
 	// given no interval.
 	PoolRefreshDefault = 15 * time.Second
 	// PoolStatsTimeout bounds one refresh of the pool statistics.
@@ -41,7 +41,7 @@ const (
 //   - taskd.pool.holders: distinct holders with a live claim.
 //
 // The gauges are read when metrics are collected (a Prometheus scrape).
-// stats (typically a *store.Store's Stats with the default window) scans an
+// stats (typically a *store.Store's PoolStats with the default window) scans an
 // index, so its result is reused for every (default PoolRefreshDefault);
 // concurrent collections share one call, which gets PoolStatsTimeout. When
 // the last call failed the gauges report nothing until the next one
@@ -49,7 +49,7 @@ const (
 //
 // stop unregisters the gauges. ObservePool fails when p is nil, every is
 // negative, or the meter provider refuses the instruments.
-func ObservePool(p *Providers, stats func(ctx context.Context) (*tasks.Stats, error), every time.Duration) (stop func(), err error) {
+func ObservePool(p *Providers, stats func(ctx context.Context) (*tasks.PoolStats, error), every time.Duration) (stop func(), err error) {
 	switch {
 	case p == nil:
 		return nil, fmt.Errorf("observe pool: %w", errNilProviders)
@@ -80,15 +80,15 @@ type catStatus struct {
 // poolObserver caches the pool statistics for the gauges' callback, and
 // remembers every category and status it has reported.
 type poolObserver struct {
-	stats *cached[*tasks.Stats]
+	stats *cached[*tasks.PoolStats]
 
 	mu   sync.Mutex
 	seen map[catStatus]bool
 }
 
-func newPoolObserver(stats func(ctx context.Context) (*tasks.Stats, error), every time.Duration, now func() time.Time) *poolObserver {
+func newPoolObserver(stats func(ctx context.Context) (*tasks.PoolStats, error), every time.Duration, now func() time.Time) *poolObserver {
 	return &poolObserver{
-		stats: &cached[*tasks.Stats]{fetch: stats, every: every, timeout: PoolStatsTimeout, now: now},
+		stats: &cached[*tasks.PoolStats]{fetch: stats, every: every, timeout: PoolStatsTimeout, now: now},
 		seen:  map[catStatus]bool{},
 	}
 }
@@ -129,7 +129,7 @@ type poolSeries struct {
 // get returns the cached statistics, calling stats first when they are
 // older than every, and the task counts to observe: the current ones and a
 // zero for every pair seen before that has none now.
-func (o *poolObserver) get(ctx context.Context) (*tasks.Stats, []poolSeries, error) {
+func (o *poolObserver) get(ctx context.Context) (*tasks.PoolStats, []poolSeries, error) {
 	last, err := o.stats.get(ctx)
 	if err == nil && last == nil {
 		err = errors.New("no statistics")

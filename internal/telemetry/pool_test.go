@@ -18,11 +18,11 @@ import (
 // fakeStats hands out the statistics a test sets and counts the calls.
 type fakeStats struct {
 	calls int
-	st    *tasks.Stats
+	st    *tasks.PoolStats
 	err   error
 }
 
-func (f *fakeStats) stats(ctx context.Context) (*tasks.Stats, error) {
+func (f *fakeStats) stats(ctx context.Context) (*tasks.PoolStats, error) {
 	f.calls++
 	if _, ok := ctx.Deadline(); !ok {
 		return nil, errors.New("stats called without a deadline")
@@ -30,8 +30,8 @@ func (f *fakeStats) stats(ctx context.Context) (*tasks.Stats, error) {
 	return f.st, f.err
 }
 
-func stats(live, expired, holders int64, counts ...tasks.CategoryCount) *tasks.Stats {
-	return &tasks.Stats{ByCategory: counts, Live: live, Expired: expired, Holders: holders}
+func stats(live, expired, holders int64, counts ...tasks.CategoryCount) *tasks.PoolStats {
+	return &tasks.PoolStats{ByCategory: counts, Live: live, Expired: expired, Holders: holders}
 }
 
 // poolSetup registers a poolObserver with a fake clock on a manual reader.
@@ -167,7 +167,7 @@ func TestPoolObserverFailure(t *testing.T) {
 
 func TestObservePoolArgs(t *testing.T) {
 	t.Parallel()
-	fn := func(context.Context) (*tasks.Stats, error) { return stats(0, 0, 0), nil }
+	fn := func(context.Context) (*tasks.PoolStats, error) { return stats(0, 0, 0), nil }
 	p := &Providers{MeterProvider: sdkmetric.NewMeterProvider()}
 	if _, err := ObservePool(nil, fn, 0); err == nil {
 		t.Error("ObservePool with nil providers succeeded")

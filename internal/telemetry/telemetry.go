@@ -14,7 +14,7 @@
 //   - HTTPHandler wraps the API in otelhttp server spans named after the
 //     route pattern;
 //   - ObservePool reports the pool's size by status and category from a
-//     cached tasks.Stats.
+//     cached tasks.PoolStats.
 //
 // Task, editor and holder ids go on spans only; no metric of this package or
 // of the dispatcher carries them as labels.

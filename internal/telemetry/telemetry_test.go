@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/sweeper"
@@ -104,7 +105,7 @@ func (pl *pipeline) add(t *testing.T, category string, n int) []int64 {
 			Payload: json.RawMessage(`{"body":"` + payloadMarker + `"}`),
 		}
 	}
-	ids, err := idsOf(pl.d.AddTasks(t.Context(), ts))
+	ids, err := dispatchtest.IDsOf(pl.d.AddTasks(t.Context(), ts))
 	if err != nil {
 		t.Fatalf("add tasks: %v", err)
 	}
@@ -296,8 +297,8 @@ func TestPrometheus(t *testing.T) {
 		t.Fatal("Metrics is nil with Prometheus set")
 	}
 	pl := newPipeline(t, p)
-	stop, err := telemetry.ObservePool(p, func(ctx context.Context) (*tasks.Stats, error) {
-		return pl.store.Stats(ctx, 0)
+	stop, err := telemetry.ObservePool(p, func(ctx context.Context) (*tasks.PoolStats, error) {
+		return pl.store.PoolStats(ctx, 0)
 	}, time.Minute)
 	if err != nil {
 		t.Fatalf("observe pool: %v", err)
@@ -527,7 +528,7 @@ func TestNone(t *testing.T) {
 	if err := telemetry.InstrumentRedis(testenv.Redis(t), p); err != nil {
 		t.Errorf("instrument redis with no-op providers: %v", err)
 	}
-	stop, err := telemetry.ObservePool(p, func(context.Context) (*tasks.Stats, error) {
+	stop, err := telemetry.ObservePool(p, func(context.Context) (*tasks.PoolStats, error) {
 		t.Error("pool stats read with metrics off")
 		return nil, nil
 	}, 0)
@@ -715,13 +716,4 @@ func TestHTTPMetrics(t *testing.T) {
 			}
 		}
 	}
-}
-
-// idsOf returns the ids of the tasks AddTasks added, with its error.
-func idsOf(ins []tasks.Inserted, err error) ([]int64, error) {
-	ids := make([]int64, len(ins))
-	for i, in := range ins {
-		ids[i] = in.ID
-	}
-	return ids, err
 }

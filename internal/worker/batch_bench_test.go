@@ -47,12 +47,12 @@ func BenchmarkWorkerBurnDown(b *testing.B) {
 	for _, slots := range []int{16, 100} {
 		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
 			bu := setup(b)
-			store := &batchCounter{Store: bu.store}
-			d, err := dispatcher.New(store, bu.locks, dispatcher.Config{KeyPrefix: bu.prefix})
+			store := &batchCounter{Store: bu.Store}
+			d, err := dispatcher.New(store, bu.Locks, dispatcher.Config{KeyPrefix: bu.Prefix})
 			if err != nil {
 				b.Fatal(err)
 			}
-			bu.add(b, "jobs", 0, b.N)
+			bu.Add(b, "jobs", 0, b.N)
 			w, err := worker.New(d, worker.Config{
 				Concurrency: slots, Wait: time.Second, Logger: slog.New(slog.DiscardHandler),
 				Handler: worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {

@@ -40,15 +40,15 @@ func (s *gatedCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]ta
 func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store := &gatedCompletes{Store: b.store, gate: make(chan struct{}), sizes: make(chan int, 100)}
+	store := &gatedCompletes{Store: b.Store, gate: make(chan struct{}), sizes: make(chan int, 100)}
 	close(store.gate)
 	// A long lease: no renewal runs during the test, so the revoked claim is
 	// found out only by its completion.
-	d, err := dispatcher.New(store, b.locks, dispatcher.Config{Lease: time.Minute, KeyPrefix: b.prefix})
+	d, err := dispatcher.New(store, b.Locks, dispatcher.Config{Lease: time.Minute, KeyPrefix: b.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := b.add(t, "jobs", 0, 3)
+	ids := b.Add(t, "jobs", 0, 3)
 	release := make(chan struct{})
 	started := make(chan *tasks.Task, 10)
 	mux := worker.NewMux()
@@ -68,11 +68,11 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 		running[task.ID] = task
 	}
 	revoked := ids[1]
-	if _, err := b.store.ForceRelease(context.Background(), revoked); err != nil {
+	if _, err := b.Store.ForceRelease(context.Background(), revoked); err != nil {
 		t.Fatal(err)
 	}
 	// Not claimed again during the test.
-	if _, err := b.db.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", revoked); err != nil {
+	if _, err := b.DB.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", revoked); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -90,8 +90,8 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 		t.Fatalf("%d completion transactions, want 1 (the stale member refused inside it)", n)
 	}
 	for _, id := range ids {
-		got := b.task(t, id)
-		results := b.rowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", id)
+		got := b.Task(t, id)
+		results := b.RowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", id)
 		if id == revoked {
 			if got.Status != tasks.StatusPending || results != 0 {
 				t.Fatalf("revoked task %d: %s with %d results, want pending with none", id, got.Status, results)
@@ -106,7 +106,7 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 		t.Fatalf("%d writes refused as stale, want 1 (the revoked member)", n)
 	}
 	testenv.Eventually(t, 10*time.Second, "locks given back", func() bool {
-		return b.rdb.Exists(context.Background(), b.lockKey(ids[0]), b.lockKey(ids[1]), b.lockKey(ids[2])).Val() == 0
+		return b.RDB.Exists(context.Background(), b.LockKey(ids[0]), b.LockKey(ids[1]), b.LockKey(ids[2])).Val() == 0
 	})
 }
 
@@ -115,9 +115,9 @@ func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
 // written and the backlog.
 func TestWorkerBackPressure(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	store := &gatedCompletes{Store: b.store, gate: make(chan struct{}), sizes: make(chan int, 100)}
-	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	store := &gatedCompletes{Store: b.Store, gate: make(chan struct{}), sizes: make(chan int, 100)}
+	d, err := dispatcher.New(store, b.Locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestWorkerBackPressure(t *testing.T) {
 	// written, and the backlog (which can grow past MaxBacklog by the
 	// outcomes of handlers that were running when it filled).
 	const bound = slots + worker.Writers*batch + backlog + slots
-	b.add(t, "jobs", 0, n)
+	b.Add(t, "jobs", 0, n)
 	var calls atomic.Int64
 	over := make(chan struct{})
 	var overOnce sync.Once
@@ -137,19 +137,33 @@ func TestWorkerBackPressure(t *testing.T) {
 		}
 		return nil, nil
 	})
+	parked := make(chan struct{}, 1)
 	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: slots, BatchSize: batch, MaxBacklog: backlog, FlushInterval: -1,
+	}, func(w *worker.Worker) {
+		w.OnBackPressure(func() {
+			select {
+			case parked <- struct{}{}:
+			default:
+			}
+		})
 	})
 	// Cleanups run last first: the gate opens before the worker stops.
 	openGate := sync.OnceFunc(func() { close(store.gate) })
 	t.Cleanup(openGate)
-	// The completer blocks on its first write. Without back-pressure the
-	// worker would go on claiming the whole pool meanwhile; give it the time
-	// to (far more than claiming a handful takes).
+	// The completer blocks on its first write, so the claim loop must stop
+	// claiming for back-pressure, and stays stopped while the gate is shut.
+	// Without back-pressure it would go on claiming the whole pool and never
+	// stop.
 	select {
+	case <-parked:
 	case <-over:
 		t.Fatalf("%d handlers ran while the completer was blocked, want at most %d", calls.Load(), bound)
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Minute):
+		t.Fatal("the claim loop did not stop for back-pressure while the completer was blocked")
+	}
+	if c := calls.Load(); c > bound {
+		t.Fatalf("%d handlers ran while the completer was blocked, want at most %d", c, bound)
 	}
 	if c := calls.Load(); c < slots {
 		t.Fatalf("%d handlers ran before back-pressure, want at least %d", c, slots)
@@ -188,14 +202,14 @@ func (p *batchProbe) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatPar
 func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	probe := &batchProbe{Store: b.store, results: make(chan tasks.Renewed, 1000)}
-	d, err := dispatcher.New(probe, b.locks, dispatcher.Config{
-		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+	probe := &batchProbe{Store: b.Store, results: make(chan tasks.Renewed, 1000)}
+	d, err := dispatcher.New(probe, b.Locks, dispatcher.Config{
+		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := b.add(t, "jobs", 0, 3)
+	ids := b.Add(t, "jobs", 0, 3)
 	var mu sync.Mutex
 	causes := make(map[int64]error)
 	started := make(chan *tasks.Task, 10)
@@ -226,10 +240,10 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 		return slices.ContainsFunc(probe.batches, func(ps []tasks.HeartbeatParams) bool { return len(ps) == 3 })
 	})
 	lost := ids[0]
-	if _, err := b.db.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", lost); err != nil {
+	if _, err := b.DB.ExecContext(context.Background(), "UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", lost); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.ForceRelease(context.Background(), lost); err != nil {
+	if _, err := b.Store.ForceRelease(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}
 	if id := awaitValue(t, cancelled, "cancellation of the revoked claim's handler"); id != lost {
@@ -267,7 +281,7 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 lease lost and nothing failed", st)
 	}
 	for _, id := range ids[1:] {
-		if got := b.task(t, id); got.Status != tasks.StatusDone {
+		if got := b.Task(t, id); got.Status != tasks.StatusDone {
 			t.Fatalf("task %d %s, want done", id, got.Status)
 		}
 	}
@@ -278,9 +292,9 @@ func TestWorkerBatchedRenewalCancelsOnlyTheLostHandler(t *testing.T) {
 // claim, with one result.
 func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
 	const n = 300
-	ids := b.add(t, "jobs", 0, n)
+	ids := b.Add(t, "jobs", 0, n)
 	var mu sync.Mutex
 	seen := make(map[int64]int)
 	mux := worker.NewMux()
@@ -292,7 +306,7 @@ func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 	})
 	var workers []*worker.Worker
 	for i := range 2 {
-		d, err := dispatcher.New(b.store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix, Batch: 16})
+		d, err := dispatcher.New(b.Store, b.Locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix, Batch: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +332,7 @@ func TestWorkersBatchNoDoubleExecution(t *testing.T) {
 	var bad []struct {
 		ID int64 `db:"id"`
 	}
-	if err := b.db.SelectContext(context.Background(), &bad, `SELECT t.id FROM tasks t
+	if err := b.DB.SelectContext(context.Background(), &bad, `SELECT t.id FROM tasks t
 		WHERE t.status <> 'done'
 		   OR (SELECT COUNT(*) FROM task_results r WHERE r.task_id = t.id) <> 1
 		   OR (SELECT COUNT(*) FROM task_results r WHERE r.task_id = t.id AND r.fence = t.fence) <> 1
@@ -365,14 +379,14 @@ func (s *claimSizes) all() []int {
 // for as long as it takes) instead of claiming for the first one free.
 func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	store := &claimSizes{Store: b.store}
-	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	store := &claimSizes{Store: b.Store}
+	d, err := dispatcher.New(store, b.Locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const slots, n = 8, 16
-	b.add(t, "jobs", 0, n)
+	b.Add(t, "jobs", 0, n)
 	started := make(chan struct{}, n)
 	release := make(chan struct{})
 	var calls atomic.Int64
@@ -417,9 +431,9 @@ func TestWorkerClaimsForSlotsFreedTogether(t *testing.T) {
 // the claim loop's short wait for others passed.
 func TestWorkerClaimsForALoneFreeSlot(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
 	const slots, blocked, n = 4, 3, 6
-	b.add(t, "jobs", 0, n)
+	b.Add(t, "jobs", 0, n)
 	release := make(chan struct{})
 	var calls atomic.Int64
 	mux := worker.NewMux()
@@ -460,14 +474,14 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	if worker.Writers < 2 {
 		t.Skip("one writer")
 	}
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	store := &enteredCompletes{Store: b.store, gate: make(chan struct{}), entered: make(chan int, 100)}
-	d, err := dispatcher.New(store, b.locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	store := &enteredCompletes{Store: b.Store, gate: make(chan struct{}), entered: make(chan int, 100)}
+	d, err := dispatcher.New(store, b.Locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n, batch = 8, 3
-	b.add(t, "jobs", 0, n)
+	b.Add(t, "jobs", 0, n)
 	mux := worker.NewMux()
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	// One slot: outcomes arrive one by one, and the first writer writes

@@ -8,3 +8,7 @@ func (w *Worker) SetClaimGather(d time.Duration) { w.gatherFor = d }
 
 // Writers is how many batches of outcomes a worker writes at once.
 const Writers = workerWriters
+
+// OnBackPressure makes w call fn each time its claim loop stops claiming
+// because the completer is behind; call it before Start.
+func (w *Worker) OnBackPressure(fn func()) { w.backPressured = fn }

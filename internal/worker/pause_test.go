@@ -17,9 +17,9 @@ import (
 // runs all of it, each task once.
 func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
 	ctx := context.Background()
-	first := b.add(t, "jobs", 0, 1)[0]
+	first := b.Add(t, "jobs", 0, 1)[0]
 
 	started, proceed := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
@@ -49,13 +49,13 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	w := startWorker(t, b, worker.Config{Handler: mux, Concurrency: 2, Wait: 100 * time.Millisecond})
 	<-started
 
-	if _, paused, err := b.d.PauseCategory(ctx, "jobs"); err != nil || !paused {
+	if _, paused, err := b.D.PauseCategory(ctx, "jobs"); err != nil || !paused {
 		t.Fatalf("pause = %v, %v", paused, err)
 	}
 	// The paused tasks rank above every task of the other category: a claim that
 	// did not leave them alone would take them first.
-	jobs := b.add(t, "jobs", 9, 20)
-	b.add(t, "other", 0, 5)
+	jobs := b.Add(t, "jobs", 9, 20)
+	b.Add(t, "other", 0, 5)
 	close(proceed)
 	// The run that was live when the pause came is submitted; the worker keeps
 	// working on the other category.
@@ -63,18 +63,18 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the paused category's live run submitted", func() bool {
 		return w.Totals().Processed >= 6
 	})
-	if s := b.task(t, first).Status; s != tasks.StatusDone {
+	if s := b.Task(t, first).Status; s != tasks.StatusDone {
 		t.Fatalf("the run live at the pause left its task %s, want done", s)
 	}
 
 	// More of the other category, below the paused tasks: the worker claims and
 	// runs them, so its claims passed over the paused ones, and took none of them.
-	b.add(t, "other", 0, 3)
+	b.Add(t, "other", 0, 3)
 	testenv.Eventually(t, 30*time.Second, "the later tasks of the other category done", func() bool { return handled("other") == 8 })
 	if n := handled("jobs"); n != 1 {
 		t.Fatalf("the worker ran %d tasks of jobs, want only the one that was live at the pause", n)
 	}
-	if n := b.rowCount(t, `SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
+	if n := b.RowCount(t, `SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
 		WHERE t.category = 'jobs' AND e.kind = 'claimed'`); n != 1 {
 		t.Fatalf("%d claims of jobs in the database, want 1", n)
 	}
@@ -83,7 +83,7 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 		t.Fatalf("the worker processed %d tasks, want 9: the other category's 8 and the run live at the pause", got)
 	}
 
-	if _, err := b.d.ResumeCategory(ctx, "jobs"); err != nil {
+	if _, err := b.D.ResumeCategory(ctx, "jobs"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "jobs done after the resume", func() bool { return handled("jobs") == 21 })

@@ -354,9 +354,12 @@ type Worker struct {
 	// gatherFor is how long the claim loop waits for slots to free together
 	// (workerClaimGather; tests change it before Start).
 	gatherFor time.Duration
-	handlers  sync.WaitGroup
-	leases    *leaseKeeper
-	out       *completer
+	// backPressured, when set (by tests), is called each time the claim
+	// loop stops claiming because the completer is behind.
+	backPressured func()
+	handlers      sync.WaitGroup
+	leases        *leaseKeeper
+	out           *completer
 
 	processed, failed, leaseLost, released, running atomic.Int64
 	// unsettled counts the runs whose outcome is not with the completer yet:
@@ -502,6 +505,9 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if w.out.full() {
 			// Back-pressure: the completer is behind.
+			if w.backPressured != nil {
+				w.backPressured()
+			}
 			select {
 			case <-ctx.Done():
 			case <-w.out.space:

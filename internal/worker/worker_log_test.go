@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
@@ -17,8 +18,8 @@ import (
 // good: a SkipRetry failure says so, not that no attempts were left.
 func TestWorkerLogsWhyATaskIsDead(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "malformed", MaxAttempts: 5},
 		{Category: "jobs", Title: "flaky", MaxAttempts: 1},
 	}))

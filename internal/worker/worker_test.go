@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/worker"
@@ -33,10 +34,10 @@ var workerFastPoll = dispatcher.Config{PollInterval: 50 * time.Millisecond}
 // discards, so that blocked handlers do not hold the test up.
 func startWorker(t *testing.T, b *bundle, cfg worker.Config) *worker.Worker {
 	t.Helper()
-	return startWorkerOn(t, b.d, cfg)
+	return startWorkerOn(t, b.D, cfg)
 }
 
-func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config) *worker.Worker {
+func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config, beforeStart ...func(*worker.Worker)) *worker.Worker {
 	t.Helper()
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = time.Second
@@ -47,6 +48,9 @@ func startWorkerOn(t *testing.T, d *dispatcher.Dispatcher, cfg worker.Config) *w
 	w, err := worker.New(d, cfg)
 	if err != nil {
 		t.Fatalf("new worker: %v", err)
+	}
+	for _, fn := range beforeStart {
+		fn(w)
 	}
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -74,7 +78,7 @@ func shutdownWorker(t *testing.T, w *worker.Worker) {
 // workerEvents returns a task's events, leaving out heartbeats.
 func (b *bundle) workerEvents(t testing.TB, id int64) []tasks.Event {
 	t.Helper()
-	evs := b.history(t, id)
+	evs := b.History(t, id)
 	return slices.DeleteFunc(evs, func(e tasks.Event) bool { return e.Kind == tasks.EventHeartbeat })
 }
 
@@ -84,16 +88,6 @@ func eventKinds(evs []tasks.Event) []tasks.EventKind {
 		out[i] = e.Kind
 	}
 	return out
-}
-
-// rowCount runs a COUNT(*) query.
-func (b *bundle) rowCount(t testing.TB, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := b.db.GetContext(context.Background(), &n, query, args...); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
 }
 
 // trySend sends v without blocking; the channels it feeds are buffered for
@@ -119,9 +113,9 @@ func awaitValue[T any](t *testing.T, c <-chan T, what string) T {
 
 func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
 	const n = 30
-	ids := b.add(t, "jobs", 0, n)
+	ids := b.Add(t, "jobs", 0, n)
 
 	var mu sync.Mutex
 	seen := make(map[int64]int)
@@ -154,7 +148,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 			t.Errorf("task %d handled %d times, want exactly once", id, seen[id])
 		}
 	}
-	if done := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'done' AND holder LIKE 'worker:%'"); done != n {
+	if done := b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'done' AND holder LIKE 'worker:%'"); done != n {
 		t.Fatalf("%d tasks done by a worker, want %d", done, n)
 	}
 	var results []struct {
@@ -162,7 +156,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 		Fence  int64  `db:"fence"`
 		Result string `db:"result"`
 	}
-	if err := b.db.SelectContext(context.Background(), &results, "SELECT task_id, fence, result FROM task_results"); err != nil {
+	if err := b.DB.SelectContext(context.Background(), &results, "SELECT task_id, fence, result FROM task_results"); err != nil {
 		t.Fatal(err)
 	}
 	if len(results) != n {
@@ -174,7 +168,7 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 		if r.Result != "null" {
 			t.Errorf("task %d: result %q, want null", r.TaskID, r.Result)
 		}
-		if task := b.task(t, r.TaskID); task.Fence != r.Fence {
+		if task := b.Task(t, r.TaskID); task.Fence != r.Fence {
 			t.Errorf("task %d: result for fence %d, but the task's fence is %d", r.TaskID, r.Fence, task.Fence)
 		}
 	}
@@ -190,8 +184,8 @@ func TestWorkerProcessesEachTaskOnce(t *testing.T) {
 
 func TestWorkerRetriesWithBackoff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	id := b.add(t, "jobs", 0, 1)[0]
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	id := b.Add(t, "jobs", 0, 1)[0]
 	const backoff = 200 * time.Millisecond
 
 	var backoffs []int
@@ -217,7 +211,7 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "task done", func() bool { return w.Totals().Processed == 1 })
 	shutdownWorker(t, w)
 
-	task := b.task(t, id)
+	task := b.Task(t, id)
 	if task.Status != tasks.StatusDone || task.Attempts != 3 {
 		t.Fatalf("task %s after %d attempts, want done after 3", task.Status, task.Attempts)
 	}
@@ -259,8 +253,8 @@ func TestWorkerRetriesWithBackoff(t *testing.T) {
 
 func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}}))
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "doomed", MaxAttempts: 2}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +272,7 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "task dead", func() bool { return w.Totals().Failed == 2 })
 	shutdownWorker(t, w)
 
-	task := b.task(t, id)
+	task := b.Task(t, id)
 	if task.Status != tasks.StatusDead || task.Attempts != 2 || task.LastError != "always broken" {
 		t.Fatalf("task %s, attempts %d, last error %q; want dead after 2 with the handler's error",
 			task.Status, task.Attempts, task.LastError)
@@ -294,8 +288,8 @@ func TestWorkerDeadAfterMaxAttempts(t *testing.T) {
 
 func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}}))
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{{Category: "jobs", Title: "malformed", MaxAttempts: 5}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +306,7 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "task failed", func() bool { return w.Totals().Failed == 1 })
 	shutdownWorker(t, w)
 
-	task := b.task(t, id)
+	task := b.Task(t, id)
 	if task.Status != tasks.StatusDead || task.Attempts != 1 || calls.Load() != 1 {
 		t.Fatalf("task %s after %d attempts and %d calls; want dead after 1 with 4 attempts left",
 			task.Status, task.Attempts, calls.Load())
@@ -325,8 +319,8 @@ func TestWorkerSkipRetryMakesTheTaskDead(t *testing.T) {
 
 func TestWorkerStoresHandlerResults(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "with result", Payload: json.RawMessage(`{"n":1}`)},
 		{Category: "jobs", Title: "without result", Payload: json.RawMessage(`{"n":2}`)},
 		{Category: "jobs", Title: "bad result", Payload: json.RawMessage(`{"n":3}`), MaxAttempts: 5},
@@ -360,7 +354,7 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 	// The returned result is stored; none is JSON null.
 	for i, want := range []string{`{"doubled": 2}`, `null`} {
 		var got string
-		if err := b.db.GetContext(context.Background(), &got, "SELECT result FROM task_results WHERE task_id = ?", ids[i]); err != nil {
+		if err := b.DB.GetContext(context.Background(), &got, "SELECT result FROM task_results WHERE task_id = ?", ids[i]); err != nil {
 			t.Fatalf("result of task %d: %v", ids[i], err)
 		}
 		if strings.ReplaceAll(got, " ", "") != strings.ReplaceAll(want, " ", "") {
@@ -369,7 +363,7 @@ func TestWorkerStoresHandlerResults(t *testing.T) {
 	}
 	// A result the store refuses cannot be stored, and retrying will not fix it.
 	for i, rule := range map[int]string{2: "valid JSON", 3: "levels deep", 4: "unsupported type"} {
-		if task := b.task(t, ids[i]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, rule) {
+		if task := b.Task(t, ids[i]); task.Status != tasks.StatusDead || !strings.Contains(task.LastError, rule) {
 			t.Errorf("task with a bad result: status %s, last error %q; want dead, the error saying %q", task.Status, task.LastError, rule)
 		}
 	}
@@ -395,8 +389,8 @@ func (s *logBuffer) String() string {
 
 func TestWorkerRecoversPanics(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "jobs", Title: "panics", Priority: 9, MaxAttempts: 1},
 		{Category: "jobs", Title: "fine", Priority: 1},
 	}))
@@ -420,11 +414,11 @@ func TestWorkerRecoversPanics(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the second task processed", func() bool { return w.Totals().Processed == 1 })
 	shutdownWorker(t, w)
 
-	panicked := b.task(t, ids[0])
+	panicked := b.Task(t, ids[0])
 	if panicked.Status != tasks.StatusDead || panicked.LastError != "panic: boom" {
 		t.Fatalf("panicking task: %s with last error %q, want dead with %q", panicked.Status, panicked.LastError, "panic: boom")
 	}
-	if fine := b.task(t, ids[1]); fine.Status != tasks.StatusDone {
+	if fine := b.Task(t, ids[1]); fine.Status != tasks.StatusDone {
 		t.Fatalf("task after the panic: %s, want done", fine.Status)
 	}
 	if st := w.Totals(); st.Failed != 1 {
@@ -525,14 +519,14 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	b := setup(t)
 	// Heartbeats every second; the lease leaves them two more before it
 	// would pass, so the claim ends only by the forced release below.
-	probe := &heartbeatProbe{Store: b.store, results: make(chan error, 100)}
-	d, err := dispatcher.New(probe, b.locks, dispatcher.Config{
-		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+	probe := &heartbeatProbe{Store: b.Store, results: make(chan error, 100)}
+	d, err := dispatcher.New(probe, b.Locks, dispatcher.Config{
+		Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := b.add(t, "jobs", 0, 1)[0]
+	id := b.Add(t, "jobs", 0, 1)[0]
 	// The first call returns nil once cancelled, as if the work got done: the
 	// worker must still not commit it. Later calls (were the task claimed
 	// again) would give up with the cause.
@@ -551,11 +545,11 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	probe.awaitHeartbeat(t, "an accepted heartbeat", func(err error) bool { return err == nil })
 	// Once revoked, the task is not claimed again during the test (run_after
 	// in an hour), so that only the revoked claim can count below.
-	if _, err := b.db.ExecContext(context.Background(),
+	if _, err := b.DB.ExecContext(context.Background(),
 		"UPDATE tasks SET run_after = NOW(3) + INTERVAL 1 HOUR WHERE id = ?", id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.ForceRelease(context.Background(), id); err != nil {
+	if _, err := b.Store.ForceRelease(context.Background(), id); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
 	probe.awaitHeartbeat(t, "a heartbeat refused as stale", func(err error) bool { return errors.Is(err, tasks.ErrStale) })
@@ -569,10 +563,10 @@ func TestWorkerLeaseLossCancelsHandler(t *testing.T) {
 	if after := fenceEventsAfter(b.workerEvents(t, id), task.Fence, tasks.EventReleased); len(after) != 0 {
 		t.Fatalf("events about fence %d after the forced release: %v", task.Fence, after)
 	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", id); n != 0 {
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", id); n != 0 {
 		t.Fatalf("%d results committed for a revoked claim", n)
 	}
-	if got := b.task(t, id); got.Status == tasks.StatusDone || got.Fence <= task.Fence {
+	if got := b.Task(t, id); got.Status == tasks.StatusDone || got.Fence <= task.Fence {
 		t.Fatalf("task %s with fence %d after forced release of fence %d", got.Status, got.Fence, task.Fence)
 	}
 	if st := w.Totals(); st.Processed != 0 || st.Failed != 0 {
@@ -603,13 +597,13 @@ func (refusedHeartbeats) HeartbeatBatch(context.Context, []tasks.HeartbeatParams
 func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	d, err := dispatcher.New(refusedHeartbeats{b.store}, b.locks, dispatcher.Config{
-		Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond, KeyPrefix: b.prefix,
+	d, err := dispatcher.New(refusedHeartbeats{b.Store}, b.Locks, dispatcher.Config{
+		Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := b.add(t, "jobs", 0, 1)[0]
+	id := b.Add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
 	mux := worker.NewMux()
 	mux.Handle("jobs", h)
@@ -639,7 +633,7 @@ func TestWorkerLeaseLostWhenHeartbeatsFail(t *testing.T) {
 func TestWorkerGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids, err := idsOf(b.d.AddTasks(context.Background(), []tasks.NewTask{
+	ids, err := dispatchtest.IDsOf(b.D.AddTasks(context.Background(), []tasks.NewTask{
 		{Category: "finishes", Title: "a"},
 		{Category: "stuck", Title: "b"},
 	}))
@@ -669,11 +663,11 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	})
 	awaitValue(t, startedA, "handler a start")
 	taskB := awaitValue(t, stuck.started, "handler b start")
-	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", func() bool { return b.d.Stats().Waiting > 0 })
+	testenv.Eventually(t, 10*time.Second, "the idle slot long-polling", func() bool { return b.D.Stats().Waiting > 0 })
 
 	errc := make(chan error, 1)
 	go func() { errc <- w.Stop(context.Background()) }()
-	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return b.d.Stats().Waiting == 0 })
+	testenv.Eventually(t, 10*time.Second, "claiming stopped", func() bool { return b.D.Stats().Waiting == 0 })
 	select {
 	case err := <-errc:
 		t.Fatalf("shutdown returned %v while handlers were running", err)
@@ -688,13 +682,13 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	if cause := awaitValue(t, stuck.causes, "cancellation of b"); !errors.Is(cause, worker.ErrWorkerShutdown) {
 		t.Fatalf("b's context cause %v, want ErrWorkerShutdown", cause)
 	}
-	if a := b.task(t, idA); a.Status != tasks.StatusDone {
+	if a := b.Task(t, idA); a.Status != tasks.StatusDone {
 		t.Fatalf("task a %s, want done: the drain should let it finish", a.Status)
 	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", idA); n != 1 {
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM task_results WHERE task_id = ?", idA); n != 1 {
 		t.Fatalf("task a has %d results, want 1", n)
 	}
-	got := b.task(t, idB)
+	got := b.Task(t, idB)
 	if got.Status != tasks.StatusPending || got.Fence != taskB.Fence || got.Holder != "" {
 		t.Fatalf("task b %s, fence %d, holder %q; want pending, fence %d, no holder", got.Status, got.Fence, got.Holder, taskB.Fence)
 	}
@@ -703,10 +697,10 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	if last.Kind != tasks.EventReleased || last.Detail != "shutdown" || last.Fence != taskB.Fence {
 		t.Fatalf("last event of b: %s %q fence %d; want released \"shutdown\" fence %d", last.Kind, last.Detail, last.Fence, taskB.Fence)
 	}
-	if n := b.rowCount(t, "SELECT COUNT(*) FROM task_events WHERE kind IN ('failed', 'dead')"); n != 0 {
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM task_events WHERE kind IN ('failed', 'dead')"); n != 0 {
 		t.Fatalf("%d failures recorded; a shutdown is not a failure", n)
 	}
-	if n := b.rdb.Exists(context.Background(), b.lockKey(idA), b.lockKey(idB)).Val(); n != 0 {
+	if n := b.RDB.Exists(context.Background(), b.LockKey(idA), b.LockKey(idB)).Val(); n != 0 {
 		t.Fatalf("%d task locks left in Redis after shutdown", n)
 	}
 	if st := w.Totals(); st.Processed != 1 || st.Released != 1 || st.Running != 0 {
@@ -723,7 +717,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 func TestWorkerShutdownContextEnds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.add(t, "jobs", 0, 1)[0]
+	id := b.Add(t, "jobs", 0, 1)[0]
 	release := make(chan struct{})
 	h := newBlockingWorkerHandler(func(_ int, cause error) error {
 		<-release // ignores its cancellation for a while
@@ -748,7 +742,7 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 	close(release)
 	// A second Shutdown waits for the handler and its release.
 	shutdownWorker(t, w)
-	got := b.task(t, id)
+	got := b.Task(t, id)
 	if got.Status != tasks.StatusPending || got.Fence != task.Fence {
 		t.Fatalf("task %s fence %d, want pending with fence %d", got.Status, got.Fence, task.Fence)
 	}
@@ -760,11 +754,11 @@ func TestWorkerShutdownContextEnds(t *testing.T) {
 func TestWorkerStartContextStopsIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.add(t, "jobs", 0, 1)[0]
+	id := b.Add(t, "jobs", 0, 1)[0]
 	h := newBlockingWorkerHandler(func(_ int, cause error) error { return cause })
 	mux := worker.NewMux()
 	mux.Handle("jobs", h)
-	w, err := worker.New(b.d, worker.Config{Handler: mux, Concurrency: 2, Logger: slog.New(slog.DiscardHandler)})
+	w, err := worker.New(b.D, worker.Config{Handler: mux, Concurrency: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,16 +775,16 @@ func TestWorkerStartContextStopsIt(t *testing.T) {
 		t.Fatalf("cause %v, want the start context's", cause)
 	}
 	shutdownWorker(t, w)
-	if got := b.task(t, id); got.Status != tasks.StatusPending || got.Fence != task.Fence {
+	if got := b.Task(t, id); got.Status != tasks.StatusPending || got.Fence != task.Fence {
 		t.Fatalf("task %s fence %d, want released: pending with fence %d", got.Status, got.Fence, task.Fence)
 	}
 }
 
 func TestWorkerConcurrencyLimit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{dispatcher: workerFastPoll})
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
 	const n, slots = 40, 4
-	ids := b.add(t, "jobs", 0, n)
+	ids := b.Add(t, "jobs", 0, n)
 
 	var running, peak atomic.Int32
 	full := make(chan struct{})
@@ -844,7 +838,7 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 			t.Errorf("task %d handled %d times, want once", id, seen[id])
 		}
 	}
-	if done := b.rowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'done'"); done != n {
+	if done := b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'done'"); done != n {
 		t.Fatalf("%d tasks done, want %d", done, n)
 	}
 }
