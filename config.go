@@ -363,7 +363,7 @@ type DispatchConfig struct {
 	// again. Default 1m.
 	ReleaseCooldown time.Duration `yaml:"release_cooldown"`
 	// Batch is how many candidates of a category one read fetches; the
-	// process's claims share them. Default dispatcher.BatchDefault.
+	// process's claims share them, 1..1000. Default 64.
 	Batch int `yaml:"batch"`
 	// PollInterval is how often a long poll looks again without a wake-up.
 	// Default 5s.
@@ -371,7 +371,7 @@ type DispatchConfig struct {
 	// GroupCommit is the most claimants' writes (claims, submits,
 	// heartbeats) one MySQL transaction carries: those that arrive while one
 	// is in flight go together in the next; one that finds none in flight
-	// goes at once. 1 sends each alone. Default store.GroupCommitDefault.
+	// goes at once. 1 sends each alone. 1..1000, default 64.
 	GroupCommit int `yaml:"group_commit"`
 }
 
@@ -409,16 +409,15 @@ type WorkerConfig struct {
 	// BatchSize is how many tasks a worker process claims in one round trip
 	// per store at most (never more than its free slots), and how many
 	// outcomes one completion transaction writes at most, 1..1000. Default
-	// worker.BatchSizeDefault (500).
+	// 500.
 	BatchSize int `yaml:"batch_size"`
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction while other handlers run, at most 1s.
-	// Default worker.FlushIntervalDefault (5ms); a negative value
-	// writes every outcome as soon as no write is in flight.
+	// Default 5ms; a negative value writes every outcome as soon as no write
+	// is in flight.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
-	// wait, the process claims nothing new, 1..1,000,000. Default
-	// worker.MaxBacklogDefault (1000).
+	// wait, the process claims nothing new, 1..1,000,000. Default 1000.
 	MaxBacklog int `yaml:"max_backlog"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
