@@ -47,8 +47,6 @@ const (
 	redisReadTimeoutDefault  = 500 * time.Millisecond
 	redisWriteTimeoutDefault = 500 * time.Millisecond
 
-	sweepIntervalDefault = "10s"
-
 	logLevelDefault  = "info"
 	logFormatDefault = "text"
 )
@@ -76,7 +74,6 @@ const (
 	keyPrefixMaxLen      = 64
 	workerConcurrencyMax = 1024
 	maxWaitMax           = 15 * time.Minute
-	webhookNameMaxLen    = 64
 	webhookSecretMinLen  = 16
 	authFailuresMax      = 1_000_000
 	maxPollsPerEditorMax = 1000
@@ -91,7 +88,8 @@ const (
 )
 
 // Config configures an Engine. Every section and key has the name it has in
-// taskd's config.yaml (the yaml tags), and a zero value means the key's
+// taskd's config.yaml (the yaml tags; one exception, Sweep.Schedule, is the
+// key sweep.interval), and a zero value means the key's
 // default, as in the file; WithDefaults applies them. Only MySQL.DSN has no
 // default (unless WithDB passes a handle).
 type Config struct {
@@ -365,7 +363,7 @@ type DispatchConfig struct {
 	// again. Default 1m.
 	ReleaseCooldown time.Duration `yaml:"release_cooldown"`
 	// Batch is how many candidates of a category one read fetches; the
-	// process's claims share them. Default dispatcher.BatchDefault.
+	// process's claims share them, 1..1000. Default 64.
 	Batch int `yaml:"batch"`
 	// PollInterval is how often a long poll looks again without a wake-up.
 	// Default 5s.
@@ -373,24 +371,26 @@ type DispatchConfig struct {
 	// GroupCommit is the most claimants' writes (claims, submits,
 	// heartbeats) one MySQL transaction carries: those that arrive while one
 	// is in flight go together in the next; one that finds none in flight
-	// goes at once. 1 sends each alone. Default store.GroupCommitDefault.
+	// goes at once. 1 sends each alone. 1..1000, default 64.
 	GroupCommit int `yaml:"group_commit"`
 }
 
 // SweepConfig configures the sweeper that recycles expired claims.
 type SweepConfig struct {
-	// Interval is when sweeps run: a duration ("10s", every ten seconds) or
-	// a robfig/cron spec, a descriptor ("@every 10s", "@hourly") or a cron
-	// expression with optional seconds ("0 */5 * * * *"); see
-	// schedule.Parse. Durations are whole seconds, at least 1s. An
-	// abandoned claim is back in the pool within Dispatch.LeaseTTL plus the
-	// longest time between two sweeps. Default "10s".
-	Interval string `yaml:"interval"`
-	// Batch is how many expired claims one transaction recycles. Default
-	// sweeper.BatchDefault.
+	// Schedule is when sweeps run, the key sweep.interval (the key keeps
+	// its name, TASKD_SWEEP_INTERVAL too, for the deployments that set it):
+	// a duration ("10s", every ten seconds) or a robfig/cron spec, a
+	// descriptor ("@every 10s", "@hourly") or a cron expression with
+	// optional seconds ("0 */5 * * * *"). Durations are whole seconds, at
+	// least 1s. An abandoned claim is back in the pool within
+	// Dispatch.LeaseTTL plus the longest time between two sweeps. Default
+	// "10s".
+	Schedule string `yaml:"interval"`
+	// Batch is how many expired claims one transaction recycles, 1..10000.
+	// Default 5000.
 	Batch int `yaml:"batch"`
 	// Workers is how many such transactions run at once while a backlog
-	// drains. Default sweeper.WorkersDefault.
+	// drains, 1..16. Default 2.
 	Workers int `yaml:"workers"`
 }
 
@@ -409,16 +409,15 @@ type WorkerConfig struct {
 	// BatchSize is how many tasks a worker process claims in one round trip
 	// per store at most (never more than its free slots), and how many
 	// outcomes one completion transaction writes at most, 1..1000. Default
-	// worker.BatchSizeDefault (500).
+	// 500.
 	BatchSize int `yaml:"batch_size"`
 	// FlushInterval is how long a finished task's outcome may wait for
 	// others to share its transaction while other handlers run, at most 1s.
-	// Default worker.FlushIntervalDefault (5ms); a negative value
-	// writes every outcome as soon as no write is in flight.
+	// Default 5ms; a negative value writes every outcome as soon as no write
+	// is in flight.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
-	// wait, the process claims nothing new, 1..1,000,000. Default
-	// worker.MaxBacklogDefault (1000).
+	// wait, the process claims nothing new, 1..1,000,000. Default 1000.
 	MaxBacklog int `yaml:"max_backlog"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
@@ -521,7 +520,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.ReleaseCooldown, store.ReleaseCooldownDefault)
 	setDefault(&d.GroupCommit, store.GroupCommitDefault)
 
-	setDefault(&c.Sweep.Interval, sweepIntervalDefault)
+	setDefault(&c.Sweep.Schedule, sweeper.ScheduleDefault)
 	setDefault(&c.Sweep.Batch, sweeper.BatchDefault)
 	setDefault(&c.Sweep.Workers, sweeper.WorkersDefault)
 
@@ -577,26 +576,6 @@ func setDefault[T comparable](v *T, def T) {
 		*v = def
 	}
 }
-
-// mode returns how Redis.Addrs are used: "cluster" when Cluster is
-// set, "redlock" over several addresses, otherwise "single".
-func (r RedisConfig) mode() string {
-	switch {
-	case r.Cluster:
-		return redisCluster
-	case len(r.Addrs) > 1:
-		return redisRedlock
-	default:
-		return redisSingle
-	}
-}
-
-// Redis modes, the values of RedisConfig.mode.
-const (
-	redisSingle  = "single"
-	redisRedlock = "redlock"
-	redisCluster = "cluster"
-)
 
 // ConfigError is a problem with one key of a Config, named by its dotted
 // path as in config.yaml.
@@ -809,11 +788,11 @@ func (v *validator) dispatch() {
 
 func (v *validator) sweep() {
 	s := v.c.Sweep
-	if _, err := schedule.Parse(s.Interval); err != nil {
+	if _, err := schedule.Parse(s.Schedule); err != nil {
 		v.fail("sweep.interval", "%v", err)
 	}
-	v.between("sweep.batch", s.Batch, 1, min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax))
-	v.between("sweep.workers", s.Workers, 1, 16)
+	v.between("sweep.batch", s.Batch, 1, sweeper.BatchMax)
+	v.between("sweep.workers", s.Workers, 1, sweeper.WorkersMax)
 }
 
 func (v *validator) worker() {
@@ -834,8 +813,8 @@ func (v *validator) worker() {
 		v.fail("worker.categories", "at most %d categories, got %d", tasks.MaxCategories, len(w.Categories))
 	}
 	for i, cat := range w.Categories {
-		if n := utf8.RuneCountInString(cat); n < 1 || n > tasks.MaxCategoryLen || !utf8.ValidString(cat) {
-			v.fail("worker.categories", "%q: must be 1..%d characters", cat, tasks.MaxCategoryLen)
+		if err := tasks.CheckCategory(cat); err != nil {
+			v.fail("worker.categories", "%q: %s", cat, strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
 		} else if slices.Contains(w.Categories[:i], cat) {
 			v.fail("worker.categories", "%q is listed twice", cat)
 		}
@@ -920,8 +899,8 @@ func (v *validator) webhooks() {
 		switch {
 		case w.Name == "":
 			v.fail(key("name"), "must be set")
-		case len(w.Name) > webhookNameMaxLen || strings.IndexFunc(w.Name, notNameRune) >= 0:
-			v.fail(key("name"), "must be 1..%d letters, digits, '.', '_' or '-', got %q", webhookNameMaxLen, w.Name)
+		case len(w.Name) > tasks.MaxWebhookNameLen || strings.IndexFunc(w.Name, notNameRune) >= 0:
+			v.fail(key("name"), "must be 1..%d letters, digits, '.', '_' or '-', got %q", tasks.MaxWebhookNameLen, w.Name)
 		default:
 			if j, dup := names[w.Name]; dup {
 				v.fail(key("name"), "%q is also the name of webhooks[%d]", w.Name, j)
@@ -954,7 +933,7 @@ func (v *validator) webhooks() {
 	d := v.c.WebhookDelivery
 	v.atLeast("webhook_delivery.poll_interval", d.PollInterval, 10*time.Millisecond)
 	v.atLeast("webhook_delivery.lease_ttl", d.LeaseTTL, time.Second)
-	v.between("webhook_delivery.batch", d.Batch, 1, 1000)
+	v.between("webhook_delivery.batch", d.Batch, 1, tasks.FanOutLimitMax)
 	if v.atLeast("webhook_delivery.backoff_base", d.BackoffBase, time.Millisecond) && d.BackoffMax < d.BackoffBase {
 		v.fail("webhook_delivery.backoff_max", "must be at least webhook_delivery.backoff_base (%v), got %q", d.BackoffBase, d.BackoffMax.String())
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/activity"
@@ -28,7 +27,6 @@ import (
 	"github.com/taskd/taskd/internal/telemetry"
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/internal/worker"
-	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -136,7 +134,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if e.log == nil {
 		e.log = cfg.Log.Logger(os.Stderr)
 	}
-	if err := e.open(cfg, &o, mux); err != nil {
+	if err := e.open(&o, mux); err != nil {
 		e.close(context.Background())
 		return nil, err
 	}
@@ -144,24 +142,21 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 }
 
 // open sets up telemetry and the stores, and builds the services.
-func (e *Engine) open(cfg Config, o *options, mux *worker.Mux) error {
-	if err := e.openTelemetry(cfg.Telemetry, o); err != nil {
+func (e *Engine) open(o *options, mux *worker.Mux) error {
+	if err := e.openTelemetry(o); err != nil {
 		return err
 	}
-	if err := e.openStores(cfg, o); err != nil {
+	if err := e.openStores(o); err != nil {
 		return err
 	}
-	return e.build(cfg, mux, len(o.order) > 0)
+	return e.build(mux, len(o.order) > 0)
 }
 
 // openTelemetry builds the providers Config.Telemetry describes, except
 // those the options pass in, which stay the caller's: the engine's Shutdown
 // flushes only what it built.
-func (e *Engine) openTelemetry(t TelemetryConfig, o *options) error {
-	tc := telemetry.Config{
-		Traces: t.Traces, Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName,
-		SampleRatio: t.SampleRatio, Prometheus: t.Prometheus,
-	}
+func (e *Engine) openTelemetry(o *options) error {
+	tc := e.cfg.Telemetry.telemetryConfig()
 	if o.tracer != nil {
 		tc.Traces = telemetry.TracesNone
 	}
@@ -199,7 +194,8 @@ func checkHandler(mux *worker.Mux, cat string, h Handler) (err error) {
 
 // openStores opens MySQL and Redis, or takes the handles of o, and checks
 // that they answer.
-func (e *Engine) openStores(cfg Config, o *options) error {
+func (e *Engine) openStores(o *options) error {
+	cfg := e.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
 	defer cancel()
 	var err error
@@ -214,25 +210,12 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 			return fmt.Errorf("mysql replica at %s is unreachable (leave mysql.replica_dsn empty to run without one): %w", server(dsn), err)
 		}
 	}
-	if e.store, err = store.New(e.db, store.Config{
-		SkipFor: cfg.Dispatch.SkipFor, ReleaseCooldown: cfg.Dispatch.ReleaseCooldown, MaxHold: cfg.Dispatch.MaxHold,
-		GroupCommit: cfg.Dispatch.GroupCommit, Replica: e.replica, WebhookEvents: cfg.webhookEvents(),
-	}); err != nil {
+	if e.store, err = store.New(e.db, e.storeConfig()); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
 	switch {
 	case o.redis != nil:
-		e.redis = &redisConn{mode: redisSingle, addrs: cfg.Redis.Addrs, clients: []redis.UniversalClient{o.redis}, locks: o.locks}
-		if c, ok := o.redis.(*redis.ClusterClient); ok {
-			e.redis.mode, e.redis.addrs = redisCluster, c.Options().Addrs
-		} else if c, ok := o.redis.(*redis.Client); ok {
-			e.redis.addrs = []string{c.Options().Addr}
-		}
-		if o.locks == nil {
-			e.redis.locks = locker.New(o.redis)
-		} else {
-			e.redis.mode = redisRedlock // a locker of its own: no scan of one client
-		}
+		e.redis = adoptRedis(o.redis, o.locks, cfg.Redis.Addrs)
 	case o.locks != nil:
 		return errors.New("taskd: WithLocker needs WithRedis")
 	default:
@@ -259,153 +242,63 @@ func (e *Engine) openStores(cfg Config, o *options) error {
 	return nil
 }
 
-// build makes the parts, each from the options value built for it here out
-// of cfg (defaulted and validated once, by New) and the engine's handles:
-// the dispatcher
-// (cfg.Dispatch, cfg.Redis.KeyPrefix, cfg.HTTP.MaxWait), the sweeper
-// (cfg.Sweep), the scheduler (cfg.Schedules), the worker (cfg.Worker, with
-// handlers), the webhook deliverer (cfg.Webhooks, cfg.WebhookDelivery), the
-// activity history, the API (cfg.HTTP, cfg.AdminToken) and the pages
-// (cfg.HTTP's sessions). openTelemetry and openStores do the same for the
-// providers (cfg.Telemetry), the store (cfg.Dispatch) and Redis (cfg.Redis).
-func (e *Engine) build(cfg Config, mux *worker.Mux, work bool) error {
+// build makes the parts, in this order, each from the options value parts.go
+// builds for it out of the engine's Config (defaulted and validated once, by
+// New) and its handles: the dispatcher, the sweeper, the scheduler (with
+// Config.Schedules), the worker (with handlers), the webhook deliverer (with
+// Config.Webhooks), then with Config.AdminToken the activity history, the
+// API and the pages. openTelemetry and openStores do the same for the
+// providers, the store and Redis.
+func (e *Engine) build(mux *worker.Mux, work bool) error {
 	var err error
-	e.d, err = dispatcher.New(e.store, e.redis.locks, dispatcher.Config{
-		Lease:          cfg.Dispatch.LeaseTTL,
-		Batch:          cfg.Dispatch.Batch,
-		KeyPrefix:      cfg.Redis.KeyPrefix,
-		PollInterval:   cfg.Dispatch.PollInterval,
-		MaxWait:        cfg.HTTP.MaxWait,
-		PubSub:         e.redis.pubSub(),
-		Logger:         e.log,
-		TracerProvider: e.tel.TracerProvider,
-		MeterProvider:  e.tel.MeterProvider,
-	})
-	if err != nil {
+	if e.d, err = dispatcher.New(e.store, e.redis.locks, e.dispatcherConfig()); err != nil {
 		return err
 	}
-	e.sweeper, err = sweeper.New(e.d, sweeper.Config{
-		Store:    e.store,
-		Locks:    e.redis.locks,
-		Schedule: cfg.Sweep.Interval,
-		Batch:    cfg.Sweep.Batch,
-		Workers:  cfg.Sweep.Workers,
-		Redis:    e.redis.sweepClient(),
-		Logger:   e.log,
-	})
-	if err != nil {
+	if e.sweeper, err = sweeper.New(e.d, e.sweeperConfig()); err != nil {
 		return err
 	}
-	if len(cfg.Schedules) > 0 {
-		ps := make([]schedule.Periodic, len(cfg.Schedules))
-		for i, sc := range cfg.Schedules {
-			if ps[i], err = sc.periodic(); err != nil {
-				return err // checked by validate
-			}
+	if len(e.cfg.Schedules) > 0 {
+		sc, err := e.scheduleConfig()
+		if err != nil {
+			return err
 		}
-		if e.sched, err = schedule.New(e.d, schedule.Config{Schedules: ps, Logger: e.log}); err != nil {
+		if e.sched, err = schedule.New(e.d, sc); err != nil {
 			return err
 		}
 	}
 	if work {
-		e.worker, err = worker.New(e.d, worker.Config{
-			Concurrency:     cfg.Worker.Concurrency,
-			Handler:         mux,
-			Categories:      cfg.Worker.Categories,
-			ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			BatchSize:       cfg.Worker.BatchSize,
-			FlushInterval:   cfg.Worker.FlushInterval,
-			MaxBacklog:      cfg.Worker.MaxBacklog,
-			Logger:          e.log,
-		})
-		if err != nil {
+		if e.worker, err = worker.New(e.d, e.workerConfig(mux)); err != nil {
 			return err
 		}
 	}
-	if len(cfg.Webhooks) > 0 {
-		if e.hooks, err = e.newDeliverer(cfg); err != nil {
+	if len(e.cfg.Webhooks) > 0 {
+		if e.hooks, err = delivery.New(e.d, e.deliveryConfig()); err != nil {
 			return err
 		}
 	}
 	metrics := e.tel.Metrics
 	if metrics != nil {
-		metrics = api.MetricsHandler(metrics, cfg.HTTP.MetricsToken)
+		metrics = api.MetricsHandler(metrics, e.cfg.HTTP.MetricsToken)
 	}
-	if cfg.HTTP.MetricsAddr != "" && cfg.HTTP.Addr != "" {
+	if e.cfg.HTTP.MetricsAddr != "" && e.cfg.HTTP.Addr != "" {
 		e.metrics, metrics = healthHandler(metrics), nil
 	}
-	if cfg.AdminToken == "" {
+	if e.cfg.AdminToken == "" {
 		e.handler = healthHandler(metrics)
 		return nil
 	}
-	var backlog func(context.Context) (*tasks.WebhookBacklog, error)
-	if e.hooks != nil {
-		backlog = e.store.WebhookBacklog
-	}
-	if e.history, err = activity.New(e.d, activity.Config{Redis: e.redis.pubSub(), Logger: e.log}); err != nil {
+	if e.history, err = activity.New(e.d, e.activityConfig()); err != nil {
 		return err
 	}
-	e.api, err = api.New(api.Config{
-		Dispatcher: e.d,
-		Store:      apiStore{e},
-		AdminToken: cfg.AdminToken,
-		Checks: []api.Check{
-			{Name: "mysql", Check: e.db.PingContext},
-			{Name: "redis", Check: e.redis.check},
-		},
-		Metrics:        metrics,
-		MaxWait:        cfg.HTTP.MaxWait,
-		RequestTimeout: cfg.HTTP.RequestTimeout,
-		EditorCacheTTL: cfg.HTTP.EditorCacheTTL,
-		WebhookBacklog: backlog,
-		History:        e.history,
-		Sessions:       web.NewEditorSessions(e.redis.pubSub(), cfg.Redis.KeyPrefix),
-		Logger:         e.log,
-
-		MaxPollsPerEditor: cfg.HTTP.MaxPollsPerEditor,
-		Redis:             e.redis.pubSub(),
-		KeyPrefix:         cfg.Redis.KeyPrefix,
-		AuthFailures:      cfg.HTTP.AuthFailures,
-		AuthFailureWindow: cfg.HTTP.AuthFailureWindow,
-		MeterProvider:     e.tel.MeterProvider,
-	})
-	if err != nil {
+	if e.api, err = api.New(e.apiConfig(metrics)); err != nil {
 		return err
 	}
-	pages, err := web.New(web.Config{
-		API:             e.api,
-		Redis:           e.redis.pubSub(),
-		KeyPrefix:       cfg.Redis.KeyPrefix,
-		SessionIdle:     cfg.HTTP.SessionIdle,
-		SessionLifetime: cfg.HTTP.SessionLifetime,
-		SecureCookie:    cfg.HTTP.SecureCookie,
-		Logger:          e.log,
-	})
+	pages, err := web.New(e.webConfig())
 	if err != nil {
 		return err
 	}
 	e.handler = telemetry.HTTPHandler(pages, e.tel)
 	return nil
-}
-
-// newDeliverer makes the webhook deliverer of cfg.Webhooks.
-func (e *Engine) newDeliverer(cfg Config) (*delivery.Deliverer, error) {
-	hooks := make([]delivery.Webhook, len(cfg.Webhooks))
-	for i, w := range cfg.Webhooks {
-		evs := make([]tasks.WebhookEvent, len(w.Events))
-		for j, ev := range w.Events {
-			evs[j] = tasks.WebhookEvent(ev)
-		}
-		hooks[i] = delivery.Webhook{
-			Name: w.Name, URL: w.URL, Events: evs, Secret: w.Secret, Timeout: w.Timeout,
-			Concurrency: w.Concurrency, MaxAttempts: w.MaxAttempts, MaxAge: w.MaxAge,
-		}
-	}
-	wd := cfg.WebhookDelivery
-	return delivery.New(e.d, delivery.Config{
-		Store: e.store, Locks: e.redis.locks, Webhooks: hooks, PollInterval: wd.PollInterval, LeaseTTL: wd.LeaseTTL, Batch: wd.Batch,
-		BackoffBase: wd.BackoffBase, BackoffMax: wd.BackoffMax, Logger: e.log,
-	})
 }
 
 // healthHandler is the Handler of an engine without the editor API: GET
@@ -588,7 +481,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			}()
 			e.metricsAddr = metricsLn.Addr().String()
 		}
-		e.log.InfoContext(ctx, "serving", "addr", e.addr, "metrics_addr", e.metricsAddr, "sweep_interval", e.cfg.Sweep.Interval,
+		e.log.InfoContext(ctx, "serving", "addr", e.addr, "metrics_addr", e.metricsAddr, "sweep_interval", e.cfg.Sweep.Schedule,
 			"sweep_period", e.sweeper.Schedule().Period(), "lease_ttl", e.cfg.Dispatch.LeaseTTL, "workers", e.worker != nil, "api", e.api != nil)
 	}
 	return nil

@@ -21,40 +21,41 @@ type redisConn struct {
 	locks   *locker.Client
 }
 
+// Redis modes, the values of redisConn.mode: how the engine uses Redis. The
+// mode is decided here alone, by RedisConfig.mode for the clients the engine
+// opens and by adoptRedis for those passed in.
+const (
+	redisSingle  = "single"
+	redisRedlock = "redlock"
+	redisCluster = "cluster"
+)
+
+// mode returns how Addrs are used: "cluster" when Cluster is set, "redlock"
+// over several addresses, otherwise "single".
+func (r RedisConfig) mode() string {
+	switch {
+	case r.Cluster:
+		return redisCluster
+	case len(r.Addrs) > 1:
+		return redisRedlock
+	default:
+		return redisSingle
+	}
+}
+
 // openRedis builds the clients cfg asks for (a single server, a Cluster, or
 // Redlock masters), instrumented with tel. It does no I/O.
 func openRedis(cfg RedisConfig, tel *telemetry.Providers) (*redisConn, error) {
 	rc := &redisConn{mode: cfg.mode(), addrs: cfg.Addrs}
 	switch rc.mode {
 	case redisCluster:
-		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:    cfg.Addrs,
-			Username: cfg.Username,
-			Password: cfg.Password,
-			// Per-call deadlines must reach the socket; one dial retry, not
-			// five with backoff, so a dead node costs little of a lease.
-			ContextTimeoutEnabled: true,
-			DialerRetries:         1,
-			DialTimeout:           cfg.DialTimeout,
-			ReadTimeout:           cfg.ReadTimeout,
-			WriteTimeout:          cfg.WriteTimeout,
-		})
+		c := redis.NewClusterClient(cfg.clusterOptions())
 		rc.clients = []redis.UniversalClient{c}
 		rc.locks = locker.New(c)
 	default:
 		masters := make([]locker.RedisClient, len(cfg.Addrs))
 		for i, addr := range cfg.Addrs {
-			c := redis.NewClient(&redis.Options{
-				Addr:                  addr,
-				Username:              cfg.Username,
-				Password:              cfg.Password,
-				DB:                    cfg.DB,
-				ContextTimeoutEnabled: true,
-				DialerRetries:         1,
-				DialTimeout:           cfg.DialTimeout,
-				ReadTimeout:           cfg.ReadTimeout,
-				WriteTimeout:          cfg.WriteTimeout,
-			})
+			c := redis.NewClient(cfg.clientOptions(addr))
 			rc.clients = append(rc.clients, c)
 			masters[i] = c
 		}
@@ -62,7 +63,7 @@ func openRedis(cfg RedisConfig, tel *telemetry.Providers) (*redisConn, error) {
 			rc.locks = locker.New(masters[0])
 			break
 		}
-		locks, err := locker.NewRedlock(masters, &locker.RedlockOptions{NodeTimeout: cfg.NodeTimeout})
+		locks, err := locker.NewRedlock(masters, cfg.redlockOptions())
 		if err != nil {
 			_ = rc.Close()
 			return nil, fmt.Errorf("redis: %w", err)
@@ -76,6 +77,28 @@ func openRedis(cfg RedisConfig, tel *telemetry.Providers) (*redisConn, error) {
 		}
 	}
 	return rc, nil
+}
+
+// adoptRedis wraps the caller's client (WithRedis) and locker (WithLocker;
+// nil: a locker over client). Its mode comes from the handles, not from
+// Config.Redis: a *redis.ClusterClient is a Cluster, a locker of the
+// caller's is taken for Redlock (no scan of one client can see its locks),
+// anything else is a single server. addrs name the servers in messages when
+// the client does not say.
+func adoptRedis(client redis.UniversalClient, locks *locker.Client, addrs []string) *redisConn {
+	rc := &redisConn{mode: redisSingle, addrs: addrs, clients: []redis.UniversalClient{client}, locks: locks}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		rc.mode, rc.addrs = redisCluster, c.Options().Addrs
+	case *redis.Client:
+		rc.addrs = []string{c.Options().Addr}
+	}
+	if locks == nil {
+		rc.locks = locker.New(client)
+	} else {
+		rc.mode = redisRedlock
+	}
+	return rc
 }
 
 // pubSub is the client that carries wake-ups between processes: the server,

@@ -51,7 +51,6 @@ articles missing to reach -articles.`)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
 	if err := prepareDev(ctx, a.stdout, e, *articles); err != nil {
 		return errors.Join(err, e.Stop(context.Background()))
 	}

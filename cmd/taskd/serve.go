@@ -23,6 +23,5 @@ workers, closes the stores and exits 0.`)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
 	return e.Run(ctx)
 }

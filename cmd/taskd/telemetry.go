@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 
 	"go.opentelemetry.io/otel"
@@ -11,28 +10,13 @@ import (
 	"github.com/taskd/taskd/internal/telemetry"
 )
 
-// newTelemetry builds the providers cfg asks for; the stdout exporter writes
-// its spans to stdout. It is the one place where providers are constructed.
-// The providers go to the engine (taskd.WithTracerProvider,
-// WithMeterProvider, WithMetricsHandler for Metrics, GET /metrics), and
-// Shutdown flushes them at exit.
-//
+// prepareTelemetry readies the process for the telemetry the engine builds
+// from cfg (taskd.Config.Telemetry: the engine is the one place that turns
+// it into providers, with the stdout exporter writing to the process's
+// stdout, and Stop flushes them). What is process-wide is main's to set:
 // OpenTelemetry's own errors (a collector that cannot be reached, spans
-// dropped) are logged at warn level.
-func newTelemetry(ctx context.Context, cfg taskd.TelemetryConfig, stdout io.Writer, log *slog.Logger) (*telemetry.Providers, error) {
-	p, err := telemetry.Setup(ctx, telemetry.Config{
-		Traces:      cfg.Traces,
-		Endpoint:    cfg.Endpoint,
-		Insecure:    cfg.Insecure,
-		ServiceName: cfg.ServiceName,
-		SampleRatio: cfg.SampleRatio,
-		Prometheus:  cfg.Prometheus,
-		Stdout:      stdout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Process-wide, which only main may set.
+// dropped) are logged at warn level. It logs what telemetry is on.
+func prepareTelemetry(ctx context.Context, cfg taskd.TelemetryConfig, log *slog.Logger) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("opentelemetry", "err", err)
 	}))
@@ -40,5 +24,4 @@ func newTelemetry(ctx context.Context, cfg taskd.TelemetryConfig, stdout io.Writ
 		log.InfoContext(ctx, "telemetry", "traces", cfg.Traces, "endpoint", cfg.Endpoint,
 			"sample_ratio", cfg.SampleRatio, "prometheus", cfg.Prometheus)
 	}
-	return p, nil
 }

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
@@ -16,11 +15,7 @@ import (
 	"github.com/taskd/taskd"
 	"github.com/taskd/taskd/cmd/taskd/internal/wordcount"
 	"github.com/taskd/taskd/internal/config"
-	"github.com/taskd/taskd/internal/telemetry"
 )
-
-// telemetryFlushTimeout bounds the flush of telemetry at exit.
-const telemetryFlushTimeout = 5 * time.Second
 
 // redisLogger passes go-redis's own log lines (failed dials and the like) to
 // slog, at warn level.
@@ -80,21 +75,21 @@ const (
 	roleWorker                   // workers, metrics on worker.metrics_addr
 )
 
-// running is an engine built by a command, with its logger and the telemetry
-// the command set up.
+// running is an engine built by a command, with its configuration and
+// logger. Stop closes its stores and flushes its telemetry.
 type running struct {
 	*taskd.Engine
 	cfg *config.Config
 	log *slog.Logger
-	tel *telemetry.Providers
 }
 
 // newEngine loads the configuration, sets up logging and telemetry (the
-// stdout exporter writes to the command's stdout) and builds the engine in
-// role: serve needs a strong admin_token (see checkAdminToken), dev any
-// admin_token; a worker serves no API, and GET /healthz and GET /metrics on
-// worker.metrics_addr. Close it when done. Configuration errors are
-// usageErrors naming the key.
+// engine builds the providers of telemetry.*; its stdout exporter writes to
+// the process's stdout) and builds the engine in role: serve needs a strong
+// admin_token (see checkAdminToken), dev any admin_token; a worker serves no
+// API, and GET /healthz and GET /metrics on worker.metrics_addr. Stop it
+// when done: Stop closes the stores and flushes the telemetry.
+// Configuration errors are usageErrors naming the key.
 func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*running, error) {
 	cfg, err := a.loadConfig(f)
 	if err != nil {
@@ -122,12 +117,8 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 	if c.MemoryLimitMiB > 0 {
 		debug.SetMemoryLimit(int64(c.MemoryLimitMiB) << 20) // process-wide too
 	}
-	tel, err := newTelemetry(ctx, c.Telemetry, a.stdout, log)
-	if err != nil {
-		return nil, err
-	}
-	opts := []taskd.Option{taskd.WithLogger(log), taskd.WithTracerProvider(tel.TracerProvider),
-		taskd.WithMeterProvider(tel.MeterProvider), taskd.WithMetricsHandler(tel.Metrics)}
+	prepareTelemetry(ctx, c.Telemetry, log)
+	opts := []taskd.Option{taskd.WithLogger(log)}
 	if role == roleWorker || c.Worker.InServe {
 		opts = append(opts, handlers(log)...)
 	}
@@ -136,15 +127,13 @@ func (a *app) newEngine(ctx context.Context, f *cmdFlags, role engineRole) (*run
 	}
 	e, err := taskd.New(c, opts...)
 	if err != nil {
-		r := &running{cfg: cfg, log: log, tel: tel}
-		r.Close()
 		var ce *taskd.ConfigError
 		if errors.As(err, &ce) {
 			return nil, &usageError{err: fmt.Errorf("config: %w", ce)}
 		}
 		return nil, err
 	}
-	return &running{Engine: e, cfg: cfg, log: log, tel: tel}, nil
+	return &running{Engine: e, cfg: cfg, log: log}, nil
 }
 
 // adminTokenMinLen is the shortest admin token `taskd serve` accepts; the
@@ -170,13 +159,4 @@ func checkAdminToken(token string) error {
 		return fmt.Errorf("must be at least %d characters to serve, got %d; %s", adminTokenMinLen, n, makeAdminToken)
 	}
 	return nil
-}
-
-// Close flushes the telemetry; the engine closes its stores in Stop.
-func (r *running) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
-	defer cancel()
-	if err := r.tel.Shutdown(ctx); err != nil {
-		r.log.WarnContext(ctx, "flush telemetry", "err", err)
-	}
 }

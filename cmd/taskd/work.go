@@ -32,7 +32,6 @@ its handler counts the words and logs the count.`, categories))
 	if err != nil {
 		return err
 	}
-	defer e.Close()
 	if err := e.Start(ctx); err != nil {
 		return errors.Join(err, e.Stop(context.Background()))
 	}

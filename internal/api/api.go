@@ -184,6 +184,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate checks the handles, the admin token (MinAdminTokenLen, the
+// engine's bound too) and the checks. The other values are the keys of
+// taskd.Config.HTTP, the engine's to check, once, before New.
 func (c Config) validate() error {
 	switch {
 	case c.Dispatcher == nil:
@@ -194,10 +197,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("admin token must be at least %d characters", MinAdminTokenLen)
 	case c.MaxWait < 0:
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
-	case c.RequestTimeout < 0:
-		return fmt.Errorf("request timeout must not be negative, got %v", c.RequestTimeout)
-	case c.AuthFailureWindow <= 0:
-		return fmt.Errorf("auth failure window must be positive, got %v", c.AuthFailureWindow)
 	}
 	seen := make(map[string]bool, len(c.Checks))
 	for i, ch := range c.Checks {

@@ -566,8 +566,8 @@ func TestSweepInterval(t *testing.T) {
 			t.Errorf("yaml %q, env %q: %v", c.yaml, c.env, err)
 			continue
 		}
-		if cfg.Sweep.Interval != c.want {
-			t.Errorf("yaml %q, env %q: sweep.interval = %q, want %q", c.yaml, c.env, cfg.Sweep.Interval, c.want)
+		if cfg.Sweep.Schedule != c.want {
+			t.Errorf("yaml %q, env %q: sweep.interval = %q, want %q", c.yaml, c.env, cfg.Sweep.Schedule, c.want)
 		}
 	}
 	// A bad spec in the file names the key and the line.

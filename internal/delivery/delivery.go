@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -155,49 +154,18 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate checks what the engine's Config does not configure: the handles
+// and that there is something to deliver to. The webhooks and the delivery
+// settings are the keys webhooks and webhook_delivery of taskd.Config, the
+// engine's to check, once, before New.
 func (c Config) validate() error {
-	if c.Store == nil {
-		return errors.New("a store is required")
-	}
-	if c.Locks == nil {
-		return errors.New("a locker is required")
-	}
-	if len(c.Webhooks) == 0 {
-		return errors.New("at least one webhook is required")
-	}
-	names := map[string]bool{}
-	for _, w := range c.Webhooks {
-		u, err := url.Parse(w.URL)
-		switch {
-		case w.Name == "" || len(w.Name) > tasks.MaxWebhookNameLen:
-			return fmt.Errorf("webhook name must be 1..%d bytes, got %q", tasks.MaxWebhookNameLen, w.Name)
-		case names[w.Name]:
-			return fmt.Errorf("webhook %q is configured twice", w.Name)
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return fmt.Errorf("webhook %s: url must be an absolute http(s) URL", w.Name)
-		case len(w.Events) == 0:
-			return fmt.Errorf("webhook %s: no events", w.Name)
-		case w.Secret == "":
-			return fmt.Errorf("webhook %s: a secret is required", w.Name)
-		case w.Timeout <= 0 || w.Concurrency < 1 || w.MaxAttempts < 1 || w.MaxAge <= 0:
-			return fmt.Errorf("webhook %s: timeout, concurrency, max attempts and max age must be positive", w.Name)
-		}
-		for _, e := range w.Events {
-			if !slices.Contains(tasks.WebhookEvents(), e) {
-				return fmt.Errorf("webhook %s: unknown event %q", w.Name, e)
-			}
-		}
-		names[w.Name] = true
-	}
 	switch {
-	case c.PollInterval <= 0:
-		return errors.New("poll interval must be positive")
-	case c.LeaseTTL < time.Second:
-		return fmt.Errorf("lease TTL must be at least 1s, got %v", c.LeaseTTL)
-	case c.Batch < 1 || c.Batch > tasks.FanOutLimitMax:
-		return fmt.Errorf("batch must be 1..%d, got %d", tasks.FanOutLimitMax, c.Batch)
-	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
-		return errors.New("backoff base must be positive and at most backoff max")
+	case c.Store == nil:
+		return errors.New("a store is required")
+	case c.Locks == nil:
+		return errors.New("a locker is required")
+	case len(c.Webhooks) == 0:
+		return errors.New("at least one webhook is required")
 	}
 	return nil
 }

@@ -102,7 +102,8 @@ type Scheduler struct {
 }
 
 // New returns a Scheduler adding tasks through d. It returns an error
-// naming the schedule when one is invalid or a name repeats.
+// naming the schedule when one is invalid (Periodic.Validate). The names must
+// be distinct, which the engine's configuration checks (schedules[i].name).
 func New(d Adder, cfg Config) (*Scheduler, error) {
 	if len(cfg.Schedules) == 0 {
 		return nil, errors.New("new scheduler: no schedules")
@@ -111,15 +112,10 @@ func New(d Adder, cfg Config) (*Scheduler, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Scheduler{d: d, cfg: cfg, log: cfg.Logger}
-	seen := map[string]bool{}
 	for i, p := range cfg.Schedules {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("new scheduler: schedule %d (%q): %w", i, p.Name, err)
 		}
-		if seen[p.Name] {
-			return nil, fmt.Errorf("new scheduler: schedule name %q is used twice", p.Name)
-		}
-		seen[p.Name] = true
 		sched, _ := Parse(p.Spec) // checked by Validate
 		s.sched = append(s.sched, sched)
 	}

@@ -41,7 +41,6 @@ func TestNewSchedulerRefuses(t *testing.T) {
 		want string
 	}{
 		{nil, "no schedules"},
-		{[]Periodic{ok, ok}, `"a" is used twice`},
 		{[]Periodic{{Name: "b", Spec: "never", Task: ok.Task}}, `schedule 0 ("b"): schedule "never"`},
 		{[]Periodic{{Name: strings.Repeat("n", MaxNameLen+1), Spec: "@hourly", Task: ok.Task}}, "name must be 1..64"},
 		{[]Periodic{{Spec: "@hourly", Task: ok.Task}}, "name is required"},

@@ -109,29 +109,16 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate checks what the engine's Config does not configure. The values of
+// its keys (SkipFor, ReleaseCooldown, MaxHold and GroupCommit, the keys of
+// taskd.Config.Dispatch, and the webhooks' events) are the engine's to
+// check, once, before New.
 func (c Config) validate() error {
-	if c.SkipFor < time.Millisecond {
-		return fmt.Errorf("%w: SkipFor must be at least 1ms", tasks.ErrInvalid)
-	}
-	if c.ReleaseCooldown < time.Millisecond {
-		return fmt.Errorf("%w: ReleaseCooldown must be at least 1ms", tasks.ErrInvalid)
-	}
-	if c.MaxHold < time.Millisecond {
-		return fmt.Errorf("%w: MaxHold must be at least 1ms", tasks.ErrInvalid)
-	}
 	if c.InsertBatchSize < 1 || c.InsertBatchSize > 5000 {
 		return fmt.Errorf("%w: InsertBatchSize must be 1..5000", tasks.ErrInvalid)
 	}
-	if c.GroupCommit < 1 || c.GroupCommit > GroupCommitMax {
-		return fmt.Errorf("%w: GroupCommit must be 1..%d", tasks.ErrInvalid, GroupCommitMax)
-	}
 	if c.ReplicaTimeout < time.Millisecond || c.ReplicaRest < 0 {
 		return fmt.Errorf("%w: ReplicaTimeout must be at least 1ms and ReplicaRest not negative", tasks.ErrInvalid)
-	}
-	for _, e := range c.WebhookEvents {
-		if !slices.Contains(tasks.WebhookEvents(), e) {
-			return fmt.Errorf("%w: unknown webhook event %q", tasks.ErrInvalid, e)
-		}
 	}
 	return nil
 }

@@ -40,10 +40,10 @@ func TestConfig(t *testing.T) {
 		t.Errorf("WithDefaults changed set fields: %+v", c)
 	}
 	for _, bad := range []Config{
-		{SkipFor: -time.Second},
-		{MaxHold: time.Microsecond},
 		{InsertBatchSize: -1},
 		{InsertBatchSize: 5001},
+		{ReplicaTimeout: time.Microsecond},
+		{ReplicaRest: -time.Second},
 	} {
 		if _, err := New(nil, bad); !errors.Is(err, tasks.ErrInvalid) {
 			t.Errorf("NewStore(%+v) error = %v, want ErrInvalid", bad, err)

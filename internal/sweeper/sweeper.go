@@ -34,9 +34,22 @@ import (
 
 // Config defaults.
 const (
-	ScheduleDefault = "@every 10s"
-	BatchDefault    = 5000
-	WorkersDefault  = 2
+	// ScheduleDefault is Config.Schedule when unset: a sweep every ten
+	// seconds (the engine's sweep.interval).
+	ScheduleDefault = "10s"
+	// BatchDefault is Config.Batch when unset.
+	BatchDefault = 5000
+	// WorkersDefault is Config.Workers when unset.
+	WorkersDefault = 2
+)
+
+// Config limits.
+const (
+	// BatchMax is the largest Config.Batch: one batch is recycled, and the
+	// live claims are read, one page of it at a time.
+	BatchMax = min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax)
+	// WorkersMax is the largest Config.Workers.
+	WorkersMax = 16
 )
 
 // lockCleanupTimeout bounds giving back the sweep lock after a sweep.
@@ -94,13 +107,13 @@ type Config struct {
 	Schedule string
 
 	// Batch is how many expired claims one store transaction recycles, and
-	// how many live claims are read per page: 1..tasks.RecycleLimitMax.
-	// Default BatchDefault.
+	// how many live claims are read per page: 1..BatchMax. Default
+	// BatchDefault.
 	Batch int
 
 	// Workers is how many store transactions recycle batches at the same
 	// time while a backlog drains; SKIP LOCKED keeps them on distinct rows.
-	// 1..16. Default WorkersDefault.
+	// 1..WorkersMax. Default WorkersDefault.
 	Workers int
 
 	// Redis, when set, is the Redis server or Cluster the dispatcher's locks
@@ -132,7 +145,6 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
-	maxBatch := min(tasks.RecycleLimitMax, tasks.LiveLeasesLimitMax)
 	if _, err := schedule.Parse(c.Schedule); err != nil {
 		return err
 	}
@@ -141,10 +153,10 @@ func (c Config) validate() error {
 		return errors.New("store is required")
 	case c.Locks == nil:
 		return errors.New("locks is required")
-	case c.Batch < 1 || c.Batch > maxBatch:
-		return fmt.Errorf("sweep batch must be 1..%d, got %d", maxBatch, c.Batch)
-	case c.Workers < 1 || c.Workers > 16:
-		return fmt.Errorf("sweep workers must be 1..16, got %d", c.Workers)
+	case c.Batch < 1 || c.Batch > BatchMax:
+		return fmt.Errorf("sweep batch must be 1..%d, got %d", BatchMax, c.Batch)
+	case c.Workers < 1 || c.Workers > WorkersMax:
+		return fmt.Errorf("sweep workers must be 1..%d, got %d", WorkersMax, c.Workers)
 	}
 	return nil
 }

@@ -146,7 +146,10 @@ func (c Config) validate() error {
 	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
 		return fmt.Errorf("sample ratio must be 0..1, got %v", c.SampleRatio)
 	}
-	if strings.Contains(c.Endpoint, "://") {
+	// Only the OTLP exporters use Endpoint: with another, whatever it says
+	// is not read (as the engine's telemetry.endpoint).
+	otlp := c.Traces == TracesOTLPGRPC || c.Traces == TracesOTLPHTTP
+	if otlp && strings.Contains(c.Endpoint, "://") {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("endpoint must be host:port or an http(s) URL, got %q", c.Endpoint)

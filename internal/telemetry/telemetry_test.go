@@ -559,6 +559,15 @@ func TestSetupInvalid(t *testing.T) {
 			t.Errorf("Setup(%+v) succeeded, want an error", cfg)
 		}
 	}
+	// An endpoint no exporter reads is not checked, as in the engine's
+	// configuration (telemetry.endpoint).
+	p, err := telemetry.Setup(t.Context(), telemetry.Config{Traces: telemetry.TracesNone, Endpoint: "ftp://collector:4318"})
+	if err != nil {
+		t.Fatalf("Setup without an OTLP exporter refused its endpoint: %v", err)
+	}
+	if err := p.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestSampling(t *testing.T) {

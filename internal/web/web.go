@@ -125,10 +125,6 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("web: API is required")
 	case cfg.Redis == nil:
 		return nil, errors.New("web: Redis is required")
-	case cfg.SessionIdle < 0:
-		return nil, fmt.Errorf("web: session idle time must not be negative, got %v", cfg.SessionIdle)
-	case cfg.SessionLifetime < 0:
-		return nil, fmt.Errorf("web: session lifetime must not be negative, got %v", cfg.SessionLifetime)
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = SessionIdleDefault

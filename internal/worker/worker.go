@@ -17,7 +17,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,24 +220,18 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate checks what the engine's Config does not configure: the handler,
+// the categories it handles, the wait and the ID. The values of the keys of
+// taskd.Config.Worker (concurrency, categories, shutdown timeout, batch
+// size, backlog) are the engine's to check, once, before New.
 func (c Config) validate() error {
 	switch {
-	case c.Concurrency < 1:
-		return fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	case c.Handler == nil:
 		return errors.New("handler is required")
 	case len(c.Categories) == 0:
 		return errors.New("categories are required (none given, and the handler registers none)")
-	case len(c.Categories) > tasks.MaxCategories:
-		return fmt.Errorf("at most %d categories, got %d", tasks.MaxCategories, len(c.Categories))
 	case c.Wait < 0:
 		return fmt.Errorf("wait must not be negative, got %v", c.Wait)
-	case c.ShutdownTimeout < 0:
-		return fmt.Errorf("shutdown timeout must not be negative, got %v", c.ShutdownTimeout)
-	case c.BatchSize < 1 || c.BatchSize > tasks.BatchMax:
-		return fmt.Errorf("batch size must be 1..%d, got %d", tasks.BatchMax, c.BatchSize)
-	case c.MaxBacklog < 1:
-		return fmt.Errorf("max backlog must be at least 1, got %d", c.MaxBacklog)
 	case !utf8.ValidString(c.ID):
 		return errors.New("id must be valid UTF-8")
 	}
@@ -251,9 +244,6 @@ func (c Config) validate() error {
 		handled = mux.Categories()
 	}
 	for _, cat := range c.Categories {
-		if n := utf8.RuneCountInString(cat); n < 1 || n > tasks.MaxCategoryLen || !utf8.ValidString(cat) || strings.TrimSpace(cat) != cat {
-			return fmt.Errorf("invalid category %q: 1..%d characters, no leading or trailing spaces", cat, tasks.MaxCategoryLen)
-		}
 		if mux != nil && !slices.Contains(handled, cat) {
 			return fmt.Errorf("category %q: %w", cat, ErrNoHandler)
 		}

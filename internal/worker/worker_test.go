@@ -897,12 +897,7 @@ func TestWorkerConfig(t *testing.T) {
 		{"no categories without a mux", worker.Config{Handler: nop}, nil},
 		{"mux without handlers", worker.Config{Handler: worker.NewMux()}, nil},
 		{"category the mux does not handle", worker.Config{Handler: mux, Categories: []string{"news", "weather"}}, worker.ErrNoHandler},
-		{"empty category", worker.Config{Handler: nop, Categories: []string{""}}, nil},
-		{"padded category", worker.Config{Handler: nop, Categories: []string{"news "}}, nil},
-		{"long category", worker.Config{Handler: nop, Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, nil},
-		{"negative concurrency", worker.Config{Handler: mux, Concurrency: -1}, nil},
 		{"negative wait", worker.Config{Handler: mux, Wait: -time.Second}, nil},
-		{"negative shutdown timeout", worker.Config{Handler: mux, ShutdownTimeout: -time.Second}, nil},
 		{"id too long", worker.Config{Handler: mux, ID: id119, Concurrency: 11}, nil},
 		{"id not utf-8", worker.Config{Handler: mux, ID: "w\xff"}, nil},
 	}
