@@ -101,7 +101,7 @@ type Config struct {
 	Worker   WorkerConfig   `yaml:"worker"`
 	// AdminToken authorizes the admin API (creating editors and tasks, stats,
 	// forced releases). At least 16 characters, no spaces. Without it the
-	// engine serves no editor API: Handler answers only GET /healthz and GET
+	// engine serves no editor API: HTTPHandler answers only GET /healthz and GET
 	// /metrics.
 	AdminToken string          `yaml:"admin_token" secret:"true"`
 	Log        LogConfig       `yaml:"log"`

@@ -317,7 +317,7 @@ func healthHandler(metrics http.Handler) http.Handler {
 
 // HTTPHandler returns the engine's HTTP handler: with Config.AdminToken, the
 // editor API (docs/api.md), the editor's workspace at / and the ops
-// console at /ops (package web; sessions in Redis), GET /healthz, GET /readyz and, with
+// console at /ops (sessions in Redis), GET /healthz, GET /readyz and, with
 // Prometheus on, GET /metrics (unless Config.HTTP.MetricsAddr gives it a
 // listener of its own; Config.HTTP.MetricsToken guards it), in a server span per request when tracing is
 // on; without an admin token, only GET /healthz and GET /metrics. Mount it
@@ -353,12 +353,12 @@ func (e *Engine) Addr() string {
 // values.
 //
 // First, Start checks that the database's schema is the one this binary
-// was built for (package internal/store/migrate; three reads, bounded by 10s), and
+// was built for (three reads, bounded by 10s), and
 // starts nothing when it is not: a database never migrated, or migrated
-// by an older taskd, is an error wrapping migrate.ErrSchemaBehind that says
-// to run `taskd migrate` or migrate.Up; one migrated by a newer taskd
-// wraps migrate.ErrSchemaAhead, and one whose applied migrations differ
-// from the binary's migrate.ErrSchemaEdited.
+// by an older taskd, is an error wrapping ErrSchemaBehind that says
+// to run `taskd migrate` or Migrate; one migrated by a newer taskd
+// wraps ErrSchemaAhead, and one whose applied migrations differ
+// from the binary's ErrSchemaEdited.
 //
 // Start returns an error wrapping ErrStarted on a running engine and
 // ErrStopped after Stop, and the listener's error when it cannot listen.

@@ -21,7 +21,7 @@ import (
 // CreateEditor adds an editor with p's name, categories and token hash (make
 // a token with tasks.NewToken; the store keeps only its hash). It returns an
 // error wrapping tasks.ErrInvalid for a bad name or category and one wrapping
-// tasks.ErrConflict when the name or the token hash is taken.
+// tasks.ErrDuplicate when the name or the token hash is taken.
 func (e *Engine) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error) {
 	return e.store.CreateEditor(ctx, p)
 }
