@@ -2,6 +2,7 @@ package taskd
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/taskd/taskd/internal/api"
@@ -28,11 +29,23 @@ func (e *Engine) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (
 
 // UpdateEditor changes an editor's name and/or categories (nil leaves
 // either as it is). A claim the editor holds is kept; its next claim takes
-// tasks of the new categories only. It returns the editor as changed,
+// tasks of the new categories only. The engine's API sees the change at
+// once, and new categories end the long polls the editor holds on it
+// (answered 204, so that the next poll waits on the new ones); other
+// processes see it within Config.HTTP.EditorCacheTTL. It returns the editor as changed,
 // tasks.ErrNotFound for an unknown editor, and errors wrapping
 // tasks.ErrInvalid and tasks.ErrDuplicate as CreateEditor does.
 func (e *Engine) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error) {
-	return e.store.UpdateEditor(ctx, p)
+	ed, err := e.store.UpdateEditor(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	change := api.EditorRenamed
+	if p.Categories != nil {
+		change = api.EditorCategories
+	}
+	_ = e.editorChanged(ctx, p.ID, change) // ends no sessions
+	return ed, nil
 }
 
 // DisableEditor disables an editor: from then on every claim of it is
@@ -40,25 +53,59 @@ func (e *Engine) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (
 // to the pool with its fence bumped (so whatever the editor still sends about
 // it is stale), and a caller waiting for its category is woken. It returns
 // the revoked claim or nil, and tasks.ErrNotFound for an unknown editor.
-// Disabling a disabled editor revokes any claim it still holds.
+// Disabling a disabled editor revokes any claim it still holds. The
+// editor's page sessions end, and the engine's API refuses its token at once
+// (other processes within Config.HTTP.EditorCacheTTL); when the sessions
+// could not be ended, the editor is disabled all the same and the error says
+// to disable it again.
 func (e *Engine) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, error) {
-	return e.d.DisableEditor(ctx, id)
+	revoked, err := e.d.DisableEditor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.editorChanged(ctx, id, api.EditorDisabled); err != nil {
+		return revoked, fmt.Errorf("editor %d is disabled, but its signed-in page sessions could not be ended; disable it again: %w", id, err)
+	}
+	return revoked, nil
 }
 
 // EnableEditor enables a disabled editor: its token is good again and it
 // may claim. Enabling an enabled editor changes nothing. It returns
 // tasks.ErrNotFound for an unknown editor.
 func (e *Engine) EnableEditor(ctx context.Context, id int64) error {
-	return e.store.EnableEditor(ctx, id)
+	if err := e.store.EnableEditor(ctx, id); err != nil {
+		return err
+	}
+	_ = e.editorChanged(ctx, id, api.EditorEnabled) // ends no sessions
+	return nil
 }
 
 // SetEditorToken replaces an editor's token by the one whose SHA-256 hash is
 // hash (see tasks.NewToken): the old token is refused from then on (by
-// processes that remember it, within Config.HTTP.EditorCacheTTL). The editor's
+// other processes that remember it, within Config.HTTP.EditorCacheTTL), and
+// the editor's page sessions end. The editor's
 // claim is kept. It returns tasks.ErrNotFound for an unknown editor and an
 // error wrapping tasks.ErrDuplicate when another editor has the hash.
 func (e *Engine) SetEditorToken(ctx context.Context, id int64, hash [32]byte) error {
-	return e.store.SetEditorToken(ctx, id, hash)
+	if err := e.store.SetEditorToken(ctx, id, hash); err != nil {
+		return err
+	}
+	if err := e.editorChanged(ctx, id, api.EditorToken); err != nil {
+		// A session of the old token is refused anyway (it holds the old
+		// token's hash), and the pages end it on its next call.
+		e.log.WarnContext(ctx, "end the sessions of an editor's old token", "editor_id", id, "err", err)
+	}
+	return nil
+}
+
+// editorChanged brings the engine's API, when it serves one, in step with a
+// change made through the methods above: this process then answers the
+// editor's next request as changed, not after Config.HTTP.EditorCacheTTL.
+func (e *Engine) editorChanged(ctx context.Context, id int64, c api.EditorChange) error {
+	if e.api == nil {
+		return nil
+	}
+	return e.api.EditorChanged(ctx, id, c)
 }
 
 // InsertTasks adds tasks given with raw JSON payloads, in one statement: all
@@ -144,6 +191,21 @@ type apiStore struct {
 }
 
 var _ api.Store = apiStore{}
+
+// The API's own editor writes go to the store: its routes bring the API in
+// step themselves, in the answer they give.
+
+func (s apiStore) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error) {
+	return s.store.UpdateEditor(ctx, p)
+}
+
+func (s apiStore) EnableEditor(ctx context.Context, id int64) error {
+	return s.store.EnableEditor(ctx, id)
+}
+
+func (s apiStore) SetEditorToken(ctx context.Context, id int64, hash [32]byte) error {
+	return s.store.SetEditorToken(ctx, id, hash)
+}
 
 func (s apiStore) EditorByTokenHash(ctx context.Context, hash [32]byte) (*tasks.Editor, error) {
 	return s.store.EditorByTokenHash(ctx, hash)

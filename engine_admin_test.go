@@ -99,3 +99,61 @@ func TestEngineEditors(t *testing.T) {
 		t.Fatalf("pool stats: %+v, %v", st, err)
 	}
 }
+
+// A change made through the engine's editor methods shows in the engine's
+// API at once, not after the API's editor cache (an hour here) forgets the
+// editor: a disabled editor's token is refused on its next request, and so
+// is a replaced token, while the new one is taken.
+func TestEngineEditorChangesShowInTheAPIAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg := taskd.Config{AdminToken: testAdminToken}
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.HTTP.EditorCacheTTL = time.Hour
+	e := newEngine(t, cfg)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	me := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+e.Addr()+"/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	token, hash := tasks.NewToken()
+	ed, err := e.CreateEditor(ctx, tasks.CreateEditorParams{Name: "ada", Categories: []string{"news"}, TokenHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := me(token); got != http.StatusOK {
+		t.Fatalf("GET /v1/me before the disable: %d, want 200", got)
+	}
+	if _, err := e.DisableEditor(ctx, ed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := me(token); got == http.StatusOK {
+		t.Fatal("GET /v1/me right after the disable: 200, want the token refused")
+	}
+	if err := e.EnableEditor(ctx, ed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := me(token); got != http.StatusOK {
+		t.Fatalf("GET /v1/me right after the enable: %d, want 200", got)
+	}
+	newToken, newHash := tasks.NewToken()
+	if err := e.SetEditorToken(ctx, ed.ID, newHash); err != nil {
+		t.Fatal(err)
+	}
+	if got := me(token); got == http.StatusOK {
+		t.Fatal("GET /v1/me with the replaced token: 200, want it refused")
+	}
+	if got := me(newToken); got != http.StatusOK {
+		t.Fatalf("GET /v1/me with the new token: %d, want 200", got)
+	}
+}

@@ -220,10 +220,11 @@ func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return editorNotFound(err, id)
 	}
-	a.editors.forget(id)
+	change := EditorRenamed
 	if req.Categories != nil {
-		a.polls.end(id, errPollCategories)
+		change = EditorCategories
 	}
+	_ = a.editorChanged(r.Context(), id, change) // ends no sessions
 	a.log.InfoContext(r.Context(), "editor updated", "editor_id", id, "name", req.Name != nil, "categories", len(req.Categories))
 	d, err := a.editorDetail(r, id)
 	if err != nil {
@@ -263,10 +264,9 @@ func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return editorNotFound(err, id)
 	}
-	a.editors.forget(id)
 	// Its sessions end here, not only fail while it is disabled: enabling it
 	// again brings none back.
-	if err := a.endSessions(r.Context(), id); err != nil {
+	if err := a.editorChanged(r.Context(), id, EditorDisabled); err != nil {
 		a.log.WarnContext(r.Context(), "end a disabled editor's sessions", "editor_id", id, "err", err)
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "editor %d is disabled, but its signed-in sessions could not be ended; disable it again", id)
 	}
@@ -296,7 +296,7 @@ func (a *api) enableEditor(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.EnableEditor(r.Context(), id); err != nil {
 		return editorNotFound(err, id)
 	}
-	a.editors.forget(id)
+	_ = a.editorChanged(r.Context(), id, EditorEnabled) // ends no sessions
 	a.log.InfoContext(r.Context(), "editor enabled", "editor_id", id)
 	d, err := a.editorDetail(r, id)
 	if err != nil {
@@ -328,11 +328,10 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.SetEditorToken(r.Context(), id, hash); err != nil {
 		return editorNotFound(err, id)
 	}
-	a.editors.forget(id)
 	// A session that could not be ended here is refused anyway, as it holds
 	// the old token's hash, and the pages end it on its next call: the new
 	// token is answered all the same, as it is shown only once.
-	if err := a.endSessions(r.Context(), id); err != nil {
+	if err := a.editorChanged(r.Context(), id, EditorToken); err != nil {
 		a.log.WarnContext(r.Context(), "end the sessions of an editor's old token", "editor_id", id, "err", err)
 	}
 	a.editors.known(hash)
