@@ -153,7 +153,7 @@ func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.E
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)
 	}
-	d.emit(ctx, Event{Op: Op(op), Category: ended.Category, Held: ended.EndedAt.Sub(ended.AssignedAt)})
+	d.emit(ctx, ClaimEvent{Op: Op(op), Category: ended.Category, Held: ended.EndedAt.Sub(ended.AssignedAt)})
 }
 
 // ForceRelease takes a task back from whoever holds it (an operator's

@@ -34,7 +34,7 @@ type Outcome struct {
 // why, Dead): running the handler again would produce it again.
 //
 // For each outcome, in order, CompleteMany counts what the store answered
-// (an Event, or a stale write) and calls done with the ended claim, or the
+// (a ClaimEvent, or a stale write) and calls done with the ended claim, or the
 // error (wrapping tasks.ErrStale for a claim the holder no longer has, or
 // ErrUnavailable); then it gives back, in one round trip, the Redis locks of
 // the claims for which done returned true. The writes are bounded by ctx.

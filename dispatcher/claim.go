@@ -353,8 +353,8 @@ type claimStats struct {
 }
 
 // claimEvent is the Event of a claim committed in latency.
-func claimEvent(c *tasks.Claim, latency time.Duration) Event {
-	return Event{Op: OpClaim, Category: c.Task.Category, Latency: latency, TookOver: c.TookOver}
+func claimEvent(c *tasks.Claim, latency time.Duration) ClaimEvent {
+	return ClaimEvent{Op: OpClaim, Category: c.Task.Category, Latency: latency, TookOver: c.TookOver}
 }
 
 // recordClaim adds what a finished claim attempt went through (lock

@@ -32,7 +32,7 @@
 // # Counting
 //
 // Each committed claim and each claim ended (a submit, a release, a
-// failure) is one Event. Stats and the OpenTelemetry metrics count the
+// failure) is one ClaimEvent. Stats and the OpenTelemetry metrics count the
 // Events; Observe adds an observer of them (the activity history is one).
 //
 // # For the background loops

@@ -10,10 +10,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Op names what an Event records.
+// Op names what a ClaimEvent records.
 type Op string
 
-// The operations an Event records: a committed claim, and the writes that
+// The operations a ClaimEvent records: a committed claim, and the writes that
 // end one.
 const (
 	OpClaim         Op = "claim"          // a claim committed (Next, Submit's next, a worker's)
@@ -24,10 +24,10 @@ const (
 	OpDisableEditor Op = "disable_editor" // the editor was disabled while holding it
 )
 
-// Event is one claim committed, or one claim ended, as the Dispatcher
+// ClaimEvent is one claim committed, or one claim ended, as the Dispatcher
 // counts it: each is counted once, here, and what counts it (Stats, the
 // OpenTelemetry metrics, the activity history) observes the event.
-type Event struct {
+type ClaimEvent struct {
 	Op       Op
 	Category string
 	// Latency, for OpClaim, is how long the claim took: from the start of
@@ -42,21 +42,21 @@ type Event struct {
 }
 
 // observer is one function Observe registered.
-type observer struct{ f func(context.Context, Event) }
+type observer struct{ f func(context.Context, ClaimEvent) }
 
-// observers is the list of functions the Dispatcher calls with each Event.
+// observers is the list of functions the Dispatcher calls with each ClaimEvent.
 // It is copied on change, so emitting takes no lock.
 type observers struct {
 	mu   sync.Mutex // serializes changes
 	list atomic.Pointer[[]*observer]
 }
 
-// Observe calls f with each Event from now on, in the goroutine that
+// Observe calls f with each ClaimEvent from now on, in the goroutine that
 // committed the claim or the write, until the returned function is called:
 // f must be quick and must not block (count in memory, write later). The
 // Dispatcher's Stats and metrics are the first two observers; the engine's
 // activity history is another.
-func (d *Dispatcher) Observe(f func(context.Context, Event)) (stop func()) {
+func (d *Dispatcher) Observe(f func(context.Context, ClaimEvent)) (stop func()) {
 	o := &observer{f}
 	d.obs.change(func(l []*observer) []*observer { return append(l, o) })
 	var once sync.Once
@@ -82,7 +82,7 @@ func (os *observers) change(edit func([]*observer) []*observer) {
 }
 
 // emit hands ev to every observer.
-func (d *Dispatcher) emit(ctx context.Context, ev Event) {
+func (d *Dispatcher) emit(ctx context.Context, ev ClaimEvent) {
 	if p := d.obs.list.Load(); p != nil {
 		for _, o := range *p {
 			o.f(ctx, ev)
@@ -91,7 +91,7 @@ func (d *Dispatcher) emit(ctx context.Context, ev Event) {
 }
 
 // observe counts ev in the running totals behind Stats.
-func (c *counters) observe(_ context.Context, ev Event) {
+func (c *counters) observe(_ context.Context, ev ClaimEvent) {
 	switch ev.Op {
 	case OpClaim:
 		c.assignments.Add(1)
@@ -102,7 +102,7 @@ func (c *counters) observe(_ context.Context, ev Event) {
 
 // observe counts ev in the metrics: claims by category (and those that took
 // over an expired lease), and how long ended claims were held.
-func (t *telemetry) observe(ctx context.Context, ev Event) {
+func (t *telemetry) observe(ctx context.Context, ev ClaimEvent) {
 	cat := attrCategory.String(ev.Category)
 	switch ev.Op {
 	case OpClaim:

@@ -32,7 +32,7 @@ func sumOf(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 }
 
 // TestOneCountFeedsStatsMetricsAndObservers: each claim and each submit is
-// one Event, and Stats, the OpenTelemetry counter and an observer all see
+// one ClaimEvent, and Stats, the OpenTelemetry counter and an observer all see
 // the same number; an observer that stopped sees no more.
 func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 	t.Parallel()
@@ -40,7 +40,7 @@ func TestOneCountFeedsStatsMetricsAndObservers(t *testing.T) {
 	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	var mu sync.Mutex
 	seen := map[dispatcher.Op]int64{}
-	stop := b.D.Observe(func(_ context.Context, ev dispatcher.Event) {
+	stop := b.D.Observe(func(_ context.Context, ev dispatcher.ClaimEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[ev.Op]++

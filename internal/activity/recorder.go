@@ -37,7 +37,7 @@ type Dispatcher interface {
 	// Config gives the key prefix and the logger.
 	Config() dispatcher.Config
 	// Observe calls f with each claim and submit until stop is called.
-	Observe(f func(context.Context, dispatcher.Event)) (stop func())
+	Observe(f func(context.Context, dispatcher.ClaimEvent)) (stop func())
 }
 
 var _ Dispatcher = (*dispatcher.Dispatcher)(nil)
@@ -140,7 +140,7 @@ func (h *Recorder) Start(ctx context.Context) error {
 }
 
 // observe counts a claim or a submit.
-func (h *Recorder) observe(_ context.Context, ev dispatcher.Event) {
+func (h *Recorder) observe(_ context.Context, ev dispatcher.ClaimEvent) {
 	switch ev.Op {
 	case dispatcher.OpClaim:
 		h.act.claimed(ev.Latency)
