@@ -33,7 +33,7 @@
 //
 // Each committed claim and each claim ended (a submit, a release, a
 // failure) is one ClaimEvent. Stats and the OpenTelemetry metrics count the
-// Events; Observe adds an observer of them (the activity history is one).
+// ClaimEvents; Observe adds an observer of them (the activity history is one).
 //
 // # For the background loops
 //

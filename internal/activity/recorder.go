@@ -1,6 +1,6 @@
 // Package activity keeps the pool's recent activity per minute for GET
 // /v1/stats/history: the claims and submits a dispatcher commits (its
-// Events, the same count its Stats and metrics take) and the claims'
+// ClaimEvents, the same count its Stats and metrics take) and the claims'
 // latency in fixed buckets, added up across replicas in Redis.
 package activity
 
@@ -63,7 +63,7 @@ type Config struct {
 
 // Recorder keeps the pool's recent activity per minute: the claims and
 // submits its dispatcher commits, and the claims' latency in the fixed
-// buckets of LatencyBounds. It counts the dispatcher's Events in memory (no
+// buckets of LatencyBounds. It counts the dispatcher's ClaimEvents in memory (no
 // Redis round trip on the claim path); every FlushInterval it adds the counts
 // to per-minute Redis hashes in one pipelined transaction (HINCRBY, with a
 // time to live of Retention), so that the counts of every replica add up.
