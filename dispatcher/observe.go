@@ -42,7 +42,9 @@ type ClaimEvent struct {
 }
 
 // observer is one function Observe registered.
-type observer struct{ f func(context.Context, ClaimEvent) }
+type observer struct {
+	f func(context.Context, ClaimEvent)
+}
 
 // observers is the list of functions the Dispatcher calls with each ClaimEvent.
 // It is copied on change, so emitting takes no lock.
