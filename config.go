@@ -477,6 +477,12 @@ type TelemetryConfig struct {
 	// /metrics (see Engine.HTTPHandler). A bool has no "unset": false is off
 	// here, config.yaml's default is true (PrometheusDefault).
 	Prometheus bool `yaml:"prometheus"`
+	// TraceURL is the address of a trace in a tracing backend's view, an
+	// http or https URL in which {trace_id} stands for the trace id (32 hex
+	// digits), such as Jaeger's http://127.0.0.1:16686/trace/{trace_id}.
+	// The ops console's task detail links each claim's trace id there.
+	// Default empty: trace ids are shown as plain text.
+	TraceURL string `yaml:"trace_url"`
 }
 
 // WithDefaults returns a copy of c with zero values set to their defaults
@@ -862,6 +868,24 @@ func (v *validator) misc() {
 	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
 		v.fail("telemetry.sample_ratio", "must be 0..1, got %v", t.SampleRatio)
 	}
+	if t.TraceURL != "" {
+		if err := checkTraceURL(t.TraceURL); err != nil {
+			v.fail("telemetry.trace_url", "%v", err)
+		}
+	}
+}
+
+// checkTraceURL checks telemetry.trace_url: an absolute http or https URL
+// with a host, in which {trace_id} appears.
+func checkTraceURL(s string) error {
+	if !strings.Contains(s, "{trace_id}") {
+		return fmt.Errorf("must contain {trace_id}, got %q", s)
+	}
+	u, err := url.Parse(strings.ReplaceAll(s, "{trace_id}", "0"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("must be an http or https URL, got %q", s)
+	}
+	return nil
 }
 
 // checkHostPort checks a host:port address. The host may be empty (all

@@ -31,3 +31,28 @@ func TestValidateWorkerCategories(t *testing.T) {
 		t.Errorf("category news: %v", err)
 	}
 }
+
+// TestValidateTraceURL checks telemetry.trace_url: empty, or an http(s) URL
+// with {trace_id} in it; the error names the key.
+func TestValidateTraceURL(t *testing.T) {
+	t.Parallel()
+	for u, want := range map[string]string{
+		"http://jaeger:16686/trace/": "must contain {trace_id}",
+		"jaeger:16686/{trace_id}":    "http or https URL",
+		"https:///trace/{trace_id}":  "http or https URL",
+		"{trace_id}":                 "http or https URL",
+	} {
+		cfg := taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(db:3306)/taskd"}, Telemetry: taskd.TelemetryConfig{TraceURL: u}}
+		var ce *taskd.ConfigError
+		err := cfg.WithDefaults().Validate()
+		if !errors.As(err, &ce) || ce.Key != "telemetry.trace_url" || !strings.Contains(ce.Msg, want) {
+			t.Errorf("trace URL %q: error %v, want telemetry.trace_url saying %q", u, err, want)
+		}
+	}
+	for _, u := range []string{"", "http://127.0.0.1:16686/trace/{trace_id}", "https://grafana.example.com/explore?trace={trace_id}"} {
+		cfg := taskd.Config{MySQL: taskd.MySQLConfig{DSN: "u:p@tcp(db:3306)/taskd"}, Telemetry: taskd.TelemetryConfig{TraceURL: u}}
+		if err := cfg.WithDefaults().Validate(); err != nil {
+			t.Errorf("trace URL %q: %v", u, err)
+		}
+	}
+}

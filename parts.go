@@ -233,6 +233,7 @@ func (e *Engine) webConfig() web.Config {
 		SessionIdle:     h.SessionIdle,
 		SessionLifetime: h.SessionLifetime,
 		SecureCookie:    h.SecureCookie,
+		TraceURL:        e.cfg.Telemetry.TraceURL,
 		Logger:          e.log,
 	}
 }

@@ -229,6 +229,9 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_TELEMETRY_SAMPLE_RATIO", "NaN", "telemetry.sample_ratio", "must be a number"},
 		{"TASKD_TELEMETRY_SERVICE_NAME", " ", "telemetry.service_name", "must be set"},
 		{"TASKD_TELEMETRY_PROMETHEUS", "yes", "telemetry.prometheus", "true or false"},
+		{"TASKD_TELEMETRY_TRACE_URL", "http://jaeger:16686/trace/", "telemetry.trace_url", "must contain {trace_id}"},
+		{"TASKD_TELEMETRY_TRACE_URL", "ftp://jaeger/{trace_id}", "telemetry.trace_url", "http or https URL"},
+		{"TASKD_TELEMETRY_TRACE_URL", "/trace/{trace_id}", "telemetry.trace_url", "http or https URL"},
 	}
 	for _, c := range cases {
 		t.Run(c.env+"="+c.val, func(t *testing.T) {
@@ -246,6 +249,9 @@ func TestInvalidValues(t *testing.T) {
 	wantKeyError(t, err, "telemetry.endpoint", "http(s) URL", "test.yaml line 1")
 	mustParse(t, "telemetry: {traces: otlp-grpc, endpoint: 'collector:4317'}", nil)
 	mustParse(t, "telemetry: {traces: otlp-http, endpoint: 'https://collector:4318/v1/traces'}", nil)
+	// A trace URL: Jaeger's, Grafana's Explore (URL-encoded JSON around {trace_id}).
+	mustParse(t, "", envMap{"TASKD_TELEMETRY_TRACE_URL": "http://127.0.0.1:16686/trace/{trace_id}"})
+	mustParse(t, "", envMap{"TASKD_TELEMETRY_TRACE_URL": "https://grafana.example.com/explore?left=%7B%22datasource%22:%22tempo%22,%22queries%22:%5B%7B%22query%22:%22{trace_id}%22%7D%5D%7D"})
 }
 
 func TestYAMLErrors(t *testing.T) {
@@ -370,6 +376,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		"log.level": "debug", "log.format": "json", "telemetry.traces": "stdout",
 		"telemetry.endpoint": "h:7", "redis.key_prefix": "seven:", "worker.metrics_addr": ":7",
 		"sweep.interval": "7s", "http.metrics_addr": ":7", "http.metrics_token": "0123456789abcdef-7",
+		"telemetry.trace_url": "http://h:7/trace/{trace_id}",
 	}
 	for _, k := range Keys() {
 		val, ok := strs[k.Path]

@@ -102,6 +102,11 @@ type Config struct {
 	// did not come over TLS: for a server behind a TLS-terminating proxy.
 	// Requests over TLS always get a Secure cookie.
 	SecureCookie bool
+	// TraceURL is the address of a trace in a tracing backend's view, with
+	// {trace_id} standing for the trace id: the ops console's task detail
+	// links each claim's trace id there. Empty (the default): trace ids are
+	// shown as text. The engine's Config has checked it.
+	TraceURL string
 	// Logger receives the pages' logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -112,6 +117,7 @@ type Handler struct {
 	editors *door // the workspace's sign-in
 	admin   *door // the ops console's
 	secure  bool
+	trace   string // Config.TraceURL
 	log     *slog.Logger
 	pages   *template.Template
 	version string // of the static files, in their URLs
@@ -142,6 +148,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{
 		api:    cfg.API,
 		secure: cfg.SecureCookie,
+		trace:  cfg.TraceURL,
 		log:    cfg.Logger,
 		pages:  pages,
 		mux:    http.NewServeMux(),
@@ -235,13 +242,15 @@ type page struct {
 	CSRF    string
 	Error   string
 	SignIn  *signInText // on the sign-in page, and for the workspace's form once its session ends
+	// TraceURL is Config.TraceURL, for the ops console's trace links.
+	TraceURL string
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	p.Version = h.version
+	p.Version, p.TraceURL = h.version, h.trace
 	if err := h.pages.ExecuteTemplate(w, name, p); err != nil {
 		h.log.Warn("web: render page", "page", name, "error", err)
 	}
