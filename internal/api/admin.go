@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
@@ -145,6 +147,10 @@ type eventJSON struct {
 	EditorID *int64          `json:"editor_id"`
 	Detail   *string         `json:"detail"`
 	At       string          `json:"at"`
+	// TraceID is the trace id of a claimed event's claim, as its stored
+	// traceparent says (32 lowercase hex digits); omitted when unknown. The
+	// task keeps the traceparent of its latest claim only.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // getTask answers with a task, its claim state and the latest page of its
@@ -184,18 +190,42 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs)}
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs, t)}
 }
 
-func eventsOf(evs []tasks.Event) []eventJSON {
+// eventsOf is the JSON of a task's events; t, when not nil, is the task,
+// whose stored traceparent gives the trace id of its latest claim's event.
+func eventsOf(evs []tasks.Event, t *tasks.Task) []eventJSON {
+	var traceID string
+	if t != nil {
+		traceID = traceIDOf(t.TraceContext)
+	}
 	out := make([]eventJSON, len(evs))
 	for i, ev := range evs {
 		out[i] = eventJSON{
 			ID: ev.ID, Kind: ev.Kind, Fence: ev.Fence, Holder: orNull(ev.Holder),
 			EditorID: orNull(ev.EditorID), Detail: orNull(ev.Detail), At: formatTime(ev.At),
 		}
+		if t != nil && ev.Kind == tasks.EventClaimed && ev.Fence == t.Fence {
+			out[i].TraceID = traceID
+		}
 	}
 	return out
+}
+
+// traceIDOf is the trace id of a W3C traceparent (version-traceid-spanid-
+// flags), or "" when tp is not one or its trace id is invalid (all zeros).
+func traceIDOf(tp string) string {
+	parts := strings.Split(tp, "-")
+	if len(parts) < 4 || len(parts[1]) != 32 || parts[1] == strings.Repeat("0", 32) {
+		return ""
+	}
+	for _, c := range parts[1] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	return parts[1]
 }
 
 // eventsParams are the query parameters of GET /v1/tasks/{id}/events.
@@ -239,15 +269,21 @@ func (a *api) taskEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(page.Events) == 0 {
-		// No events: a task without history, or none at all.
-		if _, err := a.store.GetTask(r.Context(), id); errors.Is(err, tasks.ErrNotFound) {
+	// The task: whether it exists when there are no events (a task without
+	// history, or none at all), and its latest claim's trace when the page
+	// holds a claim.
+	var t *tasks.Task
+	if len(page.Events) == 0 || slices.ContainsFunc(page.Events, func(ev tasks.Event) bool { return ev.Kind == tasks.EventClaimed }) {
+		t, err = a.store.GetTask(r.Context(), id)
+		if errors.Is(err, tasks.ErrNotFound) && len(page.Events) == 0 {
 			return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+		} else if errors.Is(err, tasks.ErrNotFound) {
+			t = nil // deleted since: no trace ids
 		} else if err != nil {
 			return err
 		}
 	}
-	a.writeJSON(w, r, http.StatusOK, eventPageJSON{Events: eventsOf(page.Events), More: page.More, Before: orNull(page.Before)})
+	a.writeJSON(w, r, http.StatusOK, eventPageJSON{Events: eventsOf(page.Events, t), More: page.More, Before: orNull(page.Before)})
 	return nil
 }
 

@@ -215,6 +215,7 @@ type event struct {
 	EditorID *int64  `json:"editor_id"`
 	Detail   *string `json:"detail"`
 	At       string  `json:"at"`
+	TraceID  *string `json:"trace_id"`
 }
 
 // eventPage is the answer of GET /v1/tasks/{id}/events.

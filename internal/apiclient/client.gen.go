@@ -346,6 +346,9 @@ type Event struct {
 	Holder   *string   `json:"holder"`
 	Id       ID        `json:"id"`
 	Kind     EventKind `json:"kind"`
+
+	// TraceId The trace id of a claimed event's claim, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown: the task keeps the traceparent of its latest claim only.
+	TraceId *string `json:"trace_id,omitempty"`
 }
 
 // EventKind defines model for EventKind.
