@@ -8,6 +8,8 @@
   'use strict';
 
   var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute('content');
+  // telemetry.trace_url: a trace's address in the tracing backend, {trace_id} in it; empty: no links.
+  var traceURL = document.querySelector('meta[name="trace-url"]').getAttribute('content') || '';
   var $ = function (id) { return document.getElementById(id); };
   var SVG = 'http://www.w3.org/2000/svg';
   var REFRESH_MS = 5000;
@@ -596,11 +598,29 @@
       tr.appendChild(num(ev.fence));
       tr.appendChild(td(ev.holder ? holderName(ev.holder) : '–'));
       tr.appendChild(td(ev.detail || '', 'title'));
+      tr.appendChild(traceCell(ev.trace_id));
       return tr;
     });
     replaceRows($('td-history').tBodies[0], rows.reverse()); // newest first
     $('td-history-count').textContent = hist.events.length + (hist.before ? ' latest events shown' : (hist.events.length === 1 ? ' event' : ' events'));
     $('td-older').hidden = !hist.before;
+  }
+
+  // traceCell shows a claim's trace id: a link to the tracing backend's view
+  // of the trace when telemetry.trace_url is set, else text to copy.
+  function traceCell(id) {
+    var cell = el('td', { 'class': 'trace' });
+    if (!id) { return cell; }
+    if (/^https?:\/\//.test(traceURL)) {
+      var a = el('a', {
+        href: traceURL.split('{trace_id}').join(encodeURIComponent(id)),
+        rel: 'noopener noreferrer', target: '_blank', title: 'Open trace ' + id
+      }, id);
+      cell.appendChild(a);
+    } else {
+      cell.appendChild(el('code', { title: 'Trace ' + id }, id));
+    }
+    return cell;
   }
 
   function loadOlder() {
