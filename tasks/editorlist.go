@@ -37,6 +37,8 @@ type EditorClaim struct {
 	TaskID         int64
 	Fence          int64
 	LeaseExpiresAt time.Time
+	// TraceContext is the W3C traceparent stored with the claim, if any.
+	TraceContext string
 }
 
 // EditorSummary is an editor with its live claim, if any, and its counts of today.

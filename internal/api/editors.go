@@ -30,6 +30,9 @@ type editorClaimJSON struct {
 	TaskID         int64  `json:"task_id"`
 	Fence          int64  `json:"fence"`
 	LeaseExpiresAt string `json:"lease_expires_at"`
+	// TraceID is the claim's trace id, from its stored traceparent; omitted
+	// when unknown.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // editorJSON is an editor as GET /v1/editors lists it.
@@ -53,7 +56,10 @@ func editorOf(s *tasks.EditorSummary) editorJSON {
 		e.Categories = []string{}
 	}
 	if c := s.Claim; c != nil {
-		e.Claim = &editorClaimJSON{TaskID: c.TaskID, Fence: c.Fence, LeaseExpiresAt: formatTime(c.LeaseExpiresAt)}
+		e.Claim = &editorClaimJSON{
+			TaskID: c.TaskID, Fence: c.Fence, LeaseExpiresAt: formatTime(c.LeaseExpiresAt),
+			TraceID: traceIDOf(c.TraceContext),
+		}
 	}
 	return e
 }

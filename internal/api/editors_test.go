@@ -34,9 +34,10 @@ type editorOut struct {
 	DisabledAt *string  `json:"disabled_at"`
 	CreatedAt  string   `json:"created_at"`
 	Claim      *struct {
-		TaskID         int64  `json:"task_id"`
-		Fence          int64  `json:"fence"`
-		LeaseExpiresAt string `json:"lease_expires_at"`
+		TaskID         int64   `json:"task_id"`
+		Fence          int64   `json:"fence"`
+		LeaseExpiresAt string  `json:"lease_expires_at"`
+		TraceID        *string `json:"trace_id"`
 	} `json:"claim"`
 	Today countsOut `json:"today"`
 }

@@ -13,7 +13,8 @@ import (
 
 // TestEventTraceID checks that a task's history gives its latest claim the
 // trace id of the traceparent stored with it, in GET /v1/tasks/{id} and in
-// GET /v1/tasks/{id}/events, and no other event one.
+// GET /v1/tasks/{id}/events, and no other event one; and that the editors'
+// live claims carry theirs.
 func TestEventTraceID(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -67,4 +68,17 @@ func TestEventTraceID(t *testing.T) {
 	last := d.History[len(d.History)-1].ID
 	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/tasks/%d/events?before=%d", id, last+1), adminToken, ""), http.StatusOK, &page)
 	check("GET /v1/tasks/{id}/events", page.Events)
+
+	// The editors: bob's live claim carries its trace id, ada holds nothing.
+	for _, ed := range b.listEditors(t, "").Editors {
+		switch {
+		case ed.ID == bob.ID && (ed.Claim == nil || ed.Claim.TraceID == nil || *ed.Claim.TraceID != want):
+			t.Errorf("GET /v1/editors: bob's claim %+v, want trace id %s", ed.Claim, want)
+		case ed.ID == ada.ID && ed.Claim != nil:
+			t.Errorf("GET /v1/editors: ada holds %+v, want nothing", ed.Claim)
+		}
+	}
+	if c := b.getEditor(t, bob.ID).Claim; c == nil || c.TraceID == nil || *c.TraceID != want {
+		t.Errorf("GET /v1/editors/{id}: bob's claim %+v, want trace id %s", c, want)
+	}
 }

@@ -252,6 +252,9 @@ type Editor struct {
 		// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 		LeaseExpiresAt Time `json:"lease_expires_at"`
 		TaskId         ID   `json:"task_id"`
+
+		// TraceId The claim's trace id, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown.
+		TraceId *string `json:"trace_id,omitempty"`
 	} `json:"claim"`
 
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
@@ -289,6 +292,9 @@ type EditorDetail struct {
 		// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 		LeaseExpiresAt Time `json:"lease_expires_at"`
 		TaskId         ID   `json:"task_id"`
+
+		// TraceId The claim's trace id, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown.
+		TraceId *string `json:"trace_id,omitempty"`
 	} `json:"claim"`
 
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
@@ -6284,6 +6290,9 @@ type DisableEditorResponse struct {
 			// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 			LeaseExpiresAt Time `json:"lease_expires_at"`
 			TaskId         ID   `json:"task_id"`
+
+			// TraceId The claim's trace id, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown.
+			TraceId *string `json:"trace_id,omitempty"`
 		} `json:"claim"`
 
 		// CreatedAt RFC 3339 in UTC, to the millisecond.
@@ -6346,6 +6355,9 @@ func (r DisableEditorResponse) GetJSON200() *struct {
 		// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 		LeaseExpiresAt Time `json:"lease_expires_at"`
 		TaskId         ID   `json:"task_id"`
+
+		// TraceId The claim's trace id, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown.
+		TraceId *string `json:"trace_id,omitempty"`
 	} `json:"claim"`
 
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
@@ -10179,6 +10191,9 @@ func ParseDisableEditorResponse(rsp *http.Response) (*DisableEditorResponse, err
 				// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 				LeaseExpiresAt Time `json:"lease_expires_at"`
 				TaskId         ID   `json:"task_id"`
+
+				// TraceId The claim's trace id, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown.
+				TraceId *string `json:"trace_id,omitempty"`
 			} `json:"claim"`
 
 			// CreatedAt RFC 3339 in UTC, to the millisecond.

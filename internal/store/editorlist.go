@@ -30,7 +30,8 @@ func addCount(c *tasks.EventCounts, kind tasks.EventKind, n int64) {
 // editorSummarySQL reads editors with their live claim; the caller adds the WHERE
 // clause. At most one task names an editor (see claim.go), so the join adds no rows.
 const editorSummarySQL = `SELECT e.id, e.name, e.created_at, e.disabled_at,
-	t.id AS claim_task_id, t.fence AS claim_fence, t.lease_expires_at AS claim_lease_expires_at
+	t.id AS claim_task_id, t.fence AS claim_fence, t.lease_expires_at AS claim_lease_expires_at,
+	t.trace_context AS claim_trace_context
 FROM editors e
 LEFT JOIN tasks t FORCE INDEX (tasks_editor)
 	ON t.editor_id = e.id AND t.status = 'assigned' AND t.lease_expires_at >= NOW(3) `
@@ -57,6 +58,7 @@ type editorSummaryRow struct {
 	ClaimTaskID    *int64     `db:"claim_task_id"`
 	ClaimFence     *int64     `db:"claim_fence"`
 	ClaimExpiresAt *time.Time `db:"claim_lease_expires_at"`
+	ClaimTrace     *string    `db:"claim_trace_context"`
 }
 
 func (r editorSummaryRow) summary() tasks.EditorSummary {
@@ -65,6 +67,9 @@ func (r editorSummaryRow) summary() tasks.EditorSummary {
 	}
 	if r.ClaimTaskID != nil && r.ClaimFence != nil && r.ClaimExpiresAt != nil {
 		s.Claim = &tasks.EditorClaim{TaskID: *r.ClaimTaskID, Fence: *r.ClaimFence, LeaseExpiresAt: *r.ClaimExpiresAt}
+		if r.ClaimTrace != nil {
+			s.Claim.TraceContext = *r.ClaimTrace
+		}
 	}
 	return s
 }

@@ -33,26 +33,8 @@ func tracedClaim(t *testing.T, withURL bool) (*server, int64, string) {
 	s := startServer(t, cfg, taskd.WithTracerProvider(tp))
 	_, token := s.editor("Ada Editor", "news")
 	id := s.addTask("news", 1, "Council votes on the budget", map[string]any{"text": "x"})
-	call := func(path, body string) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "POST", s.base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: status %d: %s", path, res.StatusCode, b)
-		}
-	}
-	call("/v1/assignments/next", `{}`)
-	call(fmt.Sprintf("/v1/assignments/%d/submit", id), `{"fence":1,"result":{"ok":true}}`)
+	s.post(token, "/v1/assignments/next", `{}`)
+	s.post(token, fmt.Sprintf("/v1/assignments/%d/submit", id), `{"fence":1,"result":{"ok":true}}`)
 
 	var d struct {
 		History []struct {
@@ -75,6 +57,27 @@ func tracedClaim(t *testing.T, withURL bool) (*server, int64, string) {
 		t.Fatalf("the claim's trace id %q is no recorded span's (history %+v)", traceID, d.History)
 	}
 	return s, id, traceID
+}
+
+// post calls the API with an editor's token, failing the test unless the
+// answer is 200.
+func (s *server) post(token, path, body string) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.base+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		s.t.Fatalf("POST %s: status %d: %s", path, res.StatusCode, b)
+	}
 }
 
 // TestOpsPageTraceURL: the console's page carries telemetry.trace_url for
@@ -111,7 +114,7 @@ func TestOpsPageTraceURL(t *testing.T) {
 
 // TestBrowserOpsTraceLink: the task detail's audit trail links the claim's
 // trace through telemetry.trace_url, in a new tab without referrer; the
-// other events have no trace.
+// other events have no trace. The editor list links a live claim's trace.
 func TestBrowserOpsTraceLink(t *testing.T) {
 	s, id, traceID := tracedClaim(t, true)
 	tb := newTab(t, 1280, 800)
@@ -127,6 +130,29 @@ func TestBrowserOpsTraceLink(t *testing.T) {
 		t.Errorf("trace link %q, want %q", got, want)
 	}
 	tb.screenshot("ops-trace-link")
+
+	bobID, bob := s.editor("Bob Editor", "news")
+	s.addTask("news", 1, "Storm warning for the coast", map[string]any{"text": "y"})
+	s.post(bob, "/v1/assignments/next", `{}`)
+	var ed struct {
+		Claim struct {
+			TraceID string `json:"trace_id"`
+		} `json:"claim"`
+	}
+	s.admin("GET", fmt.Sprintf("/v1/editors/%d", bobID), nil, http.StatusOK, &ed)
+	if len(ed.Claim.TraceID) != 32 || ed.Claim.TraceID == traceID {
+		t.Fatalf("bob's claim's trace id %q, want one of its own", ed.Claim.TraceID)
+	}
+	tb.do("the editors", chromedp.Navigate(s.base+"/ops#editors"))
+	edLink := `document.querySelector('#editors-table tr[data-editor="` + itoa(bobID) + `"] a.trace')`
+	tb.waitJS("bob's trace link", edLink+` !== null`)
+	if got, want := eval[string](tb, edLink+`.href`), strings.ReplaceAll(traceURL, "{trace_id}", ed.Claim.TraceID); got != want {
+		t.Errorf("bob's trace link %q, want %q", got, want)
+	}
+	if n := eval[int](tb, `document.querySelectorAll("#editors-table a.trace").length`); n != 1 {
+		t.Errorf("%d trace links in the editor list, want bob's only", n)
+	}
+	tb.screenshot("ops-editors-trace-link")
 }
 
 // TestBrowserOpsTraceText: without telemetry.trace_url, the claim's trace id

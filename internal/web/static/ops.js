@@ -610,17 +610,18 @@
   // of the trace when telemetry.trace_url is set, else text to copy.
   function traceCell(id) {
     var cell = el('td', { 'class': 'trace' });
-    if (!id) { return cell; }
+    if (id) { cell.appendChild(traceRef(id)); }
+    return cell;
+  }
+
+  function traceRef(id) {
     if (/^https?:\/\//.test(traceURL)) {
-      var a = el('a', {
-        href: traceURL.split('{trace_id}').join(encodeURIComponent(id)),
+      return el('a', {
+        href: traceURL.split('{trace_id}').join(encodeURIComponent(id)), 'class': 'trace',
         rel: 'noopener noreferrer', target: '_blank', title: 'Open trace ' + id
       }, id);
-      cell.appendChild(a);
-    } else {
-      cell.appendChild(el('code', { title: 'Trace ' + id }, id));
     }
-    return cell;
+    return el('code', { 'class': 'trace', title: 'Trace ' + id }, id);
   }
 
   function loadOlder() {
@@ -722,6 +723,7 @@
         var holds = el('td');
         if (e.claim) {
           holds.appendChild(link('#tasks/' + e.claim.task_id, '#' + e.claim.task_id, 'Task ' + e.claim.task_id));
+          if (e.claim.trace_id) { holds.appendChild(document.createTextNode(' ')); holds.appendChild(traceRef(e.claim.trace_id)); }
         } else {
           holds.textContent = '–';
         }
@@ -774,6 +776,7 @@
       var left = el('span', { 'data-deadline': e.claim.lease_expires_at, 'class': 'lease' });
       tickCell(left);
       claim.appendChild(left);
+      if (e.claim.trace_id) { claim.appendChild(document.createTextNode(', trace ')); claim.appendChild(traceRef(e.claim.trace_id)); }
     }
     dl($('ed-meta'), [
       ['id', e.id], ['status', e.disabled ? 'disabled since ' + fmtTime(e.disabled_at) : 'enabled'],
