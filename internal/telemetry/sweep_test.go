@@ -1,16 +1,21 @@
 package telemetry_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/internal/testenv"
 )
 
 // spanNamesOf lists the names of spans.
@@ -116,4 +121,73 @@ func hasAttr(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
 		}
 	}
 	return false
+}
+
+// TestStoreSpansNeedAParent: the instrumented MySQL and Redis clients make
+// no span for a call outside a recording span (opening the pool, a
+// connection's dial and HELLO, a query, a command, a pipeline), and make
+// children, connection setup included, under one.
+func TestStoreSpansNeedAParent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: propagation.TraceContext{}}
+	db, err := telemetry.OpenMySQL(ctx, storetest.NewDatabase(t), p)
+	if err != nil {
+		t.Fatalf("open mysql: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	rdb := testenv.Redis(t)
+	if err := telemetry.InstrumentRedis(rdb, p); err != nil {
+		t.Fatalf("instrument redis: %v", err)
+	}
+	calls := func(ctx context.Context) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, "SELECT 1"); err != nil {
+			t.Fatalf("exec: %v", err)
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Get(ctx, testenv.Prefix(t)+"a")
+			p.Get(ctx, testenv.Prefix(t)+"b")
+			return nil
+		}); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("pipeline: %v", err)
+		}
+	}
+
+	calls(ctx)
+	if started := rec.Started(); len(started) != 0 {
+		t.Errorf("calls without a parent span started spans %v, want none", spanNamesOf(started))
+	}
+
+	// Under a recording span, on fresh connections: every span is a child.
+	db.SetMaxIdleConns(0)
+	rdb2 := testenv.Redis(t)
+	if err := telemetry.InstrumentRedis(rdb2, p); err != nil {
+		t.Fatalf("instrument redis: %v", err)
+	}
+	rdb = rdb2
+	pctx, parent := tp.Tracer("test").Start(ctx, "parent")
+	calls(pctx)
+	parent.End()
+	names := map[string]bool{}
+	for _, s := range rec.Ended() {
+		if s.Name() == "parent" {
+			continue
+		}
+		names[s.Name()] = true
+		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("span %s outside the parent's trace", s.Name())
+		}
+	}
+	for _, want := range []string{"sql.connector.connect", "sql.conn.exec", "hello", "ping"} {
+		if !names[want] {
+			t.Errorf("no span %s under the parent; got %v", want, names)
+		}
+	}
 }
