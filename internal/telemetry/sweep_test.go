@@ -3,10 +3,12 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -189,5 +191,42 @@ func TestStoreSpansNeedAParent(t *testing.T) {
 		if !names[want] {
 			t.Errorf("no span %s under the parent; got %v", want, names)
 		}
+	}
+}
+
+// failingPurge is a sweeper store whose PurgeSkips fails.
+type failingPurge struct{ sweeper.Store }
+
+func (failingPurge) PurgeSkips(context.Context, int) (int, error) {
+	return 0, errors.New("purge skips: broken")
+}
+
+// TestFailedSweepIsTraced: a sweep that did nothing but failed records a
+// dispatcher.sweep span with the error.
+func TestFailedSweepIsTraced(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := &telemetry.Providers{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Propagator: propagation.TraceContext{}}
+	pl := newPipeline(t, p)
+	sw, err := sweeper.New(pl.d, sweeper.Config{Store: failingPurge{pl.store}, Locks: pl.locks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Sweep(t.Context()); err == nil {
+		t.Fatal("sweep with a failing purge: no error")
+	}
+	var sweeps []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "dispatcher.sweep" {
+			sweeps = append(sweeps, s)
+		}
+	}
+	if len(sweeps) != 1 {
+		t.Fatalf("spans %v, want one dispatcher.sweep", spanNamesOf(rec.Ended()))
+	}
+	if st := sweeps[0].Status(); st.Code != codes.Error || !strings.Contains(st.Description, "broken") {
+		t.Errorf("dispatcher.sweep status = %+v, want the error", st)
 	}
 }
