@@ -6,7 +6,6 @@ package sweeper
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -298,13 +297,14 @@ func (s *Sweeper) Stop(ctx context.Context) error {
 //
 // A sweep is traced (a dispatcher.sweep span and its children) only when it
 // does something or fails, unless ctx carries a recording span, under which
-// it is always traced. Until it finds work, it runs under a span context
-// that is valid but not sampled, so that a parent-based sampler (the
-// engine's) records none of its store and Redis calls; once it finds expired
-// claims, the dispatcher.sweep span starts, dated from the sweep's start,
-// with a dispatcher.sweep.recycle child, and the rest of the sweep is traced
-// under them. Work found by the later steps (locks, skips) is recorded as
-// the attributes of a dispatcher.sweep span made when the sweep ends.
+// it is always traced. Until it finds work, it runs under ctx without a span
+// of its own, so that its store and Redis calls make no spans (the engine's
+// instrumentation records them only under a recording span: see package
+// telemetry). Once it finds expired claims, the dispatcher.sweep span
+// starts, dated from the sweep's start, with a dispatcher.sweep.recycle
+// child, and the rest of the sweep is traced under them. Work found by the
+// later steps (locks, skips) or an error is recorded in a dispatcher.sweep
+// span made when the sweep ends.
 func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 	tr := s.newSweepTrace(ctx)
 	ctx = tr.ctx
@@ -804,19 +804,18 @@ type sweepTrace struct {
 	tracer trace.Tracer
 	parent context.Context // the caller's context
 	start  time.Time
-	ctx    context.Context // the context to work under: quiet until begun
+	ctx    context.Context // the context to work under: the caller's until begun
 	span   trace.Span      // the dispatcher.sweep span; nil until begun
 }
 
 // newSweepTrace returns the trace of a sweep starting now under ctx: begun
-// at once when ctx carries a recording span, else quiet.
+// at once when ctx carries a recording span, else once there is something
+// to record.
 func (s *Sweeper) newSweepTrace(ctx context.Context) *sweepTrace {
-	tr := &sweepTrace{tracer: s.tel.tracer, parent: ctx, start: time.Now()}
+	tr := &sweepTrace{tracer: s.tel.tracer, parent: ctx, ctx: ctx, start: time.Now()}
 	if trace.SpanFromContext(ctx).IsRecording() {
 		tr.begin()
-		return tr
 	}
-	tr.ctx = quiet(ctx)
 	return tr
 }
 
@@ -827,16 +826,6 @@ func (tr *sweepTrace) begin() context.Context {
 		tr.ctx, tr.span = tr.tracer.Start(tr.parent, "dispatcher.sweep", trace.WithTimestamp(tr.start))
 	}
 	return tr.ctx
-}
-
-// quiet returns ctx under a fresh span context that is valid but not
-// sampled: a parent-based sampler, the engine's, records no span started
-// under it.
-func quiet(ctx context.Context) context.Context {
-	var cfg trace.SpanContextConfig
-	_, _ = rand.Read(cfg.TraceID[:])
-	_, _ = rand.Read(cfg.SpanID[:])
-	return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(cfg))
 }
 
 // endSpan records err on span and ends it.
