@@ -440,15 +440,17 @@ type LogConfig struct {
 }
 
 // Logger returns a logger writing to w at c's level, in c's format. An
-// unknown level is info (Validate refuses it).
+// unknown level is info (Validate refuses it). A line logged with a context
+// inside a traced request or task carries the attributes trace_id and
+// span_id.
 func (c LogConfig) Logger(w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // TelemetryConfig configures the OpenTelemetry providers the engine builds

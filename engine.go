@@ -133,6 +133,8 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: o.log}
 	if e.log == nil {
 		e.log = cfg.Log.Logger(os.Stderr)
+	} else {
+		e.log = slog.New(telemetry.LogHandler(e.log.Handler()))
 	}
 	if err := e.open(&o, mux); err != nil {
 		e.close(context.Background())

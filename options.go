@@ -48,7 +48,8 @@ func WithHandler(category string, h Handler) Option {
 }
 
 // WithLogger sets the engine's logger. Default: a logger writing to stderr
-// as Config.Log says.
+// as Config.Log says. Either way, the engine adds trace_id and span_id to the
+// lines it logs inside a traced request or task (telemetry.LogHandler).
 func WithLogger(log *slog.Logger) Option {
 	return func(o *options) { o.log = log }
 }

@@ -149,7 +149,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		claim, err := d.store.Claim(ctx, cp)
 		if err != nil {
 			unlock = append(unlock, locks[i])
-			back = append(back, d.refusedClaim(p, err, st)...)
+			back = append(back, d.refusedClaim(ctx, p, err, st)...)
 			continue
 		}
 		claims = append(claims, claim)
@@ -172,7 +172,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 			i := batched[k]
 			if r.Err != nil {
 				unlock = append(unlock, locks[i])
-				back = append(back, d.refusedClaim(picked[i], r.Err, st)...)
+				back = append(back, d.refusedClaim(ctx, picked[i], r.Err, st)...)
 				continue
 			}
 			claims = append(claims, r.Claim)
@@ -185,7 +185,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 
 // refusedClaim notes a worker's claim of p that the store refused with err,
 // and returns p when it should go back to the pool.
-func (d *Dispatcher) refusedClaim(p pooled, err error, st *claimStats) []pooled {
+func (d *Dispatcher) refusedClaim(ctx context.Context, p pooled, err error, st *claimStats) []pooled {
 	switch {
 	case errors.Is(err, tasks.ErrPaused):
 		d.cands.paused(p.category)
@@ -196,7 +196,7 @@ func (d *Dispatcher) refusedClaim(p pooled, err error, st *claimStats) []pooled 
 		d.cands.stale(p.category)
 		return nil
 	default:
-		d.log.Warn("claim task", "task_id", p.ID, "err", err)
+		d.log.WarnContext(ctx, "claim task", "task_id", p.ID, "err", err)
 		return []pooled{p}
 	}
 }

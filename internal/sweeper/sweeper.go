@@ -294,9 +294,21 @@ func (s *Sweeper) Stop(ctx context.Context) error {
 // with Config.Redis removes every other task lock that belongs to no
 // live claim, makes sure each live claim's lock exists with the holder's
 // token, and deletes up to Batch skip records that have passed. On error the result counts what was done before it.
+//
+// A sweep is traced (a dispatcher.sweep span and its children) only when it
+// does something or fails, unless ctx carries a recording span, under which
+// it is always traced. Until it finds work, it runs under ctx without a span
+// of its own, so that its store and Redis calls make no spans (the engine's
+// instrumentation records them only under a recording span: see package
+// telemetry). Once it finds expired claims, the dispatcher.sweep span
+// starts, dated from the sweep's start, with a dispatcher.sweep.recycle
+// child, and the rest of the sweep is traced under them. Work found by the
+// later steps (locks, skips) or an error is recorded in a dispatcher.sweep
+// span made when the sweep ends.
 func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
-	ctx, span := s.tel.tracer.Start(ctx, "dispatcher.sweep")
-	start := time.Now()
+	tr := s.newSweepTrace(ctx)
+	ctx = tr.ctx
+	start := tr.start
 	defer func() {
 		outcome := "done"
 		switch {
@@ -305,14 +317,20 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		case res.Skipped:
 			outcome = "skipped"
 		}
-		s.tel.sweepTime.Record(context.WithoutCancel(ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
-		span.SetAttributes(attribute.Bool("taskd.sweep.skipped", res.Skipped),
+		s.tel.sweepTime.Record(context.WithoutCancel(tr.ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
+		if err != nil || res.didSomething() {
+			tr.begin()
+		}
+		if tr.span == nil {
+			return
+		}
+		tr.span.SetAttributes(attribute.Bool("taskd.sweep.skipped", res.Skipped),
 			attribute.Int("taskd.sweep.recycled", res.Recycled),
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
 			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
 			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
 			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
-		endSpan(span, err)
+		endSpan(tr.span, err)
 	}()
 	ttl := s.lockTTL()
 	lock, err := s.locks.Obtain(ctx, s.prefix+"sweep", ttl, nil)
@@ -334,22 +352,22 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 	}()
 
 	workStart := time.Now()
-	err = s.recycle(ctx, &res)
+	err = s.recycle(tr, &res)
 	if err == nil && s.cfg.Redis != nil {
 		// Before restoring: a lock of another token on a live claim is
 		// removed here, so that the live claim's own is restored below.
-		err = s.removeOrphanLocks(ctx, &res)
+		err = s.removeOrphanLocks(tr.ctx, &res)
 	}
 	if err == nil {
-		err = s.restoreLocks(ctx, &res)
+		err = s.restoreLocks(tr.ctx, &res)
 	}
 	if err == nil {
 		// Skips that passed hide nothing any more; without this the table
 		// only grows.
-		res.SkipsPurged, err = s.store.PurgeSkips(ctx, s.cfg.Batch)
+		res.SkipsPurged, err = s.store.PurgeSkips(tr.ctx, s.cfg.Batch)
 	}
 	if res.didSomething() {
-		s.log.InfoContext(ctx, "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
+		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
 			"skips_purged", res.SkipsPurged, "duration", time.Since(workStart))
 	}
@@ -364,7 +382,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 // full, a backlog is draining, and Workers loops share it. For each batch it
 // removes the claims' locks, if Redis still has them, and then wakes callers
 // waiting for the categories, so that they find the tasks claimable.
-func (s *Sweeper) recycle(ctx context.Context, res *Result) error {
+//
+// The first batch runs under tr's context; when it finds expired claims, the
+// sweep's trace begins with a dispatcher.sweep.recycle span, dated from the
+// start of the step, under which the rest of the step runs.
+func (s *Sweeper) recycle(tr *sweepTrace, res *Result) (err error) {
 	var mu sync.Mutex
 	add := func(recycled, removed int) {
 		mu.Lock()
@@ -372,7 +394,21 @@ func (s *Sweeper) recycle(ctx context.Context, res *Result) error {
 		res.Recycled += recycled
 		res.LocksRemoved += removed
 	}
-	if full, err := s.recycleBatch(ctx, add); !full || err != nil {
+	ctx := tr.ctx
+	stepStart := time.Now()
+	var span trace.Span
+	defer func() {
+		if span != nil {
+			span.SetAttributes(attribute.Int("taskd.sweep.recycled", res.Recycled),
+				attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved))
+			endSpan(span, err)
+		}
+	}()
+	found := func() context.Context {
+		ctx, span = s.tel.tracer.Start(tr.begin(), "dispatcher.sweep.recycle", trace.WithTimestamp(stepStart))
+		return ctx
+	}
+	if full, err := s.recycleBatch(ctx, add, found); !full || err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -380,7 +416,7 @@ func (s *Sweeper) recycle(ctx context.Context, res *Result) error {
 	for w := range s.cfg.Workers {
 		wg.Go(func() {
 			for {
-				full, err := s.recycleBatch(ctx, add)
+				full, err := s.recycleBatch(ctx, add, nil)
 				if !full || err != nil {
 					errs[w] = err
 					return
@@ -401,10 +437,16 @@ func (s *Sweeper) recycle(ctx context.Context, res *Result) error {
 // a lock is gone unless the request that set it was held up for longer than a
 // lease. A backlog's old claims then cost Redis nothing. A lock left behind
 // that way would only keep its task from being claimed until it expires.
-func (s *Sweeper) recycleBatch(ctx context.Context, add func(recycled, removed int)) (full bool, err error) {
+//
+// When the batch is not empty and found is not nil, the rest of the batch
+// runs under the context found returns.
+func (s *Sweeper) recycleBatch(ctx context.Context, add func(recycled, removed int), found func() context.Context) (full bool, err error) {
 	rs, err := s.store.RecycleExpired(ctx, tasks.RecycleParams{Limit: s.cfg.Batch})
 	if err != nil {
 		return false, fmt.Errorf("recycle: %w", err)
+	}
+	if len(rs) > 0 && found != nil {
+		ctx = found()
 	}
 	counts := make(map[string]int)
 	var locks []*locker.Lock
@@ -755,6 +797,36 @@ const (
 	attrCategory = attribute.Key("taskd.task.category")
 	attrOutcome  = attribute.Key("taskd.outcome")
 )
+
+// sweepTrace is the trace of one sweep, begun only once the sweep has done
+// something or failed (see Sweep).
+type sweepTrace struct {
+	tracer trace.Tracer
+	parent context.Context // the caller's context
+	start  time.Time
+	ctx    context.Context // the context to work under: the caller's until begun
+	span   trace.Span      // the dispatcher.sweep span; nil until begun
+}
+
+// newSweepTrace returns the trace of a sweep starting now under ctx: begun
+// at once when ctx carries a recording span, else once there is something
+// to record.
+func (s *Sweeper) newSweepTrace(ctx context.Context) *sweepTrace {
+	tr := &sweepTrace{tracer: s.tel.tracer, parent: ctx, ctx: ctx, start: time.Now()}
+	if trace.SpanFromContext(ctx).IsRecording() {
+		tr.begin()
+	}
+	return tr
+}
+
+// begin starts the dispatcher.sweep span, dated from the sweep's start, unless
+// started already, and returns the context to work under from then on.
+func (tr *sweepTrace) begin() context.Context {
+	if tr.span == nil {
+		tr.ctx, tr.span = tr.tracer.Start(tr.parent, "dispatcher.sweep", trace.WithTimestamp(tr.start))
+	}
+	return tr.ctx
+}
 
 // endSpan records err on span and ends it.
 func endSpan(span trace.Span, err error) {

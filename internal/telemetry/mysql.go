@@ -18,7 +18,9 @@ import (
 
 // OpenMySQL opens the task store's database like store.Open, through an
 // otelsql wrapper around store.Connector(dsn): a client span per statement,
-// transaction and connection (children of the span in the call's context),
+// transaction and connection, children of the span in the call's context and
+// only when that span is recording (a call outside any traced operation, as
+// an idle poll or a connection opened for the pool, makes no trace),
 // the db.client.operation.duration histogram, and the database/sql pool
 // statistics.
 //
@@ -47,7 +49,7 @@ func OpenMySQL(ctx context.Context, dsn string, p *Providers) (*sqlx.DB, error) 
 		return nil, fmt.Errorf("open database: parse dsn: %w", err)
 	}
 	opts := []otelsql.Option{
-		otelsql.WithTracerProvider(p.TracerProvider),
+		otelsql.WithTracerProvider(childrenOnly(p.TracerProvider)),
 		otelsql.WithMeterProvider(p.MeterProvider),
 		otelsql.WithAttributes(mysqlAttrs(cfg)...),
 		otelsql.WithSpanOptions(otelsql.SpanOptions{

@@ -12,7 +12,9 @@ import (
 // db.statement, AUTH and HELLO AUTH left out), and the client's command
 // durations and connection pool statistics as metrics. Spans are children of
 // the span in the command's context, so the lock round trips of a claim show
-// under its dispatcher.claim span. Keys carry task ids and lock values carry
+// under its dispatcher.claim span, and made only when that span is recording:
+// a command, dial or HELLO outside any traced operation makes no trace of its
+// own. Keys carry task ids and lock values carry
 // holders, which is fine on spans; the metrics carry neither.
 //
 // Call it before rdb's first command: a Cluster client instruments its nodes
@@ -26,7 +28,7 @@ func InstrumentRedis(rdb redis.UniversalClient, p *Providers) error {
 	}
 	if tracing(p.TracerProvider) {
 		err := redisotel.InstrumentTracing(rdb,
-			redisotel.WithTracerProvider(p.TracerProvider),
+			redisotel.WithTracerProvider(childrenOnly(p.TracerProvider)),
 			// The caller's file and line cost a stack walk per command and
 			// name go-redis internals more often than not.
 			redisotel.WithCallerEnabled(false))

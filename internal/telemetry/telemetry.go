@@ -14,7 +14,13 @@
 //   - HTTPHandler wraps the API in otelhttp server spans named after the
 //     route pattern;
 //   - ObservePool reports the pool's size by status and category from a
-//     cached tasks.PoolStats.
+//     cached tasks.PoolStats;
+//   - LogHandler wraps a slog.Handler so that records logged inside a
+//     traced request or task carry trace_id and span_id.
+//
+// The Redis and MySQL client spans are made only under a recording span:
+// connection housekeeping and calls outside any traced operation (idle
+// polls, pool statistics) make no traces of their own.
 //
 // Task, editor and holder ids go on spans only; no metric of this package or
 // of the dispatcher carries them as labels.

@@ -525,7 +525,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			delete(slotOf, c.Task.Holder)
 			if ctx.Err() != nil {
 				// Claimed just as the worker stopped claiming: give it back.
-				w.release(c, w.log.With("slot", s))
+				w.release(w.handlersCtx, c, w.log.With("slot", s))
 				w.slots.put(s)
 				continue
 			}
@@ -659,7 +659,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		if stopping {
 			log.InfoContext(rctx, "handler stopped by shutdown", "err", err)
 			w.out.settled(nil)
-			w.release(claim, log)
+			w.release(rctx, claim, log)
 			endSpan(span, o.handlerErr)
 			return
 		}
@@ -670,9 +670,10 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	w.out.settled(o)
 }
 
-// release gives a claim back to the pool because the worker is stopping.
-func (w *Worker) release(claim *tasks.Claim, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
+// release gives a claim back to the pool because the worker is stopping,
+// under ctx's values (the run's span, when it ran) but not its cancellation.
+func (w *Worker) release(ctx context.Context, claim *tasks.Claim, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerFinishTimeout)
 	defer cancel()
 	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	c := dispatcher.Claimant{Holder: claim.Task.Holder, Categories: w.cfg.Categories}
