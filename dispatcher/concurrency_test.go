@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -477,13 +478,27 @@ func awaitQuiet(t *testing.T, b *bundle) {
 			Time    int64          `db:"time"`
 			Info    sql.NullString `db:"info"`
 			Query   sql.NullString `db:"trx_query"`
+			ID      int64          `db:"id"`
+			Host    string         `db:"host"`
+			Trx     string         `db:"trx_id"`
 		}
 		_ = b.DB.SelectContext(context.Background(), &open, `SELECT t.trx_state, t.trx_started, t.trx_wait_started, t.trx_rows_locked,
-			p.COMMAND AS command, p.TIME AS time, p.INFO AS info, t.trx_query
+			p.COMMAND AS command, p.TIME AS time, p.INFO AS info, t.trx_query, p.ID AS id, p.HOST AS host, t.trx_id
 			FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 			WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()`)
 		for _, o := range open {
 			t.Logf("open transaction: %+v", o)
+		}
+		// The pools' own view: a session above that is idle in one of them
+		// shows as an idle connection there (its host's port tells which).
+		t.Logf("test pool: %+v", b.DB.Stats())
+		var status struct {
+			Type, Name, Status string
+		}
+		if err := b.DB.QueryRowxContext(context.Background(), "SHOW ENGINE INNODB STATUS").Scan(&status.Type, &status.Name, &status.Status); err == nil {
+			if i := strings.Index(status.Status, "TRANSACTIONS\n"); i >= 0 {
+				t.Logf("innodb transactions:\n%s", status.Status[i:])
+			}
 		}
 	}()
 	testenv.Eventually(t, 30*time.Second, "transactions of the run ended", func() bool {
