@@ -141,6 +141,9 @@ CREATE TABLE IF NOT EXISTS task_events (
   holder    VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   editor_id BIGINT UNSIGNED NULL,
   detail    VARCHAR(1024) NULL,
+  -- The W3C trace id of the sampled span the event was written under (the claim's,
+  -- the submit's, the sweep's...), NULL when it was not traced.
+  trace_id  BINARY(16) NULL,
   `at`      DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
   KEY task_events_task (task_id, id),

@@ -95,11 +95,16 @@ type Event struct {
 	TaskID int64     `db:"task_id"`
 	Kind   EventKind `db:"kind"`
 	// Fence is the fence of the claim the event is about.
-	Fence    int64     `db:"fence"`
-	Holder   string    `db:"holder"`
-	EditorID int64     `db:"editor_id"`
-	Detail   string    `db:"detail"`
-	At       time.Time `db:"at"`
+	Fence    int64  `db:"fence"`
+	Holder   string `db:"holder"`
+	EditorID int64  `db:"editor_id"`
+	Detail   string `db:"detail"`
+	// TraceID is the W3C trace id (32 lowercase hex digits) of the sampled span the
+	// event was written under, such as the claim's or the submit's; empty when the
+	// operation was not traced or not sampled, and for events written before the
+	// store kept trace ids.
+	TraceID string    `db:"trace_id"`
+	At      time.Time `db:"at"`
 }
 
 // Editor is a person who is handed tasks from its categories. The token hash is not

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/taskd/taskd/internal/wire"
@@ -147,9 +146,9 @@ type eventJSON struct {
 	EditorID *int64          `json:"editor_id"`
 	Detail   *string         `json:"detail"`
 	At       string          `json:"at"`
-	// TraceID is the trace id of a claimed event's claim, as its stored
-	// traceparent says (32 lowercase hex digits); omitted when unknown. The
-	// task keeps the traceparent of its latest claim only.
+	// TraceID is the trace id of the operation that wrote the event (the
+	// claim's, the submit's...: 32 lowercase hex digits); omitted when it was
+	// not traced, and for events written before the store kept trace ids.
 	TraceID string `json:"trace_id,omitempty"`
 }
 
@@ -190,24 +189,17 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs, t)}
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs)}
 }
 
-// eventsOf is the JSON of a task's events; t, when not nil, is the task,
-// whose stored traceparent gives the trace id of its latest claim's event.
-func eventsOf(evs []tasks.Event, t *tasks.Task) []eventJSON {
-	var traceID string
-	if t != nil {
-		traceID = traceIDOf(t.TraceContext)
-	}
+// eventsOf is the JSON of a task's events.
+func eventsOf(evs []tasks.Event) []eventJSON {
 	out := make([]eventJSON, len(evs))
 	for i, ev := range evs {
 		out[i] = eventJSON{
 			ID: ev.ID, Kind: ev.Kind, Fence: ev.Fence, Holder: orNull(ev.Holder),
 			EditorID: orNull(ev.EditorID), Detail: orNull(ev.Detail), At: formatTime(ev.At),
-		}
-		if t != nil && ev.Kind == tasks.EventClaimed && ev.Fence == t.Fence {
-			out[i].TraceID = traceID
+			TraceID: ev.TraceID,
 		}
 	}
 	return out
@@ -269,21 +261,16 @@ func (a *api) taskEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The task: whether it exists when there are no events (a task without
-	// history, or none at all), and its latest claim's trace when the page
-	// holds a claim.
-	var t *tasks.Task
-	if len(page.Events) == 0 || slices.ContainsFunc(page.Events, func(ev tasks.Event) bool { return ev.Kind == tasks.EventClaimed }) {
-		t, err = a.store.GetTask(r.Context(), id)
-		if errors.Is(err, tasks.ErrNotFound) && len(page.Events) == 0 {
+	// Without events: a task without history, or none at all.
+	if len(page.Events) == 0 {
+		_, err = a.store.GetTask(r.Context(), id)
+		if errors.Is(err, tasks.ErrNotFound) {
 			return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
-		} else if errors.Is(err, tasks.ErrNotFound) {
-			t = nil // deleted since: no trace ids
 		} else if err != nil {
 			return err
 		}
 	}
-	a.writeJSON(w, r, http.StatusOK, eventPageJSON{Events: eventsOf(page.Events, t), More: page.More, Before: orNull(page.Before)})
+	a.writeJSON(w, r, http.StatusOK, eventPageJSON{Events: eventsOf(page.Events), More: page.More, Before: orNull(page.Before)})
 	return nil
 }
 

@@ -11,10 +11,12 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 )
 
-// TestEventTraceID checks that a task's history gives its latest claim the
-// trace id of the traceparent stored with it, in GET /v1/tasks/{id} and in
-// GET /v1/tasks/{id}/events, and no other event one; and that the editors'
-// live claims carry theirs.
+// TestEventTraceID checks that a task's history gives each event the trace id
+// of the request that wrote it, in GET /v1/tasks/{id} and in GET
+// /v1/tasks/{id}/events: two claims and a release of one task each their own,
+// the latest claim's the one of the traceparent stored with the task, and an
+// event written without a trace none; and that the editors' live claims carry
+// theirs.
 func TestEventTraceID(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -35,30 +37,47 @@ func TestEventTraceID(t *testing.T) {
 		t.Fatalf("stored traceparent %q, want one", stored)
 	}
 	want := stored[3:35]
-	recorded := false
+	recorded := map[string]bool{}
 	for _, s := range rec.Ended() {
-		recorded = recorded || s.SpanContext().TraceID().String() == want
+		recorded[s.SpanContext().TraceID().String()] = true
 	}
-	if !recorded {
+	if !recorded[want] {
 		t.Fatalf("trace id %s of the stored traceparent is no recorded span's", want)
+	}
+	// An event written without a trace, as those before the store kept
+	// trace ids were.
+	if _, err := b.db.Exec(`INSERT INTO task_events (task_id, kind, fence, holder, detail) VALUES (?, 'released', ?, 'op', 'untraced')`,
+		id, second.Fence); err != nil {
+		t.Fatal(err)
 	}
 
 	check := func(what string, evs []event) {
 		t.Helper()
-		withID := 0
+		byKind := map[string]string{}
 		for _, ev := range evs {
-			switch {
-			case ev.Kind == "claimed" && ev.Fence == second.Fence:
-				if ev.TraceID == nil || *ev.TraceID != want {
-					t.Errorf("%s: latest claim's event %+v, want trace id %s", what, ev, want)
-				}
-				withID++
-			case ev.TraceID != nil:
-				t.Errorf("%s: event %d (%s, fence %d) has trace id %s, want none", what, ev.ID, ev.Kind, ev.Fence, *ev.TraceID)
+			key := fmt.Sprintf("%s %d", ev.Kind, ev.Fence)
+			if ev.Detail != nil && *ev.Detail == "untraced" {
+				key = "untraced"
+			}
+			if _, dup := byKind[key]; dup {
+				t.Fatalf("%s: two events %s", what, key)
+			}
+			byKind[key] = ""
+			if ev.TraceID != nil {
+				byKind[key] = *ev.TraceID
 			}
 		}
-		if withID != 1 {
-			t.Errorf("%s: %d events of the latest claim, want 1", what, withID)
+		claim1, release1 := byKind[fmt.Sprintf("claimed %d", first.Fence)], byKind[fmt.Sprintf("released %d", first.Fence)]
+		claim2, untraced := byKind[fmt.Sprintf("claimed %d", second.Fence)], byKind["untraced"]
+		switch {
+		case claim2 != want:
+			t.Errorf("%s: latest claim's trace id %q, want %s", what, claim2, want)
+		case !recorded[claim1] || claim1 == want:
+			t.Errorf("%s: first claim's trace id %q, want a recorded trace of its own", what, claim1)
+		case !recorded[release1] || release1 == claim1 || release1 == want:
+			t.Errorf("%s: release's trace id %q, want a recorded trace of its own", what, release1)
+		case untraced != "":
+			t.Errorf("%s: untraced event's trace id %q, want none", what, untraced)
 		}
 	}
 	var d taskDetail

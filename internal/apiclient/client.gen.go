@@ -353,7 +353,7 @@ type Event struct {
 	Id       ID        `json:"id"`
 	Kind     EventKind `json:"kind"`
 
-	// TraceId The trace id of a claimed event's claim, from the traceparent stored with it (telemetry.trace_url links it in the ops console). Omitted when unknown: the task keeps the traceparent of its latest claim only.
+	// TraceId The trace id of the sampled span the event was written under: the claim's, the submit's, the release's, the sweep's (telemetry.trace_url links it in the ops console). Omitted when the operation was not traced or not sampled, and for events written before the store kept trace ids.
 	TraceId *string `json:"trace_id,omitempty"`
 }
 

@@ -61,6 +61,9 @@ type cycle struct {
 	// checked lease.
 	claim *tasks.ClaimParams
 	lease time.Duration
+	// trace is the trace id of the claimant's sampled span (traceOf), which
+	// the cycle's events keep: each member of a group its own.
+	trace any
 
 	// The answer, set by the scans of the group's reports: set, not
 	// accumulated, as a group sent again is scanned again.
@@ -168,8 +171,10 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	q.WriteString(",\n\t@taskd_live = ")
 	var ids, fences []int64
 	var holders, results []string
+	var straces []any
 	for _, c := range subs {
 		ids, fences, holders = append(ids, c.submit.TaskID), append(fences, c.submit.Fence), append(holders, c.submit.Holder)
+		straces = append(straces, c.trace)
 		// A string, not bytes: MySQL refuses binary strings in JSON columns.
 		results = append(results, string(c.submit.Result))
 	}
@@ -187,9 +192,10 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	belowLimit := " AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND"
 	var bids, bfences, bleases []int64
 	var bholders []string
+	var btraces []any
 	for _, c := range beats {
 		bids, bfences, bholders = append(bids, c.beat.TaskID), append(bfences, c.beat.Fence), append(bholders, c.beat.Holder)
-		bleases = append(bleases, micros(c.lease))
+		bleases, btraces = append(bleases, micros(c.lease)), append(btraces, c.trace)
 	}
 	beating := func() { args = append(args, membersSQL(q, bids, bfences, bholders)...) }
 	if len(beats) == 0 {
@@ -206,7 +212,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// 2. The heartbeats: the new lease is now + the lease, never shorter than
 	// it is and never past assigned_at + the maximum hold.
 	if len(beats) > 0 {
-		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, ")
+		args = append(args, tracesSQL(q, bids, btraces)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		beating()
 		args = append(args, hold)
 		q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ")
@@ -224,7 +232,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, valuesSQL(q, ids, results)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		live()
-		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
+		args = append(args, tracesSQL(q, ids, straces)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		live()
 		q.WriteString(";\n")
 		if s.outbox[tasks.WebhookSubmitted] {
@@ -255,10 +265,12 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		editorIDs := make([]any, len(claims))
 		leases := make([]int64, len(claims))
 		traces := make([]any, len(claims))
+		traceIDs := make([]any, len(claims))
 		for i, c := range claims {
 			p := c.claim
 			ids[i], fences[i], bumped[i], holders[i] = p.TaskID, p.Fence, p.Fence+1, p.Holder
 			editorIDs[i], leases[i], traces[i] = nullID(p.EditorID), micros(c.lease), nullString(p.TraceContext)
+			traceIDs[i] = c.trace
 		}
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
 		args = append(args, valuesSQL(q, ids, holders)...)
@@ -274,7 +286,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, listSQL(q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
 		q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now")
 		args = append(args, guardsSQL(q, claims)...)
-		q.WriteString(notPausedSQL + ";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString(notPausedSQL + ";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
+		args = append(args, tracesSQL(q, ids, traceIDs)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		// The claims the UPDATE made: the row shows the claimant, its fence
 		// bumped, assigned at this round's instant.
 		args = append(args, membersSQL(q, ids, bumped, holders)...)

@@ -52,6 +52,15 @@
 // once, whatever order submits commit in (results.go gives the argument); CountResults
 // counts what a reader has yet to read.
 //
+// # Audit trail
+//
+// Every write about a claim appends events to the task's audit trail (TaskEvents
+// reads it) in the same transaction. Each event keeps the trace id of the sampled
+// span in the ctx of the call that wrote it (a claim's, a submit's, a release's, a
+// sweep's), read with trace.SpanContextFromContext: in a group commit each member's
+// own, in a worker batch the batch's. Without a sampled span the event has none, and
+// nothing more is sent.
+//
 // # Time
 //
 // Every time that decides a lease (assigned_at, lease_expires_at, run_after, skip

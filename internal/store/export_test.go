@@ -65,15 +65,15 @@ func ListQuery(p tasks.ListParams) (query string, args []any, index string, err 
 // ClaimBatchSQL, HeartbeatBatchSQL and CompleteSQL expose the worker batches'
 // statement batches for EXPLAIN tests.
 func ClaimBatchSQL(s *Store, ps []tasks.ClaimParams) (string, []any, error) {
-	return s.claimBatchSQL(ps)
+	return s.claimBatchSQL(ps, nil)
 }
 
 func HeartbeatBatchSQL(s *Store, ps []tasks.HeartbeatParams) (string, []any, error) {
-	return s.heartbeatBatchSQL(ps)
+	return s.heartbeatBatchSQL(ps, nil)
 }
 
 func CompleteSQL(s *Store, os []tasks.Outcome) (string, []any, error) {
-	q, args, _, err := s.completeSQL(os)
+	q, args, _, err := s.completeSQL(os, nil)
 	return q, args, err
 }
 

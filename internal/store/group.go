@@ -86,8 +86,10 @@ type committer struct {
 }
 
 // groupedCycle writes c in a transaction with the writes of other claimants that
-// arrive together (see join), and sets c's answer.
+// arrive together (see join), its events with the trace id of ctx's span, and
+// sets c's answer.
 func (s *Store) groupedCycle(ctx context.Context, c *cycle) error {
+	c.trace = traceOf(ctx)
 	return s.join(ctx, &member{cycle: c})
 }
 

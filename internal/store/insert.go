@@ -323,7 +323,8 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*tasks.Task, error) {
 // (task_id, id) read backwards, stopped by LIMIT, so a page costs its rows
 // whatever the history's length.
 const taskEventsSQL = `SELECT id, task_id, kind, fence, COALESCE(holder, '') AS holder,
-	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail, ` + "`at`" + `
+	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail,
+	COALESCE(LOWER(HEX(trace_id)), '') AS trace_id, ` + "`at`" + `
 FROM task_events FORCE INDEX (task_events_task)
 WHERE task_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
 

@@ -81,7 +81,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 		// The UPDATE goes last: a statement batch reports the rows its last
 		// statement matched.
 		var q strings.Builder
-		args := s.writeEventsSQL(&q, evs)
+		args := s.writeEventsSQL(&q, traceOf(ctx), evs)
 		q.WriteString(";\n")
 		fmt.Fprintf(&q, recycleSQL, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", "))
 		for _, r := range rows {

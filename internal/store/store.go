@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -276,38 +277,41 @@ type event struct {
 }
 
 const (
-	insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail) VALUES `
+	insertEventsSQL = `INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id) VALUES `
 	insertOutboxSQL = `INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail) VALUES `
 )
 
-// insertEvents writes audit records in one multi-row INSERT and, in the same
-// statement batch (one round trip), the webhook outbox's records of those the
-// store's Config.WebhookEvents ask for. Their holders and details come from
-// callers, so a value the server refuses is an error wrapping ErrInvalid (see
-// refusedValue).
+// insertEvents writes audit records in one multi-row INSERT, each with the trace
+// id of ctx's sampled span (see traceOf), and, in the same statement batch (one
+// round trip), the webhook outbox's records of those the store's
+// Config.WebhookEvents ask for. Their holders and details come from callers, so a
+// value the server refuses is an error wrapping ErrInvalid (see refusedValue).
 func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) error {
 	if len(evs) == 0 {
 		return nil
 	}
 	var q strings.Builder
-	args := s.writeEventsSQL(&q, evs)
+	args := s.writeEventsSQL(&q, traceOf(ctx), evs)
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return refusedValue(err)
 }
 
-// writeEventsSQL writes the statements insertEvents runs for evs (at least one)
-// to q, without a final semicolon, and returns their arguments, so that a caller
-// can send further statements in the same round trip.
-func (s *Store) writeEventsSQL(q *strings.Builder, evs []event) []any {
+// writeEventsSQL writes the statements insertEvents runs for evs (at least one),
+// each with traceID (traceOf's) as its trace id, to q, without a final semicolon,
+// and returns their arguments, so that a caller can send further statements in
+// the same round trip.
+func (s *Store) writeEventsSQL(q *strings.Builder, traceID any, evs []event) []any {
 	q.WriteString(insertEventsSQL)
-	args := make([]any, 0, 6*len(evs))
+	args := make([]any, 0, 7*len(evs))
 	for i, e := range evs {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?)")
+		q.WriteString("(?, ?, ?, ?, ?, ?, ")
 		args = append(args, e.taskID, string(e.kind), e.fence,
 			nullString(e.holder), nullID(e.editorID), nullString(truncate(e.detail, maxDetailLen)))
+		args = append(args, traceSQL(q, traceID)...)
+		q.WriteString(")")
 	}
 	first := true
 	for _, e := range evs {
@@ -326,6 +330,43 @@ func (s *Store) writeEventsSQL(q *strings.Builder, evs []event) []any {
 		args = append(args, string(kind), e.taskID, e.fence, nullString(e.holder), nullID(e.editorID),
 			e.category, string(e.cause), nullString(truncate(e.detail, maxDetailLen)))
 	}
+	return args
+}
+
+// traceOf is the trace id of ctx's sampled span, as the argument that traceSQL
+// and tracesSQL write to task_events.trace_id: its 32 hex digits, or nil (NULL)
+// when ctx carries no span or an unsampled one, whose trace no backend keeps.
+// Without tracing it costs a context lookup and writes no argument.
+func traceOf(ctx context.Context) any {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return nil
+	}
+	return sc.TraceID().String()
+}
+
+// traceSQL writes the value of task_events.trace_id for traceID (traceOf's) to
+// q, NULL without one, and returns its arguments.
+func traceSQL(q *strings.Builder, traceID any) []any {
+	if traceID == nil {
+		q.WriteString("NULL")
+		return nil
+	}
+	q.WriteString("UNHEX(?)")
+	return []any{traceID}
+}
+
+// tracesSQL writes the value of task_events.trace_id for each of ids, in a
+// SELECT from tasks, to q: traces[i] (traceOf's) for ids[i], one NULL when none
+// has a trace. It returns the arguments.
+func tracesSQL(q *strings.Builder, ids []int64, traces []any) []any {
+	if !slices.ContainsFunc(traces, func(t any) bool { return t != nil }) {
+		q.WriteString("NULL")
+		return nil
+	}
+	q.WriteString("UNHEX(")
+	args := valuesSQL(q, ids, traces)
+	q.WriteString(")")
 	return args
 }
 

@@ -86,7 +86,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 		return nil, nil
 	}
 	fail := func(err error) ([]tasks.ClaimResult, error) { return nil, fmt.Errorf("claim batch: %w", err) }
-	query, args, err := s.claimBatchSQL(ps)
+	query, args, err := s.claimBatchSQL(ps, traceOf(ctx))
 	if err != nil {
 		return fail(err)
 	}
@@ -116,8 +116,8 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 }
 
 // claimBatchSQL checks the members of a ClaimBatch and writes its statement
-// batch.
-func (s *Store) claimBatchSQL(ps []tasks.ClaimParams) (string, []any, error) {
+// batch, its events with traceID (traceOf's).
+func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []any, error) {
 	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
 		return "", nil, err
 	}
@@ -160,7 +160,9 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams) (string, []any, error) {
 	for i, f := range fences {
 		bumped[i] = f + 1
 	}
-	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
+	args = append(args, traceSQL(&q, traceID)...)
+	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	live := membersSQL(&q, ids, bumped, holders)
 	args = append(args, live...)
 	q.WriteString(" AND assigned_at = @taskd_now;\n")
@@ -186,7 +188,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) 
 		return nil, nil
 	}
 	fail := func(err error) ([]tasks.Renewed, error) { return nil, fmt.Errorf("heartbeat batch: %w", err) }
-	query, args, err := s.heartbeatBatchSQL(ps)
+	query, args, err := s.heartbeatBatchSQL(ps, traceOf(ctx))
 	if err != nil {
 		return fail(err)
 	}
@@ -216,8 +218,8 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) 
 }
 
 // heartbeatBatchSQL checks the members of a HeartbeatBatch and writes its
-// statement batch.
-func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, error) {
+// statement batch, its events with traceID (traceOf's).
+func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams, traceID any) (string, []any, error) {
 	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
 		return "", nil, err
 	}
@@ -249,7 +251,9 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, er
 	args = append(args, micros(lease), hold, hold)
 	live := membersSQL(&q, ids, fences, holders)
 	args = append(args, live...)
-	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, ")
+	args = append(args, traceSQL(&q, traceID)...)
+	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
 	q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
 	args = append(args, hold, micros(lease), hold)
@@ -276,7 +280,7 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 		return nil, nil
 	}
 	fail := func(err error) ([]tasks.Completed, error) { return nil, fmt.Errorf("complete batch: %w", err) }
-	query, args, dead, err := s.completeSQL(os)
+	query, args, dead, err := s.completeSQL(os, traceOf(ctx))
 	if err != nil {
 		return fail(err)
 	}
@@ -335,8 +339,9 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 }
 
 // completeSQL checks the members of a Complete and writes its statement
-// batch; dead are the members that die whatever their attempts.
-func (s *Store) completeSQL(os []tasks.Outcome) (string, []any, []int64, error) {
+// batch, its events with traceID (traceOf's); dead are the members that die
+// whatever their attempts.
+func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []int64, error) {
 	if err := checkBatch(len(os), func(i int) int64 { return os[i].TaskID }); err != nil {
 		return "", nil, nil, err
 	}
@@ -387,7 +392,9 @@ func (s *Store) completeSQL(os []tasks.Outcome) (string, []any, []int64, error) 
 		args = append(args, caseSQL(&q, done.ids, results)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
+		args = append(args, traceSQL(&q, traceID)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		q.WriteString(";\n")
 		if s.outbox[tasks.WebhookSubmitted] {
@@ -415,9 +422,11 @@ func (s *Store) completeSQL(os []tasks.Outcome) (string, []any, []int64, error) 
 		deadSQL.WriteString(")")
 		isDead := deadSQL.String()
 
-		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
 		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, details)...)
+		q.WriteString(", ")
+		args = append(args, traceSQL(&q, traceID)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 		q.WriteString(";\n")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/taskd/taskd"
 )
@@ -204,10 +205,14 @@ func TestBrowserOpsHostileTask(t *testing.T) {
 
 // TestBrowserOpsTasksAndEditors: the task browser filters and pages, its
 // detail offers the actions the status allows (requeue a dead task, cancel
-// a pending one), and the editors' list and detail disable an editor and
-// edit its categories.
+// a pending one) and links its events' traces, and the editors' list and
+// detail disable an editor and edit its categories.
 func TestBrowserOpsTasksAndEditors(t *testing.T) {
-	s := startServer(t, liveClaims())
+	cfg := liveClaims()
+	cfg.Telemetry.TraceURL = traceURL
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	s := startServer(t, cfg, taskd.WithTracerProvider(tp))
 	edID, token := s.editor("Flo", "news")
 	var ids []int64
 	for i := range 55 {
@@ -215,6 +220,11 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 	}
 	sportID := s.addTask("sport", 1, "The only sport task", map[string]any{"text": "y"})
 	claimed, _ := claimFor(t, s, token)
+	// Another editor claims a task and gives it back: the pending task the
+	// console cancels below, with a history to show.
+	_, gus := s.editor("Gus", "news")
+	pending, fence := claimFor(t, s, gus)
+	editorCall(t, s, gus, "POST", fmt.Sprintf("/v1/assignments/%d/release", pending), fmt.Sprintf(`{"fence":%d}`, fence), http.StatusNoContent, nil)
 
 	tb := newTab(t, 1280, 1000)
 	tb.opsSignIn(s)
@@ -238,10 +248,6 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 	tb.waitJS("the claimed task alone", `document.querySelectorAll("#tasks-table tbody tr").length === 1 && document.querySelector("#tasks-table tbody tr").dataset.task === `+js(itoa(claimed)))
 
 	// A pending task: cancel, confirmed.
-	pending := ids[len(ids)-1]
-	if pending == claimed {
-		pending = ids[len(ids)-2]
-	}
 	tb.do("open a pending task", chromedp.Navigate(s.base+"/ops#tasks/"+itoa(pending)))
 	cancel := `#td-actions button[data-key="cancel:` + itoa(pending) + `"]`
 	tb.waitJS("the cancel button", `document.querySelector('`+cancel+`') !== null`)
@@ -251,12 +257,23 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 	tb.waitJS("the confirm question", `document.querySelector('`+cancel+`').textContent === "Confirm cancel"`)
 	tb.do("confirm", chromedp.Click(chromedp.CSS(cancel)))
 	tb.waitJS("cancelled", `document.querySelector("#td-meta .status").textContent === "cancelled" && Array.from(document.querySelectorAll("#td-history td")).some(c => c.textContent === "duplicate")`)
+	// Each event links its own trace: the claim's, the release's, the cancel's.
+	links := eval[string](tb, `Array.from(document.querySelectorAll("#td-history tbody tr")).map(function (tr) {
+		var a = tr.querySelector("td.trace a");
+		return tr.cells[1].textContent + " " + (a && a.href.startsWith("http://jaeger.example:16686/trace/") ? a.textContent.length : 0);
+	}).join(", ")`)
+	if want := "cancelled 32, released 32, claimed 32"; links != want {
+		t.Errorf("audit trail's trace links %q, want %q", links, want)
+	}
 	tb.screenshot("ops-task")
 
 	// The editors: disable, then edit the categories.
 	tb.do("the editors", chromedp.Navigate(s.base+"/ops#editors/"+itoa(edID)))
 	tb.waitJS("the editor's detail", `!document.getElementById("editor-detail").hidden && document.getElementById("ed-title").textContent === "Flo"`)
-	tb.waitJS("the editor's claim in the list", `document.querySelector('#editors-table tr[data-editor="`+itoa(edID)+`"]').cells[2].textContent === "#`+itoa(claimed)+`"`)
+	// The claim's task, then its trace's link.
+	row := `document.querySelector('#editors-table tr[data-editor="` + itoa(edID) + `"]')`
+	tb.waitJS("the editor's claim in the list", row+` !== null && `+row+`.cells[2].textContent.startsWith("#`+itoa(claimed)+` ") && `+
+		row+`.cells[2].querySelector('a.trace[href^="http://jaeger.example:16686/trace/"]') !== null`)
 	disable := `#ed-actions button[data-key="disable:` + itoa(edID) + `"]`
 	tb.do("disable", chromedp.Click(chromedp.CSS(disable)))
 	tb.waitJS("the confirm question", `document.querySelector('`+disable+`').textContent === "Confirm disable"`)

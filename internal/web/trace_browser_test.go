@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,11 +18,19 @@ import (
 // traceURL is the telemetry.trace_url of the trace link tests.
 const traceURL = "http://jaeger.example:16686/trace/{trace_id}?uiEmbed=v0"
 
-// tracedClaim starts a server with a tracer provider and telemetry.trace_url
-// set to traceURL (or not), has an editor claim and submit a task, and
-// returns the server, the task and the claim's trace id as the API answers
-// it, checked to be a recorded span's.
-func tracedClaim(t *testing.T, withURL bool) (*server, int64, string) {
+// tracedEvent is an event of a task's history as the API answers it.
+type tracedEvent struct {
+	Kind    string `json:"kind"`
+	Fence   int64  `json:"fence"`
+	TraceID string `json:"trace_id"`
+}
+
+// tracedClaims starts a server with a tracer provider and telemetry.trace_url
+// set to traceURL (or not); has one editor claim a task and release it, and a
+// second claim and submit it; and returns the server, the task and its
+// history as the API answers it (claimed, released, claimed, submitted),
+// each event's trace id checked to be a recorded span's and its own.
+func tracedClaims(t *testing.T, withURL bool) (*server, int64, []tracedEvent) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -31,37 +40,42 @@ func tracedClaim(t *testing.T, withURL bool) (*server, int64, string) {
 		cfg.Telemetry.TraceURL = traceURL
 	}
 	s := startServer(t, cfg, taskd.WithTracerProvider(tp))
-	_, token := s.editor("Ada Editor", "news")
+	_, ada := s.editor("Ada Editor", "news")
+	_, ben := s.editor("Ben Editor", "news")
 	id := s.addTask("news", 1, "Council votes on the budget", map[string]any{"text": "x"})
-	s.post(token, "/v1/assignments/next", `{}`)
-	s.post(token, fmt.Sprintf("/v1/assignments/%d/submit", id), `{"fence":1,"result":{"ok":true}}`)
+	s.post(ada, "/v1/assignments/next", `{}`, http.StatusOK)
+	s.post(ada, fmt.Sprintf("/v1/assignments/%d/release", id), `{"fence":1}`, http.StatusNoContent)
+	s.post(ben, "/v1/assignments/next", `{}`, http.StatusOK)
+	s.post(ben, fmt.Sprintf("/v1/assignments/%d/submit", id), `{"fence":2,"result":{"ok":true}}`, http.StatusOK)
 
 	var d struct {
-		History []struct {
-			Kind    string `json:"kind"`
-			TraceID string `json:"trace_id"`
-		} `json:"history"`
+		History []tracedEvent `json:"history"`
 	}
 	s.admin("GET", fmt.Sprintf("/v1/tasks/%d", id), nil, http.StatusOK, &d)
-	var traceID string
+	var kinds []string
 	for _, ev := range d.History {
-		if ev.Kind == "claimed" {
-			traceID = ev.TraceID
-		}
+		kinds = append(kinds, fmt.Sprintf("%s %d", ev.Kind, ev.Fence))
 	}
-	found := false
+	if got, want := strings.Join(kinds, ", "), "claimed 1, released 1, claimed 2, submitted 2"; got != want {
+		t.Fatalf("history %s, want %s", got, want)
+	}
+	recorded := map[string]bool{}
 	for _, sp := range rec.Ended() {
-		found = found || (traceID != "" && sp.SpanContext().TraceID().String() == traceID)
+		recorded[sp.SpanContext().TraceID().String()] = true
 	}
-	if !found {
-		t.Fatalf("the claim's trace id %q is no recorded span's (history %+v)", traceID, d.History)
+	seen := map[string]bool{}
+	for _, ev := range d.History {
+		if !recorded[ev.TraceID] || seen[ev.TraceID] {
+			t.Fatalf("event %s %d: trace id %q is no recorded span's or not its own (history %+v)", ev.Kind, ev.Fence, ev.TraceID, d.History)
+		}
+		seen[ev.TraceID] = true
 	}
-	return s, id, traceID
+	return s, id, d.History
 }
 
 // post calls the API with an editor's token, failing the test unless the
-// answer is 200.
-func (s *server) post(token, path, body string) {
+// answer has status want.
+func (s *server) post(token, path, body string, want int) {
 	s.t.Helper()
 	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.base+path, strings.NewReader(body))
 	if err != nil {
@@ -75,8 +89,8 @@ func (s *server) post(token, path, body string) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		s.t.Fatalf("POST %s: status %d: %s", path, res.StatusCode, b)
+	if res.StatusCode != want {
+		s.t.Fatalf("POST %s: status %d, want %d: %s", path, res.StatusCode, want, b)
 	}
 }
 
@@ -112,35 +126,45 @@ func TestOpsPageTraceURL(t *testing.T) {
 	}
 }
 
-// TestBrowserOpsTraceLink: the task detail's audit trail links the claim's
-// trace through telemetry.trace_url, in a new tab without referrer; the
-// other events have no trace. The editor list links a live claim's trace.
+// TestBrowserOpsTraceLink: the task detail's audit trail links each event's
+// trace through telemetry.trace_url, in a new tab without referrer: both
+// claims of the task, each to its own trace, and the release and the submit
+// to theirs. The editor list links a live claim's trace.
 func TestBrowserOpsTraceLink(t *testing.T) {
-	s, id, traceID := tracedClaim(t, true)
+	s, id, hist := tracedClaims(t, true)
 	tb := newTab(t, 1280, 800)
 	tb.opsSignIn(s)
 	tb.do("the task", chromedp.Navigate(s.base+fmt.Sprintf("/ops#tasks/%d", id)))
-	link := `document.querySelector("#td-history tbody tr td.trace a")`
-	tb.waitJS("the trace link", link+` !== null`)
-	got := eval[string](tb, `[`+link+`.href, `+link+`.textContent, `+link+`.rel, `+link+`.target,
-		document.querySelectorAll("#td-history td.trace a").length,
-		document.querySelectorAll("#td-history tbody tr").length].join("|")`)
-	want := strings.Join([]string{strings.ReplaceAll(traceURL, "{trace_id}", traceID), traceID, "noopener noreferrer", "_blank", "1", "2"}, "|")
-	if got != want {
-		t.Errorf("trace link %q, want %q", got, want)
+	tb.waitJS("the trace links", `document.querySelectorAll("#td-history tbody tr td.trace a").length === 4`)
+	// Each row, newest first: its event, fence, link's address, text, rel and target.
+	got := eval[string](tb, `Array.from(document.querySelectorAll("#td-history tbody tr")).map(function (tr) {
+		var a = tr.querySelector("td.trace a");
+		return [tr.cells[1].textContent, tr.cells[2].textContent, a.href, a.textContent, a.rel, a.target].join(" ");
+	}).join("\n")`)
+	var want []string
+	for i := len(hist) - 1; i >= 0; i-- {
+		ev := hist[i]
+		want = append(want, strings.Join([]string{ev.Kind, strconv.FormatInt(ev.Fence, 10),
+			strings.ReplaceAll(traceURL, "{trace_id}", ev.TraceID), ev.TraceID, "noopener noreferrer", "_blank"}, " "))
+	}
+	if got != strings.Join(want, "\n") {
+		t.Errorf("audit trail's trace links:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if hist[0].TraceID == hist[2].TraceID {
+		t.Errorf("both claims link trace %s, want each its own", hist[0].TraceID)
 	}
 	tb.screenshot("ops-trace-link")
 
 	bobID, bob := s.editor("Bob Editor", "news")
 	s.addTask("news", 1, "Storm warning for the coast", map[string]any{"text": "y"})
-	s.post(bob, "/v1/assignments/next", `{}`)
+	s.post(bob, "/v1/assignments/next", `{}`, http.StatusOK)
 	var ed struct {
 		Claim struct {
 			TraceID string `json:"trace_id"`
 		} `json:"claim"`
 	}
 	s.admin("GET", fmt.Sprintf("/v1/editors/%d", bobID), nil, http.StatusOK, &ed)
-	if len(ed.Claim.TraceID) != 32 || ed.Claim.TraceID == traceID {
+	if len(ed.Claim.TraceID) != 32 {
 		t.Fatalf("bob's claim's trace id %q, want one of its own", ed.Claim.TraceID)
 	}
 	tb.do("the editors", chromedp.Navigate(s.base+"/ops#editors"))
@@ -149,23 +173,29 @@ func TestBrowserOpsTraceLink(t *testing.T) {
 	if got, want := eval[string](tb, edLink+`.href`), strings.ReplaceAll(traceURL, "{trace_id}", ed.Claim.TraceID); got != want {
 		t.Errorf("bob's trace link %q, want %q", got, want)
 	}
+	for _, ev := range hist {
+		if ev.TraceID == ed.Claim.TraceID {
+			t.Errorf("bob's claim links trace %s, the task's %s event's", ed.Claim.TraceID, ev.Kind)
+		}
+	}
 	if n := eval[int](tb, `document.querySelectorAll("#editors-table a.trace").length`); n != 1 {
 		t.Errorf("%d trace links in the editor list, want bob's only", n)
 	}
 	tb.screenshot("ops-editors-trace-link")
 }
 
-// TestBrowserOpsTraceText: without telemetry.trace_url, the claim's trace id
-// is text, no link.
+// TestBrowserOpsTraceText: without telemetry.trace_url, each event's trace
+// id is text, no link.
 func TestBrowserOpsTraceText(t *testing.T) {
-	s, id, traceID := tracedClaim(t, false)
+	s, id, hist := tracedClaims(t, false)
 	tb := newTab(t, 1280, 800)
 	tb.opsSignIn(s)
 	tb.do("the task", chromedp.Navigate(s.base+fmt.Sprintf("/ops#tasks/%d", id)))
-	tb.waitJS("the trace id", `document.querySelector("#td-history tbody tr td.trace code") !== null`)
-	got := eval[string](tb, `[document.querySelector("#td-history td.trace code").textContent,
-		document.querySelectorAll("#td-history td.trace a").length].join("|")`)
-	if want := traceID + "|0"; got != want {
-		t.Errorf("trace cell %q, want %q", got, want)
+	tb.waitJS("the trace ids", `document.querySelectorAll("#td-history tbody tr td.trace code").length === 4`)
+	got := eval[string](tb, `Array.from(document.querySelectorAll("#td-history td.trace code")).map(c => c.textContent).join(",") +
+		"|" + document.querySelectorAll("#td-history td.trace a").length`)
+	want := hist[3].TraceID + "," + hist[2].TraceID + "," + hist[1].TraceID + "," + hist[0].TraceID + "|0"
+	if got != want {
+		t.Errorf("trace cells %q, want %q", got, want)
 	}
 }

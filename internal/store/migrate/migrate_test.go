@@ -34,6 +34,7 @@ var frozenChecksums = map[int]string{
 	6: "55e8b6225b6bd8df895d2fc64134e991cc55e7e548a342d163104dcbcb508fa4",
 	7: "b5f6d3740b1df937752a8d54b4186aa0d4671dea9ec1102aada76d76790c419f",
 	8: "371eec0ed49c77f71ac673a626a72aee28d95d2d66fdddcbeb6bad32a0d80ab2",
+	9: "1694de0c299ef0e808fd8a7b4cb8d6612acbacd5ad2525d0aaff31c682b62169",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

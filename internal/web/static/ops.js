@@ -606,8 +606,9 @@
     $('td-older').hidden = !hist.before;
   }
 
-  // traceCell shows a claim's trace id: a link to the tracing backend's view
-  // of the trace when telemetry.trace_url is set, else text to copy.
+  // traceCell shows an event's trace id (the claim's, the submit's...): a link
+  // to the tracing backend's view of the trace when telemetry.trace_url is
+  // set, else text to copy; nothing for an event without one.
   function traceCell(id) {
     var cell = el('td', { 'class': 'trace' });
     if (id) { cell.appendChild(traceRef(id)); }
