@@ -37,6 +37,7 @@ func (c TelemetryConfig) telemetryConfig() telemetry.Config {
 		Insecure:    c.Insecure,
 		ServiceName: c.ServiceName,
 		SampleRatio: c.SampleRatio,
+		KeepFailed:  c.KeepFailed,
 		Prometheus:  c.Prometheus,
 	}
 }
