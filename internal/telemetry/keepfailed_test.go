@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/tasks"
 )
 
 // keepFailedProvider is the tracer provider Setup builds for cfg, exporting
@@ -232,5 +235,54 @@ func BenchmarkClaimTrace(b *testing.B) {
 				claimTree(tracer, false)
 			}
 		})
+	}
+}
+
+// TestKeepFailedOTLP: through Setup and an OTLP/HTTP receiver, at ratio 0
+// with KeepFailed, a submit the store refused as stale reaches the receiver
+// with the store's spans under it, and the claim that succeeded does not.
+func TestKeepFailedOTLP(t *testing.T) {
+	t.Parallel()
+	endpoint, sink := startHTTPReceiver(t)
+	p, err := telemetry.Setup(t.Context(), telemetry.Config{
+		Traces: telemetry.TracesOTLPHTTP, Endpoint: endpoint, SampleRatio: 0, KeepFailed: true,
+	})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	pl := newPipeline(t, p)
+	c := pl.editor(t, "news")
+	ids := pl.add(t, "news", 1)
+	claim := pl.next(t, c, ids[0])
+	_, err = pl.d.Submit(t.Context(), c, dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence + 1}, json.RawMessage(`{}`))
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("submit with a wrong fence: %v, want tasks.ErrStale", err)
+	}
+	shutdown(t, p)
+
+	spans := sink.all()
+	var submit *receivedSpan
+	for i, s := range spans {
+		if s.Name == "dispatcher.submit" {
+			submit = &spans[i]
+		}
+	}
+	if submit == nil {
+		t.Fatalf("the receiver got %v, want the refused dispatcher.submit", spanNames(spans))
+	}
+	var children int
+	for _, s := range spans {
+		if s.traceID() != submit.traceID() {
+			t.Errorf("span %s of another trace exported", s.Name)
+		}
+		if s.parentID() == submit.spanID() {
+			children++
+		}
+		if s.Flags&uint32(trace.FlagsSampled) == 0 {
+			t.Errorf("span %s exported with flags %#x, want sampled", s.Name, s.Flags)
+		}
+	}
+	if children == 0 {
+		t.Errorf("the refused submit came without its children: %v", spanNames(spans))
 	}
 }
