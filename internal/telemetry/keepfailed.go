@@ -250,16 +250,17 @@ func (p *keepFailedProcessor) ForceFlush(ctx context.Context) error {
 	return nil
 }
 
-// Outcomes of the dispatcher's spans (the taskd.outcome attribute) that make
-// a trace worth keeping: a write refused as stale or over the hold limit (the
-// API's 409), a claim that failed, a claim whose submit failed.
-var failedOutcomes = map[string]bool{"refused": true, "error": true, "submit_failed": true}
+// Outcomes of the dispatcher's and the worker's spans (the taskd.outcome
+// attribute) that make a trace worth keeping: a write refused as stale or
+// over the hold limit (the API's 409), a claim that failed, a claim whose
+// submit failed, a task run whose lease was lost.
+var failedOutcomes = map[string]bool{"refused": true, "error": true, "submit_failed": true, "lease_lost": true}
 
 // failed reports whether s makes its trace worth keeping: its status is
-// Error; or it is a dispatcher span whose taskd.outcome is refused, error or
-// submit_failed; or it is an HTTP server span that answered 5xx, or 4xx
-// other than 404 (a refusal: 401, 403, 409, 422, 429...; a 404 is a lookup
-// that found nothing).
+// Error; or its taskd.outcome is refused, error, submit_failed or
+// lease_lost; or it is an HTTP server span that answered 5xx, or 4xx other
+// than 404 (a refusal: 401, 403, 409, 422, 429...; a 404 is a lookup that
+// found nothing).
 func failed(s sdktrace.ReadOnlySpan) bool {
 	if s.Status().Code == codes.Error {
 		return true

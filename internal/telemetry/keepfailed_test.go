@@ -63,6 +63,7 @@ func TestKeepFailed(t *testing.T) {
 		{"ok", context.Background(), trace.SpanKindServer, nil, codes.Unset, false},
 		{"error", context.Background(), trace.SpanKindServer, nil, codes.Error, true},
 		{"refused", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "refused")}, codes.Unset, true},
+		{"lease lost", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "lease_lost")}, codes.Unset, true},
 		{"none", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "none")}, codes.Unset, false},
 		{"409", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.Int("http.response.status_code", 409)}, codes.Unset, true},
 		{"403", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.Int("http.response.status_code", 403)}, codes.Unset, true},

@@ -117,9 +117,9 @@ type Config struct {
 	// a trace the ratio did not choose (and one under a remote parent that
 	// was not sampled) is recorded all the same, its ended spans held in
 	// memory until its local root ends, then exported whole if one of its
-	// spans failed (status Error; a dispatcher span whose taskd.outcome is
-	// refused, error or submit_failed, such as a lost claim's 409; an HTTP
-	// server span answering 5xx, or 4xx other than 404) and dropped
+	// spans failed (status Error; a span whose taskd.outcome is refused,
+	// error, submit_failed or lease_lost, such as a lost claim's 409; an
+	// HTTP server span answering 5xx, or 4xx other than 404) and dropped
 	// otherwise. The cost is recording every span of every trace; at most
 	// KeepFailedMaxTraces traces of KeepFailedMaxSpans spans are held. The
 	// zero value samples by SampleRatio alone, recording nothing else; the
