@@ -47,7 +47,8 @@ type Store interface {
 }
 
 // Dispatcher is what the Deliverer needs of the claims engine: its key
-// prefix, logger and meter provider; *dispatcher.Dispatcher implements it.
+// prefix, logger, tracer and meter providers; *dispatcher.Dispatcher
+// implements it.
 type Dispatcher interface {
 	Config() dispatcher.Config
 }
@@ -204,6 +205,15 @@ func (c Config) validate() error {
 //
 // The Deliverer only reads the outbox; the writes that fill it never wait for
 // a delivery.
+//
+// With the dispatcher's tracer provider, each attempt that posts is a trace
+// of its own, rooted at a webhook.deliver span (attributes
+// taskd.webhook.name, taskd.event.id, taskd.event.kind, taskd.task.id,
+// taskd.webhook.attempt, http.response.status_code, taskd.outcome:
+// delivered, error or failed; status Error when not delivered) over the
+// POST's client span, whose trace context the receiver gets in a
+// traceparent header, and the attempt's record. Polls of the outbox and the
+// delivery lock make no spans.
 type Deliverer struct {
 	locks  Locker
 	prefix string
@@ -225,8 +235,8 @@ type Deliverer struct {
 	leading bool
 }
 
-// New returns a Deliverer that uses d's key prefix, logger and meter
-// provider.
+// New returns a Deliverer that uses d's key prefix, logger, tracer and
+// meter providers.
 func New(d Dispatcher, cfg Config) (*Deliverer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
