@@ -109,6 +109,13 @@ const (
 // inserts find the key and make nothing). A replica that is down at a tick
 // does not catch up on it later; as long as one replica is up, the tick makes
 // its task.
+//
+// A tick that adds its task, or fails to, is recorded as a schedule.fire
+// span (attributes taskd.schedule.name, taskd.schedule.tick,
+// taskd.schedule.inserted, taskd.schedule.attempts, taskd.task.id; status
+// Error on failure), a trace of its own made once the insert has returned,
+// so the insert's store spans are not in it. A tick whose task another
+// replica added first makes no span.
 type Scheduler struct {
 	d      Adder
 	cfg    Config
