@@ -174,6 +174,7 @@ func (p *keepFailedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	id := sc.TraceID()
+	isFailed := failed(s)
 	p.mu.Lock()
 	t := p.traces[id]
 	if t == nil {
@@ -191,7 +192,7 @@ func (p *keepFailedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	} else {
 		p.dropped(&p.droppedSpans, "spans held per trace", p.maxSpans)
 	}
-	t.failed = t.failed || failed(s)
+	t.failed = t.failed || isFailed
 	if !localRoot(s.Parent()) {
 		p.mu.Unlock()
 		return
