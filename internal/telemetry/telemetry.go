@@ -22,6 +22,11 @@
 // connection housekeeping and calls outside any traced operation (idle
 // polls, pool statistics) make no traces of their own.
 //
+// With Config.KeepFailed, traces that fail or are refused are exported
+// whatever the sample ratio: the others are recorded and held until their
+// local root ends, then dropped (see NewTracerProvider, which builds the
+// tracer provider Setup uses).
+//
 // Task, editor and holder ids go on spans only; no metric of this package or
 // of the dispatcher carries them as labels.
 package telemetry
