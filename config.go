@@ -51,10 +51,11 @@ const (
 	logFormatDefault = "text"
 )
 
-// Defaults that config.yaml gives the three keys whose zero value in Config
+// Defaults that config.yaml gives the four keys whose zero value in Config
 // means something else than their default: an empty HTTP.Addr is no
-// listener, a zero Telemetry.SampleRatio samples no new traces, and a false
-// Telemetry.Prometheus serves no metrics. The taskd command starts from
+// listener, a zero Telemetry.SampleRatio samples no new traces, a false
+// Telemetry.Prometheus serves no metrics, and a false Telemetry.KeepFailed
+// keeps no trace the ratio did not choose. The taskd command starts from
 // them; an embedding program sets the fields itself.
 const (
 	// HTTPAddrDefault is http.addr when config.yaml does not set it.
@@ -65,6 +66,9 @@ const (
 	// PrometheusDefault is telemetry.prometheus when config.yaml does not
 	// set it: GET /metrics is served.
 	PrometheusDefault = true
+	// KeepFailedDefault is telemetry.keep_failed when config.yaml does not
+	// set it: failed and refused requests are traced whatever the ratio.
+	KeepFailedDefault = true
 )
 
 // Limits checked by Validate.
@@ -474,6 +478,16 @@ type TelemetryConfig struct {
 	// (parent-based). Unlike other keys, zero means zero here; config.yaml's
 	// default is 1 (SampleRatioDefault).
 	SampleRatio float64 `yaml:"sample_ratio"`
+	// KeepFailed exports the traces that failed or were refused whatever
+	// SampleRatio says: a trace the ratio did not choose is recorded all the
+	// same and held in memory until its request, task run or sweep ends,
+	// then exported whole if one of its spans failed (an error; a refused
+	// write, such as a lost claim's 409; an HTTP answer 5xx, or 4xx other
+	// than 404), and dropped otherwise. The cost is recording every span;
+	// see telemetry.Config.KeepFailed. A bool has no "unset": false is off
+	// here (sampling by SampleRatio alone), config.yaml's default is true
+	// (KeepFailedDefault).
+	KeepFailed bool `yaml:"keep_failed"`
 	// Prometheus records metrics with a meter provider of the engine's own,
 	// read by the OpenTelemetry Prometheus exporter, and serves them on GET
 	// /metrics (see Engine.HTTPHandler). A bool has no "unset": false is off
@@ -490,8 +504,8 @@ type TelemetryConfig struct {
 // WithDefaults returns a copy of c with zero values set to their defaults
 // (see each field), River's way: each default is the XxxDefault constant of
 // the part that uses the key, declared there once. HTTP.Addr stays empty (no
-// listener), Telemetry.SampleRatio 0 and Telemetry.Prometheus false when
-// unset; see HTTPAddrDefault. New applies it, then validates.
+// listener), Telemetry.SampleRatio 0, Telemetry.Prometheus and
+// Telemetry.KeepFailed false when unset; see HTTPAddrDefault. New applies it, then validates.
 func (c Config) WithDefaults() Config {
 	h := &c.HTTP
 	setDefault(&h.ReadHeaderTimeout, httpReadHeaderTimeoutDefault)

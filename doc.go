@@ -31,11 +31,12 @@
 // Config is config.yaml as Go values, with the same sections and keys (the
 // yaml tags). A zero field takes the key's default, which its comment states,
 // as a key left out of the file does: Config.WithDefaults applies them, and
-// New calls it. Three keys are the exceptions, because their zero value means
+// New calls it. Four keys are the exceptions, because their zero value means
 // something: an empty HTTP.Addr is no listener, a zero
-// Telemetry.SampleRatio samples no new traces, and a false
-// Telemetry.Prometheus serves no metrics (config.yaml's values are
-// HTTPAddrDefault, SampleRatioDefault and PrometheusDefault). Only
+// Telemetry.SampleRatio samples no new traces, a false Telemetry.Prometheus
+// serves no metrics, and a false Telemetry.KeepFailed keeps no trace the
+// ratio did not choose (config.yaml's values are HTTPAddrDefault,
+// SampleRatioDefault, PrometheusDefault and KeepFailedDefault). Only
 // MySQL.DSN has no default, unless WithDB passes a handle.
 //
 // New validates the result once, with Config.Validate: a bad key is a

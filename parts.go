@@ -37,6 +37,7 @@ func (c TelemetryConfig) telemetryConfig() telemetry.Config {
 		Insecure:    c.Insecure,
 		ServiceName: c.ServiceName,
 		SampleRatio: c.SampleRatio,
+		KeepFailed:  c.KeepFailed,
 		Prometheus:  c.Prometheus,
 	}
 }
@@ -133,7 +134,7 @@ func (e *Engine) scheduleConfig() (schedule.Config, error) {
 			return schedule.Config{}, err
 		}
 	}
-	return schedule.Config{Schedules: ps, Logger: e.log}, nil
+	return schedule.Config{Schedules: ps, Logger: e.log, TracerProvider: e.tel.TracerProvider}, nil
 }
 
 // workerConfig is the workers': Config.Worker, running the handlers of mux.

@@ -487,6 +487,7 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		{"http.addr", cfg.HTTP.Addr, []any{taskd.HTTPAddrDefault}},
 		{"telemetry.sample_ratio", cfg.Telemetry.SampleRatio, []any{taskd.SampleRatioDefault}},
 		{"telemetry.prometheus", cfg.Telemetry.Prometheus, []any{taskd.PrometheusDefault}},
+		{"telemetry.keep_failed", cfg.Telemetry.KeepFailed, []any{taskd.KeepFailedDefault}},
 		{"telemetry.traces", cfg.Telemetry.Traces, []any{telemetry.TracesDefault}},
 		{"telemetry.service_name", cfg.Telemetry.ServiceName, []any{telemetry.ServiceNameDefault}},
 		{"http.max_wait", cfg.HTTP.MaxWait, []any{dispatcher.MaxWaitDefault, apiDef.MaxWait}},
@@ -529,7 +530,7 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		}
 	}
 
-	// Only the three keys whose zero value means something else, and the
+	// Only the four keys whose zero value means something else, and the
 	// keys that point at local servers, differ from taskd.Config's defaults.
 	zero := &Config{Config: taskd.Config{}.WithDefaults()}
 	differ := []string{}
@@ -539,7 +540,7 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 			differ = append(differ, k.Path)
 		}
 	}
-	want := []string{"http.addr", "mysql.dsn", "redis.addrs", "admin_token", "telemetry.sample_ratio", "telemetry.prometheus"}
+	want := []string{"http.addr", "mysql.dsn", "redis.addrs", "admin_token", "telemetry.sample_ratio", "telemetry.keep_failed", "telemetry.prometheus"}
 	if !reflect.DeepEqual(differ, want) {
 		t.Errorf("config.yaml differs from taskd.Config{}.WithDefaults() in %q, want %q", differ, want)
 	}

@@ -18,9 +18,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/dispatcher/webhook"
@@ -40,7 +47,8 @@ type Store interface {
 }
 
 // Dispatcher is what the Deliverer needs of the claims engine: its key
-// prefix, logger and meter provider; *dispatcher.Dispatcher implements it.
+// prefix, logger, tracer and meter providers; *dispatcher.Dispatcher
+// implements it.
 type Dispatcher interface {
 	Config() dispatcher.Config
 }
@@ -59,12 +67,21 @@ var (
 // lockCleanupTimeout bounds giving back the delivery lock.
 const lockCleanupTimeout = time.Second
 
-// instrumentationName names the deliverer's meter: the dispatcher's, whose
-// metrics these were.
+// instrumentationName names the deliverer's meter and tracer: the
+// dispatcher's, whose metrics these were.
 const instrumentationName = "github.com/taskd/taskd/dispatcher"
 
-// attrOutcome is the metric attribute of an attempt's outcome.
-const attrOutcome = attribute.Key("taskd.outcome")
+// Span and metric attribute keys.
+const (
+	// attrOutcome is an attempt's outcome: delivered, error (to be retried)
+	// or failed (for good).
+	attrOutcome     = attribute.Key("taskd.outcome")
+	attrWebhookName = attribute.Key("taskd.webhook.name")
+	attrEventID     = attribute.Key("taskd.event.id")
+	attrEventKind   = attribute.Key("taskd.event.kind")
+	attrTaskID      = attribute.Key("taskd.task.id")
+	attrAttempt     = attribute.Key("taskd.webhook.attempt")
+)
 
 // Webhook and Config defaults.
 const (
@@ -129,6 +146,9 @@ type Config struct {
 	BackoffMax  time.Duration
 	// Client makes the requests. Default: a client with the default
 	// transport that does not follow redirects (a redirect is a failure).
+	// With the dispatcher's tracer provider, its transport is wrapped in
+	// otelhttp's, which makes a client span of each request and sends the
+	// W3C traceparent header.
 	Client *http.Client
 	// Logger receives the deliverer's logs. Default the dispatcher's.
 	Logger *slog.Logger
@@ -185,6 +205,15 @@ func (c Config) validate() error {
 //
 // The Deliverer only reads the outbox; the writes that fill it never wait for
 // a delivery.
+//
+// With the dispatcher's tracer provider, each attempt that posts is a trace
+// of its own, rooted at a webhook.deliver span (attributes
+// taskd.webhook.name, taskd.event.id, taskd.event.kind, taskd.task.id,
+// taskd.webhook.attempt, http.response.status_code, taskd.outcome:
+// delivered, error or failed; status Error when not delivered) over the
+// POST's client span, whose trace context the receiver gets in a
+// traceparent header, and the attempt's record. Polls of the outbox and the
+// delivery lock make no spans.
 type Deliverer struct {
 	locks  Locker
 	prefix string
@@ -195,6 +224,8 @@ type Deliverer struct {
 
 	attempts metric.Int64Counter
 	duration metric.Float64Histogram
+	tracer   trace.Tracer
+	client   *http.Client // cfg.Client, traced
 
 	life   lifecycle.State
 	cancel context.CancelFunc
@@ -204,8 +235,8 @@ type Deliverer struct {
 	leading bool
 }
 
-// New returns a Deliverer that uses d's key prefix, logger and meter
-// provider.
+// New returns a Deliverer that uses d's key prefix, logger, tracer and
+// meter providers.
 func New(d Dispatcher, cfg Config) (*Deliverer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -236,7 +267,32 @@ func New(d Dispatcher, cfg Config) (*Deliverer, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("new deliverer: metric instruments: %w", err)
 	}
-	return &Deliverer{locks: cfg.Locks, prefix: d.Config().KeyPrefix, cfg: cfg, store: cfg.Store, log: cfg.Logger, subs: subs, attempts: attempts, duration: duration}, nil
+	tp := d.Config().TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Deliverer{locks: cfg.Locks, prefix: d.Config().KeyPrefix, cfg: cfg, store: cfg.Store, log: cfg.Logger, subs: subs,
+		attempts: attempts, duration: duration, tracer: tp.Tracer(instrumentationName), client: tracedClient(cfg.Client, tp)}, nil
+}
+
+// tracedClient returns c with its transport wrapped in otelhttp's, which
+// starts a client span under the webhook.deliver span and sends its trace
+// context in a traceparent header; c itself with a no-op tp. The
+// transport's metrics are left out: the deliverer has its own.
+func tracedClient(c *http.Client, tp trace.TracerProvider) *http.Client {
+	if _, noop := tp.(tracenoop.TracerProvider); noop {
+		return c
+	}
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	traced := *c
+	traced.Transport = otelhttp.NewTransport(base,
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelhttp.WithPropagators(propagation.TraceContext{}))
+	return &traced
 }
 
 // Config returns the deliverer's configuration with defaults applied.
@@ -425,16 +481,32 @@ const maxAnswerBytes = 64 << 10
 // attempt posts one delivery and records the attempt. A POST cut off because
 // ctx ended (the lock was lost, or Stop) is not recorded: the delivery stays
 // pending for whoever delivers next.
+//
+// Each attempt is a trace of its own, rooted at a webhook.deliver span over
+// the POST (otelhttp's client span) and the attempt's record, with the
+// webhook's name, the event's id and kind, the task's id, the attempt's
+// number, the answer's status and the outcome; an attempt that did not
+// deliver has status Error. Polls of the outbox that find nothing due make
+// no span.
 func (w *Deliverer) attempt(ctx context.Context, h Webhook, d tasks.Delivery) {
 	body, err := json.Marshal(eventJSON(d.Event))
 	if err != nil {
 		w.log.ErrorContext(ctx, "webhook delivery: encode event", "event_id", d.Event.ID, "err", err)
 		return
 	}
+	n := d.Attempts + 1
+	ctx, span := w.tracer.Start(ctx, "webhook.deliver", trace.WithNewRoot(), trace.WithAttributes(
+		attrWebhookName.String(h.Name), attrEventID.Int64(d.Event.ID), attrEventKind.String(string(d.Event.Kind)),
+		attrTaskID.Int64(d.Event.TaskID), attrAttempt.Int(n)))
+	defer span.End()
 	start := time.Now()
 	code, postErr := w.post(ctx, h, d.Event.ID, body)
 	took := time.Since(start)
+	if code != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+	}
 	if ctx.Err() != nil {
+		span.SetAttributes(attrOutcome.String("cancelled"))
 		return
 	}
 	delivered := postErr == nil && code >= 200 && code < 300
@@ -445,9 +517,8 @@ func (w *Deliverer) attempt(ctx context.Context, h Webhook, d tasks.Delivery) {
 	case !delivered:
 		errText = "answered " + strconv.Itoa(code) + " " + http.StatusText(code)
 	}
-	n := d.Attempts + 1
 	retry := backoff.EqualJitter(backoff.Exponential(w.cfg.BackoffBase, w.cfg.BackoffMax, n))
-	attrs := metric.WithAttributes(attribute.String("taskd.webhook.name", h.Name))
+	attrs := metric.WithAttributes(attrWebhookName.String(h.Name))
 	w.duration.Record(ctx, took.Seconds(), attrs)
 	// The record outlives a cancellation that comes now: the POST happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -463,7 +534,18 @@ func (w *Deliverer) attempt(ctx context.Context, h Webhook, d tasks.Delivery) {
 	case !delivered:
 		outcome = "error"
 	}
-	w.attempts.Add(ctx, 1, metric.WithAttributes(attribute.String("taskd.webhook.name", h.Name), attrOutcome.String(outcome)))
+	w.attempts.Add(ctx, 1, metric.WithAttributes(attrWebhookName.String(h.Name), attrOutcome.String(outcome)))
+	span.SetAttributes(attrOutcome.String(outcome))
+	switch {
+	case postErr != nil:
+		span.RecordError(postErr)
+		span.SetStatus(codes.Error, errText)
+	case !delivered:
+		span.SetStatus(codes.Error, errText)
+	case err != nil && !errors.Is(err, tasks.ErrStale):
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "record attempt: "+err.Error())
+	}
 	switch {
 	case err != nil && !errors.Is(err, tasks.ErrStale):
 		w.log.WarnContext(ctx, "webhook delivery: record attempt", "webhook", h.Name, "event_id", d.Event.ID, "err", err)
@@ -491,7 +573,7 @@ func (w *Deliverer) post(ctx context.Context, h Webhook, id int64, body []byte) 
 	req.Header.Set("User-Agent", "taskd-webhooks")
 	req.Header.Set(webhook.EventIDHeader, strconv.FormatInt(id, 10))
 	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.Secret, time.Now(), body))
-	resp, err := w.cfg.Client.Do(req)
+	resp, err := w.client.Do(req)
 	if err != nil {
 		return 0, err
 	}

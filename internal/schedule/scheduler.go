@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/lifecycle"
@@ -81,7 +85,22 @@ type Config struct {
 	Schedules []Periodic
 	// Logger receives the scheduler's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider receives the schedule.fire spans of the ticks that
+	// added a task or failed to. Default otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
+
+// instrumentationName names the scheduler's tracer.
+const instrumentationName = "github.com/taskd/taskd/internal/schedule"
+
+// Span attribute keys.
+const (
+	attrSchedule = attribute.Key("taskd.schedule.name")
+	attrTick     = attribute.Key("taskd.schedule.tick")
+	attrInserted = attribute.Key("taskd.schedule.inserted")
+	attrAttempts = attribute.Key("taskd.schedule.attempts")
+	attrTaskID   = attribute.Key("taskd.task.id")
+)
 
 // Scheduler inserts periodic tasks: at each tick of each schedule, one task
 // with the key Key(name, tick) through its Adder. Every
@@ -90,11 +109,19 @@ type Config struct {
 // inserts find the key and make nothing). A replica that is down at a tick
 // does not catch up on it later; as long as one replica is up, the tick makes
 // its task.
+//
+// A tick that adds its task, or fails to, is recorded as a schedule.fire
+// span (attributes taskd.schedule.name, taskd.schedule.tick,
+// taskd.schedule.inserted, taskd.schedule.attempts, taskd.task.id; status
+// Error on failure), a trace of its own made once the insert has returned,
+// so the insert's store spans are not in it. A tick whose task another
+// replica added first makes no span.
 type Scheduler struct {
-	d     Adder
-	cfg   Config
-	sched []Cron
-	log   *slog.Logger
+	d      Adder
+	cfg    Config
+	sched  []Cron
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	life   lifecycle.State
 	cron   *cron.Cron
@@ -111,7 +138,10 @@ func New(d Adder, cfg Config) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Scheduler{d: d, cfg: cfg, log: cfg.Logger}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	s := &Scheduler{d: d, cfg: cfg, log: cfg.Logger, tracer: cfg.TracerProvider.Tracer(instrumentationName)}
 	for i, p := range cfg.Schedules {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("new scheduler: schedule %d (%q): %w", i, p.Name, err)
@@ -161,22 +191,31 @@ func (s *Scheduler) Start(ctx context.Context) error {
 }
 
 // fire inserts p's task for the tick at.
+//
+// A tick is traced only when it adds the task or fails to: its inserts run
+// under ctx without a span of their own, so that they make none (the
+// engine's store and Redis instrumentation records only under a recording
+// span), and a tick whose task another replica added first leaves no trace.
+// A tick that added its task, or failed, is then recorded as a schedule.fire
+// span, dated from the tick's start, with the schedule's name, the tick,
+// the tasks inserted (0 or 1), the task's id and the attempts made; a
+// failure has status Error.
 func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 	if at.IsZero() || ctx.Err() != nil {
 		return
 	}
+	start := time.Now()
 	t := p.Task
 	t.Key = Key(p.Name, at)
-	var err error
+	var (
+		err      error
+		ins      []tasks.Inserted
+		attempts int
+	)
 	for attempt := range scheduleRetries {
-		var ins []tasks.Inserted
+		attempts = attempt + 1
 		if ins, err = s.d.AddTasks(ctx, []tasks.NewTask{t}); err == nil {
-			if ins[0].Created {
-				s.log.InfoContext(ctx, "periodic task added", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
-			} else {
-				s.log.DebugContext(ctx, "periodic task added by another replica", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
-			}
-			return
+			break
 		}
 		if !errors.Is(err, dispatcher.ErrUnavailable) {
 			break
@@ -187,9 +226,25 @@ func (s *Scheduler) fire(ctx context.Context, p Periodic, at time.Time) {
 		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
 		}
 	}
-	if ctx.Err() == nil {
-		s.log.ErrorContext(ctx, "periodic task not added", "schedule", p.Name, "tick", at.UTC(), "err", err)
+	switch {
+	case err == nil && !ins[0].Created:
+		s.log.DebugContext(ctx, "periodic task added by another replica", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
+		return
+	case err != nil && ctx.Err() != nil:
+		return
 	}
+	ctx, span := s.tracer.Start(ctx, "schedule.fire", trace.WithNewRoot(), trace.WithTimestamp(start), trace.WithAttributes(
+		attrSchedule.String(p.Name), attrTick.String(at.UTC().Format(time.RFC3339)), attrAttempts.Int(attempts)))
+	defer span.End()
+	if err != nil {
+		span.SetAttributes(attrInserted.Int(0))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		s.log.ErrorContext(ctx, "periodic task not added", "schedule", p.Name, "tick", at.UTC(), "err", err)
+		return
+	}
+	span.SetAttributes(attrInserted.Int(1), attrTaskID.Int64(ins[0].ID))
+	s.log.InfoContext(ctx, "periodic task added", "schedule", p.Name, "tick", at.UTC(), "task_id", ins[0].ID)
 }
 
 // Stop ends the schedules and waits for inserts in flight. When ctx ends

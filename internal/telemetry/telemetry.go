@@ -22,6 +22,11 @@
 // connection housekeeping and calls outside any traced operation (idle
 // polls, pool statistics) make no traces of their own.
 //
+// With Config.KeepFailed, traces that fail or are refused are exported
+// whatever the sample ratio: the others are recorded and held until their
+// local root ends, then dropped (see NewTracerProvider, which builds the
+// tracer provider Setup uses).
+//
 // Task, editor and holder ids go on spans only; no metric of this package or
 // of the dispatcher carries them as labels.
 package telemetry
@@ -109,9 +114,22 @@ type Config struct {
 
 	// SampleRatio is the fraction of new traces sampled, 0..1. Sampling is
 	// parent-based: a span whose parent was sampled (or not) follows its
-	// parent, whatever the ratio. The zero value samples no new traces; set
-	// 1 to sample every trace.
+	// parent, whatever the ratio (but see KeepFailed). The zero value
+	// samples no new traces; set 1 to sample every trace.
 	SampleRatio float64
+
+	// KeepFailed exports the traces that failed whatever SampleRatio says:
+	// a trace the ratio did not choose (and one under a remote parent that
+	// was not sampled) is recorded all the same, its ended spans held in
+	// memory until its local root ends, then exported whole if one of its
+	// spans failed (status Error; a span whose taskd.outcome is refused,
+	// error, submit_failed or lease_lost, such as a lost claim's 409; an
+	// HTTP server span answering 5xx, or 4xx other than 404) and dropped
+	// otherwise. The cost is recording every span of every trace; at most
+	// KeepFailedMaxTraces traces of KeepFailedMaxSpans spans are held. The
+	// zero value samples by SampleRatio alone, recording nothing else; the
+	// engine's config.yaml default is true.
+	KeepFailed bool
 
 	// Prometheus enables metrics: a meter provider read by the
 	// OpenTelemetry Prometheus exporter, and Providers.Metrics to serve the
@@ -220,11 +238,7 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: %s exporter: %w", cfg.Traces, err)
 		}
-		tp := sdktrace.NewTracerProvider(
-			sdktrace.WithResource(res),
-			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
-			sdktrace.WithBatcher(exp),
-		)
+		tp := NewTracerProvider(exp, cfg, sdktrace.WithResource(res))
 		p.TracerProvider = tp
 		shutdowns = append(shutdowns, tp.Shutdown)
 	}
