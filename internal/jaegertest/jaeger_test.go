@@ -197,6 +197,26 @@ func checkWorkerRun(t *testing.T, j *jaeger, id int64) {
 	if v, ok := root.tag("taskd.holder"); !ok || v == "" {
 		t.Errorf("worker.run has no taskd.holder:\n%s", tr)
 	}
+	// The run is linked to the span that claimed the task, in a trace of
+	// the worker's claim. (It is linked to it twice, when it starts and
+	// when its outcome is written: one span either way.)
+	var links []reference
+	for _, r := range root.References {
+		if r.RefType == "FOLLOWS_FROM" && !slices.Contains(links, r) {
+			links = append(links, r)
+		}
+	}
+	if len(links) != 1 {
+		t.Fatalf("worker.run links %d spans, want 1 (its claim's): %+v", len(links), root.References)
+	}
+	claim := j.byID(t, "the worker's claim", links[0].TraceID)
+	c, ok := claim.span(links[0].SpanID)
+	if !ok {
+		t.Fatalf("worker.run links span %s, not in trace %s:\n%s", links[0].SpanID, claim.TraceID, claim)
+	}
+	wantName(t, claim, c, "dispatcher.claim_many")
+	wantTags(t, claim, c, map[string]string{"taskd.outcome": "claimed"})
+	wantStoreChildren(t, claim, c)
 }
 
 // checkSweep finds the one sweep trace: dispatcher.sweep, with one claim
@@ -207,9 +227,14 @@ func checkSweep(t *testing.T, j *jaeger, s *taskd) {
 	root := tr.root(t)
 	wantName(t, tr, root, "dispatcher.sweep")
 	wantTags(t, tr, root, map[string]string{"taskd.sweep.recycled": "1", "taskd.sweep.skipped": "false"})
+	// The recycling SQL ran before the sweep knew it had work, so before
+	// its span: the step's Redis calls (the claim's lock, the wake-up) are
+	// under dispatcher.sweep.recycle, the later steps' SQL under the sweep.
 	rec := tr.only(t, "dispatcher.sweep.recycle")
 	wantParent(t, tr, rec, root)
-	wantDescendant(t, tr, rec, "a MySQL span", isMySQL)
+	wantTags(t, tr, rec, map[string]string{"taskd.sweep.recycled": "1"})
+	wantDescendant(t, tr, rec, "a Redis span", isRedis)
+	wantDescendant(t, tr, root, "a MySQL span", isMySQL)
 
 	// Later sweeps have nothing to do again: two more, and still one
 	// sweep trace.
@@ -310,7 +335,8 @@ func jaegerBinary(t *testing.T) string {
 // deploy/README.md shows it, on loopback ports of the test's: the OTLP
 // receivers (gRPC, HTTP) and the query service (HTTP, gRPC). No batch
 // processor, so spans are stored as they arrive; no internal metrics
-// listener (its default port is fixed).
+// listener (its default port is fixed), and no traces of Jaeger's own (they
+// would go to localhost:4317).
 const jaegerConfig = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -331,6 +357,7 @@ extensions:
   jaeger_query:
     storage:
       traces: memstore
+    enable_tracing: false
     http:
       endpoint: %s
     grpc:
@@ -621,6 +648,39 @@ func (j *jaeger) traces(t *testing.T, q url.Values) []trace {
 	return out.Data
 }
 
+// byID waits until Jaeger has the trace id, and returns it.
+func (j *jaeger) byID(t *testing.T, what, id string) trace {
+	t.Helper()
+	var tr trace
+	testenv.Eventually(t, within, what+" in Jaeger", func() bool {
+		resp, err := http.Get(j.query + "/api/traces/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusNotFound {
+			time.Sleep(20 * time.Millisecond) // not yet ingested
+			return false
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /api/traces/%s: %d %s", id, resp.StatusCode, b)
+		}
+		var out struct {
+			Data []trace `json:"data"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Data) != 1 {
+			t.Fatalf("GET /api/traces/%s: %d traces, %v: %s", id, len(out.Data), err, b)
+		}
+		tr = out.Data[0]
+		return true
+	})
+	return tr
+}
+
 // find waits until Jaeger has exactly one trace matching q, and returns it.
 func (j *jaeger) find(t *testing.T, what string, q url.Values) trace {
 	t.Helper()
@@ -881,6 +941,6 @@ func (s *taskd) sweeps(t *testing.T) int {
 func (s *taskd) traced(t *testing.T, j *jaeger, what string) {
 	t.Helper()
 	id := s.addTasks(t, "marker", map[string]any{})
-	s.expect(t, http.StatusOK, "POST", fmt.Sprintf("/v1/admin/tasks/%d/cancel", id), adminToken, nil, nil)
+	s.expect(t, http.StatusNoContent, "POST", fmt.Sprintf("/v1/admin/tasks/%d/cancel", id), adminToken, nil, nil)
 	j.find(t, "the marker trace "+what, taskQuery(id, "dispatcher.cancel"))
 }
