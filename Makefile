@@ -42,7 +42,7 @@ test: ## Run all tests with -race against real Redis and MariaDB, started and st
 		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
 
 test-jaeger: ## Run the Jaeger test (internal/jaegertest): taskd's traces as a real Jaeger v2 shows them, with the services; Jaeger is built once (scripts/jaeger.sh) and cached
-	jaeger=$$(scripts/jaeger.sh) && \
+	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
 	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh \
 		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/
 

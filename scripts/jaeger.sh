@@ -6,7 +6,7 @@
 # the one internal/jaegertest/tool/go.mod pins (a module of its own, so that taskd's
 # go.mod does not depend on Jaeger); the binary is kept in
 # ${XDG_CACHE_HOME:-$HOME/.cache}/taskd/jaeger-VERSION/jaeger, so only the first run
-# builds it (a few minutes on a fresh module cache, then nothing).
+# builds it (with $GO, else go; minutes on a fresh module cache, then nothing).
 set -euo pipefail
 
 tool=$(cd "$(dirname "$0")/../internal/jaegertest/tool" && pwd)
@@ -23,7 +23,7 @@ if [[ ! -x $bin ]]; then
 	mkdir -p "$dir"
 	start=$SECONDS
 	# Built beside, then moved in place: an interrupted build leaves no binary behind.
-	(cd "$tool" && go build -trimpath -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger)
+	(cd "$tool" && "${GO:-go}" build -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger)
 	mv "$bin.tmp" "$bin"
 	echo "built Jaeger $version in $((SECONDS - start))s" >&2
 fi
