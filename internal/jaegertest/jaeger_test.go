@@ -66,7 +66,7 @@ func TestTracesInJaeger(t *testing.T) {
 
 	// A task the in-process worker runs.
 	worked := s.addTasks(t, "wordcount", map[string]any{"text": "three short words"})
-	testenv.Eventually(t, within, "the worker's task done", func() bool {
+	eventually(t, "the worker's task done", func() bool {
 		return s.taskStatus(t, worked) == "done"
 	})
 
@@ -77,7 +77,7 @@ func TestTracesInJaeger(t *testing.T) {
 	// A quiet period: sweeps with nothing to sweep make no traces. Every
 	// trace above is in Jaeger, so sweeps before them would be too.
 	sweeps := s.sweeps(t)
-	testenv.Eventually(t, within, "three more sweeps", func() bool { return s.sweeps(t) >= sweeps+3 })
+	eventually(t, "three more sweeps", func() bool { return s.sweeps(t) >= sweeps+3 })
 	s.traced(t, j, "after the quiet period")
 	if got := j.traces(t, url.Values{"operation": {"dispatcher.sweep"}}); len(got) != 0 {
 		t.Fatalf("%d dispatcher.sweep traces after %d sweeps with nothing to sweep, want none:\n%s",
@@ -94,7 +94,7 @@ func TestTracesInJaeger(t *testing.T) {
 	if b.Task.ID != lost {
 		t.Fatalf("claimed task %d, want %d", b.Task.ID, lost)
 	}
-	testenv.Eventually(t, within, "the lost claim recycled", func() bool { return s.taskStatus(t, lost) == "pending" })
+	eventually(t, "the lost claim recycled", func() bool { return s.taskStatus(t, lost) == "pending" })
 	status, body := s.call(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", lost), late.Token,
 		map[string]any{"fence": b.Fence, "result": "late"})
 	if status != http.StatusConflict {
@@ -239,7 +239,7 @@ func checkSweep(t *testing.T, j *jaeger, s *taskd) {
 	// Later sweeps have nothing to do again: two more, and still one
 	// sweep trace.
 	n := s.sweeps(t)
-	testenv.Eventually(t, within, "two more sweeps", func() bool { return s.sweeps(t) >= n+2 })
+	eventually(t, "two more sweeps", func() bool { return s.sweeps(t) >= n+2 })
 	s.traced(t, j, "after the recycling sweep")
 	if got := j.traces(t, url.Values{"operation": {"dispatcher.sweep"}}); len(got) != 1 {
 		t.Errorf("%d dispatcher.sweep traces, want the one that recycled the lost claim:\n%s", len(got), describe(got))
@@ -298,6 +298,19 @@ func isMySQL(s span) bool {
 		v, _ = s.tag("db.system")
 	}
 	return v == "mysql"
+}
+
+// eventually is testenv.Eventually within the test's bound, checking every
+// 50ms: each check is a request to taskd, itself traced, or to Jaeger.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testenv.Eventually(t, within, what, func() bool {
+		if cond() {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+		return false
+	})
 }
 
 func taskQuery(id int64, operation string) url.Values {
@@ -652,7 +665,7 @@ func (j *jaeger) traces(t *testing.T, q url.Values) []trace {
 func (j *jaeger) byID(t *testing.T, what, id string) trace {
 	t.Helper()
 	var tr trace
-	testenv.Eventually(t, within, what+" in Jaeger", func() bool {
+	eventually(t, what+" in Jaeger", func() bool {
 		resp, err := http.Get(j.query + "/api/traces/" + id)
 		if err != nil {
 			t.Fatal(err)
@@ -663,8 +676,7 @@ func (j *jaeger) byID(t *testing.T, what, id string) trace {
 			t.Fatal(err)
 		}
 		if resp.StatusCode == http.StatusNotFound {
-			time.Sleep(20 * time.Millisecond) // not yet ingested
-			return false
+			return false // not yet ingested
 		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /api/traces/%s: %d %s", id, resp.StatusCode, b)
@@ -685,16 +697,14 @@ func (j *jaeger) byID(t *testing.T, what, id string) trace {
 func (j *jaeger) find(t *testing.T, what string, q url.Values) trace {
 	t.Helper()
 	var got []trace
+	failed := t.Failed()
 	defer func() {
-		if t.Failed() {
+		if !failed && t.Failed() {
 			t.Logf("%s: Jaeger answered %d traces for %v:\n%s", what, len(got), q, describe(got))
 		}
 	}()
-	testenv.Eventually(t, within, what+" in Jaeger", func() bool {
+	eventually(t, what+" in Jaeger", func() bool {
 		got = j.traces(t, q)
-		if len(got) == 0 {
-			time.Sleep(20 * time.Millisecond) // not yet ingested; spare Jaeger a busy loop
-		}
 		return len(got) > 0
 	})
 	if len(got) != 1 {
@@ -805,7 +815,7 @@ func startTaskd(t *testing.T, endpoint string) *taskd {
 	})
 
 	var addr string
-	testenv.Eventually(t, within, "taskd logs serving", func() bool {
+	eventually(t, "taskd logs serving", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("taskd exited:\n%s", stderr.String())
