@@ -102,6 +102,7 @@ func TestTracesInJaeger(t *testing.T) {
 	}
 	checkLostSubmit(t, j, b, late.ID)
 	checkSweep(t, j, s)
+	t.Logf("taskd's traces in Jaeger, by root span: %v", j.roots(t))
 	t.Logf("claim, submit, lost claim, worker run and sweep found in Jaeger in %v", time.Since(start).Round(100*time.Millisecond))
 }
 
@@ -659,6 +660,26 @@ func (j *jaeger) traces(t *testing.T, q url.Values) []trace {
 		t.Fatalf("GET /api/traces?%s: decode: %v", q.Encode(), err)
 	}
 	return out.Data
+}
+
+// roots counts taskd's traces in Jaeger by the name of their root span,
+// and its taskd.outcome when it has one.
+func (j *jaeger) roots(t *testing.T) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, tr := range j.traces(t, nil) {
+		for _, s := range tr.Spans {
+			if s.parentID() != "" {
+				continue
+			}
+			name := s.OperationName
+			if o, ok := s.tag("taskd.outcome"); ok {
+				name += " (" + o + ")"
+			}
+			n[name]++
+		}
+	}
+	return n
 }
 
 // byID waits until Jaeger has the trace id, and returns it.
