@@ -30,7 +30,7 @@ REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(RE
 REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
 
 .DEFAULT_GOAL := help
-.PHONY: help test bench chaos soak lint lint-openapi build run clean screenshots services-up services-down services-status
+.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -40,6 +40,11 @@ test: ## Run all tests with -race against real Redis and MariaDB, started and st
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
 		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
 		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
+
+test-jaeger: ## Run the Jaeger test (internal/jaegertest): taskd's traces as a real Jaeger v2 shows them, with the services; Jaeger is built once (scripts/jaeger.sh) and cached
+	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
+	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh \
+		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench

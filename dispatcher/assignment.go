@@ -146,10 +146,10 @@ func (d *Dispatcher) finish(ctx context.Context, span trace.Span, ended *tasks.E
 }
 
 // record notes a claim the store ended: its Event (with how long it was
-// held), and a link from the write's span to the span that made the
-// claim.
+// held), the task's new status as the write's span's outcome, and a link
+// from that span to the span that made the claim.
 func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
-	span.SetAttributes(attrCategory.String(ended.Category))
+	span.SetAttributes(attrCategory.String(ended.Category), attrOutcome.String(string(ended.Status)))
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)
 	}
