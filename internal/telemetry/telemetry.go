@@ -181,10 +181,13 @@ type Providers struct {
 	// global one).
 	Propagator propagation.TextMapPropagator
 
-	// Metrics serves the Prometheus text exposition of MeterProvider's
-	// metrics, with the Go runtime and process collectors, from a registry
-	// of its own (never prometheus.DefaultRegisterer). Nil unless
-	// Config.Prometheus.
+	// Metrics serves the Prometheus exposition of MeterProvider's metrics,
+	// with the Go runtime and process collectors, from a registry of its own
+	// (never prometheus.DefaultRegisterer). A scraper that accepts
+	// OpenMetrics (application/openmetrics-text, as Prometheus does) gets
+	// it, with exemplars on the histograms: the trace_id and span_id of a
+	// measurement made under a sampled span; any other gets the text
+	// format, without exemplars. Nil unless Config.Prometheus.
 	Metrics http.Handler
 
 	// Shutdown flushes buffered spans and stops the exporters. Call it once,
@@ -246,7 +249,12 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp),
 			sdkmetric.WithView(httpServerView))
 		p.MeterProvider = mp
-		p.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		// OpenMetrics, to a scraper that asks for it, carries the
+		// histograms' exemplars: the trace and span ids of a measurement
+		// made under a sampled span (the SDK's default, trace-based,
+		// exemplar filter). Other scrapers get the text format, without
+		// them.
+		p.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 		shutdowns = append(shutdowns, mp.Shutdown)
 	}
 	p.Shutdown = func(ctx context.Context) error {
