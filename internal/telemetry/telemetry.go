@@ -37,6 +37,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,6 +54,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -268,11 +270,30 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 
 // httpServerView drops server.address and server.port from otelhttp's
 // metrics: otelhttp takes them from the request's Host header, which the
-// client chooses, so as labels they would let any client mint series.
+// client chooses, so as labels they would let any client mint series. The
+// SDK would keep the dropped attributes on exemplars; they are dropped there
+// too, since a long Host would push an exemplar past OpenMetrics' 128
+// characters of labels and the exporter would leave it out.
 var httpServerView = sdkmetric.NewView(
 	sdkmetric.Instrument{Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
-	sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)},
+	sdkmetric.Stream{
+		AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey),
+		ExemplarReservoirProviderSelector: func(agg sdkmetric.Aggregation) exemplar.ReservoirProvider {
+			provider := sdkmetric.DefaultExemplarReservoirProviderSelector(agg)
+			return func(attrs attribute.Set) exemplar.Reservoir { return idsOnly{provider(attrs)} }
+		},
+	},
 )
+
+// idsOnly is an exemplar reservoir that keeps no attributes on its
+// exemplars: only the trace and span ids, value and time.
+type idsOnly struct{ exemplar.Reservoir }
+
+// Offer offers the measurement to the reservoir without its dropped
+// attributes.
+func (r idsOnly) Offer(ctx context.Context, t time.Time, val exemplar.Value, _ []attribute.KeyValue) {
+	r.Reservoir.Offer(ctx, t, val, nil)
+}
 
 // shutdownAll runs every shutdown and joins their errors.
 func shutdownAll(ctx context.Context, shutdowns []func(context.Context) error) error {
