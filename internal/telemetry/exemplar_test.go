@@ -18,6 +18,7 @@ import (
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/sweeper"
 	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/tasks"
 )
 
 // exemplar is one exemplar of an OpenMetrics exposition, and the sample it
@@ -129,8 +130,9 @@ func wantExemplar(t *testing.T, all []exemplar, histogram string, labels map[str
 // TestExemplars: measurements of the latency histograms made under a
 // sampled span carry its trace and span ids as an exemplar, which the
 // metrics handler shows to a scraper that asks for OpenMetrics: the HTTP
-// request's, the claim's and the submit's (hold time) on the claim path, and
-// a recycling sweep's, with no label but trace_id and span_id. An unsampled
+// request's, the claim's and the submit's (hold time) on the claim path, a
+// worker run's (hold time, from a batch of outcomes), and a recycling
+// sweep's, with no label but trace_id and span_id. An unsampled
 // measurement (an idle sweep) leaves none, and a scraper that asks for
 // nothing gets the text format without them.
 func TestExemplars(t *testing.T) {
@@ -245,6 +247,29 @@ func TestExemplars(t *testing.T) {
 	}
 	wantExemplar(t, all, "taskd_hold_duration_seconds", map[string]string{"taskd_operation": "submit"}, submit)
 	wantExemplar(t, all, "taskd_sweep_duration_seconds", map[string]string{"taskd_outcome": "done"}, sweep)
+
+	// A worker's outcome, written in a batch: the hold time (the run time
+	// of a worker's task) is measured under the run's span, not the
+	// batch's.
+	ids = pl.add(t, "news", 1)
+	claim2 := pl.next(t, c, ids[0])
+	scrapeOpenMetrics(t, p.Metrics)
+	_, run := tp.Tracer("test").Start(t.Context(), "worker.run")
+	var completed error
+	pl.d.CompleteMany(t.Context(), []dispatcher.Outcome{{Span: run, Outcome: tasks.Outcome{
+		TaskID: claim2.Task.ID, Fence: claim2.Fence, Holder: c.Holder, Result: json.RawMessage(`"ran"`),
+	}}}, func(_ int, _ *tasks.Ended, err error) bool { completed = err; return err == nil })
+	run.End()
+	if completed != nil {
+		t.Fatalf("complete: %v", completed)
+	}
+	found = false
+	for _, e := range exemplarsOf(scrapeOpenMetrics(t, p.Metrics), "taskd_hold_duration_seconds", map[string]string{"taskd_operation": "submit"}) {
+		found = found || e.ex["span_id"] == run.SpanContext().SpanID().String() && e.ex["trace_id"] == run.SpanContext().TraceID().String()
+	}
+	if !found {
+		t.Errorf("taskd_hold_duration_seconds{submit}: no exemplar of the worker.run span %s", run.SpanContext().SpanID())
+	}
 
 	// An old scraper, asking for the text format or for nothing, gets it,
 	// without exemplars.
