@@ -3,7 +3,8 @@ package deploy_test
 // The dashboard and the rules of this folder, checked against the real thing:
 // promtool checks the rule files, then a real Prometheus scrapes a real
 // `taskd serve` under load with the rule files loaded, and every PromQL
-// expression of the dashboard and of the rules must parse and return series.
+// expression of the dashboard and of the rules must parse and return series;
+// the dashboard's latency queries must return exemplars that name a trace.
 
 import (
 	"bytes"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,8 +97,9 @@ func TestPromtoolCheckRules(t *testing.T) {
 
 // expr is one PromQL expression to evaluate, and where it comes from.
 type expr struct {
-	where string
-	query string
+	where    string
+	query    string
+	exemplar bool // a dashboard target that shows exemplars
 }
 
 // dashboard is the part of the Grafana JSON the test reads.
@@ -112,7 +115,8 @@ type dashboard struct {
 		Title   string `json:"title"`
 		Type    string `json:"type"`
 		Targets []struct {
-			Expr string `json:"expr"`
+			Expr     string `json:"expr"`
+			Exemplar bool   `json:"exemplar"`
 		} `json:"targets"`
 	} `json:"panels"`
 }
@@ -157,7 +161,7 @@ func dashboardExprs(t *testing.T) (exprs []expr, vars map[string]string) {
 				t.Fatalf("variable %s: %q is not label_values(selector, label)", v.Name, q.Query)
 			}
 			vars[v.Name] = m[2]
-			exprs = append(exprs, expr{"variable " + v.Name, grafanaVars.Replace(m[1])})
+			exprs = append(exprs, expr{where: "variable " + v.Name, query: grafanaVars.Replace(m[1])})
 		}
 	}
 	if !hasDatasource {
@@ -169,13 +173,62 @@ func dashboardExprs(t *testing.T) (exprs []expr, vars map[string]string) {
 				t.Errorf("panel %q: target %d has no expr", p.Title, i)
 				continue
 			}
-			exprs = append(exprs, expr{fmt.Sprintf("panel %q target %c", p.Title, 'A'+i), grafanaVars.Replace(tg.Expr)})
+			exprs = append(exprs, expr{fmt.Sprintf("panel %q target %c", p.Title, 'A'+i), grafanaVars.Replace(tg.Expr), tg.Exemplar})
 		}
 	}
 	if strings.Contains(fmt.Sprint(exprs), "$") {
 		t.Fatalf("a dashboard expression has a variable the test does not substitute: %v", exprs)
 	}
 	return exprs, vars
+}
+
+// quantile matches a latency query: a quantile of a histogram's buckets.
+var quantile = regexp.MustCompile(`^histogram_quantile\(0\.\d+,.*_bucket\{`)
+
+// TestDashboardExemplars requires every latency panel (one with a
+// histogram_quantile target) to show exemplars on exactly one of its
+// quantile targets, so that a panel added without them fails, and no other
+// target to ask for them. The p50 and p99 of a panel read the same buckets:
+// exemplars on both would draw each point twice.
+func TestDashboardExemplars(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	var latency []string
+	for _, p := range d.Panels {
+		var quantiles, exemplars int
+		for i, tg := range p.Targets {
+			q := quantile.MatchString(tg.Expr)
+			if q {
+				quantiles++
+			}
+			if tg.Exemplar {
+				exemplars++
+				if !q {
+					t.Errorf("panel %q target %c: exemplar: true on %s, not a histogram_quantile of buckets", p.Title, 'A'+i, tg.Expr)
+				}
+			}
+		}
+		if quantiles == 0 {
+			continue
+		}
+		latency = append(latency, p.Title)
+		if exemplars != 1 {
+			t.Errorf("panel %q: %d quantile targets, %d with exemplar: true; want exactly one (its p99)", p.Title, quantiles, exemplars)
+		}
+	}
+	for _, want := range []string{"Next latency (claim)", "Next latency (HTTP)"} {
+		if !slices.Contains(latency, want) {
+			t.Errorf("panel %q is not among the latency panels %q", want, latency)
+		}
+	}
+	t.Logf("latency panels with exemplars: %q", latency)
 }
 
 type ruleFile struct {
@@ -218,7 +271,7 @@ func ruleExprs(t *testing.T) (exprs []expr, rules int) {
 			for _, r := range g.Rules {
 				rules++
 				if r.Record != "" {
-					exprs = append(exprs, expr{"record " + r.Record, r.Expr})
+					exprs = append(exprs, expr{where: "record " + r.Record, query: r.Expr})
 					continue
 				}
 				where := "alert " + r.Alert
@@ -235,7 +288,7 @@ func ruleExprs(t *testing.T) (exprs []expr, rules int) {
 					if stripped == operand {
 						t.Errorf("%s: operand %q compares with no number", where, operand)
 					}
-					exprs = append(exprs, expr{fmt.Sprintf("%s operand %d without its threshold", where, i+1), stripped})
+					exprs = append(exprs, expr{where: fmt.Sprintf("%s operand %d without its threshold", where, i+1), query: stripped})
 				}
 			}
 		}
@@ -266,7 +319,7 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 	// has from taskd, and every metric must have series: a misspelt name
 	// would otherwise hide behind an "or ... * 0" fallback.
 	deadline := time.Now().Add(45 * time.Second)
-	prom.waitSeries(t, expr{"taskd scraped 5 times", fmt.Sprintf(`count_over_time(up{job=%q}[1m]) >= 5`, jobName)}, deadline)
+	prom.waitSeries(t, expr{where: "taskd scraped 5 times", query: fmt.Sprintf(`count_over_time(up{job=%q}[1m]) >= 5`, jobName)}, deadline)
 	metrics, labels := prom.values(t, "__name__"), prom.labels(t)
 	names := map[string]bool{}
 	for _, e := range append(slices.Clone(dashExprs), rExprs...) {
@@ -280,7 +333,7 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 		case labels[n]:
 		case metrics[n]:
 			checked++
-			prom.waitSeries(t, expr{"metric " + n, fmt.Sprintf(`count({__name__=%q, job=%q})`, n, jobName)}, deadline)
+			prom.waitSeries(t, expr{where: "metric " + n, query: fmt.Sprintf(`count({__name__=%q, job=%q})`, n, jobName)}, deadline)
 		default:
 			t.Errorf("%s is neither a metric nor a label of taskd's", n)
 		}
@@ -301,10 +354,24 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 		prom.waitSeries(t, e, deadline)
 	}
 
+	// Every dashboard target that shows exemplars has some, each naming
+	// the trace of a measurement: taskd samples every trace, and Prometheus
+	// stores the exemplars of its OpenMetrics exposition.
+	var exemplars int
+	for _, e := range dashExprs {
+		if e.exemplar {
+			exemplars++
+			prom.waitExemplars(t, e, start, deadline)
+		}
+	}
+	if exemplars == 0 {
+		t.Error("no dashboard target shows exemplars")
+	}
+
 	// Prometheus loaded every rule and evaluates each without error.
 	prom.waitRulesHealthy(t, nRules, deadline)
-	t.Logf("%d dashboard expressions, %d rule expressions and %d metric names checked in %v",
-		len(dashExprs), len(rExprs), checked, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%d dashboard expressions (%d with exemplars), %d rule expressions and %d metric names checked in %v",
+		len(dashExprs), exemplars, len(rExprs), checked, time.Since(start).Round(100*time.Millisecond))
 }
 
 // ---------------------------------------------------------------------------
@@ -399,6 +466,11 @@ webhook_delivery:
 		"TASKD_LOG_FORMAT=json",
 		"TASKD_SWEEP_INTERVAL=1s",
 		"TASKD_LEASE_TTL=2s",
+		// Every trace sampled, so that every latency measurement made
+		// under a span carries an exemplar; the spans go to stdout,
+		// discarded.
+		"TASKD_TELEMETRY_TRACES=stdout",
+		"TASKD_TELEMETRY_SAMPLE_RATIO=1",
 	)
 	cmd := exec.Command(bin, "serve")
 	cmd.Dir = dir
@@ -721,7 +793,8 @@ scrape_configs:
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+listen,
-		"--log.level=warn")
+		"--log.level=warn",
+		"--enable-feature=exemplar-storage")
 	log := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -809,6 +882,51 @@ func (p *prometheus) waitSeries(t *testing.T, e expr, deadline time.Time) []seri
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no series:\n%s", e.where, e.query)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// traceID is an exemplar's trace_id: 16 bytes in hex, not all zero.
+var traceID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// waitExemplars queries the exemplars of e's series since start until there
+// are some, and fails the test when there are none at the deadline, or when
+// one has no trace_id.
+func (p *prometheus) waitExemplars(t *testing.T, e expr, start, deadline time.Time) {
+	t.Helper()
+	for {
+		v := url.Values{"query": {e.query}, "start": {strconv.FormatInt(start.Add(-time.Minute).Unix(), 10)},
+			"end": {strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)}}
+		var out struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+			Data   []struct {
+				SeriesLabels map[string]string `json:"seriesLabels"`
+				Exemplars    []struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"exemplars"`
+			} `json:"data"`
+		}
+		p.get(t, "/api/v1/query_exemplars?"+v.Encode(), &out)
+		if out.Status != "success" {
+			t.Fatalf("%s: query_exemplars: %s", e.where, out.Error)
+		}
+		var n int
+		for _, s := range out.Data {
+			for _, ex := range s.Exemplars {
+				n++
+				if id := ex.Labels["trace_id"]; !traceID.MatchString(id) || strings.Trim(id, "0") == "" {
+					t.Errorf("%s: exemplar of %v has trace_id %q, want a trace id", e.where, s.SeriesLabels, id)
+				}
+			}
+		}
+		if n > 0 {
+			t.Logf("%s: %d exemplars in %d series", e.where, n, len(out.Data))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no exemplars:\n%s", e.where, e.query)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

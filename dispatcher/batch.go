@@ -34,7 +34,8 @@ type Outcome struct {
 // why, Dead): running the handler again would produce it again.
 //
 // For each outcome, in order, CompleteMany counts what the store answered
-// (a ClaimEvent, or a stale write) and calls done with the ended claim, or the
+// (a ClaimEvent, observed under the outcome's Span when set, or a stale
+// write) and calls done with the ended claim, or the
 // error (wrapping tasks.ErrStale for a claim the holder no longer has, or
 // ErrUnavailable); then it gives back, in one round trip, the Redis locks of
 // the claims for which done returned true. The writes are bounded by ctx.
@@ -51,7 +52,13 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, os []Outcome, done func(i
 		ended, err := res[i].Ended, Unavailable(res[i].Err)
 		switch {
 		case err == nil:
-			d.record(ctx, o.Span, ended, string(op))
+			// Under the run's span: the hold time's exemplar names the
+			// task's run, not the batch.
+			rctx := ctx
+			if o.Span != nil {
+				rctx = trace.ContextWithSpan(ctx, o.Span)
+			}
+			d.record(rctx, o.Span, ended, string(op))
 		default:
 			d.countStale(ctx, string(op), err)
 		}

@@ -317,10 +317,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		case res.Skipped:
 			outcome = "skipped"
 		}
-		s.tel.sweepTime.Record(context.WithoutCancel(tr.ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		if err != nil || res.didSomething() {
 			tr.begin()
 		}
+		// Under the sweep's span, when it has one, so that the measurement
+		// carries its trace as an exemplar.
+		s.tel.sweepTime.Record(context.WithoutCancel(tr.ctx), sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		if tr.span == nil {
 			return
 		}

@@ -42,6 +42,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -58,6 +59,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -199,10 +201,13 @@ type Providers struct {
 	// global one).
 	Propagator propagation.TextMapPropagator
 
-	// Metrics serves the Prometheus text exposition of MeterProvider's
-	// metrics, with the Go runtime and process collectors, from a registry
-	// of its own (never prometheus.DefaultRegisterer). Nil unless
-	// Config.Prometheus.
+	// Metrics serves the Prometheus exposition of MeterProvider's metrics,
+	// with the Go runtime and process collectors, from a registry of its own
+	// (never prometheus.DefaultRegisterer). A scraper that accepts
+	// OpenMetrics (application/openmetrics-text, as Prometheus does) gets
+	// it, with exemplars on the histograms: the trace_id and span_id of a
+	// measurement made under a sampled span; any other gets the text
+	// format, without exemplars. Nil unless Config.Prometheus.
 	Metrics http.Handler
 
 	// Shutdown flushes buffered spans and stops the exporters. Call it once,
@@ -260,7 +265,12 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp),
 			sdkmetric.WithView(httpServerView))
 		p.MeterProvider = mp
-		p.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		// OpenMetrics, to a scraper that asks for it, carries the
+		// histograms' exemplars: the trace and span ids of a measurement
+		// made under a sampled span (the SDK's default, trace-based,
+		// exemplar filter). Other scrapers get the text format, without
+		// them.
+		p.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 		shutdowns = append(shutdowns, mp.Shutdown)
 	}
 	p.Shutdown = func(ctx context.Context) error {
@@ -274,11 +284,30 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 
 // httpServerView drops server.address and server.port from otelhttp's
 // metrics: otelhttp takes them from the request's Host header, which the
-// client chooses, so as labels they would let any client mint series.
+// client chooses, so as labels they would let any client mint series. The
+// SDK would keep the dropped attributes on exemplars; they are dropped there
+// too, since a long Host would push an exemplar past OpenMetrics' 128
+// characters of labels and the exporter would leave it out.
 var httpServerView = sdkmetric.NewView(
 	sdkmetric.Instrument{Scope: instrumentation.Scope{Name: otelhttp.ScopeName}},
-	sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)},
+	sdkmetric.Stream{
+		AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey),
+		ExemplarReservoirProviderSelector: func(agg sdkmetric.Aggregation) exemplar.ReservoirProvider {
+			provider := sdkmetric.DefaultExemplarReservoirProviderSelector(agg)
+			return func(attrs attribute.Set) exemplar.Reservoir { return idsOnly{provider(attrs)} }
+		},
+	},
 )
+
+// idsOnly is an exemplar reservoir that keeps no attributes on its
+// exemplars: only the trace and span ids, value and time.
+type idsOnly struct{ exemplar.Reservoir }
+
+// Offer offers the measurement to the reservoir without its dropped
+// attributes.
+func (r idsOnly) Offer(ctx context.Context, t time.Time, val exemplar.Value, _ []attribute.KeyValue) {
+	r.Reservoir.Offer(ctx, t, val, nil)
+}
 
 // shutdownAll runs every shutdown and joins their errors.
 func shutdownAll(ctx context.Context, shutdowns []func(context.Context) error) error {
