@@ -262,7 +262,16 @@ var failedOutcomes = map[string]bool{"refused": true, "error": true, "submit_fai
 // lease_lost; or it is an HTTP server span that answered 5xx, or 4xx other
 // than 404 (a refusal: 401, 403, 409, 422, 429...; a 404 is a lookup that
 // found nothing).
+//
+// A client span (a Redis command, an SQL statement, an outgoing HTTP request)
+// never does by itself: its error is the operation's above it to judge. A
+// Redis EVALSHA answered NOSCRIPT and then run as EVAL, or a deadlock
+// victim's transaction run again, is an operation that went well; one that
+// failed says so on its own span.
 func failed(s sdktrace.ReadOnlySpan) bool {
+	if s.SpanKind() == trace.SpanKindClient {
+		return false
+	}
 	if s.Status().Code == codes.Error {
 		return true
 	}

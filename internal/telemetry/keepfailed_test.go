@@ -72,6 +72,9 @@ func TestKeepFailed(t *testing.T) {
 		{"204", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.Int("http.response.status_code", 204)}, codes.Unset, false},
 		// A client's 409 is the server's refusal, not this process's.
 		{"client 409", context.Background(), trace.SpanKindClient, []attribute.KeyValue{attribute.Int("http.response.status_code", 409)}, codes.Unset, false},
+		// A client span's error is its caller's to judge: Redis's NOSCRIPT
+		// before the EVAL that follows, a retried deadlock victim.
+		{"client error", context.Background(), trace.SpanKindClient, nil, codes.Error, false},
 		{"remote unsampled, error", remote(0), trace.SpanKindServer, nil, codes.Error, true},
 		{"remote unsampled, ok", remote(0), trace.SpanKindServer, nil, codes.Unset, false},
 		{"remote sampled, ok", remote(trace.FlagsSampled), trace.SpanKindServer, nil, codes.Unset, true},
