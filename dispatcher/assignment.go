@@ -149,10 +149,16 @@ func (d *Dispatcher) finish(ctx context.Context, span trace.Span, ended *tasks.E
 // held), the task's new status as the write's span's outcome, and a link
 // from that span to the span that made the claim.
 func (d *Dispatcher) record(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
-	span.SetAttributes(attrCategory.String(ended.Category), attrOutcome.String(string(ended.Status)))
 	for _, l := range claimLink(ended.TraceContext) {
 		span.AddLink(l)
 	}
+	d.recordEnded(ctx, span, ended, op)
+}
+
+// recordEnded is record without the link, for a span that was started with
+// it (a worker's run).
+func (d *Dispatcher) recordEnded(ctx context.Context, span trace.Span, ended *tasks.Ended, op string) {
+	span.SetAttributes(attrCategory.String(ended.Category), attrOutcome.String(string(ended.Status)))
 	d.emit(ctx, ClaimEvent{Op: Op(op), Category: ended.Category, Held: ended.EndedAt.Sub(ended.AssignedAt)})
 }
 

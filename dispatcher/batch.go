@@ -20,8 +20,10 @@ import (
 // Outcome is what a worker made of one claimed task, for CompleteMany.
 type Outcome struct {
 	tasks.Outcome
-	// Span, when set, is the span of the handler's run: it is told the
-	// task's category and linked to the span that made the claim.
+	// Span, when set, is the span of the handler's run, started linked to
+	// the span that made the claim (the claim's Task.TraceContext): it is
+	// told the task's category and new status, and the hold time is
+	// recorded under it.
 	Span trace.Span
 }
 
@@ -54,11 +56,12 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, os []Outcome, done func(i
 		case err == nil:
 			// Under the run's span: the hold time's exemplar names the
 			// task's run, not the batch.
-			rctx := ctx
 			if o.Span != nil {
-				rctx = trace.ContextWithSpan(ctx, o.Span)
+				// The run's span was started linked to its claim.
+				d.recordEnded(trace.ContextWithSpan(ctx, o.Span), o.Span, ended, string(op))
+			} else {
+				d.recordEnded(ctx, trace.SpanFromContext(context.Background()), ended, string(op))
 			}
-			d.record(rctx, o.Span, ended, string(op))
 		default:
 			d.countStale(ctx, string(op), err)
 		}

@@ -47,26 +47,42 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 	if len(categories) == 0 || len(holders) == 0 {
 		return nil, ErrNoTask
 	}
+	// Traced only once there is something to trace (candidates to try, or an
+	// error), unless the caller's span records: a worker's idle polls make no
+	// traces. The span is dated from the start of the call.
 	start := time.Now()
-	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.claim_many", trace.WithAttributes(attrCategories.StringSlice(categories),
-		attrWanted.Int(len(holders))))
+	parent := ctx
+	var span trace.Span
+	begin := func() {
+		if span == nil {
+			ctx, span = d.tel.tracer.Start(parent, "dispatcher.claim_many", trace.WithTimestamp(start),
+				trace.WithAttributes(attrCategories.StringSlice(categories), attrWanted.Int(len(holders))))
+		}
+	}
+	if trace.SpanFromContext(ctx).IsRecording() {
+		begin()
+	}
 	var st claimStats
 	defer func() {
-		span.SetAttributes(attrCandidates.Int(st.candidates), attrTried.Int(st.tried),
-			attrConflicts.Int(st.conflicts), attrRefused.Int(st.refused), attrClaimed.Int(len(claims)))
 		outcome := "claimed"
 		switch {
 		case errors.Is(err, ErrNoTask):
 			outcome = "none"
 		case err != nil:
 			outcome = "error"
+			begin()
 		}
-		span.SetAttributes(attrOutcome.String(outcome))
 		d.tel.claimLatency.Record(ctx, sinceSeconds(start), metric.WithAttributes(attrOutcome.String(outcome)))
 		for _, c := range claims {
 			d.emit(ctx, claimEvent(c, time.Since(start)))
 		}
 		d.recordClaim(ctx, st)
+		if span == nil {
+			return
+		}
+		span.SetAttributes(attrCandidates.Int(st.candidates), attrTried.Int(st.tried),
+			attrConflicts.Int(st.conflicts), attrRefused.Int(st.refused), attrClaimed.Int(len(claims)),
+			attrOutcome.String(outcome))
 		endSpan(span, err)
 	}()
 
@@ -80,6 +96,7 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 		if len(picked) == 0 {
 			break
 		}
+		begin()
 		st.candidates += len(picked)
 		for _, p := range picked {
 			tried[p.ID] = true
