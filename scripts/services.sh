@@ -14,6 +14,11 @@
 #   replica   MariaDB replica    base+7             (16307), replicating from the primary over GTID
 #                                only the databases named taskd_r_*, so the other tests' writes
 #                                cost it nothing; read-only for all but the taskd user
+#   galera    MariaDB Galera base+10 .. base+12 (16310-16312), a 3-node synchronous multi-master
+#                                cluster, database taskd_test, user taskd/taskd; group communication
+#                                on base+13 .. base+15, incremental state transfer (IST) on
+#                                base+16 .. base+18, rsync state transfer (SST) on base+43 .. base+45;
+#                                only when named, or in the profiles all and bench
 #   postgres  PostgreSQL         base+32            (16332), database taskd_test, user taskd/taskd;
 #                                durable defaults (fsync, synchronous_commit on); only in the
 #                                profile bench or when named: River's baseline in make bench
@@ -66,9 +71,9 @@ STATE_DIR=${TASKD_SERVICES_STATE:-/tmp/taskd-services-$PORT_BASE}
 TIMEOUT=${TASKD_SERVICES_TIMEOUT:-60}
 
 # Every server, in the order `up` starts them; and the profiles.
-SERVERS=(redis redlock cluster mariadb replica postgres)
+SERVERS=(redis redlock cluster mariadb replica galera postgres)
 declare -A PROFILES=(
-	[all]="redis redlock cluster mariadb replica"
+	[all]="redis redlock cluster mariadb replica galera"
 	[bench]="${SERVERS[*]}"
 	[demo]="redis mariadb"
 )
@@ -90,6 +95,11 @@ REPLICA_PORT=$((PORT_BASE + 7))
 # The databases the replica applies: tests that need a replica create theirs so.
 REPLICA_DATABASES='taskd\_r\_%'
 POSTGRES_PORT=$((PORT_BASE + 32))
+GALERA_PORTS=($((PORT_BASE + 10)) $((PORT_BASE + 11)) $((PORT_BASE + 12)))
+GALERA_GCOMM_PORTS=($((PORT_BASE + 13)) $((PORT_BASE + 14)) $((PORT_BASE + 15)))
+GALERA_IST_PORTS=($((PORT_BASE + 16)) $((PORT_BASE + 17)) $((PORT_BASE + 18)))
+GALERA_SST_PORTS=($((PORT_BASE + 43)) $((PORT_BASE + 44)) $((PORT_BASE + 45)))
+GALERA_PROVIDER=${TASKD_GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}
 
 MYSQL_USER=taskd
 MYSQL_PASSWORD=taskd
@@ -193,6 +203,13 @@ server_packages() {
 	mariadb | replica)
 		[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || echo mariadb-server
 		[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || echo mariadb-client
+		;;
+	galera)
+		[[ -n $MARIADBD && -n $MARIADB_INSTALL_DB ]] || echo mariadb-server
+		[[ -n $MARIADB && -n $MARIADB_ADMIN ]] || echo mariadb-client
+		[[ -f $GALERA_PROVIDER ]] || echo galera-4
+		# The state transfer method: wsrep_sst_rsync (mariadb-server) runs rsync.
+		command -v rsync >/dev/null || echo rsync
 		;;
 	postgres)
 		[[ -n $PG_BIN ]] || echo postgresql
@@ -336,6 +353,15 @@ replica_ok() {
 	grep -q 'Slave_IO_Running: Yes' <<<"$status" && grep -q 'Slave_SQL_Running: Yes' <<<"$status"
 }
 
+# galera_ok PORT: the node answers, is in the primary component, and is synced.
+galera_ok() {
+	local status
+	status=$(mysql_client "$1" -N -B -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', 'wsrep_ready')" 2>/dev/null) || return 1
+	grep -qx $'wsrep_cluster_status\tPrimary' <<<"$status" &&
+		grep -qx $'wsrep_local_state_comment\tSynced' <<<"$status" &&
+		grep -qx $'wsrep_ready\tON' <<<"$status"
+}
+
 # postgres_ok PORT: the server answers the taskd user over TCP.
 postgres_ok() {
 	[[ $(PGPASSWORD=$POSTGRES_PASSWORD PGCONNECT_TIMEOUT=2 "$PG_BIN/psql" -X -h "$HOST" -p "$1" \
@@ -350,6 +376,7 @@ server_ok() {
 	cluster) redis_ping "$3" && cluster_ok "$3" ;;
 	mariadb) mysql_ok "$3" ;;
 	replica) mysql_ok "$3" ;;
+	galera) galera_ok "$3" ;;
 	postgres) postgres_ok "$3" ;;
 	*) return 1 ;;
 	esac
@@ -681,6 +708,105 @@ replica_ready() {
 }
 replica_env() {
 	echo "export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
+}
+
+# Galera: node 1 bootstraps a new cluster, then nodes 2 and 3 join it, each taking a
+# full copy of node 1 by rsync (SST). Every node is a writable primary; a commit is
+# certified on all of them before it returns. The unsafe settings of start_mariadb
+# hold here too, and Galera needs ROW binary logging (kept in memory: log-bin is off)
+# and interleaved auto-increment locks. gcache (the writesets a rejoining node can
+# catch up from, IST) is kept small.
+galera_ports() {
+	local i
+	for i in "${!GALERA_PORTS[@]}"; do
+		echo "Galera node:${GALERA_PORTS[$i]}"
+		echo "Galera group communication:${GALERA_GCOMM_PORTS[$i]}"
+		echo "Galera IST:${GALERA_IST_PORTS[$i]}"
+		echo "Galera SST:${GALERA_SST_PORTS[$i]}"
+	done
+}
+# galera_node_args I prints node I's (0-based) server options, one a line.
+galera_node_args() {
+	local i=$1 addrs=() port
+	for port in "${GALERA_GCOMM_PORTS[@]}"; do
+		addrs+=("$HOST:$port")
+	done
+	local IFS=,
+	printf '%s\n' --wsrep-on=ON --wsrep-provider="$GALERA_PROVIDER" \
+		--wsrep-cluster-name="taskd-$PORT_BASE" \
+		--wsrep-cluster-address="gcomm://${addrs[*]}" \
+		--wsrep-node-name="galera-$((i + 1))" \
+		--wsrep-node-address="$HOST:${GALERA_GCOMM_PORTS[$i]}" \
+		--wsrep-node-incoming-address="$HOST:${GALERA_PORTS[$i]}" \
+		--wsrep-sst-method=rsync \
+		--wsrep-sst-receive-address="$HOST:${GALERA_SST_PORTS[$i]}" \
+		--wsrep-provider-options="base_host=$HOST;base_port=${GALERA_GCOMM_PORTS[$i]};gmcast.listen_addr=tcp://$HOST:${GALERA_GCOMM_PORTS[$i]};ist.recv_addr=$HOST:${GALERA_IST_PORTS[$i]};gcache.size=64M;gcache.dir=$(state_tmpdir)/galera-$((i + 1))/data" \
+		--binlog-format=ROW --innodb-autoinc-lock-mode=2 \
+		--innodb-buffer-pool-size=128M
+}
+# galera_start spawns node 1, which bootstraps the cluster; the joiners start in
+# galera_ready, once it is up.
+galera_start() {
+	local args=()
+	mapfile -t args < <(galera_node_args 0)
+	start_mariadb galera galera-1 "${GALERA_PORTS[0]}" "${args[@]}" --wsrep-new-cluster
+}
+# galera_join I starts node I (0-based) in an empty data directory: its state comes
+# from the cluster by SST, users included.
+galera_join() {
+	local i=$1 name=galera-$(($1 + 1)) dir args=()
+	dir=$(state_tmpdir)/$name
+	mkdir -p "$dir/data" "$dir/tmp"
+	# The SST's rsync daemon writes the copy here; started by root, it runs as
+	# nobody (rsyncd.conf's default uid), so nobody owns the directory and may pass
+	# through the set's private directory to reach it.
+	if ((EUID == 0)); then
+		chown nobody "$dir/data"
+		chmod 0711 "$(state_tmpdir)"
+	fi
+	mapfile -t args < <(galera_node_args "$i")
+	spawn "$name" mariadbd "$MARIADBD" --no-defaults \
+		--user="$(id -un)" \
+		--datadir="$dir/data" --tmpdir="$dir/tmp" \
+		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
+		--log-error="$dir/server.log" \
+		--bind-address="$HOST" --port="${GALERA_PORTS[$i]}" \
+		--skip-name-resolve \
+		--innodb-flush-log-at-trx-commit=2 --innodb-doublewrite=0 \
+		--max-connections=1000 \
+		--character-set-server=utf8mb4 --default-time-zone=+00:00 "${args[@]}"
+	echo "galera $name ${GALERA_PORTS[$i]}" >>"$STATE_DIR/servers"
+}
+galera_ready() {
+	# Users and the database are made on node 1 before the others join, so SST
+	# copies them; DDL and user statements replicate (TOI) anyway.
+	setup_galera_node1
+	wait_for galera-1 galera_ok "${GALERA_PORTS[0]}"
+	# One joiner at a time: node 1 is the donor of each SST.
+	galera_join 1
+	wait_for galera-2 galera_ok "${GALERA_PORTS[1]}"
+	galera_join 2
+	wait_for galera-3 galera_ok "${GALERA_PORTS[2]}"
+}
+setup_galera_node1() {
+	local dir
+	dir=$(state_tmpdir)/galera-1
+	wait_for galera-1 "$MARIADB_ADMIN" --no-defaults --socket="$dir/mysqld.sock" -u root ping
+	"$MARIADB" --no-defaults --socket="$dir/mysqld.sock" -u root <<-SQL
+		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'127.0.0.1' IDENTIFIED BY '$MYSQL_PASSWORD';
+		CREATE USER IF NOT EXISTS '$MYSQL_USER'@'localhost' IDENTIFIED BY '$MYSQL_PASSWORD';
+		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'127.0.0.1';
+		GRANT ALL PRIVILEGES ON *.* TO '$MYSQL_USER'@'localhost';
+		CREATE DATABASE IF NOT EXISTS \`$DATABASE\`;
+	SQL
+}
+galera_env() {
+	local i dsns=()
+	for i in "${!GALERA_PORTS[@]}"; do
+		dsns+=("$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:${GALERA_PORTS[$i]})/$DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true")
+	done
+	local IFS=' '
+	echo "export TASKD_TEST_GALERA_DSNS='${dsns[*]}'"
 }
 
 postgres_ports() { echo "PostgreSQL:$POSTGRES_PORT"; }
