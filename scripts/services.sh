@@ -801,12 +801,8 @@ setup_galera_node1() {
 	SQL
 }
 galera_env() {
-	local i dsns=()
-	for i in "${!GALERA_PORTS[@]}"; do
-		dsns+=("$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:${GALERA_PORTS[$i]})/$DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true")
-	done
-	local IFS=' '
-	echo "export TASKD_TEST_GALERA_DSNS='${dsns[*]}'"
+	echo "export TASKD_TEST_GALERA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:${GALERA_PORTS[0]})/$DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
+	echo "export TASKD_TEST_GALERA_ADDRS='$(join_addrs "${GALERA_PORTS[@]}")'"
 }
 
 postgres_ports() { echo "PostgreSQL:$POSTGRES_PORT"; }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -86,3 +88,7 @@ func (s *Store) ReplicaFallbacks() int64 { return s.replicaFallbacks() }
 func (s *Store) DeliveryLog(ctx context.Context, eventID int64, webhook string) ([]tasks.WebhookAttempt, error) {
 	return s.deliveryLog(ctx, eventID, webhook)
 }
+
+// SetNodeRetry sets how long c, a Connector over several addresses, passes over
+// a failed node.
+func SetNodeRetry(c driver.Connector, d time.Duration) { c.(*failover).retry = d }

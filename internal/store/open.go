@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -58,9 +60,25 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 //     server must log rows, binlog_format ROW or MIXED, the default of MySQL and
 //     MariaDB.)
 //
+// On a node of a Galera cluster (wsrep_on), each connection also checks that
+// the node is ready (wsrep_ready: in the primary component and synced), else the
+// connection fails with ErrNodeNotReady; and its reads are causal
+// (wsrep_sync_wait 1, unless the DSN sets wsrep_sync_wait itself): a read sees
+// every transaction committed on any node before it began.
+//
+// The DSN may name several servers that all accept writes, such as the nodes of
+// a Galera cluster: tcp(db1:3306,db2:3306,db3:3306). Connections then go to the
+// first of them that has not failed within NodeRetryDefault; when that node fails
+// (it refuses connections, drops them, or is not ready), its pooled connections
+// are retired and new ones go to the next, until it answers again.
+//
 // Wrap the connector (for example with an OpenTelemetry database/sql wrapper) and
 // pass the resulting *sql.DB to OpenDB.
 func Connector(dsn string) (driver.Connector, error) {
+	addrs, dsn, err := splitAddrs(dsn)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: parse dsn: %w", err)
@@ -75,12 +93,43 @@ func Connector(dsn string) (driver.Connector, error) {
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["group_concat_max_len"] = strconv.Itoa(groupConcatMaxLen)
+	if len(addrs) == 0 {
+		return newSessionConnector(cfg)
+	}
+	f := &failover{retry: NodeRetryDefault, now: time.Now}
+	for _, addr := range addrs {
+		nodeCfg := cfg.Clone()
+		nodeCfg.Addr = addr
+		c, err := newSessionConnector(nodeCfg)
+		if err != nil {
+			return nil, err
+		}
+		f.nodes = append(f.nodes, &node{addr: addr, connector: c})
+	}
+	return f, nil
+}
+
+func newSessionConnector(cfg *mysql.Config) (driver.Connector, error) {
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return readCommitted{connector}, nil
+	// The DSN's own wsrep_sync_wait, if any, is the driver's to set (on connect,
+	// as any system variable the DSN names); taskd sets its own only without one.
+	syncWait := causalReads
+	if _, ok := cfg.Params["wsrep_sync_wait"]; ok {
+		syncWait = ""
+	}
+	return readCommitted{Connector: connector, syncWait: syncWait}, nil
 }
+
+// causalReads is the wsrep_sync_wait of a Galera node's sessions: 1, reads
+// (SELECT, SHOW, BEGIN) wait until the node has applied every transaction the
+// cluster committed before they began.
+const causalReads = "1"
+
+// erUnknownSystemVariable is MySQL's answer to @@wsrep_on.
+const erUnknownSystemVariable = 1193
 
 // groupConcatMaxLen is the session's group_concat_max_len. A list of a round of
 // cycles holds at most GroupCommitMax ids, each at most 22 bytes with its comma
@@ -94,7 +143,12 @@ const setReadCommittedSQL = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMIT
 
 // readCommitted is a connector whose connections run their transactions at READ
 // COMMITTED.
-type readCommitted struct{ driver.Connector }
+type readCommitted struct {
+	driver.Connector
+	// syncWait is the wsrep_sync_wait set on a Galera node's connections; ""
+	// sets none.
+	syncWait string
+}
 
 func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
@@ -110,7 +164,73 @@ func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("open database: set isolation level: %w", err)
 	}
+	if err := c.galera(ctx, conn, execer); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	return conn, nil
+}
+
+// ErrNodeNotReady is the error of a connection to a Galera node that cannot
+// serve: it is outside the cluster's primary component, or still joining.
+var ErrNodeNotReady = errors.New("galera node not ready")
+
+// galera checks, on a Galera node, that the node is ready, and makes the
+// session's reads causal unless the DSN set wsrep_sync_wait. On another server
+// it does nothing (MySQL has no wsrep_on).
+func (c readCommitted) galera(ctx context.Context, conn driver.Conn, execer driver.ExecerContext) error {
+	queryer, ok := conn.(driver.QueryerContext)
+	if !ok {
+		return fmt.Errorf("open database: the driver's connection cannot query")
+	}
+	on, err := queryString(ctx, queryer, "SELECT @@wsrep_on")
+	switch {
+	case mysqlErrorIs(err, erUnknownSystemVariable):
+		return nil
+	case err != nil:
+		return fmt.Errorf("open database: read wsrep_on: %w", err)
+	case on != "1":
+		return nil
+	}
+	ready, err := queryString(ctx, queryer, "SHOW GLOBAL STATUS LIKE 'wsrep_ready'")
+	if err != nil {
+		return fmt.Errorf("open database: read wsrep_ready: %w", err)
+	}
+	if ready != "ON" {
+		return fmt.Errorf("open database: %w (wsrep_ready is %q)", ErrNodeNotReady, ready)
+	}
+	if c.syncWait == "" {
+		return nil
+	}
+	if _, err := execer.ExecContext(ctx, "SET SESSION wsrep_sync_wait = "+c.syncWait, nil); err != nil {
+		return fmt.Errorf("open database: set wsrep_sync_wait: %w", err)
+	}
+	return nil
+}
+
+// queryString runs a query that answers one row, and returns its last column as
+// text ("" for NULL or no row): the value of SELECT @@x, or of SHOW ... LIKE 'x'.
+func queryString(ctx context.Context, q driver.QueryerContext, query string) (string, error) {
+	rows, err := q.QueryContext(ctx, query, nil)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", nil
+		}
+		return "", err
+	}
+	switch v := dest[len(dest)-1].(type) {
+	case []byte:
+		return string(v), nil
+	case nil:
+		return "", nil
+	default:
+		return fmt.Sprint(v), nil
+	}
 }
 
 // OpenDB sets the pool settings on db, a handle over a Connector, and pings the

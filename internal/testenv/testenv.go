@@ -36,6 +36,11 @@ const (
 	// the databases named taskd_r_* (see scripts/services.sh).
 	MySQLReplicaDSNVar = "TASKD_TEST_MYSQL_REPLICA_DSN"
 	RedisServerVar     = "TASKD_TEST_REDIS_SERVER"
+	// GaleraDSNVar names the first node of a Galera cluster (with a database
+	// the tests' user may create others beside), and GaleraAddrsVar lists
+	// every node's address, host:port, comma-separated, the first node first.
+	GaleraDSNVar   = "TASKD_TEST_GALERA_DSN"
+	GaleraAddrsVar = "TASKD_TEST_GALERA_ADDRS"
 )
 
 // Lookup returns the value of the environment variable name, or skips the

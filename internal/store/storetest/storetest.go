@@ -56,9 +56,16 @@ func NewEmptyDatabase(tb testing.TB) string {
 
 func newEmptyDatabase(tb testing.TB, prefix string) string {
 	tb.Helper()
-	cfg, err := mysql.ParseDSN(DSN(tb))
+	return createDatabase(tb, DSN(tb), prefix)
+}
+
+// createDatabase creates a database named prefix<random> on the server of dsn,
+// drops it when the test ends, and returns a DSN for it.
+func createDatabase(tb testing.TB, dsn, prefix string) string {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		tb.Fatalf("parse %s: %v", testenv.MySQLDSNVar, err)
+		tb.Fatalf("parse %s: %v", dsn, err)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -174,4 +181,49 @@ func CatchUp(tb testing.TB, primary, replica *sqlx.DB) {
 	if res != 0 {
 		tb.Fatalf("the replica did not reach GTID %s within 60s (MASTER_GTID_WAIT = %d)", pos, res)
 	}
+}
+
+// Galera is a test database on a Galera cluster, opened on each node.
+type Galera struct {
+	// Nodes are the database on each node, the first node first, opened with
+	// store.Open and closed when the test ends.
+	Nodes []*sqlx.DB
+	// DSNs name the database on each node; Addrs are the nodes' addresses.
+	DSNs, Addrs []string
+}
+
+// NewGalera creates a database named taskd_g_<random> through the first node of
+// the cluster TASKD_TEST_GALERA_DSN and TASKD_TEST_GALERA_ADDRS name, applies
+// the migrations, and opens it on every node. It is dropped when the test ends.
+func NewGalera(tb testing.TB) *Galera {
+	tb.Helper()
+	base := testenv.Lookup(tb, testenv.GaleraDSNVar)
+	addrs := testenv.List(tb, testenv.GaleraAddrsVar)
+	dsn := createDatabase(tb, base, "taskd_g_")
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g := &Galera{Addrs: addrs}
+	for _, addr := range addrs {
+		node := cfg.Clone()
+		node.Addr = addr
+		g.DSNs = append(g.DSNs, node.FormatDSN())
+	}
+	for i, dsn := range g.DSNs {
+		db, err := store.Open(ctx, dsn)
+		if err != nil {
+			tb.Fatalf("open node %d (%s): %v", i+1, addrs[i], err)
+		}
+		tb.Cleanup(func() { _ = db.Close() })
+		g.Nodes = append(g.Nodes, db)
+		if i == 0 {
+			if _, err := migrate.Up(ctx, db); err != nil {
+				tb.Fatalf("migrate the test database: %v", err)
+			}
+		}
+	}
+	return g
 }

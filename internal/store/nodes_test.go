@@ -1,0 +1,307 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/internal/testenv"
+)
+
+// TestGaleraReadsAreCausal: a commit on one node is seen at once by a read on
+// another through the store's connections, which Galera alone does not promise
+// (it applies a commit on the other nodes after the commit returns).
+func TestGaleraReadsAreCausal(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := context.Background()
+	var syncWait int
+	if err := g.Nodes[1].GetContext(ctx, &syncWait, "SELECT @@wsrep_sync_wait"); err != nil {
+		t.Fatal(err)
+	}
+	if syncWait != 1 {
+		t.Fatalf("wsrep_sync_wait = %d on a store connection, want 1", syncWait)
+	}
+	if _, err := g.Nodes[0].ExecContext(ctx, "CREATE TABLE causal (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Nodes[0].ExecContext(ctx, "INSERT INTO causal VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for i := 1; i <= 300; i++ {
+		if _, err := g.Nodes[0].ExecContext(ctx, "UPDATE causal SET v = ? WHERE id = 1", i); err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		if err := g.Nodes[1+i%2].GetContext(ctx, &v, "SELECT v FROM causal WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		if v != i {
+			stale++
+		}
+	}
+	if stale != 0 {
+		t.Errorf("%d of 300 reads on another node missed the commit just before them", stale)
+	}
+}
+
+// TestGaleraDSNSyncWaitWins: a DSN that sets wsrep_sync_wait keeps its value.
+func TestGaleraDSNSyncWaitWins(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, g.DSNs[1]+"&wsrep_sync_wait=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var syncWait int
+	if err := db.GetContext(ctx, &syncWait, "SELECT @@wsrep_sync_wait"); err != nil {
+		t.Fatal(err)
+	}
+	if syncWait != 0 {
+		t.Fatalf("wsrep_sync_wait = %d, want the DSN's 0", syncWait)
+	}
+}
+
+// nodeName answers the name of the Galera node db's next connection reaches.
+func nodeName(ctx context.Context, db *sqlx.DB) (string, error) {
+	var name string
+	err := db.GetContext(ctx, &name, "SELECT @@wsrep_node_name")
+	return name, err
+}
+
+// withAddrs returns dsn with its address replaced by the list addrs.
+func withAddrs(t *testing.T, dsn string, addrs ...string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cfg.FormatDSN()
+	return strings.Replace(out, "tcp("+cfg.Addr+")", "tcp("+strings.Join(addrs, ",")+")", 1)
+}
+
+// openNodes opens a DSN naming several nodes, with no idle connections kept, so
+// that each statement shows where a new connection goes.
+func openNodes(t *testing.T, dsn string) *sqlx.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxIdleConns(0)
+	return db
+}
+
+func TestFailoverPassesOverDeadAddress(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there any more: connections are refused
+	db := openNodes(t, withAddrs(t, g.DSNs[0], dead, g.Addrs[1], g.Addrs[2]))
+	for range 5 {
+		name, err := nodeName(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "galera-2" {
+			t.Fatalf("connected to %s, want galera-2, the first address that answers", name)
+		}
+	}
+}
+
+func TestFailoverMovesOnAndBack(t *testing.T) {
+	g := storetest.NewGalera(t)
+	proxy := newProxy(t, g.Addrs[0])
+	dsn := withAddrs(t, g.DSNs[0], proxy.addr, g.Addrs[1])
+	connector, err := store.Connector(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetNodeRetry(connector, 200*time.Millisecond)
+	db, err := store.OpenDB(context.Background(), sql.OpenDB(connector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0)
+	ctx := context.Background()
+	if name, err := nodeName(ctx, db); err != nil || name != "galera-1" {
+		t.Fatalf("first connection reached %q (%v), want galera-1", name, err)
+	}
+
+	// A connection held open across the loss of its node.
+	held, err := db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.stop()
+	var failed int
+	testenv.Eventually(t, 30*time.Second, "statements reach galera-2 while galera-1 is lost", func() bool {
+		name, err := nodeName(ctx, db)
+		if err != nil {
+			failed++
+			return false
+		}
+		return name == "galera-2"
+	})
+	if failed != 0 {
+		t.Errorf("%d statements failed while the first node was lost; the next node should take them at once", failed)
+	}
+	if err := held.GetContext(ctx, new(string), "SELECT @@wsrep_node_name"); err == nil {
+		t.Error("a connection to the lost node still answered")
+	}
+	_ = held.Close()
+
+	proxy.start()
+	testenv.Eventually(t, 30*time.Second, "statements reach galera-1 again once it answers", func() bool {
+		name, err := nodeName(ctx, db)
+		return err == nil && name == "galera-1"
+	})
+}
+
+// TestFailoverPassesOverNodeOutsidePrimary isolates the third node from the
+// others: outside the primary component it refuses reads and writes, and the
+// store's connections go to the next node instead.
+func TestFailoverPassesOverNodeOutsidePrimary(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := context.Background()
+	third, err := store.Open(ctx, g.DSNs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	isolate(t, g, 2)
+
+	_, err = store.Open(ctx, g.DSNs[2])
+	if !errors.Is(err, store.ErrNodeNotReady) {
+		t.Fatalf("open the isolated node alone: %v, want ErrNodeNotReady", err)
+	}
+	db := openNodes(t, withAddrs(t, g.DSNs[0], g.Addrs[2], g.Addrs[0]))
+	for range 5 {
+		name, err := nodeName(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "galera-1" {
+			t.Fatalf("connected to %s, want galera-1: galera-3 is outside the primary component", name)
+		}
+	}
+}
+
+// isolate cuts node i off the cluster's group communication until the test
+// ends, and waits until it is outside the primary component; at the end it
+// waits until the node is back and synced.
+func isolate(t *testing.T, g *storetest.Galera, i int) {
+	t.Helper()
+	ctx := context.Background()
+	admin := g.Nodes[i]
+	status := func(name string) string {
+		var row struct {
+			Name  string `db:"Variable_name"`
+			Value string `db:"Value"`
+		}
+		if err := admin.GetContext(ctx, &row, "SHOW GLOBAL STATUS LIKE '"+name+"'"); err != nil {
+			return "error: " + err.Error()
+		}
+		return row.Value
+	}
+	set := func(v string) {
+		if _, err := admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {
+			t.Fatalf("gmcast.isolate=%s: %v", v, err)
+		}
+	}
+	set("1")
+	t.Cleanup(func() {
+		set("0")
+		testenv.Eventually(t, 60*time.Second, "the isolated node synced again", func() bool {
+			return status("wsrep_local_state_comment") == "Synced" && status("wsrep_ready") == "ON"
+		})
+	})
+	testenv.Eventually(t, 60*time.Second, "the node left the primary component", func() bool {
+		return status("wsrep_cluster_status") == "non-Primary"
+	})
+}
+
+// proxy forwards TCP connections to a server until stopped, which cuts every
+// connection it carries and refuses new ones, as a lost node does.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, addr: ln.Addr().String(), target: target}
+	p.serve(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) start() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("listen again on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
