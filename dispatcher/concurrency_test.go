@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -28,6 +29,13 @@ type run struct {
 	// replicas, when more than 1, is how many dispatchers (as in as many
 	// processes) share the stores; editor i uses replica i mod replicas.
 	replicas int
+	// stores, when set, puts replica i (i >= 1) on stores[i-1] instead of the
+	// bundle's store: the nodes of a Galera cluster.
+	stores []*store.Store
+	// spread sends each call of an editor to a replica picked at random, as
+	// a load balancer in front of the replicas does, instead of editor i
+	// always to replica i mod replicas.
+	spread bool
 	// enough, when set, keeps the run going past duration until it reports
 	// true (up to enoughWait): the run has done what the caller's stalling
 	// checks count. A loaded machine is slow, not stalled.
@@ -98,7 +106,11 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 
 	ds := []*dispatcher.Dispatcher{b.D}
 	for len(ds) < r.replicas {
-		d, err := dispatcher.New(b.Store, b.Locks, b.D.Config())
+		st := b.Store
+		if len(r.stores) >= len(ds) {
+			st = r.stores[len(ds)-1]
+		}
+		d, err := dispatcher.New(st, b.Locks, b.D.Config())
 		if err != nil {
 			t.Fatalf("new dispatcher: %v", err)
 		}
@@ -137,7 +149,11 @@ func runEditors(t *testing.T, b *bundle, r run) *tally {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			editorLoop(runCtx, ds[i%len(ds)], ed, r.lease, tl)
+			pick := func() *dispatcher.Dispatcher { return ds[i%len(ds)] }
+			if r.spread {
+				pick = func() *dispatcher.Dispatcher { return ds[rand.IntN(len(ds))] }
+			}
+			editorLoop(runCtx, pick, ed, r.lease, tl)
 		}()
 	}
 	wg.Wait()
@@ -182,13 +198,14 @@ func (tl *tally) check(ctx context.Context, ed dispatcher.Claimant, op string, c
 	}
 }
 
-func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Claimant, lease time.Duration, tl *tally) {
+func editorLoop(ctx context.Context, pick func() *dispatcher.Dispatcher, ed dispatcher.Claimant, lease time.Duration, tl *tally) {
 	allowed := make(map[string]bool)
 	for _, c := range ed.Categories {
 		allowed[c] = true
 	}
+	done := make(map[int64]bool) // tasks this editor submitted
 	for ctx.Err() == nil {
-		claim, err := d.Next(ctx, ed, 0)
+		claim, err := pick().Next(ctx, ed, 0)
 		if errors.Is(err, dispatcher.ErrNoTask) {
 			return // the pool has nothing left for this editor
 		}
@@ -199,19 +216,24 @@ func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Cla
 			continue
 		}
 		tl.claims.Add(1)
+		if done[claim.Task.ID] {
+			tl.fail("%s was handed task %d again after submitting it", ed.Holder, claim.Task.ID)
+		}
 		if !allowed[claim.Task.Category] {
 			tl.fail("%s got a task of category %q", ed.Holder, claim.Task.Category)
 		}
 		ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 		switch p := rand.IntN(100); {
 		case p < 70:
-			_, err = d.Submit(ctx, ed, ref, json.RawMessage(fmt.Sprintf(`{"fence":%d}`, claim.Fence)))
+			_, err = pick().Submit(ctx, ed, ref, json.RawMessage(fmt.Sprintf(`{"fence":%d}`, claim.Fence)))
 			if err == nil {
 				tl.submits.Add(1)
+				done[claim.Task.ID] = true
 			} else {
 				tl.check(ctx, ed, "submit", claim, err)
 			}
 		case p < 85:
+			d := pick()
 			release := d.Release
 			if p < 78 {
 				release = d.Skip
@@ -231,7 +253,7 @@ func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Cla
 				return
 			case <-time.After(lease + lease/2):
 			}
-			_, err := d.Submit(context.Background(), ed, ref, json.RawMessage(`"late"`))
+			_, err := pick().Submit(context.Background(), ed, ref, json.RawMessage(`"late"`))
 			switch {
 			case errors.Is(err, tasks.ErrStale):
 				tl.staleRefused.Add(1)
@@ -245,6 +267,13 @@ func editorLoop(ctx context.Context, d *dispatcher.Dispatcher, ed dispatcher.Cla
 
 // checkInvariants checks the safety promises from the database alone.
 func checkInvariants(t *testing.T, b *bundle) {
+	t.Helper()
+	checkInvariantsInOrder(t, b, "id")
+}
+
+// checkInvariantsInOrder is checkInvariants walking the audit trail in the
+// order given (an ORDER BY list of task_events' columns).
+func checkInvariantsInOrder(t *testing.T, b *bundle, order string) {
 	t.Helper()
 	ctx := context.Background()
 	q := func(what, query string) {
@@ -300,7 +329,7 @@ func checkInvariants(t *testing.T, b *bundle) {
 		EditorID int64  `db:"editor_id"`
 	}
 	if err := b.DB.SelectContext(ctx, &events, `SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id
-		FROM task_events ORDER BY id`); err != nil {
+		FROM task_events ORDER BY `+order); err != nil {
 		t.Fatalf("read events: %v", err)
 	}
 	type claimKey struct{ task, fence int64 }
