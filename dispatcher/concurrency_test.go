@@ -268,12 +268,14 @@ func editorLoop(ctx context.Context, pick func() *dispatcher.Dispatcher, ed disp
 // checkInvariants checks the safety promises from the database alone.
 func checkInvariants(t *testing.T, b *bundle) {
 	t.Helper()
-	checkInvariantsInOrder(t, b, "id")
+	checkInvariantsInOrder(t, b, "id", 0)
 }
 
 // checkInvariantsInOrder is checkInvariants walking the audit trail in the
-// order given (an ORDER BY list of task_events' columns).
-func checkInvariantsInOrder(t *testing.T, b *bundle, order string) {
+// order given (an ORDER BY list of task_events' columns). With a lease, a claim
+// that ended by expiring (no heartbeats) counts as ended when its lease passed,
+// whenever its end was recorded.
+func checkInvariantsInOrder(t *testing.T, b *bundle, order string, lease time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	q := func(what, query string) {
@@ -322,19 +324,27 @@ func checkInvariantsInOrder(t *testing.T, b *bundle, order string) {
 	// No editor ever held two live tasks: walk each editor's audit trail in
 	// order; a claim must start only after the editor's previous claim ended.
 	var events []struct {
-		ID       int64  `db:"id"`
-		TaskID   int64  `db:"task_id"`
-		Kind     string `db:"kind"`
-		Fence    int64  `db:"fence"`
-		EditorID int64  `db:"editor_id"`
+		ID       int64     `db:"id"`
+		TaskID   int64     `db:"task_id"`
+		Kind     string    `db:"kind"`
+		Fence    int64     `db:"fence"`
+		EditorID int64     `db:"editor_id"`
+		At       time.Time `db:"at"`
 	}
-	if err := b.DB.SelectContext(ctx, &events, `SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id
-		FROM task_events ORDER BY `+order); err != nil {
+	if err := b.DB.SelectContext(ctx, &events, "SELECT id, task_id, kind, fence, COALESCE(editor_id, 0) AS editor_id, `at` "+
+		"FROM task_events ORDER BY "+order); err != nil {
 		t.Fatalf("read events: %v", err)
 	}
 	type claimKey struct{ task, fence int64 }
-	open := make(map[int64]claimKey)     // editor -> its open claim
-	holderOf := make(map[claimKey]int64) // claim -> editor
+	expired := make(map[claimKey]bool) // claims that ended by expiring
+	for _, e := range events {
+		if e.Kind == "expired" || e.Kind == "recycled" {
+			expired[claimKey{e.TaskID, e.Fence}] = true
+		}
+	}
+	open := make(map[int64]claimKey)          // editor -> its open claim
+	holderOf := make(map[claimKey]int64)      // claim -> editor
+	claimedAt := make(map[claimKey]time.Time) // claim -> when
 	for _, e := range events {
 		k := claimKey{e.TaskID, e.Fence}
 		switch e.Kind {
@@ -342,9 +352,23 @@ func checkInvariantsInOrder(t *testing.T, b *bundle, order string) {
 			if e.EditorID == 0 {
 				continue
 			}
-			if prev, ok := open[e.EditorID]; ok {
+			claimedAt[k] = e.At
+			prev, ok := open[e.EditorID]
+			if ok && lease > 0 && expired[prev] && !e.At.Before(claimedAt[prev].Add(lease)) {
+				ok = false // its lease had passed: the editor no longer held it
+			}
+			if ok {
 				t.Errorf("editor %d claimed task %d (fence %d) while holding task %d (fence %d)",
 					e.EditorID, e.TaskID, e.Fence, prev.task, prev.fence)
+				var trail []struct {
+					ID     int64  `db:"id"`
+					TaskID int64  `db:"task_id"`
+					Kind   string `db:"kind"`
+					Fence  int64  `db:"fence"`
+					At     string `db:"at"`
+				}
+				_ = b.DB.SelectContext(ctx, &trail, "SELECT id, task_id, kind, fence, CAST(`at` AS CHAR) `at` FROM task_events WHERE editor_id = ? OR task_id IN (?, ?) ORDER BY "+order, e.EditorID, e.TaskID, prev.task)
+				t.Logf("the editor's events and the two tasks': %+v", trail)
 			}
 			open[e.EditorID] = k
 			holderOf[k] = e.EditorID
