@@ -119,6 +119,10 @@ CREATE TABLE IF NOT EXISTS editors (
   -- When the editor was disabled; NULL while enabled. A disabled editor's token is
   -- refused, and a claim checks this column under the lock of the editor's row.
   disabled_at DATETIME(3) NULL,
+  -- The editor's claims so far, raised by every claim on a Galera cluster, where a
+  -- row lock holds on its own node only and written rows are what certification
+  -- orders: two claims of one editor on two nodes conflict there.
+  claims     BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY editors_name (name),
   UNIQUE KEY editors_token_hash (token_hash)

@@ -1,6 +1,9 @@
 package dispatcher_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,5 +50,73 @@ func TestConcurrentEditorsOnGalera(t *testing.T) {
 	}
 	if n := tl.staleAccepted.Load(); n != 0 {
 		t.Errorf("%d late submits accepted", n)
+	}
+}
+
+// TestOneClaimPerEditorAcrossGaleraNodes: one editor asks three dispatchers,
+// each on its own node, for its next task at the same moment, again and again
+// (a client retrying through a load balancer). Row locks do not reach across
+// nodes, yet the editor must never hold two tasks, and every answer must be
+// the one claim it holds.
+func TestOneClaimPerEditorAcrossGaleraNodes(t *testing.T) {
+	g := storetest.NewGalera(t)
+	b := setup(t, setupOpts{DB: g.Nodes[0]})
+	ds := []*dispatcher.Dispatcher{b.D}
+	for _, db := range g.Nodes[1:] {
+		st, err := store.New(db, store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := dispatcher.New(st, b.Locks, b.D.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	b.Add(t, "news", 0, 200)
+	ctx := context.Background()
+	for round := range 30 {
+		ed := b.Editor(t, fmt.Sprintf("editor%02d", round), "news")
+		var wg sync.WaitGroup
+		got := make([]int64, len(ds))
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			wg.Go(func() {
+				c, err := d.Next(ctx, ed, 0)
+				if err == nil {
+					got[i] = c.Task.ID
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		var held int
+		if err := g.Nodes[0].GetContext(ctx, &held, "SELECT COUNT(*) FROM tasks WHERE editor_id = ? AND status = 'assigned'", ed.EditorID); err != nil {
+			t.Fatal(err)
+		}
+		if held != 1 {
+			t.Errorf("round %d: the editor holds %d tasks after three concurrent nexts (answers %v, errors %v)", round, held, got, errs)
+			var claims int
+			_ = g.Nodes[0].GetContext(ctx, &claims, "SELECT claims FROM editors WHERE id = ?", ed.EditorID)
+			var evs []struct {
+				ID     int64  `db:"id"`
+				TaskID int64  `db:"task_id"`
+				Kind   string `db:"kind"`
+				At     string `db:"at"`
+			}
+			_ = g.Nodes[0].SelectContext(ctx, &evs, "SELECT id, task_id, kind, CAST(`at` AS CHAR) `at` FROM task_events WHERE editor_id = ? ORDER BY `at`, id", ed.EditorID)
+			t.Logf("the editor's claims column: %d; its events: %+v", claims, evs)
+		}
+		for i := range ds {
+			if errs[i] != nil {
+				t.Errorf("round %d: next on node %d: %v", round, i+1, errs[i])
+			}
+		}
+		for i := range ds {
+			if errs[i] == nil && got[i] != got[0] && got[0] != 0 {
+				t.Errorf("round %d: the nexts answered different tasks %v", round, got)
+				break
+			}
+		}
 	}
 }

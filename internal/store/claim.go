@@ -181,6 +181,12 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 			if err != nil {
 				return err
 			}
+			if s.onGalera(ctx) {
+				// See 0009_editor_claims.sql.
+				if _, err := tx.ExecContext(ctx, countClaimSQL, p.EditorID); err != nil {
+					return err
+				}
+			}
 			if ed.Disabled {
 				return tasks.ErrEditorDisabled
 			}

@@ -99,6 +99,7 @@ func (s *Store) groupedCycle(ctx context.Context, c *cycle) error {
 // went away may (every write is fenced, so a retry of it is refused, never applied
 // twice). A member whose ctx ended before its group was sent is left out of it.
 func (s *Store) join(ctx context.Context, m *member) error {
+	s.onGalera(ctx) // known, before groupSQL asks
 	if s.group == nil {
 		query, args, scans := s.groupSQL([]*member{m})
 		return s.batch(ctx, query, args, scanEach(scans))

@@ -134,6 +134,8 @@ type Store struct {
 	// returning says whether the server supports INSERT ... RETURNING (MariaDB):
 	// 0 not known yet, 1 yes, 2 no.
 	returning atomic.Int32
+	// galera is galeraUnknown, galeraOff or galeraOn (see onGalera).
+	galera atomic.Int32
 	// lockConflicts counts transactions that were deadlock victims or timed out
 	// waiting for a lock.
 	lockConflicts atomic.Int64
