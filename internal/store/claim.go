@@ -182,7 +182,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				return err
 			}
 			if s.onGalera(ctx) {
-				// See 0009_editor_claims.sql.
+				// See 0010_editor_claims.sql.
 				if _, err := tx.ExecContext(ctx, countClaimSQL, p.EditorID); err != nil {
 					return err
 				}

@@ -210,7 +210,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	q.WriteString(";\n")
 	if len(editors) > 0 && s.galera.Load() != galeraOff {
 		// On Galera, the claiming editors' rows are written, not only locked:
-		// see 0009_editor_claims.sql.
+		// see 0010_editor_claims.sql.
 		q.WriteString("UPDATE editors SET claims = claims + 1 WHERE id IN (")
 		args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
 		q.WriteString(");\n")

@@ -40,5 +40,5 @@ func (s *Store) onGalera(ctx context.Context) bool {
 	}
 }
 
-// countClaimSQL writes a claiming editor's row (see 0009_editor_claims.sql).
+// countClaimSQL writes a claiming editor's row (see 0010_editor_claims.sql).
 const countClaimSQL = `UPDATE editors SET claims = claims + 1 WHERE id = ?`

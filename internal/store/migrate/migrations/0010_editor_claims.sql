@@ -1,4 +1,4 @@
--- 0009: a claim writes its editor's row.
+-- 0010: a claim writes its editor's row.
 --
 -- A claim locks its editor's row, so that one editor's claims run one after the other
 -- and the editor never holds two tasks. On a Galera cluster a row lock holds on its
