@@ -213,7 +213,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		// see 0010_editor_claims.sql.
 		q.WriteString("UPDATE editors SET claims = claims + 1 WHERE id IN (")
 		args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
-		q.WriteString(");\n")
+		q.WriteString(")")
+		s.endWrite(q)
 	}
 
 	// 2. The heartbeats: the new lease is now + the lease, never shorter than
@@ -224,12 +225,15 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		beating()
 		args = append(args, hold)
-		q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ")
+		q.WriteString(belowLimit)
+		s.endWrite(q)
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, bids, bleases)...)
 		q.WriteString(" MICROSECOND, lease_expires_at), assigned_at + INTERVAL ? MICROSECOND)")
 		args = append(args, hold)
 		beating()
-		q.WriteString(belowLimit + ";\n")
+		q.WriteString(belowLimit)
+		s.endWrite(q)
 		args = append(args, hold)
 	}
 
@@ -239,19 +243,20 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, valuesSQL(q, ids, results)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		live()
-		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
+		s.endWrite(q)
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, tracesSQL(q, ids, straces)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		live()
-		q.WriteString(";\n")
+		s.endWrite(q)
 		if s.outbox[tasks.WebhookSubmitted] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 			live()
-			q.WriteString(";\n")
+			s.endWrite(q)
 		}
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
 		live()
-		q.WriteString(";\n")
+		s.endWrite(q)
 	}
 
 	// 3 and 4. The claims.
@@ -293,17 +298,20 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, listSQL(q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
 		q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now")
 		args = append(args, guardsSQL(q, claims)...)
-		q.WriteString(notPausedSQL + ";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
+		q.WriteString(notPausedSQL)
+		s.endWrite(q)
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
 		args = append(args, tracesSQL(q, ids, traceIDs)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		// The claims the UPDATE made: the row shows the claimant, its fence
 		// bumped, assigned at this round's instant.
 		args = append(args, membersSQL(q, ids, bumped, holders)...)
-		q.WriteString(" AND assigned_at = @taskd_now;\n")
+		q.WriteString(" AND assigned_at = @taskd_now")
+		s.endWrite(q)
 	}
 
 	// 5. The report.
-	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
+	q.WriteString("SELECT " + s.inTxColumn() + " AS in_tx, FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
 		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
@@ -386,6 +394,9 @@ func valuesSQL[T comparable](q *strings.Builder, ids []int64, vals []T) []any {
 // scanReport returns the scan of a round's report.
 func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 	type row struct {
+		// InTx is false when the transaction was aborted before the report
+		// (see Store.endWrite).
+		InTx      bool  `db:"in_tx"`
 		Submitted int64 `db:"submitted"`
 		ThisRound bool  `db:"this_round"`
 		Skipped   bool  `db:"skipped"`
@@ -405,6 +416,9 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		}
 		var editors, busy map[string]bool
 		for _, r := range byID {
+			if !r.InTx {
+				return errAborted
+			}
 			editors, busy = setOf(r.Editors), setOf(r.BusyEditors)
 			break
 		}
