@@ -115,6 +115,23 @@ func TestOneClaimPerEditorAcrossGaleraNodes(t *testing.T) {
 		for i := range ds {
 			if errs[i] == nil && got[i] != got[0] && got[0] != 0 {
 				t.Errorf("round %d: the nexts answered different tasks %v", round, got)
+				for _, id := range got {
+					var evs []struct {
+						ID     int64  `db:"id"`
+						Kind   string `db:"kind"`
+						Fence  int64  `db:"fence"`
+						Holder string `db:"holder"`
+						At     string `db:"at"`
+					}
+					_ = g.Nodes[0].SelectContext(ctx, &evs, "SELECT id, kind, fence, COALESCE(holder, '') holder, CAST(`at` AS CHAR) `at` FROM task_events WHERE task_id = ? ORDER BY `at`, id", id)
+					var row struct {
+						Status string `db:"status"`
+						Fence  int64  `db:"fence"`
+						Holder string `db:"holder"`
+					}
+					_ = g.Nodes[0].GetContext(ctx, &row, "SELECT status, fence, COALESCE(holder, '') holder FROM tasks WHERE id = ?", id)
+					t.Logf("task %d: %+v; events %+v", id, row, evs)
+				}
 				break
 			}
 		}

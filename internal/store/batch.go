@@ -42,7 +42,7 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 		return err
 	}
 	defer conn.Close()
-	if err := runBatch(ctx, conn, query, args, scan); err != nil {
+	if err := runBatch(ctx, conn, s.withInTxCheck(query), args, scan); err != nil {
 		if ctx.Err() != nil {
 			// The caller's time is up: discard the connection, which rolls the
 			// transaction back on the server, rather than spend more time on
@@ -74,12 +74,28 @@ func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, sc
 	if err := scan(rows); err != nil {
 		return err
 	}
+	aborted := false
 	for rows.NextResultSet() {
+		if cols, err := rows.Columns(); err == nil && len(cols) == 1 && cols[0] == "taskd_in_tx" {
+			for rows.Next() {
+				var in bool
+				if err := rows.Scan(&in); err != nil {
+					return err
+				}
+				aborted = aborted || !in
+			}
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	return rows.Close()
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if aborted {
+		return errAborted
+	}
+	return nil
 }
 
 // scanOne scans the first row of a batch's SELECT into dest and sets found.

@@ -311,7 +311,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	}
 
 	// 5. The report.
-	q.WriteString("SELECT " + s.inTxColumn() + " AS in_tx, FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
+	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
 		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
@@ -394,9 +394,6 @@ func valuesSQL[T comparable](q *strings.Builder, ids []int64, vals []T) []any {
 // scanReport returns the scan of a round's report.
 func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 	type row struct {
-		// InTx is false when the transaction was aborted before the report
-		// (see Store.endWrite).
-		InTx      bool  `db:"in_tx"`
 		Submitted int64 `db:"submitted"`
 		ThisRound bool  `db:"this_round"`
 		Skipped   bool  `db:"skipped"`
@@ -416,9 +413,6 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		}
 		var editors, busy map[string]bool
 		for _, r := range byID {
-			if !r.InTx {
-				return errAborted
-			}
 			editors, busy = setOf(r.Editors), setOf(r.BusyEditors)
 			break
 		}

@@ -49,11 +49,11 @@ const countClaimSQL = `UPDATE editors SET claims = claims + 1 WHERE id = ?`
 // On Galera, a transaction that a write replicated from another node aborts
 // (a brute-force abort) is rolled back at once; but the statements of a
 // batch that follow may then run on their own, each committed as it runs,
-// and with no error sent. So on Galera every write of a batch ends with
-// endWrite's guard, which makes it change nothing outside the transaction the
-// batch began, and the batch's report says whether that transaction was still
-// open (inTxColumn): when not, the batch answers errAborted, which is retried
-// as a deadlock is.
+// and with no error sent. So on Galera every write of a claim's batch ends
+// with endWrite's guard, which makes it change nothing outside the
+// transaction the batch began; and every batch ends with inTxCheck, which
+// reports whether that transaction was still open before its COMMIT: when
+// not, the batch answers errAborted, which is retried as a deadlock is.
 
 // endWrite ends a write statement of a batch: on Galera (or while unknown)
 // with a condition that holds only inside a transaction.
@@ -64,16 +64,19 @@ func (s *Store) endWrite(q *strings.Builder) {
 	q.WriteString(";\n")
 }
 
-// inTxColumn is the expression of a report's in_tx column: whether the batch's
-// transaction is still open (always 1 off Galera, where MySQL has no
-// in_transaction).
-func (s *Store) inTxColumn() string {
-	if s.galera.Load() != galeraOff {
-		return "@@in_transaction"
+// inTxCheck is the statement a batch ends with on Galera, before its COMMIT:
+// its one row says whether the batch's transaction is still open.
+const inTxCheck = "SELECT @@in_transaction AS taskd_in_tx;\n"
+
+// withInTxCheck returns query, a batch ending with COMMIT, with inTxCheck
+// before the COMMIT on Galera (or while unknown); as it is otherwise.
+func (s *Store) withInTxCheck(query string) string {
+	if s.galera.Load() == galeraOff || !strings.HasSuffix(query, "COMMIT") {
+		return query
 	}
-	return "1"
+	return strings.TrimSuffix(query, "COMMIT") + inTxCheck + "COMMIT"
 }
 
 // errAborted is the answer of a batch whose transaction was aborted before its
-// report: what a deadlock victim is, so that it is retried as one.
+// COMMIT: what a deadlock victim is, so that it is retried as one.
 var errAborted = &mysql.MySQLError{Number: erLockDeadlock, Message: "the transaction was aborted by a conflicting write of another Galera node"}
