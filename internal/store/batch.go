@@ -42,7 +42,12 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 		return err
 	}
 	defer conn.Close()
-	if err := runBatch(ctx, conn, s.withInTxCheck(query), args, scan); err != nil {
+	query, commitApart := s.galeraBatch(query)
+	err = runBatch(ctx, conn, query, args, scan)
+	if err == nil && commitApart {
+		_, err = conn.ExecContext(ctx, "COMMIT")
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			// The caller's time is up: discard the connection, which rolls the
 			// transaction back on the server, rather than spend more time on

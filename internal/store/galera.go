@@ -52,8 +52,9 @@ const countClaimSQL = `UPDATE editors SET claims = claims + 1 WHERE id = ?`
 // and with no error sent. So on Galera every write of a claim's batch ends
 // with endWrite's guard, which makes it change nothing outside the
 // transaction the batch began; and every batch ends with inTxCheck, which
-// reports whether that transaction was still open before its COMMIT: when
-// not, the batch answers errAborted, which is retried as a deadlock is.
+// reports whether that transaction was still open, and then its COMMIT apart
+// (see galeraBatch): when either fails, the batch answers as a deadlock
+// victim, and is retried as one.
 
 // endWrite ends a write statement of a batch: on Galera (or while unknown)
 // with a condition that holds only inside a transaction.
@@ -64,17 +65,22 @@ func (s *Store) endWrite(q *strings.Builder) {
 	q.WriteString(";\n")
 }
 
-// inTxCheck is the statement a batch ends with on Galera, before its COMMIT:
-// its one row says whether the batch's transaction is still open.
-const inTxCheck = "SELECT @@in_transaction AS taskd_in_tx;\n"
+// inTxCheck is the statement a batch ends with on Galera, where its COMMIT is
+// sent apart: its one row says whether the batch's transaction is still open.
+const inTxCheck = "SELECT @@in_transaction AS taskd_in_tx"
 
-// withInTxCheck returns query, a batch ending with COMMIT, with inTxCheck
-// before the COMMIT on Galera (or while unknown); as it is otherwise.
-func (s *Store) withInTxCheck(query string) string {
+// galeraBatch returns query, a batch ending with COMMIT, as it runs on Galera
+// (or while that is unknown): with inTxCheck instead of its COMMIT, which the
+// caller sends on its own once the batch answered (commitApart true). A
+// brute-force abort that lands between the statements of one batch lets the
+// rest run on their own, a COMMIT included, with no error; a COMMIT sent as a
+// command of its own is refused (1213) when the transaction was aborted.
+// Elsewhere, and for a batch without a COMMIT, query comes back as it is.
+func (s *Store) galeraBatch(query string) (q string, commitApart bool) {
 	if s.galera.Load() == galeraOff || !strings.HasSuffix(query, "COMMIT") {
-		return query
+		return query, false
 	}
-	return strings.TrimSuffix(query, "COMMIT") + inTxCheck + "COMMIT"
+	return strings.TrimSuffix(query, "COMMIT") + inTxCheck, true
 }
 
 // errAborted is the answer of a batch whose transaction was aborted before its
