@@ -336,10 +336,18 @@ func checkInvariantsInOrder(t *testing.T, b *bundle, order string, lease time.Du
 		t.Fatalf("read events: %v", err)
 	}
 	type claimKey struct{ task, fence int64 }
-	expired := make(map[claimKey]bool) // claims that ended by expiring
+	expired := make(map[claimKey]bool)      // claims that ended by expiring
+	endedAt := make(map[claimKey]time.Time) // when each ended claim ended
 	for _, e := range events {
-		if e.Kind == "expired" || e.Kind == "recycled" {
-			expired[claimKey{e.TaskID, e.Fence}] = true
+		k := claimKey{e.TaskID, e.Fence}
+		switch e.Kind {
+		case "expired", "recycled":
+			expired[k] = true
+			fallthrough
+		case "submitted", "released", "skipped", "failed", "dead":
+			if at, ok := endedAt[k]; !ok || e.At.Before(at) {
+				endedAt[k] = e.At
+			}
 		}
 	}
 	open := make(map[int64]claimKey)          // editor -> its open claim
@@ -356,6 +364,11 @@ func checkInvariantsInOrder(t *testing.T, b *bundle, order string, lease time.Du
 			prev, ok := open[e.EditorID]
 			if ok && lease > 0 && expired[prev] && !e.At.Before(claimedAt[prev].Add(lease)) {
 				ok = false // its lease had passed: the editor no longer held it
+			}
+			if end, ended := endedAt[prev]; ok && lease > 0 && ended && !end.After(e.At) {
+				// Ended in the same millisecond, listed after: times, not ids,
+				// order events of several nodes, and they tie.
+				ok = false
 			}
 			if ok {
 				t.Errorf("editor %d claimed task %d (fence %d) while holding task %d (fence %d)",

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -36,10 +37,11 @@ func TestConcurrentEditorsOnGalera(t *testing.T) {
 	tl := runEditors(t, b, run{editors: 40, tasks: 2000, categories: 3, duration: 4 * time.Second, lease: lease,
 		replicas: 3, stores: stores, spread: true, enough: submitted(100)})
 	// Event ids are allocated per node (auto_increment_offset), so they do
-	// not follow the order of commits; their times do, but a submit and the
-	// claim of the next task share one. An abandoned claim's end is recorded
-	// by whoever claims its task next, possibly after its editor's next
-	// claim, on another node.
+	// not follow the order of commits; their times do, to the millisecond
+	// (a submit and the claim of the next task share one, and two cycles of
+	// one editor may too). An abandoned claim's end is recorded by whoever
+	// claims its task next, possibly after its editor's next claim, on
+	// another node.
 	checkInvariantsInOrder(t, b, "`at`, kind = 'claimed', id", lease)
 	assignments, conflicts, refusedClaims, refusedWrites := tl.counters()
 	t.Logf("claims %d (assignments %d), submits %d, releases %d, abandons %d; lock conflicts %d, refused claims %d, refused stale writes %d",
@@ -110,6 +112,16 @@ func TestOneClaimPerEditorAcrossGaleraNodes(t *testing.T) {
 		for i := range ds {
 			if errs[i] != nil {
 				t.Errorf("round %d: next on node %d: %v", round, i+1, errs[i])
+				var open []struct {
+					State   string         `db:"trx_state"`
+					Locks   int64          `db:"trx_rows_locked"`
+					Command string         `db:"command"`
+					Time    int64          `db:"time"`
+					Query   sql.NullString `db:"trx_query"`
+				}
+				_ = g.Nodes[i].SelectContext(ctx, &open, `SELECT t.trx_state, t.trx_rows_locked, p.COMMAND AS command, p.TIME AS time, t.trx_query
+					FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id`)
+				t.Logf("transactions on node %d: %+v", i+1, open)
 			}
 		}
 		for i := range ds {
