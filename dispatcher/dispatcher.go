@@ -441,10 +441,24 @@ func Unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// MySQL server errors that say the server cannot serve at all now.
+const (
+	// erWsrepNotReady is a Galera node's answer outside the cluster's primary
+	// component, or while it joins: "WSREP has not yet prepared node for
+	// application use".
+	erWsrepNotReady = 1047
+	// erServerShutdown: the server is shutting down.
+	erServerShutdown = 1053
+)
+
 // unreachable reports whether err means a store could not be reached or could
 // not serve the request now, as opposed to a refused or invalid request.
 func unreachable(err error) bool {
 	var netErr net.Error
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && (myErr.Number == erWsrepNotReady || myErr.Number == erServerShutdown) {
+		return true
+	}
 	return errors.As(err, &netErr) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||

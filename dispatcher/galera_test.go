@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -147,5 +148,36 @@ func TestOneClaimPerEditorAcrossGaleraNodes(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestNodeOutsidePrimaryIsUnavailable: a dispatcher whose Galera node left the
+// primary component answers ErrUnavailable (503 at the API), not an internal
+// error, and serves again once the node is back.
+func TestNodeOutsidePrimaryIsUnavailable(t *testing.T) {
+	g := storetest.NewGalera(t)
+	b := setup(t, setupOpts{DB: g.Nodes[0]})
+	st, err := store.New(g.Nodes[2], store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(st, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Add(t, "news", 0, 10)
+	ctx := context.Background()
+	first := b.Editor(t, "first", "news")
+	if _, err := d.Next(ctx, first, 0); err != nil {
+		t.Fatalf("next on node 3 before the partition: %v", err)
+	}
+	g.Isolate(t, 2)
+	ed := b.Editor(t, "second", "news")
+	_, err = d.Next(ctx, ed, 0)
+	if !errors.Is(err, dispatcher.ErrUnavailable) {
+		t.Fatalf("next on a node outside the primary component: %v, want ErrUnavailable", err)
+	}
+	if _, err := b.D.Next(ctx, ed, 0); err != nil {
+		t.Fatalf("next on node 1 meanwhile: %v", err)
 	}
 }

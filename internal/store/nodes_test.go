@@ -186,7 +186,7 @@ func TestFailoverPassesOverNodeOutsidePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer third.Close()
-	isolate(t, g, 2)
+	g.Isolate(t, 2)
 
 	_, err = store.Open(ctx, g.DSNs[2])
 	if !errors.Is(err, store.ErrNodeNotReady) {
@@ -202,40 +202,6 @@ func TestFailoverPassesOverNodeOutsidePrimary(t *testing.T) {
 			t.Fatalf("connected to %s, want galera-1: galera-3 is outside the primary component", name)
 		}
 	}
-}
-
-// isolate cuts node i off the cluster's group communication until the test
-// ends, and waits until it is outside the primary component; at the end it
-// waits until the node is back and synced.
-func isolate(t *testing.T, g *storetest.Galera, i int) {
-	t.Helper()
-	ctx := context.Background()
-	admin := g.Nodes[i]
-	status := func(name string) string {
-		var row struct {
-			Name  string `db:"Variable_name"`
-			Value string `db:"Value"`
-		}
-		if err := admin.GetContext(ctx, &row, "SHOW GLOBAL STATUS LIKE '"+name+"'"); err != nil {
-			return "error: " + err.Error()
-		}
-		return row.Value
-	}
-	set := func(v string) {
-		if _, err := admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {
-			t.Fatalf("gmcast.isolate=%s: %v", v, err)
-		}
-	}
-	set("1")
-	t.Cleanup(func() {
-		set("0")
-		testenv.Eventually(t, 60*time.Second, "the isolated node synced again", func() bool {
-			return status("wsrep_local_state_comment") == "Synced" && status("wsrep_ready") == "ON"
-		})
-	})
-	testenv.Eventually(t, 60*time.Second, "the node left the primary component", func() bool {
-		return status("wsrep_cluster_status") == "non-Primary"
-	})
 }
 
 // proxy forwards TCP connections to a server until stopped, which cuts every

@@ -172,8 +172,10 @@ func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 // ErrNodeNotReady is the error of a connection to a Galera node that cannot
-// serve: it is outside the cluster's primary component, or still joining.
-var ErrNodeNotReady = errors.New("galera node not ready")
+// serve: it is outside the cluster's primary component, or still joining. It
+// wraps driver.ErrBadConn: the connection is of no use, and database/sql
+// tries another (which a Connector over several nodes makes on the next one).
+var ErrNodeNotReady = fmt.Errorf("galera node not ready: %w", driver.ErrBadConn)
 
 // galera checks, on a Galera node, that the node is ready, and makes the
 // session's reads causal unless the DSN set wsrep_sync_wait. On another server

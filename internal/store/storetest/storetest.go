@@ -9,8 +9,13 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,10 +200,16 @@ type Galera struct {
 // NewGalera creates a database named taskd_g_<random> through the first node of
 // the cluster TASKD_TEST_GALERA_DSN and TASKD_TEST_GALERA_ADDRS name, applies
 // the migrations, and opens it on every node. It is dropped when the test ends.
+//
+// The test has the cluster to itself: NewGalera waits until no other test, of
+// this process or another, holds it (a lock file beside the cluster's
+// addresses), since a test may cut a node off (Isolate) and that disturbs every
+// other user of the cluster.
 func NewGalera(tb testing.TB) *Galera {
 	tb.Helper()
 	base := testenv.Lookup(tb, testenv.GaleraDSNVar)
 	addrs := testenv.List(tb, testenv.GaleraAddrsVar)
+	lockCluster(tb, addrs)
 	dsn := createDatabase(tb, base, "taskd_g_")
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -226,4 +237,68 @@ func NewGalera(tb testing.TB) *Galera {
 		}
 	}
 	return g
+}
+
+// Isolate cuts node i (0-based) off the cluster's group communication until
+// the test ends (gmcast.isolate), and waits until it has left the primary
+// component: it then refuses reads and writes. At the end it waits until the
+// node is back and synced.
+func (g *Galera) Isolate(tb testing.TB, i int) {
+	tb.Helper()
+	ctx := context.Background()
+	// A connection of the driver's own: the store's refuse a node outside
+	// the primary component.
+	cfg, err := mysql.ParseDSN(g.DSNs[i])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	admin := sqlx.NewDb(sql.OpenDB(connector), "mysql")
+	admin.SetMaxOpenConns(1)
+	tb.Cleanup(func() { _ = admin.Close() })
+	status := func(name string) string {
+		var row struct {
+			Name  string `db:"Variable_name"`
+			Value string `db:"Value"`
+		}
+		if err := admin.GetContext(ctx, &row, "SHOW GLOBAL STATUS LIKE '"+name+"'"); err != nil {
+			return "error: " + err.Error()
+		}
+		return row.Value
+	}
+	set := func(v string) {
+		if _, err := admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {
+			tb.Fatalf("gmcast.isolate=%s: %v", v, err)
+		}
+	}
+	set("1")
+	tb.Cleanup(func() {
+		set("0")
+		testenv.Eventually(tb, 60*time.Second, "the isolated node synced again", func() bool {
+			return status("wsrep_local_state_comment") == "Synced" && status("wsrep_ready") == "ON"
+		})
+	})
+	testenv.Eventually(tb, 60*time.Second, "the node left the primary component", func() bool {
+		return status("wsrep_cluster_status") == "non-Primary"
+	})
+}
+
+// lockCluster takes the cluster of addrs for tb until it ends: an exclusive
+// flock on a file named after the addresses, in the temporary directory.
+func lockCluster(tb testing.TB, addrs []string) {
+	tb.Helper()
+	sum := sha256.Sum256([]byte(strings.Join(addrs, ",")))
+	path := filepath.Join(os.TempDir(), "taskd-galera-"+hex.EncodeToString(sum[:8])+".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		tb.Fatalf("open the cluster's lock file: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		tb.Fatalf("lock the cluster: %v", err)
+	}
+	tb.Cleanup(func() { _ = f.Close() }) // closing it unlocks
 }
