@@ -158,7 +158,9 @@ type Applied struct {
 //
 // Only one process migrates a database at a time: Up holds the server's advisory lock
 // (GET_LOCK) named after the database on one connection while it works, waiting up to
-// LockTimeout for another process's migration to end (ErrLocked). Under the lock it
+// LockTimeout for another process's migration to end (ErrLocked). On a Galera
+// cluster, where GET_LOCK holds on one node only, the lock is a row of the table
+// taskd_schema_lock instead, taken for LockLease (see lockMigrationsRow). Under the lock it
 // refuses, before changing anything, a database that has migrations this binary does
 // not know (ErrSchemaAhead) or whose applied migrations differ from this binary's files
 // (ErrSchemaEdited).
@@ -309,6 +311,13 @@ func migrateLockName(dbName string) string {
 // A lock the server could not be told to release is left to the connection: it is
 // closed instead of going back to the pool, and the server releases the lock then.
 func lockMigrations(ctx context.Context, conn *sql.Conn, dbName string) (unlock func() error, err error) {
+	galera, err := onGalera(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if galera {
+		return lockMigrationsRow(ctx, conn, dbName)
+	}
 	name := migrateLockName(dbName)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, int(LockTimeout/time.Second)).Scan(&got); err != nil {

@@ -207,6 +207,18 @@ type Galera struct {
 // other user of the cluster.
 func NewGalera(tb testing.TB) *Galera {
 	tb.Helper()
+	return newGalera(tb, true)
+}
+
+// NewEmptyGalera is NewGalera without the migrations: the database has no
+// tables.
+func NewEmptyGalera(tb testing.TB) *Galera {
+	tb.Helper()
+	return newGalera(tb, false)
+}
+
+func newGalera(tb testing.TB, migrated bool) *Galera {
+	tb.Helper()
 	base := testenv.Lookup(tb, testenv.GaleraDSNVar)
 	addrs := testenv.List(tb, testenv.GaleraAddrsVar)
 	lockCluster(tb, addrs)
@@ -230,7 +242,7 @@ func NewGalera(tb testing.TB) *Galera {
 		}
 		tb.Cleanup(func() { _ = db.Close() })
 		g.Nodes = append(g.Nodes, db)
-		if i == 0 {
+		if i == 0 && migrated {
 			if _, err := migrate.Up(ctx, db); err != nil {
 				tb.Fatalf("migrate the test database: %v", err)
 			}
