@@ -215,6 +215,13 @@ func (e *Engine) openStores(o *options) error {
 	if e.store, err = store.New(e.db, e.storeConfig()); err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
+	galera, err := e.store.Galera(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql at %s: %w", cfg.MySQL.Server(), err)
+	}
+	if galera {
+		e.log.InfoContext(ctx, "mysql is a Galera cluster node: causal reads, claims write their editor's row, batches commit apart")
+	}
 	switch {
 	case o.redis != nil:
 		e.redis = adoptRedis(o.redis, o.locks, cfg.Redis.Addrs)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,32 +16,38 @@ const (
 	galeraOn
 )
 
-// onGalera reports whether the store's server is a node of a Galera cluster
-// (wsrep_on), asking it once. While the answer is unknown (the question
-// failed), it reports true: what the store does on Galera is only more
-// careful.
-func (s *Store) onGalera(ctx context.Context) bool {
-	switch s.galera.Load() {
-	case galeraOff:
-		return false
-	case galeraOn:
-		return true
+// Galera reports whether the store's server is a node of a Galera cluster
+// (wsrep_on), asking it once: the answer is kept. A store asks by itself on
+// its first write; a caller that counts round trips, or wants the answer at
+// start-up (the engine logs it), asks first.
+func (s *Store) Galera(ctx context.Context) (bool, error) {
+	if st := s.galera.Load(); st != galeraUnknown {
+		return st == galeraOn, nil
 	}
 	var on sql.NullString
 	err := s.db.GetContext(ctx, &on, "SELECT @@wsrep_on")
 	switch {
 	case mysqlErrorIs(err, erUnknownSystemVariable):
 		s.galera.Store(galeraOff)
-		return false
+		return false, nil
 	case err != nil:
-		return true
+		return false, fmt.Errorf("read wsrep_on: %w", err)
 	case on.String == "1":
 		s.galera.Store(galeraOn)
-		return true
+		return true, nil
 	default:
 		s.galera.Store(galeraOff)
-		return false
+		return false, nil
 	}
+}
+
+// onGalera reports whether the store's server is a node of a Galera cluster
+// (wsrep_on), asking it once. While the answer is unknown (the question
+// failed), it reports true: what the store does on Galera is only more
+// careful.
+func (s *Store) onGalera(ctx context.Context) bool {
+	on, err := s.Galera(ctx)
+	return on || err != nil
 }
 
 // countClaimSQL writes a claiming editor's row (see 0010_editor_claims.sql).
