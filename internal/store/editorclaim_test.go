@@ -93,6 +93,7 @@ func TestClaimRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	askGalera(t, store)
 	b := &bundle{ctx: ctx, db: db, store: store}
 	ann := b.editor(t, "ann", "news")
 	bob := b.editor(t, "bob", "news")

@@ -223,6 +223,7 @@ func countedSetup(t *testing.T, cfg store.Config) (*bundle, *roundtrip.Connector
 	if err != nil {
 		t.Fatal(err)
 	}
+	askGalera(t, store)
 	return &bundle{ctx: t.Context(), db: db, store: store}, cc
 }
 
