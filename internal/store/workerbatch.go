@@ -152,7 +152,8 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(") AND (id, fence) IN (")
 	args = append(args, listSQL(&q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
-	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL + ";\n")
+	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL)
+	s.endWrite(&q)
 
 	// The events of the claims the UPDATE made: the row shows the member's
 	// holder, its fence bumped, assigned at this batch's instant.
@@ -165,7 +166,8 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	live := membersSQL(&q, ids, bumped, holders)
 	args = append(args, live...)
-	q.WriteString(" AND assigned_at = @taskd_now;\n")
+	q.WriteString(" AND assigned_at = @taskd_now")
+	s.endWrite(&q)
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
 		taskColumns + " FROM tasks WHERE id IN (")
@@ -255,10 +257,14 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams, traceID any) (stri
 	args = append(args, traceSQL(&q, traceID)...)
 	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
-	q.WriteString(belowLimit + ";\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
+	q.WriteString(belowLimit)
+	s.endWrite(&q)
+	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
 	args = append(args, hold, micros(lease), hold)
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
-	q.WriteString(belowLimit + ";\nCOMMIT")
+	q.WriteString(belowLimit)
+	s.endWrite(&q)
+	q.WriteString("COMMIT")
 	args = append(args, hold)
 	return q.String(), args, nil
 }
@@ -392,19 +398,20 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		args = append(args, caseSQL(&q, done.ids, results)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-		q.WriteString(";\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
+		s.endWrite(&q)
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, traceSQL(&q, traceID)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-		q.WriteString(";\n")
+		s.endWrite(&q)
 		if s.outbox[tasks.WebhookSubmitted] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 			args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-			q.WriteString(";\n")
+			s.endWrite(&q)
 		}
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
-		q.WriteString(";\n")
+		s.endWrite(&q)
 	}
 
 	if len(failed.ids) > 0 {
@@ -429,13 +436,14 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		args = append(args, traceSQL(&q, traceID)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
-		q.WriteString(";\n")
+		s.endWrite(&q)
 		if s.outbox[tasks.WebhookDead] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail, created_at)\n\tSELECT 'dead', id, fence, holder, editor_id, category, 'fail', ")
 			args = append(args, caseSQL(&q, failed.ids, details)...)
 			q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
-			q.WriteString(" AND " + isDead + ";\n")
+			q.WriteString(" AND " + isDead)
+			s.endWrite(&q)
 			args = append(args, deadArgs...)
 		}
 		// A dead task keeps its holder and assigned_at as a record, as Fail's.
@@ -449,7 +457,7 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 			args = append(args, deadArgs...)
 		}
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
-		q.WriteString(";\n")
+		s.endWrite(&q)
 	}
 	q.WriteString("SELECT CAST(@taskd_now AS DATETIME(3)) AS now;\nCOMMIT")
 	return q.String(), args, dead, nil
