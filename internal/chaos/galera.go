@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,15 +107,32 @@ func newGalera(ctx context.Context, dir string) (*galeraCluster, error) {
 }
 
 func chownNobody(path string) error {
-	out, err := exec.Command("id", "-u", "nobody").Output()
-	if err != nil {
-		return fmt.Errorf("id -u nobody: %w", err)
-	}
-	uid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	uid, err := nobodyUID()
 	if err != nil {
 		return err
 	}
 	return os.Chown(path, uid, -1)
+}
+
+func chownTreeNobody(root string) error {
+	uid, err := nobodyUID()
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(root, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, -1)
+	})
+}
+
+func nobodyUID() (int, error) {
+	out, err := exec.Command("id", "-u", "nobody").Output()
+	if err != nil {
+		return 0, fmt.Errorf("id -u nobody: %w", err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(out)))
 }
 
 // Start starts every node, one joiner at a time (node 1 is each SST's donor),
@@ -197,12 +215,31 @@ func (n *galeraNode) Start(ctx context.Context) error {
 	}
 	logPath := filepath.Join(n.dir, "server.log")
 	before, _ := os.ReadFile(logPath)
-	p, err := startProcess("mariadbd "+n.Name(), filepath.Join(n.dir, "stdout.log"), n.dir, nil, n.c.bin, n.args()...)
+	args := n.args()
+	restart := n.started
+	if restart {
+		// After a kill -9 the saved state has no position (seqno -1), and a
+		// node that knows none asks for a full copy (SST): read the position
+		// from InnoDB first, as mysqld_safe's --wsrep-recover does, so that
+		// the node asks for what it missed only (IST).
+		pos, err := n.recoverPosition(ctx)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--wsrep-start-position="+pos)
+		if os.Geteuid() == 0 {
+			// Should the donor send a full copy anyway, its rsync daemon
+			// runs as nobody and must overwrite the files.
+			if err := chownTreeNobody(filepath.Join(n.dir, "data")); err != nil {
+				return err
+			}
+		}
+	}
+	p, err := startProcess("mariadbd "+n.Name(), filepath.Join(n.dir, "stdout.log"), n.dir, nil, n.c.bin, args...)
 	if err != nil {
 		return err
 	}
 	n.proc = p
-	restart := n.started
 	n.started = true
 	start := time.Now()
 	// SST and a loaded machine: minutes, not seconds.
@@ -219,6 +256,27 @@ func (n *galeraNode) Start(ctx context.Context) error {
 		n.lastRejoinAt, n.lastRejoinEnd = start, time.Now()
 	}
 	return nil
+}
+
+// recoverPosition runs mariadbd --wsrep-recover on the node's data directory
+// and returns the position it recovered (uuid:seqno).
+func (n *galeraNode) recoverPosition(ctx context.Context) (string, error) {
+	logPath := filepath.Join(n.dir, "recover.log")
+	_ = os.Remove(logPath)
+	cmd := exec.CommandContext(ctx, n.c.bin, append(n.args(), "--wsrep-recover", "--log-error="+logPath)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	log, _ := os.ReadFile(logPath)
+	if err != nil {
+		return "", fmt.Errorf("%s --wsrep-recover: %v\n%s%s", n.Name(), err, out, tail(log, 2000))
+	}
+	const marker = "WSREP: Recovered position: "
+	i := strings.LastIndex(string(log), marker)
+	if i < 0 {
+		return "", fmt.Errorf("%s --wsrep-recover: no recovered position in\n%s", n.Name(), tail(log, 2000))
+	}
+	pos, _, _ := strings.Cut(string(log[i+len(marker):]), "\n")
+	return strings.TrimSpace(pos), nil
 }
 
 // root opens a connection to the node as root over its private socket.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,11 +306,9 @@ func (h *harness) setup(ctx context.Context) error {
 
 // dsnAddr is the tcp(...) part of a DSN.
 func dsnAddr(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "?"
-	}
-	return cfg.Addr
+	_, rest, _ := strings.Cut(dsn, "@tcp(")
+	addrs, _, _ := strings.Cut(rest, ")")
+	return addrs
 }
 
 func category(i int) string { return "cat" + strconv.Itoa(i) }
