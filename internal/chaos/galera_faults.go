@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -25,7 +26,9 @@ func (h *harness) galeraFaults() []fault {
 			if err := n2.Kill(); err != nil {
 				return err
 			}
-			h.measureFailover(ctx, p, start, b)
+			// Both replicas: a's node lives, but the cluster may stall
+			// until it has evicted the dead node.
+			h.measureFailover(ctx, p, start, b, a)
 			p.markRecovered()
 			if err := n2.Start(ctx); err != nil {
 				return err
@@ -77,7 +80,7 @@ func (h *harness) galeraFaults() []fault {
 			}
 			p.notes = append(p.notes, fmt.Sprintf("%s left the primary component %d ms after the cut", n1.Name(), time.Since(start).Milliseconds()))
 			p.notes = append(p.notes, h.nonPrimaryRefuses(ctx, p, n1))
-			h.measureFailover(ctx, p, start, a)
+			h.measureFailover(ctx, p, start, a, b)
 			sleepCtx(ctx, time.Second)
 			p.markRecovered()
 			back := time.Now()
@@ -116,13 +119,27 @@ func (h *harness) nonPrimaryRefuses(ctx context.Context, p *phase, n *galeraNode
 	}
 }
 
-// measureFailover writes through replica r (one task, to the pool) until a
+// measureFailover writes through each replica (one task, to the pool) until a
 // write succeeds, and records the time since the fault began. Every answer is
 // observed like an editor's: a 500 is a violation, a 503 counts.
-func (h *harness) measureFailover(ctx context.Context, p *phase, start time.Time, r *replica) {
+func (h *harness) measureFailover(ctx context.Context, p *phase, start time.Time, rs ...*replica) {
+	ms := make([]int64, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() { ms[i] = h.firstWrite(ctx, p, start, r) })
+	}
+	wg.Wait()
 	if p.failover == nil {
 		p.failover = make(map[string]int64)
 	}
+	for i, r := range rs {
+		p.failover[r.name] = ms[i]
+	}
+}
+
+// firstWrite writes through r until a write succeeds and returns the time from
+// start to its answer in milliseconds, or -1 (a violation) after a minute.
+func (h *harness) firstWrite(ctx context.Context, p *phase, start time.Time, r *replica) int64 {
 	limit := time.Minute
 	for ctx.Err() == nil {
 		s := h.serial.Add(1)
@@ -131,14 +148,13 @@ func (h *harness) measureFailover(ctx context.Context, p *phase, start time.Time
 		resp := call(ctx, h.admin, r.Base(), "POST", "/v1/tasks", adminToken, task, h.cfg.RequestBound)
 		h.rec.observe("add a task through "+r.name+" (failover probe)", resp)
 		if resp.status == http.StatusCreated {
-			p.failover[r.name] = resp.answered.Sub(start).Milliseconds()
-			return
+			return resp.answered.Sub(start).Milliseconds()
 		}
 		if time.Since(start) > limit {
-			p.failover[r.name] = -1
 			h.rec.violate(p, "failover", "%s wrote nothing within %v of the fault: %d %v", r.name, limit, resp.status, resp.err)
-			return
+			return -1
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
+	return -1
 }
