@@ -449,6 +449,10 @@ const (
 	erWsrepNotReady = 1047
 	// erServerShutdown: the server is shutting down.
 	erServerShutdown = 1053
+	// erLockWaitTimeout: a lock wait timed out; and on Galera, a causal read
+	// (wsrep_sync_wait) whose wait for the cluster was cut short, as when its
+	// node leaves the primary component. Busy, not broken: try again.
+	erLockWaitTimeout = 1205
 )
 
 // unreachable reports whether err means a store could not be reached or could
@@ -456,7 +460,8 @@ const (
 func unreachable(err error) bool {
 	var netErr net.Error
 	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) && (myErr.Number == erWsrepNotReady || myErr.Number == erServerShutdown) {
+	if errors.As(err, &myErr) && (myErr.Number == erWsrepNotReady || myErr.Number == erServerShutdown ||
+		myErr.Number == erLockWaitTimeout) {
 		return true
 	}
 	return errors.As(err, &netErr) ||

@@ -71,3 +71,66 @@ func TestChaos(t *testing.T) {
 			rep.Totals.Assignments, rep.Totals.Submits, rep.Hostile.Requests)
 	}
 }
+
+// TestChaosGalera runs the Galera faults once (a node killed under load and
+// rejoining by IST, a node frozen, a node cut off from the other two) against
+// a private 3-node cluster and two taskd replicas that list the nodes in
+// different orders, and fails on any violation: a 500, an unbounded answer, a
+// broken invariant. It takes about a minute and a half.
+func TestChaosGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the Galera fault suite takes a minute or two; run without -short")
+	}
+	for _, names := range [][]string{{"redis-server"}, {"mariadbd", "mysqld"}, {"mariadb-install-db", "mysql_install_db"}, {"rsync"}} {
+		if _, err := findBinary(names...); err != nil {
+			if os.Getenv("TASKD_TEST_REQUIRE_SERVICES") == "1" {
+				t.Fatalf("%v, and TASKD_TEST_REQUIRE_SERVICES=1: install redis-server, mariadb-server, galera-4 and rsync (scripts/services.sh install does, as root)", err)
+			}
+			t.Skipf("%v: install redis-server, mariadb-server, galera-4 and rsync to run the Galera fault suite", err)
+		}
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		TaskdBin: os.Getenv("TASKD_CHAOS_TASKD"),
+		WorkDir:  t.TempDir(),
+		Editors:  20,
+		Galera:   true,
+		Logf:     t.Logf,
+	})
+	if errors.Is(err, ErrMissingServer) {
+		if os.Getenv("TASKD_TEST_REQUIRE_SERVICES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.WriteText(&b)
+	t.Logf("report:\n%s", b.String())
+	for i, v := range rep.Violations {
+		if i == 30 {
+			t.Errorf("… %d more violations", len(rep.Violations)-30)
+			break
+		}
+		t.Errorf("%s", v)
+	}
+	faults := 0
+	for _, p := range rep.Phases {
+		if strings.HasPrefix(p.Name, "galera ") {
+			faults++
+			if len(p.FailoverMS) == 0 && p.Name != "galera node hung" {
+				t.Errorf("%s: no failover measured", p.Name)
+			}
+		}
+	}
+	if faults != 3 {
+		t.Errorf("%d Galera faults ran, want 3", faults)
+	}
+	if rep.Totals.Assignments < 1000 || rep.Totals.Submits < 1000 {
+		t.Errorf("too little work to prove anything: %d assignments, %d submits", rep.Totals.Assignments, rep.Totals.Submits)
+	}
+}

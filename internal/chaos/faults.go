@@ -18,6 +18,9 @@ type fault struct {
 }
 
 func (h *harness) faults() []fault {
+	if h.galera != nil {
+		return h.galeraFaults()
+	}
 	a, b := h.replicas[0], h.replicas[1]
 	return []fault{
 		{"taskd kill -9", func(ctx context.Context, p *phase) error {

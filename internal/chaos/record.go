@@ -20,6 +20,12 @@ type phase struct {
 	assignments, submits, stale, releases, abandons, heartbeats atomic.Int64
 	firstOK                                                     atomic.Int64 // unix nanos of the first 2xx answered after recovered
 	violations                                                  atomic.Int64
+
+	// Set by the fault's own goroutine, read once the run is over.
+	failover map[string]int64 // replica -> ms from the fault to its first write that succeeded
+	rejoin   string           // how a restarted Galera node caught up: IST or SST
+	rejoinMS int64            // from its start until it was synced
+	notes    []string
 }
 
 func (p *phase) markRecovered() { p.recovered.Store(time.Now().UnixNano()) }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,6 +38,16 @@ type PhaseReport struct {
 	Heartbeats int64 `json:"heartbeats"`
 	Abandons   int64 `json:"abandons"`
 	Violations int64 `json:"violations"`
+	// FailoverMS is, per taskd replica a Galera fault cut off from its node,
+	// the time from the fault to the replica's first write that succeeded
+	// (on the next node of its list, or the same node once it was back).
+	FailoverMS map[string]int64 `json:"failover_ms,omitempty"`
+	// Rejoin is how a Galera node started again after a kill caught up with
+	// the cluster (IST or SST), and RejoinMS how long from its start until
+	// it was synced.
+	Rejoin   string   `json:"rejoin,omitempty"`
+	RejoinMS int64    `json:"rejoin_ms,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
 }
 
 // Report is the outcome of a run.
@@ -83,6 +95,7 @@ func (h *harness) report(d time.Duration) *Report {
 			Assignments: p.assignments.Load(), Submits: p.submits.Load(), Stale: p.stale.Load(),
 			Releases: p.releases.Load(), Heartbeats: p.heartbeats.Load(), Abandons: p.abandons.Load(),
 			Violations: p.violations.Load(),
+			FailoverMS: p.failover, Rejoin: p.rejoin, RejoinMS: p.rejoinMS, Notes: p.notes,
 		}
 		if rec, ok := p.recovered.Load(), p.firstOK.Load(); rec != 0 && ok != 0 {
 			pr.RecoveryMS = time.Duration(ok - rec).Milliseconds()
@@ -126,6 +139,23 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	row(r.Totals)
 	tw.Flush()
+	for _, p := range r.Phases {
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(p.FailoverMS)) {
+			if ms := p.FailoverMS[name]; ms >= 0 {
+				parts = append(parts, fmt.Sprintf("%s wrote again %d ms after the fault", name, ms))
+			} else {
+				parts = append(parts, name+" never wrote again")
+			}
+		}
+		if p.Rejoin != "" {
+			parts = append(parts, fmt.Sprintf("node rejoined by %s in %d ms", p.Rejoin, p.RejoinMS))
+		}
+		parts = append(parts, p.Notes...)
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", p.Name, strings.Join(parts, "; "))
+		}
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "check\tchecked\tviolations")

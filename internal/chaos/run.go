@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,12 @@ type Config struct {
 	Duration    time.Duration // soak bound (default 30m)
 	// Pool is the number of pending tasks the feeder keeps (default 1000).
 	Pool int
+	// Galera runs the store as a private 3-node MariaDB Galera cluster
+	// instead of one MariaDB server: each taskd replica lists the nodes in
+	// another order, and the faults are the cluster's (a node killed and
+	// rejoining by IST, a node frozen, a node cut off from the others). It
+	// needs Debian's galera-4 and rsync.
+	Galera bool
 	// Logf receives progress lines; default none.
 	Logf func(format string, args ...any)
 }
@@ -99,6 +106,7 @@ type harness struct {
 	router   *router
 	redis    *redisServer
 	db       *mariaDB
+	galera   *galeraCluster
 	replicas []*replica
 	sql      *sql.DB
 	env      []string
@@ -173,6 +181,9 @@ func (h *harness) teardown() {
 	if h.db != nil {
 		h.db.Close()
 	}
+	if h.galera != nil {
+		h.galera.Close()
+	}
 }
 
 func (h *harness) logf(format string, args ...any) { h.cfg.Logf(format, args...) }
@@ -194,27 +205,43 @@ func (h *harness) setup(ctx context.Context) error {
 		// The processes run in directories of their own.
 		return fmt.Errorf("taskd binary: %w", err)
 	}
-	h.logf("starting private redis-server and mariadbd in %s", h.workDir)
-	db, dbErr := newMariaDB(ctx, h.workDir)
+	var dbErr error
+	if h.cfg.Galera {
+		h.logf("starting private redis-server and a 3-node Galera cluster in %s", h.workDir)
+		h.galera, dbErr = newGalera(ctx, h.workDir)
+	} else {
+		h.logf("starting private redis-server and mariadbd in %s", h.workDir)
+		h.db, dbErr = newMariaDB(ctx, h.workDir)
+	}
 	wg.Wait()
 	if dbErr != nil {
 		return dbErr
 	}
-	h.db = db
 	if buildErr != nil {
 		return buildErr
 	}
 	if err := h.redis.Start(ctx); err != nil {
 		return err
 	}
-	if err := h.db.Start(ctx); err != nil {
-		return err
+	var dsn string
+	if h.galera != nil {
+		start := time.Now()
+		if err := h.galera.Start(ctx); err != nil {
+			return err
+		}
+		h.logf("galera: 3 nodes synced in %v", time.Since(start).Round(time.Millisecond))
+		dsn = h.galera.DSN(0, 1, 2)
+	} else {
+		if err := h.db.Start(ctx); err != nil {
+			return err
+		}
+		dsn = h.db.DSN()
 	}
 	if err := h.openSQL(); err != nil {
 		return err
 	}
 	h.env = []string{
-		"TASKD_MYSQL_DSN=" + h.db.DSN(),
+		"TASKD_MYSQL_DSN=" + dsn,
 		"TASKD_REDIS_ADDRS=" + h.redis.Addr(),
 		"TASKD_REDIS_KEY_PREFIX=chaos:",
 		"TASKD_ADMIN_TOKEN=" + adminToken,
@@ -233,8 +260,14 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := runMigrate(ctx, h.bin, h.workDir, h.env); err != nil {
 		return err
 	}
-	for _, name := range []string{"replica-a", "replica-b"} {
-		r, err := newReplica(name, h.bin, h.workDir, h.env)
+	for i, name := range []string{"replica-a", "replica-b"} {
+		env := h.env
+		if h.galera != nil {
+			// Each replica starts on another node and fails over in its
+			// own order: a on 1, 2, 3; b on 2, 3, 1.
+			env = append(append([]string(nil), h.env...), "TASKD_MYSQL_DSN="+h.galera.DSN(i, (i+1)%3, (i+2)%3))
+		}
+		r, err := newReplica(name, h.bin, h.workDir, env)
 		if err != nil {
 			return err
 		}
@@ -262,9 +295,20 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := h.addTasks(ctx, h.cfg.Pool); err != nil {
 		return err
 	}
-	h.logf("up: redis %s, mariadb %s, taskd %s and %s, %d editors, %d tasks",
-		h.redis.Addr(), loopback(h.db.port), h.replicas[0].Base(), h.replicas[1].Base(), len(h.editors), h.cfg.Pool)
+	dbAddr := "mariadb " + dsnAddr(dsn)
+	if h.galera != nil {
+		dbAddr = "galera " + dsnAddr(dsn)
+	}
+	h.logf("up: redis %s, %s, taskd %s and %s, %d editors, %d tasks",
+		h.redis.Addr(), dbAddr, h.replicas[0].Base(), h.replicas[1].Base(), len(h.editors), h.cfg.Pool)
 	return nil
+}
+
+// dsnAddr is the tcp(...) part of a DSN.
+func dsnAddr(dsn string) string {
+	_, rest, _ := strings.Cut(dsn, "@tcp(")
+	addrs, _, _ := strings.Cut(rest, ")")
+	return addrs
 }
 
 func category(i int) string { return "cat" + strconv.Itoa(i) }
@@ -272,7 +316,15 @@ func category(i int) string { return "cat" + strconv.Itoa(i) }
 // openSQL opens the harness's own connection for checks, with timeouts so
 // that a frozen server never hangs the harness.
 func (h *harness) openSQL() error {
-	cfg, err := mysql.ParseDSN(h.db.DSN())
+	var dsn string
+	if h.galera != nil {
+		// Node 3, which no fault touches; its reads wait for the cluster's
+		// latest commits.
+		dsn = h.galera.DSN(2) + "&wsrep_sync_wait=1"
+	} else {
+		dsn = h.db.DSN()
+	}
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 // fault and exits 1 on any violation, 2 when the run itself failed.
 //
 //	go run ./internal/chaos/cmd/chaos                       # each fault once
+//	go run ./internal/chaos/cmd/chaos -galera                # on a 3-node Galera cluster
 //	go run ./internal/chaos/cmd/chaos -soak -assignments 100000
 package main
 
@@ -46,6 +47,7 @@ func main() {
 	flag.DurationVar(&cfg.RequestBound, "bound", 6*time.Second, "every request answered within its wait plus this")
 	flag.DurationVar(&cfg.FaultEvery, "every", 3*time.Second, "calm time after each fault's recovery")
 	flag.IntVar(&cfg.Pool, "pool", 1000, "pending tasks the feeder keeps")
+	flag.BoolVar(&cfg.Galera, "galera", false, "run on a private 3-node MariaDB Galera cluster, with its faults (node killed and rejoining, node hung, node partitioned)")
 	flag.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -66,7 +68,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 		if errors.Is(err, chaos.ErrMissingServer) {
-			fmt.Fprintln(os.Stderr, "chaos: install redis-server and mariadb-server (scripts/services.sh up does it as root)")
+			fmt.Fprintln(os.Stderr, "chaos: install redis-server and mariadb-server, and for -galera galera-4 and rsync (scripts/services.sh install does it as root)")
 		}
 		os.Exit(2)
 	}
