@@ -210,8 +210,7 @@ func g2Targets(rs []Result) []Target {
 			len(ratio), c.num, median(nums), unit, c.den, median(dens), unit, strings.Join(per, " "))
 		t := newTarget("(g2) 3 dispatchers, 200 editors, 50 categories: "+c.label+" "+c.metric, median(ratio), "x", c.want, c.atLeast, detail)
 		if c.want == 0 {
-			t.Met = true
-			t.Detail += "; informational"
+			t.Informational, t.Met = true, true
 		}
 		out = append(out, t)
 	}

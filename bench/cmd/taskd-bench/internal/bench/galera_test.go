@@ -86,6 +86,9 @@ func TestTargetsGalera(t *testing.T) {
 			t.Errorf("%s: %.3f met %v, want %.3f met %v", want.name, tg.Value, tg.Met, want.value, want.met)
 		}
 	}
+	if line := got[pre+"Galera one node / single MariaDB cycles/s"].String(); !strings.Contains(line, "0.50x, informational, no bound (median of 3") {
+		t.Errorf("informational line: %s", line)
+	}
 	if len(got) != 6 {
 		t.Errorf("%d targets, want 6", len(got))
 	}
