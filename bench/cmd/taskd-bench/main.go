@@ -160,7 +160,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
 	binary := f.String("binary", "", "taskd binary for -mode http (default: ./bin/taskd when it exists, else taskd on $PATH)")
 	quick := f.Bool("quick", false, "with -scenario: shorten every run (2s, smaller pools) for a smoke test")
-	rounds := f.Int("rounds", bench.RoundsDefault, "with -scenario: how many times the compared pairs (a, b, f) run; the targets use the medians")
+	rounds := f.Int("rounds", bench.RoundsDefault, "with -scenario: how many times the compared pairs (a, b, f), j and g2 run; the targets use the medians")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (go tool pprof) to `file`")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

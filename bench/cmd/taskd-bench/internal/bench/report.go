@@ -25,7 +25,7 @@ var ScenarioNames = []string{"all", "one-category", "categories", "workers", "on
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
 type Preset struct {
-	// Rounds is how many times the compared pairs (a, b, f, j) run,
+	// Rounds is how many times the compared pairs (a, b, f, j, g2) run,
 	// interleaved; the targets are judged on the medians. Default
 	// RoundsDefault.
 	Rounds int
