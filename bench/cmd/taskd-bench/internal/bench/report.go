@@ -49,9 +49,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		p.Rounds = RoundsDefault
 	}
 	pair := []string{StrategyTaskd, StrategySkipLocked}
-	d, short, big, pool, pollers, g2Pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 10_000
+	d, short, big, pool, pollers, g2Pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000
 	if p.Quick {
-		d, short, big, pool, pollers, g2Pool = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 5_000
+		d, short, big, pool, pollers, g2Pool = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000
 	}
 	// The compared pairs: (a) 200 editors on one category (with seed-naive
 	// in the first round), (b) 200 editors over 50 categories, (f) 16
@@ -121,7 +121,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 	// (g2) the (b) workload on a 3-node Galera cluster, three dispatchers
 	// on one node, spread over the nodes, spread with causal reads off, and
 	// on the single MariaDB server; the rounds interleaved.
-	g2 := func(round int) []run { return g2Runs(round, g2Pool, d) }
+	g2 := func(round int) []run { return g2Runs(round, g2Pool, short) }
 	presets["galera"] = roundsOf(p.Rounds, g2)
 	if name == "all" {
 		out := rounds(a, b, f)
