@@ -46,11 +46,12 @@ test-jaeger: ## Run the Jaeger test (internal/jaegertest): taskd's traces as a r
 	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh \
 		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/
 
-bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica and PostgreSQL too) up
+bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica, the 3-node Galera cluster and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
 	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_SERVICES_PROFILE=bench scripts/with-services.sh sh -c '\
 		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
 		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_MYSQL_REPLICA_DSN="$$TASKD_TEST_MYSQL_REPLICA_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
+		TASKD_GALERA_DSN="$$TASKD_TEST_GALERA_DSN" TASKD_GALERA_ADDRS="$$TASKD_TEST_GALERA_ADDRS" \
 			bin/taskd-bench -binary bin/taskd -scenario all -json bin/bench-results.json $(BENCHARGS) && \
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
 		(cd bench/river && $(GO) run ./cmd/compare -json ../../bin/taskd-vs-river.json $(RIVERARGS)) && \

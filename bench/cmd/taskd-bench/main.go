@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/bench/cmd/taskd-bench/internal/bench"
@@ -84,7 +85,16 @@ mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
 file given with -config, else $TASKD_CONFIG, else ./config.yaml when it
 exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,
 TASKD_REDIS_ADDRS, TASKD_REDIS_USERNAME, TASKD_REDIS_PASSWORD, TASKD_REDIS_DB and
-TASKD_REDIS_CLUSTER.`
+TASKD_REDIS_CLUSTER.
+
+-scenario galera (or g2; part of all when a cluster is configured) is scenario
+(g2): the 50-category workload served by 3 dispatchers (as 3 replicas of taskd)
+on a MariaDB Galera cluster, all on one node, spread over the nodes, and spread
+with causal reads off (wsrep_sync_wait=0), plus the same on the single server
+of mysql.dsn, -rounds times interleaved; the (g2) target lines give the
+ratios. The cluster comes from TASKD_GALERA_DSN (one node's DSN, or one naming
+every node as tcp(a,b,c)) and TASKD_GALERA_ADDRS (its nodes' host:port,
+comma-separated, the first being the DSN's node; default the DSN's list).`
 
 // errHelp means the help was printed as asked; the exit status is 0.
 var errHelp = errors.New("help requested")
@@ -150,7 +160,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	jsonFile := f.String("json", "", "also write the results as JSON to `file`")
 	binary := f.String("binary", "", "taskd binary for -mode http (default: ./bin/taskd when it exists, else taskd on $PATH)")
 	quick := f.Bool("quick", false, "with -scenario: shorten every run (2s, smaller pools) for a smoke test")
-	rounds := f.Int("rounds", bench.RoundsDefault, "with -scenario: how many times the compared pairs (a, b, f) run; the targets use the medians")
+	rounds := f.Int("rounds", bench.RoundsDefault, "with -scenario: how many times the compared pairs (a, b, f), j and g2 run; the targets use the medians")
 	cpuProfile := f.String("cpuprofile", "", "write a CPU profile of this process (go tool pprof) to `file`")
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -190,9 +200,15 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 			return &usageError{err}
 		}
 	}
+	galeraDSN, galeraAddrs, err := galeraCluster(env)
+	if err != nil {
+		return &usageError{err}
+	}
 	bcfg := bench.Config{
-		MySQLDSN:   cfg.MySQL.DSN,
-		ReplicaDSN: cfg.MySQL.ReplicaDSN,
+		MySQLDSN:    cfg.MySQL.DSN,
+		ReplicaDSN:  cfg.MySQL.ReplicaDSN,
+		GaleraDSN:   galeraDSN,
+		GaleraAddrs: galeraAddrs,
 		Redis: &redis.Options{
 			Addr: cfg.Redis.Addrs[0], Username: cfg.Redis.Username, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 			PoolSize: max(*editors, 200) / 4, ContextTimeoutEnabled: true,
@@ -220,7 +236,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if *rounds < 1 {
 		return usagef("-rounds must be at least 1")
 	}
-	preset := bench.Preset{Rounds: *rounds, Quick: *quick, Replica: bcfg.ReplicaDSN != ""}
+	preset := bench.Preset{Rounds: *rounds, Quick: *quick, Replica: bcfg.ReplicaDSN != "", Galera: galeraDSN != ""}
 	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, preset, w, names)
 	if rep == nil {
 		return &usageError{runErr}
@@ -235,6 +251,37 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		fmt.Fprintf(stdout, "results written to %s\n", *jsonFile)
 	}
 	return runErr
+}
+
+// galeraCluster reads the Galera cluster of scenario g2 from
+// TASKD_GALERA_DSN and TASKD_GALERA_ADDRS: the DSN of its first node and
+// every node's address. Neither set: no cluster ("", nil).
+func galeraCluster(env func(string) (string, bool)) (dsn string, addrs []string, err error) {
+	dsn, _ = env("TASKD_GALERA_DSN")
+	list, _ := env("TASKD_GALERA_ADDRS")
+	if dsn == "" {
+		if list != "" {
+			return "", nil, errors.New("TASKD_GALERA_ADDRS needs TASKD_GALERA_DSN")
+		}
+		return "", nil, nil
+	}
+	mcfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("TASKD_GALERA_DSN: %w", err)
+	}
+	if list == "" {
+		list = mcfg.Addr
+	}
+	for a := range strings.SplitSeq(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return "", nil, errors.New("TASKD_GALERA_ADDRS: no address")
+	}
+	mcfg.Addr = addrs[0]
+	return mcfg.FormatDSN(), addrs, nil
 }
 
 // needsServe reports whether the run starts `taskd serve`: -mode http, or a

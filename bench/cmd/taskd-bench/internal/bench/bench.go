@@ -48,6 +48,12 @@ type Config struct {
 	// databases named taskd_r_* (scripts/services.sh starts one); the
 	// scenario with candidate reads from a replica needs it.
 	ReplicaDSN string
+	// GaleraDSN names one node of a MariaDB Galera cluster (scenario g2; the
+	// bench creates its own database there, as on MySQLDSN), and GaleraAddrs
+	// lists the addresses (host:port) of every node of that cluster, the
+	// first being GaleraDSN's. Empty: no Galera scenario.
+	GaleraDSN   string
+	GaleraAddrs []string
 	// Redis is the single Redis server the locks live on.
 	Redis *redis.Options
 	// Binary is the taskd binary http mode starts (`Binary serve`).
@@ -92,7 +98,26 @@ type Workload struct {
 	// long-poll an empty pool over HTTP, then Pool tasks are inserted (see
 	// runLongPoll). Needs Mode http.
 	LongPoll bool `json:"long_poll,omitempty"`
+	// Dispatchers, when above 1, runs that many taskd dispatchers, each with
+	// a store and connection pool of its own (as as many taskd replicas
+	// would), sharing Redis; editor i always talks to dispatcher i mod
+	// Dispatchers. Strategy taskd only.
+	Dispatchers int `json:"dispatchers,omitempty"`
+	// Galera runs on the Galera cluster (Config.GaleraDSN) instead of
+	// MySQLDSN's server: GaleraOneNode puts every dispatcher on the first
+	// node, GaleraSpread dispatcher i on node i mod the nodes.
+	Galera string `json:"galera,omitempty"`
+	// CausalOff turns the causal reads of taskd's Galera sessions off
+	// (wsrep_sync_wait=0 in the DSN of the dispatchers' stores), to measure
+	// what they cost. The harness's own reads stay causal.
+	CausalOff bool `json:"causal_off,omitempty"`
 }
+
+// Placements of Workload.Galera.
+const (
+	GaleraOneNode = "one-node" // every dispatcher on the first node
+	GaleraSpread  = "spread"   // dispatcher i on node i mod the nodes
+)
 
 // WithDefaults returns w with zero fields set to their defaults.
 func (w Workload) WithDefaults() Workload {
@@ -141,6 +166,14 @@ func (w Workload) validate() error {
 		return errors.New("workers run in process only, without abandon or expired claims")
 	case w.LongPoll && (w.Mode != ModeHTTP || w.Workers > 0 || w.Expired > 0):
 		return errors.New("the long-poll run runs over HTTP only, without workers or expired claims")
+	case w.Dispatchers < 0:
+		return errors.New("dispatchers must not be negative")
+	case w.Galera != "" && w.Galera != GaleraOneNode && w.Galera != GaleraSpread:
+		return fmt.Errorf("galera must be %s or %s", GaleraOneNode, GaleraSpread)
+	case w.CausalOff && w.Galera == "":
+		return errors.New("causal reads are turned off on Galera only")
+	case (w.Dispatchers > 1 || w.Galera != "") && (w.Mode != ModeInproc || w.Workers > 0 || w.Expired > 0 || w.Replicated || w.ReplicaReads || w.LongPoll):
+		return errors.New("several dispatchers, and Galera, run in process only, with editors, without expired claims or a replica")
 	}
 	return nil
 }
@@ -287,7 +320,20 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		}
 		replicaDSN = cfg.ReplicaDSN
 	}
-	bd, err := createDB(ctx, cfg.MySQLDSN, replicaDSN)
+	serverDSN := cfg.MySQLDSN
+	if w.Galera != "" {
+		if cfg.GaleraDSN == "" || len(cfg.GaleraAddrs) == 0 {
+			return nil, errors.New("a Galera run needs a Galera cluster (TASKD_GALERA_DSN and TASKD_GALERA_ADDRS)")
+		}
+		if name != StrategyTaskd {
+			return nil, fmt.Errorf("a Galera run runs the %s strategy only", StrategyTaskd)
+		}
+		serverDSN = cfg.GaleraDSN
+	}
+	if w.Dispatchers > 1 && name != StrategyTaskd {
+		return nil, fmt.Errorf("several dispatchers run the %s strategy only", StrategyTaskd)
+	}
+	bd, err := createDB(ctx, serverDSN, replicaDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +351,12 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 			return nil, err
 		}
 	}
-	if err := bd.openStore(ctx, w.ReplicaReads, w.GroupCommit); err != nil {
+	if w.Galera != "" {
+		if err := bd.openNodes(ctx, cfg.GaleraAddrs); err != nil {
+			return nil, err
+		}
+	}
+	if err := bd.openStore(ctx, w, cfg.GaleraAddrs); err != nil {
 		return nil, err
 	}
 	cfg.progress("%s %s: pool of %d filled in %s (database %s)", scenario, name, w.Pool+w.Expired, time.Since(filling).Round(time.Millisecond), bd.name)
@@ -336,6 +387,17 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 			}
 		}()
 		s = hs
+	case name == StrategyTaskd && len(bd.stores) > 1:
+		sp := &spread{}
+		for _, st := range bd.stores {
+			one, err := newInproc(st, rdb, prefix, w.Lease)
+			if err != nil {
+				return nil, err
+			}
+			sp.ds = append(sp.ds, one)
+		}
+		inp = sp.ds[0]
+		s = sp
 	case name == StrategyTaskd:
 		if inp, err = newInproc(bd.store, rdb, prefix, w.Lease); err != nil {
 			return nil, err
@@ -384,9 +446,13 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 
 	// start is read when the run starts, before when the counted window
 	// opens (the same, except for editors: see below).
-	var d *dispatcher.Dispatcher
-	if inp != nil {
-		d = inp.d
+	var d []*dispatcher.Dispatcher
+	if sp, ok := s.(*spread); ok {
+		for _, one := range sp.ds {
+			d = append(d, one.d)
+		}
+	} else if inp != nil {
+		d = []*dispatcher.Dispatcher{inp.d}
 	}
 	start, err := readCounters(ctx, bd, plain, hook, d)
 	if err != nil {
@@ -444,7 +510,7 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 		r.MySQLRoundTripsPerCycle = ptr(float64(sent.RoundTrips) / c)
 		r.MySQLStatementsPerCycle = ptr(float64(sent.Statements) / c)
 		r.RedisRoundTripsPerCycle = ptr(float64(after.redisRoundTrips-before.redisRoundTrips) / c)
-		if d != nil {
+		if len(d) > 0 {
 			r.CandidateReadsPerCycle = ptr(float64(after.candidateReads-before.candidateReads) / c)
 		}
 		if bd.replicaCount != nil {

@@ -42,6 +42,17 @@ type benchDB struct {
 	// mysqldPID is the MySQL server's process id when it runs on this
 	// machine, else 0.
 	mysqldPID int
+	// With several dispatchers (Workload.Dispatchers), stores holds each
+	// one's store, stores[0] being store; the others' handles are extra,
+	// counted by extraCount.
+	stores     []*store.Store
+	extra      []*sqlx.DB
+	extraCount []*roundtrip.Connector
+	// On Galera (openNodes), nodes holds the harness's handles on the
+	// other nodes and nodePIDs their server processes (0 when unknown);
+	// their counters and CPU add to the first node's.
+	nodes    []*sqlx.DB
+	nodePIDs []int
 }
 
 // replicatedPrefix starts the names of the databases the test replica
@@ -90,14 +101,36 @@ func createDB(ctx context.Context, dsn, replicaDSN string) (*benchDB, error) {
 // openStore opens the strategies' handles and taskd's store. On a
 // replicated database it first waits until the replica has applied the
 // filled pool, so that the replica is idle when the timed window opens;
-// with replicaReads, the store reads its candidates from the replica.
-// groupCommit is the store's Config.GroupCommit (0: its default).
-func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit int) error {
+// with w.ReplicaReads, the store reads its candidates from the replica.
+// w.GroupCommit is the store's Config.GroupCommit (0: its default). With
+// w.Dispatchers above 1 it opens that many stores (bd.stores), each over a
+// pool of its own: on Galera, on the first of addrs (GaleraOneNode) or
+// on addrs[i mod len(addrs)] (GaleraSpread), with wsrep_sync_wait=0 when
+// w.CausalOff.
+func (bd *benchDB) openStore(ctx context.Context, w Workload, addrs []string) error {
+	dsns := []string{bd.dsn}
+	if n := max(w.Dispatchers, 1); n > 1 || w.Galera != "" {
+		dsns = dsns[:0]
+		for i := range n {
+			addr := ""
+			switch w.Galera {
+			case GaleraOneNode:
+				addr = addrs[0]
+			case GaleraSpread:
+				addr = addrs[i%len(addrs)]
+			}
+			dsn, err := nodeDSN(bd.dsn, addr, w.CausalOff)
+			if err != nil {
+				return err
+			}
+			dsns = append(dsns, dsn)
+		}
+	}
 	var err error
-	if bd.sdb, bd.primary, err = roundtrip.OpenMySQL(ctx, bd.dsn); err != nil {
+	if bd.sdb, bd.primary, err = roundtrip.OpenMySQL(ctx, dsns[0]); err != nil {
 		return fmt.Errorf("connect to %s: %w", bd.name, err)
 	}
-	scfg := store.Config{GroupCommit: groupCommit}
+	scfg := store.Config{GroupCommit: w.GroupCommit}
 	if bd.replicaDSN != "" {
 		rcfg, err := mysql.ParseDSN(bd.replicaDSN)
 		if err != nil {
@@ -112,7 +145,7 @@ func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit
 		if err := catchUp(ctx, bd.db, radmin); err != nil {
 			return err
 		}
-		if replicaReads {
+		if w.ReplicaReads {
 			rcfg.DBName = bd.name
 			if bd.replica, bd.replicaCount, err = roundtrip.OpenMySQL(ctx, rcfg.FormatDSN()); err != nil {
 				return fmt.Errorf("connect to %s on the replica: %w", bd.name, err)
@@ -120,8 +153,36 @@ func (bd *benchDB) openStore(ctx context.Context, replicaReads bool, groupCommit
 			scfg.Replica = bd.replica
 		}
 	}
-	bd.store, err = store.New(bd.sdb, scfg)
-	return err
+	if bd.store, err = newStore(ctx, bd.sdb, scfg); err != nil {
+		return err
+	}
+	bd.stores = []*store.Store{bd.store}
+	for _, dsn := range dsns[1:] {
+		db, count, err := roundtrip.OpenMySQL(ctx, dsn)
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", bd.name, err)
+		}
+		bd.extra, bd.extraCount = append(bd.extra, db), append(bd.extraCount, count)
+		st, err := newStore(ctx, db, scfg)
+		if err != nil {
+			return err
+		}
+		bd.stores = append(bd.stores, st)
+	}
+	return nil
+}
+
+// newStore returns taskd's store over db, having asked whether the server is
+// a Galera node, so that the question is not counted in the timed window.
+func newStore(ctx context.Context, db *sqlx.DB, cfg store.Config) (*store.Store, error) {
+	st, err := store.New(db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Galera(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // catchUpTimeout bounds the wait for the replica to apply the pool.
@@ -145,7 +206,7 @@ func catchUp(ctx context.Context, primary, replica *sqlx.DB) error {
 
 // drop closes the connections and drops the database (the drop replicates).
 func (bd *benchDB) drop(ctx context.Context) error {
-	for _, db := range []*sqlx.DB{bd.db, bd.sdb, bd.replica} {
+	for _, db := range append(append([]*sqlx.DB{bd.db, bd.sdb, bd.replica}, bd.extra...), bd.nodes...) {
 		if db != nil {
 			_ = db.Close()
 		}
@@ -234,15 +295,28 @@ type serverCounters struct {
 
 // readCounters reads the counters. It reads the server-wide ones with the
 // harness's own handles (bd.db, plain), which are not counted.
-func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *roundtrip.RedisHook, d *dispatcher.Dispatcher) (serverCounters, error) {
+func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *roundtrip.RedisHook, ds []*dispatcher.Dispatcher) (serverCounters, error) {
 	var c serverCounters
 	// This process's counts first, right after the caller read its cycles.
-	if d != nil {
-		c.candidateReads = d.Stats().CandidateReads
+	for _, d := range ds {
+		c.candidateReads += d.Stats().CandidateReads
 	}
 	c.mysqldCPU = processCPU(bd.mysqldPID)
+	for _, pid := range bd.nodePIDs {
+		if cpu := processCPU(pid); cpu >= 0 && c.mysqldCPU >= 0 {
+			c.mysqldCPU += cpu
+		} else {
+			c.mysqldCPU = -1
+		}
+	}
 	if bd.primary != nil {
 		c.primary = bd.primary.Counts()
+	}
+	for _, cc := range bd.extraCount {
+		n := cc.Counts()
+		c.primary.RoundTrips += n.RoundTrips
+		c.primary.Statements += n.Statements
+		c.primary.Commits += n.Commits
 	}
 	if bd.replicaCount != nil {
 		c.replica = bd.replicaCount.Counts()
@@ -252,16 +326,23 @@ func readCounters(ctx context.Context, bd *benchDB, plain *redis.Client, hook *r
 		Name  string `db:"Variable_name"`
 		Value string `db:"Value"`
 	}
-	if err := bd.db.SelectContext(ctx, &rows, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')"); err != nil {
-		return c, fmt.Errorf("read mysql status: %w", err)
+	for _, db := range append([]*sqlx.DB{bd.db}, bd.nodes...) {
+		var part []struct {
+			Name  string `db:"Variable_name"`
+			Value string `db:"Value"`
+		}
+		if err := db.SelectContext(ctx, &part, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')"); err != nil {
+			return c, fmt.Errorf("read mysql status: %w", err)
+		}
+		rows = append(rows, part...)
 	}
 	for _, r := range rows {
 		v, _ := strconv.ParseInt(r.Value, 10, 64)
 		switch strings.ToLower(r.Name) {
 		case "questions":
-			c.questions = v
+			c.questions += v
 		case "com_commit":
-			c.comCommit = v
+			c.comCommit += v
 		}
 	}
 	info, err := plain.Info(ctx, "stats").Result()

@@ -20,12 +20,12 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
 type Preset struct {
-	// Rounds is how many times the compared pairs (a, b, f, j) run,
+	// Rounds is how many times the compared pairs (a, b, f, j, g2) run,
 	// interleaved; the targets are judged on the medians. Default
 	// RoundsDefault.
 	Rounds int
@@ -35,6 +35,9 @@ type Preset struct {
 	// Replica says whether a replica is configured; without one the
 	// replica preset is left out.
 	Replica bool
+	// Galera says whether a Galera cluster is configured (Config.GaleraDSN);
+	// without one the galera preset (g2) is left out of all.
+	Galera bool
 }
 
 // RoundsDefault is how many times a compared pair runs.
@@ -46,9 +49,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		p.Rounds = RoundsDefault
 	}
 	pair := []string{StrategyTaskd, StrategySkipLocked}
-	d, short, big, pool, pollers := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors
+	d, short, big, pool, pollers, g2Pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000
 	if p.Quick {
-		d, short, big, pool, pollers = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10
+		d, short, big, pool, pollers, g2Pool = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000
 	}
 	// The compared pairs: (a) 200 editors on one category (with seed-naive
 	// in the first round), (b) 200 editors over 50 categories, (f) 16
@@ -115,9 +118,17 @@ func scenario(name string, p Preset) ([]run, bool) {
 			{"g-replica-reads", 0, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d, Replicated: true, ReplicaReads: true}, []string{StrategyTaskd}},
 		},
 	}
+	// (g2) the (b) workload on a 3-node Galera cluster, three dispatchers
+	// on one node, spread over the nodes, spread with causal reads off, and
+	// on the single MariaDB server; the rounds interleaved.
+	g2 := func(round int) []run { return g2Runs(round, g2Pool, short) }
+	presets["galera"] = roundsOf(p.Rounds, g2)
 	if name == "all" {
 		out := rounds(a, b, f)
 		out = append(out, roundsOf(p.Rounds, j)...)
+		if p.Galera {
+			out = append(out, presets["galera"]...)
+		}
 		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
@@ -131,6 +142,8 @@ func scenario(name string, p Preset) ([]run, bool) {
 		name = "long-poll"
 	case "j":
 		name = "one-editor"
+	case "g2":
+		name = "galera"
 	}
 	rs, ok := presets[name]
 	return rs, ok
@@ -180,6 +193,7 @@ var notes = []string{
 	"f-workers: editors = 16w means 16 background worker slots with a no-op handler; cycles/s is jobs/s (claim, run, commit of the result). mysql-skip-locked there is a worker loop in River's model: per job, BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1; UPDATE to assigned; COMMIT; then UPDATE to done + result row in a transaction of its own",
 	"j-one-editor: one editor alone, taskd as configured (group commit on) and j-one-editor-ungrouped with store.Config.GroupCommit 1 (every write in a transaction of its own, as before group commit), back to back in each round; the (j) targets compare their next and cycle p50, median of the per-round ratios",
 	"a, b and f run " + fmt.Sprint(RoundsDefault) + " times each (unless -rounds says otherwise), interleaved, each run in a fresh database; the target lines judge the median cycles/s of each strategy and the median of the per-run ratios",
+	"g2-*: the b workload (200 editors, 50 categories) served by 3 taskd dispatchers in this process, each with a store and connection pool of its own (as 3 replicas of taskd), sharing Redis, editor i always on dispatcher i mod 3: g2-mariadb on the single MariaDB server, g2-one-node with every dispatcher on node 1 of the 3-node Galera cluster, g2-spread with dispatcher i on node i+1, g2-spread-causal-off the same with wsrep_sync_wait=0 (taskd's reads not causal). On Galera, mysql/op, commits/cyc and mysqld ms/cyc add up the 3 nodes (their Questions, Com_commit and CPU: the nodes share this machine's cores); the g2 targets judge the medians of the per-round ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
@@ -199,10 +213,13 @@ func RunScenario(ctx context.Context, cfg Config, name string, p Preset, w Workl
 		if name == "all" && !p.Replica {
 			rep.Notes = append(rep.Notes, "g (primary statements with and without a replica) did not run: no replica configured (mysql.replica_dsn / TASKD_MYSQL_REPLICA_DSN)")
 		}
+		if name == "all" && !p.Galera {
+			rep.Notes = append(rep.Notes, "g2 (a 3-node Galera cluster) did not run: no cluster configured (TASKD_GALERA_DSN, TASKD_GALERA_ADDRS)")
+		}
 	}
 	finish := func() {
-		rep.Ratios = ratios(rep.Results)
-		rep.Targets = targets(rep.Results)
+		rep.Ratios = append(ratios(rep.Results), g2Ratios(rep.Results)...)
+		rep.Targets = append(targets(rep.Results), g2Targets(rep.Results)...)
 		rep.CPU = cpuLines(rep.Results)
 	}
 	for i, r := range runs {

@@ -43,6 +43,9 @@ type editor struct {
 	holder     string
 	categories []string
 	token      string // API token, in http mode
+	// dispatcher is which of a spread strategy's dispatchers serves the
+	// editor.
+	dispatcher int
 }
 
 // strategy is one way of handing tasks out. Every strategy's submit writes the

@@ -38,11 +38,17 @@ type Target struct {
 	Met     bool    `json:"met"`
 	// Detail shows what the value was computed from.
 	Detail string `json:"detail"`
+	// Informational marks a figure reported with no bound (Want and Met
+	// unused): the line gives the value alone.
+	Informational bool `json:"informational,omitempty"`
 }
 
 // String renders the target as a line of the report, e.g.
 // "target (a) ...: 1.73x, want >= 3x: NOT MET (median of 3 runs: ...)".
 func (t Target) String() string {
+	if t.Informational {
+		return fmt.Sprintf("target %s: %.2f%s, informational, no bound (%s)", t.Name, t.Value, t.Unit, t.Detail)
+	}
 	op, verdict := "<=", "NOT MET"
 	if t.AtLeast {
 		op = ">="
