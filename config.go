@@ -316,6 +316,17 @@ type MySQLConfig struct {
 func (c MySQLConfig) Server() string { return server(c.DSN) }
 
 func server(dsn string) string {
+	// tcp(a,b,c): the nodes of a cluster, which ParseDSN does not take apart.
+	if i := strings.Index(dsn, "@tcp("); i >= 0 {
+		if j := strings.Index(dsn[i:], ")"); j > 0 && strings.Contains(dsn[i:i+j], ",") {
+			list := dsn[i+len("@tcp(") : i+j]
+			db := strings.TrimPrefix(dsn[i+j+1:], "/")
+			if k := strings.IndexByte(db, '?'); k >= 0 {
+				db = db[:k]
+			}
+			return list + "/" + db
+		}
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil || cfg.Addr == "" {
 		return "(address not parsed)"

@@ -56,3 +56,17 @@ func TestValidateTraceURL(t *testing.T) {
 		}
 	}
 }
+
+// TestMySQLServer: what error messages name as the MySQL server, for one
+// address and for the nodes of a cluster.
+func TestMySQLServer(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"u:p@tcp(db1:3306)/taskd?parseTime=true":                   "db1:3306/taskd",
+		"u:p@tcp(db1:3306,db2:3306,db3:3306)/taskd?parseTime=true": "db1:3306,db2:3306,db3:3306/taskd",
+		"u:p@tcp(db1:3306,db2:3306)/taskd":                         "db1:3306,db2:3306/taskd",
+	} {
+		if got := (taskd.MySQLConfig{DSN: dsn}).Server(); got != want {
+			t.Errorf("Server of %s = %q, want %q", dsn, got, want)
+		}
+	}
+}

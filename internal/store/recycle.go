@@ -124,11 +124,17 @@ func (s *Store) PurgeSkips(ctx context.Context, limit int) (int, error) {
 	if limit < 1 || limit > tasks.RecycleLimitMax {
 		return 0, fmt.Errorf("purge skips: %w: limit must be 1..%d", tasks.ErrInvalid, tasks.RecycleLimitMax)
 	}
-	res, err := s.db.ExecContext(ctx, purgeSkipsSQL, limit)
-	if err != nil {
-		return 0, fmt.Errorf("purge skips: %w", err)
-	}
-	n, err := res.RowsAffected()
+	// A deadlock victim (on Galera, a delete that a node's concurrent write
+	// refused at certification) is run again.
+	var n int64
+	err := s.retryDeadlocks(ctx, func() error {
+		res, err := s.db.ExecContext(ctx, purgeSkipsSQL, limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("purge skips: %w", err)
 	}
