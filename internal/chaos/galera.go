@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -161,6 +162,20 @@ func (c *galeraCluster) DSN(order ...int) string {
 	}
 	return fmt.Sprintf("%s:%s@tcp(%s)/%s?parseTime=true&loc=UTC&clientFoundRows=true",
 		dbUser, dbPassword, strings.Join(addrs, ","), dbName)
+}
+
+// bindFailed reports whether a node's log says that a port it was given was
+// taken when it bound it.
+func (c *galeraCluster) bindFailed() bool {
+	for _, n := range c.nodes {
+		for _, f := range []string{"server.log", "stdout.log"} {
+			b, _ := os.ReadFile(filepath.Join(n.dir, f))
+			if bytes.Contains(b, []byte("Address already in use")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *galeraCluster) Close() {

@@ -226,8 +226,22 @@ func (h *harness) setup(ctx context.Context) error {
 	var dsn string
 	if h.galera != nil {
 		start := time.Now()
-		if err := h.galera.Start(ctx); err != nil {
-			return err
+		// Its twelve ports are picked free, then bound seconds later: on a
+		// busy machine another process may take one meanwhile. Such a start
+		// is tried again, on fresh ports, in a directory of its own.
+		for attempt := 1; ; attempt++ {
+			err := h.galera.Start(ctx)
+			if err == nil {
+				break
+			}
+			if attempt == 3 || !h.galera.bindFailed() {
+				return err
+			}
+			h.logf("galera: a port was taken before a node bound it; starting again on fresh ports")
+			h.galera.Close()
+			if h.galera, err = newGalera(ctx, filepath.Join(h.workDir, "galera-try"+strconv.Itoa(attempt+1))); err != nil {
+				return err
+			}
 		}
 		h.logf("galera: 3 nodes synced in %v", time.Since(start).Round(time.Millisecond))
 		dsn = h.galera.DSN(0, 1, 2)
