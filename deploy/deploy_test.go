@@ -380,27 +380,10 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 type taskd struct {
 	addr   string // host:port
 	base   string // http://addr
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 	db     *sqlx.DB      // its database
 	rdb    *redis.Client // its Redis server
 	prefix string        // its Redis key prefix
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startTaskd builds the binary and runs `taskd serve` against the test
@@ -425,10 +408,6 @@ func startTaskd(t *testing.T) *taskd {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "taskd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/taskd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 
 	var hooks atomic.Int64
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -450,20 +429,12 @@ webhook_delivery:
 		t.Fatal(err)
 	}
 
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TASKD_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	srv := testenv.StartServe(t, "../cmd/taskd",
 		"TASKD_CONFIG="+config,
 		"TASKD_MYSQL_DSN="+dsn,
 		"TASKD_REDIS_ADDRS="+opt.Addr,
 		"TASKD_REDIS_KEY_PREFIX="+prefix,
 		"TASKD_ADMIN_TOKEN="+adminToken,
-		"TASKD_HTTP_ADDR=127.0.0.1:0",
-		"TASKD_LOG_FORMAT=json",
 		"TASKD_SWEEP_INTERVAL=1s",
 		"TASKD_LEASE_TTL=2s",
 		// Every trace sampled, so that every latency measurement made
@@ -472,49 +443,7 @@ webhook_delivery:
 		"TASKD_TELEMETRY_TRACES=stdout",
 		"TASKD_TELEMETRY_SAMPLE_RATIO=1",
 	)
-	cmd := exec.Command(bin, "serve")
-	cmd.Dir = dir
-	cmd.Env = env
-	stderr := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start taskd: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("taskd stderr:\n%s", stderr.String())
-		}
-	})
-
-	var addr string
-	testenv.Eventually(t, 60*time.Second, "taskd logs serving", func() bool {
-		select {
-		case <-done:
-			t.Fatalf("taskd exited:\n%s", stderr.String())
-		default:
-		}
-		for _, line := range strings.Split(stderr.String(), "\n") {
-			var l struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "serving" {
-				addr = l.Addr
-				return true
-			}
-		}
-		return false
-	})
-	return &taskd{addr: addr, base: "http://" + addr, stderr: stderr, db: db, rdb: rdb, prefix: prefix}
+	return &taskd{addr: srv.Addr, base: "http://" + srv.Addr, stderr: srv.Stderr, db: db, rdb: rdb, prefix: prefix}
 }
 
 // try sends a JSON request and returns the status and body; it may be
@@ -795,7 +724,7 @@ scrape_configs:
 		"--web.listen-address="+listen,
 		"--log.level=warn",
 		"--enable-feature=exemplar-storage")
-	log := &lockedBuffer{}
+	log := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)

@@ -131,30 +131,12 @@ func run(t *testing.T, env []string, args ...string) (stdout, stderr string, cod
 	return out.String(), errOut.String(), code
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and readers at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is a running taskd process.
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	stdout *lockedBuffer
-	stderr *lockedBuffer
+	stdout *testenv.LockedBuffer
+	stderr *testenv.LockedBuffer
 	done   chan struct{} // closed when it exited
 	err    error         // Wait's result, once done
 }
@@ -163,7 +145,7 @@ type proc struct {
 // test ends, if still running.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, stdout: &testenv.LockedBuffer{}, stderr: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(taskdBin(t), args...)
 	p.cmd.Dir = t.TempDir()
 	p.cmd.Env = append(baseEnv(), env...)

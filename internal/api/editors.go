@@ -143,10 +143,24 @@ type editorStatsJSON struct {
 	MedianClaimToSubmitMS *int64  `json:"median_claim_to_submit_ms"`
 	MedianOf              int     `json:"median_of"`
 	LastActiveAt          *string `json:"last_active_at"`
+	// RecentClaims are the latest claims, newest first; never null.
+	RecentClaims []recentClaimJSON `json:"recent_claims"`
+}
+
+// recentClaimJSON is one of an editor's latest claims (see tasks.RecentClaim).
+type recentClaimJSON struct {
+	TaskID    int64  `json:"task_id"`
+	Fence     int64  `json:"fence"`
+	ClaimedAt string `json:"claimed_at"`
+	TraceID   string `json:"trace_id,omitempty"`
 }
 
 func editorStatsOf(st *tasks.EditorStats) editorStatsJSON {
-	out := editorStatsJSON{AllTime: countsOf(st.AllTime), MedianOf: st.MedianOf, LastActiveAt: formatTimePtr(st.LastActiveAt)}
+	out := editorStatsJSON{AllTime: countsOf(st.AllTime), MedianOf: st.MedianOf, LastActiveAt: formatTimePtr(st.LastActiveAt),
+		RecentClaims: []recentClaimJSON{}}
+	for _, c := range st.RecentClaims {
+		out.RecentClaims = append(out.RecentClaims, recentClaimJSON{TaskID: c.TaskID, Fence: c.Fence, ClaimedAt: formatTime(c.ClaimedAt), TraceID: c.TraceID})
+	}
 	if st.MedianOf > 0 {
 		ms := st.MedianClaimToSubmit.Milliseconds()
 		out.MedianClaimToSubmitMS = &ms

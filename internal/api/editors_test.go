@@ -143,6 +143,12 @@ type editorDetailOut struct {
 	MedianClaimToSubmitMS *int64    `json:"median_claim_to_submit_ms"`
 	MedianOf              int       `json:"median_of"`
 	LastActiveAt          *string   `json:"last_active_at"`
+	RecentClaims          []struct {
+		TaskID    int64   `json:"task_id"`
+		Fence     int64   `json:"fence"`
+		ClaimedAt string  `json:"claimed_at"`
+		TraceID   *string `json:"trace_id"`
+	} `json:"recent_claims"`
 }
 
 // getEditor reads GET /v1/editors/{id}.
@@ -182,7 +188,7 @@ func TestGetEditor(t *testing.T) {
 	d = b.getEditor(t, ann.ID)
 	wantKeys(t, b.do(t, "GET", fmt.Sprintf("/v1/editors/%d", ann.ID), adminToken, "").body,
 		"id", "name", "categories", "disabled", "disabled_at", "created_at", "claim", "today",
-		"all_time", "median_claim_to_submit_ms", "median_of", "last_active_at")
+		"all_time", "median_claim_to_submit_ms", "median_of", "last_active_at", "recent_claims")
 	if d.Claim == nil || d.Claim.TaskID != held.Task.ID || d.Claim.Fence != held.Fence {
 		t.Errorf("ann's claim = %+v, want task %d fence %d", d.Claim, held.Task.ID, held.Fence)
 	}
@@ -194,6 +200,14 @@ func TestGetEditor(t *testing.T) {
 	}
 	if d.LastActiveAt == nil || parseTime(t, *d.LastActiveAt).Before(parseTime(t, held.AssignedAt)) {
 		t.Errorf("last active %v, want at least the last claim's %s", d.LastActiveAt, held.AssignedAt)
+	}
+	var recent []int64
+	for _, c := range d.RecentClaims {
+		recent = append(recent, c.TaskID)
+	}
+	if want := []int64{ids[2], ids[1], ids[0]}; !slices.Equal(recent, want) || d.RecentClaims[0].Fence != held.Fence ||
+		d.RecentClaims[0].ClaimedAt != held.AssignedAt {
+		t.Errorf("ann's recent claims %+v, want tasks %v, the newest at fence %d, %s", d.RecentClaims, want, held.Fence, held.AssignedAt)
 	}
 
 	before := b.snapshot(t)
@@ -431,6 +445,12 @@ type meOut struct {
 	MedianClaimToSubmitMS *int64      `json:"median_claim_to_submit_ms"`
 	MedianOf              int         `json:"median_of"`
 	LastActiveAt          *string     `json:"last_active_at"`
+	RecentClaims          []struct {
+		TaskID    int64   `json:"task_id"`
+		Fence     int64   `json:"fence"`
+		ClaimedAt string  `json:"claimed_at"`
+		TraceID   *string `json:"trace_id"`
+	} `json:"recent_claims"`
 }
 
 func TestMe(t *testing.T) {
@@ -448,7 +468,7 @@ func TestMe(t *testing.T) {
 	}
 	parseTime(t, me.CreatedAt)
 	wantKeys(t, b.do(t, "GET", "/v1/me", ann.Token, "").body, "id", "name", "categories", "created_at", "assignment",
-		"today", "all_time", "median_claim_to_submit_ms", "median_of", "last_active_at")
+		"today", "all_time", "median_claim_to_submit_ms", "median_of", "last_active_at", "recent_claims")
 
 	a := b.next(t, ann.Token)
 	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), ann.Token,

@@ -97,7 +97,11 @@ func TestEventTraceID(t *testing.T) {
 			t.Errorf("GET /v1/editors: ada holds %+v, want nothing", ed.Claim)
 		}
 	}
-	if c := b.getEditor(t, bob.ID).Claim; c == nil || c.TraceID == nil || *c.TraceID != want {
+	bd := b.getEditor(t, bob.ID)
+	if c := bd.Claim; c == nil || c.TraceID == nil || *c.TraceID != want {
 		t.Errorf("GET /v1/editors/{id}: bob's claim %+v, want trace id %s", c, want)
+	}
+	if rc := bd.RecentClaims; len(rc) == 0 || rc[0].TraceID == nil || *rc[0].TraceID != want {
+		t.Errorf("GET /v1/editors/{id}: bob's recent claims %+v, want the newest with trace id %s", rc, want)
 	}
 }

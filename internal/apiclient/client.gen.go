@@ -315,6 +315,9 @@ type EditorDetail struct {
 	MedianOf int    `json:"median_of"`
 	Name     string `json:"name"`
 
+	// RecentClaims The editor's latest claims, newest first.
+	RecentClaims []RecentClaim `json:"recent_claims"`
+
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
 }
@@ -332,6 +335,9 @@ type EditorStats struct {
 
 	// MedianOf How many submissions the median is of.
 	MedianOf int `json:"median_of"`
+
+	// RecentClaims The editor's latest claims, newest first.
+	RecentClaims []RecentClaim `json:"recent_claims"`
 }
 
 // Error defines model for Error.
@@ -428,6 +434,9 @@ type Me struct {
 	MedianOf int    `json:"median_of"`
 	Name     string `json:"name"`
 
+	// RecentClaims The editor's latest claims, newest first.
+	RecentClaims []RecentClaim `json:"recent_claims"`
+
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
 }
@@ -487,6 +496,16 @@ type ReadyStatus string
 // Reason Kept in the audit trail. One line: a control character (C0, line
 // breaks and tabs included, DEL, C1) is 422.
 type Reason = string
+
+// RecentClaim One of an editor's latest claims, from its audit trail.
+type RecentClaim struct {
+	ClaimedAt time.Time `json:"claimed_at"`
+	Fence     int64     `json:"fence"`
+	TaskId    int64     `json:"task_id"`
+
+	// TraceId The trace id of the sampled trace the claim was made in; absent when it was not traced.
+	TraceId *string `json:"trace_id,omitempty"`
+}
 
 // ResultLine A line of GET /v1/results, an accepted result.
 type ResultLine struct {
@@ -6313,6 +6332,9 @@ type DisableEditorResponse struct {
 		MedianOf int    `json:"median_of"`
 		Name     string `json:"name"`
 
+		// RecentClaims The editor's latest claims, newest first.
+		RecentClaims []RecentClaim `json:"recent_claims"`
+
 		// Released The claim revoked, or null.
 		Released *struct {
 			Fence  Fence `json:"fence"`
@@ -6377,6 +6399,9 @@ func (r DisableEditorResponse) GetJSON200() *struct {
 	// MedianOf How many submissions the median is of.
 	MedianOf int    `json:"median_of"`
 	Name     string `json:"name"`
+
+	// RecentClaims The editor's latest claims, newest first.
+	RecentClaims []RecentClaim `json:"recent_claims"`
 
 	// Released The claim revoked, or null.
 	Released *struct {
@@ -10213,6 +10238,9 @@ func ParseDisableEditorResponse(rsp *http.Response) (*DisableEditorResponse, err
 			// MedianOf How many submissions the median is of.
 			MedianOf int    `json:"median_of"`
 			Name     string `json:"name"`
+
+			// RecentClaims The editor's latest claims, newest first.
+			RecentClaims []RecentClaim `json:"recent_claims"`
 
 			// Released The claim revoked, or null.
 			Released *struct {

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -425,7 +424,7 @@ func tryJaeger(t *testing.T, bin string) (*jaeger, error) {
 	}
 	cmd := exec.Command(bin, "--config", "file:"+config)
 	cmd.Dir = dir
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -754,24 +753,7 @@ func withDefaults(q, defaults url.Values) url.Values {
 
 type taskd struct {
 	base   string // http://addr
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	stderr *testenv.LockedBuffer
 }
 
 // startTaskd builds the binary and runs `taskd serve` against the test
@@ -785,24 +767,11 @@ func startTaskd(t *testing.T, endpoint string) *taskd {
 	if err != nil {
 		t.Fatalf("parse %s: %v", testenv.RedisURLVar, err)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "taskd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/taskd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TASKD_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	srv := testenv.StartServe(t, "../../cmd/taskd",
 		"TASKD_MYSQL_DSN="+dsn,
 		"TASKD_REDIS_ADDRS="+opt.Addr,
 		"TASKD_REDIS_KEY_PREFIX="+testenv.Prefix(t),
 		"TASKD_ADMIN_TOKEN="+adminToken,
-		"TASKD_HTTP_ADDR=127.0.0.1:0",
-		"TASKD_LOG_FORMAT=json",
 		"TASKD_SWEEP_INTERVAL=1s",
 		"TASKD_LEASE_TTL="+leaseTTL.String(),
 		"TASKD_WORKER_IN_SERVE=true",
@@ -815,49 +784,7 @@ func startTaskd(t *testing.T, endpoint string) *taskd {
 		// default; the test waits less with 100ms.
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	)
-	cmd := exec.Command(bin, "serve")
-	cmd.Dir = dir
-	cmd.Env = env
-	stderr := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start taskd: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("taskd stderr:\n%s", stderr.String())
-		}
-	})
-
-	var addr string
-	eventually(t, "taskd logs serving", func() bool {
-		select {
-		case <-done:
-			t.Fatalf("taskd exited:\n%s", stderr.String())
-		default:
-		}
-		for line := range strings.SplitSeq(stderr.String(), "\n") {
-			var l struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "serving" {
-				addr = l.Addr
-				return true
-			}
-		}
-		return false
-	})
-	return &taskd{base: "http://" + addr, stderr: stderr}
+	return &taskd{base: "http://" + srv.Addr, stderr: srv.Stderr}
 }
 
 // call sends a JSON request and returns the status and body.

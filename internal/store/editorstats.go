@@ -30,14 +30,22 @@ WHERE editor_id = ? AND kind = 'heartbeat'`
 FROM (SELECT task_id, fence FROM task_events FORCE INDEX (task_events_editor)
 	WHERE editor_id = ? AND kind = 'submitted' ORDER BY ` + "`at`" + ` DESC LIMIT ?) s
 STRAIGHT_JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = s.task_id AND t.fence = s.fence AND t.status = 'done'`
+
+	// recentClaimsSQL reads the editor's latest claims: a backward read of its
+	// 'claimed' range of task_events_editor, then each event by primary key for
+	// its trace id.
+	recentClaimsSQL = "SELECT task_id, fence, `at`, COALESCE(LOWER(HEX(trace_id)), '') AS trace_id\n" +
+		`FROM task_events FORCE INDEX (task_events_editor)
+WHERE editor_id = ? AND kind = 'claimed' ORDER BY ` + "`at` DESC, id DESC LIMIT ?"
 )
 
 // GetEditorStats returns the editor's stats from the audit trail (see EditorStats).
 // An editor that does not exist, or never did anything, has zero stats.
 //
-// Two queries. The counts read the editor's events of the counted kinds from
+// Three queries. The counts read the editor's events of the counted kinds from
 // task_events_editor: the cost grows with the editor's own history, never with the
-// trail's. The median reads MedianSubmissions events and their tasks.
+// trail's. The median reads MedianSubmissions events and their tasks, and the
+// recent claims RecentClaimsShown events.
 func (s *Store) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error) {
 	var rows []struct {
 		Kind   tasks.EventKind `db:"kind"`
@@ -66,6 +74,18 @@ func (s *Store) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStat
 	}
 	st.MedianOf = len(took)
 	st.MedianClaimToSubmit = median(took) * time.Microsecond
+	var recent []struct {
+		TaskID  int64     `db:"task_id"`
+		Fence   int64     `db:"fence"`
+		At      time.Time `db:"at"`
+		TraceID string    `db:"trace_id"`
+	}
+	if err := s.db.SelectContext(ctx, &recent, recentClaimsSQL, id, tasks.RecentClaimsShown); err != nil {
+		return nil, fmt.Errorf("editor stats %d: %w", id, err)
+	}
+	for _, r := range recent {
+		st.RecentClaims = append(st.RecentClaims, tasks.RecentClaim{TaskID: r.TaskID, Fence: r.Fence, ClaimedAt: r.At, TraceID: r.TraceID})
+	}
 	return st, nil
 }
 

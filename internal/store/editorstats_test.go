@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,19 +17,20 @@ func TestEditorStats(t *testing.T) {
 		ann, bob *tasks.Editor
 		beat     time.Time
 		st, bobs *tasks.EditorStats
+		ids      []int64
 	)
 	onOneDay(t, func(b *bundle) {
 		ann = b.editor(t, "ann", "news")
 		bob = b.editor(t, "bob", "news")
 
 		idle, err := b.store.GetEditorStats(b.ctx, ann.ID)
-		if err != nil || *idle != (tasks.EditorStats{}) {
+		if err != nil || !reflect.DeepEqual(*idle, tasks.EditorStats{}) {
 			t.Fatalf("stats of an idle editor = %+v, %v; want zeros", idle, err)
 		}
 
 		// Three submissions taking 10s, 20s and 60s from claim to submit, the first two
 		// yesterday; a release, a skip, a heartbeat, and a claim that expired.
-		ids := b.insert(t, tasks.NewTask{Category: "news", Title: "1"}, tasks.NewTask{Category: "news", Title: "2"},
+		ids = b.insert(t, tasks.NewTask{Category: "news", Title: "1"}, tasks.NewTask{Category: "news", Title: "2"},
 			tasks.NewTask{Category: "news", Title: "3"}, tasks.NewTask{Category: "news", Title: "4"},
 			tasks.NewTask{Category: "news", Title: "5"}, tasks.NewTask{Category: "news", Title: "6"})
 		for i, took := range []int{10, 20, 60} {
@@ -81,6 +84,18 @@ func TestEditorStats(t *testing.T) {
 	}
 	if want := (tasks.EventCounts{Claimed: 1}); bobs.AllTime != want || bobs.Today != want || bobs.MedianOf != 0 || bobs.LastActiveAt == nil {
 		t.Errorf("bob = %+v, want one claim today, no median, a last active time", bobs)
+	}
+	// Ann's six claims, newest first: each task once, in the order claimed
+	// (the first two dated a day back).
+	var got []int64
+	for _, c := range st.RecentClaims {
+		got = append(got, c.TaskID)
+		if c.Fence < 1 || c.ClaimedAt.IsZero() || c.TraceID != "" {
+			t.Errorf("recent claim %+v: want a fence, a time and no trace (none was traced)", c)
+		}
+	}
+	if want := []int64{ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("recent claims of tasks %v, want %v", got, want)
 	}
 }
 

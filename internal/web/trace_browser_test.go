@@ -162,6 +162,10 @@ func TestBrowserOpsTraceLink(t *testing.T) {
 		Claim struct {
 			TraceID string `json:"trace_id"`
 		} `json:"claim"`
+		RecentClaims []struct {
+			TaskID  int64  `json:"task_id"`
+			TraceID string `json:"trace_id"`
+		} `json:"recent_claims"`
 	}
 	s.admin("GET", fmt.Sprintf("/v1/editors/%d", bobID), nil, http.StatusOK, &ed)
 	if len(ed.Claim.TraceID) != 32 {
@@ -182,6 +186,18 @@ func TestBrowserOpsTraceLink(t *testing.T) {
 		t.Errorf("%d trace links in the editor list, want bob's only", n)
 	}
 	tb.screenshot("ops-editors-trace-link")
+
+	// The editor's detail lists its recent claims, each linked to its trace.
+	if len(ed.RecentClaims) != 1 || ed.RecentClaims[0].TraceID != ed.Claim.TraceID {
+		t.Fatalf("bob's recent claims %+v, want the one live claim with its trace %s", ed.RecentClaims, ed.Claim.TraceID)
+	}
+	tb.do("bob's detail", chromedp.Navigate(s.base+"/ops#editors/"+itoa(bobID)))
+	recent := `document.querySelector('#ed-meta ul.recent-claims li[data-task="` + strconv.FormatInt(ed.RecentClaims[0].TaskID, 10) + `"] a.trace')`
+	tb.waitJS("bob's recent claim's trace link", recent+` !== null`)
+	if got, want := eval[string](tb, recent+`.href`), strings.ReplaceAll(traceURL, "{trace_id}", ed.Claim.TraceID); got != want {
+		t.Errorf("bob's recent claim links %q, want %q", got, want)
+	}
+	tb.screenshot("ops-editor-recent-claims")
 }
 
 // TestBrowserOpsTraceText: without telemetry.trace_url, each event's trace

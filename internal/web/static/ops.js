@@ -767,6 +767,21 @@
     return c.submitted + ' submitted · ' + c.skipped + ' skipped · ' + c.released + ' released · ' + c.expired + ' expired · ' + c.claimed + ' claimed';
   }
 
+  // recentClaims lists an editor's latest claims, newest first: the task, the
+  // claim's time and its trace (linked as in the audit trail).
+  function recentClaims(cs) {
+    if (!cs.length) { return 'none'; }
+    var ul = el('ul', { 'class': 'recent-claims' });
+    cs.forEach(function (c) {
+      var li = el('li', { 'data-task': String(c.task_id) });
+      li.appendChild(link('#tasks/' + c.task_id, 'task #' + c.task_id));
+      li.appendChild(document.createTextNode(' · fence ' + c.fence + ' · ' + fmtTime(c.claimed_at)));
+      if (c.trace_id) { li.appendChild(document.createTextNode(' · ')); li.appendChild(traceRef(c.trace_id)); }
+      ul.appendChild(li);
+    });
+    return ul;
+  }
+
   function renderEditor(e) {
     $('ed-title').textContent = e.name;
     var claim = null;
@@ -784,7 +799,8 @@
       ['categories', e.categories.join(', ') || '–'], ['holds', claim || '–'],
       ['today', counts(e.today)], ['all time', counts(e.all_time)],
       ['median claim → submit', e.median_claim_to_submit_ms === null ? '–' : fmtAge(e.median_claim_to_submit_ms) + ' (of the last ' + e.median_of + ')'],
-      ['last active', e.last_active_at ? fmtTime(e.last_active_at) : 'never'], ['created', fmtTime(e.created_at)]
+      ['last active', e.last_active_at ? fmtTime(e.last_active_at) : 'never'],
+      ['recent claims', recentClaims(e.recent_claims || [])], ['created', fmtTime(e.created_at)]
     ]);
     if (document.activeElement !== $('ed-cats')) { $('ed-cats').value = e.categories.join(', '); }
     var acts = $('ed-actions');
