@@ -75,11 +75,16 @@ func lockMigrationsRow(ctx context.Context, conn *sql.Conn, dbName string) (unlo
 			return nil, fmt.Errorf("take lock %s: %w", name, err)
 		}
 		if err == nil {
-			if err := conn.QueryRowContext(ctx, readLockSQL, name).Scan(&held, &until); err != nil {
+			err := conn.QueryRowContext(ctx, readLockSQL, name).Scan(&held, &until)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				// Released by its holder since the INSERT found it: take it
+				// again below.
+				held = ""
+			case err != nil:
 				return nil, fmt.Errorf("read lock %s: %w", name, err)
-			}
-			if held == holder {
-				break
+			case held == holder:
+				return releaseRow(ctx, conn, name, holder), nil
 			}
 		}
 		if time.Now().After(deadline) {
@@ -91,6 +96,10 @@ func lockMigrationsRow(ctx context.Context, conn *sql.Conn, dbName string) (unlo
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// releaseRow returns the release of the lock row name that holder took.
+func releaseRow(ctx context.Context, conn *sql.Conn, name, holder string) func() error {
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -98,7 +107,7 @@ func lockMigrationsRow(ctx context.Context, conn *sql.Conn, dbName string) (unlo
 			return fmt.Errorf("release lock %s: %w", name, err)
 		}
 		return nil
-	}, nil
+	}
 }
 
 // lockHolder names this migrator in the lock's row: host, process and a random
