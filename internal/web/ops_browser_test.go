@@ -306,11 +306,11 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 // written as artifacts.
 func TestBrowserOpsPhoneWidth(t *testing.T) {
 	s := startServer(t, liveClaims())
-	_, token := s.editor("Gus", "news")
 	for i := range 4 {
 		s.addTask("news", i, "A long headline about the regional transport plan, part "+strconv.Itoa(i+1), map[string]any{"text": "x"})
 	}
 	s.addTask("sport", 1, "Match report", map[string]any{"text": "y"})
+	gus, token := s.editor("Gus", "news")
 	id, _ := claimFor(t, s, token)
 	tb := newTab(t, 390, 844)
 	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
@@ -326,4 +326,10 @@ func TestBrowserOpsPhoneWidth(t *testing.T) {
 		t.Errorf("the task view is %dpx wide at a 390px viewport", w)
 	}
 	tb.screenshot("ops-task-phone")
+	tb.do("the editor", chromedp.Navigate(s.base+"/ops#editors/"+itoa(gus)))
+	tb.waitJS("the editor's recent claims", `document.querySelectorAll("#ed-meta ul.recent-claims li").length === 1`)
+	if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the editor view is %dpx wide at a 390px viewport", w)
+	}
+	tb.screenshot("ops-editor-phone")
 }
