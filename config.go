@@ -132,6 +132,58 @@ type Config struct {
 	Webhooks []WebhookConfig `yaml:"webhooks"`
 	// WebhookDelivery configures how webhooks are delivered.
 	WebhookDelivery WebhookDeliveryConfig `yaml:"webhook_delivery"`
+	// Categories are the editorial workflows of the categories that have
+	// one: stages, overlap, weight, rate limit. A category not listed has
+	// the default: one stage, one result per task, weight 1, no rate limit.
+	Categories []CategoryConfig `yaml:"categories"`
+}
+
+// CategoryConfig is the workflow of one category (see Config.Categories).
+type CategoryConfig struct {
+	// Name is the category, as tasks and editors name it. Required, unique.
+	Name string `yaml:"name"`
+	// Stages are the stages a task of the category goes through, in order
+	// (e.g. [edit, review]): a submit at one stage moves the task to the
+	// next, and the task is done after the last. Editors may be limited to
+	// some stages of a category, and nobody takes a stage of a task whose
+	// earlier stage they did. At most 8 names of lowercase letters, digits,
+	// '_' or '-'. A task inserted in the category gets them unless it names
+	// its own. Default: one stage.
+	Stages []string `yaml:"stages"`
+	// Overlap is how many independent results a task of the category asks
+	// for, each from a different editor, 1..9. Default 1.
+	Overlap int `yaml:"overlap"`
+	// SendBackHold is how long a task a reviewer sent back is offered only to
+	// the editor who did the stage it goes back to; then to anyone. Default
+	// 10m.
+	SendBackHold time.Duration `yaml:"send_back_hold"`
+	// Weight is the category's share of an editor's claims, relative to the
+	// editor's other categories, when dispatch.fair_share is on: 1..1000.
+	// Default 1.
+	Weight int `yaml:"weight"`
+	// RateLimit bounds the claims of the category per minute, across every
+	// replica (counted in Redis). Default 0: none.
+	RateLimit int `yaml:"rate_limit"`
+}
+
+// workflow returns the store's and the dispatcher's form of c.
+func (c CategoryConfig) workflow() tasks.Workflow {
+	return tasks.Workflow{
+		Stages: c.Stages, Overlap: c.Overlap, SendBackHold: c.SendBackHold,
+		Weight: c.Weight, RateLimit: c.RateLimit,
+	}
+}
+
+// workflows returns the workflow of each category Config.Categories lists.
+func (c Config) workflows() map[string]tasks.Workflow {
+	if len(c.Categories) == 0 {
+		return nil
+	}
+	out := make(map[string]tasks.Workflow, len(c.Categories))
+	for _, cc := range c.Categories {
+		out[cc.Name] = cc.workflow()
+	}
+	return out
 }
 
 // ScheduleConfig is a periodic task (see Config.Schedules).
@@ -388,6 +440,12 @@ type DispatchConfig struct {
 	// is in flight go together in the next; one that finds none in flight
 	// goes at once. 1 sends each alone. 1..1000, default 64.
 	GroupCommit int `yaml:"group_commit"`
+	// FairShare shares each editor's claims among its categories by their
+	// weights (Config.Categories), priority ordering the tasks within a
+	// category, so that a large category cannot starve a small one. Off
+	// (the default), an editor gets the best task of all its categories:
+	// highest priority, then earliest due, then oldest.
+	FairShare bool `yaml:"fair_share"`
 }
 
 // SweepConfig configures the sweeper that recycles expired claims.
@@ -580,6 +638,14 @@ func (c Config) WithDefaults() Config {
 		setDefault(&w.MaxAttempts, delivery.MaxAttemptsDefault)
 		setDefault(&w.MaxAge, delivery.MaxAgeDefault)
 	}
+	c.Categories = slices.Clone(c.Categories)
+	for i := range c.Categories {
+		cc := &c.Categories[i]
+		cc.Stages = slices.Clone(cc.Stages)
+		setDefault(&cc.Overlap, 1)
+		setDefault(&cc.SendBackHold, tasks.SendBackHoldDefault)
+		setDefault(&cc.Weight, 1)
+	}
 	wd := &c.WebhookDelivery
 	setDefault(&wd.PollInterval, delivery.PollIntervalDefault)
 	setDefault(&wd.LeaseTTL, delivery.LeaseTTLDefault)
@@ -640,6 +706,7 @@ func (c Config) validate(needDSN bool) error {
 	v.misc()
 	v.schedules()
 	v.webhooks()
+	v.categories()
 	return errors.Join(v.errs...)
 }
 
@@ -674,6 +741,28 @@ func (v *validator) schedules() {
 			}
 			v.fail(key(field), "%s", msg)
 		}
+	}
+}
+
+// categories checks each category's workflow, naming it by its index
+// ("categories[1].stages").
+func (v *validator) categories() {
+	seen := map[string]int{}
+	for i, cc := range v.c.Categories {
+		key := func(field string) string { return fmt.Sprintf("categories[%d].%s", i, field) }
+		if err := tasks.CheckCategory(cc.Name); err != nil {
+			v.fail(key("name"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": category "))
+		} else if j, dup := seen[cc.Name]; dup {
+			v.fail(key("name"), "%q is the name of categories[%d] too; names must be unique", cc.Name, j)
+		}
+		seen[cc.Name] = i
+		if err := tasks.CheckStages(cc.Stages); err != nil {
+			v.fail(key("stages"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
+		}
+		v.between(key("overlap"), cc.Overlap, 1, tasks.MaxOverlap)
+		v.atLeast(key("send_back_hold"), cc.SendBackHold, time.Second)
+		v.between(key("weight"), cc.Weight, 1, tasks.MaxWeight)
+		v.between(key("rate_limit"), cc.RateLimit, 0, 1_000_000)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/taskd/taskd/internal/web"
 	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/locker"
+	"github.com/taskd/taskd/tasks"
 )
 
 const testDSN = "taskd:taskd@tcp(127.0.0.1:3306)/taskd"
@@ -597,6 +598,53 @@ func TestZeroMeansDefault(t *testing.T) {
 	}
 	if cfg := mustParse(t, "http: {editor_cache_ttl: -1s}\n", nil); cfg.HTTP.EditorCacheTTL != -time.Second {
 		t.Errorf("editor_cache_ttl -1s became %v", cfg.HTTP.EditorCacheTTL)
+	}
+}
+
+func TestCategories(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, `
+dispatch: {fair_share: true}
+categories:
+  - name: news
+    stages: [edit, review]
+    send_back_hold: 30m
+    weight: 3
+  - name: labels
+    overlap: 3
+    rate_limit: 600
+`, nil)
+	want := []taskd.CategoryConfig{
+		{Name: "news", Stages: []string{"edit", "review"}, Overlap: 1, SendBackHold: 30 * time.Minute, Weight: 3},
+		{Name: "labels", Overlap: 3, SendBackHold: tasks.SendBackHoldDefault, Weight: 1, RateLimit: 600},
+	}
+	if !reflect.DeepEqual(cfg.Categories, want) {
+		t.Errorf("categories = %+v\nwant %+v", cfg.Categories, want)
+	}
+	if !cfg.Dispatch.FairShare {
+		t.Error("dispatch.fair_share: true read as false")
+	}
+	if got := cfg.Source("categories[1].rate_limit"); got != "test.yaml line 10" {
+		t.Errorf("source of categories[1].rate_limit = %q", got)
+	}
+
+	for _, c := range []struct {
+		yaml, key string
+		parts     []string
+	}{
+		{"categories:\n  - {name: a}\n  - {name: a}\n", "categories[1].name", []string{`"a" is the name of categories[0] too`, "test.yaml line 3"}},
+		{"categories:\n  - {stages: [edit]}\n", "categories[0].name", []string{"is required"}},
+		{"categories:\n  - {name: a, stages: [Edit]}\n", "categories[0].stages", []string{`stage "Edit" must be lowercase`}},
+		{"categories:\n  - {name: a, stages: [edit, edit]}\n", "categories[0].stages", []string{`"edit" is listed twice`}},
+		{"categories:\n  - {name: a, stages: [a, b, c, d, e, f, g, h, i]}\n", "categories[0].stages", []string{"at most 8 stages"}},
+		{"categories:\n  - {name: a, overlap: 10}\n", "categories[0].overlap", []string{"must be 1..9, got 10"}},
+		{"categories:\n  - {name: a, weight: -1}\n", "categories[0].weight", []string{"must be 1..1000, got -1"}},
+		{"categories:\n  - {name: a, rate_limit: -5}\n", "categories[0].rate_limit", []string{"must be 0..1000000, got -5"}},
+		{"categories:\n  - {name: a, send_back_hold: 10ms}\n", "categories[0].send_back_hold", []string{"must be at least 1s"}},
+		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
+	} {
+		_, err := parse(t, c.yaml, nil)
+		wantKeyError(t, err, c.key, c.parts...)
 	}
 }
 

@@ -53,7 +53,7 @@ func collectKeys(t reflect.Type, prefix string, index []int) []Key {
 			continue
 		}
 		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
-			continue // a list of sections (schedules, webhooks): read by the loader itself, no variables
+			continue // a list of sections (schedules, webhooks, categories): read by the loader itself, no variables
 		}
 		path := prefix + name
 		idx := append(append([]int(nil), index...), i)

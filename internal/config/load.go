@@ -183,6 +183,10 @@ func (l *loader) mapping(n *yaml.Node, prefix string, keys map[string]Key) {
 			l.webhooks(vn)
 			continue
 		}
+		if path == categoriesKey {
+			l.categories(vn)
+			continue
+		}
 		if hasSection(keys, path) {
 			if !isNull(vn) {
 				l.mapping(vn, path+".", keys)

@@ -1,0 +1,106 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/taskd/taskd"
+)
+
+// Top-level keys that are lists of sections: unlike other keys, they are read
+// from the file only, and no environment variable sets them.
+const (
+	webhooksKey   = "webhooks"
+	categoriesKey = "categories"
+)
+
+// webhookKeys and categoryKeys are the keys of one webhook and one category,
+// the leaves of taskd.WebhookConfig and taskd.CategoryConfig, with paths
+// relative to the item ("name", "url", ...).
+var (
+	webhookKeys  = itemKeys[taskd.WebhookConfig]()
+	categoryKeys = itemKeys[taskd.CategoryConfig]()
+)
+
+func itemKeys[T any]() map[string]Key {
+	keys := map[string]Key{}
+	for _, k := range collectKeys(reflect.TypeFor[T](), "", nil) {
+		keys[k.Path] = k
+	}
+	return keys
+}
+
+// webhooks applies the list of webhooks.
+func (l *loader) webhooks(n *yaml.Node) {
+	if hooks, ok := sectionList[taskd.WebhookConfig](l, n, webhooksKey, "webhook", webhookKeys,
+		"name, url, events and secret", "name, url, events, secret, timeout, concurrency, max_attempts, max_age"); ok {
+		l.cfg.Webhooks = hooks
+	}
+}
+
+// categories applies the list of category workflows.
+func (l *loader) categories(n *yaml.Node) {
+	if cats, ok := sectionList[taskd.CategoryConfig](l, n, categoriesKey, "category", categoryKeys,
+		"a name", "name, stages, overlap, send_back_hold, weight, rate_limit"); ok {
+		l.cfg.Categories = cats
+	}
+}
+
+// sectionList reads the list of sections under key: a sequence of mappings
+// with the keys of T. Each value's source is recorded under "key[i].field",
+// the path validation errors name. It reports false when n is null.
+func sectionList[T any](l *loader, n *yaml.Node, key, item string, keys map[string]Key, needs, all string) ([]T, bool) {
+	if isNull(n) {
+		return nil, false
+	}
+	if n.Kind != yaml.SequenceNode {
+		l.fail(key, l.at(n), "must be a list of %s, each a mapping with %s", key, needs)
+		return nil, false
+	}
+	out := make([]T, 0, len(n.Content))
+	for i, node := range n.Content {
+		node = resolve(node)
+		prefix := fmt.Sprintf("%s[%d]", key, i)
+		var v T
+		if node.Kind != yaml.MappingNode {
+			l.fail(prefix, l.at(node), "must be a mapping with %s", needs)
+			continue
+		}
+		l.cfg.sources[prefix] = l.at(node)
+		seen := map[string]int{}
+		for j := 0; j+1 < len(node.Content); j += 2 {
+			kn, vn := resolve(node.Content[j]), resolve(node.Content[j+1])
+			path := prefix + "." + kn.Value
+			if kn.Kind != yaml.ScalarNode {
+				l.fail(prefix, l.at(kn), "keys must be plain names")
+				continue
+			}
+			if line, dup := seen[kn.Value]; dup {
+				l.fail(path, l.at(kn), "set twice (first on line %d)", line)
+				continue
+			}
+			seen[kn.Value] = kn.Line
+			k, ok := keys[kn.Value]
+			if !ok {
+				l.fail(path, l.at(kn), "unknown key (a %s has %s)", item, all)
+				continue
+			}
+			if isNull(vn) {
+				continue
+			}
+			k.Path = path
+			val, ok := l.value(k, vn)
+			if !ok {
+				continue
+			}
+			reflect.ValueOf(&v).Elem().FieldByIndex(k.index).Set(val)
+			l.cfg.sources[path] = l.at(vn)
+		}
+		out = append(out, v)
+	}
+	l.cfg.sources[key] = l.at(n)
+	return out, true
+}
+
