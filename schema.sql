@@ -14,9 +14,10 @@
 --   * Lease deadlines (assigned_at, lease_expires_at, run_after) come from the database
 --     clock (NOW(3)), never from a client clock. A claim whose lease_expires_at has passed
 --     is dead: it can be taken over by the next claim even before a sweep recycles it.
---   * tasks.editor_id is set only while an editor holds the claim. One task per editor is
---     kept by the claim transactions themselves: a claim locks the editor's row, checks
---     under that lock that no task names the editor, and only then sets editor_id (see
+--   * tasks.editor_id is set only while an editor holds the claim. The editor's limit
+--     (editors.capacity, one task by default) is kept by the claim transactions
+--     themselves: a claim locks the editor's row, counts under that lock the tasks that
+--     name the editor, and only then sets editor_id (see
 --     internal/store/claim.go). A UNIQUE key on editor_id would say it declaratively, but its
 --     duplicate checks lock neighbouring editors' index entries and made concurrent
 --     claims deadlock. task_results is keyed by (task_id, fence): one accepted submission
@@ -30,6 +31,18 @@
 -- resets attempts). done and cancelled are final.
 -- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead;
 -- they are cleared when it goes back to pending.
+--
+-- Workflows. A task may have stages (tasks.stages, e.g. "edit,review"): a submit at a
+-- stage before the last moves it back to pending at the next stage in the UPDATE that
+-- ends the claim, and a reviewer's send back moves it to the stage before, reserved
+-- for the editor who did that stage for a while. Nobody claims a stage of a task whose
+-- other stage they did (the four-eyes rule; a sent-back stage goes back to the editor
+-- who did it), nor a stage editor_categories.stages does not give them. A task that
+-- asks for N independent results is N rows sharing a group_id, each claimed, fenced,
+-- expired and submitted on its own; an editor holds or submits at most one row of a
+-- group. These checks are made by the claim statements under the lock of the
+-- claiming editor's row (internal/store/cycle.go), which on a Galera cluster the
+-- claim also writes (editors.claims). An editor holds at most editors.capacity claims.
 --
 -- A category with a row in paused_categories is paused: every claim statement checks,
 -- by that table's primary key, that the task's category is not paused, so nothing in
@@ -90,6 +103,25 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- or assigned, for the list keys below: a claim, a recycle or a release leaves it
   -- NULL and so moves no entry in them. Not part of the API.
   ended_status     ENUM('done', 'dead', 'cancelled') AS (IF(status IN ('pending', 'assigned'), NULL, status)) STORED,
+  -- Workflows (see the header). The task's stages in order, comma-separated, NULL for
+  -- a task of one stage; the stage it is at (from 0) and how many there are.
+  stages           VARCHAR(264) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  stage            TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  stage_count      TINYINT UNSIGNED NOT NULL DEFAULT 1,
+  -- The current stage's name and, for the stage-restricted candidate reads, status:
+  -- both NULL for a task without stages, so that its claims move no entry in
+  -- tasks_stage_candidate. Not part of the API.
+  stage_name       VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin AS (SUBSTRING_INDEX(SUBSTRING_INDEX(stages, ',', stage + 1), ',', -1)) STORED,
+  stage_status     ENUM('pending', 'assigned', 'done', 'dead', 'cancelled') AS (IF(stages IS NULL, NULL, status)) STORED,
+  -- A task that asks for several independent results is one row per result: group_id
+  -- is the first row's id in each of them, NULL for a task that asks for one; overlap
+  -- is how many rows the group has.
+  group_id         BIGINT UNSIGNED NULL,
+  overlap          TINYINT UNSIGNED NOT NULL DEFAULT 1,
+  -- A task sent back is offered only to reserved_for (the editor who did the stage it
+  -- went back to) until reserved_until. A claim clears both.
+  reserved_for     BIGINT UNSIGNED NULL,
+  reserved_until   DATETIME(3) NULL,
   PRIMARY KEY (id),
   -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
@@ -106,8 +138,14 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_done (ended_status, done_at, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
-  -- The task an editor holds (at most one: see the header).
-  KEY tasks_editor (editor_id)
+  -- The tasks an editor holds (at most editors.capacity: see the header).
+  KEY tasks_editor (editor_id),
+  -- Candidate reads of an editor limited to some stages of a category: per category
+  -- and stage, in the order of tasks_candidate. Tasks without stages are all in its
+  -- NULL range, and never move in it.
+  KEY tasks_stage_candidate (stage_status, category, stage_name, priority DESC, due_order, id),
+  KEY tasks_group (group_id),
+  KEY tasks_reserved (reserved_for)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS editors (
@@ -123,6 +161,8 @@ CREATE TABLE IF NOT EXISTS editors (
   -- row lock holds on its own node only and written rows are what certification
   -- orders: two claims of one editor on two nodes conflict there.
   claims     BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  -- How many claims the editor may hold at once.
+  capacity   TINYINT UNSIGNED NOT NULL DEFAULT 1,
   PRIMARY KEY (id),
   UNIQUE KEY editors_name (name),
   UNIQUE KEY editors_token_hash (token_hash)
@@ -131,6 +171,8 @@ CREATE TABLE IF NOT EXISTS editors (
 CREATE TABLE IF NOT EXISTS editor_categories (
   editor_id BIGINT UNSIGNED NOT NULL,
   category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  -- The stages of the category the editor may take, comma-separated; NULL: every one.
+  stages    VARCHAR(264) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (editor_id, category),
   CONSTRAINT editor_categories_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
@@ -169,6 +211,12 @@ CREATE TABLE IF NOT EXISTS task_results (
   -- take turns on task_results_feed's row lock and so commit in seq order: a reader
   -- sees every seq up to the highest it sees (see internal/store/results.go).
   seq          BIGINT UNSIGNED NULL,
+  -- The stage the result was submitted at (its index and name, NULL for a task
+  -- without stages), and the submitter's decision and notes, if any.
+  stage        TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  stage_name   VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  decision     VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  notes        TEXT NULL,
   PRIMARY KEY (task_id, fence),
   -- The feed in seq order; and the unnumbered results (seq IS NULL) in submission
   -- order, the primary key columns following submitted_at.
@@ -229,6 +277,9 @@ CREATE TABLE IF NOT EXISTS webhook_outbox (
   detail     VARCHAR(1024) NULL,
   created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   fanned_out TINYINT(1) NOT NULL DEFAULT 0,
+  -- For a submitted event of a task with stages: the stage and the decision.
+  stage_name VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  decision   VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   PRIMARY KEY (id),
   KEY webhook_outbox_new (fanned_out, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;

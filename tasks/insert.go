@@ -50,6 +50,13 @@ type NewTask struct {
 	// deadline are handed out first, earliest first, before tasks without one.
 	// Truncated to milliseconds.
 	DueAt time.Time
+	// Stages, when not nil, are the task's own stages in order (see
+	// Workflow.Stages); nil means its category's, and an empty list one stage
+	// whatever the category says.
+	Stages []string
+	// Overlap, when not 0, is how many independent results the task asks for,
+	// 1..MaxOverlap, each from a different editor; 0 means its category's.
+	Overlap int
 }
 
 // Validate checks t as the store's Insert does, without touching the database.
@@ -85,6 +92,12 @@ func (t NewTask) Validate() error {
 	}
 	if err := CheckTime("due_at", t.DueAt); err != nil {
 		return err
+	}
+	if err := CheckStages(t.Stages); err != nil {
+		return err
+	}
+	if t.Overlap < 0 || t.Overlap > MaxOverlap {
+		return fmt.Errorf("%w: overlap must be 1..%d, got %d", ErrInvalid, MaxOverlap, t.Overlap)
 	}
 	return nil
 }

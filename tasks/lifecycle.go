@@ -24,6 +24,15 @@ type SubmitParams struct {
 	// nested at most MaxJSONDepth levels, with strings of valid UTF-8 that escape no
 	// lone surrogate.
 	Result json.RawMessage
+	// Decision, for a task with stages, is what the submitter decided:
+	// DecisionSendBack at a stage after the first sends the task back to the
+	// stage before; anything else (DecisionApprove, or a verdict such as "yes",
+	// which results of one group agree on when they are equal) moves it on.
+	// At most MaxDecisionLen characters; may be empty.
+	Decision string
+	// Notes go with the result, e.g. why a reviewer sent the task back: at most
+	// MaxNotesLen characters.
+	Notes string
 }
 
 // CheckResult returns nil if Submit would take result, else an error wrapping

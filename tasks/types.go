@@ -2,6 +2,9 @@ package tasks
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -75,6 +78,58 @@ type Task struct {
 	Key string `db:"task_key"`
 	// DueAt is the task's deadline, or nil (see NewTask.DueAt).
 	DueAt *time.Time `db:"due_at"`
+
+	// Stages are the task's stages in order, nil for a task of one stage (see
+	// Workflow.Stages); Stage is the one it is at, from 0.
+	Stages Stages `db:"stages"`
+	Stage  int    `db:"stage"`
+	// GroupID is the id of the first task of the group of a task that asks for
+	// several independent results, one task per result; 0 when it asks for one.
+	// Overlap is how many results the group asks for (1 without a group).
+	GroupID int64 `db:"group_id"`
+	Overlap int   `db:"overlap"`
+	// ReservedFor is the editor a task sent back is offered to alone until
+	// ReservedUntil; 0 and nil when it is not reserved.
+	ReservedFor   int64      `db:"reserved_for"`
+	ReservedUntil *time.Time `db:"reserved_until"`
+}
+
+// StageName is the name of the stage the task is at, "" for a task of one stage.
+func (t *Task) StageName() string {
+	if t.Stage < len(t.Stages) {
+		return t.Stages[t.Stage]
+	}
+	return ""
+}
+
+// LastStage reports whether the task is at its last stage: a submit accepted
+// there ends it.
+func (t *Task) LastStage() bool { return t.Stage+1 >= len(t.Stages) }
+
+// Stages is a list of stage names, kept comma-separated in the database.
+type Stages []string
+
+// String returns the stages comma-separated, as the database keeps them.
+func (s Stages) String() string { return strings.Join(s, ",") }
+
+// Scan implements sql.Scanner: NULL and "" are no stages.
+func (s *Stages) Scan(src any) error {
+	var text string
+	switch v := src.(type) {
+	case nil:
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	default:
+		return fmt.Errorf("stages: cannot scan %T", src)
+	}
+	if text == "" {
+		*s = nil
+		return nil
+	}
+	*s = strings.Split(text, ",")
+	return nil
 }
 
 // Claim is a live claim: the task as of the claim, the claim's fence and its lease,
@@ -117,6 +172,18 @@ type Editor struct {
 	// DisabledAt is when the editor was disabled (DisableEditor), or nil while it
 	// is enabled.
 	DisabledAt *time.Time `db:"disabled_at"`
+	// Capacity is how many claims the editor may hold at once (1 by default).
+	Capacity int `db:"capacity"`
+	// Stages limits the editor to some stages of some of its categories: by
+	// category, the stages it may take. A category not in it: every stage.
+	Stages map[string][]string `db:"-"`
+}
+
+// MayTake reports whether the editor may take the stage of a task of category
+// (any stage of a category Stages does not limit).
+func (e *Editor) MayTake(category, stage string) bool {
+	allowed, limited := e.Stages[category]
+	return !limited || slices.Contains(allowed, stage)
 }
 
 // Holder is the holder string that identifies the editor's claims in tasks.holder.

@@ -16,8 +16,17 @@ import (
 )
 
 const (
-	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at) VALUES `
-	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?)`
+	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at, stages, stage_count, overlap) VALUES `
+	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
+	// groupLeadsSQL and groupCopiesSQL make the groups of the tasks inserted
+	// with an overlap above 1: the first row of a group is the inserted task,
+	// its own group_id, and the others are copies of it without its key.
+	groupLeadsSQL  = `UPDATE tasks FORCE INDEX (PRIMARY) SET group_id = id WHERE id IN (?)`
+	groupCopiesSQL = `INSERT INTO tasks (category, priority, title, payload, max_attempts, run_after, due_at, stages, stage_count, overlap, group_id)
+SELECT t.category, t.priority, t.title, t.payload, t.max_attempts, t.run_after, t.due_at, t.stages, t.stage_count, t.overlap, t.id
+FROM tasks t FORCE INDEX (PRIMARY) JOIN (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+	UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8) k ON k.n < t.overlap
+WHERE t.id IN (?) ORDER BY t.id, k.n`
 	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (?)`
 	existingKeysBatch = 1000
 )
@@ -32,16 +41,29 @@ type newTaskRow struct {
 	key         any // string or nil
 	runAfter    any // time.Time or nil
 	dueAt       any // time.Time or nil
+	stages      any // the stages comma-separated, or nil for one stage
+	stageCount  int
+	overlap     int
 }
 
-// rowOf validates t (NewTask.Validate) and returns its columns, defaults applied.
-func rowOf(t tasks.NewTask) (newTaskRow, error) {
+// rowOf validates t (NewTask.Validate) and returns its columns, defaults applied:
+// the stages and overlap of its category's workflow unless it names its own.
+func (s *Store) rowOf(t tasks.NewTask) (newTaskRow, error) {
 	if err := t.Validate(); err != nil {
 		return newTaskRow{}, err
 	}
+	wf := s.cfg.Workflows[t.Category]
+	stages := wf.Stages
+	if t.Stages != nil {
+		stages = t.Stages
+	}
 	row := newTaskRow{category: t.Category, priority: t.Priority, title: t.Title,
 		payload: "{}", maxAttempts: cmp.Or(t.MaxAttempts, tasks.MaxAttemptsDefault),
-		runAfter: taskTime(t.RunAfter), dueAt: taskTime(t.DueAt)}
+		runAfter: taskTime(t.RunAfter), dueAt: taskTime(t.DueAt),
+		stageCount: max(1, len(stages)), overlap: cmp.Or(t.Overlap, wf.Overlap, 1)}
+	if len(stages) > 0 {
+		row.stages = tasks.Stages(stages).String()
+	}
 	if len(t.Payload) > 0 {
 		row.payload = string(t.Payload)
 	}
@@ -110,7 +132,7 @@ func (s *Store) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserte
 	byKey := map[string]int{}
 	var keys []string
 	for i, t := range ts {
-		r, err := rowOf(t)
+		r, err := s.rowOf(t)
 		if err != nil {
 			return nil, fmt.Errorf("insert tasks: task %d: %w", i, err)
 		}
@@ -198,8 +220,15 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 	if err != nil {
 		return err
 	}
+	var leads []int64
 	for j, i := range fresh {
 		out[i] = tasks.Inserted{ID: ids[j], Created: true}
+		if rows[i].overlap > 1 {
+			leads = append(leads, ids[j])
+		}
+	}
+	if err := insertGroups(ctx, tx, leads); err != nil {
+		return err
 	}
 	for i := range rows {
 		if first[i] != i {
@@ -232,7 +261,8 @@ func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, 
 				q.WriteString(", ")
 			}
 			q.WriteString(insertTaskRowSQL)
-			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.runAfter, r.dueAt)
+			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.runAfter, r.dueAt,
+				r.stages, r.stageCount, r.overlap)
 		}
 		if returning {
 			q.WriteString(" RETURNING id")
@@ -259,6 +289,24 @@ func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, 
 		}
 	}
 	return ids, nil
+}
+
+// insertGroups makes the groups of the tasks leads, inserted with an overlap
+// above 1 (see groupCopiesSQL).
+func insertGroups(ctx context.Context, tx *sqlx.Tx, leads []int64) error {
+	for start := 0; start < len(leads); start += existingKeysBatch {
+		batch := leads[start:min(start+existingKeysBatch, len(leads))]
+		for _, stmt := range []string{groupLeadsSQL, groupCopiesSQL} {
+			q, args, err := sqlx.In(stmt, batch)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // insertBatchBytes bounds the values of one multi-row INSERT, in bytes. The driver

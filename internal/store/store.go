@@ -82,6 +82,11 @@ type Config struct {
 	// (the default): nothing is written, and the writes cost what they cost
 	// without webhooks.
 	WebhookEvents []tasks.WebhookEvent
+	// Workflows are the workflows of the categories that have one (see
+	// tasks.Workflow): a task inserted in one gets its stages and overlap
+	// unless it names its own, and a task sent back there is reserved for its
+	// SendBackHold. A category not in it has the default workflow.
+	Workflows map[string]tasks.Workflow
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.

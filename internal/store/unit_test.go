@@ -52,6 +52,10 @@ func TestConfig(t *testing.T) {
 }
 
 func TestRowOf(t *testing.T) {
+	s := &Store{cfg: Config{Workflows: map[string]tasks.Workflow{
+		"desk": {Stages: []string{"edit", "review"}, Overlap: 3},
+	}}}
+	rowOf := s.rowOf
 	row, err := rowOf(tasks.NewTask{Category: "news", Title: "t"})
 	if err != nil {
 		t.Fatalf("valid task: %v", err)
@@ -70,5 +74,36 @@ func TestRowOf(t *testing.T) {
 	}
 	if _, err := rowOf(tasks.NewTask{Category: "news"}); !errors.Is(err, tasks.ErrInvalid) {
 		t.Errorf("no title: error = %v, want ErrInvalid", err)
+	}
+
+	// Stages and overlap: the task's own, else its category's, else one of each.
+	for _, c := range []struct {
+		task       tasks.NewTask
+		stages     any
+		count, ovl int
+	}{
+		{tasks.NewTask{Category: "news", Title: "t"}, nil, 1, 1},
+		{tasks.NewTask{Category: "desk", Title: "t"}, "edit,review", 2, 3},
+		{tasks.NewTask{Category: "desk", Title: "t", Stages: []string{}, Overlap: 1}, nil, 1, 1},
+		{tasks.NewTask{Category: "desk", Title: "t", Stages: []string{"check"}}, "check", 1, 3},
+		{tasks.NewTask{Category: "news", Title: "t", Stages: []string{"a", "b", "c"}, Overlap: 2}, "a,b,c", 3, 2},
+	} {
+		row, err := rowOf(c.task)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.task, err)
+		}
+		if row.stages != c.stages || row.stageCount != c.count || row.overlap != c.ovl {
+			t.Errorf("%+v: stages %v (%d), overlap %d; want %v (%d), %d", c.task, row.stages, row.stageCount, row.overlap, c.stages, c.count, c.ovl)
+		}
+	}
+	for _, bad := range []tasks.NewTask{
+		{Category: "news", Title: "t", Overlap: 10},
+		{Category: "news", Title: "t", Overlap: -1},
+		{Category: "news", Title: "t", Stages: []string{"Edit"}},
+		{Category: "news", Title: "t", Stages: []string{"a", "a"}},
+	} {
+		if _, err := rowOf(bad); !errors.Is(err, tasks.ErrInvalid) {
+			t.Errorf("%+v: error = %v, want ErrInvalid", bad, err)
+		}
 	}
 }
