@@ -49,16 +49,16 @@ func (e *Engine) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (
 }
 
 // DisableEditor disables an editor: from then on every claim of it is
-// refused with tasks.ErrEditorDisabled. The claim it held, if any, goes back
-// to the pool with its fence bumped (so whatever the editor still sends about
-// it is stale), and a caller waiting for its category is woken. It returns
-// the revoked claim or nil, and tasks.ErrNotFound for an unknown editor.
+// refused with tasks.ErrEditorDisabled. The claims it held go back to the
+// pool with their fences bumped (so whatever the editor still sends about
+// them is stale), and callers waiting for their categories are woken. It
+// returns the revoked claims, and tasks.ErrNotFound for an unknown editor.
 // Disabling a disabled editor revokes any claim it still holds. The
 // editor's page sessions end, and the engine's API refuses its token at once
 // (other processes within Config.HTTP.EditorCacheTTL); when the sessions
 // could not be ended, the editor is disabled all the same and the error says
 // to disable it again.
-func (e *Engine) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, error) {
+func (e *Engine) DisableEditor(ctx context.Context, id int64) ([]tasks.Revoked, error) {
 	revoked, err := e.d.DisableEditor(ctx, id)
 	if err != nil {
 		return nil, err

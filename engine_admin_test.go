@@ -78,7 +78,7 @@ func TestEngineEditors(t *testing.T) {
 		got.Name != name || len(got.Categories) != 1 || got.Categories[0] != "sport" {
 		t.Fatalf("update: %+v, %v", got, err)
 	}
-	if revoked, err := e.DisableEditor(ctx, ed.ID); err != nil || revoked != nil {
+	if revoked, err := e.DisableEditor(ctx, ed.ID); err != nil || len(revoked) != 0 {
 		t.Fatalf("disable: %+v, %v; want no claim revoked", revoked, err)
 	}
 	if _, err := e.DisableEditor(ctx, ed.ID+1000); !errors.Is(err, tasks.ErrNotFound) {

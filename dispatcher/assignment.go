@@ -179,21 +179,24 @@ func (d *Dispatcher) ForceRelease(ctx context.Context, taskID int64) (err error)
 }
 
 // DisableEditor disables an editor (an operator's action) and revokes the
-// claim it holds, if any, as ForceRelease does: from then on the store refuses
-// the editor every claim with tasks.ErrEditorDisabled, whatever a caller's
-// Claimant says. It returns the revoked claim or nil, and tasks.ErrNotFound for
-// an unknown editor.
-func (d *Dispatcher) DisableEditor(ctx context.Context, editorID int64) (_ *tasks.Revoked, err error) {
+// claims it holds, as ForceRelease does: from then on the store refuses the
+// editor every claim with tasks.ErrEditorDisabled, whatever a caller's
+// Claimant says. It returns the revoked claims, and tasks.ErrNotFound for an
+// unknown editor.
+func (d *Dispatcher) DisableEditor(ctx context.Context, editorID int64) (_ []tasks.Revoked, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.disable_editor", trace.WithAttributes(attrEditorID.Int64(editorID)))
 	defer func() { endSpan(span, err) }()
 	revoked, err := d.store.DisableEditor(ctx, editorID)
 	if err != nil {
 		return nil, Unavailable(fmt.Errorf("disable editor: %w", err))
 	}
-	if revoked != nil {
-		span.SetAttributes(attrTaskID.Int64(revoked.TaskID), attrFence.Int64(revoked.Fence))
-		d.finish(ctx, span, &revoked.Ended, "disable_editor")
-		d.wake(ctx, revoked.Category)
+	for i := range revoked {
+		r := &revoked[i]
+		if i == 0 {
+			span.SetAttributes(attrTaskID.Int64(r.TaskID), attrFence.Int64(r.Fence))
+		}
+		d.finish(ctx, span, &r.Ended, "disable_editor")
+		d.wake(ctx, r.Category)
 	}
 	return revoked, nil
 }

@@ -116,7 +116,7 @@ type Store interface {
 	CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error)
 	PauseCategory(ctx context.Context, category string) (tasks.PausedCategory, bool, error)
 	ResumeCategory(ctx context.Context, category string) (bool, error)
-	DisableEditor(ctx context.Context, editorID int64) (*tasks.Revoked, error)
+	DisableEditor(ctx context.Context, editorID int64) ([]tasks.Revoked, error)
 	Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, error)
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
 	PurgeSkips(ctx context.Context, limit int) (int, error)

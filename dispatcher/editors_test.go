@@ -25,11 +25,15 @@ func TestDisableEditor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	revoked, err := b.D.DisableEditor(ctx, ann.EditorID)
+	all, err := b.D.DisableEditor(ctx, ann.EditorID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if revoked == nil || revoked.TaskID != claim.Task.ID || revoked.Fence != claim.Fence {
+	if len(all) != 1 {
+		t.Fatalf("revoked %d claims, want 1", len(all))
+	}
+	revoked := all[0]
+	if revoked.TaskID != claim.Task.ID || revoked.Fence != claim.Fence {
 		t.Fatalf("revoked = %+v, want task %d fence %d", revoked, claim.Task.ID, claim.Fence)
 	}
 	if n := b.RDB.Exists(ctx, b.LockKey(claim.Task.ID)).Val(); n != 0 {

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -40,4 +42,32 @@ type CreateEditorParams struct {
 	Categories []string
 	// TokenHash is HashToken of the editor's token.
 	TokenHash [32]byte
+	// Capacity is how many claims the editor may hold at once,
+	// 1..MaxCapacity; 0 means 1.
+	Capacity int
+	// Stages limits the editor to some stages of some of its categories (see
+	// Editor.Stages): each key one of Categories, each value 1..MaxStages
+	// stage names (CheckStage). Nil: every stage of every category.
+	Stages map[string][]string
+}
+
+// CheckEditorWorkflow checks an editor's capacity (0 allowed: the default) and
+// stage limits against its categories. Its errors wrap ErrInvalid and name the
+// field.
+func CheckEditorWorkflow(capacity int, categories []string, stages map[string][]string) error {
+	if capacity < 0 || capacity > MaxCapacity {
+		return fmt.Errorf("%w: capacity must be 1..%d, got %d", ErrInvalid, MaxCapacity, capacity)
+	}
+	for cat, list := range stages {
+		if !slices.Contains(categories, cat) {
+			return fmt.Errorf("%w: stages: %q is not one of the editor's categories", ErrInvalid, cat)
+		}
+		if len(list) == 0 {
+			return fmt.Errorf("%w: stages: %q lists no stage (leave the category out for every stage)", ErrInvalid, cat)
+		}
+		if err := CheckStages(list); err != nil {
+			return fmt.Errorf("%w (stages of %q)", err, cat)
+		}
+	}
+	return nil
 }

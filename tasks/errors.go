@@ -23,9 +23,17 @@ var (
 	// current lease passes.
 	ErrHoldLimit = errors.New("hold limit reached")
 
-	// ErrEditorBusy means the editor already holds a live claim on another task; the
-	// store refuses a second claim.
+	// ErrEditorBusy means the editor already holds as many live claims as it may
+	// (Editor.Capacity, one by default); the store refuses another.
 	ErrEditorBusy = errors.New("editor already holds a task")
+
+	// ErrBarred means the editor may not take the task at its current stage: its
+	// categories do not give the editor that stage, the editor did another stage of
+	// it (the four-eyes rule), the editor holds or did another task of its group
+	// (each result of an overlapped task comes from a different editor), or it was
+	// sent back and is reserved for another editor for a while. Others may take it.
+	// Nothing was changed.
+	ErrBarred = errors.New("not for this editor")
 
 	// ErrEditorDisabled means the editor is disabled (DisableEditor): the store refuses
 	// it any claim. Nothing was changed.

@@ -218,7 +218,8 @@ type Ended struct {
 	// Holder held the claim that ended.
 	Holder   string
 	Category string
-	// Status is the task's status now: done after Submit, pending after Release,
+	// Status is the task's status now: done after Submit (pending when the
+	// submit moved the task to another of its stages), pending after Release,
 	// pending or dead after Fail.
 	Status     Status
 	AssignedAt time.Time
@@ -226,6 +227,9 @@ type Ended struct {
 	EndedAt time.Time
 	// TraceContext is the W3C traceparent stored with the claim, if any.
 	TraceContext string
+	// Stage, after a submit that moved the task to another stage (Status
+	// pending), is the stage the task is at now, back in the pool.
+	Stage string
 	// Withheld is how long, from EndedAt, the task is not offered to the editor
 	// whose claim ended: the store's SkipFor after a skip, the store's ReleaseCooldown after
 	// a release. Zero otherwise.

@@ -295,8 +295,8 @@ func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := disableEditorResponse{editorDetailJSON: *d}
-	if revoked != nil {
-		out.Released = &releasedJSON{TaskID: revoked.TaskID, Fence: revoked.Fence}
+	if len(revoked) > 0 {
+		out.Released = &releasedJSON{TaskID: revoked[0].TaskID, Fence: revoked[0].Fence}
 	}
 	a.log.InfoContext(r.Context(), "editor disabled", "editor_id", id, "released", out.Released != nil)
 	a.writeJSON(w, r, http.StatusOK, out)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -45,7 +47,8 @@ FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 	// condition the locked read checked, so it is correct on its own, and checks
 	// that the task's category is not paused.
 	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
-	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, trace_context = ?, updated_at = ?
+	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL,
+	trace_context = ?, updated_at = ?
 WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
@@ -133,6 +136,7 @@ type claimedRow struct {
 	Busy     bool  `db:"busy"`
 	Disabled bool  `db:"disabled"`
 	Paused   bool  `db:"paused"`
+	Barred   bool  `db:"barred"`
 	tasks.Task
 }
 
@@ -150,6 +154,8 @@ func (row *claimedRow) claim(found bool) (*tasks.Claim, error) {
 		return nil, errEditorHasTask
 	case row.Skipped:
 		return nil, tasks.ErrSkipped
+	case row.Barred:
+		return nil, tasks.ErrBarred
 	case row.Paused:
 		return nil, tasks.ErrPaused
 	default:
@@ -190,8 +196,12 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 			if ed.Disabled {
 				return tasks.ErrEditorDisabled
 			}
-			if ed.Held != 0 {
-				if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Held); err != nil {
+			if len(ed.Held) >= ed.Capacity {
+				// At capacity: a claim whose lease passed makes room.
+				if ed.Expired == 0 {
+					return tasks.ErrEditorBusy
+				}
+				if err := s.freeExpiredEditorClaim(ctx, tx, p.EditorID, ed.Expired); err != nil {
 					return err
 				}
 			}
@@ -209,6 +219,17 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 		}
 		if row.Fence != p.Fence || !row.Claimable {
 			return tasks.ErrStale
+		}
+		if p.EditorID != 0 {
+			// Under the task's lock: the stage the checks read is the one
+			// the claim takes.
+			var barred bool
+			if err := tx.GetContext(ctx, &barred, barredSQL, append([]any{p.TaskID}, barredArgs(p.EditorID)...)...); err != nil {
+				return err
+			}
+			if barred {
+				return tasks.ErrBarred
+			}
 		}
 		now := row.DBNow
 		expires := now.Add(lease)
@@ -265,25 +286,60 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 }
 
 // lockEditorTaskSQL locks the editor's row and, in the same round trip, reads the
-// task that names the editor, if any, and whether the editor is disabled. The
-// subquery reads without locking and runs for the locked row, so it sees every claim
-// of the editor that committed before: only claims set editor_id, and they hold this
-// lock.
-const lockEditorTaskSQL = `SELECT COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor)
-	WHERE t.editor_id = e.id LIMIT 1), 0) AS held, e.disabled_at IS NOT NULL AS disabled
+// tasks that name the editor, one of them whose lease has passed, the editor's
+// capacity and whether it is disabled. The subqueries read without locking and run
+// for the locked row, so they see every claim of the editor that committed before:
+// only claims set editor_id, and they hold this lock.
+const lockEditorTaskSQL = `SELECT COALESCE((SELECT GROUP_CONCAT(t.id ORDER BY t.id) FROM tasks t FORCE INDEX (tasks_editor)
+	WHERE t.editor_id = e.id), '') AS held,
+	COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id AND t.lease_expires_at < NOW(3) LIMIT 1), 0) AS expired,
+	e.capacity, e.disabled_at IS NOT NULL AS disabled
 FROM editors e WHERE e.id = ? FOR UPDATE`
 
 // lockedEditor is what lockEditor read under the lock of an editor's row.
 type lockedEditor struct {
-	// Held is the id of the task that names the editor, 0 if none (at most one can).
-	Held int64 `db:"held"`
+	// Held are the ids of the tasks that name the editor, lowest first:
+	// Capacity at most, but for claims whose lease has passed, Expired one of
+	// those (0 if none).
+	Held     ids   `db:"held"`
+	Expired  int64 `db:"expired"`
+	Capacity int   `db:"capacity"`
 	// Disabled says the editor is disabled.
 	Disabled bool `db:"disabled"`
 }
 
+// ids is a list of ids a query reads comma-separated.
+type ids []int64
+
+// Scan implements sql.Scanner.
+func (l *ids) Scan(src any) error {
+	var text string
+	switch v := src.(type) {
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	case nil:
+	default:
+		return fmt.Errorf("ids: cannot scan %T", src)
+	}
+	*l = (*l)[:0]
+	for item := range strings.SplitSeq(text, ",") {
+		if item == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(item, 10, 64)
+		if err != nil {
+			return fmt.Errorf("ids: %w", err)
+		}
+		*l = append(*l, id)
+	}
+	return nil
+}
+
 // lockEditor locks the editor's row, which serializes the editor's claims and every
-// change of its state, and returns the task that names the editor and whether it is
-// disabled. It returns ErrNotFound if there is no such editor.
+// change of its state, and returns the tasks that name the editor, its capacity and
+// whether it is disabled. It returns ErrNotFound if there is no such editor.
 func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor, error) {
 	var ed lockedEditor
 	if err := tx.GetContext(ctx, &ed, lockEditorTaskSQL, editorID); err != nil {

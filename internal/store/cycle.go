@@ -160,7 +160,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// expressions of a SET are evaluated in order, and see the variables as
 	// they were before it: the submits' lock reads NOW(3), the statement's
 	// instant, which @taskd_now is set to.
-	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '',\n\t@taskd_editors = ")
+	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '', @taskd_barred = '',\n\t@taskd_editors = ")
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
@@ -169,21 +169,36 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString(") FOR UPDATE), '')")
 	}
 	q.WriteString(",\n\t@taskd_live = ")
-	var ids, fences []int64
+	var ids, fences, backs []int64
 	var holders, results []string
-	var straces []any
+	var straces, decisions, notes []any
 	for _, c := range subs {
 		ids, fences, holders = append(ids, c.submit.TaskID), append(fences, c.submit.Fence), append(holders, c.submit.Holder)
 		straces = append(straces, c.trace)
 		// A string, not bytes: MySQL refuses binary strings in JSON columns.
 		results = append(results, string(c.submit.Result))
+		decisions, notes = append(decisions, nullString(c.submit.Decision)), append(notes, nullString(c.submit.Notes))
+		if c.submit.Decision == tasks.DecisionSendBack {
+			backs = append(backs, c.submit.TaskID)
+		}
 	}
-	live := func() { args = append(args, membersSQL(q, ids, fences, holders)...) }
+	// A send back is refused at a task's first stage: there is nothing to send
+	// it back to (see scanReport).
+	members := func(q *strings.Builder) []any {
+		args := membersSQL(q, ids, fences, holders)
+		if len(backs) > 0 {
+			q.WriteString(" AND NOT (stage = 0 AND id IN (")
+			args = append(args, listSQL(q, "?", backs, func(i int) []any { return []any{backs[i]} })...)
+			q.WriteString("))")
+		}
+		return args
+	}
+	live := func() { args = append(args, members(q)...) }
 	if len(subs) == 0 {
 		q.WriteString("''")
 	} else {
 		var lock strings.Builder
-		args = append(args, membersSQL(&lock, ids, fences, holders)...)
+		args = append(args, members(&lock)...)
 		q.WriteString("COALESCE((SELECT GROUP_CONCAT(id) FROM tasks FORCE INDEX (PRIMARY)" +
 			strings.ReplaceAll(lock.String(), "@taskd_now", "NOW(3)") + " FOR UPDATE), '')")
 	}
@@ -239,22 +254,31 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 
 	// The submits.
 	if len(subs) > 0 {
-		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name, decision, notes)\n\tSELECT id, fence, holder, editor_id, ")
 		args = append(args, valuesSQL(q, ids, results)...)
+		q.WriteString(", stage, stage_name, ")
+		args = append(args, valuesSQL(q, ids, decisions)...)
+		q.WriteString(", ")
+		args = append(args, valuesSQL(q, ids, notes)...)
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		live()
 		s.endWrite(q)
-		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`, detail)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, tracesSQL(q, ids, straces)...)
-		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		// A stage's submit says which, and its decision.
+		q.WriteString(", @taskd_now, IF(stages IS NULL, NULL, CONCAT('stage ', stage_name, COALESCE(CONCAT(': ', ")
+		args = append(args, valuesSQL(q, ids, decisions)...)
+		q.WriteString("), ''))) FROM tasks FORCE INDEX (PRIMARY)")
 		live()
 		s.endWrite(q)
 		if s.outbox[tasks.WebhookSubmitted] {
-			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name, decision)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name, ")
+			args = append(args, valuesSQL(q, ids, decisions)...)
+			q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 			live()
 			s.endWrite(q)
 		}
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
+		args = append(args, s.submitSetSQL(q, backs)...)
 		live()
 		s.endWrite(q)
 	}
@@ -262,13 +286,18 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// 3 and 4. The claims.
 	if len(claims) > 0 {
 		if len(editors) > 0 {
-			q.WriteString("SET @taskd_skipped = COALESCE((SELECT GROUP_CONCAT(task_id) FROM task_skips FORCE INDEX (PRIMARY) WHERE task_id IN (")
+			// A SELECT ... INTO, not a SET: MariaDB runs a SET's subqueries
+			// as locking reads (shared locks), which would hold the claimed
+			// tasks' rows against the writes of others until the commit.
+			q.WriteString("SELECT COALESCE((SELECT GROUP_CONCAT(task_id) FROM task_skips FORCE INDEX (PRIMARY) WHERE task_id IN (")
 			args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.TaskID} })...)
 			q.WriteString(") AND (task_id, editor_id) IN (")
 			args = append(args, listSQL(q, "(?, ?)", editors, func(i int) []any { return []any{editors[i].claim.TaskID, editors[i].claim.EditorID} })...)
-			q.WriteString(") AND `until` > @taskd_now), ''),\n\t@taskd_busy = COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (")
-			args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
-			q.WriteString(")), '');\n")
+			q.WriteString(") AND `until` > @taskd_now), ''),\n\t")
+			args = append(args, busySetSQL(q, editors)...)
+			q.WriteString(",\n\t")
+			args = append(args, barredSetSQL(q, editors)...)
+			q.WriteString("\n\tINTO @taskd_skipped, @taskd_busy, @taskd_barred;\n")
 		}
 		ids := make([]int64, len(claims))
 		fences := make([]int64, len(claims))
@@ -290,7 +319,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, valuesSQL(q, ids, editorIDs)...)
 		q.WriteString(",\n\tassigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, ids, leases)...)
-		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, trace_context = ")
+		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, reserved_for = NULL, reserved_until = NULL, trace_context = ")
 		args = append(args, valuesSQL(q, ids, traces)...)
 		q.WriteString("\nWHERE id IN (")
 		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
@@ -314,6 +343,11 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
+		"FIND_IN_SET(id, @taskd_barred) > 0 AS barred, CAST(@taskd_now AS DATETIME(3)) AS round_at,\n\t" +
+		// The claim a submit that moved the task to another stage ended: the
+		// row has its fence still, its claim time no more.
+		"IF(FIND_IN_SET(id, @taskd_live) AND status = 'pending', (SELECT MIN(e.`at`) FROM task_events e FORCE INDEX (task_events_task)\n\t\t" +
+		"WHERE e.task_id = tasks.id AND e.kind = 'claimed' AND e.fence = tasks.fence), assigned_at) AS claimed_at,\n\t" +
 		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
 		reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
 	args = append(args, hold)
@@ -334,6 +368,59 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	return args, scanReport(cs)
 }
 
+// submitSetSQL writes the SET of the UPDATE that ends the round's submitted
+// claims, and returns its arguments. A submit at a stage before the last, or a
+// send back (its task in backs), puts the task back in the pool at the next
+// stage, or at the one before, reserved for the editor who did it for the
+// category's send-back hold; any other submit makes the task done. Every
+// expression reads the row as it was: stage, which they read, is set last.
+func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
+	var args []any
+	// back writes whether the row's task is sent back.
+	back := func() {
+		if len(backs) == 0 {
+			q.WriteString("FALSE")
+			return
+		}
+		q.WriteString("id IN (")
+		args = append(args, listSQL(q, "?", backs, func(i int) []any { return []any{backs[i]} })...)
+		q.WriteString(")")
+	}
+	// moves writes whether the row's task goes to another stage.
+	moves := func() {
+		q.WriteString("(stage + 1 < stage_count OR ")
+		back()
+		q.WriteString(")")
+	}
+	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(")
+	moves()
+	q.WriteString(", NULL, @taskd_now),\n\tholder = IF(")
+	moves()
+	q.WriteString(", NULL, holder), assigned_at = IF(")
+	moves()
+	q.WriteString(", NULL, assigned_at),\n\trun_after = IF(")
+	moves()
+	q.WriteString(", @taskd_now, run_after), attempts = IF(")
+	moves()
+	q.WriteString(", 0, attempts),\n\treserved_for = IF(")
+	back()
+	q.WriteString(", (SELECT r.editor_id FROM task_results r FORCE INDEX (PRIMARY)\n\t\t" +
+		"WHERE r.task_id = tasks.id AND r.stage = CAST(tasks.stage AS SIGNED) - 1 ORDER BY r.fence DESC LIMIT 1), NULL),\n\treserved_until = IF(")
+	back()
+	q.WriteString(", @taskd_now + INTERVAL ")
+	if len(backs) > 0 {
+		args = append(args, s.sendBackHoldSQL(q)...)
+	} else {
+		q.WriteString("0")
+	}
+	q.WriteString(" MICROSECOND, NULL),\n\tstatus = IF(")
+	moves()
+	q.WriteString(", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\tstage = IF(")
+	back()
+	q.WriteString(", stage - 1, IF(stage + 1 < stage_count, stage + 1, stage))")
+	return args
+}
+
 // reportColumns are taskColumns but for the payload of a task the round
 // submitted or extended, which nobody reads: JSON null instead.
 var reportColumns = strings.Replace(taskColumns, " payload,",
@@ -351,7 +438,7 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 		guarded = guarded || c.claim.EditorID != 0 || c.submit != nil
 	}
 	if editors {
-		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_skipped)")
+		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_skipped) AND NOT FIND_IN_SET(id, @taskd_barred)")
 	}
 	if !guarded {
 		return nil
@@ -403,6 +490,11 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		BusyEditors string `db:"busy_editors"`
 		Beat        bool   `db:"beat"`
 		AtLimit     bool   `db:"at_limit"`
+		Barred      bool   `db:"barred"`
+		// RoundAt is the round's instant; ClaimedAt the time of the claim a
+		// submit ended.
+		RoundAt   time.Time  `db:"round_at"`
+		ClaimedAt *time.Time `db:"claimed_at"`
 		tasks.Task
 	}
 	byID := make(map[int64]row, 2*len(cs))
@@ -430,8 +522,10 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 				r, ok := byID[sp.TaskID]
 				c.foundSubmitted = ok
 				c.submitted = submittedRow{
-					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.AssignedAt,
-					DoneAt: r.DoneAt, TraceContext: r.TraceContext,
+					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.ClaimedAt,
+					DoneAt: r.DoneAt, TraceContext: r.TraceContext, RoundAt: r.RoundAt,
+					Status: r.Status, Stage: r.Stage, Stages: r.Stages,
+					FirstStage: r.Stage == 0 && r.Fence == sp.Fence && r.Holder == sp.Holder && r.Status == tasks.StatusAssigned,
 				}
 			}
 			p := c.claim
@@ -440,7 +534,7 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			}
 			r, ok := byID[p.TaskID]
 			c.foundClaimed = ok
-			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Task: r.Task}
+			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Barred: r.Barred, Task: r.Task}
 			if ok && r.ThisRound && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder {
 				c.claimed.Claimed = 1
 			}

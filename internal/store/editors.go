@@ -13,8 +13,8 @@ import (
 )
 
 const (
-	insertEditorSQL         = `INSERT INTO editors (name, token_hash) VALUES (?, ?)`
-	insertEditorCategorySQL = `INSERT INTO editor_categories (editor_id, category) VALUES `
+	insertEditorSQL         = `INSERT INTO editors (name, token_hash, capacity) VALUES (?, ?, ?)`
+	insertEditorCategorySQL = `INSERT INTO editor_categories (editor_id, category, stages) VALUES `
 )
 
 // CreateEditor creates an editor with its categories. It returns ErrInvalid for bad
@@ -31,17 +31,20 @@ func (s *Store) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*
 	if err != nil {
 		return nil, fmt.Errorf("create editor: %w", err)
 	}
+	if err := tasks.CheckEditorWorkflow(p.Capacity, cats, p.Stages); err != nil {
+		return nil, fmt.Errorf("create editor: %w", err)
+	}
 
 	var id int64
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, insertEditorSQL, p.Name, p.TokenHash[:])
+		res, err := tx.ExecContext(ctx, insertEditorSQL, p.Name, p.TokenHash[:], max(1, p.Capacity))
 		if err != nil {
 			return err
 		}
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		return insertEditorCategories(ctx, tx, id, cats)
+		return insertEditorCategories(ctx, tx, id, cats, p.Stages)
 	})
 	if mysqlErrorIs(err, erDupEntry) {
 		return nil, fmt.Errorf("create editor: %w: name or token is taken", tasks.ErrDuplicate)
@@ -65,17 +68,22 @@ func editorCategories(cats []string) ([]string, error) {
 	return out, nil
 }
 
-// insertEditorCategories gives editor id the categories cats in one INSERT.
-func insertEditorCategories(ctx context.Context, tx *sqlx.Tx, id int64, cats []string) error {
+// insertEditorCategories gives editor id the categories cats, limited to the
+// stages of each in stages, in one INSERT.
+func insertEditorCategories(ctx context.Context, tx *sqlx.Tx, id int64, cats []string, stages map[string][]string) error {
 	var q strings.Builder
 	q.WriteString(insertEditorCategorySQL)
-	args := make([]any, 0, 2*len(cats))
+	args := make([]any, 0, 3*len(cats))
 	for i, c := range cats {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?)")
-		args = append(args, id, c)
+		q.WriteString("(?, ?, ?)")
+		var limit any
+		if list, ok := stages[c]; ok {
+			limit = tasks.Stages(list).String()
+		}
+		args = append(args, id, c, limit)
 	}
 	_, err := tx.ExecContext(ctx, q.String(), args...)
 	return err
@@ -104,10 +112,12 @@ type editorRow struct {
 	Name       string     `db:"name"`
 	CreatedAt  time.Time  `db:"created_at"`
 	DisabledAt *time.Time `db:"disabled_at"`
+	Capacity   int        `db:"capacity"`
 	Category   *string    `db:"category"`
+	Stages     *string    `db:"stages"`
 }
 
-const editorSelectSQL = `SELECT e.id, e.name, e.created_at, e.disabled_at, c.category
+const editorSelectSQL = `SELECT e.id, e.name, e.created_at, e.disabled_at, e.capacity, c.category, c.stages
 FROM editors e LEFT JOIN editor_categories c ON c.editor_id = e.id `
 
 // GetEditor returns the editor with its categories, enabled or not, or ErrNotFound.
@@ -144,10 +154,17 @@ func editorWhere(ctx context.Context, q sqlx.QueryerContext, where string, arg a
 	if len(rows) == 0 {
 		return nil, tasks.ErrNotFound
 	}
-	e := &tasks.Editor{ID: rows[0].ID, Name: rows[0].Name, CreatedAt: rows[0].CreatedAt, DisabledAt: rows[0].DisabledAt, Categories: []string{}}
+	e := &tasks.Editor{ID: rows[0].ID, Name: rows[0].Name, CreatedAt: rows[0].CreatedAt, DisabledAt: rows[0].DisabledAt,
+		Capacity: rows[0].Capacity, Categories: []string{}}
 	for _, r := range rows {
 		if r.Category != nil {
 			e.Categories = append(e.Categories, *r.Category)
+			if r.Stages != nil {
+				if e.Stages == nil {
+					e.Stages = map[string][]string{}
+				}
+				e.Stages[*r.Category] = strings.Split(*r.Stages, ",")
+			}
 		}
 	}
 	return e, nil

@@ -23,19 +23,19 @@ FROM tasks WHERE id = ? AND editor_id = ? AND status = 'assigned' FOR UPDATE`
 	enableEditorSQL = `UPDATE editors SET disabled_at = NULL WHERE id = ?`
 )
 
-// DisableEditor disables an editor and revokes its claim, in one transaction that
-// locks the editor's row and then the task it holds, the order of a claim. From its
+// DisableEditor disables an editor and revokes its claims, in one transaction that
+// locks the editor's row and then the tasks it holds, the order of a claim. From its
 // commit on, the store refuses the editor every claim (ErrEditorDisabled); its token
-// is for callers to refuse (Editor.Disabled). The claim the editor held, live or with
-// its lease passed, goes back to the pool with its fence bumped, as ForceRelease does,
-// so whatever the editor still sends about it is stale; a 'released' event with detail
-// "forced: editor disabled" records it.
+// is for callers to refuse (Editor.Disabled). Each claim the editor held, live or
+// with its lease passed, goes back to the pool with its fence bumped, as ForceRelease
+// does, so whatever the editor still sends about it is stale; a 'released' event
+// with detail "forced: editor disabled" records it.
 //
-// It returns the revoked claim, or nil if the editor held none; ErrNotFound for an
-// unknown editor. Disabling a disabled editor keeps its DisabledAt and revokes any
-// claim it still holds.
-func (s *Store) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, error) {
-	var revoked *tasks.Revoked
+// It returns the revoked claims, oldest task first, none if the editor held none;
+// ErrNotFound for an unknown editor. Disabling a disabled editor keeps its
+// DisabledAt and revokes any claim it still holds.
+func (s *Store) DisableEditor(ctx context.Context, id int64) ([]tasks.Revoked, error) {
+	var revoked []tasks.Revoked
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		revoked = nil // a deadlock victim runs again
 		ed, err := lockEditor(ctx, tx, id)
@@ -45,46 +45,58 @@ func (s *Store) DisableEditor(ctx context.Context, id int64) (*tasks.Revoked, er
 		if _, err := tx.ExecContext(ctx, disableEditorSQL, id); err != nil {
 			return err
 		}
-		if ed.Held == 0 {
-			return nil
-		}
-		var row struct {
-			Fence        int64      `db:"fence"`
-			Holder       string     `db:"holder"`
-			Category     string     `db:"category"`
-			AssignedAt   *time.Time `db:"assigned_at"`
-			TraceContext string     `db:"trace_context"`
-			DBNow        time.Time  `db:"db_now"`
-		}
-		if err := tx.GetContext(ctx, &row, editorTaskRevokeLockSQL, ed.Held, id); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil // released or submitted in the meantime
+		for _, taskID := range ed.Held {
+			r, err := s.revokeEditorClaim(ctx, tx, id, taskID)
+			if err != nil {
+				return err
 			}
-			return err
+			if r != nil {
+				revoked = append(revoked, *r)
+			}
 		}
-		res, err := tx.ExecContext(ctx, forceReleaseSQL, ed.Held, row.Fence)
-		if err != nil {
-			return err
-		}
-		if err := expectOne(res); err != nil {
-			return err
-		}
-		revoked = &tasks.Revoked{Fence: row.Fence, Ended: tasks.Ended{
-			TaskID: ed.Held, Holder: row.Holder, Category: row.Category, Status: tasks.StatusPending,
-			EndedAt: row.DBNow, TraceContext: row.TraceContext,
-		}}
-		if row.AssignedAt != nil {
-			revoked.AssignedAt = *row.AssignedAt
-		}
-		return s.insertEvents(ctx, tx, event{
-			taskID: ed.Held, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: id,
-			detail: "forced: editor disabled", category: row.Category, cause: tasks.WebhookForce,
-		})
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("disable editor %d: %w", id, err)
 	}
 	return revoked, nil
+}
+
+// revokeEditorClaim revokes the editor's claim of task taskID, if it still holds
+// it: the caller holds the editor's row.
+func (s *Store) revokeEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, taskID int64) (*tasks.Revoked, error) {
+	var row struct {
+		Fence        int64      `db:"fence"`
+		Holder       string     `db:"holder"`
+		Category     string     `db:"category"`
+		AssignedAt   *time.Time `db:"assigned_at"`
+		TraceContext string     `db:"trace_context"`
+		DBNow        time.Time  `db:"db_now"`
+	}
+	if err := tx.GetContext(ctx, &row, editorTaskRevokeLockSQL, taskID, editorID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil // released or submitted in the meantime
+		}
+		return nil, err
+	}
+	res, err := tx.ExecContext(ctx, forceReleaseSQL, taskID, row.Fence)
+	if err != nil {
+		return nil, err
+	}
+	if err := expectOne(res); err != nil {
+		return nil, err
+	}
+	revoked := &tasks.Revoked{Fence: row.Fence, Ended: tasks.Ended{
+		TaskID: taskID, Holder: row.Holder, Category: row.Category, Status: tasks.StatusPending,
+		EndedAt: row.DBNow, TraceContext: row.TraceContext,
+	}}
+	if row.AssignedAt != nil {
+		revoked.AssignedAt = *row.AssignedAt
+	}
+	return revoked, s.insertEvents(ctx, tx, event{
+		taskID: taskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: editorID,
+		detail: "forced: editor disabled", category: row.Category, cause: tasks.WebhookForce,
+	})
 }
 
 // EnableEditor enables a disabled editor: it may claim again, and its token is good

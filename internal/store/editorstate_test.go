@@ -17,11 +17,15 @@ func TestDisableEditor(t *testing.T) {
 		tasks.NewTask{Category: "news", Title: "3"})
 	c := b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
 
-	revoked, err := b.store.DisableEditor(b.ctx, ann.ID)
+	all, err := b.store.DisableEditor(b.ctx, ann.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if revoked == nil || revoked.TaskID != ids[0] || revoked.Fence != c.Fence || revoked.Holder != ann.Holder() ||
+	if len(all) != 1 {
+		t.Fatalf("revoked %d claims, want 1", len(all))
+	}
+	revoked := all[0]
+	if revoked.TaskID != ids[0] || revoked.Fence != c.Fence || revoked.Holder != ann.Holder() ||
 		revoked.Category != "news" || revoked.Status != tasks.StatusPending || revoked.AssignedAt.IsZero() {
 		t.Fatalf("revoked = %+v, want task %d fence %d of %s", revoked, ids[0], c.Fence, ann.Holder())
 	}
@@ -97,9 +101,9 @@ func TestDisableEditorRevokesAnExpiredClaim(t *testing.T) {
 	id := b.insertOne(t, "news", 0)
 	c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
 	b.expireLease(t, id)
-	revoked, err := b.store.DisableEditor(b.ctx, ann.ID)
-	if err != nil || revoked == nil || revoked.TaskID != id || revoked.Fence != c.Fence {
-		t.Fatalf("revoked = %+v, %v; want task %d fence %d", revoked, err, id, c.Fence)
+	all, err := b.store.DisableEditor(b.ctx, ann.ID)
+	if err != nil || len(all) != 1 || all[0].TaskID != id || all[0].Fence != c.Fence {
+		t.Fatalf("revoked = %+v, %v; want task %d fence %d", all, err, id, c.Fence)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.ID); n != 0 {
 		t.Errorf("%d tasks name the disabled editor", n)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 
@@ -12,17 +13,22 @@ import (
 const (
 	lockEditorRowSQL          = `SELECT id FROM editors WHERE id = ? FOR UPDATE`
 	updateEditorNameSQL       = `UPDATE editors SET name = ? WHERE id = ?`
+	updateEditorCapacitySQL   = `UPDATE editors SET capacity = ? WHERE id = ?`
 	deleteEditorCategoriesSQL = `DELETE FROM editor_categories WHERE editor_id = ?`
 )
 
-// UpdateEditor changes an editor's name, its categories, or both, in one transaction
-// that locks the editor's row first, as a claim does. New categories replace the old
-// ones whole; a live claim is kept. It returns the editor as changed; ErrNotFound for
-// an unknown editor; ErrInvalid for bad params (the message names the field), and
-// ErrDuplicate if the name is taken. Nothing is changed on error.
+// UpdateEditor changes an editor's name, categories, capacity or stage limits, in
+// one transaction that locks the editor's row first, as a claim does. New categories
+// replace the old ones whole, as new stage limits do; live claims are kept. It
+// returns the editor as changed; ErrNotFound for an unknown editor; ErrInvalid for
+// bad params (the message names the field), and ErrDuplicate if the name is taken.
+// Nothing is changed on error.
 func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error) {
-	if p.Name == nil && p.Categories == nil {
-		return nil, fmt.Errorf("update editor %d: %w: name or categories must be given", p.ID, tasks.ErrInvalid)
+	if p.Name == nil && p.Categories == nil && p.Capacity == nil && p.Stages == nil {
+		return nil, fmt.Errorf("update editor %d: %w: name, categories, capacity or stages must be given", p.ID, tasks.ErrInvalid)
+	}
+	if p.Capacity != nil && (*p.Capacity < 1 || *p.Capacity > tasks.MaxCapacity) {
+		return nil, fmt.Errorf("update editor %d: %w: capacity must be 1..%d, got %d", p.ID, tasks.ErrInvalid, tasks.MaxCapacity, *p.Capacity)
 	}
 	if p.Name != nil {
 		if err := tasks.CheckEditorName(*p.Name); err != nil {
@@ -47,11 +53,35 @@ func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*
 				return err
 			}
 		}
-		if cats != nil {
+		if p.Capacity != nil {
+			if _, err := tx.ExecContext(ctx, updateEditorCapacitySQL, *p.Capacity, p.ID); err != nil {
+				return err
+			}
+		}
+		if cats != nil || p.Stages != nil {
+			old, err := editorWhere(ctx, tx, `WHERE e.id = ? ORDER BY c.category`, p.ID)
+			if err != nil {
+				return err
+			}
+			if cats == nil {
+				cats = old.Categories
+			}
+			stages := p.Stages
+			if stages == nil {
+				stages = map[string][]string{}
+				for cat, list := range old.Stages {
+					if slices.Contains(cats, cat) {
+						stages[cat] = list
+					}
+				}
+			}
+			if err := tasks.CheckEditorWorkflow(0, cats, stages); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, deleteEditorCategoriesSQL, p.ID); err != nil {
 				return err
 			}
-			if err := insertEditorCategories(ctx, tx, p.ID, cats); err != nil {
+			if err := insertEditorCategories(ctx, tx, p.ID, cats, stages); err != nil {
 				return err
 			}
 		}

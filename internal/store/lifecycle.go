@@ -133,18 +133,39 @@ type submittedRow struct {
 	AssignedAt   *time.Time `db:"assigned_at"`
 	DoneAt       *time.Time `db:"done_at"`
 	TraceContext string     `db:"trace_context"`
+	// RoundAt is the instant of the submit's round; Status, Stage and Stages
+	// the task's after it.
+	RoundAt time.Time
+	Status  tasks.Status
+	Stage   int
+	Stages  tasks.Stages
+	// FirstStage says the claim is live at the task's first stage.
+	FirstStage bool
 }
 
 // ended is the claim p ended, or ErrStale if the row shows that the submit
-// changed nothing. found says whether the SELECT found the task.
+// changed nothing, or ErrInvalid for a send back refused at a task's first
+// stage. found says whether the SELECT found the task.
 func (row *submittedRow) ended(p tasks.SubmitParams, found bool) (*tasks.Ended, error) {
-	if !found || row.Submitted == 0 || row.AssignedAt == nil || row.DoneAt == nil {
+	if found && row.Submitted == 0 && row.FirstStage && p.Decision == tasks.DecisionSendBack {
+		return nil, fmt.Errorf("%w: decision %q: the task is at its first stage, there is nothing to send it back to", tasks.ErrInvalid, p.Decision)
+	}
+	if !found || row.Submitted == 0 || row.AssignedAt == nil {
 		return nil, tasks.ErrStale
 	}
-	return &tasks.Ended{
-		TaskID: p.TaskID, Holder: p.Holder, Category: row.Category, Status: tasks.StatusDone,
-		AssignedAt: *row.AssignedAt, EndedAt: *row.DoneAt, TraceContext: row.TraceContext,
-	}, nil
+	e := &tasks.Ended{
+		TaskID: p.TaskID, Holder: p.Holder, Category: row.Category, Status: row.Status,
+		AssignedAt: *row.AssignedAt, EndedAt: row.RoundAt, TraceContext: row.TraceContext,
+	}
+	if row.Status == tasks.StatusDone {
+		if row.DoneAt == nil {
+			return nil, tasks.ErrStale
+		}
+		e.EndedAt = *row.DoneAt
+	} else {
+		e.Stage = row.Stages[row.Stage]
+	}
+	return e, nil
 }
 
 const (

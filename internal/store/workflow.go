@@ -1,0 +1,98 @@
+package store
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// Workflows: stages, groups, reservations and capacity (see schema.sql's header).
+//
+// A claim's workflow checks are read, like its busy check, under the lock of the
+// claiming editor's row, which every claim of the editor takes first; on a Galera
+// cluster, where a row lock holds on one node only, every claim also writes that row
+// (see 0010_editor_claims.sql), so two claims of one editor are ordered by
+// certification. So the checks see every claim and every submit of the editor that
+// committed before, and the claim's own transaction's: an editor cannot hold two tasks
+// of one group, nor take a stage of a task whose other stage it did, however its
+// requests race on any replica. A task with no stages, group or reservation skips
+// them at its first test, reading nothing more.
+
+// barredWhereSQL is true when the editor whose id the five placeholders give may not
+// take task t at its current stage (tasks.ErrBarred): the task is reserved for
+// another editor until after %[1]s, the instant of the claim; or the editor's
+// categories do not give it the stage; or it did another stage of the task; or it
+// holds or did another task of the group.
+const barredWhereSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AND (
+	(t.reserved_until > %[1]s AND t.reserved_for <> ?)
+	OR (t.stages IS NOT NULL AND NOT EXISTS (SELECT 1 FROM editor_categories ec FORCE INDEX (PRIMARY)
+		WHERE ec.editor_id = ? AND ec.category = t.category AND (ec.stages IS NULL OR FIND_IN_SET(t.stage_name, ec.stages))))
+	OR (t.stages IS NOT NULL AND EXISTS (SELECT 1 FROM task_results r FORCE INDEX (PRIMARY)
+		WHERE r.task_id = t.id AND r.editor_id = ? AND r.stage <> t.stage))
+	OR (t.group_id IS NOT NULL AND EXISTS (SELECT 1 FROM tasks g FORCE INDEX (tasks_group)
+		LEFT JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = g.id AND r.editor_id = ?
+		WHERE g.group_id = t.group_id AND g.id <> t.id AND (g.editor_id = ? OR r.task_id IS NOT NULL))))`
+
+// barredArgs are the arguments of barredWhereSQL for an editor.
+func barredArgs(editorID int64) []any {
+	return []any{editorID, editorID, editorID, editorID, editorID}
+}
+
+// barredSQL reads whether the editor may not take the task (tasks.ErrBarred), for
+// the claims that lock the task's row themselves (claimLocked).
+var barredSQL = `SELECT EXISTS (SELECT 1 FROM tasks t FORCE INDEX (PRIMARY) WHERE t.id = ? AND ` +
+	fmt.Sprintf(barredWhereSQL, "NOW(3)") + `)`
+
+// barredSetSQL writes, for a cycle round's SET, the ids of the tasks claims is
+// claiming for editors that may not take them, comma-separated, and returns the
+// arguments.
+func barredSetSQL(q *strings.Builder, claims []*cycle) []any {
+	var args []any
+	where := fmt.Sprintf(barredWhereSQL, "@taskd_now")
+	q.WriteString("COALESCE((SELECT GROUP_CONCAT(b.id) FROM (")
+	for i, c := range claims {
+		if i > 0 {
+			q.WriteString("\n\t\tUNION ALL ")
+		}
+		q.WriteString("SELECT t.id FROM tasks t FORCE INDEX (PRIMARY) WHERE t.id = ? AND ")
+		q.WriteString(where)
+		args = append(args, c.claim.TaskID)
+		args = append(args, barredArgs(c.claim.EditorID)...)
+	}
+	q.WriteString(") b), '')")
+	return args
+}
+
+// busySetSQL writes, for a cycle round's SET, the ids of the editors of claims
+// that hold as many tasks as their capacity, comma-separated, and returns the
+// arguments. It reads the tasks that name each editor.
+func busySetSQL(q *strings.Builder, editors []*cycle) []any {
+	q.WriteString("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (")
+	args := listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })
+	q.WriteString(")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
+	return args
+}
+
+// sendBackHoldSQL writes the send-back hold of a task, in microseconds, by its
+// category: the workflows' SendBackHold, else tasks.SendBackHoldDefault.
+func (s *Store) sendBackHoldSQL(q *strings.Builder) []any {
+	var args []any
+	for _, cat := range slices.Sorted(maps.Keys(s.cfg.Workflows)) {
+		if hold := s.cfg.Workflows[cat].SendBackHold; hold > 0 && hold != tasks.SendBackHoldDefault {
+			if len(args) == 0 {
+				q.WriteString("CASE category")
+			}
+			q.WriteString(" WHEN ? THEN ?")
+			args = append(args, cat, micros(hold))
+		}
+	}
+	if len(args) == 0 {
+		q.WriteString("?")
+	} else {
+		q.WriteString(" ELSE ? END")
+	}
+	return append(args, micros(tasks.SendBackHoldDefault))
+}
