@@ -103,4 +103,3 @@ func sectionList[T any](l *loader, n *yaml.Node, key, item string, keys map[stri
 	l.cfg.sources[key] = l.at(n)
 	return out, true
 }
-

@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	insertTasksSQL    = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at, stages, stage_count, overlap) VALUES `
-	insertTaskRowSQL  = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
+	insertTasksSQL   = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at, stages, stage_count, overlap) VALUES `
+	insertTaskRowSQL = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
 	// groupLeadsSQL and groupCopiesSQL make the groups of the tasks inserted
 	// with an overlap above 1: the first row of a group is the inserted task,
 	// its own group_id, and the others are copies of it without its key.
