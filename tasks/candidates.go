@@ -13,4 +13,8 @@ type CandidatesParams struct {
 	// Primary reads the primary even when the store has a replica: for a read
 	// after the replica's candidates were refused as stale.
 	Primary bool
+	// Stage, when not empty, reads only tasks at that stage (a stage name, see
+	// Workflow.Stages) in each of Categories: the candidates of an editor
+	// limited to some stages of a category. Empty: tasks at any stage.
+	Stage string
 }

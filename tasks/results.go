@@ -31,6 +31,17 @@ type Result struct {
 	EditorID    int64           `db:"editor_id"`
 	Result      json.RawMessage `db:"result"`
 	SubmittedAt time.Time       `db:"submitted_at"`
+
+	// Stage and StageName are the stage the result was submitted at (0 and ""
+	// for a task without stages); Decision and Notes the submitter's, if any.
+	Stage     int    `db:"stage"`
+	StageName string `db:"stage_name"`
+	Decision  string `db:"decision"`
+	Notes     string `db:"notes"`
+	// GroupID is the task's group, 0 for a task that asks for one result, and
+	// Overlap how many results the group asks for (see Task.GroupID).
+	GroupID int64 `db:"group_id"`
+	Overlap int   `db:"overlap"`
 }
 
 // ResultsParams are the arguments of Results.

@@ -144,6 +144,15 @@ type Claim struct {
 	TookOver bool
 }
 
+// EditorClaims are an editor's live claims and the tasks reserved for it.
+type EditorClaims struct {
+	// Held are the editor's live claims, oldest first: at most its capacity.
+	Held []*Claim
+	// Reserved are tasks a reviewer sent back to the editor, pending and offered
+	// to it alone for now (see Task.ReservedFor): to claim before any other.
+	Reserved []Candidate
+}
+
 // Event is a row of the append-only audit trail, task_events.
 type Event struct {
 	ID     int64     `db:"id"`

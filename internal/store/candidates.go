@@ -44,8 +44,18 @@ const (
 ORDER BY priority DESC, due_order, id LIMIT ?`
 )
 
-// candidatesQuery builds the candidate query for normalized categories.
-func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
+// stageBranch turns a branch of the candidate query into its form for one stage:
+// a range of tasks_stage_candidate (stage_status, category, stage_name, priority
+// DESC, due_order, id), in the same order.
+var stageBranch = strings.NewReplacer(
+	"FORCE INDEX (tasks_candidate)", "FORCE INDEX (tasks_stage_candidate)",
+	"t.status = 'pending' AND t.category = ?", "t.stage_status = 'pending' AND t.category = ? AND t.stage_name = ?",
+	"t.status = 'assigned' AND t.category = ?", "t.stage_status = 'assigned' AND t.category = ? AND t.stage_name = ?",
+)
+
+// candidatesQuery builds the candidate query for normalized categories, of tasks
+// at stage only unless it is empty.
+func candidatesQuery(cats []string, editorID int64, limit int, stage string) (string, []any) {
 	join, notSkipped := "", ""
 	var skipArgs []any
 	if editorID != 0 {
@@ -56,6 +66,9 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 	var args []any
 	pending := fmt.Sprintf(candidatePendingSQL, join, notSkipped)
 	expired := fmt.Sprintf(candidateExpiredSQL, join, notSkipped)
+	if stage != "" {
+		pending, expired = stageBranch.Replace(pending), stageBranch.Replace(expired)
+	}
 	for i, c := range cats {
 		if i > 0 {
 			q.WriteString("\nUNION ALL\n")
@@ -65,7 +78,11 @@ func candidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
 		q.WriteString(expired)
 		for range 2 {
 			args = append(args, skipArgs...)
-			args = append(args, c, c, limit)
+			args = append(args, c)
+			if stage != "" {
+				args = append(args, stage)
+			}
+			args = append(args, c, limit)
 		}
 	}
 	q.WriteString(candidateOrderSQL)
@@ -98,7 +115,12 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 	if len(cats) == 0 {
 		return []tasks.Candidate{}, nil
 	}
-	q, args := candidatesQuery(cats, p.EditorID, limit)
+	if p.Stage != "" {
+		if err := tasks.CheckStage(p.Stage); err != nil {
+			return nil, fmt.Errorf("candidates: %w", err)
+		}
+	}
+	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage)
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}

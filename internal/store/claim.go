@@ -404,6 +404,47 @@ func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim,
 	return claimOf(t), nil
 }
 
+// editorClaimsSQL reads an editor's live claims, oldest first, then the tasks sent
+// back to it that are reserved for it now: two ranges, of tasks_editor and of
+// tasks_reserved.
+const editorClaimsSQL = `(SELECT 0 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
+	WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3))
+UNION ALL
+(SELECT 1 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_reserved)
+	WHERE reserved_for = ? AND status = 'pending' AND reserved_until > NOW(3) AND run_after <= NOW(3))
+ORDER BY reserved, assigned_at, id`
+
+// EditorClaims returns the editor's live claims, oldest first, and the tasks sent
+// back to it that are reserved for it now, in one query.
+func (s *Store) EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error) {
+	var rows []struct {
+		Reserved bool `db:"reserved"`
+		tasks.Task
+	}
+	if err := s.db.SelectContext(ctx, &rows, editorClaimsSQL, editorID, editorID); err != nil {
+		return nil, fmt.Errorf("claims of editor %d: %w", editorID, err)
+	}
+	out := &tasks.EditorClaims{}
+	for _, r := range rows {
+		if r.Reserved {
+			out.Reserved = append(out.Reserved, tasks.Candidate{
+				ID: r.ID, Fence: r.Fence, Priority: r.Priority, Status: r.Status, Due: dueOf(r.DueAt),
+			})
+			continue
+		}
+		out.Held = append(out.Held, claimOf(r.Task))
+	}
+	return out, nil
+}
+
+// dueOf is the Candidate.Due of a task's due_at.
+func dueOf(due *time.Time) time.Time {
+	if due == nil {
+		return tasks.NoDue
+	}
+	return *due
+}
+
 const claimHolderSQL = `SELECT holder FROM task_events
 WHERE task_id = ? AND kind = 'claimed' AND fence = ? ORDER BY id LIMIT 1`
 

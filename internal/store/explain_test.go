@@ -85,6 +85,8 @@ func TestQueryPlans(t *testing.T) {
 	b.exec(t, `UPDATE tasks SET status = 'assigned', fence = 1, holder = 'w', assigned_at = NOW(3),
 		lease_expires_at = NOW(3) + INTERVAL IF(id % 2 = 0, 1, -1) MINUTE WHERE id % 10 = 7`)
 	b.exec(t, "INSERT INTO task_skips (task_id, editor_id, `until`) SELECT id, ?, NOW(3) + INTERVAL 1 HOUR FROM tasks WHERE id % 100 = 8", ed.ID)
+	// A tenth have stages, half of them at their second.
+	b.exec(t, `UPDATE tasks SET stages = 'edit,review', stage_count = 2, stage = id % 2 WHERE id % 10 = 3`)
 	b.exec(t, `ANALYZE TABLE tasks, task_skips`)
 	b.claim(t, ids[8], ed.Holder(), ed.ID, time.Minute) // id 9: pending
 
@@ -113,6 +115,25 @@ func TestQueryPlans(t *testing.T) {
 	}
 	if pendingBranches != 2*len(cats) {
 		t.Errorf("%d branches read tasks_candidate, want %d (pending and expired per category):\n%s", pendingBranches, 2*len(cats), formatPlan(plan))
+	}
+
+	// The candidates of an editor limited to one stage read tasks_stage_candidate
+	// in its order, as the others read tasks_candidate.
+	q, args = store.StageCandidatesQuery(cats, ed.ID, 16, "review")
+	plan = b.explain(t, q, args...)
+	t.Logf("Candidates (3 categories, stage review):\n%s\n%s", q, formatPlan(plan))
+	noFullScans(t, "stage candidates", plan)
+	stageBranches := 0
+	for _, r := range plan {
+		if r.Table == "t" {
+			if r.Key != "tasks_stage_candidate" || strings.Contains(r.Extra, "filesort") {
+				t.Errorf("stage candidates: t read with key %q (%s), want tasks_stage_candidate in its order:\n%s", r.Key, r.Extra, formatPlan(plan))
+			}
+			stageBranches++
+		}
+	}
+	if stageBranches != 2*len(cats) {
+		t.Errorf("%d branches read tasks, want %d:\n%s", stageBranches, 2*len(cats), formatPlan(plan))
 	}
 
 	for _, c := range []struct {

@@ -83,10 +83,28 @@ SET r.seq = x.seq WHERE r.seq IS NULL`
 
 	// resultsSQL reads the feed past a cursor from the task_results_seq key, in its
 	// order. The task's own columns come from its row by primary key.
-	resultsSQL = `SELECT r.seq, r.task_id, r.fence, t.category, t.title, COALESCE(t.task_key, '') AS task_key, r.holder,
-	COALESCE(r.editor_id, 0) AS editor_id, r.result, r.submitted_at
+	resultsSQL = `SELECT r.seq, ` + resultColumns + `
 FROM task_results r FORCE INDEX (task_results_seq) JOIN tasks t ON t.id = r.task_id
 WHERE r.seq > ? ORDER BY r.seq LIMIT ?`
+
+	// resultColumns are a Result's columns but the cursor, from task_results r
+	// and tasks t.
+	resultColumns = `r.task_id, r.fence, t.category, t.title, COALESCE(t.task_key, '') AS task_key, r.holder,
+	COALESCE(r.editor_id, 0) AS editor_id, r.result, r.submitted_at, r.stage, COALESCE(r.stage_name, '') AS stage_name,
+	COALESCE(r.decision, '') AS decision, COALESCE(r.notes, '') AS notes, COALESCE(t.group_id, 0) AS group_id, t.overlap`
+
+	// taskResultsSQL reads the results of a task, or of every task of its
+	// group: the task's by primary key, or its group's by tasks_group, each
+	// task's results by primary key.
+	taskResultsSQL = `(SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
+FROM tasks t FORCE INDEX (PRIMARY) JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = t.id
+WHERE t.id = ? AND t.group_id IS NULL)
+UNION ALL
+(SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
+FROM tasks x FORCE INDEX (PRIMARY) JOIN tasks t FORCE INDEX (tasks_group) ON t.group_id = x.group_id
+	JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = t.id
+WHERE x.id = ?)
+ORDER BY submitted_at, task_id, fence`
 
 	// countResultsSQL counts the results past a cursor and those not numbered yet,
 	// which will all come after it: two ranges of the task_results_seq key.
@@ -147,6 +165,17 @@ func (s *Store) Results(ctx context.Context, p tasks.ResultsParams, fn func(r *t
 	}
 	page.More = page.Count == limit
 	return page, nil
+}
+
+// TaskResults returns the results submitted for a task, each stage's, oldest
+// first; for a task of a group (Task.GroupID), those of every task of the group.
+// A task without results, or no such task, has none.
+func (s *Store) TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error) {
+	out := []tasks.Result{}
+	if err := s.db.SelectContext(ctx, &out, taskResultsSQL, taskID, taskID); err != nil {
+		return nil, fmt.Errorf("results of task %d: %w", taskID, err)
+	}
+	return out, nil
 }
 
 // CountResults counts the results a reader at cursor after has yet to read: those

@@ -393,10 +393,10 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	q.WriteString(" FOR UPDATE;\n")
 
 	if len(done.ids) > 0 {
-		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result)\n\tSELECT id, fence, holder, editor_id, ")
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name)\n\tSELECT id, fence, holder, editor_id, ")
 		// Strings, not bytes: MySQL refuses binary strings in JSON columns.
 		args = append(args, caseSQL(&q, done.ids, results)...)
-		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString(", stage, stage_name FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
@@ -405,11 +405,13 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		s.endWrite(&q)
 		if s.outbox[tasks.WebhookSubmitted] {
-			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name FROM tasks FORCE INDEX (PRIMARY)")
 			args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 			s.endWrite(&q)
 		}
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'done', done_at = @taskd_now, editor_id = NULL, lease_expires_at = NULL")
+		// A task with stages goes on to its next, as an editor's submit
+		// takes it.
+		args = append(args, s.submitSetSQL(&q, nil)...)
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		s.endWrite(&q)
 	}

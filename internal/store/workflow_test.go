@@ -1,0 +1,480 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// workflowSetup is a store whose category "desk" has the stages edit and review,
+// and "labels" an overlap of 3.
+func workflowSetup(t *testing.T) *bundle {
+	t.Helper()
+	return setup(t, store.Config{Workflows: map[string]tasks.Workflow{
+		"desk":   {Stages: []string{"edit", "review"}, SendBackHold: time.Hour},
+		"labels": {Overlap: 3},
+	}})
+}
+
+// editorWith creates an editor with a capacity and stage limits.
+func (b *bundle) editorWith(t *testing.T, name string, capacity int, stages map[string][]string, cats ...string) *tasks.Editor {
+	t.Helper()
+	_, hash := tasks.NewToken()
+	e, err := b.store.CreateEditor(b.ctx, tasks.CreateEditorParams{
+		Name: name, Categories: cats, TokenHash: hash, Capacity: capacity, Stages: stages,
+	})
+	if err != nil {
+		t.Fatalf("create editor %s: %v", name, err)
+	}
+	return e
+}
+
+// tryClaim claims a task at its current fence and status for an editor.
+func (b *bundle) tryClaim(t *testing.T, id int64, ed *tasks.Editor) (*tasks.Claim, error) {
+	t.Helper()
+	task := b.task(t, id)
+	return b.store.Claim(b.ctx, tasks.ClaimParams{
+		TaskID: id, Fence: task.Fence, Status: task.Status, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute,
+	})
+}
+
+// submit submits an editor's claim with a decision.
+func (b *bundle) submit(t *testing.T, c *tasks.Claim, ed *tasks.Editor, decision, notes string) (*tasks.Ended, error) {
+	t.Helper()
+	return b.store.Submit(b.ctx, tasks.SubmitParams{
+		TaskID: c.Task.ID, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{"by":"` + ed.Name + `"}`),
+		Decision: decision, Notes: notes,
+	})
+}
+
+func TestStagesMoveATaskOnAndKeepEachResult(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk")
+	bob := b.editor(t, "bob", "desk")
+	id := b.insert(t, tasks.NewTask{Category: "desk", Title: "story"})[0]
+	if task := b.task(t, id); !slices.Equal(task.Stages, []string{"edit", "review"}) || task.Stage != 0 || task.StageName() != "edit" {
+		t.Fatalf("new task: stages %v at %d (%q), want edit,review at 0", task.Stages, task.Stage, task.StageName())
+	}
+
+	c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+	ended, err := b.submit(t, c, ann, "", "")
+	if err != nil {
+		t.Fatalf("submit the edit: %v", err)
+	}
+	if ended.Status != tasks.StatusPending || ended.Stage != "review" || ended.AssignedAt.IsZero() || ended.EndedAt.Before(ended.AssignedAt) {
+		t.Errorf("ended = %+v, want pending at review, with the claim's times", ended)
+	}
+	task := b.task(t, id)
+	if task.Status != tasks.StatusPending || task.Stage != 1 || task.Fence != c.Fence || task.Holder != "" || task.EditorID != 0 ||
+		task.AssignedAt != nil || task.DoneAt != nil || task.Attempts != 0 {
+		t.Errorf("after the edit: %+v, want pending at stage 1, fence %d, no holder", task, c.Fence)
+	}
+	// A late write of the edit's claim is stale.
+	_, err = b.submit(t, c, ann, "", "")
+	wantErr(t, "submit the edit again", err, tasks.ErrStale)
+
+	// The four-eyes rule: the editor of the edit may not review it.
+	before := b.snapshot(t, id)
+	_, err = b.tryClaim(t, id, ann)
+	wantErr(t, "review by the editor of the edit", err, tasks.ErrBarred)
+	b.unchanged(t, id, before)
+
+	r := b.claim(t, id, bob.Holder(), bob.ID, time.Minute)
+	if r.Task.StageName() != "review" || r.Fence != c.Fence+1 {
+		t.Errorf("review claim: stage %q fence %d, want review at %d", r.Task.StageName(), r.Fence, c.Fence+1)
+	}
+	ended, err = b.submit(t, r, bob, tasks.DecisionApprove, "fine")
+	if err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if ended.Status != tasks.StatusDone || ended.Stage != "" {
+		t.Errorf("ended = %+v, want done", ended)
+	}
+	if task := b.task(t, id); task.Status != tasks.StatusDone || task.Holder != bob.Holder() || task.DoneAt == nil {
+		t.Errorf("after the review: %+v, want done, held last by bob", task)
+	}
+
+	results, err := b.store.TaskResults(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		stage           int
+		name, decision  string
+		editor          int64
+		notes           string
+		fence, overlapN int64
+	}{
+		{0, "edit", "", ann.ID, "", c.Fence, 1},
+		{1, "review", "approve", bob.ID, "fine", r.Fence, 1},
+	}
+	if len(results) != len(want) {
+		t.Fatalf("results = %+v, want %d", results, len(want))
+	}
+	for i, w := range want {
+		g := results[i]
+		if g.Stage != w.stage || g.StageName != w.name || g.Decision != w.decision || g.EditorID != w.editor || g.Notes != w.notes ||
+			g.Fence != w.fence || g.Overlap != int(w.overlapN) {
+			t.Errorf("result %d = %+v, want %+v", i, g, w)
+		}
+	}
+	evs := b.events(t, id)
+	var details []string
+	for _, e := range evs {
+		if e.Kind == tasks.EventSubmitted {
+			details = append(details, e.Detail)
+		}
+	}
+	if !slices.Equal(details, []string{"stage edit", "stage review: approve"}) {
+		t.Errorf("submitted events' details = %q", details)
+	}
+}
+
+func TestSendBackGoesToTheEditorOfTheStageFirst(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk")
+	bob := b.editor(t, "bob", "desk")
+	cat := b.editor(t, "cat", "desk")
+	id := b.insert(t, tasks.NewTask{Category: "desk", Title: "story"})[0]
+
+	edit := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+	if _, err := b.submit(t, edit, ann, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	review := b.claim(t, id, bob.Holder(), bob.ID, time.Minute)
+	ended, err := b.submit(t, review, bob, tasks.DecisionSendBack, "the lede is buried")
+	if err != nil {
+		t.Fatalf("send back: %v", err)
+	}
+	if ended.Status != tasks.StatusPending || ended.Stage != "edit" {
+		t.Errorf("ended = %+v, want pending at edit", ended)
+	}
+	now := b.now(t)
+	task := b.task(t, id)
+	if task.Stage != 0 || task.ReservedFor != ann.ID || task.ReservedUntil == nil ||
+		task.ReservedUntil.Sub(now) < 59*time.Minute || task.ReservedUntil.Sub(now) > time.Hour {
+		t.Errorf("sent back: %+v, want stage 0 reserved for ann (%d) for the category's hour", task, ann.ID)
+	}
+
+	// Offered to ann alone: cat is barred, ann's claims list it.
+	_, err = b.tryClaim(t, id, cat)
+	wantErr(t, "claim of another editor's reserved task", err, tasks.ErrBarred)
+	ec, err := b.store.EditorClaims(b.ctx, ann.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ec.Held) != 0 || len(ec.Reserved) != 1 || ec.Reserved[0].ID != id || ec.Reserved[0].Fence != review.Fence {
+		t.Errorf("ann's claims = %+v, want task %d reserved at fence %d", ec, id, review.Fence)
+	}
+	if ec, _ := b.store.EditorClaims(b.ctx, cat.ID); len(ec.Reserved) != 0 {
+		t.Errorf("cat's claims = %+v, want nothing reserved", ec)
+	}
+
+	again := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+	if task := b.task(t, id); task.ReservedFor != 0 || task.ReservedUntil != nil {
+		t.Errorf("claimed: reservation %d until %v, want cleared", task.ReservedFor, task.ReservedUntil)
+	}
+	if _, err := b.submit(t, again, ann, "", "done"); err != nil {
+		t.Fatal(err)
+	}
+	// Bob reviews again: his own stage.
+	final := b.claim(t, id, bob.Holder(), bob.ID, time.Minute)
+	if _, err := b.submit(t, final, bob, tasks.DecisionApprove, ""); err != nil {
+		t.Fatal(err)
+	}
+	results, _ := b.store.TaskResults(b.ctx, id)
+	var got []string
+	for _, r := range results {
+		got = append(got, fmt.Sprintf("%s/%s/%d", r.StageName, r.Decision, r.EditorID))
+	}
+	want := []string{
+		fmt.Sprintf("edit//%d", ann.ID), fmt.Sprintf("review/send_back/%d", bob.ID),
+		fmt.Sprintf("edit//%d", ann.ID), fmt.Sprintf("review/approve/%d", bob.ID),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("results = %v, want %v", got, want)
+	}
+
+	// Once the hold has passed, anyone who may take the stage does.
+	id2 := b.insert(t, tasks.NewTask{Category: "desk", Title: "second"})[0]
+	e2 := b.claim(t, id2, ann.Holder(), ann.ID, time.Minute)
+	b.submit(t, e2, ann, "", "")
+	r2 := b.claim(t, id2, bob.Holder(), bob.ID, time.Minute)
+	if _, err := b.submit(t, r2, bob, tasks.DecisionSendBack, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, `UPDATE tasks SET reserved_until = NOW(3) - INTERVAL 1 SECOND WHERE id = ?`, id2)
+	if _, err := b.tryClaim(t, id2, cat); err != nil {
+		t.Errorf("claim after the hold: %v", err)
+	}
+}
+
+func TestSendBackAtTheFirstStageIsInvalid(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk", "news")
+	for _, cat := range []string{"desk", "news"} {
+		id := b.insert(t, tasks.NewTask{Category: cat, Title: "story"})[0]
+		c := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+		before := b.snapshot(t, id)
+		_, err := b.submit(t, c, ann, tasks.DecisionSendBack, "")
+		wantErr(t, cat+": send back at the first stage", err, tasks.ErrInvalid)
+		b.unchanged(t, id, before)
+		if _, err := b.submit(t, c, ann, "", ""); err != nil {
+			t.Errorf("%s: submit after the refused send back: %v", cat, err)
+		}
+	}
+}
+
+func TestEditorsLimitedToAStage(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk")
+	rev := b.editorWith(t, "rev", 1, map[string][]string{"desk": {"review"}}, "desk")
+	if !slices.Equal(rev.Stages["desk"], []string{"review"}) {
+		t.Fatalf("rev's stages = %v", rev.Stages)
+	}
+	ids := b.insert(t, tasks.NewTask{Category: "desk", Title: "a"}, tasks.NewTask{Category: "desk", Title: "b"})
+	before := b.snapshot(t, ids[0])
+	_, err := b.tryClaim(t, ids[0], rev)
+	wantErr(t, "edit by a reviewer", err, tasks.ErrBarred)
+	b.unchanged(t, ids[0], before)
+
+	c := b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
+	b.submit(t, c, ann, "", "")
+	got := b.candidates(t, tasks.CandidatesParams{Categories: []string{"desk"}, Stage: "review", Limit: 10})
+	if !equalIDs(got, []int64{ids[0]}) {
+		t.Errorf("review candidates = %v, want [%d]", got, ids[0])
+	}
+	got = b.candidates(t, tasks.CandidatesParams{Categories: []string{"desk"}, Stage: "edit", Limit: 10})
+	if !equalIDs(got, []int64{ids[1]}) {
+		t.Errorf("edit candidates = %v, want [%d]", got, ids[1])
+	}
+	if _, err := b.tryClaim(t, ids[0], rev); err != nil {
+		t.Errorf("review by the reviewer: %v", err)
+	}
+	if _, err := b.store.Candidates(b.ctx, tasks.CandidatesParams{Categories: []string{"desk"}, Stage: "Review"}); err == nil {
+		t.Error("candidates of stage \"Review\": no error")
+	}
+}
+
+func TestOverlapGivesEachTaskOfAGroupToADifferentEditor(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	eds := []*tasks.Editor{
+		b.editorWith(t, "ann", 2, nil, "labels"), b.editor(t, "bob", "labels"), b.editor(t, "cat", "labels"),
+	}
+	ins, err := b.store.Insert(b.ctx, []tasks.NewTask{{Category: "labels", Title: "photo", Key: "p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := ins[0].ID
+	var group []int64
+	if err := b.db.SelectContext(b.ctx, &group, `SELECT id FROM tasks WHERE group_id = ? ORDER BY id`, lead); err != nil {
+		t.Fatal(err)
+	}
+	if len(group) != 3 || group[0] != lead {
+		t.Fatalf("group of %d = %v, want 3 tasks led by it", lead, group)
+	}
+	for _, id := range group {
+		task := b.task(t, id)
+		if task.GroupID != lead || task.Overlap != 3 || task.Title != "photo" || (task.Key != "") != (id == lead) {
+			t.Errorf("task %d: %+v", id, task)
+		}
+	}
+	// The key names the group's first task: inserting it again makes nothing.
+	if again, err := b.store.Insert(b.ctx, []tasks.NewTask{{Category: "labels", Title: "photo", Key: "p1"}}); err != nil || again[0].Created || again[0].ID != lead {
+		t.Errorf("insert again = %+v, %v", again, err)
+	}
+
+	ann := eds[0]
+	c := b.claim(t, group[0], ann.Holder(), ann.ID, time.Minute)
+	before := b.snapshot(t, group[1])
+	_, err = b.tryClaim(t, group[1], ann)
+	wantErr(t, "a second task of the group while holding one", err, tasks.ErrBarred)
+	b.unchanged(t, group[1], before)
+	b.submit(t, c, ann, "yes", "")
+	_, err = b.tryClaim(t, group[1], ann)
+	wantErr(t, "a second task of the group after submitting one", err, tasks.ErrBarred)
+
+	// An expired claim goes back alone.
+	bc := b.claim(t, group[1], eds[1].Holder(), eds[1].ID, time.Minute)
+	b.expireLease(t, group[1])
+	cc := b.claim(t, group[1], eds[2].Holder(), eds[2].ID, time.Minute) // a takeover
+	if bc.Fence+1 != cc.Fence || b.task(t, group[2]).Status != tasks.StatusPending {
+		t.Errorf("takeover: fence %d after %d; the third task %s", cc.Fence, bc.Fence, b.task(t, group[2]).Status)
+	}
+	b.submit(t, cc, eds[2], "no", "")
+	_, err = b.tryClaim(t, group[2], eds[2])
+	wantErr(t, "cat's second task of the group", err, tasks.ErrBarred)
+	last := b.claim(t, group[2], eds[1].Holder(), eds[1].ID, time.Minute)
+	b.submit(t, last, eds[1], "yes", "")
+
+	results, err := b.store.TaskResults(b.ctx, group[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	editors := map[int64]bool{}
+	for _, r := range results {
+		editors[r.EditorID] = true
+		if r.GroupID != lead || r.Overlap != 3 {
+			t.Errorf("result %+v: want group %d of 3", r, lead)
+		}
+	}
+	if len(results) != 3 || len(editors) != 3 {
+		t.Errorf("group results = %+v, want 3 from 3 editors", results)
+	}
+}
+
+func TestCapacityBoundsAnEditorsClaims(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editorWith(t, "ann", 2, nil, "news")
+	if ann.Capacity != 2 {
+		t.Fatalf("capacity = %d, want 2", ann.Capacity)
+	}
+	ids := b.insert(t, tasks.NewTask{Category: "news", Title: "a"}, tasks.NewTask{Category: "news", Title: "b"},
+		tasks.NewTask{Category: "news", Title: "c"})
+	first := b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
+	second := b.claim(t, ids[1], ann.Holder(), ann.ID, time.Minute)
+	before := b.snapshot(t, ids[2])
+	_, err := b.tryClaim(t, ids[2], ann)
+	wantErr(t, "a third claim", err, tasks.ErrEditorBusy)
+	b.unchanged(t, ids[2], before)
+
+	ec, err := b.store.EditorClaims(b.ctx, ann.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ec.Held) != 2 || ec.Held[0].Task.ID != first.Task.ID || ec.Held[1].Task.ID != second.Task.ID {
+		t.Errorf("held = %+v, want the two claims, oldest first", ec.Held)
+	}
+
+	// A claim whose lease passed makes room.
+	b.expireLease(t, ids[0])
+	if _, err := b.tryClaim(t, ids[2], ann); err != nil {
+		t.Errorf("claim with an expired one: %v", err)
+	}
+	// Disabling the editor revokes both live claims.
+	revoked, err := b.store.DisableEditor(b.ctx, ann.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(revoked) != 2 || revoked[0].TaskID != ids[1] || revoked[1].TaskID != ids[2] {
+		t.Errorf("revoked = %+v, want tasks %d and %d", revoked, ids[1], ids[2])
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.ID); n != 0 {
+		t.Errorf("%d tasks still name the disabled editor", n)
+	}
+}
+
+func TestUpdateEditorWorkflow(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editorWith(t, "ann", 1, map[string][]string{"desk": {"review"}}, "desk", "news")
+	three := 3
+	ed, err := b.store.UpdateEditor(b.ctx, tasks.UpdateEditorParams{ID: ann.ID, Capacity: &three})
+	if err != nil || ed.Capacity != 3 || !slices.Equal(ed.Stages["desk"], []string{"review"}) {
+		t.Fatalf("capacity 3: %+v, %v", ed, err)
+	}
+	// New categories keep the limits of those that stay.
+	ed, err = b.store.UpdateEditor(b.ctx, tasks.UpdateEditorParams{ID: ann.ID, Categories: []string{"desk", "sport"}})
+	if err != nil || !slices.Equal(ed.Categories, []string{"desk", "sport"}) || !slices.Equal(ed.Stages["desk"], []string{"review"}) {
+		t.Fatalf("new categories: %+v, %v", ed, err)
+	}
+	ed, err = b.store.UpdateEditor(b.ctx, tasks.UpdateEditorParams{ID: ann.ID, Stages: map[string][]string{}})
+	if err != nil || ed.Stages != nil {
+		t.Fatalf("limits lifted: %+v, %v", ed, err)
+	}
+	zero, big := 0, tasks.MaxCapacity+1
+	for _, bad := range []tasks.UpdateEditorParams{
+		{ID: ann.ID, Capacity: &zero},
+		{ID: ann.ID, Capacity: &big},
+		{ID: ann.ID, Stages: map[string][]string{"news": {"edit"}}},
+		{ID: ann.ID, Stages: map[string][]string{"desk": {}}},
+		{ID: ann.ID, Stages: map[string][]string{"desk": {"Edit"}}},
+		{ID: ann.ID, Categories: []string{"news"}, Stages: map[string][]string{"desk": {"edit"}}},
+	} {
+		_, err := b.store.UpdateEditor(b.ctx, bad)
+		wantErr(t, fmt.Sprintf("update %+v", bad), err, tasks.ErrInvalid)
+	}
+	if got, _ := b.store.GetEditor(b.ctx, ann.ID); got.Capacity != 3 || !slices.Equal(got.Categories, []string{"desk", "sport"}) || got.Stages != nil {
+		t.Errorf("after refused updates: %+v", got)
+	}
+	for _, bad := range []tasks.CreateEditorParams{
+		{Name: "x", Categories: []string{"desk"}, Capacity: -1},
+		{Name: "y", Categories: []string{"desk"}, Stages: map[string][]string{"news": {"edit"}}},
+	} {
+		_, bad.TokenHash = tasks.NewToken()
+		_, err := b.store.CreateEditor(b.ctx, bad)
+		wantErr(t, fmt.Sprintf("create %+v", bad), err, tasks.ErrInvalid)
+	}
+}
+
+func TestWorkerCompletionMovesAStagedTaskOn(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	id := b.insert(t, tasks.NewTask{Category: "draft", Title: "t", Stages: []string{"translate", "check"}})[0]
+	c := b.claim(t, id, "worker-1", 0, time.Minute)
+	if _, err := b.store.Complete(b.ctx, []tasks.Outcome{{
+		TaskID: id, Fence: c.Fence, Holder: "worker-1", Result: rawJSON(`{"text":"hola"}`),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	task := b.task(t, id)
+	if task.Status != tasks.StatusPending || task.StageName() != "check" {
+		t.Errorf("after the worker: %s at %q, want pending at check", task.Status, task.StageName())
+	}
+	results, _ := b.store.TaskResults(b.ctx, id)
+	if len(results) != 1 || results[0].StageName != "translate" || results[0].Holder != "worker-1" {
+		t.Errorf("results = %+v", results)
+	}
+}
+
+// Concurrent claims of one editor keep its capacity and never give it two tasks
+// of one group, whatever order they commit in.
+func TestConcurrentClaimsKeepCapacityAndGroups(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editorWith(t, "ann", 3, nil, "news", "labels")
+	var nts []tasks.NewTask
+	for i := range 10 {
+		nts = append(nts, tasks.NewTask{Category: "news", Title: fmt.Sprint(i)}, tasks.NewTask{Category: "labels", Title: fmt.Sprint(i)})
+	}
+	b.insert(t, nts...)
+	var all []struct {
+		ID      int64  `db:"id"`
+		Fence   int64  `db:"fence"`
+		GroupID *int64 `db:"group_id"`
+	}
+	if err := b.db.SelectContext(b.ctx, &all, `SELECT id, fence, group_id FROM tasks ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, task := range all {
+		wg.Go(func() {
+			_, err := b.store.Claim(b.ctx, tasks.ClaimParams{
+				TaskID: task.ID, Fence: task.Fence, Status: tasks.StatusPending, Holder: ann.Holder(), EditorID: ann.ID, Lease: time.Minute,
+			})
+			if err != nil && !errors.Is(err, tasks.ErrEditorBusy) && !errors.Is(err, tasks.ErrBarred) && !errors.Is(err, tasks.ErrStale) {
+				t.Errorf("claim %d: %v", task.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ann.ID); n != 3 {
+		t.Errorf("ann holds %d tasks, want her capacity, 3", n)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM (SELECT group_id FROM tasks WHERE editor_id = ? AND group_id IS NOT NULL
+		GROUP BY group_id HAVING COUNT(*) > 1) g`, ann.ID); n != 0 {
+		t.Errorf("ann holds two tasks of %d groups", n)
+	}
+}
