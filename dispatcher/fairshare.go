@@ -106,11 +106,9 @@ func (f *fairShare) charge(editorID int64, cat string, cats []string) {
 	e.used = now
 	e.now = max(e.pass[cat], e.now)
 	e.pass[cat] = e.now + f.stride(cat)
-	if len(e.pass) > len(cats) {
-		for c := range e.pass {
-			if !slices.Contains(cats, c) {
-				delete(e.pass, c)
-			}
+	for c := range e.pass {
+		if !slices.Contains(cats, c) {
+			delete(e.pass, c)
 		}
 	}
 	if f.charges++; f.charges%1024 == 0 || len(f.editors) > fairShareEditorsMax {

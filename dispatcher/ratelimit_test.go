@@ -1,0 +1,233 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
+)
+
+// rateBound is the most claims a rate limit of perMinute lets through in a
+// window of w, as Config.RateLimits promises: a burst of ceil(L/60), then
+// one per 60s/L (rounded up to the microsecond).
+func rateBound(perMinute int, w time.Duration) int {
+	interval := time.Duration((time.Minute.Microseconds()+int64(perMinute)-1)/int64(perMinute)) * time.Microsecond
+	return (perMinute+59)/60 + int(w/interval)
+}
+
+// redisNow is the Redis server's clock, which rate limits are counted by.
+func redisNow(t *testing.T, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("redis time: %v", err)
+	}
+	return now
+}
+
+// claimsOf counts the claims of category the store recorded.
+func claimsOf(t *testing.T, b *bundle, category string) int {
+	t.Helper()
+	return b.RowCount(t, "SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id WHERE e.kind = 'claimed' AND t.category = ?", category)
+}
+
+// TestRateLimitAcrossDispatchers: two dispatchers (two replicas) share a
+// Redis server; many editors hammer a category limited to 600 claims a
+// minute, long-polling and submitting, on both, for a few seconds, while
+// others work an unlimited category. The store's claims of the limited
+// category stay within the promised bound over the run, measured by the
+// Redis clock; the unlimited category gets more than that bound would let
+// through; and the limit did refuse claims.
+func TestRateLimitAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	const limit = 600
+	rdb := testenv.Redis(t)
+	cfg := dispatcher.Config{
+		Workflows:  map[string]tasks.Workflow{"limited": {RateLimit: limit}},
+		RateLimits: rdb,
+	}
+	b := setup(t, setupOpts{Dispatcher: cfg, Redis: rdb})
+	ds := []*dispatcher.Dispatcher{b.D, replica(t, b.Bundle, cfg)}
+	b.Add(t, "limited", 0, 3000)
+	b.Add(t, "free", 0, 3000)
+	type worker struct {
+		ed dispatcher.Claimant
+		d  *dispatcher.Dispatcher
+	}
+	var ws []worker
+	for i := range 16 {
+		ws = append(ws, worker{b.Editor(t, fmt.Sprintf("limited%d", i), "limited"), ds[i%2]})
+	}
+	for i := range 4 {
+		ws = append(ws, worker{b.Editor(t, fmt.Sprintf("free%d", i), "free"), ds[i%2]})
+		ws = append(ws, worker{b.Editor(t, fmt.Sprintf("both%d", i), "limited", "free"), ds[(i+1)%2]})
+	}
+
+	start := redisNow(t, rdb)
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second) // the run's length
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		wg.Go(func() {
+			var c *tasks.Claim
+			for ctx.Err() == nil {
+				var err error
+				if c == nil {
+					c, err = w.d.Next(ctx, w.ed, time.Second)
+					if errors.Is(err, dispatcher.ErrNoTask) || ctx.Err() != nil {
+						continue
+					}
+					if err != nil {
+						errs <- fmt.Errorf("next: %w", err)
+						return
+					}
+				}
+				c, err = w.d.Submit(context.Background(), w.ed, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence}, json.RawMessage(`{}`))
+				if err != nil {
+					errs <- fmt.Errorf("submit: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	window := redisNow(t, rdb).Sub(start)
+
+	bound := rateBound(limit, window)
+	limited, free := claimsOf(t, b, "limited"), claimsOf(t, b, "free")
+	t.Logf("over %v: %d claims of limited (bound %d), %d of free", window, limited, bound, free)
+	if limited > bound {
+		t.Errorf("%d claims of the limited category in %v, more than the bound of %d", limited, window, bound)
+	}
+	if first := (limit + 59) / 60; limited <= first {
+		t.Errorf("%d claims of the limited category in %v: not past its first burst of %d", limited, window, first)
+	}
+	if free <= bound {
+		t.Errorf("%d claims of the unlimited category in %v: no more than the limited one's bound %d", free, window, bound)
+	}
+	var refused int64
+	for _, d := range ds {
+		refused += d.Stats().RateLimited
+	}
+	if refused == 0 {
+		t.Error("the rate limit refused no claim: the editors did not hammer it")
+	}
+}
+
+// TestRateLimitLeavesOtherCategoriesOpen: an editor's best category is
+// limited to one claim a minute; every claim it makes after the first goes
+// to its other category, at once, and the limited one is not claimed again
+// within the minute.
+func TestRateLimitLeavesOtherCategoriesOpen(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: dispatcher.Config{
+		Workflows:  map[string]tasks.Workflow{"slow": {RateLimit: 1}},
+		RateLimits: rdb,
+	}})
+	b.Add(t, "slow", 9, 20)
+	b.Add(t, "fast", 0, 20)
+	ed := b.Editor(t, "ed", "slow", "fast")
+	start := redisNow(t, rdb)
+	got := cycle(t, []*dispatcher.Dispatcher{b.D}, ed, 20)
+	window := redisNow(t, rdb).Sub(start)
+	if len(got) != 20 {
+		t.Fatalf("%d claims, want 20: the limited category held the other back", len(got))
+	}
+	if got[0].category != "slow" {
+		t.Fatalf("first claim of %s, want slow (the best task)", got[0].category)
+	}
+	slow := 0
+	for _, c := range got {
+		if c.category == "slow" {
+			slow++
+		}
+	}
+	if bound := rateBound(1, window); slow > bound {
+		t.Fatalf("%d claims of slow in %v, more than the bound of %d", slow, window, bound)
+	}
+	if n := claimsOf(t, b, "slow"); n != slow {
+		t.Fatalf("the store has %d claims of slow, the cycle %d", n, slow)
+	}
+}
+
+// TestRateLimitReopenWakesLongPoll: a caller long-polling only a category
+// its rate limit closed (the poll interval an hour) is answered once the
+// limit lets a claim through again.
+func TestRateLimitReopenWakesLongPoll(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: dispatcher.Config{
+		PollInterval: time.Hour, MaxWait: time.Hour,
+		Workflows:    map[string]tasks.Workflow{"slow": {RateLimit: 6}}, // one claim in 10s
+		RateLimits:   rdb,
+	}})
+	b.Add(t, "slow", 0, 5)
+	first := b.Editor(t, "first", "slow")
+	ctx := context.Background()
+	if _, err := b.D.Next(ctx, first, 0); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	waiter := b.Editor(t, "waiter", "slow")
+	type result struct {
+		claim *tasks.Claim
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := b.D.Next(ctx, waiter, 5*time.Minute)
+		done <- result{c, err}
+	}()
+	// The waiter found the category closed, tasks and all, and waits.
+	testenv.Eventually(t, 20*time.Second, "the waiter waiting", func() bool { return b.D.IdleWaiters("slow") == 1 })
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("long poll: %v (not woken when the category reopened)", r.err)
+	}
+	if r.claim.Task.Category != "slow" {
+		t.Fatalf("claimed a task of %s", r.claim.Task.Category)
+	}
+	if n := claimsOf(t, b, "slow"); n != 2 {
+		t.Fatalf("%d claims of slow, want 2", n)
+	}
+}
+
+// TestRateLimitRedisDown: a claim of a limited category whose Redis cannot
+// be reached fails as unavailable; it is not let through unlimited.
+func TestRateLimitRedisDown(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
+	t.Cleanup(func() { _ = down.Close() })
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: dispatcher.Config{
+		Workflows:  map[string]tasks.Workflow{"slow": {RateLimit: 600}},
+		RateLimits: down,
+	}})
+	b.Add(t, "slow", 0, 1)
+	b.Add(t, "fast", 0, 1)
+	_, err := b.D.Next(context.Background(), b.Editor(t, "ed", "slow"), 0)
+	if !errors.Is(err, dispatcher.ErrUnavailable) {
+		t.Fatalf("next with the rate limit's Redis down: %v, want ErrUnavailable", err)
+	}
+	if n := claimsOf(t, b, "slow"); n != 0 {
+		t.Fatalf("%d claims of slow made without its rate limit", n)
+	}
+	// A category without a limit does not ask that Redis.
+	if _, err := b.D.Next(context.Background(), b.Editor(t, "ed2", "fast"), 0); err != nil {
+		t.Fatalf("next of an unlimited category: %v", err)
+	}
+}
