@@ -173,8 +173,8 @@ func TestRateLimitReopenWakesLongPoll(t *testing.T) {
 	rdb := testenv.Redis(t)
 	b := setup(t, setupOpts{Redis: rdb, Dispatcher: dispatcher.Config{
 		PollInterval: time.Hour, MaxWait: time.Hour,
-		Workflows:    map[string]tasks.Workflow{"slow": {RateLimit: 6}}, // one claim in 10s
-		RateLimits:   rdb,
+		Workflows:  map[string]tasks.Workflow{"slow": {RateLimit: 6}}, // one claim in 10s
+		RateLimits: rdb,
 	}})
 	b.Add(t, "slow", 0, 5)
 	first := b.Editor(t, "first", "slow")
