@@ -231,3 +231,44 @@ func TestRateLimitRedisDown(t *testing.T) {
 		t.Fatalf("next of an unlimited category: %v", err)
 	}
 }
+
+// TestRateLimitWorkerBatch: a worker's batch of a limited category takes
+// as many claims as the limit lets through, its first burst at once, and
+// the next once the limit allows, within the bound; its long poll is woken
+// when the category reopens.
+func TestRateLimitWorkerBatch(t *testing.T) {
+	t.Parallel()
+	const limit = 600
+	rdb := testenv.Redis(t)
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: dispatcher.Config{
+		PollInterval: time.Hour, MaxWait: time.Hour,
+		Workflows:  map[string]tasks.Workflow{"limited": {RateLimit: limit}},
+		RateLimits: rdb,
+	}})
+	b.Add(t, "limited", 0, 100)
+	holders := make([]string, 50)
+	for i := range holders {
+		holders[i] = fmt.Sprintf("worker-%d", i)
+	}
+	ctx := context.Background()
+	start := redisNow(t, rdb)
+	first, err := b.D.NextMany(ctx, holders, []string{"limited"}, 0)
+	if err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	second, err := b.D.NextMany(ctx, holders[len(first):], []string{"limited"}, time.Minute)
+	if err != nil {
+		t.Fatalf("second batch: %v (its long poll not woken when the category reopened)", err)
+	}
+	window := redisNow(t, rdb).Sub(start)
+	if len(first) < 2 {
+		t.Fatalf("the first batch made %d claims; want its burst of several at once", len(first))
+	}
+	n := claimsOf(t, b, "limited")
+	if n != len(first)+len(second) {
+		t.Fatalf("the store has %d claims, the batches %d and %d", n, len(first), len(second))
+	}
+	if bound := rateBound(limit, window); n > bound {
+		t.Fatalf("%d claims in %v, more than the bound of %d", n, window, bound)
+	}
+}
