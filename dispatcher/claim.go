@@ -239,13 +239,17 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			keys[i] = d.lockKey(cand.ID)
 		}
 		// The category's rate limit, if it has one (all of cands are of
-		// one category then): refused, it is closed, and the claim looks
-		// at the others.
+		// one category then). Refused, the category is closed, and the
+		// claim looks at the others; cands leave the pool without waking
+		// anyone, since nobody here may claim them until it reopens.
 		if d.limits != nil {
 			got, err := d.rateLimit(ctx, cands[0].category, 1)
-			if err != nil || got == 0 {
+			if err != nil {
 				back = append(back, cands...)
 				return nil, err
+			}
+			if got == 0 {
+				return nil, nil
 			}
 		}
 		opts := &locker.Options{Token: c.Holder}

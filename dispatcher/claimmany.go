@@ -114,9 +114,16 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 			tried[p.ID] = true
 		}
 		if opt.one {
+			// Those the limit refused leave the pool without waking anyone
+			// (the category is closed until it lets more through); on an
+			// error they go back.
 			n, err := d.rateLimit(ctx, picked[0].category, len(picked))
 			if rest := picked[n:]; len(rest) > 0 {
-				d.candidatesDone(rest, nil, rest)
+				var back []pooled
+				if err != nil {
+					back = rest
+				}
+				d.candidatesDone(rest, nil, back)
 				picked = picked[:n]
 			}
 			if err != nil {

@@ -29,6 +29,18 @@
 // actions, and those that make tasks claimable wake the callers waiting
 // for them.
 //
+// # Fair share and rate limits
+//
+// With Config.FairShare, an editor's claims are shared among its
+// categories by their weights (Config.Workflows), priority still ordering
+// the tasks of each, so that a large category does not starve a small one.
+// A category with a rate limit (tasks.Workflow.RateLimit) is claimed at
+// most as often as its limit lets through, across every process counting
+// in the Redis server of Config.RateLimits. The Config fields say how, and
+// what exactly is promised. Without either (the default), a claim takes the
+// best task of all its claimant's categories and asks nothing more of the
+// stores.
+//
 // # Counting
 //
 // Each committed claim and each claim ended (a submit, a release, a

@@ -272,3 +272,43 @@ func TestRateLimitWorkerBatch(t *testing.T) {
 		t.Fatalf("%d claims in %v, more than the bound of %d", n, window, bound)
 	}
 }
+
+// TestRateLimitOnCluster: rate limits counted in a Redis Cluster, one key
+// per category: the limit holds there as on a single server.
+func TestRateLimitOnCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.Cluster(t)
+	b := setup(t, setupOpts{Dispatcher: dispatcher.Config{
+		Workflows:  map[string]tasks.Workflow{"slow": {RateLimit: 1}, "also-slow": {RateLimit: 1}},
+		RateLimits: cluster,
+	}})
+	b.Add(t, "slow", 0, 5)
+	b.Add(t, "also-slow", 0, 5)
+	ctx := context.Background()
+	start, err := cluster.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := 0
+	for i := range 6 {
+		_, err := b.D.Next(ctx, b.Editor(t, fmt.Sprintf("ed%d", i), "slow", "also-slow"), 0)
+		switch {
+		case err == nil:
+			claims++
+		case !errors.Is(err, dispatcher.ErrNoTask):
+			t.Fatalf("next: %v", err)
+		}
+	}
+	end, err := cluster.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound := 2 * rateBound(1, end.Sub(start)); claims > bound || claims < 2 {
+		t.Fatalf("%d claims of two categories limited to one a minute in %v; want 2..%d", claims, end.Sub(start), bound)
+	}
+	for _, cat := range []string{"slow", "also-slow"} {
+		if n, err := cluster.Exists(ctx, b.Prefix+"rate:"+cat).Result(); err != nil || n != 1 {
+			t.Fatalf("the Cluster's key of %s: %d, %v; want it there", cat, n, err)
+		}
+	}
+}
