@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/testenv"
@@ -310,5 +312,63 @@ func TestRateLimitOnCluster(t *testing.T) {
 		if n, err := cluster.Exists(ctx, b.Prefix+"rate:"+cat).Result(); err != nil || n != 1 {
 			t.Fatalf("the Cluster's key of %s: %d, %v; want it there", cat, n, err)
 		}
+	}
+}
+
+// TestRateLimitCountsRefusals: a claim the limit refuses, because another
+// process took its token, counts in Stats and in taskd.rate_limited, by
+// category; the process that took the last token closed the category
+// itself and asks Redis no more, so it counts none.
+func TestRateLimitCountsRefusals(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	reader := sdkmetric.NewManualReader()
+	cfg := dispatcher.Config{
+		Workflows:     map[string]tasks.Workflow{"slow": {RateLimit: 1}},
+		RateLimits:    rdb,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	}
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: cfg})
+	cfg.MeterProvider = nil
+	other := replica(t, b.Bundle, cfg)
+	b.Add(t, "slow", 0, 5)
+	ctx := context.Background()
+	start := redisNow(t, rdb)
+	if _, err := other.Next(ctx, b.Editor(t, "first", "slow"), 0); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	_, err := b.D.Next(ctx, b.Editor(t, "second", "slow"), 0)
+	_, err2 := b.D.Next(ctx, b.Editor(t, "third", "slow"), 0)
+	if redisNow(t, rdb).Sub(start) >= time.Minute {
+		t.Skip("a minute passed: the limit had a claim to give again")
+	}
+	if !errors.Is(err, dispatcher.ErrNoTask) || !errors.Is(err2, dispatcher.ErrNoTask) {
+		t.Fatalf("claims past the limit: %v, %v; want ErrNoTask", err, err2)
+	}
+	if got := b.D.Stats().RateLimited; got != 1 {
+		t.Errorf("Stats().RateLimited = %d, want 1 (the second asked Redis, the third found the category closed)", got)
+	}
+	if got := other.Stats().RateLimited; got != 0 {
+		t.Errorf("the first process counts %d refusals, want 0", got)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "taskd.rate_limited" {
+				for _, dp := range s.DataPoints {
+					if v, _ := dp.Attributes.Value("taskd.task.category"); v.AsString() != "slow" {
+						t.Errorf("taskd.rate_limited of category %q", v.AsString())
+					}
+					got += dp.Value
+				}
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf("taskd.rate_limited = %d, want 1", got)
 	}
 }
