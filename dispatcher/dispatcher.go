@@ -233,9 +233,10 @@ type Config struct {
 	// then one caller long-polling for it is woken. Redis unreachable: the
 	// claim fails with ErrUnavailable, like any Redis failure. A rate limit
 	// is not a safety property: with Redlock, count in one master (the
-	// engine uses the first); a key lost with its server (restart,
-	// failover, eviction) gives the category a full burst again. Default
-	// nil.
+	// engine uses the first; while it is down, claims of limited
+	// categories fail with ErrUnavailable and the others go on); a key lost
+	// with its server (restart, failover, eviction) gives the category a
+	// full burst again. Default nil.
 	RateLimits redis.Scripter
 
 	// Logger receives the dispatcher's logs. Default slog.Default().
