@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +69,43 @@ func TestFairShareForgetsIdleEditors(t *testing.T) {
 	f.mu.Unlock()
 	if kept1 || !kept2 {
 		t.Fatalf("after forget: editor 1 kept %v (idle, want false), editor 2 kept %v (want true)", kept1, kept2)
+	}
+}
+
+// An ordered take (fair share) takes from the first category of its order
+// that has a candidate, whatever the others' priorities, and only from it;
+// a take of one category (rate limits) takes only from the best
+// candidate's category.
+func TestCandidatePoolOrderedAndOneCategoryTakes(t *testing.T) {
+	many := func(prio int, from int64) []tasks.Candidate {
+		ids := make([]int64, 64)
+		for i := range ids {
+			ids[i] = from + int64(i)
+		}
+		return cands(prio, ids...)
+	}
+	f := &fakeReads{cats: map[string][]tasks.Candidate{
+		"news":  many(1, 100),
+		"sport": many(5, 200),
+		"empty": nil,
+	}}
+	p := newCandidatePool(64, f.read)
+	ctx := context.Background()
+	got, err := p.takeN(ctx, []string{"empty", "news", "sport"}, 2, nil, takeOpts{ordered: true})
+	if err != nil || !slices.Equal(pooledIDs(got), []int64{100, 101}) {
+		t.Fatalf("ordered take = %v, %v; want [100 101]: news's best, news being first with tasks", pooledIDs(got), err)
+	}
+	got, err = p.takeN(ctx, []string{"news", "sport"}, 40, nil, takeOpts{many: true, one: true})
+	if err != nil || len(got) != 40 {
+		t.Fatalf("take of one category = %d candidates, %v; want 40", len(got), err)
+	}
+	for _, c := range got {
+		if c.category != "sport" {
+			t.Fatalf("take of one category handed out %d of %s among sport's (the best)", c.ID, c.category)
+		}
+	}
+	got, err = p.takeN(ctx, []string{"news", "sport"}, 40, nil, takeOpts{many: true})
+	if err != nil || len(got) != 40 || got[0].category != "sport" || got[39].category != "news" {
+		t.Fatalf("a plain batch = %d candidates, %v; want 40 across both categories, best first", len(got), err)
 	}
 }
