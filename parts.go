@@ -93,8 +93,10 @@ func (e *Engine) storeConfig() store.Config {
 	}
 }
 
-// dispatcherConfig is the dispatcher's: Config.Dispatch, the key prefix and
-// the longest long poll.
+// dispatcherConfig is the dispatcher's: Config.Dispatch, the key prefix,
+// the longest long poll and the categories' workflows. Rate limits are
+// counted where wake-ups go: the server, the Cluster, or the first Redlock
+// master.
 func (e *Engine) dispatcherConfig() dispatcher.Config {
 	d := e.cfg.Dispatch
 	return dispatcher.Config{
@@ -103,6 +105,9 @@ func (e *Engine) dispatcherConfig() dispatcher.Config {
 		KeyPrefix:      e.cfg.Redis.KeyPrefix,
 		PollInterval:   d.PollInterval,
 		MaxWait:        e.cfg.HTTP.MaxWait,
+		Workflows:      e.cfg.workflows(),
+		FairShare:      d.FairShare,
+		RateLimits:     e.redis.pubSub(),
 		PubSub:         e.redis.pubSub(),
 		Logger:         e.log,
 		TracerProvider: e.tel.TracerProvider,

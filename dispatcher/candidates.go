@@ -112,19 +112,35 @@ func newCandidatePool(limit int, read func(context.Context, string, int) ([]task
 // claims would find missing. In a contended category it takes one of the
 // oldest few of the best priority and due time at random.
 func (p *candidatePool) take(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
-	return p.takeN(ctx, categories, n, skip, false)
+	return p.takeN(ctx, categories, n, skip, takeOpts{})
 }
 
 // takeMany is take for a worker's batch of claims, one per free slot: it
 // hands out up to n however few are left, since the claims of the batch are
 // made together.
 func (p *candidatePool) takeMany(ctx context.Context, categories []string, n int, skip map[int64]bool) ([]pooled, error) {
-	return p.takeN(ctx, categories, n, skip, true)
+	return p.takeN(ctx, categories, n, skip, takeOpts{many: true})
 }
 
-func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, skip map[int64]bool, many bool) ([]pooled, error) {
+// takeOpts say how takeN chooses among categories; the zero value is take's
+// choice.
+type takeOpts struct {
+	// many: a worker's batch (see takeMany).
+	many bool
+	// ordered: categories are in the order the claim prefers them (an
+	// editor's fair share): the take is from the first that has a
+	// candidate, and from it alone.
+	ordered bool
+	// one: the take is from one category, the first candidate's, whose rate
+	// limit the claim then takes.
+	one bool
+}
+
+// takeN is take, or takeMany, as opt says.
+func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, skip map[int64]bool, opt takeOpts) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	many := opt.many
 	want := 1
 	if many {
 		want = n
@@ -140,10 +156,16 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 		var bestCat string
 		bestAt := -1
 		for _, cat := range categories {
+			if (opt.ordered || opt.one) && len(out) > 0 && cat != out[0].category {
+				continue
+			}
 			cc := p.cats[cat]
 			i := slices.IndexFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
 			if i >= 0 && (best == nil || better(cc.cands[i], best.cands[bestAt])) {
 				best, bestCat, bestAt = cc, cat, i
+				if opt.ordered {
+					break
+				}
 			}
 		}
 		if best == nil || (!many && len(out) > 0 && len(best.cands) <= p.limit/4) {

@@ -188,8 +188,21 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 		// task be back in the pool.
 		tried[h.submit.TaskID] = true
 	}
+	// Under fair share, the editor's categories in the order it is due
+	// them; with rate limits, those not closed, one at a time.
+	cats, opt := c.Categories, takeOpts{}
+	if d.fair != nil && c.EditorID != 0 && len(cats) > 1 {
+		cats, opt.ordered = d.fair.order(c.EditorID, cats), true
+	}
+	if d.limits != nil {
+		opt.one = d.limits.limited(cats)
+	}
 	for range claimAttempts {
-		picked, err := d.cands.take(ctx, c.Categories, claimPick, tried)
+		open := cats
+		if opt.one {
+			open = d.limits.open(cats)
+		}
+		picked, err := d.cands.takeN(ctx, open, claimPick, tried, opt)
 		if err != nil {
 			return nil, Unavailable(fmt.Errorf("next: %w", err))
 		}
@@ -201,6 +214,9 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 			tried[p.ID] = true
 		}
 		claim, err := d.claimPicked(ctx, c, picked, &st, h)
+		if claim != nil && opt.ordered && !st.held {
+			d.fair.charge(c.EditorID, claim.Task.Category, c.Categories)
+		}
 		if claim != nil || err != nil {
 			return claim, err
 		}
@@ -221,6 +237,20 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		keys := make([]string, len(cands))
 		for i, cand := range cands {
 			keys[i] = d.lockKey(cand.ID)
+		}
+		// The category's rate limit, if it has one (all of cands are of
+		// one category then). Refused, the category is closed, and the
+		// claim looks at the others; cands leave the pool without waking
+		// anyone, since nobody here may claim them until it reopens.
+		if d.limits != nil {
+			got, err := d.rateLimit(ctx, cands[0].category, 1)
+			if err != nil {
+				back = append(back, cands...)
+				return nil, err
+			}
+			if got == 0 {
+				return nil, nil
+			}
 		}
 		opts := &locker.Options{Token: c.Holder}
 		if h != nil && !h.done {

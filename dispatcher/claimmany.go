@@ -27,7 +27,9 @@ var (
 // Config.MaxWait) and nothing claimable, it waits until a task arrives or
 // the wait ends, and then returns ErrNoTask. It may claim fewer than asked,
 // and returns the claims it made (at least one when err is nil); each
-// claim's Task.Holder is the holder it was made for. The worker runtime
+// claim's Task.Holder is the holder it was made for. With rate limits
+// (Config.RateLimits), one batch is of one category, and of a limited one
+// takes as many claims as its limit lets through. The worker runtime
 // claims with it.
 func (d *Dispatcher) NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error) {
 	return waitForTask(ctx, d, categories, wait, func() ([]*tasks.Claim, error) { return d.claimMany(ctx, holders, categories) })
@@ -88,8 +90,18 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 
 	tried := make(map[int64]bool)
 	free := holders
+	// With rate limits, a batch is of one category, those closed left out,
+	// and takes as many claims as the category's limit lets it.
+	opt := takeOpts{many: true}
+	if d.limits != nil {
+		opt.one = d.limits.limited(categories)
+	}
 	for range claimAttempts {
-		picked, err := d.cands.takeMany(ctx, categories, len(free), tried)
+		open := categories
+		if opt.one {
+			open = d.limits.open(categories)
+		}
+		picked, err := d.cands.takeN(ctx, open, len(free), tried, opt)
 		if err != nil {
 			return claims, Unavailable(fmt.Errorf("next: %w", err))
 		}
@@ -100,6 +112,30 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 		st.candidates += len(picked)
 		for _, p := range picked {
 			tried[p.ID] = true
+		}
+		if opt.one {
+			// Those the limit refused leave the pool without waking anyone
+			// (the category is closed until it lets more through); on an
+			// error they go back.
+			n, err := d.rateLimit(ctx, picked[0].category, len(picked))
+			if rest := picked[n:]; len(rest) > 0 {
+				var back []pooled
+				if err != nil {
+					back = rest
+				}
+				d.candidatesDone(rest, nil, back)
+				picked = picked[:n]
+			}
+			if err != nil {
+				if len(claims) > 0 {
+					d.log.WarnContext(ctx, "claim tasks", "err", err)
+					return claims, nil
+				}
+				return nil, err
+			}
+			if n == 0 {
+				continue
+			}
 		}
 		got, err := d.claimEach(ctx, free[:len(picked)], picked, &st)
 		claims = append(claims, got...)

@@ -29,6 +29,18 @@
 // actions, and those that make tasks claimable wake the callers waiting
 // for them.
 //
+// # Fair share and rate limits
+//
+// With Config.FairShare, an editor's claims are shared among its
+// categories by their weights (Config.Workflows), priority still ordering
+// the tasks of each, so that a large category does not starve a small one.
+// A category with a rate limit (tasks.Workflow.RateLimit) is claimed at
+// most as often as its limit lets through, across every process counting
+// in the Redis server of Config.RateLimits. The Config fields say how, and
+// what exactly is promised. Without either (the default), a claim takes the
+// best task of all its claimant's categories and asks nothing more of the
+// stores.
+//
 // # Counting
 //
 // Each committed claim and each claim ended (a submit, a release, a
@@ -182,6 +194,51 @@ type Config struct {
 	// before their poll interval.
 	PubSub redis.UniversalClient
 
+	// Workflows are the categories' workflows, by category; the dispatcher
+	// reads their Weight (under FairShare) and RateLimit. A category not
+	// listed has the zero Workflow: weight 1, no rate limit. Default none.
+	Workflows map[string]tasks.Workflow
+
+	// FairShare shares each editor's claims among its categories by their
+	// weights (Workflows), by stride scheduling: a claim in a category moves
+	// its pass on by 1/weight, and the editor's next claim goes to the
+	// category with the lowest pass among those that have a claimable task,
+	// the best task of it (highest priority, then earliest due, then
+	// oldest). A category only counts the claims made in it; one that ran
+	// dry comes back level with the others, not ahead by the claims it
+	// missed, so no category starves another while it has tasks. The shares
+	// are kept per process, per editor, and forgotten after ten minutes
+	// without a claim: with an editor's requests spread over several
+	// processes, each keeps them over the claims it serves, and so the whole
+	// keeps them too. Workers' claims (NextMany) are not shared. Default
+	// false: an editor gets the best task of all its categories.
+	FairShare bool
+
+	// RateLimits is the Redis server the categories' rate limits
+	// (Workflows' RateLimit) are counted in, shared by every process that
+	// claims from them; New returns an error when a category has a rate
+	// limit and RateLimits is nil. A limit of L claims a minute spaces
+	// claims 60s/L apart on average (rounded up to the microsecond), with a
+	// burst of B = ceil(L/60) (a second's worth, at least 1) after an idle
+	// time: in any window of length W, at most B + floor(W*L/60s) claims of
+	// the category are made, by the Redis server's clock (GCRA, in one Lua
+	// script on one key per category, Config.KeyPrefix + "rate:" + the
+	// category, so it works on a Cluster). Editors' claims and workers'
+	// batches (which take as many claims as the limit lets them) count
+	// alike; a claim the lock or the store then refuses still counts. The
+	// limit is taken just before a claim's candidates are locked, and only
+	// for categories that have one: the others cost nothing more. When the
+	// limit has nothing left, the category is closed in this process until
+	// its next claim (claims there leave it out without asking Redis), and
+	// then one caller long-polling for it is woken. Redis unreachable: the
+	// claim fails with ErrUnavailable, like any Redis failure. A rate limit
+	// is not a safety property: with Redlock, count in one master (the
+	// engine uses the first; while it is down, claims of limited
+	// categories fail with ErrUnavailable and the others go on); a key lost
+	// with its server (restart, failover, eviction) gives the category a
+	// full burst again. Default nil.
+	RateLimits redis.Scripter
+
 	// Logger receives the dispatcher's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -225,6 +282,14 @@ func (c Config) validate() error {
 	case c.MaxWait < 0:
 		return fmt.Errorf("max wait must not be negative, got %v", c.MaxWait)
 	}
+	for cat, w := range c.Workflows {
+		if err := w.Check(); err != nil {
+			return fmt.Errorf("workflow of category %q: %w", cat, err)
+		}
+		if w.RateLimit > 0 && c.RateLimits == nil {
+			return fmt.Errorf("category %q has a rate limit, and no Redis to count it in (RateLimits)", cat)
+		}
+	}
 	return nil
 }
 
@@ -265,6 +330,10 @@ type Stats struct {
 	// CandidateReads counts reads of a category's claimable tasks from the
 	// store (the replica's, when it has one): the candidate pool's refills.
 	CandidateReads int64
+	// RateLimited counts claims a category's rate limit refused (see
+	// Config.RateLimits); those a category closed in this process left out
+	// are not counted.
+	RateLimited int64
 	// Waiting is not a total but the number of callers of this process
 	// long-polling in Next (or a worker's NextMany) right now.
 	Waiting int
@@ -272,7 +341,7 @@ type Stats struct {
 
 // counters are the running totals behind Stats.
 type counters struct {
-	assignments, submits, conflicts, refusedClaims, refusedWrites, candidateReads atomic.Int64
+	assignments, submits, conflicts, refusedClaims, refusedWrites, candidateReads, rateLimited atomic.Int64
 }
 
 // Dispatcher assigns tasks. It is safe for concurrent use.
@@ -285,10 +354,12 @@ type Dispatcher struct {
 	notify *notifier
 	tel    *telemetry
 
-	cands *candidatePool
-	skips *skipMemory
-	stats counters
-	obs   observers
+	cands  *candidatePool
+	fair   *fairShare   // nil unless Config.FairShare
+	limits *rateLimiter // nil without rate limits
+	skips  *skipMemory
+	stats  counters
+	obs    observers
 
 	life      lifecycle.State
 	stopRelay context.CancelFunc // ends the relay of a started dispatcher
@@ -317,6 +388,10 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	d.Observe(d.stats.observe)
 	d.Observe(d.tel.observe)
 	d.hub = newHub(d.cands.invalidate)
+	if cfg.FairShare {
+		d.fair = newFairShare(cfg.Workflows)
+	}
+	d.limits = newRateLimiter(cfg.RateLimits, cfg.KeyPrefix, cfg.Workflows, func(cat string) { d.hub.give(cat, 1) })
 	d.notify = &notifier{hub: d.hub, pubsub: cfg.PubSub, channel: cfg.KeyPrefix + "wake", log: cfg.Logger}
 	return d, nil
 }
@@ -333,6 +408,7 @@ func (d *Dispatcher) Stats() Stats {
 		RefusedClaims:  d.stats.refusedClaims.Load(),
 		RefusedWrites:  d.stats.refusedWrites.Load(),
 		CandidateReads: d.stats.candidateReads.Load(),
+		RateLimited:    d.stats.rateLimited.Load(),
 		Waiting:        d.hub.waiting(),
 	}
 }

@@ -57,6 +57,7 @@ type telemetry struct {
 	claimLatency  metric.Float64Histogram
 	holdTime      metric.Float64Histogram
 	expired       metric.Int64Counter
+	rateLimited   metric.Int64Counter
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
@@ -85,6 +86,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	t.refusedClaims = counter("taskd.claims.refused", "Claims the store refused after the Redis lock was obtained.")
 	t.staleWrites = counter("taskd.writes.stale", "Heartbeats, submits and releases refused as stale, by operation.")
 	t.expired = counter("taskd.leases.expired", "Leases that passed without a submit or release: taken over by a claim or recycled by the sweeper, by category.")
+	t.rateLimited = counter("taskd.rate_limited", "Claims refused by their category's rate limit, by category.")
 	claimBuckets := make([]float64, len(ClaimLatencyBounds))
 	for i, b := range ClaimLatencyBounds {
 		claimBuckets[i] = b.Seconds()
