@@ -62,16 +62,34 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, c Claimant, ref ClaimRef) (_
 // a candidate to take, the submit goes alone and the lock is given back on
 // its own.
 func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, result json.RawMessage) (next *tasks.Claim, err error) {
+	return d.SubmitWith(ctx, c, ref, Submission{Result: result})
+}
+
+// Submission is what a claimant submits for its claim: its result and, for a
+// task with stages, its decision and notes (see tasks.SubmitParams).
+type Submission struct {
+	Result   json.RawMessage
+	Decision string
+	Notes    string
+}
+
+// SubmitWith is Submit with a decision and notes: at a task's stage before its
+// last, or with tasks.DecisionSendBack, the task goes back to the pool at its
+// next stage, or the one before, and callers waiting for its category are
+// woken. It returns an error wrapping tasks.ErrInvalid, changing nothing, for a
+// send back at a task's first stage.
+func (d *Dispatcher) SubmitWith(ctx context.Context, c Claimant, ref ClaimRef, sub Submission) (next *tasks.Claim, err error) {
 	// Before anything is sent: a result the store refuses changes nothing,
 	// locks included.
-	if err := tasks.CheckResult(result); err != nil {
+	if err := tasks.CheckSubmission(sub.Result, sub.Decision, sub.Notes); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", ref.TaskID, err)
 	}
 	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
 	defer func() { endSpan(span, err) }()
 	h := &handover{
-		key:    d.lockKey(ref.TaskID),
-		submit: &tasks.SubmitParams{TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: result},
+		key: d.lockKey(ref.TaskID),
+		submit: &tasks.SubmitParams{TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Result: sub.Result,
+			Decision: sub.Decision, Notes: sub.Notes},
 	}
 	// The claimant is ending its claim, so next need not look for a held one;
 	// should a concurrent request have claimed for it meanwhile, the store
@@ -91,6 +109,11 @@ func (d *Dispatcher) Submit(ctx context.Context, c Claimant, ref ClaimRef, resul
 		d.releaseLock(ctx, ref.TaskID, c.Holder)
 	}
 	d.record(ctx, span, h.ended, "submit")
+	if h.ended.Status == tasks.StatusPending {
+		// On to another stage: back in the pool for whoever takes it.
+		span.SetAttributes(attrStage.String(h.ended.Stage))
+		d.wake(ctx, h.ended.Category)
+	}
 	switch {
 	case nextErr == nil, errors.Is(nextErr, ErrNoTask):
 	case errors.Is(nextErr, tasks.ErrEditorDisabled):

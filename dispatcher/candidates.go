@@ -52,6 +52,9 @@ type candidatePool struct {
 
 	mu   sync.Mutex
 	cats map[string]*categoryCandidates
+	// stageQueues are the keys in cats of the queues of one stage of each
+	// category (see queueParts), which the category's invalidations reach.
+	stageQueues map[string][]string
 	// out holds the candidates handed out: the zero time while their claim
 	// is in flight, the time the claim was made once it was. A read that
 	// started before a claim was made may show the task as claimable still,
@@ -95,12 +98,15 @@ type pooled struct {
 	tasks.Candidate
 	category string
 	gen      uint64
+	// reserved: a task reserved for the claimant (tasks.EditorClaims), which
+	// it claims first, not one of the pool's.
+	reserved bool
 }
 
 func newCandidatePool(limit int, read func(context.Context, string, int) ([]tasks.Candidate, error)) *candidatePool {
 	return &candidatePool{
 		read: read, limit: limit, clock: time.Now,
-		cats: make(map[string]*categoryCandidates), out: make(map[int64]time.Time),
+		cats: make(map[string]*categoryCandidates), out: make(map[int64]time.Time), stageQueues: make(map[string][]string),
 	}
 }
 
@@ -199,6 +205,9 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	if cc == nil {
 		cc = &categoryCandidates{}
 		p.cats[cat] = cc
+		if category, stage := queueParts(cat); stage != "" {
+			p.stageQueues[category] = append(p.stageQueues[category], cat)
+		}
 	}
 	usable := func() bool {
 		n := 0
@@ -311,6 +320,9 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range picked {
+		if c.reserved {
+			continue
+		}
 		if cc := p.cats[c.category]; cc != nil && cc.inflight > 0 {
 			cc.inflight--
 		}
@@ -327,6 +339,9 @@ func (p *candidatePool) done(picked []pooled, claimed []int64, back []pooled) (p
 		(*m)[cat]++
 	}
 	for _, c := range back {
+		if c.reserved {
+			continue
+		}
 		cc := p.cats[c.category]
 		if cc == nil || c.gen < cc.recheckGen {
 			count(&missed, c.category)
@@ -375,6 +390,11 @@ func (p *candidatePool) invalidate(cat string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cc := p.cats[cat]; cc != nil {
+		cc.readAt = time.Time{}
+		cc.epoch++
+	}
+	for _, key := range p.stageQueues[cat] {
+		cc := p.cats[key]
 		cc.readAt = time.Time{}
 		cc.epoch++
 	}

@@ -64,17 +64,24 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 	if c.Holder == "" {
 		return nil, fmt.Errorf("next: %w: empty holder", tasks.ErrInvalid)
 	}
+	var reserved []tasks.Candidate
 	if c.EditorID != 0 && checkHeld {
-		held, err := d.store.HeldByEditor(ctx, c.EditorID)
-		if err == nil {
-			span.SetAttributes(attrOutcome.String("held"))
-			return held, nil
-		}
-		if !errors.Is(err, tasks.ErrNotFound) {
+		ec, err := d.store.EditorClaims(ctx, c.EditorID)
+		if err != nil {
 			return nil, Unavailable(err)
 		}
+		if len(ec.Held) >= max(1, c.Capacity) {
+			// At capacity: the oldest claim it holds.
+			span.SetAttributes(attrOutcome.String("held"))
+			return ec.Held[0], nil
+		}
+		reserved = ec.Reserved
 	}
-	return waitForTask(ctx, d, c.Categories, wait, func() (*tasks.Claim, error) { return d.claim(ctx, c, h) })
+	return waitForTask(ctx, d, c.Categories, wait, func() (*tasks.Claim, error) {
+		claim, err := d.claim(ctx, c, h, reserved)
+		reserved = nil // tried once
+		return claim, err
+	})
 }
 
 // waitForTask runs try, which returns ErrNoTask when the pool has nothing
@@ -140,7 +147,7 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 // Concurrent claims in this process take distinct candidates, and ObtainAny
 // skips candidates locked by other processes inside Redis, so competitors
 // rarely meet on a row.
-func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim *tasks.Claim, err error) {
+func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover, reserved []tasks.Candidate) (claim *tasks.Claim, err error) {
 	if len(c.Categories) == 0 {
 		return nil, ErrNoTask
 	}
@@ -190,12 +197,25 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover) (claim 
 	}
 	// Under fair share, the editor's categories in the order it is due
 	// them; with rate limits, those not closed, one at a time.
-	cats, opt := c.Categories, takeOpts{}
+	cats, opt := c.queues(), takeOpts{}
 	if d.fair != nil && c.EditorID != 0 && len(cats) > 1 {
 		cats, opt.ordered = d.fair.order(c.EditorID, cats), true
 	}
 	if d.limits != nil {
 		opt.one = d.limits.limited(cats)
+	}
+	if len(reserved) > 0 {
+		// Tasks sent back to the editor come first.
+		picked := make([]pooled, len(reserved))
+		for i, r := range reserved {
+			picked[i] = pooled{Candidate: r, category: r.Category, reserved: true}
+			tried[r.ID] = true
+		}
+		st.candidates += len(picked)
+		claim, err := d.claimPicked(ctx, c, picked, &st, h)
+		if claim != nil || err != nil {
+			return claim, err
+		}
 	}
 	for range claimAttempts {
 		open := cats
@@ -243,7 +263,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		// claim looks at the others; cands leave the pool without waking
 		// anyone, since nobody here may claim them until it reopens.
 		if d.limits != nil {
-			got, err := d.rateLimit(ctx, cands[0].category, 1)
+			got, err := d.rateLimit(ctx, queueCategory(cands[0].category), 1)
 			if err != nil {
 				back = append(back, cands...)
 				return nil, err
@@ -307,7 +327,8 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		}
 		d.releaseLock(ctx, cand.ID, c.Holder)
 		switch {
-		case errors.Is(err, tasks.ErrSkipped):
+		case errors.Is(err, tasks.ErrSkipped), errors.Is(err, tasks.ErrBarred):
+			// Others may take it: not this claimant, for a while.
 			back = append(back, cand)
 			d.skips.add(c.EditorID, cand.ID, time.Now(), skipMemoryFor)
 		case errors.Is(err, tasks.ErrPaused):
@@ -412,9 +433,9 @@ func (d *Dispatcher) recordClaim(ctx context.Context, st claimStats) {
 func (d *Dispatcher) candidatesDone(picked []pooled, claimed []int64, back []pooled) {
 	put, missed := d.cands.done(picked, claimed, back)
 	for cat, n := range put {
-		d.hub.give(cat, n)
+		d.hub.give(queueCategory(cat), n)
 	}
 	for cat, n := range missed {
-		d.hub.wake(cat, n)
+		d.hub.wake(queueCategory(cat), n)
 	}
 }

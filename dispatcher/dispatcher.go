@@ -117,6 +117,7 @@ type Store interface {
 	HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
 	Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error)
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
+	EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error)
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)
 	Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error)
 	SubmitAndClaim(ctx context.Context, s tasks.SubmitParams, c tasks.ClaimParams) (*tasks.Handover, error)
@@ -303,11 +304,20 @@ type Claimant struct {
 	EditorID int64
 	// Categories the claimant takes tasks from.
 	Categories []string
+	// Capacity is how many claims an editor may hold at once: Next makes a
+	// new claim while it holds fewer, and answers the oldest it holds once it
+	// holds as many. 0 means 1. The store keeps the editor's capacity
+	// whatever this says; this only saves a refused claim.
+	Capacity int
+	// Stages limits an editor to some stages of some of its categories (see
+	// tasks.Editor.Stages): its candidates are read from those stages alone.
+	// The store checks the limits of the editor it has, whatever this says.
+	Stages map[string][]string
 }
 
 // EditorClaimant returns the Claimant of an editor.
 func EditorClaimant(e *tasks.Editor) Claimant {
-	return Claimant{Holder: e.Holder(), EditorID: e.ID, Categories: e.Categories}
+	return Claimant{Holder: e.Holder(), EditorID: e.ID, Categories: e.Categories, Capacity: e.Capacity, Stages: e.Stages}
 }
 
 // Stats are running totals of what this process's Dispatcher did, for tests,
@@ -377,13 +387,15 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	d := &Dispatcher{store: store, locks: locks, cfg: cfg, log: cfg.Logger, tel: tel, skips: newSkipMemory()}
-	d.cands = newCandidatePool(cfg.Batch, func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+	d.cands = newCandidatePool(cfg.Batch, func(ctx context.Context, queue string, limit int) ([]tasks.Candidate, error) {
 		d.stats.candidateReads.Add(1)
-		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit})
+		cat, stage := queueParts(queue)
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit})
 	})
-	d.cands.readPrimary = func(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+	d.cands.readPrimary = func(ctx context.Context, queue string, limit int) ([]tasks.Candidate, error) {
 		d.stats.candidateReads.Add(1)
-		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Limit: limit, Primary: true})
+		cat, stage := queueParts(queue)
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit, Primary: true})
 	}
 	d.Observe(d.stats.observe)
 	d.Observe(d.tel.observe)

@@ -80,7 +80,7 @@ func (f *fairShare) order(editorID int64, cats []string) []string {
 		return out
 	}
 	slices.SortStableFunc(out, func(a, b string) int {
-		pa, pb := max(e.pass[a], e.now), max(e.pass[b], e.now)
+		pa, pb := max(e.pass[queueCategory(a)], e.now), max(e.pass[queueCategory(b)], e.now)
 		switch {
 		case pa < pb:
 			return -1

@@ -79,7 +79,7 @@ func newRateLimiter(client redis.Scripter, prefix string, workflows map[string]t
 // limited reports whether any of cats has a rate limit.
 func (r *rateLimiter) limited(cats []string) bool {
 	for _, cat := range cats {
-		if _, ok := r.limits[cat]; ok {
+		if _, ok := r.limits[queueCategory(cat)]; ok {
 			return true
 		}
 	}
@@ -98,7 +98,7 @@ func (r *rateLimiter) open(cats []string) []string {
 	var out []string
 	shut := false
 	for i, cat := range cats {
-		if c := r.closed[cat]; c != nil && now.Before(c.until) {
+		if c := r.closed[queueCategory(cat)]; c != nil && now.Before(c.until) {
 			if !shut {
 				shut = true
 				out = append(make([]string, 0, len(cats)-1), cats[:i]...)

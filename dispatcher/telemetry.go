@@ -24,6 +24,7 @@ const instrumentationName = "github.com/taskd/taskd/dispatcher"
 const (
 	attrTaskID     = attribute.Key("taskd.task.id")
 	attrCategory   = attribute.Key("taskd.task.category")
+	attrStage      = attribute.Key("taskd.task.stage")
 	attrFence      = attribute.Key("taskd.fence")
 	attrEditorID   = attribute.Key("taskd.editor.id")
 	attrHolder     = attribute.Key("taskd.holder")

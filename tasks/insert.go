@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Task limits, matching the column sizes in schema.sql.
@@ -133,13 +134,17 @@ func CheckTime(field string, t time.Time) error {
 
 // CheckCategory checks a category: 1..MaxCategoryLen characters of valid UTF-8 with
 // no leading or trailing spaces, which are refused because the database compares
-// with PAD SPACE ("a" = "a "), which Go does not. Its errors wrap ErrInvalid.
+// with PAD SPACE ("a" = "a "), which Go does not, and no control characters. Its
+// errors wrap ErrInvalid.
 func CheckCategory(c string) error {
 	if err := checkText("category", c, MaxCategoryLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(c) != c {
 		return fmt.Errorf("%w: category must not start or end with spaces", ErrInvalid)
+	}
+	if strings.ContainsFunc(c, unicode.IsControl) {
+		return fmt.Errorf("%w: category must not hold control characters", ErrInvalid)
 	}
 	return nil
 }

@@ -2,7 +2,10 @@ package tasks
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // HeartbeatParams are the arguments of Heartbeat.
@@ -39,6 +42,29 @@ type SubmitParams struct {
 // ErrInvalid that names the rule it breaks (see SubmitParams.Result).
 func CheckResult(result json.RawMessage) error {
 	return checkJSON("result", result)
+}
+
+// CheckSubmission is CheckResult, and checks a submit's decision and notes:
+// at most MaxDecisionLen and MaxNotesLen characters of valid UTF-8, the
+// decision with no control characters.
+func CheckSubmission(result json.RawMessage, decision, notes string) error {
+	if err := CheckResult(result); err != nil {
+		return err
+	}
+	if decision != "" {
+		if err := checkText("decision", decision, MaxDecisionLen); err != nil {
+			return err
+		}
+		if strings.ContainsFunc(decision, unicode.IsControl) || strings.TrimSpace(decision) != decision {
+			return fmt.Errorf("%w: decision must hold no control characters and no leading or trailing spaces", ErrInvalid)
+		}
+	}
+	if notes != "" {
+		if err := checkText("notes", notes, MaxNotesLen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReleaseParams are the arguments of Release.

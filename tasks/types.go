@@ -213,6 +213,9 @@ type Candidate struct {
 	Due time.Time `db:"due_order"`
 	// Status is StatusPending, or StatusAssigned for a claim whose lease has passed.
 	Status Status `db:"status"`
+	// Category is the task's category, set by EditorClaims (Candidates read one
+	// category at a time and leave it empty).
+	Category string `db:"-"`
 }
 
 // NoDue is Candidate.Due of a task without a due_at: later than any due_at, so that

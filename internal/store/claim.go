@@ -392,10 +392,11 @@ func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorI
 }
 
 const heldByEditorSQL = `SELECT ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
-WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3)`
+WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3) ORDER BY assigned_at, id LIMIT 1`
 
-// HeldByEditor returns the live claim the editor holds, or ErrNotFound. A claim is live
-// while the task is assigned and its lease has not passed.
+// HeldByEditor returns the live claim the editor holds, the oldest of them for an
+// editor that may hold several, or ErrNotFound. A claim is live while the task is
+// assigned and its lease has not passed.
 func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error) {
 	var t tasks.Task
 	if err := s.db.GetContext(ctx, &t, heldByEditorSQL, editorID); err != nil {
@@ -428,7 +429,7 @@ func (s *Store) EditorClaims(ctx context.Context, editorID int64) (*tasks.Editor
 	for _, r := range rows {
 		if r.Reserved {
 			out.Reserved = append(out.Reserved, tasks.Candidate{
-				ID: r.ID, Fence: r.Fence, Priority: r.Priority, Status: r.Status, Due: dueOf(r.DueAt),
+				ID: r.ID, Fence: r.Fence, Priority: r.Priority, Status: r.Status, Due: dueOf(r.DueAt), Category: r.Category,
 			})
 			continue
 		}

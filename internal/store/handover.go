@@ -34,7 +34,7 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	case sp.TaskID == cp.TaskID:
 		return fail(fmt.Errorf("%w: the task to claim is the one submitted", tasks.ErrInvalid))
 	}
-	if err := tasks.CheckResult(sp.Result); err != nil {
+	if err := tasks.CheckSubmission(sp.Result, sp.Decision, sp.Notes); err != nil {
 		return fail(err)
 	}
 	lease, err := s.checkClaimParams(cp)

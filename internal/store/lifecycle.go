@@ -111,7 +111,7 @@ func (s *Store) Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Ti
 // arrive together (see Config.GroupCommit); a ctx that ends while it is in
 // flight returns ctx's cause, and the submit may still have committed.
 func (s *Store) Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended, error) {
-	if err := tasks.CheckResult(p.Result); err != nil {
+	if err := tasks.CheckSubmission(p.Result, p.Decision, p.Notes); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
 	}
 	c := &cycle{submit: &p}
