@@ -161,8 +161,9 @@ type CategoryConfig struct {
 	// editor's other categories, when dispatch.fair_share is on: 1..1000.
 	// Default 1.
 	Weight int `yaml:"weight"`
-	// RateLimit bounds the claims of the category per minute, across every
-	// replica (counted in Redis). Default 0: none.
+	// RateLimit is the claims of the category per minute across every
+	// replica, counted in Redis: spaced 60s/RateLimit apart on average, with
+	// a burst of ceil(RateLimit/60) after an idle time. Default 0: none.
 	RateLimit int `yaml:"rate_limit"`
 }
 

@@ -80,7 +80,8 @@ func (r RedisConfig) redlockOptions() *locker.RedlockOptions {
 }
 
 // storeConfig is the MySQL store's: the claim rules of Config.Dispatch, the
-// replica, and the webhook events some webhook subscribes to.
+// replica, the webhook events some webhook subscribes to, and the categories'
+// workflows.
 func (e *Engine) storeConfig() store.Config {
 	d := e.cfg.Dispatch
 	return store.Config{
@@ -90,6 +91,7 @@ func (e *Engine) storeConfig() store.Config {
 		GroupCommit:     d.GroupCommit,
 		Replica:         e.replica,
 		WebhookEvents:   e.cfg.webhookEvents(),
+		Workflows:       e.cfg.workflows(),
 	}
 }
 

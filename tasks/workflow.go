@@ -56,8 +56,9 @@ type Workflow struct {
 	// Weight is the category's share of an editor's claims under fair share,
 	// relative to the editor's other categories: 1..MaxWeight, 0 means 1.
 	Weight int
-	// RateLimit bounds the claims of the category per minute, across every
-	// process sharing the Redis servers; 0 means none.
+	// RateLimit is the claims of the category per minute across every process
+	// sharing the Redis servers: spaced 60s/RateLimit apart on average, with a
+	// burst of ceil(RateLimit/60) after an idle time. 0 means none.
 	RateLimit int
 }
 
