@@ -250,3 +250,33 @@ func TestEngineReplicaUnreachable(t *testing.T) {
 		t.Fatalf("New with an unreachable replica: %v", err)
 	}
 }
+
+// The categories of the configuration reach the store: a task added in a
+// category with a workflow gets its stages and overlap.
+func TestEngineCategoryWorkflows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEngine(t, taskd.Config{Categories: []taskd.CategoryConfig{
+		{Name: "desk", Stages: []string{"edit", "review"}},
+		{Name: "labels", Overlap: 2},
+	}})
+	ins, err := e.InsertTasks(ctx, []tasks.NewTask{
+		{Category: "desk", Title: "story"}, {Category: "labels", Title: "photo"}, {Category: "news", Title: "plain"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		stages  string
+		overlap int
+	}{{"edit,review", 1}, {"", 2}, {"", 1}}
+	for i, in := range ins {
+		task, err := e.Task(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Stages.String() != want[i].stages || task.Overlap != want[i].overlap {
+			t.Errorf("task %d (%s): stages %q, overlap %d; want %q, %d", in.ID, task.Category, task.Stages, task.Overlap, want[i].stages, want[i].overlap)
+		}
+	}
+}
