@@ -47,6 +47,8 @@ var notKeys = []string{
 	"telemetry.ServiceVersion",
 	"schedule.Schedules.Task.Key",         // the scheduler's, per tick
 	"schedule.Schedules.Task.MaxAttempts", // the store's default, as for POST /v1/tasks
+	"schedule.Schedules.Task.Stages",      // the category's workflow, as for POST /v1/tasks
+	"schedule.Schedules.Task.Overlap",     // the category's workflow
 	"redis.Addr",                          // clientOptions' argument, one of redis.addrs
 }
 
