@@ -484,8 +484,10 @@ start_mariadb() {
 	# --no-defaults keeps the system's /etc/mysql config out. Root gets no password
 	# and reaches the server only through its private socket. --force skips only its
 	# check that the hostname resolves, which fails in bare containers and chroots.
+	# Its own tmpdir: a MariaDB that starts removes the temporary tables it finds in
+	# its tmpdir, and so would those of another one bootstrapping in a shared /tmp.
 	if ! "$MARIADB_INSTALL_DB" --no-defaults --user="$(id -un)" --datadir="$dir/data" \
-		--auth-root-authentication-method=normal --skip-test-db --force \
+		--tmpdir="$dir/tmp" --auth-root-authentication-method=normal --skip-test-db --force \
 		>>"$dir/server.log" 2>&1; then
 		show_log "$name"
 		die "mariadb-install-db failed; see $dir/server.log"

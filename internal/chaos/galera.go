@@ -80,9 +80,10 @@ func newGalera(ctx context.Context, dir string) (*galeraCluster, error) {
 		c.nodes = append(c.nodes, n)
 	}
 	// Node 1's data directory is made here; the joiners' stay empty, for SST.
+	// Its own tmpdir, as newMariaDB's.
 	cmd := exec.CommandContext(ctx, installDB, "--no-defaults", "--user="+osUser(),
-		"--datadir="+filepath.Join(c.nodes[0].dir, "data"), "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--force")
+		"--datadir="+filepath.Join(c.nodes[0].dir, "data"), "--tmpdir="+filepath.Join(c.nodes[0].dir, "tmp"),
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--force")
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)

@@ -125,9 +125,11 @@ func newMariaDB(ctx context.Context, dir string) (*mariaDB, error) {
 	// As scripts/services.sh: no system config, root without a password
 	// reachable only through the private socket, --force past the hostname
 	// check that fails in bare containers.
+	// Its own tmpdir too: a MariaDB that starts removes the temporary tables
+	// it finds in its tmpdir, and so would another's in a shared /tmp.
 	cmd := exec.CommandContext(ctx, installDB, "--no-defaults", "--user="+osUser(),
-		"--datadir="+filepath.Join(dir, "data"), "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--force")
+		"--datadir="+filepath.Join(dir, "data"), "--tmpdir="+filepath.Join(dir, "tmp"),
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--force")
 	cmd.Env = cleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 )
 
 // What the store knows of its server being a Galera node (Store.galera).
@@ -93,3 +94,26 @@ func (s *Store) galeraBatch(query string) (q string, commitApart bool) {
 // errAborted is the answer of a batch whose transaction was aborted before its
 // COMMIT: what a deadlock victim is, so that it is retried as one.
 var errAborted = &mysql.MySQLError{Number: erLockDeadlock, Message: "the transaction was aborted by a conflicting write of another Galera node"}
+
+// execInTx runs query, statements separated by ";\n" whose arguments are args
+// in order, inside tx: in one round trip, or on Galera (or while that is
+// unknown) one statement at a time, since a brute-force abort between the
+// statements of one round trip lets the rest run on their own, outside the
+// transaction; a statement sent apart after an abort is refused (1213), and
+// the transaction is retried as a deadlock victim. It returns the result of
+// the last statement.
+func (s *Store) execInTx(ctx context.Context, tx *sqlx.Tx, query string, args []any) (sql.Result, error) {
+	if s.galera.Load() == galeraOff {
+		return tx.ExecContext(ctx, query, args...)
+	}
+	var res sql.Result
+	for stmt := range strings.SplitSeq(query, ";\n") {
+		n := strings.Count(stmt, "?")
+		var err error
+		if res, err = tx.ExecContext(ctx, stmt, args[:n]...); err != nil {
+			return nil, err
+		}
+		args = args[n:]
+	}
+	return res, nil
+}

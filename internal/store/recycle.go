@@ -79,7 +79,8 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 			}
 		}
 		// The UPDATE goes last: a statement batch reports the rows its last
-		// statement matched.
+		// statement matched. (On Galera the statements go one at a time: see
+		// execInTx.)
 		var q strings.Builder
 		args := s.writeEventsSQL(&q, traceOf(ctx), evs)
 		q.WriteString(";\n")
@@ -87,7 +88,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 		for _, r := range rows {
 			args = append(args, r.ID, r.Fence)
 		}
-		res, err := tx.ExecContext(ctx, q.String(), args...)
+		res, err := s.execInTx(ctx, tx, q.String(), args)
 		if err != nil {
 			return refusedValue(err)
 		}

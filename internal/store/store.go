@@ -299,7 +299,7 @@ func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, evs ...event) err
 	}
 	var q strings.Builder
 	args := s.writeEventsSQL(&q, traceOf(ctx), evs)
-	_, err := tx.ExecContext(ctx, q.String(), args...)
+	_, err := s.execInTx(ctx, tx, q.String(), args)
 	return refusedValue(err)
 }
 

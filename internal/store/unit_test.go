@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,15 @@ func TestRowOf(t *testing.T) {
 		if _, err := rowOf(bad); !errors.Is(err, tasks.ErrInvalid) {
 			t.Errorf("%+v: error = %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+// On Galera, both writes of RecordAttempt's batch are guarded.
+func TestRecordAttemptGaleraGuards(t *testing.T) {
+	if n := strings.Count(recordAttemptGaleraSQL, "@@in_transaction = 1"); n != 2 {
+		t.Errorf("recordAttemptGaleraSQL has %d guards, want 2:\n%s", n, recordAttemptGaleraSQL)
+	}
+	if strings.Count(recordAttemptGaleraSQL, "?") != strings.Count(recordAttemptSQL, "?") {
+		t.Error("the guarded batch takes other arguments")
 	}
 }

@@ -162,6 +162,14 @@ WHERE event_id = ? AND webhook = ? AND status = 'pending' AND attempts = ?;
 SELECT ROW_COUNT() AS recorded, status FROM webhook_deliveries WHERE event_id = ? AND webhook = ?;
 COMMIT`
 
+// recordAttemptGaleraSQL is recordAttemptSQL with its writes guarded as
+// endWrite guards a claim's (see galera.go): a brute-force abort between them
+// leaves the rest of the batch changing nothing, and the batch is retried.
+var recordAttemptGaleraSQL = strings.NewReplacer(
+	"duration_ms) VALUES (?, ?, ?, ?, ?, ?);", "duration_ms)\n\tSELECT ?, ?, ?, ?, ?, ? FROM DUAL WHERE @@in_transaction = 1;",
+	"AND attempts = ?;", "AND attempts = ? AND @@in_transaction = 1;",
+).Replace(recordAttemptSQL)
+
 // RecordAttempt logs one POST of a delivery and updates the delivery: delivered,
 // pending with its next attempt p.RetryIn from now (database clock), or failed
 // once attempts or age ran out. It returns the delivery's status, and ErrStale
@@ -192,7 +200,11 @@ func (s *Store) RecordAttempt(ctx context.Context, p tasks.AttemptParams) (tasks
 		Status   tasks.DeliveryStatus `db:"status"`
 	}
 	var found bool
-	if err := s.batch(ctx, recordAttemptSQL, args, scanOne(&row, &found)); err != nil {
+	query := recordAttemptSQL
+	if s.galera.Load() != galeraOff {
+		query = recordAttemptGaleraSQL
+	}
+	if err := s.batch(ctx, query, args, scanOne(&row, &found)); err != nil {
 		return "", fmt.Errorf("record attempt %d of event %d to %s: %w", p.Attempt, p.EventID, p.Webhook, err)
 	}
 	if !found {
