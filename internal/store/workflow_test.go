@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -476,5 +477,62 @@ func TestConcurrentClaimsKeepCapacityAndGroups(t *testing.T) {
 	if n := b.count(t, `SELECT COUNT(*) FROM (SELECT group_id FROM tasks WHERE editor_id = ? AND group_id IS NOT NULL
 		GROUP BY group_id HAVING COUNT(*) > 1) g`, ann.ID); n != 0 {
 		t.Errorf("ann holds two tasks of %d groups", n)
+	}
+}
+
+// On a Galera cluster, with an editor's claims made on all three nodes at once,
+// the editor still holds at most its capacity and one task of a group: the
+// claims write the editor's row, which certification orders.
+func TestGaleraWorkflowRulesAcrossNodes(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := t.Context()
+	wf := map[string]tasks.Workflow{"labels": {Overlap: 3}}
+	var stores []*store.Store
+	for _, db := range g.Nodes {
+		s, err := store.New(db, store.Config{Workflows: wf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		askGalera(t, s)
+		stores = append(stores, s)
+	}
+	for round := range 10 {
+		_, hash := tasks.NewToken()
+		ed, err := stores[0].CreateEditor(ctx, tasks.CreateEditorParams{
+			Name: fmt.Sprint("ed", round), Categories: []string{"news", "labels"}, TokenHash: hash, Capacity: 2,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := stores[0].InsertTasks(ctx, []tasks.NewTask{
+			{Category: "labels", Title: "a"}, {Category: "news", Title: "b"}, {Category: "news", Title: "c"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []int64
+		if err := g.Nodes[0].SelectContext(ctx, &all, `SELECT id FROM tasks WHERE id IN (?, ?, ?) OR group_id = ? ORDER BY id`,
+			ids[0], ids[1], ids[2], ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i, id := range all {
+			wg.Go(func() {
+				_, err := stores[i%3].Claim(ctx, tasks.ClaimParams{
+					TaskID: id, Fence: 0, Status: tasks.StatusPending, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute,
+				})
+				if err != nil && !errors.Is(err, tasks.ErrEditorBusy) && !errors.Is(err, tasks.ErrBarred) &&
+					!errors.Is(err, tasks.ErrStale) && !errors.Is(err, tasks.ErrBusy) {
+					t.Errorf("claim %d on node %d: %v", id, i%3+1, err)
+				}
+			})
+		}
+		wg.Wait()
+		var held, groups int
+		g.Nodes[0].GetContext(ctx, &held, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ed.ID)
+		g.Nodes[0].GetContext(ctx, &groups, `SELECT COUNT(*) FROM tasks WHERE editor_id = ? AND group_id IS NOT NULL`, ed.ID)
+		if held > 2 || groups > 1 {
+			t.Fatalf("round %d: the editor holds %d tasks (capacity 2), %d of one group", round, held, groups)
+		}
 	}
 }
