@@ -583,8 +583,10 @@ func (w *Deliverer) post(ctx context.Context, h Webhook, id int64, body []byte) 
 }
 
 // eventJSON is the body of the request that delivers ev. The workflow's
-// fields are set only for a task with stages or a group, so that other
-// tasks' events read as they did before there were workflows.
+// fields are set only when they say something: the stage's for a submit at a
+// stage, the group's for a task of a group, decision and notes when the
+// submit carried them; so a plain task's events read as they did before
+// there were workflows.
 func eventJSON(ev tasks.OutboxEvent) webhook.Event {
 	e := webhook.Event{
 		ID: ev.ID, Type: string(ev.Kind), CreatedAt: ev.CreatedAt.UTC(),
