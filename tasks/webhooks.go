@@ -87,6 +87,21 @@ type OutboxEvent struct {
 	CreatedAt time.Time `db:"created_at"`
 	// Result is the accepted result of a submitted event; nil for others.
 	Result json.RawMessage `db:"-"`
+
+	// StageName is the stage a submitted event's result was submitted at, ""
+	// for a task without stages and for other events. Decision and Notes are
+	// the submitter's, "" when none.
+	StageName string `db:"stage_name"`
+	Decision  string `db:"decision"`
+	Notes     string `db:"notes"`
+	// NextStage, for a submitted event at a stage, is the stage the submit
+	// moved the task to, back in the pool (the next, or the one before after
+	// DecisionSendBack); "" when the submit made the task done.
+	NextStage string `db:"-"`
+	// GroupID and Overlap are the task's group and how many results the group
+	// asks for (see Task.GroupID); 0 for a task that asks for one result.
+	GroupID int64 `db:"group_id"`
+	Overlap int   `db:"overlap"`
 }
 
 // FanOutParams are the arguments of FanOut.

@@ -18,10 +18,16 @@ import (
 func runExport(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("export", "export [flags]", `
 Writes the accepted results, oldest first, as JSON lines (one object per
-result: cursor, task_id, fence, category, title, holder, editor_id, result,
-submitted_at) or CSV (a header row with those columns, the result as JSON
-text), to -o FILE or standard output. The format comes from -format, else
-from FILE's extension (.jsonl, .ndjson, .json, .csv), else JSON lines.
+result: cursor, task_id, fence, category, title, key, holder, editor_id,
+result, submitted_at) or CSV (a header row with those columns, the result as
+JSON text), to -o FILE or standard output. The format comes from -format,
+else from FILE's extension (.jsonl, .ndjson, .json, .csv), else JSON lines.
+
+A task with stages has one result per stage submitted; a task that asks for
+several results (overlap), one per editor. Their JSON lines go on with
+stage (the stage the result was submitted at), decision, notes, group_id and
+overlap, each only when set. With -workflow, CSV has those five columns too,
+after the others, empty when not set.
 
 It reads MySQL directly, like import, through the same results feed as
 GET /v1/results: no server needs to run, and a reader that follows the
@@ -45,6 +51,7 @@ only, but needs Redis to answer too.`)
 	after := f.Int64("after", 0, "export the results after this `cursor` (default: from the start, or with -append from the end of the file)")
 	appendTo := f.Bool("append", false, "append to the -o file, after the last result it holds")
 	batch := f.Int("batch", tasks.ResultsLimitDefault, fmt.Sprintf("results per read, 1..%d", tasks.ResultsLimitMax))
+	workflow := f.Bool("workflow", false, "CSV: add the columns stage, decision, notes, group_id and overlap (with -append, as the file has them)")
 	if err := a.parse(f, args); err != nil {
 		return err
 	}
@@ -69,17 +76,17 @@ only, but needs Redis to answer too.`)
 		return err
 	}
 
-	ex := &exporter{a: a, format: ff, batch: *batch, path: *out, after: *after, w: a.stdout}
+	ex := &exporter{a: a, format: ff, batch: *batch, path: *out, after: *after, w: a.stdout, workflow: *workflow}
 	if *format != "" {
 		ex.formatFlag = " -format " + string(ff)
 	}
 	if *out != "" {
-		file, start, header, err := openExportFile(*out, ff, *appendTo, afterSet, *after)
+		file, start, header, workflowFile, err := openExportFile(*out, ff, *appendTo, afterSet, *after, *workflow)
 		if err != nil {
 			return err
 		}
 		defer file.Close()
-		ex.w, ex.file, ex.after, ex.header = file, file, start, header
+		ex.w, ex.file, ex.after, ex.header, ex.workflow = file, file, start, header, workflowFile
 	}
 	e, err := a.toolEngine(cfg)
 	if err != nil {
@@ -92,15 +99,19 @@ only, but needs Redis to answer too.`)
 
 // openExportFile opens path for an export: a new or empty file, or with
 // appendTo the end of an export file, after its last whole record. It returns
-// the cursor to export after and whether a CSV header is to be written.
-func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, after int64) (*os.File, int64, bool, error) {
-	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// the cursor to export after, whether a CSV header is to be written, and
+// whether CSV rows have the workflow's columns: as workflow asks, or as the
+// file to append to has them (workflow is refused for a file without them).
+func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, after int64, workflow bool) (
+	file *os.File, start int64, header, workflowRows bool, err error,
+) {
+	file, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
-	fail := func(err error) (*os.File, int64, bool, error) {
+	fail := func(err error) (*os.File, int64, bool, bool, error) {
 		_ = file.Close()
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
 	if !appendTo {
 		fi, err := file.Stat()
@@ -110,7 +121,7 @@ func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, a
 		if fi.Size() > 0 {
 			return fail(usagef("export", "%s exists and is not empty: pass -append to add to it after its last result, or choose another file", path))
 		}
-		return file, after, f == exportfile.CSV, nil
+		return file, after, f == exportfile.CSV, workflow, nil
 	}
 	end, err := exportfile.Resume(file, f)
 	if err != nil {
@@ -123,6 +134,12 @@ func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, a
 	if end.Records == 0 && afterSet {
 		end.Cursor = after
 	}
+	if end.Header {
+		if workflow && !end.Workflow {
+			return fail(usagef("export", "%s has no workflow columns, so -workflow would add cells its header does not name: leave -workflow out, or export to another file", path))
+		}
+		workflow = end.Workflow
+	}
 	// Cut off a record cut short by an export that was killed while writing it.
 	if err := file.Truncate(end.Size); err != nil {
 		return fail(err)
@@ -130,7 +147,7 @@ func openExportFile(path string, f exportfile.Format, appendTo, afterSet bool, a
 	if _, err := file.Seek(end.Size, io.SeekStart); err != nil {
 		return fail(err)
 	}
-	return file, end.Cursor, f == exportfile.CSV && !end.Header, nil
+	return file, end.Cursor, f == exportfile.CSV && !end.Header, workflow, nil
 }
 
 // resultsReader reads the accepted results; *taskd.Engine implements it.
@@ -150,6 +167,8 @@ type exporter struct {
 	file    *os.File  // nil for standard output
 	after   int64
 	header  bool
+	// workflow: CSV rows have the workflow's columns.
+	workflow bool
 	// formatFlag is " -format F" when the format was given, for the resume hint.
 	formatFlag string
 }
@@ -161,6 +180,9 @@ func (ex *exporter) run(ctx context.Context) error {
 	}
 	bar := progress.New(ex.a.stderr, "exporting", "results", total)
 	w := exportfile.NewWriter(ex.w, ex.format, ex.header)
+	if ex.workflow {
+		w.WithWorkflow()
+	}
 	cursor, written := ex.after, 0 // the last record flushed, and the count
 	var readErr error
 	for {

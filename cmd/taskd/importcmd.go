@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/taskd/taskd/cmd/taskd/internal/importfile"
@@ -26,9 +27,15 @@ func runImport(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("import", "import [flags] FILE", `
 Loads tasks from FILE into the pool: JSON lines (.jsonl, .ndjson, .json) with one
 object per line, {"category", "title", "priority", "payload", "max_attempts",
-"key", "run_after", "due_at"}, or CSV (.csv) with a header row naming those
-columns (category and title required, payload a JSON object, run_after and
-due_at RFC 3339 times). -format overrides the extension.
+"key", "run_after", "due_at", "stages", "overlap"}, or CSV (.csv) with a header
+row naming those columns (category and title required, payload a JSON object,
+run_after and due_at RFC 3339 times). -format overrides the extension.
+
+stages are the task's own stages in order, e.g. ["edit", "review"] (in CSV,
+edit,review or a JSON array), and [] one stage whatever its category says;
+overlap is how many independent results the task asks for, 1..`+strconv.Itoa(tasks.MaxOverlap)+`, each
+from a different editor (one task per result, counted here as one record).
+Left out or empty, both are the category's, as config.yaml declares them.
 
 A record with a key whose task exists already is not imported again: give every
 record a key, and running the same import twice imports nothing the second time

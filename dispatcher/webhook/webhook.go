@@ -46,8 +46,9 @@ const ToleranceDefault = 5 * time.Minute
 
 // Event types, the values of Event.Type.
 const (
-	// TypeSubmitted: a holder's result was accepted; the task is done.
-	// Data.Result holds the result.
+	// TypeSubmitted: a holder's result was accepted; the task is done, or,
+	// for a task with stages, went on to another stage (Data.TaskStatus,
+	// Data.NextStage). Data.Result holds the result.
 	TypeSubmitted = "submitted"
 	// TypeDead: a holder reported a failure and no attempts are left (or the
 	// failure was final). Data.Detail holds the error.
@@ -94,9 +95,56 @@ type Data struct {
 	// Detail is the release reason, the error of a dead task, or how an
 	// expiry was noticed; absent when empty.
 	Detail string `json:"detail,omitempty"`
+	// Stage, for a submitted event of a task with stages, is the stage the
+	// result was submitted at; absent otherwise.
+	Stage string `json:"stage,omitempty"`
+	// Decision is a submitted event's decision, e.g. "approve" or
+	// "send_back" (DecisionSendBack) from a reviewer; absent when the submit
+	// carried none.
+	Decision string `json:"decision,omitempty"`
+	// Notes are a submitted event's notes, e.g. why a reviewer sent the task
+	// back; absent when the submit carried none.
+	Notes string `json:"notes,omitempty"`
+	// TaskStatus, for a submitted event of a task with stages, is the task's
+	// status right after the submit: StatusDone after its last stage, or
+	// StatusPending when it went on to NextStage; absent for a task without
+	// stages, which a submit always makes done.
+	TaskStatus string `json:"task_status,omitempty"`
+	// NextStage, with TaskStatus StatusPending, is the stage the task went
+	// to, back in the pool: the next one, or the one before after a send
+	// back. Absent when the submit made the task done.
+	NextStage string `json:"next_stage,omitempty"`
+	// GroupID, for a task that asks for several independent results (one
+	// task per result, each from a different editor), is its group's id: the
+	// id of the group's first task. Overlap is how many results the group
+	// asks for; the group is complete when that many of its tasks are done.
+	// Both absent for a task that asks for one result.
+	GroupID int64 `json:"group_id,omitempty"`
+	Overlap int   `json:"overlap,omitempty"`
 	// Result is the accepted result of a submitted event, as submitted.
 	Result json.RawMessage `json:"result,omitempty"`
 }
+
+// Values of Data.TaskStatus.
+const (
+	// StatusDone: the submit ended the task's last stage; the task is done.
+	StatusDone = "done"
+	// StatusPending: the submit moved the task to another stage
+	// (Data.NextStage), back in the pool.
+	StatusPending = "pending"
+)
+
+// Decisions of Data.Decision that taskd acts on. Any other decision is the
+// submitter's own verdict, kept as given; it moves a task on as
+// DecisionApprove does.
+const (
+	// DecisionApprove moves a task on to its next stage, or makes it done
+	// at its last.
+	DecisionApprove = "approve"
+	// DecisionSendBack is a reviewer's decision that sends a task back to the
+	// stage before, offered first to the editor who did that stage.
+	DecisionSendBack = "send_back"
+)
 
 // Sign returns the value of the Taskd-Signature header for body, signed with
 // secret at time t.

@@ -582,13 +582,28 @@ func (w *Deliverer) post(ctx context.Context, h Webhook, id int64, body []byte) 
 	return resp.StatusCode, nil
 }
 
-// eventJSON is the body of the request that delivers ev.
+// eventJSON is the body of the request that delivers ev. The workflow's
+// fields are set only when they say something: the stage's for a submit at a
+// stage, the group's for a task of a group, decision and notes when the
+// submit carried them; so a plain task's events read as they did before
+// there were workflows.
 func eventJSON(ev tasks.OutboxEvent) webhook.Event {
-	return webhook.Event{
+	e := webhook.Event{
 		ID: ev.ID, Type: string(ev.Kind), CreatedAt: ev.CreatedAt.UTC(),
 		Data: webhook.Data{
 			TaskID: ev.TaskID, Category: ev.Category, Key: ev.Key, Fence: ev.Fence, Holder: ev.Holder, EditorID: ev.EditorID,
 			Cause: string(ev.Cause), Detail: ev.Detail, Result: ev.Result,
+			Decision: ev.Decision, Notes: ev.Notes,
 		},
 	}
+	if ev.GroupID != 0 {
+		e.Data.GroupID, e.Data.Overlap = ev.GroupID, ev.Overlap
+	}
+	if ev.Kind == tasks.WebhookSubmitted && ev.StageName != "" {
+		e.Data.Stage, e.Data.TaskStatus, e.Data.NextStage = ev.StageName, webhook.StatusDone, ev.NextStage
+		if ev.NextStage != "" {
+			e.Data.TaskStatus = webhook.StatusPending
+		}
+	}
+	return e
 }

@@ -35,11 +35,12 @@ type receiver struct {
 	mu       sync.Mutex
 	requests int
 	events   map[int64]webhook.Event // by id: deduplicated
+	bodies   map[int64][]byte        // the events' raw bodies, by id
 	bad      []string
 }
 
 func newReceiver(t testing.TB, answer func(r *http.Request, ev webhook.Event) int) *receiver {
-	rc := &receiver{t: t, answer: answer, events: map[int64]webhook.Event{}}
+	rc := &receiver{t: t, answer: answer, events: map[int64]webhook.Event{}, bodies: map[int64][]byte{}}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.srv.Close)
 	return rc
@@ -71,6 +72,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if code >= 200 && code < 300 {
 		rc.mu.Lock()
 		rc.events[ev.ID] = ev
+		rc.bodies[ev.ID] = body
 		rc.mu.Unlock()
 	}
 	w.WriteHeader(code)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -111,9 +112,13 @@ func (s *Store) FanOut(ctx context.Context, p tasks.FanOutParams) (int, error) {
 	return taken, nil
 }
 
+// dueDeliveriesSQL reads a submitted event's stage and decision from its own
+// row, not the task's: the task may have moved to another stage since.
 const dueDeliveriesSQL = `SELECT d.attempts, o.id, o.kind, o.task_id, o.category, o.fence,
 	COALESCE(o.holder, '') AS holder, COALESCE(o.editor_id, 0) AS editor_id, o.cause,
-	COALESCE(o.detail, '') AS detail, o.created_at, r.result, COALESCE(t.task_key, '') AS task_key
+	COALESCE(o.detail, '') AS detail, o.created_at, r.result, COALESCE(t.task_key, '') AS task_key,
+	COALESCE(o.stage_name, '') AS stage_name, COALESCE(o.decision, '') AS decision, COALESCE(r.notes, '') AS notes,
+	t.stages, COALESCE(t.group_id, 0) AS group_id, IF(t.group_id IS NULL, 0, t.overlap) AS overlap
 FROM webhook_deliveries d FORCE INDEX (webhook_deliveries_due)
 JOIN webhook_outbox o ON o.id = d.event_id
 LEFT JOIN tasks t ON t.id = o.task_id
@@ -123,9 +128,9 @@ ORDER BY d.next_attempt_at, d.event_id LIMIT ?`
 
 // DueDeliveries returns the webhook's pending deliveries whose next attempt is
 // due by the database clock, the longest due first, with their events (and a
-// submitted event's result). It reads without locking: one process delivers at
-// a time, and RecordAttempt is conditional. It returns ErrInvalid for bad
-// params.
+// submitted event's result, stage, decision and notes, and the stage it moved
+// the task to). It reads without locking: one process delivers at a time, and
+// RecordAttempt is conditional. It returns ErrInvalid for bad params.
 func (s *Store) DueDeliveries(ctx context.Context, p tasks.DueDeliveriesParams) ([]tasks.Delivery, error) {
 	if p.Limit < 1 || p.Limit > tasks.FanOutLimitMax {
 		return nil, fmt.Errorf("due deliveries: %w: limit must be 1..%d", tasks.ErrInvalid, tasks.FanOutLimitMax)
@@ -134,6 +139,7 @@ func (s *Store) DueDeliveries(ctx context.Context, p tasks.DueDeliveriesParams) 
 		Attempts int `db:"attempts"`
 		tasks.OutboxEvent
 		Result sql.NullString `db:"result"`
+		Stages tasks.Stages   `db:"stages"`
 	}
 	if err := s.db.SelectContext(ctx, &rows, dueDeliveriesSQL, p.Webhook, p.Limit); err != nil {
 		return nil, fmt.Errorf("due deliveries of %s: %w", p.Webhook, err)
@@ -144,8 +150,28 @@ func (s *Store) DueDeliveries(ctx context.Context, p tasks.DueDeliveriesParams) 
 		if r.Result.Valid {
 			out[i].Event.Result = json.RawMessage(r.Result.String)
 		}
+		if r.Kind == tasks.WebhookSubmitted {
+			out[i].Event.NextStage = nextStage(r.Stages, r.StageName, r.Decision)
+		}
 	}
 	return out, nil
+}
+
+// nextStage is the stage a submit at stage of a task with stages moved it to,
+// as the submit's UPDATE does (see submitSetSQL): the one before after a send
+// back, else the next; "" when the submit made the task done, or the task
+// has no such stage.
+func nextStage(stages tasks.Stages, stage, decision string) string {
+	i := slices.Index(stages, stage)
+	switch {
+	case i < 0:
+		return ""
+	case decision == tasks.DecisionSendBack && i > 0:
+		return stages[i-1]
+	case decision != tasks.DecisionSendBack && i+1 < len(stages):
+		return stages[i+1]
+	}
+	return ""
 }
 
 // recordAttemptSQL is RecordAttempt's statement batch (see batch): the log row,

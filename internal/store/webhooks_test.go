@@ -313,3 +313,94 @@ func TestWebhookQueryPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestDueDeliveriesCarryTheWorkflow checks that each submit of a task with
+// stages is its own event, with the stage it was made at, its decision and
+// notes, and the stage it moved the task to, read from the event's own row
+// even once the task has moved on; that a grouped task's events name the
+// group; and that other tasks' events carry none of it.
+func TestDueDeliveriesCarryTheWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{WebhookEvents: tasks.WebhookEvents(), Workflows: map[string]tasks.Workflow{
+		"desk":   {Stages: []string{"edit", "review"}, SendBackHold: time.Hour},
+		"labels": {Overlap: 2},
+	}})
+	ann, bob := b.editor(t, "ann", "desk", "labels", "news"), b.editor(t, "bob", "desk")
+	ids := b.insert(t,
+		tasks.NewTask{Category: "desk", Title: "story"},
+		tasks.NewTask{Category: "labels", Title: "photo"},
+		tasks.NewTask{Category: "news", Title: "plain"},
+	)
+	story, photo, plain := ids[0], ids[1], ids[2]
+
+	// edit, review: send back, edit again, review: approve.
+	steps := []struct {
+		ed                *tasks.Editor
+		decision, notes   string
+		stage, nextStage  string
+		wantStatusPending bool
+	}{
+		{ann, "", "", "edit", "review", true},
+		{bob, tasks.DecisionSendBack, "fix the lede", "review", "edit", true},
+		{ann, tasks.DecisionApprove, "", "edit", "review", true},
+		{bob, tasks.DecisionApprove, "fine", "review", "", false},
+	}
+	fences := make([]int64, len(steps))
+	for i, s := range steps {
+		c := b.claim(t, story, s.ed.Holder(), s.ed.ID, time.Minute)
+		fences[i] = c.Fence
+		ended, err := b.submit(t, c, s.ed, s.decision, s.notes)
+		if err != nil {
+			t.Fatalf("step %d: submit at %s: %v", i, s.stage, err)
+		}
+		if (ended.Status == tasks.StatusPending) != s.wantStatusPending || ended.Stage != s.nextStage {
+			t.Fatalf("step %d: ended %+v, want stage %q", i, ended, s.nextStage)
+		}
+	}
+	c := b.claim(t, photo, ann.Holder(), ann.ID, time.Minute)
+	if _, err := b.submit(t, c, ann, "yes", ""); err != nil {
+		t.Fatal(err)
+	}
+	c = b.claim(t, plain, ann.Holder(), ann.ID, time.Minute)
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: plain, Fence: c.Fence, Holder: ann.Holder(), Result: rawJSON(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	// A release of the group's task: the group, but no stage.
+	other := b.insert(t, tasks.NewTask{Category: "labels", Title: "photo 2"})[0]
+	c = b.claim(t, other, ann.Holder(), ann.ID, time.Minute)
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: other, Fence: c.Fence, Holder: ann.Holder()}); err != nil {
+		t.Fatal(err)
+	}
+
+	subs := map[tasks.WebhookEvent][]string{tasks.WebhookSubmitted: {"a"}, tasks.WebhookReleased: {"a"}}
+	if _, err := b.store.FanOut(b.ctx, tasks.FanOutParams{Subscribers: subs, Limit: 100}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.store.DueDeliveries(b.ctx, tasks.DueDeliveriesParams{Webhook: "a", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != len(steps)+3 {
+		t.Fatalf("%d deliveries, want %d: %+v", len(ds), len(steps)+3, ds)
+	}
+	for i, s := range steps {
+		ev := ds[i].Event
+		if ev.TaskID != story || ev.Kind != tasks.WebhookSubmitted || ev.Fence != fences[i] || ev.EditorID != s.ed.ID ||
+			ev.StageName != s.stage || ev.Decision != s.decision || ev.Notes != s.notes || ev.NextStage != s.nextStage ||
+			ev.GroupID != 0 || ev.Overlap != 0 || string(ev.Result) != `{"by": "`+s.ed.Name+`"}` && string(ev.Result) != `{"by":"`+s.ed.Name+`"}` {
+			t.Errorf("step %d: event %+v, want stage %q decision %q notes %q next %q", i, ev, s.stage, s.decision, s.notes, s.nextStage)
+		}
+	}
+	if ev := ds[len(steps)].Event; ev.TaskID != photo || ev.GroupID != photo || ev.Overlap != 2 || ev.Decision != "yes" ||
+		ev.StageName != "" || ev.NextStage != "" {
+		t.Errorf("grouped task's event: %+v, want group %d of 2, decision yes, no stage", ev, photo)
+	}
+	if ev := ds[len(steps)+1].Event; ev.TaskID != plain || ev.GroupID != 0 || ev.Overlap != 0 || ev.Decision != "" ||
+		ev.Notes != "" || ev.StageName != "" || ev.NextStage != "" || string(ev.Result) != "1" {
+		t.Errorf("plain task's event: %+v, want no workflow fields", ev)
+	}
+	if ev := ds[len(steps)+2].Event; ev.TaskID != other || ev.Kind != tasks.WebhookReleased || ev.GroupID != other || ev.Overlap != 2 ||
+		ev.StageName != "" || ev.Decision != "" || ev.Result != nil {
+		t.Errorf("grouped task's release: %+v, want group %d of 2, no stage", ev, other)
+	}
+}

@@ -8,8 +8,17 @@
 //	{"cursor":"42","task_id":7,"fence":1,"category":"news","title":"…",
 //	 "holder":"editor:3","editor_id":3,"result":{…},"submitted_at":"2026-01-02T15:04:05.000Z"}
 //
+// A result of a task with stages or a group has, after those, the stage it
+// was submitted at, the submitter's decision and notes, and the task's group
+// and overlap, each only when set:
+//
+//	{…,"submitted_at":"…","stage":"review","decision":"send_back","notes":"fix the lede"}
+//	{…,"submitted_at":"…","decision":"cat","group_id":41,"overlap":3}
+//
 // A CSV file has a header row with Columns, then one row per result: the
-// result as compact JSON text, editor_id empty for a worker's result.
+// result as compact JSON text, editor_id empty for a worker's result. A
+// Writer made WithWorkflow writes WorkflowColumns instead, whose last five
+// cells are empty when not set.
 package exportfile
 
 import (
@@ -40,6 +49,34 @@ const (
 
 // Columns are the CSV columns, in order; key is empty for a task without one.
 var Columns = []string{"cursor", "task_id", "fence", "category", "title", "key", "holder", "editor_id", "result", "submitted_at"}
+
+// WorkflowColumns are Columns and the workflow's: the stage the result was
+// submitted at, the submitter's decision and notes, the task's group and how
+// many results the group asks for; each empty when not set.
+var WorkflowColumns = append(slices.Clip(Columns), "stage", "decision", "notes", "group_id", "overlap")
+
+// Line is a JSON line: a line of GET /v1/results, with the workflow's fields
+// of a result that has them.
+type Line struct {
+	wire.Result
+	// Stage is the stage the result was submitted at; Decision and Notes the
+	// submitter's. Omitted when empty.
+	Stage    string `json:"stage,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Notes    string `json:"notes,omitempty"`
+	// GroupID and Overlap, for a result of a task of a group.
+	GroupID int64 `json:"group_id,omitempty"`
+	Overlap int   `json:"overlap,omitempty"`
+}
+
+// LineOf returns r as its JSON line, its result JSON as the store holds it.
+func LineOf(r *tasks.Result) Line {
+	l := Line{Result: wire.ResultOf(r), Stage: r.StageName, Decision: r.Decision, Notes: r.Notes}
+	if r.GroupID != 0 {
+		l.GroupID, l.Overlap = r.GroupID, r.Overlap
+	}
+	return l
+}
 
 // maxRecordBytes bounds one record when reading a file back: a result is at
 // most tasks.MaxJSONBytes, a title 512 characters.
@@ -75,6 +112,8 @@ type Writer struct {
 	csv *csv.Writer
 	// header is the CSV header, still to be written before the first record.
 	header bool
+	// workflow: CSV rows have WorkflowColumns.
+	workflow bool
 }
 
 // NewWriter returns a Writer of format f on w. header asks for the CSV header
@@ -93,28 +132,44 @@ func NewWriter(w io.Writer, f Format, header bool) *Writer {
 	return ew
 }
 
+// WithWorkflow makes w's CSV rows (and header) have WorkflowColumns; it
+// changes nothing for JSON lines, which have the workflow's fields when set.
+// It returns w.
+func (w *Writer) WithWorkflow() *Writer {
+	w.workflow = true
+	return w
+}
+
 // Write writes one result.
 func (w *Writer) Write(r *tasks.Result) error {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, r.Result); err != nil {
 		return fmt.Errorf("result of task %d fence %d: %w", r.TaskID, r.Fence, err)
 	}
-	line := wire.ResultOf(r)
-	line.Result = compact.Bytes()
+	line := LineOf(r)
+	line.Result.Result = compact.Bytes()
 	if w.f != CSV {
 		return w.enc.Encode(line)
 	}
 	if err := w.writeHeader(); err != nil {
 		return err
 	}
-	editor := ""
-	if r.EditorID != 0 {
-		editor = strconv.FormatInt(r.EditorID, 10)
-	}
-	return w.csv.Write([]string{
+	row := []string{
 		line.Cursor, strconv.FormatInt(r.TaskID, 10), strconv.FormatInt(r.Fence, 10), r.Category, r.Title,
-		r.Key, r.Holder, editor, compact.String(), line.SubmittedAt,
-	})
+		r.Key, r.Holder, orEmpty(r.EditorID), compact.String(), line.SubmittedAt,
+	}
+	if w.workflow {
+		row = append(row, line.Stage, line.Decision, line.Notes, orEmpty(line.GroupID), orEmpty(int64(line.Overlap)))
+	}
+	return w.csv.Write(row)
+}
+
+// orEmpty is n in decimal, "" for 0.
+func orEmpty(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func (w *Writer) writeHeader() error {
@@ -122,6 +177,9 @@ func (w *Writer) writeHeader() error {
 		return nil
 	}
 	w.header = false
+	if w.workflow {
+		return w.csv.Write(WorkflowColumns)
+	}
 	return w.csv.Write(Columns)
 }
 
@@ -156,13 +214,15 @@ type End struct {
 	// short after them, by an export that was killed while writing it, is to
 	// be cut off before appending.
 	Size int64
-	// Header says the file has a CSV header row.
-	Header bool
+	// Header says the file has a CSV header row, and Workflow that it is
+	// WorkflowColumns (see Writer.WithWorkflow).
+	Header   bool
+	Workflow bool
 }
 
 // ErrNotExport means the file is not an export in the format: a record that
-// does not parse, a CSV header that is not Columns, or cursors that do not
-// grow.
+// does not parse, a CSV header that is neither Columns nor WorkflowColumns,
+// or cursors that do not grow.
 var ErrNotExport = errors.New("not an export file")
 
 // Resume reads an export file of format f to its end and reports it. Only the
@@ -233,7 +293,7 @@ func (e *End) add(s string, n int, size int64) error {
 func resumeCSV(file File) (End, error) {
 	var end End
 	r := csv.NewReader(file)
-	r.FieldsPerRecord = len(Columns)
+	r.FieldsPerRecord = 0 // the header's, Columns or WorkflowColumns
 	r.ReuseRecord = true
 	endsLine := func(offset int64) bool {
 		var b [1]byte
@@ -261,8 +321,9 @@ func resumeCSV(file File) (End, error) {
 		}
 		line, _ := r.FieldPos(0)
 		if !end.Header {
-			if !slices.Equal(rec, Columns) {
-				return end, fmt.Errorf("%w: the header is %q, want %q", ErrNotExport, rec, Columns)
+			end.Workflow = slices.Equal(rec, WorkflowColumns)
+			if !end.Workflow && !slices.Equal(rec, Columns) {
+				return end, fmt.Errorf("%w: the header is %q, want %q or %q", ErrNotExport, rec, Columns, WorkflowColumns)
 			}
 			end.Header, end.Size = true, offset
 			continue

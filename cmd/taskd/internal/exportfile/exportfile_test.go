@@ -154,3 +154,113 @@ func TestDetectFormat(t *testing.T) {
 		t.Error(".txt accepted")
 	}
 }
+
+// workflowResults are results of a task with stages and of a task of a group.
+func workflowResults() []tasks.Result {
+	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	return []tasks.Result{
+		{Cursor: 11, TaskID: 20, Fence: 1, Category: "desk", Title: "story", Holder: "editor:3", EditorID: 3,
+			Result: json.RawMessage(`{}`), SubmittedAt: at, Stage: 0, StageName: "edit", Overlap: 1},
+		{Cursor: 12, TaskID: 20, Fence: 2, Category: "desk", Title: "story", Holder: "editor:4", EditorID: 4,
+			Result: json.RawMessage(`{}`), SubmittedAt: at, Stage: 1, StageName: "review", Decision: tasks.DecisionSendBack,
+			Notes: "fix the lede,\n\"please\"", Overlap: 1},
+		{Cursor: 13, TaskID: 22, Fence: 1, Category: "labels", Title: "photo", Holder: "editor:4", EditorID: 4,
+			Result: json.RawMessage(`{"label": "cat"}`), SubmittedAt: at, Decision: "cat", GroupID: 21, Overlap: 3},
+	}
+}
+
+// TestJSONLinesOfAWorkflow: results of a workflow carry its fields after the
+// others, each only when set; a plain result has none (TestJSONLines).
+func TestJSONLinesOfAWorkflow(t *testing.T) {
+	t.Parallel()
+	data := write(t, JSONLines, true, workflowResults())
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	want := []string{
+		`{"cursor":"11","task_id":20,"fence":1,"category":"desk","title":"story","key":null,"holder":"editor:3","editor_id":3,` +
+			`"result":{},"submitted_at":"2026-01-02T15:04:05.000Z","stage":"edit"}`,
+		`{"cursor":"12","task_id":20,"fence":2,"category":"desk","title":"story","key":null,"holder":"editor:4","editor_id":4,` +
+			`"result":{},"submitted_at":"2026-01-02T15:04:05.000Z","stage":"review","decision":"send_back","notes":"fix the lede,\n\"please\""}`,
+		`{"cursor":"13","task_id":22,"fence":1,"category":"labels","title":"photo","key":null,"holder":"editor:4","editor_id":4,` +
+			`"result":{"label":"cat"},"submitted_at":"2026-01-02T15:04:05.000Z","decision":"cat","group_id":21,"overlap":3}`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), data)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d = %s\nwant     %s", i+1, lines[i], want[i])
+		}
+	}
+	// The plain results' lines end at submitted_at, as before workflows.
+	for _, l := range strings.Split(strings.TrimSpace(string(write(t, JSONLines, true, results()))), "\n") {
+		for _, k := range []string{`"stage"`, `"decision"`, `"notes"`, `"group_id"`, `"overlap"`} {
+			if strings.Contains(l, k) {
+				t.Errorf("a plain result's line has %s: %s", k, l)
+			}
+		}
+	}
+}
+
+// TestCSVOfAWorkflow: WithWorkflow adds the workflow's columns, empty when not
+// set; Resume tells such a file by its header.
+func TestCSVOfAWorkflow(t *testing.T) {
+	t.Parallel()
+	rs := append(results(), workflowResults()...)
+	var buf bytes.Buffer
+	w := NewWriter(&buf, CSV, true).WithWorkflow()
+	for i := range rs {
+		if err := w.Write(&rs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil || len(recs) != len(rs)+1 {
+		t.Fatalf("read back: %d records, %v:\n%s", len(recs), err, data)
+	}
+	if strings.Join(recs[0], ",") != strings.Join(Columns, ",")+",stage,decision,notes,group_id,overlap" {
+		t.Errorf("header = %q", recs[0])
+	}
+	for i, want := range [][]string{
+		{"", "", "", "", ""},
+		{"", "", "", "", ""},
+		{"edit", "", "", "", ""},
+		{"review", "send_back", "fix the lede,\n\"please\"", "", ""},
+		{"", "cat", "", "21", "3"},
+	} {
+		if got := recs[i+1][len(Columns):]; strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("row %d: workflow cells %q, want %q", i+1, got, want)
+		}
+		plain, err := csv.NewReader(bytes.NewReader(write(t, CSV, false, rs[i:i+1]))).Read()
+		if got := recs[i+1][:len(Columns)]; err != nil || strings.Join(got, "|") != strings.Join(plain, "|") {
+			t.Errorf("row %d: first cells %q, want the plain row's %q (%v)", i+1, got, plain, err)
+		}
+	}
+	end, err := Resume(bytes.NewReader(data), CSV)
+	if err != nil || end != (End{Cursor: 13, Records: int64(len(rs)), Size: int64(len(data)), Header: true, Workflow: true}) {
+		t.Errorf("resume = %+v, %v", end, err)
+	}
+	// A plain file is not one of the workflow's, nor the other way round.
+	plain := write(t, CSV, true, results())
+	if end, err := Resume(bytes.NewReader(plain), CSV); err != nil || end.Workflow || !end.Header {
+		t.Errorf("resume of a plain file = %+v, %v", end, err)
+	}
+	// A row with the workflow's cells in a plain file is refused.
+	var tail bytes.Buffer
+	w = NewWriter(&tail, CSV, false).WithWorkflow()
+	for _, r := range workflowResults() {
+		if err := w.Write(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mixed := append(plain, tail.Bytes()...)
+	if end, err := Resume(bytes.NewReader(mixed), CSV); !errors.Is(err, ErrNotExport) {
+		t.Errorf("resume of a plain file with workflow rows = %+v, %v; want ErrNotExport", end, err)
+	}
+}

@@ -5,17 +5,23 @@
 // JSON lines: one object per line, with the fields of POST /v1/tasks:
 //
 //	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3,
-//	 "key": "article-81", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z"}
+//	 "key": "article-81", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z",
+//	 "stages": ["edit", "review"], "overlap": 2}
 //
 // category and title are required; unknown fields are refused; a null payload
 // is the default, {}; blank lines are skipped. key is a unique external id (a
 // task whose key exists is not imported again); run_after and due_at are RFC
-// 3339 times.
+// 3339 times. stages are the task's own stages in order ([] for one stage,
+// whatever its category says) and overlap how many independent results it
+// asks for, 1..tasks.MaxOverlap; absent or null, the category's.
 //
 // CSV: a header row naming the columns, in any order: category and title
-// (required), priority, payload (a JSON object), max_attempts, key, run_after
-// and due_at. Empty cells take the defaults (priority 0, payload {},
-// max_attempts from the store, no key, no run_after, no due_at).
+// (required), priority, payload (a JSON object), max_attempts, key, run_after,
+// due_at, stages and overlap. Empty cells take the defaults (priority 0,
+// payload {}, max_attempts from the store, no key, no run_after, no due_at,
+// the category's stages and overlap). A stages cell lists the stages
+// separated by commas (edit,review), or is a JSON array (["edit","review"],
+// and [] for one stage).
 // Quoted cells may span lines; a record's line is where it starts.
 //
 // The reader checks the form of each record, and that the strings of a JSON line
@@ -169,7 +175,7 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
-	var jt wire.NewTask
+	var jt jsonTask
 	if err := dec.Decode(&jt); err != nil {
 		return tasks.NewTask{}, jsonError(err)
 	}
@@ -197,7 +203,56 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if t.DueAt, err = parseTime("due_at", dueAt); err != nil {
 		return t, err
 	}
+	t.Stages = jt.Stages
+	if jt.Overlap != nil {
+		if t.Overlap, err = checkOverlap(*jt.Overlap); err != nil {
+			return t, err
+		}
+	}
 	return t, nil
+}
+
+// jsonTask is a JSON line: a task of POST /v1/tasks, with its workflow.
+type jsonTask struct {
+	wire.NewTask
+	// Stages, when not null, are the task's own stages; [] is one stage.
+	Stages []string `json:"stages"`
+	// Overlap, when not null, is how many results the task asks for.
+	Overlap *int `json:"overlap"`
+}
+
+// checkOverlap returns an overlap given in a record: 1..tasks.MaxOverlap (0,
+// the category's, is what leaving it out says).
+func checkOverlap(n int) (int, error) {
+	if n < 1 || n > tasks.MaxOverlap {
+		return 0, fmt.Errorf("overlap must be 1..%d, got %d", tasks.MaxOverlap, n)
+	}
+	return n, nil
+}
+
+// parseStages reads a CSV stages cell: names separated by commas, spaces
+// around them dropped, or a JSON array of names ([] for one stage). Whether
+// the names are stage names is for the store's validation.
+func parseStages(cell string) ([]string, error) {
+	cell = strings.TrimSpace(cell)
+	if strings.HasPrefix(cell, "[") {
+		var stages []string
+		if err := json.Unmarshal([]byte(cell), &stages); err != nil {
+			return nil, fmt.Errorf("stages: want names separated by commas or a JSON array of strings, got %q", cell)
+		}
+		if stages == nil {
+			stages = []string{}
+		}
+		return stages, nil
+	}
+	stages := strings.Split(cell, ",")
+	for i, s := range stages {
+		stages[i] = strings.TrimSpace(s)
+		if stages[i] == "" {
+			return nil, fmt.Errorf("stages: an empty stage name in %q", cell)
+		}
+	}
+	return stages, nil
 }
 
 // parseTime parses an optional RFC 3339 time as wire.ParseTime does, but
@@ -223,10 +278,13 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		kind := jsonKind(typeErr.Type.Kind().String())
+		// The path of a field of the embedded wire.NewTask starts with its
+		// type's name, which the file does not show.
+		field := strings.TrimPrefix(typeErr.Field, "NewTask.")
 		if n, ok := strings.CutPrefix(typeErr.Value, "number "); ok && kind == "an integer" && !strings.ContainsAny(n, ".eE") {
-			return fmt.Errorf("%s: %s is out of range", typeErr.Field, n)
+			return fmt.Errorf("%s: %s is out of range", field, n)
 		}
-		return fmt.Errorf("%s: want %s, got %s", typeErr.Field, kind, typeErr.Value)
+		return fmt.Errorf("%s: want %s, got %s", field, kind, typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("invalid JSON at byte %d: %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -241,12 +299,14 @@ func jsonKind(kind string) string {
 		return "an integer"
 	case "string":
 		return "a string"
+	case "slice":
+		return "an array"
 	}
 	return kind
 }
 
 // csvColumns are the columns a CSV header may name.
-var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "run_after", "due_at"}
+var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "run_after", "due_at", "stages", "overlap"}
 
 type csvReader struct {
 	r   *csv.Reader
@@ -344,6 +404,21 @@ func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
 			if *f.dst, err = parseTime(f.name, &s); err != nil {
 				return t, err
 			}
+		}
+	}
+	if s, ok := cell("stages"); ok && strings.TrimSpace(s) != "" {
+		var err error
+		if t.Stages, err = parseStages(s); err != nil {
+			return t, err
+		}
+	}
+	if s, ok := cell("overlap"); ok && strings.TrimSpace(s) != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return t, fmt.Errorf("overlap: want an integer, got %q", s)
+		}
+		if t.Overlap, err = checkOverlap(n); err != nil {
+			return t, err
 		}
 	}
 	return t, nil

@@ -209,3 +209,72 @@ func TestIntegersOutOfRange(t *testing.T) {
 		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// workflowOutcome is a record as "line: ok stages overlap" (stages "nil" when
+// the category's, "[]" for one stage) or "line: ERR error".
+func workflowOutcome(rec Record) string {
+	if rec.Err != nil {
+		return itoa(rec.Line) + " ERR " + rec.Err.Error()
+	}
+	stages := "nil"
+	if rec.Task.Stages != nil {
+		stages = "[" + strings.Join(rec.Task.Stages, " ") + "]"
+	}
+	return strings.Join([]string{itoa(rec.Line), "ok", rec.Task.Title, stages, itoa(rec.Task.Overlap)}, " ")
+}
+
+// TestWorkflow checks that records carry their stages and overlap in both
+// formats: absent or empty for the category's, [] for one stage; and that a
+// bad form is reported with the record's line.
+func TestWorkflow(t *testing.T) {
+	t.Parallel()
+	check := func(name string, recs []Record, want []string) {
+		t.Helper()
+		var got []string
+		for _, rec := range recs {
+			got = append(got, workflowOutcome(rec))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s records:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	check("JSON", readAll(t, `{"category":"desk","title":"a","stages":["edit","review"],"overlap":2}
+{"category":"desk","title":"b","stages":[]}
+{"category":"desk","title":"c"}
+{"category":"desk","title":"d","stages":null,"overlap":null}
+{"category":"desk","title":"e","overlap":0}
+{"category":"desk","title":"f","overlap":10}
+{"category":"desk","title":"g","stages":"edit,review"}
+{"category":"desk","title":"h","overlap":"2"}
+{"category":"desk","title":"i","stages":["edit",1]}
+`, JSONLines), []string{
+		"1 ok a [edit review] 2",
+		"2 ok b [] 0",
+		"3 ok c nil 0",
+		"4 ok d nil 0",
+		"5 ERR overlap must be 1..9, got 0",
+		"6 ERR overlap must be 1..9, got 10",
+		"7 ERR stages: want an array, got string",
+		"8 ERR overlap: want an integer, got string",
+		"9 ERR stages: want a string, got number",
+	})
+	check("CSV", readAll(t, `category,title,stages,overlap
+desk,a,"edit, review",2
+desk,b,[],
+desk,c,,
+desk,d,"[""edit"",""review""]", 1
+desk,e,"edit,,review",
+desk,f,,0
+desk,g,,x
+desk,h,[edit],
+`, CSV), []string{
+		"2 ok a [edit review] 2",
+		"3 ok b [] 0",
+		"4 ok c nil 0",
+		"5 ok d [edit review] 1",
+		`6 ERR stages: an empty stage name in "edit,,review"`,
+		"7 ERR overlap must be 1..9, got 0",
+		`8 ERR overlap: want an integer, got "x"`,
+		`9 ERR stages: want names separated by commas or a JSON array of strings, got "[edit]"`,
+	})
+}
