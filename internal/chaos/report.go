@@ -52,13 +52,26 @@ type PhaseReport struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Seconds    float64       `json:"seconds"`
-	Config     ReportConfig  `json:"config"`
-	Phases     []PhaseReport `json:"phases"`
-	Totals     PhaseReport   `json:"totals"`
-	Checks     []CheckResult `json:"checks"`
-	Hostile    hostileResult `json:"hostile"`
-	Violations []Violation   `json:"violations"`
+	// Workload describes the editors' work: the default one, or the
+	// workflow pass's (Config.Workflow).
+	Workload string `json:"workload"`
+	// Decisions counts the workflow pass's acknowledged reviews and labels.
+	Decisions  *DecisionCounts `json:"decisions,omitempty"`
+	Seconds    float64         `json:"seconds"`
+	Config     ReportConfig    `json:"config"`
+	Phases     []PhaseReport   `json:"phases"`
+	Totals     PhaseReport     `json:"totals"`
+	Checks     []CheckResult   `json:"checks"`
+	Hostile    hostileResult   `json:"hostile"`
+	Violations []Violation     `json:"violations"`
+}
+
+// DecisionCounts are the decisions of the workflow pass's acknowledged
+// submits.
+type DecisionCounts struct {
+	Approved int64 `json:"approved"`
+	SentBack int64 `json:"sent_back"`
+	Labelled int64 `json:"labelled"`
 }
 
 // ReportConfig is the part of Config a reader of the report needs.
@@ -75,7 +88,10 @@ type ReportConfig struct {
 }
 
 func (h *harness) report(d time.Duration) *Report {
-	r := &Report{Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	if h.cfg.Workflow {
+		r.Decisions = &DecisionCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(), Labelled: h.stats.labelled.Load()}
+	}
 	c := h.cfg
 	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
 		SlackSeconds: c.Slack.Seconds(), BoundSeconds: c.RequestBound.Seconds(), HangSeconds: c.HangFor.Seconds(), Soak: c.Soak}
@@ -123,6 +139,10 @@ func (h *harness) report(d time.Duration) *Report {
 
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "workload %s\n", r.Workload)
+	if d := r.Decisions; d != nil {
+		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d\n", d.Approved, d.SentBack, d.Labelled)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")
 	row := func(p PhaseReport) {
