@@ -88,6 +88,7 @@ type claimHistory struct {
 type trail struct {
 	claims   map[claimRef]*claimHistory
 	claimed  int64 // 'claimed' events
+	beside   int64 // claims an editor took while it held another
 	findings []finding
 }
 
@@ -159,6 +160,9 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 				if !stillHeld(prev, ev.At) {
 					delete(held, prev)
 				}
+			}
+			if len(held) > 0 {
+				tr.beside++
 			}
 			capOf := max(1, capacity[ev.EditorID])
 			if len(held) >= capOf {
@@ -453,6 +457,7 @@ func (h *harness) check(ctx context.Context) error {
 	}
 	tr := auditTrail(events, taskRows, capacity, h.galera != nil, h.cfg.Lease)
 	claims := tr.claims
+	h.beside = tr.beside
 	order := "id order"
 	if h.galera != nil {
 		order = "time order"

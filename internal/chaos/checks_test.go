@@ -49,6 +49,9 @@ func TestAuditTrailKeepsEachEditorWithinItsCapacity(t *testing.T) {
 	ok := (&history{}).add("claimed", 1, 1, 7).add("claimed", 2, 1, 7).add("submitted", 1, 1, 7).add("claimed", 3, 1, 7)
 	tr := auditTrail(ok.events, tasks, capacity, false, time.Second)
 	wantFindings(t, "within capacity", tr.findings, 0, "")
+	if tr.beside != 2 {
+		t.Errorf("%d claims beside another, want 2", tr.beside)
+	}
 	if tr.claimed != 3 || len(tr.claims) != 3 || tr.claims[claimRef{1, 1}].end == nil || tr.claims[claimRef{2, 1}].end != nil {
 		t.Errorf("claims %+v (%d claimed), want 3, task 1's ended and task 2's open", tr.claims, tr.claimed)
 	}

@@ -55,8 +55,8 @@ type Report struct {
 	// Workload describes the editors' work: the default one, or the
 	// workflow pass's (Config.Workflow).
 	Workload string `json:"workload"`
-	// Decisions counts the workflow pass's acknowledged reviews and labels.
-	Decisions  *DecisionCounts `json:"decisions,omitempty"`
+	// Workflow counts what the workflow pass did.
+	Workflow   *WorkflowCounts `json:"workflow,omitempty"`
 	Seconds    float64         `json:"seconds"`
 	Config     ReportConfig    `json:"config"`
 	Phases     []PhaseReport   `json:"phases"`
@@ -66,12 +66,14 @@ type Report struct {
 	Violations []Violation     `json:"violations"`
 }
 
-// DecisionCounts are the decisions of the workflow pass's acknowledged
-// submits.
-type DecisionCounts struct {
-	Approved int64 `json:"approved"`
-	SentBack int64 `json:"sent_back"`
-	Labelled int64 `json:"labelled"`
+// WorkflowCounts are what the workflow pass did: the decisions of its
+// acknowledged submits, and the claims editors took while holding another
+// (task_events), which only capacities above 1 allow.
+type WorkflowCounts struct {
+	Approved   int64 `json:"approved"`
+	SentBack   int64 `json:"sent_back"`
+	Labelled   int64 `json:"labelled"`
+	HeldBeside int64 `json:"claims_beside_another"`
 }
 
 // ReportConfig is the part of Config a reader of the report needs.
@@ -90,7 +92,8 @@ type ReportConfig struct {
 func (h *harness) report(d time.Duration) *Report {
 	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
 	if h.cfg.Workflow {
-		r.Decisions = &DecisionCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(), Labelled: h.stats.labelled.Load()}
+		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
+			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside}
 	}
 	c := h.cfg
 	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
@@ -140,8 +143,9 @@ func (h *harness) report(d time.Duration) *Report {
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "workload %s\n", r.Workload)
-	if d := r.Decisions; d != nil {
-		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d\n", d.Approved, d.SentBack, d.Labelled)
+	if c := r.Workflow; c != nil {
+		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d; claims taken beside another %d\n",
+			c.Approved, c.SentBack, c.Labelled, c.HeldBeside)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")

@@ -129,6 +129,7 @@ type harness struct {
 	// result alone.
 	decisions bool
 	stats     workflowStats
+	beside    int64     // claims taken beside another, from the audit trail
 	editors   []*editor // the simulated editors
 	extra     []*editor // probes and others outside the editors' loop
 
