@@ -66,8 +66,8 @@ type Config struct {
 	// under dispatch.fair_share, with editors that hold two or three claims
 	// at once and editors limited to the review stage. The categories are
 	// the taskd config's (a config.yaml the harness writes); the editors'
-	// capacities and stages are set in the database before their first
-	// request. Categories is then ignored.
+	// capacities and stages are given as POST /v1/editors creates them.
+	// Categories is then ignored.
 	Workflow bool
 	// Logf receives progress lines; default none.
 	Logf func(format string, args ...any)
@@ -456,14 +456,27 @@ func (h *harness) adminCall(ctx context.Context, method, path string, body any, 
 }
 
 func (h *harness) createEditor(ctx context.Context, name string, cats ...string) (*editor, error) {
+	return h.createEditorWith(ctx, name, cats, 1, nil)
+}
+
+// createEditorWith creates an editor of capacity claims at once, limited to
+// stages of some of its categories (nil: none).
+func (h *harness) createEditorWith(ctx context.Context, name string, cats []string, capacity int, stages map[string][]string) (*editor, error) {
+	body := map[string]any{"name": name, "categories": cats}
+	if capacity > 1 {
+		body["capacity"] = capacity
+	}
+	if stages != nil {
+		body["stages"] = stages
+	}
 	var out struct {
 		ID    int64  `json:"id"`
 		Token string `json:"token"`
 	}
-	if err := h.adminCall(ctx, "POST", "/v1/editors", map[string]any{"name": name, "categories": cats}, http.StatusCreated, &out); err != nil {
+	if err := h.adminCall(ctx, "POST", "/v1/editors", body, http.StatusCreated, &out); err != nil {
 		return nil, err
 	}
-	return &editor{id: out.ID, name: name, token: out.Token, categories: cats, capacity: 1, client: newHTTPClient(),
+	return &editor{id: out.ID, name: name, token: out.Token, categories: cats, capacity: max(1, capacity), client: newHTTPClient(),
 		seen: make(map[claimRef]bool), walkedAway: make(map[claimRef]bool)}, nil
 }
 

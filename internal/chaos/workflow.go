@@ -95,59 +95,36 @@ func workflowOf(name string) *workflowCategory {
 // workflowEditors creates the workflow pass's editors: each in one category
 // and maybe another; every fifth in desk and plain, limited to desk's review
 // stage; editor i of capacity 2 when i%4 == 1, 3 when i%4 == 3, else 1.
-// Capacities and stages are the harness's setup: it writes them to the
-// editors' rows (editors.capacity, editor_categories.stages) before the
-// editors' first request, so that every replica reads them as it first
-// authenticates each editor. Then it asks the API whether a submit takes a
-// decision.
+// Then it asks the API whether a submit takes a decision.
 func (h *harness) workflowEditors(ctx context.Context) error {
 	for i := range h.cfg.Editors {
 		main := workflowCategories[i%len(workflowCategories)].name
 		cats := []string{main}
+		var stages map[string][]string
 		reviewer := i%reviewerEvery == reviewerEvery-1
 		if reviewer {
 			cats = []string{"desk", "plain"}
+			stages = map[string][]string{"desk": {"review"}}
 		} else if extra := h.cats[rand.IntN(len(h.cats))]; extra != main {
 			cats = append(cats, extra)
 		}
-		e, err := h.createEditor(ctx, fmt.Sprintf("editor-%03d", i), cats...)
+		capacity := 1
+		switch i % 4 {
+		case 1:
+			capacity = 2
+		case 3:
+			capacity = 3
+		}
+		e, err := h.createEditorWith(ctx, fmt.Sprintf("editor-%03d", i), cats, capacity, stages)
 		if err != nil {
 			return err
 		}
-		switch i % 4 {
-		case 1:
-			e.capacity = 2
-		case 3:
-			e.capacity = 3
-		}
-		if e.capacity > 1 {
-			if err := h.execOne(ctx, "UPDATE editors SET capacity = ? WHERE id = ?", e.capacity, e.id); err != nil {
-				return fmt.Errorf("editor %d's capacity: %w", e.id, err)
-			}
-		}
-		if reviewer {
-			e.reviewOnly = true
-			if err := h.execOne(ctx, "UPDATE editor_categories SET stages = 'review' WHERE editor_id = ? AND category = 'desk'", e.id); err != nil {
-				return fmt.Errorf("editor %d's stages: %w", e.id, err)
-			}
-		}
+		e.reviewOnly = reviewer
 		h.editors = append(h.editors, e)
 	}
 	var err error
 	h.decisions, err = h.probeDecisions(ctx, h.editors[0])
 	return err
-}
-
-// execOne runs a statement that must change one row.
-func (h *harness) execOne(ctx context.Context, query string, args ...any) error {
-	res, err := h.sql.ExecContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("%d rows changed, want 1 (%v)", n, err)
-	}
-	return nil
 }
 
 // probeDecisions asks whether the API takes a submit's decision and notes:
@@ -283,7 +260,6 @@ func (h *harness) submitBody(ctx context.Context, e *editor, a *assignment) map[
 		result["label"] = label
 		if h.decisions {
 			body["decision"] = label
-			h.stats.labelled.Add(1)
 		}
 	case "desk":
 		if !h.decisions {
@@ -308,6 +284,9 @@ func (h *harness) counted(body map[string]any) {
 		h.stats.sendBacks.Add(1)
 	case "approve":
 		h.stats.approvals.Add(1)
+	case nil:
+	default:
+		h.stats.labelled.Add(1)
 	}
 }
 
