@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -331,6 +332,33 @@ func checkGroupResults(tasks map[int64]taskRow, results []resultRow) (int64, []f
 	return n, fs
 }
 
+// agreement counts the groups with a result in every task, and those of
+// them whose results' decisions are all equal.
+func agreement(tasks map[int64]taskRow, results []resultRow) (groups, agreeing int64) {
+	size := make(map[int64]int)
+	for _, t := range tasks {
+		if t.group != 0 {
+			size[t.group]++
+		}
+	}
+	decisions := make(map[int64][]string)
+	for _, r := range results {
+		if g := tasks[r.Task].group; g != 0 {
+			decisions[g] = append(decisions[g], r.decision)
+		}
+	}
+	for g, ds := range decisions {
+		if len(ds) != size[g] {
+			continue
+		}
+		groups++
+		if !slices.ContainsFunc(ds, func(d string) bool { return d != ds[0] }) {
+			agreeing++
+		}
+	}
+	return groups, agreeing
+}
+
 // checkSentBack checks that a task sent back was claimed first by the
 // editor of the latest result at the stage it went back to, or not before
 // the category's hold had passed (less earlyTolerance).
@@ -468,6 +496,7 @@ func (h *harness) check(ctx context.Context) error {
 	addFound("each result by the holder of its claim", n, fs)
 	n, fs = checkFourEyes(byTask)
 	addFound("four eyes: no editor with results at two stages of a task", n, fs)
+	h.groups, h.agreeing = agreement(taskRows, results)
 	n, fs = checkGroupResults(taskRows, results)
 	addFound("one slot of a group per editor (results)", n, fs)
 	if h.cfg.Workflow {

@@ -242,3 +242,16 @@ func TestCheckSentBack(t *testing.T) {
 		}
 	}
 }
+
+func TestAgreement(t *testing.T) {
+	t.Parallel()
+	tasks := map[int64]taskRow{10: {group: 10}, 11: {group: 10}, 12: {group: 12}, 13: {group: 12}, 14: {group: 14}, 15: {group: 14}, 20: {}}
+	results := []resultRow{
+		{claimRef: claimRef{10, 1}, decision: "news"}, {claimRef: claimRef{11, 1}, decision: "news"},
+		{claimRef: claimRef{12, 1}, decision: "news"}, {claimRef: claimRef{13, 1}, decision: "sport"},
+		{claimRef: claimRef{14, 1}, decision: "news"}, {claimRef: claimRef{20, 1}, decision: "news"},
+	}
+	if groups, agreeing := agreement(tasks, results); groups != 2 || agreeing != 1 {
+		t.Errorf("agreement = %d groups, %d agreeing; want 2 complete groups, 1 agreeing", groups, agreeing)
+	}
+}

@@ -74,6 +74,10 @@ type WorkflowCounts struct {
 	SentBack   int64 `json:"sent_back"`
 	Labelled   int64 `json:"labelled"`
 	HeldBeside int64 `json:"claims_beside_another"`
+	// Groups are the overlapped tasks with all their results in; Agreeing
+	// those whose results' decisions are equal.
+	Groups   int64 `json:"groups"`
+	Agreeing int64 `json:"groups_agreeing"`
 }
 
 // ReportConfig is the part of Config a reader of the report needs.
@@ -93,7 +97,7 @@ func (h *harness) report(d time.Duration) *Report {
 	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
 	if h.cfg.Workflow {
 		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
-			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside}
+			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside, Groups: h.groups, Agreeing: h.agreeing}
 	}
 	c := h.cfg
 	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
@@ -144,8 +148,8 @@ func (h *harness) report(d time.Duration) *Report {
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "workload %s\n", r.Workload)
 	if c := r.Workflow; c != nil {
-		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d; claims taken beside another %d\n",
-			c.Approved, c.SentBack, c.Labelled, c.HeldBeside)
+		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d, %d of %d groups agreeing; claims taken beside another %d\n",
+			c.Approved, c.SentBack, c.Labelled, c.Agreeing, c.Groups, c.HeldBeside)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")

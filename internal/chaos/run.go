@@ -130,6 +130,8 @@ type harness struct {
 	decisions bool
 	stats     workflowStats
 	beside    int64     // claims taken beside another, from the audit trail
+	groups    int64     // groups with every result in
+	agreeing  int64     // of which all decisions are equal
 	editors   []*editor // the simulated editors
 	extra     []*editor // probes and others outside the editors' loop
 
