@@ -96,7 +96,7 @@ type trail struct {
 // auditTrail walks task_events in order and checks, at each claim, that the
 // fence was not claimed before, that the editor then holds fewer claims than
 // its capacity (1 when capacity has no entry), and that none of the claims
-// it holds is of the same group. With inTimeOrder (Galera: event ids are
+// it holds, nor any task it submitted, is another task of the same group. With inTimeOrder (Galera: event ids are
 // allocated per node, so events come in time order, and two events of one
 // millisecond may come in either order) a claim counts as ended when its end
 // event has the same time as the next claim or an earlier one, or by expiry
@@ -105,6 +105,8 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 	tr := &trail{claims: make(map[claimRef]*claimHistory)}
 	claims := tr.claims
 	open := make(map[int64]map[claimRef]bool) // editor -> its open claims
+	type edGroup struct{ editor, group int64 }
+	submitted := make(map[edGroup]int64) // an editor's submitted task of a group
 	endedAt, expiredEnd := make(map[claimRef]time.Time), make(map[claimRef]bool)
 	firstEnd := make(map[claimRef]*event)
 	if inTimeOrder {
@@ -177,6 +179,11 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 					ev.EditorID, capOf, ev.TaskID, ev.Fence, ev.ID, prev))
 			}
 			g := groupOf(tasks, ev.TaskID)
+			if t, ok := submitted[edGroup{ev.EditorID, g}]; ok && t != ev.TaskID {
+				tr.findings = append(tr.findings, found("one slot of a group per editor",
+					"editor %d claimed task %d (fence %d, event %d) after it submitted task %d of the same group %d",
+					ev.EditorID, ev.TaskID, ev.Fence, ev.ID, t, g))
+			}
 			for prev := range held {
 				if prev.Task != ev.TaskID && groupOf(tasks, prev.Task) == g {
 					tr.findings = append(tr.findings, found("one slot of a group per editor",
@@ -196,6 +203,9 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 			}
 			c.end = ev
 			delete(open[c.editor], k)
+			if ev.Kind == "submitted" && c.editor != 0 {
+				submitted[edGroup{c.editor, groupOf(tasks, k.Task)}] = k.Task
+			}
 		}
 	}
 	return tr

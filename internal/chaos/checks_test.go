@@ -101,6 +101,10 @@ func TestAuditTrailFindsTwoSlotsOfAGroupHeldAtOnce(t *testing.T) {
 	bad := (&history{}).add("claimed", 10, 1, 7).add("claimed", 20, 1, 7).add("claimed", 12, 1, 7)
 	wantFindings(t, "two slots held", auditTrail(bad.events, tasks, capacity, false, time.Second).findings, 1,
 		"one slot of a group per editor", "task 12", "task 10", "group 10")
+
+	after := (&history{}).add("claimed", 10, 1, 7).add("submitted", 10, 1, 7).add("claimed", 11, 1, 7)
+	wantFindings(t, "a slot after submitting another", auditTrail(after.events, tasks, capacity, false, time.Second).findings, 1,
+		"one slot of a group per editor", "task 11", "submitted task 10", "group 10")
 }
 
 func TestCheckResultHolders(t *testing.T) {
