@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -48,7 +49,8 @@ type taskRow struct {
 	category   string
 	stage      int
 	stageCount int
-	group      int64 // group_id; 0 for a task that asks for one result
+	stages     []string // the stages' names, none for a task of one stage
+	group      int64    // group_id; 0 for a task that asks for one result
 }
 
 // resultRow is an accepted result as the checks read it.
@@ -342,6 +344,56 @@ func checkGroupResults(tasks map[int64]taskRow, results []resultRow) (int64, []f
 	return n, fs
 }
 
+// editorCategory names an editor's category.
+type editorCategory struct {
+	editor   int64
+	category string
+}
+
+// checkClaimStages checks each claim of a task with stages at the claim's
+// stage, the stage the task's results before the claim's fence lead to: the
+// editor's categories give it that stage (limits has the editor's stages of
+// the category, none for every stage), and it has no result at another
+// stage of the task before (four eyes, as the claim saw it).
+func checkClaimStages(tasks map[int64]taskRow, byTask map[int64][]resultRow, claims map[claimRef]*claimHistory, limits map[editorCategory][]string) (int64, []finding) {
+	var fs []finding
+	var n int64
+	for k, c := range claims {
+		t := tasks[k.Task]
+		if len(t.stages) == 0 || c.editor == 0 {
+			continue
+		}
+		n++
+		stage := 0
+		for _, r := range byTask[k.Task] {
+			if r.Fence >= k.Fence {
+				break
+			}
+			if r.decision == "send_back" {
+				stage = max(0, r.stage-1)
+			} else {
+				stage = r.stage + 1
+			}
+		}
+		if stage >= len(t.stages) {
+			continue // past the last stage: checkStageOrder says so
+		}
+		name := t.stages[stage]
+		if l, ok := limits[editorCategory{c.editor, t.category}]; ok && len(l) > 0 && !slices.Contains(l, name) {
+			fs = append(fs, found("claims at a stage the editor may take", "editor %d claimed task %d fence %d at stage %s; its stages of %s are %v",
+				c.editor, k.Task, k.Fence, name, t.category, l))
+		}
+		for _, r := range byTask[k.Task] {
+			if r.Fence < k.Fence && r.editor == c.editor && r.stage != stage {
+				fs = append(fs, found("four eyes: no editor at two stages of a task", "editor %d claimed task %d fence %d at stage %d after its result at stage %d (fence %d)",
+					c.editor, k.Task, k.Fence, stage, r.stage, r.Fence))
+				break
+			}
+		}
+	}
+	return n, fs
+}
+
 // agreement counts the groups with a result in every task, and those of
 // them whose results' decisions are all equal.
 func agreement(tasks map[int64]taskRow, results []resultRow) (groups, agreeing int64) {
@@ -442,10 +494,11 @@ func (h *harness) check(ctx context.Context) error {
 		add(name, checked, v0)
 	}
 
-	taskRows, results, capacity, err := h.readFacts(ctx)
+	f, err := h.readFacts(ctx)
 	if err != nil {
 		return err
 	}
+	taskRows, results := f.tasks, f.results
 	resultAt := make(map[claimRef]resultRow, len(results))
 	for _, r := range results {
 		resultAt[r.claimRef] = r
@@ -493,7 +546,7 @@ func (h *harness) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tr := auditTrail(events, taskRows, capacity, h.galera != nil, h.cfg.Lease)
+	tr := auditTrail(events, taskRows, f.capacity, h.galera != nil, h.cfg.Lease)
 	claims := tr.claims
 	h.beside = tr.beside
 	order := "id order"
@@ -506,6 +559,8 @@ func (h *harness) check(ctx context.Context) error {
 	addFound("each result by the holder of its claim", n, fs)
 	n, fs = checkFourEyes(byTask)
 	addFound("four eyes: no editor with results at two stages of a task", n, fs)
+	n, fs = checkClaimStages(taskRows, byTask, claims, f.limits)
+	addFound("claims of a staged task at a stage the editor may take, four eyes held", n, fs)
 	h.groups, h.agreeing = agreement(taskRows, results)
 	n, fs = checkGroupResults(taskRows, results)
 	addFound("one slot of a group per editor (results)", n, fs)
@@ -610,61 +665,91 @@ func (h *harness) check(ctx context.Context) error {
 	return nil
 }
 
-// readFacts reads the tasks, the results and the editors' capacities.
-func (h *harness) readFacts(ctx context.Context) (map[int64]taskRow, []resultRow, map[int64]int, error) {
-	taskRows := make(map[int64]taskRow)
-	rows, err := h.sql.QueryContext(ctx, "SELECT id, fence, status, category, stage, stage_count, COALESCE(group_id, 0) FROM tasks")
+// facts are the tables the checks read.
+type facts struct {
+	tasks    map[int64]taskRow
+	results  []resultRow // in (task_id, fence) order
+	capacity map[int64]int
+	limits   map[editorCategory][]string // editor_categories.stages, where set
+}
+
+// readFacts reads the tasks, the results, the editors' capacities and their
+// stage limits.
+func (h *harness) readFacts(ctx context.Context) (*facts, error) {
+	f := &facts{tasks: make(map[int64]taskRow), capacity: make(map[int64]int), limits: make(map[editorCategory][]string)}
+	err := h.query(ctx, "read tasks", "SELECT id, fence, status, category, stage, stage_count, COALESCE(stages, ''), COALESCE(group_id, 0) FROM tasks",
+		func(scan func(...any) error) error {
+			var id int64
+			var t taskRow
+			var stages string
+			if err := scan(&id, &t.fence, &t.status, &t.category, &t.stage, &t.stageCount, &stages, &t.group); err != nil {
+				return err
+			}
+			if stages != "" {
+				t.stages = strings.Split(stages, ",")
+			}
+			f.tasks[id] = t
+			return nil
+		})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read tasks: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
+	err = h.query(ctx, "read results", "SELECT task_id, fence, COALESCE(editor_id, 0), stage, COALESCE(decision, ''), submitted_at FROM task_results ORDER BY task_id, fence",
+		func(scan func(...any) error) error {
+			var r resultRow
+			if err := scan(&r.Task, &r.Fence, &r.editor, &r.stage, &r.decision, &r.at); err != nil {
+				return err
+			}
+			f.results = append(f.results, r)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = h.query(ctx, "read editors", "SELECT id, capacity FROM editors", func(scan func(...any) error) error {
 		var id int64
-		var t taskRow
-		if err := rows.Scan(&id, &t.fence, &t.status, &t.category, &t.stage, &t.stageCount, &t.group); err != nil {
-			rows.Close()
-			return nil, nil, nil, fmt.Errorf("read tasks: %w", err)
+		var c int
+		if err := scan(&id, &c); err != nil {
+			return err
 		}
-		taskRows[id] = t
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("read tasks: %w", err)
-	}
-	var results []resultRow
-	rows, err = h.sql.QueryContext(ctx, "SELECT task_id, fence, COALESCE(editor_id, 0), stage, COALESCE(decision, ''), submitted_at FROM task_results ORDER BY task_id, fence")
+		f.capacity[id] = c
+		return nil
+	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read results: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		var r resultRow
-		if err := rows.Scan(&r.Task, &r.Fence, &r.editor, &r.stage, &r.decision, &r.at); err != nil {
-			rows.Close()
-			return nil, nil, nil, fmt.Errorf("read results: %w", err)
-		}
-		results = append(results, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("read results: %w", err)
-	}
-	capacity := make(map[int64]int)
-	rows, err = h.sql.QueryContext(ctx, "SELECT id, capacity FROM editors")
+	err = h.query(ctx, "read editors' stages", "SELECT editor_id, category, stages FROM editor_categories WHERE stages IS NOT NULL",
+		func(scan func(...any) error) error {
+			var k editorCategory
+			var stages string
+			if err := scan(&k.editor, &k.category, &stages); err != nil {
+				return err
+			}
+			f.limits[k] = strings.Split(stages, ",")
+			return nil
+		})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read editors: %w", err)
+		return nil, err
+	}
+	return f, nil
+}
+
+// query runs a query and calls row for each row it returns.
+func (h *harness) query(ctx context.Context, what, query string, row func(scan func(...any) error) error) error {
+	rows, err := h.sql.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id int64
-		var c int
-		if err := rows.Scan(&id, &c); err != nil {
-			return nil, nil, nil, fmt.Errorf("read editors: %w", err)
+		if err := row(rows.Scan); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		capacity[id] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("read editors: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return taskRows, results, capacity, nil
+	return nil
 }
 
 func (h *harness) readEvents(ctx context.Context) ([]event, error) {

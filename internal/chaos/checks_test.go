@@ -259,3 +259,49 @@ func TestAgreement(t *testing.T) {
 		t.Errorf("agreement = %d groups, %d agreeing; want 2 complete groups, 1 agreeing", groups, agreeing)
 	}
 }
+
+func TestCheckClaimStages(t *testing.T) {
+	t.Parallel()
+	tasks := map[int64]taskRow{
+		1: {category: "desk", stageCount: 2, stages: []string{"edit", "review"}},
+		2: {category: "plain", stageCount: 1},
+	}
+	limits := map[editorCategory][]string{{8, "desk"}: {"review"}}
+	results := resultsByTask([]resultRow{
+		{claimRef: claimRef{1, 1}, editor: 7, stage: 0},
+		{claimRef: claimRef{1, 2}, editor: 9, stage: 1, decision: "send_back"},
+	})
+	claimOf := func(editor int64) *claimHistory { return &claimHistory{editor: editor} }
+	for _, c := range []struct {
+		name   string
+		claims map[claimRef]*claimHistory
+		want   []string // parts of the one finding, none for none
+		check  string
+	}{
+		{"edit, review, edit again by its editor", map[claimRef]*claimHistory{
+			{1, 1}: claimOf(7), {1, 2}: claimOf(9), {1, 3}: claimOf(7), {2, 1}: claimOf(8)}, nil, ""},
+		{"a review-only editor reviews", map[claimRef]*claimHistory{{1, 2}: claimOf(8)}, nil, ""},
+		{"the editor reviews its own edit", map[claimRef]*claimHistory{{1, 2}: claimOf(7)},
+			[]string{"editor 7 claimed task 1 fence 2 at stage 1 after its result at stage 0"}, "four eyes: no editor at two stages of a task"},
+		{"the reviewer edits after sending back", map[claimRef]*claimHistory{{1, 3}: claimOf(9)},
+			[]string{"editor 9 claimed task 1 fence 3 at stage 0 after its result at stage 1"}, "four eyes: no editor at two stages of a task"},
+		{"a review-only editor edits", map[claimRef]*claimHistory{{1, 1}: claimOf(8)},
+			[]string{"editor 8 claimed task 1 fence 1 at stage edit", "[review]"}, "claims at a stage the editor may take"},
+	} {
+		n, fs := checkClaimStages(tasks, results, c.claims, limits)
+		staged := int64(0)
+		for k := range c.claims {
+			if k.Task == 1 {
+				staged++
+			}
+		}
+		if n != staged {
+			t.Errorf("%s: checked %d, want the %d claims of the staged task", c.name, n, staged)
+		}
+		if c.want == nil {
+			wantFindings(t, c.name, fs, 0, "")
+		} else {
+			wantFindings(t, c.name, fs, 1, c.check, c.want...)
+		}
+	}
+}
