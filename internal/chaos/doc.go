@@ -63,7 +63,10 @@
 //     order), no fence claimed twice; no editor holding two tasks of one
 //     group, nor taking one after it submitted another (task_events), nor
 //     with results in two (task_results);
-//   - four eyes: no editor with results at two stages of a task;
+//   - four eyes: no editor with results at two stages of a task, nor
+//     claiming a stage of a task after its result at another; each claim of
+//     a task with stages at a stage the editor's categories give it (the
+//     claim's stage is where the task's earlier results led);
 //   - a task sent back first claimed by the editor of the latest result at
 //     the stage it went back to, or after its category's send_back_hold
 //     (workflow pass);
