@@ -57,10 +57,11 @@ bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared p
 		(cd bench/river && $(GO) run ./cmd/compare -json ../../bin/taskd-vs-river.json $(RIVERARGS)) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
 
-chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests; then on a 3-node Galera cluster, a node killed, hung and cut off (own servers; JSON in bin/chaos.json, bin/chaos-galera.json)
+chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests; then on a 3-node Galera cluster, a node killed, hung and cut off; then the first faults again with a staged, overlapped workload (own servers; JSON in bin/chaos.json, bin/chaos-galera.json, bin/chaos-workflow.json)
 	TASKD_SERVICES_PROFILE=redis,mariadb,galera scripts/services.sh install
 	$(GO) run ./internal/chaos/cmd/chaos -taskd bin/taskd -json bin/chaos.json $(CHAOSFLAGS)
 	$(GO) run ./internal/chaos/cmd/chaos -galera -taskd bin/taskd -json bin/chaos-galera.json $(CHAOSFLAGS)
+	$(GO) run ./internal/chaos/cmd/chaos -workflow -taskd bin/taskd -json bin/chaos-workflow.json $(CHAOSFLAGS)
 
 soak: build ## Run the fault suite in a loop until 100,000 assignments, 30 minutes at most (JSON in bin/soak.json)
 	scripts/services.sh install

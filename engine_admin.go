@@ -246,3 +246,19 @@ func (s apiStore) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorSt
 func (s apiStore) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error) {
 	return s.store.HeldByEditor(ctx, editorID)
 }
+
+func (s apiStore) EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error) {
+	return s.store.EditorClaims(ctx, editorID)
+}
+
+func (s apiStore) EditorLoads(ctx context.Context, ids []int64) (map[int64]*tasks.EditorLoad, error) {
+	return s.store.EditorLoads(ctx, ids)
+}
+
+func (s apiStore) TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error) {
+	return s.store.TaskResults(ctx, taskID)
+}
+
+func (s apiStore) GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error) {
+	return s.store.GroupTasks(ctx, groupID)
+}

@@ -16,6 +16,11 @@ type PoolStats struct {
 	// ByCategory counts tasks per category and status, ordered by category then status;
 	// pairs with no tasks are left out.
 	ByCategory []CategoryCount
+	// ByStage counts the tasks that have stages (Task.Stages) per category,
+	// stage and status, ordered by category, stage name then status; tasks
+	// without stages are not in it, and triples with no tasks are left out.
+	// Never nil.
+	ByStage []StageCount
 	// Holders is the number of distinct holders with a live claim.
 	Holders int64
 	// Live is the number of live claims (assigned, lease not passed).
@@ -33,6 +38,14 @@ type PoolStats struct {
 // CategoryCount is the number of tasks of one category in one status.
 type CategoryCount struct {
 	Category string `db:"category"`
+	Status   Status `db:"status"`
+	Count    int64  `db:"n"`
+}
+
+// StageCount is the number of tasks of one category at one stage in one status.
+type StageCount struct {
+	Category string `db:"category"`
+	Stage    string `db:"stage_name"`
 	Status   Status `db:"status"`
 	Count    int64  `db:"n"`
 }

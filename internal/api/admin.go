@@ -14,12 +14,19 @@ import (
 type createEditorRequest struct {
 	Name       string   `json:"name"`
 	Categories []string `json:"categories"`
+	// Capacity is how many claims the editor may hold at once,
+	// 1..tasks.MaxCapacity; absent means 1.
+	Capacity *int `json:"capacity"`
+	// Stages limits the editor to some stages of some of its categories;
+	// absent: every stage of every category.
+	Stages map[string][]string `json:"stages"`
 }
 
 type createEditorResponse struct {
 	ID         int64    `json:"id"`
 	Name       string   `json:"name"`
 	Categories []string `json:"categories"`
+	editorWorkJSON
 	// Token is shown here once; the store keeps only its hash.
 	Token string `json:"token"`
 }
@@ -30,10 +37,15 @@ func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
+	if err := checkCapacity(req.Capacity); err != nil {
+		return err
+	}
 	token, hash := tasks.NewToken()
-	e, err := a.store.CreateEditor(r.Context(), tasks.CreateEditorParams{
-		Name: req.Name, Categories: req.Categories, TokenHash: hash,
-	})
+	p := tasks.CreateEditorParams{Name: req.Name, Categories: req.Categories, TokenHash: hash, Stages: req.Stages}
+	if req.Capacity != nil {
+		p.Capacity = *req.Capacity
+	}
+	e, err := a.store.CreateEditor(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -41,8 +53,21 @@ func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
 	a.log.InfoContext(r.Context(), "editor created", "editor_id", e.ID, "categories", len(e.Categories))
 	a.writeJSON(w, r, http.StatusCreated, createEditorResponse{
 		ID: e.ID, Name: e.Name, Categories: e.Categories, Token: token,
+		editorWorkJSON: editorWorkJSON{Capacity: max(1, e.Capacity), Stages: stagesOrNil(e.Stages)},
 	})
 	return nil
+}
+
+// newTaskRequest is a task of POST /v1/tasks: a new task as `taskd import`
+// reads it, and its workflow.
+type newTaskRequest struct {
+	wire.NewTask
+	// Stages, when given (not null), are the task's own stages in order; []
+	// is one stage, whatever its category says. Absent: its category's.
+	Stages []string `json:"stages"`
+	// Overlap, when given, is how many independent results the task asks
+	// for, 1..tasks.MaxOverlap. Absent: its category's.
+	Overlap *int `json:"overlap"`
 }
 
 // insertedJSON says what became of one task of POST /v1/tasks.
@@ -66,7 +91,7 @@ type addTasksResponse struct {
 // answer names the existing task. 201 when any task was made, 200 when every
 // key existed.
 func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
-	var req []wire.NewTask
+	var req []newTaskRequest
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
@@ -86,6 +111,16 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 				"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, te.Field, te.Value)
 		case err != nil:
 			return err
+		}
+		if t.Overlap != nil && (*t.Overlap < 1 || *t.Overlap > tasks.MaxOverlap) {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: overlap must be 1..%d, got %d", i, tasks.MaxOverlap, *t.Overlap)
+		}
+		if err := tasks.CheckStages(t.Stages); err != nil {
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: %s", i, err)
+		}
+		ts[i].Stages = t.Stages
+		if t.Overlap != nil {
+			ts[i].Overlap = *t.Overlap
 		}
 	}
 	ins, err := a.d.AddTasks(r.Context(), ts)
@@ -127,6 +162,11 @@ type taskDetailJSON struct {
 	HistoryMore bool `json:"history_more"`
 	// HistoryBefore is the cursor of the older events, null without any.
 	HistoryBefore *int64 `json:"history_before"`
+	// Results are every result of a task with stages or of a group, its
+	// group's included, oldest first; omitted for other tasks.
+	Results *[]resultJSON `json:"results,omitempty"`
+	// Group is the group of a task of a group; omitted otherwise.
+	Group *groupJSON `json:"group,omitempty"`
 }
 
 // acceptedJSON is the accepted submission of a done task.
@@ -182,6 +222,21 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 			}
 		case !errors.Is(err, tasks.ErrNotFound): // not done any more: no result
 			return err
+		}
+	}
+	if len(t.Stages) > 0 || t.GroupID != 0 {
+		rs, err := a.store.TaskResults(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		results := resultsOf(rs)
+		d.Results = &results
+		if t.GroupID != 0 {
+			ts, err := a.store.GroupTasks(r.Context(), t.GroupID)
+			if err != nil {
+				return err
+			}
+			d.Group = groupOf(t.GroupID, t.Overlap, ts, rs)
 		}
 	}
 	a.writeJSON(w, r, http.StatusOK, d)
@@ -308,6 +363,10 @@ type statsJSON struct {
 	Expired          int64                             `json:"expired"`
 	ExpiringSoon     int64                             `json:"expiring_soon"`
 	ExpiringWithinMS int64                             `json:"expiring_within_ms"`
+	// ByStage counts the tasks with stages by category, stage and status
+	// (every status, 0 included, for each category and stage that has
+	// tasks); omitted when no task has stages.
+	ByStage map[string]map[string]map[tasks.Status]int64 `json:"by_stage,omitempty"`
 	// Paused lists the paused categories by name.
 	Paused     []string     `json:"paused"`
 	Dispatcher countersJSON `json:"dispatcher"`
@@ -358,6 +417,25 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 				counts[status] = 0
 			}
 			out.ByCategory[c.Category] = counts
+		}
+		counts[c.Status] += c.Count
+	}
+	for _, c := range st.ByStage {
+		if out.ByStage == nil {
+			out.ByStage = make(map[string]map[string]map[tasks.Status]int64)
+		}
+		stages := out.ByStage[c.Category]
+		if stages == nil {
+			stages = make(map[string]map[tasks.Status]int64)
+			out.ByStage[c.Category] = stages
+		}
+		counts := stages[c.Stage]
+		if counts == nil {
+			counts = make(map[tasks.Status]int64, len(st.ByStatus))
+			for status := range st.ByStatus {
+				counts[status] = 0
+			}
+			stages[c.Stage] = counts
 		}
 		counts[c.Status] += c.Count
 	}

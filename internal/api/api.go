@@ -40,6 +40,11 @@ type Store interface {
 	EnableEditor(ctx context.Context, id int64) error
 	SetEditorToken(ctx context.Context, id int64, hash [32]byte) error
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
+	EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error)
+	EditorLoads(ctx context.Context, ids []int64) (map[int64]*tasks.EditorLoad, error)
+
+	TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error)
+	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
@@ -305,6 +310,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 
 		{"GET /v1/me", a.editor(a.me)},
 
+		{"GET /v1/assignments", a.editor(a.assignments)},
 		{"POST /v1/assignments/next", a.longPoll(a.editor(a.next))},
 		{"POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat)},
 		{"POST /v1/assignments/{task}/submit", a.editor(a.submit)},

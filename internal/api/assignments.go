@@ -54,7 +54,11 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	if err != nil {
 		return err
 	}
-	a.writeJSON(w, r, http.StatusOK, assignmentOf(claim))
+	out, err := a.assignmentOf(r.Context(), claim)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
@@ -91,6 +95,11 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor)
 type submitRequest struct {
 	fenceField
 	Result json.RawMessage `json:"result"`
+	// Decision is approve (the default) or send_back at a later stage, or
+	// any other word kept with the result (see tasks.DecisionApprove);
+	// Notes are the submitter's, such as a reviewer's to the editor.
+	Decision string `json:"decision"`
+	Notes    string `json:"notes"`
 }
 
 type submitResponse struct {
@@ -108,12 +117,16 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 	if len(req.Result) == 0 || string(req.Result) == "null" {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "result is required")
 	}
-	next, err := a.d.Submit(r.Context(), dispatcher.EditorClaimant(e), ref, req.Result)
+	next, err := a.d.SubmitWith(r.Context(), dispatcher.EditorClaimant(e), ref, req.submission())
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
-	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
-	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: assignmentOf(next)})
+	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
+	out, err := a.assignmentOf(r.Context(), next)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: out})
 	return nil
 }
 

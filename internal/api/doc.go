@@ -137,6 +137,8 @@
 //	                         submitted, revoked or taken over)
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken
+//	409 barred               a task the editor may not take at its stage (the
+//	                         dispatcher passes such tasks by; not expected)
 //	409 not_assigned         a force release of a task nobody holds
 //	409 wrong_status         a requeue of a task that is not dead, a cancel of one
 //	                         that is not pending (the message names its status)
@@ -167,7 +169,12 @@
 //     tasks.MaxJSONDepth (31) levels of nested arrays and objects, the most
 //     MariaDB stores, and at most tasks.MaxJSONBytes (4 MiB; a request body
 //     is at most MaxBodyBytes anyway);
-//   - an editor: 1..64 distinct categories (tasks.MaxCategories).
+//   - an editor: 1..64 distinct categories (tasks.MaxCategories), capacity
+//     1..100, stages only of its own categories, each listing 1..8 stage
+//     names (lowercase letters, digits, '_' or '-', starting with a letter);
+//   - a task: stages at most 8 distinct stage names, overlap 1..9; a submit:
+//     decision at most 32 characters, notes at most 4096, and send_back only
+//     at a task's later stages.
 //
 // Should the database still refuse a value (a schema changed by hand, say),
 // the answer is 422 invalid too, never 500.
@@ -189,6 +196,21 @@
 // holds in the process that made the change, answered 204 too, since they
 // wait for the old categories: its next poll waits for the new ones. (Its
 // polls on other processes keep the old categories until they end.)
+//
+// # Workflows
+//
+// A task with stages (its own, or its category's) is done after its last
+// stage: a submit at an earlier one puts it back in the pool at the next, and
+// a submit with decision send_back at a later one puts it back at the stage
+// before, offered first to the editor who did it. A task that asks for
+// overlap results is a group of that many tasks, each its own claim, given
+// to distinct editors. The answers say so only about such tasks: stages,
+// stage, group_id, overlap and reserved_* of a task and an assignment,
+// earlier (the task's results so far) of an assignment of a task with
+// stages, results and group of GET /v1/tasks/{id}, and stage, decision and
+// notes of a result are left out for the rest, which read as they always
+// did. An editor may hold up to its capacity (default 1) claims at once: GET
+// /v1/assignments lists them, and next answers the oldest once it is full.
 //
 // # Answers
 //

@@ -45,6 +45,46 @@ type editorJSON struct {
 	CreatedAt  string           `json:"created_at"`
 	Claim      *editorClaimJSON `json:"claim"`
 	Today      countsJSON       `json:"today"`
+	editorWorkJSON
+	// Holding counts the editor's live claims, for an editor whose capacity
+	// is above 1 or that holds more than one; omitted otherwise (claim says
+	// it all).
+	Holding int `json:"holding,omitempty"`
+}
+
+// editorWorkJSON is what an editor may take: its capacity, always, and its
+// stage limits, when it has any.
+type editorWorkJSON struct {
+	Capacity int                 `json:"capacity"`
+	Stages   map[string][]string `json:"stages,omitempty"`
+}
+
+// stagesOrNil is nil for no stage limits.
+func stagesOrNil(m map[string][]string) map[string][]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// checkCapacity refuses a capacity given out of 1..tasks.MaxCapacity.
+func checkCapacity(c *int) error {
+	if c != nil && (*c < 1 || *c > tasks.MaxCapacity) {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "capacity must be 1..%d, got %d", tasks.MaxCapacity, *c)
+	}
+	return nil
+}
+
+// withLoad adds what the editor may take and holds to e.
+func (e *editorJSON) withLoad(l *tasks.EditorLoad) {
+	e.Capacity = 1
+	if l == nil {
+		return
+	}
+	e.Capacity, e.Stages = max(1, l.Capacity), stagesOrNil(l.Stages)
+	if e.Capacity > 1 || l.Holding > 1 {
+		e.Holding = l.Holding
+	}
 }
 
 func editorOf(s *tasks.EditorSummary) editorJSON {
@@ -100,9 +140,26 @@ func (a *api) listEditors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := listEditorsResponse{Editors: make([]editorJSON, len(page.Editors))}
-	for i := range page.Editors {
-		out.Editors[i] = editorOf(&page.Editors[i])
+	// An editor that holds several claims may come once per claim: keep
+	// the first.
+	eds := page.Editors[:0:0]
+	for _, e := range page.Editors {
+		if len(eds) == 0 || eds[len(eds)-1].ID != e.ID {
+			eds = append(eds, e)
+		}
+	}
+	ids := make([]int64, len(eds))
+	for i := range eds {
+		ids[i] = eds[i].ID
+	}
+	loads, err := a.store.EditorLoads(r.Context(), ids)
+	if err != nil {
+		return err
+	}
+	out := listEditorsResponse{Editors: make([]editorJSON, len(eds))}
+	for i := range eds {
+		out.Editors[i] = editorOf(&eds[i])
+		out.Editors[i].withLoad(loads[eds[i].ID])
 	}
 	if page.NextAfterID != 0 {
 		next := strconv.FormatInt(page.NextAfterID, 10)
@@ -173,6 +230,9 @@ func editorStatsOf(st *tasks.EditorStats) editorStatsJSON {
 type editorDetailJSON struct {
 	editorJSON
 	editorStatsJSON
+	// Claims are the editor's live claims, oldest first, when Holding is
+	// shown; omitted otherwise.
+	Claims []editorClaimJSON `json:"claims,omitempty"`
 }
 
 // getEditor answers with an editor, its live claim and its stats.
@@ -204,7 +264,26 @@ func (a *api) editorDetail(r *http.Request, id int64) (*editorDetailJSON, error)
 	}
 	// Today's counts from the stats, read after the summary's: the newer.
 	s.Today = st.Today
-	return &editorDetailJSON{editorJSON: editorOf(s), editorStatsJSON: editorStatsOf(st)}, nil
+	loads, err := a.store.EditorLoads(r.Context(), []int64{id})
+	if err != nil {
+		return nil, err
+	}
+	d := &editorDetailJSON{editorJSON: editorOf(s), editorStatsJSON: editorStatsOf(st)}
+	d.withLoad(loads[id])
+	if d.Holding > 0 {
+		held, err := a.store.EditorClaims(r.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		d.Claims = make([]editorClaimJSON, len(held.Held))
+		for i, c := range held.Held {
+			d.Claims[i] = editorClaimJSON{
+				TaskID: c.Task.ID, Fence: c.Fence, LeaseExpiresAt: formatTime(c.LeaseExpiresAt),
+				TraceID: traceIDOf(c.Task.TraceContext),
+			}
+		}
+	}
+	return d, nil
 }
 
 // editorNotFound answers tasks.ErrNotFound about editor id with a 404 apiError.
@@ -220,6 +299,12 @@ type updateEditorRequest struct {
 	Name *string `json:"name"`
 	// Categories, when given (not null), replace the editor's categories.
 	Categories []string `json:"categories"`
+	// Capacity, when given, is the new capacity: 1..tasks.MaxCapacity.
+	Capacity *int `json:"capacity"`
+	// Stages, when given (not null), replace the editor's stage limits; {}
+	// lifts them all. Absent: new categories keep the limits of the
+	// categories that stay.
+	Stages map[string][]string `json:"stages"`
 }
 
 // updateEditor changes an editor's name and/or categories, and answers with the
@@ -236,12 +321,18 @@ func (a *api) updateEditor(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
-	_, err = a.store.UpdateEditor(r.Context(), tasks.UpdateEditorParams{ID: id, Name: req.Name, Categories: req.Categories})
+	if err := checkCapacity(req.Capacity); err != nil {
+		return err
+	}
+	_, err = a.store.UpdateEditor(r.Context(), tasks.UpdateEditorParams{
+		ID: id, Name: req.Name, Categories: req.Categories, Capacity: req.Capacity, Stages: req.Stages,
+	})
 	if err != nil {
 		return editorNotFound(err, id)
 	}
 	change := EditorRenamed
-	if req.Categories != nil {
+	if req.Categories != nil || req.Stages != nil {
+		// Long polls wait for what the editor may take: they end.
 		change = EditorCategories
 	}
 	_ = a.editorChanged(r.Context(), id, change) // ends no sessions
@@ -263,8 +354,12 @@ type releasedJSON struct {
 
 type disableEditorResponse struct {
 	editorDetailJSON
-	// Released is the claim the disable revoked, or null.
+	// Released is the claim the disable revoked (the first, when it revoked
+	// several), or null.
 	Released *releasedJSON `json:"released"`
+	// ReleasedAll are every claim the disable revoked, when it revoked more
+	// than one; omitted otherwise.
+	ReleasedAll []releasedJSON `json:"released_all,omitempty"`
 }
 
 // disableEditor disables an editor: its token is refused from now on, the store
@@ -297,6 +392,11 @@ func (a *api) disableEditor(w http.ResponseWriter, r *http.Request) error {
 	out := disableEditorResponse{editorDetailJSON: *d}
 	if len(revoked) > 0 {
 		out.Released = &releasedJSON{TaskID: revoked[0].TaskID, Fence: revoked[0].Fence}
+	}
+	if len(revoked) > 1 {
+		for _, rv := range revoked {
+			out.ReleasedAll = append(out.ReleasedAll, releasedJSON{TaskID: rv.TaskID, Fence: rv.Fence})
+		}
 	}
 	a.log.InfoContext(r.Context(), "editor disabled", "editor_id", id, "released", out.Released != nil)
 	a.writeJSON(w, r, http.StatusOK, out)
@@ -366,7 +466,9 @@ type meJSON struct {
 	Name       string   `json:"name"`
 	Categories []string `json:"categories"`
 	CreatedAt  string   `json:"created_at"`
-	// Assignment is the editor's live claim, as POST /v1/assignments/next
+	editorWorkJSON
+	// Assignment is the editor's live claim (its oldest, when it holds
+	// several: GET /v1/assignments lists them), as POST /v1/assignments/next
 	// answers it, or null.
 	Assignment *assignmentJSON `json:"assignment"`
 	Today      countsJSON      `json:"today"`
@@ -388,8 +490,14 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error 
 	held, err := a.store.HeldByEditor(r.Context(), e.ID)
 	switch {
 	case err == nil:
-		assignment = assignmentOf(held)
+		if assignment, err = a.assignmentOf(r.Context(), held); err != nil {
+			return err
+		}
 	case !errors.Is(err, tasks.ErrNotFound):
+		return err
+	}
+	loads, err := a.store.EditorLoads(r.Context(), []int64{e.ID})
+	if err != nil {
 		return err
 	}
 	st, err := a.store.GetEditorStats(r.Context(), e.ID)
@@ -397,8 +505,9 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error 
 		return err
 	}
 	ed := editorOf(s)
+	ed.withLoad(loads[e.ID])
 	a.writeJSON(w, r, http.StatusOK, meJSON{
-		ID: ed.ID, Name: ed.Name, Categories: ed.Categories, CreatedAt: ed.CreatedAt,
+		ID: ed.ID, Name: ed.Name, Categories: ed.Categories, CreatedAt: ed.CreatedAt, editorWorkJSON: ed.editorWorkJSON,
 		Assignment: assignment, Today: countsOf(st.Today), editorStatsJSON: editorStatsOf(st),
 	})
 	return nil

@@ -24,6 +24,7 @@ const (
 	codeDuplicate        = "duplicate"
 	codeNotAssigned      = "not_assigned"
 	codeInvalid          = "invalid"
+	codeBarred           = "barred"
 	codeUnavailable      = "unavailable"
 	codeThrottled        = "throttled"
 	codeInternal         = "internal"
@@ -105,6 +106,8 @@ func classify(err error) *apiError {
 		return errEditorDisabled
 	case errors.Is(err, tasks.ErrInvalid):
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
+	case errors.Is(err, tasks.ErrBarred):
+		return errorf(http.StatusConflict, codeBarred, "the task is not for you at its current stage (four-eyes rule, stage limits, its group or a reservation); ask for your next assignment")
 	case errors.Is(err, tasks.ErrHoldLimit):
 		return errorf(http.StatusConflict, codeHoldLimit, "the claim has reached the maximum hold time; it ends when its lease passes")
 	case errors.Is(err, tasks.ErrStale):

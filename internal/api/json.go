@@ -172,6 +172,7 @@ type taskStateJSON struct {
 	CreatedAt      string       `json:"created_at"`
 	UpdatedAt      string       `json:"updated_at"`
 	DoneAt         *string      `json:"done_at"`
+	workflowJSON
 }
 
 func taskStateOf(t *tasks.Task) taskStateJSON {
@@ -181,6 +182,7 @@ func taskStateOf(t *tasks.Task) taskStateJSON {
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: formatTime(t.RunAfter),
 		DueAt: formatTimePtr(t.DueAt), LastError: orNull(t.LastError), CreatedAt: formatTime(t.CreatedAt),
 		UpdatedAt: formatTime(t.UpdatedAt), DoneAt: formatTimePtr(t.DoneAt),
+		workflowJSON: workflowOf(t),
 	}
 }
 
@@ -190,6 +192,16 @@ type assignmentJSON struct {
 	Fence          int64    `json:"fence"`
 	AssignedAt     string   `json:"assigned_at"`
 	LeaseExpiresAt string   `json:"lease_expires_at"`
+	// Stage and Stages, for a task with stages: the stage to do and every
+	// stage in order; Earlier, for such a task, are the results of its
+	// earlier submissions, oldest first (what a reviewer reviews; for a task
+	// sent back, the reviewer's notes).
+	Stage   string        `json:"stage,omitempty"`
+	Stages  []string      `json:"stages,omitempty"`
+	Earlier *[]resultJSON `json:"earlier,omitempty"`
+	// GroupID and Overlap, for a task of a group.
+	GroupID int64 `json:"group_id,omitempty"`
+	Overlap int   `json:"overlap,omitempty"`
 }
 
 // assignmentOf returns the JSON of c, or nil for no claim.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -18,7 +17,7 @@ const (
 	resultsFlushAfter = 100 * time.Millisecond
 )
 
-// Each line but the last is a wire.Result.
+// Each line but the last is a resultJSON.
 
 // resultsEndJSON is the last line of GET /v1/results.
 type resultsEndJSON struct {
@@ -74,7 +73,7 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
 		}
-		if err := enc.Encode(wire.ResultOf(res)); err != nil {
+		if err := enc.Encode(resultOf(res)); err != nil {
 			return err
 		}
 		if lines++; lines == 1 || lines%resultsFlushLines == 0 || time.Since(flushed) >= resultsFlushAfter {

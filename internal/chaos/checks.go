@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -18,7 +20,8 @@ type CheckResult struct {
 // earlyTolerance is how far before its computed lease end a claim may end
 // by expiry: the lease end is computed from the 'claimed' or 'heartbeat'
 // event's time, which the database takes a statement after the lease's own
-// NOW(3).
+// NOW(3). A sent-back task's first claim may come as early before the end of
+// its hold, for the same reason.
 const earlyTolerance = 500 * time.Millisecond
 
 type event struct {
@@ -30,6 +33,52 @@ type event struct {
 	At       time.Time `json:"at"`
 }
 
+// endKinds are the events that end a claim.
+func endKind(kind string) bool {
+	switch kind {
+	case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead":
+		return true
+	}
+	return false
+}
+
+// taskRow is a task as the checks read it.
+type taskRow struct {
+	fence      int64
+	status     string
+	category   string
+	stage      int
+	stageCount int
+	stages     []string // the stages' names, none for a task of one stage
+	group      int64    // group_id; 0 for a task that asks for one result
+}
+
+// resultRow is an accepted result as the checks read it.
+type resultRow struct {
+	claimRef
+	editor   int64
+	stage    int
+	decision string
+	at       time.Time // submitted_at, on the database clock
+}
+
+// finding is a violation a check function found, before it is recorded.
+type finding struct {
+	check, what string
+}
+
+func found(check, format string, args ...any) finding {
+	return finding{check: check, what: fmt.Sprintf(format, args...)}
+}
+
+// groupOf is the group a task belongs to: its group_id, or itself.
+func groupOf(tasks map[int64]taskRow, id int64) int64 {
+	if g := tasks[id].group; g != 0 {
+		return g
+	}
+	return id
+}
+
 // claimHistory is one claim as the audit trail tells it.
 type claimHistory struct {
 	editor    int64
@@ -38,156 +87,64 @@ type claimHistory struct {
 	end       *event
 }
 
-// check reads the database and the editors' records and checks every
-// invariant; violations go to the recorder in a phase of their own.
-func (h *harness) check(ctx context.Context) error {
-	p := h.rec.begin("checks")
-	defer h.rec.finish()
-	h.checks = nil
-	add := func(name string, checked, before int64) {
-		h.checks = append(h.checks, CheckResult{Name: name, Checked: int(checked), Violations: int(p.violations.Load() - before)})
-	}
-	violate := func(check, format string, args ...any) { h.rec.violate(p, check, format, args...) }
+// trail is the audit trail read back: every claim, and what the walk found.
+type trail struct {
+	claims   map[claimRef]*claimHistory
+	claimed  int64 // 'claimed' events
+	beside   int64 // claims an editor took while it held another
+	findings []finding
+}
 
-	// Tasks and results.
-	type taskRow struct {
-		fence  int64
-		status string
-	}
-	taskRows := make(map[int64]taskRow)
-	rows, err := h.sql.QueryContext(ctx, "SELECT id, fence, status FROM tasks")
-	if err != nil {
-		return fmt.Errorf("read tasks: %w", err)
-	}
-	for rows.Next() {
-		var id int64
-		var t taskRow
-		if err := rows.Scan(&id, &t.fence, &t.status); err != nil {
-			rows.Close()
-			return err
-		}
-		taskRows[id] = t
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	results := make(map[claimRef]bool)
-	perTask := make(map[int64]int)
-	rows, err = h.sql.QueryContext(ctx, "SELECT task_id, fence FROM task_results")
-	if err != nil {
-		return fmt.Errorf("read results: %w", err)
-	}
-	for rows.Next() {
-		var r claimRef
-		if err := rows.Scan(&r.Task, &r.Fence); err != nil {
-			rows.Close()
-			return err
-		}
-		results[r] = true
-		perTask[r.Task]++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-
-	v0 := p.violations.Load()
-	for id, n := range perTask {
-		if n > 1 {
-			violate("one accepted result per task", "task %d has %d accepted results", id, n)
-		}
-	}
-	add("one accepted result per task", int64(len(perTask)), v0)
-
-	v0 = p.violations.Load()
-	notDone := 0
-	for id, t := range taskRows {
-		if t.status != "done" && (h.drainedMaxID == 0 || id <= h.drainedMaxID) {
-			notDone++
-			if notDone <= 10 {
-				violate("every task done", "task %d is %s after the drain", id, t.status)
-			}
-			continue
-		}
-		if t.status == "done" && !results[claimRef{id, t.fence}] {
-			violate("done task has its result", "task %d is done at fence %d without a result for that fence", id, t.fence)
-		}
-	}
-	for r := range results {
-		if t := taskRows[r.Task]; t.fence != r.Fence || t.status != "done" {
-			violate("done task has its result", "result of task %d fence %d, but the task is %s at fence %d", r.Task, r.Fence, t.status, t.fence)
-		}
-	}
-	add("every task done, with one result at its current fence", int64(len(taskRows)), v0)
-
-	// Every acknowledged submit is in the database, at the task's fence.
-	all := append(append([]*editor(nil), h.editors...), h.extra...)
-	v0 = p.violations.Load()
-	var acked int64
-	for _, e := range all {
-		for _, a := range e.log.acked {
-			acked++
-			switch t, ok := taskRows[a.Task]; {
-			case !results[a]:
-				violate("acknowledged submits kept", "editor %d: submit of task %d fence %d was acknowledged, but there is no such result", e.id, a.Task, a.Fence)
-			case !ok || t.fence != a.Fence:
-				violate("acknowledged submits kept", "editor %d: submit of task %d fence %d was acknowledged, but the task is at fence %d", e.id, a.Task, a.Fence, t.fence)
-			}
-		}
-	}
-	add("every acknowledged submit kept at the task's fence", acked, v0)
-
-	// The audit trail.
-	events, err := h.readEvents(ctx)
-	if err != nil {
-		return err
-	}
-	claims := make(map[claimRef]*claimHistory)
-	open := make(map[int64]claimRef) // editor -> its open claim
-	// On Galera, event ids are allocated per node (auto_increment_offset), so
-	// the events are read in time order, and two events of one millisecond
-	// may come in either order: a claim counts as ended when its end event
-	// has the same time as the next claim or an earlier one, or by expiry
-	// once its lease passed.
+// auditTrail walks task_events in order and checks, at each claim, that the
+// fence was not claimed before, that the editor then holds fewer claims than
+// its capacity (1 when capacity has no entry), and that none of the claims
+// it holds, nor any task it submitted, is another task of the same group. With inTimeOrder (Galera: event ids are
+// allocated per node, so events come in time order, and two events of one
+// millisecond may come in either order) a claim counts as ended when its end
+// event has the same time as the next claim or an earlier one, or by expiry
+// once its lease passed.
+func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int, inTimeOrder bool, lease time.Duration) *trail {
+	tr := &trail{claims: make(map[claimRef]*claimHistory)}
+	claims := tr.claims
+	open := make(map[int64]map[claimRef]bool) // editor -> its open claims
+	type edGroup struct{ editor, group int64 }
+	submitted := make(map[edGroup]int64) // an editor's submitted task of a group
 	endedAt, expiredEnd := make(map[claimRef]time.Time), make(map[claimRef]bool)
 	firstEnd := make(map[claimRef]*event)
-	if h.galera != nil {
+	if inTimeOrder {
 		for i := range events {
 			ev := &events[i]
 			k := claimRef{ev.TaskID, ev.Fence}
-			switch ev.Kind {
-			case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead":
-				if at, ok := endedAt[k]; !ok || ev.At.Before(at) {
-					endedAt[k] = ev.At
-					expiredEnd[k] = ev.Kind == "expired" || ev.Kind == "recycled"
-					firstEnd[k] = ev
-				}
+			if !endKind(ev.Kind) {
+				continue
+			}
+			if at, ok := endedAt[k]; !ok || ev.At.Before(at) {
+				endedAt[k] = ev.At
+				expiredEnd[k] = ev.Kind == "expired" || ev.Kind == "recycled"
+				firstEnd[k] = ev
 			}
 		}
 	}
 	stillHeld := func(prev claimRef, at time.Time) bool {
-		if h.galera == nil {
+		if !inTimeOrder {
 			return true
 		}
 		if end, ok := endedAt[prev]; ok && !end.After(at) {
 			return false
 		}
-		if c := claims[prev]; c != nil && expiredEnd[prev] && !at.Before(c.lastLease.Add(h.cfg.Lease)) {
+		if c := claims[prev]; c != nil && expiredEnd[prev] && !at.Before(c.lastLease.Add(lease)) {
 			return false
 		}
 		return true
 	}
-	v0 = p.violations.Load()
-	var claimed int64
 	for i := range events {
 		ev := &events[i]
 		k := claimRef{ev.TaskID, ev.Fence}
-		switch ev.Kind {
-		case "claimed":
-			claimed++
+		switch {
+		case ev.Kind == "claimed":
+			tr.claimed++
 			if _, dup := claims[k]; dup {
-				violate("one claim per fence", "task %d fence %d claimed twice", k.Task, k.Fence)
+				tr.findings = append(tr.findings, found("one claim per fence", "task %d fence %d claimed twice", k.Task, k.Fence))
 			}
 			claims[k] = &claimHistory{editor: ev.EditorID, claimedAt: ev.At, lastLease: ev.At}
 			if end := firstEnd[k]; end != nil && !end.At.After(ev.At) {
@@ -199,31 +156,418 @@ func (h *harness) check(ctx context.Context) error {
 			if ev.EditorID == 0 {
 				continue
 			}
-			if prev, ok := open[ev.EditorID]; ok && stillHeld(prev, ev.At) {
-				violate("one claim per editor", "editor %d claimed task %d (fence %d, event %d) while holding task %d (fence %d)",
-					ev.EditorID, ev.TaskID, ev.Fence, ev.ID, prev.Task, prev.Fence)
+			held := open[ev.EditorID]
+			if held == nil {
+				held = make(map[claimRef]bool)
+				open[ev.EditorID] = held
 			}
-			open[ev.EditorID] = k
-		case "heartbeat":
+			for prev := range held {
+				if !stillHeld(prev, ev.At) {
+					delete(held, prev)
+				}
+			}
+			if len(held) > 0 {
+				tr.beside++
+			}
+			capOf := max(1, capacity[ev.EditorID])
+			if len(held) >= capOf {
+				prev := make([]claimRef, 0, len(held))
+				for p := range held {
+					prev = append(prev, p)
+				}
+				sort.Slice(prev, func(i, j int) bool { return prev[i].Task < prev[j].Task })
+				tr.findings = append(tr.findings, found("editor within its capacity",
+					"editor %d (capacity %d) claimed task %d (fence %d, event %d) while holding %v",
+					ev.EditorID, capOf, ev.TaskID, ev.Fence, ev.ID, prev))
+			}
+			g := groupOf(tasks, ev.TaskID)
+			if t, ok := submitted[edGroup{ev.EditorID, g}]; ok && t != ev.TaskID {
+				tr.findings = append(tr.findings, found("one slot of a group per editor",
+					"editor %d claimed task %d (fence %d, event %d) after it submitted task %d of the same group %d",
+					ev.EditorID, ev.TaskID, ev.Fence, ev.ID, t, g))
+			}
+			for prev := range held {
+				if prev.Task != ev.TaskID && groupOf(tasks, prev.Task) == g {
+					tr.findings = append(tr.findings, found("one slot of a group per editor",
+						"editor %d claimed task %d (fence %d, event %d) while holding task %d (fence %d) of the same group %d",
+						ev.EditorID, ev.TaskID, ev.Fence, ev.ID, prev.Task, prev.Fence, g))
+				}
+			}
+			held[k] = true
+		case ev.Kind == "heartbeat":
 			if c := claims[k]; c != nil && c.end == nil && ev.At.After(c.lastLease) {
 				c.lastLease = ev.At
 			}
-		case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead":
+		case endKind(ev.Kind):
 			c := claims[k]
 			if c == nil || c.end != nil {
 				continue
 			}
 			c.end = ev
-			if open[c.editor] == k {
-				delete(open, c.editor)
+			delete(open[c.editor], k)
+			if ev.Kind == "submitted" && c.editor != 0 {
+				submitted[edGroup{c.editor, groupOf(tasks, k.Task)}] = k.Task
 			}
 		}
 	}
+	return tr
+}
+
+// resultsByTask returns the results of each task in fence order.
+func resultsByTask(results []resultRow) map[int64][]resultRow {
+	by := make(map[int64][]resultRow)
+	for _, r := range results {
+		by[r.Task] = append(by[r.Task], r)
+	}
+	for _, rs := range by {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Fence < rs[j].Fence })
+	}
+	return by
+}
+
+// checkResultHolders checks that each result's claim is in the audit trail,
+// claimed by the editor the result names: task_results' key (task_id, fence)
+// makes one result per claim a database fact, and this makes it the
+// holder's.
+func checkResultHolders(results []resultRow, claims map[claimRef]*claimHistory) (int64, []finding) {
+	const name = "each result by the holder of its claim"
+	var fs []finding
+	for _, r := range results {
+		switch c := claims[r.claimRef]; {
+		case c == nil:
+			fs = append(fs, found(name, "result of task %d fence %d (editor %d), a claim the audit trail does not have", r.Task, r.Fence, r.editor))
+		case c.editor != r.editor:
+			fs = append(fs, found(name, "result of task %d fence %d by editor %d, but editor %d claimed it", r.Task, r.Fence, r.editor, c.editor))
+		}
+	}
+	return int64(len(results)), fs
+}
+
+// checkStageOrder checks each task's results in fence order against its
+// workflow: the first at stage 0, each next one stage on after an approve
+// (or any decision but send_back), one stage back after a send_back (never
+// from stage 0), none past the last stage; so each visit of a stage has one
+// result. A done task's last result is at its last stage, not a send_back,
+// and at the task's current fence; a task not done is at the stage its
+// results lead to, and has no result at a fence above its own.
+func checkStageOrder(tasks map[int64]taskRow, byTask map[int64][]resultRow) (int64, []finding) {
+	const name = "one result per stage visit, in workflow order"
+	var fs []finding
+	for id, t := range tasks {
+		rs := byTask[id]
+		stages := max(1, t.stageCount)
+		want := 0 // the stage the next result must be at
+		ok := true
+		for i, r := range rs {
+			if r.stage != want {
+				fs = append(fs, found(name, "task %d: result %d (fence %d, editor %d) at stage %d, want stage %d", id, i+1, r.Fence, r.editor, r.stage, want))
+				ok = false
+				break
+			}
+			if r.Fence > t.fence {
+				fs = append(fs, found(name, "task %d: result at fence %d, above the task's fence %d", id, r.Fence, t.fence))
+				ok = false
+				break
+			}
+			if r.decision == "send_back" {
+				if want == 0 {
+					fs = append(fs, found(name, "task %d: sent back from its first stage (fence %d)", id, r.Fence))
+					ok = false
+					break
+				}
+				want--
+			} else {
+				want++
+			}
+			if want >= stages && i < len(rs)-1 {
+				fs = append(fs, found(name, "task %d: %d results after its last stage (from fence %d on)", id, len(rs)-1-i, rs[i+1].Fence))
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case t.status == "done" && want != stages:
+			fs = append(fs, found(name, "task %d is done, but its results end before its last stage (%d results, next stage %d of %d)", id, len(rs), want, stages))
+		case t.status == "done" && rs[len(rs)-1].Fence != t.fence:
+			fs = append(fs, found(name, "task %d is done at fence %d, but its last result is at fence %d", id, t.fence, rs[len(rs)-1].Fence))
+		case t.status != "done" && want == stages:
+			fs = append(fs, found(name, "task %d is %s, but has a result at its last stage", id, t.status))
+		case t.status != "done" && t.status != "dead" && t.status != "cancelled" && want != t.stage:
+			fs = append(fs, found(name, "task %d is %s at stage %d, but its results lead to stage %d", id, t.status, t.stage, want))
+		}
+	}
+	return int64(len(tasks)), fs
+}
+
+// checkFourEyes checks that no editor has results at two different stages
+// of one task.
+func checkFourEyes(byTask map[int64][]resultRow) (int64, []finding) {
+	const name = "four eyes: no editor at two stages of a task"
+	var fs []finding
+	var n int64
+	for id, rs := range byTask {
+		stageOf := make(map[int64]int)
+		for _, r := range rs {
+			n++
+			if s, ok := stageOf[r.editor]; ok && s != r.stage && r.editor != 0 {
+				fs = append(fs, found(name, "task %d: editor %d has results at stages %d and %d", id, r.editor, s, r.stage))
+			}
+			stageOf[r.editor] = r.stage
+		}
+	}
+	return n, fs
+}
+
+// checkGroupResults checks that no editor has results in two tasks of one
+// group (the N results of an overlapped task come from N editors).
+func checkGroupResults(tasks map[int64]taskRow, results []resultRow) (int64, []finding) {
+	const name = "one slot of a group per editor"
+	var fs []finding
+	type key struct{ group, editor int64 }
+	first := make(map[key]int64)
+	var n int64
+	for _, r := range results {
+		if tasks[r.Task].group == 0 || r.editor == 0 {
+			continue
+		}
+		n++
+		k := key{tasks[r.Task].group, r.editor}
+		if t, ok := first[k]; ok && t != r.Task {
+			fs = append(fs, found(name, "editor %d has results in tasks %d and %d of group %d", r.editor, t, r.Task, k.group))
+			continue
+		}
+		first[k] = r.Task
+	}
+	return n, fs
+}
+
+// editorCategory names an editor's category.
+type editorCategory struct {
+	editor   int64
+	category string
+}
+
+// checkClaimStages checks each claim of a task with stages at the claim's
+// stage, the stage the task's results before the claim's fence lead to: the
+// editor's categories give it that stage (limits has the editor's stages of
+// the category, none for every stage), and it has no result at another
+// stage of the task before (four eyes, as the claim saw it).
+func checkClaimStages(tasks map[int64]taskRow, byTask map[int64][]resultRow, claims map[claimRef]*claimHistory, limits map[editorCategory][]string) (int64, []finding) {
+	var fs []finding
+	var n int64
+	for k, c := range claims {
+		t := tasks[k.Task]
+		if len(t.stages) == 0 || c.editor == 0 {
+			continue
+		}
+		n++
+		stage := 0
+		for _, r := range byTask[k.Task] {
+			if r.Fence >= k.Fence {
+				break
+			}
+			if r.decision == "send_back" {
+				stage = max(0, r.stage-1)
+			} else {
+				stage = r.stage + 1
+			}
+		}
+		if stage >= len(t.stages) {
+			continue // past the last stage: checkStageOrder says so
+		}
+		name := t.stages[stage]
+		if l, ok := limits[editorCategory{c.editor, t.category}]; ok && len(l) > 0 && !slices.Contains(l, name) {
+			fs = append(fs, found("claims at a stage the editor may take", "editor %d claimed task %d fence %d at stage %s; its stages of %s are %v",
+				c.editor, k.Task, k.Fence, name, t.category, l))
+		}
+		for _, r := range byTask[k.Task] {
+			if r.Fence < k.Fence && r.editor == c.editor && r.stage != stage {
+				fs = append(fs, found("four eyes: no editor at two stages of a task", "editor %d claimed task %d fence %d at stage %d after its result at stage %d (fence %d)",
+					c.editor, k.Task, k.Fence, stage, r.stage, r.Fence))
+				break
+			}
+		}
+	}
+	return n, fs
+}
+
+// agreement counts the groups with a result in every task, and those of
+// them whose results' decisions are all equal.
+func agreement(tasks map[int64]taskRow, results []resultRow) (groups, agreeing int64) {
+	size := make(map[int64]int)
+	for _, t := range tasks {
+		if t.group != 0 {
+			size[t.group]++
+		}
+	}
+	decisions := make(map[int64][]string)
+	for _, r := range results {
+		if g := tasks[r.Task].group; g != 0 {
+			decisions[g] = append(decisions[g], r.decision)
+		}
+	}
+	for g, ds := range decisions {
+		if len(ds) != size[g] {
+			continue
+		}
+		groups++
+		if !slices.ContainsFunc(ds, func(d string) bool { return d != ds[0] }) {
+			agreeing++
+		}
+	}
+	return groups, agreeing
+}
+
+// checkSentBack checks that a task sent back was claimed first by the
+// editor of the latest result at the stage it went back to, or not before
+// the category's hold had passed (less earlyTolerance).
+func checkSentBack(tasks map[int64]taskRow, byTask map[int64][]resultRow, claims map[claimRef]*claimHistory, hold map[string]time.Duration) (int64, []finding) {
+	const name = "sent back: the editor of the stage first, or anyone after the hold"
+	fences := make(map[int64][]int64) // task -> claimed fences, ascending
+	for k := range claims {
+		fences[k.Task] = append(fences[k.Task], k.Fence)
+	}
+	for _, fs := range fences {
+		sort.Slice(fs, func(i, j int) bool { return fs[i] < fs[j] })
+	}
+	var fs []finding
+	var n int64
+	for id, rs := range byTask {
+		for i, r := range rs {
+			if r.decision != "send_back" {
+				continue
+			}
+			n++
+			var reserved int64
+			for j := i - 1; j >= 0; j-- {
+				if rs[j].stage == r.stage-1 {
+					reserved = rs[j].editor
+					break
+				}
+			}
+			var next claimRef
+			for _, f := range fences[id] {
+				if f > r.Fence {
+					next = claimRef{id, f}
+					break
+				}
+			}
+			c := claims[next]
+			if c == nil {
+				continue // not claimed again (a task not done says so elsewhere)
+			}
+			h, ok := hold[tasks[id].category]
+			if !ok {
+				h = sendBackHoldDefault
+			}
+			if c.editor != reserved && c.claimedAt.Before(r.at.Add(h-earlyTolerance)) {
+				fs = append(fs, found(name, "task %d sent back at fence %d (reserved for editor %d for %v) was claimed by editor %d %v later",
+					id, r.Fence, reserved, h, c.editor, c.claimedAt.Sub(r.at).Round(time.Millisecond)))
+			}
+		}
+	}
+	return n, fs
+}
+
+// sendBackHoldDefault is tasks.SendBackHoldDefault, for a category the run
+// did not configure.
+const sendBackHoldDefault = 10 * time.Minute
+
+// check reads the database and the editors' records and checks every
+// invariant; violations go to the recorder in a phase of their own.
+func (h *harness) check(ctx context.Context) error {
+	p := h.rec.begin("checks")
+	defer h.rec.finish()
+	h.checks = nil
+	add := func(name string, checked, before int64) {
+		h.checks = append(h.checks, CheckResult{Name: name, Checked: int(checked), Violations: int(p.violations.Load() - before)})
+	}
+	violate := func(check, format string, args ...any) { h.rec.violate(p, check, format, args...) }
+	addFound := func(name string, checked int64, fs []finding) {
+		v0 := p.violations.Load()
+		for _, f := range fs {
+			h.rec.violate(p, f.check, "%s", f.what)
+		}
+		add(name, checked, v0)
+	}
+
+	f, err := h.readFacts(ctx)
+	if err != nil {
+		return err
+	}
+	taskRows, results := f.tasks, f.results
+	resultAt := make(map[claimRef]resultRow, len(results))
+	for _, r := range results {
+		resultAt[r.claimRef] = r
+	}
+	byTask := resultsByTask(results)
+
+	v0 := p.violations.Load()
+	notDone := 0
+	for id, t := range taskRows {
+		if t.status != "done" && (h.drainedMaxID == 0 || id <= h.drainedMaxID) {
+			notDone++
+			if notDone <= 10 {
+				violate("every task done", "task %d is %s after the drain", id, t.status)
+			}
+			continue
+		}
+		if _, ok := resultAt[claimRef{id, t.fence}]; t.status == "done" && !ok {
+			violate("done task has its result", "task %d is done at fence %d without a result for that fence", id, t.fence)
+		}
+	}
+	add("every task done, with a result at its current fence", int64(len(taskRows)), v0)
+
+	n, fs := checkStageOrder(taskRows, byTask)
+	addFound("one result per stage visit, in workflow order (a done task's last at its fence)", n, fs)
+
+	// Every acknowledged submit is in the database, as the editor's.
+	all := append(append([]*editor(nil), h.editors...), h.extra...)
+	v0 = p.violations.Load()
+	var acked int64
+	for _, e := range all {
+		for _, a := range e.log.acked {
+			acked++
+			switch r, ok := resultAt[a]; {
+			case !ok:
+				violate("acknowledged submits kept", "editor %d: submit of task %d fence %d was acknowledged, but there is no such result", e.id, a.Task, a.Fence)
+			case r.editor != e.id:
+				violate("acknowledged submits kept", "editor %d: submit of task %d fence %d was acknowledged, but the result is editor %d's", e.id, a.Task, a.Fence, r.editor)
+			}
+		}
+	}
+	add("every acknowledged submit kept", acked, v0)
+
+	// The audit trail.
+	events, err := h.readEvents(ctx)
+	if err != nil {
+		return err
+	}
+	tr := auditTrail(events, taskRows, f.capacity, h.galera != nil, h.cfg.Lease)
+	claims := tr.claims
+	h.beside = tr.beside
 	order := "id order"
 	if h.galera != nil {
 		order = "time order"
 	}
-	add("no editor holds two claims (task_events in "+order+")", claimed, v0)
+	addFound("no editor above its capacity, no fence claimed twice (task_events in "+order+")", tr.claimed, tr.findings)
+
+	n, fs = checkResultHolders(results, claims)
+	addFound("each result by the holder of its claim", n, fs)
+	n, fs = checkFourEyes(byTask)
+	addFound("four eyes: no editor with results at two stages of a task", n, fs)
+	n, fs = checkClaimStages(taskRows, byTask, claims, f.limits)
+	addFound("claims of a staged task at a stage the editor may take, four eyes held", n, fs)
+	h.groups, h.agreeing = agreement(taskRows, results)
+	n, fs = checkGroupResults(taskRows, results)
+	addFound("one slot of a group per editor (results)", n, fs)
+	if h.cfg.Workflow {
+		n, fs = checkSentBack(taskRows, byTask, claims, h.holds)
+		addFound("sent back: first claimed by the editor of the stage, or after the hold", n, fs)
+	}
 
 	// The claims the editors got are the audit trail's, each for one editor.
 	v0 = p.violations.Load()
@@ -318,6 +662,93 @@ func (h *harness) check(ctx context.Context) error {
 		}
 	}
 	h.checks = append(h.checks, CheckResult{Name: "hostile requests refused with 4xx, nothing changed", Checked: h.hostile.Requests, Violations: int(hv)})
+	return nil
+}
+
+// facts are the tables the checks read.
+type facts struct {
+	tasks    map[int64]taskRow
+	results  []resultRow // in (task_id, fence) order
+	capacity map[int64]int
+	limits   map[editorCategory][]string // editor_categories.stages, where set
+}
+
+// readFacts reads the tasks, the results, the editors' capacities and their
+// stage limits.
+func (h *harness) readFacts(ctx context.Context) (*facts, error) {
+	f := &facts{tasks: make(map[int64]taskRow), capacity: make(map[int64]int), limits: make(map[editorCategory][]string)}
+	err := h.query(ctx, "read tasks", "SELECT id, fence, status, category, stage, stage_count, COALESCE(stages, ''), COALESCE(group_id, 0) FROM tasks",
+		func(scan func(...any) error) error {
+			var id int64
+			var t taskRow
+			var stages string
+			if err := scan(&id, &t.fence, &t.status, &t.category, &t.stage, &t.stageCount, &stages, &t.group); err != nil {
+				return err
+			}
+			if stages != "" {
+				t.stages = strings.Split(stages, ",")
+			}
+			f.tasks[id] = t
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = h.query(ctx, "read results", "SELECT task_id, fence, COALESCE(editor_id, 0), stage, COALESCE(decision, ''), submitted_at FROM task_results ORDER BY task_id, fence",
+		func(scan func(...any) error) error {
+			var r resultRow
+			if err := scan(&r.Task, &r.Fence, &r.editor, &r.stage, &r.decision, &r.at); err != nil {
+				return err
+			}
+			f.results = append(f.results, r)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = h.query(ctx, "read editors", "SELECT id, capacity FROM editors", func(scan func(...any) error) error {
+		var id int64
+		var c int
+		if err := scan(&id, &c); err != nil {
+			return err
+		}
+		f.capacity[id] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = h.query(ctx, "read editors' stages", "SELECT editor_id, category, stages FROM editor_categories WHERE stages IS NOT NULL",
+		func(scan func(...any) error) error {
+			var k editorCategory
+			var stages string
+			if err := scan(&k.editor, &k.category, &stages); err != nil {
+				return err
+			}
+			f.limits[k] = strings.Split(stages, ",")
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// query runs a query and calls row for each row it returns.
+func (h *harness) query(ctx context.Context, what, query string, row func(scan func(...any) error) error) error {
+	rows, err := h.sql.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	return nil
 }
 

@@ -34,16 +34,51 @@
 // read in time order, and a claim counts as ended when its end event is of
 // the same millisecond as the editor's next claim.
 //
+// With Config.Workflow (cmd/chaos -workflow) the faults are the same, and
+// the editors' work is an editorial workflow, declared in a
+// config.yaml the harness gives taskd (dispatch.fair_share on): "desk",
+// whose tasks go through the stages edit and review, reviewers sending a
+// quarter back with notes (send_back_hold 3s); "labels", whose tasks each
+// ask three editors for a label (overlap 3; labels from a small set, so
+// that some groups agree); and "plain". Editors are created with a
+// capacity of 1, 2 or 3 claims, and ask for work until they hold it, then
+// work their claims in random order; every fifth is limited to desk's
+// review stage. Whether the API takes a submit's decision is asked at
+// setup (a submit of no task with a decision: 400 for an unknown field);
+// without, reviewers approve by submitting.
+//
 // Then the editors drain the pool and Run checks the database and the
-// editors' records: at most one accepted result per task and the result of
-// a done task at its current fence; every acknowledged submit kept; no
-// editor holding two claims (task_events in id order); every claim an editor
-// got its own in the audit trail; every expired claim back in the pool
-// within sweep.interval plus a slack of its lease end (or of the end of a
-// fault that covered it), on the database clock; every task done.
+// editors' records, for either workload:
+//
+//   - every task done, with a result at its current fence;
+//   - each task's results, in fence order, follow its workflow: the first
+//     at stage 0, the next one stage on after an approve and one back
+//     after a send_back, none past the last stage, so each visit of a
+//     stage has one result (task_results' key (task_id, fence) makes one
+//     result per claim a database fact); a done task's last result at its
+//     last stage;
+//   - each result by the editor the audit trail says claimed its fence;
+//     every acknowledged submit kept, as its editor's;
+//   - no editor above its capacity (editors.capacity; task_events in id
+//     order), no fence claimed twice; no editor holding two tasks of one
+//     group, nor taking one after it submitted another (task_events), nor
+//     with results in two (task_results);
+//   - four eyes: no editor with results at two stages of a task, nor
+//     claiming a stage of a task after its result at another; each claim of
+//     a task with stages at a stage the editor's categories give it (the
+//     claim's stage is where the task's earlier results led);
+//   - a task sent back first claimed by the editor of the latest result at
+//     the stage it went back to, or after its category's send_back_hold
+//     (workflow pass);
+//   - every claim an editor got its own in the audit trail; every expired
+//     claim back in the pool within sweep.interval plus a slack of its
+//     lease end (or of the end of a fault that covered it), on the database
+//     clock; every claim an editor walked away from ended by expiry.
 //
 // Run returns a Report with per-fault counts (503s, time to the first
 // success after recovery, assignments, submits, stale refusals, violations).
-// TestChaos runs each fault once, TestChaosGalera each Galera fault; cmd/chaos runs it from `make chaos` and,
-// with -soak, in a loop for `make soak`.
+// TestChaos runs each fault once, TestChaosGalera each Galera fault; the
+// workflow pass, about as long as TestChaos, is left to `make chaos`, which
+// runs cmd/chaos three times: as is, -galera and -workflow. With -soak,
+// cmd/chaos runs the faults in a loop for `make soak`.
 package chaos

@@ -18,6 +18,8 @@ type assignment struct {
 	} `json:"task"`
 	Fence          int64  `json:"fence"`
 	LeaseExpiresAt string `json:"lease_expires_at"`
+	// Stage is the claim's stage, where the API gives it (see stageOf).
+	Stage json.RawMessage `json:"stage"`
 }
 
 // claimRef names one claim: a task and the fence of that claim.
@@ -40,9 +42,14 @@ type editor struct {
 	name       string
 	token      string
 	categories []string
+	capacity   int  // claims it may hold at once
+	reviewOnly bool // limited to desk's review stage (the workflow pass)
 	client     *http.Client
 	log        editorLog
 	seen       map[claimRef]bool
+	// walkedAway are the claims it abandoned and must not touch again
+	// (runWorkflowEditor).
+	walkedAway map[claimRef]bool
 }
 
 // editorMix is how editors treat an assignment, in percent; the rest submit.
@@ -107,9 +114,14 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// nextAssignment asks for work once; it returns nil when there was none.
+// nextAssignment asks for work once, waiting up to 200ms..1.5s; it returns
+// nil when there was none.
 func (h *harness) nextAssignment(ctx context.Context, e *editor) *assignment {
-	wait := time.Duration(200+rand.IntN(1300)) * time.Millisecond
+	return h.nextAssignmentWait(ctx, e, time.Duration(200+rand.IntN(1300))*time.Millisecond)
+}
+
+// nextAssignmentWait asks for work once, waiting up to wait.
+func (h *harness) nextAssignmentWait(ctx context.Context, e *editor, wait time.Duration) *assignment {
 	resp, p := h.editorCall(ctx, e, "next", "/v1/assignments/next", map[string]any{"wait_ms": wait.Milliseconds()}, wait)
 	if p == nil {
 		return nil
@@ -152,7 +164,7 @@ func (h *harness) gotClaim(e *editor, p *phase, a *assignment) {
 // Unanswered and 503 submits are retried with the same fence a few times.
 func (h *harness) submit(ctx context.Context, e *editor, a *assignment) *assignment {
 	path := "/v1/assignments/" + strconv.FormatInt(a.Task.ID, 10) + "/submit"
-	body := map[string]any{"fence": a.Fence, "result": map[string]any{"editor": e.id, "fence": a.Fence, "ok": true}}
+	body := h.submitBody(ctx, e, a)
 	for range 5 {
 		resp, p := h.editorCall(ctx, e, "submit", path, body, 0)
 		if p == nil {
@@ -161,6 +173,7 @@ func (h *harness) submit(ctx context.Context, e *editor, a *assignment) *assignm
 		switch {
 		case resp.status == http.StatusOK:
 			e.log.acked = append(e.log.acked, claimRef{a.Task.ID, a.Fence})
+			h.counted(body)
 			p.submits.Add(1)
 			h.submits.Add(1)
 			var out struct {

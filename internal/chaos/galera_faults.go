@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -143,7 +142,7 @@ func (h *harness) firstWrite(ctx context.Context, p *phase, start time.Time, r *
 	limit := time.Minute
 	for ctx.Err() == nil {
 		s := h.serial.Add(1)
-		task := []map[string]any{{"category": category(rand.IntN(h.cfg.Categories)), "priority": 0,
+		task := []map[string]any{{"category": h.pickCategory(), "priority": 0,
 			"title": fmt.Sprintf("chaos task %d", s), "payload": map[string]any{"n": s}}}
 		resp := call(ctx, h.admin, r.Base(), "POST", "/v1/tasks", adminToken, task, h.cfg.RequestBound)
 		h.rec.observe("add a task through "+r.name+" (failover probe)", resp)

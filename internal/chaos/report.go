@@ -52,13 +52,32 @@ type PhaseReport struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Seconds    float64       `json:"seconds"`
-	Config     ReportConfig  `json:"config"`
-	Phases     []PhaseReport `json:"phases"`
-	Totals     PhaseReport   `json:"totals"`
-	Checks     []CheckResult `json:"checks"`
-	Hostile    hostileResult `json:"hostile"`
-	Violations []Violation   `json:"violations"`
+	// Workload describes the editors' work: the default one, or the
+	// workflow pass's (Config.Workflow).
+	Workload string `json:"workload"`
+	// Workflow counts what the workflow pass did.
+	Workflow   *WorkflowCounts `json:"workflow,omitempty"`
+	Seconds    float64         `json:"seconds"`
+	Config     ReportConfig    `json:"config"`
+	Phases     []PhaseReport   `json:"phases"`
+	Totals     PhaseReport     `json:"totals"`
+	Checks     []CheckResult   `json:"checks"`
+	Hostile    hostileResult   `json:"hostile"`
+	Violations []Violation     `json:"violations"`
+}
+
+// WorkflowCounts are what the workflow pass did: the decisions of its
+// acknowledged submits, and the claims editors took while holding another
+// (task_events), which only capacities above 1 allow.
+type WorkflowCounts struct {
+	Approved   int64 `json:"approved"`
+	SentBack   int64 `json:"sent_back"`
+	Labelled   int64 `json:"labelled"`
+	HeldBeside int64 `json:"claims_beside_another"`
+	// Groups are the overlapped tasks with all their results in; Agreeing
+	// those whose results' decisions are equal.
+	Groups   int64 `json:"groups"`
+	Agreeing int64 `json:"groups_agreeing"`
 }
 
 // ReportConfig is the part of Config a reader of the report needs.
@@ -75,7 +94,11 @@ type ReportConfig struct {
 }
 
 func (h *harness) report(d time.Duration) *Report {
-	r := &Report{Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	if h.cfg.Workflow {
+		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
+			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside, Groups: h.groups, Agreeing: h.agreeing}
+	}
 	c := h.cfg
 	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
 		SlackSeconds: c.Slack.Seconds(), BoundSeconds: c.RequestBound.Seconds(), HangSeconds: c.HangFor.Seconds(), Soak: c.Soak}
@@ -123,6 +146,11 @@ func (h *harness) report(d time.Duration) *Report {
 
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "workload %s\n", r.Workload)
+	if c := r.Workflow; c != nil {
+		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d, %d of %d groups agreeing; claims taken beside another %d\n",
+			c.Approved, c.SentBack, c.Labelled, c.Agreeing, c.Groups, c.HeldBeside)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")
 	row := func(p PhaseReport) {

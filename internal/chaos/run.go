@@ -59,6 +59,16 @@ type Config struct {
 	// rejoining by IST, a node frozen, a node cut off from the others). It
 	// needs Debian's galera-4 and rsync.
 	Galera bool
+	// Workflow runs a staged, overlapped workload instead of the default one
+	// (see workflowCategories): tasks of a category with the stages edit and
+	// review, where reviewers send a quarter back with notes; of a category
+	// that asks for three independent labels per task; and of a plain one;
+	// under dispatch.fair_share, with editors that hold two or three claims
+	// at once and editors limited to the review stage. The categories are
+	// the taskd config's (a config.yaml the harness writes); the editors'
+	// capacities and stages are given as POST /v1/editors creates them.
+	// Categories is then ignored.
+	Workflow bool
 	// Logf receives progress lines; default none.
 	Logf func(format string, args ...any)
 }
@@ -112,8 +122,18 @@ type harness struct {
 	env      []string
 	admin    *http.Client
 	mix      editorMix
-	editors  []*editor // the simulated editors
-	extra    []*editor // probes and others outside the editors' loop
+	cats     []string                 // the categories tasks are made in
+	holds    map[string]time.Duration // send_back_hold by category, for the checks
+	// decisions says whether the API takes a submit's decision and notes
+	// (probed at setup); without, reviewers approve and labels go in the
+	// result alone.
+	decisions bool
+	stats     workflowStats
+	beside    int64     // claims taken beside another, from the audit trail
+	groups    int64     // groups with every result in
+	agreeing  int64     // of which all decisions are equal
+	editors   []*editor // the simulated editors
+	extra     []*editor // probes and others outside the editors' loop
 
 	assignments, submits atomic.Int64
 	clockOffset          time.Duration // database clock minus the harness's
@@ -139,6 +159,15 @@ type window struct {
 func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg = cfg.WithDefaults()
 	h := &harness{cfg: cfg, rec: &recorder{logf: cfg.Logf}, router: &router{}, admin: newHTTPClient(), mix: defaultMix}
+	if cfg.Workflow {
+		for _, c := range workflowCategories {
+			h.cats = append(h.cats, c.name)
+		}
+	} else {
+		for i := range cfg.Categories {
+			h.cats = append(h.cats, category(i))
+		}
+	}
 	started := time.Now()
 	removeDir := false
 	if h.workDir = cfg.WorkDir; h.workDir == "" {
@@ -271,6 +300,17 @@ func (h *harness) setup(ctx context.Context) error {
 		"TASKD_LOG_FORMAT=json",
 		"TASKD_LOG_LEVEL=info",
 	}
+	if h.cfg.Workflow {
+		path, err := writeWorkflowConfig(h.workDir)
+		if err != nil {
+			return err
+		}
+		h.env = append(h.env, "TASKD_CONFIG="+path)
+		h.holds = make(map[string]time.Duration)
+		for _, c := range workflowCategories {
+			h.holds[c.name] = sendBackHold
+		}
+	}
 	if err := runMigrate(ctx, h.bin, h.workDir, h.env); err != nil {
 		return err
 	}
@@ -295,16 +335,22 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 
-	for i := range h.cfg.Editors {
-		cats := []string{category(i % h.cfg.Categories)}
-		if extra := category(rand.IntN(h.cfg.Categories)); extra != cats[0] {
-			cats = append(cats, extra)
-		}
-		e, err := h.createEditor(ctx, fmt.Sprintf("editor-%03d", i), cats...)
-		if err != nil {
+	if h.cfg.Workflow {
+		if err := h.workflowEditors(ctx); err != nil {
 			return err
 		}
-		h.editors = append(h.editors, e)
+	} else {
+		for i := range h.cfg.Editors {
+			cats := []string{category(i % h.cfg.Categories)}
+			if extra := category(rand.IntN(h.cfg.Categories)); extra != cats[0] {
+				cats = append(cats, extra)
+			}
+			e, err := h.createEditor(ctx, fmt.Sprintf("editor-%03d", i), cats...)
+			if err != nil {
+				return err
+			}
+			h.editors = append(h.editors, e)
+		}
 	}
 	if err := h.addTasks(ctx, h.cfg.Pool); err != nil {
 		return err
@@ -326,6 +372,15 @@ func dsnAddr(dsn string) string {
 }
 
 func category(i int) string { return "cat" + strconv.Itoa(i) }
+
+// pickCategory returns the category of a new task: one of the run's at
+// random, by weight in the workflow pass.
+func (h *harness) pickCategory() string {
+	if !h.cfg.Workflow {
+		return h.cats[rand.IntN(len(h.cats))]
+	}
+	return pickWorkflowCategory()
+}
 
 // openSQL opens the harness's own connection for checks, with timeouts so
 // that a frozen server never hangs the harness.
@@ -403,14 +458,28 @@ func (h *harness) adminCall(ctx context.Context, method, path string, body any, 
 }
 
 func (h *harness) createEditor(ctx context.Context, name string, cats ...string) (*editor, error) {
+	return h.createEditorWith(ctx, name, cats, 1, nil)
+}
+
+// createEditorWith creates an editor of capacity claims at once, limited to
+// stages of some of its categories (nil: none).
+func (h *harness) createEditorWith(ctx context.Context, name string, cats []string, capacity int, stages map[string][]string) (*editor, error) {
+	body := map[string]any{"name": name, "categories": cats}
+	if capacity > 1 {
+		body["capacity"] = capacity
+	}
+	if stages != nil {
+		body["stages"] = stages
+	}
 	var out struct {
 		ID    int64  `json:"id"`
 		Token string `json:"token"`
 	}
-	if err := h.adminCall(ctx, "POST", "/v1/editors", map[string]any{"name": name, "categories": cats}, http.StatusCreated, &out); err != nil {
+	if err := h.adminCall(ctx, "POST", "/v1/editors", body, http.StatusCreated, &out); err != nil {
 		return nil, err
 	}
-	return &editor{id: out.ID, name: name, token: out.Token, categories: cats, client: newHTTPClient(), seen: make(map[claimRef]bool)}, nil
+	return &editor{id: out.ID, name: name, token: out.Token, categories: cats, capacity: max(1, capacity), client: newHTTPClient(),
+		seen: make(map[claimRef]bool), walkedAway: make(map[claimRef]bool)}, nil
 }
 
 // addTasks inserts n tasks spread over the categories, 1000 per request.
@@ -432,7 +501,7 @@ func (h *harness) addTasksIn(ctx context.Context, n int, cat string) error {
 	for i := range ts {
 		c := cat
 		if c == "" {
-			c = category(rand.IntN(h.cfg.Categories))
+			c = h.pickCategory()
 		}
 		s := h.serial.Add(1)
 		ts[i] = map[string]any{"category": c, "priority": rand.IntN(5), "title": "chaos task " + strconv.FormatInt(s, 10),
@@ -457,7 +526,7 @@ func (h *harness) feed(ctx context.Context) {
 		ts := make([]map[string]any, n)
 		for i := range ts {
 			s := h.serial.Add(1)
-			ts[i] = map[string]any{"category": category(rand.IntN(h.cfg.Categories)), "priority": rand.IntN(5),
+			ts[i] = map[string]any{"category": h.pickCategory(), "priority": rand.IntN(5),
 				"title": "chaos task " + strconv.FormatInt(s, 10), "payload": map[string]any{"n": s}}
 		}
 		base := h.router.pick()
@@ -486,7 +555,11 @@ func (h *harness) run(ctx context.Context) error {
 
 	h.rec.begin("warm-up")
 	for _, e := range h.editors {
-		wg.Go(func() { h.runEditor(edCtx, e) })
+		if h.cfg.Workflow {
+			wg.Go(func() { h.runWorkflowEditor(edCtx, e) })
+		} else {
+			wg.Go(func() { h.runEditor(edCtx, e) })
+		}
 	}
 	wg.Go(func() { h.feed(feedCtx) })
 	wg.Go(func() { h.progress(edCtx) })

@@ -22,10 +22,17 @@ GROUP BY status, category ORDER BY category, status`
 	COALESCE(SUM(lease_expires_at < NOW(3)), 0) AS expired,
 	COALESCE(SUM(lease_expires_at >= NOW(3) AND lease_expires_at < NOW(3) + INTERVAL ? MICROSECOND), 0) AS expiring
 FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
+	// statsByStageSQL counts the tasks with stages by category, stage and status:
+	// the non-NULL part of tasks_stage_candidate, whose leading columns cover it,
+	// so tasks without stages (all in its NULL range) cost it nothing.
+	statsByStageSQL = `SELECT category, stage_name, stage_status AS status, COUNT(*) AS n
+FROM tasks FORCE INDEX (tasks_stage_candidate) WHERE stage_status IS NOT NULL
+GROUP BY stage_status, category, stage_name ORDER BY category, stage_name, status`
 	statsPausedSQL = `SELECT category FROM paused_categories ORDER BY category`
 )
 
-// PoolStats counts tasks by status and by category and status, reports the live claims:
+// PoolStats counts tasks by status and by category and status, the tasks with
+// stages by category, stage and status, reports the live claims:
 // distinct holders, claims whose lease passes within expiringWithin (0 means
 // ExpiringWithinDefault), and expired claims not yet taken back, and lists the paused
 // categories. The queries are not one snapshot; counts may be off by the claims that
@@ -42,6 +49,7 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 	st := &tasks.PoolStats{
 		ByStatus:   make(map[tasks.Status]int64),
 		ByCategory: []tasks.CategoryCount{},
+		ByStage:    []tasks.StageCount{},
 	}
 	for _, status := range tasks.Statuses() {
 		st.ByStatus[status] = 0
@@ -55,6 +63,10 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 	_, err := s.read(ctx, false, func(ctx context.Context, db *sqlx.DB) error {
 		st.ByCategory = []tasks.CategoryCount{}
 		if err := db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
+			return err
+		}
+		st.ByStage = []tasks.StageCount{}
+		if err := db.SelectContext(ctx, &st.ByStage, statsByStageSQL); err != nil {
 			return err
 		}
 		return db.GetContext(ctx, &claims, statsClaimsSQL, micros(expiringWithin))

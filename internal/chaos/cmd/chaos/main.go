@@ -5,6 +5,7 @@
 //
 //	go run ./internal/chaos/cmd/chaos                       # each fault once
 //	go run ./internal/chaos/cmd/chaos -galera                # on a 3-node Galera cluster
+//	go run ./internal/chaos/cmd/chaos -workflow              # a staged, overlapped workload
 //	go run ./internal/chaos/cmd/chaos -soak -assignments 100000
 package main
 
@@ -48,6 +49,7 @@ func main() {
 	flag.DurationVar(&cfg.FaultEvery, "every", 3*time.Second, "calm time after each fault's recovery")
 	flag.IntVar(&cfg.Pool, "pool", 1000, "pending tasks the feeder keeps")
 	flag.BoolVar(&cfg.Galera, "galera", false, "run on a private 3-node MariaDB Galera cluster, with its faults (node killed and rejoining, node hung, node partitioned)")
+	flag.BoolVar(&cfg.Workflow, "workflow", false, "run a staged, overlapped workload (review with send-back, three labels per task, editors of capacity 2 and 3, review-only editors, fair share) through the faults")
 	flag.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
