@@ -8,12 +8,10 @@ import (
 // Queues. The candidate pool keeps candidates per queue: a category, whose
 // candidates are its tasks at any stage, or a category and one of its stages,
 // for editors limited to some stages of it (tasks.Editor.Stages). A queue's key
-// is the category, or for a stage stageQueueMark, the stage, stageQueueSep and
-// the category. A category is text that may hold anything but starts with no
-// control character (tasks.CheckCategory refuses leading spaces, and control
-// characters are not text), and a stage name is lowercase letters, digits, '_'
-// and '-', so the mark tells the two kinds apart and the first separator ends
-// the stage.
+// is the category, or for a stage: stageQueueMark, the stage, stageQueueSep and
+// the category. Categories hold no control characters (tasks.CheckCategory)
+// and stage names only lowercase letters, digits, '_' and '-', so the mark
+// tells the two kinds apart and the first separator ends the stage.
 const (
 	stageQueueMark = "\x1e"
 	stageQueueSep  = "\x1f"
