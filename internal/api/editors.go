@@ -140,14 +140,7 @@ func (a *api) listEditors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// An editor that holds several claims may come once per claim: keep
-	// the first.
-	eds := page.Editors[:0:0]
-	for _, e := range page.Editors {
-		if len(eds) == 0 || eds[len(eds)-1].ID != e.ID {
-			eds = append(eds, e)
-		}
-	}
+	eds := page.Editors
 	ids := make([]int64, len(eds))
 	for i := range eds {
 		ids[i] = eds[i].ID

@@ -27,14 +27,17 @@ func addCount(c *tasks.EventCounts, kind tasks.EventKind, n int64) {
 	}
 }
 
-// editorSummarySQL reads editors with their live claim; the caller adds the WHERE
-// clause. At most one task names an editor (see claim.go), so the join adds no rows.
+// editorSummarySQL reads editors with their live claim, the oldest of them for an
+// editor that holds several (its capacity is above one); the caller adds the WHERE
+// clause. The join adds no rows: it takes the one task a subquery of tasks_editor
+// names, by primary key.
 const editorSummarySQL = `SELECT e.id, e.name, e.created_at, e.disabled_at,
 	t.id AS claim_task_id, t.fence AS claim_fence, t.lease_expires_at AS claim_lease_expires_at,
 	t.trace_context AS claim_trace_context
 FROM editors e
-LEFT JOIN tasks t FORCE INDEX (tasks_editor)
-	ON t.editor_id = e.id AND t.status = 'assigned' AND t.lease_expires_at >= NOW(3) `
+LEFT JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = (SELECT h.id FROM tasks h FORCE INDEX (tasks_editor)
+	WHERE h.editor_id = e.id AND h.status = 'assigned' AND h.lease_expires_at >= NOW(3)
+	ORDER BY h.assigned_at, h.id LIMIT 1) `
 
 // listEditorsSQL is a page of editors in id order, read by primary key.
 const listEditorsSQL = editorSummarySQL + `WHERE e.id > ? ORDER BY e.id LIMIT ?`

@@ -359,6 +359,18 @@ func TestCapacityBoundsAnEditorsClaims(t *testing.T) {
 		t.Errorf("held = %+v, want the two claims, oldest first", ec.Held)
 	}
 
+	// Listed once, with its oldest claim.
+	page, err := b.store.ListEditors(b.ctx, tasks.ListEditorsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Editors) != 1 || page.Editors[0].Claim == nil || page.Editors[0].Claim.TaskID != first.Task.ID {
+		t.Errorf("editors = %+v, want ann once, with task %d", page.Editors, first.Task.ID)
+	}
+	if sum, err := b.store.GetEditorSummary(b.ctx, ann.ID); err != nil || sum.Claim == nil || sum.Claim.TaskID != first.Task.ID {
+		t.Errorf("summary = %+v, %v; want task %d", sum, err, first.Task.ID)
+	}
+
 	// A claim whose lease passed makes room.
 	b.expireLease(t, ids[0])
 	if _, err := b.tryClaim(t, ids[2], ann); err != nil {
