@@ -317,8 +317,11 @@ func TestRedlock(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				// Clients without socket timeouts: only the locker's node
-				// timeout (the default) ends the call to the hung master, and
-				// without it Obtain would never return.
+				// timeout ends the call to the hung master, and without it
+				// Obtain would never return. A node timeout of a second, not
+				// the default 50ms: the healthy masters must answer within
+				// it on a loaded machine too, and each client is connected
+				// first, so that the obtain waits for no dial.
 				servers := make([]*testenv.RedisServer, n)
 				rcs := make([]locker.RedisClient, n)
 				for i := range servers {
@@ -328,9 +331,12 @@ func TestRedlock(t *testing.T) {
 						ReadTimeout: -1, WriteTimeout: -1,
 					})
 					t.Cleanup(func() { _ = c.Close() })
+					if err := c.Ping(ctx).Err(); err != nil {
+						t.Fatalf("ping master %d: %v", i, err)
+					}
 					rcs[i] = c
 				}
-				lc, err := locker.NewRedlock(rcs, nil)
+				lc, err := locker.NewRedlock(rcs, &locker.RedlockOptions{NodeTimeout: time.Second})
 				if err != nil {
 					t.Fatalf("new redlock: %v", err)
 				}

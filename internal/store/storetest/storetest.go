@@ -234,6 +234,11 @@ func newGalera(tb testing.TB, migrated bool) *Galera {
 		node := cfg.Clone()
 		node.Addr = addr
 		g.DSNs = append(g.DSNs, node.FormatDSN())
+		// The database was created through the first node, whose answer
+		// may come before another node applied it: a causal read there
+		// waits until it did, and only then is the database named in a
+		// connection to it.
+		awaitDatabase(ctx, tb, node)
 	}
 	for i, dsn := range g.DSNs {
 		db, err := store.Open(ctx, dsn)
@@ -249,6 +254,36 @@ func newGalera(tb testing.TB, migrated bool) *Galera {
 		}
 	}
 	return g
+}
+
+// awaitDatabase waits until the Galera node of cfg has applied the creation of
+// cfg's database: a read with wsrep_sync_wait=1 runs only once the node has
+// applied every write the cluster committed before it.
+func awaitDatabase(ctx context.Context, tb testing.TB, cfg *mysql.Config) {
+	tb.Helper()
+	admin := cfg.Clone()
+	admin.DBName = ""
+	connector, err := mysql.NewConnector(admin)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", cfg.Addr, err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", cfg.Addr, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		tb.Fatalf("causal reads on %s: %v", cfg.Addr, err)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", cfg.DBName).Scan(&n); err != nil {
+		tb.Fatalf("look for database %s on %s: %v", cfg.DBName, cfg.Addr, err)
+	}
+	if n != 1 {
+		tb.Fatalf("database %s is not on node %s after a causal read", cfg.DBName, cfg.Addr)
+	}
 }
 
 // Isolate cuts node i (0-based) off the cluster's group communication until
