@@ -220,9 +220,10 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 		if row.Fence != p.Fence || !row.Claimable {
 			return tasks.ErrStale
 		}
-		if p.EditorID != 0 {
+		if p.EditorID != 0 && (row.Stages != nil || row.GroupID != 0 || row.ReservedFor != 0) {
 			// Under the task's lock: the stage the checks read is the one
-			// the claim takes.
+			// the claim takes. A task without stages, group or reservation
+			// has none to check.
 			var barred bool
 			if err := tx.GetContext(ctx, &barred, barredSQL, append([]any{p.TaskID}, barredArgs(p.EditorID)...)...); err != nil {
 				return err
