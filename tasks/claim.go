@@ -24,4 +24,10 @@ type ClaimParams struct {
 	Lease time.Duration
 	// TraceContext is the W3C traceparent of the claim span; may be empty.
 	TraceContext string
+	// Workflow is the candidate's Workflow: an editor's claim of a task with
+	// stages, a group or a reservation reads the workflow's checks in its
+	// batch, and one of a task without them only checks that it has none. A
+	// claim that turns out wrong about it is made the locking way, which
+	// reads the checks itself: the rules hold whatever this says.
+	Workflow bool
 }

@@ -216,6 +216,9 @@ type Candidate struct {
 	// Category is the task's category, set by EditorClaims (Candidates read one
 	// category at a time and leave it empty).
 	Category string `db:"-"`
+	// Workflow says the task has stages, a group or a reservation: its claim
+	// reads the workflow's checks (pass it on as ClaimParams.Workflow).
+	Workflow bool `db:"workflow"`
 }
 
 // NoDue is Candidate.Due of a task without a due_at: later than any due_at, so that

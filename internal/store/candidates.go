@@ -26,12 +26,14 @@ import (
 // optimizer may otherwise prefer another index when statistics are skewed, for
 // example in a fresh, small table. internal/store/EXPLAIN.md shows the plans.
 const (
-	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	// candidateWorkflowSQL is Candidate.Workflow.
+	candidateWorkflowSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AS workflow`
 	// candidateNotPausedSQL leaves out a paused category: one primary-key lookup per
 	// branch, whose argument is the branch's category. Claims check the pause
 	// themselves; this only spares them candidates they would be refused.

@@ -82,8 +82,9 @@ func (s *Store) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, e
 	if p.Status == tasks.StatusPending {
 		c, err := s.claimPending(ctx, p, lease)
 		// The editor has a task: the locking path finds out whether it is a live
-		// claim or one whose lease passed, which it frees.
-		if !errors.Is(err, errEditorHasTask) {
+		// claim or one whose lease passed, which it frees. Or the task has a
+		// workflow the claim did not expect: the locking path reads its checks.
+		if !errors.Is(err, errEditorHasTask) && !errors.Is(err, errWorkflowTask) {
 			if err != nil {
 				return nil, fmt.Errorf("claim task %d: %w", p.TaskID, lostRace(err))
 			}
@@ -119,6 +120,10 @@ func (s *Store) checkClaimParams(p tasks.ClaimParams) (time.Duration, error) {
 // errEditorHasTask is claimPending's answer when a task names the editor.
 var errEditorHasTask = errors.New("the editor has a task")
 
+// errWorkflowTask is claimPending's answer when the task has stages, a group or
+// a reservation, and the claim did not say so (ClaimParams.Workflow).
+var errWorkflowTask = errors.New("the task has a workflow")
+
 // claimPending claims a pending task as a cycle of a group (see Cycles).
 func (s *Store) claimPending(ctx context.Context, p tasks.ClaimParams, lease time.Duration) (*tasks.Claim, error) {
 	c := &cycle{claim: &p, lease: lease}
@@ -137,6 +142,9 @@ type claimedRow struct {
 	Disabled bool  `db:"disabled"`
 	Paused   bool  `db:"paused"`
 	Barred   bool  `db:"barred"`
+	// Unchecked says an editor's claim that did not expect a workflow was
+	// refused because the task has one.
+	Unchecked bool
 	tasks.Task
 }
 
@@ -156,6 +164,8 @@ func (row *claimedRow) claim(found bool) (*tasks.Claim, error) {
 		return nil, tasks.ErrSkipped
 	case row.Barred:
 		return nil, tasks.ErrBarred
+	case row.Unchecked:
+		return nil, errWorkflowTask
 	case row.Paused:
 		return nil, tasks.ErrPaused
 	default:
@@ -431,6 +441,7 @@ func (s *Store) EditorClaims(ctx context.Context, editorID int64) (*tasks.Editor
 		if r.Reserved {
 			out.Reserved = append(out.Reserved, tasks.Candidate{
 				ID: r.ID, Fence: r.Fence, Priority: r.Priority, Status: r.Status, Due: dueOf(r.DueAt), Category: r.Category,
+				Workflow: true,
 			})
 			continue
 		}

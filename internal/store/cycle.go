@@ -344,6 +344,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
 		"FIND_IN_SET(id, @taskd_barred) > 0 AS barred, CAST(@taskd_now AS DATETIME(3)) AS round_at,\n\t" +
+		"NOT (" + uncheckedSQL + ") AS has_workflow,\n\t" +
 		// The claim a submit that moved the task to another stage ended: the
 		// row has its fence still, its claim time no more.
 		"IF(FIND_IN_SET(id, @taskd_live) AND status = 'pending', (SELECT MIN(e.`at`) FROM task_events e FORCE INDEX (task_events_task)\n\t\t" +
@@ -451,6 +452,9 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 		if c.claim.EditorID != 0 {
 			checks = append(checks, "FIND_IN_SET(?, @taskd_editors) AND NOT FIND_IN_SET(?, @taskd_busy)")
 			args = append(args, c.claim.EditorID, c.claim.EditorID)
+			if !c.claim.Workflow {
+				checks = append(checks, uncheckedSQL)
+			}
 		}
 		if c.submit != nil {
 			checks = append(checks, "FIND_IN_SET(?, @taskd_live)")
@@ -491,6 +495,7 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		Beat        bool   `db:"beat"`
 		AtLimit     bool   `db:"at_limit"`
 		Barred      bool   `db:"barred"`
+		HasWorkflow bool   `db:"has_workflow"`
 		// RoundAt is the round's instant; ClaimedAt the time of the claim a
 		// submit ended.
 		RoundAt   time.Time  `db:"round_at"`
@@ -534,7 +539,8 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			}
 			r, ok := byID[p.TaskID]
 			c.foundClaimed = ok
-			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Barred: r.Barred, Task: r.Task}
+			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Barred: r.Barred, Task: r.Task,
+				Unchecked: p.EditorID != 0 && !p.Workflow && r.HasWorkflow}
 			if ok && r.ThisRound && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder {
 				c.claimed.Claimed = 1
 			}

@@ -56,10 +56,14 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	}
 	h := &tasks.Handover{Ended: ended}
 	h.Claim, h.Refused = c.claimed.claim(c.foundClaimed)
-	if errors.Is(h.Refused, errEditorHasTask) {
+	switch {
+	case errors.Is(h.Refused, errEditorHasTask):
 		// Another task names the editor: a claim made by a concurrent request
 		// of the editor, which Claim sorts out.
 		h.Refused = tasks.ErrEditorBusy
+	case errors.Is(h.Refused, errWorkflowTask):
+		// The candidate was wrong about the task: a new read says better.
+		h.Refused = tasks.ErrStale
 	}
 	return h, nil
 }

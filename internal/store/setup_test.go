@@ -77,6 +77,7 @@ func (b *bundle) claim(t *testing.T, id int64, holder string, editorID int64, le
 	task := b.task(t, id)
 	c, err := b.store.Claim(b.ctx, tasks.ClaimParams{
 		TaskID: id, Fence: task.Fence, Status: task.Status, Holder: holder, EditorID: editorID, Lease: lease,
+		Workflow: hasWorkflow(task),
 	})
 	if err != nil {
 		t.Fatalf("claim task %d for %s: %v", id, holder, err)
@@ -201,3 +202,8 @@ func wantErr(t *testing.T, what string, err, want error) {
 func equalIDs(a, b []int64) bool { return reflect.DeepEqual(a, b) }
 
 func rawJSON(s string) json.RawMessage { return json.RawMessage(s) }
+
+// hasWorkflow is what a candidate of the task says in Candidate.Workflow.
+func hasWorkflow(t *tasks.Task) bool {
+	return t.Stages != nil || t.GroupID != 0 || t.ReservedFor != 0
+}

@@ -46,10 +46,16 @@ func barredArgs(editorID int64) []any {
 var barredSQL = `SELECT EXISTS (SELECT 1 FROM tasks t FORCE INDEX (PRIMARY) WHERE t.id = ? AND ` +
 	fmt.Sprintf(barredWhereSQL, "NOW(3)") + `)`
 
-// barredSetSQL writes, for a cycle round's SET, the ids of the tasks claims is
-// claiming for editors that may not take them, comma-separated, and returns the
-// arguments.
+// barredSetSQL writes, for a cycle round's SELECT ... INTO, the ids of the tasks
+// claims is claiming for editors that may not take them, comma-separated, and
+// returns the arguments. Only the claims that expect a workflow
+// (ClaimParams.Workflow) are read: the others are guarded by uncheckedSQL.
 func barredSetSQL(q *strings.Builder, claims []*cycle) []any {
+	claims = slices.DeleteFunc(slices.Clone(claims), func(c *cycle) bool { return !c.claim.Workflow })
+	if len(claims) == 0 {
+		q.WriteString("''")
+		return nil
+	}
 	var args []any
 	where := fmt.Sprintf(barredWhereSQL, "@taskd_now")
 	q.WriteString("COALESCE((SELECT GROUP_CONCAT(b.id) FROM (")
@@ -65,6 +71,11 @@ func barredSetSQL(q *strings.Builder, claims []*cycle) []any {
 	q.WriteString(") b), '')")
 	return args
 }
+
+// uncheckedSQL is the guard of an editor's claim that does not expect a
+// workflow: the task has none, so none of its checks applies. A claim refused by
+// it is made again the locking way (errWorkflowTask).
+const uncheckedSQL = "stages IS NULL AND group_id IS NULL AND reserved_for IS NULL"
 
 // busySetSQL writes, for a cycle round's SET, the ids of the editors of claims
 // that hold as many tasks as their capacity, comma-separated, and returns the

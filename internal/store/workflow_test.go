@@ -42,7 +42,38 @@ func (b *bundle) tryClaim(t *testing.T, id int64, ed *tasks.Editor) (*tasks.Clai
 	task := b.task(t, id)
 	return b.store.Claim(b.ctx, tasks.ClaimParams{
 		TaskID: id, Fence: task.Fence, Status: task.Status, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute,
+		Workflow: hasWorkflow(task),
 	})
+}
+
+// A claim wrong about a task's workflow (ClaimParams.Workflow) keeps the rules:
+// one that does not expect it is made the locking way, which reads the checks,
+// and one that expects it of a plain task finds nothing to refuse.
+func TestClaimsWrongAboutTheWorkflow(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk", "news")
+	bob := b.editor(t, "bob", "desk")
+	ids := b.insert(t, tasks.NewTask{Category: "desk", Title: "staged"}, tasks.NewTask{Category: "news", Title: "plain"})
+	edit := b.claim(t, ids[0], ann.Holder(), ann.ID, time.Minute)
+	if _, err := b.submit(t, edit, ann, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id int64, ed *tasks.Editor, workflow bool) (*tasks.Claim, error) {
+		task := b.task(t, id)
+		return b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
+			Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute, Workflow: workflow})
+	}
+	before := b.snapshot(t, ids[0])
+	_, err := claim(ids[0], ann, false)
+	wantErr(t, "the editor of the edit reviewing it, not expecting a workflow", err, tasks.ErrBarred)
+	b.unchanged(t, ids[0], before)
+	if c, err := claim(ids[0], bob, false); err != nil || c.Task.StageName() != "review" {
+		t.Errorf("bob's review, not expecting a workflow: %+v, %v", c, err)
+	}
+	if c, err := claim(ids[1], ann, true); err != nil || c.Task.ID != ids[1] {
+		t.Errorf("a plain task, expecting a workflow: %+v, %v", c, err)
+	}
 }
 
 // submit submits an editor's claim with a decision.
