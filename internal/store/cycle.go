@@ -33,17 +33,22 @@ import (
 //     done, and the heartbeats' events and UPDATE of the lease, each guarded by
 //     the same predicate as the SET's lock of its rows;
 //  3. under the editors' locks, after the submits cleared their editor_id: the
-//     tasks the claimants skipped (@taskd_skipped) and the editors some task still
-//     names (@taskd_busy), read without locking;
+//     tasks the claimants skipped (@taskd_skipped), the editors that hold as many
+//     tasks as their capacity (@taskd_busy), and the tasks the workflow's checks
+//     bar to their claimant (@taskd_barred: see workflow.go; read only for the
+//     claims that expect a workflow), in one SELECT ... INTO, which reads without
+//     locking (a SET's subqueries would take shared locks);
 //  4. the fenced UPDATE of the claims, each guarded by its own checks: its editor
-//     enabled and not busy, its task not skipped by it, its submit (if any) in
-//     @taskd_live, its category not paused; then the 'claimed' events of the rows
-//     the UPDATE claimed;
+//     enabled and not busy, its task not skipped by it nor barred to it (or, for
+//     a claim that expects no workflow, with no stages, group or reservation),
+//     its submit (if any) in @taskd_live, its category not paused; then the
+//     'claimed' events of the rows the UPDATE claimed;
 //  5. the report: the rows of the round's tasks, with the answers of the checks.
 //
-// One task per editor holds because an editor has at most one claim in a round
-// and its busy check reads, under its row's lock, every claim committed before
-// and every claim of the rounds before in this transaction. Cycles that share a
+// An editor's capacity (one task by default) holds because an editor has at most
+// one claim in a round and its busy check reads, under its row's lock, every
+// claim committed before and every claim of the rounds before in this
+// transaction; so do the workflow's checks. Cycles that share a
 // task, a holder or an editor therefore go in rounds of their own, one after the
 // other in the order they came (see rounds): each round sees the rows as the
 // rounds before it left them.
