@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -416,15 +418,15 @@ func (s *Store) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim,
 	return claimOf(t), nil
 }
 
-// editorClaimsSQL reads an editor's live claims, oldest first, then the tasks sent
-// back to it that are reserved for it now: two ranges, of tasks_editor and of
-// tasks_reserved.
-const editorClaimsSQL = `(SELECT 0 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
-	WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3))
+// editorClaimsSQL reads an editor's live claims and the tasks sent back to it that
+// are reserved for it now: two ranges, of tasks_editor and of tasks_reserved,
+// streamed (no ORDER BY over the UNION, which would need a temporary table: the
+// few rows are put in order by EditorClaims).
+const editorClaimsSQL = `SELECT 0 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_editor)
+	WHERE editor_id = ? AND status = 'assigned' AND lease_expires_at >= NOW(3)
 UNION ALL
-(SELECT 1 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_reserved)
-	WHERE reserved_for = ? AND status = 'pending' AND reserved_until > NOW(3) AND run_after <= NOW(3))
-ORDER BY reserved, assigned_at, id`
+SELECT 1 AS reserved, ` + taskColumns + ` FROM tasks FORCE INDEX (tasks_reserved)
+	WHERE reserved_for = ? AND status = 'pending' AND reserved_until > NOW(3) AND run_after <= NOW(3)`
 
 // EditorClaims returns the editor's live claims, oldest first, and the tasks sent
 // back to it that are reserved for it now, in one query.
@@ -447,6 +449,10 @@ func (s *Store) EditorClaims(ctx context.Context, editorID int64) (*tasks.Editor
 		}
 		out.Held = append(out.Held, claimOf(r.Task))
 	}
+	slices.SortFunc(out.Held, func(a, b *tasks.Claim) int {
+		return cmp.Or(a.AssignedAt.Compare(b.AssignedAt), cmp.Compare(a.Task.ID, b.Task.ID))
+	})
+	slices.SortFunc(out.Reserved, func(a, b tasks.Candidate) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
