@@ -27,10 +27,11 @@ func (e *Engine) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (
 	return e.store.CreateEditor(ctx, p)
 }
 
-// UpdateEditor changes an editor's name and/or categories (nil leaves
-// either as it is). A claim the editor holds is kept; its next claim takes
-// tasks of the new categories only. The engine's API sees the change at
-// once, and new categories end the long polls the editor holds on it
+// UpdateEditor changes an editor's name, categories, capacity and/or stage
+// limits (nil leaves each as it is). A claim the editor holds is kept; its
+// next claim takes tasks of the new categories only. The engine's API sees
+// the change at once, and new categories or stage limits end the long polls
+// the editor holds on it
 // (answered 204, so that the next poll waits on the new ones); other
 // processes see it within Config.HTTP.EditorCacheTTL. It returns the editor as changed,
 // tasks.ErrNotFound for an unknown editor, and errors wrapping
@@ -41,7 +42,7 @@ func (e *Engine) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (
 		return nil, err
 	}
 	change := api.EditorRenamed
-	if p.Categories != nil {
+	if p.Categories != nil || p.Stages != nil {
 		change = api.EditorCategories
 	}
 	_ = e.editorChanged(ctx, p.ID, change) // ends no sessions

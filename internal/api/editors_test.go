@@ -39,7 +39,10 @@ type editorOut struct {
 		LeaseExpiresAt string  `json:"lease_expires_at"`
 		TraceID        *string `json:"trace_id"`
 	} `json:"claim"`
-	Today countsOut `json:"today"`
+	Today    countsOut           `json:"today"`
+	Capacity int                 `json:"capacity"`
+	Stages   map[string][]string `json:"stages"`
+	Holding  int                 `json:"holding"`
 }
 
 type editorPage struct {
@@ -149,6 +152,12 @@ type editorDetailOut struct {
 		ClaimedAt string  `json:"claimed_at"`
 		TraceID   *string `json:"trace_id"`
 	} `json:"recent_claims"`
+	Claims []struct {
+		TaskID         int64   `json:"task_id"`
+		Fence          int64   `json:"fence"`
+		LeaseExpiresAt string  `json:"lease_expires_at"`
+		TraceID        *string `json:"trace_id"`
+	} `json:"claims"`
 }
 
 // getEditor reads GET /v1/editors/{id}.
@@ -187,7 +196,7 @@ func TestGetEditor(t *testing.T) {
 	}
 	d = b.getEditor(t, ann.ID)
 	wantKeys(t, b.do(t, "GET", fmt.Sprintf("/v1/editors/%d", ann.ID), adminToken, "").body,
-		"id", "name", "categories", "disabled", "disabled_at", "created_at", "claim", "today",
+		"id", "name", "categories", "disabled", "disabled_at", "created_at", "claim", "today", "capacity",
 		"all_time", "median_claim_to_submit_ms", "median_of", "last_active_at", "recent_claims")
 	if d.Claim == nil || d.Claim.TaskID != held.Task.ID || d.Claim.Fence != held.Fence {
 		t.Errorf("ann's claim = %+v, want task %d fence %d", d.Claim, held.Task.ID, held.Fence)
@@ -297,6 +306,10 @@ type disableOut struct {
 		TaskID int64 `json:"task_id"`
 		Fence  int64 `json:"fence"`
 	} `json:"released"`
+	ReleasedAll []struct {
+		TaskID int64 `json:"task_id"`
+		Fence  int64 `json:"fence"`
+	} `json:"released_all"`
 }
 
 func TestDisableAndEnableEditor(t *testing.T) {
@@ -435,16 +448,18 @@ func TestNewEditorToken(t *testing.T) {
 }
 
 type meOut struct {
-	ID                    int64       `json:"id"`
-	Name                  string      `json:"name"`
-	Categories            []string    `json:"categories"`
-	CreatedAt             string      `json:"created_at"`
-	Assignment            *assignment `json:"assignment"`
-	Today                 countsOut   `json:"today"`
-	AllTime               countsOut   `json:"all_time"`
-	MedianClaimToSubmitMS *int64      `json:"median_claim_to_submit_ms"`
-	MedianOf              int         `json:"median_of"`
-	LastActiveAt          *string     `json:"last_active_at"`
+	ID                    int64               `json:"id"`
+	Name                  string              `json:"name"`
+	Categories            []string            `json:"categories"`
+	CreatedAt             string              `json:"created_at"`
+	Capacity              int                 `json:"capacity"`
+	Stages                map[string][]string `json:"stages"`
+	Assignment            *assignment         `json:"assignment"`
+	Today                 countsOut           `json:"today"`
+	AllTime               countsOut           `json:"all_time"`
+	MedianClaimToSubmitMS *int64              `json:"median_claim_to_submit_ms"`
+	MedianOf              int                 `json:"median_of"`
+	LastActiveAt          *string             `json:"last_active_at"`
 	RecentClaims          []struct {
 		TaskID    int64   `json:"task_id"`
 		Fence     int64   `json:"fence"`
@@ -467,7 +482,7 @@ func TestMe(t *testing.T) {
 		t.Errorf("idle ann = %+v", me)
 	}
 	parseTime(t, me.CreatedAt)
-	wantKeys(t, b.do(t, "GET", "/v1/me", ann.Token, "").body, "id", "name", "categories", "created_at", "assignment",
+	wantKeys(t, b.do(t, "GET", "/v1/me", ann.Token, "").body, "id", "name", "categories", "created_at", "capacity", "assignment",
 		"today", "all_time", "median_claim_to_submit_ms", "median_of", "last_active_at", "recent_claims")
 
 	a := b.next(t, ann.Token)

@@ -149,7 +149,7 @@ func TestCreateEditor(t *testing.T) {
 	res := b.do(t, "POST", "/v1/editors", adminToken, `{"name":"ada","categories":["sports","news","news"]}`)
 	var e editorInfo
 	wantJSON(t, res, http.StatusCreated, &e)
-	wantKeys(t, res.body, "id", "name", "categories", "token")
+	wantKeys(t, res.body, "id", "name", "categories", "capacity", "token")
 	b.secret(e.Token)
 	if e.ID < 1 || e.Name != "ada" || strings.Join(e.Categories, ",") != "news,sports" || len(e.Token) < 40 {
 		t.Fatalf("created %s", res.body)

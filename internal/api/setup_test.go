@@ -347,10 +347,12 @@ func wantStatus(t *testing.T, res response, status int) {
 
 // editorInfo is a created editor.
 type editorInfo struct {
-	ID         int64    `json:"id"`
-	Name       string   `json:"name"`
-	Categories []string `json:"categories"`
-	Token      string   `json:"token"`
+	ID         int64               `json:"id"`
+	Name       string              `json:"name"`
+	Categories []string            `json:"categories"`
+	Capacity   int                 `json:"capacity"`
+	Stages     map[string][]string `json:"stages"`
+	Token      string              `json:"token"`
 }
 
 // editor creates an editor through the API.

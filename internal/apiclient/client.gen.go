@@ -187,12 +187,29 @@ type AnyJSON = interface{}
 // Assignment defines model for Assignment.
 type Assignment struct {
 	// AssignedAt RFC 3339 in UTC, to the millisecond.
-	AssignedAt Time  `json:"assigned_at"`
-	Fence      Fence `json:"fence"`
+	AssignedAt Time `json:"assigned_at"`
+
+	// Earlier For a task with stages, the results of its earlier submissions,
+	// oldest first: what a reviewer reviews, and for a task sent back
+	// the reviewer's notes. Omitted for a task of one stage.
+	Earlier *[]ResultLine `json:"earlier,omitempty"`
+	Fence   Fence         `json:"fence"`
+
+	// GroupId The task's group; omitted for a task that asks for one result.
+	GroupId *ID `json:"group_id,omitempty"`
 
 	// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 	LeaseExpiresAt Time `json:"lease_expires_at"`
-	Task           Task `json:"task"`
+
+	// Overlap How many results the group asks for; omitted with group_id.
+	Overlap *int `json:"overlap,omitempty"`
+
+	// Stage The stage to do; omitted for a task of one stage.
+	Stage *StageName `json:"stage,omitempty"`
+
+	// Stages The task's stages in order; omitted for a task of one stage.
+	Stages *[]StageName `json:"stages,omitempty"`
+	Task   Task         `json:"task"`
 }
 
 // BulkRequest Category or ids is required; an empty filter never means every task.
@@ -228,6 +245,9 @@ type BulkResult struct {
 	More bool `json:"more"`
 }
 
+// Capacity defines model for Capacity.
+type Capacity = int
+
 // Category defines model for Category.
 type Category = string
 
@@ -243,6 +263,7 @@ type Count = int64
 
 // Editor An editor as GET /v1/editors lists it.
 type Editor struct {
+	Capacity   Capacity   `json:"capacity"`
 	Categories []Category `json:"categories"`
 
 	// Claim The editor's live claim, or null.
@@ -263,8 +284,16 @@ type Editor struct {
 
 	// DisabledAt RFC 3339 in UTC, to the millisecond, or null.
 	DisabledAt *NullableTime `json:"disabled_at"`
-	Id         ID            `json:"id"`
-	Name       string        `json:"name"`
+
+	// Holding How many live claims the editor holds, for an editor whose capacity
+	// is above 1 or that holds more than one; omitted otherwise (claim
+	// says it all).
+	Holding *int   `json:"holding,omitempty"`
+	Id      ID     `json:"id"`
+	Name    string `json:"name"`
+
+	// Stages The editor's stage limits; omitted without any.
+	Stages *StageLimits `json:"stages,omitempty"`
 
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
@@ -283,6 +312,7 @@ type EditorCounts struct {
 type EditorDetail struct {
 	// AllTime Counts of an editor's events.
 	AllTime    EditorCounts `json:"all_time"`
+	Capacity   Capacity     `json:"capacity"`
 	Categories []Category   `json:"categories"`
 
 	// Claim The editor's live claim, or null.
@@ -297,13 +327,28 @@ type EditorDetail struct {
 		TraceId *string `json:"trace_id,omitempty"`
 	} `json:"claim"`
 
+	// Claims Every live claim of the editor, oldest first, when holding is there; omitted otherwise.
+	Claims *[]struct {
+		Fence Fence `json:"fence"`
+
+		// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
+		LeaseExpiresAt Time    `json:"lease_expires_at"`
+		TaskId         ID      `json:"task_id"`
+		TraceId        *string `json:"trace_id,omitempty"`
+	} `json:"claims,omitempty"`
+
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
 	CreatedAt Time `json:"created_at"`
 	Disabled  bool `json:"disabled"`
 
 	// DisabledAt RFC 3339 in UTC, to the millisecond, or null.
 	DisabledAt *NullableTime `json:"disabled_at"`
-	Id         ID            `json:"id"`
+
+	// Holding How many live claims the editor holds, for an editor whose capacity
+	// is above 1 or that holds more than one; omitted otherwise (claim
+	// says it all).
+	Holding *int `json:"holding,omitempty"`
+	Id      ID   `json:"id"`
 
 	// LastActiveAt RFC 3339 in UTC, to the millisecond, or null.
 	LastActiveAt *NullableTime `json:"last_active_at"`
@@ -317,6 +362,9 @@ type EditorDetail struct {
 
 	// RecentClaims The editor's latest claims, newest first.
 	RecentClaims []RecentClaim `json:"recent_claims"`
+
+	// Stages The editor's stage limits; omitted without any.
+	Stages *StageLimits `json:"stages,omitempty"`
 
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
@@ -386,6 +434,23 @@ type FenceRequest struct {
 	Fence Fence `json:"fence"`
 }
 
+// Group The group of a task that asks for several independent results.
+type Group struct {
+	// Agree Whether the decisions of the done tasks' results are all equal; null while fewer than overlap are done.
+	Agree *bool `json:"agree"`
+
+	// Done How many of the group's tasks are done.
+	Done    int `json:"done"`
+	Id      ID  `json:"id"`
+	Overlap int `json:"overlap"`
+	Tasks   []struct {
+		// EditorId The editor holding it; omitted when nobody does.
+		EditorId *ID    `json:"editor_id,omitempty"`
+		Id       ID     `json:"id"`
+		Status   Status `json:"status"`
+	} `json:"tasks"`
+}
+
 // History defines model for History.
 type History struct {
 	FlushIntervalMs int64 `json:"flush_interval_ms"`
@@ -418,6 +483,7 @@ type Me struct {
 
 	// Assignment The editor's live claim, as POST /v1/assignments/next answers it, or null.
 	Assignment *Assignment `json:"assignment"`
+	Capacity   Capacity    `json:"capacity"`
 	Categories []Category  `json:"categories"`
 
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
@@ -437,6 +503,9 @@ type Me struct {
 	// RecentClaims The editor's latest claims, newest first.
 	RecentClaims []RecentClaim `json:"recent_claims"`
 
+	// Stages The editor's stage limits; omitted without any.
+	Stages *StageLimits `json:"stages,omitempty"`
+
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
 }
@@ -452,13 +521,19 @@ type NewTask struct {
 	Key *string `json:"key,omitempty"`
 
 	// MaxAttempts 0 means the default, 5.
-	MaxAttempts *int        `json:"max_attempts,omitempty"`
-	Payload     *JSONObject `json:"payload,omitempty"`
-	Priority    *int32      `json:"priority,omitempty"`
+	MaxAttempts *int `json:"max_attempts,omitempty"`
+
+	// Overlap How many independent results, from distinct editors, the task asks for; its category's when left out.
+	Overlap  *int        `json:"overlap,omitempty"`
+	Payload  *JSONObject `json:"payload,omitempty"`
+	Priority *int32      `json:"priority,omitempty"`
 
 	// RunAfter Not claimable before this time; default now.
 	RunAfter *time.Time `json:"run_after,omitempty"`
-	Title    string     `json:"title"`
+
+	// Stages The task's own stages in order; [] is one stage whatever its category says. Its category's when left out or null.
+	Stages *[]StageName `json:"stages,omitempty"`
+	Title  string       `json:"title"`
 }
 
 // NullableTime RFC 3339 in UTC, to the millisecond, or null.
@@ -511,13 +586,28 @@ type RecentClaim struct {
 type ResultLine struct {
 	Category Category `json:"category"`
 	Cursor   string   `json:"cursor"`
-	EditorId *ID      `json:"editor_id"`
-	Fence    Fence    `json:"fence"`
-	Holder   string   `json:"holder"`
-	Key      *string  `json:"key"`
+
+	// Decision The submitter's decision; omitted without one.
+	Decision *string `json:"decision,omitempty"`
+	EditorId *ID     `json:"editor_id"`
+	Fence    Fence   `json:"fence"`
+
+	// GroupId The task's group; omitted for a task that asks for one result.
+	GroupId *ID     `json:"group_id,omitempty"`
+	Holder  string  `json:"holder"`
+	Key     *string `json:"key"`
+
+	// Notes The submitter's notes; omitted without any.
+	Notes *string `json:"notes,omitempty"`
+
+	// Overlap How many results the group asks for; omitted with group_id.
+	Overlap *int `json:"overlap,omitempty"`
 
 	// Result Any JSON value, null included.
 	Result AnyJSON `json:"result"`
+
+	// Stage The stage the result was submitted at; omitted for a task of one stage.
+	Stage *StageName `json:"stage,omitempty"`
 
 	// SubmittedAt RFC 3339 in UTC, to the millisecond.
 	SubmittedAt Time   `json:"submitted_at"`
@@ -532,9 +622,21 @@ type ResultsEnd struct {
 	NextCursor string `json:"next_cursor"`
 }
 
+// StageLimits By category (each one of the editor's), the stages the editor may take; a category left out, every stage.
+type StageLimits map[string]StageList
+
+// StageList defines model for StageList.
+type StageList = []StageName
+
+// StageName defines model for StageName.
+type StageName = string
+
 // Stats defines model for Stats.
 type Stats struct {
 	ByCategory map[string]StatusCounts `json:"by_category"`
+
+	// ByStage The tasks with stages, by category, then stage, then status; omitted when no task has stages.
+	ByStage *map[string]map[string]StatusCounts `json:"by_stage,omitempty"`
 
 	// ByStatus A count for every status.
 	ByStatus   StatusCounts `json:"by_status"`
@@ -601,6 +703,12 @@ type TaskDetail struct {
 	EditorId *ID           `json:"editor_id"`
 	Fence    int64         `json:"fence"`
 
+	// Group The group of a task that asks for several independent results.
+	Group *Group `json:"group,omitempty"`
+
+	// GroupId The group's first task; omitted for a task that asks for one result.
+	GroupId *ID `json:"group_id,omitempty"`
+
 	// History The latest 50 events, oldest first.
 	History []Event `json:"history"`
 
@@ -615,13 +723,31 @@ type TaskDetail struct {
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
 	MaxAttempts    int        `json:"max_attempts"`
 
+	// Overlap How many results the group asks for; omitted with group_id.
+	Overlap *int `json:"overlap,omitempty"`
+
+	// ReservedFor The editor a task sent back is offered to alone, until reserved_until; omitted otherwise.
+	ReservedFor *ID `json:"reserved_for,omitempty"`
+
+	// ReservedUntil Until when the task is offered to reserved_for alone; omitted otherwise.
+	ReservedUntil *Time `json:"reserved_until,omitempty"`
+
 	// Result The accepted result of a done task; null otherwise.
 	Result *AcceptedResult `json:"result"`
 
+	// Results For a task with stages or of a group, every result of the task and of its group, oldest first; omitted otherwise.
+	Results *[]ResultLine `json:"results,omitempty"`
+
 	// RunAfter RFC 3339 in UTC, to the millisecond.
-	RunAfter Time   `json:"run_after"`
-	Status   Status `json:"status"`
-	Task     Task   `json:"task"`
+	RunAfter Time `json:"run_after"`
+
+	// Stage The stage the task is at; omitted for a task of one stage.
+	Stage *StageName `json:"stage,omitempty"`
+
+	// Stages The task's stages in order; omitted for a task of one stage.
+	Stages *[]StageName `json:"stages,omitempty"`
+	Status Status       `json:"status"`
+	Task   Task         `json:"task"`
 
 	// UpdatedAt RFC 3339 in UTC, to the millisecond.
 	UpdatedAt Time `json:"updated_at"`
@@ -641,23 +767,41 @@ type TaskListItem struct {
 	DoneAt *NullableTime `json:"done_at"`
 
 	// DueAt RFC 3339 in UTC, to the millisecond, or null.
-	DueAt     *NullableTime `json:"due_at"`
-	EditorId  *ID           `json:"editor_id"`
-	Fence     int64         `json:"fence"`
-	Holder    *string       `json:"holder"`
-	Id        ID            `json:"id"`
-	Key       *string       `json:"key"`
-	LastError *string       `json:"last_error"`
+	DueAt    *NullableTime `json:"due_at"`
+	EditorId *ID           `json:"editor_id"`
+	Fence    int64         `json:"fence"`
+
+	// GroupId The group's first task; omitted for a task that asks for one result.
+	GroupId   *ID     `json:"group_id,omitempty"`
+	Holder    *string `json:"holder"`
+	Id        ID      `json:"id"`
+	Key       *string `json:"key"`
+	LastError *string `json:"last_error"`
 
 	// LeaseExpiresAt RFC 3339 in UTC, to the millisecond, or null.
 	LeaseExpiresAt *NullableTime `json:"lease_expires_at"`
 	MaxAttempts    int           `json:"max_attempts"`
-	Priority       int           `json:"priority"`
+
+	// Overlap How many results the group asks for; omitted with group_id.
+	Overlap  *int `json:"overlap,omitempty"`
+	Priority int  `json:"priority"`
+
+	// ReservedFor The editor a task sent back is offered to alone, until reserved_until; omitted otherwise.
+	ReservedFor *ID `json:"reserved_for,omitempty"`
+
+	// ReservedUntil Until when the task is offered to reserved_for alone; omitted otherwise.
+	ReservedUntil *Time `json:"reserved_until,omitempty"`
 
 	// RunAfter RFC 3339 in UTC, to the millisecond.
-	RunAfter Time   `json:"run_after"`
-	Status   Status `json:"status"`
-	Title    string `json:"title"`
+	RunAfter Time `json:"run_after"`
+
+	// Stage The stage the task is at; omitted for a task of one stage.
+	Stage *StageName `json:"stage,omitempty"`
+
+	// Stages The task's stages in order; omitted for a task of one stage.
+	Stages *[]StageName `json:"stages,omitempty"`
+	Status Status       `json:"status"`
+	Title  string       `json:"title"`
 
 	// UpdatedAt RFC 3339 in UTC, to the millisecond.
 	UpdatedAt Time `json:"updated_at"`
@@ -734,7 +878,14 @@ type ReleaseJSONBody struct {
 
 // SubmitJSONBody defines parameters for Submit.
 type SubmitJSONBody struct {
-	Fence Fence `json:"fence"`
+	// Decision approve (the default) or send_back; any other word is kept
+	// with the result and moves the task on, as approve does.
+	// Results of a group agree when their decisions are equal.
+	Decision *string `json:"decision,omitempty"`
+	Fence    Fence   `json:"fence"`
+
+	// Notes Kept with the result, such as a reviewer's notes to the editor.
+	Notes *string `json:"notes,omitempty"`
 
 	// Result The result, any JSON value but null (null is 422).
 	Result interface{} `json:"result"`
@@ -751,16 +902,28 @@ type ListEditorsParams struct {
 
 // CreateEditorJSONBody defines parameters for CreateEditor.
 type CreateEditorJSONBody struct {
+	// Capacity How many claims the editor may hold at once; 1 when left out.
+	Capacity *Capacity `json:"capacity,omitempty"`
+
 	// Categories 1 to 64 distinct categories; duplicates are dropped.
 	Categories []Category `json:"categories"`
 	Name       string     `json:"name"`
+
+	// Stages Limits the editor to some stages of some of its categories; every stage when left out.
+	Stages *StageLimits `json:"stages,omitempty"`
 }
 
 // UpdateEditorJSONBody defines parameters for UpdateEditor.
 type UpdateEditorJSONBody struct {
+	// Capacity How many claims the editor may hold at once.
+	Capacity *int `json:"capacity,omitempty"`
+
 	// Categories 1 to 64 distinct categories; duplicates are dropped.
 	Categories *[]Category `json:"categories,omitempty"`
 	Name       *string     `json:"name,omitempty"`
+
+	// Stages Replaces the editor's stage limits (each key one of its categories); {} lifts them all.
+	Stages *map[string]StageList `json:"stages,omitempty"`
 }
 
 // DisableEditorJSONBody defines parameters for DisableEditor.
@@ -1103,9 +1266,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/tasks/{id}/requeue (the `RequeueTask` operationId).
 	RequeueTask(ctx context.Context, id TaskID, body RequeueTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAssignments The editor's assignments
+	//
+	// Every live claim of the editor, oldest first, each as POST
+	// /v1/assignments/next answers it, and how many it may hold at once.
+	//
+	// Corresponds with GET /v1/assignments (the `ListAssignments` operationId).
+	ListAssignments(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// NextWithBody Take the next task
 	//
-	// Answers with the task the editor holds, or claims a new one. With wait_ms
+	// Answers with the task the editor holds (its oldest, once it holds its
+	// capacity), or claims a new one. With wait_ms
 	// the request waits (long polls) up to that long, capped by the server, for
 	// a task to arrive; 204 when none came. An editor holds at most
 	// http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -1118,7 +1290,8 @@ type ClientInterface interface {
 
 	// Next Take the next task
 	//
-	// Answers with the task the editor holds, or claims a new one. With wait_ms
+	// Answers with the task the editor holds (its oldest, once it holds its
+	// capacity), or claims a new one. With wait_ms
 	// the request waits (long polls) up to that long, capped by the server, for
 	// a task to arrive; 204 when none came. An editor holds at most
 	// http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -1171,7 +1344,11 @@ type ClientInterface interface {
 
 	// SubmitWithBody Submit the result
 	//
-	// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+	// Commits the result (fenced) and answers with the editor's next
+	// assignment, or null when none is claimable now. At a stage before a
+	// task's last, the task goes on to its next stage; decision send_back at
+	// a later stage sends it back to the stage before, offered first to the
+	// editor who did that stage (send_back at the first stage is 422).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1180,7 +1357,11 @@ type ClientInterface interface {
 
 	// Submit Submit the result
 	//
-	// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+	// Commits the result (fenced) and answers with the editor's next
+	// assignment, or null when none is claimable now. At a stage before a
+	// task's last, the task goes on to its next stage; decision send_back at
+	// a later stage sends it back to the stage before, offered first to the
+	// editor who did that stage (send_back at the first stage is 422).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1221,7 +1402,11 @@ type ClientInterface interface {
 
 	// UpdateEditorWithBody Change an editor
 	//
-	// Renames the editor and/or replaces its categories; a field left out or null is kept.
+	// Renames the editor, replaces its categories, its capacity and/or its
+	// stage limits; a field left out or null is kept. New categories without
+	// stages keep the limits of the categories that stay; stages {} lifts
+	// every limit. Claims held beyond a lowered capacity are kept; no new one
+	// is made until the editor holds fewer.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1230,7 +1415,11 @@ type ClientInterface interface {
 
 	// UpdateEditor Change an editor
 	//
-	// Renames the editor and/or replaces its categories; a field left out or null is kept.
+	// Renames the editor, replaces its categories, its capacity and/or its
+	// stage limits; a field left out or null is kept. New categories without
+	// stages keep the limits of the categories that stay; stages {} lifts
+	// every limit. Claims held beyond a lowered capacity are kept; no new one
+	// is made until the editor holds fewer.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1307,7 +1496,7 @@ type ClientInterface interface {
 
 	// Me The editor itself
 	//
-	// The editor's profile, its assignment and its stats, read anew from the store.
+	// The editor's profile (its capacity and stage limits included), its assignment (its oldest, when it holds several) and its stats, read anew from the store.
 	//
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1362,7 +1551,8 @@ type ClientInterface interface {
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false.
+	// entry names the existing task, with created false. A task that asks
+	// for overlap results is a group of that many tasks, named by its first.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1373,7 +1563,8 @@ type ClientInterface interface {
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false.
+	// entry names the existing task, with created false. A task that asks
+	// for overlap results is a group of that many tasks, named by its first.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1384,7 +1575,9 @@ type ClientInterface interface {
 	//
 	// The task, its claim state, its accepted result and the latest 50
 	// events of its audit trail; history_before pages to the older ones
-	// (GET /v1/tasks/{id}/events).
+	// (GET /v1/tasks/{id}/events). A task with stages or of a group also
+	// has results (every stage's, its group's included) and, for a group,
+	// group.
 	//
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1741,9 +1934,28 @@ func (c *Client) RequeueTask(ctx context.Context, id TaskID, body RequeueTaskJSO
 	return c.Client.Do(req)
 }
 
+// ListAssignments The editor's assignments
+//
+// Every live claim of the editor, oldest first, each as POST
+// /v1/assignments/next answers it, and how many it may hold at once.
+//
+// Corresponds with GET /v1/assignments (the `ListAssignments` operationId).
+func (c *Client) ListAssignments(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAssignmentsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NextWithBody Take the next task
 //
-// Answers with the task the editor holds, or claims a new one. With wait_ms
+// Answers with the task the editor holds (its oldest, once it holds its
+// capacity), or claims a new one. With wait_ms
 // the request waits (long polls) up to that long, capped by the server, for
 // a task to arrive; 204 when none came. An editor holds at most
 // http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -1766,7 +1978,8 @@ func (c *Client) NextWithBody(ctx context.Context, contentType string, body io.R
 
 // Next Take the next task
 //
-// Answers with the task the editor holds, or claims a new one. With wait_ms
+// Answers with the task the editor holds (its oldest, once it holds its
+// capacity), or claims a new one. With wait_ms
 // the request waits (long polls) up to that long, capped by the server, for
 // a task to arrive; 204 when none came. An editor holds at most
 // http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -1869,7 +2082,11 @@ func (c *Client) Release(ctx context.Context, task AssignmentTask, body ReleaseJ
 
 // SubmitWithBody Submit the result
 //
-// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+// Commits the result (fenced) and answers with the editor's next
+// assignment, or null when none is claimable now. At a stage before a
+// task's last, the task goes on to its next stage; decision send_back at
+// a later stage sends it back to the stage before, offered first to the
+// editor who did that stage (send_back at the first stage is 422).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1888,7 +2105,11 @@ func (c *Client) SubmitWithBody(ctx context.Context, task AssignmentTask, conten
 
 // Submit Submit the result
 //
-// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+// Commits the result (fenced) and answers with the editor's next
+// assignment, or null when none is claimable now. At a stage before a
+// task's last, the task goes on to its next stage; decision send_back at
+// a later stage sends it back to the stage before, offered first to the
+// editor who did that stage (send_back at the first stage is 422).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1979,7 +2200,11 @@ func (c *Client) GetEditor(ctx context.Context, id EditorID, reqEditors ...Reque
 
 // UpdateEditorWithBody Change an editor
 //
-// Renames the editor and/or replaces its categories; a field left out or null is kept.
+// Renames the editor, replaces its categories, its capacity and/or its
+// stage limits; a field left out or null is kept. New categories without
+// stages keep the limits of the categories that stay; stages {} lifts
+// every limit. Claims held beyond a lowered capacity are kept; no new one
+// is made until the editor holds fewer.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1998,7 +2223,11 @@ func (c *Client) UpdateEditorWithBody(ctx context.Context, id EditorID, contentT
 
 // UpdateEditor Change an editor
 //
-// Renames the editor and/or replaces its categories; a field left out or null is kept.
+// Renames the editor, replaces its categories, its capacity and/or its
+// stage limits; a field left out or null is kept. New categories without
+// stages keep the limits of the categories that stay; stages {} lifts
+// every limit. Claims held beyond a lowered capacity are kept; no new one
+// is made until the editor holds fewer.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2145,7 +2374,7 @@ func (c *Client) NewEditorToken(ctx context.Context, id EditorID, body NewEditor
 
 // Me The editor itself
 //
-// The editor's profile, its assignment and its stats, read anew from the store.
+// The editor's profile (its capacity and stage limits included), its assignment (its oldest, when it holds several) and its stats, read anew from the store.
 //
 // Corresponds with GET /v1/me (the `Me` operationId).
 func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2260,7 +2489,8 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false.
+// entry names the existing task, with created false. A task that asks
+// for overlap results is a group of that many tasks, named by its first.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2281,7 +2511,8 @@ func (c *Client) AddTasksWithBody(ctx context.Context, contentType string, body 
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false.
+// entry names the existing task, with created false. A task that asks
+// for overlap results is a group of that many tasks, named by its first.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2302,7 +2533,9 @@ func (c *Client) AddTasks(ctx context.Context, body AddTasksJSONRequestBody, req
 //
 // The task, its claim state, its accepted result and the latest 50
 // events of its audit trail; history_before pages to the older ones
-// (GET /v1/tasks/{id}/events).
+// (GET /v1/tasks/{id}/events). A task with stages or of a group also
+// has results (every stage's, its group's included) and, for a group,
+// group.
 //
 // Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2757,6 +2990,33 @@ func NewRequeueTaskRequestWithBody(server string, id TaskID, contentType string,
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListAssignmentsRequest constructs an http.Request for the ListAssignments method
+func NewListAssignmentsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/assignments")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4016,9 +4276,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/tasks/{id}/requeue (the `RequeueTask` operationId).
 	RequeueTaskWithResponse(ctx context.Context, id TaskID, body RequeueTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*RequeueTaskResponse, error)
 
+	// ListAssignmentsWithResponse The editor's assignments
+	//
+	// Every live claim of the editor, oldest first, each as POST
+	// /v1/assignments/next answers it, and how many it may hold at once.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/assignments (the `ListAssignments` operationId).
+	ListAssignmentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAssignmentsResponse, error)
+
 	// NextWithBodyWithResponse Take the next task
 	//
-	// Answers with the task the editor holds, or claims a new one. With wait_ms
+	// Answers with the task the editor holds (its oldest, once it holds its
+	// capacity), or claims a new one. With wait_ms
 	// the request waits (long polls) up to that long, capped by the server, for
 	// a task to arrive; 204 when none came. An editor holds at most
 	// http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -4031,7 +4302,8 @@ type ClientWithResponsesInterface interface {
 
 	// NextWithResponse Take the next task
 	//
-	// Answers with the task the editor holds, or claims a new one. With wait_ms
+	// Answers with the task the editor holds (its oldest, once it holds its
+	// capacity), or claims a new one. With wait_ms
 	// the request waits (long polls) up to that long, capped by the server, for
 	// a task to arrive; 204 when none came. An editor holds at most
 	// http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -4084,7 +4356,11 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitWithBodyWithResponse Submit the result
 	//
-	// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+	// Commits the result (fenced) and answers with the editor's next
+	// assignment, or null when none is claimable now. At a stage before a
+	// task's last, the task goes on to its next stage; decision send_back at
+	// a later stage sends it back to the stage before, offered first to the
+	// editor who did that stage (send_back at the first stage is 422).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4093,7 +4369,11 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitWithResponse Submit the result
 	//
-	// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+	// Commits the result (fenced) and answers with the editor's next
+	// assignment, or null when none is claimable now. At a stage before a
+	// task's last, the task goes on to its next stage; decision send_back at
+	// a later stage sends it back to the stage before, offered first to the
+	// editor who did that stage (send_back at the first stage is 422).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4138,7 +4418,11 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateEditorWithBodyWithResponse Change an editor
 	//
-	// Renames the editor and/or replaces its categories; a field left out or null is kept.
+	// Renames the editor, replaces its categories, its capacity and/or its
+	// stage limits; a field left out or null is kept. New categories without
+	// stages keep the limits of the categories that stay; stages {} lifts
+	// every limit. Claims held beyond a lowered capacity are kept; no new one
+	// is made until the editor holds fewer.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4147,7 +4431,11 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateEditorWithResponse Change an editor
 	//
-	// Renames the editor and/or replaces its categories; a field left out or null is kept.
+	// Renames the editor, replaces its categories, its capacity and/or its
+	// stage limits; a field left out or null is kept. New categories without
+	// stages keep the limits of the categories that stay; stages {} lifts
+	// every limit. Claims held beyond a lowered capacity are kept; no new one
+	// is made until the editor holds fewer.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4224,7 +4512,7 @@ type ClientWithResponsesInterface interface {
 
 	// MeWithResponse The editor itself
 	//
-	// The editor's profile, its assignment and its stats, read anew from the store.
+	// The editor's profile (its capacity and stage limits included), its assignment (its oldest, when it holds several) and its stats, read anew from the store.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4291,7 +4579,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false.
+	// entry names the existing task, with created false. A task that asks
+	// for overlap results is a group of that many tasks, named by its first.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4302,7 +4591,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false.
+	// entry names the existing task, with created false. A task that asks
+	// for overlap results is a group of that many tasks, named by its first.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4313,7 +4603,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The task, its claim state, its accepted result and the latest 50
 	// events of its audit trail; history_before pages to the older ones
-	// (GET /v1/tasks/{id}/events).
+	// (GET /v1/tasks/{id}/events). A task with stages or of a group also
+	// has results (every stage's, its group's included) and, for a group,
+	// group.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5360,6 +5652,109 @@ func (r RequeueTaskResponse) ContentType() string {
 	return ""
 }
 
+// ListAssignmentsResponse401Headers the declared response headers of an HTTP 401 response for ListAssignments
+type ListAssignmentsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListAssignmentsResponse429Headers the declared response headers of an HTTP 429 response for ListAssignments
+type ListAssignmentsResponse429Headers struct {
+	RetryAfter int
+}
+
+// ListAssignmentsResponse503Headers the declared response headers of an HTTP 503 response for ListAssignments
+type ListAssignmentsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListAssignmentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Assignments []Assignment `json:"assignments"`
+		Capacity    Capacity     `json:"capacity"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAssignmentsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAssignmentsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAssignmentsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAssignmentsResponse) GetJSON200() *struct {
+	Assignments []Assignment `json:"assignments"`
+	Capacity    Capacity     `json:"capacity"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListAssignmentsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAssignmentsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAssignmentsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAssignmentsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListAssignmentsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAssignmentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAssignmentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAssignmentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAssignmentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // NextResponse401Headers the declared response headers of an HTTP 401 response for Next
 type NextResponse401Headers struct {
 	WWWAuthenticate string
@@ -5955,10 +6350,14 @@ type CreateEditorResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
+		Capacity   Capacity   `json:"capacity"`
 		Categories []Category `json:"categories"`
 		Id         ID         `json:"id"`
 		Name       string     `json:"name"`
-		Token      string     `json:"token"`
+
+		// Stages The editor's stage limits; omitted without any.
+		Stages *StageLimits `json:"stages,omitempty"`
+		Token  string       `json:"token"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
@@ -5984,10 +6383,14 @@ type CreateEditorResponse struct {
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateEditorResponse) GetJSON201() *struct {
+	Capacity   Capacity   `json:"capacity"`
 	Categories []Category `json:"categories"`
 	Id         ID         `json:"id"`
 	Name       string     `json:"name"`
-	Token      string     `json:"token"`
+
+	// Stages The editor's stage limits; omitted without any.
+	Stages *StageLimits `json:"stages,omitempty"`
+	Token  string       `json:"token"`
 } {
 	return r.JSON201
 }
@@ -6300,6 +6703,7 @@ type DisableEditorResponse struct {
 	JSON200 *struct {
 		// AllTime Counts of an editor's events.
 		AllTime    EditorCounts `json:"all_time"`
+		Capacity   Capacity     `json:"capacity"`
 		Categories []Category   `json:"categories"`
 
 		// Claim The editor's live claim, or null.
@@ -6314,13 +6718,28 @@ type DisableEditorResponse struct {
 			TraceId *string `json:"trace_id,omitempty"`
 		} `json:"claim"`
 
+		// Claims Every live claim of the editor, oldest first, when holding is there; omitted otherwise.
+		Claims *[]struct {
+			Fence Fence `json:"fence"`
+
+			// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
+			LeaseExpiresAt Time    `json:"lease_expires_at"`
+			TaskId         ID      `json:"task_id"`
+			TraceId        *string `json:"trace_id,omitempty"`
+		} `json:"claims,omitempty"`
+
 		// CreatedAt RFC 3339 in UTC, to the millisecond.
 		CreatedAt Time `json:"created_at"`
 		Disabled  bool `json:"disabled"`
 
 		// DisabledAt RFC 3339 in UTC, to the millisecond, or null.
 		DisabledAt *NullableTime `json:"disabled_at"`
-		Id         ID            `json:"id"`
+
+		// Holding How many live claims the editor holds, for an editor whose capacity
+		// is above 1 or that holds more than one; omitted otherwise (claim
+		// says it all).
+		Holding *int `json:"holding,omitempty"`
+		Id      ID   `json:"id"`
 
 		// LastActiveAt RFC 3339 in UTC, to the millisecond, or null.
 		LastActiveAt *NullableTime `json:"last_active_at"`
@@ -6335,11 +6754,20 @@ type DisableEditorResponse struct {
 		// RecentClaims The editor's latest claims, newest first.
 		RecentClaims []RecentClaim `json:"recent_claims"`
 
-		// Released The claim revoked, or null.
+		// Released The claim revoked (the first, when it revoked several), or null.
 		Released *struct {
 			Fence  Fence `json:"fence"`
 			TaskId ID    `json:"task_id"`
 		} `json:"released"`
+
+		// ReleasedAll Every claim revoked, when it revoked more than one; omitted otherwise.
+		ReleasedAll *[]struct {
+			Fence  Fence `json:"fence"`
+			TaskId ID    `json:"task_id"`
+		} `json:"released_all,omitempty"`
+
+		// Stages The editor's stage limits; omitted without any.
+		Stages *StageLimits `json:"stages,omitempty"`
 
 		// Today Counts of an editor's events.
 		Today EditorCounts `json:"today"`
@@ -6368,6 +6796,7 @@ type DisableEditorResponse struct {
 func (r DisableEditorResponse) GetJSON200() *struct {
 	// AllTime Counts of an editor's events.
 	AllTime    EditorCounts `json:"all_time"`
+	Capacity   Capacity     `json:"capacity"`
 	Categories []Category   `json:"categories"`
 
 	// Claim The editor's live claim, or null.
@@ -6382,13 +6811,28 @@ func (r DisableEditorResponse) GetJSON200() *struct {
 		TraceId *string `json:"trace_id,omitempty"`
 	} `json:"claim"`
 
+	// Claims Every live claim of the editor, oldest first, when holding is there; omitted otherwise.
+	Claims *[]struct {
+		Fence Fence `json:"fence"`
+
+		// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
+		LeaseExpiresAt Time    `json:"lease_expires_at"`
+		TaskId         ID      `json:"task_id"`
+		TraceId        *string `json:"trace_id,omitempty"`
+	} `json:"claims,omitempty"`
+
 	// CreatedAt RFC 3339 in UTC, to the millisecond.
 	CreatedAt Time `json:"created_at"`
 	Disabled  bool `json:"disabled"`
 
 	// DisabledAt RFC 3339 in UTC, to the millisecond, or null.
 	DisabledAt *NullableTime `json:"disabled_at"`
-	Id         ID            `json:"id"`
+
+	// Holding How many live claims the editor holds, for an editor whose capacity
+	// is above 1 or that holds more than one; omitted otherwise (claim
+	// says it all).
+	Holding *int `json:"holding,omitempty"`
+	Id      ID   `json:"id"`
 
 	// LastActiveAt RFC 3339 in UTC, to the millisecond, or null.
 	LastActiveAt *NullableTime `json:"last_active_at"`
@@ -6403,11 +6847,20 @@ func (r DisableEditorResponse) GetJSON200() *struct {
 	// RecentClaims The editor's latest claims, newest first.
 	RecentClaims []RecentClaim `json:"recent_claims"`
 
-	// Released The claim revoked, or null.
+	// Released The claim revoked (the first, when it revoked several), or null.
 	Released *struct {
 		Fence  Fence `json:"fence"`
 		TaskId ID    `json:"task_id"`
 	} `json:"released"`
+
+	// ReleasedAll Every claim revoked, when it revoked more than one; omitted otherwise.
+	ReleasedAll *[]struct {
+		Fence  Fence `json:"fence"`
+		TaskId ID    `json:"task_id"`
+	} `json:"released_all,omitempty"`
+
+	// Stages The editor's stage limits; omitted without any.
+	Stages *StageLimits `json:"stages,omitempty"`
 
 	// Today Counts of an editor's events.
 	Today EditorCounts `json:"today"`
@@ -7824,9 +8277,26 @@ func (c *ClientWithResponses) RequeueTaskWithResponse(ctx context.Context, id Ta
 	return ParseRequeueTaskResponse(rsp)
 }
 
+// ListAssignmentsWithResponse The editor's assignments
+//
+// Every live claim of the editor, oldest first, each as POST
+// /v1/assignments/next answers it, and how many it may hold at once.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/assignments (the `ListAssignments` operationId).
+func (c *ClientWithResponses) ListAssignmentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAssignmentsResponse, error) {
+	rsp, err := c.ListAssignments(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAssignmentsResponse(rsp)
+}
+
 // NextWithBodyWithResponse Take the next task
 //
-// Answers with the task the editor holds, or claims a new one. With wait_ms
+// Answers with the task the editor holds (its oldest, once it holds its
+// capacity), or claims a new one. With wait_ms
 // the request waits (long polls) up to that long, capped by the server, for
 // a task to arrive; 204 when none came. An editor holds at most
 // http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -7845,7 +8315,8 @@ func (c *ClientWithResponses) NextWithBodyWithResponse(ctx context.Context, cont
 
 // NextWithResponse Take the next task
 //
-// Answers with the task the editor holds, or claims a new one. With wait_ms
+// Answers with the task the editor holds (its oldest, once it holds its
+// capacity), or claims a new one. With wait_ms
 // the request waits (long polls) up to that long, capped by the server, for
 // a task to arrive; 204 when none came. An editor holds at most
 // http.max_polls_per_editor (default 4) waiting requests on one server:
@@ -7928,7 +8399,11 @@ func (c *ClientWithResponses) ReleaseWithResponse(ctx context.Context, task Assi
 
 // SubmitWithBodyWithResponse Submit the result
 //
-// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+// Commits the result (fenced) and answers with the editor's next
+// assignment, or null when none is claimable now. At a stage before a
+// task's last, the task goes on to its next stage; decision send_back at
+// a later stage sends it back to the stage before, offered first to the
+// editor who did that stage (send_back at the first stage is 422).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7943,7 +8418,11 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, ta
 
 // SubmitWithResponse Submit the result
 //
-// Commits the result (fenced) and answers with the editor's next assignment, or null when none is claimable now.
+// Commits the result (fenced) and answers with the editor's next
+// assignment, or null when none is claimable now. At a stage before a
+// task's last, the task goes on to its next stage; decision send_back at
+// a later stage sends it back to the stage before, offered first to the
+// editor who did that stage (send_back at the first stage is 422).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8018,7 +8497,11 @@ func (c *ClientWithResponses) GetEditorWithResponse(ctx context.Context, id Edit
 
 // UpdateEditorWithBodyWithResponse Change an editor
 //
-// Renames the editor and/or replaces its categories; a field left out or null is kept.
+// Renames the editor, replaces its categories, its capacity and/or its
+// stage limits; a field left out or null is kept. New categories without
+// stages keep the limits of the categories that stay; stages {} lifts
+// every limit. Claims held beyond a lowered capacity are kept; no new one
+// is made until the editor holds fewer.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8033,7 +8516,11 @@ func (c *ClientWithResponses) UpdateEditorWithBodyWithResponse(ctx context.Conte
 
 // UpdateEditorWithResponse Change an editor
 //
-// Renames the editor and/or replaces its categories; a field left out or null is kept.
+// Renames the editor, replaces its categories, its capacity and/or its
+// stage limits; a field left out or null is kept. New categories without
+// stages keep the limits of the categories that stay; stages {} lifts
+// every limit. Claims held beyond a lowered capacity are kept; no new one
+// is made until the editor holds fewer.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8152,7 +8639,7 @@ func (c *ClientWithResponses) NewEditorTokenWithResponse(ctx context.Context, id
 
 // MeWithResponse The editor itself
 //
-// The editor's profile, its assignment and its stats, read anew from the store.
+// The editor's profile (its capacity and stage limits included), its assignment (its oldest, when it holds several) and its stats, read anew from the store.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8255,7 +8742,8 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false.
+// entry names the existing task, with created false. A task that asks
+// for overlap results is a group of that many tasks, named by its first.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8272,7 +8760,8 @@ func (c *ClientWithResponses) AddTasksWithBodyWithResponse(ctx context.Context, 
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false.
+// entry names the existing task, with created false. A task that asks
+// for overlap results is a group of that many tasks, named by its first.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8289,7 +8778,9 @@ func (c *ClientWithResponses) AddTasksWithResponse(ctx context.Context, body Add
 //
 // The task, its claim state, its accepted result and the latest 50
 // events of its audit trail; history_before pages to the older ones
-// (GET /v1/tasks/{id}/events).
+// (GET /v1/tasks/{id}/events). A task with stages or of a group also
+// has results (every stage's, its group's included) and, for a group,
+// group.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9304,6 +9795,103 @@ func ParseRequeueTaskResponse(rsp *http.Response) (*RequeueTaskResponse, error) 
 	return response, nil
 }
 
+// ParseListAssignmentsResponse parses an HTTP response from a ListAssignmentsWithResponse call
+func ParseListAssignmentsResponse(rsp *http.Response) (*ListAssignmentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAssignmentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Assignments []Assignment `json:"assignments"`
+			Capacity    Capacity     `json:"capacity"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAssignmentsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAssignmentsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAssignmentsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseNextResponse parses an HTTP response from a NextWithResponse call
 func ParseNextResponse(rsp *http.Response) (*NextResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9876,10 +10464,14 @@ func ParseCreateEditorResponse(rsp *http.Response) (*CreateEditorResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
+			Capacity   Capacity   `json:"capacity"`
 			Categories []Category `json:"categories"`
 			Id         ID         `json:"id"`
 			Name       string     `json:"name"`
-			Token      string     `json:"token"`
+
+			// Stages The editor's stage limits; omitted without any.
+			Stages *StageLimits `json:"stages,omitempty"`
+			Token  string       `json:"token"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -10207,6 +10799,7 @@ func ParseDisableEditorResponse(rsp *http.Response) (*DisableEditorResponse, err
 		var dest struct {
 			// AllTime Counts of an editor's events.
 			AllTime    EditorCounts `json:"all_time"`
+			Capacity   Capacity     `json:"capacity"`
 			Categories []Category   `json:"categories"`
 
 			// Claim The editor's live claim, or null.
@@ -10221,13 +10814,28 @@ func ParseDisableEditorResponse(rsp *http.Response) (*DisableEditorResponse, err
 				TraceId *string `json:"trace_id,omitempty"`
 			} `json:"claim"`
 
+			// Claims Every live claim of the editor, oldest first, when holding is there; omitted otherwise.
+			Claims *[]struct {
+				Fence Fence `json:"fence"`
+
+				// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
+				LeaseExpiresAt Time    `json:"lease_expires_at"`
+				TaskId         ID      `json:"task_id"`
+				TraceId        *string `json:"trace_id,omitempty"`
+			} `json:"claims,omitempty"`
+
 			// CreatedAt RFC 3339 in UTC, to the millisecond.
 			CreatedAt Time `json:"created_at"`
 			Disabled  bool `json:"disabled"`
 
 			// DisabledAt RFC 3339 in UTC, to the millisecond, or null.
 			DisabledAt *NullableTime `json:"disabled_at"`
-			Id         ID            `json:"id"`
+
+			// Holding How many live claims the editor holds, for an editor whose capacity
+			// is above 1 or that holds more than one; omitted otherwise (claim
+			// says it all).
+			Holding *int `json:"holding,omitempty"`
+			Id      ID   `json:"id"`
 
 			// LastActiveAt RFC 3339 in UTC, to the millisecond, or null.
 			LastActiveAt *NullableTime `json:"last_active_at"`
@@ -10242,11 +10850,20 @@ func ParseDisableEditorResponse(rsp *http.Response) (*DisableEditorResponse, err
 			// RecentClaims The editor's latest claims, newest first.
 			RecentClaims []RecentClaim `json:"recent_claims"`
 
-			// Released The claim revoked, or null.
+			// Released The claim revoked (the first, when it revoked several), or null.
 			Released *struct {
 				Fence  Fence `json:"fence"`
 				TaskId ID    `json:"task_id"`
 			} `json:"released"`
+
+			// ReleasedAll Every claim revoked, when it revoked more than one; omitted otherwise.
+			ReleasedAll *[]struct {
+				Fence  Fence `json:"fence"`
+				TaskId ID    `json:"task_id"`
+			} `json:"released_all,omitempty"`
+
+			// Stages The editor's stage limits; omitted without any.
+			Stages *StageLimits `json:"stages,omitempty"`
 
 			// Today Counts of an editor's events.
 			Today EditorCounts `json:"today"`
