@@ -639,7 +639,12 @@
 
   $('submit-form').addEventListener('submit', function (e) { e.preventDefault(); submit(); });
   $('review-decision').addEventListener('change', submitLabel);
-  $('notes').addEventListener('input', function () { $('notes').removeAttribute('aria-invalid'); });
+  $('notes').addEventListener('input', function () {
+    if ($('notes').getAttribute('aria-invalid') === 'true' && $('notes').value.trim()) {
+      $('notes').removeAttribute('aria-invalid');
+      notice('');
+    }
+  });
   $('b-another').addEventListener('click', another);
   $('b-skip').addEventListener('click', function () { askReason(true); });
   $('b-release').addEventListener('click', function () { askReason(false); });

@@ -1,0 +1,254 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/testenv"
+)
+
+// The editorial workflow in the pages: the tests' category "desk" has the
+// stages edit and review, "panel" asks for two results (testCategories).
+
+// editorWith creates an editor with a capacity (0: the default) and stage
+// limits (nil: none) and returns its id and token.
+func (s *server) editorWith(name string, capacity int, stages map[string][]string, categories ...string) (int64, string) {
+	s.t.Helper()
+	body := map[string]any{"name": name, "categories": categories}
+	if capacity != 0 {
+		body["capacity"] = capacity
+	}
+	if stages != nil {
+		body["stages"] = stages
+	}
+	var ed struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	s.admin("POST", "/v1/editors", body, http.StatusCreated, &ed)
+	return ed.ID, ed.Token
+}
+
+// flowResult is a result as a task's detail lists it.
+type flowResult struct {
+	TaskID   int64           `json:"task_id"`
+	Stage    string          `json:"stage"`
+	Decision string          `json:"decision"`
+	Notes    string          `json:"notes"`
+	EditorID *int64          `json:"editor_id"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// flowTask is the workflow part of GET /v1/tasks/{id}.
+type flowTask struct {
+	Status      string       `json:"status"`
+	Stage       string       `json:"stage"`
+	ReservedFor int64        `json:"reserved_for"`
+	Results     []flowResult `json:"results"`
+}
+
+func (s *server) flowTask(id int64) flowTask {
+	s.t.Helper()
+	var ft flowTask
+	s.admin("GET", fmt.Sprintf("/v1/tasks/%d", id), nil, http.StatusOK, &ft)
+	return ft
+}
+
+// stageOf is the JavaScript for the workspace's stage tag, "" when hidden.
+const stageOf = `(document.getElementById("t-stage").hidden ? "" : document.getElementById("t-stage").textContent)`
+
+// TestBrowserReviewSendBack: an editor edits a task of a category with
+// stages; the reviewer sees the stage and the edit's result, cannot send
+// back without notes, sends back with notes; the editor is offered the task
+// again and sees the notes, edits again, and the reviewer approves. Each
+// submit carries its decision and notes, as the task's results show.
+func TestBrowserReviewSendBack(t *testing.T) {
+	s := startServer(t, taskd.Config{})
+	edID, edToken := s.editorWith("Ada Editor", 0, map[string][]string{"desk": {"edit"}}, "desk")
+	revID, revToken := s.editorWith("Rex Reviewer", 0, map[string][]string{"desk": {"review"}}, "desk")
+	const title = "Council approves the harbour budget"
+	id := s.addTask("desk", 5, title, map[string]any{
+		"text":   "The council voted 7 to 2 on Tuesday.\n\n\"It is a good day for the harbour,\" the mayor said.",
+		"source": "wire",
+	})
+
+	ed := newTab(t, 1280, 900)
+	ed.signIn(s, edToken)
+	ed.showing(title)
+	if got := eval[string](ed, stageOf); got != "Edit · stage 1 of 2" {
+		t.Errorf("the editor's stage %q, want Edit · stage 1 of 2", got)
+	}
+	if got := eval[string](ed, `[document.getElementById("t-earlier").hidden, document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden].join()`); got != "true,true,false" {
+		t.Errorf("at the first stage, earlier/review/decision hidden = %s, want true,true,false", got)
+	}
+	ed.do("edit and submit",
+		chromedp.SendKeys(chromedp.CSS("#notes"), "Trimmed the quote."),
+		chromedp.Click(chromedp.CSS("#b-submit")))
+	ed.waitJS("the editor waits", `document.body.dataset.state === "waiting"`)
+	if ft := s.flowTask(id); ft.Status != "pending" || ft.Stage != "review" || len(ft.Results) != 1 || ft.Results[0].Decision != "approve" || ft.Results[0].Notes != "Trimmed the quote." {
+		t.Fatalf("after the edit: %+v, want pending at review with the edit's decision and notes", ft)
+	}
+
+	rev := newTab(t, 1280, 900)
+	rev.signIn(s, revToken)
+	rev.showing(title)
+	if got := eval[string](rev, stageOf); got != "Review · stage 2 of 2" {
+		t.Errorf("the reviewer's stage %q, want Review · stage 2 of 2", got)
+	}
+	items := `Array.from(document.querySelectorAll("#earlier-list > li"))`
+	if got := eval[string](rev, items+`.map(li => li.querySelector(".earlier-head").textContent + " | " + ((li.querySelector(".earlier-notes") || {}).textContent || "")).join(" / ")`); !strings.HasPrefix(got, "Edit by editor #"+itoa(edID)+" · ") || !strings.HasSuffix(got, "approved | Trimmed the quote.") {
+		t.Errorf("the reviewer's earlier results %q, want the edit by editor #%d, approved, with its notes", got, edID)
+	}
+	if got := eval[string](rev, `[document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden, document.getElementById("submit-label").textContent].join()`); got != "false,true,Approve" {
+		t.Errorf("at review, review/decision hidden and the button = %s, want false,true,Approve", got)
+	}
+
+	// Send back without notes: refused in the page, the claim kept.
+	rev.do("send back without notes",
+		chromedp.Click(chromedp.CSS(`input[name="review"][value="send_back"]`)),
+		chromedp.Click(chromedp.CSS("#b-submit")))
+	rev.waitJS("the call for notes", `document.getElementById("status").textContent.includes("sent back with notes") && document.getElementById("notes").getAttribute("aria-invalid") === "true" && document.activeElement.id === "notes"`)
+	if got := eval[string](rev, `document.getElementById("submit-label").textContent`); got != "Send back" {
+		t.Errorf("the button says %q with send back chosen", got)
+	}
+	if ft := s.flowTask(id); ft.Status != "assigned" || len(ft.Results) != 1 {
+		t.Fatalf("after a send back without notes: %+v, want still assigned with one result", ft)
+	}
+	rev.do("the notes", chromedp.SendKeys(chromedp.CSS("#notes"), "Check the second quote with the mayor's office."))
+	rev.waitJS("the call for notes answered", `document.getElementById("status").hidden && !document.getElementById("notes").hasAttribute("aria-invalid")`)
+	rev.screenshot("workspace-review")
+	rev.do("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	rev.waitJS("the phone layout", `window.innerWidth === 390`)
+	if w := eval[int](rev, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the review is %dpx wide at a 390px viewport", w)
+	}
+	rev.screenshot("workspace-review-phone")
+	rev.do("desktop width", chromedp.EmulateViewport(1280, 900))
+	rev.do("send back", chromedp.Click(chromedp.CSS("#b-submit")))
+	rev.waitJS("the reviewer waits", `document.body.dataset.state === "waiting" && document.getElementById("status").textContent.includes("sent back to its edit stage")`)
+	if ft := s.flowTask(id); ft.Status == "done" || ft.Stage != "edit" || ft.ReservedFor != edID || len(ft.Results) != 2 ||
+		ft.Results[1].Decision != "send_back" || ft.Results[1].Notes != "Check the second quote with the mayor's office." {
+		t.Fatalf("after the send back: %+v, want at edit, offered to editor %d, with the notes", ft, edID)
+	}
+
+	// The editor's waiting page is offered the task again, with the notes.
+	ed.showing(title)
+	if got := eval[string](ed, `document.getElementById("t-sent-back").hidden ? "" : document.getElementById("t-sent-back").textContent`); !strings.Contains(got, "editor #"+itoa(revID)) || !strings.HasSuffix(got, ": Check the second quote with the mayor's office.") {
+		t.Errorf("the sent-back notice %q, want the reviewer and its notes", got)
+	}
+	if got := eval[string](ed, stageOf+` + " | " + `+items+`.map(li => li.className + ":" + li.querySelector("b").textContent).join(",")`); got != "Edit · stage 1 of 2 | earlier-item:Edit,earlier-item sent-back:Review" {
+		t.Errorf("the editor's second look: %q", got)
+	}
+	if got := eval[string](ed, `document.querySelector(".earlier-item b").nextSibling.textContent`); !strings.HasPrefix(got, " by you · ") {
+		t.Errorf("the editor's own edit is by %q, want you", got)
+	}
+	ed.do("edit again", chromedp.SendKeys(chromedp.CSS("#notes"), "Quote checked."), chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	ed.waitJS("the editor waits again", `document.body.dataset.state === "waiting"`)
+
+	rev.showing(title)
+	if n := eval[int](rev, `document.querySelectorAll("#earlier-list > li").length`); n != 3 {
+		t.Errorf("the reviewer sees %d earlier results, want 3", n)
+	}
+	rev.do("approve with Alt+1", chromedp.KeyEvent("1", chromedp.KeyModifiers(chromedp.ModifierAlt)), chromedp.Click(chromedp.CSS("#b-submit")))
+	rev.waitJS("the reviewer waits", `document.body.dataset.state === "waiting"`)
+	ft := s.flowTask(id)
+	var got []string
+	for _, r := range ft.Results {
+		got = append(got, r.Stage+"/"+r.Decision)
+	}
+	if ft.Status != "done" || strings.Join(got, " ") != "edit/approve review/send_back edit/approve review/approve" {
+		t.Fatalf("the task at the end: %s with results %v, want done after edit, send back, edit, approve", ft.Status, got)
+	}
+}
+
+// TestBrowserCapacitySwitch: an editor who may hold two claims takes a
+// second task beside the first, switches between them with what it typed
+// kept for each, and both claims stay alive while only one is shown.
+func TestBrowserCapacitySwitch(t *testing.T) {
+	cfg := taskd.Config{}
+	cfg.Dispatch.LeaseTTL = 3 * time.Second // heartbeats every second
+	s := startServer(t, cfg)
+	edID, token := s.editorWith("Kay", 2, nil, "news")
+	first := s.addTask("news", 9, "First held", map[string]any{"text": "a"})
+	second := s.addTask("news", 5, "Second held", map[string]any{"text": "b"})
+	s.addTask("news", 1, "Third in line", map[string]any{"text": "c"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("First held")
+	tb.waitJS("the held claims", `!document.getElementById("held").hidden && document.getElementById("held-count").textContent === "Your tasks · 1 of 2" && !document.getElementById("b-another").hidden`)
+	tb.do("take another", chromedp.Click(chromedp.CSS("#b-another")))
+	tb.showing("Second held")
+	tb.waitJS("two held", `document.getElementById("held-count").textContent === "Your tasks · 2 of 2" && document.getElementById("b-another").hidden`)
+	claimButtons := `Array.from(document.querySelectorAll("#held-list button")).map(b => b.dataset.task + ":" + b.getAttribute("aria-pressed")).join(",")`
+	if got, want := eval[string](tb, claimButtons), itoa(first)+":false,"+itoa(second)+":true"; got != want {
+		t.Errorf("claim buttons %q, want %q", got, want)
+	}
+	var editor struct {
+		Capacity int `json:"capacity"`
+		Holding  int `json:"holding"`
+	}
+	s.admin("GET", "/v1/editors/"+itoa(edID), nil, http.StatusOK, &editor)
+	if editor.Capacity != 2 || editor.Holding != 2 {
+		t.Fatalf("the editor holds %d of %d, want 2 of 2", editor.Holding, editor.Capacity)
+	}
+
+	tb.do("notes for the second", chromedp.SendKeys(chromedp.CSS("#notes"), "draft two"),
+		chromedp.Click(chromedp.CSS(`#held-list button[data-task="`+itoa(first)+`"]`)))
+	tb.showing("First held")
+	if got := eval[string](tb, `document.getElementById("notes").value + "|" + document.getElementById("task").dataset.task`); got != "|"+itoa(first) {
+		t.Errorf("the first task's notes|id %q, want empty notes on task %d", got, first)
+	}
+	// The second claim is kept alive while the first is shown: its lease
+	// moves on.
+	var before struct {
+		LeaseExpiresAt string `json:"lease_expires_at"`
+	}
+	s.admin("GET", "/v1/tasks/"+itoa(second), nil, http.StatusOK, &before)
+	testenv.Eventually(t, 20*time.Second, "the second claim's lease extended while the first is shown", func() bool {
+		var now struct {
+			Status         string `json:"status"`
+			LeaseExpiresAt string `json:"lease_expires_at"`
+		}
+		s.admin("GET", "/v1/tasks/"+itoa(second), nil, http.StatusOK, &now)
+		b, err1 := time.Parse(time.RFC3339Nano, before.LeaseExpiresAt)
+		n, err2 := time.Parse(time.RFC3339Nano, now.LeaseExpiresAt)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("leases %q, %q: %v, %v", before.LeaseExpiresAt, now.LeaseExpiresAt, err1, err2)
+		}
+		return now.Status == "assigned" && n.After(b)
+	})
+	tb.screenshot("workspace-held")
+
+	tb.do("back to the second", chromedp.Click(chromedp.CSS(`#held-list button[data-task="`+itoa(second)+`"]`)))
+	tb.showing("Second held")
+	if got := eval[string](tb, `document.getElementById("notes").value`); got != "draft two" {
+		t.Errorf("the second task's notes %q, want the draft kept", got)
+	}
+	tb.do("submit the second", chromedp.Click(chromedp.CSS("#b-submit")))
+	tb.waitJS("another shown", `document.body.dataset.state === "task" && document.getElementById("task").dataset.task !== `+js(itoa(second)))
+	tb.waitJS("the first still held", `document.querySelector('#held-list button[data-task="`+itoa(first)+`"]') !== null && document.querySelector('#held-list button[data-task="`+itoa(second)+`"]') === null`)
+	var done struct {
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+	}
+	s.admin("GET", "/v1/tasks/"+itoa(second), nil, http.StatusOK, &done)
+	if done.Status != "done" || !strings.Contains(string(done.Result), "draft two") {
+		t.Fatalf("the second task %s with %s, want done with its draft's notes", done.Status, done.Result)
+	}
+	var first1 struct {
+		Status string `json:"status"`
+	}
+	s.admin("GET", "/v1/tasks/"+itoa(first), nil, http.StatusOK, &first1)
+	if first1.Status != "assigned" {
+		t.Fatalf("the first task is %s, want still assigned", first1.Status)
+	}
+}
