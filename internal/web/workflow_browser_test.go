@@ -252,3 +252,185 @@ func TestBrowserCapacitySwitch(t *testing.T) {
 		t.Fatalf("the first task is %s, want still assigned", first1.Status)
 	}
 }
+
+// submitAs submits the editor's claim of task id at fence with a decision
+// and notes, through the API.
+func submitAs(t *testing.T, s *server, token string, id, fence int64, decision, notes string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"fence": fence, "result": map[string]any{"decision": decision, "notes": notes}, "decision": decision, "notes": notes})
+	editorCall(t, s, token, "POST", fmt.Sprintf("/v1/assignments/%d/submit", id), string(body), http.StatusOK, nil)
+}
+
+// TestBrowserOpsWorkflow: the console counts a category's tasks by stage,
+// shows a task's stages with the current one marked, every stage's result
+// with its decision and notes, and its group's progress (done, each task's
+// status and editor, whether they agree); the editors' list and detail show
+// capacity and load, and the edit form changes capacity and stage limits,
+// showing the API's refusal of a bad capacity.
+func TestBrowserOpsWorkflow(t *testing.T) {
+	s := startServer(t, liveClaims())
+	adaID, ada := s.editorWith("Ada Editor", 0, map[string][]string{"desk": {"edit"}}, "desk")
+	_, rex := s.editorWith("Rex Reviewer", 0, map[string][]string{"desk": {"review"}}, "desk")
+	_, flo := s.editorWith("Flo", 0, map[string][]string{"desk": {"edit"}}, "desk")
+	_, pat := s.editor("Pat", "panel")
+	_, quinn := s.editor("Quinn", "panel")
+	kayID, kay := s.editorWith("Kay", 3, nil, "news")
+
+	// Ada edits a task of desk, which waits for its review.
+	s.addTask("desk", 5, "Story A", map[string]any{"text": "a"})
+	a, fa := claimFor(t, s, ada)
+	submitAs(t, s, ada, a, fa, "approve", "")
+	// A group of two tasks of desk, each edited then reviewed, and a task of
+	// desk alone.
+	var added struct {
+		IDs []int64 `json:"ids"`
+	}
+	s.admin("POST", "/v1/tasks", []map[string]any{{"category": "desk", "priority": 9, "title": "Budget explainer", "overlap": 2,
+		"payload": map[string]any{"text": "What the budget means for the harbour."}}}, http.StatusCreated, &added)
+	group := added.IDs[0]
+
+	// Ada edits one of the group's tasks (a submit claims the editor's
+	// next: there is none for her), Rex sends it back to her and is handed
+	// Story A to review; Flo holds the group's other task at its edit.
+	x, fence := claimFor(t, s, ada)
+	submitAs(t, s, ada, x, fence, "approve", "Tightened the lede.")
+	if got, f := claimFor(t, s, rex); got != x {
+		t.Fatalf("the reviewer got task %d, want %d", got, x)
+	} else {
+		submitAs(t, s, rex, x, f, "send_back", "Cite the source of the figures.")
+	}
+	y, _ := claimFor(t, s, flo)
+	if y == x || y == a {
+		t.Fatalf("Flo got task %d, want the group's other task", y)
+	}
+	s.addTask("desk", 1, "Story B", map[string]any{"text": "b"})
+	// A poll both panel editors answered, differently.
+	s.admin("POST", "/v1/tasks", []map[string]any{{"category": "panel", "priority": 1, "title": "Is the headline fair?", "payload": map[string]any{"text": "p"}}}, http.StatusCreated, &added)
+	p1, pf1 := claimFor(t, s, pat)
+	p2, pf2 := claimFor(t, s, quinn)
+	submitAs(t, s, pat, p1, pf1, "yes", "")
+	submitAs(t, s, quinn, p2, pf2, "no", "Loaded wording.")
+	// Kay, of capacity 3, holds two.
+	s.addTask("news", 1, "News one", map[string]any{"text": "n"})
+	s.addTask("news", 1, "News two", map[string]any{"text": "n"})
+	claimFor(t, s, kay)
+	claimFor(t, s, kay)
+
+	tb := newTab(t, 1280, 1000)
+	tb.opsSignIn(s)
+	stageCell := func(cat, stage, status string) string {
+		return `(document.querySelector('#pool-table tr[data-stage-of="` + cat + `"][data-stage="` + stage + `"] td[data-status="` + status + `"]') || {}).textContent`
+	}
+	tb.waitJS("desk by stage", stageCell("desk", "edit", "pending")+` === "2" && `+stageCell("desk", "edit", "assigned")+` === "1" && `+
+		stageCell("desk", "review", "pending")+` === "0" && `+stageCell("desk", "review", "assigned")+` === "1" && `+cell("desk", "pending")+` === "2"`)
+	if n := eval[int](tb, `document.querySelectorAll('#pool-table tr[data-stage-of="news"], #pool-table tr[data-stage-of="panel"]').length`); n != 0 {
+		t.Errorf("%d stage rows for categories without stages", n)
+	}
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#pool-table tbody tr")).map(r => r.dataset.category || "↳" + r.dataset.stage).join(",")`); got != "desk,↳edit,↳review,news,panel" {
+		t.Errorf("pool rows %q, want each stage under its category", got)
+	}
+	tb.screenshot("ops-pool-stages")
+
+	// The task sent back: at edit again, offered to Ada, with two results.
+	tb.do("the task", chromedp.Navigate(s.base+"/ops#tasks/"+itoa(x)))
+	tb.waitJS("its results", `!document.getElementById("task-detail").hidden && document.querySelectorAll("#td-results > li").length === 2`)
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-meta ol.stages li")).map(li => li.textContent + (li.getAttribute("aria-current") === "step" ? "*" : "")).join(",")`); got != "edit*,review" {
+		t.Errorf("stages %q, want edit*,review (back at edit)", got)
+	}
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-meta dt")).filter(dt => dt.textContent === "offered to").map(dt => dt.nextElementSibling.textContent).join()`); !strings.HasPrefix(got, "Ada Editor alone, until ") {
+		t.Errorf("offered to %q, want Ada Editor alone", got)
+	}
+	results := eval[string](tb, `Array.from(document.querySelectorAll("#td-results > li")).map(li => li.dataset.stage + "/" + ((li.querySelector(".verdict") || {}).textContent || "") + "/" + ((li.querySelector(".notes") || {}).textContent || "")).join(" | ")`)
+	if want := "edit/approved/Tightened the lede. | review/sent back/Cite the source of the figures."; results != want {
+		t.Errorf("results %q, want %q", results, want)
+	}
+	if got := eval[string](tb, `document.querySelector("#td-results > li").textContent`); !strings.Contains(got, "Ada Editor") {
+		t.Errorf("the first result %q does not name its editor", got)
+	}
+	tb.waitJS("the group", `!document.getElementById("td-group-box").hidden && document.getElementById("td-group-done").textContent === "0 of 2" && document.getElementById("td-group-agree").textContent === "pending"`)
+	groupRows := eval[string](tb, `Array.from(document.querySelectorAll("#td-group tbody tr")).map(r => r.dataset.task + ":" + r.cells[1].textContent + ":" + r.cells[2].textContent).join(",")`)
+	if !strings.Contains(groupRows, itoa(x)+":pending:–") || !strings.Contains(groupRows, itoa(y)+":assigned:Flo") || strings.Count(groupRows, ",") != 1 {
+		t.Errorf("group rows %q, want %d pending and %d assigned to Flo", groupRows, x, y)
+	}
+	if got := eval[string](tb, `document.getElementById("td-meta").textContent`); !strings.Contains(got, "task #"+itoa(group)+" (2 results asked)") {
+		t.Errorf("task meta %q does not name the group", got)
+	}
+	if !eval[bool](tb, `document.getElementById("td-result-box").hidden`) {
+		t.Errorf("the single result box shows beside the results")
+	}
+	tb.screenshot("ops-task-stages")
+	tb.do("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.waitJS("the phone layout", `window.innerWidth === 390`)
+	if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the task view is %dpx wide at a 390px viewport", w)
+	}
+	tb.screenshot("ops-task-stages-phone")
+	tb.do("desktop width", chromedp.EmulateViewport(1280, 1000))
+
+	// The poll: both done, and they disagree.
+	tb.do("the poll", chromedp.Navigate(s.base+"/ops#tasks/"+itoa(p2)))
+	tb.waitJS("the poll's group", `document.getElementById("td-title").textContent.startsWith("#`+itoa(p2)+` ") && document.getElementById("td-group-done").textContent === "2 of 2" && document.getElementById("td-group-agree").textContent === "no"`)
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-results > li .verdict")).map(v => v.textContent).join(",")`); got != "yes,no" {
+		t.Errorf("the poll's decisions %q, want yes,no", got)
+	}
+
+	// Editors: load and capacity, stage limits.
+	tb.do("the editors", chromedp.Navigate(s.base+"/ops#editors/"+itoa(kayID)))
+	row := func(id int64) string { return `document.querySelector('#editors-table tr[data-editor="` + itoa(id) + `"]')` }
+	tb.waitJS("Kay's load", row(kayID)+` !== null && `+row(kayID)+`.cells[2].textContent.startsWith("2 of 3 · #")`)
+	if got := eval[string](tb, row(adaID)+`.cells[1].textContent`); got != "desk (edit)" {
+		t.Errorf("Ada's categories %q, want desk (edit)", got)
+	}
+	tb.waitJS("Kay's detail", `document.getElementById("ed-title").textContent === "Kay" && document.querySelectorAll("#ed-meta ul.held-claims li").length === 2`)
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#ed-meta dt")).map(dt => dt.textContent + "=" + dt.nextElementSibling.textContent).filter(s => /^(capacity|stage limits)=/.test(s)).join("|")`); got != "capacity=3 (holds 2 of 3)|stage limits=none: every stage" {
+		t.Errorf("Kay's capacity and limits %q", got)
+	}
+	if got := eval[string](tb, `document.getElementById("ed-capacity").value`); got != "3" {
+		t.Errorf("the capacity field says %q, want 3", got)
+	}
+
+	// A capacity the API refuses: its message, in the form.
+	var refusal struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	s.admin("PATCH", "/v1/editors/"+itoa(kayID), map[string]any{"capacity": 101}, http.StatusUnprocessableEntity, &refusal)
+	tb.do("capacity 101",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-capacity").value = "101"`),
+		chromedp.Click(chromedp.CSS(`#ed-work-form button[type="submit"]`)))
+	tb.waitJS("the refusal", `!document.getElementById("ed-work-error").hidden && document.getElementById("ed-work-error").textContent === `+js(refusal.Error.Message))
+	// Stage limits that do not read: said in the page, nothing sent.
+	tb.do("stage limits without a colon",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-capacity").value = "4"; document.getElementById("ed-stages").value = "news edit"`),
+		chromedp.Click(chromedp.CSS(`#ed-work-form button[type="submit"]`)))
+	tb.waitJS("the form's complaint", `document.getElementById("ed-work-error").textContent.includes("category: stage, stage")`)
+	tb.do("capacity 4, no limits",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-stages").value = ""`),
+		chromedp.Click(chromedp.CSS(`#ed-work-form button[type="submit"]`)))
+	tb.waitJS("saved", `document.getElementById("status").textContent.includes("Capacity and stage limits saved: 4") && document.getElementById("ed-work-error").hidden`)
+	tb.waitJS("the new load", row(kayID)+`.cells[2].textContent.startsWith("2 of 4")`)
+	var kayNow struct {
+		Capacity int `json:"capacity"`
+	}
+	s.admin("GET", "/v1/editors/"+itoa(kayID), nil, http.StatusOK, &kayNow)
+	if kayNow.Capacity != 4 {
+		t.Fatalf("Kay's capacity %d, want 4", kayNow.Capacity)
+	}
+
+	// Ada may review as well as edit.
+	tb.do("Ada", chromedp.Navigate(s.base+"/ops#editors/"+itoa(adaID)))
+	tb.waitJS("Ada's form", `document.getElementById("ed-title").textContent === "Ada Editor" && document.getElementById("ed-stages").value === "desk: edit"`)
+	tb.do("desk: edit, review",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-stages").value = ""`),
+		chromedp.SendKeys(chromedp.CSS("#ed-stages"), "desk: edit, review"+kb.Enter))
+	tb.waitJS("saved", `document.getElementById("status").textContent.includes("desk: edit, review") && `+row(adaID)+`.cells[1].textContent === "desk (edit, review)"`)
+	tb.screenshot("ops-editor-workflow")
+	var adaNow struct {
+		Stages map[string][]string `json:"stages"`
+	}
+	s.admin("GET", "/v1/editors/"+itoa(adaID), nil, http.StatusOK, &adaNow)
+	if strings.Join(adaNow.Stages["desk"], ",") != "edit,review" {
+		t.Fatalf("Ada's stage limits %v, want desk: edit, review", adaNow.Stages)
+	}
+}
