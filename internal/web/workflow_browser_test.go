@@ -376,7 +376,9 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 
 	// Editors: load and capacity, stage limits.
 	tb.do("the editors", chromedp.Navigate(s.base+"/ops#editors/"+itoa(kayID)))
-	row := func(id int64) string { return `document.querySelector('#editors-table tr[data-editor="` + itoa(id) + `"]')` }
+	row := func(id int64) string {
+		return `document.querySelector('#editors-table tr[data-editor="` + itoa(id) + `"]')`
+	}
 	tb.waitJS("Kay's load", row(kayID)+` !== null && `+row(kayID)+`.cells[2].textContent.startsWith("2 of 3 · #")`)
 	if got := eval[string](tb, row(adaID)+`.cells[1].textContent`); got != "desk (edit)" {
 		t.Errorf("Ada's categories %q, want desk (edit)", got)
@@ -408,7 +410,7 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 	tb.do("capacity 4, no limits",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-stages").value = ""`),
 		chromedp.Click(chromedp.CSS(`#ed-work-form button[type="submit"]`)))
-	tb.waitJS("saved", `document.getElementById("status").textContent.includes("Capacity and stage limits saved: 4") && document.getElementById("ed-work-error").hidden`)
+	tb.waitJS("saved", `document.getElementById("status").textContent.includes("Saved: capacity 4, stage limits none") && document.getElementById("ed-work-error").hidden`)
 	tb.waitJS("the new load", row(kayID)+`.cells[2].textContent.startsWith("2 of 4")`)
 	var kayNow struct {
 		Capacity int `json:"capacity"`

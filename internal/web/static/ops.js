@@ -1143,7 +1143,7 @@
     call('PATCH', '/editors/' + id, { capacity: Number(c), stages: p.stages }).then(function (r) {
       if (r.status === 200) {
         $('ed-work-error').hidden = true;
-        notice('Capacity and stage limits saved: ' + r.data.capacity + ', ' + (stagesText(r.data.stages) || 'every stage') + '.');
+        notice('Saved: capacity ' + r.data.capacity + ', stage limits ' + (stagesText(r.data.stages) || 'none (every stage)') + '.');
         document.activeElement.blur();
       } else if (r.status === 400 || r.status === 422) {
         fail(message(r));
