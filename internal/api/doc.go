@@ -9,24 +9,30 @@
 // Sessions) and the dispatcher, never through the MySQL store: the engine
 // passes values of its own, so that every write takes the engine's locks and
 // sends its wake-ups. The JSON of a new task and of a result line is package
-// internal/wire's, which `taskd import` and `taskd export` read and write too.
+// internal/wire's, which `taskd import` and `taskd export` read and write too,
+// with the workflow's fields (a task's stages and overlap, a result's stage,
+// decision and notes) added here.
 // openapi.yaml describes every route, and GET /v1/openapi.json serves it.
 //
 // # Routes
 //
-//	POST /v1/editors                      admin   {name, categories} → 201 {id, name, categories, token}
+//	POST /v1/editors                      admin   {name, categories, capacity?, stages?} → 201 {id, name, categories,
+//	                                              capacity, stages?, token}
 //	GET  /v1/editors?limit=&cursor=       admin   → 200 {editors, next_cursor}
 //	GET  /v1/editors/{id}                 admin   → 200 the editor as listed, with its stats
-//	PATCH /v1/editors/{id}                admin   {name?, categories?} → 200 as GET
+//	PATCH /v1/editors/{id}                admin   {name?, categories?, capacity?, stages?} → 200 as GET
 //	POST /v1/editors/{id}/disable         admin   → 200 as GET, with released: {task_id, fence} or null
+//	                                              (and released_all when it revoked several)
 //	POST /v1/editors/{id}/enable          admin   → 200 as GET
 //	POST /v1/editors/{id}/token           admin   → 200 {id, token}: a new token, once; the old one is refused
-//	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?}]
+//	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?,
+//	                                              stages?, overlap?}]
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
 //	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
 //	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its latest
-//	                                              50 events {…, history, history_more, history_before}
+//	                                              50 events {…, history, history_more, history_before}, with results
+//	                                              (and group) for a task with stages or of a group
 //	GET  /v1/tasks/{id}/events?before=&limit=  admin  → 200 {events, more, before}: older events, a page at a time
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
@@ -36,13 +42,15 @@
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
-//	GET  /v1/stats                        admin   → 200 counts by status and category, claims, paused
+//	GET  /v1/stats                        admin   → 200 counts by status and category (and by stage), claims, paused
 //	GET  /v1/stats/history?minutes=       admin   → 200 {minutes: [{start, claims, submits, next_p50_ms, next_p99_ms}], total, flush_interval_ms}
 //	GET  /v1/results?after=&limit=        admin   → 200 accepted results as JSON lines, then {next_cursor, count, more}
-//	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, assignment, today, all_time, median…, last_active_at}
+//	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, capacity, stages?, assignment, today,
+//	                                              all_time, median…, last_active_at}
+//	GET  /v1/assignments                  editor  → 200 {assignments: [assignment], capacity}: every live claim, oldest first
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
-//	POST /v1/assignments/{task}/submit    editor  {fence, result} → 200 {next: assignment or null}
+//	POST /v1/assignments/{task}/submit    editor  {fence, result, decision?, notes?} → 200 {next: assignment or null}
 //	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
 //	                                              for dispatch.release_cooldown, or dispatch.skip_for with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/wire"
@@ -25,7 +26,7 @@ type workflowJSON struct {
 	GroupID int64 `json:"group_id,omitempty"`
 	Overlap int   `json:"overlap,omitempty"`
 	// ReservedFor and ReservedUntil, while a task sent back is offered to one
-	// editor alone.
+	// editor alone (until ReservedUntil, by this process's clock).
 	ReservedFor   int64   `json:"reserved_for,omitempty"`
 	ReservedUntil *string `json:"reserved_until,omitempty"`
 }
@@ -38,7 +39,7 @@ func workflowOf(t *tasks.Task) workflowJSON {
 	if t.GroupID != 0 {
 		w.GroupID, w.Overlap = t.GroupID, t.Overlap
 	}
-	if t.ReservedFor != 0 && t.ReservedUntil != nil {
+	if t.ReservedFor != 0 && t.ReservedUntil != nil && t.ReservedUntil.After(time.Now()) {
 		w.ReservedFor, w.ReservedUntil = t.ReservedFor, formatTimePtr(t.ReservedUntil)
 	}
 	return w

@@ -513,3 +513,26 @@ func TestWorkflowDefaultAnswersUnchanged(t *testing.T) {
 		t.Errorf("a default task's result with a decision: %+v", ro)
 	}
 }
+
+// The four-eyes rule over HTTP: an editor who may take every stage does not
+// review its own edit; another editor does.
+func TestWorkflowFourEyes(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk")
+	bob := b.editor(t, "bob", "desk")
+	id := b.add(t, newTask{Category: "desk", Title: "story"})[0]
+	a, _ := b.flowNext(t, ann.Token)
+	if a.Task.ID != id || a.Stage != "edit" {
+		t.Fatalf("ann's assignment: %+v", a)
+	}
+	if next := b.flowSubmit(t, ann.Token, a, `{"text":"v1"}`, "", ""); next != nil {
+		t.Fatalf("ann's next after her edit: %+v, want none (she may not review it)", next)
+	}
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusNoContent)
+	r, raw := b.flowNext(t, bob.Token)
+	if r.Task.ID != id || r.Stage != "review" || r.Earlier == nil || len(*r.Earlier) != 1 || (*r.Earlier)[0].EditorID == nil ||
+		*(*r.Earlier)[0].EditorID != ann.ID {
+		t.Fatalf("bob's review: %s", raw)
+	}
+}
