@@ -154,6 +154,7 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	if got := eval[string](ed, `document.querySelector(".earlier-item b").nextSibling.textContent`); !strings.HasPrefix(got, " by you · ") {
 		t.Errorf("the editor's own edit is by %q, want you", got)
 	}
+	ed.screenshot("workspace-sent-back")
 	ed.do("edit again", chromedp.SendKeys(chromedp.CSS("#notes"), "Quote checked."), chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 	ed.waitJS("the editor waits again", `document.body.dataset.state === "waiting"`)
 
