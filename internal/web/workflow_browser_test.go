@@ -232,6 +232,13 @@ func TestBrowserCapacitySwitch(t *testing.T) {
 		return now.Status == "assigned" && n.After(b)
 	})
 	tb.screenshot("workspace-held")
+	tb.do("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.waitJS("the phone layout", `window.innerWidth === 390`)
+	if w := eval[int](tb, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the workspace with two claims is %dpx wide at a 390px viewport", w)
+	}
+	tb.screenshot("workspace-held-phone")
+	tb.do("desktop width", chromedp.EmulateViewport(1280, 900))
 
 	tb.do("back to the second", chromedp.Click(chromedp.CSS(`#held-list button[data-task="`+itoa(second)+`"]`)))
 	tb.showing("Second held")
@@ -439,5 +446,54 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 	s.admin("GET", "/v1/editors/"+itoa(adaID), nil, http.StatusOK, &adaNow)
 	if strings.Join(adaNow.Stages["desk"], ",") != "edit,review" {
 		t.Fatalf("Ada's stage limits %v, want desk: edit, review", adaNow.Stages)
+	}
+}
+
+// TestAppAssignments: the workspace lists the editor's claims through GET
+// /app/v1/assignments, for its session's editor only, and without a session
+// it answers 401.
+func TestAppAssignments(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, taskd.Config{})
+	_, kay := s.editorWith("kay", 2, nil, "news")
+	_, lu := s.editor("lu", "news")
+	first := s.addTask("news", 2, "first", map[string]any{"text": "a"})
+	second := s.addTask("news", 1, "second", map[string]any{"text": "b"})
+	claimFor(t, s, kay)
+	claimFor(t, s, kay)
+
+	var list struct {
+		Assignments []struct {
+			Task struct {
+				ID int64 `json:"id"`
+			} `json:"task"`
+		} `json:"assignments"`
+		Capacity int `json:"capacity"`
+	}
+	read := func(token string) {
+		t.Helper()
+		c := browserClient(t)
+		if res := s.signIn(c, token); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("sign in: %d", res.StatusCode)
+		}
+		st, body := do(t, c, "GET", s.base+"/app/v1/assignments", "", "")
+		if st != http.StatusOK {
+			t.Fatalf("GET /app/v1/assignments: %d %s", st, body)
+		}
+		list.Assignments = nil
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(kay)
+	if len(list.Assignments) != 2 || list.Assignments[0].Task.ID != first || list.Assignments[1].Task.ID != second || list.Capacity != 2 {
+		t.Fatalf("kay's assignments %+v, want %d and %d of capacity 2", list, first, second)
+	}
+	read(lu)
+	if len(list.Assignments) != 0 || list.Capacity != 1 {
+		t.Fatalf("lu's assignments %+v, want none of capacity 1", list)
+	}
+	if st, _ := do(t, browserClient(t), "GET", s.base+"/app/v1/assignments", "", ""); st != http.StatusUnauthorized {
+		t.Fatalf("without a session: %d, want 401", st)
 	}
 }
