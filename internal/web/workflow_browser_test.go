@@ -321,7 +321,8 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 	p1, pf1 := claimFor(t, s, pat)
 	p2, pf2 := claimFor(t, s, quinn)
 	submitAs(t, s, pat, p1, pf1, "yes", "")
-	submitAs(t, s, quinn, p2, pf2, "no", "Loaded wording.")
+	const hostileNotes = `Loaded wording. <img src=x onerror=alert(8)>`
+	submitAs(t, s, quinn, p2, pf2, "no", hostileNotes)
 	// Kay, of capacity 3, holds two.
 	s.addTask("news", 1, "News one", map[string]any{"text": "n"})
 	s.addTask("news", 1, "News two", map[string]any{"text": "n"})
@@ -384,6 +385,10 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 	tb.waitJS("the poll's group", `document.getElementById("td-title").textContent.startsWith("#`+itoa(p2)+` ") && document.getElementById("td-group-done").textContent === "2 of 2" && document.getElementById("td-group-agree").textContent === "no"`)
 	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-results > li .verdict")).map(v => v.textContent).join(",")`); got != "yes,no" {
 		t.Errorf("the poll's decisions %q, want yes,no", got)
+	}
+	// Notes are text, never markup.
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-results .notes")).map(n => n.textContent).join() + "|" + document.querySelectorAll("#task-detail img").length`); got != hostileNotes+"|0" {
+		t.Errorf("the poll's notes %q, want them as text and no image", got)
 	}
 
 	// Editors: load and capacity, stage limits.
