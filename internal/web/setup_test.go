@@ -30,6 +30,16 @@ type server struct {
 	e      *taskd.Engine
 }
 
+// testCategories are the workflows of the tests' categories: "desk" is
+// edited, then reviewed; "panel" asks for two independent results. Every
+// other category (news, sport...) has the default workflow.
+func testCategories() []taskd.CategoryConfig {
+	return []taskd.CategoryConfig{
+		{Name: "desk", Stages: []string{"edit", "review"}},
+		{Name: "panel", Overlap: 2},
+	}
+}
+
 // startServer starts an engine with the API and the pages; cfg may set
 // the lease, the session idle time and another admin token than adminToken,
 // opts replace the test database and Redis.
@@ -41,6 +51,9 @@ func startServer(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *server {
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = adminToken
+	}
+	if cfg.Categories == nil {
+		cfg.Categories = testCategories()
 	}
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Redis.KeyPrefix = prefix

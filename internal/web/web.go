@@ -175,6 +175,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /signin", toHome)
 	h.mux.HandleFunc("GET /signout", toHome)
 	h.mux.HandleFunc("GET /app/v1/me", h.call)
+	h.mux.HandleFunc("GET /app/v1/assignments", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
 	h.opsRoutes()

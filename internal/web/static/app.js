@@ -1,7 +1,10 @@
 // The editor's workspace: shows the current assignment, keeps its claim alive
 // while the editor is present, submits, skips and releases, and waits for work
-// with the API's long poll. Everything from the server is written with
-// textContent, never as HTML.
+// with the API's long poll. A task with stages shows its stage and the
+// results of its earlier stages, and a review stage approves or sends back
+// with notes; an editor who may hold several claims sees them all, switches
+// between them and keeps each alive. Everything from the server is written
+// with textContent, never as HTML.
 (function () {
   'use strict';
 
@@ -14,12 +17,13 @@
 
   var cur = null;           // the assignment shown
   var skew = 0;             // server clock minus ours, from the Date header
-  var leaseAt = 0;          // lease end, in our clock
-  var heldSince = 0;
-  var leaseSpan = 30000;    // lease length, for the heartbeat interval
-  var nextBeat = 0;
-  var beating = false;
-  var holdLimited = false;
+  // claims keeps each held claim's lease and heartbeat state by task id:
+  // {a, leaseAt (in our clock), leaseSpan, nextBeat, beating, holdLimited,
+  // heldSince, draft}. The shown one is cur's; with a capacity of 1 it is
+  // the only one.
+  var claims = {};
+  var capacity = 1;         // claims the editor may hold at once
+  var meID = 0;
   var lastInput = Date.now();
   var waitCtl = null;       // aborts the long poll
   var generation = 0;       // bumps on every state change, to drop stale answers
@@ -114,6 +118,8 @@
     return call('GET', '/me').then(function (r) {
       if (signedOut(r)) { return null; }
       if (r.status !== 200) { return null; }
+      meID = r.data.id;
+      capacity = r.data.capacity || 1;
       var t = r.data.today || {};
       $('today').textContent = 'today: ' + (t.submitted || 0) + ' submitted · ' + (t.skipped || 0) +
         ' skipped · ' + (t.released || 0) + ' released · ' + (t.expired || 0) + ' expired';
@@ -172,31 +178,77 @@
     return h > 0 ? h + ':' + pad(m % 60) + ':' + pad(s % 60) : m + ':' + pad(s % 60);
   }
 
-  function setLease(iso) {
-    leaseAt = Date.parse(iso) - skew;
-    leaseSpan = Math.max(3000, leaseAt - now());
-    nextBeat = now() + leaseSpan / 3;
+  function setLease(c, iso) {
+    c.leaseAt = Date.parse(iso) - skew;
+    c.leaseSpan = Math.max(3000, c.leaseAt - now());
+    c.nextBeat = now() + c.leaseSpan / 3;
+  }
+
+  // hold records the claim a (a new one, or a new fence of a task held) and
+  // returns its state.
+  function hold(a) {
+    var c = claims[a.task.id];
+    if (!c || c.a.fence !== a.fence) {
+      c = { a: a, beating: false, holdLimited: false, draft: null };
+      c.heldSince = Date.parse(a.assigned_at) - skew;
+      setLease(c, a.lease_expires_at);
+      claims[a.task.id] = c;
+    }
+    c.a = a;
+    return c;
+  }
+
+  function held() {
+    return Object.keys(claims).map(function (k) { return claims[k]; })
+      .sort(function (x, y) { return x.heldSince - y.heldSince || x.a.task.id - y.a.task.id; });
+  }
+
+  // reviewing reports whether a is at a stage after its first: a review,
+  // which approves or sends back.
+  function reviewing(a) {
+    return !!(a && a.stages && a.stage && a.stages.indexOf(a.stage) > 0);
+  }
+
+  // flow reports whether a has a workflow (stages or a group): its submit
+  // carries the decision and notes beside the result.
+  function flow(a) { return !!(a && (a.stages || a.group_id)); }
+
+  function cap(s) { return s.charAt(0).toUpperCase() + s.slice(1); }
+
+  // saveDraft keeps the decision and notes typed for the task shown, for
+  // when the editor comes back to it.
+  function saveDraft() {
+    if (!cur || !claims[cur.task.id]) { return; }
+    claims[cur.task.id].draft = { notes: $('notes').value, decision: decision() };
   }
 
   function show(a) {
     var same = cur && cur.task.id === a.task.id && cur.fence === a.fence;
+    if (!same) { saveDraft(); }
     generation++;
     cur = a;
-    holdLimited = false;
-    heldSince = Date.parse(a.assigned_at) - skew;
-    setLease(a.lease_expires_at);
+    var c = hold(a);
     $('t-title').textContent = a.task.title || '(untitled)';
     $('t-category').textContent = a.task.category;
     $('t-priority').textContent = String(a.task.priority);
     $('t-id').textContent = String(a.task.id);
     renderPayload(a.task.payload);
+    renderFlow(a);
     if (!same) {
       // A new task starts from the default decision, so that a key pressed
-      // out of habit never carries the last task's choice over to this one.
-      $('notes').value = '';
-      document.querySelector('input[name="decision"][value="approve"]').checked = true;
+      // out of habit never carries the last task's choice over to this one;
+      // a task held before gets back what was typed for it.
+      var d = c.draft || { notes: '', decision: 'approve' };
+      $('notes').value = d.notes;
+      var group = reviewing(a) ? 'review' : 'decision';
+      var el = document.querySelector('input[name="' + group + '"][value="' + d.decision + '"]') ||
+        document.querySelector('input[name="' + group + '"][value="approve"]');
+      el.checked = true;
+      $('notes').removeAttribute('aria-invalid');
+      submitLabel();
     }
     hideReason();
+    renderHeld();
     $('waiting').hidden = true;
     $('task').hidden = false;
     $('task').setAttribute('data-task', String(a.task.id));
@@ -215,47 +267,70 @@
   function tick() {
     if (!cur) { return; }
     var t = now();
-    $('t-held').textContent = clock(t - heldSince);
-    var left = leaseAt - t;
+    var c = claims[cur.task.id];
+    $('t-held').textContent = clock(t - c.heldSince);
+    var left = c.leaseAt - t;
     $('t-lease').textContent = clock(left);
-    $('t-lease').className = left < leaseSpan / 4 ? 'warn' : '';
-    // A second's grace past the end covers the Date header's rounding, so
-    // that the server has surely ended the claim too.
-    if (left <= -1000) {
-      lost('Your lease on task #' + cur.task.id + ' ran out, so the task went back to the pool.');
-      return;
-    }
-    if (present() && !beating && !holdLimited && t >= nextBeat) { heartbeat(); }
+    $('t-lease').className = left < c.leaseSpan / 4 ? 'warn' : '';
+    // Every claim held is kept alive while the editor is present, the ones
+    // not shown too.
+    held().forEach(function (h) {
+      if (!cur || claims[h.a.task.id] !== h) { return; }
+      // A second's grace past the end covers the Date header's rounding,
+      // so that the server has surely ended the claim too.
+      if (h.leaseAt - t <= -1000) {
+        lost(h.a, 'Your lease on task #' + h.a.task.id + ' ran out, so the task went back to the pool.');
+        return;
+      }
+      if (present() && !h.beating && !h.holdLimited && t >= h.nextBeat) { heartbeat(h); }
+    });
   }
 
-  function heartbeat() {
-    var a = cur, gen = generation;
-    beating = true;
+  function heartbeat(c) {
+    var a = c.a;
+    c.beating = true;
     call('POST', '/assignments/' + a.task.id + '/heartbeat', { fence: a.fence }).then(function (r) {
-      beating = false;
-      if (gen !== generation) { return; }
+      c.beating = false;
+      if (claims[a.task.id] !== c) { return; }
       if (signedOut(r)) { return; }
-      if (r.status === 200) { setLease(r.data.lease_expires_at); notice(''); backoff = 1000; return; }
+      var shown = cur && cur.task.id === a.task.id;
+      if (r.status === 200) { setLease(c, r.data.lease_expires_at); if (shown) { notice(''); } backoff = 1000; return; }
       if (r.status === 409 && r.data && r.data.error && r.data.error.code === 'hold_limit') {
-        holdLimited = true;
-        notice('This task has been held for the longest time allowed, so its lease can no longer be extended. Submit, skip or release it before the lease runs out.', 'warn');
+        c.holdLimited = true;
+        notice((shown ? 'This task' : 'Task #' + a.task.id) + ' has been held for the longest time allowed, so its lease can no longer be extended. Submit, skip or release it before the lease runs out.', 'warn');
         return;
       }
       if (r.status === 409 || r.status === 403 || r.status === 404) {
-        lost('Your claim on task #' + a.task.id + ' was lost: ' + message(r));
+        lost(a, 'Your claim on task #' + a.task.id + ' was lost: ' + message(r));
         return;
       }
       // 503 or the network: try again soon, while the lease lasts.
       notice('The service is recovering; keeping your claim alive as soon as it is back.', 'warn');
-      nextBeat = now() + Math.min(backoff, 5000);
+      c.nextBeat = now() + Math.min(backoff, 5000);
       backoff = Math.min(backoff * 2, BACKOFF_MAX);
     });
   }
 
-  // lost says why the claim is gone and moves on to the next task.
-  function lost(text) {
+  // lost says why the claim on a is gone; when it is the task shown, it
+  // moves on to another held or the next task.
+  function lost(a, text) {
+    delete claims[a.task.id];
+    if (!cur || cur.task.id !== a.task.id) {
+      notice(text, 'bad');
+      renderHeld();
+      return;
+    }
     notice(text + ' Moving on to the next task.', 'bad');
     cur = null;
+    moveOn(null);
+  }
+
+  // moveOn shows next (a new assignment), else the oldest claim still held,
+  // else waits for work.
+  function moveOn(next) {
+    if (next) { show(next); return; }
+    var h = held();
+    if (h.length) { show(h[0].a); return; }
     waitForWork();
   }
 
@@ -264,6 +339,8 @@
     generation++;
     var gen = generation;
     cur = null;
+    claims = {};
+    renderHeld();
     $('task').hidden = true;
     $('waiting').hidden = false;
     setState('waiting');
@@ -300,7 +377,7 @@
 
   // --- actions ---
   function decision() {
-    var el = document.querySelector('input[name="decision"]:checked');
+    var el = document.querySelector((reviewing(cur) ? 'input[name="review"]' : 'input[name="decision"]') + ':checked');
     return el ? el.value : 'approve';
   }
 
@@ -315,7 +392,7 @@
         if (r.status === 200 || r.status === 204) { busy = false; notice(''); done(r); refreshMe(); return; }
         if (r.status === 409 || r.status === 403 || r.status === 404) {
           busy = false;
-          lost('Your claim on task #' + a.task.id + ' was lost: ' + message(r));
+          lost(a, 'Your claim on task #' + a.task.id + ' was lost: ' + message(r));
           refreshMe();
           return;
         }
@@ -332,8 +409,26 @@
 
   function submit() {
     if (!cur) { return; }
-    act('submit', { fence: cur.fence, result: { decision: decision(), notes: $('notes').value } }, function (r) {
-      if (r.data && r.data.next) { show(r.data.next); } else { waitForWork(); }
+    var d = decision(), notes = $('notes').value;
+    var body = { fence: cur.fence, result: { decision: d, notes: notes } };
+    if (flow(cur)) {
+      // A send back tells the editor what to change: it needs notes.
+      if (d === 'send_back' && !notes.trim()) {
+        $('notes').setAttribute('aria-invalid', 'true');
+        notice('Say what to change: a task is sent back with notes for its editor.', 'warn');
+        $('notes').focus();
+        return;
+      }
+      body.decision = d;
+      if (notes) { body.notes = notes; }
+    }
+    var a = cur;
+    act('submit', body, function (r) {
+      delete claims[a.task.id];
+      if (cur && cur.task.id === a.task.id) { cur = null; }
+      if (d === 'send_back') { notice('Task #' + a.task.id + ' was sent back to its ' + a.stages[a.stages.indexOf(a.stage) - 1] + ' stage.'); }
+      moveOn(r.data && r.data.next);
+      if (capacity > 1) { syncHeld(); }
     });
   }
 
@@ -350,8 +445,189 @@
 
   function confirmReason() {
     if (!cur) { return; }
+    var a = cur;
     act('release', { fence: cur.fence, reason: $('reason').value, skip: reasonSkip }, function () {
-      waitForWork();
+      delete claims[a.task.id];
+      cur = null;
+      moveOn(null);
+    });
+  }
+
+  // --- the workflow: stage, earlier results, review ---
+  function fmtWhen(iso) {
+    var d = new Date(iso);
+    if (isNaN(d)) { return ''; }
+    var pad = function (n) { return (n < 10 ? '0' : '') + n; };
+    var t = pad(d.getHours()) + ':' + pad(d.getMinutes());
+    return d.toDateString() === new Date().toDateString() ? t :
+      d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' + t;
+  }
+
+  // who names a result's editor: the editor itself as "you".
+  function who(r) {
+    if (r.editor_id && r.editor_id === meID) { return 'you'; }
+    if (r.editor_id) { return 'editor #' + r.editor_id; }
+    return r.holder || 'someone';
+  }
+
+  var DECISIONS = { approve: 'approved', send_back: 'sent back', reject: 'rejected', escalate: 'escalated' };
+
+  function renderFlow(a) {
+    var staged = !!(a.stages && a.stage);
+    var stage = $('t-stage');
+    stage.hidden = !staged;
+    stage.textContent = staged ? cap(a.stage) + ' · stage ' + (a.stages.indexOf(a.stage) + 1) + ' of ' + a.stages.length : '';
+    var review = reviewing(a);
+    $('review-decision').hidden = !review;
+    $('review-decision').disabled = !review;
+    var fs = document.querySelector('fieldset.decision:not(#review-decision)');
+    fs.hidden = review;
+    fs.disabled = review;
+    $('notes-label').textContent = review ? 'Notes for the editor (needed to send back)' : 'Notes';
+    if (flow(a)) { $('notes').setAttribute('maxlength', '4096'); } else { $('notes').removeAttribute('maxlength'); }
+
+    var list = $('earlier-list');
+    clear(list);
+    var earlier = a.earlier || [];
+    earlier.forEach(function (r) {
+      var li = document.createElement('li');
+      li.className = 'earlier-item' + (r.decision === 'send_back' ? ' sent-back' : '');
+      var head = document.createElement('div');
+      head.className = 'earlier-head';
+      var b = document.createElement('b');
+      b.textContent = r.stage ? cap(r.stage) : 'Result';
+      head.appendChild(b);
+      var by = document.createElement('span');
+      by.className = 'muted';
+      by.textContent = ' by ' + who(r) + ' · ' + fmtWhen(r.submitted_at);
+      by.title = r.submitted_at;
+      head.appendChild(by);
+      if (r.decision) {
+        var tag = document.createElement('span');
+        tag.className = 'verdict ' + (r.decision === 'send_back' ? 'back' : r.decision === 'approve' ? 'ok' : '');
+        tag.textContent = DECISIONS[r.decision] || r.decision;
+        head.appendChild(tag);
+      }
+      li.appendChild(head);
+      if (r.notes) {
+        var q = document.createElement('p');
+        q.className = 'earlier-notes';
+        q.textContent = r.notes;
+        li.appendChild(q);
+      }
+      li.appendChild(resultView(r));
+      list.appendChild(li);
+    });
+    $('t-earlier').hidden = !earlier.length;
+
+    // A task sent back says so first, with the reviewer's notes.
+    var last = earlier.length ? earlier[earlier.length - 1] : null;
+    var sb = $('t-sent-back');
+    if (staged && last && last.decision === 'send_back') {
+      sb.textContent = 'Sent back by ' + who(last) + ' (' + (last.stage || 'review') + ', ' + fmtWhen(last.submitted_at) + ')' +
+        (last.notes ? ': ' + last.notes : '.');
+      sb.hidden = false;
+    } else {
+      sb.hidden = true;
+      sb.textContent = '';
+    }
+  }
+
+  // resultView shows an earlier result: its fields, but for the decision
+  // and notes already shown above it.
+  function resultView(r) {
+    var v = r.result;
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      var dl = document.createElement('dl');
+      dl.className = 'fields';
+      Object.keys(v).forEach(function (k) {
+        if ((k === 'decision' && v[k] === r.decision) || (k === 'notes' && (v[k] === r.notes || v[k] === ''))) { return; }
+        var dt = document.createElement('dt'), dd = document.createElement('dd');
+        dt.textContent = k;
+        if (v[k] !== null && typeof v[k] === 'object') {
+          var pre = document.createElement('pre');
+          pre.textContent = fmtValue(v[k]);
+          dd.appendChild(pre);
+        } else {
+          dd.textContent = v[k] === null ? 'null' : String(v[k]);
+        }
+        dl.appendChild(dt); dl.appendChild(dd);
+      });
+      return dl;
+    }
+    var p = document.createElement('pre');
+    p.textContent = JSON.stringify(v, null, 2);
+    return p;
+  }
+
+  function submitLabel() {
+    var d = reviewing(cur) ? decision() : '';
+    $('submit-label').textContent = d === 'send_back' ? 'Send back' : d === 'approve' ? 'Approve' : 'Submit';
+  }
+
+  // --- several claims ---
+  function renderHeld() {
+    var nav = $('held');
+    var h = held();
+    if (capacity <= 1 || !h.length) { nav.hidden = true; return; }
+    $('held-count').textContent = 'Your tasks · ' + h.length + ' of ' + capacity;
+    var list = $('held-list');
+    clear(list);
+    h.forEach(function (c) {
+      var b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'claim';
+      b.setAttribute('data-task', String(c.a.task.id));
+      var shown = cur && cur.task.id === c.a.task.id;
+      b.setAttribute('aria-pressed', shown ? 'true' : 'false');
+      b.textContent = '#' + c.a.task.id + ' ' + (c.a.task.title || '(untitled)') + (c.a.stage ? ' · ' + c.a.stage : '');
+      b.title = b.textContent;
+      b.addEventListener('click', function () { switchTo(c.a.task.id); });
+      list.appendChild(b);
+    });
+    $('b-another').hidden = h.length >= capacity;
+    nav.hidden = false;
+  }
+
+  function switchTo(id) {
+    var c = claims[id];
+    if (!c || busy || (cur && cur.task.id === id)) { return; }
+    notice('');
+    show(c.a);
+  }
+
+  // another claims one more task, below the editor's capacity.
+  var asking = false;
+  function another() {
+    if (asking || busy || held().length >= capacity) { return; }
+    asking = true;
+    call('POST', '/assignments/next', {}).then(function (r) {
+      asking = false;
+      if (signedOut(r)) { return; }
+      if (r.status === 200) {
+        var known = !!claims[r.data.task.id];
+        show(r.data);
+        if (known) { notice('You hold as many tasks as you may; finish one to take another.'); }
+        return;
+      }
+      if (r.status === 204) { notice('No other task is waiting right now.'); return; }
+      notice('Cannot get work: ' + message(r), 'bad');
+    });
+  }
+
+  // syncHeld reads the claims the editor holds, as the server sees them:
+  // ones taken elsewhere join the list, ones gone leave it.
+  function syncHeld() {
+    return call('GET', '/assignments').then(function (r) {
+      if (signedOut(r) || r.status !== 200) { return; }
+      capacity = r.data.capacity || capacity;
+      var seen = {};
+      r.data.assignments.forEach(function (a) { seen[a.task.id] = true; hold(a); });
+      Object.keys(claims).forEach(function (k) {
+        if (!seen[k] && (!cur || String(cur.task.id) !== k)) { delete claims[k]; }
+      });
+      if (!cur) { moveOn(null); return; }
+      renderHeld();
     });
   }
 
@@ -362,6 +638,14 @@
   document.addEventListener('visibilitychange', function () { if (!document.hidden) { tick(); } });
 
   $('submit-form').addEventListener('submit', function (e) { e.preventDefault(); submit(); });
+  $('review-decision').addEventListener('change', submitLabel);
+  $('notes').addEventListener('input', function () {
+    if ($('notes').getAttribute('aria-invalid') === 'true' && $('notes').value.trim()) {
+      $('notes').removeAttribute('aria-invalid');
+      notice('');
+    }
+  });
+  $('b-another').addEventListener('click', another);
   $('b-skip').addEventListener('click', function () { askReason(true); });
   $('b-release').addEventListener('click', function () { askReason(false); });
   $('b-reason').addEventListener('click', confirmReason);
@@ -374,18 +658,21 @@
     if (!cur) { return; }
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submit(); return; }
     if (!e.altKey) { return; }
-    var map = { Digit1: 'approve', Digit2: 'reject', Digit3: 'escalate' };
+    var review = reviewing(cur);
+    var map = review ? { Digit1: 'approve', Digit2: 'send_back' } : { Digit1: 'approve', Digit2: 'reject', Digit3: 'escalate' };
     if (e.code === 'KeyS') { e.preventDefault(); askReason(true); }
     else if (e.code === 'KeyR') { e.preventDefault(); askReason(false); }
+    else if (e.code === 'KeyN' && capacity > 1) { e.preventDefault(); another(); }
     else if (map[e.code]) {
       e.preventDefault();
-      var el = document.querySelector('input[name="decision"][value="' + map[e.code] + '"]');
-      if (el) { el.checked = true; }
+      var el = document.querySelector('input[name="' + (review ? 'review' : 'decision') + '"][value="' + map[e.code] + '"]');
+      if (el) { el.checked = true; submitLabel(); }
     }
   });
 
   setInterval(tick, 1000);
   refreshMe().then(function (me) {
+    if (me && me.capacity > 1) { syncHeld(); return; }
     if (me && me.assignment) { show(me.assignment); } else { waitForWork(); }
   });
 }());

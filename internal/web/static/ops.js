@@ -1,5 +1,8 @@
-// The ops console: the pool by status and category, its last hour, the live
-// claims, a task browser and the editors, over the API's admin routes under
+// The ops console: the pool by status and category (and stage, for the
+// categories with stages), its last hour, the live claims, a task browser
+// (with a task's stages, every stage's results and its group's progress)
+// and the editors (with their capacity and stage limits), over the API's
+// admin routes under
 // /ops/v1. It refreshes the view on screen every few seconds while the tab is
 // visible, and not while the operator is typing or confirming. Everything from
 // the server is written with textContent or setAttribute, never as HTML; the
@@ -279,9 +282,9 @@
       b.addEventListener('click', function () { setPaused(cat, op, b); });
       act.appendChild(b);
       tr.appendChild(act);
-      return tr;
+      return [tr].concat(stageRows(cat, (st.by_stage || {})[cat]));
     });
-    replaceRows($('pool-table').tBodies[0], rows);
+    replaceRows($('pool-table').tBodies[0], [].concat.apply([], rows));
     var foot = el('tr');
     foot.appendChild(td('all'));
     STATUSES.forEach(function (s) { foot.appendChild(num((st.by_status || {})[s] || 0, s === 'cancelled' ? 'hide-phone' : '')); });
@@ -300,6 +303,27 @@
     kpi('expired, not yet swept', st.expired);
     kpi('paused', (st.paused || []).length);
     if (st.webhooks) { kpi('webhook backlog', st.webhooks.backlog); }
+  }
+
+  // stageRows are a category's counts by stage, under its row, for a
+  // category with tasks at stages.
+  function stageRows(cat, stages) {
+    if (!stages) { return []; }
+    return Object.keys(stages).map(function (stage) {
+      var counts = stages[stage] || {};
+      var tr = el('tr', { 'class': 'stage-row', 'data-stage-of': cat, 'data-stage': stage });
+      var name = el('th', { scope: 'row' });
+      name.appendChild(el('span', { 'class': 'sr-only' }, cat + ' at '));
+      name.appendChild(document.createTextNode(stage));
+      tr.appendChild(name);
+      STATUSES.forEach(function (s) {
+        var c = num(counts[s] || 0, s === 'cancelled' ? 'hide-phone' : '');
+        c.setAttribute('data-status', s);
+        tr.appendChild(c);
+      });
+      tr.appendChild(td(''));
+      return tr;
+    });
   }
 
   function setPaused(cat, op, b) {
@@ -514,8 +538,22 @@
       lease = el('span', { 'data-deadline': d.lease_expires_at, 'class': 'lease' });
       tickCell(lease);
     }
+    var reserved = null;
+    if (d.reserved_for) {
+      reserved = el('span');
+      reserved.appendChild(link('#editors/' + d.reserved_for, holderName('editor:' + d.reserved_for)));
+      reserved.appendChild(document.createTextNode(' alone, until ' + fmtTime(d.reserved_until)));
+    }
+    var group = null;
+    if (d.group_id) {
+      group = el('span');
+      group.appendChild(link('#tasks/' + d.group_id, 'task #' + d.group_id));
+      group.appendChild(document.createTextNode(' (' + d.overlap + ' results asked)'));
+    }
     dl($('td-meta'), [
-      ['status', status], ['category', t.category], ['priority', t.priority], ['key', d.key],
+      ['status', status], ['category', t.category],
+      ['stages', d.stages ? stagesView(d.stages, d.stage, d.status) : null], ['offered to', reserved], ['group', group],
+      ['priority', t.priority], ['key', d.key],
       ['holder', d.holder ? holderName(d.holder) + (holderName(d.holder) !== d.holder ? ' (' + d.holder + ')' : '') : null],
       ['fence', d.fence], ['assigned', d.assigned_at ? fmtTime(d.assigned_at) : null], ['lease left', lease],
       ['attempts', d.attempts + ' of ' + d.max_attempts], ['last error', d.last_error],
@@ -523,7 +561,11 @@
       ['updated', fmtTime(d.updated_at)], ['done', d.done_at ? fmtTime(d.done_at) : null]
     ]);
     $('td-payload').textContent = json(t.payload);
-    $('td-result-box').hidden = !d.result;
+    // A task with stages or of a group lists every result below; its last
+    // one is not shown twice.
+    $('td-result-box').hidden = !d.result || !!d.results;
+    renderResults(d);
+    renderGroup(d.group, t.id);
     if (d.result) {
       $('td-result-meta').textContent = 'submitted by ' + holderName(d.result.holder) + ' at ' + fmtTime(d.result.submitted_at) + ', fence ' + d.result.fence;
       $('td-result').textContent = json(d.result.result);
@@ -558,6 +600,84 @@
     if (d.status === 'dead') { change('requeue', 'Requeue', 'is back in the pool'); }
     if (d.status === 'pending') { change('cancel', 'Cancel task', 'was cancelled'); }
     acts.hidden = !acts.firstChild;
+  }
+
+  // stagesView shows a task's stages in order, the one it is at marked
+  // (none once it is done).
+  function stagesView(stages, at, status) {
+    var ol = el('ol', { 'class': 'stages' });
+    stages.forEach(function (s, i) {
+      var li = el('li', null, s);
+      if (s === at && status !== 'done' && status !== 'cancelled' && status !== 'dead') {
+        li.setAttribute('aria-current', 'step');
+        li.className = 'current';
+        li.setAttribute('title', 'stage ' + (i + 1) + ' of ' + stages.length + ', current');
+      }
+      ol.appendChild(li);
+    });
+    return ol;
+  }
+
+  var DECISIONS = { approve: 'approved', send_back: 'sent back' };
+
+  // renderResults lists every result of a task with stages or of a group,
+  // oldest first: stage, editor, time, decision and notes, and the result.
+  function renderResults(d) {
+    var rs = d.results;
+    $('td-results-box').hidden = !rs;
+    var list = $('td-results');
+    clear(list);
+    if (!rs) { return; }
+    rs.forEach(function (r) {
+      var li = el('li', { 'data-task': String(r.task_id), 'data-stage': r.stage || '' });
+      if (r.decision === 'send_back') { li.className = 'sent-back'; }
+      var head = el('div', { 'class': 'result-head' });
+      if (r.stage) { head.appendChild(el('b', null, r.stage)); head.appendChild(document.createTextNode(' · ')); }
+      if (r.task_id !== d.task.id) {
+        head.appendChild(link('#tasks/' + r.task_id, 'task #' + r.task_id));
+        head.appendChild(document.createTextNode(' · '));
+      }
+      var m = /^editor:(\d+)$/.exec(r.holder || '');
+      if (m) { head.appendChild(link('#editors/' + m[1], holderName(r.holder))); } else { head.appendChild(document.createTextNode(holderName(r.holder))); }
+      head.appendChild(document.createTextNode(' · ' + fmtTime(r.submitted_at) + ' · fence ' + r.fence));
+      if (r.decision) {
+        head.appendChild(el('span', { 'class': 'verdict ' + (r.decision === 'send_back' ? 'back' : r.decision === 'approve' ? 'ok' : '') }, DECISIONS[r.decision] || r.decision));
+      }
+      li.appendChild(head);
+      if (r.notes) { li.appendChild(el('p', { 'class': 'notes' }, r.notes)); }
+      var pre = el('pre', { 'class': 'json' }, json(r.result));
+      li.appendChild(pre);
+      list.appendChild(li);
+    });
+    $('td-results-count').textContent = '(' + rs.length + ', oldest first)';
+  }
+
+  // renderGroup shows the progress of a task's group: how many of its tasks
+  // are done, each task with its status and holder, and whether the done
+  // tasks' decisions agree.
+  function renderGroup(g, self) {
+    $('td-group-box').hidden = !g;
+    if (!g) { return; }
+    var agree = g.agree === null || g.agree === undefined ? 'pending' : g.agree ? 'yes' : 'no';
+    var sum = $('td-group-sum');
+    clear(sum);
+    sum.appendChild(document.createTextNode('#' + g.id + ' · done '));
+    sum.appendChild(el('b', { id: 'td-group-done' }, g.done + ' of ' + g.overlap));
+    sum.appendChild(document.createTextNode(' · agree '));
+    sum.appendChild(el('b', { id: 'td-group-agree', 'class': 'agree ' + agree }, agree));
+    var rows = g.tasks.map(function (gt) {
+      var tr = el('tr', { 'data-task': String(gt.id) });
+      if (gt.id === self) { tr.className = 'selected'; }
+      var idc = el('td');
+      idc.appendChild(link('#tasks/' + gt.id, '#' + gt.id, 'Task ' + gt.id));
+      tr.appendChild(idc);
+      var sc = el('td');
+      sc.appendChild(el('span', { 'class': 'status ' + gt.status }, gt.status));
+      tr.appendChild(sc);
+      tr.appendChild(gt.editor_id ? holderCell('editor:' + gt.editor_id) : td('–'));
+      return tr;
+    });
+    replaceRows($('td-group').tBodies[0], rows);
   }
 
   // --- a task's audit trail ---
@@ -720,12 +840,16 @@
         name.appendChild(link('#editors/' + e.id, e.name));
         if (e.disabled) { name.appendChild(document.createTextNode(' ')); name.appendChild(el('span', { 'class': 'tag disabled' }, 'disabled')); }
         tr.appendChild(name);
-        tr.appendChild(td(e.categories.join(', ') || '–', 'hide-phone'));
+        tr.appendChild(td(categoriesText(e), 'hide-phone'));
         var holds = el('td');
+        if (e.holding !== undefined) {
+          holds.appendChild(el('span', { 'class': 'load' + (e.holding >= e.capacity ? ' full' : '') }, e.holding + ' of ' + e.capacity));
+          if (e.claim) { holds.appendChild(document.createTextNode(' · ')); }
+        }
         if (e.claim) {
           holds.appendChild(link('#tasks/' + e.claim.task_id, '#' + e.claim.task_id, 'Task ' + e.claim.task_id));
           if (e.claim.trace_id) { holds.appendChild(document.createTextNode(' ')); holds.appendChild(traceRef(e.claim.trace_id)); }
-        } else {
+        } else if (e.holding === undefined) {
           holds.textContent = '–';
         }
         tr.appendChild(holds);
@@ -763,6 +887,33 @@
     });
   }
 
+  // categoriesText lists an editor's categories, each with the stages it is
+  // limited to.
+  function categoriesText(e) {
+    var lim = e.stages || {};
+    return e.categories.map(function (c) { return lim[c] ? c + ' (' + lim[c].join(', ') + ')' : c; }).join(', ') || '–';
+  }
+
+  // stagesText writes stage limits as the form reads them.
+  function stagesText(lim) {
+    return Object.keys(lim || {}).sort().map(function (c) { return c + ': ' + lim[c].join(', '); }).join('; ');
+  }
+
+  // parseStages reads the form's stage limits: "cat: a, b; cat2: c". It
+  // returns {stages} or {error}.
+  function parseStages(text) {
+    var out = {};
+    var parts = text.split(';').map(function (p) { return p.trim(); }).filter(function (p) { return p; });
+    for (var i = 0; i < parts.length; i++) {
+      var at = parts[i].lastIndexOf(':');
+      var cat = at < 0 ? '' : parts[i].slice(0, at).trim();
+      var stages = at < 0 ? [] : parts[i].slice(at + 1).split(',').map(function (s) { return s.trim(); }).filter(function (s) { return s; });
+      if (!cat || !stages.length) { return { error: 'Write each category\'s stages as "category: stage, stage" ("' + parts[i] + '" is not).' }; }
+      out[cat] = stages;
+    }
+    return { stages: out };
+  }
+
   function counts(c) {
     return c.submitted + ' submitted · ' + c.skipped + ' skipped · ' + c.released + ' released · ' + c.expired + ' expired · ' + c.claimed + ' claimed';
   }
@@ -794,15 +945,37 @@
       claim.appendChild(left);
       if (e.claim.trace_id) { claim.appendChild(document.createTextNode(', trace ')); claim.appendChild(traceRef(e.claim.trace_id)); }
     }
+    if (e.claims && e.claims.length) {
+      claim = el('ul', { 'class': 'recent-claims held-claims' });
+      e.claims.forEach(function (c) {
+        var li = el('li', { 'data-task': String(c.task_id) });
+        li.appendChild(link('#tasks/' + c.task_id, 'task #' + c.task_id));
+        li.appendChild(document.createTextNode(', lease left '));
+        var left = el('span', { 'data-deadline': c.lease_expires_at, 'class': 'lease' });
+        tickCell(left);
+        li.appendChild(left);
+        if (c.trace_id) { li.appendChild(document.createTextNode(', trace ')); li.appendChild(traceRef(c.trace_id)); }
+        claim.appendChild(li);
+      });
+    }
+    var load = e.capacity + (e.holding !== undefined ? ' (holds ' + e.holding + ' of ' + e.capacity + ')' : '');
     dl($('ed-meta'), [
       ['id', e.id], ['status', e.disabled ? 'disabled since ' + fmtTime(e.disabled_at) : 'enabled'],
-      ['categories', e.categories.join(', ') || '–'], ['holds', claim || '–'],
+      ['categories', e.categories.join(', ') || '–'], ['capacity', load],
+      ['stage limits', e.stages ? stagesText(e.stages) : 'none: every stage'], ['holds', claim || '–'],
       ['today', counts(e.today)], ['all time', counts(e.all_time)],
       ['median claim → submit', e.median_claim_to_submit_ms === null ? '–' : fmtAge(e.median_claim_to_submit_ms) + ' (of the last ' + e.median_of + ')'],
       ['last active', e.last_active_at ? fmtTime(e.last_active_at) : 'never'],
       ['recent claims', recentClaims(e.recent_claims || [])], ['created', fmtTime(e.created_at)]
     ]);
     if (document.activeElement !== $('ed-cats')) { $('ed-cats').value = e.categories.join(', '); }
+    var form = $('ed-work-form');
+    if (form.getAttribute('data-for') !== String(e.id) || !form.contains(document.activeElement)) {
+      if (form.getAttribute('data-for') !== String(e.id)) { $('ed-work-error').hidden = true; }
+      form.setAttribute('data-for', String(e.id));
+      $('ed-capacity').value = String(e.capacity);
+      $('ed-stages').value = stagesText(e.stages);
+    }
     var acts = $('ed-actions');
     clear(acts);
     var done = function (r, what) {
@@ -952,6 +1125,31 @@
     var cats = $('ed-cats').value.split(',').map(function (c) { return c.trim(); }).filter(function (c) { return c; });
     call('PATCH', '/editors/' + id, { categories: cats }).then(function (r) {
       if (ok(r, 'Categories')) { notice('Categories saved: ' + (cats.join(', ') || 'none') + '.'); $('ed-cats').blur(); }
+      return Promise.all([loadEditor(id, false), loadEditors()]);
+    });
+  });
+  $('ed-work-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    if (!editorOpen) { return; }
+    var id = editorOpen;
+    var fail = function (text) {
+      $('ed-work-error').textContent = text;
+      $('ed-work-error').hidden = false;
+    };
+    var p = parseStages($('ed-stages').value);
+    if (p.error) { fail(p.error); $('ed-stages').focus(); return; }
+    var c = $('ed-capacity').value.trim();
+    if (!/^[0-9]+$/.test(c)) { fail('Capacity is a whole number of claims (1 or more).'); $('ed-capacity').focus(); return; }
+    call('PATCH', '/editors/' + id, { capacity: Number(c), stages: p.stages }).then(function (r) {
+      if (r.status === 200) {
+        $('ed-work-error').hidden = true;
+        notice('Saved: capacity ' + r.data.capacity + ', stage limits ' + (stagesText(r.data.stages) || 'none (every stage)') + '.');
+        document.activeElement.blur();
+      } else if (r.status === 400 || r.status === 422) {
+        fail(message(r));
+      } else {
+        ok(r, 'Capacity and stage limits');
+      }
       return Promise.all([loadEditor(id, false), loadEditors()]);
     });
   });
