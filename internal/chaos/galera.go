@@ -368,16 +368,7 @@ func (n *galeraNode) setup(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	for _, stmt := range []string{
-		"CREATE DATABASE IF NOT EXISTS `" + dbName + "`",
-		"CREATE USER IF NOT EXISTS '" + dbUser + "'@'127.0.0.1' IDENTIFIED BY '" + dbPassword + "'",
-		"GRANT ALL PRIVILEGES ON *.* TO '" + dbUser + "'@'127.0.0.1'",
-	} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("galera setup: %w", err)
-		}
-	}
-	return nil
+	return createDatabase(ctx, db)
 }
 
 func (n *galeraNode) Kill() error {

@@ -202,13 +202,18 @@ func (m *mariaDB) Start(ctx context.Context) error {
 		log, _ := os.ReadFile(filepath.Join(m.dir, "server.log"))
 		return fmt.Errorf("%w\n%s", err, tail(log, 3000))
 	}
+	return createDatabase(ctx, root)
+}
+
+// createDatabase creates taskd's database and user through a root connection.
+func createDatabase(ctx context.Context, root *sql.DB) error {
 	for _, stmt := range []string{
 		"CREATE DATABASE IF NOT EXISTS `" + dbName + "`",
 		"CREATE USER IF NOT EXISTS '" + dbUser + "'@'127.0.0.1' IDENTIFIED BY '" + dbPassword + "'",
 		"GRANT ALL PRIVILEGES ON *.* TO '" + dbUser + "'@'127.0.0.1'",
 	} {
 		if _, err := root.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("mariadb setup: %w", err)
+			return fmt.Errorf("database setup: %w", err)
 		}
 	}
 	return nil
