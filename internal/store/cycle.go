@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,7 +167,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// expressions of a SET are evaluated in order, and see the variables as
 	// they were before it: the submits' lock reads NOW(3), the statement's
 	// instant, which @taskd_now is set to.
-	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '', @taskd_barred = '',\n\t@taskd_editors = ")
+	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '', @taskd_barred = '', @taskd_claimed = '',\n\t@taskd_editors = ")
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
@@ -283,6 +285,13 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			live()
 			s.endWrite(q)
 		}
+		// The claims' times, for the submits that move their task to another
+		// stage: their UPDATE clears assigned_at. A consistent read of the rows
+		// the SET locked, not a correlated subquery of the report, which
+		// MariaDB would prepare in every round.
+		q.WriteString("SELECT COALESCE((SELECT GROUP_CONCAT(id, '@', assigned_at) FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
+		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+		q.WriteString(") AND FIND_IN_SET(id, @taskd_live) AND stages IS NOT NULL), '') INTO @taskd_claimed;\n")
 		args = append(args, s.submitSetSQL(q, backs)...)
 		live()
 		s.endWrite(q)
@@ -324,7 +333,13 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		args = append(args, valuesSQL(q, ids, editorIDs)...)
 		q.WriteString(",\n\tassigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, ids, leases)...)
-		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, reserved_for = NULL, reserved_until = NULL, trace_context = ")
+		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, ")
+		if slices.ContainsFunc(claims, func(c *cycle) bool { return c.claim.Workflow }) {
+			// A task reserved for its editor is reserved no more (the others
+			// have no reservation: see uncheckedSQL).
+			q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
+		}
+		q.WriteString("trace_context = ")
 		args = append(args, valuesSQL(q, ids, traces)...)
 		q.WriteString("\nWHERE id IN (")
 		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
@@ -349,11 +364,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
 		"FIND_IN_SET(id, @taskd_barred) > 0 AS barred, CAST(@taskd_now AS DATETIME(3)) AS round_at,\n\t" +
-		"NOT (" + uncheckedSQL + ") AS has_workflow,\n\t" +
-		// The claim a submit that moved the task to another stage ended: the
-		// row has its fence still, its claim time no more.
-		"IF(FIND_IN_SET(id, @taskd_live) AND status = 'pending', (SELECT MIN(e.`at`) FROM task_events e FORCE INDEX (task_events_task)\n\t\t" +
-		"WHERE e.task_id = tasks.id AND e.kind = 'claimed' AND e.fence = tasks.fence), assigned_at) AS claimed_at,\n\t" +
+		"NOT (" + uncheckedSQL + ") AS has_workflow, @taskd_claimed AS claimed,\n\t" +
 		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
 		reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
 	args = append(args, hold)
@@ -381,20 +392,25 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 // category's send-back hold; any other submit makes the task done. Every
 // expression reads the row as it was: stage, which they read, is set last.
 func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
+	if len(backs) == 0 {
+		// No send back: the short form.
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
+			"holder = IF(" + advancesSQL + ", NULL, holder), assigned_at = IF(" + advancesSQL + ", NULL, assigned_at),\n\t" +
+			"run_after = IF(" + advancesSQL + ", @taskd_now, run_after), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
+			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\t" +
+			"stage = IF(" + advancesSQL + ", stage + 1, stage)")
+		return nil
+	}
 	var args []any
 	// back writes whether the row's task is sent back.
 	back := func() {
-		if len(backs) == 0 {
-			q.WriteString("FALSE")
-			return
-		}
 		q.WriteString("id IN (")
 		args = append(args, listSQL(q, "?", backs, func(i int) []any { return []any{backs[i]} })...)
 		q.WriteString(")")
 	}
 	// moves writes whether the row's task goes to another stage.
 	moves := func() {
-		q.WriteString("(stage + 1 < stage_count OR ")
+		q.WriteString("(" + advancesSQL + " OR ")
 		back()
 		q.WriteString(")")
 	}
@@ -414,18 +430,17 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 		"WHERE r.task_id = tasks.id AND r.stage = CAST(tasks.stage AS SIGNED) - 1 ORDER BY r.fence DESC LIMIT 1), NULL),\n\treserved_until = IF(")
 	back()
 	q.WriteString(", @taskd_now + INTERVAL ")
-	if len(backs) > 0 {
-		args = append(args, s.sendBackHoldSQL(q)...)
-	} else {
-		q.WriteString("0")
-	}
+	args = append(args, s.sendBackHoldSQL(q)...)
 	q.WriteString(" MICROSECOND, NULL),\n\tstatus = IF(")
 	moves()
 	q.WriteString(", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\tstage = IF(")
 	back()
-	q.WriteString(", stage - 1, IF(stage + 1 < stage_count, stage + 1, stage))")
+	q.WriteString(", stage - 1, IF(" + advancesSQL + ", stage + 1, stage))")
 	return args
 }
+
+// advancesSQL says whether a submit moves the row's task to its next stage.
+const advancesSQL = "stage + 1 < stage_count"
 
 // reportColumns are taskColumns but for the payload of a task the round
 // submitted or extended, which nobody reads: JSON null instead.
@@ -433,18 +448,33 @@ var reportColumns = strings.Replace(taskColumns, " payload,",
 	" IF(FIND_IN_SET(id, @taskd_live) OR FIND_IN_SET(id, @taskd_beat), 'null', payload) AS payload,", 1)
 
 // guardsSQL writes the claims' own checks, for the WHERE of their UPDATE, and
-// returns their arguments: the task not skipped by its editor, and per claim
-// "CASE id WHEN <task> THEN <checks> ... END" with its editor enabled and not
-// busy and its submit accepted. A worker's claim without a submit has none.
+// returns their arguments: the task not skipped by its editor nor barred to it
+// (barredSetSQL) or, for an editor's claim that expects no workflow, without
+// one (uncheckedSQL), and per claim "CASE id WHEN <task> THEN <checks> ... END"
+// with its editor enabled and not busy and its submit accepted. A worker's
+// claim without a submit has none. Only what the round's claims need is
+// written: a round of claims without workflows carries no workflow check but
+// uncheckedSQL, once.
 func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 	var args []any
-	editors, guarded := false, false
+	editors, guarded, workflow := false, false, false
 	for _, c := range claims {
 		editors = editors || c.claim.EditorID != 0
 		guarded = guarded || c.claim.EditorID != 0 || c.submit != nil
+		workflow = workflow || c.claim.Workflow
 	}
 	if editors {
-		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_skipped) AND NOT FIND_IN_SET(id, @taskd_barred)")
+		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_skipped)")
+	}
+	if workflow {
+		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_barred)")
+	}
+	// An editor's claim that expects no workflow is guarded by uncheckedSQL:
+	// once for the round when every claim is one.
+	unchecked := func(c *cycle) bool { return c.claim.EditorID != 0 && !c.claim.Workflow }
+	uncheckedAll := len(claims) > 0 && !slices.ContainsFunc(claims, func(c *cycle) bool { return !unchecked(c) })
+	if uncheckedAll {
+		q.WriteString(" AND " + uncheckedSQL)
 	}
 	if !guarded {
 		return nil
@@ -457,7 +487,7 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 		if c.claim.EditorID != 0 {
 			checks = append(checks, "FIND_IN_SET(?, @taskd_editors) AND NOT FIND_IN_SET(?, @taskd_busy)")
 			args = append(args, c.claim.EditorID, c.claim.EditorID)
-			if !c.claim.Workflow {
+			if unchecked(c) && !uncheckedAll {
 				checks = append(checks, uncheckedSQL)
 			}
 		}
@@ -501,10 +531,9 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		AtLimit     bool   `db:"at_limit"`
 		Barred      bool   `db:"barred"`
 		HasWorkflow bool   `db:"has_workflow"`
-		// RoundAt is the round's instant; ClaimedAt the time of the claim a
-		// submit ended.
-		RoundAt   time.Time  `db:"round_at"`
-		ClaimedAt *time.Time `db:"claimed_at"`
+		// RoundAt is the round's instant; Claimed is @taskd_claimed.
+		RoundAt time.Time `db:"round_at"`
+		Claimed string    `db:"claimed"`
 		tasks.Task
 	}
 	byID := make(map[int64]row, 2*len(cs))
@@ -514,8 +543,13 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			return err
 		}
 		var editors, busy map[string]bool
+		var claimedAt map[int64]time.Time
 		for _, r := range byID {
 			editors, busy = setOf(r.Editors), setOf(r.BusyEditors)
+			var err error
+			if claimedAt, err = claimTimes(r.Claimed); err != nil {
+				return err
+			}
 			break
 		}
 		for _, c := range cs {
@@ -531,8 +565,13 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			if sp := c.submit; sp != nil {
 				r, ok := byID[sp.TaskID]
 				c.foundSubmitted = ok
+				// A submit that moved its task to another stage cleared its
+				// claim time: it was read before.
+				if at, moved := claimedAt[sp.TaskID]; moved && r.AssignedAt == nil {
+					r.AssignedAt = &at
+				}
 				c.submitted = submittedRow{
-					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.ClaimedAt,
+					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.AssignedAt,
 					DoneAt: r.DoneAt, TraceContext: r.TraceContext, RoundAt: r.RoundAt,
 					Status: r.Status, Stage: r.Stage, Stages: r.Stages,
 					FirstStage: r.Stage == 0 && r.Fence == sp.Fence && r.Holder == sp.Holder && r.Status == tasks.StatusAssigned,
@@ -560,6 +599,27 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 }
 
 // setOf is the set of the items of a comma-separated list.
+// claimTimes parses @taskd_claimed, "<task id>@<assigned_at>" comma-separated.
+func claimTimes(list string) (map[int64]time.Time, error) {
+	if list == "" {
+		return nil, nil
+	}
+	times := map[int64]time.Time{}
+	for item := range strings.SplitSeq(list, ",") {
+		id, at, _ := strings.Cut(item, "@")
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("claim times %q: %w", list, err)
+		}
+		t, err := time.ParseInLocation(time.DateTime+".000", at, time.UTC)
+		if err != nil {
+			return nil, fmt.Errorf("claim times %q: %w", list, err)
+		}
+		times[n] = t
+	}
+	return times, nil
+}
+
 func setOf(list string) map[string]bool {
 	set := map[string]bool{}
 	for item := range strings.SplitSeq(list, ",") {

@@ -100,7 +100,7 @@ func TestStagesMoveATaskOnAndKeepEachResult(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit the edit: %v", err)
 	}
-	if ended.Status != tasks.StatusPending || ended.Stage != "review" || ended.AssignedAt.IsZero() || ended.EndedAt.Before(ended.AssignedAt) {
+	if ended.Status != tasks.StatusPending || ended.Stage != "review" || !ended.AssignedAt.Equal(c.AssignedAt) || ended.EndedAt.Before(ended.AssignedAt) {
 		t.Errorf("ended = %+v, want pending at review, with the claim's times", ended)
 	}
 	task := b.task(t, id)
