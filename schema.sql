@@ -30,7 +30,8 @@
 -- -> dead (fail with no attempts left); dead -> pending (an operator's requeue, which
 -- resets attempts). done and cancelled are final.
 -- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead;
--- they are cleared when it goes back to pending.
+-- they are cleared when it goes back to pending, but that a submit moving a task to
+-- its next stage (or sending it back) keeps assigned_at, the time of the claim it ended.
 --
 -- Workflows. A task may have stages (tasks.stages, e.g. "edit,review"): a submit at a
 -- stage before the last moves it back to pending at the next stage in the UPDATE that

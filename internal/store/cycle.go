@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,7 +166,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// expressions of a SET are evaluated in order, and see the variables as
 	// they were before it: the submits' lock reads NOW(3), the statement's
 	// instant, which @taskd_now is set to.
-	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '', @taskd_barred = '', @taskd_claimed = '',\n\t@taskd_editors = ")
+	q.WriteString("SET @taskd_now = NOW(3), @taskd_skipped = '', @taskd_busy = '', @taskd_barred = '',\n\t@taskd_editors = ")
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
@@ -261,21 +260,36 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 
 	// The submits.
 	if len(subs) > 0 {
-		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name, decision, notes)\n\tSELECT id, fence, holder, editor_id, ")
+		// A reviewer's decision and notes, when the round has any.
+		reviewed := slices.ContainsFunc(decisions, func(d any) bool { return d != nil }) ||
+			slices.ContainsFunc(notes, func(n any) bool { return n != nil })
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name")
+		if reviewed {
+			q.WriteString(", decision, notes")
+		}
+		q.WriteString(")\n\tSELECT id, fence, holder, editor_id, ")
 		args = append(args, valuesSQL(q, ids, results)...)
-		q.WriteString(", stage, stage_name, ")
-		args = append(args, valuesSQL(q, ids, decisions)...)
-		q.WriteString(", ")
-		args = append(args, valuesSQL(q, ids, notes)...)
+		q.WriteString(", stage, stage_name")
+		if reviewed {
+			q.WriteString(", ")
+			args = append(args, valuesSQL(q, ids, decisions)...)
+			q.WriteString(", ")
+			args = append(args, valuesSQL(q, ids, notes)...)
+		}
 		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		live()
 		s.endWrite(q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`, detail)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, tracesSQL(q, ids, straces)...)
-		// A stage's submit says which, and its decision.
-		q.WriteString(", @taskd_now, IF(stages IS NULL, NULL, CONCAT('stage ', stage_name, COALESCE(CONCAT(': ', ")
-		args = append(args, valuesSQL(q, ids, decisions)...)
-		q.WriteString("), ''))) FROM tasks FORCE INDEX (PRIMARY)")
+		// A stage's submit says which, and its decision (stage_name is NULL
+		// for a task without stages).
+		q.WriteString(", @taskd_now, CONCAT('stage ', stage_name")
+		if reviewed {
+			q.WriteString(", COALESCE(CONCAT(': ', ")
+			args = append(args, valuesSQL(q, ids, decisions)...)
+			q.WriteString("), '')")
+		}
+		q.WriteString(") FROM tasks FORCE INDEX (PRIMARY)")
 		live()
 		s.endWrite(q)
 		if s.outbox[tasks.WebhookSubmitted] {
@@ -285,13 +299,6 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			live()
 			s.endWrite(q)
 		}
-		// The claims' times, for the submits that move their task to another
-		// stage: their UPDATE clears assigned_at. A consistent read of the rows
-		// the SET locked, not a correlated subquery of the report, which
-		// MariaDB would prepare in every round.
-		q.WriteString("SELECT COALESCE((SELECT GROUP_CONCAT(id, '@', assigned_at) FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
-		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
-		q.WriteString(") AND FIND_IN_SET(id, @taskd_live) AND stages IS NOT NULL), '') INTO @taskd_claimed;\n")
 		args = append(args, s.submitSetSQL(q, backs)...)
 		live()
 		s.endWrite(q)
@@ -334,7 +341,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString(",\n\tassigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, ids, leases)...)
 		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, ")
-		if slices.ContainsFunc(claims, func(c *cycle) bool { return c.claim.Workflow }) {
+		if expectWorkflow(claims) {
 			// A task reserved for its editor is reserved no more (the others
 			// have no reservation: see uncheckedSQL).
 			q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
@@ -362,10 +369,11 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// 5. The report.
 	q.WriteString("SELECT FIND_IN_SET(id, @taskd_live) > 0 AS submitted, assigned_at <=> @taskd_now AS this_round,\n\t" +
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
-		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t" +
-		"FIND_IN_SET(id, @taskd_barred) > 0 AS barred, CAST(@taskd_now AS DATETIME(3)) AS round_at,\n\t" +
-		"NOT (" + uncheckedSQL + ") AS has_workflow, @taskd_claimed AS claimed,\n\t" +
-		"COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
+		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t")
+	if expectWorkflow(claims) {
+		q.WriteString("FIND_IN_SET(id, @taskd_barred) > 0 AS barred, ")
+	}
+	q.WriteString("COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
 		reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
 	args = append(args, hold)
 	var all []int64
@@ -389,13 +397,14 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 // claims, and returns its arguments. A submit at a stage before the last, or a
 // send back (its task in backs), puts the task back in the pool at the next
 // stage, or at the one before, reserved for the editor who did it for the
-// category's send-back hold; any other submit makes the task done. Every
-// expression reads the row as it was: stage, which they read, is set last.
+// category's send-back hold; any other submit makes the task done. Either way
+// assigned_at keeps the time of the claim the submit ended. Every expression
+// reads the row as it was: stage, which they read, is set last.
 func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	if len(backs) == 0 {
 		// No send back: the short form.
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
-			"holder = IF(" + advancesSQL + ", NULL, holder), assigned_at = IF(" + advancesSQL + ", NULL, assigned_at),\n\t" +
+			"holder = IF(" + advancesSQL + ", NULL, holder),\n\t" +
 			"run_after = IF(" + advancesSQL + ", @taskd_now, run_after), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
 			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\t" +
 			"stage = IF(" + advancesSQL + ", stage + 1, stage)")
@@ -418,9 +427,7 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	moves()
 	q.WriteString(", NULL, @taskd_now),\n\tholder = IF(")
 	moves()
-	q.WriteString(", NULL, holder), assigned_at = IF(")
-	moves()
-	q.WriteString(", NULL, assigned_at),\n\trun_after = IF(")
+	q.WriteString(", NULL, holder),\n\trun_after = IF(")
 	moves()
 	q.WriteString(", @taskd_now, run_after), attempts = IF(")
 	moves()
@@ -457,16 +464,15 @@ var reportColumns = strings.Replace(taskColumns, " payload,",
 // uncheckedSQL, once.
 func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 	var args []any
-	editors, guarded, workflow := false, false, false
+	editors, guarded := false, false
 	for _, c := range claims {
 		editors = editors || c.claim.EditorID != 0
 		guarded = guarded || c.claim.EditorID != 0 || c.submit != nil
-		workflow = workflow || c.claim.Workflow
 	}
 	if editors {
 		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_skipped)")
 	}
-	if workflow {
+	if expectWorkflow(claims) {
 		q.WriteString(" AND NOT FIND_IN_SET(id, @taskd_barred)")
 	}
 	// An editor's claim that expects no workflow is guarded by uncheckedSQL:
@@ -504,6 +510,11 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 	return args
 }
 
+// expectWorkflow says whether some of claims expect a workflow (ClaimParams.Workflow).
+func expectWorkflow(claims []*cycle) bool {
+	return slices.ContainsFunc(claims, func(c *cycle) bool { return c.claim.Workflow })
+}
+
 // valuesSQL writes the value of each of ids for a SET or a SELECT list: one
 // placeholder when all of vals are the same, else caseSQL's CASE. It returns
 // the arguments.
@@ -529,11 +540,8 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		BusyEditors string `db:"busy_editors"`
 		Beat        bool   `db:"beat"`
 		AtLimit     bool   `db:"at_limit"`
-		Barred      bool   `db:"barred"`
-		HasWorkflow bool   `db:"has_workflow"`
-		// RoundAt is the round's instant; Claimed is @taskd_claimed.
-		RoundAt time.Time `db:"round_at"`
-		Claimed string    `db:"claimed"`
+		// Barred is read only for rounds with claims that expect a workflow.
+		Barred bool `db:"barred"`
 		tasks.Task
 	}
 	byID := make(map[int64]row, 2*len(cs))
@@ -543,13 +551,8 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			return err
 		}
 		var editors, busy map[string]bool
-		var claimedAt map[int64]time.Time
 		for _, r := range byID {
 			editors, busy = setOf(r.Editors), setOf(r.BusyEditors)
-			var err error
-			if claimedAt, err = claimTimes(r.Claimed); err != nil {
-				return err
-			}
 			break
 		}
 		for _, c := range cs {
@@ -565,14 +568,9 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			if sp := c.submit; sp != nil {
 				r, ok := byID[sp.TaskID]
 				c.foundSubmitted = ok
-				// A submit that moved its task to another stage cleared its
-				// claim time: it was read before.
-				if at, moved := claimedAt[sp.TaskID]; moved && r.AssignedAt == nil {
-					r.AssignedAt = &at
-				}
 				c.submitted = submittedRow{
 					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.AssignedAt,
-					DoneAt: r.DoneAt, TraceContext: r.TraceContext, RoundAt: r.RoundAt,
+					DoneAt: r.DoneAt, TraceContext: r.TraceContext, MovedAt: r.RunAfter,
 					Status: r.Status, Stage: r.Stage, Stages: r.Stages,
 					FirstStage: r.Stage == 0 && r.Fence == sp.Fence && r.Holder == sp.Holder && r.Status == tasks.StatusAssigned,
 				}
@@ -584,7 +582,7 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			r, ok := byID[p.TaskID]
 			c.foundClaimed = ok
 			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Barred: r.Barred, Task: r.Task,
-				Unchecked: p.EditorID != 0 && !p.Workflow && r.HasWorkflow}
+				Unchecked: p.EditorID != 0 && !p.Workflow && (r.Stages != nil || r.GroupID != 0 || r.ReservedFor != 0)}
 			if ok && r.ThisRound && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder {
 				c.claimed.Claimed = 1
 			}
@@ -599,27 +597,6 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 }
 
 // setOf is the set of the items of a comma-separated list.
-// claimTimes parses @taskd_claimed, "<task id>@<assigned_at>" comma-separated.
-func claimTimes(list string) (map[int64]time.Time, error) {
-	if list == "" {
-		return nil, nil
-	}
-	times := map[int64]time.Time{}
-	for item := range strings.SplitSeq(list, ",") {
-		id, at, _ := strings.Cut(item, "@")
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("claim times %q: %w", list, err)
-		}
-		t, err := time.ParseInLocation(time.DateTime+".000", at, time.UTC)
-		if err != nil {
-			return nil, fmt.Errorf("claim times %q: %w", list, err)
-		}
-		times[n] = t
-	}
-	return times, nil
-}
-
 func setOf(list string) map[string]bool {
 	set := map[string]bool{}
 	for item := range strings.SplitSeq(list, ",") {

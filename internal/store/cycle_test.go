@@ -318,11 +318,10 @@ func TestCycleQueryPlans(t *testing.T) {
 		t.Fatalf("%d arguments left over after splitting the group", len(args))
 	}
 	// One round: the editors', the submits' and the heartbeats' locks, the
-	// heartbeats' two writes, the submits' four and the read of their claim
-	// times, the skip, busy and workflow reads, the claims and their events,
-	// the report.
-	if len(stmts) != 16 {
-		t.Fatalf("%d statements, want the 16 of one round", len(stmts))
+	// heartbeats' two writes, the submits' four, the skip, busy and workflow
+	// reads, the claims and their events, the report.
+	if len(stmts) != 15 {
+		t.Fatalf("%d statements, want the 15 of one round", len(stmts))
 	}
 	for _, s := range stmts {
 		plan := b.explain(t, s.query, s.args...)

@@ -133,9 +133,10 @@ type submittedRow struct {
 	AssignedAt   *time.Time `db:"assigned_at"`
 	DoneAt       *time.Time `db:"done_at"`
 	TraceContext string     `db:"trace_context"`
-	// RoundAt is the instant of the submit's round; Status, Stage and Stages
-	// the task's after it.
-	RoundAt time.Time
+	// MovedAt is the instant a submit that moved the task to another stage
+	// did so (its run_after then); Status, Stage and Stages the task's after
+	// the submit.
+	MovedAt time.Time
 	Status  tasks.Status
 	Stage   int
 	Stages  tasks.Stages
@@ -155,7 +156,7 @@ func (row *submittedRow) ended(p tasks.SubmitParams, found bool) (*tasks.Ended, 
 	}
 	e := &tasks.Ended{
 		TaskID: p.TaskID, Holder: p.Holder, Category: row.Category, Status: row.Status,
-		AssignedAt: *row.AssignedAt, EndedAt: row.RoundAt, TraceContext: row.TraceContext,
+		AssignedAt: *row.AssignedAt, EndedAt: row.MovedAt, TraceContext: row.TraceContext,
 	}
 	if row.Status == tasks.StatusDone {
 		if row.DoneAt == nil {

@@ -105,8 +105,8 @@ func TestStagesMoveATaskOnAndKeepEachResult(t *testing.T) {
 	}
 	task := b.task(t, id)
 	if task.Status != tasks.StatusPending || task.Stage != 1 || task.Fence != c.Fence || task.Holder != "" || task.EditorID != 0 ||
-		task.AssignedAt != nil || task.DoneAt != nil || task.Attempts != 0 {
-		t.Errorf("after the edit: %+v, want pending at stage 1, fence %d, no holder", task, c.Fence)
+		task.AssignedAt == nil || !task.AssignedAt.Equal(c.AssignedAt) || task.DoneAt != nil || task.Attempts != 0 {
+		t.Errorf("after the edit: %+v, want pending at stage 1, fence %d, no holder, assigned at the edit's claim", task, c.Fence)
 	}
 	// A late write of the edit's claim is stale.
 	_, err = b.submit(t, c, ann, "", "")
