@@ -305,7 +305,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		p := tasks.ClaimParams{
 			TaskID: cand.ID, Fence: cand.Fence, Status: cand.Status,
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
-			TraceContext: traceParent(ctx), Workflow: cand.Workflow,
+			TraceContext: traceParent(ctx), Workflow: cand.Workflow, Capacity: c.Capacity,
 		}
 		var claim *tasks.Claim
 		if h != nil && h.submit != nil {

@@ -307,7 +307,8 @@ type Claimant struct {
 	// Capacity is how many claims an editor may hold at once: Next makes a
 	// new claim while it holds fewer, and answers the oldest it holds once it
 	// holds as many. 0 means 1. The store keeps the editor's capacity
-	// whatever this says; this only saves a refused claim.
+	// whatever this says; this saves a refused claim, and picks the store's
+	// check (tasks.ClaimParams.Capacity).
 	Capacity int
 	// Stages limits an editor to some stages of some of its categories (see
 	// tasks.Editor.Stages): its candidates are read from those stages alone.

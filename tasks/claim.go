@@ -30,4 +30,10 @@ type ClaimParams struct {
 	// claim that turns out wrong about it is made the locking way, which
 	// reads the checks itself: the rules hold whatever this says.
 	Workflow bool
+	// Capacity is the claiming editor's capacity (Editor.Capacity) as the
+	// caller knows it; 0 means 1. The store keeps the editor's own capacity
+	// whatever this says: it only picks the check, a cheaper one for an
+	// editor of capacity 1, and a claim that turns out wrong about it is
+	// made the locking way.
+	Capacity int
 }

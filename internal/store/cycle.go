@@ -170,7 +170,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	if len(editors) == 0 {
 		q.WriteString("''")
 	} else {
-		q.WriteString("COALESCE((SELECT GROUP_CONCAT(IF(disabled_at IS NULL, id, CONCAT('d', id))) FROM editors FORCE INDEX (PRIMARY) WHERE id IN (")
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(" + editorStateSQL + ") FROM editors FORCE INDEX (PRIMARY) WHERE id IN (")
 		args = append(args, listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })...)
 		q.WriteString(") FOR UPDATE), '')")
 	}
@@ -492,7 +492,7 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 		var checks []string
 		if c.claim.EditorID != 0 {
 			checks = append(checks, "FIND_IN_SET(?, @taskd_editors) AND NOT FIND_IN_SET(?, @taskd_busy)")
-			args = append(args, c.claim.EditorID, c.claim.EditorID)
+			args = append(args, editorKey(c.claim), c.claim.EditorID)
 			if unchecked(c) && !uncheckedAll {
 				checks = append(checks, uncheckedSQL)
 			}
@@ -589,7 +589,9 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			if p.EditorID != 0 {
 				id := strconv.FormatInt(p.EditorID, 10)
 				c.claimed.Disabled = editors["d"+id]
-				c.claimed.Busy = !editors[id] || busy[id]
+				// An editor of another capacity than the claim expected
+				// counts as busy: the locking way reads its capacity.
+				c.claimed.Busy = !editors[editorKey(p)] || busy[id]
 			}
 		}
 		return nil

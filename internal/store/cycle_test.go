@@ -268,8 +268,12 @@ func TestCycleQueryPlans(t *testing.T) {
 		if i < n {
 			c.Holder, c.EditorID = eds[i].Holder(), eds[i].ID
 			submits[i].Holder = c.Holder
-			// Some expect a workflow: the round reads their checks.
+			// Some expect a workflow: the round reads their checks; some
+			// an editor of more than one claim: the round counts them.
 			c.Workflow = i%3 == 0
+			if i%4 == 0 {
+				c.Capacity = 2
+			}
 		}
 		if i%5 == 4 {
 			submits[i] = nil // a claim alone
@@ -318,10 +322,11 @@ func TestCycleQueryPlans(t *testing.T) {
 		t.Fatalf("%d arguments left over after splitting the group", len(args))
 	}
 	// One round: the editors', the submits' and the heartbeats' locks, the
-	// heartbeats' two writes, the submits' four, the skip, busy and workflow
-	// reads, the claims and their events, the report.
-	if len(stmts) != 15 {
-		t.Fatalf("%d statements, want the 15 of one round", len(stmts))
+	// heartbeats' two writes, the submits' four, the skip read, the busy
+	// reads (of editors of capacity 1 and of more), the workflow read, the
+	// claims and their events, the report.
+	if len(stmts) != 16 {
+		t.Fatalf("%d statements, want the 16 of one round", len(stmts))
 	}
 	for _, s := range stmts {
 		plan := b.explain(t, s.query, s.args...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/taskd/taskd/tasks"
@@ -77,13 +78,60 @@ func barredSetSQL(q *strings.Builder, claims []*cycle) []any {
 // it is made again the locking way (errWorkflowTask).
 const uncheckedSQL = "stages IS NULL AND group_id IS NULL AND reserved_for IS NULL"
 
-// busySetSQL writes, for a cycle round's SET, the ids of the editors of claims
-// that hold as many tasks as their capacity, comma-separated, and returns the
-// arguments. It reads the tasks that name each editor.
+// editorStateSQL is an editor's entry in @taskd_editors, read under the editor's
+// lock: its id if it is enabled and of capacity 1, "m" and its id if it is
+// enabled and may hold more (editors.capacity), "d" and its id if it is disabled.
+// A claim's guard looks for the entry its claim expects (editorKey), so that a
+// claim wrong about its editor's capacity is refused as busy and made again the
+// locking way.
+const editorStateSQL = "IF(disabled_at IS NULL, IF(capacity = 1, id, CONCAT('m', id)), CONCAT('d', id))"
+
+// editorKey is the entry of an enabled editor in @taskd_editors that claim p
+// expects (see editorStateSQL).
+func editorKey(p *tasks.ClaimParams) string {
+	if p.Capacity > 1 {
+		return "m" + strconv.FormatInt(p.EditorID, 10)
+	}
+	return strconv.FormatInt(p.EditorID, 10)
+}
+
+// busySetSQL writes, for a cycle round's SELECT ... INTO, the ids of the
+// editors of claims that hold as many tasks as their capacity, comma-separated,
+// and returns the arguments. For the editors of capacity 1 (as their claims
+// expect: see editorKey) that is the editors some task names, one range of
+// tasks_editor; for the others, the tasks that name each are counted.
 func busySetSQL(q *strings.Builder, editors []*cycle) []any {
-	q.WriteString("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (")
-	args := listSQL(q, "?", editors, func(i int) []any { return []any{editors[i].claim.EditorID} })
-	q.WriteString(")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
+	var one, many []int64
+	for _, c := range editors {
+		if c.claim.Capacity > 1 {
+			many = append(many, c.claim.EditorID)
+		} else {
+			one = append(one, c.claim.EditorID)
+		}
+	}
+	var args []any
+	list := func(ids []int64) {
+		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	}
+	if len(one) > 0 && len(many) > 0 {
+		q.WriteString("CONCAT_WS(',', ")
+	}
+	if len(one) > 0 {
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (")
+		list(one)
+		q.WriteString(")), '')")
+	}
+	if len(one) > 0 && len(many) > 0 {
+		q.WriteString(", ")
+	}
+	if len(many) > 0 {
+		q.WriteString("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (")
+		list(many)
+		q.WriteString(")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
+	}
+	if len(one) > 0 && len(many) > 0 {
+		q.WriteString(")")
+	}
 	return args
 }
 

@@ -76,6 +76,56 @@ func TestClaimsWrongAboutTheWorkflow(t *testing.T) {
 	}
 }
 
+// A claim wrong about its editor's capacity is made the locking way, which keeps
+// the editor's own; one right about it is made in its batch.
+func TestClaimsWrongAboutTheCapacity(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editorWith(t, "ann", 2, nil, "news")
+	bob := b.editor(t, "bob", "news")
+	var nts []tasks.NewTask
+	for i := range 6 {
+		nts = append(nts, tasks.NewTask{Category: "news", Title: fmt.Sprint(i)})
+	}
+	ids := b.insert(t, nts...)
+	claim := func(id int64, ed *tasks.Editor, capacity int) (*tasks.Claim, error) {
+		task := b.task(t, id)
+		return b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
+			Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute, Capacity: capacity})
+	}
+	for i, c := range []struct {
+		id       int64
+		ed       *tasks.Editor
+		capacity int
+		want     error
+	}{
+		{ids[0], ann, 0, nil},                 // ann thought of capacity 1, holding none
+		{ids[1], ann, 1, nil},                 // and holding one: her second
+		{ids[2], ann, 2, tasks.ErrEditorBusy}, // right, and full
+		{ids[2], ann, 0, tasks.ErrEditorBusy}, // wrong, and full
+		{ids[3], bob, 3, nil},                 // bob thought of capacity 3
+		{ids[4], bob, 3, tasks.ErrEditorBusy}, // still wrong: he holds his one
+		{ids[4], bob, 0, tasks.ErrEditorBusy}, // right
+		{ids[5], ann, 2, tasks.ErrEditorBusy}, // right, still full
+	} {
+		before := b.snapshot(t, c.id)
+		got, err := claim(c.id, c.ed, c.capacity)
+		if c.want != nil {
+			wantErr(t, fmt.Sprintf("claim %d", i), err, c.want)
+			b.unchanged(t, c.id, before)
+			continue
+		}
+		if err != nil || got.Task.ID != c.id || got.Task.EditorID != c.ed.ID {
+			t.Errorf("claim %d: %+v, %v; want task %d for %s", i, got, err, c.id, c.ed.Name)
+		}
+	}
+	for _, ed := range []*tasks.Editor{ann, bob} {
+		if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE editor_id = ?`, ed.ID); n != max(1, ed.Capacity) {
+			t.Errorf("%s holds %d tasks, want %d", ed.Name, n, max(1, ed.Capacity))
+		}
+	}
+}
+
 // submit submits an editor's claim with a decision.
 func (b *bundle) submit(t *testing.T, c *tasks.Claim, ed *tasks.Editor, decision, notes string) (*tasks.Ended, error) {
 	t.Helper()
@@ -503,10 +553,16 @@ func TestConcurrentClaimsKeepCapacityAndGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, task := range all {
+	for i, task := range all {
 		wg.Go(func() {
+			// Half of them know her capacity: both checks run at once.
+			capacity := 0
+			if i%2 == 0 {
+				capacity = ann.Capacity
+			}
 			_, err := b.store.Claim(b.ctx, tasks.ClaimParams{
 				TaskID: task.ID, Fence: task.Fence, Status: tasks.StatusPending, Holder: ann.Holder(), EditorID: ann.ID, Lease: time.Minute,
+				Capacity: capacity,
 			})
 			if err != nil && !errors.Is(err, tasks.ErrEditorBusy) && !errors.Is(err, tasks.ErrBarred) && !errors.Is(err, tasks.ErrStale) {
 				t.Errorf("claim %d: %v", task.ID, err)
