@@ -404,10 +404,9 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	if len(backs) == 0 {
 		// No send back: the short form.
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
-			"holder = IF(" + advancesSQL + ", NULL, holder),\n\t" +
-			"run_after = IF(" + advancesSQL + ", @taskd_now, run_after), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
+			"holder = IF(" + advancesSQL + ", NULL, holder), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
 			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\t" +
-			"stage = IF(" + advancesSQL + ", stage + 1, stage)")
+			"stage = stage + (" + advancesSQL + ")")
 		return nil
 	}
 	var args []any
@@ -427,9 +426,7 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	moves()
 	q.WriteString(", NULL, @taskd_now),\n\tholder = IF(")
 	moves()
-	q.WriteString(", NULL, holder),\n\trun_after = IF(")
-	moves()
-	q.WriteString(", @taskd_now, run_after), attempts = IF(")
+	q.WriteString(", NULL, holder), attempts = IF(")
 	moves()
 	q.WriteString(", 0, attempts),\n\treserved_for = IF(")
 	back()
@@ -570,7 +567,7 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 				c.foundSubmitted = ok
 				c.submitted = submittedRow{
 					Submitted: r.Submitted, Category: r.Category, AssignedAt: r.AssignedAt,
-					DoneAt: r.DoneAt, TraceContext: r.TraceContext, MovedAt: r.RunAfter,
+					DoneAt: r.DoneAt, TraceContext: r.TraceContext, MovedAt: r.UpdatedAt,
 					Status: r.Status, Stage: r.Stage, Stages: r.Stages,
 					FirstStage: r.Stage == 0 && r.Fence == sp.Fence && r.Holder == sp.Holder && r.Status == tasks.StatusAssigned,
 				}

@@ -134,7 +134,7 @@ type submittedRow struct {
 	DoneAt       *time.Time `db:"done_at"`
 	TraceContext string     `db:"trace_context"`
 	// MovedAt is the instant a submit that moved the task to another stage
-	// did so (its run_after then); Status, Stage and Stages the task's after
+	// did so (its updated_at then); Status, Stage and Stages the task's after
 	// the submit.
 	MovedAt time.Time
 	Status  tasks.Status
