@@ -691,6 +691,7 @@ type Task struct {
 
 // TaskDetail defines model for TaskDetail.
 type TaskDetail struct {
+	// AssignedAt When the last claim was made. Kept when a submit ends it (the task done, or moved to its next stage or sent back) until the next claim; null once a claim is given up (released, expired, failed) and before the first.
 	AssignedAt *time.Time `json:"assigned_at"`
 	Attempts   int        `json:"attempts"`
 
@@ -755,7 +756,7 @@ type TaskDetail struct {
 
 // TaskListItem A task's state, without payload, result or history.
 type TaskListItem struct {
-	// AssignedAt RFC 3339 in UTC, to the millisecond, or null.
+	// AssignedAt When the last claim was made (see TaskDetail.assigned_at).
 	AssignedAt *NullableTime `json:"assigned_at"`
 	Attempts   int           `json:"attempts"`
 	Category   Category      `json:"category"`
