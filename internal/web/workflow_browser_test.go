@@ -353,6 +353,10 @@ func TestBrowserOpsWorkflow(t *testing.T) {
 	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-meta dt")).filter(dt => dt.textContent === "offered to").map(dt => dt.nextElementSibling.textContent).join()`); !strings.HasPrefix(got, "Ada Editor alone, until ") {
 		t.Errorf("offered to %q, want Ada Editor alone", got)
 	}
+	// Not held: the time of its last claim, the review's, under its own name.
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-meta dt")).map(dt => dt.textContent).filter(l => l === "assigned" || l === "last claimed").join()`); got != "last claimed" {
+		t.Errorf("claim time labelled %q, want last claimed", got)
+	}
 	results := eval[string](tb, `Array.from(document.querySelectorAll("#td-results > li")).map(li => li.dataset.stage + "/" + ((li.querySelector(".verdict") || {}).textContent || "") + "/" + ((li.querySelector(".notes") || {}).textContent || "")).join(" | ")`)
 	if want := "edit/approved/Tightened the lede. | review/sent back/Cite the source of the figures."; results != want {
 		t.Errorf("results %q, want %q", results, want)
