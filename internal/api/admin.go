@@ -164,7 +164,7 @@ type taskDetailJSON struct {
 	HistoryBefore *int64 `json:"history_before"`
 	// Results are every result of a task with stages or of a group, its
 	// group's included, oldest first; omitted for other tasks.
-	Results *[]resultJSON `json:"results,omitempty"`
+	Results *[]wire.Result `json:"results,omitempty"`
 	// Group is the group of a task of a group; omitted otherwise.
 	Group *groupJSON `json:"group,omitempty"`
 }

@@ -196,9 +196,9 @@ type assignmentJSON struct {
 	// stage in order; Earlier, for such a task, are the results of its
 	// earlier submissions, oldest first (what a reviewer reviews; for a task
 	// sent back, the reviewer's notes).
-	Stage   string        `json:"stage,omitempty"`
-	Stages  []string      `json:"stages,omitempty"`
-	Earlier *[]resultJSON `json:"earlier,omitempty"`
+	Stage   string         `json:"stage,omitempty"`
+	Stages  []string       `json:"stages,omitempty"`
+	Earlier *[]wire.Result `json:"earlier,omitempty"`
 	// GroupID and Overlap, for a task of a group.
 	GroupID int64 `json:"group_id,omitempty"`
 	Overlap int   `json:"overlap,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/taskd/taskd/internal/wire"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -17,7 +18,7 @@ const (
 	resultsFlushAfter = 100 * time.Millisecond
 )
 
-// Each line but the last is a resultJSON.
+// Each line but the last is a wire.Result.
 
 // resultsEndJSON is the last line of GET /v1/results.
 type resultsEndJSON struct {
@@ -73,7 +74,7 @@ func (a *api) results(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
 		}
-		if err := enc.Encode(resultOf(res)); err != nil {
+		if err := enc.Encode(wire.ResultOf(res)); err != nil {
 			return err
 		}
 		if lines++; lines == 1 || lines%resultsFlushLines == 0 || time.Since(flushed) >= resultsFlushAfter {

@@ -45,32 +45,10 @@ func workflowOf(t *tasks.Task) workflowJSON {
 	return w
 }
 
-// resultJSON is an accepted result: a line of GET /v1/results, an element of
-// a task's results and of an assignment's earlier results.
-type resultJSON struct {
-	wire.Result
-	// Stage is the stage the result was submitted at; Decision and Notes the
-	// submitter's. Omitted when empty.
-	Stage    string `json:"stage,omitempty"`
-	Decision string `json:"decision,omitempty"`
-	Notes    string `json:"notes,omitempty"`
-	// GroupID and Overlap, for a result of a task of a group.
-	GroupID int64 `json:"group_id,omitempty"`
-	Overlap int   `json:"overlap,omitempty"`
-}
-
-func resultOf(r *tasks.Result) resultJSON {
-	out := resultJSON{Result: wire.ResultOf(r), Stage: r.StageName, Decision: r.Decision, Notes: r.Notes}
-	if r.GroupID != 0 {
-		out.GroupID, out.Overlap = r.GroupID, r.Overlap
-	}
-	return out
-}
-
-func resultsOf(rs []tasks.Result) []resultJSON {
-	out := make([]resultJSON, len(rs))
+func resultsOf(rs []tasks.Result) []wire.Result {
+	out := make([]wire.Result, len(rs))
 	for i := range rs {
-		out[i] = resultOf(&rs[i])
+		out[i] = wire.ResultOf(&rs[i])
 	}
 	return out
 }
@@ -139,10 +117,10 @@ func (a *api) assignmentOf(ctx context.Context, c *tasks.Claim) (*assignmentJSON
 		if err != nil {
 			return nil, err
 		}
-		earlier := []resultJSON{}
+		earlier := []wire.Result{}
 		for i := range rs {
 			if rs[i].TaskID == t.ID {
-				earlier = append(earlier, resultOf(&rs[i]))
+				earlier = append(earlier, wire.ResultOf(&rs[i]))
 			}
 		}
 		out.Earlier = &earlier

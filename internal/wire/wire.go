@@ -98,8 +98,9 @@ func ParseTime(field string, s *string) (time.Time, error) {
 	return t, nil
 }
 
-// Result is an accepted result: one line of GET /v1/results, one JSON line
-// of `taskd export`.
+// Result is an accepted result: one line of GET /v1/results, an element of a
+// task's results and of an assignment's earlier ones, one JSON line of `taskd
+// export`.
 type Result struct {
 	// Cursor is the result's place in the feed, a decimal string.
 	Cursor   string `json:"cursor"`
@@ -115,15 +116,29 @@ type Result struct {
 	EditorID    *int64          `json:"editor_id"`
 	Result      json.RawMessage `json:"result"`
 	SubmittedAt string          `json:"submitted_at"`
+
+	// Stage is the stage the result was submitted at; Decision and Notes the
+	// submitter's. Omitted when empty.
+	Stage    string `json:"stage,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Notes    string `json:"notes,omitempty"`
+	// GroupID and Overlap, for a result of a task of a group.
+	GroupID int64 `json:"group_id,omitempty"`
+	Overlap int   `json:"overlap,omitempty"`
 }
 
 // ResultOf returns r as its line, its result JSON as the store holds it.
 func ResultOf(r *tasks.Result) Result {
-	return Result{
+	out := Result{
 		Cursor: strconv.FormatInt(r.Cursor, 10), TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
 		Key: orNull(r.Key), Holder: r.Holder, EditorID: orNull(r.EditorID), Result: r.Result,
 		SubmittedAt: FormatTime(r.SubmittedAt),
+		Stage:       r.StageName, Decision: r.Decision, Notes: r.Notes,
 	}
+	if r.GroupID != 0 {
+		out.GroupID, out.Overlap = r.GroupID, r.Overlap
+	}
+	return out
 }
 
 // orNull returns nil (JSON null) for a zero value, else a pointer to v.

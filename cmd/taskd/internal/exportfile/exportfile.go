@@ -55,29 +55,6 @@ var Columns = []string{"cursor", "task_id", "fence", "category", "title", "key",
 // many results the group asks for; each empty when not set.
 var WorkflowColumns = append(slices.Clip(Columns), "stage", "decision", "notes", "group_id", "overlap")
 
-// Line is a JSON line: a line of GET /v1/results, with the workflow's fields
-// of a result that has them.
-type Line struct {
-	wire.Result
-	// Stage is the stage the result was submitted at; Decision and Notes the
-	// submitter's. Omitted when empty.
-	Stage    string `json:"stage,omitempty"`
-	Decision string `json:"decision,omitempty"`
-	Notes    string `json:"notes,omitempty"`
-	// GroupID and Overlap, for a result of a task of a group.
-	GroupID int64 `json:"group_id,omitempty"`
-	Overlap int   `json:"overlap,omitempty"`
-}
-
-// LineOf returns r as its JSON line, its result JSON as the store holds it.
-func LineOf(r *tasks.Result) Line {
-	l := Line{Result: wire.ResultOf(r), Stage: r.StageName, Decision: r.Decision, Notes: r.Notes}
-	if r.GroupID != 0 {
-		l.GroupID, l.Overlap = r.GroupID, r.Overlap
-	}
-	return l
-}
-
 // maxRecordBytes bounds one record when reading a file back: a result is at
 // most tasks.MaxJSONBytes, a title 512 characters.
 const maxRecordBytes = tasks.MaxJSONBytes + 64<<10
@@ -146,8 +123,8 @@ func (w *Writer) Write(r *tasks.Result) error {
 	if err := json.Compact(&compact, r.Result); err != nil {
 		return fmt.Errorf("result of task %d fence %d: %w", r.TaskID, r.Fence, err)
 	}
-	line := LineOf(r)
-	line.Result.Result = compact.Bytes()
+	line := wire.ResultOf(r)
+	line.Result = compact.Bytes()
 	if w.f != CSV {
 		return w.enc.Encode(line)
 	}
