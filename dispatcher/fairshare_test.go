@@ -80,6 +80,7 @@ func checkShares(t *testing.T, got []claimed, weights map[string]int) {
 	for cat, w := range weights {
 		want := float64(w) / float64(total)
 		share := float64(counts[cat]) / float64(len(got))
+		t.Logf("category %s: %d of %d claims, share %.4f for %.4f (%+.2f points)", cat, counts[cat], len(got), share, want, 100*(share-want))
 		if math.Abs(share-want) > 0.02 {
 			t.Errorf("category %s got %d of %d claims (%.3f), want a share of %.3f: counts %v",
 				cat, counts[cat], len(got), share, want, counts)
