@@ -191,7 +191,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		}
 		cp := tasks.ClaimParams{
 			TaskID: p.ID, Fence: p.Fence, Status: p.Status,
-			Holder: holders[i], Lease: d.cfg.Lease, TraceContext: traceParent(ctx),
+			Holder: holders[i], Lease: d.cfg.Lease, TraceContext: traceParent(ctx), Workflow: p.Workflow,
 		}
 		if p.Status == tasks.StatusPending {
 			batch = append(batch, cp)

@@ -341,9 +341,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString(",\n\tassigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, ids, leases)...)
 		q.WriteString(" MICROSECOND,\n\tattempts = attempts + 1, ")
-		if expectWorkflow(claims) {
-			// A task reserved for its editor is reserved no more (the others
-			// have no reservation: see uncheckedSQL).
+		if !allUnchecked(claims) {
+			// A task reserved for its editor is reserved no more (a claim
+			// guarded by uncheckedSQL takes none).
 			q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
 		}
 		q.WriteString("trace_context = ")
@@ -474,8 +474,7 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 	}
 	// An editor's claim that expects no workflow is guarded by uncheckedSQL:
 	// once for the round when every claim is one.
-	unchecked := func(c *cycle) bool { return c.claim.EditorID != 0 && !c.claim.Workflow }
-	uncheckedAll := len(claims) > 0 && !slices.ContainsFunc(claims, func(c *cycle) bool { return !unchecked(c) })
+	uncheckedAll := allUnchecked(claims)
 	if uncheckedAll {
 		q.WriteString(" AND " + uncheckedSQL)
 	}
@@ -490,7 +489,7 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 		if c.claim.EditorID != 0 {
 			checks = append(checks, "FIND_IN_SET(?, @taskd_editors) AND NOT FIND_IN_SET(?, @taskd_busy)")
 			args = append(args, editorKey(c.claim), c.claim.EditorID)
-			if unchecked(c) && !uncheckedAll {
+			if unchecked(c.claim) && !uncheckedAll {
 				checks = append(checks, uncheckedSQL)
 			}
 		}
@@ -505,6 +504,15 @@ func guardsSQL(q *strings.Builder, claims []*cycle) []any {
 	}
 	q.WriteString(" END")
 	return args
+}
+
+// unchecked says whether p is an editor's claim that expects no workflow, which
+// uncheckedSQL guards.
+func unchecked(p *tasks.ClaimParams) bool { return p.EditorID != 0 && !p.Workflow }
+
+// allUnchecked says whether every one of claims is guarded by uncheckedSQL.
+func allUnchecked(claims []*cycle) bool {
+	return len(claims) > 0 && !slices.ContainsFunc(claims, func(c *cycle) bool { return !unchecked(c.claim) })
 }
 
 // expectWorkflow says whether some of claims expect a workflow (ClaimParams.Workflow).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,7 +148,12 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	var args []any
 	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
 	args = append(args, caseSQL(&q, ids, holders)...)
-	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, trace_context = ?\nWHERE id IN (")
+	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
+	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {
+		// A task sent back and reserved for an editor is reserved no more.
+		q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
+	}
+	q.WriteString("trace_context = ?\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
 	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(") AND (id, fence) IN (")

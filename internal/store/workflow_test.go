@@ -126,6 +126,52 @@ func TestClaimsWrongAboutTheCapacity(t *testing.T) {
 	}
 }
 
+// A worker's claim of a task sent back, alone or in a batch, ends its
+// reservation as an editor's does: it is not left to bar the next stage.
+func TestWorkerClaimEndsAReservation(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ann := b.editor(t, "ann", "desk")
+	bob := b.editor(t, "bob", "desk")
+	sentBack := func() tasks.Candidate {
+		id := b.insert(t, tasks.NewTask{Category: "desk", Title: "story"})[0]
+		edit := b.claim(t, id, ann.Holder(), ann.ID, time.Minute)
+		if _, err := b.submit(t, edit, ann, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		review := b.claim(t, id, bob.Holder(), bob.ID, time.Minute)
+		if _, err := b.submit(t, review, bob, tasks.DecisionSendBack, "again"); err != nil {
+			t.Fatal(err)
+		}
+		task := b.task(t, id)
+		if task.ReservedFor != ann.ID {
+			t.Fatalf("task %d reserved for %d, want ann", id, task.ReservedFor)
+		}
+		return tasks.Candidate{ID: id, Fence: task.Fence, Status: task.Status, Workflow: true}
+	}
+	cleared := func(what string, id int64) {
+		t.Helper()
+		if task := b.task(t, id); task.Status != tasks.StatusAssigned || task.ReservedFor != 0 || task.ReservedUntil != nil {
+			t.Errorf("%s: %s, reserved for %d until %v; want assigned, no reservation", what, task.Status, task.ReservedFor, task.ReservedUntil)
+		}
+	}
+
+	one := sentBack()
+	if _, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: one.ID, Fence: one.Fence, Status: one.Status,
+		Holder: "w1", Lease: time.Minute}); err != nil {
+		t.Fatalf("worker claim: %v", err)
+	}
+	cleared("a worker's claim", one.ID)
+
+	two := sentBack()
+	res, err := b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: two.ID, Fence: two.Fence, Status: two.Status,
+		Holder: "w2", Lease: time.Minute, Workflow: two.Workflow}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("worker batch: %+v, %v", res, err)
+	}
+	cleared("a worker's batch", two.ID)
+}
+
 // submit submits an editor's claim with a decision.
 func (b *bundle) submit(t *testing.T, c *tasks.Claim, ed *tasks.Editor, decision, notes string) (*tasks.Ended, error) {
 	t.Helper()
