@@ -19,8 +19,8 @@
   var skew = 0;             // server clock minus ours, from the Date header
   // claims keeps each held claim's lease and heartbeat state by task id:
   // {a, leaseAt (in our clock), leaseSpan, nextBeat, beating, holdLimited,
-  // heldSince, draft}. The shown one is cur's; with a capacity of 1 it is
-  // the only one.
+  // assignedAt (the server's clock), heldSince (ours), draft}. The shown one
+  // is cur's; with a capacity of 1 it is the only one.
   var claims = {};
   var capacity = 1;         // claims the editor may hold at once
   var meID = 0;
@@ -190,7 +190,10 @@
     var c = claims[a.task.id];
     if (!c || c.a.fence !== a.fence) {
       c = { a: a, beating: false, holdLimited: false, draft: null };
-      c.heldSince = Date.parse(a.assigned_at) - skew;
+      // assignedAt, the server's time, orders the claims held: heldSince,
+      // on this clock, moves with the skew measured at each answer.
+      c.assignedAt = Date.parse(a.assigned_at);
+      c.heldSince = c.assignedAt - skew;
       setLease(c, a.lease_expires_at);
       claims[a.task.id] = c;
     }
@@ -200,7 +203,7 @@
 
   function held() {
     return Object.keys(claims).map(function (k) { return claims[k]; })
-      .sort(function (x, y) { return x.heldSince - y.heldSince || x.a.task.id - y.a.task.id; });
+      .sort(function (x, y) { return x.assignedAt - y.assignedAt || x.a.task.id - y.a.task.id; });
   }
 
   // reviewing reports whether a is at a stage after its first: a review,
