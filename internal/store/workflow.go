@@ -109,28 +109,26 @@ func busySetSQL(q *strings.Builder, editors []*cycle) []any {
 			one = append(one, c.claim.EditorID)
 		}
 	}
+	// Each read a COALESCE((SELECT GROUP_CONCAT(...)), ''); both, joined.
+	var reads []string
 	var args []any
-	list := func(ids []int64) {
-		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
-	}
-	if len(one) > 0 && len(many) > 0 {
-		q.WriteString("CONCAT_WS(',', ")
+	read := func(query string, ids []int64, tail string) {
+		var r strings.Builder
+		r.WriteString(query)
+		args = append(args, listSQL(&r, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+		reads = append(reads, r.String()+tail)
 	}
 	if len(one) > 0 {
-		q.WriteString("COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (")
-		list(one)
-		q.WriteString(")), '')")
-	}
-	if len(one) > 0 && len(many) > 0 {
-		q.WriteString(", ")
+		read("COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (", one, ")), '')")
 	}
 	if len(many) > 0 {
-		q.WriteString("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (")
-		list(many)
-		q.WriteString(")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
+		read("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (", many,
+			")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
 	}
-	if len(one) > 0 && len(many) > 0 {
-		q.WriteString(")")
+	if len(reads) == 1 {
+		q.WriteString(reads[0])
+	} else {
+		q.WriteString("CONCAT_WS(',', " + strings.Join(reads, ", ") + ")")
 	}
 	return args
 }
