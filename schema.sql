@@ -164,6 +164,9 @@ CREATE TABLE IF NOT EXISTS editors (
   claims     BIGINT UNSIGNED NOT NULL DEFAULT 0,
   -- How many claims the editor may hold at once.
   capacity   TINYINT UNSIGNED NOT NULL DEFAULT 1,
+  -- Raised by every disable: a page session that began under a lower value is
+  -- refused, so that none begun before a disable works after the enable.
+  session_epoch BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY editors_name (name),
   UNIQUE KEY editors_token_hash (token_hash)

@@ -186,6 +186,10 @@ type Editor struct {
 	// Stages limits the editor to some stages of some of its categories: by
 	// category, the stages it may take. A category not in it: every stage.
 	Stages map[string][]string `db:"-"`
+	// SessionEpoch counts the editor's disables (0 for an editor never
+	// disabled). A page session keeps the value its sign-in read, and is
+	// refused once the editor's has passed it: none outlives a disable.
+	SessionEpoch int64 `db:"session_epoch"`
 }
 
 // MayTake reports whether the editor may take the stage of a task of category

@@ -111,19 +111,48 @@ func (a *api) admin(h handlerFunc) http.Handler {
 // not act (403, not 401: another token would not help).
 var errEditorDisabled = errorf(http.StatusForbidden, codeEditorDisabled, "this editor is disabled")
 
-// sessionKey carries the token hash of a signed-in page's session.
+// EditorSession is what an editor's page session keeps to call the editor
+// routes: the hash of the token it signed in with (tasks.HashToken), never the
+// token, and the editor's session epoch its sign-in read
+// (tasks.Editor.SessionEpoch).
+type EditorSession struct {
+	TokenHash [32]byte
+	Epoch     int64
+}
+
+// sessionKey carries the EditorSession of a signed-in page's call.
 type sessionKey struct{}
 
-// WithEditorTokenHash returns a copy of ctx that authenticates a request to
-// the editor routes (GET /v1/me, /v1/assignments/...) as the editor whose
-// token has this hash (tasks.HashToken), in place of an Authorization header:
-// the way the web pages' sessions, which keep the hash and never the token,
-// call the API in-process. A request can only get it from Go code in the same
-// process; over HTTP it takes a bearer token as before. An editor given a new
-// token, or disabled, is refused as with the old token.
-func WithEditorTokenHash(ctx context.Context, hash [32]byte) context.Context {
-	return context.WithValue(ctx, sessionKey{}, hash)
+// signInKey carries the *EditorSession a sign-in fills (WithSignIn).
+type signInKey struct{}
+
+// WithEditorSession returns a copy of ctx that authenticates a request to the
+// editor routes (GET /v1/me, /v1/assignments/...) as the editor of the
+// session s, in place of an Authorization header: the way the web pages'
+// sessions call the API in-process. A request can only get it from Go code in
+// the same process; over HTTP it takes a bearer token as before.
+//
+// An editor given a new token, or disabled, is refused as with the old
+// token; a session whose Epoch its editor has passed (it began before a
+// disable, even one its sign-in raced) is answered 401 Unauthorized, whether
+// the editor is enabled again or not: the session has ended for good.
+func WithEditorSession(ctx context.Context, s EditorSession) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
 }
+
+// WithSignIn returns a copy of ctx with which an editor route that lets an
+// editor through, by its bearer token, fills *s with the session to keep for
+// it: the token's hash and the epoch of the very read of the editor that
+// found it enabled. The pages' sign-in asks GET /v1/me so; a session begun
+// from it is refused from the editor's next disable on, even when that disable
+// commits before the session is stored.
+func WithSignIn(ctx context.Context, s *EditorSession) context.Context {
+	return context.WithValue(ctx, signInKey{}, s)
+}
+
+// errSessionEnded refuses a page session begun before its editor's latest
+// disable.
+var errSessionEnded = errorf(http.StatusUnauthorized, codeUnauthorized, "your session has ended; sign in again")
 
 // adminSessionKey carries an ops session (see WithAdminSession).
 type adminSessionKey struct{}
@@ -132,10 +161,15 @@ type adminSessionKey struct{}
 func (a *api) editor(h editorHandlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		var e *tasks.Editor
-		if hash, ok := r.Context().Value(sessionKey{}).([32]byte); ok {
+		if s, ok := r.Context().Value(sessionKey{}).(EditorSession); ok {
 			var err error
-			if e, err = a.editorByHash(r, hash); err != nil {
+			if e, err = a.editorByHash(r, s.TokenHash); err != nil {
 				return err
+			}
+			// Before the disabled check: a session of a disabled editor has
+			// ended (401), and its page signs it out.
+			if s.Epoch < e.SessionEpoch {
+				return errSessionEnded
 			}
 		} else {
 			token, err := a.bearer(r)
@@ -147,6 +181,9 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 			}
 			if e, err = a.editorByBearer(r, token); err != nil {
 				return err
+			}
+			if s, ok := r.Context().Value(signInKey{}).(*EditorSession); ok && !e.Disabled() {
+				*s = EditorSession{TokenHash: tasks.HashToken(token), Epoch: e.SessionEpoch}
 			}
 		}
 		if e.Disabled() {

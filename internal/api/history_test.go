@@ -124,7 +124,7 @@ func TestAdminTokenHash(t *testing.T) {
 	}
 	admin := api.WithAdminSession(context.Background(), "session-id", api.AdminSessionMAC(adminToken, "session-id"))
 	old := api.WithAdminSession(context.Background(), "session-id", api.AdminSessionMAC("an-admin-token-since-rotated", "session-id"))
-	editor := api.WithEditorTokenHash(context.Background(), tasks.HashToken(e.Token))
+	editor := api.WithEditorSession(context.Background(), api.EditorSession{TokenHash: tasks.HashToken(e.Token)})
 
 	wantJSON(t, serveWith(admin, "GET", "/v1/stats"), http.StatusOK, nil)
 	wantJSON(t, serveWith(admin, "GET", "/v1/editors"), http.StatusOK, nil)

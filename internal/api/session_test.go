@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/tasks"
 )
 
 // TestAdminSessionMAC: an ops session's MAC opens the admin routes only with
@@ -104,4 +105,54 @@ func TestEditorSessionsEnd(t *testing.T) {
 	if got := sess.got(); len(got) != 3 {
 		t.Errorf("sessions ended %d times, want 3 (the disable again ended them)", len(got))
 	}
+}
+
+// TestEditorSessionEpoch: a sign-in learns the epoch of the read of the
+// editor that let its token in; a session of that epoch works until the
+// editor's next disable and never after, enabled again or not, while a
+// session begun after the enable works. The epoch comes before the
+// disabled check: a disabled editor's old session is answered 401, not 403.
+func TestEditorSessionEpoch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ed := b.editor(t, "epo", "news")
+	path := fmt.Sprintf("/v1/editors/%d", ed.ID)
+	serve := func(ctx context.Context) response {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/me", nil).WithContext(ctx)
+		req.Header.Set("Authorization", "Bearer "+ed.Token) // ignored with a session
+		b.api.ServeHTTP(rec, req)
+		return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	}
+	signIn := func() api.EditorSession {
+		t.Helper()
+		var s api.EditorSession
+		if res := serve(api.WithSignIn(context.Background(), &s)); res.status != http.StatusOK {
+			t.Fatalf("sign in: %d %s", res.status, res.body)
+		}
+		if s.TokenHash != tasks.HashToken(ed.Token) {
+			t.Fatalf("the sign-in learnt token hash %x, want the token's", s.TokenHash)
+		}
+		return s
+	}
+	before := signIn()
+	wantJSON(t, serve(api.WithEditorSession(context.Background(), before)), http.StatusOK, nil)
+
+	wantJSON(t, b.do(t, "POST", path+"/disable", adminToken, ""), http.StatusOK, nil)
+	wantError(t, serve(api.WithEditorSession(context.Background(), before)), http.StatusUnauthorized, "unauthorized")
+	var refused api.EditorSession
+	wantError(t, serve(api.WithSignIn(context.Background(), &refused)), http.StatusForbidden, "editor_disabled")
+	if refused != (api.EditorSession{}) {
+		t.Errorf("a refused sign-in learnt %+v, want nothing", refused)
+	}
+
+	wantJSON(t, b.do(t, "POST", path+"/enable", adminToken, ""), http.StatusOK, nil)
+	if msg := wantError(t, serve(api.WithEditorSession(context.Background(), before)), http.StatusUnauthorized, "unauthorized"); msg != "your session has ended; sign in again" {
+		t.Errorf("message %q", msg)
+	}
+	after := signIn()
+	if after.Epoch <= before.Epoch {
+		t.Errorf("epoch after a disable %d, before %d: want it raised", after.Epoch, before.Epoch)
+	}
+	wantJSON(t, serve(api.WithEditorSession(context.Background(), after)), http.StatusOK, nil)
 }

@@ -113,11 +113,12 @@ type editorRow struct {
 	CreatedAt  time.Time  `db:"created_at"`
 	DisabledAt *time.Time `db:"disabled_at"`
 	Capacity   int        `db:"capacity"`
+	Epoch      int64      `db:"session_epoch"`
 	Category   *string    `db:"category"`
 	Stages     *string    `db:"stages"`
 }
 
-const editorSelectSQL = `SELECT e.id, e.name, e.created_at, e.disabled_at, e.capacity, c.category, c.stages
+const editorSelectSQL = `SELECT e.id, e.name, e.created_at, e.disabled_at, e.capacity, e.session_epoch, c.category, c.stages
 FROM editors e LEFT JOIN editor_categories c ON c.editor_id = e.id `
 
 // GetEditor returns the editor with its categories, enabled or not, or ErrNotFound.
@@ -155,7 +156,7 @@ func editorWhere(ctx context.Context, q sqlx.QueryerContext, where string, arg a
 		return nil, tasks.ErrNotFound
 	}
 	e := &tasks.Editor{ID: rows[0].ID, Name: rows[0].Name, CreatedAt: rows[0].CreatedAt, DisabledAt: rows[0].DisabledAt,
-		Capacity: rows[0].Capacity, Categories: []string{}}
+		Capacity: rows[0].Capacity, SessionEpoch: rows[0].Epoch, Categories: []string{}}
 	for _, r := range rows {
 		if r.Category != nil {
 			e.Categories = append(e.Categories, *r.Category)

@@ -13,7 +13,10 @@ import (
 )
 
 const (
-	disableEditorSQL = `UPDATE editors SET disabled_at = COALESCE(disabled_at, NOW(3)) WHERE id = ?`
+	// disableEditorSQL disables the editor and raises its session epoch, so
+	// that every page session begun before ends, even one whose sign-in read
+	// the editor enabled just before this commit.
+	disableEditorSQL = `UPDATE editors SET disabled_at = COALESCE(disabled_at, NOW(3)), session_epoch = session_epoch + 1 WHERE id = ?`
 	// editorTaskRevokeLockSQL locks the task lockEditor found, if it still names the
 	// editor: a release or a submit of the editor's, which do not lock the editor's
 	// row, may have ended the claim in the meantime.
@@ -29,7 +32,9 @@ FROM tasks WHERE id = ? AND editor_id = ? AND status = 'assigned' FOR UPDATE`
 // is for callers to refuse (Editor.Disabled). Each claim the editor held, live or
 // with its lease passed, goes back to the pool with its fence bumped, as ForceRelease
 // does, so whatever the editor still sends about it is stale; a 'released' event
-// with detail "forced: editor disabled" records it.
+// with detail "forced: editor disabled" records it. Each disable raises the
+// editor's SessionEpoch, which ends its page sessions for good: every one begun
+// before, the enable after brings none back.
 //
 // It returns the revoked claims, oldest task first, none if the editor held none;
 // ErrNotFound for an unknown editor. Disabling a disabled editor keeps its

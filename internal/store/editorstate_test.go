@@ -109,3 +109,49 @@ func TestDisableEditorRevokesAnExpiredClaim(t *testing.T) {
 		t.Errorf("%d tasks name the disabled editor", n)
 	}
 }
+
+// TestDisableEditorRaisesSessionEpoch: each disable raises the editor's
+// session epoch, a disable of a disabled editor too; an enable keeps it, and
+// another editor's does not move. The editor read by its token hash carries
+// it, as a page session's sign-in reads it.
+func TestDisableEditorRaisesSessionEpoch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ann := b.editor(t, "ann", "news")
+	bob := b.editor(t, "bob", "news")
+	epoch := func(id int64) int64 {
+		t.Helper()
+		ed, err := b.store.GetEditor(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ed.SessionEpoch
+	}
+	if got := epoch(ann.ID); got != 0 {
+		t.Fatalf("a new editor's session epoch %d, want 0", got)
+	}
+	for want := int64(1); want <= 2; want++ {
+		if _, err := b.store.DisableEditor(b.ctx, ann.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := epoch(ann.ID); got != want {
+			t.Errorf("session epoch after disable %d: %d, want %d", want, got, want)
+		}
+	}
+	if err := b.store.EnableEditor(b.ctx, ann.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(ann.ID); got != 2 {
+		t.Errorf("session epoch after the enable: %d, want 2 (kept)", got)
+	}
+	hash := tasks.HashToken("ann-epoch-token")
+	if err := b.store.SetEditorToken(b.ctx, ann.ID, hash); err != nil {
+		t.Fatal(err)
+	}
+	if ed, err := b.store.EditorByTokenHash(b.ctx, hash); err != nil || ed.SessionEpoch != 2 {
+		t.Errorf("editor by token hash = %+v, %v; want session epoch 2", ed, err)
+	}
+	if got := epoch(bob.ID); got != 0 {
+		t.Errorf("another editor's session epoch %d, want 0", got)
+	}
+}

@@ -54,14 +54,19 @@ func (h *Handler) editorDoor(s *sessions) *door {
 		appPage:    "workspace.html",
 		emptyToken: "Enter your editor token.",
 		admit: func(w http.ResponseWriter, r *http.Request, token, _ string) (*session, int, string) {
-			rec := h.ask(r, "/v1/me", token)
+			// The API fills es from the same read of the editor that let
+			// the token through: its epoch predates any disable that
+			// commits after, even one that commits before the session is
+			// stored.
+			var es api.EditorSession
+			rec := h.ask(r.WithContext(api.WithSignIn(r.Context(), &es)), "/v1/me", token)
 			var me meAnswer
 			switch {
 			case rec.status == http.StatusTooManyRequests:
 				status, message := throttled(w, rec)
 				return nil, status, message
-			case rec.status == http.StatusOK && json.Unmarshal(rec.body.Bytes(), &me) == nil:
-				return &session{EditorID: me.ID, EditorName: me.Name, TokenHash: tasks.HashToken(token)}, 0, ""
+			case rec.status == http.StatusOK && es.TokenHash == tasks.HashToken(token) && json.Unmarshal(rec.body.Bytes(), &me) == nil:
+				return &session{EditorID: me.ID, EditorName: me.Name, TokenHash: es.TokenHash, Epoch: es.Epoch}, 0, ""
 			case rec.status == http.StatusUnauthorized:
 				return nil, http.StatusUnauthorized, "That token is not an editor's token."
 			case rec.status == http.StatusForbidden && apiErrorOf(rec.body.Bytes()).Code == "forbidden":

@@ -86,13 +86,15 @@ func (h *Handler) opsCall(w http.ResponseWriter, r *http.Request, kind string) {
 	req.RequestURI = req.URL.RequestURI()
 	req.Header.Del("Authorization")
 	req.Header.Del("Cookie")
-	h.api.ServeHTTP(h.endOnRefusal(h.admin, w, r, id), req)
+	ew := h.endOnRefusal(h.admin, w, r, id)
+	h.api.ServeHTTP(ew, req)
+	ew.finish()
 }
 
 // endOnRefusal returns w, which ends the session id at d, and clears its
-// cookie, if the API answers 401 Unauthorized: it refused the session for
-// good.
-func (h *Handler) endOnRefusal(d *door, w http.ResponseWriter, r *http.Request, id string) http.ResponseWriter {
+// cookie, if the API refuses the session for good: 401 Unauthorized, or 403
+// editor_disabled. Call its finish once the API has answered.
+func (h *Handler) endOnRefusal(d *door, w http.ResponseWriter, r *http.Request, id string) *endOnRefusal {
 	return &endOnRefusal{ResponseWriter: w, end: func() {
 		if err := d.sessions.delete(r.Context(), id); err != nil {
 			h.log.WarnContext(r.Context(), "web: end a refused session", "door", d.path, "error", err)
@@ -101,19 +103,26 @@ func (h *Handler) endOnRefusal(d *door, w http.ResponseWriter, r *http.Request, 
 	}}
 }
 
-// endOnRefusal runs end before an answer 401 Unauthorized goes out: the API
-// refused the session for good.
+// endOnRefusal runs end before an answer goes out that refuses the session
+// for good: 401 Unauthorized, or 403 Forbidden whose error is
+// editor_disabled (a disabled editor's session never works again, enabled
+// or not). A 403 is held back until its body says which.
 type endOnRefusal struct {
 	http.ResponseWriter
 	end   func()
 	wrote bool
+	held  bool // a 403 not yet written: its body decides
 }
 
 func (e *endOnRefusal) WriteHeader(status int) {
 	if !e.wrote {
 		e.wrote = true
-		if status == http.StatusUnauthorized {
+		switch status {
+		case http.StatusUnauthorized:
 			e.end()
+		case http.StatusForbidden:
+			e.held = true
+			return
 		}
 	}
 	e.ResponseWriter.WriteHeader(status)
@@ -123,7 +132,21 @@ func (e *endOnRefusal) Write(b []byte) (int, error) {
 	if !e.wrote {
 		e.WriteHeader(http.StatusOK)
 	}
+	if e.held {
+		if apiErrorOf(b).Code == "editor_disabled" { // the API writes an error in one piece
+			e.end()
+		}
+		e.finish()
+	}
 	return e.ResponseWriter.Write(b)
+}
+
+// finish writes a 403 held back whose body never came.
+func (e *endOnRefusal) finish() {
+	if e.held {
+		e.held = false
+		e.ResponseWriter.WriteHeader(http.StatusForbidden)
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection.

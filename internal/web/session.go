@@ -28,6 +28,11 @@ type session struct {
 	// TokenHash is the SHA-256 of an editor's token (an editor's session):
 	// never the token.
 	TokenHash [32]byte `json:"token_hash,omitzero"`
+	// Epoch is the editor's session epoch its sign-in read (an editor's
+	// session): the API refuses the session once a disable has raised the
+	// editor's past it, so that a sign-in which raced a disable starts a
+	// session that is dead from its first call, enabled again or not.
+	Epoch int64 `json:"epoch,omitempty"`
 	// MAC is an ops session's api.AdminSessionMAC of the admin token and the
 	// session's id; the id is not stored, so the MAC alone opens nothing.
 	MAC  [32]byte `json:"mac,omitzero"`

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/taskd/taskd"
+	"github.com/taskd/taskd/internal/store/storetest"
 )
 
 // countNavigations counts the tab's main-frame navigations from now on.
@@ -99,5 +100,65 @@ func TestBrowserDisableEndsSession(t *testing.T) {
 	tb.waitJS("the sign-in page", `document.body.classList.contains("signin") && !!document.getElementById("token")`)
 	if eval[bool](tb, `!!document.getElementById("submit-form")`) {
 		t.Error("the old session opens the workspace after disable and enable")
+	}
+}
+
+// TestBrowserDisabledAnswerSignsOut: a call answered 403 editor_disabled
+// ends the workspace's session as a 401 does: the page shows the sign-in
+// form in place and asks nothing more. The editor is disabled behind the
+// API's back, so that the session's epoch did not move and the answer is
+// editor_disabled, as on a process whose cache has not yet seen a disable.
+func TestBrowserDisabledAnswerSignsOut(t *testing.T) {
+	cfg := taskd.Config{}
+	cfg.Dispatch.LeaseTTL = 3 * time.Second // a heartbeat every second
+	cfg.HTTP.EditorCacheTTL = -1            // every call reads the editor from MySQL
+	db := storetest.NewDB(t)
+	s := startServer(t, cfg, taskd.WithDB(db))
+	id, token := s.editor("Kit", "news")
+	s.addTask("news", 1, "Held when disabled", map[string]any{"text": "a"})
+
+	tb := newTab(t, 1280, 900)
+	tb.signIn(s, token)
+	tb.showing("Held when disabled")
+	// The page's calls and their statuses, in the order they are answered.
+	tb.do("record the page's calls", chromedp.Evaluate[chromedp.Void](`(function () {
+		window.taskdCalls = [];
+		var f = window.fetch;
+		window.fetch = function (url, opts) {
+			return f(url, opts).then(function (res) {
+				window.taskdCalls.push({ url: String(url), status: res.status });
+				return res;
+			});
+		};
+	})()`))
+	if _, err := db.ExecContext(t.Context(), "UPDATE editors SET disabled_at = NOW(3) WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitJS("the sign-in form", signedOutForm)
+	// A heartbeat's interval more: the page must still be asking nothing.
+	time.Sleep(1500 * time.Millisecond)
+	type call struct {
+		URL    string `json:"url"`
+		Status int    `json:"status"`
+	}
+	calls := eval[[]call](tb, `window.taskdCalls`)
+	first := -1
+	for i, c := range calls {
+		if c.Status == http.StatusForbidden {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		t.Fatalf("no call answered 403: %v", calls)
+	}
+	if after := calls[first+1:]; len(after) > 0 {
+		t.Errorf("the page called %v after the 403 editor_disabled, want nothing", after)
+	}
+	if !eval[bool](tb, signedOutForm) {
+		t.Error("the sign-in form is gone again")
+	}
+	if st := eval[string](tb, `document.getElementById("status").textContent`); st != "" {
+		t.Errorf("notice %q beside the sign-in form", st)
 	}
 }

@@ -306,3 +306,191 @@ func TestWrongDoor(t *testing.T) {
 		t.Error("a token is in the log")
 	}
 }
+
+// TestSignInRacingDisable: sign-ins in flight while the editor is disabled
+// start no session that outlives the disable. Sixteen browsers sign in
+// again and again; the editor is disabled meanwhile, then enabled: no
+// session begun before the disable answers, and none claims a task.
+func TestSignInRacingDisable(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, taskd.Config{})
+	raceSignInsWithDisable(t, s, s, 0)
+}
+
+// TestSignInRacingDisableAcrossReplicas: the same with the sign-ins at one
+// process and the disable at another, whose cache of the editor lags: the
+// sign-ins it lets through after the disable (their read of the editor is
+// older) start no session that outlives the disable either, once the cache
+// has caught up.
+func TestSignInRacingDisableAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	cfg := taskd.Config{}
+	cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	cfg.HTTP.EditorCacheTTL = 300 * time.Millisecond
+	db := storetest.NewDB(t)
+	one := startServer(t, cfg, taskd.WithDB(db))
+	two := startServer(t, cfg, taskd.WithDB(db))
+	raceSignInsWithDisable(t, two, one, cfg.HTTP.EditorCacheTTL)
+}
+
+// raceSignInsWithDisable has 16 browsers sign in at in, again and again,
+// while the editor is disabled at admin 700 ms in, then enabled; after the
+// cache's time (lag), every session begun must be refused, and claim
+// nothing.
+func raceSignInsWithDisable(t *testing.T, in, admin *server, lag time.Duration) {
+	t.Helper()
+	id, token := admin.editor("ra", "news")
+	for i := range 5 {
+		admin.addTask("news", 1, "for a session that survived "+itoa(int64(i)), map[string]any{"text": "a"})
+	}
+
+	var (
+		mu       sync.Mutex
+		sessions []*http.Client
+		attempts int
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := browserClient(t)
+				res := in.signIn(c, token)
+				mu.Lock()
+				attempts++
+				if res.StatusCode == http.StatusSeeOther {
+					sessions = append(sessions, c)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(700 * time.Millisecond)
+	admin.admin("POST", "/v1/editors/"+itoa(id)+"/disable", nil, http.StatusOK, nil)
+	if lag > 0 {
+		time.Sleep(lag) // sign-ins go on while the other process has not seen the disable
+	}
+	close(stop) // sign-ins still in flight end now; later ones are refused
+	wg.Wait()
+	// The sessions the disable could not end: stored after it read the
+	// editor's.
+	left, err := testenv.Redis(t).Keys(t.Context(), in.prefix+"web:session:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.admin("POST", "/v1/editors/"+itoa(id)+"/enable", nil, http.StatusOK, nil)
+	time.Sleep(lag)
+
+	if len(sessions) == 0 {
+		t.Fatalf("no sign-in of %d before the disable started a session", attempts)
+	}
+	survived, claims := 0, 0
+	for _, c := range sessions {
+		if st, _ := me(t, in, c); st != http.StatusUnauthorized {
+			survived++
+		}
+		csrf := workspaceCSRF(t, in, c)
+		if csrf == "" {
+			continue // the sign-in page: no session
+		}
+		if st, _ := do(t, c, "POST", in.base+"/app/v1/assignments/next", csrf, `{"wait_ms":0}`); st == http.StatusOK {
+			claims++
+		}
+	}
+	t.Logf("sign-ins %d, sessions begun %d, stored after the disable ended the others %d, survived the disable and enable %d, claims after the enable %d",
+		attempts, len(sessions), len(left), survived, claims)
+	if survived != 0 || claims != 0 {
+		t.Errorf("%d of %d sessions begun before the disable survived it and the enable, %d claimed a task; want none",
+			survived, len(sessions), claims)
+	}
+	// The editor itself signs in again.
+	if st, _ := me(t, in, signedIn(t, in, token)); st != http.StatusOK {
+		t.Errorf("a sign-in after the enable: me %d, want 200", st)
+	}
+}
+
+// workspaceCSRF returns the CSRF token of the page / shows c, empty when it
+// is the sign-in page.
+func workspaceCSRF(t *testing.T, s *server, c *http.Client) string {
+	t.Helper()
+	res, err := c.Get(s.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	const marker = `<meta name="csrf-token" content="`
+	i := strings.Index(string(b), marker)
+	if i < 0 {
+		return ""
+	}
+	rest := string(b[i+len(marker):])
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// TestDisabledAnswerEndsSession: a call answered 403 editor_disabled (here
+// the editor was disabled behind the API's back, so that its session epoch
+// did not move) ends the session and clears its cookie, as a 401 does: the
+// answer carries the code the workspace's script keys on, and enabling the
+// editor again brings the session back nowhere.
+func TestDisabledAnswerEndsSession(t *testing.T) {
+	t.Parallel()
+	cfg := taskd.Config{}
+	cfg.HTTP.EditorCacheTTL = -1 // every call reads the editor from MySQL
+	db := storetest.NewDB(t)
+	s := startServer(t, cfg, taskd.WithDB(db))
+	id, token := s.editor("dis", "news")
+	c := signedIn(t, s, token)
+	if st, _ := me(t, s, c); st != http.StatusOK {
+		t.Fatalf("me: %d, want 200", st)
+	}
+	ck := cookieOf(t, s, c, "/", web.CookieName)
+	kept := &http.Cookie{Name: ck.Name, Value: ck.Value, Path: "/"}
+	if _, err := db.ExecContext(t.Context(), "UPDATE editors SET disabled_at = NOW(3) WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", s.base+"/app/v1/me", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var answer struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil || res.StatusCode != http.StatusForbidden || answer.Error.Code != "editor_disabled" {
+		t.Fatalf("me of a disabled editor's session: %d %s (%v), want 403 with error.code editor_disabled", res.StatusCode, b, err)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	if !cleared(res.Cookies()) {
+		t.Errorf("the 403 editor_disabled clears no cookie: %v", res.Cookies())
+	}
+	if keys, err := testenv.Redis(t).Keys(t.Context(), s.prefix+"web:session:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("session keys %v, %v after editor_disabled: want none", keys, err)
+	}
+	if _, err := db.ExecContext(t.Context(), "UPDATE editors SET disabled_at = NULL WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	// The cookie, sent again as a browser that kept it would.
+	old := browserClient(t)
+	old.Jar.SetCookies(mustURL(t, s.base), []*http.Cookie{kept})
+	if st, _ := me(t, s, old); st != http.StatusUnauthorized {
+		t.Errorf("the ended session after the enable: me %d, want 401", st)
+	}
+	if st, _ := me(t, s, signedIn(t, s, token)); st != http.StatusOK {
+		t.Errorf("a new session after the enable: me %d, want 200", st)
+	}
+}

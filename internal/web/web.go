@@ -25,9 +25,11 @@
 // moment its editor signs out, and its idle time is extended on the server
 // with each request (never past Config.SessionLifetime after sign in),
 // without a secret to share and rotate between replicas. The session keeps
-// the SHA-256 of the editor's token, never the token; a new token for the
-// editor, or disabling it, ends its sessions (the API calls EditorSessions),
-// and a session the API refuses is ended at its next call. An ops session
+// the SHA-256 of the editor's token, never the token, and the editor's
+// session epoch its sign-in read; a new token for the editor, or disabling
+// it, ends its sessions (the API calls EditorSessions), a session begun
+// before the editor's latest disable is refused by the API whatever its
+// state, and a session the API refuses is ended at its next call. An ops session
 // keeps an HMAC keyed by the admin token over its own id, which Redis does
 // not hold, so a new admin token ends them, and nothing in Redis opens the
 // console alone.
@@ -290,8 +292,9 @@ var digits = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 // call runs one of the API's editor routes for the session's editor: the
 // path without its /app prefix, authenticated by the session, never by a
 // header the browser sent. State-changing calls need the CSRF header. A
-// session the API refuses (the editor's token has changed) is ended, and its
-// cookie cleared.
+// session the API refuses (the editor's token has changed, or the editor was
+// disabled since its sign-in: 401; the editor is disabled: 403
+// editor_disabled) is ended, and its cookie cleared.
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	if op := r.PathValue("op"); op != "" && (!taskOps[op] || !digits.MatchString(r.PathValue("task"))) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
@@ -301,14 +304,16 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := api.WithEditorTokenHash(r.Context(), s.TokenHash)
+	ctx := api.WithEditorSession(r.Context(), api.EditorSession{TokenHash: s.TokenHash, Epoch: s.Epoch})
 	req := r.Clone(ctx)
 	req.URL.Path = strings.TrimPrefix(r.URL.Path, "/app")
 	req.URL.RawPath = ""
 	req.RequestURI = req.URL.RequestURI()
 	req.Header.Del("Authorization")
 	req.Header.Del("Cookie")
-	h.api.ServeHTTP(h.endOnRefusal(h.editors, w, r, id), req)
+	ew := h.endOnRefusal(h.editors, w, r, id)
+	h.api.ServeHTTP(ew, req)
+	ew.finish()
 }
 
 // writeError writes the API's JSON error shape.

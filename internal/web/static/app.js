@@ -90,12 +90,14 @@
     });
   }
 
-  // signedOut reports whether r says the session has ended (signed out
-  // elsewhere, the editor's token replaced, expired). The server has
-  // already ended it and cleared its cookie; the page stops asking and shows
-  // the sign-in form in place, rather than loading itself again.
+  // signedOut reports whether r says the session has ended: 401 (signed out
+  // elsewhere, the editor's token replaced or disabled, expired) or 403
+  // editor_disabled (the editor is disabled). The server has already ended
+  // it and cleared its cookie; the page stops asking and shows the sign-in
+  // form in place, rather than loading itself again.
   function signedOut(r) {
-    if (r.status !== 401) { return false; }
+    var disabled = r.status === 403 && !!r.data && !!r.data.error && r.data.error.code === 'editor_disabled';
+    if (r.status !== 401 && !disabled) { return false; }
     if (ended) { return true; }
     ended = true;
     generation++;
