@@ -18,6 +18,18 @@ CHAOSFLAGS ?=
 # `make run` gets its own servers, so it can run beside `make test` (16300): only the
 # ones `taskd dev` uses (scripts/services.sh's profile demo), not the test set.
 RUN_PORT_BASE ?= 26300
+# Where `make run` serves taskd (host:port): config.yaml's http.addr when empty.
+RUN_ADDR      ?=
+# More flags of `taskd dev` for `make run`, e.g. RUN_ARGS=-articles=100.
+RUN_ARGS      ?=
+# `make run` and `make observe` recipes: a signal to make alone stops them too.
+# make passes no SIGINT on to a recipe and a SIGTERM only to its shell, so the
+# recipe's shell is replaced (exec) by scripts/with-services.sh, which gets make's
+# SIGTERM, and watches make (TASKD_SERVICES_PARENT=$$PPID, make's pid) for the rest.
+# taskd is pointed at the servers with-services.sh started (config.yaml names the ones
+# at the default port base), and at RUN_ADDR when given.
+RUN_STORES = redis=$${TASKD_TEST_REDIS_URL\#redis://}; \
+	TASKD_MYSQL_DSN=$$TASKD_TEST_MYSQL_DSN TASKD_REDIS_ADDRS=$${redis%%/*} $(if $(RUN_ADDR),TASKD_HTTP_ADDR=$(RUN_ADDR))
 
 # staticcheck from PATH, else where `go install` puts it (installed on first use).
 GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
@@ -87,9 +99,9 @@ lint-openapi: ## Lint the OpenAPI document (internal/api/openapi.yaml) with Redo
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
 
-run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, then stop them
-	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
-		scripts/with-services.sh bin/taskd dev
+run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, SIGINT or SIGTERM, then stop them
+	TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
+		exec scripts/with-services.sh sh -c '$(RUN_STORES) exec bin/taskd dev $(RUN_ARGS)'
 
 clean: ## Remove build output
 	rm -rf bin
