@@ -42,7 +42,7 @@ REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(RE
 REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run clean screenshots services-up services-down services-status
+.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run observe clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -53,10 +53,11 @@ test: ## Run all tests with -race against real Redis and MariaDB, started and st
 		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
 		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
 
-test-jaeger: ## Run the Jaeger test (internal/jaegertest): taskd's traces as a real Jaeger v2 shows them, with the services; Jaeger is built once (scripts/jaeger.sh) and cached
+test-jaeger: ## Run the Jaeger tests: taskd's traces as a real Jaeger v2 shows them (internal/jaegertest), and make observe (TestMakeObserve), with the services; Jaeger is built once (scripts/jaeger.sh) and cached
 	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
-	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh \
-		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/
+	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
+		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/ && \
+		$(GO) test -race -count=1 -run "^TestMakeObserve$$" $(TESTFLAGS) .'
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica, the 3-node Galera cluster and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
@@ -102,6 +103,11 @@ build: ## Build bin/taskd
 run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, SIGINT or SIGTERM, then stop them
 	TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
 		exec scripts/with-services.sh sh -c '$(RUN_STORES) exec bin/taskd dev $(RUN_ARGS)'
+
+observe: build ## Run `taskd dev` as make run does, with its traces in a Jaeger v2 (built once, as for test-jaeger) and a Prometheus scraping it with deploy/'s rules; prints their URLs; Ctrl-C stops it all
+	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
+	TASKD_JAEGER=$$jaeger TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=observe TASKD_SERVICES_DATABASE=taskd \
+		TASKD_HTTP_ADDR=$(or $(RUN_ADDR),127.0.0.1:8080) exec scripts/with-services.sh scripts/observe.sh bin/taskd $(RUN_ARGS)
 
 clean: ## Remove build output
 	rm -rf bin

@@ -1,12 +1,19 @@
 package taskd_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,14 +60,16 @@ type makeProcess struct {
 // startMake runs make with args in the repository, in a process group of its
 // own, with SIGINT and SIGQUIT at their default action whatever the test
 // process ignores (env --default-signal), as a supervisor or a shell starts it,
-// and without the test's TASKD_* variables but env. When the test ends, make's
+// and without the test's TASKD_* variables (but env) nor those of a make that
+// runs the test (MAKEFLAGS, MAKELEVEL, MFLAGS). When the test ends, make's
 // process group gets SIGKILL if make is still there, and scripts/services.sh
 // takes down the servers at each of servicesBases.
 func startMake(t *testing.T, env []string, servicesBases []int, args ...string) *makeProcess {
 	t.Helper()
 	var all []string
 	for _, kv := range os.Environ() {
-		if len(kv) < 6 || kv[:6] != "TASKD_" {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "TASKD_") && name != "MAKEFLAGS" && name != "MAKELEVEL" && name != "MFLAGS" {
 			all = append(all, kv)
 		}
 	}
@@ -203,4 +212,147 @@ func TestMakeRunStopsOnASignalToMake(t *testing.T) {
 			m.stopsWithin(t, c.sig, c.group, 30*time.Second, ports)
 		})
 	}
+}
+
+// TestMakeObserve runs `make observe` with its own ports: once it serves,
+// Prometheus must have taskd's target up and both rule files of
+// deploy/prometheus loaded, Jaeger's query API must answer and list taskd's
+// traces, the console must link traces to it, and a SIGINT to make alone must
+// stop everything within 30 s. Jaeger is the binary TASKD_JAEGER names (make
+// test-jaeger sets it; scripts/jaeger.sh builds it, minutes the first time,
+// which is why make test skips this test); make observe gets it the same way.
+func TestMakeObserve(t *testing.T) {
+	testenv.Lookup(t, testenv.MySQLDSNVar) // make test's servers: the machine has what make observe needs
+	if testing.Short() {
+		t.Skip("-short: make observe takes seconds to start")
+	}
+	if bin := os.Getenv("TASKD_JAEGER"); bin == "" {
+		if os.Getenv("TASKD_TEST_REQUIRE_JAEGER") == "1" {
+			t.Fatal("TASKD_JAEGER is not set, and TASKD_TEST_REQUIRE_JAEGER=1")
+		}
+		t.Skip("TASKD_JAEGER is not set: run make test-jaeger, or set it to a Jaeger v2 binary (scripts/jaeger.sh builds one and prints its path)")
+	}
+	base := makePortBase(t)
+	runBase := base + 3
+	addr := fmt.Sprintf("127.0.0.1:%d", base+93)
+	prom := fmt.Sprintf("http://127.0.0.1:%d", runBase+20)
+	jaeger := fmt.Sprintf("http://127.0.0.1:%d", runBase+21)
+	ports := []int{runBase + 6, runBase + 79, base + 93, runBase + 20, runBase + 21, runBase + 22, runBase + 23, runBase + 24}
+	if open := listening(ports); len(open) > 0 {
+		t.Fatalf("ports %v listen before make observe started", open)
+	}
+	m := startMake(t, nil, []int{runBase}, "observe",
+		"RUN_PORT_BASE="+strconv.Itoa(runBase), "RUN_ADDR="+addr, "RUN_ARGS=-articles=100")
+	m.waitHTTP(t, "http://"+addr+"/readyz", 3*time.Minute)
+	testenv.Eventually(t, 30*time.Second, "make observe prints where Prometheus and Jaeger are", func() bool {
+		out := m.out.String()
+		return strings.Contains(out, "Prometheus   "+prom+"/") && strings.Contains(out, "Jaeger       "+jaeger+"/")
+	})
+
+	// Prometheus scrapes taskd as job taskd, and has loaded both rule files.
+	var targets struct {
+		Data struct {
+			ActiveTargets []struct {
+				Labels    map[string]string `json:"labels"`
+				ScrapeURL string            `json:"scrapeUrl"`
+				Health    string            `json:"health"`
+			} `json:"activeTargets"`
+		} `json:"data"`
+	}
+	testenv.Eventually(t, 30*time.Second, "Prometheus has taskd's target up", func() bool {
+		getJSON(t, prom+"/api/v1/targets", &targets)
+		for _, tg := range targets.Data.ActiveTargets {
+			if tg.Labels["job"] == "taskd" && tg.ScrapeURL == "http://"+addr+"/metrics" && tg.Health == "up" {
+				return true
+			}
+		}
+		return false
+	})
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				File  string `json:"file"`
+				Rules []struct {
+					Name   string `json:"name"`
+					Health string `json:"health"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	getJSON(t, prom+"/api/v1/rules", &rules)
+	perFile := map[string]int{}
+	for _, g := range rules.Data.Groups {
+		perFile[filepath.Base(g.File)] += len(g.Rules)
+	}
+	for _, f := range []string{"recording.rules.yml", "alerts.rules.yml"} {
+		if perFile[f] == 0 {
+			t.Errorf("Prometheus has no rules of deploy/prometheus/%s: %v", f, perFile)
+		}
+	}
+
+	// A request to taskd makes a trace, which Jaeger lists under service taskd.
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer dev-admin-token-change-me")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/stats: %s", resp.Status)
+	}
+	testenv.Eventually(t, 30*time.Second, "Jaeger lists service taskd", func() bool {
+		var services struct {
+			Data []string `json:"data"`
+		}
+		getJSON(t, jaeger+"/api/services", &services)
+		return slices.Contains(services.Data, "taskd")
+	})
+
+	// The console, signed in to with config.yaml's admin token, links traces to Jaeger.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := &http.Client{Jar: jar}
+	resp, err = console.PostForm("http://"+addr+"/ops/signin", url.Values{"token": {"dev-admin-token-change-me"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign in to the console: %s %v", resp.Status, err)
+	}
+	if want := `<meta name="trace-url" content="` + jaeger + `/api/traces/{trace_id}">`; !strings.Contains(string(page), want) {
+		t.Errorf("the console has no %s:\n%s", want, page)
+	}
+
+	m.stopsWithin(t, syscall.SIGINT, false, 30*time.Second, ports)
+}
+
+// getJSON decodes the JSON url answers 200 with into out.
+func getJSON(t *testing.T, url string, out any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(getText(t, url)), out); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// getText returns what url answers 200 with.
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, b)
+	}
+	return string(b)
 }
