@@ -52,12 +52,20 @@ if [[ -z $jaeger ]]; then
 fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/taskd-observe.XXXXXX")
+# Jaeger, Prometheus and taskd each run in a session of their own (setsid), so that
+# a Ctrl-C reaches this script alone, which stops taskd first (its last traces still
+# reach Jaeger), then the other two.
 pids=()
+taskd_pid=
 stopping=0
-# stop_all sends SIGTERM to every process started here, once.
+# stop_all sends SIGTERM to taskd and waits for it, then to the others, once.
 stop_all() {
 	if ((stopping == 0)); then
 		stopping=1
+		if [[ -n $taskd_pid ]]; then
+			kill -s TERM "$taskd_pid" 2>/dev/null || true
+			wait "$taskd_pid" 2>/dev/null || true
+		fi
 		if ((${#pids[@]} > 0)); then
 			kill -s TERM "${pids[@]}" 2>/dev/null || true
 		fi
@@ -131,7 +139,7 @@ exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
 EOF
-"$jaeger" --config "file:$dir/jaeger.yaml" >"$dir/jaeger.log" 2>&1 &
+setsid "$jaeger" --config "file:$dir/jaeger.yaml" >"$dir/jaeger.log" 2>&1 &
 pids+=($!)
 
 # Prometheus: job taskd (the name the rules select), the rules of deploy/prometheus.
@@ -147,7 +155,7 @@ scrape_configs:
     static_configs:
       - targets: ["$addr"]
 EOF
-"$prometheus" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus" \
+setsid "$prometheus" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus" \
 	--web.listen-address="$prom_addr" --enable-feature=exemplar-storage --log.level=warn \
 	>"$dir/prometheus.log" 2>&1 &
 pids+=($!)
@@ -160,7 +168,8 @@ TASKD_MYSQL_DSN=$TASKD_TEST_MYSQL_DSN TASKD_REDIS_ADDRS=${redis%%/*} TASKD_HTTP_
 	TASKD_TELEMETRY_PROMETHEUS=true TASKD_TELEMETRY_TRACES=otlp-http \
 	TASKD_TELEMETRY_ENDPOINT="http://$otlp_http" TASKD_TELEMETRY_SAMPLE_RATIO=1 \
 	TASKD_TELEMETRY_TRACE_URL="$trace_url" \
-	"$taskd_bin" dev "$@" &
+	setsid "$taskd_bin" dev "$@" &
+taskd_pid=$!
 pids+=($!)
 ready taskd "http://$addr/readyz"
 
