@@ -175,6 +175,7 @@ func TestShownOutput(t *testing.T) {
 // Each block must exit 0 within a minute, and print the JSON keys its comments
 // show as output, in that order.
 func TestDocsShellExamplesRun(t *testing.T) {
+	t.Parallel()
 	serverDSN := testenv.Lookup(t, testenv.MySQLDSNVar)
 	redisURL := testenv.Lookup(t, testenv.RedisURLVar)
 	for _, tool := range []string{"bash", "curl", "jq"} {

@@ -179,7 +179,8 @@ func listening(ports []int) []int {
 // TestMakeRunStopsOnASignalToMake runs `make run` with its own ports and sends
 // SIGINT, then SIGTERM, to make's pid alone, as a supervisor or a script does,
 // then SIGINT to make's process group, as Ctrl-C does: each time make, taskd
-// dev, Redis and MariaDB must all be gone within 30 s.
+// dev, Redis and MariaDB must all be gone within 30 s. Not parallel, as
+// TestMakeObserve is not: make builds bin/taskd for each.
 func TestMakeRunStopsOnASignalToMake(t *testing.T) {
 	testenv.Lookup(t, testenv.MySQLDSNVar) // make test's servers: the machine has what make run needs
 	if testing.Short() {
