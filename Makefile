@@ -18,9 +18,10 @@ CHAOSFLAGS ?=
 # `make run` gets its own servers, so it can run beside `make test` (16300): only the
 # ones `taskd dev` uses (scripts/services.sh's profile demo), not the test set.
 RUN_PORT_BASE ?= 26300
-# Where `make run` serves taskd (host:port): config.yaml's http.addr when empty.
+# Where `make run` and `make observe` serve taskd (host:port). Empty: config.yaml's
+# http.addr for make run; 127.0.0.1:8080, which its Prometheus scrapes, for make observe.
 RUN_ADDR      ?=
-# More flags of `taskd dev` for `make run`, e.g. RUN_ARGS=-articles=100.
+# More flags of `taskd dev` for both, e.g. RUN_ARGS=-articles=100.
 RUN_ARGS      ?=
 # `make run` and `make observe` recipes: a signal to make alone stops them too.
 # make passes no SIGINT on to a recipe and a SIGTERM only to its shell, so the
