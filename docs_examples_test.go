@@ -224,6 +224,16 @@ func TestDocsShellExamplesRun(t *testing.T) {
 	tour := startDev(t, dir, env)
 	env = append(env, "TASKD="+tour["TASKD"], "EDITOR_TOKEN="+tour["EDITOR_TOKEN"], "ADMIN_TOKEN="+tour["ADMIN_TOKEN"])
 
+	// The harness fails a block on an HTTP error, and on a variable the
+	// environment does not set (ADMIN, say, for ADMIN_TOKEN).
+	for _, bad := range []string{`curl -sS "$TASKD/v1/no-such-route"`, `curl -sS "$TASKD/v1/stats" -H "Authorization: Bearer $ADMIN"`} {
+		cmd := exec.Command("bash", "--noprofile", "--norc", "-eu", "-o", "pipefail", "-c", bad)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Fatalf("%s exited 0 in the examples' environment:\n%s", bad, out)
+		}
+	}
+
 	ran, notRun := 0, 0
 	for i, b := range blocks {
 		if b.notRun != "" {
