@@ -18,6 +18,19 @@ CHAOSFLAGS ?=
 # `make run` gets its own servers, so it can run beside `make test` (16300): only the
 # ones `taskd dev` uses (scripts/services.sh's profile demo), not the test set.
 RUN_PORT_BASE ?= 26300
+# Where `make run` and `make observe` serve taskd (host:port). Empty: config.yaml's
+# http.addr for make run; 127.0.0.1:8080, which its Prometheus scrapes, for make observe.
+RUN_ADDR      ?=
+# More flags of `taskd dev` for both, e.g. RUN_ARGS=-articles=100.
+RUN_ARGS      ?=
+# `make run` and `make observe` recipes: a signal to make alone stops them too.
+# make passes no SIGINT on to a recipe and a SIGTERM only to its shell, so the
+# recipe's shell is replaced (exec) by scripts/with-services.sh, which gets make's
+# SIGTERM, and watches make (TASKD_SERVICES_PARENT=$$PPID, make's pid) for the rest.
+# taskd is pointed at the servers with-services.sh started (config.yaml names the ones
+# at the default port base), and at RUN_ADDR when given.
+RUN_STORES = redis=$${TASKD_TEST_REDIS_URL\#redis://}; \
+	TASKD_MYSQL_DSN=$$TASKD_TEST_MYSQL_DSN TASKD_REDIS_ADDRS=$${redis%%/*} $(if $(RUN_ADDR),TASKD_HTTP_ADDR=$(RUN_ADDR))
 
 # staticcheck from PATH, else where `go install` puts it (installed on first use).
 GOBIN        = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
@@ -30,7 +43,7 @@ REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(RE
 REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run clean screenshots services-up services-down services-status
+.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run observe clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -41,10 +54,11 @@ test: ## Run all tests with -race against real Redis and MariaDB, started and st
 		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
 		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
 
-test-jaeger: ## Run the Jaeger test (internal/jaegertest): taskd's traces as a real Jaeger v2 shows them, with the services; Jaeger is built once (scripts/jaeger.sh) and cached
+test-jaeger: ## Run the Jaeger tests: taskd's traces as a real Jaeger v2 shows them (internal/jaegertest), and make observe (TestMakeObserve), with the services; Jaeger is built once (scripts/jaeger.sh) and cached
 	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
-	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh \
-		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/
+	TASKD_JAEGER="$$jaeger" TASKD_TEST_REQUIRE_JAEGER=1 TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
+		$(GO) test -race -count=1 $(TESTFLAGS) ./internal/jaegertest/ && \
+		$(GO) test -race -count=1 -run "^TestMakeObserve$$" $(TESTFLAGS) .'
 
 bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared pairs 3 times, targets on the medians), the locker vs bsm/redislock comparison, River vs taskd's workers (bench/river, on PostgreSQL) and the Go benchmarks (JSON in bin/), with the services (the MariaDB replica, the 3-node Galera cluster and PostgreSQL too) up
 	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
@@ -87,9 +101,14 @@ lint-openapi: ## Lint the OpenAPI document (internal/api/openapi.yaml) with Redo
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
 
-run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, then stop them
-	TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
-		scripts/with-services.sh bin/taskd dev
+run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, SIGINT or SIGTERM, then stop them
+	TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \
+		exec scripts/with-services.sh sh -c '$(RUN_STORES) exec bin/taskd dev $(RUN_ARGS)'
+
+observe: build ## Run `taskd dev` as make run does, with its traces in a Jaeger v2 (built once, as for test-jaeger) and a Prometheus scraping it with deploy/'s rules; prints their URLs; Ctrl-C stops it all
+	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
+	TASKD_JAEGER=$$jaeger TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=observe TASKD_SERVICES_DATABASE=taskd \
+		TASKD_HTTP_ADDR=$(or $(RUN_ADDR),127.0.0.1:8080) exec scripts/with-services.sh scripts/observe.sh bin/taskd $(RUN_ARGS)
 
 clean: ## Remove build output
 	rm -rf bin

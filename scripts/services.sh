@@ -28,6 +28,7 @@
 #   all       every server above but postgres, and the test tools below (the default: make test)
 #   bench     all and postgres (make bench)
 #   demo      redis and mariadb: what `taskd dev` uses (make run)
+#   observe   demo, and Prometheus installed (make observe, scripts/observe.sh)
 #   a,b,...   the servers named, e.g. redis,mariadb,replica
 #
 # TASKD_SERVICES_DATABASE names the database made on the primary (default taskd_test;
@@ -39,7 +40,8 @@
 #
 # Missing servers are installed with apt-get when running as root (PostgreSQL then runs
 # as the postgres user), and, with the profiles all and bench, so are Prometheus (prometheus, promtool), which the deploy/ tests run
-# themselves, and chromium and firefox-esr, the browsers of the web tests.
+# themselves, chromium and firefox-esr, the browsers of the web tests, and curl and jq,
+# which the docs' shell examples run.
 #
 #   up      start the profile's servers (no-op if that set is already up), wait until
 #           every one answers, then print the environment (as `env` does) on stdout
@@ -76,6 +78,7 @@ declare -A PROFILES=(
 	[all]="redis redlock cluster mariadb replica galera"
 	[bench]="${SERVERS[*]}"
 	[demo]="redis mariadb"
+	[observe]="redis mariadb"
 )
 PROFILE=${TASKD_SERVICES_PROFILE:-all}
 DATABASE=${TASKD_SERVICES_DATABASE:-taskd_test}
@@ -223,10 +226,15 @@ missing_packages() {
 	for name in $SELECTED; do
 		missing+=($(server_packages "$name"))
 	done
-	if with_tools; then
+	if with_tools || [[ $SELECTED_PROFILE == observe ]]; then
 		[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
+	fi
+	if with_tools; then
 		[[ -n $CHROMIUM ]] || missing+=(chromium)
 		[[ -n $FIREFOX ]] || missing+=(firefox-esr)
+		# The shell examples of the docs (docs_examples_test.go) run curl and jq.
+		command -v curl >/dev/null || missing+=(curl)
+		command -v jq >/dev/null || missing+=(jq)
 	fi
 	printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++' | paste -sd ' ' -
 }
