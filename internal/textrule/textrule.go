@@ -128,11 +128,12 @@ func utf8RuneAt(s string, i int) rune {
 // that changes how the rest is shown. Control characters, line and paragraph
 // separators, format characters (Cf: bidi controls, zero-width spaces and
 // joiners, the BOM), variation selectors and the other default-ignorable code
-// points, and any space but U+0020.
+// points (the Hangul fillers among them), the blank Braille pattern (U+2800),
+// and any space but U+0020.
 func nameRefuses(c rune) bool {
 	return isControl(c) || unicode.Is(unicode.Cf, c) || unicode.In(c, unicode.Zl, unicode.Zp) ||
 		unicode.Is(unicode.Variation_Selector, c) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c) ||
-		c != ' ' && unicode.IsSpace(c) || c == 0xfffd
+		c != ' ' && unicode.IsSpace(c) || c == 0x2800 || c == 0xfffd
 }
 
 // Name returns the form of a person's name that taskd keeps, its NFC

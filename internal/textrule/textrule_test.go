@@ -99,6 +99,9 @@ func TestName(t *testing.T) {
 		"\ufeffrev":   "U+FEFF (a format character)",
 		"\xff":        "valid UTF-8",
 		"r\ufffd":     "U+FFFD",
+		"\u3164":      "U+3164 (an invisible character)",
+		"a\u2800":     "U+2800 (an invisible character)",
+		"re\u034fv":   "U+034F (an invisible character)",
 	} {
 		if got, err := Name(s); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Name(%q) = %q, %v; want an error saying %q", s, got, err, want)
