@@ -155,7 +155,7 @@ CREATE TABLE IF NOT EXISTS editors (
   -- SHA-256 of the name's confusable skeleton (Unicode TR39), set by taskd with the
   -- name: its UNIQUE key refuses a name that looks like another editor's ("rеv" with a
   -- Cyrillic е beside "rev"). NULL only for an editor made before it whose name looks
-  -- like an older editor's (see migration 0012).
+  -- like an older editor's (see migration 0014).
   name_skeleton BINARY(32) NULL,
   -- SHA-256 of the editor's 256-bit random API token; the token itself is never stored.
   token_hash BINARY(32) NOT NULL,

@@ -37,7 +37,7 @@ var frozenChecksums = map[int]string{
 	9:  "1694de0c299ef0e808fd8a7b4cb8d6612acbacd5ad2525d0aaff31c682b62169",
 	10: "f0ad626b56b05f89173bb6204231bdd2dadfa2be4c709d155b2feb41c3b407ec",
 	11: "51821b586581245e058b1a61d4fbbd019dbf8ce740b462c9b4ca4f02b0f30457",
-	12: "a909df6b099cb8cec6c675bd517883e50228011df820f8bddbf8edc6e25efa58",
+	14: "da0b646719ab42856504464820d3f9918840fe04aa757d96267521d264ea3224",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

@@ -1,4 +1,4 @@
--- 0012: editors.name_skeleton keeps editors' names from looking alike. It is the
+-- 0014: editors.name_skeleton keeps editors' names from looking alike. It is the
 -- SHA-256 of the name's confusable skeleton (Unicode TR39: "rеv" with a Cyrillic е has
 -- the skeleton of "rev"), computed by taskd (internal/textrule) whenever a name is
 -- written; its UNIQUE key refuses a second editor whose name looks like another's, even
