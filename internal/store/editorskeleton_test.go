@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/textrule"
 	"github.com/taskd/taskd/tasks"
 )
@@ -206,5 +207,48 @@ func TestStageLimitsNeedStages(t *testing.T) {
 	}
 	if ed, err := b.store.UpdateEditor(b.ctx, tasks.UpdateEditorParams{ID: ann.ID, Stages: map[string][]string{"desk": {"review"}}}); err != nil || len(ed.Stages) != 1 {
 		t.Errorf("stages of desk: %+v, %v", ed, err)
+	}
+}
+
+// TestGaleraLookalikeNamesAcrossNodes: on a Galera cluster, lookalike names
+// created on all three nodes at once make one editor: the skeleton's unique
+// key is certified across nodes.
+func TestGaleraLookalikeNamesAcrossNodes(t *testing.T) {
+	g := storetest.NewGalera(t)
+	var stores []*store.Store
+	for _, db := range g.Nodes {
+		s, err := store.New(db, store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		askGalera(t, s)
+		stores = append(stores, s)
+	}
+	for round := range 5 {
+		var wg sync.WaitGroup
+		errs := make([]error, len(lookalikes))
+		start := make(chan struct{})
+		for i, name := range lookalikes {
+			wg.Go(func() {
+				_, hash := tasks.NewToken()
+				<-start
+				_, errs[i] = stores[i%len(stores)].CreateEditor(t.Context(), tasks.CreateEditorParams{
+					Name: fmt.Sprintf("%s%d", name, round), Categories: []string{"news"}, TokenHash: hash})
+			})
+		}
+		close(start)
+		wg.Wait()
+		made := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case !errors.Is(err, tasks.ErrDuplicate):
+				t.Errorf("round %d, %q on node %d: %v, want ErrDuplicate", round, lookalikes[i], i%len(stores)+1, err)
+			}
+		}
+		if made != 1 {
+			t.Errorf("round %d: %d editors made of %d lookalike names on %d nodes, want 1", round, made, len(lookalikes), len(stores))
+		}
 	}
 }
