@@ -152,6 +152,11 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS editors (
   id         BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   name       VARCHAR(128) NOT NULL,
+  -- SHA-256 of the name's confusable skeleton (Unicode TR39), set by taskd with the
+  -- name: its UNIQUE key refuses a name that looks like another editor's ("rеv" with a
+  -- Cyrillic е beside "rev"). NULL only for an editor made before it whose name looks
+  -- like an older editor's (see migration 0013).
+  name_skeleton BINARY(32) NULL,
   -- SHA-256 of the editor's 256-bit random API token; the token itself is never stored.
   token_hash BINARY(32) NOT NULL,
   created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
@@ -169,7 +174,8 @@ CREATE TABLE IF NOT EXISTS editors (
   session_epoch BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY editors_name (name),
-  UNIQUE KEY editors_token_hash (token_hash)
+  UNIQUE KEY editors_token_hash (token_hash),
+  UNIQUE KEY editors_name_skeleton (name_skeleton)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS editor_categories (

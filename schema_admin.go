@@ -62,11 +62,23 @@ type AppliedMigration = migrate.Applied
 // take turns. On an error, the migrations applied before it stay applied
 // and are returned too; a database migrated by a newer taskd, or one whose
 // applied migrations differ from the binary's, is an error and is left
-// unchanged.
+// unchanged. Then it gives each editor made before names had skeletons its
+// name's skeleton (the key that refuses names that look alike); of two
+// existing editors whose names look alike, the newer gets none and a
+// warning is logged (slog.Default()) until one is renamed.
 //
 // Its errors are migrate's own, unwrapped, as `taskd migrate` prints them.
 func Migrate(ctx context.Context, db *sqlx.DB) ([]AppliedMigration, error) {
-	return migrate.Up(ctx, db)
+	applied, err := migrate.Up(ctx, db)
+	if err != nil {
+		return applied, err
+	}
+	// Editors made before names had skeletons get theirs (see
+	// store.FillNameSkeletons): a warning names two that look alike.
+	if _, err := store.FillNameSkeletons(ctx, db, nil); err != nil {
+		return applied, err
+	}
+	return applied, nil
 }
 
 // MigrationStatus reads where db stands against the binary's migrations,

@@ -40,8 +40,11 @@
 //
 // The checks the store makes before a value reaches the database are pure and
 // exported, so that the API can refuse a value with the same words: NewTask.Validate,
-// CheckCategory, CheckKey, CheckTime, CheckEditorName, CheckResult and
-// CheckJSONStrings. Their errors wrap ErrInvalid and name the field.
+// CheckCategory, CheckKey, CheckTime, CheckEditorName (and NormalizeEditorName,
+// the form of a name the store keeps), CheckResult, CheckSubmission and
+// CheckJSONStrings. Their errors wrap ErrInvalid and name the field. The rules of
+// text people read (names, one-line fields, notes, decisions) are those of
+// internal/textrule, stated there once.
 //
 // # Errors
 //

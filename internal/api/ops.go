@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskd/taskd/internal/textrule"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -21,38 +22,18 @@ type changeRequest struct {
 }
 
 // checkReason refuses a reason longer than the audit record keeps, and one
-// that is not a single line of text (see checkText).
+// that is not a single line of text (see textrule.OneLine): a control
+// character (C0, line breaks and tabs included, DEL or C1), a line or
+// paragraph separator (U+2028, U+2029) or a bidi control (U+202A..U+202E,
+// U+2066..U+2069). The error names the first such character and where it is.
 func checkReason(reason string) error {
 	if utf8.RuneCountInString(reason) > MaxReasonLen {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason must be at most %d characters", MaxReasonLen)
 	}
-	return checkText("reason", reason, false)
-}
-
-// checkText refuses control characters in s, the free text of field: C0
-// (U+0000..U+001F), DEL (U+007F) and C1 (U+0080..U+009F). Text of several
-// lines (multiline) may hold newlines and tabs; a single line may not. The
-// error names the first such character and where it is.
-func checkText(field, s string, multiline bool) error {
-	n := 0
-	for _, c := range s {
-		n++
-		if !isControl(c) || multiline && (c == '\n' || c == '\t') {
-			continue
-		}
-		what := "control characters"
-		if !multiline {
-			what = "line breaks, tabs or other control characters"
-		}
-		return errorf(http.StatusUnprocessableEntity, codeInvalid,
-			"%s must not hold %s: U+%04X at character %d", field, what, c, n)
+	if err := textrule.OneLine(reason); err != nil {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "reason %s", err)
 	}
 	return nil
-}
-
-// isControl reports whether c is a C0 or C1 control character, or DEL.
-func isControl(c rune) bool {
-	return c < 0x20 || c >= 0x7f && c <= 0x9f
 }
 
 // requeueTask puts a dead task back in the pool.

@@ -229,7 +229,9 @@ type BulkRequest struct {
 	Limit *int `json:"limit,omitempty"`
 
 	// Reason Kept in the audit trail. One line: a control character (C0, line
-	// breaks and tabs included, DEL, C1) is 422.
+	// breaks and tabs included, DEL, C1), a line or paragraph separator
+	// (U+2028, U+2029) or a bidi control (U+202A..U+202E, U+2066..U+2069)
+	// is 422.
 	Reason *Reason `json:"reason,omitempty"`
 }
 
@@ -254,7 +256,9 @@ type Category = string
 // ChangeRequest defines model for ChangeRequest.
 type ChangeRequest struct {
 	// Reason Kept in the audit trail. One line: a control character (C0, line
-	// breaks and tabs included, DEL, C1) is 422.
+	// breaks and tabs included, DEL, C1), a line or paragraph separator
+	// (U+2028, U+2029) or a bidi control (U+202A..U+202E, U+2066..U+2069)
+	// is 422.
 	Reason *Reason `json:"reason,omitempty"`
 }
 
@@ -569,7 +573,9 @@ type Ready struct {
 type ReadyStatus string
 
 // Reason Kept in the audit trail. One line: a control character (C0, line
-// breaks and tabs included, DEL, C1) is 422.
+// breaks and tabs included, DEL, C1), a line or paragraph separator
+// (U+2028, U+2029) or a bidi control (U+202A..U+202E, U+2066..U+2069)
+// is 422.
 type Reason = string
 
 // RecentClaim One of an editor's latest claims, from its audit trail.
@@ -622,7 +628,7 @@ type ResultsEnd struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// StageLimits By category (each one of the editor's), the stages the editor may take; a category left out, every stage.
+// StageLimits By category (each one of the editor's, and one with stages in the config; another is 422), the stages the editor may take; a category left out, every stage.
 type StageLimits map[string]StageList
 
 // StageList defines model for StageList.
@@ -872,7 +878,9 @@ type ReleaseJSONBody struct {
 	Fence Fence `json:"fence"`
 
 	// Reason Kept in the audit trail. One line: a control character (C0, line
-	// breaks and tabs included, DEL, C1) is 422.
+	// breaks and tabs included, DEL, C1), a line or paragraph separator
+	// (U+2028, U+2029) or a bidi control (U+202A..U+202E, U+2066..U+2069)
+	// is 422.
 	Reason *Reason `json:"reason,omitempty"`
 	Skip   *bool   `json:"skip,omitempty"`
 }
@@ -882,10 +890,15 @@ type SubmitJSONBody struct {
 	// Decision approve (the default) or send_back; any other word is kept
 	// with the result and moves the task on, as approve does.
 	// Results of a group agree when their decisions are equal.
+	// A word: lowercase letters, digits, '_' or '-', starting
+	// with a letter or a digit; anything else is 422.
 	Decision *string `json:"decision,omitempty"`
 	Fence    Fence   `json:"fence"`
 
-	// Notes Kept with the result, such as a reviewer's notes to the editor.
+	// Notes Kept with the result, such as a reviewer's notes to the
+	// editor. Lines: line breaks (LF, CR LF) and tabs are fine;
+	// any other control character (C0, DEL, C1) or a bidi control
+	// (U+202A..U+202E, U+2066..U+2069) is 422.
 	Notes *string `json:"notes,omitempty"`
 
 	// Result The result, any JSON value but null (null is 422).
@@ -908,7 +921,16 @@ type CreateEditorJSONBody struct {
 
 	// Categories 1 to 64 distinct categories; duplicates are dropped.
 	Categories []Category `json:"categories"`
-	Name       string     `json:"name"`
+
+	// Name Kept in Unicode's NFC. Not blank, no space at either end, and
+	// nothing invisible or that changes how the rest is shown: a
+	// control character, a line break, a tab, a format character
+	// (bidi controls, zero-width spaces and joiners), a variation
+	// selector or a space other than U+0020 is 422. A name that
+	// looks like another editor's (the same confusable skeleton,
+	// Unicode TR39: "rеv" with a Cyrillic е beside "rev") is 409
+	// duplicate, as a taken name is.
+	Name string `json:"name"`
 
 	// Stages Limits the editor to some stages of some of its categories; every stage when left out.
 	Stages *StageLimits `json:"stages,omitempty"`
@@ -921,7 +943,9 @@ type UpdateEditorJSONBody struct {
 
 	// Categories 1 to 64 distinct categories; duplicates are dropped.
 	Categories *[]Category `json:"categories,omitempty"`
-	Name       *string     `json:"name,omitempty"`
+
+	// Name The new name, checked as on create (422, or 409 for a taken name or one that looks like another editor's).
+	Name *string `json:"name,omitempty"`
 
 	// Stages Replaces the editor's stage limits (each key one of its categories); {} lifts them all.
 	Stages *map[string]StageList `json:"stages,omitempty"`

@@ -3,27 +3,37 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskd/taskd/internal/textrule"
 	"github.com/taskd/taskd/tasks"
 )
 
 const (
-	insertEditorSQL         = `INSERT INTO editors (name, token_hash, capacity) VALUES (?, ?, ?)`
+	insertEditorSQL         = `INSERT INTO editors (name, name_skeleton, token_hash, capacity) VALUES (?, ?, ?, ?)`
 	insertEditorCategorySQL = `INSERT INTO editor_categories (editor_id, category, stages) VALUES `
+	// editorBySkeletonSQL finds the editor whose name looks like a name
+	// refused as a duplicate (editors_name_skeleton).
+	editorBySkeletonSQL = `SELECT id, name FROM editors WHERE name_skeleton = ?`
 )
 
-// CreateEditor creates an editor with its categories. It returns ErrInvalid for bad
-// params (the message names the field) and ErrDuplicate if the name or token hash is
-// taken.
+// CreateEditor creates an editor with its categories. The name is kept in Unicode's
+// NFC (see tasks.NormalizeEditorName) with its confusable skeleton, whose UNIQUE key
+// refuses a name that looks like another editor's, however close in time the two
+// are created. It returns ErrInvalid for bad params (the message names the field)
+// and ErrDuplicate if the name or token hash is taken, or the name looks like
+// another editor's (the message names that editor). Nothing is changed on error.
 func (s *Store) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error) {
-	if err := tasks.CheckEditorName(p.Name); err != nil {
+	name, err := tasks.NormalizeEditorName(p.Name)
+	if err != nil {
 		return nil, fmt.Errorf("create editor: %w", err)
 	}
+	skeleton := textrule.Skeleton(name)
 	if p.TokenHash == [32]byte{} {
 		return nil, fmt.Errorf("create editor: %w: token hash must be set", tasks.ErrInvalid)
 	}
@@ -34,10 +44,13 @@ func (s *Store) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*
 	if err := tasks.CheckEditorWorkflow(p.Capacity, cats, p.Stages); err != nil {
 		return nil, fmt.Errorf("create editor: %w", err)
 	}
+	if err := s.checkStageLimits(p.Stages); err != nil {
+		return nil, fmt.Errorf("create editor: %w", err)
+	}
 
 	var id int64
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, insertEditorSQL, p.Name, p.TokenHash[:], max(1, p.Capacity))
+		res, err := tx.ExecContext(ctx, insertEditorSQL, name, skeleton[:], p.TokenHash[:], max(1, p.Capacity))
 		if err != nil {
 			return err
 		}
@@ -47,12 +60,42 @@ func (s *Store) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*
 		return insertEditorCategories(ctx, tx, id, cats, p.Stages)
 	})
 	if mysqlErrorIs(err, erDupEntry) {
-		return nil, fmt.Errorf("create editor: %w: name or token is taken", tasks.ErrDuplicate)
+		return nil, fmt.Errorf("create editor: %w", s.nameTaken(ctx, err, name, skeleton, 0, "name or token is taken"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create editor: %w", refusedValue(err))
 	}
 	return s.GetEditor(ctx, id)
+}
+
+// nameTaken describes err, a duplicate entry refused by a write of the name
+// name with the skeleton skeleton for editor self (0 for a new editor), as an
+// error wrapping ErrDuplicate: when the skeleton's key refused it, the message
+// names the editor whose name looks alike; otherwise it is taken.
+func (s *Store) nameTaken(ctx context.Context, err error, name string, skeleton [32]byte, self int64, taken string) error {
+	if !strings.Contains(err.Error(), "editors_name_skeleton") {
+		return fmt.Errorf("%w: %s", tasks.ErrDuplicate, taken)
+	}
+	var other struct {
+		ID   int64  `db:"id"`
+		Name string `db:"name"`
+	}
+	if s.db.GetContext(ctx, &other, editorBySkeletonSQL, skeleton[:]) != nil || other.ID == self {
+		return fmt.Errorf("%w: name %q looks like another editor's name", tasks.ErrDuplicate, name)
+	}
+	return fmt.Errorf("%w: name %q looks like the name of editor %d, %q", tasks.ErrDuplicate, name, other.ID, other.Name)
+}
+
+// checkStageLimits refuses stage limits for a category that has no stages in
+// the store's workflows (Config.Workflows): they would limit the editor to
+// nothing of it. The error wraps ErrInvalid and names the category.
+func (s *Store) checkStageLimits(stages map[string][]string) error {
+	for _, cat := range slices.Sorted(maps.Keys(stages)) {
+		if len(s.cfg.Workflows[cat].Stages) == 0 {
+			return fmt.Errorf("%w: stages: category %q has no stages (a category's stages are set in the config's categories)", tasks.ErrInvalid, cat)
+		}
+	}
+	return nil
 }
 
 // editorCategories validates an editor's categories, 1..MaxCategories of them, drops

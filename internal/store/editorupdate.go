@@ -7,12 +7,13 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/taskd/taskd/internal/textrule"
 	"github.com/taskd/taskd/tasks"
 )
 
 const (
 	lockEditorRowSQL          = `SELECT id FROM editors WHERE id = ? FOR UPDATE`
-	updateEditorNameSQL       = `UPDATE editors SET name = ? WHERE id = ?`
+	updateEditorNameSQL       = `UPDATE editors SET name = ?, name_skeleton = ? WHERE id = ?`
 	updateEditorCapacitySQL   = `UPDATE editors SET capacity = ? WHERE id = ?`
 	deleteEditorCategoriesSQL = `DELETE FROM editor_categories WHERE editor_id = ?`
 )
@@ -21,8 +22,8 @@ const (
 // one transaction that locks the editor's row first, as a claim does. New categories
 // replace the old ones whole, as new stage limits do; live claims are kept. It
 // returns the editor as changed; ErrNotFound for an unknown editor; ErrInvalid for
-// bad params (the message names the field), and ErrDuplicate if the name is taken.
-// Nothing is changed on error.
+// bad params (the message names the field), and ErrDuplicate if the name is taken
+// or looks like another editor's (see CreateEditor). Nothing is changed on error.
 func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*tasks.Editor, error) {
 	if p.Name == nil && p.Categories == nil && p.Capacity == nil && p.Stages == nil {
 		return nil, fmt.Errorf("update editor %d: %w: name, categories, capacity or stages must be given", p.ID, tasks.ErrInvalid)
@@ -30,8 +31,17 @@ func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*
 	if p.Capacity != nil && (*p.Capacity < 1 || *p.Capacity > tasks.MaxCapacity) {
 		return nil, fmt.Errorf("update editor %d: %w: capacity must be 1..%d, got %d", p.ID, tasks.ErrInvalid, tasks.MaxCapacity, *p.Capacity)
 	}
+	var name string
+	var skeleton [32]byte
 	if p.Name != nil {
-		if err := tasks.CheckEditorName(*p.Name); err != nil {
+		var err error
+		if name, err = tasks.NormalizeEditorName(*p.Name); err != nil {
+			return nil, fmt.Errorf("update editor %d: %w", p.ID, err)
+		}
+		skeleton = textrule.Skeleton(name)
+	}
+	if p.Stages != nil {
+		if err := s.checkStageLimits(p.Stages); err != nil {
 			return nil, fmt.Errorf("update editor %d: %w", p.ID, err)
 		}
 	}
@@ -49,7 +59,7 @@ func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*
 			return notFound(err)
 		}
 		if p.Name != nil {
-			if _, err := tx.ExecContext(ctx, updateEditorNameSQL, *p.Name, p.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, updateEditorNameSQL, name, skeleton[:], p.ID); err != nil {
 				return err
 			}
 		}
@@ -90,7 +100,7 @@ func (s *Store) UpdateEditor(ctx context.Context, p tasks.UpdateEditorParams) (*
 		return err
 	})
 	if mysqlErrorIs(err, erDupEntry) {
-		return nil, fmt.Errorf("update editor %d: %w: name is taken", p.ID, tasks.ErrDuplicate)
+		return nil, fmt.Errorf("update editor %d: %w", p.ID, s.nameTaken(ctx, err, name, skeleton, p.ID, "name is taken"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update editor %d: %w", p.ID, refusedValue(err))

