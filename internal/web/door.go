@@ -114,7 +114,14 @@ func (h *Handler) ask(r *http.Request, path, token string) *recorder {
 		rec.WriteHeader(http.StatusInternalServerError)
 		return rec
 	}
+	// The API finds the browser's address as for its own requests: from the
+	// connection, or from a trusted proxy's forwarding header.
 	req.RemoteAddr = r.RemoteAddr
+	for _, name := range []string{"X-Forwarded-For", "Forwarded"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			req.Header[name] = v
+		}
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	h.api.ServeHTTP(rec, req)
 	return rec
