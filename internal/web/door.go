@@ -219,7 +219,7 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "editor_id", s.EditorID)
 		}
 		h.setCookie(d, w, r, id, 0)
-		http.Redirect(w, r, d.path, http.StatusSeeOther)
+		seeOther(w, r, d.path)
 	}
 }
 
@@ -240,7 +240,7 @@ func (h *Handler) signOut(d *door) http.HandlerFunc {
 			}
 		}
 		h.setCookie(d, w, r, "", -1)
-		http.Redirect(w, r, d.path, http.StatusSeeOther)
+		seeOther(w, r, d.path)
 	}
 }
 
