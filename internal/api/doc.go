@@ -107,7 +107,7 @@
 // are served: the throttle protects the store, and a token of 256 random
 // bits is not guessed. A token is known to be right without MySQL when this
 // process remembers its editor, or when Redis has the mark every token hash
-// gets for 30 days when MySQL answers for it or the API makes it; a token
+// gets for 30 days when MySQL answers for it or taskd makes it; a token
 // without either waits for the window's end, as a wrong one does. The pages'
 // sign-ins count against the browser's address in the same counter
 // (WithRoute). A token found to be nobody's is remembered for

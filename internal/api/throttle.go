@@ -66,14 +66,15 @@ const instrumentationName = "github.com/taskd/taskd/internal/api"
 // address did, and a wrong token from a blocked address is refused without a
 // MySQL read. Telling the two apart without MySQL takes a memory of the right
 // ones: every token hash the store answered with an editor, or that a
-// process made, is marked in Redis for knownTokenTTL (refreshed with each
-// read of the store). From a blocked address, a token is let on to the
-// look-up when this process remembers its editor or Redis has its mark, and
-// refused 429 otherwise, at one Redis round trip and no MySQL read. A right
-// token no process has read or made for knownTokenTTL (or made outside the
-// API, by the engine's CreateEditor, and never used since) has no mark: from
-// a blocked address it waits for the window's end, as a wrong one does. A
-// Redis that does not answer the mark leaves a blocked address refused.
+// process made (the API's routes, Handler.TokenMade), is marked in Redis for
+// knownTokenTTL (refreshed with each read of the store). From a blocked
+// address, a token is let on to the look-up when this process remembers its
+// editor or Redis has its mark, and refused 429 otherwise, at one Redis round
+// trip and no MySQL read. A right token no process has read or made for
+// knownTokenTTL (or written into the database by another program, and never
+// used since) has no mark: from a blocked address it waits for the window's
+// end, as a wrong one does. A Redis that does not answer the mark leaves a
+// blocked address refused.
 //
 // Only failures and marks reach Redis. The answer of the counter tells the
 // process how long the client is blocked; the process keeps that. A replica
@@ -189,6 +190,13 @@ func (t *throttle) markKnown(ctx context.Context, hash [32]byte) error {
 	}
 	return nil
 }
+
+// TokenMade takes note of hash, the hash of an editor's token made outside
+// the API (by the engine's own editor methods): this process no longer
+// remembers it as nobody's, and it is marked as an editor's in Redis, so that
+// it is served from an address blocked for wrong tokens (see the package
+// documentation). A mark that could not be written is logged.
+func (h *Handler) TokenMade(ctx context.Context, hash [32]byte) { h.a.tokenMade(ctx, hash) }
 
 // block remembers that client is blocked until then.
 func (t *throttle) block(client string, until time.Time) {
