@@ -1041,14 +1041,14 @@ func parseTrustedProxy(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// trustedProxies returns http.trusted_proxies as networks; Validate has
-// checked them.
+// trustedProxies returns http.trusted_proxies as networks. Validate has
+// checked them; an item that is none anyway is left invalid, for the API to
+// refuse.
 func trustedProxies(items []string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range items {
-		if p, err := parseTrustedProxy(s); err == nil {
-			out = append(out, p)
-		}
+		p, _ := parseTrustedProxy(s)
+		out = append(out, p)
 	}
 	return out
 }
