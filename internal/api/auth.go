@@ -222,13 +222,7 @@ func (a *api) mayBeRight(r *http.Request, token string) bool {
 	}
 	known, err := a.throttle.isKnown(r.Context(), hash)
 	if err != nil {
-		t := a.throttle
-		if dropped, ok := t.logs.allow(t.clock()); ok {
-			if dropped > 0 {
-				a.log.WarnContext(r.Context(), "authentication failures not logged", "count", dropped)
-			}
-			a.log.WarnContext(r.Context(), "token from a blocked address refused; its mark could not be read", "route", routeOf(r), "remote_addr", a.clientAddr(r), "err", err)
-		}
+		a.warnLimited(r.Context(), "token from a blocked address refused; its mark could not be read", "route", routeOf(r), "remote_addr", a.clientAddr(r), "err", err)
 		return false
 	}
 	return known
@@ -268,7 +262,7 @@ func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error
 	}
 	a.editors.put(hash, e, gen)
 	if err := a.throttle.markKnown(ctx, hash); err != nil {
-		a.log.WarnContext(ctx, "token not marked as an editor's", "editor_id", e.ID, "err", err)
+		a.warnLimited(ctx, "token not marked as an editor's", "editor_id", e.ID, "err", err)
 	}
 	return e, nil
 }

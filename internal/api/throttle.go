@@ -293,6 +293,20 @@ func (a *api) authFailed(r *http.Request, reason string, answer *apiError) error
 	return answer
 }
 
+// warnLimited logs a warning of the throttle, within the
+// failureLogsPerSecond the failures' lines share.
+func (a *api) warnLimited(ctx context.Context, msg string, args ...any) {
+	t := a.throttle
+	dropped, ok := t.logs.allow(t.clock())
+	if !ok {
+		return
+	}
+	if dropped > 0 {
+		a.log.WarnContext(ctx, "authentication failures not logged", "count", dropped)
+	}
+	a.log.WarnContext(ctx, msg, args...)
+}
+
 // logLimiter lets through at most failureLogsPerSecond lines a second.
 type logLimiter struct {
 	mu      sync.Mutex
