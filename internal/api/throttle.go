@@ -100,9 +100,9 @@ type throttle struct {
 func newThrottle(cfg Config) (*throttle, error) {
 	m := cfg.MeterProvider.Meter(instrumentationName)
 	failures, err1 := m.Int64Counter("taskd.auth.failures", metric.WithUnit("{count}"),
-		metric.WithDescription("Bearer tokens that were nobody's, at the API and at the pages' sign-ins, by route and reason."))
+		metric.WithDescription("Wrong tokens: bearer tokens that were nobody's, at the API and at the pages' sign-ins, and wrong metrics tokens, by route and reason."))
 	throttled, err2 := m.Int64Counter("taskd.auth.throttled", metric.WithUnit("{count}"),
-		metric.WithDescription("Requests answered 429 because their client address sent too many wrong tokens, by route."))
+		metric.WithDescription("Wrong tokens (and requests without one) answered 429 because their client address sent too many wrong tokens, by route."))
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
