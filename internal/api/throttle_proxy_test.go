@@ -2,12 +2,17 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/testenv"
@@ -194,5 +199,58 @@ func TestWrongMetricsTokensAreCounted(t *testing.T) {
 	}
 	if n := in.counter(t, "taskd.auth.failures", "route=GET /metrics", "reason=wrong_metrics_token"); n != 3 {
 		t.Errorf("taskd.auth.failures{route=GET /metrics} = %d, want 3", n)
+	}
+}
+
+// failingScripter passes scripts on to the real Redis until failing is set,
+// then fails them, as a Redis that went away does.
+type failingScripter struct {
+	redis.Scripter
+	failing atomic.Bool
+}
+
+var errRedisGone = errors.New("redis went away")
+
+func (f *failingScripter) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	if f.failing.Load() {
+		return redis.NewCmdResult(nil, errRedisGone)
+	}
+	return f.Scripter.EvalSha(ctx, sha1, keys, args...)
+}
+
+func (f *failingScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	if f.failing.Load() {
+		return redis.NewCmdResult(nil, errRedisGone)
+	}
+	return f.Scripter.Eval(ctx, script, keys, args...)
+}
+
+// TestBlockedWithoutMarks: when the marks cannot be read, a blocked
+// address's tokens that this process does not remember are refused 429,
+// without a store call, and those it remembers are served.
+func TestBlockedWithoutMarks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prefix := testenv.Prefix(t)
+	other := newInstance(t, b, prefix, api.Config{})
+	unseen := other.editor(t, "unseen", "news")
+	fs := &failingScripter{Scripter: b.rdb}
+	cfg := api.Config{AuthFailures: 1, Redis: fs}
+	in := newInstance(t, b, prefix, cfg)
+	seen := in.editor(t, "seen", "news")
+	wantJSON(t, in.do(t, "GET", "/v1/me", seen.Token, ""), http.StatusOK, nil)
+	wantError(t, in.do(t, "GET", "/v1/me", "wrong-token-1", ""), http.StatusUnauthorized, "unauthorized")
+	wantThrottled(t, in.do(t, "GET", "/v1/me", "wrong-token-2", ""), time.Minute)
+
+	fs.failing.Store(true)
+	calls := in.store.calls.Load()
+	wantThrottled(t, in.do(t, "GET", "/v1/me", unseen.Token, ""), time.Minute)
+	wantThrottled(t, in.do(t, "GET", "/v1/me", "wrong-token-3", ""), time.Minute)
+	if n := in.store.calls.Load(); n != calls {
+		t.Errorf("tokens from a blocked address without marks cost %d store calls", n-calls)
+	}
+	wantJSON(t, in.do(t, "GET", "/v1/me", seen.Token, ""), http.StatusOK, nil)
+	if !strings.Contains(b.logs.String(), `msg="token from a blocked address refused; its mark could not be read"`) {
+		t.Errorf("the logs do not say why a token was refused:\n%s", b.logs.String())
 	}
 }

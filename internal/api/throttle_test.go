@@ -148,12 +148,16 @@ type instance struct {
 }
 
 // newInstance starts an API over b's dispatcher and database with cfg's
-// throttling, keeping its counters under prefix in b's Redis.
+// throttling, keeping its counters under prefix in b's Redis (or in
+// cfg.Redis, when set).
 func newInstance(t *testing.T, b *bundle, prefix string, cfg api.Config) *instance {
 	t.Helper()
 	in := &instance{store: &countingStore{Store: b.store}, metrics: sdkmetric.NewManualReader(), prefix: prefix}
 	cfg.Dispatcher, cfg.Store, cfg.AdminToken = b.d, in.store, adminToken
-	cfg.Redis, cfg.KeyPrefix = b.rdb, prefix
+	if cfg.Redis == nil {
+		cfg.Redis = b.rdb
+	}
+	cfg.KeyPrefix = prefix
 	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(in.metrics))
 	cfg.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, err := api.New(cfg)
