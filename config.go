@@ -331,8 +331,10 @@ type HTTPConfig struct {
 	// instead.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// MetricsToken, when set, is the bearer token GET /metrics needs,
-	// wherever it is served (at least 16 characters). Empty: /metrics is open
-	// to anyone who reaches its listener.
+	// wherever it is served (at least 16 characters); on Addr, wrong ones
+	// count against the client's address with the other wrong tokens (see
+	// AuthFailures). Empty: /metrics is open to anyone who reaches its
+	// listener.
 	MetricsToken string `yaml:"metrics_token" secret:"true"`
 	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next
 	// with a wait) one editor holds open in one process: one more answers
