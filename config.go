@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -330,24 +331,35 @@ type HTTPConfig struct {
 	// instead.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// MetricsToken, when set, is the bearer token GET /metrics needs,
-	// wherever it is served (at least 16 characters). Empty: /metrics is open
-	// to anyone who reaches its listener.
+	// wherever it is served (at least 16 characters); on Addr, wrong ones
+	// count against the client's address with the other wrong tokens (see
+	// AuthFailures). Empty: /metrics is open to anyone who reaches its
+	// listener.
 	MetricsToken string `yaml:"metrics_token" secret:"true"`
 	// MaxPollsPerEditor bounds the long polls (POST /v1/assignments/next
 	// with a wait) one editor holds open in one process: one more answers
 	// its oldest 204 at once ("nothing now, ask again"). Negative: no bound.
 	// Default 4.
 	MaxPollsPerEditor int `yaml:"max_polls_per_editor"`
-	// AuthFailures is how many wrong bearer tokens (at the API, or at the
-	// pages' sign-ins) one client address may send per AuthFailureWindow;
-	// past it the address is answered 429 with Retry-After, a right token
-	// too, until the window ends. Counted in Redis, so shared by every
-	// replica. The address is the connection's: behind a proxy, every client
-	// has the proxy's. Negative turns throttling off. Default 20.
+	// AuthFailures is how many wrong bearer tokens (at the API, at the
+	// pages' sign-ins, or at GET /metrics) one client address may send per
+	// AuthFailureWindow; past it the address's wrong tokens are answered 429
+	// with Retry-After until the window ends, without a MySQL read, while its
+	// right tokens are served. Counted in Redis, so shared by every replica.
+	// The address is the connection's, or a trusted proxy's client (see
+	// TrustedProxies); IPv6 addresses count by /64. Negative turns
+	// throttling off. Default 20.
 	AuthFailures int `yaml:"auth_failures"`
 	// AuthFailureWindow is the window AuthFailures counts in, at least 1s.
 	// Default 1m.
 	AuthFailureWindow time.Duration `yaml:"auth_failure_window"`
+	// TrustedProxies are the networks of the proxies in front of taskd, as
+	// CIDRs ("10.0.0.0/8", "2001:db8::/32"; a bare address is one host).
+	// From a connection of one of them, the client address that wrong
+	// tokens count against is the right-most hop of X-Forwarded-For or
+	// Forwarded that is none of them; from any other connection, the
+	// connection's address, whatever the headers say. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // MySQLConfig configures the database.
@@ -830,6 +842,11 @@ func (v *validator) http() {
 		v.fail("http.auth_failures", "must be at most %d (negative turns throttling off), got %d", authFailuresMax, h.AuthFailures)
 	}
 	v.atLeast("http.auth_failure_window", h.AuthFailureWindow, time.Second)
+	for _, p := range h.TrustedProxies {
+		if _, err := parseTrustedProxy(p); err != nil {
+			v.fail("http.trusted_proxies", "%v", err)
+		}
+	}
 	// A response to a long poll is written when the wait ends, or when the
 	// request's time runs out a request timeout later; the write timeout
 	// counts from the end of the request's headers.
@@ -1003,6 +1020,39 @@ func checkTraceURL(s string) error {
 		return fmt.Errorf("must be an http or https URL, got %q", s)
 	}
 	return nil
+}
+
+// parseTrustedProxy parses an item of http.trusted_proxies: a CIDR, or an
+// IP address standing for its own host.
+func parseTrustedProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("must be CIDRs such as 10.0.0.0/8 or 2001:db8::/32, got %q", s)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("must be CIDRs such as 10.0.0.0/8 or 2001:db8::/32, got %q", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// trustedProxies returns http.trusted_proxies as networks. Validate has
+// checked them; an item that is none anyway is left invalid, for the API to
+// refuse.
+func trustedProxies(items []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range items {
+		p, _ := parseTrustedProxy(s)
+		out = append(out, p)
+	}
+	return out
 }
 
 // checkHostPort checks a host:port address. The host may be empty (all

@@ -285,14 +285,17 @@ func (e *Engine) build(mux *worker.Mux, work bool) error {
 			return err
 		}
 	}
+	// Metrics on the API's listener are guarded by the API, which counts
+	// wrong metrics tokens with the other wrong tokens; elsewhere by
+	// MetricsHandler alone.
 	metrics := e.tel.Metrics
-	if metrics != nil {
-		metrics = api.MetricsHandler(metrics, e.cfg.HTTP.MetricsToken)
-	}
-	if e.cfg.HTTP.MetricsAddr != "" && e.cfg.HTTP.Addr != "" {
-		e.metrics, metrics = healthHandler(metrics), nil
+	if metrics != nil && e.cfg.HTTP.MetricsAddr != "" && e.cfg.HTTP.Addr != "" {
+		e.metrics, metrics = healthHandler(api.MetricsHandler(metrics, e.cfg.HTTP.MetricsToken)), nil
 	}
 	if e.cfg.AdminToken == "" {
+		if metrics != nil {
+			metrics = api.MetricsHandler(metrics, e.cfg.HTTP.MetricsToken)
+		}
 		e.handler = healthHandler(metrics)
 		return nil
 	}

@@ -24,7 +24,12 @@ import (
 // error wrapping tasks.ErrInvalid for a bad name or category and one wrapping
 // tasks.ErrDuplicate when the name or the token hash is taken.
 func (e *Engine) CreateEditor(ctx context.Context, p tasks.CreateEditorParams) (*tasks.Editor, error) {
-	return e.store.CreateEditor(ctx, p)
+	ed, err := e.store.CreateEditor(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e.tokenMade(ctx, p.TokenHash)
+	return ed, nil
 }
 
 // UpdateEditor changes an editor's name, categories, capacity and/or stage
@@ -91,12 +96,21 @@ func (e *Engine) SetEditorToken(ctx context.Context, id int64, hash [32]byte) er
 	if err := e.store.SetEditorToken(ctx, id, hash); err != nil {
 		return err
 	}
+	e.tokenMade(ctx, hash)
 	if err := e.editorChanged(ctx, id, api.EditorToken); err != nil {
 		// A session of the old token is refused anyway (it holds the old
 		// token's hash), and the pages end it on its next call.
 		e.log.WarnContext(ctx, "end the sessions of an editor's old token", "editor_id", id, "err", err)
 	}
 	return nil
+}
+
+// tokenMade tells the engine's API, when it serves one, of a token just
+// made, so that it is served from an address blocked for wrong tokens.
+func (e *Engine) tokenMade(ctx context.Context, hash [32]byte) {
+	if e.api != nil {
+		e.api.TokenMade(ctx, hash)
+	}
 }
 
 // editorChanged brings the engine's API, when it serves one, in step with a

@@ -215,6 +215,8 @@ func (e *Engine) apiConfig(metrics http.Handler) api.Config {
 			{Name: "redis", Check: e.redis.check},
 		},
 		Metrics:           metrics,
+		MetricsToken:      h.MetricsToken,
+		TrustedProxies:    trustedProxies(h.TrustedProxies),
 		MaxWait:           h.MaxWait,
 		RequestTimeout:    h.RequestTimeout,
 		EditorCacheTTL:    h.EditorCacheTTL,

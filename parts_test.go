@@ -29,7 +29,7 @@ import (
 // or only the taskd command does.
 var engineKeys = []string{
 	"http.addr", "http.read_header_timeout", "http.read_timeout", "http.write_timeout",
-	"http.idle_timeout", "http.shutdown_timeout", "http.metrics_addr", "http.metrics_token",
+	"http.idle_timeout", "http.shutdown_timeout", "http.metrics_addr",
 	"mysql.dsn", "mysql.replica_dsn",
 	"redis.cluster", // the mode, redis.go's choice
 	"log.level", "log.format",
@@ -42,7 +42,6 @@ var engineKeys = []string{
 var notKeys = []string{
 	"worker.ID", "worker.Wait",
 	"store.InsertBatchSize", "store.ReplicaTimeout", "store.ReplicaRest",
-	"api.MetricsToken", // the engine wraps Metrics itself, for the metrics listener too
 	"activity.FlushInterval", "activity.Retention",
 	"telemetry.ServiceVersion",
 	"schedule.Schedules.Task.Key",         // the scheduler's, per tick

@@ -169,14 +169,28 @@ var (
 	ErrBadSignature = errors.New("webhook: signature does not match")
 	// ErrTooOld: the timestamp is further than the tolerance from now.
 	ErrTooOld = errors.New("webhook: signature timestamp outside the tolerance")
+	// ErrNoSecret: Verify was called with an empty secret, which anyone can
+	// sign with; no signature is accepted with it.
+	ErrNoSecret = errors.New("webhook: empty secret: pass the webhook's secret from taskd's configuration")
+	// ErrNegativeTolerance: Verify was called with a negative tolerance,
+	// which would accept a captured request replayed at any time.
+	ErrNegativeTolerance = errors.New("webhook: negative tolerance: pass 0 for ToleranceDefault, or a positive duration")
 )
 
 // Verify checks the Taskd-Signature header of a request whose raw body is body
 // against secret: one of its v1 values must be the HMAC of its timestamp and
 // body, and the timestamp must be within tolerance of now (0 means
-// ToleranceDefault; negative skips the check). It compares in constant time
-// and returns nil, ErrNoSignature, ErrBadSignature or ErrTooOld.
+// ToleranceDefault). It compares in constant time and returns nil,
+// ErrNoSignature, ErrBadSignature or ErrTooOld; an empty secret is
+// ErrNoSecret and a negative tolerance ErrNegativeTolerance, whatever the
+// header says.
 func Verify(secret, header string, body []byte, tolerance time.Duration, now time.Time) error {
+	switch {
+	case secret == "":
+		return ErrNoSecret
+	case tolerance < 0:
+		return fmt.Errorf("%w (got %v)", ErrNegativeTolerance, tolerance)
+	}
 	var ts string
 	var sigs [][]byte
 	for part := range strings.SplitSeq(header, ",") {
@@ -208,7 +222,7 @@ func Verify(secret, header string, body []byte, tolerance time.Duration, now tim
 	if tolerance == 0 {
 		tolerance = ToleranceDefault
 	}
-	if d := now.Sub(time.Unix(unix, 0)).Abs(); tolerance > 0 && d > tolerance {
+	if d := now.Sub(time.Unix(unix, 0)).Abs(); d > tolerance {
 		return fmt.Errorf("%w: %v off", ErrTooOld, d.Truncate(time.Second))
 	}
 	return nil

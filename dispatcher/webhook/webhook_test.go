@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,7 +29,11 @@ func TestSignVerify(t *testing.T) {
 		{"timestamp changed", "s3cret-0123456789", "t=1700000001" + sig[len("t=1700000000"):], body, now, 0, ErrBadSignature},
 		{"too old", "s3cret-0123456789", sig, body, now.Add(6 * time.Minute), 0, ErrTooOld},
 		{"from the future", "s3cret-0123456789", sig, body, now.Add(-time.Hour), time.Minute, ErrTooOld},
-		{"age not checked", "s3cret-0123456789", sig, body, now.Add(time.Hour), -1, nil},
+		{"long tolerance", "s3cret-0123456789", sig, body, now.Add(time.Hour), 2 * time.Hour, nil},
+		{"negative tolerance", "s3cret-0123456789", sig, body, now, -1, ErrNegativeTolerance},
+		{"negative tolerance, too old", "s3cret-0123456789", sig, body, now.Add(time.Hour), -time.Minute, ErrNegativeTolerance},
+		{"empty secret", "", Sign("", now, body), body, now, 0, ErrNoSecret},
+		{"empty secret, no header", "", "", body, now, 0, ErrNoSecret},
 		{"empty", "s3cret-0123456789", "", body, now, 0, ErrNoSignature},
 		{"no v1", "s3cret-0123456789", "t=1700000000", body, now, 0, ErrNoSignature},
 		{"no t", "s3cret-0123456789", sig[len("t=1700000000,"):], body, now, 0, ErrNoSignature},
@@ -36,5 +41,12 @@ func TestSignVerify(t *testing.T) {
 		if err := Verify(tc.secret, tc.header, tc.body, tc.tolerance, tc.at); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.want)
 		}
+	}
+	// The refusals say what to pass instead.
+	if err := Verify("s3cret-0123456789", sig, body, -time.Minute, now); err == nil || !strings.Contains(err.Error(), "pass 0 for ToleranceDefault") || !strings.Contains(err.Error(), "-1m0s") {
+		t.Errorf("a negative tolerance: %v", err)
+	}
+	if err := Verify("", sig, body, 0, now); err == nil || !strings.Contains(err.Error(), "empty secret") {
+		t.Errorf("an empty secret: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ func (a *api) createEditor(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.editors.known(hash)
+	a.tokenMade(r.Context(), hash)
 	a.log.InfoContext(r.Context(), "editor created", "editor_id", e.ID, "categories", len(e.Categories))
 	a.writeJSON(w, r, http.StatusCreated, createEditorResponse{
 		ID: e.ID, Name: e.Name, Categories: e.Categories, Token: token,

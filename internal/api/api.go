@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -153,6 +154,14 @@ type Config struct {
 	// failure starts it, and a blocked client waits for its end. Default
 	// AuthFailureWindowDefault.
 	AuthFailureWindow time.Duration
+	// TrustedProxies are the networks of the proxies in front of taskd
+	// (load balancers, TLS terminators). A request whose connection comes
+	// from one of them counts its wrong tokens against the client its
+	// X-Forwarded-For or Forwarded header names (the right-most hop that is
+	// no trusted proxy); any other request counts them against its
+	// connection's address, whatever its headers say. Default none: the
+	// headers are never read.
+	TrustedProxies []netip.Prefix
 	// MeterProvider receives the API's metrics (taskd.auth.failures,
 	// taskd.auth.throttled). Default otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
@@ -215,6 +224,11 @@ func (c Config) validate() error {
 		}
 		seen[ch.Name] = true
 	}
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("trusted proxy %d is not a valid network", i)
+		}
+	}
 	return nil
 }
 
@@ -230,6 +244,7 @@ type api struct {
 	timeout   time.Duration // Config.RequestTimeout
 	editors   *editorCache
 	throttle  *throttle
+	trusted   []netip.Prefix // Config.TrustedProxies
 	polls     *polls
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	hist      History                                                  // nil without a history
@@ -257,6 +272,7 @@ func New(cfg Config) (*Handler, error) {
 		timeout:   cfg.RequestTimeout,
 		editors:   newEditorCache(cfg.EditorCacheTTL, editorCacheMax, unknownTokensMax),
 		polls:     newPolls(max(cfg.MaxPollsPerEditor, 0)),
+		trusted:   maskAll(cfg.TrustedProxies),
 		backlog:   cfg.WebhookBacklog,
 		hist:      cfg.History,
 		log:       cfg.Logger,
@@ -269,7 +285,7 @@ func New(cfg Config) (*Handler, error) {
 	a.drain, a.endDrain = context.WithCancel(context.Background())
 	var metrics http.Handler
 	if cfg.Metrics != nil {
-		metrics = MetricsHandler(cfg.Metrics, cfg.MetricsToken)
+		metrics = a.metrics(cfg.Metrics, cfg.MetricsToken)
 	}
 	a.routes(metrics)
 	return &Handler{a: a}, nil

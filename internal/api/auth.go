@@ -194,15 +194,16 @@ func (a *api) editor(h editorHandlerFunc) http.Handler {
 }
 
 // bearer returns the request's bearer token, or a 401 apiError; a client
-// blocked for sending wrong tokens (see throttle) is answered 429, whatever
-// its token.
+// blocked for sending wrong tokens (see throttle) is answered 429 for a
+// missing token. A token is not judged here: a right one is served whatever
+// its address did (see editorByBearer).
 func (a *api) bearer(r *http.Request) (string, error) {
-	if err := a.refuseBlocked(r); err != nil {
-		return "", err
-	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		if err := a.refuseBlocked(r); err != nil {
+			return "", err
+		}
 		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer token")
 	}
 	return token, nil
@@ -226,13 +227,52 @@ func (a *api) editorByToken(r *http.Request, token string) (*tasks.Editor, error
 var errUnknownToken = errorf(http.StatusUnauthorized, codeUnauthorized, "unknown token")
 
 // editorByBearer is editorByToken for a bearer token: a token that is
-// nobody's counts against the client (see authFailed).
+// nobody's counts against the client (see authFailed). From a client
+// blocked for wrong tokens, a token that may be right (see mayBeRight) is
+// looked up as from any other; any other token is answered 429 without a
+// look-up.
 func (a *api) editorByBearer(r *http.Request, token string) (*tasks.Editor, error) {
+	if left := a.throttle.blockedFor(a.clientAddr(r)); left > 0 && !a.mayBeRight(r, token) {
+		return nil, a.throttledAnswer(r, left)
+	}
 	e, err := a.editorByToken(r, token)
 	if errors.Is(err, errUnknownToken) {
 		return nil, a.authFailed(r, "unknown_token", errUnknownToken)
 	}
 	return e, err
+}
+
+// mayBeRight reports, without a MySQL read, whether token may be an
+// editor's: this process remembers its editor, or Redis has the mark of its
+// hash (one round trip; see throttle). A token this process remembers as
+// nobody's, or a Redis that does not answer, says no.
+func (a *api) mayBeRight(r *http.Request, token string) bool {
+	if len(token) > maxTokenLen {
+		return false
+	}
+	hash := tasks.HashToken(token)
+	if _, ok := a.editors.get(hash); ok {
+		return true
+	}
+	if a.editors.isUnknown(hash) {
+		return false
+	}
+	known, err := a.throttle.isKnown(r.Context(), hash)
+	if err != nil {
+		a.warnLimited(r.Context(), "token from a blocked address refused; its mark could not be read", "route", routeOf(r), "remote_addr", a.clientAddr(r), "err", err)
+		return false
+	}
+	return known
+}
+
+// tokenMade takes note of hash, the hash of a token this process just made:
+// it is no longer remembered as nobody's, and it is marked as an editor's
+// (see throttle); a mark that could not be written is logged.
+func (a *api) tokenMade(ctx context.Context, hash [32]byte) {
+	a.editors.known(hash)
+	if err := a.throttle.markKnown(ctx, hash); err != nil {
+		a.log.WarnContext(ctx, "new token not marked; from a blocked address it waits for the block to end", "err", err)
+	}
 }
 
 // editorByHash returns the editor whose token has this hash, or a 401
@@ -258,5 +298,8 @@ func (a *api) editorByHash(r *http.Request, hash [32]byte) (*tasks.Editor, error
 		return nil, err
 	}
 	a.editors.put(hash, e, gen)
+	if err := a.throttle.markKnown(ctx, hash); err != nil {
+		a.warnLimited(ctx, "token not marked as an editor's", "editor_id", e.ID, "err", err)
+	}
 	return e, nil
 }

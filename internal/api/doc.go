@@ -97,19 +97,26 @@
 // process that disabled it at once, on others within Config.EditorCacheTTL,
 // and the store refuses a disabled editor any claim whatever a cache says.
 //
-// Wrong tokens are throttled per client address (the host of the request's
-// RemoteAddr; X-Forwarded-For is not read), with Config.Redis: each token
-// that is nobody's is logged (route, address, reason; never the token),
-// counted in taskd.auth.failures, and counted in Redis, in a window of
-// Config.AuthFailureWindow shared by every replica. Past Config.AuthFailures
-// in a window, the address is answered 429 throttled with Retry-After until
-// the window ends, whatever its token: a right token from it is refused too,
-// since it might be a guess that hit. Only failures reach Redis; a process
-// keeps what the counter answered and refuses a blocked address without a
-// store, while another replica learns of the block at the address's first
-// failure there. The pages' sign-ins count against the browser's address in
-// the same counter (WithRoute). A token found to be nobody's is remembered
-// for Config.EditorCacheTTL, so sending it again costs no MySQL read.
+// Wrong tokens are throttled per client address, with Config.Redis: each
+// token that is nobody's (at GET /metrics, each wrong metrics token) is logged
+// (route, address, reason; never the token), counted in taskd.auth.failures,
+// and counted in Redis, in a window of Config.AuthFailureWindow shared by
+// every replica. Past Config.AuthFailures in a window, the address's wrong
+// tokens, and its requests without one, are answered 429 throttled with
+// Retry-After until the window ends, without a MySQL read. Its right tokens
+// are served: the throttle protects the store, and a token of 256 random
+// bits is not guessed. A token is known to be right without MySQL when this
+// process remembers its editor, or when Redis has the mark every token hash
+// gets for 30 days when MySQL answers for it or taskd makes it; a token
+// without either waits for the window's end, as a wrong one does. The pages'
+// sign-ins count against the browser's address in the same counter
+// (WithRoute). A token found to be nobody's is remembered for
+// Config.EditorCacheTTL, so sending it again costs no MySQL read.
+//
+// The client address is the host of the request's RemoteAddr, unless that
+// is one of Config.TrustedProxies: then it is the right-most hop of
+// X-Forwarded-For or Forwarded that is no trusted proxy. An IPv6 address
+// counts with its /64.
 //
 // # Whose claim
 //

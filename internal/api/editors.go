@@ -447,7 +447,7 @@ func (a *api) newEditorToken(w http.ResponseWriter, r *http.Request) error {
 	if err := a.editorChanged(r.Context(), id, EditorToken); err != nil {
 		a.log.WarnContext(r.Context(), "end the sessions of an editor's old token", "editor_id", id, "err", err)
 	}
-	a.editors.known(hash)
+	a.tokenMade(r.Context(), hash)
 	a.log.InfoContext(r.Context(), "editor token replaced", "editor_id", id)
 	a.writeJSON(w, r, http.StatusOK, newTokenResponse{ID: id, Token: token})
 	return nil

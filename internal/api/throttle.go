@@ -3,10 +3,10 @@ package api
 import (
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -21,6 +21,16 @@ var authFailLua string
 
 var authFailScript = redis.NewScript(authFailLua)
 
+//go:embed tokenknown.lua
+var tokenKnownLua string
+
+var tokenKnownScript = redis.NewScript(tokenKnownLua)
+
+//go:embed tokenmark.lua
+var tokenMarkLua string
+
+var tokenMarkScript = redis.NewScript(tokenMarkLua)
+
 // Throttling of failed authentications.
 const (
 	// AuthFailuresDefault is how many failed tokens one client address may
@@ -32,6 +42,10 @@ const (
 	// past it, a blocked client's failures are still refused, by the counter
 	// in Redis, at a round trip each.
 	blockedMax = 100_000
+	// knownTokenTTL is how long a token hash stays marked as an editor's
+	// after a process last read it from the store or made it: a right
+	// token from a blocked address is served when its mark is there.
+	knownTokenTTL = 30 * 24 * time.Hour
 	// failureLogsPerSecond bounds the failure log lines a process writes per
 	// second; the rest are counted in one line when the next second begins.
 	failureLogsPerSecond = 20
@@ -44,18 +58,32 @@ const instrumentationName = "github.com/taskd/taskd/internal/api"
 // per client address in Redis, shared by every replica: a fixed window of
 // Config.AuthFailureWindow, whose counter the first failure starts. A client
 // over Config.AuthFailures in a window is blocked until the window ends: the
-// failure that crossed the line, and every later one on any replica, is
-// answered 429 with Retry-After instead of 401.
+// failure that crossed the line, and every later wrong token on any replica,
+// is answered 429 with Retry-After instead of 401.
 //
-// Only failures reach Redis. The answer of the counter tells the process
-// how long the client is blocked; the process keeps that, and refuses
-// every bearer request of that client (a right token too: it might be a
-// guess that hit) 429 without reading the token, Redis or MySQL. A replica
+// The throttle protects the store, not the tokens (an editor's token has 256
+// random bits: it is not guessed). So a right token is served whatever its
+// address did, and a wrong token from a blocked address is refused without a
+// MySQL read. Telling the two apart without MySQL takes a memory of the right
+// ones: every token hash the store answered with an editor, or that a
+// process made (the API's routes, Handler.TokenMade), is marked in Redis for
+// knownTokenTTL (refreshed with each read of the store). From a blocked
+// address, a token is let on to the look-up when this process remembers its
+// editor or Redis has its mark, and refused 429 otherwise, at one Redis round
+// trip and no MySQL read. A right token no process has read or made for
+// knownTokenTTL (or written into the database by another program, and never
+// used since) has no mark: from a blocked address it waits for the window's
+// end, as a wrong one does. A Redis that does not answer the mark leaves a
+// blocked address refused.
+//
+// Only failures and marks reach Redis. The answer of the counter tells the
+// process how long the client is blocked; the process keeps that. A replica
 // that has not seen the client fail since learns of the block with the
 // client's first failure there.
 type throttle struct {
 	rdb    redis.Scripter
 	prefix string // of the counters' keys
+	marks  string // prefix of the marks of known token hashes
 	limit  int64
 	window time.Duration
 	clock  func() time.Time
@@ -72,9 +100,9 @@ type throttle struct {
 func newThrottle(cfg Config) (*throttle, error) {
 	m := cfg.MeterProvider.Meter(instrumentationName)
 	failures, err1 := m.Int64Counter("taskd.auth.failures", metric.WithUnit("{count}"),
-		metric.WithDescription("Bearer tokens that were nobody's, at the API and at the pages' sign-ins, by route and reason."))
+		metric.WithDescription("Wrong tokens: bearer tokens that were nobody's, at the API and at the pages' sign-ins, and wrong metrics tokens, by route and reason."))
 	throttled, err2 := m.Int64Counter("taskd.auth.throttled", metric.WithUnit("{count}"),
-		metric.WithDescription("Requests answered 429 because their client address sent too many wrong tokens, by route."))
+		metric.WithDescription("Wrong tokens (and requests without one) answered 429 because their client address sent too many wrong tokens, by route."))
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
@@ -82,7 +110,7 @@ func newThrottle(cfg Config) (*throttle, error) {
 		return &throttle{failures: failures, throttled: throttled, log: cfg.Logger, clock: time.Now}, nil
 	}
 	return &throttle{
-		rdb: cfg.Redis, prefix: cfg.KeyPrefix + "auth:fail:", limit: int64(cfg.AuthFailures), window: cfg.AuthFailureWindow,
+		rdb: cfg.Redis, prefix: cfg.KeyPrefix + "auth:fail:", marks: cfg.KeyPrefix + "auth:known:", limit: int64(cfg.AuthFailures), window: cfg.AuthFailureWindow,
 		clock: time.Now, log: cfg.Logger, failures: failures, throttled: throttled,
 		blocked: make(map[string]time.Time),
 	}, nil
@@ -140,6 +168,36 @@ func (t *throttle) fail(ctx context.Context, client string) (time.Duration, erro
 	return left, nil
 }
 
+// isKnown reports whether Redis has the mark of a token hash that an editor
+// had (one round trip).
+func (t *throttle) isKnown(ctx context.Context, hash [32]byte) (bool, error) {
+	n, err := tokenKnownScript.Run(ctx, t.rdb, []string{t.marks + hex.EncodeToString(hash[:])}).Int64()
+	if err != nil {
+		return false, fmt.Errorf("read the mark of a token: %w", err)
+	}
+	return n == 1, nil
+}
+
+// markKnown marks hash, an editor's token hash, for knownTokenTTL (one
+// round trip). Without throttling it does nothing.
+func (t *throttle) markKnown(ctx context.Context, hash [32]byte) error {
+	if !t.on() {
+		return nil
+	}
+	err := tokenMarkScript.Run(ctx, t.rdb, []string{t.marks + hex.EncodeToString(hash[:])}, knownTokenTTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("mark a token as an editor's: %w", err)
+	}
+	return nil
+}
+
+// TokenMade takes note of hash, the hash of an editor's token made outside
+// the API (by the engine's own editor methods): this process no longer
+// remembers it as nobody's, and it is marked as an editor's in Redis, so that
+// it is served from an address blocked for wrong tokens (see the package
+// documentation). A mark that could not be written is logged.
+func (h *Handler) TokenMade(ctx context.Context, hash [32]byte) { h.a.tokenMade(ctx, hash) }
+
 // block remembers that client is blocked until then.
 func (t *throttle) block(client string, until time.Time) {
 	t.mu.Lock()
@@ -189,23 +247,19 @@ func routeOf(r *http.Request) string {
 	return r.Pattern
 }
 
-// clientAddr returns the address failures of r count against: the host of
-// r.RemoteAddr. taskd does not read X-Forwarded-For: behind a proxy, every
-// client has the proxy's address.
-func clientAddr(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
-}
-
 // refuseBlocked returns the 429 apiError when r's client is blocked, else
 // nil. It reads no store.
 func (a *api) refuseBlocked(r *http.Request) error {
-	left := a.throttle.blockedFor(clientAddr(r))
+	left := a.throttle.blockedFor(a.clientAddr(r))
 	if left <= 0 {
 		return nil
 	}
+	return a.throttledAnswer(r, left)
+}
+
+// throttledAnswer counts a 429 answer to r, whose client is blocked for left, and
+// returns it.
+func (a *api) throttledAnswer(r *http.Request, left time.Duration) error {
 	a.throttle.throttled.Add(r.Context(), 1, metric.WithAttributes(attribute.String("route", routeOf(r))))
 	return throttledError(left)
 }
@@ -215,7 +269,7 @@ func (a *api) refuseBlocked(r *http.Request) error {
 // client's address. It returns the answer: 401, or 429 once the client is
 // over the limit. A Redis that does not answer leaves it 401.
 func (a *api) authFailed(r *http.Request, reason string, answer *apiError) error {
-	ctx, client, route := r.Context(), clientAddr(r), routeOf(r)
+	ctx, client, route := r.Context(), a.clientAddr(r), routeOf(r)
 	a.throttle.failures.Add(ctx, 1, metric.WithAttributes(attribute.String("route", route), attribute.String("reason", reason)))
 	left, err := a.throttle.fail(ctx, client)
 	t := a.throttle
@@ -237,6 +291,20 @@ func (a *api) authFailed(r *http.Request, reason string, answer *apiError) error
 		return throttledError(left)
 	}
 	return answer
+}
+
+// warnLimited logs a warning of the throttle, within the
+// failureLogsPerSecond the failures' lines share.
+func (a *api) warnLimited(ctx context.Context, msg string, args ...any) {
+	t := a.throttle
+	dropped, ok := t.logs.allow(t.clock())
+	if !ok {
+		return
+	}
+	if dropped > 0 {
+		a.log.WarnContext(ctx, "authentication failures not logged", "count", dropped)
+	}
+	a.log.WarnContext(ctx, msg, args...)
 }
 
 // logLimiter lets through at most failureLogsPerSecond lines a second.

@@ -1139,8 +1139,10 @@ type ClientInterface interface {
 	// Metrics Prometheus metrics
 	//
 	// Open to anyone unless http.metrics_token is set: then it needs that
-	// token as a bearer token (not the admin's). With http.metrics_addr set,
-	// metrics are served on that listener and not here (404).
+	// token as a bearer token (not the admin's); a wrong one counts against
+	// the client's address as a wrong bearer token does. With
+	// http.metrics_addr set, metrics are served on that listener and not
+	// here (404).
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1637,8 +1639,10 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Metrics Prometheus metrics
 //
 // Open to anyone unless http.metrics_token is set: then it needs that
-// token as a bearer token (not the admin's). With http.metrics_addr set,
-// metrics are served on that listener and not here (404).
+// token as a bearer token (not the admin's); a wrong one counts against
+// the client's address as a wrong bearer token does. With
+// http.metrics_addr set, metrics are served on that listener and not
+// here (404).
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4143,8 +4147,10 @@ type ClientWithResponsesInterface interface {
 	// MetricsWithResponse Prometheus metrics
 	//
 	// Open to anyone unless http.metrics_token is set: then it needs that
-	// token as a bearer token (not the admin's). With http.metrics_addr set,
-	// metrics are served on that listener and not here (404).
+	// token as a bearer token (not the admin's); a wrong one counts against
+	// the client's address as a wrong bearer token does. With
+	// http.metrics_addr set, metrics are served on that listener and not
+	// here (404).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4715,6 +4721,11 @@ type MetricsResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// MetricsResponse429Headers the declared response headers of an HTTP 429 response for Metrics
+type MetricsResponse429Headers struct {
+	RetryAfter int
+}
+
 // MetricsResponse503Headers the declared response headers of an HTTP 503 response for Metrics
 type MetricsResponse503Headers struct {
 	RetryAfter *int
@@ -4727,10 +4738,14 @@ type MetricsResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ShuttingDown
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MetricsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MetricsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *MetricsResponse503Headers
 }
@@ -4743,6 +4758,11 @@ func (r MetricsResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r MetricsResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MetricsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -8042,8 +8062,10 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // MetricsWithResponse Prometheus metrics
 //
 // Open to anyone unless http.metrics_token is set: then it needs that
-// token as a bearer token (not the admin's). With http.metrics_addr set,
-// metrics are served on that listener and not here (404).
+// token as a bearer token (not the admin's); a wrong one counts against
+// the client's address as a wrong bearer token does. With
+// http.metrics_addr set, metrics are served on that listener and not
+// here (404).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8913,6 +8935,13 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ShuttingDown
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8933,6 +8962,16 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MetricsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers MetricsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

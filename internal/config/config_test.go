@@ -198,6 +198,9 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_HTTP_REQUEST_TIMEOUT", "45s", "http.write_timeout", "greater than http.max_wait + http.request_timeout"},
 		{"TASKD_HTTP_READ_HEADER_TIMEOUT", "10ms", "http.read_header_timeout", "at least 100ms"},
 		{"TASKD_HTTP_SHUTDOWN_TIMEOUT", "-1s", "http.shutdown_timeout", "at least 0s"},
+		{"TASKD_HTTP_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/33", "http.trusted_proxies", `must be CIDRs such as 10.0.0.0/8 or 2001:db8::/32, got "10.0.0.0/33"`},
+		{"TASKD_HTTP_TRUSTED_PROXIES", "10.0.0.1:80", "http.trusted_proxies", `got "10.0.0.1:80"`},
+		{"TASKD_HTTP_TRUSTED_PROXIES", "proxy.internal", "http.trusted_proxies", `got "proxy.internal"`},
 		{"TASKD_MYSQL_DSN", "", "mysql.dsn", "must be set"},
 		{"TASKD_MYSQL_DSN", "no-slash", "mysql.dsn", "not a valid DSN"},
 		{"TASKD_MYSQL_REPLICA_DSN", "no-slash", "mysql.replica_dsn", "not a valid DSN"},
@@ -390,6 +393,8 @@ func TestEveryKeyFromEnv(t *testing.T) {
 		switch k.Path {
 		case "worker.categories":
 			env[k.Env] = "seven"
+		case "http.trusted_proxies":
+			env[k.Env] = "10.0.0.0/8, 2001:db8::/32, 192.0.2.7"
 		case "redis.db":
 			env[k.Env] = "7"
 		case "http.idle_timeout", "http.read_timeout", "http.shutdown_timeout", "worker.shutdown_timeout":

@@ -119,7 +119,14 @@ func (h *Handler) ask(r *http.Request, path, token string) *recorder {
 		rec.WriteHeader(http.StatusInternalServerError)
 		return rec
 	}
+	// The API finds the browser's address as for its own requests: from the
+	// connection, or from a trusted proxy's forwarding header.
 	req.RemoteAddr = r.RemoteAddr
+	for _, name := range []string{"X-Forwarded-For", "Forwarded"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			req.Header[name] = v
+		}
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	h.api.ServeHTTP(rec, req)
 	return rec
@@ -217,7 +224,7 @@ func (h *Handler) signIn(d *door) http.HandlerFunc {
 			h.log.InfoContext(r.Context(), "web: signed in", "door", d.path, "editor_id", s.EditorID)
 		}
 		h.setCookie(d, w, r, id, 0)
-		http.Redirect(w, r, d.path, http.StatusSeeOther)
+		seeOther(w, r, d.path)
 	}
 }
 
@@ -238,7 +245,7 @@ func (h *Handler) signOut(d *door) http.HandlerFunc {
 			}
 		}
 		h.setCookie(d, w, r, "", -1)
-		http.Redirect(w, r, d.path, http.StatusSeeOther)
+		seeOther(w, r, d.path)
 	}
 }
 

@@ -34,7 +34,7 @@ var opsOps = map[string]map[string]bool{
 
 // opsRoutes adds the console's routes to h's mux.
 func (h *Handler) opsRoutes() {
-	toOps := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, opsPath, http.StatusSeeOther) }
+	toOps := func(w http.ResponseWriter, r *http.Request) { seeOther(w, r, opsPath) }
 	h.mux.HandleFunc("GET "+opsPath, h.home(h.admin))
 	h.mux.HandleFunc("GET "+opsPath+"/{$}", toOps)
 	h.mux.HandleFunc("POST "+opsPath+"/signin", h.signIn(h.admin))

@@ -173,7 +173,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /{$}", h.home(h.editors))
 	h.mux.HandleFunc("POST /signin", h.signIn(h.editors))
 	h.mux.HandleFunc("POST /signout", h.signOut(h.editors))
-	toHome := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusSeeOther) }
+	toHome := func(w http.ResponseWriter, r *http.Request) { seeOther(w, r, "/") }
 	h.mux.HandleFunc("GET /signin", toHome)
 	h.mux.HandleFunc("GET /signout", toHome)
 	h.mux.HandleFunc("GET /app/v1/me", h.call)
@@ -200,17 +200,55 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // staticFiles serves the embedded files, never a directory listing. Their
-// URLs carry the files' version (?v=), so they may be cached for long.
+// URLs carry the files' version (?v=), so a file may be cached for long; any
+// other answer (a 404 for a file that is not there, perhaps not yet on this
+// replica during a rollout) is never stored.
 func staticFiles(static fs.FS) http.Handler {
 	files := http.FileServerFS(static)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			w.Header().Set("Cache-Control", "no-store")
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Cache-Control", "public, max-age=604800, immutable")
-		files.ServeHTTP(w, r)
+		files.ServeHTTP(&cacheByStatus{ResponseWriter: w}, r)
 	})
+}
+
+// cacheByStatus sets Cache-Control as the status is written: long and
+// immutable for a file (200, 304), no-store for anything else.
+type cacheByStatus struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (c *cacheByStatus) WriteHeader(status int) {
+	if !c.wrote {
+		c.wrote = true
+		if status == http.StatusOK || status == http.StatusNotModified {
+			c.Header().Set("Cache-Control", "public, max-age=604800, immutable")
+		} else {
+			c.Header().Set("Cache-Control", "no-store")
+		}
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *cacheByStatus) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (c *cacheByStatus) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// seeOther redirects r to path (303). The answer is never stored: it may
+// set or clear a session cookie, and where it leads depends on the session.
+func seeOther(w http.ResponseWriter, r *http.Request, path string) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, path, http.StatusSeeOther)
 }
 
 // version returns a short hash of the static files' contents.
