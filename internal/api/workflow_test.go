@@ -43,8 +43,8 @@ type resultOut struct {
 // flowAssignment is an assignment with its workflow.
 type flowAssignment struct {
 	assignment
-	Stage   string       `json:"stage"`
-	Stages  []string     `json:"stages"`
+	Stage         string       `json:"stage"`
+	Stages        []string     `json:"stages"`
 	Earlier       *[]resultOut `json:"earlier"`
 	EarlierMore   *bool        `json:"earlier_more"`
 	EarlierBefore string       `json:"earlier_before"`
