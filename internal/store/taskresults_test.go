@@ -262,3 +262,85 @@ func TestTaskResultsPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskResultsMakeNoTemporaryTable reads pages of a task's results and of
+// its group's on one connection and checks the session's temporary table
+// counters: none is made. The results' former query, one UNION ALL sorted,
+// made one on disk for every read; it is run first to show the counters see it.
+func TestTaskResultsMakeNoTemporaryTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	// The session counters are one connection's: keep to one.
+	b.db.SetMaxOpenConns(1)
+	b.db.SetMaxIdleConns(1)
+	b.db.SetConnMaxLifetime(0)
+	b.db.SetConnMaxIdleTime(0)
+	one := b.insert(t, tasks.NewTask{Category: "news", Title: "looped", Stages: []string{"edit", "review"}})[0]
+	group := b.group(t, tasks.NewTask{Category: "labels", Title: "three", Overlap: 3})
+	b.addResults(t, one, 0, 23, func(i int) string { return fmt.Sprintf("2026-01-01 10:00:%02d", i) })
+	for _, id := range group {
+		b.addResults(t, id, 0, 5, func(i int) string { return fmt.Sprintf("2026-01-01 10:00:%02d", i) })
+	}
+	tmp := func() (n, disk int) {
+		t.Helper()
+		rows, err := b.db.QueryxContext(b.ctx, `SHOW SESSION STATUS WHERE Variable_name IN ('Created_tmp_tables', 'Created_tmp_disk_tables')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var v int
+			if err := rows.Scan(&name, &v); err != nil {
+				t.Fatal(err)
+			}
+			if name == "Created_tmp_disk_tables" {
+				disk = v
+			} else {
+				n = v
+			}
+		}
+		return n, disk
+	}
+	const formerSQL = `(SELECT COALESCE(r.seq, 0) AS seq, r.task_id, r.fence, r.result, r.notes, r.submitted_at
+FROM tasks t JOIN task_results r ON r.task_id = t.id WHERE t.id = ? AND t.group_id IS NULL)
+UNION ALL
+(SELECT COALESCE(r.seq, 0) AS seq, r.task_id, r.fence, r.result, r.notes, r.submitted_at
+FROM tasks x JOIN tasks t ON t.group_id = x.group_id JOIN task_results r ON r.task_id = t.id WHERE x.id = ?)
+ORDER BY submitted_at, task_id, fence`
+	n0, d0 := tmp()
+	var former []struct {
+		Seq         int64     `db:"seq"`
+		TaskID      int64     `db:"task_id"`
+		Fence       int64     `db:"fence"`
+		Result      []byte    `db:"result"`
+		Notes       *string   `db:"notes"`
+		SubmittedAt time.Time `db:"submitted_at"`
+	}
+	if err := b.db.SelectContext(b.ctx, &former, formerSQL, one, one); err != nil || len(former) != 23 {
+		t.Fatalf("the former query: %d results, %v", len(former), err)
+	}
+	n1, d1 := tmp()
+	if n1-n0 < 1 {
+		t.Fatalf("the former query made %d temporary tables, want one seen", n1-n0)
+	}
+	t.Logf("the former query made %d temporary tables, %d on disk", n1-n0, d1-d0)
+	for _, p := range []tasks.TaskResultsParams{
+		{TaskID: one}, {TaskID: one, Own: true, Limit: 3}, {TaskID: group[1]}, {TaskID: group[2], Limit: 100},
+	} {
+		before, beforeDisk := tmp()
+		page, err := b.store.TaskResults(b.ctx, p)
+		if err != nil || len(page.Results) == 0 {
+			t.Fatalf("%+v: %+v, %v", p, page, err)
+		}
+		if p.Before = page.Before; page.More {
+			if _, err := b.store.TaskResults(b.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after, afterDisk := tmp()
+		if after != before || afterDisk != beforeDisk {
+			t.Errorf("%+v: %d temporary tables made, %d on disk; want none", p, after-before, afterDisk-beforeDisk)
+		}
+	}
+}
