@@ -87,7 +87,7 @@ func (d *Dispatcher) SubmitWith(ctx context.Context, c Claimant, ref ClaimRef, s
 		return nil, fmt.Errorf("submit task %d: %w", ref.TaskID, err)
 	}
 	if sub.Decision == tasks.DecisionSendBack {
-		if err := d.checkSendBacks(ctx, ref); err != nil {
+		if err := d.checkSendBacks(ctx, c, ref); err != nil {
 			return nil, err
 		}
 	}
@@ -133,11 +133,12 @@ func (d *Dispatcher) SubmitWith(ctx context.Context, c Claimant, ref ClaimRef, s
 }
 
 // checkSendBacks refuses with tasks.ErrSendBackLimit a send back of ref's task
-// when it was sent back as many times as its category allows. The count read
+// by c, its holder, when it was sent back as many times as its category
+// allows. Round trips: one, and one more at the limit. The count read
 // is the one the submit would add to: a task's results are written only by
 // submits of its live claim, which is ref's (if it is not, the submit is
 // refused as stale anyway), so no other send back can come in between.
-func (d *Dispatcher) checkSendBacks(ctx context.Context, ref ClaimRef) error {
+func (d *Dispatcher) checkSendBacks(ctx context.Context, c Claimant, ref ClaimRef) error {
 	category, n, err := d.store.SendBacks(ctx, ref.TaskID)
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
@@ -145,10 +146,22 @@ func (d *Dispatcher) checkSendBacks(ctx context.Context, ref ClaimRef) error {
 	case err != nil:
 		return Unavailable(fmt.Errorf("submit task %d: %w", ref.TaskID, err))
 	}
-	if limit := d.cfg.Workflows[category].SendBackLimit(); n >= limit {
-		return fmt.Errorf("submit task %d: %w: it was sent back %d times, the most its category %q allows; approve it or decide otherwise", ref.TaskID, tasks.ErrSendBackLimit, n, category)
+	limit := d.cfg.Workflows[category].SendBackLimit()
+	if n < limit {
+		return nil
 	}
-	return nil
+	// A claim that is not c's live one is refused as stale by the submit, as
+	// any other write of it: the limit is told only to the task's holder.
+	t, err := d.store.GetTask(ctx, ref.TaskID)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return nil
+	case err != nil:
+		return Unavailable(fmt.Errorf("submit task %d: %w", ref.TaskID, err))
+	case t.Status != tasks.StatusAssigned || t.Fence != ref.Fence || t.Holder != c.Holder:
+		return nil
+	}
+	return fmt.Errorf("submit task %d: %w: it was sent back %d times, the most its category %q allows; approve it or decide otherwise", ref.TaskID, tasks.ErrSendBackLimit, n, category)
 }
 
 // Release gives c's claim ref back to the pool now; reason goes into the

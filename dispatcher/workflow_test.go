@@ -231,6 +231,11 @@ func TestSendBackLimit(t *testing.T) {
 		if !errors.Is(err, tasks.ErrSendBackLimit) {
 			t.Fatalf("send back %d: %v, want ErrSendBackLimit", round+1, err)
 		}
+		// The limit is told to the holder only: a claim not someone's is
+		// stale, as for any other write.
+		if _, err := b.D.SubmitWith(ctx, ed, refOf(review), back); !errors.Is(err, tasks.ErrStale) {
+			t.Errorf("another editor's send back: %v, want ErrStale", err)
+		}
 		// Nothing changed: the reviewer holds the claim, the results are
 		// as they were.
 		if task := b.Task(t, id); task.Status != tasks.StatusAssigned || task.Fence != review.Fence || task.StageName() != "review" {
