@@ -161,10 +161,6 @@ func (req *submitRequest) submission() dispatcher.Submission {
 	return dispatcher.Submission{Result: req.Result, Decision: req.Decision, Notes: req.Notes}
 }
 
-// resultsParams are the query parameters of GET /v1/tasks/{id}/results; those
-// of GET /v1/assignments/{task}/earlier add fence.
-var resultsParams = []string{"before", "limit"}
-
 // resultPageJSON is a page of a task's results.
 type resultPageJSON struct {
 	// Results are oldest first.
@@ -201,7 +197,7 @@ func (a *api) taskResults(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := query(r, resultsParams...)
+	q, err := query(r, "before", "limit")
 	if err != nil {
 		return err
 	}
@@ -229,7 +225,7 @@ func (a *api) earlier(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	if err != nil {
 		return err
 	}
-	q, err := query(r, append(resultsParams, "fence")...)
+	q, err := query(r, "fence", "before", "limit")
 	if err != nil {
 		return err
 	}
