@@ -158,6 +158,11 @@ type CategoryConfig struct {
 	// the editor who did the stage it goes back to; then to anyone. Default
 	// 10m.
 	SendBackHold time.Duration `yaml:"send_back_hold"`
+	// MaxSendBacks is how many times one task may be sent back; a send back
+	// past it is refused (422 send_back_limit) and the reviewer must approve
+	// or decide otherwise. It bounds the results a task accumulates: at most
+	// stages + 2 * max_send_backs. 1..1000. Default 10.
+	MaxSendBacks int `yaml:"max_send_backs"`
 	// Weight is the category's share of an editor's claims, relative to the
 	// editor's other categories, when dispatch.fair_share is on: 1..1000.
 	// Default 1.
@@ -172,7 +177,7 @@ type CategoryConfig struct {
 func (c CategoryConfig) workflow() tasks.Workflow {
 	return tasks.Workflow{
 		Stages: c.Stages, Overlap: c.Overlap, SendBackHold: c.SendBackHold,
-		Weight: c.Weight, RateLimit: c.RateLimit,
+		MaxSendBacks: c.MaxSendBacks, Weight: c.Weight, RateLimit: c.RateLimit,
 	}
 }
 
@@ -657,6 +662,7 @@ func (c Config) WithDefaults() Config {
 		cc.Stages = slices.Clone(cc.Stages)
 		setDefault(&cc.Overlap, 1)
 		setDefault(&cc.SendBackHold, tasks.SendBackHoldDefault)
+		setDefault(&cc.MaxSendBacks, tasks.MaxSendBacksDefault)
 		setDefault(&cc.Weight, 1)
 	}
 	wd := &c.WebhookDelivery
@@ -774,6 +780,7 @@ func (v *validator) categories() {
 		}
 		v.between(key("overlap"), cc.Overlap, 1, tasks.MaxOverlap)
 		v.atLeast(key("send_back_hold"), cc.SendBackHold, time.Second)
+		v.between(key("max_send_backs"), cc.MaxSendBacks, 1, tasks.MaxSendBacksMax)
 		v.between(key("weight"), cc.Weight, 1, tasks.MaxWeight)
 		v.between(key("rate_limit"), cc.RateLimit, 0, 1_000_000)
 	}

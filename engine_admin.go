@@ -270,8 +270,12 @@ func (s apiStore) EditorLoads(ctx context.Context, ids []int64) (map[int64]*task
 	return s.store.EditorLoads(ctx, ids)
 }
 
-func (s apiStore) TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error) {
-	return s.store.TaskResults(ctx, taskID)
+func (s apiStore) TaskResults(ctx context.Context, p tasks.TaskResultsParams) (*tasks.TaskResultPage, error) {
+	return s.store.TaskResults(ctx, p)
+}
+
+func (s apiStore) GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error) {
+	return s.store.GroupDecisions(ctx, groupID)
 }
 
 func (s apiStore) GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error) {

@@ -77,12 +77,19 @@ type Submission struct {
 // last, or with tasks.DecisionSendBack, the task goes back to the pool at its
 // next stage, or the one before, and callers waiting for its category are
 // woken. It returns an error wrapping tasks.ErrInvalid, changing nothing, for a
-// send back at a task's first stage.
+// send back at a task's first stage, and tasks.ErrSendBackLimit, changing
+// nothing, for a send back of a task sent back as many times as its category
+// allows (tasks.Workflow.MaxSendBacks).
 func (d *Dispatcher) SubmitWith(ctx context.Context, c Claimant, ref ClaimRef, sub Submission) (next *tasks.Claim, err error) {
 	// Before anything is sent: a result the store refuses changes nothing,
 	// locks included.
 	if err := tasks.CheckSubmission(sub.Result, sub.Decision, sub.Notes); err != nil {
 		return nil, fmt.Errorf("submit task %d: %w", ref.TaskID, err)
+	}
+	if sub.Decision == tasks.DecisionSendBack {
+		if err := d.checkSendBacks(ctx, c, ref); err != nil {
+			return nil, err
+		}
 	}
 	ctx, span := d.startWrite(ctx, "dispatcher.submit", c, ref)
 	defer func() { endSpan(span, err) }()
@@ -123,6 +130,38 @@ func (d *Dispatcher) SubmitWith(ctx context.Context, c Claimant, ref ClaimRef, s
 		d.log.WarnContext(ctx, "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", nextErr)
 	}
 	return next, nil
+}
+
+// checkSendBacks refuses with tasks.ErrSendBackLimit a send back of ref's task
+// by c, its holder, when it was sent back as many times as its category
+// allows. Round trips: one, and one more at the limit. The count read
+// is the one the submit would add to: a task's results are written only by
+// submits of its live claim, which is ref's (if it is not, the submit is
+// refused as stale anyway), so no other send back can come in between.
+func (d *Dispatcher) checkSendBacks(ctx context.Context, c Claimant, ref ClaimRef) error {
+	category, n, err := d.store.SendBacks(ctx, ref.TaskID)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return nil // the submit says so
+	case err != nil:
+		return Unavailable(fmt.Errorf("submit task %d: %w", ref.TaskID, err))
+	}
+	limit := d.cfg.Workflows[category].SendBackLimit()
+	if n < limit {
+		return nil
+	}
+	// A claim that is not c's live one is refused as stale by the submit, as
+	// any other write of it: the limit is told only to the task's holder.
+	t, err := d.store.GetTask(ctx, ref.TaskID)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return nil
+	case err != nil:
+		return Unavailable(fmt.Errorf("submit task %d: %w", ref.TaskID, err))
+	case t.Status != tasks.StatusAssigned || t.Fence != ref.Fence || t.Holder != c.Holder:
+		return nil
+	}
+	return fmt.Errorf("submit task %d: %w: it was sent back %d times, the most its category %q allows; approve it or decide otherwise", ref.TaskID, tasks.ErrSendBackLimit, n, category)
 }
 
 // Release gives c's claim ref back to the pool now; reason goes into the

@@ -135,6 +135,7 @@ type Store interface {
 	PurgeSkips(ctx context.Context, limit int) (int, error)
 	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
 	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
+	SendBacks(ctx context.Context, taskID int64) (category string, n int, err error)
 }
 
 // Locker takes per-task locks; *locker.Client implements it.

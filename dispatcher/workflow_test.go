@@ -189,8 +189,68 @@ func TestOverlapThroughNext(t *testing.T) {
 	if _, err := b.D.SubmitWith(ctx, bob, refOf(second), dispatcher.Submission{Result: json.RawMessage(`{}`), Decision: "dog"}); err != nil {
 		t.Fatal(err)
 	}
-	results, err := b.Store.TaskResults(context.Background(), ids[0])
-	if err != nil || len(results) != 2 || results[0].Decision == results[1].Decision {
-		t.Errorf("results = %+v, %v; want two that disagree", results, err)
+	page, err := b.Store.TaskResults(context.Background(), tasks.TaskResultsParams{TaskID: ids[0]})
+	if err != nil || len(page.Results) != 2 || page.Results[0].Decision == page.Results[1].Decision {
+		t.Errorf("results = %+v, %v; want two that disagree", page, err)
+	}
+}
+
+// A task is sent back at most its category's MaxSendBacks times: the send back
+// past it is refused and changes nothing, and the reviewer may still approve.
+func TestSendBackLimit(t *testing.T) {
+	t.Parallel()
+	desk := tasks.Workflow{Stages: []string{"edit", "review"}, MaxSendBacks: 2, SendBackHold: time.Hour}
+	b := setup(t, setupOpts{
+		Store:      store.Config{Workflows: map[string]tasks.Workflow{"desk": desk}},
+		Dispatcher: dispatcher.Config{Workflows: map[string]tasks.Workflow{"desk": desk}},
+	})
+	ctx := t.Context()
+	ed := b.editorWith(t, "ed", 1, map[string][]string{"desk": {"edit"}}, "desk")
+	rev := b.editorWith(t, "rev", 1, map[string][]string{"desk": {"review"}}, "desk")
+	id := b.Add(t, "desk", 0, 1)[0]
+	back := dispatcher.Submission{Result: json.RawMessage(`{"verdict":"again"}`), Decision: tasks.DecisionSendBack, Notes: "again"}
+	for round := 0; ; round++ {
+		edit, err := b.D.Next(ctx, ed, 0)
+		if err != nil || edit.Task.ID != id || edit.Task.StageName() != "edit" {
+			t.Fatalf("round %d: edit %+v, %v", round, edit, err)
+		}
+		if _, err := b.D.SubmitWith(ctx, ed, refOf(edit), dispatcher.Submission{Result: json.RawMessage(`{"text":"draft"}`)}); err != nil {
+			t.Fatalf("round %d: submit the edit: %v", round, err)
+		}
+		review, err := b.D.Next(ctx, rev, 0)
+		if err != nil || review.Task.ID != id || review.Task.StageName() != "review" {
+			t.Fatalf("round %d: review %+v, %v", round, review, err)
+		}
+		_, err = b.D.SubmitWith(ctx, rev, refOf(review), back)
+		if round < desk.MaxSendBacks {
+			if err != nil {
+				t.Fatalf("send back %d: %v", round+1, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tasks.ErrSendBackLimit) {
+			t.Fatalf("send back %d: %v, want ErrSendBackLimit", round+1, err)
+		}
+		// The limit is told to the holder only: a claim not someone's is
+		// stale, as for any other write.
+		if _, err := b.D.SubmitWith(ctx, ed, refOf(review), back); !errors.Is(err, tasks.ErrStale) {
+			t.Errorf("another editor's send back: %v, want ErrStale", err)
+		}
+		// Nothing changed: the reviewer holds the claim, the results are
+		// as they were.
+		if task := b.Task(t, id); task.Status != tasks.StatusAssigned || task.Fence != review.Fence || task.StageName() != "review" {
+			t.Errorf("after the refused send back: %+v", task)
+		}
+		page, err := b.Store.TaskResults(ctx, tasks.TaskResultsParams{TaskID: id})
+		if want := 2*desk.MaxSendBacks + 1; err != nil || len(page.Results) != want {
+			t.Errorf("results after the refusal: %d (%v), want %d", len(page.Results), err, want)
+		}
+		if _, err := b.D.SubmitWith(ctx, rev, refOf(review), dispatcher.Submission{Result: json.RawMessage(`{}`), Decision: tasks.DecisionApprove}); err != nil {
+			t.Fatalf("approve after the refusal: %v", err)
+		}
+		if task := b.Task(t, id); task.Status != tasks.StatusDone {
+			t.Errorf("after the approval: %s, want done", task.Status)
+		}
+		return
 	}
 }

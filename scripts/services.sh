@@ -354,6 +354,18 @@ mysql_ok() {
 	[[ $(mysql_client "$1" -N -B -e 'SELECT 1' 2>/dev/null) == 1 ]]
 }
 
+# check_tmpdir NAME PORT fails unless the server NAME on PORT keeps its temporary
+# files in its own directory. A MariaDB that starts removes the temporary tables it
+# finds in its tmpdir: in a shared one (/tmp) a server starting beside another
+# removes that one's, and a statement of it then fails with "Error on delete of
+# '...#sql-temptable-...'".
+check_tmpdir() {
+	local name=$1 port=$2 want got
+	want=$(state_tmpdir)/$name/tmp
+	got=$(mysql_client "$port" -N -B -e 'SELECT @@tmpdir' 2>/dev/null) || die "$name: could not read @@tmpdir"
+	[[ $got == "$want" ]] || die "$name keeps its temporary files in '$got', not in its own '$want'"
+}
+
 # replica_ok PORT: the replica answers and both of its threads run.
 replica_ok() {
 	local status
@@ -697,7 +709,10 @@ mariadb_start() {
 	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
 		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0
 }
-mariadb_ready() { setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$DATABASE\`;"; }
+mariadb_ready() {
+	setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$DATABASE\`;"
+	check_tmpdir mariadb "$MYSQL_PORT"
+}
 mariadb_env() {
 	echo "export TASKD_TEST_MYSQL_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$MYSQL_PORT)/$DATABASE?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
 }
@@ -715,6 +730,7 @@ replica_ready() {
 			MASTER_USE_GTID=current_pos, MASTER_CONNECT_RETRY=1;
 		START REPLICA;"
 	wait_for replica replica_ok "$REPLICA_PORT"
+	check_tmpdir replica "$REPLICA_PORT"
 }
 replica_env() {
 	echo "export TASKD_TEST_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp($HOST:$REPLICA_PORT)/?parseTime=true&clientFoundRows=true&loc=UTC&multiStatements=true'"
@@ -797,6 +813,10 @@ galera_ready() {
 	wait_for galera-2 galera_ok "${GALERA_PORTS[1]}"
 	galera_join 2
 	wait_for galera-3 galera_ok "${GALERA_PORTS[2]}"
+	local i
+	for i in "${!GALERA_PORTS[@]}"; do
+		check_tmpdir "galera-$((i + 1))" "${GALERA_PORTS[$i]}"
+	done
 }
 setup_galera_node1() {
 	local dir

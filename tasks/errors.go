@@ -35,6 +35,11 @@ var (
 	// Nothing was changed.
 	ErrBarred = errors.New("not for this editor")
 
+	// ErrSendBackLimit means a submit would send a task back once more than its
+	// category allows (Workflow.MaxSendBacks): the reviewer must decide otherwise.
+	// Nothing was changed; the claim stays live.
+	ErrSendBackLimit = errors.New("send-back limit reached")
+
 	// ErrEditorDisabled means the editor is disabled (DisableEditor): the store refuses
 	// it any claim. Nothing was changed.
 	ErrEditorDisabled = errors.New("editor is disabled")

@@ -16,7 +16,9 @@ const (
 // Result is one accepted submission as the results feed has it.
 type Result struct {
 	// Cursor is the result's place in the feed (task_results.seq): resume after it
-	// with ResultsParams.After to read the results that follow.
+	// with ResultsParams.After to read the results that follow. 0 for a result
+	// not numbered yet (only a read of the feed numbers results), which
+	// TaskResults may return.
 	Cursor   int64  `db:"seq"`
 	TaskID   int64  `db:"task_id"`
 	Fence    int64  `db:"fence"`
@@ -42,6 +44,42 @@ type Result struct {
 	// Overlap how many results the group asks for (see Task.GroupID).
 	GroupID int64 `db:"group_id"`
 	Overlap int   `db:"overlap"`
+}
+
+// Pages of a task's results (TaskResults).
+const (
+	// TaskResultsLimitDefault is the results a page holds when
+	// TaskResultsParams.Limit is 0: the latest ones. It covers a round through
+	// every stage (MaxStages) and a send back.
+	TaskResultsLimitDefault = 10
+	// TaskResultsLimitMax is the most results one page holds.
+	TaskResultsLimitMax = 100
+)
+
+// TaskResultsParams select a page of the results of a task.
+type TaskResultsParams struct {
+	TaskID int64
+	// Own reads the task's own results only; otherwise, for a task of a group,
+	// those of every task of its group.
+	Own bool
+	// Before, when not "", is the cursor: the page holds the results older than
+	// those of the newer page whose TaskResultPage.Before it is. "" is the
+	// latest.
+	Before string
+	// Limit is the most results of the page: 1..TaskResultsLimitMax, 0 means
+	// TaskResultsLimitDefault.
+	Limit int
+}
+
+// TaskResultPage is a page of the results of a task, in the order they were
+// submitted (submitted_at, then task id and fence).
+type TaskResultPage struct {
+	// Results are the page's results, oldest first.
+	Results []Result
+	// More is set when older results exist: read them with Before.
+	More bool
+	// Before is the cursor of the next older page, "" when there is none.
+	Before string
 }
 
 // ResultsParams are the arguments of Results.

@@ -22,6 +22,13 @@ const (
 	// SendBackHoldDefault is how long a task sent back is offered only to the
 	// editor who did the stage it goes back to, when its category says nothing.
 	SendBackHoldDefault = 10 * time.Minute
+	// MaxSendBacksDefault is how many times a task may be sent back when its
+	// category says nothing. With it, a task of s stages has at most
+	// s + 2*MaxSendBacksDefault results (each send back and the stage done
+	// again), whatever its editors do.
+	MaxSendBacksDefault = 10
+	// MaxSendBacksMax bounds a category's MaxSendBacks.
+	MaxSendBacksMax = 1000
 )
 
 // Decisions a submit may carry. A submit at a task's first stage carries none or
@@ -53,6 +60,11 @@ type Workflow struct {
 	// did the stage it goes back to; then to anyone who may take that stage. 0
 	// means SendBackHoldDefault.
 	SendBackHold time.Duration
+	// MaxSendBacks is how many times one task may be sent back: a send back past
+	// it is refused (ErrSendBackLimit) and the reviewer must approve or decide
+	// otherwise. It bounds the results a task accumulates. 1..MaxSendBacksMax, 0
+	// means MaxSendBacksDefault.
+	MaxSendBacks int
 	// Weight is the category's share of an editor's claims under fair share,
 	// relative to the editor's other categories: 1..MaxWeight, 0 means 1.
 	Weight int
@@ -72,6 +84,9 @@ func (w Workflow) Check() error {
 	}
 	if w.SendBackHold < 0 {
 		return fmt.Errorf("%w: send_back_hold must not be negative", ErrInvalid)
+	}
+	if w.MaxSendBacks < 0 || w.MaxSendBacks > MaxSendBacksMax {
+		return fmt.Errorf("%w: max_send_backs must be 1..%d, got %d", ErrInvalid, MaxSendBacksMax, w.MaxSendBacks)
 	}
 	if w.Weight < 0 || w.Weight > MaxWeight {
 		return fmt.Errorf("%w: weight must be 1..%d, got %d", ErrInvalid, MaxWeight, w.Weight)
@@ -113,4 +128,13 @@ func CheckStages(stages []string) error {
 		}
 	}
 	return nil
+}
+
+// SendBackLimit is how many times a task of w may be sent back: MaxSendBacks, or
+// MaxSendBacksDefault when it is 0.
+func (w Workflow) SendBackLimit() int {
+	if w.MaxSendBacks == 0 {
+		return MaxSendBacksDefault
+	}
+	return w.MaxSendBacks
 }

@@ -162,9 +162,16 @@ type taskDetailJSON struct {
 	HistoryMore bool `json:"history_more"`
 	// HistoryBefore is the cursor of the older events, null without any.
 	HistoryBefore *int64 `json:"history_before"`
-	// Results are every result of a task with stages or of a group, its
-	// group's included, oldest first; omitted for other tasks.
+	// Results are, for a task with stages or of a group, its latest
+	// tasks.TaskResultsLimitDefault results, its group's included, oldest
+	// first; older ones are read with GET /v1/tasks/{id}/results?before=
+	// ResultsBefore. Omitted for other tasks, as are ResultsMore and
+	// ResultsBefore.
 	Results *[]wire.Result `json:"results,omitempty"`
+	// ResultsMore is set when older results exist.
+	ResultsMore *bool `json:"results_more,omitempty"`
+	// ResultsBefore is the cursor of the older results, omitted without any.
+	ResultsBefore string `json:"results_before,omitempty"`
 	// Group is the group of a task of a group; omitted otherwise.
 	Group *groupJSON `json:"group,omitempty"`
 }
@@ -225,18 +232,22 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(t.Stages) > 0 || t.GroupID != 0 {
-		rs, err := a.store.TaskResults(r.Context(), id)
+		page, err := a.store.TaskResults(r.Context(), tasks.TaskResultsParams{TaskID: id})
 		if err != nil {
 			return err
 		}
-		results := resultsOf(rs)
-		d.Results = &results
+		results := resultsOf(page.Results)
+		d.Results, d.ResultsMore, d.ResultsBefore = &results, &page.More, page.Before
 		if t.GroupID != 0 {
 			ts, err := a.store.GroupTasks(r.Context(), t.GroupID)
 			if err != nil {
 				return err
 			}
-			d.Group = groupOf(t.GroupID, t.Overlap, ts, rs)
+			decisions, err := a.store.GroupDecisions(r.Context(), t.GroupID)
+			if err != nil {
+				return err
+			}
+			d.Group = groupOf(t.GroupID, t.Overlap, ts, decisions)
 		}
 	}
 	a.writeJSON(w, r, http.StatusOK, d)

@@ -44,8 +44,9 @@ type Store interface {
 	EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error)
 	EditorLoads(ctx context.Context, ids []int64) (map[int64]*tasks.EditorLoad, error)
 
-	TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error)
+	TaskResults(ctx context.Context, p tasks.TaskResultsParams) (*tasks.TaskResultPage, error)
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
+	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
@@ -312,6 +313,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
 		{"GET /v1/tasks/{id}/events", a.admin(a.taskEvents)},
+		{"GET /v1/tasks/{id}/results", a.admin(a.taskResults)},
 		{"POST /v1/admin/tasks/{id}/release", a.admin(a.forceRelease)},
 		{"POST /v1/admin/tasks/{id}/requeue", a.admin(a.requeueTask)},
 		{"POST /v1/admin/tasks/{id}/cancel", a.admin(a.cancelTask)},
@@ -331,6 +333,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/assignments/{task}/heartbeat", a.editor(a.heartbeat)},
 		{"POST /v1/assignments/{task}/submit", a.editor(a.submit)},
 		{"POST /v1/assignments/{task}/release", a.editor(a.release)},
+		{"GET /v1/assignments/{task}/earlier", a.editor(a.earlier)},
 
 		{"GET /v1/openapi.json", a.handle(a.openapi)},
 		{"GET /healthz", a.handle(a.healthz)},

@@ -160,6 +160,8 @@
 //	                         that is not pending (the message names its status)
 //	422 invalid              a well-formed request with bad values (see Values);
 //	                         the message names the field
+//	422 send_back_limit      a send back of a task sent back its category's
+//	                         max_send_backs times; the claim stays live
 //	429 throttled            the client's address sent too many wrong tokens; see
 //	                         Retry-After
 //	503 unavailable          MySQL or Redis cannot be reached; see Retry-After
@@ -237,7 +239,12 @@
 // earlier (the task's results so far) of an assignment of a task with
 // stages, results and group of GET /v1/tasks/{id}, and stage, decision and
 // notes of a result are left out for the rest, which read as they always
-// did. An editor may hold up to its capacity (default 1) claims at once: GET
+// did. earlier and results hold the latest tasks.TaskResultsLimitDefault
+// results, with a cursor (earlier_before, results_before) to the older ones:
+// GET /v1/assignments/{task}/earlier and GET /v1/tasks/{id}/results answer
+// them a page at a time, so that an answer does not grow with the rounds a
+// task went through; a task is sent back at most its category's
+// max_send_backs times (422 send_back_limit past it, changing nothing). An editor may hold up to its capacity (default 1) claims at once: GET
 // /v1/assignments lists them, and next answers the oldest once it is full.
 //
 // # Answers

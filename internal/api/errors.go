@@ -25,6 +25,7 @@ const (
 	codeNotAssigned      = "not_assigned"
 	codeInvalid          = "invalid"
 	codeBarred           = "barred"
+	codeSendBackLimit    = "send_back_limit"
 	codeUnavailable      = "unavailable"
 	codeThrottled        = "throttled"
 	codeInternal         = "internal"
@@ -104,6 +105,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusServiceUnavailable, codeUnavailable, "a store is unavailable; retry later")
 	case errors.Is(err, tasks.ErrEditorDisabled):
 		return errEditorDisabled
+	case errors.Is(err, tasks.ErrSendBackLimit):
+		return errorf(http.StatusUnprocessableEntity, codeSendBackLimit, "%s", err)
 	case errors.Is(err, tasks.ErrInvalid):
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
 	case errors.Is(err, tasks.ErrBarred):

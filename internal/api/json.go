@@ -193,12 +193,16 @@ type assignmentJSON struct {
 	AssignedAt     string   `json:"assigned_at"`
 	LeaseExpiresAt string   `json:"lease_expires_at"`
 	// Stage and Stages, for a task with stages: the stage to do and every
-	// stage in order; Earlier, for such a task, are the results of its
-	// earlier submissions, oldest first (what a reviewer reviews; for a task
-	// sent back, the reviewer's notes).
-	Stage   string         `json:"stage,omitempty"`
-	Stages  []string       `json:"stages,omitempty"`
-	Earlier *[]wire.Result `json:"earlier,omitempty"`
+	// stage in order; Earlier, for such a task, are the latest
+	// tasks.TaskResultsLimitDefault results of its earlier submissions, oldest
+	// first (what a reviewer reviews; for a task sent back, the reviewer's
+	// notes); EarlierMore says older ones exist, read with GET
+	// /v1/assignments/{task}/earlier?fence=&before=EarlierBefore.
+	Stage         string         `json:"stage,omitempty"`
+	Stages        []string       `json:"stages,omitempty"`
+	Earlier       *[]wire.Result `json:"earlier,omitempty"`
+	EarlierMore   *bool          `json:"earlier_more,omitempty"`
+	EarlierBefore string         `json:"earlier_before,omitempty"`
 	// GroupID and Overlap, for a task of a group.
 	GroupID int64 `json:"group_id,omitempty"`
 	Overlap int   `json:"overlap,omitempty"`

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -71,9 +73,9 @@ type groupTaskJSON struct {
 	EditorID int64        `json:"editor_id,omitempty"`
 }
 
-// groupOf describes the group of ts (its tasks, in id order) from its results
-// (every result of the group, oldest first).
-func groupOf(groupID int64, overlap int, ts []tasks.Task, results []tasks.Result) *groupJSON {
+// groupOf describes the group of ts (its tasks, in id order) from the
+// decisions of its done tasks (their accepted results', by task id).
+func groupOf(groupID int64, overlap int, ts []tasks.Task, decisions map[int64]string) *groupJSON {
 	g := &groupJSON{ID: groupID, Overlap: overlap, Tasks: make([]groupTaskJSON, len(ts))}
 	done := map[int64]bool{}
 	for i, t := range ts {
@@ -84,14 +86,11 @@ func groupOf(groupID int64, overlap int, ts []tasks.Task, results []tasks.Result
 		}
 	}
 	if g.Done >= overlap && overlap > 0 {
-		last := map[int64]string{} // each done task's last decision
-		for _, r := range results {
-			if done[r.TaskID] {
-				last[r.TaskID] = r.Decision
-			}
-		}
 		agree, first, seen := true, "", false
-		for _, d := range last {
+		for id, d := range decisions {
+			if !done[id] {
+				continue
+			}
 			if seen && d != first {
 				agree = false
 			}
@@ -103,8 +102,10 @@ func groupOf(groupID int64, overlap int, ts []tasks.Task, results []tasks.Result
 }
 
 // assignmentOf returns the JSON of c with its workflow, or nil for no claim:
-// for a task with stages, its earlier results (each of its stages', oldest
-// first), read from the store; nothing is read for a task without stages.
+// for a task with stages, its latest earlier results (each of its stages',
+// oldest first, a page of tasks.TaskResultsLimitDefault) and the cursor of
+// the older ones, read from the store; nothing is read for a task without
+// stages.
 func (a *api) assignmentOf(ctx context.Context, c *tasks.Claim) (*assignmentJSON, error) {
 	out := assignmentOf(c)
 	if out == nil {
@@ -113,17 +114,12 @@ func (a *api) assignmentOf(ctx context.Context, c *tasks.Claim) (*assignmentJSON
 	t := &c.Task
 	if len(t.Stages) > 0 {
 		out.Stages, out.Stage = t.Stages, t.StageName()
-		rs, err := a.store.TaskResults(ctx, t.ID)
+		page, err := a.store.TaskResults(ctx, tasks.TaskResultsParams{TaskID: t.ID, Own: true})
 		if err != nil {
 			return nil, err
 		}
-		earlier := []wire.Result{}
-		for i := range rs {
-			if rs[i].TaskID == t.ID {
-				earlier = append(earlier, wire.ResultOf(&rs[i]))
-			}
-		}
-		out.Earlier = &earlier
+		earlier := resultsOf(page.Results)
+		out.Earlier, out.EarlierMore, out.EarlierBefore = &earlier, &page.More, page.Before
 	}
 	if t.GroupID != 0 {
 		out.GroupID, out.Overlap = t.GroupID, t.Overlap
@@ -163,4 +159,97 @@ func (a *api) assignments(w http.ResponseWriter, r *http.Request, e *tasks.Edito
 // submission is the dispatcher's submission of a submit request.
 func (req *submitRequest) submission() dispatcher.Submission {
 	return dispatcher.Submission{Result: req.Result, Decision: req.Decision, Notes: req.Notes}
+}
+
+// resultPageJSON is a page of a task's results.
+type resultPageJSON struct {
+	// Results are oldest first.
+	Results []wire.Result `json:"results"`
+	// More is set when older results exist.
+	More bool `json:"more"`
+	// Before is the cursor of the next older page, null without one.
+	Before *string `json:"before"`
+}
+
+// resultPage reads the page of task's results that q's before and limit ask
+// for (own: the task's own only, else its group's too).
+func (a *api) resultPage(r *http.Request, task int64, own bool, q map[string]string) (*resultPageJSON, error) {
+	limit, err := positiveParam(q["limit"], "limit", tasks.TaskResultsLimitMax)
+	if err != nil {
+		return nil, err
+	}
+	before, ok := q["before"]
+	if ok && before == "" {
+		return nil, errorf(http.StatusUnprocessableEntity, codeInvalid, "before must be a cursor a page of results gave, not empty")
+	}
+	// A cursor the store did not give is ErrInvalid: 422.
+	page, err := a.store.TaskResults(r.Context(), tasks.TaskResultsParams{TaskID: task, Own: own, Before: before, Limit: int(limit)})
+	if err != nil {
+		return nil, err
+	}
+	return &resultPageJSON{Results: resultsOf(page.Results), More: page.More, Before: orNull(page.Before)}, nil
+}
+
+// taskResults answers with a page of the results of a task, its group's
+// included: the latest, or those older than the cursor before.
+func (a *api) taskResults(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return err
+	}
+	q, err := query(r, "before", "limit")
+	if err != nil {
+		return err
+	}
+	page, err := a.resultPage(r, id, false, q)
+	if err != nil {
+		return err
+	}
+	// Without results: a task without any, or none at all.
+	if len(page.Results) == 0 {
+		if _, err := a.store.GetTask(r.Context(), id); errors.Is(err, tasks.ErrNotFound) {
+			return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+		} else if err != nil {
+			return err
+		}
+	}
+	a.writeJSON(w, r, http.StatusOK, page)
+	return nil
+}
+
+// earlier answers an editor with a page of the earlier results of a task it
+// holds under the query's fence: the latest, or those older than the cursor
+// before (an assignment's earlier_before).
+func (a *api) earlier(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
+	id, err := pathID(r, "task")
+	if err != nil {
+		return err
+	}
+	q, err := query(r, "fence", "before", "limit")
+	if err != nil {
+		return err
+	}
+	if q["fence"] == "" {
+		return errorf(http.StatusUnprocessableEntity, codeInvalid, "fence is required")
+	}
+	fence, err := positiveParam(q["fence"], "fence", math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	ref := dispatcher.ClaimRef{TaskID: id, Fence: fence}
+	t, err := a.store.GetTask(r.Context(), id)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, "task %d does not exist", id)
+	case err != nil:
+		return err
+	case t.Status != tasks.StatusAssigned || t.Fence != fence || t.Holder != e.Holder():
+		return a.refused(r, e, ref, tasks.ErrStale)
+	}
+	page, err := a.resultPage(r, id, true, q)
+	if err != nil {
+		return err
+	}
+	a.writeJSON(w, r, http.StatusOK, page)
+	return nil
 }

@@ -43,11 +43,13 @@ type resultOut struct {
 // flowAssignment is an assignment with its workflow.
 type flowAssignment struct {
 	assignment
-	Stage   string       `json:"stage"`
-	Stages  []string     `json:"stages"`
-	Earlier *[]resultOut `json:"earlier"`
-	GroupID int64        `json:"group_id"`
-	Overlap int          `json:"overlap"`
+	Stage         string       `json:"stage"`
+	Stages        []string     `json:"stages"`
+	Earlier       *[]resultOut `json:"earlier"`
+	EarlierMore   *bool        `json:"earlier_more"`
+	EarlierBefore string       `json:"earlier_before"`
+	GroupID       int64        `json:"group_id"`
+	Overlap       int          `json:"overlap"`
 }
 
 // flowTask is the part of GET /v1/tasks/{id} the workflow tests read.
@@ -60,6 +62,8 @@ type flowTask struct {
 	ReservedFor   int64       `json:"reserved_for"`
 	ReservedUntil *string     `json:"reserved_until"`
 	Results       []resultOut `json:"results"`
+	ResultsMore   *bool       `json:"results_more"`
+	ResultsBefore string      `json:"results_before"`
 	Group         *struct {
 		ID      int64 `json:"id"`
 		Overlap int   `json:"overlap"`
@@ -157,7 +161,7 @@ func TestWorkflowEditReviewSendBack(t *testing.T) {
 	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", rev.Token, ""), http.StatusNoContent)
 
 	a, raw := b.flowNext(t, ed.Token)
-	wantKeys(t, raw, "task", "fence", "assigned_at", "lease_expires_at", "stage", "stages", "earlier")
+	wantKeys(t, raw, "task", "fence", "assigned_at", "lease_expires_at", "stage", "stages", "earlier", "earlier_more")
 	if a.Task.ID != id || a.Stage != "edit" || !slices.Equal(a.Stages, []string{"edit", "review"}) || a.Earlier == nil || len(*a.Earlier) != 0 {
 		t.Fatalf("editor's assignment: %s", raw)
 	}

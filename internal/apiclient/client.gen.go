@@ -189,11 +189,18 @@ type Assignment struct {
 	// AssignedAt RFC 3339 in UTC, to the millisecond.
 	AssignedAt Time `json:"assigned_at"`
 
-	// Earlier For a task with stages, the results of its earlier submissions,
-	// oldest first: what a reviewer reviews, and for a task sent back
-	// the reviewer's notes. Omitted for a task of one stage.
+	// Earlier For a task with stages, the latest 10 results of its earlier
+	// submissions, oldest first: what a reviewer reviews, and for a task
+	// sent back the reviewer's notes. Older ones are read with GET
+	// /v1/assignments/{task}/earlier. Omitted for a task of one stage.
 	Earlier *[]ResultLine `json:"earlier,omitempty"`
-	Fence   Fence         `json:"fence"`
+
+	// EarlierBefore The before of GET /v1/assignments/{task}/earlier for the older results; omitted without any.
+	EarlierBefore *string `json:"earlier_before,omitempty"`
+
+	// EarlierMore true when older earlier results exist; omitted with earlier.
+	EarlierMore *bool `json:"earlier_more,omitempty"`
+	Fence       Fence `json:"fence"`
 
 	// GroupId The task's group; omitted for a task that asks for one result.
 	GroupId *ID `json:"group_id,omitempty"`
@@ -591,7 +598,9 @@ type RecentClaim struct {
 // ResultLine A line of GET /v1/results, an accepted result.
 type ResultLine struct {
 	Category Category `json:"category"`
-	Cursor   string   `json:"cursor"`
+
+	// Cursor The result's place in the results feed. Always in GET /v1/results; in a task's results and an assignment's earlier ones, omitted until a read of the feed has numbered the result.
+	Cursor *string `json:"cursor,omitempty"`
 
 	// Decision The submitter's decision; omitted without one.
 	Decision *string `json:"decision,omitempty"`
@@ -619,6 +628,18 @@ type ResultLine struct {
 	SubmittedAt Time   `json:"submitted_at"`
 	TaskId      ID     `json:"task_id"`
 	Title       string `json:"title"`
+}
+
+// ResultPage defines model for ResultPage.
+type ResultPage struct {
+	// Before The cursor of the next older page; null without one.
+	Before *string `json:"before"`
+
+	// More true when older results exist.
+	More bool `json:"more"`
+
+	// Results Oldest first.
+	Results []ResultLine `json:"results"`
 }
 
 // ResultsEnd The last line of GET /v1/results.
@@ -742,8 +763,16 @@ type TaskDetail struct {
 	// Result The accepted result of a done task; null otherwise.
 	Result *AcceptedResult `json:"result"`
 
-	// Results For a task with stages or of a group, every result of the task and of its group, oldest first; omitted otherwise.
+	// Results For a task with stages or of a group, the latest 10 results of the task and of its
+	// group, oldest first; omitted otherwise. Older ones are read with GET
+	// /v1/tasks/{id}/results.
 	Results *[]ResultLine `json:"results,omitempty"`
+
+	// ResultsBefore The before of GET /v1/tasks/{id}/results for the older results; omitted without any.
+	ResultsBefore *string `json:"results_before,omitempty"`
+
+	// ResultsMore true when older results exist; omitted with results.
+	ResultsMore *bool `json:"results_more,omitempty"`
 
 	// RunAfter RFC 3339 in UTC, to the millisecond.
 	RunAfter Time `json:"run_after"`
@@ -826,6 +855,12 @@ type CategoryPath = Category
 // EditorID defines model for EditorID.
 type EditorID = ID
 
+// ResultsBefore defines model for ResultsBefore.
+type ResultsBefore = string
+
+// ResultsLimit defines model for ResultsLimit.
+type ResultsLimit = int
+
 // TaskID defines model for TaskID.
 type TaskID = ID
 
@@ -871,6 +906,16 @@ type ForceReleaseJSONBody = map[string]interface{}
 // NextJSONBody defines parameters for Next.
 type NextJSONBody struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// GetEarlierParams defines parameters for GetEarlier.
+type GetEarlierParams struct {
+	// Fence The assignment's fence.
+	Fence Fence `form:"fence" json:"fence"`
+
+	// Before The cursor of the older results; leave it out for the latest.
+	Before *ResultsBefore `form:"before,omitempty" json:"before,omitempty"`
+	Limit  *ResultsLimit  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ReleaseJSONBody defines parameters for Release.
@@ -1004,6 +1049,13 @@ type GetTaskEventsParams struct {
 	// Before The cursor; leave it out for the latest events.
 	Before *ID  `form:"before,omitempty" json:"before,omitempty"`
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetTaskResultsParams defines parameters for GetTaskResults.
+type GetTaskResultsParams struct {
+	// Before The cursor of the older results; leave it out for the latest.
+	Before *ResultsBefore `form:"before,omitempty" json:"before,omitempty"`
+	Limit  *ResultsLimit  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // PauseCategoryJSONRequestBody defines body for PauseCategory for application/json ContentType.
@@ -1329,6 +1381,17 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/assignments/next (the `Next` operationId).
 	Next(ctx context.Context, body NextJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetEarlier Page the earlier results of an assignment
+	//
+	// A page of the earlier results of a task the editor holds under fence,
+	// oldest first within the page: the latest without before, or those
+	// older than the cursor before (the earlier_before of the assignment,
+	// or the before of the newer page). A claim that was the editor's but
+	// is gone is 409 stale_fence; one that never was, 403.
+	//
+	// Corresponds with GET /v1/assignments/{task}/earlier (the `GetEarlier` operationId).
+	GetEarlier(ctx context.Context, task AssignmentTask, params *GetEarlierParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// HeartbeatWithBody Extend the lease
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
@@ -1375,7 +1438,10 @@ type ClientInterface interface {
 	// assignment, or null when none is claimable now. At a stage before a
 	// task's last, the task goes on to its next stage; decision send_back at
 	// a later stage sends it back to the stage before, offered first to the
-	// editor who did that stage (send_back at the first stage is 422).
+	// editor who did that stage (send_back at the first stage is 422
+	// invalid; a send_back of a task already sent back its category's
+	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+	// claim stays live for another decision).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1388,7 +1454,10 @@ type ClientInterface interface {
 	// assignment, or null when none is claimable now. At a stage before a
 	// task's last, the task goes on to its next stage; decision send_back at
 	// a later stage sends it back to the stage before, offered first to the
-	// editor who did that stage (send_back at the first stage is 422).
+	// editor who did that stage (send_back at the first stage is 422
+	// invalid; a send_back of a task already sent back its category's
+	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+	// claim stays live for another decision).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1603,8 +1672,9 @@ type ClientInterface interface {
 	// The task, its claim state, its accepted result and the latest 50
 	// events of its audit trail; history_before pages to the older ones
 	// (GET /v1/tasks/{id}/events). A task with stages or of a group also
-	// has results (every stage's, its group's included) and, for a group,
-	// group.
+	// has its latest 10 results (every stage's, its group's included;
+	// results_before pages to the older ones, GET /v1/tasks/{id}/results)
+	// and, for a group, group.
 	//
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1619,6 +1689,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/events (the `GetTaskEvents` operationId).
 	GetTaskEvents(ctx context.Context, id TaskID, params *GetTaskEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTaskResults Page a task's results
+	//
+	// A page of the results of the task, every stage's and, for a task of a
+	// group, its group's, oldest first within the page: the latest without
+	// before, or those older than the cursor before (the before of the newer
+	// page, or results_before of GET /v1/tasks/{id}). Each result is on
+	// exactly one page. A task has at most stages + 2 * max_send_backs
+	// results (its category's; 10 send backs by default). An unknown or
+	// repeated parameter is 400; a bad value, or a cursor this route did not
+	// give, is 422.
+	//
+	// Corresponds with GET /v1/tasks/{id}/results (the `GetTaskResults` operationId).
+	GetTaskResults(ctx context.Context, id TaskID, params *GetTaskResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -2029,6 +2113,27 @@ func (c *Client) Next(ctx context.Context, body NextJSONRequestBody, reqEditors 
 	return c.Client.Do(req)
 }
 
+// GetEarlier Page the earlier results of an assignment
+//
+// A page of the earlier results of a task the editor holds under fence,
+// oldest first within the page: the latest without before, or those
+// older than the cursor before (the earlier_before of the assignment,
+// or the before of the newer page). A claim that was the editor's but
+// is gone is 409 stale_fence; one that never was, 403.
+//
+// Corresponds with GET /v1/assignments/{task}/earlier (the `GetEarlier` operationId).
+func (c *Client) GetEarlier(ctx context.Context, task AssignmentTask, params *GetEarlierParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEarlierRequest(c.Server, task, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // HeartbeatWithBody Extend the lease
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past it).
@@ -2115,7 +2220,10 @@ func (c *Client) Release(ctx context.Context, task AssignmentTask, body ReleaseJ
 // assignment, or null when none is claimable now. At a stage before a
 // task's last, the task goes on to its next stage; decision send_back at
 // a later stage sends it back to the stage before, offered first to the
-// editor who did that stage (send_back at the first stage is 422).
+// editor who did that stage (send_back at the first stage is 422
+// invalid; a send_back of a task already sent back its category's
+// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+// claim stays live for another decision).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2138,7 +2246,10 @@ func (c *Client) SubmitWithBody(ctx context.Context, task AssignmentTask, conten
 // assignment, or null when none is claimable now. At a stage before a
 // task's last, the task goes on to its next stage; decision send_back at
 // a later stage sends it back to the stage before, offered first to the
-// editor who did that stage (send_back at the first stage is 422).
+// editor who did that stage (send_back at the first stage is 422
+// invalid; a send_back of a task already sent back its category's
+// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+// claim stays live for another decision).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2563,8 +2674,9 @@ func (c *Client) AddTasks(ctx context.Context, body AddTasksJSONRequestBody, req
 // The task, its claim state, its accepted result and the latest 50
 // events of its audit trail; history_before pages to the older ones
 // (GET /v1/tasks/{id}/events). A task with stages or of a group also
-// has results (every stage's, its group's included) and, for a group,
-// group.
+// has its latest 10 results (every stage's, its group's included;
+// results_before pages to the older ones, GET /v1/tasks/{id}/results)
+// and, for a group, group.
 //
 // Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2590,6 +2702,30 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 // Corresponds with GET /v1/tasks/{id}/events (the `GetTaskEvents` operationId).
 func (c *Client) GetTaskEvents(ctx context.Context, id TaskID, params *GetTaskEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTaskEventsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTaskResults Page a task's results
+//
+// A page of the results of the task, every stage's and, for a task of a
+// group, its group's, oldest first within the page: the latest without
+// before, or those older than the cursor before (the before of the newer
+// page, or results_before of GET /v1/tasks/{id}). Each result is on
+// exactly one page. A task has at most stages + 2 * max_send_backs
+// results (its category's; 10 send backs by default). An unknown or
+// repeated parameter is 400; a bad value, or a cursor this route did not
+// give, is 422.
+//
+// Corresponds with GET /v1/tasks/{id}/results (the `GetTaskResults` operationId).
+func (c *Client) GetTaskResults(ctx context.Context, id TaskID, params *GetTaskResultsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTaskResultsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3086,6 +3222,87 @@ func NewNextRequestWithBody(server string, contentType string, body io.Reader) (
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetEarlierRequest constructs an http.Request for the GetEarlier method
+func NewGetEarlierRequest(server string, task AssignmentTask, params *GetEarlierParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "task", task, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/assignments/%s/earlier", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "fence", params.Fence, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4093,6 +4310,79 @@ func NewGetTaskEventsRequest(server string, id TaskID, params *GetTaskEventsPara
 	return req, nil
 }
 
+// NewGetTaskResultsRequest constructs an http.Request for the GetTaskResults method
+func NewGetTaskResultsRequest(server string, id TaskID, params *GetTaskResultsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/results", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4345,6 +4635,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/assignments/next (the `Next` operationId).
 	NextWithResponse(ctx context.Context, body NextJSONRequestBody, reqEditors ...RequestEditorFn) (*NextResponse, error)
 
+	// GetEarlierWithResponse Page the earlier results of an assignment
+	//
+	// A page of the earlier results of a task the editor holds under fence,
+	// oldest first within the page: the latest without before, or those
+	// older than the cursor before (the earlier_before of the assignment,
+	// or the before of the newer page). A claim that was the editor's but
+	// is gone is 409 stale_fence; one that never was, 403.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/assignments/{task}/earlier (the `GetEarlier` operationId).
+	GetEarlierWithResponse(ctx context.Context, task AssignmentTask, params *GetEarlierParams, reqEditors ...RequestEditorFn) (*GetEarlierResponse, error)
+
 	// HeartbeatWithBodyWithResponse Extend the lease
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
@@ -4391,7 +4694,10 @@ type ClientWithResponsesInterface interface {
 	// assignment, or null when none is claimable now. At a stage before a
 	// task's last, the task goes on to its next stage; decision send_back at
 	// a later stage sends it back to the stage before, offered first to the
-	// editor who did that stage (send_back at the first stage is 422).
+	// editor who did that stage (send_back at the first stage is 422
+	// invalid; a send_back of a task already sent back its category's
+	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+	// claim stays live for another decision).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4404,7 +4710,10 @@ type ClientWithResponsesInterface interface {
 	// assignment, or null when none is claimable now. At a stage before a
 	// task's last, the task goes on to its next stage; decision send_back at
 	// a later stage sends it back to the stage before, offered first to the
-	// editor who did that stage (send_back at the first stage is 422).
+	// editor who did that stage (send_back at the first stage is 422
+	// invalid; a send_back of a task already sent back its category's
+	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+	// claim stays live for another decision).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4635,8 +4944,9 @@ type ClientWithResponsesInterface interface {
 	// The task, its claim state, its accepted result and the latest 50
 	// events of its audit trail; history_before pages to the older ones
 	// (GET /v1/tasks/{id}/events). A task with stages or of a group also
-	// has results (every stage's, its group's included) and, for a group,
-	// group.
+	// has its latest 10 results (every stage's, its group's included;
+	// results_before pages to the older ones, GET /v1/tasks/{id}/results)
+	// and, for a group, group.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4655,6 +4965,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/events (the `GetTaskEvents` operationId).
 	GetTaskEventsWithResponse(ctx context.Context, id TaskID, params *GetTaskEventsParams, reqEditors ...RequestEditorFn) (*GetTaskEventsResponse, error)
+
+	// GetTaskResultsWithResponse Page a task's results
+	//
+	// A page of the results of the task, every stage's and, for a task of a
+	// group, its group's, oldest first within the page: the latest without
+	// before, or those older than the cursor before (the before of the newer
+	// page, or results_before of GET /v1/tasks/{id}). Each result is on
+	// exactly one page. A task has at most stages + 2 * max_send_backs
+	// results (its category's; 10 send backs by default). An unknown or
+	// repeated parameter is 400; a bad value, or a cursor this route did not
+	// give, is 422.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tasks/{id}/results (the `GetTaskResults` operationId).
+	GetTaskResultsWithResponse(ctx context.Context, id TaskID, params *GetTaskResultsParams, reqEditors ...RequestEditorFn) (*GetTaskResultsResponse, error)
 }
 
 // HealthzResponse503Headers the declared response headers of an HTTP 503 response for Healthz
@@ -5898,6 +6224,124 @@ func (r NextResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r NextResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEarlierResponse401Headers the declared response headers of an HTTP 401 response for GetEarlier
+type GetEarlierResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetEarlierResponse429Headers the declared response headers of an HTTP 429 response for GetEarlier
+type GetEarlierResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetEarlierResponse503Headers the declared response headers of an HTTP 503 response for GetEarlier
+type GetEarlierResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetEarlierResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResultPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEarlierResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEarlierResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetEarlierResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEarlierResponse) GetJSON200() *ResultPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetEarlierResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEarlierResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetEarlierResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetEarlierResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetEarlierResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetEarlierResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEarlierResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetEarlierResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEarlierResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEarlierResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEarlierResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEarlierResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8046,6 +8490,117 @@ func (r GetTaskEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetTaskResultsResponse401Headers the declared response headers of an HTTP 401 response for GetTaskResults
+type GetTaskResultsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetTaskResultsResponse429Headers the declared response headers of an HTTP 429 response for GetTaskResults
+type GetTaskResultsResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetTaskResultsResponse503Headers the declared response headers of an HTTP 503 response for GetTaskResults
+type GetTaskResultsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetTaskResultsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResultPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTaskResultsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTaskResultsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTaskResultsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTaskResultsResponse) GetJSON200() *ResultPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetTaskResultsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetTaskResultsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetTaskResultsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetTaskResultsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetTaskResultsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetTaskResultsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetTaskResultsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTaskResultsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTaskResultsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTaskResultsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTaskResultsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8380,6 +8935,25 @@ func (c *ClientWithResponses) NextWithResponse(ctx context.Context, body NextJSO
 	return ParseNextResponse(rsp)
 }
 
+// GetEarlierWithResponse Page the earlier results of an assignment
+//
+// A page of the earlier results of a task the editor holds under fence,
+// oldest first within the page: the latest without before, or those
+// older than the cursor before (the earlier_before of the assignment,
+// or the before of the newer page). A claim that was the editor's but
+// is gone is 409 stale_fence; one that never was, 403.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/assignments/{task}/earlier (the `GetEarlier` operationId).
+func (c *ClientWithResponses) GetEarlierWithResponse(ctx context.Context, task AssignmentTask, params *GetEarlierParams, reqEditors ...RequestEditorFn) (*GetEarlierResponse, error) {
+	rsp, err := c.GetEarlier(ctx, task, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEarlierResponse(rsp)
+}
+
 // HeartbeatWithBodyWithResponse Extend the lease
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past it).
@@ -8450,7 +9024,10 @@ func (c *ClientWithResponses) ReleaseWithResponse(ctx context.Context, task Assi
 // assignment, or null when none is claimable now. At a stage before a
 // task's last, the task goes on to its next stage; decision send_back at
 // a later stage sends it back to the stage before, offered first to the
-// editor who did that stage (send_back at the first stage is 422).
+// editor who did that stage (send_back at the first stage is 422
+// invalid; a send_back of a task already sent back its category's
+// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+// claim stays live for another decision).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8469,7 +9046,10 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, ta
 // assignment, or null when none is claimable now. At a stage before a
 // task's last, the task goes on to its next stage; decision send_back at
 // a later stage sends it back to the stage before, offered first to the
-// editor who did that stage (send_back at the first stage is 422).
+// editor who did that stage (send_back at the first stage is 422
+// invalid; a send_back of a task already sent back its category's
+// max_send_backs times, 10 by default, is 422 send_back_limit, and the
+// claim stays live for another decision).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8826,8 +9406,9 @@ func (c *ClientWithResponses) AddTasksWithResponse(ctx context.Context, body Add
 // The task, its claim state, its accepted result and the latest 50
 // events of its audit trail; history_before pages to the older ones
 // (GET /v1/tasks/{id}/events). A task with stages or of a group also
-// has results (every stage's, its group's included) and, for a group,
-// group.
+// has its latest 10 results (every stage's, its group's included;
+// results_before pages to the older ones, GET /v1/tasks/{id}/results)
+// and, for a group, group.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8857,6 +9438,28 @@ func (c *ClientWithResponses) GetTaskEventsWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseGetTaskEventsResponse(rsp)
+}
+
+// GetTaskResultsWithResponse Page a task's results
+//
+// A page of the results of the task, every stage's and, for a task of a
+// group, its group's, oldest first within the page: the latest without
+// before, or those older than the cursor before (the before of the newer
+// page, or results_before of GET /v1/tasks/{id}). Each result is on
+// exactly one page. A task has at most stages + 2 * max_send_backs
+// results (its category's; 10 send backs by default). An unknown or
+// repeated parameter is 400; a bad value, or a cursor this route did not
+// give, is 422.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tasks/{id}/results (the `GetTaskResults` operationId).
+func (c *ClientWithResponses) GetTaskResultsWithResponse(ctx context.Context, id TaskID, params *GetTaskResultsParams, reqEditors ...RequestEditorFn) (*GetTaskResultsResponse, error) {
+	rsp, err := c.GetTaskResults(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTaskResultsResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -10047,6 +10650,121 @@ func ParseNextResponse(rsp *http.Response) (*NextResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers NextResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEarlierResponse parses an HTTP response from a GetEarlierWithResponse call
+func ParseGetEarlierResponse(rsp *http.Response) (*GetEarlierResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEarlierResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResultPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEarlierResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEarlierResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetEarlierResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -12023,6 +12741,114 @@ func ParseGetTaskEventsResponse(rsp *http.Response) (*GetTaskEventsResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetTaskEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTaskResultsResponse parses an HTTP response from a GetTaskResultsWithResponse call
+func ParseGetTaskResultsResponse(rsp *http.Response) (*GetTaskResultsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTaskResultsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResultPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTaskResultsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTaskResultsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTaskResultsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -144,6 +144,11 @@ func hostileCases(e *editor, task, fence int64, other string) []hostileCase {
 		{"force release: negative id", "POST", "/v1/admin/tasks/-7/release", ad, nil, false},
 		{"force release: no such task", "POST", "/v1/admin/tasks/9223372036854775807/release", ad, nil, false},
 		{"force release: editor token", "POST", "/v1/admin/tasks/" + t + "/release", ed, nil, false},
+		{"results: a cursor never given", "GET", "/v1/tasks/" + t + "/results?before=AAAA", ad, nil, false},
+		{"results: limit 0", "GET", "/v1/tasks/" + t + "/results?limit=0", ad, nil, false},
+		{"earlier: a fence never held", "GET", "/v1/assignments/" + t + "/earlier?fence=" + f + "1", ed, nil, false},
+		{"earlier: no fence", "GET", "/v1/assignments/" + t + "/earlier", ed, nil, false},
+		{"earlier: admin token", "GET", "/v1/assignments/" + t + "/earlier?fence=" + f, ad, nil, false},
 		{"next: wrong method", "GET", "/v1/assignments/next", ed, nil, false},
 		{"unknown route", "POST", "/v1/assignments/next/now", ed, []byte(`{}`), false},
 		// last: an accepted release would end the held claim

@@ -614,14 +614,15 @@ categories:
   - name: news
     stages: [edit, review]
     send_back_hold: 30m
+    max_send_backs: 3
     weight: 3
   - name: labels
     overlap: 3
     rate_limit: 600
 `, nil)
 	want := []taskd.CategoryConfig{
-		{Name: "news", Stages: []string{"edit", "review"}, Overlap: 1, SendBackHold: 30 * time.Minute, Weight: 3},
-		{Name: "labels", Overlap: 3, SendBackHold: tasks.SendBackHoldDefault, Weight: 1, RateLimit: 600},
+		{Name: "news", Stages: []string{"edit", "review"}, Overlap: 1, SendBackHold: 30 * time.Minute, MaxSendBacks: 3, Weight: 3},
+		{Name: "labels", Overlap: 3, SendBackHold: tasks.SendBackHoldDefault, MaxSendBacks: tasks.MaxSendBacksDefault, Weight: 1, RateLimit: 600},
 	}
 	if !reflect.DeepEqual(cfg.Categories, want) {
 		t.Errorf("categories = %+v\nwant %+v", cfg.Categories, want)
@@ -629,7 +630,7 @@ categories:
 	if !cfg.Dispatch.FairShare {
 		t.Error("dispatch.fair_share: true read as false")
 	}
-	if got := cfg.Source("categories[1].rate_limit"); got != "test.yaml line 10" {
+	if got := cfg.Source("categories[1].rate_limit"); got != "test.yaml line 11" {
 		t.Errorf("source of categories[1].rate_limit = %q", got)
 	}
 
@@ -646,6 +647,8 @@ categories:
 		{"categories:\n  - {name: a, weight: -1}\n", "categories[0].weight", []string{"must be 1..1000, got -1"}},
 		{"categories:\n  - {name: a, rate_limit: -5}\n", "categories[0].rate_limit", []string{"must be 0..1000000, got -5"}},
 		{"categories:\n  - {name: a, send_back_hold: 10ms}\n", "categories[0].send_back_hold", []string{"must be at least 1s"}},
+		{"categories:\n  - {name: a, max_send_backs: -1}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got -1"}},
+		{"categories:\n  - {name: a, max_send_backs: 1001}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got 1001"}},
 		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
 	} {
 		_, err := parse(t, c.yaml, nil)

@@ -32,8 +32,19 @@ func StageCandidatesQuery(cats []string, editorID int64, limit int, stage string
 	return candidatesQuery(cats, editorID, limit, stage)
 }
 
+// TaskResultKeysQuery exposes the query of a page's keys for EXPLAIN tests.
+func TaskResultKeysQuery(ids []int64, at time.Time, taskID, fence int64, n int) (string, []any) {
+	return taskResultKeysQuery(ids, resultsCursor{At: at, TaskID: taskID, Fence: fence}, n)
+}
+
 // Queries whose plans the EXPLAIN test checks.
 const (
+	TaskResultIDsSQL  = taskResultIDsSQL
+	TaskResultKeysSQL = taskResultKeysSQL
+	TaskResultRowsSQL = taskResultRowsSQL
+	SendBacksSQL      = sendBacksSQL
+	GroupDecisionsSQL = groupDecisionsSQL
+
 	RecycleLockSQL    = recycleLockSQL
 	RecycleSQL        = recycleSQL
 	LiveLeasesSQL     = liveLeasesSQL

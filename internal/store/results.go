@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -93,18 +97,43 @@ WHERE r.seq > ? ORDER BY r.seq LIMIT ?`
 	COALESCE(r.editor_id, 0) AS editor_id, r.result, r.submitted_at, r.stage, COALESCE(r.stage_name, '') AS stage_name,
 	COALESCE(r.decision, '') AS decision, COALESCE(r.notes, '') AS notes, COALESCE(t.group_id, 0) AS group_id, t.overlap`
 
-	// taskResultsSQL reads the results of a task, or of every task of its
-	// group: the task's by primary key, or its group's by tasks_group, each
-	// task's results by primary key.
-	taskResultsSQL = `(SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
-FROM tasks t FORCE INDEX (PRIMARY) JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = t.id
-WHERE t.id = ? AND t.group_id IS NULL)
-UNION ALL
-(SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
-FROM tasks x FORCE INDEX (PRIMARY) JOIN tasks t FORCE INDEX (tasks_group) ON t.group_id = x.group_id
-	JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = t.id
-WHERE x.id = ?)
-ORDER BY submitted_at, task_id, fence`
+	// A page of a task's results is read in two steps, neither of which makes a
+	// temporary table (the results' JSON would put it on disk). First the keys
+	// of the page, from the task's (or each of its group's tasks') range of the
+	// primary key: three short columns per result, the page's sorted in memory
+	// (a task has at most stages + 2 * max_send_backs results, see
+	// tasks.Workflow.MaxSendBacks), LIMIT page + 1. Then the page's rows by
+	// primary key.
+	//
+	// taskResultIDsSQL reads the ids of the tasks of a task's group, the task's
+	// row by primary key and its group's by tasks_group; none for a task of no
+	// group.
+	taskResultIDsSQL = `SELECT g.id FROM tasks g FORCE INDEX (tasks_group)
+WHERE g.group_id = (SELECT t.group_id FROM tasks t FORCE INDEX (PRIMARY) WHERE t.id = ?) ORDER BY g.id`
+	// taskResultKeysSQL reads the keys of a page: %s is the tasks' ids, "?, ?"
+	// (at most tasks.MaxOverlap), the next placeholders the cursor (submitted_at
+	// twice, task id twice, fence), the last the page's size + 1.
+	taskResultKeysSQL = `SELECT task_id, fence, submitted_at FROM task_results FORCE INDEX (PRIMARY)
+WHERE task_id IN (%s)
+	AND (submitted_at < ? OR submitted_at = ? AND (task_id < ? OR task_id = ? AND fence < ?))
+ORDER BY submitted_at DESC, task_id DESC, fence DESC LIMIT ?`
+	// taskResultRowsSQL reads a page's rows by primary key: %s is their keys,
+	// "(?, ?), (?, ?)". The task's own columns come from its row by primary key.
+	taskResultRowsSQL = `SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
+FROM task_results r FORCE INDEX (PRIMARY) STRAIGHT_JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = r.task_id
+WHERE (r.task_id, r.fence) IN (%s)`
+
+	// sendBacksSQL reads a task's category and how many times it was sent back:
+	// the task's row, and its range of task_results' primary key.
+	sendBacksSQL = `SELECT t.category, (SELECT COUNT(*) FROM task_results r FORCE INDEX (PRIMARY)
+	WHERE r.task_id = t.id AND r.decision = 'send_back') AS sent_back
+FROM tasks t FORCE INDEX (PRIMARY) WHERE t.id = ?`
+
+	// groupDecisionsSQL reads the decision of each done task of a group: its
+	// accepted result, the one of its last fence, by primary key.
+	groupDecisionsSQL = `SELECT t.id, COALESCE(r.decision, '') AS decision
+FROM tasks t FORCE INDEX (tasks_group) JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = t.id AND r.fence = t.fence
+WHERE t.group_id = ? AND t.status = 'done'`
 
 	// countResultsSQL counts the results past a cursor and those not numbered yet,
 	// which will all come after it: two ranges of the task_results_seq key.
@@ -167,13 +196,145 @@ func (s *Store) Results(ctx context.Context, p tasks.ResultsParams, fn func(r *t
 	return page, nil
 }
 
-// TaskResults returns the results submitted for a task, each stage's, oldest
-// first; for a task of a group (Task.GroupID), those of every task of the group.
-// A task without results, or no such task, has none.
-func (s *Store) TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error) {
-	out := []tasks.Result{}
-	if err := s.db.SelectContext(ctx, &out, taskResultsSQL, taskID, taskID); err != nil {
-		return nil, fmt.Errorf("results of task %d: %w", taskID, err)
+// resultsCursor is what a cursor of a page of a task's results says: the sort
+// key of the page's oldest result.
+type resultsCursor struct {
+	At     time.Time `json:"t"`
+	TaskID int64     `json:"i"`
+	Fence  int64     `json:"f"`
+}
+
+func (c resultsCursor) encode() string {
+	data, _ := json.Marshal(c) // a struct of plain fields: cannot fail
+	return base64.RawURLEncoding.EncodeToString(data)
+}
+
+func decodeResultsCursor(s string) (resultsCursor, error) {
+	var c resultsCursor
+	data, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(data, &c) != nil || c.TaskID < 1 || c.Fence < 1 || c.At.IsZero() {
+		return resultsCursor{}, fmt.Errorf("%w: before is not a cursor of this task's results", tasks.ErrInvalid)
+	}
+	return c, nil
+}
+
+// TaskResults returns a page of the results submitted for a task, each
+// stage's: the latest p.Limit, or those older than p.Before, oldest first within
+// the page; for a task of a group (Task.GroupID) and unless p.Own, those of
+// every task of the group. A task without results, or no such task, has an
+// empty page. Its cost is the page's rows and the task's (or group's) result
+// keys, never the results themselves beyond the page's.
+//
+// It returns ErrInvalid for a limit out of range or a cursor it did not give.
+//
+// Round trips: with a group, one for its tasks; one for the page's keys; one
+// for its rows, when it has any.
+func (s *Store) TaskResults(ctx context.Context, p tasks.TaskResultsParams) (*tasks.TaskResultPage, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = tasks.TaskResultsLimitDefault
+	}
+	if limit < 1 || limit > tasks.TaskResultsLimitMax {
+		return nil, fmt.Errorf("results of task %d: %w: limit must be 1..%d, got %d", p.TaskID, tasks.ErrInvalid, tasks.TaskResultsLimitMax, p.Limit)
+	}
+	// The cursor before the newest possible result.
+	cur := resultsCursor{At: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), TaskID: math.MaxInt64, Fence: math.MaxInt64}
+	if p.Before != "" {
+		var err error
+		if cur, err = decodeResultsCursor(p.Before); err != nil {
+			return nil, fmt.Errorf("results of task %d: %w", p.TaskID, err)
+		}
+	}
+	page := &tasks.TaskResultPage{Results: []tasks.Result{}}
+	ids := []int64{p.TaskID}
+	if !p.Own {
+		var group []int64
+		if err := s.db.SelectContext(ctx, &group, taskResultIDsSQL, p.TaskID); err != nil {
+			return nil, fmt.Errorf("results of task %d: tasks of its group: %w", p.TaskID, err)
+		}
+		if len(group) > 0 {
+			ids = group
+		}
+	}
+	var keys []struct {
+		TaskID      int64     `db:"task_id"`
+		Fence       int64     `db:"fence"`
+		SubmittedAt time.Time `db:"submitted_at"`
+	}
+	query, args := taskResultKeysQuery(ids, cur, limit+1)
+	if err := s.db.SelectContext(ctx, &keys, query, args...); err != nil {
+		return nil, fmt.Errorf("results of task %d: %w", p.TaskID, err)
+	}
+	if page.More = len(keys) > limit; page.More {
+		keys = keys[:limit]
+		last := keys[limit-1]
+		page.Before = resultsCursor{At: last.SubmittedAt, TaskID: last.TaskID, Fence: last.Fence}.encode()
+	}
+	if len(keys) == 0 {
+		return page, nil
+	}
+	var q strings.Builder
+	args = listSQL(&q, "(?, ?)", keys, func(i int) []any { return []any{keys[i].TaskID, keys[i].Fence} })
+	rows := make([]tasks.Result, 0, len(keys))
+	if err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(taskResultRowsSQL, q.String()), args...); err != nil {
+		return nil, fmt.Errorf("results of task %d: %w", p.TaskID, err)
+	}
+	// Oldest first: the keys' order, reversed. A row gone meanwhile (purged
+	// with its task) is left out.
+	at := make(map[[2]int64]int, len(rows))
+	for i := range rows {
+		at[[2]int64{rows[i].TaskID, rows[i].Fence}] = i
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		if j, ok := at[[2]int64{keys[i].TaskID, keys[i].Fence}]; ok {
+			page.Results = append(page.Results, rows[j])
+		}
+	}
+	return page, nil
+}
+
+// taskResultKeysQuery is taskResultKeysSQL for the tasks ids, the results before
+// cur, at most n.
+func taskResultKeysQuery(ids []int64, cur resultsCursor, n int) (string, []any) {
+	var q strings.Builder
+	args := listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })
+	return fmt.Sprintf(taskResultKeysSQL, q.String()), append(args, cur.At, cur.At, cur.TaskID, cur.TaskID, cur.Fence, n)
+}
+
+// SendBacks returns the category of a task and how many times it was sent back
+// (its results with the decision tasks.DecisionSendBack). It returns
+// ErrNotFound for no such task. One round trip; its cost is the task's results'
+// range of the primary key.
+func (s *Store) SendBacks(ctx context.Context, taskID int64) (category string, n int, err error) {
+	var row struct {
+		Category string `db:"category"`
+		SentBack int    `db:"sent_back"`
+	}
+	err = s.db.GetContext(ctx, &row, sendBacksSQL, taskID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, fmt.Errorf("send backs of task %d: %w", taskID, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("send backs of task %d: %w", taskID, err)
+	}
+	return row.Category, row.SentBack, nil
+}
+
+// GroupDecisions returns the decision of each done task of the group groupID
+// (its accepted result's, "" for none), by task id. A group that does not exist,
+// or has no done task, has none. One round trip: tasks_group, then each done
+// task's result by primary key.
+func (s *Store) GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error) {
+	var rows []struct {
+		ID       int64  `db:"id"`
+		Decision string `db:"decision"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, groupDecisionsSQL, groupID); err != nil {
+		return nil, fmt.Errorf("decisions of group %d: %w", groupID, err)
+	}
+	out := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Decision
 	}
 	return out, nil
 }

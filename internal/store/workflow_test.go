@@ -229,7 +229,7 @@ func TestStagesMoveATaskOnAndKeepEachResult(t *testing.T) {
 		t.Errorf("after the review: %+v, want done, held last by bob", task)
 	}
 
-	results, err := b.store.TaskResults(b.ctx, id)
+	results, err := b.allResults(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestSendBackGoesToTheEditorOfTheStageFirst(t *testing.T) {
 	if _, err := b.submit(t, final, bob, tasks.DecisionApprove, ""); err != nil {
 		t.Fatal(err)
 	}
-	results, _ := b.store.TaskResults(b.ctx, id)
+	results, _ := b.allResults(id)
 	var got []string
 	for _, r := range results {
 		got = append(got, fmt.Sprintf("%s/%s/%d", r.StageName, r.Decision, r.EditorID))
@@ -446,7 +446,7 @@ func TestOverlapGivesEachTaskOfAGroupToADifferentEditor(t *testing.T) {
 	last := b.claim(t, group[2], eds[1].Holder(), eds[1].ID, time.Minute)
 	b.submit(t, last, eds[1], "yes", "")
 
-	results, err := b.store.TaskResults(b.ctx, group[2])
+	results, err := b.allResults(group[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +573,7 @@ func TestWorkerCompletionMovesAStagedTaskOn(t *testing.T) {
 	if task.Status != tasks.StatusPending || task.StageName() != "check" {
 		t.Errorf("after the worker: %s at %q, want pending at check", task.Status, task.StageName())
 	}
-	results, _ := b.store.TaskResults(b.ctx, id)
+	results, _ := b.allResults(id)
 	if len(results) != 1 || results[0].StageName != "translate" || results[0].Holder != "worker-1" {
 		t.Errorf("results = %+v", results)
 	}

@@ -180,6 +180,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /app/v1/assignments", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
+	h.mux.HandleFunc("GET /app/v1/assignments/{task}/earlier", h.call)
 	h.opsRoutes()
 	return h, nil
 }

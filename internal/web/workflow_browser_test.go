@@ -506,3 +506,46 @@ func TestAppAssignments(t *testing.T) {
 		t.Fatalf("without a session: %d, want 401", st)
 	}
 }
+
+// TestBrowserOlderResults: a task sent back many times shows its latest
+// results to the reviewer and in the console, each with a button that shows
+// the older ones, until there are none.
+func TestBrowserOlderResults(t *testing.T) {
+	s := startServer(t, taskd.Config{})
+	_, edToken := s.editorWith("Ada Editor", 0, map[string][]string{"desk": {"edit"}}, "desk")
+	_, revToken := s.editorWith("Rex Reviewer", 0, map[string][]string{"desk": {"review"}}, "desk")
+	const title = "A story sent back six times"
+	id := s.addTask("desk", 5, title, map[string]any{"text": "draft"})
+	for round := 1; round <= 6; round++ {
+		a, fa := claimFor(t, s, edToken)
+		submitAs(t, s, edToken, a, fa, "approve", fmt.Sprintf("edit %d", round))
+		r, fr := claimFor(t, s, revToken)
+		submitAs(t, s, revToken, r, fr, "send_back", fmt.Sprintf("again %d", round))
+	}
+	a, fa := claimFor(t, s, edToken)
+	submitAs(t, s, edToken, a, fa, "approve", "edit 7")
+	const all = 13
+
+	rev := newTab(t, 1280, 900)
+	rev.signIn(s, revToken)
+	rev.showing(title)
+	items := `document.querySelectorAll("#earlier-list > li")`
+	if got := eval[string](rev, items+`.length + "|" + document.getElementById("earlier-older").hidden`); got != "10|false" {
+		t.Fatalf("the reviewer's earlier results and button: %s, want the latest 10 and the button", got)
+	}
+	rev.do("show older", chromedp.Click(chromedp.CSS("#earlier-older")))
+	rev.waitJS("every earlier result", items+`.length === `+itoa(all)+` && document.getElementById("earlier-older").hidden`)
+	if got := eval[string](rev, `Array.from(`+items+`).map(li => (li.querySelector(".earlier-notes") || {}).textContent).join(",")`); !strings.HasPrefix(got, "edit 1,again 1,edit 2,") || !strings.HasSuffix(got, ",again 6,edit 7") {
+		t.Errorf("the earlier results in order: %s", got)
+	}
+
+	tb := newTab(t, 1280, 1000)
+	tb.opsSignIn(s)
+	tb.do("the task", chromedp.Navigate(s.base+"/ops#tasks/"+itoa(id)))
+	tb.waitJS("its latest results", `!document.getElementById("task-detail").hidden && document.querySelectorAll("#td-results > li").length === 10 && !document.getElementById("td-results-older").hidden`)
+	tb.do("show older", chromedp.Click(chromedp.CSS("#td-results-older")))
+	tb.waitJS("every result", `document.querySelectorAll("#td-results > li").length === `+itoa(all)+` && document.getElementById("td-results-older").hidden`)
+	if got := eval[string](tb, `Array.from(document.querySelectorAll("#td-results .notes")).map(n => n.textContent).join(",")`); !strings.HasPrefix(got, "edit 1,again 1,") || !strings.HasSuffix(got, ",again 6,edit 7") {
+		t.Errorf("the console's results in order: %s", got)
+	}
+}

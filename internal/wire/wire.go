@@ -102,8 +102,10 @@ func ParseTime(field string, s *string) (time.Time, error) {
 // task's results and of an assignment's earlier ones, one JSON line of `taskd
 // export`.
 type Result struct {
-	// Cursor is the result's place in the feed, a decimal string.
-	Cursor   string `json:"cursor"`
+	// Cursor is the result's place in the feed, a decimal string; omitted for
+	// a result not numbered yet (a task's results, an assignment's earlier
+	// ones: only a read of the feed numbers results).
+	Cursor   string `json:"cursor,omitempty"`
 	TaskID   int64  `json:"task_id"`
 	Fence    int64  `json:"fence"`
 	Category string `json:"category"`
@@ -130,10 +132,13 @@ type Result struct {
 // ResultOf returns r as its line, its result JSON as the store holds it.
 func ResultOf(r *tasks.Result) Result {
 	out := Result{
-		Cursor: strconv.FormatInt(r.Cursor, 10), TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
+		TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
 		Key: orNull(r.Key), Holder: r.Holder, EditorID: orNull(r.EditorID), Result: r.Result,
 		SubmittedAt: FormatTime(r.SubmittedAt),
 		Stage:       r.StageName, Decision: r.Decision, Notes: r.Notes,
+	}
+	if r.Cursor != 0 {
+		out.Cursor = strconv.FormatInt(r.Cursor, 10)
 	}
 	if r.GroupID != 0 {
 		out.GroupID, out.Overlap = r.GroupID, r.Overlap

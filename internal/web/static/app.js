@@ -494,35 +494,8 @@
     var list = $('earlier-list');
     clear(list);
     var earlier = a.earlier || [];
-    earlier.forEach(function (r) {
-      var li = document.createElement('li');
-      li.className = 'earlier-item' + (r.decision === 'send_back' ? ' sent-back' : '');
-      var head = document.createElement('div');
-      head.className = 'earlier-head';
-      var b = document.createElement('b');
-      b.textContent = r.stage ? cap(r.stage) : 'Result';
-      head.appendChild(b);
-      var by = document.createElement('span');
-      by.className = 'muted';
-      by.textContent = ' by ' + who(r) + ' · ' + fmtWhen(r.submitted_at);
-      by.title = r.submitted_at;
-      head.appendChild(by);
-      if (r.decision) {
-        var tag = document.createElement('span');
-        tag.className = 'verdict ' + (r.decision === 'send_back' ? 'back' : r.decision === 'approve' ? 'ok' : '');
-        tag.textContent = DECISIONS[r.decision] || r.decision;
-        head.appendChild(tag);
-      }
-      li.appendChild(head);
-      if (r.notes) {
-        var q = document.createElement('p');
-        q.className = 'earlier-notes';
-        q.textContent = r.notes;
-        li.appendChild(q);
-      }
-      li.appendChild(resultView(r));
-      list.appendChild(li);
-    });
+    earlier.forEach(function (r) { list.appendChild(earlierItem(r)); });
+    renderOlder(a, a.earlier_more ? a.earlier_before : '');
     $('t-earlier').hidden = !earlier.length;
 
     // A task sent back says so first, with the reviewer's notes.
@@ -536,6 +509,62 @@
       sb.hidden = true;
       sb.textContent = '';
     }
+  }
+
+  // earlierItem is an earlier result: its stage, who and when, the decision,
+  // the notes, and the result.
+  function earlierItem(r) {
+    var li = document.createElement('li');
+    li.className = 'earlier-item' + (r.decision === 'send_back' ? ' sent-back' : '');
+    var head = document.createElement('div');
+    head.className = 'earlier-head';
+    var b = document.createElement('b');
+    b.textContent = r.stage ? cap(r.stage) : 'Result';
+    head.appendChild(b);
+    var by = document.createElement('span');
+    by.className = 'muted';
+    by.textContent = ' by ' + who(r) + ' · ' + fmtWhen(r.submitted_at);
+    by.title = r.submitted_at;
+    head.appendChild(by);
+    if (r.decision) {
+      var tag = document.createElement('span');
+      tag.className = 'verdict ' + (r.decision === 'send_back' ? 'back' : r.decision === 'approve' ? 'ok' : '');
+      tag.textContent = DECISIONS[r.decision] || r.decision;
+      head.appendChild(tag);
+    }
+    li.appendChild(head);
+    if (r.notes) {
+      var q = document.createElement('p');
+      q.className = 'earlier-notes';
+      q.textContent = r.notes;
+      li.appendChild(q);
+    }
+    li.appendChild(resultView(r));
+    return li;
+  }
+
+  // renderOlder shows, when older earlier results exist (before is their
+  // cursor), a button that reads the next older page of a's and puts it
+  // above the ones shown.
+  function renderOlder(a, before) {
+    var btn = $('earlier-older');
+    btn.hidden = !before;
+    btn.disabled = false;
+    btn.onclick = !before ? null : function () {
+      btn.disabled = true;
+      call('GET', '/assignments/' + a.task.id + '/earlier?fence=' + a.fence + '&before=' + encodeURIComponent(before)).then(function (r) {
+        if (cur !== a) { return; } // another task is shown now
+        if (r.status !== 200 || !r.data) {
+          btn.disabled = false;
+          btn.title = 'Could not read older results: ' + message(r);
+          return;
+        }
+        var list = $('earlier-list');
+        var first = list.firstChild;
+        r.data.results.forEach(function (res) { list.insertBefore(earlierItem(res), first); });
+        renderOlder(a, r.data.more ? r.data.before : '');
+      });
+    };
   }
 
   // resultView shows an earlier result: its fields, but for the decision

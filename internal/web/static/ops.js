@@ -622,15 +622,32 @@
 
   var DECISIONS = { approve: 'approved', send_back: 'sent back' };
 
-  // renderResults lists every result of a task with stages or of a group,
+  // renderResults lists the results of a task with stages or of a group,
   // oldest first: stage, editor, time, decision and notes, and the result.
+  // The detail carries the latest; "Show older results" pages back, and the
+  // older ones stay on screen while the latest page they join stays in the
+  // detail.
+  var olderRes = { task: 0, results: [], before: null, joins: '' };
+  var shownDetail = null;
+  function resultKey(r) { return r.task_id + '/' + r.fence; }
+
   function renderResults(d) {
+    shownDetail = d;
     var rs = d.results;
     $('td-results-box').hidden = !rs;
     var list = $('td-results');
     clear(list);
     if (!rs) { return; }
-    rs.forEach(function (r) {
+    var keys = rs.map(resultKey);
+    if (olderRes.task !== d.task.id || (olderRes.joins && keys.indexOf(olderRes.joins) < 0)) {
+      olderRes = { task: d.task.id, results: [], before: null, joins: '' };
+    }
+    if (!olderRes.results.length) {
+      olderRes.before = d.results_more ? d.results_before : null;
+      olderRes.joins = keys.length ? keys[0] : '';
+    }
+    var all = olderRes.results.filter(function (r) { return keys.indexOf(resultKey(r)) < 0; }).concat(rs);
+    all.forEach(function (r) {
       var li = el('li', { 'data-task': String(r.task_id), 'data-stage': r.stage || '' });
       if (r.decision === 'send_back') { li.className = 'sent-back'; }
       var head = el('div', { 'class': 'result-head' });
@@ -651,7 +668,22 @@
       li.appendChild(pre);
       list.appendChild(li);
     });
-    $('td-results-count').textContent = '(' + rs.length + ', oldest first)';
+    $('td-results-count').textContent = '(' + all.length + (olderRes.before ? ' latest' : '') + ', oldest first)';
+    $('td-results-older').hidden = !olderRes.before;
+  }
+
+  // loadOlderResults reads the page of results before the oldest shown.
+  function loadOlderResults() {
+    var id = olderRes.task, before = olderRes.before;
+    if (!id || !before) { return Promise.resolve(); }
+    $('td-results-older').disabled = true;
+    return call('GET', '/tasks/' + id + '/results?limit=10&before=' + encodeURIComponent(before)).then(function (r) {
+      $('td-results-older').disabled = false;
+      if (olderRes.task !== id || olderRes.before !== before || !ok(r, 'Older results of task #' + id)) { return; }
+      olderRes.results = r.data.results.concat(olderRes.results);
+      olderRes.before = r.data.before;
+      if (shownDetail && shownDetail.task.id === id) { renderResults(shownDetail); }
+    });
   }
 
   // renderGroup shows the progress of a task's group: how many of its tasks
@@ -1104,6 +1136,7 @@
   $('bulk-cancel').addEventListener('click', function () { askBulk('cancel'); });
   $('bulk-dismiss').addEventListener('click', hideBulk);
   $('td-older').addEventListener('click', loadOlder);
+  $('td-results-older').addEventListener('click', loadOlderResults);
   $('tasks-older').addEventListener('click', function () {
     if (!taskNext) { return; }
     taskPages.push(taskNext);
