@@ -39,7 +39,8 @@
 #
 # Missing servers are installed with apt-get when running as root (PostgreSQL then runs
 # as the postgres user), and, with the profiles all and bench, so are Prometheus (prometheus, promtool), which the deploy/ tests run
-# themselves, and chromium and firefox-esr, the browsers of the web tests.
+# themselves, buildah and systemd (systemd-analyze), with which they build the image and
+# verify the units, and chromium and firefox-esr, the browsers of the web tests.
 #
 #   up      start the profile's servers (no-op if that set is already up), wait until
 #           every one answers, then print the environment (as `env` does) on stdout
@@ -227,6 +228,9 @@ missing_packages() {
 		[[ -n $PROMETHEUS && -n $PROMTOOL ]] || missing+=(prometheus)
 		[[ -n $CHROMIUM ]] || missing+=(chromium)
 		[[ -n $FIREFOX ]] || missing+=(firefox-esr)
+		# The deploy/ tests build the Containerfile's image and verify the systemd units.
+		command -v buildah >/dev/null || missing+=(buildah)
+		command -v systemd-analyze >/dev/null || missing+=(systemd)
 	fi
 	printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++' | paste -sd ' ' -
 }
