@@ -5,17 +5,24 @@ package image
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
 )
 
@@ -58,7 +65,9 @@ func run(t *testing.T, ctx context.Context, dir, name string, env []string, args
 // offline (TASKD_BUILD=prebuilt, storage of its own), then runs the image's
 // /taskd from its mounted root filesystem and checks the image's
 // configuration: the entrypoint, a numeric non-root user, the ports, the CA
-// bundle, and no dynamic loader in the binary.
+// bundle, and no dynamic loader in the binary. With the services, the image's
+// binary migrates, serves and works with the Kubernetes ConfigMap's
+// config.yaml, answering the probes the Deployments use.
 func TestContainerfileBuildsAStaticImage(t *testing.T) {
 	buildah := lookBuildah(t)
 	if os.Geteuid() != 0 {
@@ -189,4 +198,112 @@ func TestContainerfileBuildsAStaticImage(t *testing.T) {
 			t.Errorf("exposed ports %v lack %s", c.ExposedPorts, port)
 		}
 	}
+
+	t.Run("serves with the Kubernetes configuration", func(t *testing.T) {
+		serveFromImage(t, ctx, taskd)
+	})
+}
+
+// serveFromImage runs the image's binary as deploy/kubernetes runs it, with
+// its ConfigMap's config.yaml and the secrets as variables: taskd migrate (the
+// init container), then taskd serve and taskd work, until their probes'
+// endpoints answer 200; then SIGTERM, and each must exit 0.
+func serveFromImage(t *testing.T, ctx context.Context, taskd string) {
+	redisURL := testenv.Lookup(t, testenv.RedisURLVar)
+	dsn := storetest.NewEmptyDatabase(t)
+	b, err := os.ReadFile(filepath.Join("..", "kubernetes", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil || cm.Data["config.yaml"] == "" {
+		t.Fatalf("deploy/kubernetes/configmap.yaml: no data config.yaml (%v)", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cm.Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TASKD_") && !strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	redisAddr := strings.TrimPrefix(redisURL, "redis://")
+	redisAddr, _, _ = strings.Cut(redisAddr, "/")
+	httpAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	env = append(env,
+		// What the Secret gives, and the addresses of the test's servers.
+		"TASKD_MYSQL_DSN="+dsn,
+		"TASKD_ADMIN_TOKEN="+rand.Text()+rand.Text(),
+		"TASKD_REDIS_ADDRS="+redisAddr,
+		"TASKD_REDIS_KEY_PREFIX=image:"+strings.ToLower(rand.Text()[:10])+":",
+		"TASKD_HTTP_ADDR="+httpAddr,
+		"TASKD_WORKER_METRICS_ADDR="+metricsAddr,
+	)
+	command := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, taskd, args...)
+		cmd.Dir, cmd.Env = dir, env // ./config.yaml, as in the image's working directory
+		return cmd
+	}
+	if out, err := command("migrate").CombinedOutput(); err != nil {
+		t.Fatalf("the image's taskd migrate: %v\n%s", err, out)
+	}
+	for _, p := range []struct {
+		cmd, addr string
+		paths     []string
+	}{
+		{"serve", httpAddr, []string{"/healthz", "/readyz"}}, // deployment-serve.yaml's probes
+		{"work", metricsAddr, []string{"/healthz"}},          // deployment-work.yaml's
+	} {
+		cmd := command(p.cmd)
+		var errOut testenv.LockedBuffer
+		cmd.Stderr = &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for _, path := range p.paths {
+			url := "http://" + p.addr + path
+			ok := false
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !ok; time.Sleep(100 * time.Millisecond) {
+				resp, err := http.Get(url)
+				if err == nil {
+					ok = resp.StatusCode == http.StatusOK
+					resp.Body.Close()
+				}
+			}
+			if !ok {
+				t.Errorf("the image's taskd %s: GET %s did not answer 200 within a minute", p.cmd, url)
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the image's taskd %s on SIGTERM: %v", p.cmd, err)
+			}
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Errorf("the image's taskd %s did not exit within a minute of SIGTERM", p.cmd)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("taskd %s stderr:\n%s", p.cmd, errOut.String())
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
