@@ -43,16 +43,18 @@ REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(RE
 REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build run observe clean screenshots services-up services-down services-status
+.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build image run observe clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them (internal/apiclient's too, unless PKG is given)
+test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them (the nested modules internal/apiclient and deploy/kubernetes too, unless PKG is given)
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
 		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
-		if [ "$(PKG)" = ./... ]; then cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...; fi'
+		if [ "$(PKG)" = ./... ]; then \
+			(cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...) && \
+			(cd deploy/kubernetes && $(GO) test -race -count=1 $(TESTFLAGS) ./...); fi'
 
 test-jaeger: ## Run the Jaeger tests: taskd's traces as a real Jaeger v2 shows them (internal/jaegertest), and make observe (TestMakeObserve), with the services; Jaeger is built once (scripts/jaeger.sh) and cached
 	jaeger=$$(GO=$(GO) scripts/jaeger.sh) && \
@@ -81,7 +83,7 @@ soak: build ## Run the fault suite in a loop until 100,000 assignments, 30 minut
 	scripts/services.sh install
 	$(GO) run ./internal/chaos/cmd/chaos -soak -assignments 100000 -duration 30m -every 2s -taskd bin/taskd -json bin/soak.json $(CHAOSFLAGS)
 
-lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing (in internal/apiclient too)
+lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothing (in the nested modules internal/apiclient and deploy/kubernetes too)
 	@echo '$(GOFMT) -l .'; files=$$($(GOFMT) -l .); \
 		if [ -n "$$files" ]; then echo "not gofmt-formatted:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
@@ -89,6 +91,7 @@ lint: ## gofmt, go vet, staticcheck, and a check that go mod tidy changes nothin
 	'$(STATICCHECK)' ./...
 	$(GO) mod tidy -diff
 	cd internal/apiclient && $(GO) vet ./... && '$(STATICCHECK)' ./... && $(GO) mod tidy -diff
+	cd deploy/kubernetes && $(GO) vet ./... && '$(STATICCHECK)' ./... && $(GO) mod tidy -diff
 
 lint-openapi: ## Lint the OpenAPI document (internal/api/openapi.yaml) with Redocly CLI's recommended rules: any error or warning fails, but those ignored with their reason in internal/api/.redocly.lint-ignore.yaml
 	@test -x '$(REDOCLY)' || { echo 'installing @redocly/cli@$(REDOCLY_VERSION) in $(REDOCLY_DIR)'; \
@@ -100,6 +103,11 @@ lint-openapi: ## Lint the OpenAPI document (internal/api/openapi.yaml) with Redo
 
 build: ## Build bin/taskd
 	$(GO) build -o bin/taskd ./cmd/taskd
+
+image: ## Build the container image localhost/taskd:latest from the Containerfile with buildah, offline: bin/image/taskd built here static, with the host's CA bundle (docs/deployment.md)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/image/taskd ./cmd/taskd
+	cp /etc/ssl/certs/ca-certificates.crt bin/image/ca-certificates.crt
+	buildah bud --isolation chroot --storage-driver vfs --build-arg TASKD_BUILD=prebuilt -t localhost/taskd:latest .
 
 run: build ## Run `taskd dev` against its own Redis and MariaDB (port base 26300, database taskd) until Ctrl-C, SIGINT or SIGTERM, then stop them
 	TASKD_SERVICES_PARENT=$$PPID TASKD_SERVICES_PORT_BASE=$(RUN_PORT_BASE) TASKD_SERVICES_PROFILE=demo TASKD_SERVICES_DATABASE=taskd \

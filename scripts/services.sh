@@ -40,8 +40,9 @@
 #
 # Missing servers are installed with apt-get when running as root (PostgreSQL then runs
 # as the postgres user), and, with the profiles all and bench, so are Prometheus (prometheus, promtool), which the deploy/ tests run
-# themselves, chromium and firefox-esr, the browsers of the web tests, and curl and jq,
-# which the docs' shell examples run.
+# themselves, buildah and systemd (systemd-analyze), with which they build the image and
+# verify the units, chromium and firefox-esr, the browsers of the web tests, and curl and
+# jq, which the docs' shell examples run.
 #
 #   up      start the profile's servers (no-op if that set is already up), wait until
 #           every one answers, then print the environment (as `env` does) on stdout
@@ -235,6 +236,9 @@ missing_packages() {
 		# The shell examples of the docs (docs_examples_test.go) run curl and jq.
 		command -v curl >/dev/null || missing+=(curl)
 		command -v jq >/dev/null || missing+=(jq)
+		# The deploy/ tests build the Containerfile's image and verify the systemd units.
+		command -v buildah >/dev/null || missing+=(buildah)
+		command -v systemd-analyze >/dev/null || missing+=(systemd)
 	fi
 	printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++' | paste -sd ' ' -
 }

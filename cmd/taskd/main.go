@@ -18,6 +18,7 @@
 //	pause, resume
 //	         stop and start handing out one category's tasks
 //	dev      migrate, demo editors and articles, then serve (what `make run` runs)
+//	version  the module version and git revision this binary was built from
 //
 // `taskd <command> -help` describes each and its flags. Configuration comes from
 // config.yaml (a complete, commented example sits at the top of the repository)
@@ -65,6 +66,7 @@ func commands() []command {
 		{"pause", "stop handing out the tasks of a category (live claims finish)", runPause},
 		{"resume", "hand out the tasks of a paused category again", runResume},
 		{"dev", "migrate, load demo editors and articles, print curl commands, then serve", runDev},
+		{"version", "print the version and git revision of this binary (also: taskd -version)", runVersion},
 	}
 }
 
@@ -104,6 +106,8 @@ func (a *app) main(ctx context.Context, args []string) int {
 		}
 		a.usage(a.stdout)
 		return exitOK
+	case "-version", "--version":
+		return a.main(ctx, append([]string{"version"}, rest...))
 	}
 	for _, c := range commands() {
 		if c.name == name {
