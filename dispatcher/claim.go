@@ -307,9 +307,20 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
 			TraceContext: traceParent(ctx), Workflow: cand.Workflow, Capacity: c.Capacity,
 		}
+		if ctx.Err() != nil {
+			// The request ended: nobody would be answered with a claim.
+			d.releaseLock(ctx, cand.ID, c.Holder)
+			back = append(back, cand)
+			back = append(back, cands...)
+			return nil, context.Cause(ctx)
+		}
+		// Under a context that outlives ctx by a little, so that a claim
+		// made as ctx ends is known, and given back.
+		sctx, settled := settling(ctx)
 		var claim *tasks.Claim
 		if h != nil && h.submit != nil {
-			claim, err = d.handOver(ctx, h, p)
+			claim, err = d.handOver(sctx, h, p)
+			settled()
 			if h.err != nil {
 				// The submit failed, and nothing was claimed.
 				d.releaseLock(ctx, cand.ID, c.Holder)
@@ -318,11 +329,17 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				return nil, h.err
 			}
 		} else {
-			claim, err = d.store.Claim(ctx, p)
+			claim, err = d.store.Claim(sctx, p)
+			settled()
 		}
 		if err == nil {
 			claimed = []int64{cand.ID}
 			back = append(back, cands...)
+			if ctx.Err() != nil {
+				// Made as the request ended, which will not answer with it.
+				d.giveBack(ctx, c, claim)
+				return nil, context.Cause(ctx)
+			}
 			return claim, nil
 		}
 		d.releaseLock(ctx, cand.ID, c.Holder)

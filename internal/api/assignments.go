@@ -36,6 +36,9 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	}
 	r, cancel := a.withWait(r, wait)
 	defer cancel()
+	// A replaced poll's end is not the request's: its answer is built
+	// under the request's context.
+	answer := r.Context()
 	if wait > 0 {
 		ctx, end := context.WithCancelCause(r.Context())
 		defer end(nil)
@@ -46,20 +49,35 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
 	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
-		// A replaced poll may have committed a claim it does not answer: the
-		// editor's next request returns it.
+		// A claim made as the poll ended was given back (see
+		// dispatcher.Dispatcher.GiveBack): nothing is left behind.
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	out, err := a.assignmentOf(r.Context(), claim)
+	out, err := a.answerClaim(answer, e, claim)
 	if err != nil {
 		return err
 	}
 	a.writeJSON(w, r, http.StatusOK, out)
 	return nil
+}
+
+// answerClaim is the answer of a request that claimed for editor e. If it
+// cannot be built, the claim is given back, since e never learns of it.
+func (a *api) answerClaim(ctx context.Context, e *tasks.Editor, claim *tasks.Claim) (*assignmentJSON, error) {
+	out, err := a.assignmentOf(ctx, claim)
+	if err != nil && claim != nil {
+		ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
+		defer cancel()
+		if gerr := a.d.GiveBack(gctx, dispatcher.EditorClaimant(e), ref); gerr != nil {
+			a.log.WarnContext(ctx, "give back a claim whose answer failed", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "err", gerr)
+		}
+	}
+	return out, err
 }
 
 // fenceField is the fence every write about a claim carries.
@@ -122,9 +140,11 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		return a.refused(r, e, ref, err)
 	}
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
-	out, err := a.assignmentOf(r.Context(), next)
+	out, err := a.answerClaim(r.Context(), e, next)
 	if err != nil {
-		return err
+		// The result is committed, and the next claim given back.
+		a.log.WarnContext(r.Context(), "answer the next assignment after a submit", "editor_id", e.ID, "task_id", ref.TaskID, "err", err)
+		out = nil
 	}
 	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: out})
 	return nil

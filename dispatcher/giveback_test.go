@@ -1,0 +1,93 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// A claim given back as undelivered is kept from nobody: unlike a release,
+// its editor's next request may take it at once.
+func TestGiveBackKeepsTheTaskFromNobody(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := setup(t)
+	ann := b.Editor(t, "ann", "news")
+	id := b.Add(t, "news", 0, 1)[0]
+	c, err := b.D.Next(ctx, ann, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.D.GiveBack(ctx, ann, refOf(c)); err != nil {
+		t.Fatalf("give back: %v", err)
+	}
+	if err := b.D.GiveBack(ctx, ann, refOf(c)); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("give back again = %v, want ErrStale", err)
+	}
+	again, err := b.D.Next(ctx, ann, 0)
+	if err != nil || again.Task.ID != id || again.Fence != c.Fence+1 {
+		t.Fatalf("next after the give back = %+v, %v; want task %d at fence %d", again, err, id, c.Fence+1)
+	}
+	h := b.History(t, id)
+	if len(h) != 3 || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered || h[1].Fence != c.Fence {
+		t.Errorf("history = %+v; want claimed, released %q, claimed", h, tasks.ReasonUndelivered)
+	}
+}
+
+// endingStore ends its caller's request as each claim commits, answering
+// with the request's end as a store does for a write it stops waiting for,
+// though the write may commit (see store.Store.Claim).
+type endingStore struct {
+	*store.Store
+	end context.CancelCauseFunc
+}
+
+var errRequestGone = errors.New("request gone")
+
+func (s *endingStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	c, err := s.Store.Claim(context.WithoutCancel(ctx), p)
+	s.end(errRequestGone)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return c, err
+}
+
+// A claim made as its request ends is given back at once, not left to its
+// lease: nobody is answered with it.
+func TestClaimMadeAsItsRequestEndsIsGivenBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editorWith(t, "ann", 3, nil, "news")
+	id := b.Add(t, "news", 0, 1)[0]
+	ctx, end := context.WithCancelCause(t.Context())
+	defer end(nil)
+	d, err := dispatcher.New(&endingStore{Store: b.Store, end: end}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Next(ctx, ann, 0)
+	if !errors.Is(err, errRequestGone) {
+		t.Fatalf("next = %+v, %v; want the request's end", c, err)
+	}
+	task := b.Task(t, id)
+	if task.Status != tasks.StatusPending || task.EditorID != 0 {
+		t.Fatalf("task %d is %s, held by editor %d; want it back in the pool", id, task.Status, task.EditorID)
+	}
+	h := b.History(t, id)
+	if len(h) != 2 || h[0].Kind != tasks.EventClaimed || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered {
+		t.Errorf("history = %+v; want claimed, released %q", h, tasks.ReasonUndelivered)
+	}
+	if n, err := b.RDB.Exists(t.Context(), b.LockKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("the task's lock is still there (%d, %v)", n, err)
+	}
+	// Its editor takes it at once.
+	again, err := b.D.Next(t.Context(), ann, 0)
+	if err != nil || again.Task.ID != id {
+		t.Fatalf("next = %+v, %v; want task %d", again, err, id)
+	}
+}
