@@ -178,6 +178,9 @@ type AddTasksResult struct {
 		// Created false when a task with the same key existed: id is that task's.
 		Created bool `json:"created"`
 		Id      ID   `json:"id"`
+
+		// Slots The ids of the tasks of its group (overlap above 1), one per result, id first; omitted for a task without a group.
+		Slots *[]ID `json:"slots,omitempty"`
 	} `json:"tasks"`
 }
 
@@ -1553,7 +1556,8 @@ type ClientInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1565,7 +1569,8 @@ type ClientInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2491,7 +2496,8 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2513,7 +2519,8 @@ func (c *Client) AddTasksWithBody(ctx context.Context, contentType string, body 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4581,7 +4588,8 @@ type ClientWithResponsesInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4593,7 +4601,8 @@ type ClientWithResponsesInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8744,7 +8753,8 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8762,7 +8772,8 @@ func (c *ClientWithResponses) AddTasksWithBodyWithResponse(ctx context.Context, 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
