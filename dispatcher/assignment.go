@@ -161,46 +161,32 @@ func (d *Dispatcher) release(ctx context.Context, c Claimant, ref ClaimRef, reas
 	return nil
 }
 
-// GiveBack gives back c's claim ref that c never learnt of: the request it
-// was made for could not be answered with it (its client went away, or the
-// answer could not be built). Unlike Release, the task is kept from nobody,
-// c included, and its 'released' event says "undelivered"
-// (tasks.ReleaseParams.Undelivered). It returns tasks.ErrStale, changing
-// nothing, when the claim is not c's live claim.
-//
-// Next gives back by itself a claim it made after its ctx ended; a caller
-// that learns later that its answer cannot be delivered calls GiveBack.
-func (d *Dispatcher) GiveBack(ctx context.Context, c Claimant, ref ClaimRef) (err error) {
-	ctx, span := d.startWrite(ctx, "dispatcher.give_back", c, ref)
-	defer func() { endSpan(span, err) }()
-	ended, err := d.store.Release(ctx, tasks.ReleaseParams{
-		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Undelivered: true,
-	})
-	if err != nil {
-		d.countStale(ctx, "give_back", err)
-		return Unavailable(err)
-	}
-	d.finish(ctx, span, ended, "release")
-	d.wake(ctx, ended.Category)
-	return nil
-}
-
 // giveBackTimeout bounds giving back a claim made for a caller whose context
 // ended (see settling).
 const giveBackTimeout = 5 * time.Second
 
-// giveBack gives back claim, which c's request will not answer with: it
-// ended while the claim was being made. Should that fail, the claim ends
-// when its lease passes.
+// giveBack gives back claim, made for c by a request that ended while the
+// claim was being made, and so will not answer with it: c never learnt of
+// it. Unlike Release, the task is kept from nobody, c included, and its
+// 'released' event says "undelivered" (tasks.ReleaseParams.Undelivered).
+// Should that fail, the claim ends when its lease passes.
 func (d *Dispatcher) giveBack(ctx context.Context, c Claimant, claim *tasks.Claim) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	if err := d.GiveBack(ctx, c, ref); err != nil {
+	ctx, span := d.startWrite(ctx, "dispatcher.give_back", c, ref)
+	ended, err := d.store.Release(ctx, tasks.ReleaseParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Undelivered: true,
+	})
+	if err != nil {
+		endSpan(span, err)
 		d.log.WarnContext(ctx, "give back a claim made for a request that ended", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 		return
 	}
-	d.log.DebugContext(ctx, "claim given back: its request ended", "task_id", ref.TaskID, "fence", ref.Fence, "cause", context.Cause(ctx))
+	d.finish(ctx, span, ended, "release")
+	endSpan(span, nil)
+	d.wake(ctx, ended.Category)
+	d.log.DebugContext(ctx, "claim given back: its request ended", "task_id", ref.TaskID, "fence", ref.Fence)
 }
 
 // settling returns the context a claim's store write runs under: ctx's

@@ -10,34 +10,6 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// A claim given back as undelivered is kept from nobody: unlike a release,
-// its editor's next request may take it at once.
-func TestGiveBackKeepsTheTaskFromNobody(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	b := setup(t)
-	ann := b.Editor(t, "ann", "news")
-	id := b.Add(t, "news", 0, 1)[0]
-	c, err := b.D.Next(ctx, ann, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.D.GiveBack(ctx, ann, refOf(c)); err != nil {
-		t.Fatalf("give back: %v", err)
-	}
-	if err := b.D.GiveBack(ctx, ann, refOf(c)); !errors.Is(err, tasks.ErrStale) {
-		t.Errorf("give back again = %v, want ErrStale", err)
-	}
-	again, err := b.D.Next(ctx, ann, 0)
-	if err != nil || again.Task.ID != id || again.Fence != c.Fence+1 {
-		t.Fatalf("next after the give back = %+v, %v; want task %d at fence %d", again, err, id, c.Fence+1)
-	}
-	h := b.History(t, id)
-	if len(h) != 3 || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered || h[1].Fence != c.Fence {
-		t.Errorf("history = %+v; want claimed, released %q, claimed", h, tasks.ReasonUndelivered)
-	}
-}
-
 // endingStore ends its caller's request as each claim commits, answering
 // with the request's end as a store does for a write it stops waiting for,
 // though the write may commit (see store.Store.Claim).
@@ -58,7 +30,8 @@ func (s *endingStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Cl
 }
 
 // A claim made as its request ends is given back at once, not left to its
-// lease: nobody is answered with it.
+// lease: nobody is answered with it. Nothing keeps it from its editor, who
+// never learnt of it.
 func TestClaimMadeAsItsRequestEndsIsGivenBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

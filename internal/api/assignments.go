@@ -49,35 +49,20 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
 	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
-		// A claim made as the poll ended was given back (see
-		// dispatcher.Dispatcher.GiveBack): nothing is left behind.
+		// A claim made as the poll ended was given back at once (see
+		// dispatcher.Dispatcher.Next): nothing is left behind.
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	out, err := a.answerClaim(answer, e, claim)
+	out, err := a.assignmentOf(answer, claim)
 	if err != nil {
 		return err
 	}
 	a.writeJSON(w, r, http.StatusOK, out)
 	return nil
-}
-
-// answerClaim is the answer of a request that claimed for editor e. If it
-// cannot be built, the claim is given back, since e never learns of it.
-func (a *api) answerClaim(ctx context.Context, e *tasks.Editor, claim *tasks.Claim) (*assignmentJSON, error) {
-	out, err := a.assignmentOf(ctx, claim)
-	if err != nil && claim != nil {
-		ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
-		defer cancel()
-		if gerr := a.d.GiveBack(gctx, dispatcher.EditorClaimant(e), ref); gerr != nil {
-			a.log.WarnContext(ctx, "give back a claim whose answer failed", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "err", gerr)
-		}
-	}
-	return out, err
 }
 
 // fenceField is the fence every write about a claim carries.
@@ -140,11 +125,9 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		return a.refused(r, e, ref, err)
 	}
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
-	out, err := a.answerClaim(r.Context(), e, next)
+	out, err := a.assignmentOf(r.Context(), next)
 	if err != nil {
-		// The result is committed, and the next claim given back.
-		a.log.WarnContext(r.Context(), "answer the next assignment after a submit", "editor_id", e.ID, "task_id", ref.TaskID, "err", err)
-		out = nil
+		return err
 	}
 	a.writeJSON(w, r, http.StatusOK, submitResponse{Next: out})
 	return nil
