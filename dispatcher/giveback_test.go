@@ -64,3 +64,48 @@ func TestClaimMadeAsItsRequestEndsIsGivenBack(t *testing.T) {
 		t.Fatalf("next = %+v, %v; want task %d", again, err, id)
 	}
 }
+
+// endingBatchStore is endingStore for a worker's batch of claims.
+type endingBatchStore struct {
+	*store.Store
+	end context.CancelCauseFunc
+}
+
+func (s *endingBatchStore) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error) {
+	res, err := s.Store.ClaimBatch(context.WithoutCancel(ctx), ps)
+	s.end(errRequestGone)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// A worker's claims made as its call ends are given back at once, each.
+func TestBatchMadeAsItsCallEndsIsGivenBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.Add(t, "jobs", 0, 3)
+	ctx, end := context.WithCancelCause(t.Context())
+	defer end(nil)
+	d, err := dispatcher.New(&endingBatchStore{Store: b.Store, end: end}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.NextMany(ctx, []string{"w:1", "w:2", "w:3"}, []string{"jobs"}, 0)
+	if !errors.Is(err, errRequestGone) || len(cs) != 0 {
+		t.Fatalf("next many = %d claims, %v; want none and the call's end", len(cs), err)
+	}
+	for _, id := range ids {
+		if task := b.Task(t, id); task.Status != tasks.StatusPending {
+			t.Errorf("task %d is %s, want it back in the pool", id, task.Status)
+		}
+		h := b.History(t, id)
+		if len(h) != 2 || h[0].Kind != tasks.EventClaimed || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered {
+			t.Errorf("task %d's history = %+v; want claimed, released %q", id, h, tasks.ReasonUndelivered)
+		}
+	}
+	again, err := b.D.NextMany(t.Context(), []string{"w:1", "w:2", "w:3"}, []string{"jobs"}, 0)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("next many = %d claims, %v; want 3", len(again), err)
+	}
+}
