@@ -140,10 +140,13 @@ func TestUndeliveredClaimsAreGivenBack(t *testing.T) {
 						mu.Unlock()
 						res, err := b.doCtx(context.Background(), "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), ed.Token,
 							fmt.Sprintf(`{"fence":%d,"result":{}}`, a.Fence))
-						if err == nil && res.status == http.StatusConflict {
+						if err == nil && (res.status == http.StatusConflict || res.status == http.StatusServiceUnavailable) {
 							// Another request of the editor was answered
 							// with the same claim, at capacity, and
-							// submitted it first.
+							// submitted it first; or a store was slow
+							// on a loaded machine. The claim was
+							// answered either way: what follows it is
+							// not this test's.
 							break
 						}
 						if err != nil || res.status != http.StatusOK {
