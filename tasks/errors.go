@@ -33,7 +33,7 @@ var (
 	// it (the four-eyes rule), the editor holds or did another task of its group
 	// (each result of an overlapped task comes from a different editor), or it was
 	// sent back and is reserved for another editor for a while. Others may take it.
-	// Nothing was changed.
+	// Nothing was changed. A claim refused so returns a *BarredError.
 	ErrBarred = errors.New("not for this editor")
 
 	// ErrEditorDisabled means the editor is disabled (DisableEditor): the store refuses
