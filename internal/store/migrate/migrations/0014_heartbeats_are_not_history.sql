@@ -6,7 +6,9 @@
 -- that row too would wait for the claims of its editor, and deadlock with a submit of
 -- the same task in another group (which locks the editor's row, then the task's, where
 -- the heartbeat locks the task's, then the editor's). Nothing that claims locks a row
--- of editor_seen.
+-- of editor_seen. For the same reason it has no foreign key to editors: the check of one
+-- takes a shared lock on the editor's row, with the same deadlock (editors are never
+-- deleted, so none is needed).
 --
 -- The backfill takes each editor's latest 'heartbeat' event: one dive into
 -- task_events_editor per editor. The old 'heartbeat' rows are left where they are (a
@@ -17,8 +19,7 @@
 CREATE TABLE IF NOT EXISTS editor_seen (
   editor_id    BIGINT UNSIGNED NOT NULL,
   last_seen_at DATETIME(3) NOT NULL,
-  PRIMARY KEY (editor_id),
-  CONSTRAINT editor_seen_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
+  PRIMARY KEY (editor_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 INSERT INTO editor_seen (editor_id, last_seen_at)
