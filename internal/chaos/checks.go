@@ -218,6 +218,26 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 	return tr
 }
 
+// applyBeats moves the claims' lease times by an editor's heartbeats: a
+// heartbeat writes no event, so what each lease became is in its answers. A
+// 200's lease is the last heartbeat's time + lease (lastLease); an attempt
+// that got no answer may have extended it from its end (lastTry, moved to the
+// database clock by clockOffset).
+func applyBeats(claims map[claimRef]*claimHistory, beats []beat, lease, clockOffset time.Duration) {
+	for _, b := range beats {
+		c := claims[b.ref]
+		switch {
+		case c == nil:
+		case !b.leaseEnd.IsZero():
+			if at := b.leaseEnd.Add(-lease); at.After(c.lastLease) {
+				c.lastLease = at
+			}
+		case b.unsure.Add(clockOffset).After(c.lastTry):
+			c.lastTry = b.unsure.Add(clockOffset)
+		}
+	}
+}
+
 // resultsByTask returns the results of each task in fence order.
 func resultsByTask(results []resultRow) map[int64][]resultRow {
 	by := make(map[int64][]resultRow)
@@ -553,21 +573,8 @@ func (h *harness) check(ctx context.Context) error {
 	}
 	tr := auditTrail(events, taskRows, f.capacity, h.galera != nil, h.cfg.Lease)
 	claims := tr.claims
-	// A heartbeat writes no event: what each lease became is in its editor's
-	// answers (a lease of a 200 is the last heartbeat's time + the lease).
 	for _, e := range all {
-		for _, b := range e.log.beats {
-			c := claims[b.ref]
-			switch {
-			case c == nil:
-			case !b.leaseEnd.IsZero():
-				if at := b.leaseEnd.Add(-h.cfg.Lease); at.After(c.lastLease) {
-					c.lastLease = at
-				}
-			case b.unsure.Add(h.clockOffset).After(c.lastTry):
-				c.lastTry = b.unsure.Add(h.clockOffset)
-			}
-		}
+		applyBeats(claims, e.log.beats, h.cfg.Lease, h.clockOffset)
 	}
 	h.beside = tr.beside
 	order := "id order"
