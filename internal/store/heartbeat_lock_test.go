@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -75,5 +76,59 @@ func TestHeartbeatsNeverDeadlockWithClaims(t *testing.T) {
 	}
 	if beats == 0 {
 		t.Errorf("no heartbeat was accepted in %d rounds: nothing raced", rounds)
+	}
+}
+
+// TestGaleraHeartbeatMovesLastSeen: on a Galera cluster, whose statement
+// batches carry a guard in each write, an editor's heartbeats on two nodes
+// move its last-seen time, seen from the third, and write no event.
+func TestGaleraHeartbeatMovesLastSeen(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := t.Context()
+	var stores []*store.Store
+	for _, db := range g.Nodes[:2] {
+		s, err := store.New(db, store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		askGalera(t, s)
+		stores = append(stores, s)
+	}
+	_, hash := tasks.NewToken()
+	ed, err := stores[0].CreateEditor(ctx, tasks.CreateEditorParams{Name: "ed", Categories: []string{"news"}, TokenHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := stores[0].InsertTasks(ctx, []tasks.NewTask{{Category: "news", Title: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := stores[0].Claim(ctx, tasks.ClaimParams{TaskID: ids[0], Status: tasks.StatusPending, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range stores {
+		if i > 0 {
+			if _, err := g.Nodes[2].ExecContext(ctx, "UPDATE editor_seen SET last_seen_at = last_seen_at - INTERVAL 1 HOUR"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var before, seen time.Time
+		if err := g.Nodes[2].GetContext(ctx, &before, "SELECT NOW(3)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Heartbeat(ctx, tasks.HeartbeatParams{TaskID: ids[0], Fence: c.Fence, Holder: ed.Holder(), Lease: time.Minute}); err != nil {
+			t.Fatalf("heartbeat on node %d: %v", i, err)
+		}
+		if err := g.Nodes[2].GetContext(ctx, &seen, "SELECT last_seen_at FROM editor_seen WHERE editor_id = ?", ed.ID); err != nil {
+			t.Fatalf("last seen after the heartbeat on node %d: %v", i, err)
+		}
+		if seen.Before(before.Add(-time.Second)) {
+			t.Errorf("heartbeat on node %d: last seen %v, want from about %v", i, seen, before)
+		}
+	}
+	var events int
+	if err := g.Nodes[2].GetContext(ctx, &events, "SELECT COUNT(*) FROM task_events WHERE task_id = ?", ids[0]); err != nil || events != 1 {
+		t.Errorf("task's events = %d, %v; want 1 (the claim)", events, err)
 	}
 }
