@@ -16,11 +16,11 @@ import (
 // per kind of write for all of them (one INSERT of the results, one of the
 // 'submitted' events, one UPDATE to done, one fenced UPDATE for the claims, one
 // INSERT of the 'claimed' events, one upsert of the heartbeating editors' last-seen
-// times and one UPDATE of the leases), not one per cycle, so that the server's cost of a group hardly
-// grows with its size. Each cycle keeps its own promise inside them, as the worker
-// batches' members do (see ClaimBatch and Complete): each row is written under its
-// own fence and holder, a refused cycle changes nothing and refuses nothing else,
-// and the report says what happened to each.
+// times and one UPDATE of the leases), not one per cycle, so that the server's cost
+// of a group hardly grows with its size. Each cycle keeps its own promise inside
+// them, as the worker batches' members do (see ClaimBatch and Complete): each row is
+// written under its own fence and holder, a refused cycle changes nothing and
+// refuses nothing else, and the report says what happened to each.
 //
 // The statements of a round of cycles, in the project's lock order:
 //
@@ -244,7 +244,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		// The editors' last-seen times, not an event: a claim's rows do not
 		// grow with how long it is held. editor_seen is locked by nothing
 		// that claims (see 0014_heartbeats_are_not_history.sql), and its rows
-		// are taken in key order, as no two groups deadlock on them.
+		// are taken in key order, so that no two groups deadlock on them.
 		q.WriteString("INSERT INTO editor_seen (editor_id, last_seen_at)\n\tSELECT editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		beating()
 		args = append(args, hold)
