@@ -187,8 +187,20 @@ CREATE TABLE IF NOT EXISTS editor_categories (
   CONSTRAINT editor_categories_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- An editor's last-seen time: raised by each accepted heartbeat of one of its claims
+-- (a heartbeat writes no task_events row). A table of its own, not a column of editors,
+-- so that a heartbeat never writes a row a claim locks, and with no foreign key, whose
+-- check would lock the editor's row (see migration 0014).
+CREATE TABLE IF NOT EXISTS editor_seen (
+  editor_id    BIGINT UNSIGNED NOT NULL,
+  last_seen_at DATETIME(3) NOT NULL,
+  PRIMARY KEY (editor_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Append-only audit trail. fence is the fence of the claim the event is about (for
 -- 'claimed', the new fence; for 'expired' on a takeover, the fence that expired).
+-- 'heartbeat' is kept for the rows written before migration 0014: heartbeats write
+-- none since.
 CREATE TABLE IF NOT EXISTS task_events (
   id        BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   task_id   BIGINT UNSIGNED NOT NULL,

@@ -35,7 +35,7 @@ type EventKind string
 // Audit event kinds.
 const (
 	EventClaimed   EventKind = "claimed"   // a claim started; fence is the new fence
-	EventHeartbeat EventKind = "heartbeat" // the holder extended its lease
+	EventHeartbeat EventKind = "heartbeat" // the holder extended its lease: written by taskd before migration 0014 only (a heartbeat is no event since)
 	EventSubmitted EventKind = "submitted" // the holder's result was accepted; task done
 	EventReleased  EventKind = "released"  // the holder (or an operator: detail "forced") gave the task back
 	EventSkipped   EventKind = "skipped"   // the editor gave the task back and is not offered it again for a while

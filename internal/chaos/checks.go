@@ -18,9 +18,10 @@ type CheckResult struct {
 }
 
 // earlyTolerance is how far before its computed lease end a claim may end
-// by expiry: the lease end is computed from the 'claimed' or 'heartbeat'
-// event's time, which the database takes a statement after the lease's own
-// NOW(3). A sent-back task's first claim may come as early before the end of
+// by expiry: the lease end is computed from the 'claimed' event's time (or a
+// 'heartbeat' event's, written before heartbeats stopped writing events),
+// which the database takes a statement after the lease's own NOW(3), or
+// from the lease a heartbeat answered. A sent-back task's first claim may come as early before the end of
 // its hold, for the same reason.
 const earlyTolerance = 500 * time.Millisecond
 
@@ -83,8 +84,12 @@ func groupOf(tasks map[int64]taskRow, id int64) int64 {
 type claimHistory struct {
 	editor    int64
 	claimedAt time.Time
-	lastLease time.Time // the claim or its last heartbeat
-	end       *event
+	lastLease time.Time // the claim or its last heartbeat (database clock)
+	// lastTry is lastLease or later: the end of the last heartbeat whose
+	// answer did not come, which may have extended the lease then (database
+	// clock; zero when none).
+	lastTry time.Time
+	end     *event
 }
 
 // trail is the audit trail read back: every claim, and what the walk found.
@@ -211,6 +216,26 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 		}
 	}
 	return tr
+}
+
+// applyBeats moves the claims' lease times by an editor's heartbeats: a
+// heartbeat writes no event, so what each lease became is in its answers. A
+// 200's lease is the last heartbeat's time + lease (lastLease); an attempt
+// that got no answer may have extended it from its end (lastTry, moved to the
+// database clock by clockOffset).
+func applyBeats(claims map[claimRef]*claimHistory, beats []beat, lease, clockOffset time.Duration) {
+	for _, b := range beats {
+		c := claims[b.ref]
+		switch {
+		case c == nil:
+		case !b.leaseEnd.IsZero():
+			if at := b.leaseEnd.Add(-lease); at.After(c.lastLease) {
+				c.lastLease = at
+			}
+		case b.unsure.Add(clockOffset).After(c.lastTry):
+			c.lastTry = b.unsure.Add(clockOffset)
+		}
+	}
 }
 
 // resultsByTask returns the results of each task in fence order.
@@ -548,6 +573,9 @@ func (h *harness) check(ctx context.Context) error {
 	}
 	tr := auditTrail(events, taskRows, f.capacity, h.galera != nil, h.cfg.Lease)
 	claims := tr.claims
+	for _, e := range all {
+		applyBeats(claims, e.log.beats, h.cfg.Lease, h.clockOffset)
+	}
 	h.beside = tr.beside
 	order := "id order"
 	if h.galera != nil {
@@ -607,21 +635,27 @@ func (h *harness) check(ctx context.Context) error {
 		}
 		expired++
 		leaseEnd := c.lastLease.Add(h.cfg.Lease).Add(-h.clockOffset) // on the harness's clock
+		lastTry := c.lastLease
+		if c.lastTry.After(lastTry) {
+			lastTry = c.lastTry
+		}
 		endAt := c.end.At.Add(-h.clockOffset)
 		// A statement batch that spans a hung server writes its event's time
 		// after the resume, later than the lease's own NOW(3): the estimate
 		// means nothing for claims made or extended during a fault.
 		duringFault := false
 		for _, w := range windows {
-			if at := c.lastLease.Add(-h.clockOffset); !at.Before(w.start) && at.Before(w.end.Add(time.Second)) {
-				duringFault = true
+			for _, at := range []time.Time{c.lastLease.Add(-h.clockOffset), lastTry.Add(-h.clockOffset)} {
+				if !at.Before(w.start) && at.Before(w.end.Add(time.Second)) {
+					duringFault = true
+				}
 			}
 		}
 		if !duringFault && endAt.Before(leaseEnd.Add(-earlyTolerance)) {
 			violate("no claim ends before its lease", "task %d fence %d %s at %s, %v before its lease end",
 				k.Task, k.Fence, c.end.Kind, c.end.At.Format(time.RFC3339Nano), leaseEnd.Sub(endAt))
 		}
-		from, shadow := leaseEnd, ""
+		from, shadow := lastTry.Add(h.cfg.Lease).Add(-h.clockOffset), ""
 		for _, w := range windows {
 			if w.start.Before(from.Add(bound)) && w.end.After(from) {
 				from, shadow = w.end, w.name

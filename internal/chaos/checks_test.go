@@ -305,3 +305,30 @@ func TestCheckClaimStages(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyBeats: heartbeats write no event, so a claim's lease times come
+// from its editor's answers: a 200's lease moves lastLease (never back), an
+// unanswered attempt lastTry, on the database clock; another claim's beats
+// and beats of claims the trail has not are left alone.
+func TestApplyBeats(t *testing.T) {
+	t.Parallel()
+	h := (&history{}).add("claimed", 1, 1, 7).add("claimed", 2, 1, 8)
+	claims := auditTrail(h.events, map[int64]taskRow{1: {}, 2: {}}, nil, false, time.Second).claims
+	const lease, offset = 2 * time.Second, 300 * time.Millisecond
+	applyBeats(claims, []beat{
+		{ref: claimRef{1, 1}, leaseEnd: t0.Add(10 * time.Second)},
+		{ref: claimRef{1, 1}, leaseEnd: t0.Add(5 * time.Second)}, // an answer that came late
+		{ref: claimRef{1, 1}, unsure: t0.Add(20 * time.Second)},
+		{ref: claimRef{3, 1}, leaseEnd: t0.Add(time.Minute)},
+	}, lease, offset)
+	c := claims[claimRef{1, 1}]
+	if want := t0.Add(10*time.Second - lease); !c.lastLease.Equal(want) {
+		t.Errorf("lastLease %v, want the latest answered lease - the lease, %v", c.lastLease, want)
+	}
+	if want := t0.Add(20*time.Second + offset); !c.lastTry.Equal(want) {
+		t.Errorf("lastTry %v, want the unanswered attempt's end on the database clock, %v", c.lastTry, want)
+	}
+	if o := claims[claimRef{2, 1}]; !o.lastLease.Equal(t0.Add(time.Millisecond)) || !o.lastTry.IsZero() {
+		t.Errorf("the other claim moved: %+v", o)
+	}
+}

@@ -29,11 +29,24 @@ type claimRef struct {
 }
 
 // editorLog is what one editor saw: every claim it got, every submit
-// acknowledged with 200, every claim it walked away from.
+// acknowledged with 200, every claim it walked away from, and every
+// heartbeat that extended a lease or may have.
 type editorLog struct {
 	claims    []claimRef
 	acked     []claimRef
 	abandoned []claimRef
+	beats     []beat
+}
+
+// beat is a heartbeat as its editor saw it: a heartbeat writes no event, so
+// the lease it gave is known from its answer. leaseEnd is the lease_expires_at
+// of a 200 (database clock); unsure, when set, is when an attempt ended with
+// no answer (harness clock): it may have extended the lease to up to then +
+// the lease.
+type beat struct {
+	ref      claimRef
+	leaseEnd time.Time
+	unsure   time.Time
 }
 
 // editor is a simulated editor: a real editor of the API with its token.
@@ -237,15 +250,27 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 		if p == nil {
 			return false
 		}
+		ref := claimRef{a.Task.ID, a.Fence}
 		switch {
 		case resp.status == http.StatusOK:
 			p.heartbeats.Add(1)
+			var got struct {
+				LeaseExpiresAt time.Time `json:"lease_expires_at"`
+			}
+			if err := json.Unmarshal(resp.body, &got); err != nil || got.LeaseExpiresAt.IsZero() {
+				h.rec.violate(p, "expected answers", "heartbeat task %d fence %d (editor %d): 200 without a lease: %s", a.Task.ID, a.Fence, e.id, trimBody(resp.body))
+				return true
+			}
+			e.log.beats = append(e.log.beats, beat{ref: ref, leaseEnd: got.LeaseExpiresAt})
 			return true
 		case resp.status == http.StatusConflict:
 			// stale_fence, or hold_limit
 			p.stale.Add(1)
 			return false
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
+			// A 503 may come after the store wrote (a timeout): either may
+			// have extended the lease.
+			e.log.beats = append(e.log.beats, beat{ref: ref, unsure: time.Now()})
 			backoff(ctx)
 		default:
 			h.rec.violate(p, "expected answers", "heartbeat task %d fence %d (editor %d): %d %s", a.Task.ID, a.Fence, e.id, resp.status, trimBody(resp.body))

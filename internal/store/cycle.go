@@ -15,12 +15,12 @@ import (
 // or heartbeat is a cycle, and a group writes its cycles together: one statement
 // per kind of write for all of them (one INSERT of the results, one of the
 // 'submitted' events, one UPDATE to done, one fenced UPDATE for the claims, one
-// INSERT of the 'claimed' events, one of the 'heartbeat' events and one UPDATE of
-// the leases), not one per cycle, so that the server's cost of a group hardly
-// grows with its size. Each cycle keeps its own promise inside them, as the worker
-// batches' members do (see ClaimBatch and Complete): each row is written under its
-// own fence and holder, a refused cycle changes nothing and refuses nothing else,
-// and the report says what happened to each.
+// INSERT of the 'claimed' events, one upsert of the heartbeating editors' last-seen
+// times and one UPDATE of the leases), not one per cycle, so that the server's cost
+// of a group hardly grows with its size. Each cycle keeps its own promise inside
+// them, as the worker batches' members do (see ClaimBatch and Complete): each row is
+// written under its own fence and holder, a refused cycle changes nothing and
+// refuses nothing else, and the report says what happened to each.
 //
 // The statements of a round of cycles, in the project's lock order:
 //
@@ -31,8 +31,9 @@ import (
 //     instant (@taskd_live: their ids); then the heartbeats' rows, locked if live
 //     and short of the maximum hold (@taskd_beat: their ids);
 //  2. the submits' result rows, 'submitted' events, outbox records and UPDATE to
-//     done, and the heartbeats' events and UPDATE of the lease, each guarded by
-//     the same predicate as the SET's lock of its rows;
+//     done, and the heartbeats' upsert of their editors' editor_seen rows (in
+//     editor_id order; no event: a heartbeat is not history) and UPDATE of the
+//     lease, each guarded by the same predicate as the SET's lock of its rows;
 //  3. under the editors' locks, after the submits cleared their editor_id: the
 //     tasks the claimants skipped (@taskd_skipped), the editors that hold as many
 //     tasks as their capacity (@taskd_busy), and the tasks the workflow's checks
@@ -213,10 +214,9 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	belowLimit := " AND lease_expires_at < assigned_at + INTERVAL ? MICROSECOND"
 	var bids, bfences, bleases []int64
 	var bholders []string
-	var btraces []any
 	for _, c := range beats {
 		bids, bfences, bholders = append(bids, c.beat.TaskID), append(bfences, c.beat.Fence), append(bholders, c.beat.Holder)
-		bleases, btraces = append(bleases, micros(c.lease)), append(btraces, c.trace)
+		bleases = append(bleases, micros(c.lease))
 	}
 	beating := func() { args = append(args, membersSQL(q, bids, bfences, bholders)...) }
 	if len(beats) == 0 {
@@ -241,13 +241,16 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	// 2. The heartbeats: the new lease is now + the lease, never shorter than
 	// it is and never past assigned_at + the maximum hold.
 	if len(beats) > 0 {
-		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, ")
-		args = append(args, tracesSQL(q, bids, btraces)...)
-		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		// The editors' last-seen times, not an event: a claim's rows do not
+		// grow with how long it is held. editor_seen is locked by nothing
+		// that claims (see 0014_heartbeats_are_not_history.sql), and its rows
+		// are taken in key order, so that no two groups deadlock on them.
+		q.WriteString("INSERT INTO editor_seen (editor_id, last_seen_at)\n\tSELECT editor_id, @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		beating()
 		args = append(args, hold)
-		q.WriteString(belowLimit)
-		s.endWrite(q)
+		q.WriteString(belowLimit + " AND editor_id IS NOT NULL")
+		s.guardWrite(q)
+		q.WriteString(" ORDER BY editor_id\n\tON DUPLICATE KEY UPDATE last_seen_at = GREATEST(last_seen_at, VALUES(last_seen_at));\n")
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = LEAST(GREATEST(@taskd_now + INTERVAL ")
 		args = append(args, valuesSQL(q, bids, bleases)...)
 		q.WriteString(" MICROSECOND, lease_expires_at), assigned_at + INTERVAL ? MICROSECOND)")

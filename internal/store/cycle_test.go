@@ -149,8 +149,11 @@ func TestGroupCyclesAnswerEachOnItsOwn(t *testing.T) {
 	} else if got := b.task(t, heldE.Task.ID).LeaseExpiresAt; got == nil || !got.Equal(beatUntil) {
 		t.Errorf("extended task's lease = %v, want %v", got, beatUntil)
 	}
-	if got := kinds(b.events(t, heldE.Task.ID)); len(got) != 2 || got[1] != tasks.EventHeartbeat {
-		t.Errorf("extended task's events = %v, want claimed, heartbeat", got)
+	if got := kinds(b.events(t, heldE.Task.ID)); len(got) != 1 || got[0] != tasks.EventClaimed {
+		t.Errorf("extended task's events = %v, want claimed only (a heartbeat is no event)", got)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM editor_seen WHERE last_seen_at IS NOT NULL AND editor_id = (SELECT editor_id FROM tasks WHERE id = ?)", heldE.Task.ID); n != 1 {
+		t.Errorf("heartbeating editor's last-seen rows = %d, want 1", n)
 	}
 
 	// Refused, each for its own reason, with nothing written.

@@ -12,15 +12,14 @@ import (
 const (
 	// editorCountsSQL counts an editor's events by kind, all time and since midnight
 	// UTC, with each kind's latest time: ranges of task_events_editor, read from the
-	// index alone, leaving out heartbeats, whose latest time the second branch reads
-	// with one index dive.
+	// index alone. Heartbeats are no events: the second branch reads the latest, the
+	// editor's last-seen time, from editor_seen by primary key.
 	editorCountsSQL = "SELECT kind, COUNT(*) AS total, COALESCE(SUM(`at` >= UTC_DATE()), 0) AS today, MAX(`at`) AS last_at\n" +
 		`FROM task_events FORCE INDEX (task_events_editor)
 WHERE editor_id = ? AND kind IN ` + countedKinds + `
 GROUP BY kind
 UNION ALL
-SELECT 'heartbeat', 0, 0, MAX(` + "`at`" + `) FROM task_events FORCE INDEX (task_events_editor)
-WHERE editor_id = ? AND kind = 'heartbeat'`
+SELECT 'heartbeat', 0, 0, last_seen_at FROM editor_seen FORCE INDEX (PRIMARY) WHERE editor_id = ?`
 
 	// claimToSubmitSQL is the time from claim to submit of the editor's latest
 	// submissions: a backward read of the editor's 'submitted' range, then each task

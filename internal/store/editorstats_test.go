@@ -58,8 +58,9 @@ func TestEditorStats(t *testing.T) {
 		b.expireLease(t, ids[5])
 		b.claim(t, ids[5], bob.Holder(), bob.ID, time.Minute) // takes ann's expired claim over
 		// The heartbeat is ann's last act: move it after everything else.
-		b.exec(t, "UPDATE task_events SET `at` = NOW(3) + INTERVAL 1 MINUTE WHERE editor_id = ? AND kind = 'heartbeat'", ann.ID)
-		if err := b.db.GetContext(b.ctx, &beat, "SELECT `at` FROM task_events WHERE editor_id = ? AND kind = 'heartbeat'", ann.ID); err != nil {
+		// (A heartbeat is the editor's last-seen time, not an event.)
+		b.exec(t, "UPDATE editor_seen SET last_seen_at = NOW(3) + INTERVAL 1 MINUTE WHERE editor_id = ?", ann.ID)
+		if err := b.db.GetContext(b.ctx, &beat, "SELECT last_seen_at FROM editor_seen WHERE editor_id = ?", ann.ID); err != nil {
 			t.Fatal(err)
 		}
 

@@ -113,7 +113,8 @@ func TestWorkerBatchQueryPlans(t *testing.T) {
 			t.Fatalf("%s: %v", bt.name, bt.err)
 		}
 		stmts, stmtArgs := batchStatements(t, bt.query, bt.args)
-		if len(stmts) < 3 {
+		// (HeartbeatBatch's are two: its locking report and the UPDATE.)
+		if len(stmts) < 2 {
 			t.Fatalf("%s: %d statements, want the whole batch:\n%s", bt.name, len(stmts), bt.query)
 		}
 		for i, s := range stmts {

@@ -87,7 +87,7 @@ func ClaimBatchSQL(s *Store, ps []tasks.ClaimParams) (string, []any, error) {
 }
 
 func HeartbeatBatchSQL(s *Store, ps []tasks.HeartbeatParams) (string, []any, error) {
-	return s.heartbeatBatchSQL(ps, nil)
+	return s.heartbeatBatchSQL(ps)
 }
 
 func CompleteSQL(s *Store, os []tasks.Outcome) (string, []any, error) {

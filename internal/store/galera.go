@@ -67,10 +67,16 @@ const countClaimSQL = `UPDATE editors SET claims = claims + 1 WHERE id = ?`
 // endWrite ends a write statement of a batch: on Galera (or while unknown)
 // with a condition that holds only inside a transaction.
 func (s *Store) endWrite(q *strings.Builder) {
+	s.guardWrite(q)
+	q.WriteString(";\n")
+}
+
+// guardWrite writes endWrite's guard alone, for a statement whose WHERE is
+// followed by more (an ORDER BY, an ON DUPLICATE KEY UPDATE).
+func (s *Store) guardWrite(q *strings.Builder) {
 	if s.galera.Load() != galeraOff {
 		q.WriteString(" AND @@in_transaction = 1")
 	}
-	q.WriteString(";\n")
 }
 
 // inTxCheck is the statement a batch ends with on Galera, where its COMMIT is

@@ -71,7 +71,8 @@ func fencedExec(ctx context.Context, tx *sqlx.Tx, query string, args ...any) err
 
 // Heartbeat extends a live claim's lease to now + p.Lease on the database clock, but
 // never beyond assigned_at + Config.MaxHold and never shorter than it already is. It
-// returns the new deadline and records a 'heartbeat' event.
+// returns the new deadline and moves the editor's last-seen time (see GetEditorStats); it
+// writes no event: a claim's rows do not grow with how long it is held.
 //
 // It returns ErrStale if the claim is not live (wrong fence or holder, not assigned,
 // or its lease has passed: an expired claim cannot be renewed), ErrHoldLimit if the

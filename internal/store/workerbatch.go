@@ -184,8 +184,10 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 
 // HeartbeatBatch extends the leases of many live claims, each as Heartbeat does (to
 // now + lease on the database clock, never beyond assigned_at + Config.MaxHold and
-// never shorter than it is), with one 'heartbeat' event each, in one statement batch:
-// one round trip and one commit for all of them. Each member is extended or refused on
+// never shorter than it is), in one statement batch: one round trip and one commit for
+// all of them. A renewal writes the lease only: no event (a claim's rows do not grow with
+// how long it is held), and, this being the workers' renewal, no editor's last-seen time
+// (Heartbeat moves that for an editor's claim). Each member is extended or refused on
 // its own, and the answer says which, in the order of ps. Every member must have the
 // same Lease.
 //
@@ -196,7 +198,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) 
 		return nil, nil
 	}
 	fail := func(err error) ([]tasks.Renewed, error) { return nil, fmt.Errorf("heartbeat batch: %w", err) }
-	query, args, err := s.heartbeatBatchSQL(ps, traceOf(ctx))
+	query, args, err := s.heartbeatBatchSQL(ps)
 	if err != nil {
 		return fail(err)
 	}
@@ -226,8 +228,8 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) 
 }
 
 // heartbeatBatchSQL checks the members of a HeartbeatBatch and writes its
-// statement batch, its events with traceID (traceOf's).
-func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams, traceID any) (string, []any, error) {
+// statement batch.
+func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, error) {
 	if err := checkBatch(len(ps), func(i int) int64 { return ps[i].TaskID }); err != nil {
 		return "", nil, err
 	}
@@ -259,14 +261,8 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams, traceID any) (stri
 	args = append(args, micros(lease), hold, hold)
 	live := membersSQL(&q, ids, fences, holders)
 	args = append(args, live...)
-	q.WriteString(" FOR UPDATE;\nINSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'heartbeat', fence, holder, editor_id, ")
-	args = append(args, traceSQL(&q, traceID)...)
-	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
-	args = append(args, membersSQL(&q, ids, fences, holders)...)
-	q.WriteString(belowLimit)
-	s.endWrite(&q)
-	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
-	args = append(args, hold, micros(lease), hold)
+	q.WriteString(" FOR UPDATE;\nUPDATE tasks FORCE INDEX (PRIMARY) SET lease_expires_at = " + newLease)
+	args = append(args, micros(lease), hold)
 	args = append(args, membersSQL(&q, ids, fences, holders)...)
 	q.WriteString(belowLimit)
 	s.endWrite(&q)
