@@ -47,13 +47,46 @@ FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
 	// condition the locked read checked, so it is correct on its own, and checks
-	// that the task's category is not paused.
-	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+	// that the task's category is not paused. It keeps in run_after the moment
+	// the task became claimable (see claimableSinceSQL), assigned first, from
+	// the row as it was.
+	claimSQL = `UPDATE tasks SET run_after = IF(status = 'assigned', lease_expires_at, ` + claimableSinceSQL + `),
+	status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL,
 	trace_context = ?, updated_at = ?
 WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
+
+// Queue wait. The moment a task became claimable is, for a pending task, the later of
+// its run_after and its updated_at: every write that makes a task pending (insert,
+// release, recycle, force release, requeue, a failed attempt's retry, a stage's
+// submit or a send back) writes its row, and nothing else writes a pending row but
+// requeue's own run_after, so updated_at is when it was made pending, and run_after
+// the end of a retry's backoff or a run_after asked for at insert; for an assigned
+// task whose lease passed, taken over, it is lease_expires_at. Every claim statement
+// stores that moment in run_after, in the UPDATE that makes the claim and before it
+// sets anything else: a claimed task's run_after says when the attempt became
+// claimable, its assigned_at when it was claimed, both on the database clock, and
+// the claim needs no statement of its own to report its queue wait
+// (Claim.Task.RunAfter to Claim.AssignedAt). run_after of an assigned task is read by
+// nothing else: a task made pending again without a new run_after keeps a past one
+// and is claimable at once, as before.
+
+// claimableSinceSQL is when a pending task became claimable, in a claim's UPDATE.
+const claimableSinceSQL = `GREATEST(run_after, updated_at)`
+
+// claimableSince is when t, read before its claim, became claimable: as
+// claimSQL computes it.
+func claimableSince(t tasks.Task) time.Time {
+	if t.Status == tasks.StatusAssigned && t.LeaseExpiresAt != nil {
+		return *t.LeaseExpiresAt
+	}
+	if t.UpdatedAt.After(t.RunAfter) {
+		return t.UpdatedAt
+	}
+	return t.RunAfter
+}
 
 // Claim claims a task for a holder: one conditional UPDATE checks that the fence is
 // still p.Fence and that the task is claimable now (pending with run_after passed, or
@@ -279,6 +312,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 		}
 
 		claimed = row.Task
+		claimed.RunAfter = claimableSince(row.Task)
 		claimed.Status = tasks.StatusAssigned
 		claimed.Fence = row.Fence + 1
 		claimed.Holder = p.Holder

@@ -334,7 +334,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			editorIDs[i], leases[i], traces[i] = nullID(p.EditorID), micros(c.lease), nullString(p.TraceContext)
 			traceIDs[i] = c.trace
 		}
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
+		// run_after first: when the task became claimable (see claimableSinceSQL).
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = ")
 		args = append(args, valuesSQL(q, ids, holders)...)
 		q.WriteString(", editor_id = ")
 		args = append(args, valuesSQL(q, ids, editorIDs)...)
