@@ -58,13 +58,16 @@ WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
 
-// Queue wait. The moment a task became claimable is, for a pending task, the later of
-// its run_after and its updated_at: every write that makes a task pending (insert,
-// release, recycle, force release, requeue, a failed attempt's retry, a stage's
-// submit or a send back) writes its row, and nothing else writes a pending row but
-// requeue's own run_after, so updated_at is when it was made pending, and run_after
-// the end of a retry's backoff or a run_after asked for at insert; for an assigned
-// task whose lease passed, taken over, it is lease_expires_at. Every claim statement
+// Queue wait. The moment a pending task became claimable is its run_after: every
+// write that makes a task pending sets it, to the later of the run_after it asks
+// for and the moment it was made pending (insert: the insert's time or the
+// run_after asked for; release, force release, recycle, a freed expired claim, a
+// stage's submit, a send back: GREATEST(run_after, NOW(3)), pendingRunAfterSQL;
+// requeue: NOW(3); a failed attempt's retry: the end of its backoff). The claim
+// statements read the later of run_after and updated_at (the row's last write,
+// which for a pending task is the write that made it pending), so that a task made
+// pending before run_after was kept so counts from then too; for an assigned task
+// whose lease passed, taken over, it is lease_expires_at. Every claim statement
 // stores that moment in run_after, in the UPDATE that makes the claim and before it
 // sets anything else: a claimed task's run_after says when the attempt became
 // claimable, its assigned_at when it was claimed, both on the database clock, and
@@ -72,6 +75,9 @@ WHERE id = ? AND fence = ?
 // (Claim.Task.RunAfter to Claim.AssignedAt). run_after of an assigned task is read by
 // nothing else: a task made pending again without a new run_after keeps a past one
 // and is claimable at once, as before.
+
+// pendingRunAfterSQL is the run_after of a write that makes a task pending now.
+const pendingRunAfterSQL = `GREATEST(run_after, NOW(3))`
 
 // claimableSinceSQL is when a pending task became claimable, in a claim's UPDATE.
 const claimableSinceSQL = `GREATEST(run_after, updated_at)`
@@ -400,7 +406,7 @@ const (
 	// sees a release, a submit or a recycle that committed in the meantime.
 	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired
 FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
-	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	editorClaimFreeSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
 WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )

@@ -39,6 +39,7 @@ var frozenChecksums = map[int]string{
 	11: "51821b586581245e058b1a61d4fbbd019dbf8ce740b462c9b4ca4f02b0f30457",
 	12: "51ec05349477e80567cba375ed8ce2382ceea76b6e1a413a5f341ac6ba6e6486",
 	13: "71cf00c17a96c4cdd1e12f0b859435a18d2df73c0b0411b84093adfa34fb312b",
+	14: "ef7ea4cca42faa0f0843813d54631fef82e88790aedfbb87e4f82645416ef3e2",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
