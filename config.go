@@ -52,23 +52,28 @@ const (
 	logFormatDefault = "text"
 )
 
-// Defaults that config.yaml gives the four keys whose zero value in Config
+// Defaults that config.yaml gives the two keys whose zero value in Config
 // means something else than their default: an empty HTTP.Addr is no
-// listener, a zero Telemetry.SampleRatio samples no new traces, a false
-// Telemetry.Prometheus serves no metrics, and a false Telemetry.KeepFailed
-// keeps no trace the ratio did not choose. The taskd command starts from
-// them; an embedding program sets the fields itself.
+// listener, and a false Telemetry.Prometheus serves no metrics (an embedding
+// program opens its own listeners and endpoints). The taskd command starts
+// from them; an embedding program sets the fields itself.
 const (
 	// HTTPAddrDefault is http.addr when config.yaml does not set it.
 	HTTPAddrDefault = "127.0.0.1:8080"
-	// SampleRatioDefault is telemetry.sample_ratio when config.yaml does not
-	// set it: every new trace is sampled.
-	SampleRatioDefault = 1.0
 	// PrometheusDefault is telemetry.prometheus when config.yaml does not
 	// set it: GET /metrics is served.
 	PrometheusDefault = true
-	// KeepFailedDefault is telemetry.keep_failed when config.yaml does not
-	// set it: failed and refused requests are traced whatever the ratio.
+)
+
+// Defaults of the telemetry keys whose unset value is nil in Config, so that
+// their zero (a ratio of 0, false) can be said: WithDefaults applies them,
+// in Go as in the file.
+const (
+	// SampleRatioDefault is Telemetry.SampleRatio (telemetry.sample_ratio)
+	// when unset: every new trace is sampled.
+	SampleRatioDefault = 1.0
+	// KeepFailedDefault is Telemetry.KeepFailed (telemetry.keep_failed)
+	// when unset: failed and refused requests are traced whatever the ratio.
 	KeepFailedDefault = true
 )
 
@@ -562,19 +567,21 @@ type TelemetryConfig struct {
 	// ServiceName is the service.name resource attribute. Default "taskd".
 	ServiceName string `yaml:"service_name"`
 	// SampleRatio is the fraction of new traces sampled, 0..1
-	// (parent-based). Unlike other keys, zero means zero here; config.yaml's
-	// default is 1 (SampleRatioDefault).
-	SampleRatio float64 `yaml:"sample_ratio"`
+	// (parent-based: a sampled parent is always followed). nil, unset, is
+	// the default, 1 (SampleRatioDefault): every trace. To sample no new
+	// trace, point at 0: SampleRatio: new(0.0) (with KeepFailed on, failed
+	// and refused traces are still exported).
+	SampleRatio *float64 `yaml:"sample_ratio"`
 	// KeepFailed exports the traces that failed or were refused whatever
 	// SampleRatio says: a trace the ratio did not choose is recorded all the
 	// same and held in memory until its request, task run or sweep ends,
 	// then exported whole if one of its spans failed (an error; a refused
 	// write, such as a lost claim's 409; an HTTP answer 5xx, or 4xx other
 	// than 404), and dropped otherwise. The cost is recording every span;
-	// see telemetry.Config.KeepFailed. A bool has no "unset": false is off
-	// here (sampling by SampleRatio alone), config.yaml's default is true
-	// (KeepFailedDefault).
-	KeepFailed bool `yaml:"keep_failed"`
+	// see telemetry.Config.KeepFailed. nil, unset, is the default, true
+	// (KeepFailedDefault); KeepFailed: new(false) turns it off, leaving
+	// SampleRatio alone to decide.
+	KeepFailed *bool `yaml:"keep_failed"`
 	// Prometheus records metrics with a meter provider of the engine's own,
 	// read by the OpenTelemetry Prometheus exporter, and serves them on GET
 	// /metrics (see Engine.HTTPHandler). A bool has no "unset": false is off
@@ -590,9 +597,11 @@ type TelemetryConfig struct {
 
 // WithDefaults returns a copy of c with zero values set to their defaults
 // (see each field), River's way: each default is the XxxDefault constant of
-// the part that uses the key, declared there once. HTTP.Addr stays empty (no
-// listener), Telemetry.SampleRatio 0, Telemetry.Prometheus and
-// Telemetry.KeepFailed false when unset; see HTTPAddrDefault. New applies it, then validates.
+// the part that uses the key, declared there once; the nil
+// Telemetry.SampleRatio and Telemetry.KeepFailed point at SampleRatioDefault
+// and KeepFailedDefault. HTTP.Addr stays empty (no listener) and
+// Telemetry.Prometheus false when unset; see HTTPAddrDefault. New applies it,
+// then validates.
 func (c Config) WithDefaults() Config {
 	h := &c.HTTP
 	setDefault(&h.ReadHeaderTimeout, httpReadHeaderTimeoutDefault)
@@ -646,6 +655,12 @@ func (c Config) WithDefaults() Config {
 
 	setDefault(&c.Telemetry.Traces, telemetry.TracesDefault)
 	setDefault(&c.Telemetry.ServiceName, telemetry.ServiceNameDefault)
+	if c.Telemetry.SampleRatio == nil {
+		c.Telemetry.SampleRatio = new(SampleRatioDefault)
+	}
+	if c.Telemetry.KeepFailed == nil {
+		c.Telemetry.KeepFailed = new(KeepFailedDefault)
+	}
 
 	c.Webhooks = slices.Clone(c.Webhooks)
 	for i := range c.Webhooks {
@@ -1006,8 +1021,8 @@ func (v *validator) misc() {
 	if strings.TrimSpace(t.ServiceName) == "" || !utf8.ValidString(t.ServiceName) {
 		v.fail("telemetry.service_name", "must be set")
 	}
-	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
-		v.fail("telemetry.sample_ratio", "must be 0..1, got %v", t.SampleRatio)
+	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
+		v.fail("telemetry.sample_ratio", "must be 0..1, got %v", *r)
 	}
 	if t.TraceURL != "" {
 		if err := checkTraceURL(t.TraceURL); err != nil {

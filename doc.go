@@ -31,13 +31,15 @@
 // Config is config.yaml as Go values, with the same sections and keys (the
 // yaml tags). A zero field takes the key's default, which its comment states,
 // as a key left out of the file does: Config.WithDefaults applies them, and
-// New calls it. Four keys are the exceptions, because their zero value means
-// something: an empty HTTP.Addr is no listener, a zero
-// Telemetry.SampleRatio samples no new traces, a false Telemetry.Prometheus
-// serves no metrics, and a false Telemetry.KeepFailed keeps no trace the
-// ratio did not choose (config.yaml's values are HTTPAddrDefault,
-// SampleRatioDefault, PrometheusDefault and KeepFailedDefault). Only
-// MySQL.DSN has no default, unless WithDB passes a handle.
+// New calls it. Two keys are the exceptions, because they open something an
+// embedding program may not want: an empty HTTP.Addr is no listener, and a
+// false Telemetry.Prometheus serves no metrics (config.yaml's values are
+// HTTPAddrDefault and PrometheusDefault). Telemetry.SampleRatio and
+// Telemetry.KeepFailed are pointers, nil when unset, so that their zero can
+// be said: Telemetry: taskd.TelemetryConfig{Traces: "stdout"} exports every
+// trace (SampleRatioDefault, KeepFailedDefault), and SampleRatio: new(0.0)
+// samples no new one. Only MySQL.DSN has no default, unless WithDB passes a
+// handle.
 //
 // New validates the result once, with Config.Validate: a bad key is a
 // *ConfigError naming it as the file does ("http.max_wait: must be at most

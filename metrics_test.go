@@ -120,7 +120,7 @@ func TestTelemetryOptions(t *testing.T) {
 		HTTP:       taskd.HTTPConfig{Addr: "127.0.0.1:0"},
 		AdminToken: testAdminToken,
 		// Not read: the options replace them.
-		Telemetry: taskd.TelemetryConfig{Traces: "stdout", SampleRatio: 1, Prometheus: true},
+		Telemetry: taskd.TelemetryConfig{Traces: "stdout", SampleRatio: new(1.0), Prometheus: true},
 	}, taskd.WithTracerProvider(tp), taskd.WithMeterProvider(mp),
 		taskd.WithMetricsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	if err := e.Start(t.Context()); err != nil {

@@ -36,10 +36,18 @@ func (c TelemetryConfig) telemetryConfig() telemetry.Config {
 		Endpoint:    c.Endpoint,
 		Insecure:    c.Insecure,
 		ServiceName: c.ServiceName,
-		SampleRatio: c.SampleRatio,
-		KeepFailed:  c.KeepFailed,
+		SampleRatio: valueOr(c.SampleRatio, SampleRatioDefault),
+		KeepFailed:  valueOr(c.KeepFailed, KeepFailedDefault),
 		Prometheus:  c.Prometheus,
 	}
+}
+
+// valueOr is *p, or def when p is nil: a pointer key's value, unset or not.
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // clientOptions are the options of the client of one Redis server (a

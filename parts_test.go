@@ -196,6 +196,10 @@ func fill(v reflect.Value, prefix string) []string {
 			fv.SetFloat(0.5)
 		case f.Type.Kind() == reflect.Slice:
 			fv.Set(reflect.ValueOf([]string{fmt.Sprintf("v%d", i)}))
+		case f.Type == reflect.TypeFor[*bool]():
+			fv.Set(reflect.ValueOf(new(true)))
+		case f.Type == reflect.TypeFor[*float64]():
+			fv.Set(reflect.ValueOf(new(0.5)))
 		case f.Type.Kind() == reflect.Map:
 			fv.Set(reflect.ValueOf(map[string]any{"k": i}))
 		default:
@@ -206,7 +210,8 @@ func fill(v reflect.Value, prefix string) []string {
 	return paths
 }
 
-// zeroKey sets the leaf at the dotted path of fill to its zero value.
+// zeroKey sets the leaf at the dotted path of fill to its zero value; a
+// pointer, nil while unset, to point at its zero.
 func zeroKey(v reflect.Value, path string) {
 	name, rest, _ := strings.Cut(path, ".")
 	for i := range v.NumField() {
@@ -215,6 +220,8 @@ func zeroKey(v reflect.Value, path string) {
 		}
 		fv := v.Field(i)
 		switch {
+		case rest == "" && fv.Kind() == reflect.Pointer:
+			fv.Set(reflect.New(fv.Type().Elem()))
 		case rest == "":
 			fv.SetZero()
 		case fv.Kind() == reflect.Slice:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -197,6 +198,65 @@ func (d *Dispatcher) release(ctx context.Context, c Claimant, ref ClaimRef, reas
 	d.finish(ctx, span, ended, "release")
 	d.wake(ctx, ended.Category)
 	return nil
+}
+
+// giveBackTimeout bounds giving back a claim made for a caller whose context
+// ended (see settling).
+const giveBackTimeout = 5 * time.Second
+
+// giveBack gives back claim, made for c by a request that ended while the
+// claim was being made, and so will not answer with it: c never learnt of
+// it. Unlike Release, the task is kept from nobody, c included, and its
+// 'released' event says "undelivered" (tasks.ReleaseParams.Undelivered).
+// Should that fail, the claim ends when its lease passes.
+func (d *Dispatcher) giveBack(ctx context.Context, c Claimant, claim *tasks.Claim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	ref := ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
+	ctx, span := d.startWrite(ctx, "dispatcher.give_back", c, ref)
+	ended, err := d.store.Release(ctx, tasks.ReleaseParams{
+		TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder, Undelivered: true,
+	})
+	if err != nil {
+		endSpan(span, err)
+		d.log.WarnContext(ctx, "give back a claim made for a request that ended", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+		return
+	}
+	d.finish(ctx, span, ended, "release")
+	endSpan(span, nil)
+	d.wake(ctx, ended.Category)
+	d.log.DebugContext(ctx, "claim given back: its request ended", "task_id", ref.TaskID, "fence", ref.Fence)
+}
+
+// settling returns the context a claim's store write runs under: ctx's
+// values, and ctx's end only giveBackTimeout after ctx ends. A claim in
+// flight when ctx ends (a long poll replaced, a client gone, a request's
+// deadline) so learns whether it was made, and one made is given back
+// (giveBack) instead of being left to its lease: a store write whose
+// caller stops waiting may still commit (see store.Store.Claim). Call stop
+// once the write returned.
+func settling(ctx context.Context) (_ context.Context, stop func()) {
+	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	done := false
+	unhook := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			timer = time.AfterFunc(giveBackTimeout, func() { cancel(context.Cause(ctx)) })
+		}
+	})
+	return sctx, func() {
+		unhook()
+		mu.Lock()
+		done = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }
 
 // finish follows a store write that ended a claim: it frees the claim's

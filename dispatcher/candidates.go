@@ -140,19 +140,40 @@ type takeOpts struct {
 	// one: the take is from one category, the first candidate's, whose rate
 	// limit the claim then takes.
 	one bool
+	// barred are tasks barred to the claimant, each at the fence it had
+	// when the store refused it: left out while they still have it.
+	barred map[int64]int64
 }
+
+// leftOut are the candidates a take leaves out: ids the claim tried or its
+// claimant skipped, and tasks barred to the claimant at their fence.
+type leftOut struct {
+	ids    map[int64]bool
+	barred map[int64]int64
+}
+
+func (l leftOut) has(c tasks.Candidate) bool {
+	if l.ids[c.ID] {
+		return true
+	}
+	f, ok := l.barred[c.ID]
+	return ok && f == c.Fence
+}
+
+func (l leftOut) size() int { return len(l.ids) + len(l.barred) }
 
 // takeN is take, or takeMany, as opt says.
 func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, skip map[int64]bool, opt takeOpts) ([]pooled, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	out0 := leftOut{ids: skip, barred: opt.barred}
 	many := opt.many
 	want := 1
 	if many {
 		want = n
 	}
 	for _, cat := range categories {
-		if err := p.fill(ctx, cat, skip, want); err != nil {
+		if err := p.fill(ctx, cat, out0, want); err != nil {
 			return nil, err
 		}
 	}
@@ -166,7 +187,7 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 				continue
 			}
 			cc := p.cats[cat]
-			i := slices.IndexFunc(cc.cands, func(c tasks.Candidate) bool { return !skip[c.ID] })
+			i := slices.IndexFunc(cc.cands, func(c tasks.Candidate) bool { return !out0.has(c) })
 			if i >= 0 && (best == nil || better(cc.cands[i], best.cands[bestAt])) {
 				best, bestCat, bestAt = cc, cat, i
 				if opt.ordered {
@@ -178,7 +199,7 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 			break
 		}
 		if p.clock().Before(best.contendedUntil) {
-			bestAt = spread(best.cands, bestAt, skip)
+			bestAt = spread(best.cands, bestAt, out0)
 		}
 		out = append(out, pooled{Candidate: best.cands[bestAt], category: bestCat, gen: best.gen})
 		p.out[best.cands[bestAt].ID] = time.Time{}
@@ -200,7 +221,7 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 // them when the store may have that many, reading them unless another claim
 // is reading them already. p.mu is held, and is let go while reading or
 // waiting.
-func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]bool, want int) error {
+func (p *candidatePool) fill(ctx context.Context, cat string, skip leftOut, want int) error {
 	cc := p.cats[cat]
 	if cc == nil {
 		cc = &categoryCandidates{}
@@ -212,7 +233,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	usable := func() bool {
 		n := 0
 		for _, c := range cc.cands {
-			if !skip[c.ID] {
+			if !skip.has(c) {
 				if n++; n >= want {
 					return true
 				}
@@ -267,7 +288,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip map[int64]boo
 	// together), this one reads for as many, each of which may take
 	// candidatePerWaiter: one read then serves them all, instead of a Batch
 	// at a time while the rest wait their turn.
-	limit := min(max(p.limit, want, cc.demand*candidatePerWaiter)+cc.inflight+len(skip), tasks.CandidatesLimitMax)
+	limit := min(max(p.limit, want, cc.demand*candidatePerWaiter)+cc.inflight+skip.size(), tasks.CandidatesLimitMax)
 	read := p.read
 	if cc.primary && p.readPrimary != nil {
 		read = p.readPrimary
@@ -374,11 +395,11 @@ func (p *candidatePool) contended(cat string) {
 // spread picks at random one of the first candidateSpread candidates from
 // cands[i] on that are not in skip and have cands[i]'s priority and due time
 // (tasks with distinct due times keep their order).
-func spread(cands []tasks.Candidate, i int, skip map[int64]bool) int {
+func spread(cands []tasks.Candidate, i int, skip leftOut) int {
 	choices := []int{i}
 	for j := i + 1; j < len(cands) && len(choices) < candidateSpread &&
 		cands[j].Priority == cands[i].Priority && cands[j].Due.Equal(cands[i].Due); j++ {
-		if !skip[cands[j].ID] {
+		if !skip.has(cands[j]) {
 			choices = append(choices, j)
 		}
 	}

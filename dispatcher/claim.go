@@ -187,8 +187,9 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover, reserve
 	// tried holds the candidates this claim took, so that it does not take
 	// them again, and those the claimant skipped.
 	tried := make(map[int64]bool)
+	var barred map[int64]int64
 	if c.EditorID != 0 {
-		d.skips.fill(c.EditorID, time.Now(), tried)
+		barred = d.skips.fill(c.EditorID, time.Now(), tried)
 	}
 	if h != nil && h.submit != nil {
 		// Not the task being submitted, should its claim have ended and the
@@ -197,7 +198,7 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover, reserve
 	}
 	// Under fair share, the editor's categories in the order it is due
 	// them; with rate limits, those not closed, one at a time.
-	cats, opt := c.queues(), takeOpts{}
+	cats, opt := c.queues(), takeOpts{barred: barred}
 	if d.fair != nil && c.EditorID != 0 && len(cats) > 1 {
 		cats, opt.ordered = d.fair.order(c.EditorID, cats), true
 	}
@@ -307,9 +308,21 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
 			TraceContext: traceParent(ctx), Workflow: cand.Workflow, Capacity: c.Capacity,
 		}
+		if ctx.Err() != nil {
+			// The request ended: nobody would be answered with a claim.
+			d.releaseLock(ctx, cand.ID, c.Holder)
+			back = append(back, cand)
+			back = append(back, cands...)
+			return nil, context.Cause(ctx)
+		}
+		// Under a context that outlives ctx by a little, so that a claim
+		// made as ctx ends is known, and given back.
+		sctx, settled := settling(ctx)
+		sent := time.Now()
 		var claim *tasks.Claim
 		if h != nil && h.submit != nil {
-			claim, err = d.handOver(ctx, h, p)
+			claim, err = d.handOver(sctx, h, p)
+			settled()
 			if h.err != nil {
 				// The submit failed, and nothing was claimed.
 				d.releaseLock(ctx, cand.ID, c.Holder)
@@ -318,19 +331,29 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				return nil, h.err
 			}
 		} else {
-			claim, err = d.store.Claim(ctx, p)
+			claim, err = d.store.Claim(sctx, p)
+			settled()
 		}
 		if err == nil {
 			claimed = []int64{cand.ID}
 			back = append(back, cands...)
+			if ctx.Err() != nil {
+				// Made as the request ended, which will not answer with it.
+				d.giveBack(ctx, c, claim)
+				return nil, context.Cause(ctx)
+			}
 			return claim, nil
 		}
 		d.releaseLock(ctx, cand.ID, c.Holder)
 		switch {
-		case errors.Is(err, tasks.ErrSkipped), errors.Is(err, tasks.ErrBarred):
+		case errors.Is(err, tasks.ErrSkipped):
 			// Others may take it: not this claimant, for a while.
 			back = append(back, cand)
 			d.skips.add(c.EditorID, cand.ID, time.Now(), skipMemoryFor)
+		case errors.Is(err, tasks.ErrBarred):
+			// Others may take it: not this claimant, while the bar lasts.
+			back = append(back, cand)
+			d.barred(c, cand, sent, err)
 		case errors.Is(err, tasks.ErrPaused):
 			// The category was paused after its candidates were read: read
 			// them again, which leaves it out.
@@ -371,6 +394,24 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 		}
 	}
 	return nil, nil
+}
+
+// barred remembers that the store refused c's claim of cand with err, an
+// ErrBarred (see skipMemory), from sent, when the claim was sent: a bar that
+// a time ends (tasks.BarredError.For, counted from the claim's instant on the
+// database's clock, which came after sent) is remembered to no later than
+// its end, and a waiter of cand's category is woken then, since the task
+// may be the claimant's now.
+func (d *Dispatcher) barred(c Claimant, cand pooled, sent time.Time, err error) {
+	var be *tasks.BarredError
+	if !errors.As(err, &be) || be.For <= 0 {
+		d.skips.bar(c.EditorID, cand.ID, cand.Fence, sent, skipMemoryFor)
+		return
+	}
+	d.skips.bar(c.EditorID, cand.ID, cand.Fence, sent, be.For)
+	if be.For < skipMemoryFor {
+		time.AfterFunc(time.Until(sent.Add(be.For)), func() { d.hub.give(queueCategory(cand.category), 1) })
+	}
 }
 
 // handOver sends h's submit to the store with the claim p, in one batch when

@@ -172,6 +172,12 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		each[i] = locker.Each{Key: d.lockKey(p.ID), Token: holders[i], TTL: d.cfg.Lease}
 	}
 	locks, err := d.locks.ObtainEach(ctx, each)
+	if err == nil && ctx.Err() != nil {
+		// The caller is gone: nobody would run a claim.
+		d.releaseLocks(ctx, locks)
+		back = picked
+		return nil, context.Cause(ctx)
+	}
 	if err != nil {
 		// A store that cannot answer: give back whatever was taken.
 		d.releaseLocks(ctx, locks)
@@ -179,6 +185,18 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
 	}
 	st.tried += len(picked)
+	// Under a context that outlives ctx by a little, so that claims made as
+	// ctx ends are known, and given back.
+	sctx, settled := settling(ctx)
+	defer settled()
+	defer func() {
+		if ctx.Err() != nil && len(claims) > 0 {
+			for _, c := range claims {
+				d.giveBack(ctx, Claimant{Holder: c.Task.Holder}, c)
+			}
+			claims, err = nil, context.Cause(ctx)
+		}
+	}()
 	var batch []tasks.ClaimParams
 	var batched []int // index in picked of each of batch
 	var unlock []*locker.Lock
@@ -199,7 +217,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 			continue
 		}
 		// A takeover of an expired claim: a locking read of its own.
-		claim, err := d.store.Claim(ctx, cp)
+		claim, err := d.store.Claim(sctx, cp)
 		if err != nil {
 			unlock = append(unlock, locks[i])
 			back = append(back, d.refusedClaim(ctx, p, err, st)...)
@@ -212,7 +230,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		d.cands.contended(picked[0].category)
 	}
 	if len(batch) > 0 {
-		res, err := d.store.ClaimBatch(ctx, batch)
+		res, err := d.store.ClaimBatch(sctx, batch)
 		if err != nil {
 			for _, i := range batched {
 				unlock = append(unlock, locks[i])

@@ -38,10 +38,10 @@ func TestCandidatePoolMergesByDue(t *testing.T) {
 	// Spread picks among candidates of the same priority and due time only.
 	cs := []tasks.Candidate{c(1, 1, day(1)), c(2, 1, day(2)), c(3, 1, tasks.NoDue), c(4, 1, tasks.NoDue)}
 	for range 50 {
-		if i := spread(cs, 0, nil); i != 0 {
+		if i := spread(cs, 0, leftOut{}); i != 0 {
 			t.Fatalf("spread from a task due on day 1 picked %d", cs[i].ID)
 		}
-		if i := spread(cs, 2, nil); i != 2 && i != 3 {
+		if i := spread(cs, 2, leftOut{}); i != 2 && i != 3 {
 			t.Fatalf("spread from a task without a due time picked %d", cs[i].ID)
 		}
 	}

@@ -755,7 +755,9 @@ galera_ports() {
 		echo "Galera SST:${GALERA_SST_PORTS[$i]}"
 	done
 }
-# galera_node_args I prints node I's (0-based) server options, one a line.
+# galera_node_args I prints node I's (0-based) server options, one a line. A causal
+# read waits at most 5 s (repl.causal_read_timeout, 30 s by default) for its node to
+# catch up, as docs/deployment.md recommends: then answers a lock wait timeout.
 galera_node_args() {
 	local i=$1 addrs=() port
 	for port in "${GALERA_GCOMM_PORTS[@]}"; do
@@ -770,7 +772,7 @@ galera_node_args() {
 		--wsrep-node-incoming-address="$HOST:${GALERA_PORTS[$i]}" \
 		--wsrep-sst-method=rsync \
 		--wsrep-sst-receive-address="$HOST:${GALERA_SST_PORTS[$i]}" \
-		--wsrep-provider-options="base_host=$HOST;base_port=${GALERA_GCOMM_PORTS[$i]};gmcast.listen_addr=tcp://$HOST:${GALERA_GCOMM_PORTS[$i]};ist.recv_addr=$HOST:${GALERA_IST_PORTS[$i]};gcache.size=64M;gcache.dir=$(state_tmpdir)/galera-$((i + 1))/data" \
+		--wsrep-provider-options="base_host=$HOST;base_port=${GALERA_GCOMM_PORTS[$i]};gmcast.listen_addr=tcp://$HOST:${GALERA_GCOMM_PORTS[$i]};ist.recv_addr=$HOST:${GALERA_IST_PORTS[$i]};gcache.size=64M;repl.causal_read_timeout=PT5S;gcache.dir=$(state_tmpdir)/galera-$((i + 1))/data" \
 		--binlog-format=ROW --innodb-autoinc-lock-mode=2 \
 		--innodb-buffer-pool-size=128M
 }

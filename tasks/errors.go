@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"errors"
+	"time"
 )
 
 var (
@@ -32,7 +33,7 @@ var (
 	// it (the four-eyes rule), the editor holds or did another task of its group
 	// (each result of an overlapped task comes from a different editor), or it was
 	// sent back and is reserved for another editor for a while. Others may take it.
-	// Nothing was changed.
+	// Nothing was changed. A claim refused so returns a *BarredError.
 	ErrBarred = errors.New("not for this editor")
 
 	// ErrSendBackLimit means a submit would send a task back once more than its
@@ -58,3 +59,17 @@ var (
 	// ErrDuplicate means a unique value (an editor's name or token hash) is taken.
 	ErrDuplicate = errors.New("already exists")
 )
+
+// BarredError is ErrBarred (errors.Is holds) with what the store knows of the
+// bar's end: For is what is left, on the database's clock at the refused claim,
+// of a send-back hold that reserves the task for another editor, and 0 when no
+// time ends the bar (the other rules of ErrBarred last while the task stays at
+// its stage, or the editor's limits or group stay as they are). A bar may hold
+// for several rules: past For, another may still refuse the claim.
+type BarredError struct {
+	For time.Duration
+}
+
+func (e *BarredError) Error() string { return ErrBarred.Error() }
+
+func (e *BarredError) Unwrap() error { return ErrBarred }

@@ -170,6 +170,10 @@ type Inserted struct {
 	// Created is false when a task with the same key existed already (or came
 	// earlier in the same call): no task was made, and ID is that task's.
 	Created bool
+	// Slots are the ids of the tasks of the task's group, one per result, ID
+	// first, when it has an overlap above 1 (see NewTask.Overlap); nil
+	// otherwise.
+	Slots []int64
 }
 
 // Task history pages.

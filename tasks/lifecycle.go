@@ -83,7 +83,15 @@ type ReleaseParams struct {
 	// being offered to the same editor for the store's SkipFor instead of
 	// the store's ReleaseCooldown. Only editors' claims can be skipped.
 	Skip bool
+	// Undelivered says that the holder never learnt of the claim (the request it
+	// was made for ended first): the task is withheld from nobody, and the event
+	// is 'released' with Reason, ReasonUndelivered when empty. Not with Skip.
+	Undelivered bool
 }
+
+// ReasonUndelivered is the detail of the 'released' event of a claim given back
+// because its holder never learnt of it (ReleaseParams.Undelivered).
+const ReasonUndelivered = "undelivered"
 
 // FailParams are the arguments of Fail.
 type FailParams struct {

@@ -516,3 +516,27 @@ func TestImportTwiceWithKeys(t *testing.T) {
 		t.Errorf("due_at of C2 = %v, want 2032-02-01 23:00 UTC", csvDue)
 	}
 }
+
+// TestImportNamesEverySlot: records that ask for several results make groups,
+// and the ids the import prints cover every slot of them.
+func TestImportNamesEverySlot(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	path := s.file(t, "groups.jsonl", `{"category":"news","title":"Two","overlap":2}
+{"category":"news","title":"One"}
+{"category":"news","title":"Three","overlap":3}
+`)
+	stdout, stderr, code := runApp(t, s.env, "import", path)
+	got := s.tasks(t)
+	if len(got) != 6 {
+		t.Fatalf("%d tasks imported, want 6", len(got))
+	}
+	lo, hi := got[0].ID, got[0].ID
+	for _, task := range got {
+		lo, hi = min(lo, task.ID), max(hi, task.ID)
+	}
+	want := fmt.Sprintf("imported 3 tasks from %s (ids %d..%d, 6 tasks with their groups' slots)", path, lo, hi)
+	if code != exitOK || !strings.Contains(stdout, want) {
+		t.Fatalf("import: exit %d\nstdout: %s\nstderr: %s\nwant %q", code, stdout, stderr, want)
+	}
+}

@@ -225,7 +225,8 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		batch     []tasks.NewTask
 		firstLine int // line of batch[0]
 		imported  int // records committed, new or with a key that existed
-		created   int // tasks made
+		created   int // records that made tasks
+		slots     int // tasks made, the slots of their groups counted
 		lastLine  int // last line of the batches committed
 		firstID   int64
 		lastID    int64
@@ -249,7 +250,14 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 			if created == 0 {
 				firstID = in.ID
 			}
-			lastID = in.ID
+			// A group's other slots come after the batch's tasks.
+			lastID = max(lastID, in.ID)
+			if n := len(in.Slots); n > 0 {
+				lastID = max(lastID, in.Slots[n-1])
+				slots += n
+			} else {
+				slots++
+			}
 			created++
 		}
 		imported += len(batch)
@@ -286,14 +294,18 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		return err
 	}
 	existed := imported - created
+	ids := fmt.Sprintf("ids %d..%d", firstID, lastID)
+	if slots > created {
+		ids += fmt.Sprintf(", %s with their groups' slots", plural(slots, "task"))
+	}
 	switch {
 	case created == 0:
 		fmt.Fprintf(im.a.stdout, "imported nothing from %s: the keys of all %s exist already\n", im.path, plural(existed, "record"))
 	case existed == 0:
-		fmt.Fprintf(im.a.stdout, "imported %s from %s (ids %d..%d)\n", plural(created, "task"), im.path, firstID, lastID)
+		fmt.Fprintf(im.a.stdout, "imported %s from %s (%s)\n", plural(created, "task"), im.path, ids)
 	default:
-		fmt.Fprintf(im.a.stdout, "imported %s from %s (ids %d..%d); %s not imported again\n",
-			plural(created, "task"), im.path, firstID, lastID, plural(existed, "record")+" whose key exists")
+		fmt.Fprintf(im.a.stdout, "imported %s from %s (%s); %s not imported again\n",
+			plural(created, "task"), im.path, ids, plural(existed, "record")+" whose key exists")
 	}
 	return nil
 }

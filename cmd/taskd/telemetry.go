@@ -22,6 +22,6 @@ func prepareTelemetry(ctx context.Context, cfg taskd.TelemetryConfig, log *slog.
 	}))
 	if cfg.Traces != telemetry.TracesNone || cfg.Prometheus {
 		log.InfoContext(ctx, "telemetry", "traces", cfg.Traces, "endpoint", cfg.Endpoint,
-			"sample_ratio", cfg.SampleRatio, "keep_failed", cfg.KeepFailed, "prometheus", cfg.Prometheus)
+			"sample_ratio", *cfg.SampleRatio, "keep_failed", *cfg.KeepFailed, "prometheus", cfg.Prometheus)
 	}
 }

@@ -75,6 +75,9 @@ type insertedJSON struct {
 	ID int64 `json:"id"`
 	// Created is false when a task with the same key existed: id is that task's.
 	Created bool `json:"created"`
+	// Slots are the ids of the tasks of its group (overlap above 1), one per
+	// result, id first; left out for a task without a group.
+	Slots []int64 `json:"slots,omitempty"`
 }
 
 type addTasksResponse struct {
@@ -130,7 +133,7 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	out := addTasksResponse{IDs: make([]int64, len(ins)), Tasks: make([]insertedJSON, len(ins))}
 	for i, in := range ins {
 		out.IDs[i] = in.ID
-		out.Tasks[i] = insertedJSON{ID: in.ID, Created: in.Created}
+		out.Tasks[i] = insertedJSON{ID: in.ID, Created: in.Created, Slots: in.Slots}
 		if in.Created {
 			out.Created++
 		} else {

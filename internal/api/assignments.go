@@ -36,6 +36,9 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	}
 	r, cancel := a.withWait(r, wait)
 	defer cancel()
+	// A replaced poll's end is not the request's: its answer is built
+	// under the request's context.
+	answer := r.Context()
 	if wait > 0 {
 		ctx, end := context.WithCancelCause(r.Context())
 		defer end(nil)
@@ -46,15 +49,15 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
 	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
-		// A replaced poll may have committed a claim it does not answer: the
-		// editor's next request returns it.
+		// A claim made as the poll ended was given back at once (see
+		// dispatcher.Dispatcher.Next): nothing is left behind.
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	out, err := a.assignmentOf(r.Context(), claim)
+	out, err := a.assignmentOf(answer, claim)
 	if err != nil {
 		return err
 	}

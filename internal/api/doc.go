@@ -27,7 +27,7 @@
 //	POST /v1/editors/{id}/token           admin   → 200 {id, token}: a new token, once; the old one is refused
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?,
 //	                                              stages?, overlap?}]
-//	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created}], created, existing}
+//	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created, slots?}], created, existing}
 //	GET  /v1/tasks                        admin   ?status&category&holder&editor_id&key&created_after&created_before
 //	                                              &done_after&done_before&order&limit&cursor → 200 {tasks, next_cursor}
 //	GET  /v1/tasks/{id}                   admin   → 200 the task, its claim state, its accepted result and its latest

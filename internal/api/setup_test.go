@@ -394,8 +394,9 @@ type newTask struct {
 type addResponse struct {
 	IDs   []int64 `json:"ids"`
 	Tasks []struct {
-		ID      int64 `json:"id"`
-		Created bool  `json:"created"`
+		ID      int64   `json:"id"`
+		Created bool    `json:"created"`
+		Slots   []int64 `json:"slots"`
 	} `json:"tasks"`
 	Created  int `json:"created"`
 	Existing int `json:"existing"`

@@ -122,9 +122,14 @@ func (s *countingStore) EditorLoads(ctx context.Context, ids []int64) (map[int64
 	return s.Store.EditorLoads(ctx, ids)
 }
 
-func (s *countingStore) TaskResults(ctx context.Context, taskID int64) ([]tasks.Result, error) {
+func (s *countingStore) TaskResults(ctx context.Context, p tasks.TaskResultsParams) (*tasks.TaskResultPage, error) {
 	s.calls.Add(1)
-	return s.Store.TaskResults(ctx, taskID)
+	return s.Store.TaskResults(ctx, p)
+}
+
+func (s *countingStore) GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error) {
+	s.calls.Add(1)
+	return s.Store.GroupDecisions(ctx, groupID)
 }
 
 func (s *countingStore) GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error) {

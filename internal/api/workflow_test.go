@@ -276,6 +276,52 @@ func TestWorkflowTaskStages(t *testing.T) {
 	b.unchanged(t, before)
 }
 
+// POST /v1/tasks answers every slot of a grouped task, created or existing
+// by its key, and no slots for a task without a group.
+func TestAddTasksAnswersEverySlot(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	body := `[{"category":"news","title":"one"},{"category":"news","title":"three","overlap":3,"key":"k3"},{"category":"news","title":"two","overlap":2}]`
+	var out addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusCreated, &out)
+	if len(out.Tasks) != 3 || out.Tasks[0].Slots != nil {
+		t.Fatalf("answer %+v; want no slots for a task without a group", out)
+	}
+	for i, want := range []int{0, 3, 2} {
+		in := out.Tasks[i]
+		if want == 0 {
+			continue
+		}
+		if len(in.Slots) != want || in.Slots[0] != in.ID || out.IDs[i] != in.ID {
+			t.Fatalf("task %d: %+v; want %d slots, its id first", i, in, want)
+		}
+		for _, id := range in.Slots {
+			if task := b.task(t, id); task.GroupID != in.ID || task.Title != [...]string{"", "three", "two"}[i] {
+				t.Errorf("slot %d of task %d: %+v", id, in.ID, task)
+			}
+		}
+		if n := len(b.groupIDs(t, in.ID)); n != want {
+			t.Errorf("task %d's group has %d tasks, the answer %d", in.ID, n, want)
+		}
+	}
+	// Again by its key: the existing group's slots.
+	var again addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, `[{"category":"news","title":"three","overlap":3,"key":"k3"}]`), http.StatusOK, &again)
+	if len(again.Tasks) != 1 || again.Tasks[0].Created || !slices.Equal(again.Tasks[0].Slots, out.Tasks[1].Slots) {
+		t.Errorf("again: %+v; want the existing group's slots %v", again, out.Tasks[1].Slots)
+	}
+}
+
+// groupIDs reads the ids of the tasks of a group.
+func (b *bundle) groupIDs(t *testing.T, group int64) []int64 {
+	t.Helper()
+	var ids []int64
+	if err := b.db.Select(&ids, "SELECT id FROM tasks WHERE group_id = ? ORDER BY id", group); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // A task that asks for two results goes to two editors; the task shows its
 // group, and whether the two decisions agree once both are in.
 func TestWorkflowOverlap(t *testing.T) {

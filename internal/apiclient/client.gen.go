@@ -178,6 +178,9 @@ type AddTasksResult struct {
 		// Created false when a task with the same key existed: id is that task's.
 		Created bool `json:"created"`
 		Id      ID   `json:"id"`
+
+		// Slots The ids of the tasks of its group (overlap above 1), one per result, id first; omitted for a task without a group.
+		Slots *[]ID `json:"slots,omitempty"`
 	} `json:"tasks"`
 }
 
@@ -1648,7 +1651,8 @@ type ClientInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1660,7 +1664,8 @@ type ClientInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2630,7 +2635,8 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2652,7 +2658,8 @@ func (c *Client) AddTasksWithBody(ctx context.Context, contentType string, body 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4920,7 +4927,8 @@ type ClientWithResponsesInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4932,7 +4940,8 @@ type ClientWithResponsesInterface interface {
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 	// their categories. A task whose key exists is not inserted again: its
 	// entry names the existing task, with created false. A task that asks
-	// for overlap results is a group of that many tasks, named by its first.
+	// for overlap results is a group of that many tasks, named by its first;
+	// its entry lists them all (slots).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9370,7 +9379,8 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9388,7 +9398,8 @@ func (c *ClientWithResponses) AddTasksWithBodyWithResponse(ctx context.Context, 
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
 // their categories. A task whose key exists is not inserted again: its
 // entry names the existing task, with created false. A task that asks
-// for overlap results is a group of that many tasks, named by its first.
+// for overlap results is a group of that many tasks, named by its first;
+// its entry lists them all (slots).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

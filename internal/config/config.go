@@ -29,14 +29,13 @@ type Config struct {
 }
 
 // Default returns the configuration with nothing set: taskd.Config's
-// defaults, and config.yaml's for the four keys whose zero value means
-// something else (taskd.HTTPAddrDefault, taskd.SampleRatioDefault,
-// taskd.PrometheusDefault, taskd.KeepFailedDefault). It does not validate:
-// mysql.dsn has no default.
+// defaults, and config.yaml's for the two keys whose zero value means
+// something else (taskd.HTTPAddrDefault, taskd.PrometheusDefault). It does
+// not validate: mysql.dsn has no default.
 func Default() *Config {
 	return &Config{Config: taskd.Config{
 		HTTP:      taskd.HTTPConfig{Addr: taskd.HTTPAddrDefault},
-		Telemetry: taskd.TelemetryConfig{Prometheus: taskd.PrometheusDefault, SampleRatio: taskd.SampleRatioDefault, KeepFailed: taskd.KeepFailedDefault},
+		Telemetry: taskd.TelemetryConfig{Prometheus: taskd.PrometheusDefault},
 	}.WithDefaults()}
 }
 

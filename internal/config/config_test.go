@@ -409,7 +409,7 @@ func TestEveryKeyFromEnv(t *testing.T) {
 			env[k.Env] = "7ms"
 		}
 		if k.Type == "bool" {
-			env[k.Env] = strconv.FormatBool(!k.field(Default()).Bool())
+			env[k.Env] = strconv.FormatBool(!reflect.Indirect(k.field(Default())).Bool())
 		}
 		cfg, err := parse(t, "", env)
 		if err != nil {
@@ -491,9 +491,9 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		constants []any // the part's constant, and the part's own default when it has one
 	}{
 		{"http.addr", cfg.HTTP.Addr, []any{taskd.HTTPAddrDefault}},
-		{"telemetry.sample_ratio", cfg.Telemetry.SampleRatio, []any{taskd.SampleRatioDefault}},
+		{"telemetry.sample_ratio", *cfg.Telemetry.SampleRatio, []any{taskd.SampleRatioDefault}},
 		{"telemetry.prometheus", cfg.Telemetry.Prometheus, []any{taskd.PrometheusDefault}},
-		{"telemetry.keep_failed", cfg.Telemetry.KeepFailed, []any{taskd.KeepFailedDefault}},
+		{"telemetry.keep_failed", *cfg.Telemetry.KeepFailed, []any{taskd.KeepFailedDefault}},
 		{"telemetry.traces", cfg.Telemetry.Traces, []any{telemetry.TracesDefault}},
 		{"telemetry.service_name", cfg.Telemetry.ServiceName, []any{telemetry.ServiceNameDefault}},
 		{"http.max_wait", cfg.HTTP.MaxWait, []any{dispatcher.MaxWaitDefault, apiDef.MaxWait}},
@@ -536,7 +536,7 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 		}
 	}
 
-	// Only the four keys whose zero value means something else, and the
+	// Only the two keys whose zero value means something else, and the
 	// keys that point at local servers, differ from taskd.Config's defaults.
 	zero := &Config{Config: taskd.Config{}.WithDefaults()}
 	differ := []string{}
@@ -546,7 +546,7 @@ func TestRepoConfigStatesPartDefaults(t *testing.T) {
 			differ = append(differ, k.Path)
 		}
 	}
-	want := []string{"http.addr", "mysql.dsn", "redis.addrs", "admin_token", "telemetry.sample_ratio", "telemetry.keep_failed", "telemetry.prometheus"}
+	want := []string{"http.addr", "mysql.dsn", "redis.addrs", "admin_token", "telemetry.prometheus"}
 	if !reflect.DeepEqual(differ, want) {
 		t.Errorf("config.yaml differs from taskd.Config{}.WithDefaults() in %q, want %q", differ, want)
 	}
@@ -703,5 +703,36 @@ schedules:
 	} {
 		_, err := parse(t, c.yaml, nil)
 		wantKeyError(t, err, c.key, c.parts...)
+	}
+}
+
+// TestTelemetryZeroesAreSaid: telemetry.sample_ratio 0 and keep_failed false,
+// in the file or the environment, stay 0 and false through the defaults,
+// which apply only to keys left out.
+func TestTelemetryZeroesAreSaid(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		yaml string
+		env  envMap
+	}{
+		{"file", "telemetry:\n  sample_ratio: 0\n  keep_failed: false\n", nil},
+		{"environment", "", envMap{"TASKD_TELEMETRY_SAMPLE_RATIO": "0", "TASKD_TELEMETRY_KEEP_FAILED": "false"}},
+	} {
+		cfg, err := parse(t, c.yaml, c.env)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		d := cfg.WithDefaults().Telemetry
+		if *d.SampleRatio != 0 || *d.KeepFailed {
+			t.Errorf("%s: sample_ratio %v, keep_failed %v after the defaults, want 0 and false", c.name, *d.SampleRatio, *d.KeepFailed)
+		}
+	}
+	cfg, err := parse(t, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Telemetry; *d.SampleRatio != taskd.SampleRatioDefault || *d.KeepFailed != taskd.KeepFailedDefault {
+		t.Errorf("left out: sample_ratio %v, keep_failed %v, want the defaults", *d.SampleRatio, *d.KeepFailed)
 	}
 }

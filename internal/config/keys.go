@@ -66,11 +66,20 @@ func collectKeys(t reflect.Type, prefix string, index []int) []Key {
 			Env:    EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
 			Alias:  f.Tag.Get("env"),
 			Secret: f.Tag.Get("secret") == "true",
-			Type:   typeName(f.Type),
+			Type:   typeName(valueType(f.Type)),
 			index:  idx,
 		})
 	}
 	return keys
+}
+
+// valueType is the type of a key's value: t, or what t points at (a key
+// that is nil while unset).
+func valueType(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Pointer {
+		return t.Elem()
+	}
+	return t
 }
 
 func typeName(t reflect.Type) string {
@@ -89,6 +98,18 @@ func typeName(t reflect.Type) string {
 // field returns the value of k in c, settable.
 func (k Key) field(c *Config) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(k.index)
+}
+
+// set sets k in c to v, a value parseScalar made: through a new pointer for
+// a key that is nil while unset.
+func (k Key) set(c *Config, v reflect.Value) {
+	f := k.field(c)
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		p.Elem().Set(v)
+		v = p
+	}
+	f.Set(v)
 }
 
 // parseScalar parses s as a value of the key's type; lists are comma-separated.

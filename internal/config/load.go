@@ -206,7 +206,7 @@ func (l *loader) leaf(k Key, n *yaml.Node) {
 	if !ok {
 		return
 	}
-	k.field(l.cfg).Set(v)
+	k.set(l.cfg, v)
 	l.cfg.sources[k.Path] = l.at(n)
 }
 
@@ -267,7 +267,7 @@ func (l *loader) env(lookup func(string) (string, bool)) {
 			l.fail(k.Path, name, "%v", err)
 			continue
 		}
-		k.field(l.cfg).Set(v)
+		k.set(l.cfg, v)
 		l.cfg.sources[k.Path] = name
 	}
 }

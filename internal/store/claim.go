@@ -183,6 +183,9 @@ type claimedRow struct {
 	Disabled bool  `db:"disabled"`
 	Paused   bool  `db:"paused"`
 	Barred   bool  `db:"barred"`
+	// BarredFor is what is left of a send-back hold that reserves the task
+	// for another editor than the claimant's (tasks.BarredError.For).
+	BarredFor time.Duration
 	// Unchecked says an editor's claim that did not expect a workflow was
 	// refused because the task has one.
 	Unchecked bool
@@ -204,7 +207,7 @@ func (row *claimedRow) claim(found bool) (*tasks.Claim, error) {
 	case row.Skipped:
 		return nil, tasks.ErrSkipped
 	case row.Barred:
-		return nil, tasks.ErrBarred
+		return nil, &tasks.BarredError{For: row.BarredFor}
 	case row.Unchecked:
 		return nil, errWorkflowTask
 	case row.Paused:
@@ -212,6 +215,15 @@ func (row *claimedRow) claim(found bool) (*tasks.Claim, error) {
 	default:
 		return nil, tasks.ErrStale
 	}
+}
+
+// heldFor is left, what is left of t's reservation on the database's clock, when
+// it reserves t for another editor than editorID, or 0.
+func heldFor(t *tasks.Task, editorID int64, left time.Duration) time.Duration {
+	if t.ReservedFor == 0 || t.ReservedFor == editorID {
+		return 0
+	}
+	return max(left, 0)
 }
 
 // claimLocked claims a task with a locking read and claimSQL in a transaction. An
@@ -280,7 +292,11 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				return err
 			}
 			if barred {
-				return tasks.ErrBarred
+				var left time.Duration
+				if row.ReservedUntil != nil {
+					left = row.ReservedUntil.Sub(row.DBNow)
+				}
+				return &tasks.BarredError{For: heldFor(&row.Task, p.EditorID, left)}
 			}
 		}
 		now := row.DBNow

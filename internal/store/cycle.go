@@ -372,7 +372,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		"FIND_IN_SET(id, @taskd_skipped) > 0 AS skipped, EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused,\n\t" +
 		"@taskd_editors AS editors, @taskd_busy AS busy_editors, FIND_IN_SET(id, @taskd_beat) > 0 AS beat,\n\t")
 	if expectWorkflow(claims) {
-		q.WriteString("FIND_IN_SET(id, @taskd_barred) > 0 AS barred, ")
+		q.WriteString("FIND_IN_SET(id, @taskd_barred) > 0 AS barred,\n\t" +
+			"COALESCE(TIMESTAMPDIFF(MICROSECOND, @taskd_now, reserved_until), 0) AS reserved_left, ")
 	}
 	q.WriteString("COALESCE(lease_expires_at >= @taskd_now AND lease_expires_at >= assigned_at + INTERVAL ? MICROSECOND, 0) AS at_limit,\n\t" +
 		reportColumns + " FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (")
@@ -550,8 +551,11 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 		BusyEditors string `db:"busy_editors"`
 		Beat        bool   `db:"beat"`
 		AtLimit     bool   `db:"at_limit"`
-		// Barred is read only for rounds with claims that expect a workflow.
-		Barred bool `db:"barred"`
+		// Barred and ReservedLeft (microseconds from the round's instant to
+		// the task's reserved_until) are read only for rounds with claims
+		// that expect a workflow.
+		Barred       bool  `db:"barred"`
+		ReservedLeft int64 `db:"reserved_left"`
 		tasks.Task
 	}
 	byID := make(map[int64]row, 2*len(cs))
@@ -593,6 +597,9 @@ func scanReport(cs []*cycle) func(*sqlx.Rows) error {
 			c.foundClaimed = ok
 			c.claimed = claimedRow{Skipped: r.Skipped, Paused: r.Paused, Barred: r.Barred, Task: r.Task,
 				Unchecked: p.EditorID != 0 && !p.Workflow && (r.Stages != nil || r.GroupID != 0 || r.ReservedFor != 0)}
+			if r.Barred {
+				c.claimed.BarredFor = heldFor(&r.Task, p.EditorID, time.Duration(r.ReservedLeft)*time.Microsecond)
+			}
 			if ok && r.ThisRound && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder {
 				c.claimed.Claimed = 1
 			}

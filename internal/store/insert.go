@@ -27,6 +27,9 @@ SELECT t.category, t.priority, t.title, t.payload, t.max_attempts, t.run_after, 
 FROM tasks t FORCE INDEX (PRIMARY) JOIN (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
 	UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8) k ON k.n < t.overlap
 WHERE t.id IN (?) ORDER BY t.id, k.n`
+	// groupSlotsSQL reads the tasks of the groups led by some tasks, each group
+	// in id order: its lead first.
+	groupSlotsSQL     = `SELECT group_id, id FROM tasks FORCE INDEX (tasks_group) WHERE group_id IN (?) ORDER BY group_id, id`
 	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (?)`
 	existingKeysBatch = 1000
 )
@@ -230,12 +233,45 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 	if err := insertGroups(ctx, tx, leads); err != nil {
 		return err
 	}
+	// The slots of the groups made, and of those the existing keys lead.
+	for _, id := range existing {
+		leads = append(leads, id)
+	}
+	slots, err := groupSlots(ctx, tx, leads)
+	if err != nil {
+		return err
+	}
 	for i := range rows {
 		if first[i] != i {
 			out[i] = tasks.Inserted{ID: out[first[i]].ID}
 		}
+		out[i].Slots = slots[out[i].ID]
 	}
 	return nil
+}
+
+// groupSlots returns the ids of the tasks of the groups that leads lead, by
+// lead, each in id order; leads that lead no group are left out.
+func groupSlots(ctx context.Context, tx *sqlx.Tx, leads []int64) (map[int64][]int64, error) {
+	slots := map[int64][]int64{}
+	for start := 0; start < len(leads); start += existingKeysBatch {
+		batch := leads[start:min(start+existingKeysBatch, len(leads))]
+		q, args, err := sqlx.In(groupSlotsSQL, batch)
+		if err != nil {
+			return nil, err
+		}
+		var found []struct {
+			GroupID int64 `db:"group_id"`
+			ID      int64 `db:"id"`
+		}
+		if err := tx.SelectContext(ctx, &found, q, args...); err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			slots[f.GroupID] = append(slots[f.GroupID], f.ID)
+		}
+	}
+	return slots, nil
 }
 
 // insertRows inserts rows in batches and returns their ids in order.

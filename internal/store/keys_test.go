@@ -43,7 +43,7 @@ func TestInsertKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again[0] != (tasks.Inserted{ID: ins[3].ID}) || !again[1].Created || !again[2].Created {
+	if again[0].ID != ins[3].ID || again[0].Created || again[0].Slots != nil || !again[1].Created || !again[2].Created {
 		t.Errorf("second insert = %+v, want k-b existing (id %d), two created", again, ins[3].ID)
 	}
 	if got := b.task(t, ins[3].ID); got.Title != "b" {

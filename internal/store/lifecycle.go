@@ -186,10 +186,10 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = GREATEST(` + "`until`" + `, NOW(3) +
 // fence unchanged (the next claim bumps it). It records a 'released' event, or with
 // p.Skip a 'skipped' event. An editor's claim leaves the task kept from that editor
 // (task_skips) for Config.ReleaseCooldown, or Config.SkipFor with p.Skip: others may
-// claim it at once.
+// claim it at once. A claim p.Undelivered is kept from nobody.
 //
 // It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
-// ErrInvalid for a skip of a claim no editor holds.
+// ErrInvalid for a skip of a claim no editor holds or one undelivered.
 func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error) {
 	var ended *tasks.Ended
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -207,6 +207,9 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 		if p.Skip && c.EditorID == 0 {
 			return fmt.Errorf("%w: only an editor's claim can be skipped", tasks.ErrInvalid)
 		}
+		if p.Skip && p.Undelivered {
+			return fmt.Errorf("%w: a claim its holder never learnt of cannot be skipped", tasks.ErrInvalid)
+		}
 		if err := fencedExec(ctx, tx, releaseSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
 		}
@@ -214,7 +217,10 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 		if p.Skip {
 			kind, cause, withheld = tasks.EventSkipped, tasks.WebhookSkip, s.cfg.SkipFor
 		}
-		if c.EditorID != 0 {
+		if p.Undelivered && p.Reason == "" {
+			p.Reason = tasks.ReasonUndelivered
+		}
+		if c.EditorID != 0 && !p.Undelivered {
 			us := micros(withheld)
 			if _, err := tx.ExecContext(ctx, upsertSkipSQL, p.TaskID, c.EditorID, us, us); err != nil {
 				return err

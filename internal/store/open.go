@@ -22,6 +22,12 @@ const (
 	ConnMaxIdleTimeDefault = time.Minute
 )
 
+// LockWaitTimeoutDefault is the session's innodb_lock_wait_timeout that
+// Connector sets unless the DSN names one: how long a statement waits for a
+// row lock before the server answers 1205 (a lock wait timeout, which the
+// store reports as tasks.ErrBusy).
+const LockWaitTimeoutDefault = 5 * time.Second
+
 // Open connects to MySQL or MariaDB and pings the server: OpenDB over
 // Connector(dsn).
 func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
@@ -52,6 +58,13 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 //   - group_concat_max_len 1 MiB (MariaDB's default; MySQL's is 1024 bytes): a
 //     group of cycles reads the ids of its locked editors, live submits and busy
 //     editors as GROUP_CONCAT lists (see Cycles), which must not be cut short.
+//   - innodb_lock_wait_timeout LockWaitTimeoutDefault (5 s) for the session,
+//     unless the DSN sets it: a statement waiting for a row lock that another
+//     transaction keeps (the server's default is 50 s) ends with a lock wait
+//     timeout, which the store answers as tasks.ErrBusy, before the bounds of
+//     the store's own writes end (a group of claims has 30 s) and before an API
+//     request's (10 s by default): a claim then fails with a clear error and
+//     is retried by its caller, rather than waiting to its deadline.
 //   - READ COMMITTED for every transaction of the session, set once per connection:
 //     a locking read then takes record locks only, never gap locks, and gap locks
 //     are what makes concurrent claims and releases of neighbouring rows deadlock.
@@ -93,6 +106,9 @@ func Connector(dsn string) (driver.Connector, error) {
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["group_concat_max_len"] = strconv.Itoa(groupConcatMaxLen)
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(int(LockWaitTimeoutDefault / time.Second))
+	}
 	if len(addrs) == 0 {
 		return newSessionConnector(cfg)
 	}

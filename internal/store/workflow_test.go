@@ -295,6 +295,16 @@ func TestSendBackGoesToTheEditorOfTheStageFirst(t *testing.T) {
 	// Offered to ann alone: cat is barred, ann's claims list it.
 	_, err = b.tryClaim(t, id, cat)
 	wantErr(t, "claim of another editor's reserved task", err, tasks.ErrBarred)
+	// The refusal says what is left of the hold, on the database's clock, by
+	// either way of claiming.
+	for _, workflow := range []bool{true, false} {
+		_, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
+			Holder: cat.Holder(), EditorID: cat.ID, Lease: time.Minute, Workflow: workflow})
+		var be *tasks.BarredError
+		if !errors.As(err, &be) || be.For <= 59*time.Minute || be.For > time.Hour {
+			t.Errorf("claim expecting a workflow %v: %v (%+v), want a bar for what is left of the hour", workflow, err, be)
+		}
+	}
 	ec, err := b.store.EditorClaims(b.ctx, ann.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,9 @@ type Dispatcher interface {
 	Release(ctx context.Context, c dispatcher.Claimant, ref dispatcher.ClaimRef, reason string) error
 	// ReleaseLock gives back the lock of a claim the worker lost.
 	ReleaseLock(ctx context.Context, taskID int64, holder string)
+	// Wake wakes the claims waiting for the categories of counts: when
+	// failed tasks become claimable again, after their backoff.
+	Wake(ctx context.Context, counts map[string]int)
 }
 
 var _ Dispatcher = (*dispatcher.Dispatcher)(nil)
@@ -355,6 +358,7 @@ type Worker struct {
 	leases        *leaseKeeper
 	out           *completer
 	meter         *meter
+	retries       *retryWaker
 
 	processed, failed, leaseLost, released, running atomic.Int64
 	// unsettled counts the runs whose outcome is not with the completer yet:
@@ -393,6 +397,7 @@ func New(d Dispatcher, cfg Config) (*Worker, error) {
 	w.slots.init(cfg.Concurrency)
 	w.leases = newLeaseKeeper(w)
 	w.out = newCompleter(w)
+	w.retries = newRetryWaker(d.Wake)
 	var err error
 	if w.meter, err = newMeter(dc.MeterProvider); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
@@ -443,6 +448,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.out.close()
 			w.leases.close()
 			w.meter.close()
+			w.retries.stop()
 			close(w.done)
 		}()
 	})
@@ -748,7 +754,13 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		} else if status == tasks.StatusDead {
 			log.WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
 		} else {
-			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", o.backoff, "err", o.err)
+			// The store wrote run_after = its instant + the backoff (to the
+			// millisecond): the time the retry is claimable, when this
+			// worker wakes the category's claims (see retryWaker).
+			backoff := o.backoff.Truncate(time.Millisecond)
+			w.retries.after(ended.Category, backoff)
+			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", backoff,
+				"retry_at", ended.EndedAt.Add(backoff).UTC(), "err", o.err)
 		}
 		o.span.SetAttributes(attrOutcome.String(string(status)))
 		return true

@@ -1,0 +1,111 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// endingStore ends its caller's request as each claim commits, answering
+// with the request's end as a store does for a write it stops waiting for,
+// though the write may commit (see store.Store.Claim).
+type endingStore struct {
+	*store.Store
+	end context.CancelCauseFunc
+}
+
+var errRequestGone = errors.New("request gone")
+
+func (s *endingStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	c, err := s.Store.Claim(context.WithoutCancel(ctx), p)
+	s.end(errRequestGone)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return c, err
+}
+
+// A claim made as its request ends is given back at once, not left to its
+// lease: nobody is answered with it. Nothing keeps it from its editor, who
+// never learnt of it.
+func TestClaimMadeAsItsRequestEndsIsGivenBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editorWith(t, "ann", 3, nil, "news")
+	id := b.Add(t, "news", 0, 1)[0]
+	ctx, end := context.WithCancelCause(t.Context())
+	defer end(nil)
+	d, err := dispatcher.New(&endingStore{Store: b.Store, end: end}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Next(ctx, ann, 0)
+	if !errors.Is(err, errRequestGone) {
+		t.Fatalf("next = %+v, %v; want the request's end", c, err)
+	}
+	task := b.Task(t, id)
+	if task.Status != tasks.StatusPending || task.EditorID != 0 {
+		t.Fatalf("task %d is %s, held by editor %d; want it back in the pool", id, task.Status, task.EditorID)
+	}
+	h := b.History(t, id)
+	if len(h) != 2 || h[0].Kind != tasks.EventClaimed || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered {
+		t.Errorf("history = %+v; want claimed, released %q", h, tasks.ReasonUndelivered)
+	}
+	if n, err := b.RDB.Exists(t.Context(), b.LockKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("the task's lock is still there (%d, %v)", n, err)
+	}
+	// Its editor takes it at once.
+	again, err := b.D.Next(t.Context(), ann, 0)
+	if err != nil || again.Task.ID != id {
+		t.Fatalf("next = %+v, %v; want task %d", again, err, id)
+	}
+}
+
+// endingBatchStore is endingStore for a worker's batch of claims.
+type endingBatchStore struct {
+	*store.Store
+	end context.CancelCauseFunc
+}
+
+func (s *endingBatchStore) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error) {
+	res, err := s.Store.ClaimBatch(context.WithoutCancel(ctx), ps)
+	s.end(errRequestGone)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// A worker's claims made as its call ends are given back at once, each.
+func TestBatchMadeAsItsCallEndsIsGivenBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.Add(t, "jobs", 0, 3)
+	ctx, end := context.WithCancelCause(t.Context())
+	defer end(nil)
+	d, err := dispatcher.New(&endingBatchStore{Store: b.Store, end: end}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.NextMany(ctx, []string{"w:1", "w:2", "w:3"}, []string{"jobs"}, 0)
+	if !errors.Is(err, errRequestGone) || len(cs) != 0 {
+		t.Fatalf("next many = %d claims, %v; want none and the call's end", len(cs), err)
+	}
+	for _, id := range ids {
+		if task := b.Task(t, id); task.Status != tasks.StatusPending {
+			t.Errorf("task %d is %s, want it back in the pool", id, task.Status)
+		}
+		h := b.History(t, id)
+		if len(h) != 2 || h[0].Kind != tasks.EventClaimed || h[1].Kind != tasks.EventReleased || h[1].Detail != tasks.ReasonUndelivered {
+			t.Errorf("task %d's history = %+v; want claimed, released %q", id, h, tasks.ReasonUndelivered)
+		}
+	}
+	again, err := b.D.NextMany(t.Context(), []string{"w:1", "w:2", "w:3"}, []string{"jobs"}, 0)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("next many = %d claims, %v; want 3", len(again), err)
+	}
+}
