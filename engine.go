@@ -427,7 +427,16 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	stopObserving := func() { stopPool(); stopStores() }
+	stopQueues, err := telemetry.ObserveQueues(e.tel, e.store.QueueStats, 0)
+	if err != nil {
+		stopPool()
+		stopStores()
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return err
+	}
+	stopObserving := func() { stopPool(); stopStores(); stopQueues() }
 	stopHooksObs := func() {}
 	if e.hooks != nil {
 		names := make([]string, len(e.cfg.Webhooks))

@@ -83,7 +83,9 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- Number of claims so far; fail turns the task dead once attempts >= max_attempts.
   attempts         INT NOT NULL DEFAULT 0,
   max_attempts     INT NOT NULL DEFAULT 5,
-  -- A pending task is not handed out before run_after (retry backoff).
+  -- A pending task is not handed out before run_after (retry backoff). Every write that
+  -- makes a task pending sets it to when the task became claimable, and a claim to
+  -- when the attempt it claims did (the queue wait runs from there to assigned_at).
   run_after        DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   last_error       TEXT NULL,
   -- W3C traceparent of the span that made the current claim.
@@ -139,6 +141,11 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_done (ended_status, done_at, id),
   -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
   KEY tasks_expiry (status, lease_expires_at),
+  -- The oldest claimable task per category (the first run_after of each pending
+  -- range: every write that makes a task pending sets run_after to when it became
+  -- claimable), and the pending tasks past their due_at (see migration 0015).
+  KEY tasks_claimable (status, category, run_after),
+  KEY tasks_overdue (status, due_order, category, run_after),
   -- The tasks an editor holds (at most editors.capacity: see the header).
   KEY tasks_editor (editor_id),
   -- Candidate reads of an editor limited to some stages of a category: per category

@@ -368,6 +368,24 @@ func TestPrometheusEvaluatesDashboardAndRules(t *testing.T) {
 		t.Error("no dashboard target shows exemplars")
 	}
 
+	// The queue and worker series say what the load did: the overdue task
+	// of archive, claimable for a while; the wordcount runs by outcome; the
+	// claims' queue waits; the workers' free slots.
+	for _, q := range []string{
+		fmt.Sprintf(`taskd_overdue_tasks{job=%q, taskd_task_category="archive"} == 1`, jobName),
+		fmt.Sprintf(`taskd_oldest_claimable_age_seconds{job=%q, taskd_task_category="archive"} > 0`, jobName),
+		fmt.Sprintf(`taskd:overdue_tasks:max{job=%q, taskd_task_category="archive"} == 1`, jobName),
+		fmt.Sprintf(`taskd_worker_runs_total{job=%q, taskd_task_category="wordcount", taskd_outcome="done"} == 5`, jobName),
+		fmt.Sprintf(`taskd_worker_runs_total{job=%q, taskd_task_category="wordcount", taskd_outcome="dead"} == 1`, jobName),
+		fmt.Sprintf(`taskd_worker_run_duration_seconds_count{job=%q, taskd_task_category="wordcount"} == 6`, jobName),
+		fmt.Sprintf(`sum(taskd_worker_claim_batch_sum{job=%q}) == 6`, jobName),
+		fmt.Sprintf(`taskd_queue_wait_seconds_count{job=%q, taskd_task_category="wordcount"} == 6`, jobName),
+		fmt.Sprintf(`taskd_queue_wait_seconds_count{job=%q, taskd_task_category="news"} > 0`, jobName),
+		fmt.Sprintf(`taskd_worker_slots_free{job=%q} > 0 and taskd_worker_running{job=%q} == 0 and taskd_worker_backlog{job=%q} == 0`, jobName, jobName, jobName),
+	} {
+		prom.waitSeries(t, expr{where: "load's series", query: q}, deadline)
+	}
+
 	// Prometheus loaded every rule and evaluates each without error.
 	prom.waitRulesHealthy(t, nRules, deadline)
 	t.Logf("%d dashboard expressions (%d with exemplars), %d rule expressions and %d metric names checked in %v",
@@ -437,6 +455,10 @@ webhook_delivery:
 		"TASKD_ADMIN_TOKEN="+adminToken,
 		"TASKD_SWEEP_INTERVAL=1s",
 		"TASKD_LEASE_TTL=2s",
+		// Workers in the process run the binary's wordcount handler, so
+		// that the worker metrics exist.
+		"TASKD_WORKER_IN_SERVE=true",
+		"TASKD_WORKER_CATEGORIES=wordcount",
 		// Every trace sampled, so that every latency measurement made
 		// under a span carries an exemplar; the spans go to stdout,
 		// discarded.
@@ -578,7 +600,22 @@ func (s *taskd) load(t *testing.T) {
 	}
 	s.lockConflict(t, newEditor)
 	s.refusedClaim(t, newEditor)
-	t.Logf("load: %d claims by 4 editors in 4s, one claim expired and recycled, a lock conflict, a refused claim", claims.Load())
+
+	// The workers run wordcount tasks: five done, one dead (a payload
+	// without a text, one attempt). A task of a category nobody takes is
+	// past its due_at: overdue, and the oldest claimable of its category.
+	var jobs []map[string]any
+	for i := range 5 {
+		jobs = append(jobs, map[string]any{"category": "wordcount", "title": fmt.Sprintf("w%d", i), "payload": map[string]any{"text": "a few words"}})
+	}
+	jobs = append(jobs,
+		map[string]any{"category": "wordcount", "title": "no text", "payload": map[string]any{}, "max_attempts": 1},
+		map[string]any{"category": "archive", "title": "overdue", "payload": map[string]any{}, "due_at": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)})
+	s.expect(t, http.StatusCreated, "POST", "/v1/tasks", adminToken, jobs, nil)
+	testenv.Eventually(t, 30*time.Second, "the workers run the wordcount tasks", func() bool {
+		return s.hasMetric(t, "taskd_worker_runs_total")
+	})
+	t.Logf("load: %d claims by 4 editors in 4s, one claim expired and recycled, a lock conflict, a refused claim, 6 worker runs, an overdue task", claims.Load())
 }
 
 // hasMetric reports whether taskd's /metrics has a series of name.

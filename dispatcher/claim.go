@@ -446,7 +446,14 @@ type claimStats struct {
 
 // claimEvent is the Event of a claim committed in latency.
 func claimEvent(c *tasks.Claim, latency time.Duration) ClaimEvent {
-	return ClaimEvent{Op: OpClaim, Category: c.Task.Category, Latency: latency, TookOver: c.TookOver}
+	return ClaimEvent{Op: OpClaim, Category: c.Task.Category, Latency: latency, TookOver: c.TookOver, QueueWait: queueWait(c)}
+}
+
+// queueWait is how long c's task waited to be claimed: the store keeps in a
+// claimed task's run_after the moment it became claimable, and assigned_at is
+// the claim's, both on the database clock. Never negative.
+func queueWait(c *tasks.Claim) time.Duration {
+	return max(c.AssignedAt.Sub(c.Task.RunAfter), 0)
 }
 
 // recordClaim adds what a finished claim attempt went through (lock

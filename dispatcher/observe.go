@@ -37,6 +37,11 @@ type ClaimEvent struct {
 	// TookOver, for OpClaim, is set when the claim took over a claim whose
 	// lease had passed.
 	TookOver bool
+	// QueueWait, for OpClaim, is how long the task waited to be claimed: from
+	// the moment it became claimable (its insert or its run_after, a release,
+	// recycle, requeue or send back, the end of a retry's backoff, the lease
+	// end of a claim taken over) to the claim, both on the database clock.
+	QueueWait time.Duration
 	// Held, for the other operations, is how long the claim was held.
 	Held time.Duration
 }
@@ -103,12 +108,14 @@ func (c *counters) observe(_ context.Context, ev ClaimEvent) {
 }
 
 // observe counts ev in the metrics: claims by category (and those that took
-// over an expired lease), and how long ended claims were held.
+// over an expired lease) and their queue wait, and how long ended claims were
+// held.
 func (t *telemetry) observe(ctx context.Context, ev ClaimEvent) {
 	cat := attrCategory.String(ev.Category)
 	switch ev.Op {
 	case OpClaim:
 		t.assignments.Add(ctx, 1, metric.WithAttributes(cat))
+		t.queueWait.Record(ctx, ev.QueueWait.Seconds(), metric.WithAttributes(cat))
 		if ev.TookOver {
 			t.expired.Add(ctx, 1, metric.WithAttributes(cat))
 		}

@@ -47,6 +47,10 @@ var ClaimLatencyBounds = [...]time.Duration{
 	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
 }
 
+// QueueWaitBounds are the bucket bounds, in seconds, of the taskd.queue.wait
+// histogram: from a task claimed at once to one that waited a day.
+var QueueWaitBounds = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}
+
 // telemetry holds the dispatcher's tracer and metric instruments.
 type telemetry struct {
 	tracer trace.Tracer
@@ -56,6 +60,7 @@ type telemetry struct {
 	refusedClaims metric.Int64Counter
 	staleWrites   metric.Int64Counter
 	claimLatency  metric.Float64Histogram
+	queueWait     metric.Float64Histogram
 	holdTime      metric.Float64Histogram
 	expired       metric.Int64Counter
 	rateLimited   metric.Int64Counter
@@ -93,6 +98,8 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		claimBuckets[i] = b.Seconds()
 	}
 	t.claimLatency = seconds("taskd.claim.duration", "Time to find and commit a claim, by outcome.", claimBuckets...)
+	t.queueWait = seconds("taskd.queue.wait", "Time from a task becoming claimable (insert or run_after, release, recycle, requeue, send back, retry backoff end, lease end of a claim taken over) to its claim, on the database clock, by category.",
+		QueueWaitBounds...)
 	t.holdTime = seconds("taskd.hold.duration", "Time from claim to submit or release, by category and operation (submit or release).",
 		1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 	if err := errors.Join(errs...); err != nil {

@@ -49,3 +49,22 @@ type StageCount struct {
 	Status   Status `db:"status"`
 	Count    int64  `db:"n"`
 }
+
+// OverdueCountMax is the most QueueStats counts of one category's overdue
+// tasks: past it, the count says "at least this many".
+const OverdueCountMax = 100_000
+
+// QueueStat is what a category's queue looks like to an operator scaling
+// workers: how long its oldest claimable task has waited, and how many of its
+// claimable tasks are past their due_at, on the database clock.
+type QueueStat struct {
+	Category string
+	// OldestClaimable is how long the category's oldest claimable task has
+	// been claimable: since its insert or run_after, its release, recycle,
+	// requeue or send back, or the end of its retry's backoff. 0 when none is
+	// claimable now.
+	OldestClaimable time.Duration
+	// Overdue is the number of claimable tasks past their due_at, at most
+	// OverdueCountMax.
+	Overdue int64
+}

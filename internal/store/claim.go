@@ -47,13 +47,52 @@ FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
 	// condition the locked read checked, so it is correct on its own, and checks
-	// that the task's category is not paused.
-	claimSQL = `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
+	// that the task's category is not paused. It keeps in run_after the moment
+	// the task became claimable (see claimableSinceSQL), assigned first, from
+	// the row as it was.
+	claimSQL = `UPDATE tasks SET run_after = IF(status = 'assigned', lease_expires_at, ` + claimableSinceSQL + `),
+	status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL,
 	trace_context = ?, updated_at = ?
 WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
+
+// Queue wait. The moment a pending task became claimable is its run_after: every
+// write that makes a task pending sets it, to the later of the run_after it asks
+// for and the moment it was made pending (insert: the insert's time or the
+// run_after asked for; release, force release, recycle, a freed expired claim, a
+// stage's submit, a send back: GREATEST(run_after, NOW(3)), pendingRunAfterSQL;
+// requeue: NOW(3); a failed attempt's retry: the end of its backoff). The claim
+// statements read the later of run_after and updated_at (the row's last write,
+// which for a pending task is the write that made it pending), so that a task made
+// pending before run_after was kept so counts from then too; for an assigned task
+// whose lease passed, taken over, it is lease_expires_at. Every claim statement
+// stores that moment in run_after, in the UPDATE that makes the claim and before it
+// sets anything else: a claimed task's run_after says when the attempt became
+// claimable, its assigned_at when it was claimed, both on the database clock, and
+// the claim needs no statement of its own to report its queue wait
+// (Claim.Task.RunAfter to Claim.AssignedAt). run_after of an assigned task is read by
+// nothing else: a task made pending again without a new run_after keeps a past one
+// and is claimable at once, as before.
+
+// pendingRunAfterSQL is the run_after of a write that makes a task pending now.
+const pendingRunAfterSQL = `GREATEST(run_after, NOW(3))`
+
+// claimableSinceSQL is when a pending task became claimable, in a claim's UPDATE.
+const claimableSinceSQL = `GREATEST(run_after, updated_at)`
+
+// claimableSince is when t, read before its claim, became claimable: as
+// claimSQL computes it.
+func claimableSince(t tasks.Task) time.Time {
+	if t.Status == tasks.StatusAssigned && t.LeaseExpiresAt != nil {
+		return *t.LeaseExpiresAt
+	}
+	if t.UpdatedAt.After(t.RunAfter) {
+		return t.UpdatedAt
+	}
+	return t.RunAfter
+}
 
 // Claim claims a task for a holder: one conditional UPDATE checks that the fence is
 // still p.Fence and that the task is claimable now (pending with run_after passed, or
@@ -295,6 +334,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 		}
 
 		claimed = row.Task
+		claimed.RunAfter = claimableSince(row.Task)
 		claimed.Status = tasks.StatusAssigned
 		claimed.Fence = row.Fence + 1
 		claimed.Holder = p.Holder
@@ -382,7 +422,7 @@ const (
 	// sees a release, a submit or a recycle that committed in the meantime.
 	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired
 FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
-	editorClaimFreeSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	editorClaimFreeSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
 WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )

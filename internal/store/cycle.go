@@ -337,7 +337,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			editorIDs[i], leases[i], traces[i] = nullID(p.EditorID), micros(c.lease), nullString(p.TraceContext)
 			traceIDs[i] = c.trace
 		}
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
+		// run_after first: when the task became claimable (see claimableSinceSQL).
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = ")
 		args = append(args, valuesSQL(q, ids, holders)...)
 		q.WriteString(", editor_id = ")
 		args = append(args, valuesSQL(q, ids, editorIDs)...)
@@ -402,12 +403,14 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 // send back (its task in backs), puts the task back in the pool at the next
 // stage, or at the one before, reserved for the editor who did it for the
 // category's send-back hold; any other submit makes the task done. Either way
-// assigned_at keeps the time of the claim the submit ended. Every expression
+// assigned_at keeps the time of the claim the submit ended, and a task put back
+// in the pool is claimable from now on (run_after: see claimableSinceSQL). Every expression
 // reads the row as it was: stage, which they read, is set last.
 func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	if len(backs) == 0 {
 		// No send back: the short form.
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
+		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = IF(" + advancesSQL + ", GREATEST(run_after, @taskd_now), run_after),\n\t" +
+			"done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
 			"holder = IF(" + advancesSQL + ", NULL, holder), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
 			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\t" +
 			"stage = stage + (" + advancesSQL + ")")
@@ -426,7 +429,9 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 		back()
 		q.WriteString(")")
 	}
-	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET done_at = IF(")
+	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = IF(")
+	moves()
+	q.WriteString(", GREATEST(run_after, @taskd_now), run_after),\n\tdone_at = IF(")
 	moves()
 	q.WriteString(", NULL, @taskd_now),\n\tholder = IF(")
 	moves()

@@ -14,11 +14,12 @@ import (
 // writes (tasks.claimUpdateSQL, recycleSQL, ...). A secondary key holding one of them
 // moves an entry on each of those writes.
 var hotColumns = []string{"status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
-	"attempts", "trace_context", "updated_at"}
+	"attempts", "trace_context", "updated_at", "run_after"}
 
 // TestKeysAClaimMoves pins the secondary keys of tasks that hold a column the claim
 // path writes: those the claim path reads (tasks_candidate, tasks_expiry,
-// tasks_editor) and the holder's list key. The list keys by status hold
+// tasks_editor), the holder's list key, and the two that keep the queue gauges off
+// the pool (tasks_claimable, tasks_overdue: migration 0015). The list keys by status hold
 // ended_status, which claims and recycles leave NULL (migration 0008): a new key on a
 // hot column costs every claim and recycle an index write, and must be added here on
 // purpose.
@@ -40,7 +41,7 @@ func TestKeysAClaimMoves(t *testing.T) {
 		}
 	}
 	slices.Sort(moved)
-	want := []string{"tasks_candidate", "tasks_editor", "tasks_expiry", "tasks_holder_created"}
+	want := []string{"tasks_candidate", "tasks_claimable", "tasks_editor", "tasks_expiry", "tasks_holder_created", "tasks_overdue"}
 	if !slices.Equal(moved, want) {
 		t.Errorf("keys of tasks holding a column a claim writes: %v, want %v", moved, want)
 	}

@@ -171,7 +171,7 @@ func (row *submittedRow) ended(p tasks.SubmitParams, found bool) (*tasks.Ended, 
 }
 
 const (
-	releaseSQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL,
+	releaseSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL` + liveClaimWhere
 	// lockTaskEditorSQL locks the row of the editor the task names; the subquery
 	// reads without locking, so the editor's row is locked before the task's.
@@ -243,7 +243,7 @@ const (
 	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
 	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
 FROM tasks WHERE id = ? FOR UPDATE`
-	forceReleaseSQL = `UPDATE tasks SET status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
+	forceReleaseSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
 WHERE id = ? AND fence = ? AND status = 'assigned'`
 )

@@ -23,7 +23,7 @@ ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
 
 	// recycleSQL returns the locked batch to the pool, fenced on (id, fence). The
 	// (id, fence) IN list is a primary key range read.
-	recycleSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET status = 'pending', holder = NULL, editor_id = NULL,
+	recycleSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
 WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )

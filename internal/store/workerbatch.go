@@ -146,7 +146,8 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 
 	var q strings.Builder
 	var args []any
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET status = 'assigned', fence = fence + 1, holder = ")
+	// run_after first: when the task became claimable (see claimableSinceSQL).
+	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = ")
 	args = append(args, caseSQL(&q, ids, holders)...)
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
 	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {

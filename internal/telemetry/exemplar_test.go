@@ -245,6 +245,15 @@ func TestExemplars(t *testing.T) {
 		t.Errorf("taskd_claim_duration_seconds{claimed}: no exemplar of trace_id=%s span_id=%s (the API claim's dispatcher.claim) among %v",
 			server.SpanContext().TraceID(), claimSpan.SpanContext().SpanID(), exemplarsOf(all, "taskd_claim_duration_seconds", nil))
 	}
+	// The API claim's queue wait, measured under its claim span.
+	found = false
+	for _, e := range exemplarsOf(all, "taskd_queue_wait_seconds", map[string]string{"taskd_task_category": "news"}) {
+		found = found || e.ex["trace_id"] == server.SpanContext().TraceID().String() && e.ex["span_id"] == claimSpan.SpanContext().SpanID().String()
+	}
+	if !found {
+		t.Errorf("taskd_queue_wait_seconds{news}: no exemplar of trace_id=%s span_id=%s (the API claim's dispatcher.claim) among %v",
+			server.SpanContext().TraceID(), claimSpan.SpanContext().SpanID(), exemplarsOf(all, "taskd_queue_wait_seconds", nil))
+	}
 	wantExemplar(t, all, "taskd_hold_duration_seconds", map[string]string{"taskd_operation": "submit"}, submit)
 	wantExemplar(t, all, "taskd_sweep_duration_seconds", map[string]string{"taskd_outcome": "done"}, sweep)
 

@@ -64,6 +64,13 @@ func (c *completer) settled(o *outcome) {
 	}
 }
 
+// len returns the number of outcomes waiting.
+func (c *completer) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
 // full reports whether MaxBacklog outcomes wait.
 func (c *completer) full() bool {
 	c.mu.Lock()

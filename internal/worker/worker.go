@@ -329,6 +329,10 @@ type Totals struct {
 // again once the lease passed. The store's fencing guarantees only that one
 // claim's outcome is committed.
 //
+// It reports its runs by category and outcome, their run time, its claim
+// batches, running handlers, free slots and backlog as metrics on the
+// dispatcher's meter provider (see meter), while started.
+//
 // Start it once, stop it with Stop. It is safe for concurrent use.
 type Worker struct {
 	d      Dispatcher
@@ -353,6 +357,7 @@ type Worker struct {
 	handlers      sync.WaitGroup
 	leases        *leaseKeeper
 	out           *completer
+	meter         *meter
 	retries       *retryWaker
 
 	processed, failed, leaseLost, released, running atomic.Int64
@@ -393,6 +398,10 @@ func New(d Dispatcher, cfg Config) (*Worker, error) {
 	w.leases = newLeaseKeeper(w)
 	w.out = newCompleter(w)
 	w.retries = newRetryWaker(d.Wake)
+	var err error
+	if w.meter, err = newMeter(dc.MeterProvider); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
 	return w, nil
 }
 
@@ -422,7 +431,9 @@ func (w *Worker) Totals() Totals {
 // Start returns an error wrapping dispatcher.ErrStarted when the worker is
 // running and dispatcher.ErrStopped after Stop.
 func (w *Worker) Start(ctx context.Context) error {
+	var merr error
 	err := w.life.Start("worker", func() {
+		merr = w.meter.register(w)
 		claimCtx, stopClaiming := context.WithCancel(ctx)
 		w.stopClaiming = stopClaiming
 		w.handlersCtx, w.stopHandlers = context.WithCancelCause(ctx)
@@ -436,12 +447,17 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.handlers.Wait()
 			w.out.close()
 			w.leases.close()
+			w.meter.close()
 			w.retries.stop()
 			close(w.done)
 		}()
 	})
 	if err != nil {
 		return err
+	}
+	if merr != nil {
+		// The worker runs without its gauges.
+		w.log.WarnContext(ctx, "worker metrics", "err", merr)
 	}
 	w.log.InfoContext(ctx, "worker started", "concurrency", w.cfg.Concurrency, "categories", w.cfg.Categories,
 		"batch_size", w.cfg.BatchSize)
@@ -526,6 +542,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			slotOf[holders[i]] = s
 		}
 		claims, err := w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		w.meter.claimed(ctx, len(claims))
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
 			delete(slotOf, c.Task.Holder)
@@ -627,7 +644,9 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 
 	task := claim.Task // the handler's copy
 	w.running.Add(1)
+	started := time.Now()
 	res, err := w.call(hctx, &task, log)
+	w.meter.ran(rctx, claim.Task.Category, time.Since(started))
 	w.running.Add(-1)
 	stopping := w.handlersCtx.Err() != nil
 	// From here on a lost lease cancels nothing: the outcome decides.
@@ -639,6 +658,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		w.out.settled(nil)
 		w.leases.remove(ref)
 		w.leaseLost.Add(1)
+		w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
 		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
 		endSpan(span, err)
@@ -688,11 +708,14 @@ func (w *Worker) release(ctx context.Context, claim *tasks.Claim, log *slog.Logg
 	switch {
 	case err == nil:
 		w.released.Add(1)
+		w.meter.ended(ctx, claim.Task.Category, RunCancelled)
 	case errors.Is(err, tasks.ErrStale):
 		w.leaseLost.Add(1)
+		w.meter.ended(ctx, claim.Task.Category, RunLeaseLost)
 		log.WarnContext(ctx, "release at shutdown refused: lease lost", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 		w.d.ReleaseLock(ctx, ref.TaskID, c.Holder)
 	default:
+		w.meter.ended(ctx, claim.Task.Category, RunError)
 		log.ErrorContext(ctx, "release task at shutdown", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}
 }
@@ -710,15 +733,22 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	defer w.leases.remove(o.ref)
 	defer func() { endSpan(o.span, o.handlerErr) }()
 	log := o.log
+	cat := o.claim.Task.Category
 	switch {
 	case err == nil && o.result != nil:
 		w.processed.Add(1)
+		w.meter.ended(o.ctx, cat, RunDone)
 		log.DebugContext(o.ctx, "task done")
 		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
 		return true
 	case err == nil:
 		w.failed.Add(1)
 		status := ended.Status
+		if status == tasks.StatusDead {
+			w.meter.ended(o.ctx, cat, RunDead)
+		} else {
+			w.meter.ended(o.ctx, cat, RunRetried)
+		}
 		if status == tasks.StatusDead && o.skipRetry {
 			log.WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
 		} else if status == tasks.StatusDead {
@@ -737,12 +767,14 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	case errors.Is(err, tasks.ErrStale):
 		// The lease passed or the claim was revoked after the last renewal.
 		w.leaseLost.Add(1)
+		w.meter.ended(o.ctx, cat, RunLeaseLost)
 		log.WarnContext(o.ctx, op+" refused: lease lost", "err", err)
 		o.span.SetAttributes(attrOutcome.String("lease_lost"))
 		return true
 	default:
 		// The claim stays until its lease passes; then the task is claimed
 		// again (the sweeper or the next claim takes it over).
+		w.meter.ended(o.ctx, cat, RunError)
 		log.ErrorContext(o.ctx, op+" task", "err", err)
 		o.span.SetAttributes(attrOutcome.String("error"))
 		return false

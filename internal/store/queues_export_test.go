@@ -1,0 +1,6 @@
+package store
+
+const (
+	QueueOldestSQL  = queueOldestSQL
+	QueueOverdueSQL = queueOverdueSQL
+)
