@@ -229,12 +229,15 @@ func (d *Dispatcher) giveBack(ctx context.Context, c Claimant, claim *tasks.Clai
 }
 
 // settling returns the context a claim's store write runs under: ctx's
-// values, and ctx's end only giveBackTimeout after ctx ends. A claim in
-// flight when ctx ends (a long poll replaced, a client gone, a request's
-// deadline) so learns whether it was made, and one made is given back
-// (giveBack) instead of being left to its lease: a store write whose
-// caller stops waiting may still commit (see store.Store.Claim). Call stop
-// once the write returned.
+// values, and ctx's end only giveBackTimeout after ctx ends, but never after
+// ctx's deadline. A claim in flight when ctx is cancelled (a long poll
+// replaced, a client gone) so learns whether it was made, and one made is
+// given back (giveBack) instead of being left to its lease: a store write
+// whose caller stops waiting may still commit (see store.Store.Claim). A
+// deadline bounds the caller's answer (an API request's
+// http.request_timeout): a write still in flight then ends with ctx, and a
+// claim it committed is left to its lease. Call stop once the write
+// returned.
 func settling(ctx context.Context) (_ context.Context, stop func()) {
 	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
@@ -243,9 +246,18 @@ func settling(ctx context.Context) (_ context.Context, stop func()) {
 	unhook := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if !done {
-			timer = time.AfterFunc(giveBackTimeout, func() { cancel(context.Cause(ctx)) })
+		if done {
+			return
 		}
+		grace := giveBackTimeout
+		if deadline, ok := ctx.Deadline(); ok {
+			grace = min(grace, time.Until(deadline))
+		}
+		if grace <= 0 {
+			cancel(context.Cause(ctx))
+			return
+		}
+		timer = time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) })
 	})
 	return sctx, func() {
 		unhook()

@@ -315,8 +315,9 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			back = append(back, cands...)
 			return nil, context.Cause(ctx)
 		}
-		// Under a context that outlives ctx by a little, so that a claim
-		// made as ctx ends is known, and given back.
+		// Under a context that outlives ctx by a little (never past its
+		// deadline), so that a claim made as ctx is cancelled is known, and
+		// given back.
 		sctx, settled := settling(ctx)
 		sent := time.Now()
 		var claim *tasks.Claim

@@ -185,8 +185,9 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		return nil, fmt.Errorf("next: lock candidates: %w: %w", ErrUnavailable, err)
 	}
 	st.tried += len(picked)
-	// Under a context that outlives ctx by a little, so that claims made as
-	// ctx ends are known, and given back.
+	// Under a context that outlives ctx by a little (never past its
+	// deadline), so that claims made as ctx is cancelled are known, and given
+	// back.
 	sctx, settled := settling(ctx)
 	defer settled()
 	defer func() {

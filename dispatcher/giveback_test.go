@@ -2,8 +2,10 @@ package dispatcher_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/store"
@@ -107,5 +109,71 @@ func TestBatchMadeAsItsCallEndsIsGivenBack(t *testing.T) {
 	again, err := b.D.NextMany(t.Context(), []string{"w:1", "w:2", "w:3"}, []string{"jobs"}, 0)
 	if err != nil || len(again) != 3 {
 		t.Fatalf("next many = %d claims, %v; want 3", len(again), err)
+	}
+}
+
+// hungStore is a store whose claims and submits never answer, as on a
+// database node that froze: each returns only once its caller's context
+// ends.
+type hungStore struct{ *store.Store }
+
+func (hungStore) Claim(ctx context.Context, _ tasks.ClaimParams) (*tasks.Claim, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+func (hungStore) Submit(ctx context.Context, _ tasks.SubmitParams) (*tasks.Ended, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+func (hungStore) SubmitAndClaim(ctx context.Context, _ tasks.SubmitParams, _ tasks.ClaimParams) (*tasks.Handover, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// A request's deadline bounds its answer: a submit or a claim that the store
+// does not answer ends with its request, not a give-back's grace later.
+func TestHungWriteEndsWithItsRequestsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editorWith(t, "ann", 1, nil, "news")
+	bob := b.editorWith(t, "bob", 1, nil, "news")
+	b.Add(t, "news", 0, 3)
+	held, err := b.D.Next(t.Context(), ann, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(hungStore{b.Store}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 300 * time.Millisecond
+	// Well under the grace a cancelled request's write is given (5 s).
+	const bound = timeout + 2*time.Second
+	for _, call := range []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"submit", func(ctx context.Context) error {
+			_, err := d.Submit(ctx, ann, refOf(held), json.RawMessage(`{}`))
+			return err
+		}},
+		{"next", func(ctx context.Context) error {
+			_, err := d.Next(ctx, bob, 0)
+			return err
+		}},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		start := time.Now()
+		err := call.do(ctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v; want the request's deadline", call.name, err)
+		}
+		if took > bound {
+			t.Errorf("%s answered after %v; want within %v of a request timing out after %v", call.name, took.Round(time.Millisecond), bound, timeout)
+		}
 	}
 }
