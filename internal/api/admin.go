@@ -112,6 +112,8 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 		case errors.As(err, &te):
 			return errorf(http.StatusUnprocessableEntity, codeInvalid,
 				"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, te.Field, te.Value)
+		case errors.Is(err, tasks.ErrInvalid):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: %s", i, err)
 		case err != nil:
 			return err
 		}
