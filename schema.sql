@@ -142,7 +142,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- due_order, id, read in index order with no filesort, so the cost does not grow
   -- with the pool.
   KEY tasks_candidate (status, category, priority DESC, due_order, id),
-  KEY tasks_key (task_key, id),
+  KEY tasks_key (task_key, created_at, id),
   UNIQUE KEY tasks_key_held (key_held),
   -- Keys held for a period whose period has passed: key_free_at < NOW(3).
   KEY tasks_key_free (key_free_at),

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,5 +242,37 @@ func TestKeyHoldValidation(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != 5 {
 		t.Errorf("%d tasks, want the 5 valid ones", n)
+	}
+}
+
+// TestKeyHoldPlans: the sweeper's pass reads the range of tasks_key_free that has
+// passed, and the insert's lookup of held keys is a dive per key into
+// tasks_key_held, whatever the tasks that had the keys before.
+func TestKeyHoldPlans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	for i := range 50 {
+		in := b.insertKeyed(t, fmt.Sprintf("k%d", i%5), tasks.KeyHoldLive)
+		if in.Created {
+			b.dead(t, in.ID, "worker-1")
+		}
+		b.insertKeyed(t, fmt.Sprintf("p%d", i), tasks.KeyHoldFor(time.Hour))
+	}
+	b.exec(t, `ANALYZE TABLE tasks`)
+	for _, c := range []struct {
+		name, query, index string
+		args               []any
+	}{
+		{"free keys", store.FreeKeysSQL, "tasks_key_free", []any{100}},
+		{"held keys", strings.Replace(store.ExistingKeysSQL, "IN (?)", "IN (?, ?)", 1), "tasks_key_held", []any{"k1", "k2"}},
+	} {
+		plan := b.explain(t, c.query, c.args...)
+		noFullScans(t, c.name, plan)
+		if len(plan) != 1 || plan[0].Key != c.index || plan[0].Type != "range" {
+			t.Errorf("%s: plan %+v, want a range of %s", c.name, plan, c.index)
+		}
+	}
+	if n, err := b.store.FreeKeys(b.ctx, 0); err != nil || n != 0 {
+		t.Errorf("free keys = %d, %v; want 0 (every period runs for an hour)", n, err)
 	}
 }

@@ -10,7 +10,8 @@
 -- task frees a live-only key in the same write without naming it, and a task without
 -- a key keeps NULL (no index entry moves). key_free_at is when a key held for a period
 -- becomes free; the sweeper frees those past it in batches (key_hold_secs = 0).
--- task_key stays, for the list by key (tasks_key, no longer unique).
+-- task_key stays, for the list by key: tasks_key, no longer unique, reads the tasks
+-- that had a key in the list's order (several may have had it over time).
 --
 -- One statement, so it applies whole or not at all.
 ALTER TABLE tasks
@@ -20,6 +21,6 @@ ALTER TABLE tasks
   ADD COLUMN key_free_at DATETIME(3)
     AS (IF(task_key IS NOT NULL AND key_hold_secs > 0 AND status IN ('done', 'dead', 'cancelled'), done_at + INTERVAL key_hold_secs SECOND, NULL)) STORED AFTER key_held,
   DROP KEY tasks_key,
-  ADD KEY tasks_key (task_key, id),
+  ADD KEY tasks_key (task_key, created_at, id),
   ADD UNIQUE KEY tasks_key_held (key_held),
   ADD KEY tasks_key_free (key_free_at);
