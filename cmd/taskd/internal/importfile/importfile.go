@@ -196,6 +196,9 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if errors.Is(err, wire.ErrEmptyKey) {
 		return t, errors.New("key: must not be empty (leave it out for none)")
 	}
+	if errors.Is(err, tasks.ErrInvalid) {
+		return t, errors.New(strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
+	}
 	if err != nil {
 		return t, err
 	}
