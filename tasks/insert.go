@@ -178,8 +178,8 @@ type Inserted struct {
 	// ID is the task's id: the new task's, or the existing task's when Created is
 	// false.
 	ID int64
-	// Created is false when a task with the same key existed already (or came
-	// earlier in the same call): no task was made, and ID is that task's.
+	// Created is false when a task held the same key (see KeyHold) or came
+	// earlier in the same call with it: no task was made, and ID is that task's.
 	Created bool
 	// Slots are the ids of the tasks of the task's group, one per result, ID
 	// first, when it has an overlap above 1 (see NewTask.Overlap); nil
