@@ -276,3 +276,50 @@ func TestKeyHoldPlans(t *testing.T) {
 		t.Errorf("free keys = %d, %v; want 0 (every period runs for an hour)", n, err)
 	}
 }
+
+// TestKeyColumnsOfATaskWithoutKey: key_held and key_free_at stay NULL through a
+// task's life when it has no key, so claims, recycles and ends of such tasks move
+// no entry in tasks_key_held or tasks_key_free; with a key held only while live,
+// only the end moves one.
+func TestKeyColumnsOfATaskWithoutKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	cols := func(id int64) string {
+		t.Helper()
+		var row struct {
+			Held *string    `db:"key_held"`
+			Free *time.Time `db:"key_free_at"`
+		}
+		if err := b.db.GetContext(b.ctx, &row, `SELECT key_held, key_free_at FROM tasks WHERE id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("held=%v free=%v", row.Held != nil, row.Free != nil)
+	}
+	plain := b.insert(t, tasks.NewTask{Category: "news", Title: "a"}, tasks.NewTask{Category: "news", Title: "b"})
+	live := b.insertKeyed(t, "live", tasks.KeyHoldLive).ID
+	period := b.insertKeyed(t, "period", tasks.KeyHoldFor(time.Hour)).ID
+	want := func(id int64, when, w string) {
+		t.Helper()
+		if got := cols(id); got != w {
+			t.Errorf("task %d %s: %s, want %s", id, when, got, w)
+		}
+	}
+	for _, id := range []int64{plain[0], live, period} {
+		b.claim(t, id, "w", 0, time.Minute)
+		b.expireLease(t, id)
+	}
+	if _, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{}); err != nil {
+		t.Fatal(err)
+	}
+	want(plain[0], "recycled", "held=false free=false")
+	want(live, "recycled", "held=true free=false")
+	want(period, "recycled", "held=true free=false")
+	for _, id := range []int64{plain[0], live, period} {
+		b.submitOne(t, id, "w", 0, `{}`)
+	}
+	b.dead(t, plain[1], "w")
+	want(plain[0], "done", "held=false free=false")
+	want(plain[1], "dead", "held=false free=false")
+	want(live, "done", "held=false free=false")
+	want(period, "done", "held=true free=true")
+}
