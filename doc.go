@@ -98,8 +98,10 @@
 // value's JSON, and wakes the workers and editors waiting for its category;
 // InsertMany adds several in one statement, all or none. InsertOpts set the
 // title, priority, attempts, a time to run after, a due time, and a unique
-// Key: inserting a task whose key exists adds nothing and returns the
-// existing task's id. Inserting needs New, not Start.
+// Key: inserting a task whose key another task holds adds nothing and returns
+// that task's id; KeyHold says how long a task holds its key (as long as it is
+// kept, only while it is live, or for a period after it ended). Inserting needs
+// New, not Start.
 //
 // # Running and stopping
 //

@@ -88,8 +88,13 @@ type InsertOpts struct {
 	// MaxAttempts is 1..100; 0 means tasks.MaxAttemptsDefault.
 	MaxAttempts int
 	// Key, when set, is a unique external id: inserting a task whose key
-	// exists returns the existing task's id and adds nothing.
+	// is held returns the holder's id and adds nothing.
 	Key string
+	// KeyHold says how long the task holds Key: tasks.KeyHoldForever (the
+	// default) while the task is kept, tasks.KeyHoldLive only while it is
+	// pending or running, tasks.KeyHoldFor(d) until d after it ended. Once
+	// the key is free, an insert with it adds a new task.
+	KeyHold tasks.KeyHold
 	// RunAfter, when set, is the earliest time the task is handed out.
 	RunAfter time.Time
 	// DueAt, when set, is the task's deadline: within a priority, tasks with
@@ -106,8 +111,8 @@ type InsertParams struct {
 // Insert adds one task whose payload is args encoded as JSON, in
 // args.Category(), and wakes the workers and editors waiting for that
 // category. It needs New, not Start: tasks inserted before Start wait in the
-// pool. It returns the task's id; with opts.Key set and a task with that
-// key already there, that task's id, and nothing is added. Bad args or opts
+// pool. It returns the task's id; with opts.Key set and a task holding that
+// key (see InsertOpts.KeyHold), that task's id, and nothing is added. Bad args or opts
 // (a payload that does not encode as a JSON object, a title or category the
 // store refuses) return an error wrapping ErrInvalid, and nothing is
 // added.
@@ -171,7 +176,7 @@ func newTask(p InsertParams) (tasks.NewTask, error) {
 	}
 	t := tasks.NewTask{
 		Category: p.Args.Category(), Title: cmp.Or(o.Title, p.Args.Category()), Payload: payload,
-		Priority: o.Priority, MaxAttempts: o.MaxAttempts, Key: o.Key, RunAfter: o.RunAfter, DueAt: o.DueAt,
+		Priority: o.Priority, MaxAttempts: o.MaxAttempts, Key: o.Key, KeyHold: o.KeyHold, RunAfter: o.RunAfter, DueAt: o.DueAt,
 	}
 	if err := t.Validate(); err != nil {
 		return tasks.NewTask{}, fmt.Errorf("%T: %w", p.Args, err)

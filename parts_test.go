@@ -45,6 +45,7 @@ var notKeys = []string{
 	"activity.FlushInterval", "activity.Retention",
 	"telemetry.ServiceVersion",
 	"schedule.Schedules.Task.Key",         // the scheduler's, per tick
+	"schedule.Schedules.Task.KeyHold",     // forever: a tick's key runs it once
 	"schedule.Schedules.Task.MaxAttempts", // the store's default, as for POST /v1/tasks
 	"schedule.Schedules.Task.Stages",      // the category's workflow, as for POST /v1/tasks
 	"schedule.Schedules.Task.Overlap",     // the category's workflow

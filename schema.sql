@@ -93,10 +93,22 @@ CREATE TABLE IF NOT EXISTS tasks (
   created_at       DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   updated_at       DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   done_at          DATETIME(3) NULL,
-  -- Optional unique external id: inserting a task with a key that exists returns the
-  -- existing task instead (idempotent inserts). Only inserts write it, so the unique
-  -- key's duplicate checks never meet a claim's locks.
+  -- Optional external id: inserting a task with a key that is held returns the task
+  -- that holds it instead (idempotent inserts). Several tasks may have had the same
+  -- key over time; at most one holds it (key_held).
   task_key         VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  -- How long the key stays held: NULL while the row exists, 0 only while the task is
+  -- pending or assigned, n > 0 until n seconds after it ended (done_at); the sweeper
+  -- sets it to 0 once key_free_at has passed.
+  key_hold_secs    INT UNSIGNED NULL,
+  -- The key while it is held, NULL after: the unique key. Generated, so a statement
+  -- that ends a task frees a live-only key in the same write, and a task without a
+  -- key keeps NULL. Only inserts and a requeue make it non-NULL (a duplicate check);
+  -- a claim, recycle or release never changes it. Not part of the API.
+  key_held         VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin AS (IF(status IN ('pending', 'assigned') OR key_hold_secs IS NULL OR key_hold_secs > 0, task_key, NULL)) STORED,
+  -- When a key held for a period becomes free, NULL for every other task. Not part
+  -- of the API.
+  key_free_at      DATETIME(3) AS (IF(task_key IS NOT NULL AND key_hold_secs > 0 AND status IN ('done', 'dead', 'cancelled'), done_at + INTERVAL key_hold_secs SECOND, NULL)) STORED,
   -- Optional deadline; orders the pool within a priority (see priority).
   due_at           DATETIME(3) NULL,
   -- due_at with NULL as the far future, so that an index reads tasks with a due_at
@@ -130,7 +142,10 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- due_order, id, read in index order with no filesort, so the cost does not grow
   -- with the pool.
   KEY tasks_candidate (status, category, priority DESC, due_order, id),
-  UNIQUE KEY tasks_key (task_key),
+  KEY tasks_key (task_key, created_at, id),
+  UNIQUE KEY tasks_key_held (key_held),
+  -- Keys held for a period whose period has passed: key_free_at < NOW(3).
+  KEY tasks_key_free (key_free_at),
   -- The task list (GET /v1/tasks): newest or oldest first by (created_at, id), read in
   -- index order per filter; tasks_done orders by done time. The keys by status hold
   -- ended_status, not status, so that claims and recycles do not move their entries.

@@ -484,8 +484,8 @@ func (d *Dispatcher) Wake(ctx context.Context, counts map[string]int) { d.notify
 
 // AddTasks inserts tasks into the pool as store.Store.Insert does, and
 // wakes callers waiting for the tasks it made. It returns, in input order,
-// each task's id and whether it was made: a task whose key existed is not
-// made again, and its entry holds the existing task's id. Errors wrap
+// each task's id and whether it was made: a task whose key another task holds
+// is not made, and its entry holds that task's id. Errors wrap
 // ErrUnavailable when the store is unreachable, and tasks.ErrInvalid for a
 // task the store refuses (then nothing is added).
 func (d *Dispatcher) AddTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {

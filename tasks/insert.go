@@ -42,9 +42,12 @@ type NewTask struct {
 	// MaxAttempts is 1..100; 0 means MaxAttemptsDefault.
 	MaxAttempts int
 	// Key, when not empty, is a unique external id of 1..MaxKeyLen characters with no
-	// leading or trailing spaces: inserting a task whose key exists returns the
-	// existing task instead of making a second one (see Inserted).
+	// leading or trailing spaces: inserting a task whose key is held returns the
+	// task that holds it instead of making a second one (see Inserted).
 	Key string
+	// KeyHold says how long the task holds its Key (see KeyHold); it needs a Key.
+	// Empty means KeyHoldForever.
+	KeyHold KeyHold
 	// RunAfter, when not zero, is the earliest time the task is handed out. Zero
 	// means at once (the database clock at insert). Truncated to milliseconds.
 	RunAfter time.Time
@@ -86,6 +89,14 @@ func (t NewTask) Validate() error {
 	}
 	if t.Key != "" {
 		if err := CheckKey(t.Key); err != nil {
+			return err
+		}
+	}
+	if t.KeyHold != "" {
+		if t.Key == "" {
+			return fmt.Errorf("%w: key_hold needs a key", ErrInvalid)
+		}
+		if _, _, err := t.KeyHold.Period(); err != nil {
 			return err
 		}
 	}
@@ -167,8 +178,8 @@ type Inserted struct {
 	// ID is the task's id: the new task's, or the existing task's when Created is
 	// false.
 	ID int64
-	// Created is false when a task with the same key existed already (or came
-	// earlier in the same call): no task was made, and ID is that task's.
+	// Created is false when a task held the same key (see KeyHold) or came
+	// earlier in the same call with it: no task was made, and ID is that task's.
 	Created bool
 	// Slots are the ids of the tasks of the task's group, one per result, ID
 	// first, when it has an overlap above 1 (see NewTask.Overlap); nil

@@ -475,7 +475,7 @@ func TestImportTwiceWithKeys(t *testing.T) {
 		`{"category":"news","title":"New A again","key":"article-new-a"}`,
 		`{"category":"news","title":"No key"}`)
 	stdout, stderr, code = runApp(t, s.env, "import", s.file(t, "more.jsonl", strings.Join(more, "\n")+"\n"))
-	if code != exitOK || !strings.Contains(stdout, "imported 2 tasks") || !strings.Contains(stdout, "2 records whose key exists not imported again") {
+	if code != exitOK || !strings.Contains(stdout, "imported 2 tasks") || !strings.Contains(stdout, "2 records whose key is held not imported again") {
 		t.Fatalf("third import: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if n := len(s.tasks(t)); n != 252 {

@@ -305,7 +305,7 @@ func (im *importer) insert(ctx context.Context, valid int) error {
 		fmt.Fprintf(im.a.stdout, "imported %s from %s (%s)\n", plural(created, "task"), im.path, ids)
 	default:
 		fmt.Fprintf(im.a.stdout, "imported %s from %s (%s); %s not imported again\n",
-			plural(created, "task"), im.path, ids, plural(existed, "record")+" whose key exists")
+			plural(created, "task"), im.path, ids, plural(existed, "record")+" whose key is held")
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ type newTaskRequest struct {
 // insertedJSON says what became of one task of POST /v1/tasks.
 type insertedJSON struct {
 	ID int64 `json:"id"`
-	// Created is false when a task with the same key existed: id is that task's.
+	// Created is false when a task held the same key: id is that task's.
 	Created bool `json:"created"`
 	// Slots are the ids of the tasks of its group (overlap above 1), one per
 	// result, id first; left out for a task without a group.
@@ -81,8 +81,8 @@ type insertedJSON struct {
 }
 
 type addTasksResponse struct {
-	// IDs are the tasks' ids in request order: for a key that existed, the
-	// existing task's.
+	// IDs are the tasks' ids in request order: for a key that was held, the
+	// holder's.
 	IDs      []int64        `json:"ids"`
 	Tasks    []insertedJSON `json:"tasks"`
 	Created  int            `json:"created"`
@@ -90,9 +90,9 @@ type addTasksResponse struct {
 }
 
 // addTasks inserts a batch of tasks, all or none, and wakes editors waiting
-// for their categories. A task whose key exists is not inserted again: the
-// answer names the existing task. 201 when any task was made, 200 when every
-// key existed.
+// for their categories. A task whose key is held is not inserted again: the
+// answer names the holder. 201 when any task was made, 200 when every key
+// was held.
 func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 	var req []newTaskRequest
 	if err := decode(w, r, &req, false); err != nil {
@@ -112,6 +112,8 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 		case errors.As(err, &te):
 			return errorf(http.StatusUnprocessableEntity, codeInvalid,
 				"task %d: %s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, not %q", i, te.Field, te.Value)
+		case errors.Is(err, tasks.ErrInvalid):
+			return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: %s", i, err)
 		case err != nil:
 			return err
 		}

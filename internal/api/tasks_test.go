@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -320,4 +321,58 @@ SELECT ?, 'released', seq, 'editor:1', REPEAT(CHAR(1), 1024) FROM seq_1_to_3001`
 	if len(d.History) != 50 || !d.HistoryMore || len(res.body) > 400_000 {
 		t.Fatalf("%d events, more %v, %d bytes; want the latest 50 in at most 400 kB", len(d.History), d.HistoryMore, len(res.body))
 	}
+}
+
+// TestAddTasksKeyHold: a key held only while live is free once its task is
+// cancelled, and the list by key then names both tasks, newest first.
+func TestAddTasksKeyHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := `[{"category":"news","title":"t","key":"daily","key_hold":"live"}]`
+	var first addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusCreated, &first)
+	var dup addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusOK, &dup)
+	if dup.IDs[0] != first.IDs[0] {
+		t.Fatalf("a live key made task %d besides %d", dup.IDs[0], first.IDs[0])
+	}
+	res := b.do(t, "POST", fmt.Sprintf("/v1/admin/tasks/%d/cancel", first.IDs[0]), adminToken, `{}`)
+	if res.status != http.StatusNoContent {
+		t.Fatalf("cancel: %d %s", res.status, res.body)
+	}
+	var again addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusCreated, &again)
+	if again.IDs[0] == first.IDs[0] {
+		t.Fatal("the key of a cancelled task held only while live was not free")
+	}
+	if got := b.listAll(t, url.Values{"key": {"daily"}}); len(got) != 2 || got[0] != again.IDs[0] || got[1] != first.IDs[0] {
+		t.Errorf("list by key = %v, want [%d %d]", got, again.IDs[0], first.IDs[0])
+	}
+}
+
+// TestAddTasksRefusesBadKeyHolds: 422 naming the task, or 400 for a key_hold
+// that is not a string, and nothing inserted.
+func TestAddTasksRefusesBadKeyHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := b.snapshot(t)
+	for _, c := range []struct{ name, hold, inMessage string }{
+		{"empty", `"key":"k","key_hold":""`, "task 1: invalid input: key_hold must not be empty"},
+		{"unknown", `"key":"k","key_hold":"always"`, "task 1: invalid input: key_hold must be"},
+		{"not whole seconds", `"key":"k","key_hold":"1500ms"`, "key_hold must be"},
+		{"zero", `"key":"k","key_hold":"0s"`, "key_hold must be"},
+		{"too long", `"key":"k","key_hold":"87601h"`, "key_hold must be"},
+		{"without a key", `"key_hold":"live"`, "task 1: invalid input: key_hold needs a key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `[{"category":"news","title":"ok","key":"fine","key_hold":"24h"},{"category":"news","title":"t",` + c.hold + `}]`
+			msg := wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, body), http.StatusUnprocessableEntity, "invalid")
+			if !strings.Contains(msg, c.inMessage) {
+				t.Errorf("message %q does not mention %q", msg, c.inMessage)
+			}
+		})
+	}
+	wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, `[{"category":"news","title":"t","key":"k","key_hold":86400}]`),
+		http.StatusBadRequest, "bad_request")
+	b.unchanged(t, before)
 }

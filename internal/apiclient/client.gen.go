@@ -175,7 +175,7 @@ type AddTasksResult struct {
 
 	// Tasks What became of each task, in request order.
 	Tasks []struct {
-		// Created false when a task with the same key existed: id is that task's.
+		// Created false when a task held the same key: id is that task's.
 		Created bool `json:"created"`
 		Id      ID   `json:"id"`
 
@@ -531,8 +531,11 @@ type NewTask struct {
 	// DueAt When the task is due; none by default.
 	DueAt *time.Time `json:"due_at,omitempty"`
 
-	// Key An idempotency key; a task whose key exists is not inserted again.
+	// Key An idempotency key: a task whose key is held by another task is not inserted again; see key_hold.
 	Key *string `json:"key,omitempty"`
+
+	// KeyHold How long the task holds its key (it needs one): "forever", the default, as long as the task is kept (until retention deletes it once ended); "live" only while it is pending or assigned, so that the statement ending it frees the key; or a duration of whole seconds from 1s to 87600h, such as "24h", until that long after it ended (freed by the next sweep after). A key that is free again makes a new task, so several tasks may have had one key over time.
+	KeyHold *string `json:"key_hold,omitempty"`
 
 	// MaxAttempts 0 means the default, 5.
 	MaxAttempts *int `json:"max_attempts,omitempty"`
@@ -1025,10 +1028,12 @@ type StatsHistoryParams struct {
 
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
-	Status        *Status               `form:"status,omitempty" json:"status,omitempty"`
-	Category      *Category             `form:"category,omitempty" json:"category,omitempty"`
-	Holder        *string               `form:"holder,omitempty" json:"holder,omitempty"`
-	EditorId      *ID                   `form:"editor_id,omitempty" json:"editor_id,omitempty"`
+	Status   *Status   `form:"status,omitempty" json:"status,omitempty"`
+	Category *Category `form:"category,omitempty" json:"category,omitempty"`
+	Holder   *string   `form:"holder,omitempty" json:"holder,omitempty"`
+	EditorId *ID       `form:"editor_id,omitempty" json:"editor_id,omitempty"`
+
+	// Key Keeps the tasks with this key: the one that holds it and those that had it before it was freed (see key_hold), newest first by default.
 	Key           *string               `form:"key,omitempty" json:"key,omitempty"`
 	CreatedAfter  *time.Time            `form:"created_after,omitempty" json:"created_after,omitempty"`
 	CreatedBefore *time.Time            `form:"created_before,omitempty" json:"created_before,omitempty"`
@@ -1649,8 +1654,9 @@ type ClientInterface interface {
 	// AddTasksWithBody Add tasks
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false. A task that asks
+	// their categories. A task whose key is held (see key_hold) is not
+	// inserted again: its entry names the task that holds it, with created
+	// false; a key that is free again makes a new task. A task that asks
 	// for overlap results is a group of that many tasks, named by its first;
 	// its entry lists them all (slots).
 	//
@@ -1662,8 +1668,9 @@ type ClientInterface interface {
 	// AddTasks Add tasks
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false. A task that asks
+	// their categories. A task whose key is held (see key_hold) is not
+	// inserted again: its entry names the task that holds it, with created
+	// false; a key that is free again makes a new task. A task that asks
 	// for overlap results is a group of that many tasks, named by its first;
 	// its entry lists them all (slots).
 	//
@@ -2633,8 +2640,9 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // AddTasksWithBody Add tasks
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-// their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false. A task that asks
+// their categories. A task whose key is held (see key_hold) is not
+// inserted again: its entry names the task that holds it, with created
+// false; a key that is free again makes a new task. A task that asks
 // for overlap results is a group of that many tasks, named by its first;
 // its entry lists them all (slots).
 //
@@ -2656,8 +2664,9 @@ func (c *Client) AddTasksWithBody(ctx context.Context, contentType string, body 
 // AddTasks Add tasks
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-// their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false. A task that asks
+// their categories. A task whose key is held (see key_hold) is not
+// inserted again: its entry names the task that holds it, with created
+// false; a key that is free again makes a new task. A task that asks
 // for overlap results is a group of that many tasks, named by its first;
 // its entry lists them all (slots).
 //
@@ -4925,8 +4934,9 @@ type ClientWithResponsesInterface interface {
 	// AddTasksWithBodyWithResponse Add tasks
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false. A task that asks
+	// their categories. A task whose key is held (see key_hold) is not
+	// inserted again: its entry names the task that holds it, with created
+	// false; a key that is free again makes a new task. A task that asks
 	// for overlap results is a group of that many tasks, named by its first;
 	// its entry lists them all (slots).
 	//
@@ -4938,8 +4948,9 @@ type ClientWithResponsesInterface interface {
 	// AddTasksWithResponse Add tasks
 	//
 	// Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-	// their categories. A task whose key exists is not inserted again: its
-	// entry names the existing task, with created false. A task that asks
+	// their categories. A task whose key is held (see key_hold) is not
+	// inserted again: its entry names the task that holds it, with created
+	// false; a key that is free again makes a new task. A task that asks
 	// for overlap results is a group of that many tasks, named by its first;
 	// its entry lists them all (slots).
 	//
@@ -9377,8 +9388,9 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // AddTasksWithBodyWithResponse Add tasks
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-// their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false. A task that asks
+// their categories. A task whose key is held (see key_hold) is not
+// inserted again: its entry names the task that holds it, with created
+// false; a key that is free again makes a new task. A task that asks
 // for overlap results is a group of that many tasks, named by its first;
 // its entry lists them all (slots).
 //
@@ -9396,8 +9408,9 @@ func (c *ClientWithResponses) AddTasksWithBodyWithResponse(ctx context.Context, 
 // AddTasksWithResponse Add tasks
 //
 // Inserts 1 to 10,000 tasks, all or none, and wakes editors waiting for
-// their categories. A task whose key exists is not inserted again: its
-// entry names the existing task, with created false. A task that asks
+// their categories. A task whose key is held (see key_hold) is not
+// inserted again: its entry names the task that holds it, with created
+// false; a key that is free again makes a new task. A task that asks
 // for overlap results is a group of that many tasks, named by its first;
 // its entry lists them all (slots).
 //

@@ -97,6 +97,11 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 		}
 		pairList := strings.TrimSuffix(strings.Repeat("(?, ?), ", len(evs)), ", ")
 		res, err := tx.ExecContext(ctx, fmt.Sprintf(changeSQL, ch.set, pairList), append(pairs, string(ch.from))...)
+		if mysqlErrorIs(err, erDupEntry) {
+			// A requeue takes the task's key again (tasks_key_held), which
+			// another task has taken since its key was freed.
+			return fmt.Errorf("%w: a task's key is held by another task: %w", tasks.ErrDuplicate, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -119,7 +124,8 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 // the locked row) makes the change.
 //
 // It returns ErrNotFound for an unknown task and a *StatusError (ErrWrongStatus) for a
-// task that is not dead, changing nothing.
+// task that is not dead, changing nothing; ErrDuplicate when the task's key was freed
+// (tasks.KeyHold) and another task holds it now.
 //
 // Round trips: BEGIN, locked SELECT, UPDATE, INSERT event, COMMIT.
 func (s *Store) Requeue(ctx context.Context, p tasks.ChangeParams) (*tasks.Changed, error) {

@@ -44,6 +44,8 @@ const (
 	TaskResultRowsSQL = taskResultRowsSQL
 	SendBacksSQL      = sendBacksSQL
 	GroupDecisionsSQL = groupDecisionsSQL
+	FreeKeysSQL       = freeKeysSQL
+	ExistingKeysSQL   = existingKeysSQL
 
 	RecycleLockSQL    = recycleLockSQL
 	RecycleSQL        = recycleSQL

@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	insertTasksSQL   = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, run_after, due_at, stages, stage_count, overlap) VALUES `
-	insertTaskRowSQL = `(?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
+	insertTasksSQL   = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, key_hold_secs, run_after, due_at, stages, stage_count, overlap) VALUES `
+	insertTaskRowSQL = `(?, ?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
 	// groupLeadsSQL and groupCopiesSQL make the groups of the tasks inserted
 	// with an overlap above 1: the first row of a group is the inserted task,
 	// its own group_id, and the others are copies of it without its key.
@@ -29,8 +29,10 @@ FROM tasks t FORCE INDEX (PRIMARY) JOIN (SELECT 1 AS n UNION ALL SELECT 2 UNION 
 WHERE t.id IN (?) ORDER BY t.id, k.n`
 	// groupSlotsSQL reads the tasks of the groups led by some tasks, each group
 	// in id order: its lead first.
-	groupSlotsSQL     = `SELECT group_id, id FROM tasks FORCE INDEX (tasks_group) WHERE group_id IN (?) ORDER BY group_id, id`
-	existingKeysSQL   = `SELECT id, task_key FROM tasks FORCE INDEX (tasks_key) WHERE task_key IN (?)`
+	groupSlotsSQL = `SELECT group_id, id FROM tasks FORCE INDEX (tasks_group) WHERE group_id IN (?) ORDER BY group_id, id`
+	// existingKeysSQL reads the tasks that hold some keys: key_held is the key
+	// while its task holds it (see tasks.KeyHold).
+	existingKeysSQL   = `SELECT id, key_held AS task_key FROM tasks FORCE INDEX (tasks_key_held) WHERE key_held IN (?)`
 	existingKeysBatch = 1000
 )
 
@@ -42,6 +44,7 @@ type newTaskRow struct {
 	payload     string
 	maxAttempts int
 	key         any // string or nil
+	keyHold     any // key_hold_secs: nil (forever) or the seconds held after the end, 0 for live
 	runAfter    any // time.Time or nil
 	dueAt       any // time.Time or nil
 	stages      any // the stages comma-separated, or nil for one stage
@@ -72,6 +75,10 @@ func (s *Store) rowOf(t tasks.NewTask) (newTaskRow, error) {
 	}
 	if t.Key != "" {
 		row.key = t.Key
+		period, forever, _ := t.KeyHold.Period() // checked by Validate
+		if !forever {
+			row.keyHold = int64(period / time.Second)
+		}
 	}
 	return row, nil
 }
@@ -109,10 +116,11 @@ const insertAttempts = 8
 // is invalid, it returns an error wrapping ErrInvalid that names the task's index and
 // field, and inserts nothing.
 //
-// Idempotence: a task whose Key exists already is not inserted; its entry names the
-// existing task with Created false. So does a task whose key an earlier task of the
-// same call has. The existing task is returned as it is, whatever the new one says.
-// The keys are looked up first (tasks_key, one read per 1,000 keys); should a
+// Idempotence: a task whose Key is held (see tasks.KeyHold) is not inserted; its
+// entry names the task that holds it with Created false. So does a task whose key an
+// earlier task of the same call has. The holder is returned as it is, whatever the
+// new one says; a key that is free again makes a new task. The held keys are looked
+// up first (tasks_key_held, one read per 1,000 keys); should a
 // concurrent insert commit one of them between that read and this insert, the
 // unique key refuses the insert and Insert starts over. The unique key's duplicate
 // checks lock the entries they meet, so concurrent inserts of the same keys in
@@ -291,13 +299,13 @@ func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, 
 		start += len(batch)
 		var q strings.Builder
 		q.WriteString(insertTasksSQL)
-		args := make([]any, 0, 8*len(batch))
+		args := make([]any, 0, 12*len(batch))
 		for i, r := range batch {
 			if i > 0 {
 				q.WriteString(", ")
 			}
 			q.WriteString(insertTaskRowSQL)
-			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.runAfter, r.dueAt,
+			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.keyHold, r.runAfter, r.dueAt,
 				r.stages, r.stageCount, r.overlap)
 		}
 		if returning {

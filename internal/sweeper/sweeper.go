@@ -72,6 +72,7 @@ type Dispatcher interface {
 type Store interface {
 	RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]tasks.Recycled, error)
 	PurgeSkips(ctx context.Context, limit int) (int, error)
+	FreeKeys(ctx context.Context, limit int) (int, error)
 	LiveLeases(ctx context.Context, p tasks.LiveLeasesParams) ([]tasks.LiveLease, error)
 	LiveHolders(ctx context.Context, taskIDs []int64) (map[int64]string, error)
 }
@@ -181,13 +182,16 @@ type Result struct {
 	// SkipsPurged counts editors' skip records that had passed and were
 	// deleted (at most Batch a sweep).
 	SkipsPurged int
+	// KeysFreed counts task keys held for a period (tasks.KeyHoldFor) whose
+	// period had passed and which were freed (at most Batch a sweep).
+	KeysFreed int
 	// Skipped is set when another sweep held the sweep lock; nothing was
 	// done.
 	Skipped bool
 }
 
 func (r Result) didSomething() bool {
-	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged > 0
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+r.KeysFreed > 0
 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
@@ -331,7 +335,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
 			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
 			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
-			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
+			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged),
+			attribute.Int("taskd.sweep.keys_freed", res.KeysFreed))
 		endSpan(tr.span, err)
 	}()
 	ttl := s.lockTTL()
@@ -368,10 +373,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		// only grows.
 		res.SkipsPurged, err = s.store.PurgeSkips(tr.ctx, s.cfg.Batch)
 	}
+	if err == nil {
+		// Keys held for a period that has passed are free for new tasks.
+		res.KeysFreed, err = s.store.FreeKeys(tr.ctx, s.cfg.Batch)
+	}
 	if res.didSomething() {
 		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"skips_purged", res.SkipsPurged, "duration", time.Since(workStart))
+			"skips_purged", res.SkipsPurged, "keys_freed", res.KeysFreed, "duration", time.Since(workStart))
 	}
 	if err != nil {
 		return res, dispatcher.Unavailable(fmt.Errorf("sweep: %w", err))

@@ -882,3 +882,40 @@ func TestSweepPurgesPassedSkips(t *testing.T) {
 		t.Errorf("skips left for tasks %v, want only %d's", left, ids[1])
 	}
 }
+
+// TestSweepFreesKeysWhosePeriodPassed: a sweep frees the key of a task that
+// ended longer ago than its key_hold, and leaves one still within its period.
+func TestSweepFreesKeysWhosePeriodPassed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ins, err := b.Store.Insert(ctx, []tasks.NewTask{
+		{Category: "news", Title: "passed", Key: "passed", KeyHold: tasks.KeyHoldFor(time.Minute)},
+		{Category: "news", Title: "within", Key: "within", KeyHold: tasks.KeyHoldFor(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if _, err := b.Store.Cancel(ctx, tasks.ChangeParams{TaskID: in.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first ended two minutes ago.
+	if _, err := b.DB.ExecContext(ctx, "UPDATE tasks SET done_at = NOW(3) - INTERVAL 2 MINUTE WHERE id = ?", ins[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := sweepOnce(t, b.newSweeper(t, sweeper.Config{})); res != (sweeper.Result{KeysFreed: 1}) {
+		t.Errorf("sweep = %+v, want one key freed and nothing else", res)
+	}
+	again, err := b.Store.Insert(ctx, []tasks.NewTask{
+		{Category: "news", Title: "passed", Key: "passed"},
+		{Category: "news", Title: "within", Key: "within"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again[0].Created || again[1].Created || again[1].ID != ins[1].ID {
+		t.Errorf("inserts after the sweep = %+v, want a new task for the freed key, task %d for the other", again, ins[1].ID)
+	}
+}

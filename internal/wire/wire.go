@@ -34,6 +34,10 @@ type NewTask struct {
 	// Key, when set, is the task's unique external id; null or absent for
 	// none, never "".
 	Key *string `json:"key"`
+	// KeyHold, when set, says how long the task holds its key (see
+	// tasks.KeyHold): "forever", "live" or a duration such as "24h"; null or
+	// absent for the default, forever.
+	KeyHold *string `json:"key_hold"`
 	// RunAfter and DueAt are RFC 3339 times; null or absent for none.
 	RunAfter *string `json:"run_after"`
 	DueAt    *string `json:"due_at"`
@@ -59,7 +63,7 @@ func (e *TimeError) Error() string {
 func (e *TimeError) Unwrap() error { return e.Err }
 
 // Task returns t as the store takes it: a null payload is the default ({}),
-// and the times parsed. It checks the form only (ErrEmptyKey, *TimeError);
+// and the times parsed. It checks the form only (ErrEmptyKey, *TimeError, an empty key_hold: ErrInvalid);
 // the rest is tasks.NewTask.Validate's.
 func (t NewTask) Task() (tasks.NewTask, error) {
 	if string(t.Payload) == "null" {
@@ -74,6 +78,12 @@ func (t NewTask) Task() (tasks.NewTask, error) {
 			return nt, ErrEmptyKey
 		}
 		nt.Key = *t.Key
+	}
+	if t.KeyHold != nil {
+		if *t.KeyHold == "" {
+			return nt, fmt.Errorf("%w: key_hold must not be empty (leave it out for the default)", tasks.ErrInvalid)
+		}
+		nt.KeyHold = tasks.KeyHold(*t.KeyHold)
 	}
 	var err error
 	if nt.RunAfter, err = ParseTime("run_after", t.RunAfter); err != nil {

@@ -5,20 +5,22 @@
 // JSON lines: one object per line, with the fields of POST /v1/tasks:
 //
 //	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3,
-//	 "key": "article-81", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z",
+//	 "key": "article-81", "key_hold": "live", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z",
 //	 "stages": ["edit", "review"], "overlap": 2}
 //
 // category and title are required; unknown fields are refused; a null payload
 // is the default, {}; blank lines are skipped. key is a unique external id (a
-// task whose key exists is not imported again); run_after and due_at are RFC
+// task whose key is held is not imported again) and key_hold how long the task
+// holds it ("forever", the default, "live" or a duration such as "24h": see
+// tasks.KeyHold); run_after and due_at are RFC
 // 3339 times. stages are the task's own stages in order ([] for one stage,
 // whatever its category says) and overlap how many independent results it
 // asks for, 1..tasks.MaxOverlap; absent or null, the category's.
 //
 // CSV: a header row naming the columns, in any order: category and title
-// (required), priority, payload (a JSON object), max_attempts, key, run_after,
+// (required), priority, payload (a JSON object), max_attempts, key, key_hold, run_after,
 // due_at, stages and overlap. Empty cells take the defaults (priority 0,
-// payload {}, max_attempts from the store, no key, no run_after, no due_at,
+// payload {}, max_attempts from the store, no key, forever, no run_after, no due_at,
 // the category's stages and overlap). A stages cell lists the stages
 // separated by commas (edit,review), or is a JSON array (["edit","review"],
 // and [] for one stage).
@@ -194,6 +196,9 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if errors.Is(err, wire.ErrEmptyKey) {
 		return t, errors.New("key: must not be empty (leave it out for none)")
 	}
+	if errors.Is(err, tasks.ErrInvalid) {
+		return t, errors.New(strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
+	}
 	if err != nil {
 		return t, err
 	}
@@ -306,7 +311,7 @@ func jsonKind(kind string) string {
 }
 
 // csvColumns are the columns a CSV header may name.
-var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "run_after", "due_at", "stages", "overlap"}
+var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "key_hold", "run_after", "due_at", "stages", "overlap"}
 
 type csvReader struct {
 	r   *csv.Reader
@@ -394,6 +399,9 @@ func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
 	}
 	if s, ok := cell("key"); ok {
 		t.Key = s // an empty cell: no key
+	}
+	if s, ok := cell("key_hold"); ok {
+		t.KeyHold = tasks.KeyHold(strings.TrimSpace(s)) // an empty cell: the default
 	}
 	for _, f := range []struct {
 		name string

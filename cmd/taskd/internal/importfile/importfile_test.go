@@ -278,3 +278,30 @@ desk,h,[edit],
 		`9 ERR stages: want names separated by commas or a JSON array of strings, got "[edit]"`,
 	})
 }
+
+// TestKeyHold: key_hold is read from JSON lines and a CSV column, as the API
+// reads it; an empty one is refused in JSON and the default in CSV.
+func TestKeyHold(t *testing.T) {
+	t.Parallel()
+	hold := func(rec Record) string {
+		if rec.Err != nil {
+			return "ERR " + rec.Err.Error()
+		}
+		return rec.Task.Key + " " + string(rec.Task.KeyHold)
+	}
+	var got []string
+	for _, rec := range readAll(t, `{"category":"news","title":"a","key":"a","key_hold":"live"}
+{"category":"news","title":"b","key":"b","key_hold":"24h"}
+{"category":"news","title":"c","key":"c","key_hold":""}
+{"category":"news","title":"d","key":"d","key_hold":null}
+`, JSONLines) {
+		got = append(got, hold(rec))
+	}
+	for _, rec := range readAll(t, "category,title,key,key_hold\nnews,e,e,live\nnews,f,f,\nnews,g,g, 1h \n", CSV) {
+		got = append(got, hold(rec))
+	}
+	want := []string{"a live", "b 24h", "ERR key_hold must not be empty (leave it out for the default)", "d ", "e live", "f ", "g 1h"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
