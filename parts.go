@@ -3,6 +3,7 @@ package taskd
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -125,7 +126,15 @@ func (e *Engine) dispatcherConfig() dispatcher.Config {
 	}
 }
 
-// sweeperConfig is the sweeper's: Config.Sweep.
+// deref is *d, 0 for nil.
+func deref(d *time.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return *d
+}
+
+// sweeperConfig is the sweeper's: Config.Sweep and Config.Retention.
 func (e *Engine) sweeperConfig() sweeper.Config {
 	s := e.cfg.Sweep
 	return sweeper.Config{
@@ -134,8 +143,15 @@ func (e *Engine) sweeperConfig() sweeper.Config {
 		Schedule: s.Schedule,
 		Batch:    s.Batch,
 		Workers:  s.Workers,
-		Redis:    e.redis.sweepClient(),
-		Logger:   e.log,
+		Retention: sweeper.Retention{
+			Done:      deref(e.cfg.Retention.Done),
+			Cancelled: deref(e.cfg.Retention.Cancelled),
+			Dead:      deref(e.cfg.Retention.Dead),
+			Webhooks:  deref(e.cfg.Retention.Webhooks),
+			Batch:     e.cfg.Retention.Batch,
+		},
+		Redis:  e.redis.sweepClient(),
+		Logger: e.log,
 	}
 }
 

@@ -125,6 +125,12 @@ type Config struct {
 	// their time to live, which is at most the lease.
 	Redis redis.UniversalClient
 
+	// Retention is how long finished data is kept; each sweep purges what
+	// is older, under the sweep lock, when Store also implements Purger.
+	// Zero durations keep their kind forever: the zero Retention purges
+	// nothing.
+	Retention Retention
+
 	// Logger receives the sweeper's logs. Default the dispatcher's logger.
 	Logger *slog.Logger
 }
@@ -140,6 +146,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Workers == 0 {
 		c.Workers = WorkersDefault
+	}
+	if c.Retention.Batch == 0 {
+		c.Retention.Batch = RetentionBatchDefault
+	}
+	if c.Retention.Pause == 0 {
+		c.Retention.Pause = RetentionPauseDefault
 	}
 	return c
 }
@@ -157,6 +169,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("sweep batch must be 1..%d, got %d", BatchMax, c.Batch)
 	case c.Workers < 1 || c.Workers > WorkersMax:
 		return fmt.Errorf("sweep workers must be 1..%d, got %d", WorkersMax, c.Workers)
+	case c.Retention.Batch < 1 || c.Retention.Batch > store.PurgeLimitMax:
+		return fmt.Errorf("retention batch must be 1..%d, got %d", store.PurgeLimitMax, c.Retention.Batch)
+	case min(c.Retention.Done, c.Retention.Cancelled, c.Retention.Dead, c.Retention.Webhooks, c.Retention.Pause) < 0:
+		return errors.New("retention durations must not be negative")
 	}
 	return nil
 }
@@ -181,13 +197,16 @@ type Result struct {
 	// SkipsPurged counts editors' skip records that had passed and were
 	// deleted (at most Batch a sweep).
 	SkipsPurged int
+	// Purged counts the rows retention deleted, in all tables (the metric
+	// taskd.retention.purged_rows counts them by table).
+	Purged int64
 	// Skipped is set when another sweep held the sweep lock; nothing was
 	// done.
 	Skipped bool
 }
 
 func (r Result) didSomething() bool {
-	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged > 0
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+int(r.Purged) > 0
 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
@@ -368,10 +387,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		// only grows.
 		res.SkipsPurged, err = s.store.PurgeSkips(tr.ctx, s.cfg.Batch)
 	}
+	if err == nil {
+		err = s.purge(tr.ctx, &res)
+	}
 	if res.didSomething() {
 		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"skips_purged", res.SkipsPurged, "duration", time.Since(workStart))
+			"skips_purged", res.SkipsPurged, "purged", res.Purged, "duration", time.Since(workStart))
 	}
 	if err != nil {
 		return res, dispatcher.Unavailable(fmt.Errorf("sweep: %w", err))
@@ -769,6 +791,7 @@ type instruments struct {
 	recycled  metric.Int64Counter
 	expired   metric.Int64Counter
 	sweepTime metric.Float64Histogram
+	purged    metric.Int64Counter
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instruments, error) {
@@ -780,7 +803,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 	}
 	m := mp.Meter(instrumentationName)
 	t := &instruments{tracer: tp.Tracer(instrumentationName)}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	t.recycled, err1 = m.Int64Counter("taskd.claims.recycled", metric.WithUnit("{count}"),
 		metric.WithDescription("Expired claims returned to the pool by the sweeper."))
 	t.expired, err2 = m.Int64Counter("taskd.leases.expired", metric.WithUnit("{count}"),
@@ -788,7 +811,9 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 	t.sweepTime, err3 = m.Float64Histogram("taskd.sweep.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time one sweep took, by outcome: done, skipped (another replica held the sweep lock) or error."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	t.purged, err4 = m.Int64Counter("taskd.retention.purged_rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows of finished data deleted by retention, by table."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
 	return t, nil
