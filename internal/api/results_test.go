@@ -160,6 +160,40 @@ func TestResultsRefusals(t *testing.T) {
 	}
 }
 
+// A cursor older than what retention kept is 410 cursor_expired, naming the
+// oldest cursor still kept; reading on from it works.
+func TestResultsCursorExpired(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	ids := b.addN(t, "news", 3)
+	for _, id := range ids {
+		a := b.next(t, e.Token)
+		wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+			fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+		if id == ids[1] {
+			b.results(t, "") // numbers the first two
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if p, err := b.store.PurgeTasks(t.Context(), tasks.StatusDone, time.Millisecond, 10); err != nil || p.Rows["tasks"] != 2 {
+		t.Fatalf("purge = %+v, %v; want the 2 numbered tasks", p, err)
+	}
+	for _, q := range []string{"", "?after=1"} {
+		res := b.do(t, "GET", "/v1/results"+q, adminToken, "")
+		msg := wantError(t, res, http.StatusGone, "cursor_expired")
+		var e errorJSON
+		strictDecode(t, res.body, &e)
+		if e.Error.OldestCursor != "2" || !strings.Contains(msg, "oldest cursor still kept is 2") || !strings.Contains(msg, "retention") {
+			t.Errorf("GET /v1/results%s: oldest_cursor %q, message %q", q, e.Error.OldestCursor, msg)
+		}
+	}
+	got, end := b.results(t, "?after=2")
+	if len(got) != 1 || got[0].TaskID != ids[2] || end.NextCursor != "3" {
+		t.Errorf("after the oldest cursor kept: %+v, end %+v", got, end)
+	}
+}
+
 func TestResultsMySQLDownIsUnavailable(t *testing.T) {
 	t.Parallel()
 	db, err := sqlx.Open("mysql", "taskd:taskd@tcp(127.0.0.1:1)/taskd?timeout=200ms&parseTime=true")
