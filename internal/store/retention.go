@@ -357,3 +357,34 @@ func (s *Store) feedBounds(ctx context.Context) (last, purged int64, err error) 
 	}
 	return b.Last, b.Purged, nil
 }
+
+// retainedTables are the tables retention purges, whose sizes TableSizes reads.
+var retainedTables = []string{"tasks", "task_results", "task_events", "task_skips",
+	"webhook_outbox", "webhook_deliveries", "webhook_attempts"}
+
+// tableSizesSQL reads the tables' sizes from information_schema: InnoDB's
+// estimates (table_rows is approximate, the lengths count allocated pages).
+const tableSizesSQL = `SELECT table_name AS name, COALESCE(data_length, 0) + COALESCE(index_length, 0) AS bytes,
+	COALESCE(table_rows, 0) AS table_rows
+FROM information_schema.TABLES WHERE table_schema = DATABASE() AND table_name IN (?) ORDER BY table_name`
+
+// TableSize is one table's size as information_schema estimates it.
+type TableSize struct {
+	Name  string `db:"name"`
+	Bytes int64  `db:"bytes"`
+	Rows  int64  `db:"table_rows"`
+}
+
+// TableSizes reads the size on disk (data and indexes) and the estimated row
+// count of each table retention purges, from information_schema.TABLES.
+func (s *Store) TableSizes(ctx context.Context) ([]TableSize, error) {
+	q, args, err := sqlx.In(tableSizesSQL, retainedTables)
+	if err != nil {
+		return nil, fmt.Errorf("table sizes: %w", err)
+	}
+	var out []TableSize
+	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
+		return nil, fmt.Errorf("table sizes: %w", err)
+	}
+	return out, nil
+}

@@ -119,3 +119,85 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // attrTable names a table in the purge's metrics.
 const attrTable = attribute.Key("taskd.table")
+
+// StorageEvery is how often a sweep reads the tables' sizes and the oldest
+// finished tasks' ages, at most.
+const StorageEvery = time.Minute
+
+// storageStale is how old a reading may be and still be reported: a replica
+// that stopped sweeping stops reporting.
+const storageStale = 5 * StorageEvery
+
+// Sizer reads what the storage gauges report; *store.Store implements it.
+type Sizer interface {
+	TableSizes(ctx context.Context) ([]store.TableSize, error)
+	OldestFinished(ctx context.Context) (map[tasks.Status]time.Duration, error)
+}
+
+var _ Sizer = (*store.Store)(nil)
+
+// Storage is one reading of the storage the finished data takes.
+type Storage struct {
+	// At is when it was read.
+	At time.Time
+	// Tables are the sizes of the tables retention purges.
+	Tables []store.TableSize
+	// Oldest is how long ago the oldest task kept of each ended status
+	// ended, when read; a status with no task is absent.
+	Oldest map[tasks.Status]time.Duration
+}
+
+// Storage returns the last reading of the storage this sweeper made, and
+// false when it made none in the last few minutes (another replica sweeps).
+func (s *Sweeper) Storage() (Storage, bool) {
+	r := s.storage.Load()
+	if r == nil || time.Since(r.At) > storageStale {
+		return Storage{}, false
+	}
+	return *r, true
+}
+
+// readStorage reads the tables' sizes and the oldest finished tasks' ages,
+// unless it did less than StorageEvery ago.
+func (s *Sweeper) readStorage(ctx context.Context) error {
+	sz, ok := s.store.(Sizer)
+	if !ok {
+		return nil
+	}
+	if r := s.storage.Load(); r != nil && time.Since(r.At) < StorageEvery {
+		return nil
+	}
+	at := time.Now()
+	tables, err := sz.TableSizes(ctx)
+	if err != nil {
+		return err
+	}
+	oldest, err := sz.OldestFinished(ctx)
+	if err != nil {
+		return err
+	}
+	s.storage.Store(&Storage{At: at, Tables: tables, Oldest: oldest})
+	return nil
+}
+
+// observeStorage reports the last reading, when recent, on the storage
+// gauges.
+func (s *Sweeper) observeStorage(_ context.Context, obs metric.Observer) error {
+	r, ok := s.Storage()
+	if !ok {
+		return nil
+	}
+	for _, t := range r.Tables {
+		table := metric.WithAttributes(attrTable.String(t.Name))
+		obs.ObserveInt64(s.tel.tableBytes, t.Bytes, table)
+		obs.ObserveInt64(s.tel.tableRows, t.Rows, table)
+	}
+	since := time.Since(r.At)
+	for st, age := range r.Oldest {
+		obs.ObserveFloat64(s.tel.oldestAge, (age + since).Seconds(), metric.WithAttributes(attrStatus.String(string(st))))
+	}
+	return nil
+}
+
+// attrStatus names a task status in the storage gauges.
+const attrStatus = attribute.Key("taskd.task.status")

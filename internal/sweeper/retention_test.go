@@ -116,6 +116,58 @@ func TestSweepPurgesOnOneReplicaAtATime(t *testing.T) {
 	if got := purgedRows(t, reader); len(got) != 1 || got["tasks"] != 3 {
 		t.Errorf("taskd.retention.purged_rows = %v, want tasks 3", got)
 	}
+
+	// The sweep read the storage gauges: every purged table's size, and the
+	// age of the oldest done task kept (the recent one), none for statuses
+	// with no task.
+	g := gauges(t, reader)
+	for _, table := range []string{"tasks", "task_results", "task_events", "task_skips", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
+		if v, ok := g["taskd.store.table.size{"+table+"}"]; !ok || v <= 0 {
+			t.Errorf("taskd.store.table.size{%s} = %v (reported %v), want above 0", table, v, ok)
+		}
+		if _, ok := g["taskd.store.table.rows{"+table+"}"]; !ok {
+			t.Errorf("taskd.store.table.rows{%s} not reported", table)
+		}
+	}
+	if v, ok := g["taskd.retention.oldest.age{done}"]; !ok || v < 0 || v > 60 {
+		t.Errorf("taskd.retention.oldest.age{done} = %v (reported %v), want the recent task's age", v, ok)
+	}
+	if _, ok := g["taskd.retention.oldest.age{dead}"]; ok {
+		t.Error("taskd.retention.oldest.age{dead} reported with no dead task")
+	}
+	if st, ok := s1.Storage(); !ok || len(st.Tables) != 7 {
+		t.Errorf("storage = %+v, %v; want 7 tables", st, ok)
+	}
+	if _, ok := s2.Storage(); ok {
+		t.Error("the replica that skipped has a storage reading")
+	}
+}
+
+// gauges reads the storage gauges as "name{attribute value}".
+func gauges(t *testing.T, r sdkmetric.Reader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("taskd.table")
+					out[m.Name+"{"+v.AsString()+"}"] = float64(p.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("taskd.task.status")
+					out[m.Name+"{"+v.AsString()+"}"] = p.Value
+				}
+			}
+		}
+	}
+	return out
 }
 
 func TestNewSweeperRefusesBadRetention(t *testing.T) {

@@ -230,6 +230,8 @@ type Sweeper struct {
 	lease  time.Duration
 	prefix string
 	tel    *instruments
+	// storage is the last reading of readStorage.
+	storage atomic.Pointer[Storage]
 
 	life   lifecycle.State
 	cron   *cron.Cron         // set by Start
@@ -252,8 +254,12 @@ func New(d Dispatcher, cfg Config) (*Sweeper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new sweeper: %w", err)
 	}
-	return &Sweeper{d: d, store: cfg.Store, locks: cfg.Locks, cfg: cfg, sched: sched, log: cfg.Logger,
-		lease: dc.Lease, prefix: dc.KeyPrefix, tel: tel}, nil
+	s := &Sweeper{d: d, store: cfg.Store, locks: cfg.Locks, cfg: cfg, sched: sched, log: cfg.Logger,
+		lease: dc.Lease, prefix: dc.KeyPrefix, tel: tel}
+	if _, err := tel.meter.RegisterCallback(s.observeStorage, tel.tableBytes, tel.tableRows, tel.oldestAge); err != nil {
+		return nil, fmt.Errorf("new sweeper: storage gauges: %w", err)
+	}
+	return s, nil
 }
 
 // Config returns the sweeper's configuration with defaults applied.
@@ -389,6 +395,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 	}
 	if err == nil {
 		err = s.purge(tr.ctx, &res)
+	}
+	if err == nil {
+		if serr := s.readStorage(tr.ctx); serr != nil && tr.ctx.Err() == nil {
+			s.log.WarnContext(tr.ctx, "read table sizes", "err", serr)
+		}
 	}
 	if res.didSomething() {
 		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
@@ -792,6 +803,11 @@ type instruments struct {
 	expired   metric.Int64Counter
 	sweepTime metric.Float64Histogram
 	purged    metric.Int64Counter
+	// The storage gauges, observed by Sweeper.observeStorage.
+	tableBytes metric.Int64ObservableGauge
+	tableRows  metric.Int64ObservableGauge
+	oldestAge  metric.Float64ObservableGauge
+	meter      metric.Meter
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instruments, error) {
@@ -803,7 +819,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 	}
 	m := mp.Meter(instrumentationName)
 	t := &instruments{tracer: tp.Tracer(instrumentationName)}
-	var err1, err2, err3, err4 error
+	var err1, err2, err3, err4, err5, err6, err7 error
+	t.meter = m
 	t.recycled, err1 = m.Int64Counter("taskd.claims.recycled", metric.WithUnit("{count}"),
 		metric.WithDescription("Expired claims returned to the pool by the sweeper."))
 	t.expired, err2 = m.Int64Counter("taskd.leases.expired", metric.WithUnit("{count}"),
@@ -813,7 +830,13 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	t.purged, err4 = m.Int64Counter("taskd.retention.purged_rows", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows of finished data deleted by retention, by table."))
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	t.tableBytes, err5 = m.Int64ObservableGauge("taskd.store.table.size", metric.WithUnit("By"),
+		metric.WithDescription("Size on disk of each table retention purges (data and indexes, from information_schema), read by the sweeping process at most once a minute."))
+	t.tableRows, err6 = m.Int64ObservableGauge("taskd.store.table.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Estimated rows of each table retention purges (information_schema), read by the sweeping process at most once a minute."))
+	t.oldestAge, err7 = m.Float64ObservableGauge("taskd.retention.oldest.age", metric.WithUnit("s"),
+		metric.WithDescription("How long ago the oldest finished task kept ended, by status: at most the retention plus the sweep interval while the purge keeps up."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
 	return t, nil
