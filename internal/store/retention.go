@@ -32,7 +32,8 @@ import (
 // kept in task_results_feed's row id = 2 (id = 1 is the feed's counter), raised in
 // the batch that purges it; a reader whose cursor is below it is told so (see
 // ErrCursorExpired) rather than given a feed with a silent gap. A task with a result
-// not numbered yet is left for a later batch, so nothing leaves the feed unnumbered.
+// not numbered yet is left for the next batch, and numbered meanwhile, so nothing
+// leaves the feed unnumbered.
 const (
 	// purgeTasksSQL reads and locks the oldest tasks of one ended status ended
 	// before the cutoff, in the tasks_done key's order: no sort, no row of
@@ -116,7 +117,8 @@ func checkPurge(olderThan time.Duration, limit int) error {
 // status (done, cancelled or dead) that ended more than olderThan ago by the
 // database clock, with their results, events and skips. A task of a group is
 // purged only once every task of its group has ended that long ago; a task with
-// a result the feed has not numbered yet waits for a later batch. It raises the
+// a result the feed has not numbered yet waits for the next batch (the batch
+// then numbers up to limit results, as a feed reader would). It raises the
 // feed's highest purged seq to that of the results it deletes. It never reads or
 // locks a pending or assigned task. A transaction InnoDB (or Galera's
 // certification) rolled back is run again; ErrBusy when it kept losing.
@@ -131,8 +133,9 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 	}
 	us := olderThan.Microseconds()
 	var out Purged
+	waiting := false // tasks left for a result not numbered yet
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		out = Purged{Rows: map[string]int64{}}
+		out, waiting = Purged{Rows: map[string]int64{}}, false
 		var rows []struct {
 			ID      int64 `db:"id"`
 			GroupID int64 `db:"group_id"`
@@ -194,6 +197,7 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 			maxSeq = max(maxSeq, r.Seq.Int64)
 		}
 		if len(unnumbered) > 0 {
+			waiting = true
 			ids = deleteIf(ids, func(id int64) bool { return unnumbered[id] })
 			maxSeq = 0
 			for _, r := range seqs {
@@ -245,6 +249,13 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 	})
 	if err != nil {
 		return Purged{}, fmt.Errorf("purge %s tasks: %w", status, err)
+	}
+	if waiting {
+		// Number them as a feed reader would, so that the next batch can
+		// purge them: without a reader, nothing else numbers results.
+		if err := s.numberResults(ctx, limit); err != nil {
+			return out, fmt.Errorf("purge %s tasks: number results: %w", status, err)
+		}
 	}
 	return out, nil
 }
