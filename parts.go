@@ -245,6 +245,7 @@ func (e *Engine) apiConfig(metrics http.Handler) api.Config {
 		RequestTimeout:    h.RequestTimeout,
 		EditorCacheTTL:    h.EditorCacheTTL,
 		WebhookBacklog:    backlog,
+		Storage:           e.storageReading,
 		History:           e.history,
 		Sessions:          web.NewEditorSessions(e.redis.pubSub(), e.cfg.Redis.KeyPrefix),
 		MaxPollsPerEditor: h.MaxPollsPerEditor,
@@ -270,4 +271,26 @@ func (e *Engine) webConfig() web.Config {
 		TraceURL:        e.cfg.Telemetry.TraceURL,
 		Logger:          e.log,
 	}
+}
+
+// storageReading is the storage GET /v1/stats reports: this process's
+// sweeper's last reading when it sweeps, else the store's, read at most once
+// every sweeper.StorageEvery (information_schema is not read per request).
+func (e *Engine) storageReading(ctx context.Context) (*tasks.Storage, error) {
+	if e.sweeper != nil {
+		if st, ok := e.sweeper.Storage(); ok {
+			return &st.Storage, nil
+		}
+	}
+	e.storageMu.Lock()
+	defer e.storageMu.Unlock()
+	if e.storage != nil && time.Since(e.storageAt) < sweeper.StorageEvery {
+		return e.storage, nil
+	}
+	st, err := e.store.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.storage, e.storageAt = st, time.Now()
+	return st, nil
 }

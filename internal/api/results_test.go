@@ -348,3 +348,48 @@ func TestResultsStream(t *testing.T) {
 		t.Errorf("answer %q", lines)
 	}
 }
+
+// GET /v1/stats reports the storage the finished data takes, when the engine
+// gives it: each purged table's size and the age of the oldest finished task
+// kept, by status.
+func TestStatsStorage(t *testing.T) {
+	t.Parallel()
+	var st *store.Store
+	b := setup(t, setupOpts{api: api.Config{Storage: func(ctx context.Context) (*tasks.Storage, error) { return st.Storage(ctx) }}})
+	st = b.store
+	e := b.editor(t, "ada", "news")
+	b.addN(t, "news", 2)
+	a := b.next(t, e.Token)
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+		fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+
+	var got struct {
+		Storage *struct {
+			Tables []struct {
+				Name  string `json:"name"`
+				Bytes int64  `json:"bytes"`
+				Rows  int64  `json:"rows"`
+			} `json:"tables"`
+			OldestFinishedMS map[string]int64 `json:"oldest_finished_ms"`
+		} `json:"storage"`
+	}
+	res := b.do(t, "GET", "/v1/stats", adminToken, "")
+	if err := json.Unmarshal(res.body, &got); err != nil || res.status != http.StatusOK {
+		t.Fatalf("GET /v1/stats = %d %s (%v)", res.status, res.body, err)
+	}
+	if got.Storage == nil {
+		t.Fatal("no storage in the stats")
+	}
+	names := map[string]int64{}
+	for _, tb := range got.Storage.Tables {
+		names[tb.Name] = tb.Bytes
+	}
+	for _, n := range []string{"tasks", "task_results", "task_events", "task_skips", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
+		if names[n] <= 0 {
+			t.Errorf("table %s: %d bytes, want above 0 (tables %+v)", n, names[n], got.Storage.Tables)
+		}
+	}
+	if age, ok := got.Storage.OldestFinishedMS["done"]; !ok || age < 0 || age > 60_000 || len(got.Storage.OldestFinishedMS) != 1 {
+		t.Errorf("oldest finished = %v, want the done task's age only", got.Storage.OldestFinishedMS)
+	}
+}

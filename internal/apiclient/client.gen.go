@@ -688,6 +688,23 @@ type Stats struct {
 	// Paused The paused categories, by name.
 	Paused []Category `json:"paused"`
 
+	// Storage What the finished data takes: the size of each table retention
+	// purges (information_schema's estimates, read at most once a
+	// minute), and how long ago the oldest task kept of each ended status
+	// ended (absent for a status with none).
+	Storage *struct {
+		OldestFinishedMs struct {
+			Cancelled *int64 `json:"cancelled,omitempty"`
+			Dead      *int64 `json:"dead,omitempty"`
+			Done      *int64 `json:"done,omitempty"`
+		} `json:"oldest_finished_ms"`
+		Tables []struct {
+			Bytes int64  `json:"bytes"`
+			Name  string `json:"name"`
+			Rows  int64  `json:"rows"`
+		} `json:"tables"`
+	} `json:"storage,omitempty"`
+
 	// Webhooks The webhook backlog; present only when webhooks are configured.
 	Webhooks *struct {
 		Backlog Count `json:"backlog"`

@@ -379,23 +379,29 @@ const tableSizesSQL = `SELECT table_name AS name, COALESCE(data_length, 0) + COA
 	COALESCE(table_rows, 0) AS table_rows
 FROM information_schema.TABLES WHERE table_schema = DATABASE() AND table_name IN (?) ORDER BY table_name`
 
-// TableSize is one table's size as information_schema estimates it.
-type TableSize struct {
-	Name  string `db:"name"`
-	Bytes int64  `db:"bytes"`
-	Rows  int64  `db:"table_rows"`
-}
-
 // TableSizes reads the size on disk (data and indexes) and the estimated row
 // count of each table retention purges, from information_schema.TABLES.
-func (s *Store) TableSizes(ctx context.Context) ([]TableSize, error) {
+func (s *Store) TableSizes(ctx context.Context) ([]tasks.TableSize, error) {
 	q, args, err := sqlx.In(tableSizesSQL, retainedTables)
 	if err != nil {
 		return nil, fmt.Errorf("table sizes: %w", err)
 	}
-	var out []TableSize
+	var out []tasks.TableSize
 	if err := s.db.SelectContext(ctx, &out, q, args...); err != nil {
 		return nil, fmt.Errorf("table sizes: %w", err)
 	}
 	return out, nil
+}
+
+// Storage reads the tables' sizes and the oldest finished tasks' ages.
+func (s *Store) Storage(ctx context.Context) (*tasks.Storage, error) {
+	tables, err := s.TableSizes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	oldest, err := s.OldestFinished(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tasks.Storage{Tables: tables, Oldest: oldest}, nil
 }

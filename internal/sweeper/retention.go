@@ -130,8 +130,7 @@ const storageStale = 5 * StorageEvery
 
 // Sizer reads what the storage gauges report; *store.Store implements it.
 type Sizer interface {
-	TableSizes(ctx context.Context) ([]store.TableSize, error)
-	OldestFinished(ctx context.Context) (map[tasks.Status]time.Duration, error)
+	Storage(ctx context.Context) (*tasks.Storage, error)
 }
 
 var _ Sizer = (*store.Store)(nil)
@@ -140,11 +139,7 @@ var _ Sizer = (*store.Store)(nil)
 type Storage struct {
 	// At is when it was read.
 	At time.Time
-	// Tables are the sizes of the tables retention purges.
-	Tables []store.TableSize
-	// Oldest is how long ago the oldest task kept of each ended status
-	// ended, when read; a status with no task is absent.
-	Oldest map[tasks.Status]time.Duration
+	tasks.Storage
 }
 
 // Storage returns the last reading of the storage this sweeper made, and
@@ -168,15 +163,11 @@ func (s *Sweeper) readStorage(ctx context.Context) error {
 		return nil
 	}
 	at := time.Now()
-	tables, err := sz.TableSizes(ctx)
+	st, err := sz.Storage(ctx)
 	if err != nil {
 		return err
 	}
-	oldest, err := sz.OldestFinished(ctx)
-	if err != nil {
-		return err
-	}
-	s.storage.Store(&Storage{At: at, Tables: tables, Oldest: oldest})
+	s.storage.Store(&Storage{At: at, Storage: *st})
 	return nil
 }
 
