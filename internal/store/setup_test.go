@@ -111,7 +111,7 @@ func (b *bundle) expireLease(t *testing.T, id int64) {
 }
 
 // count runs a COUNT query.
-func (b *bundle) count(t *testing.T, query string, args ...any) int {
+func (b *bundle) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := b.db.GetContext(b.ctx, &n, query, args...); err != nil {
