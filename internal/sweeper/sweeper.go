@@ -356,7 +356,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 			attribute.Int("taskd.sweep.locks_restored", res.LocksRestored),
 			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
 			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
-			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged))
+			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged),
+			attribute.Int64("taskd.sweep.purged", res.Purged))
 		endSpan(tr.span, err)
 	}()
 	ttl := s.lockTTL()
