@@ -15,7 +15,9 @@ import (
 
 // Retention: finished data is deleted once it is older than its kind's retention, in
 // small batches, one transaction each (PurgeTasks, PurgeDeliveries). A batch reads the
-// primary keys of the oldest rows first, locking them, deletes the rows that refer to
+// primary keys of the oldest rows first, without a lock, leaves out those it must keep
+// (a task of a group with a member live or recent, a task with a result the feed has not
+// numbered yet), then locks the others by primary key, deletes the rows that refer to
 // them (a task's results, events and skips; a delivery's attempts) and then the rows
 // themselves, and commits: a half-purged task is never visible, and no result, event
 // or skip is left without its task.
@@ -35,12 +37,16 @@ import (
 // not numbered yet is left for the next batch, and numbered meanwhile, so nothing
 // leaves the feed unnumbered.
 const (
-	// purgeTasksSQL reads and locks the oldest tasks of one ended status ended
-	// before the cutoff, in the tasks_done key's order: no sort, no row of
-	// another status examined.
+	// purgeTasksSQL reads, without locking, the oldest tasks of one ended
+	// status ended before the cutoff, in the tasks_done key's order: no sort,
+	// no row of another status examined.
 	purgeTasksSQL = `SELECT id, COALESCE(group_id, 0) AS group_id FROM tasks FORCE INDEX (tasks_done)
 WHERE ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND
-ORDER BY done_at, id LIMIT ? FOR UPDATE`
+ORDER BY done_at, id LIMIT ?`
+	// purgeLockTasksSQL locks, by primary key, the tasks the batch deletes,
+	// re-checking status and age: a task requeued since the read is left.
+	purgeLockTasksSQL = `SELECT id FROM tasks FORCE INDEX (PRIMARY)
+WHERE id IN (?) AND ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND ORDER BY id FOR UPDATE`
 	// purgeLiveGroupsSQL reads, of the groups given, those with a member that
 	// is live or ended after the cutoff: their tasks are kept until the whole
 	// group is finished and old. A plain read: a live member is never locked.
@@ -209,6 +215,30 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 				return nil
 			}
 		}
+		q, args, err = sqlx.In(purgeLockTasksSQL, ids, status, us)
+		if err != nil {
+			return err
+		}
+		var locked []int64
+		if err := tx.SelectContext(ctx, &locked, q, args...); err != nil {
+			return err
+		}
+		if len(locked) == 0 {
+			return nil
+		}
+		if len(locked) < len(ids) {
+			keep := map[int64]bool{}
+			for _, id := range locked {
+				keep[id] = true
+			}
+			maxSeq = 0
+			for _, r := range seqs {
+				if keep[r.TaskID] {
+					maxSeq = max(maxSeq, r.Seq.Int64)
+				}
+			}
+		}
+		ids = locked
 		for _, st := range []struct{ table, sql string }{
 			{"task_results", purgeTaskResultsSQL},
 			{"task_events", purgeTaskEventsSQL},
@@ -235,8 +265,8 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 			return fmt.Errorf("tasks: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
-			// The rows are locked and were read under the lock: anything else
-			// means they changed without it, and the batch is rolled back.
+			// The rows are locked and were checked under the lock: anything
+			// else means they changed without it, and the batch is rolled back.
 			return fmt.Errorf("deleted %d of %d tasks (%v)", n, len(ids), err)
 		}
 		out.Rows["tasks"] += int64(len(ids))
