@@ -108,7 +108,10 @@ type Config struct {
 	Redis    RedisConfig    `yaml:"redis"`
 	Dispatch DispatchConfig `yaml:"dispatch"`
 	Sweep    SweepConfig    `yaml:"sweep"`
-	Worker   WorkerConfig   `yaml:"worker"`
+	// Retention is how long finished data is kept; the sweeper purges what
+	// is older.
+	Retention RetentionConfig `yaml:"retention"`
+	Worker    WorkerConfig    `yaml:"worker"`
 	// AdminToken authorizes the admin API (creating editors and tasks, stats,
 	// forced releases). At least 16 characters, no spaces. Without it the
 	// engine serves no editor API: HTTPHandler answers only GET /healthz and GET
@@ -490,6 +493,33 @@ type SweepConfig struct {
 	Workers int `yaml:"workers"`
 }
 
+// RetentionConfig says how long finished data is kept before the sweeper
+// purges it, in small batches, one process at a time (under the sweep lock),
+// never touching a pending or assigned task. Each duration counts from when
+// the row finished (a task's done_at, a delivery's last attempt). A nil
+// duration, unset, is its default; a duration of 0 keeps that kind forever:
+// Done: new(time.Duration(0)). Negative durations are refused.
+//
+// The results feed (GET /v1/results, taskd export) loses the results of
+// purged tasks: a reader must follow it within Done, or its cursor is
+// answered 410 cursor_expired.
+type RetentionConfig struct {
+	// Done is how long done tasks are kept, with their results, events and
+	// skips. Default 24h (sweeper.RetentionDoneDefault).
+	Done *time.Duration `yaml:"done"`
+	// Cancelled is how long cancelled tasks are kept. Default 24h.
+	Cancelled *time.Duration `yaml:"cancelled"`
+	// Dead is how long dead tasks are kept: longer, since an operator may
+	// still requeue them. Default 168h (7 days).
+	Dead *time.Duration `yaml:"dead"`
+	// Webhooks is how long delivered and failed webhook deliveries are kept,
+	// with their attempts and events. Default 168h (7 days).
+	Webhooks *time.Duration `yaml:"webhooks"`
+	// Batch is how many tasks (or deliveries) one purge transaction deletes
+	// at most, 1..10000. Default 500.
+	Batch int `yaml:"batch"`
+}
+
 // WorkerConfig configures the workers, which run when handlers are
 // registered (WithHandler).
 type WorkerConfig struct {
@@ -641,6 +671,23 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Sweep.Schedule, sweeper.ScheduleDefault)
 	setDefault(&c.Sweep.Batch, sweeper.BatchDefault)
 	setDefault(&c.Sweep.Workers, sweeper.WorkersDefault)
+	rc := &c.Retention
+	for _, d := range []struct {
+		v   **time.Duration
+		def time.Duration
+	}{
+		{&rc.Done, sweeper.RetentionDoneDefault},
+		{&rc.Cancelled, sweeper.RetentionCancelledDefault},
+		{&rc.Dead, sweeper.RetentionDeadDefault},
+		{&rc.Webhooks, sweeper.RetentionWebhooksDefault},
+	} {
+		if *d.v == nil {
+			*d.v = new(d.def)
+		} else {
+			*d.v = new(**d.v) // not shared with the caller's Config
+		}
+	}
+	setDefault(&rc.Batch, sweeper.RetentionBatchDefault)
 
 	setDefault(&c.Worker.Concurrency, worker.ConcurrencyDefault)
 	setDefault(&c.Worker.ShutdownTimeout, worker.ShutdownTimeoutDefault)
@@ -736,6 +783,7 @@ func (c Config) validate(needDSN bool) error {
 	v.dispatch()
 	v.redis()
 	v.sweep()
+	v.retention()
 	v.worker()
 	v.misc()
 	v.schedules()
@@ -955,6 +1003,19 @@ func (v *validator) sweep() {
 	}
 	v.between("sweep.batch", s.Batch, 1, sweeper.BatchMax)
 	v.between("sweep.workers", s.Workers, 1, sweeper.WorkersMax)
+}
+
+func (v *validator) retention() {
+	r := v.c.Retention
+	for _, d := range []struct {
+		key string
+		v   *time.Duration
+	}{{"retention.done", r.Done}, {"retention.cancelled", r.Cancelled}, {"retention.dead", r.Dead}, {"retention.webhooks", r.Webhooks}} {
+		if d.v != nil && *d.v < 0 {
+			v.fail(d.key, "must not be negative (0 keeps forever), got %q", d.v.String())
+		}
+	}
+	v.between("retention.batch", r.Batch, 1, store.PurgeLimitMax)
 }
 
 func (v *validator) worker() {

@@ -95,6 +95,12 @@ type Engine struct {
 	serveErr      chan error
 	stopOnce      sync.Once
 	stopErr       error
+
+	// The store's storage reading for GET /v1/stats when this process's
+	// sweeper has none (see storageReading).
+	storageMu sync.Mutex
+	storage   *tasks.Storage
+	storageAt time.Time
 }
 
 // New builds an engine from cfg (zero values take their defaults; see

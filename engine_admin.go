@@ -189,7 +189,9 @@ func (e *Engine) PausedCategories(ctx context.Context) ([]tasks.PausedCategory, 
 // tasks.ResultsLimitDefault), as GET /v1/results and `taskd export` read
 // them. An error of fn stops the page and is returned. The page says
 // whether more results follow. A bad limit or cursor is an error wrapping
-// tasks.ErrInvalid.
+// tasks.ErrInvalid; a cursor older than what retention kept (Config.Retention:
+// results of purged tasks are gone), one wrapping tasks.ErrCursorExpired, a
+// *tasks.CursorExpiredError that names the oldest cursor still kept.
 func (e *Engine) Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error) {
 	return e.store.Results(ctx, p, fn)
 }

@@ -3,6 +3,7 @@ package taskd
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -125,7 +126,15 @@ func (e *Engine) dispatcherConfig() dispatcher.Config {
 	}
 }
 
-// sweeperConfig is the sweeper's: Config.Sweep.
+// deref is *d, 0 for nil.
+func deref(d *time.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return *d
+}
+
+// sweeperConfig is the sweeper's: Config.Sweep and Config.Retention.
 func (e *Engine) sweeperConfig() sweeper.Config {
 	s := e.cfg.Sweep
 	return sweeper.Config{
@@ -134,8 +143,15 @@ func (e *Engine) sweeperConfig() sweeper.Config {
 		Schedule: s.Schedule,
 		Batch:    s.Batch,
 		Workers:  s.Workers,
-		Redis:    e.redis.sweepClient(),
-		Logger:   e.log,
+		Retention: sweeper.Retention{
+			Done:      deref(e.cfg.Retention.Done),
+			Cancelled: deref(e.cfg.Retention.Cancelled),
+			Dead:      deref(e.cfg.Retention.Dead),
+			Webhooks:  deref(e.cfg.Retention.Webhooks),
+			Batch:     e.cfg.Retention.Batch,
+		},
+		Redis:  e.redis.sweepClient(),
+		Logger: e.log,
 	}
 }
 
@@ -229,6 +245,7 @@ func (e *Engine) apiConfig(metrics http.Handler) api.Config {
 		RequestTimeout:    h.RequestTimeout,
 		EditorCacheTTL:    h.EditorCacheTTL,
 		WebhookBacklog:    backlog,
+		Storage:           e.storageReading,
 		History:           e.history,
 		Sessions:          web.NewEditorSessions(e.redis.pubSub(), e.cfg.Redis.KeyPrefix),
 		MaxPollsPerEditor: h.MaxPollsPerEditor,
@@ -254,4 +271,26 @@ func (e *Engine) webConfig() web.Config {
 		TraceURL:        e.cfg.Telemetry.TraceURL,
 		Logger:          e.log,
 	}
+}
+
+// storageReading is the storage GET /v1/stats reports: this process's
+// sweeper's last reading when it sweeps, else the store's, read at most once
+// every sweeper.StorageEvery (information_schema is not read per request).
+func (e *Engine) storageReading(ctx context.Context) (*tasks.Storage, error) {
+	if e.sweeper != nil {
+		if st, ok := e.sweeper.Storage(); ok {
+			return &st.Storage, nil
+		}
+	}
+	e.storageMu.Lock()
+	defer e.storageMu.Unlock()
+	if e.storage != nil && time.Since(e.storageAt) < sweeper.StorageEvery {
+		return e.storage, nil
+	}
+	st, err := e.store.Storage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.storage, e.storageAt = st, time.Now()
+	return st, nil
 }

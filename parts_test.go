@@ -1,6 +1,7 @@
 package taskd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -43,6 +44,7 @@ var notKeys = []string{
 	"worker.ID", "worker.Wait",
 	"store.InsertBatchSize", "store.ReplicaTimeout", "store.ReplicaRest",
 	"activity.FlushInterval", "activity.Retention",
+	"sweeper.Retention.Pause", // the sweeper's pause between purge batches
 	"telemetry.ServiceVersion",
 	"schedule.Schedules.Task.Key",         // the scheduler's, per tick
 	"schedule.Schedules.Task.KeyHold",     // forever: a tick's key runs it once
@@ -201,6 +203,8 @@ func fill(v reflect.Value, prefix string) []string {
 			fv.Set(reflect.ValueOf(new(true)))
 		case f.Type == reflect.TypeFor[*float64]():
 			fv.Set(reflect.ValueOf(new(0.5)))
+		case f.Type == reflect.TypeFor[*time.Duration]():
+			fv.Set(reflect.ValueOf(new(time.Duration(i+2) * time.Hour)))
 		case f.Type.Kind() == reflect.Map:
 			fv.Set(reflect.ValueOf(map[string]any{"k": i}))
 		default:
@@ -233,4 +237,33 @@ func zeroKey(v reflect.Value, path string) {
 		return
 	}
 	panic("zeroKey: no key " + path)
+}
+
+// TestRetentionDefaultsAndForever: a Config that leaves retention out gets the
+// sweeper's defaults; a duration pointing at 0 keeps that kind forever (the
+// sweeper gets 0); a negative one is refused. TestPartsCarryEveryKey checks
+// that each key reaches the sweeper.
+func TestRetentionDefaultsAndForever(t *testing.T) {
+	t.Parallel()
+	r := Config{}.WithDefaults().Retention
+	if deref(r.Done) != 24*time.Hour || deref(r.Cancelled) != 24*time.Hour || deref(r.Dead) != 7*24*time.Hour ||
+		deref(r.Webhooks) != 7*24*time.Hour || r.Batch != 500 {
+		t.Errorf("defaults: %v %v %v %v %d", deref(r.Done), deref(r.Cancelled), deref(r.Dead), deref(r.Webhooks), r.Batch)
+	}
+	var cfg Config
+	cfg.Retention.Done = new(time.Duration(0))
+	cfg.Retention.Dead = new(time.Hour)
+	r = cfg.WithDefaults().Retention
+	if deref(r.Done) != 0 || deref(r.Dead) != time.Hour || deref(r.Cancelled) != 24*time.Hour {
+		t.Errorf("done 0, dead 1h: %v %v %v", deref(r.Done), deref(r.Dead), deref(r.Cancelled))
+	}
+	if r.Dead == cfg.Retention.Dead {
+		t.Error("WithDefaults shares the caller's pointer")
+	}
+	*cfg.Retention.Dead = -time.Second
+	err := cfg.WithDefaults().validate(false)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "retention.dead" {
+		t.Errorf("negative dead retention: %v", err)
+	}
 }

@@ -268,8 +268,11 @@ CREATE TABLE IF NOT EXISTS task_results (
   CONSTRAINT task_results_task FOREIGN KEY (task_id) REFERENCES tasks (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
--- The results feed's counter: the last seq given out to task_results, in the one row
+-- The results feed's counter: the last seq given out to task_results, in the row
 -- id = 1 (made by the first numbering). Its row lock makes numberings take turns.
+-- The row id = 2, made by the first purge of a numbered result, holds the highest seq
+-- retention purged: a feed cursor below it is answered as expired (see
+-- internal/store/retention.go).
 CREATE TABLE IF NOT EXISTS task_results_feed (
   id       TINYINT UNSIGNED NOT NULL,
   last_seq BIGINT UNSIGNED NOT NULL,

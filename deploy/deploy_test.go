@@ -455,6 +455,10 @@ webhook_delivery:
 		"TASKD_ADMIN_TOKEN="+adminToken,
 		"TASKD_SWEEP_INTERVAL=1s",
 		"TASKD_LEASE_TTL=2s",
+		// Webhook deliveries purged a second after they end, so that the
+		// retention metrics have series (done tasks are kept: the load
+		// writes about some of them later).
+		"TASKD_RETENTION_WEBHOOKS=1s",
 		// Workers in the process run the binary's wordcount handler, so
 		// that the worker metrics exist.
 		"TASKD_WORKER_IN_SERVE=true",

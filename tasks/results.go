@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -103,3 +105,27 @@ type ResultsPage struct {
 	// it read.
 	More bool
 }
+
+// ErrCursorExpired is the results feed's answer to a cursor older than what
+// retention kept: results past the cursor were purged, and reading on would
+// skip them silently. Errors wrapping it are *CursorExpiredError values.
+var ErrCursorExpired = errors.New("cursor expired")
+
+// CursorExpiredError says which results a cursor can no longer read: those
+// with a cursor after Cursor up to Oldest may have been purged by retention.
+// Reading on from Oldest, the oldest cursor still kept, skips them knowingly.
+type CursorExpiredError struct {
+	// Cursor is the cursor asked for.
+	Cursor int64
+	// Oldest is the oldest cursor still kept: the highest cursor of a purged
+	// result.
+	Oldest int64
+}
+
+func (e *CursorExpiredError) Error() string {
+	return fmt.Sprintf("%v: results after cursor %d up to %d may have been purged by retention; the oldest cursor still kept is %d",
+		ErrCursorExpired, e.Cursor, e.Oldest, e.Oldest)
+}
+
+// Unwrap returns ErrCursorExpired.
+func (e *CursorExpiredError) Unwrap() error { return ErrCursorExpired }

@@ -68,3 +68,21 @@ type QueueStat struct {
 	// OverdueCountMax.
 	Overdue int64
 }
+
+// TableSize is one table's size as information_schema estimates it.
+type TableSize struct {
+	// Name is the table's name.
+	Name string `db:"name"`
+	// Bytes is its size on disk, data and indexes (allocated pages).
+	Bytes int64 `db:"bytes"`
+	// Rows is InnoDB's estimate of its rows.
+	Rows int64 `db:"table_rows"`
+}
+
+// Storage is what the finished data takes: the size of each table retention
+// purges, and how long ago the oldest task kept of each ended status ended
+// (absent for a status with none).
+type Storage struct {
+	Tables []TableSize
+	Oldest map[Status]time.Duration
+}

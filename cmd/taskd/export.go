@@ -222,10 +222,15 @@ func (ex *exporter) run(ctx context.Context) error {
 	if ex.file != nil {
 		resume = "-o " + ex.path + ex.formatFlag + " -append"
 	}
+	var expired *tasks.CursorExpiredError
 	switch {
 	case readErr != nil && ctx.Err() != nil:
 		return fmt.Errorf("interrupted: wrote %s to %s; last cursor %d (resume with: taskd export %s)",
 			plural(written, "result"), ex.name(), cursor, resume)
+	case readErr != nil && errors.As(readErr, &expired):
+		return fmt.Errorf("results after cursor %d are older than what retention kept (retention.done): those up to cursor %d may have been purged "+
+			"and cannot be exported; wrote %s to %s. To export what is kept, skipping them: taskd export -after %d",
+			expired.Cursor, expired.Oldest, plural(written, "result"), ex.name(), expired.Oldest)
 	case readErr != nil && errors.Is(readErr, tasks.ErrInvalid):
 		return &usageError{err: fmt.Errorf("-after %d: %w", ex.after, readErr)}
 	case readErr != nil:

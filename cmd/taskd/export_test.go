@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -220,6 +221,29 @@ func TestExportToStandardOutput(t *testing.T) {
 	ids := readExport(t, []byte(stdout))
 	if fmt.Sprint(ids) != "[5 6 7 8 9]" {
 		t.Errorf("exported tasks %v, want 5..9", ids)
+	}
+}
+
+// An export from a cursor older than what retention kept stops with a message
+// that says so and how to go on.
+func TestExportCursorExpired(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	seedResults(t, s.store.DB(), 0, 5, 5)
+	if _, err := s.store.DB().Exec(`UPDATE tasks SET done_at = NOW(3) - INTERVAL 1 HOUR WHERE id <= 3`); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.store.PurgeTasks(t.Context(), tasks.StatusDone, time.Minute, 10); err != nil || p.Rows["tasks"] != 3 {
+		t.Fatalf("purge = %+v, %v; want 3 tasks", p, err)
+	}
+	stdout, stderr, code := runApp(t, s.env, "export", "-after", "1")
+	if code == exitOK || stdout != "" || !strings.Contains(stderr, "older than what retention kept") ||
+		!strings.Contains(stderr, "up to cursor 3 may have been purged") || !strings.Contains(stderr, "taskd export -after 3") {
+		t.Fatalf("export -after 1: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = runApp(t, s.env, "export", "-after", "3")
+	if ids := readExport(t, []byte(stdout)); code != exitOK || fmt.Sprint(ids) != "[4 5]" {
+		t.Fatalf("export -after 3: exit %d, tasks %v\n%s", code, ids, stderr)
 	}
 }
 

@@ -388,6 +388,23 @@ type statsJSON struct {
 	Dispatcher countersJSON `json:"dispatcher"`
 	// Webhooks is there when webhooks are configured.
 	Webhooks *webhooksJSON `json:"webhooks,omitempty"`
+	// Storage is there when the engine reports it.
+	Storage *storageJSON `json:"storage,omitempty"`
+}
+
+// storageJSON is what the finished data takes.
+type storageJSON struct {
+	Tables []tableJSON `json:"tables"`
+	// OldestFinishedMS is how long ago the oldest task kept of each ended
+	// status ended, in milliseconds; a status with none is absent.
+	OldestFinishedMS map[tasks.Status]int64 `json:"oldest_finished_ms"`
+}
+
+// tableJSON is a table's size.
+type tableJSON struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	Rows  int64  `json:"rows"`
 }
 
 // webhooksJSON is the webhook backlog.
@@ -461,6 +478,20 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		out.Webhooks = &webhooksJSON{Backlog: b.PendingTotal(), New: b.New, Pending: b.Pending, Failed: b.Failed}
+	}
+	if a.storage != nil {
+		st, err := a.storage(r.Context())
+		if err != nil {
+			return err
+		}
+		sj := &storageJSON{Tables: make([]tableJSON, 0, len(st.Tables)), OldestFinishedMS: make(map[tasks.Status]int64, len(st.Oldest))}
+		for _, t := range st.Tables {
+			sj.Tables = append(sj.Tables, tableJSON{Name: t.Name, Bytes: t.Bytes, Rows: t.Rows})
+		}
+		for s, age := range st.Oldest {
+			sj.OldestFinishedMS[s] = age.Milliseconds()
+		}
+		out.Storage = sj
 	}
 	c := a.d.Stats()
 	out.Dispatcher = countersJSON{

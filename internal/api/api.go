@@ -109,6 +109,10 @@ type Config struct {
 	// WebhookBacklog, when set, reports the webhook backlog in GET /v1/stats
 	// (typically the store's WebhookBacklog). Leave it nil without webhooks.
 	WebhookBacklog func(ctx context.Context) (*tasks.WebhookBacklog, error)
+	// Storage, when set, reports in GET /v1/stats the size of the tables
+	// retention purges and the age of the oldest finished task kept
+	// (typically the store's Storage, cached: it reads information_schema).
+	Storage func(ctx context.Context) (*tasks.Storage, error)
 	// History, when set, is read by GET /v1/stats/history (typically the
 	// engine's activity.Recorder); without it that route answers 404.
 	History History
@@ -248,6 +252,7 @@ type api struct {
 	trusted   []netip.Prefix // Config.TrustedProxies
 	polls     *polls
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
+	storage   func(ctx context.Context) (*tasks.Storage, error)        // nil: no storage in stats
 	hist      History                                                  // nil without a history
 	log       *slog.Logger
 	mux       *http.ServeMux
@@ -275,6 +280,7 @@ func New(cfg Config) (*Handler, error) {
 		polls:     newPolls(max(cfg.MaxPollsPerEditor, 0)),
 		trusted:   maskAll(cfg.TrustedProxies),
 		backlog:   cfg.WebhookBacklog,
+		storage:   cfg.Storage,
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),

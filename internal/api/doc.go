@@ -158,6 +158,8 @@
 //	409 not_assigned         a force release of a task nobody holds
 //	409 wrong_status         a requeue of a task that is not dead, a cancel of one
 //	                         that is not pending (the message names its status)
+//	410 cursor_expired       a results feed cursor older than what retention
+//	                         kept; oldest_cursor is the oldest still kept
 //	422 invalid              a well-formed request with bad values (see Values);
 //	                         the message names the field
 //	422 send_back_limit      a send back of a task sent back its category's

@@ -28,6 +28,7 @@ const (
 	codeSendBackLimit    = "send_back_limit"
 	codeUnavailable      = "unavailable"
 	codeThrottled        = "throttled"
+	codeCursorExpired    = "cursor_expired"
 	codeInternal         = "internal"
 )
 
@@ -38,6 +39,9 @@ type apiError struct {
 	message string
 	// retryAfter, when above zero, is sent as Retry-After (seconds).
 	retryAfter int
+	// oldestCursor, when not empty, is sent as the error's oldest_cursor:
+	// the oldest results feed cursor still kept (410 cursor_expired).
+	oldestCursor string
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
@@ -52,6 +56,9 @@ type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// OldestCursor is the oldest cursor still kept, for 410
+		// cursor_expired only.
+		OldestCursor string `json:"oldest_cursor,omitempty"`
 	} `json:"error"`
 }
 
@@ -79,7 +86,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	var body errorBody
-	body.Error.Code, body.Error.Message = e.code, e.message
+	body.Error.Code, body.Error.Message, body.Error.OldestCursor = e.code, e.message, e.oldestCursor
 	a.writeJSON(w, r, e.status, body)
 }
 
@@ -109,6 +116,16 @@ func classify(err error) *apiError {
 		return errorf(http.StatusUnprocessableEntity, codeSendBackLimit, "%s", err)
 	case errors.Is(err, tasks.ErrInvalid):
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "%s", err)
+	case errors.Is(err, tasks.ErrCursorExpired):
+		var ce *tasks.CursorExpiredError
+		if !errors.As(err, &ce) {
+			break
+		}
+		e := errorf(http.StatusGone, codeCursorExpired, "retention purged results after cursor %d: those up to cursor %d may be gone "+
+			"(read the feed within retention.done); the oldest cursor still kept is %d: ask after it to read on, skipping them",
+			ce.Cursor, ce.Oldest, ce.Oldest)
+		e.oldestCursor = strconv.FormatInt(ce.Oldest, 10)
+		return e
 	case errors.Is(err, tasks.ErrBarred):
 		return errorf(http.StatusConflict, codeBarred, "the task is not for you at its current stage (four-eyes rule, stage limits, its group or a reservation); ask for your next assignment")
 	case errors.Is(err, tasks.ErrHoldLimit):

@@ -160,6 +160,40 @@ func TestResultsRefusals(t *testing.T) {
 	}
 }
 
+// A cursor older than what retention kept is 410 cursor_expired, naming the
+// oldest cursor still kept; reading on from it works.
+func TestResultsCursorExpired(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "news")
+	ids := b.addN(t, "news", 3)
+	for _, id := range ids {
+		a := b.next(t, e.Token)
+		wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+			fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+		if id == ids[1] {
+			b.results(t, "") // numbers the first two
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if p, err := b.store.PurgeTasks(t.Context(), tasks.StatusDone, time.Millisecond, 10); err != nil || p.Rows["tasks"] != 2 {
+		t.Fatalf("purge = %+v, %v; want the 2 numbered tasks", p, err)
+	}
+	for _, q := range []string{"", "?after=1"} {
+		res := b.do(t, "GET", "/v1/results"+q, adminToken, "")
+		msg := wantError(t, res, http.StatusGone, "cursor_expired")
+		var e errorJSON
+		strictDecode(t, res.body, &e)
+		if e.Error.OldestCursor != "2" || !strings.Contains(msg, "oldest cursor still kept is 2") || !strings.Contains(msg, "retention") {
+			t.Errorf("GET /v1/results%s: oldest_cursor %q, message %q", q, e.Error.OldestCursor, msg)
+		}
+	}
+	got, end := b.results(t, "?after=2")
+	if len(got) != 1 || got[0].TaskID != ids[2] || end.NextCursor != "3" {
+		t.Errorf("after the oldest cursor kept: %+v, end %+v", got, end)
+	}
+}
+
 func TestResultsMySQLDownIsUnavailable(t *testing.T) {
 	t.Parallel()
 	db, err := sqlx.Open("mysql", "taskd:taskd@tcp(127.0.0.1:1)/taskd?timeout=200ms&parseTime=true")
@@ -312,5 +346,50 @@ func TestResultsStream(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(first+string(rest), "\n"), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[0], `"cursor":"1"`) || !strings.Contains(lines[2], `"next_cursor":"2"`) {
 		t.Errorf("answer %q", lines)
+	}
+}
+
+// GET /v1/stats reports the storage the finished data takes, when the engine
+// gives it: each purged table's size and the age of the oldest finished task
+// kept, by status.
+func TestStatsStorage(t *testing.T) {
+	t.Parallel()
+	var st *store.Store
+	b := setup(t, setupOpts{api: api.Config{Storage: func(ctx context.Context) (*tasks.Storage, error) { return st.Storage(ctx) }}})
+	st = b.store
+	e := b.editor(t, "ada", "news")
+	b.addN(t, "news", 2)
+	a := b.next(t, e.Token)
+	wantJSON(t, b.do(t, "POST", fmt.Sprintf("/v1/assignments/%d/submit", a.Task.ID), e.Token,
+		fmt.Sprintf(`{"fence":%d,"result":1}`, a.Fence)), http.StatusOK, nil)
+
+	var got struct {
+		Storage *struct {
+			Tables []struct {
+				Name  string `json:"name"`
+				Bytes int64  `json:"bytes"`
+				Rows  int64  `json:"rows"`
+			} `json:"tables"`
+			OldestFinishedMS map[string]int64 `json:"oldest_finished_ms"`
+		} `json:"storage"`
+	}
+	res := b.do(t, "GET", "/v1/stats", adminToken, "")
+	if err := json.Unmarshal(res.body, &got); err != nil || res.status != http.StatusOK {
+		t.Fatalf("GET /v1/stats = %d %s (%v)", res.status, res.body, err)
+	}
+	if got.Storage == nil {
+		t.Fatal("no storage in the stats")
+	}
+	names := map[string]int64{}
+	for _, tb := range got.Storage.Tables {
+		names[tb.Name] = tb.Bytes
+	}
+	for _, n := range []string{"tasks", "task_results", "task_events", "task_skips", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
+		if names[n] <= 0 {
+			t.Errorf("table %s: %d bytes, want above 0 (tables %+v)", n, names[n], got.Storage.Tables)
+		}
+	}
+	if age, ok := got.Storage.OldestFinishedMS["done"]; !ok || age < 0 || age > 60_000 || len(got.Storage.OldestFinishedMS) != 1 {
+		t.Errorf("oldest finished = %v, want the done task's age only", got.Storage.OldestFinishedMS)
 	}
 }

@@ -312,8 +312,9 @@ func wantNoStore(t *testing.T, res response) {
 // errorJSON is the error body.
 type errorJSON struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code         string `json:"code"`
+		Message      string `json:"message"`
+		OldestCursor string `json:"oldest_cursor,omitempty"`
 	} `json:"error"`
 }
 

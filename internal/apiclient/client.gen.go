@@ -407,6 +407,9 @@ type Error struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+
+		// OldestCursor For 410 cursor_expired only, the oldest results feed cursor still kept.
+		OldestCursor *string `json:"oldest_cursor,omitempty"`
 	} `json:"error"`
 }
 
@@ -687,6 +690,23 @@ type Stats struct {
 
 	// Paused The paused categories, by name.
 	Paused []Category `json:"paused"`
+
+	// Storage What the finished data takes: the size of each table retention
+	// purges (information_schema's estimates, read at most once a
+	// minute), and how long ago the oldest task kept of each ended status
+	// ended (absent for a status with none).
+	Storage *struct {
+		OldestFinishedMs struct {
+			Cancelled *int64 `json:"cancelled,omitempty"`
+			Dead      *int64 `json:"dead,omitempty"`
+			Done      *int64 `json:"done,omitempty"`
+		} `json:"oldest_finished_ms"`
+		Tables []struct {
+			Bytes int64  `json:"bytes"`
+			Name  string `json:"name"`
+			Rows  int64  `json:"rows"`
+		} `json:"tables"`
+	} `json:"storage,omitempty"`
 
 	// Webhooks The webhook backlog; present only when webhooks are configured.
 	Webhooks *struct {
@@ -1013,7 +1033,7 @@ type NewEditorTokenJSONBody = map[string]interface{}
 
 // ResultsParams defines parameters for Results.
 type ResultsParams struct {
-	// After A cursor from a previous answer (a line's cursor or next_cursor); empty or 0 for the start. A cursor never handed out is 422.
+	// After A cursor from a previous answer (a line's cursor or next_cursor); empty or 0 for the start. A cursor never handed out is 422; one older than what retention kept is 410.
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 
 	// Limit Results per answer.
@@ -7817,6 +7837,8 @@ type ResultsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -7839,6 +7861,11 @@ func (r ResultsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ResultsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ResultsResponse) GetJSON410() *Error {
+	return r.JSON410
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -12118,6 +12145,13 @@ func ParseResultsResponse(rsp *http.Response) (*ResultsResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Invalid

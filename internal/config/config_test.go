@@ -189,6 +189,12 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_SWEEP_INTERVAL", "0 0 0 30 2 *", "sweep.interval", "never runs"},
 		{"TASKD_SWEEP_BATCH", "20000", "sweep.batch", "must be 1..10000"},
 		{"TASKD_SWEEP_WORKERS", "17", "sweep.workers", "must be 1..16, got 17"},
+		{"TASKD_RETENTION_DONE", "-1h", "retention.done", `must not be negative (0 keeps forever), got "-1h0m0s"`},
+		{"TASKD_RETENTION_CANCELLED", "-1s", "retention.cancelled", "must not be negative"},
+		{"TASKD_RETENTION_DEAD", "-1s", "retention.dead", "must not be negative"},
+		{"TASKD_RETENTION_WEBHOOKS", "-1s", "retention.webhooks", "must not be negative"},
+		{"TASKD_RETENTION_DONE", "a day", "retention.done", "must be a duration"},
+		{"TASKD_RETENTION_BATCH", "10001", "retention.batch", "must be 1..10000, got 10001"},
 		{"TASKD_HTTP_ADDR", "localhost", "http.addr", "must be host:port"},
 		{"TASKD_HTTP_ADDR", "127.0.0.1:http", "http.addr", "port must be a number"},
 		{"TASKD_HTTP_MAX_WAIT", "2m", "http.write_timeout", "greater than http.max_wait"},
@@ -734,5 +740,25 @@ func TestTelemetryZeroesAreSaid(t *testing.T) {
 	}
 	if d := cfg.Telemetry; *d.SampleRatio != taskd.SampleRatioDefault || *d.KeepFailed != taskd.KeepFailedDefault {
 		t.Errorf("left out: sample_ratio %v, keep_failed %v, want the defaults", *d.SampleRatio, *d.KeepFailed)
+	}
+}
+
+// Retention: left out, each kind takes its default; 0, in the file or the
+// environment, keeps that kind forever, and reaches the sweeper as 0.
+func TestRetentionZeroKeepsForever(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, "", nil)
+	r := cfg.Retention
+	if *r.Done != sweeper.RetentionDoneDefault || *r.Cancelled != sweeper.RetentionCancelledDefault ||
+		*r.Dead != sweeper.RetentionDeadDefault || *r.Webhooks != sweeper.RetentionWebhooksDefault || r.Batch != sweeper.RetentionBatchDefault {
+		t.Errorf("left out: %v %v %v %v %d, want the defaults", *r.Done, *r.Cancelled, *r.Dead, *r.Webhooks, r.Batch)
+	}
+	if *r.Dead <= *r.Done {
+		t.Errorf("dead tasks kept %v, not longer than done ones (%v)", *r.Dead, *r.Done)
+	}
+	cfg = mustParse(t, "retention:\n  done: 0\n  dead: 1h\n", envMap{"TASKD_RETENTION_WEBHOOKS": "0"})
+	r = cfg.Retention
+	if *r.Done != 0 || *r.Dead != time.Hour || *r.Webhooks != 0 || *r.Cancelled != sweeper.RetentionCancelledDefault {
+		t.Errorf("done 0, dead 1h, webhooks 0: got %v %v %v, cancelled %v", *r.Done, *r.Dead, *r.Webhooks, *r.Cancelled)
 	}
 }

@@ -87,7 +87,11 @@ SET r.seq = x.seq WHERE r.seq IS NULL`
 
 	// resultsSQL reads the feed past a cursor from the task_results_seq key, in its
 	// order. The task's own columns come from its row by primary key.
-	resultsSQL = `SELECT r.seq, ` + resultColumns + `
+	// Each row carries the highest purged seq as this statement's snapshot
+	// has it (an uncorrelated subquery, read once), so that a purge that
+	// committed after the bounds were read is seen before any row is handed out.
+	resultsSQL = `SELECT r.seq, ` + resultColumns + `,
+	COALESCE((SELECT f.last_seq FROM task_results_feed f WHERE f.id = 2), 0) AS purged_seq
 FROM task_results r FORCE INDEX (task_results_seq) JOIN tasks t ON t.id = r.task_id
 WHERE r.seq > ? ORDER BY r.seq LIMIT ?`
 
@@ -160,9 +164,12 @@ func (s *Store) Results(ctx context.Context, p tasks.ResultsParams, fn func(r *t
 	if err != nil {
 		return page, fmt.Errorf("read results: %w", err)
 	}
-	last, err := s.lastResultSeq(ctx)
+	last, purged, err := s.feedBounds(ctx)
 	if err != nil {
 		return page, fmt.Errorf("read results: %w", err)
+	}
+	if p.After < purged {
+		return page, fmt.Errorf("read results: %w", &tasks.CursorExpiredError{Cursor: p.After, Oldest: purged})
 	}
 	if p.After > last {
 		return page, fmt.Errorf("read results: %w: cursor %d is beyond the end of the results (%d)", tasks.ErrInvalid, p.After, last)
@@ -177,13 +184,24 @@ func (s *Store) Results(ctx context.Context, p tasks.ResultsParams, fn func(r *t
 		return page, fmt.Errorf("read results: %w", err)
 	}
 	defer rows.Close()
-	var r tasks.Result
+	var r struct {
+		tasks.Result
+		Purged int64 `db:"purged_seq"`
+	}
 	for rows.Next() {
-		r = tasks.Result{}
+		r = struct {
+			tasks.Result
+			Purged int64 `db:"purged_seq"`
+		}{}
 		if err := rows.StructScan(&r); err != nil {
 			return page, fmt.Errorf("read results: %w", err)
 		}
-		if err := fn(&r); err != nil {
+		if r.Purged > p.After {
+			// A purge committed between the bounds' read and this statement's
+			// snapshot: the rows past the cursor may have a hole.
+			return page, fmt.Errorf("read results: %w", &tasks.CursorExpiredError{Cursor: p.After, Oldest: r.Purged})
+		}
+		if err := fn(&r.Result); err != nil {
 			return page, err
 		}
 		page.Count++
@@ -191,6 +209,14 @@ func (s *Store) Results(ctx context.Context, p tasks.ResultsParams, fn func(r *t
 	}
 	if err := rows.Err(); err != nil {
 		return page, fmt.Errorf("read results: %w", err)
+	}
+	if page.Count == 0 {
+		// An empty page may be one a purge emptied after the bounds' read.
+		if _, purged, err := s.feedBounds(ctx); err != nil {
+			return page, fmt.Errorf("read results: %w", err)
+		} else if p.After < purged {
+			return page, fmt.Errorf("read results: %w", &tasks.CursorExpiredError{Cursor: p.After, Oldest: purged})
+		}
 	}
 	page.More = page.Count == limit
 	return page, nil
@@ -360,16 +386,6 @@ func resultsLimit(p tasks.ResultsParams) (int, error) {
 		return 0, fmt.Errorf("%w: limit must be 1..%d", tasks.ErrInvalid, tasks.ResultsLimitMax)
 	}
 	return p.Limit, nil
-}
-
-// lastResultSeq reads the highest seq given out, 0 before the first numbering.
-func (s *Store) lastResultSeq(ctx context.Context) (int64, error) {
-	var last int64
-	err := s.db.GetContext(ctx, &last, readResultsSeqSQL)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return last, err
 }
 
 // numberResults gives the next seq numbers to up to n committed, unnumbered results,

@@ -97,7 +97,7 @@ func (b *bundle) editor(t testing.TB, name string, cats ...string) *tasks.Editor
 }
 
 // exec runs raw SQL, for arranging states such as a lease in the past.
-func (b *bundle) exec(t *testing.T, query string, args ...any) {
+func (b *bundle) exec(t testing.TB, query string, args ...any) {
 	t.Helper()
 	if _, err := b.db.ExecContext(b.ctx, query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -111,7 +111,7 @@ func (b *bundle) expireLease(t *testing.T, id int64) {
 }
 
 // count runs a COUNT query.
-func (b *bundle) count(t *testing.T, query string, args ...any) int {
+func (b *bundle) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := b.db.GetContext(b.ctx, &n, query, args...); err != nil {

@@ -126,6 +126,12 @@ type Config struct {
 	// their time to live, which is at most the lease.
 	Redis redis.UniversalClient
 
+	// Retention is how long finished data is kept; each sweep purges what
+	// is older, under the sweep lock, when Store also implements Purger.
+	// Zero durations keep their kind forever: the zero Retention purges
+	// nothing.
+	Retention Retention
+
 	// Logger receives the sweeper's logs. Default the dispatcher's logger.
 	Logger *slog.Logger
 }
@@ -141,6 +147,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Workers == 0 {
 		c.Workers = WorkersDefault
+	}
+	if c.Retention.Batch == 0 {
+		c.Retention.Batch = RetentionBatchDefault
+	}
+	if c.Retention.Pause == 0 {
+		c.Retention.Pause = RetentionPauseDefault
 	}
 	return c
 }
@@ -158,6 +170,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("sweep batch must be 1..%d, got %d", BatchMax, c.Batch)
 	case c.Workers < 1 || c.Workers > WorkersMax:
 		return fmt.Errorf("sweep workers must be 1..%d, got %d", WorkersMax, c.Workers)
+	case c.Retention.Batch < 1 || c.Retention.Batch > store.PurgeLimitMax:
+		return fmt.Errorf("retention batch must be 1..%d, got %d", store.PurgeLimitMax, c.Retention.Batch)
+	case min(c.Retention.Done, c.Retention.Cancelled, c.Retention.Dead, c.Retention.Webhooks, c.Retention.Pause) < 0:
+		return errors.New("retention durations must not be negative")
 	}
 	return nil
 }
@@ -185,13 +201,16 @@ type Result struct {
 	// KeysFreed counts task keys held for a period (tasks.KeyHoldFor) whose
 	// period had passed and which were freed (at most Batch a sweep).
 	KeysFreed int
+	// Purged counts the rows retention deleted, in all tables (the metric
+	// taskd.retention.purged_rows counts them by table).
+	Purged int64
 	// Skipped is set when another sweep held the sweep lock; nothing was
 	// done.
 	Skipped bool
 }
 
 func (r Result) didSomething() bool {
-	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+r.KeysFreed > 0
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+r.KeysFreed+int(r.Purged) > 0
 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
@@ -215,6 +234,8 @@ type Sweeper struct {
 	lease  time.Duration
 	prefix string
 	tel    *instruments
+	// storage is the last reading of readStorage.
+	storage atomic.Pointer[Storage]
 
 	life   lifecycle.State
 	cron   *cron.Cron         // set by Start
@@ -237,8 +258,12 @@ func New(d Dispatcher, cfg Config) (*Sweeper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new sweeper: %w", err)
 	}
-	return &Sweeper{d: d, store: cfg.Store, locks: cfg.Locks, cfg: cfg, sched: sched, log: cfg.Logger,
-		lease: dc.Lease, prefix: dc.KeyPrefix, tel: tel}, nil
+	s := &Sweeper{d: d, store: cfg.Store, locks: cfg.Locks, cfg: cfg, sched: sched, log: cfg.Logger,
+		lease: dc.Lease, prefix: dc.KeyPrefix, tel: tel}
+	if _, err := tel.meter.RegisterCallback(s.observeStorage, tel.tableBytes, tel.tableRows, tel.oldestAge); err != nil {
+		return nil, fmt.Errorf("new sweeper: storage gauges: %w", err)
+	}
+	return s, nil
 }
 
 // Config returns the sweeper's configuration with defaults applied.
@@ -336,7 +361,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 			attribute.Int("taskd.sweep.locks_conflicting", res.LocksConflicting),
 			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
 			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged),
-			attribute.Int("taskd.sweep.keys_freed", res.KeysFreed))
+			attribute.Int("taskd.sweep.keys_freed", res.KeysFreed),
+			attribute.Int64("taskd.sweep.purged", res.Purged))
 		endSpan(tr.span, err)
 	}()
 	ttl := s.lockTTL()
@@ -377,10 +403,18 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		// Keys held for a period that has passed are free for new tasks.
 		res.KeysFreed, err = s.store.FreeKeys(tr.ctx, s.cfg.Batch)
 	}
+	if err == nil {
+		err = s.purge(tr.ctx, &res)
+	}
+	if err == nil {
+		if serr := s.readStorage(tr.ctx); serr != nil && tr.ctx.Err() == nil {
+			s.log.WarnContext(tr.ctx, "read table sizes", "err", serr)
+		}
+	}
 	if res.didSomething() {
 		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"skips_purged", res.SkipsPurged, "keys_freed", res.KeysFreed, "duration", time.Since(workStart))
+			"skips_purged", res.SkipsPurged, "keys_freed", res.KeysFreed, "purged", res.Purged, "duration", time.Since(workStart))
 	}
 	if err != nil {
 		return res, dispatcher.Unavailable(fmt.Errorf("sweep: %w", err))
@@ -778,6 +812,12 @@ type instruments struct {
 	recycled  metric.Int64Counter
 	expired   metric.Int64Counter
 	sweepTime metric.Float64Histogram
+	purged    metric.Int64Counter
+	// The storage gauges, observed by Sweeper.observeStorage.
+	tableBytes metric.Int64ObservableGauge
+	tableRows  metric.Int64ObservableGauge
+	oldestAge  metric.Float64ObservableGauge
+	meter      metric.Meter
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instruments, error) {
@@ -789,7 +829,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 	}
 	m := mp.Meter(instrumentationName)
 	t := &instruments{tracer: tp.Tracer(instrumentationName)}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4, err5, err6, err7 error
+	t.meter = m
 	t.recycled, err1 = m.Int64Counter("taskd.claims.recycled", metric.WithUnit("{count}"),
 		metric.WithDescription("Expired claims returned to the pool by the sweeper."))
 	t.expired, err2 = m.Int64Counter("taskd.leases.expired", metric.WithUnit("{count}"),
@@ -797,7 +838,15 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) (*instrume
 	t.sweepTime, err3 = m.Float64Histogram("taskd.sweep.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time one sweep took, by outcome: done, skipped (another replica held the sweep lock) or error."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	t.purged, err4 = m.Int64Counter("taskd.retention.purged_rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows of finished data deleted by retention, by table."))
+	t.tableBytes, err5 = m.Int64ObservableGauge("taskd.store.table.size", metric.WithUnit("By"),
+		metric.WithDescription("Size on disk of each table retention purges (data and indexes, from information_schema), read by the sweeping process at most once a minute."))
+	t.tableRows, err6 = m.Int64ObservableGauge("taskd.store.table.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Estimated rows of each table retention purges (information_schema), read by the sweeping process at most once a minute."))
+	t.oldestAge, err7 = m.Float64ObservableGauge("taskd.retention.oldest.age", metric.WithUnit("s"),
+		metric.WithDescription("How long ago the oldest finished task kept ended, by status: at most the retention plus the sweep interval while the purge keeps up."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return nil, fmt.Errorf("metric instruments: %w", err)
 	}
 	return t, nil

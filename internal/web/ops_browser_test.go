@@ -93,6 +93,21 @@ func TestBrowserOpsPool(t *testing.T) {
 	if n := eval[int](tb, `document.querySelectorAll("#chart-rate rect.bar-claims").length`); n < 1 {
 		t.Errorf("%d bars in the claims chart", n)
 	}
+	// The storage the finished data takes: each purged table's size, and
+	// the oldest done task kept (Bo's, just submitted); none dead.
+	tb.waitJS("the storage table", `document.querySelector('#storage-table:not([hidden]) tr[data-table="tasks"]') !== null`)
+	if got := eval[string](tb, `document.querySelector('#storage-table tr[data-table="task_results"]').cells[1].textContent`); !strings.HasSuffix(got, "KiB") && !strings.HasSuffix(got, "MiB") {
+		t.Errorf("task_results size %q, want KiB or MiB", got)
+	}
+	if n := eval[int](tb, `document.querySelectorAll("#storage-table tbody tr").length`); n != 7 {
+		t.Errorf("%d tables in the storage table, want 7", n)
+	}
+	if got := eval[string](tb, `document.querySelector('#storage-kpis [data-status="done"] b').textContent`); !strings.HasSuffix(got, "s") || got == "–" {
+		t.Errorf("oldest done %q, want an age", got)
+	}
+	if got := eval[string](tb, `document.querySelector('#storage-kpis [data-status="dead"] b').textContent`); got != "–" {
+		t.Errorf("oldest dead %q, want – (none)", got)
+	}
 	tb.screenshot("ops-desktop")
 
 	tb.do("pause sport", chromedp.Click(chromedp.CSS(`#pool-table button[data-key="pause:sport"]`)))

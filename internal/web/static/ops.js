@@ -172,6 +172,13 @@
     return Math.floor(h / 24) + 'd ' + (h % 24) + 'h';
   }
 
+  function fmtBytes(n) {
+    var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    var i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i === 0 || n >= 100 ? Math.round(n) : n.toFixed(1)) + ' ' + units[i];
+  }
+
   function fmtLeft(ms) {
     if (ms <= 0) { return 'expired'; }
     var s = Math.ceil(ms / 1000);
@@ -303,6 +310,30 @@
     kpi('expired, not yet swept', st.expired);
     kpi('paused', (st.paused || []).length);
     if (st.webhooks) { kpi('webhook backlog', st.webhooks.backlog); }
+    renderStorage(st.storage);
+  }
+
+  // renderStorage shows what the finished data takes: each purged table's
+  // size and rows, and the age of the oldest finished task kept by status.
+  function renderStorage(sto) {
+    var t = $('storage-table');
+    t.hidden = !sto;
+    if (!sto) { return; }
+    replaceRows(t.tBodies[0], (sto.tables || []).map(function (x) {
+      var tr = el('tr', { 'data-table': x.name });
+      tr.appendChild(el('th', { scope: 'row' }, x.name));
+      tr.appendChild(el('td', { 'class': 'num' }, fmtBytes(x.bytes)));
+      tr.appendChild(num(x.rows));
+      return tr;
+    }));
+    var k = $('storage-kpis');
+    clear(k);
+    ['done', 'cancelled', 'dead'].forEach(function (s) {
+      var age = (sto.oldest_finished_ms || {})[s];
+      var span = el('span', { 'data-status': s }, 'oldest ' + s + ' ');
+      span.appendChild(el('b', null, age === undefined ? '–' : fmtAge(age)));
+      k.appendChild(span);
+    });
   }
 
   // stageRows are a category's counts by stage, under its row, for a

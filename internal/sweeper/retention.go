@@ -1,0 +1,194 @@
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// Retention defaults: River's JobCleaner keeps completed and cancelled jobs
+// 24 hours and discarded ones 7 days.
+const (
+	// RetentionDoneDefault is how long done tasks are kept, with their
+	// results and events.
+	RetentionDoneDefault = 24 * time.Hour
+	// RetentionCancelledDefault is how long cancelled tasks are kept.
+	RetentionCancelledDefault = 24 * time.Hour
+	// RetentionDeadDefault is how long dead tasks are kept: longer, since an
+	// operator may still requeue them.
+	RetentionDeadDefault = 7 * 24 * time.Hour
+	// RetentionWebhooksDefault is how long delivered and failed webhook
+	// deliveries are kept, with their attempts and events.
+	RetentionWebhooksDefault = 7 * 24 * time.Hour
+	// RetentionBatchDefault is Retention.Batch when unset.
+	RetentionBatchDefault = 500
+	// RetentionPauseDefault is Retention.Pause when unset.
+	RetentionPauseDefault = 20 * time.Millisecond
+)
+
+// Retention says how long finished data is kept. A zero duration keeps that
+// kind forever (the engine's config resolves its defaults before this).
+type Retention struct {
+	// Done, Cancelled and Dead are how long tasks of that status are kept
+	// after they ended (tasks.done_at), with their results, events and
+	// skips.
+	Done, Cancelled, Dead time.Duration
+	// Webhooks is how long delivered and failed webhook deliveries are kept
+	// after they ended, with their attempts and their events.
+	Webhooks time.Duration
+	// Batch is how many rows one purge transaction deletes at most (tasks
+	// or deliveries; their dependent rows come along): 1..store.PurgeLimitMax.
+	// Default RetentionBatchDefault.
+	Batch int
+	// Pause is the time between two purge batches, in which nothing of the
+	// purge holds a lock. Default RetentionPauseDefault.
+	Pause time.Duration
+}
+
+// Purger is the part of the store the purge needs; *store.Store implements
+// it.
+type Purger interface {
+	PurgeTasks(ctx context.Context, status tasks.Status, olderThan time.Duration, limit int) (store.Purged, error)
+	PurgeDeliveries(ctx context.Context, olderThan time.Duration, limit int) (store.Purged, error)
+}
+
+var _ Purger = (*store.Store)(nil)
+
+// purge deletes finished data past its retention, batch after batch with a
+// Pause between, while batches come back full and the sweep has time left:
+// at most half the shortest gap between sweeps, so that the next sweep is
+// not skipped. What is left is purged by the next sweeps. It adds the rows
+// purged to res.Purged.
+func (s *Sweeper) purge(ctx context.Context, res *Result) error {
+	p, ok := s.store.(Purger)
+	r := s.cfg.Retention
+	if !ok || r.Done+r.Cancelled+r.Dead+r.Webhooks == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(s.sched.MinGap() / 2)
+	kinds := []struct {
+		keep time.Duration
+		run  func() (store.Purged, error)
+	}{
+		{r.Done, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusDone, r.Done, r.Batch) }},
+		{r.Cancelled, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusCancelled, r.Cancelled, r.Batch) }},
+		{r.Dead, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusDead, r.Dead, r.Batch) }},
+		{r.Webhooks, func() (store.Purged, error) { return p.PurgeDeliveries(ctx, r.Webhooks, r.Batch) }},
+	}
+	for _, k := range kinds {
+		if k.keep == 0 {
+			continue
+		}
+		for {
+			got, err := k.run()
+			for table, n := range got.Rows {
+				res.Purged += n
+				s.tel.purged.Add(ctx, n, metric.WithAttributes(attrTable.String(table)))
+			}
+			if err != nil {
+				return fmt.Errorf("purge: %w", err)
+			}
+			if got.Selected < r.Batch || !time.Now().Before(deadline) {
+				break
+			}
+			if err := sleep(ctx, r.Pause); err != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends, and returns ctx's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// attrTable names a table in the purge's metrics.
+const attrTable = attribute.Key("taskd.table")
+
+// StorageEvery is how often a sweep reads the tables' sizes and the oldest
+// finished tasks' ages, at most.
+const StorageEvery = time.Minute
+
+// storageStale is how old a reading may be and still be reported: a replica
+// that stopped sweeping stops reporting.
+const storageStale = 5 * StorageEvery
+
+// Sizer reads what the storage gauges report; *store.Store implements it.
+type Sizer interface {
+	Storage(ctx context.Context) (*tasks.Storage, error)
+}
+
+var _ Sizer = (*store.Store)(nil)
+
+// Storage is one reading of the storage the finished data takes.
+type Storage struct {
+	// At is when it was read.
+	At time.Time
+	tasks.Storage
+}
+
+// Storage returns the last reading of the storage this sweeper made, and
+// false when it made none in the last few minutes (another replica sweeps).
+func (s *Sweeper) Storage() (Storage, bool) {
+	r := s.storage.Load()
+	if r == nil || time.Since(r.At) > storageStale {
+		return Storage{}, false
+	}
+	return *r, true
+}
+
+// readStorage reads the tables' sizes and the oldest finished tasks' ages,
+// unless it did less than StorageEvery ago.
+func (s *Sweeper) readStorage(ctx context.Context) error {
+	sz, ok := s.store.(Sizer)
+	if !ok {
+		return nil
+	}
+	if r := s.storage.Load(); r != nil && time.Since(r.At) < StorageEvery {
+		return nil
+	}
+	at := time.Now()
+	st, err := sz.Storage(ctx)
+	if err != nil {
+		return err
+	}
+	s.storage.Store(&Storage{At: at, Storage: *st})
+	return nil
+}
+
+// observeStorage reports the last reading, when recent, on the storage
+// gauges.
+func (s *Sweeper) observeStorage(_ context.Context, obs metric.Observer) error {
+	r, ok := s.Storage()
+	if !ok {
+		return nil
+	}
+	for _, t := range r.Tables {
+		table := metric.WithAttributes(attrTable.String(t.Name))
+		obs.ObserveInt64(s.tel.tableBytes, t.Bytes, table)
+		obs.ObserveInt64(s.tel.tableRows, t.Rows, table)
+	}
+	since := time.Since(r.At)
+	for st, age := range r.Oldest {
+		obs.ObserveFloat64(s.tel.oldestAge, (age + since).Seconds(), metric.WithAttributes(attrStatus.String(string(st))))
+	}
+	return nil
+}
+
+// attrStatus names a task status in the storage gauges.
+const attrStatus = attribute.Key("taskd.task.status")

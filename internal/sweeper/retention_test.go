@@ -1,0 +1,181 @@
+package sweeper_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/sweeper"
+	"github.com/taskd/taskd/tasks"
+)
+
+// purgeGate holds every PurgeTasks call until the test opens the gate, so
+// that a sweep can be caught purging.
+type purgeGate struct {
+	*store.Store
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *purgeGate) PurgeTasks(ctx context.Context, st tasks.Status, keep time.Duration, limit int) (store.Purged, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.open:
+		return g.Store.PurgeTasks(ctx, st, keep, limit)
+	case <-ctx.Done():
+		return store.Purged{}, context.Cause(ctx)
+	}
+}
+
+// purgedRows sums taskd.retention.purged_rows by table.
+func purgedRows(t *testing.T, r sdkmetric.Reader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "taskd.retention.purged_rows" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				table, _ := p.Attributes.Value("taskd.table")
+				out[table.AsString()] += p.Value
+			}
+		}
+	}
+	return out
+}
+
+// Two replicas sweep with retention on: the one holding the sweep lock
+// purges, in batches, and counts the rows by table; the other skips. A
+// pending task and a task done within the retention stay.
+func TestSweepPurgesOnOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	old := b.Add(t, "news", 0, 3)
+	recent := b.Add(t, "news", 0, 1)[0]
+	pending := b.Add(t, "news", 0, 1)[0]
+	for _, id := range old {
+		b.DB.MustExecContext(ctx, `UPDATE tasks SET status = 'done', done_at = NOW(3) - INTERVAL 1 HOUR WHERE id = ?`, id)
+	}
+	b.DB.MustExecContext(ctx, `UPDATE tasks SET status = 'done', done_at = NOW(3) WHERE id = ?`, recent)
+
+	reader := sdkmetric.NewManualReader()
+	d1, err := dispatcher.New(b.Store, b.Locks, dispatcher.Config{KeyPrefix: b.Prefix,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := sweeper.Retention{Done: time.Minute, Batch: 2, Pause: time.Millisecond}
+	gate := &purgeGate{Store: b.Store, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	s1, err := sweeper.New(d1, sweeper.Config{Store: gate, Locks: b.Locks, Schedule: "1m", Retention: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := b.newSweeper(t, sweeper.Config{Schedule: "1m", Retention: keep})
+
+	done := make(chan sweeper.Result, 1)
+	go func() {
+		res, err := s1.Sweep(ctx)
+		if err != nil {
+			t.Errorf("replica 1 sweep: %v", err)
+		}
+		done <- res
+	}()
+	awaitSweepValue(t, gate.entered, 10*time.Second, "replica 1 purging")
+	if res := sweepOnce(t, s2); res != (sweeper.Result{Skipped: true}) {
+		t.Errorf("replica 2 swept while replica 1 was purging: %+v", res)
+	}
+	var n int
+	if err := b.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM tasks`); err != nil || n != 5 {
+		t.Errorf("tasks while replica 1 waits = %d (%v), want all 5", n, err)
+	}
+	close(gate.open)
+	if res := awaitSweepValue(t, done, 10*time.Second, "replica 1 sweep"); res != (sweeper.Result{Purged: 3}) {
+		t.Errorf("replica 1 sweep = %+v, want 3 rows purged", res)
+	}
+	var left []int64
+	if err := b.DB.SelectContext(ctx, &left, `SELECT id FROM tasks ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left[0] != recent || left[1] != pending {
+		t.Errorf("tasks left %v, want %d (done within the retention) and %d (pending)", left, recent, pending)
+	}
+	if got := purgedRows(t, reader); len(got) != 1 || got["tasks"] != 3 {
+		t.Errorf("taskd.retention.purged_rows = %v, want tasks 3", got)
+	}
+
+	// The sweep read the storage gauges: every purged table's size, and the
+	// age of the oldest done task kept (the recent one), none for statuses
+	// with no task.
+	g := gauges(t, reader)
+	for _, table := range []string{"tasks", "task_results", "task_events", "task_skips", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
+		if v, ok := g["taskd.store.table.size{"+table+"}"]; !ok || v <= 0 {
+			t.Errorf("taskd.store.table.size{%s} = %v (reported %v), want above 0", table, v, ok)
+		}
+		if _, ok := g["taskd.store.table.rows{"+table+"}"]; !ok {
+			t.Errorf("taskd.store.table.rows{%s} not reported", table)
+		}
+	}
+	if v, ok := g["taskd.retention.oldest.age{done}"]; !ok || v < 0 || v > 60 {
+		t.Errorf("taskd.retention.oldest.age{done} = %v (reported %v), want the recent task's age", v, ok)
+	}
+	if _, ok := g["taskd.retention.oldest.age{dead}"]; ok {
+		t.Error("taskd.retention.oldest.age{dead} reported with no dead task")
+	}
+	if st, ok := s1.Storage(); !ok || len(st.Tables) != 7 {
+		t.Errorf("storage = %+v, %v; want 7 tables", st, ok)
+	}
+	if _, ok := s2.Storage(); ok {
+		t.Error("the replica that skipped has a storage reading")
+	}
+}
+
+// gauges reads the storage gauges as "name{attribute value}".
+func gauges(t *testing.T, r sdkmetric.Reader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("taskd.table")
+					out[m.Name+"{"+v.AsString()+"}"] = float64(p.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("taskd.task.status")
+					out[m.Name+"{"+v.AsString()+"}"] = p.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestNewSweeperRefusesBadRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, r := range []sweeper.Retention{{Batch: -1}, {Batch: store.PurgeLimitMax + 1}, {Done: -time.Second}, {Webhooks: -1}} {
+		if _, err := sweeper.New(b.D, sweeper.Config{Store: b.Store, Locks: b.Locks, Retention: r}); err == nil {
+			t.Errorf("new sweeper with retention %+v: no error", r)
+		}
+	}
+}
