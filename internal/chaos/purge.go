@@ -47,6 +47,10 @@ const (
 	// purgeBatch is small, so that a backlog takes many batches: a kill of
 	// the sweeping process lands inside one.
 	purgeBatch = 20
+	// Every feedLagEvery the feed reader stops reading for feedLag, longer
+	// than the done retention and a sweep, to fall behind what is kept.
+	feedLagEvery = 15 * time.Second
+	feedLag      = purgeDone + 4*time.Second
 )
 
 // retentionEnv is the replicas' retention configuration.
@@ -205,7 +209,17 @@ func (h *harness) noteGone(what string, task int64) {
 // watchPurge reads the results feed after its last cursor and looks for
 // rows without their task, about every second, until ctx ends.
 func (h *harness) watchPurge(ctx context.Context) {
+	lagAt := time.Now().Add(feedLagEvery)
 	for ctx.Err() == nil {
+		if time.Now().After(lagAt) {
+			// Fall behind the retention: the next read must be a 410 or
+			// a page with no gap, never a silent one.
+			for end := time.Now().Add(feedLag); time.Now().Before(end) && ctx.Err() == nil; {
+				h.readOrphans(ctx)
+				sleepCtx(ctx, 500*time.Millisecond)
+			}
+			lagAt = time.Now().Add(feedLagEvery)
+		}
 		more := h.readFeed(ctx, &h.purge.feedAfter)
 		h.readOrphans(ctx)
 		if !more {
