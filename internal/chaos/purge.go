@@ -47,10 +47,10 @@ const (
 	// purgeBatch is small, so that a backlog takes many batches: a kill of
 	// the sweeping process lands inside one.
 	purgeBatch = 20
-	// Every feedLagEvery the feed reader stops reading for feedLag, longer
-	// than the done retention and a sweep, to fall behind what is kept.
+	// Every feedLagEvery the feed reader stops reading, until the purge
+	// passed its cursor or for at most feedLag, to fall behind what is kept.
 	feedLagEvery = 15 * time.Second
-	feedLag      = purgeDone + 4*time.Second
+	feedLag      = 20 * time.Second
 )
 
 // retentionEnv is the replicas' retention configuration.
@@ -212,10 +212,19 @@ func (h *harness) watchPurge(ctx context.Context) {
 	lagAt := time.Now().Add(feedLagEvery)
 	for ctx.Err() == nil {
 		if time.Now().After(lagAt) {
-			// Fall behind the retention: the next read must be a 410 or
-			// a page with no gap, never a silent one.
+			// Fall behind the retention, until the purge passed the
+			// cursor (task_results_feed's row 2 is the highest purged
+			// cursor) or feedLag: the next read must be a 410, never a
+			// silent gap.
 			for end := time.Now().Add(feedLag); time.Now().Before(end) && ctx.Err() == nil; {
 				h.readOrphans(ctx)
+				var purged int64
+				qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := h.sql.QueryRowContext(qctx, "SELECT COALESCE(MAX(last_seq), 0) FROM task_results_feed WHERE id = 2").Scan(&purged)
+				cancel()
+				if err == nil && purged > h.purge.feedAfter {
+					break
+				}
 				sleepCtx(ctx, 500*time.Millisecond)
 			}
 			lagAt = time.Now().Add(feedLagEvery)
