@@ -377,7 +377,9 @@ func (h *harness) purgingReplica(ctx context.Context) *replica {
 	var host string
 	err := h.sql.QueryRowContext(qctx, `SELECT p.HOST FROM information_schema.INNODB_TRX t
 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-WHERE t.trx_query LIKE 'DELETE FROM task%' OR t.trx_query LIKE 'SELECT id FROM tasks FORCE INDEX (PRIMARY)%' LIMIT 1`).Scan(&host)
+WHERE t.trx_query LIKE 'DELETE FROM task%' OR t.trx_query LIKE 'SELECT id FROM tasks FORCE INDEX (PRIMARY)%'
+  OR t.trx_query LIKE 'SELECT DISTINCT group_id FROM tasks%' OR t.trx_query LIKE 'SELECT task_id, seq FROM task_results FORCE INDEX (PRIMARY)%'
+  OR t.trx_query LIKE 'INSERT INTO task_results_feed (id, last_seq) VALUES (2%' LIMIT 1`).Scan(&host)
 	if err != nil {
 		return nil
 	}
