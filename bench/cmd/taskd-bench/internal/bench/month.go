@@ -95,6 +95,12 @@ type MonthStats struct {
 	// information_schema.INNODB_TRX showed waiting for a lock at the
 	// monitor's readings: who waited, whichever its cause.
 	Waiting map[string]int `json:"waiting_statements,omitempty"`
+	// OtherWaitsPurge and OtherWaitsOutside count the transactions seen
+	// waiting whose statement is not the purge's (claims, submits, jobs,
+	// the refill), at readings inside a purge batch and outside: a sample
+	// of the lock waits on the claim path, not a count of every one.
+	OtherWaitsPurge   int `json:"other_waits_purge"`
+	OtherWaitsOutside int `json:"other_waits_outside"`
 }
 
 // TableFigure is one table's size at one point of (k).
@@ -200,18 +206,27 @@ func readLockCounters(ctx context.Context, bd *benchDB) (waits, timeMs int64, er
 // waitingSQL reads the statements of the transactions waiting for a lock.
 const waitingSQL = `SELECT COALESCE(LEFT(trx_query, 200), '') FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`
 
-// readWaiting adds the statements waiting for a lock now to seen, each by
-// its first words.
-func readWaiting(ctx context.Context, bd *benchDB, seen map[string]int) error {
+// readWaiting returns the statements waiting for a lock now, each by its
+// first words.
+func readWaiting(ctx context.Context, bd *benchDB) ([]string, error) {
 	var qs []string
 	if err := bd.db.SelectContext(ctx, &qs, waitingSQL); err != nil {
-		return fmt.Errorf("read lock waits: %w", err)
+		return nil, fmt.Errorf("read lock waits: %w", err)
 	}
-	for _, q := range qs {
+	for i, q := range qs {
 		f := strings.Fields(q)
-		seen[strings.Join(f[:min(len(f), 8)], " ")]++
+		qs[i] = strings.Join(f[:min(len(f), 8)], " ")
 	}
-	return nil
+	return qs, nil
+}
+
+// purgeStatements start the statements of a purge batch (store.PurgeTasks).
+var purgeStatements = []string{"DELETE FROM task_", "DELETE FROM tasks ", "SELECT id FROM tasks FORCE INDEX (PRIMARY)",
+	"SELECT id, COALESCE(group_id", "SELECT task_id, seq FROM task_results", "INSERT INTO task_results_feed"}
+
+// isPurge reports whether q (its first words) is a statement of a purge batch.
+func isPurge(q string) bool {
+	return slices.ContainsFunc(purgeStatements, func(p string) bool { return strings.HasPrefix(q, p) })
 }
 
 // tableFigures runs ANALYZE TABLE (so that the lengths are current) and reads
@@ -319,7 +334,11 @@ func runMonth(ctx context.Context, cfg Config, scenario string, w Workload, bd *
 	var inserted int64
 	bgWG.Go(func() { inserted = refill(bg, bd, []string{"cat0", "cat1"}, fail) })
 	var samples []monitorSample
-	waiting := map[string]int{}
+	type waitReading struct {
+		at time.Duration
+		qs []string
+	}
+	var waiting []waitReading
 	bgWG.Go(func() {
 		t := time.NewTicker(monitorEvery)
 		defer t.Stop()
@@ -331,12 +350,17 @@ func runMonth(ctx context.Context, cfg Config, scenario string, w Workload, bd *
 				}
 				return
 			}
-			samples = append(samples, monitorSample{time.Since(start), waits, lt, processCPU(bd.mysqldPID)})
-			if err := readWaiting(bg, bd, waiting); err != nil {
+			at := time.Since(start)
+			samples = append(samples, monitorSample{at, waits, lt, processCPU(bd.mysqldPID)})
+			qs, err := readWaiting(bg, bd)
+			if err != nil {
 				if bg.Err() == nil {
 					fail(err)
 				}
 				return
+			}
+			if len(qs) > 0 {
+				waiting = append(waiting, waitReading{at, qs})
 			}
 			select {
 			case <-bg.Done():
@@ -440,7 +464,19 @@ func runMonth(ctx context.Context, cfg Config, scenario string, w Workload, bd *
 		ms.CPUOutside = oCPU.Seconds() / oSec
 	}
 	ms.ClaimErrors = lr.errors + wErrs
-	ms.Waiting = waiting
+	ms.Waiting = map[string]int{}
+	for _, wr := range waiting {
+		for _, q := range wr.qs {
+			ms.Waiting[q]++
+			switch {
+			case isPurge(q):
+			case inWindow(windows, wr.at):
+				ms.OtherWaitsPurge++
+			default:
+				ms.OtherWaitsOutside++
+			}
+		}
+	}
 
 	r := &Result{
 		Scenario: scenario, Strategy: StrategyTaskd, Workload: w,
@@ -482,8 +518,8 @@ const (
 
 // writeMonth prints (k)'s figures under the table.
 func writeMonth(w io.Writer, scenario string, r Result, m *MonthStats) {
-	fmt.Fprintf(w, "%s: %d tasks pushed in %.0fs (%.0f/s; %d inserted by the refill), done tasks kept %.0fs: the retention turned over %.1f times; %.2f hours of traffic at this rate\n",
-		scenario, m.Pushed, r.ElapsedSec, r.CyclesPerSec, m.Inserted, m.RetentionSec, m.Turnovers, r.ElapsedSec/3600)
+	fmt.Fprintf(w, "%s: %d tasks pushed in %.0fs (%.0f/s; %d inserted by the refill), done tasks kept %.0fs: the retention turned over %.1f times (as many days of traffic under the default retention of 24 h, %.0f tasks a day at this rate)\n",
+		scenario, m.Pushed, r.ElapsedSec, r.CyclesPerSec, m.Inserted, m.RetentionSec, m.Turnovers, r.CyclesPerSec*86400)
 	points := []struct {
 		name string
 		fs   []TableFigure
@@ -527,7 +563,8 @@ func writeMonth(w io.Writer, scenario string, r Result, m *MonthStats) {
 		for _, q := range qs[:min(len(qs), 5)] {
 			parts = append(parts, fmt.Sprintf("%dx %q", m.Waiting[q], q))
 		}
-		fmt.Fprintf(w, "%s: transactions seen waiting for a row lock (INNODB_TRX, at the same readings): %s\n", scenario, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "%s: transactions seen waiting for a row lock (INNODB_TRX, at the same readings): %s; not the purge's: %d at readings inside a purge batch, %d outside\n",
+			scenario, strings.Join(parts, ", "), m.OtherWaitsPurge, m.OtherWaitsOutside)
 	}
 }
 
@@ -561,6 +598,13 @@ func monthTargets(rs []Result) []Target {
 			out = append(out, newTarget(label+": claim p99 during a purge batch / outside", m.DuringPurge.P99Ms/m.Outside.P99Ms, "x", monthPurgeCost, false,
 				fmt.Sprintf("%.2f ms (%d claims) / %.2f ms (%d claims)", m.DuringPurge.P99Ms, m.DuringPurge.Count, m.Outside.P99Ms, m.Outside.Count)))
 		}
+		waits := newTarget(label+": row lock waits per second, intervals with a purge batch - without (server-wide, the purge's own included)",
+			m.LockWaitsPerSecPurge-m.LockWaitsPerSecOutside, "", 0, false,
+			fmt.Sprintf("%.1f/s - %.1f/s; row lock time %.0f ms - %.0f ms", m.LockWaitsPerSecPurge, m.LockWaitsPerSecOutside, m.LockTimeMsPurge, m.LockTimeMsOutside))
+		waits.Informational = true
+		out = append(out, waits)
+		out = append(out, newTarget(label+": claim-path transactions seen waiting for a lock inside a purge batch (INNODB_TRX, every 250 ms)", float64(m.OtherWaitsPurge), "", 0, false,
+			fmt.Sprintf("a sample, not a count of every wait; %d seen outside purge batches", m.OtherWaitsOutside)))
 		out = append(out, newTarget(label+": claim errors (lock wait timeouts, deadlocks, any other)", float64(m.ClaimErrors), "", 0, false, firstError(r)))
 		if r.Workload.MinTasks > 0 {
 			out = append(out, newTarget(label+": tasks pushed", float64(m.Pushed), "", float64(r.Workload.MinTasks), true,
