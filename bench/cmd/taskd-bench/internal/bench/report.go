@@ -121,7 +121,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 	// (k) a month in an hour: workers and editors at full speed with done
 	// tasks purged after seconds (short, in all) or minutes (month-long,
 	// make bench-month: 5 million tasks or more).
-	monthD, monthKeep := 75*time.Second, 10*time.Second
+	monthD, monthKeep := 90*time.Second, 15*time.Second
 	if p.Quick {
 		monthD, monthKeep = 20*time.Second, 4*time.Second
 	}
