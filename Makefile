@@ -43,7 +43,7 @@ REDOCLY_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/taskd/redocly-cli-$(RE
 REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
 
 .DEFAULT_GOAL := help
-.PHONY: help test test-jaeger bench chaos soak lint lint-openapi build image run observe clean screenshots services-up services-down services-status
+.PHONY: help test test-jaeger bench bench-month chaos soak lint lint-openapi build image run observe clean screenshots services-up services-down services-status
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -72,6 +72,13 @@ bench: build ## Run taskd-bench -scenario all (bench/cmd/taskd-bench; compared p
 		(cd bench/redislock && $(GO) run ./cmd/compare -json ../../bin/locker-vs-redislock.json) && \
 		(cd bench/river && $(GO) run ./cmd/compare -json ../../bin/taskd-vs-river.json $(RIVERARGS)) && \
 		$(GO) test -run "^$$" -bench "$(BENCH)" -benchmem $(BENCHFLAGS) $(PKG)'
+
+bench-month: build ## Run the long form of taskd-bench's scenario (k), a month in an hour: workers and editors at full speed for 40 minutes (5 million tasks or more) with done tasks purged after 5 minutes, with the services up (JSON in bin/bench-month.json; not part of make bench or make test)
+	$(GO) build -o bin/taskd-bench ./bench/cmd/taskd-bench
+	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_SERVICES_PROFILE=redis,mariadb scripts/with-services.sh sh -c '\
+		redis_addr=$${TASKD_TEST_REDIS_URL#redis://}; \
+		TASKD_MYSQL_DSN="$$TASKD_TEST_MYSQL_DSN" TASKD_REDIS_ADDRS="$${redis_addr%%/*}" \
+			bin/taskd-bench -scenario month-long -json bin/bench-month.json $(BENCHARGS)'
 
 chaos: build ## Run the fault suite once: taskd, Redis and MariaDB killed and hung, hostile requests; then on a 3-node Galera cluster, a node killed, hung and cut off; then the first faults again with a staged, overlapped workload (own servers; JSON in bin/chaos.json, bin/chaos-galera.json, bin/chaos-workflow.json)
 	TASKD_SERVICES_PROFILE=redis,mariadb,galera scripts/services.sh install

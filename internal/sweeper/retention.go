@@ -120,8 +120,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 // attrTable names a table in the purge's metrics.
 const attrTable = attribute.Key("taskd.table")
 
-// StorageEvery is how often a sweep reads the tables' sizes and the oldest
-// finished tasks' ages, at most.
+// StorageEvery is how often a sweep reads the tables' sizes, at most:
+// information_schema is not read at every sweep. The oldest finished tasks'
+// ages, an index read each, are read at every sweep.
 const StorageEvery = time.Minute
 
 // storageStale is how old a reading may be and still be reported: a replica
@@ -130,15 +131,19 @@ const storageStale = 5 * StorageEvery
 
 // Sizer reads what the storage gauges report; *store.Store implements it.
 type Sizer interface {
-	Storage(ctx context.Context) (*tasks.Storage, error)
+	TableSizes(ctx context.Context) ([]tasks.TableSize, error)
+	OldestFinished(ctx context.Context) (map[tasks.Status]time.Duration, error)
 }
 
 var _ Sizer = (*store.Store)(nil)
 
 // Storage is one reading of the storage the finished data takes.
 type Storage struct {
-	// At is when it was read.
+	// At is when it was read: the oldest finished tasks' ages (Oldest).
 	At time.Time
+	// TablesAt is when the tables' sizes (Tables) were read, at most
+	// StorageEvery before At.
+	TablesAt time.Time
 	tasks.Storage
 }
 
@@ -152,22 +157,29 @@ func (s *Sweeper) Storage() (Storage, bool) {
 	return *r, true
 }
 
-// readStorage reads the tables' sizes and the oldest finished tasks' ages,
-// unless it did less than StorageEvery ago.
+// readStorage reads the oldest finished tasks' ages, and the tables' sizes
+// unless it read them less than StorageEvery ago.
 func (s *Sweeper) readStorage(ctx context.Context) error {
 	sz, ok := s.store.(Sizer)
 	if !ok {
 		return nil
 	}
-	if r := s.storage.Load(); r != nil && time.Since(r.At) < StorageEvery {
-		return nil
+	next := Storage{At: time.Now()}
+	if r := s.storage.Load(); r != nil && next.At.Sub(r.TablesAt) < StorageEvery {
+		next.TablesAt, next.Tables = r.TablesAt, r.Tables
+	} else {
+		tables, err := sz.TableSizes(ctx)
+		if err != nil {
+			return err
+		}
+		next.TablesAt, next.Tables = next.At, tables
 	}
-	at := time.Now()
-	st, err := sz.Storage(ctx)
+	oldest, err := sz.OldestFinished(ctx)
 	if err != nil {
 		return err
 	}
-	s.storage.Store(&Storage{At: at, Storage: *st})
+	next.Oldest = oldest
+	s.storage.Store(&next)
 	return nil
 }
 

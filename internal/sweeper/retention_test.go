@@ -179,3 +179,36 @@ func TestNewSweeperRefusesBadRetention(t *testing.T) {
 		}
 	}
 }
+
+// The oldest finished task's age is read at every sweep, the tables' sizes at
+// most every StorageEvery: a task that ended after the first sweep shows at
+// the next one, not a minute later.
+func TestSweepReadsOldestFinishedAtEverySweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	id := b.Add(t, "news", 0, 1)[0]
+	s := b.newSweeper(t, sweeper.Config{Schedule: "1m", Retention: sweeper.Retention{Done: time.Hour, Batch: 10, Pause: time.Millisecond}})
+
+	sweepOnce(t, s)
+	first, ok := s.Storage()
+	if !ok {
+		t.Fatal("no storage reading after a sweep")
+	}
+	if _, ok := first.Oldest[tasks.StatusDone]; ok {
+		t.Fatalf("oldest done task reported with none done: %v", first.Oldest)
+	}
+
+	b.DB.MustExecContext(ctx, `UPDATE tasks SET status = 'done', done_at = NOW(3) - INTERVAL 5 SECOND WHERE id = ?`, id)
+	sweepOnce(t, s)
+	second, ok := s.Storage()
+	if !ok {
+		t.Fatal("no storage reading after the second sweep")
+	}
+	if age, ok := second.Oldest[tasks.StatusDone]; !ok || age < 5*time.Second || age > time.Minute {
+		t.Errorf("oldest done task's age at the next sweep = %v (reported %v), want about 5s", age, ok)
+	}
+	if !second.TablesAt.Equal(first.TablesAt) {
+		t.Errorf("tables' sizes read again %v after the first reading, want at most every %v", second.TablesAt.Sub(first.TablesAt), sweeper.StorageEvery)
+	}
+}

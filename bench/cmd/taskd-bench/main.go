@@ -87,6 +87,15 @@ exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,
 TASKD_REDIS_ADDRS, TASKD_REDIS_USERNAME, TASKD_REDIS_PASSWORD, TASKD_REDIS_DB and
 TASKD_REDIS_CLUSTER.
 
+-scenario month (or k; part of all) is scenario (k), a month in an hour: 16
+worker slots and 50 editors push tasks through at full speed for 90s while
+the sweeper (schedule 1s, under its lock) purges done tasks older than 15s;
+it reports the tables' rows and bytes at the start, middle and end, claim p99
+in the first and last tenth and during a purge batch against outside, row
+lock waits and MariaDB CPU with and without a purge batch, and claim errors.
+-scenario month-long (make bench-month) is its long form: 40 minutes, a
+retention of 5 minutes, 5 million tasks or more.
+
 -scenario galera (or g2; part of all when a cluster is configured) is scenario
 (g2): the 50-category workload served by 3 dispatchers (as 3 replicas of taskd)
 on a MariaDB Galera cluster, all on one node, spread over the nodes, and spread

@@ -111,6 +111,13 @@ type Workload struct {
 	// (wsrep_sync_wait=0 in the DSN of the dispatchers' stores), to measure
 	// what they cost. The harness's own reads stay causal.
 	CausalOff bool `json:"causal_off,omitempty"`
+	// Retention, when set, runs scenario (k) instead of the editors' loop:
+	// Workers worker slots on cat0 and Editors editors on cat1 at full
+	// speed, the pool topped up, and the sweeper purging done tasks older
+	// than Retention (see runMonth). MinTasks is the tasks the run should
+	// push (a target line, 0 for none).
+	Retention time.Duration `json:"retention_ns,omitempty"`
+	MinTasks  int64         `json:"min_tasks,omitempty"`
 }
 
 // Placements of Workload.Galera.
@@ -166,6 +173,10 @@ func (w Workload) validate() error {
 		return errors.New("workers run in process only, without abandon or expired claims")
 	case w.LongPoll && (w.Mode != ModeHTTP || w.Workers > 0 || w.Expired > 0):
 		return errors.New("the long-poll run runs over HTTP only, without workers or expired claims")
+	case w.Retention < 0:
+		return errors.New("retention must not be negative")
+	case w.Retention > 0 && (w.Mode != ModeInproc || w.Workers < 1 || w.Categories != 2 || w.Expired > 0 || w.Abandon > 0 || w.Replicated || w.ReplicaReads || w.LongPoll || w.Dispatchers > 1 || w.Galera != ""):
+		return errors.New("the run with retention runs in process, with workers and editors on 2 categories, on one server, without expired or abandoned claims")
 	case w.Dispatchers < 0:
 		return errors.New("dispatchers must not be negative")
 	case w.Galera != "" && w.Galera != GaleraOneNode && w.Galera != GaleraSpread:
@@ -254,6 +265,8 @@ type Result struct {
 	Sweep *SweepStats `json:"sweep,omitempty"`
 	// LongPoll, with Workload.LongPoll: scenario (i)'s figures.
 	LongPoll *LongPollStats `json:"long_poll,omitempty"`
+	// Month, with Workload.Retention: scenario (k)'s figures.
+	Month *MonthStats `json:"month,omitempty"`
 }
 
 // SweepStats describes the sweep of a run with expired claims.
@@ -371,6 +384,12 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	defer plain.Close()
 	prefix := "bench:" + bd.name + ":"
 	defer cleanKeys(context.WithoutCancel(ctx), plain, prefix)
+	if w.Retention > 0 {
+		if name != StrategyTaskd {
+			return nil, fmt.Errorf("the run with retention runs the %s strategy only", StrategyTaskd)
+		}
+		return runMonth(ctx, cfg, scenario, w, bd, rdb, prefix)
+	}
 
 	var s strategy
 	var inp *inproc

@@ -20,7 +20,7 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera", "month", "month-long"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
@@ -118,6 +118,15 @@ func scenario(name string, p Preset) ([]run, bool) {
 			{"g-replica-reads", 0, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d, Replicated: true, ReplicaReads: true}, []string{StrategyTaskd}},
 		},
 	}
+	// (k) a month in an hour: workers and editors at full speed with done
+	// tasks purged after seconds (short, in all) or minutes (month-long,
+	// make bench-month: 5 million tasks or more).
+	monthD, monthKeep := 90*time.Second, 15*time.Second
+	if p.Quick {
+		monthD, monthKeep = 20*time.Second, 4*time.Second
+	}
+	presets["month"] = []run{{"k-month", 0, Workload{Workers: 16, Editors: 50, Categories: 2, Pool: 2 * refillLow, Duration: monthD, Retention: monthKeep}, []string{StrategyTaskd}}}
+	presets["month-long"] = []run{{"k-month-long", 0, Workload{Workers: 16, Editors: 50, Categories: 2, Pool: 2 * refillLow, Duration: MonthLongDuration, Retention: 5 * time.Minute, MinTasks: MonthLongTasks}, []string{StrategyTaskd}}}
 	// (g2) the (b) workload on a 3-node Galera cluster, three dispatchers
 	// on one node, spread over the nodes, spread with causal reads off, and
 	// on the single MariaDB server; the rounds interleaved.
@@ -129,7 +138,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 		if p.Galera {
 			out = append(out, presets["galera"]...)
 		}
-		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "replica"} {
+		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "month", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
 			}
@@ -144,6 +153,8 @@ func scenario(name string, p Preset) ([]run, bool) {
 		name = "one-editor"
 	case "g2":
 		name = "galera"
+	case "k":
+		name = "month"
 	}
 	rs, ok := presets[name]
 	return rs, ok
@@ -196,6 +207,7 @@ var notes = []string{
 	"g2-*: the b workload (200 editors, 50 categories) served by 3 taskd dispatchers in this process, each with a store and connection pool of its own (as 3 replicas of taskd), sharing Redis, editor i always on dispatcher i mod 3: g2-mariadb on the single MariaDB server, g2-one-node with every dispatcher on node 1 of the 3-node Galera cluster, g2-spread with dispatcher i on node i+1, g2-spread-causal-off the same with wsrep_sync_wait=0 (taskd's reads not causal). On Galera, mysql/op, commits/cyc and mysqld ms/cyc add up the 3 nodes (their Questions, Com_commit and CPU: the nodes share this machine's cores); the g2 targets judge the medians of the per-round ratios",
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
+	"k-month (a month in an hour): 16 worker slots (cat0, editors = 16w) and 50 editors (cat1) at full speed, each category topped up to 20,000 pending tasks or more, while a sweeper started as taskd starts it (schedule 1s, under its lock) purges done tasks older than the retention (15s; 5 minutes in k-month-long, make bench-month) in batches of " + fmt.Sprint(MonthBatchDefault) + "; cycles/s is tasks done per second (jobs plus editors' cycles). Table sizes are data_length + index_length after ANALYZE TABLE (allocated pages) and COUNT(*); the tasks table holds the pending pool too. Claim latency is the editors' next; a claim is during a purge when it started inside a batch, outside when it started after the first batch and outside any. Row lock waits are Innodb_row_lock_waits (server-wide: the purge's own waits count too) in 250 ms intervals that overlapped a batch or not; the waiting statements are sampled from information_schema.INNODB_TRX at the same times",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 40 KiB per editor (491 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
@@ -349,6 +361,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %d editors long-polled, %d tasks inserted in %d batches over %.2fs; %d answered (%d answers 204 first), insert to answer p50 %.0fms p99 %.0fms max %.0fms; RLIMIT_NOFILE %d\n",
 				r.Scenario, lp.Editors, lp.Tasks, lp.Batches, lp.InsertSec, lp.Answered, lp.NoContent,
 				lp.InsertToAnswer.P50Ms, lp.InsertToAnswer.P99Ms, lp.InsertToAnswer.MaxMs, lp.FDLimit)
+		}
+		if m := r.Month; m != nil {
+			writeMonth(w, r.Scenario, r, m)
 		}
 		if r.Sweep != nil {
 			fmt.Fprintf(w, "%s: swept %d expired claims in %.2fs; taskd next during the sweep p50 %.2fms p99 %.2fms (%d claims)\n",

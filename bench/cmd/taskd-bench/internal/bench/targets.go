@@ -222,7 +222,7 @@ func targets(rs []Result) []Target {
 			newTarget("(i) long polls over HTTP: errors", float64(i.Errors), "", 0, false, firstError(i)),
 		)
 	}
-	return out
+	return append(out, monthTargets(rs)...)
 }
 
 // firstError describes r's first error, if any.
