@@ -89,7 +89,7 @@ TASKD_REDIS_CLUSTER.
 
 -scenario month (or k; part of all) is scenario (k), a month in an hour: 16
 worker slots and 50 editors push tasks through at full speed for 90s while
-the sweeper (schedule 1s, under its lock) purges done tasks older than 15s;
+the sweeper (schedule 10s, under its lock) purges done tasks older than 15s;
 it reports the tables' rows and bytes at the start, middle and end, claim p99
 in the first and last tenth and during a purge batch against outside, row
 lock waits and MariaDB CPU with and without a purge batch, and claim errors.
