@@ -20,7 +20,7 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera", "month", "month-long"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera", "month", "month-long", "storage"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
