@@ -123,8 +123,9 @@ func checkPurge(olderThan time.Duration, limit int) error {
 // status (done, cancelled or dead) that ended more than olderThan ago by the
 // database clock, with their results, events and skips. A task of a group is
 // purged only once every task of its group has ended that long ago; a task with
-// a result the feed has not numbered yet waits for the next batch (the batch
-// then numbers up to limit results, as a feed reader would). It raises the
+// a result the feed has not numbered yet is left until the call has numbered
+// up to limit results, as a feed reader would, and run its transaction once
+// more (what is still left waits for the next call). It raises the
 // feed's highest purged seq to that of the results it deletes. It never reads or
 // locks a pending or assigned task. A transaction InnoDB (or Galera's
 // certification) rolled back is run again; ErrBusy when it kept losing.
@@ -137,7 +138,36 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 	default:
 		return Purged{}, fmt.Errorf("purge %s tasks: %w: only done, cancelled and dead tasks are purged", status, tasks.ErrInvalid)
 	}
-	us := olderThan.Microseconds()
+	var out Purged
+	// A batch that left tasks for results not numbered yet numbers them, as a
+	// feed reader would (without a reader nothing else does), and runs once
+	// more at once: without that, every other batch of a deployment with no
+	// feed reader would purge nothing.
+	for pass := 0; pass < 2; pass++ {
+		got, waiting, err := s.purgeTasksBatch(ctx, status, olderThan.Microseconds(), limit)
+		for table, n := range got.Rows {
+			if out.Rows == nil {
+				out.Rows = map[string]int64{}
+			}
+			out.Rows[table] += n
+		}
+		out.Selected = max(out.Selected, got.Selected)
+		if err != nil {
+			return out, fmt.Errorf("purge %s tasks: %w", status, err)
+		}
+		if !waiting {
+			break
+		}
+		if err := s.numberResults(ctx, limit); err != nil {
+			return out, fmt.Errorf("purge %s tasks: number results: %w", status, err)
+		}
+	}
+	return out, nil
+}
+
+// purgeTasksBatch is one transaction of PurgeTasks. It reports whether it
+// left tasks for results not numbered yet.
+func (s *Store) purgeTasksBatch(ctx context.Context, status tasks.Status, us int64, limit int) (Purged, bool, error) {
 	var out Purged
 	waiting := false // tasks left for a result not numbered yet
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -278,16 +308,9 @@ func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan t
 		return nil
 	})
 	if err != nil {
-		return Purged{}, fmt.Errorf("purge %s tasks: %w", status, err)
+		return Purged{}, false, err
 	}
-	if waiting {
-		// Number them as a feed reader would, so that the next batch can
-		// purge them: without a reader, nothing else numbers results.
-		if err := s.numberResults(ctx, limit); err != nil {
-			return out, fmt.Errorf("purge %s tasks: number results: %w", status, err)
-		}
-	}
-	return out, nil
+	return out, waiting, nil
 }
 
 func deleteIf(ids []int64, drop func(int64) bool) []int64 {

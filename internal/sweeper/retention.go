@@ -60,18 +60,25 @@ type Purger interface {
 
 var _ Purger = (*store.Store)(nil)
 
+// purgeShare is the part of the shortest gap between two sweeps, counted from
+// the sweep's start, in which the purge may still be running.
+const purgeShare = 0.9
+
 // purge deletes finished data past its retention, batch after batch with a
 // Pause between, while batches come back full and the sweep has time left:
-// at most half the shortest gap between sweeps, so that the next sweep is
-// not skipped. What is left is purged by the next sweeps. It adds the rows
-// purged to res.Purged.
-func (s *Sweeper) purge(ctx context.Context, res *Result) error {
+// a batch starts only when, taking as long as the longest one before it, it
+// ends within purgeShare of the shortest gap between sweeps from the sweep's
+// start (the first batch always runs), so that the next sweep is not skipped
+// and the recycling of expired claims keeps its schedule. What is left is
+// purged by the next sweeps. It adds the rows purged to res.Purged.
+func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) error {
 	p, ok := s.store.(Purger)
 	r := s.cfg.Retention
 	if !ok || r.Done+r.Cancelled+r.Dead+r.Webhooks == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(s.sched.MinGap() / 2)
+	deadline := sweepStart.Add(time.Duration(float64(s.sched.MinGap()) * purgeShare))
+	var longest time.Duration // the longest batch so far, with its pause
 	kinds := []struct {
 		keep time.Duration
 		run  func() (store.Purged, error)
@@ -86,6 +93,7 @@ func (s *Sweeper) purge(ctx context.Context, res *Result) error {
 			continue
 		}
 		for {
+			began := time.Now()
 			got, err := k.run()
 			for table, n := range got.Rows {
 				res.Purged += n
@@ -94,7 +102,8 @@ func (s *Sweeper) purge(ctx context.Context, res *Result) error {
 			if err != nil {
 				return fmt.Errorf("purge: %w", err)
 			}
-			if got.Selected < r.Batch || !time.Now().Before(deadline) {
+			longest = max(longest, time.Since(began)+r.Pause)
+			if got.Selected < r.Batch || !time.Now().Add(longest).Before(deadline) {
 				break
 			}
 			if err := sleep(ctx, r.Pause); err != nil {

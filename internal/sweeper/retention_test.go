@@ -2,6 +2,7 @@ package sweeper_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +211,55 @@ func TestSweepReadsOldestFinishedAtEverySweep(t *testing.T) {
 	}
 	if !second.TablesAt.Equal(first.TablesAt) {
 		t.Errorf("tables' sizes read again %v after the first reading, want at most every %v", second.TablesAt.Sub(first.TablesAt), sweeper.StorageEvery)
+	}
+}
+
+// slowPurger answers every PurgeTasks with a full batch after a pause, as a
+// backlog would, and counts the calls.
+type slowPurger struct {
+	*store.Store
+	took    time.Duration
+	batches atomic.Int64
+}
+
+func (p *slowPurger) PurgeTasks(ctx context.Context, _ tasks.Status, _ time.Duration, limit int) (store.Purged, error) {
+	p.batches.Add(1)
+	if err := sleepCtx(ctx, p.took); err != nil {
+		return store.Purged{}, err
+	}
+	return store.Purged{Rows: map[string]int64{"tasks": int64(limit)}, Selected: limit}, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// With a backlog, a sweep purges until the next sweep is nearly due, not for
+// half the gap: on a 4s schedule with batches of 100ms it purges past 3s,
+// and ends before the next sweep is due, so that no sweep is skipped.
+func TestSweepPurgesUntilTheNextSweepIsNearlyDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := &slowPurger{Store: b.Store, took: 100 * time.Millisecond}
+	s, err := sweeper.New(b.D, sweeper.Config{Store: p, Locks: b.Locks, Schedule: "4s",
+		Retention: sweeper.Retention{Done: time.Hour, Batch: 10, Pause: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res := sweepOnce(t, s)
+	took := time.Since(start)
+	if took < 3*time.Second || took >= 4*time.Second {
+		t.Errorf("sweep took %v (%d batches), want from 3s (past half the 4s gap) to under 4s (before the next sweep)", took, p.batches.Load())
+	}
+	if n := p.batches.Load(); res.Purged != 10*n {
+		t.Errorf("purged %d rows in %d batches of 10", res.Purged, n)
 	}
 }

@@ -404,7 +404,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		res.KeysFreed, err = s.store.FreeKeys(tr.ctx, s.cfg.Batch)
 	}
 	if err == nil {
-		err = s.purge(tr.ctx, &res)
+		err = s.purge(tr.ctx, start, &res)
 	}
 	if err == nil {
 		if serr := s.readStorage(tr.ctx); serr != nil && tr.ctx.Err() == nil {

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,12 +90,18 @@ TASKD_REDIS_CLUSTER.
 
 -scenario month (or k; part of all) is scenario (k), a month in an hour: 16
 worker slots and 50 editors push tasks through at full speed for 90s while
-the sweeper (schedule 1s, under its lock) purges done tasks older than 15s;
+the sweeper (schedule 10s, under its lock) purges done tasks older than 15s;
 it reports the tables' rows and bytes at the start, middle and end, claim p99
 in the first and last tenth and during a purge batch against outside, row
 lock waits and MariaDB CPU with and without a purge batch, and claim errors.
 -scenario month-long (make bench-month) is its long form: 40 minutes, a
 retention of 5 minutes, 5 million tasks or more.
+
+-scenario storage (not part of all) measures what a done task keeps on disk
+until retention purges it: 20,000 tasks each with a payload and a result of
+a few bytes, 1 KiB and 10 KiB, run by background workers in a database of
+their own, and the growth of tasks, task_events and task_results
+(data_length + index_length after ANALYZE TABLE) per task.
 
 -scenario galera (or g2; part of all when a cluster is configured) is scenario
 (g2): the 50-category workload served by 3 dispatchers (as 3 replicas of taskd)
@@ -244,6 +251,25 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 	}
 	if *rounds < 1 {
 		return usagef("-rounds must be at least 1")
+	}
+	if *scenario == "storage" {
+		n := bench.StorageTasks
+		if *quick {
+			n /= 10
+		}
+		figs, err := bench.MeasureStorage(ctx, bcfg, bench.StorageSizes, n)
+		bench.WriteStorage(stdout, figs)
+		if *jsonFile != "" && len(figs) > 0 {
+			b, jerr := json.MarshalIndent(map[string]any{"storage": figs}, "", "  ")
+			if jerr == nil {
+				jerr = os.WriteFile(*jsonFile, append(b, '\n'), 0o644)
+			}
+			if jerr != nil {
+				return fmt.Errorf("write results: %w", jerr)
+			}
+			fmt.Fprintf(stdout, "results written to %s\n", *jsonFile)
+		}
+		return err
 	}
 	preset := bench.Preset{Rounds: *rounds, Quick: *quick, Replica: bcfg.ReplicaDSN != "", Galera: galeraDSN != ""}
 	rep, runErr := bench.RunScenario(ctx, bcfg, *scenario, preset, w, names)

@@ -26,9 +26,9 @@ import (
 // measures whether the tables plateau and whether the claims stay as fast at
 // the end as at the start, and while a purge batch runs.
 
-// monthSchedule is how often the scenario's sweeper sweeps (and purges, for
-// at most half of it).
-const monthSchedule = "1s"
+// monthSchedule is how often the scenario's sweeper sweeps, and purges until
+// the next sweep is nearly due: sweep.interval's default.
+const monthSchedule = "10s"
 
 // MonthBatchDefault is the purge batch of scenario (k): larger than the
 // sweeper's default, so that one sweeping process keeps up with the
