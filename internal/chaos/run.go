@@ -683,12 +683,20 @@ func jsonUnmarshal(b []byte, v any) error {
 	return nil
 }
 
-// logTails returns the last lines of every taskd log, for a failed run.
+// logTails returns, for a failed run, every error line of each taskd log
+// (a 500's cause is there, however early it came) and the log's last lines.
 func (h *harness) logTails() string {
 	var out string
 	for _, r := range h.replicas {
-		b, _ := os.ReadFile(filepath.Join(r.dir, "taskd.log"))
-		out += fmt.Sprintf("--- %s (%s)\n%s\n", r.name, filepath.Join(r.dir, "taskd.log"), tail(b, 4000))
+		path := filepath.Join(r.dir, "taskd.log")
+		b, _ := os.ReadFile(path)
+		var errs []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) {
+				errs = append(errs, line)
+			}
+		}
+		out += fmt.Sprintf("--- %s (%s)\n%d error lines:\n%s\nlast lines:\n%s\n", r.name, path, len(errs), strings.Join(errs, "\n"), tail(b, 4000))
 	}
 	return out
 }
