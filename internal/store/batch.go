@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -43,9 +45,21 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 	}
 	defer conn.Close()
 	query, commitApart := s.galeraBatch(query)
-	err = runBatch(ctx, conn, query, args, scan)
+	err = runBatch(ctx, conn, query, args, scan, commitApart)
 	if err == nil && commitApart {
 		_, err = conn.ExecContext(ctx, "COMMIT")
+	}
+	if errors.Is(err, errShortAnswer) {
+		if commitApart {
+			// The COMMIT was not sent: the transaction is rolled back below,
+			// and run again as a deadlock victim's.
+			err = fmt.Errorf("%w (%w)", errAborted, err)
+		} else {
+			// The COMMIT was in the batch, and its answer did not come: the
+			// outcome is unknown, and the connection is not to be trusted.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -70,7 +84,15 @@ func (s *Store) batchOnce(ctx context.Context, query string, args []any, scan fu
 // connection is discarded, which rolls the transaction back on the server too.
 const rollbackTimeout = 2 * time.Second
 
-func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, scan func(*sqlx.Rows) error) error {
+// errShortAnswer is the error of a batch whose answer ended, with no error,
+// before every result the batch's statements owe: a statement after the last
+// result did not run, or its result was lost.
+var errShortAnswer = errors.New("the batch's answer is missing results")
+
+// runBatch sends query and scans its answer. With inTxChecked (a batch of
+// galeraBatch), the answer must end with inTxCheck's row, and one that says the
+// transaction is not open any more is errAborted.
+func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, scan func(*sqlx.Rows) error, inTxChecked bool) error {
 	rows, err := conn.QueryxContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -79,7 +101,7 @@ func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, sc
 	if err := scan(rows); err != nil {
 		return err
 	}
-	aborted := false
+	aborted, checked := false, false
 	for rows.NextResultSet() {
 		if cols, err := rows.Columns(); err == nil && len(cols) == 1 && cols[0] == "taskd_in_tx" {
 			for rows.Next() {
@@ -87,7 +109,7 @@ func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, sc
 				if err := rows.Scan(&in); err != nil {
 					return err
 				}
-				aborted = aborted || !in
+				aborted, checked = aborted || !in, true
 			}
 		}
 	}
@@ -97,8 +119,12 @@ func runBatch(ctx context.Context, conn *sqlx.Conn, query string, args []any, sc
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	if aborted {
+	switch {
+	case aborted:
 		return errAborted
+	case inTxChecked && !checked:
+		// Never COMMIT a batch whose last statements may not have run.
+		return fmt.Errorf("%w: no transaction check", errShortAnswer)
 	}
 	return nil
 }

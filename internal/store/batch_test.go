@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"database/sql/driver"
 	"errors"
 	"testing"
 	"time"
@@ -96,5 +97,40 @@ func TestClaimRefusesTaskTheEditorSkipped(t *testing.T) {
 	b.unchanged(t, id, before)
 	if got := b.claim(t, id, bob.Holder(), bob.ID, time.Minute); got.Fence != c.Fence+1 {
 		t.Errorf("bob's claim fence = %d, want %d", got.Fence, c.Fence+1)
+	}
+}
+
+// A batch whose answer ends before the results its caller reads is never taken
+// for a success, nor for an internal error: on Galera, where its COMMIT goes
+// apart, it is rolled back and run again as a deadlock victim (ErrBusy when it
+// keeps coming back short), and nothing of it is committed; elsewhere, where
+// the COMMIT was in the batch, its outcome is unknown and the connection is
+// dropped (driver.ErrBadConn, an unavailable store).
+func TestBatchShortAnswer(t *testing.T) {
+	t.Parallel()
+	const query = "START TRANSACTION;\nINSERT INTO tasks (category, title, payload) VALUES ('short', 't', '{}');\nSELECT 1 AS one;\nCOMMIT"
+	b := setup(t, store.Config{})
+	if err := store.RunBatch(b.ctx, b.store, query, nil, 2); !errors.Is(err, driver.ErrBadConn) {
+		t.Errorf("short answer: %v, want driver.ErrBadConn", err)
+	}
+	if got := b.count(t, `SELECT COUNT(*) FROM tasks WHERE category = 'short'`); got != 1 {
+		t.Errorf("tasks written by the batch whose COMMIT ran = %d, want 1", got)
+	}
+
+	g := setup(t, store.Config{})
+	store.ActAsGalera(g.store)
+	err := store.RunBatch(g.ctx, g.store, query, nil, 3)
+	if !errors.Is(err, tasks.ErrBusy) {
+		t.Errorf("short answer on Galera: %v, want ErrBusy after retries", err)
+	}
+	if got := g.count(t, `SELECT COUNT(*) FROM tasks WHERE category = 'short'`); got != 0 {
+		t.Errorf("tasks committed by a batch whose answer was short = %d, want 0", got)
+	}
+	// One result for the one SELECT; the transaction check follows it.
+	if err := store.RunBatch(g.ctx, g.store, query, nil, 1); err != nil {
+		t.Errorf("a whole answer on Galera: %v", err)
+	}
+	if got := g.count(t, `SELECT COUNT(*) FROM tasks WHERE category = 'short'`); got != 1 {
+		t.Errorf("tasks committed by a whole batch on Galera = %d, want 1", got)
 	}
 }

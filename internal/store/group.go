@@ -256,7 +256,7 @@ func scanEach(scans []func(*sqlx.Rows) error) func(*sqlx.Rows) error {
 				if err := rows.Err(); err != nil {
 					return err
 				}
-				return fmt.Errorf("result set %d of %d is missing from the answer", i+1, len(scans))
+				return fmt.Errorf("%w: result set %d of %d", errShortAnswer, i+1, len(scans))
 			}
 			// A Rows of its own: sqlx maps a result's columns to fields once.
 			if err := scan(&sqlx.Rows{Rows: rows.Rows, Mapper: rows.Mapper}); err != nil {

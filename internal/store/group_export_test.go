@@ -1,6 +1,10 @@
 package store
 
 import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -55,3 +59,20 @@ func CycleSQL(s *Store, submits []*tasks.SubmitParams, claims []*tasks.ClaimPara
 	q, args, _ := s.groupSQL(ms)
 	return q, args
 }
+
+// RunBatch runs query as a batch of s whose answer must hold scans result
+// sets, each read to its end.
+func RunBatch(ctx context.Context, s *Store, query string, args []any, scans int) error {
+	fs := make([]func(*sqlx.Rows) error, scans)
+	for i := range fs {
+		fs[i] = func(rows *sqlx.Rows) error {
+			for rows.Next() {
+			}
+			return rows.Err()
+		}
+	}
+	return s.batch(ctx, query, args, scanEach(fs))
+}
+
+// ActAsGalera makes s write as it does on a Galera node.
+func ActAsGalera(s *Store) { s.galera.Store(galeraOn) }

@@ -311,7 +311,7 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			return errors.New("the batch's instant is missing from the answer")
+			return fmt.Errorf("%w: the batch's instant", errShortAnswer)
 		}
 		if !rows.Next() {
 			return errors.New("the batch's instant is missing from the answer")
