@@ -92,9 +92,16 @@ var archiveDDL = []string{
   n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   id BIGINT NOT NULL, task_id BIGINT NOT NULL, kind VARCHAR(32) NOT NULL, fence BIGINT NOT NULL,
   editor_id BIGINT NULL, ` + "`at`" + ` DATETIME(3) NOT NULL, purged_at DATETIME(3) NOT NULL) ENGINE=InnoDB`,
-	`CREATE TRIGGER chaos_archive_tasks AFTER DELETE ON tasks FOR EACH ROW
+	// chaos_purge_pace's delay (seconds) slows each task the purge deletes, so
+	// that purgeFault catches a batch in flight; 0 outside that fault.
+	`CREATE TABLE IF NOT EXISTS chaos_purge_pace (id TINYINT NOT NULL PRIMARY KEY, delay DOUBLE NOT NULL) ENGINE=InnoDB`,
+	`INSERT IGNORE INTO chaos_purge_pace VALUES (1, 0)`,
+	`CREATE TRIGGER chaos_archive_tasks AFTER DELETE ON tasks FOR EACH ROW BEGIN
   INSERT INTO chaos_purged_tasks (id, fence, status, category, stage, stage_count, stages, group_id, done_at, purged_at)
-  VALUES (OLD.id, OLD.fence, OLD.status, OLD.category, OLD.stage, OLD.stage_count, OLD.stages, OLD.group_id, OLD.done_at, NOW(3))`,
+  VALUES (OLD.id, OLD.fence, OLD.status, OLD.category, OLD.stage, OLD.stage_count, OLD.stages, OLD.group_id, OLD.done_at, NOW(3));
+  SET @chaos_pace = (SELECT delay FROM chaos_purge_pace WHERE id = 1);
+  IF @chaos_pace > 0 THEN SET @chaos_slept = SLEEP(@chaos_pace); END IF;
+END`,
 	`CREATE TRIGGER chaos_archive_results AFTER DELETE ON task_results FOR EACH ROW
   INSERT INTO chaos_purged_results (task_id, fence, editor_id, stage, decision, submitted_at, seq, purged_at)
   VALUES (OLD.task_id, OLD.fence, OLD.editor_id, OLD.stage, OLD.decision, OLD.submitted_at, OLD.seq, NOW(3))`,
@@ -328,13 +335,20 @@ func (h *harness) readOrphans(ctx context.Context) {
 }
 
 // purgeFault kills -9 the replica that is purging: the one caught running a
-// purge statement (information_schema.INNODB_TRX, mapped by its connection's
+// purge statement (information_schema.PROCESSLIST, mapped by its connection's
 // port to the process), or else the one whose log shows the latest sweep
 // that purged. It waits up to 20 s for a backlog (tasks past retention) and
 // a caught statement; then restarts the replica.
 func (h *harness) purgeFault(ctx context.Context, p *phase) error {
 	var victim *replica
 	mid := false
+	// Each task a batch deletes now takes purgeSlowRow, so that a batch is in
+	// flight long enough to be caught; the pace is back to normal once the
+	// victim is chosen.
+	if err := h.purgePace(ctx, purgeSlowRow); err != nil {
+		return err
+	}
+	defer func() { _ = h.purgePace(context.WithoutCancel(ctx), 0) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for victim == nil && time.Now().Before(deadline) && ctx.Err() == nil {
 		if r := h.purgingReplica(ctx); r != nil {
@@ -347,6 +361,9 @@ func (h *harness) purgeFault(ctx context.Context, p *phase) error {
 		victim = h.lastPurger()
 	}
 	if err := victim.Kill(); err != nil {
+		return err
+	}
+	if err := h.purgePace(ctx, 0); err != nil {
 		return err
 	}
 	h.purge.mu.Lock()
@@ -369,17 +386,32 @@ func (h *harness) purgeFault(ctx context.Context, p *phase) error {
 	return err
 }
 
-// purgingReplica returns the replica with a transaction running a purge
-// statement now, or nil.
+// purgeSlowRow is how long each task a purge batch deletes takes during
+// purgeFault: a batch of purgeBatch tasks then runs for about a second.
+const purgeSlowRow = 50 * time.Millisecond
+
+// purgePace sets how long each task the purge deletes takes, beyond its own
+// time (the archive trigger sleeps it).
+func (h *harness) purgePace(ctx context.Context, d time.Duration) error {
+	if _, err := h.sql.ExecContext(ctx, `UPDATE chaos_purge_pace SET delay = ? WHERE id = 1`, d.Seconds()); err != nil {
+		return fmt.Errorf("purge pace: %w", err)
+	}
+	return nil
+}
+
+// purgingReplica returns the replica with a connection running a purge
+// statement now (information_schema.PROCESSLIST), or nil. Inside the archive
+// trigger, PROCESSLIST shows the trigger's statement: its sleep is the
+// purge's DELETE of tasks, in the batch's transaction.
 func (h *harness) purgingReplica(ctx context.Context) *replica {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var host string
-	err := h.sql.QueryRowContext(qctx, `SELECT p.HOST FROM information_schema.INNODB_TRX t
-JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-WHERE t.trx_query LIKE 'DELETE FROM task%' OR t.trx_query LIKE 'SELECT id FROM tasks FORCE INDEX (PRIMARY)%'
-  OR t.trx_query LIKE 'SELECT DISTINCT group_id FROM tasks%' OR t.trx_query LIKE 'SELECT task_id, seq FROM task_results FORCE INDEX (PRIMARY)%'
-  OR t.trx_query LIKE 'INSERT INTO task_results_feed (id, last_seq) VALUES (2%' LIMIT 1`).Scan(&host)
+	err := h.sql.QueryRowContext(qctx, `SELECT HOST FROM information_schema.PROCESSLIST
+WHERE INFO LIKE 'DELETE FROM task%' OR INFO LIKE 'SELECT id FROM tasks FORCE INDEX (PRIMARY)%'
+  OR INFO LIKE 'SELECT DISTINCT group_id FROM tasks%' OR INFO LIKE 'SELECT task_id, seq FROM task_results FORCE INDEX (PRIMARY)%'
+  OR INFO LIKE 'INSERT INTO task_results_feed (id, last_seq) VALUES (2%'
+  OR INFO LIKE 'SET @chaos_slept = SLEEP(%' LIMIT 1`).Scan(&host)
 	if err != nil {
 		return nil
 	}
