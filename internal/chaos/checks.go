@@ -696,7 +696,7 @@ func (h *harness) check(ctx context.Context) error {
 		}
 	}
 	h.checks = append(h.checks, CheckResult{Name: "hostile requests refused with 4xx, nothing changed", Checked: h.hostile.Requests, Violations: int(hv)})
-	return nil
+	return h.checkPurge(ctx, addFound)
 }
 
 // facts are the tables the checks read.
@@ -711,7 +711,7 @@ type facts struct {
 // stage limits.
 func (h *harness) readFacts(ctx context.Context) (*facts, error) {
 	f := &facts{tasks: make(map[int64]taskRow), capacity: make(map[int64]int), limits: make(map[editorCategory][]string)}
-	err := h.query(ctx, "read tasks", "SELECT id, fence, status, category, stage, stage_count, COALESCE(stages, ''), COALESCE(group_id, 0) FROM tasks",
+	err := h.query(ctx, "read tasks", allTasksSQL,
 		func(scan func(...any) error) error {
 			var id int64
 			var t taskRow
@@ -728,7 +728,7 @@ func (h *harness) readFacts(ctx context.Context) (*facts, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = h.query(ctx, "read results", "SELECT task_id, fence, COALESCE(editor_id, 0), stage, COALESCE(decision, ''), submitted_at FROM task_results ORDER BY task_id, fence",
+	err = h.query(ctx, "read results", allResultsSQL,
 		func(scan func(...any) error) error {
 			var r resultRow
 			if err := scan(&r.Task, &r.Fence, &r.editor, &r.stage, &r.decision, &r.at); err != nil {
@@ -792,7 +792,7 @@ func (h *harness) readEvents(ctx context.Context) ([]event, error) {
 		// Ids are per node; within a millisecond, ends before claims.
 		order = "`at`, kind = 'claimed', id"
 	}
-	rows, err := h.sql.QueryContext(ctx, "SELECT id, task_id, kind, fence, COALESCE(editor_id, 0), `at` FROM task_events ORDER BY "+order)
+	rows, err := h.sql.QueryContext(ctx, allEventsSQL+order)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}

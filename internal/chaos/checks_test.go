@@ -332,3 +332,27 @@ func TestApplyBeats(t *testing.T) {
 		t.Errorf("the other claim moved: %+v", o)
 	}
 }
+
+func TestCheckFeed(t *testing.T) {
+	t.Parallel()
+	seqs := []int64{1, 2, 3, 4, 5, 6, 7}
+	purged := map[int64]bool{1: true, 2: true, 3: true, 4: true}
+	// Read 1, 2; fell behind; 410 naming 4; read on from 4.
+	good := []feedStep{{after: 0, cursors: []int64{1, 2}}, {after: 2, expired: 4}, {after: 4, cursors: []int64{5, 6, 7}}}
+	var c PurgeCounts
+	n, fs := checkFeed(good, seqs, purged, &c)
+	if n != 5 || c.FeedExpired != 1 || c.FeedSkipped != 2 {
+		t.Errorf("read %d, 410s %d, skipped %d; want 5, 1, 2", n, c.FeedExpired, c.FeedSkipped)
+	}
+	wantFindings(t, "a 410 past a purged cursor", fs, 0, "")
+
+	// From 2 to 5 without a 410: 3 and 4 were there.
+	gap := []feedStep{{after: 0, cursors: []int64{1, 2}}, {after: 2, cursors: []int64{5, 6, 7}}}
+	_, fs = checkFeed(gap, seqs, purged, &PurgeCounts{})
+	wantFindings(t, "a silent gap", fs, 1, "results feed", "silent gap: cursor 5 followed 2")
+
+	// A cursor going back, and a 410 naming a result not purged.
+	back := []feedStep{{after: 0, cursors: []int64{1, 2, 2}}, {after: 2, expired: 6}}
+	_, fs = checkFeed(back, seqs, purged, &PurgeCounts{})
+	wantFindings(t, "a cursor back, a 410 past a live result", fs, 2, "results feed", "")
+}

@@ -6,6 +6,9 @@
 //
 //   - every replica killed (kill -9) and restarted;
 //   - one of two replicas killed while the other serves and sweeps;
+//   - the replica running a purge batch killed in it (see purge.go: the
+//     replicas run with a retention of seconds, so purging goes on under
+//     every fault);
 //   - Redis killed and restarted empty;
 //   - MariaDB killed (kill -9) and restarted on its data;
 //   - a replica frozen (SIGSTOP) past the lease with writes about its claims
@@ -70,6 +73,10 @@
 //   - a task sent back first claimed by the editor of the latest result at
 //     the stage it went back to, or after its category's send_back_hold
 //     (workflow pass);
+//   - no pending or assigned task purged, none before its retention; no
+//     result, event or skip without its task; the results feed's cursors
+//     increasing with no silent gap (a 410 cursor_expired where results
+//     were purged); a late write's 404 only about a purged task (purge.go);
 //   - every claim an editor got its own in the audit trail; every expired
 //     claim back in the pool within sweep.interval plus a slack of its
 //     lease end (or of the end of a fault that covered it), on the database

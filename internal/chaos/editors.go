@@ -206,6 +206,13 @@ func (h *harness) submit(ctx context.Context, e *editor, a *assignment) *assignm
 			// editor's own is 409, never 403.
 			p.stale.Add(1)
 			return nil
+		case resp.status == http.StatusNotFound && resp.code() == "not_found":
+			// An earlier, unanswered try committed it, or another editor
+			// finished the task after the lease passed, and retention
+			// purged it since: the checks hold the 404 to a purged task.
+			p.stale.Add(1)
+			h.noteGone(fmt.Sprintf("submit of task %d fence %d (editor %d)", a.Task.ID, a.Fence, e.id), a.Task.ID)
+			return nil
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
 			backoff(ctx)
 		default:
@@ -231,6 +238,10 @@ func (h *harness) release(ctx context.Context, e *editor, a *assignment, skip bo
 			return nil
 		case resp.status == http.StatusConflict && resp.code() == "stale_fence":
 			p.stale.Add(1)
+			return nil
+		case resp.status == http.StatusNotFound && resp.code() == "not_found":
+			p.stale.Add(1)
+			h.noteGone(fmt.Sprintf("release of task %d fence %d (editor %d)", a.Task.ID, a.Fence, e.id), a.Task.ID)
 			return nil
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
 			backoff(ctx)
@@ -266,6 +277,10 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 		case resp.status == http.StatusConflict:
 			// stale_fence, or hold_limit
 			p.stale.Add(1)
+			return false
+		case resp.status == http.StatusNotFound && resp.code() == "not_found":
+			p.stale.Add(1)
+			h.noteGone(fmt.Sprintf("heartbeat of task %d fence %d (editor %d)", a.Task.ID, a.Fence, e.id), a.Task.ID)
 			return false
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
 			// A 503 may come after the store wrote (a timeout): either may

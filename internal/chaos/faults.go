@@ -46,6 +46,11 @@ func (h *harness) faults() []fault {
 			h.router.setOut(b.Base(), false)
 			return err
 		}},
+		{"purging replica kill -9", func(ctx context.Context, p *phase) error {
+			// The replica running a purge batch dies in it: the batch's
+			// transaction rolls back whole, and the other replica purges on.
+			return h.purgeFault(ctx, p)
+		}},
 		{"redis restart empty", func(ctx context.Context, p *phase) error {
 			if err := h.redis.Kill(); err != nil {
 				return err
@@ -114,6 +119,7 @@ func (h *harness) runFault(ctx context.Context, f fault) error {
 type probeResult struct {
 	editor *editor
 	what   string
+	task   int64
 	resp   response
 }
 
@@ -177,7 +183,7 @@ func (h *harness) pauseReplica(ctx context.Context, p *phase, a, b *replica) err
 		path := "/v1/assignments/" + strconv.FormatInt(c.Task.ID, 10) + "/" + op
 		go func() {
 			resp := call(ctx, e.client, b.Base(), "POST", path, e.token, body, 5*time.Minute)
-			results <- probeResult{editor: e, what: fmt.Sprintf("late %s of task %d fence %d", op, c.Task.ID, c.Fence), resp: resp}
+			results <- probeResult{editor: e, what: fmt.Sprintf("late %s of task %d fence %d", op, c.Task.ID, c.Fence), task: c.Task.ID, resp: resp}
 		}()
 	}
 
@@ -228,6 +234,11 @@ func (h *harness) pauseReplica(ctx context.Context, p *phase, a, b *replica) err
 		case r.resp.status == http.StatusConflict && r.resp.code() == "stale_fence":
 			// The editor's own claim, lost: 409 stale_fence, never 403.
 			p.stale.Add(1)
+		case r.resp.status == http.StatusNotFound && r.resp.code() == "not_found":
+			// Its task was finished by another and purged since: the
+			// documented answer; the checks hold it to a purged task.
+			p.stale.Add(1)
+			h.noteGone(r.what, r.task)
 		case r.resp.status == 0:
 			h.rec.violate(p, "stale writes refused", "%s: no answer after the resume: %v", r.what, r.resp.err)
 		default:

@@ -173,7 +173,7 @@ func (h *harness) hostileBurst(ctx context.Context) error {
 	defer r.Kill()
 	p := h.rec.phase()
 	// Tasks from here on are the burst's: the drain check leaves them out.
-	if err := h.sql.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM tasks").Scan(&h.drainedMaxID); err != nil {
+	if err := h.sql.QueryRowContext(ctx, "SELECT GREATEST((SELECT COALESCE(MAX(id), 0) FROM tasks), (SELECT COALESCE(MAX(id), 0) FROM chaos_purged_tasks))").Scan(&h.drainedMaxID); err != nil {
 		return err
 	}
 	e, err := h.createEditor(ctx, fmt.Sprintf("hostile-%d", h.serial.Add(1)), "hostile")

@@ -56,14 +56,17 @@ type Report struct {
 	// workflow pass's (Config.Workflow).
 	Workload string `json:"workload"`
 	// Workflow counts what the workflow pass did.
-	Workflow   *WorkflowCounts `json:"workflow,omitempty"`
-	Seconds    float64         `json:"seconds"`
-	Config     ReportConfig    `json:"config"`
-	Phases     []PhaseReport   `json:"phases"`
-	Totals     PhaseReport     `json:"totals"`
-	Checks     []CheckResult   `json:"checks"`
-	Hostile    hostileResult   `json:"hostile"`
-	Violations []Violation     `json:"violations"`
+	Workflow *WorkflowCounts `json:"workflow,omitempty"`
+	Seconds  float64         `json:"seconds"`
+	Config   ReportConfig    `json:"config"`
+	Phases   []PhaseReport   `json:"phases"`
+	Totals   PhaseReport     `json:"totals"`
+	Checks   []CheckResult   `json:"checks"`
+	Hostile  hostileResult   `json:"hostile"`
+	// Purge is what retention purged under the faults, and what the feed
+	// reader saw.
+	Purge      PurgeCounts `json:"purge"`
+	Violations []Violation `json:"violations"`
 }
 
 // WorkflowCounts are what the workflow pass did: the decisions of its
@@ -94,7 +97,8 @@ type ReportConfig struct {
 }
 
 func (h *harness) report(d time.Duration) *Report {
-	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile}
+	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile, Purge: h.purgeCounts}
+	r.Purge.RetentionDoneSeconds, r.Purge.Batch = purgeDone.Seconds(), purgeBatch
 	if h.cfg.Workflow {
 		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
 			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside, Groups: h.groups, Agreeing: h.agreeing}
@@ -191,7 +195,11 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\n", c.Name, c.Checked, c.Violations)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nlease_ttl %vs, sweep.interval %vs, liveness slack %vs, answer bound wait + %vs, stores hung for %vs; %d editors; %.0fs\n",
+	pc := r.Purge
+	fmt.Fprintf(w, "\npurged (retention done %vs, batch %d): %d tasks, %d results, %d events; %d tasks left; feed read %d results, %d 410s skipping %d cursors; orphan reads %d; late writes 404 %d; kills mid-purge %d, of the last purger %d\n",
+		pc.RetentionDoneSeconds, pc.Batch, pc.Tasks, pc.Results, pc.Events, pc.Live, pc.FeedResults, pc.FeedExpired, pc.FeedSkipped,
+		pc.OrphanReads, pc.GoneWrites, pc.KilledMidPurge, pc.KilledSweeper)
+	fmt.Fprintf(w, "lease_ttl %vs, sweep.interval %vs, liveness slack %vs, answer bound wait + %vs, stores hung for %vs; %d editors; %.0fs\n",
 		r.Config.LeaseSeconds, r.Config.SweepSeconds, r.Config.SlackSeconds, r.Config.BoundSeconds, r.Config.HangSeconds,
 		r.Config.Editors, r.Seconds)
 	if len(r.Violations) == 0 {

@@ -142,6 +142,8 @@ type harness struct {
 	hostile              hostileResult
 	checks               []CheckResult
 	drainedMaxID         int64 // the last task before the hostile burst
+	purge                purgeState
+	purgeCounts          PurgeCounts
 	serial               atomic.Int64
 }
 
@@ -300,6 +302,7 @@ func (h *harness) setup(ctx context.Context) error {
 		"TASKD_LOG_FORMAT=json",
 		"TASKD_LOG_LEVEL=info",
 	}
+	h.env = append(h.env, retentionEnv()...)
 	if h.cfg.Workflow {
 		path, err := writeWorkflowConfig(h.workDir)
 		if err != nil {
@@ -312,6 +315,9 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 	}
 	if err := runMigrate(ctx, h.bin, h.workDir, h.env); err != nil {
+		return err
+	}
+	if err := h.archivePurged(ctx); err != nil {
 		return err
 	}
 	for i, name := range []string{"replica-a", "replica-b"} {
@@ -562,6 +568,11 @@ func (h *harness) run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { h.feed(feedCtx) })
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	var watching sync.WaitGroup
+	watching.Go(func() { h.watchPurge(watchCtx) })
+	defer watching.Wait()
 	wg.Go(func() { h.progress(edCtx) })
 	sleepCtx(ctx, h.cfg.FaultEvery)
 
@@ -600,6 +611,16 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	stopEditors()
 	wg.Wait()
+	// Every finished task goes by retention; then the feed reader reads
+	// what is left of the feed.
+	h.waitPurged(ctx, drain)
+	stopWatching()
+	watching.Wait()
+	for range 100 {
+		if !h.readFeed(ctx, &h.purge.feedAfter) {
+			break
+		}
+	}
 
 	h.rec.begin("hostile")
 	if err := h.hostileBurst(ctx); err != nil {
@@ -662,12 +683,20 @@ func jsonUnmarshal(b []byte, v any) error {
 	return nil
 }
 
-// logTails returns the last lines of every taskd log, for a failed run.
+// logTails returns, for a failed run, every error line of each taskd log
+// (a 500's cause is there, however early it came) and the log's last lines.
 func (h *harness) logTails() string {
 	var out string
 	for _, r := range h.replicas {
-		b, _ := os.ReadFile(filepath.Join(r.dir, "taskd.log"))
-		out += fmt.Sprintf("--- %s (%s)\n%s\n", r.name, filepath.Join(r.dir, "taskd.log"), tail(b, 4000))
+		path := filepath.Join(r.dir, "taskd.log")
+		b, _ := os.ReadFile(path)
+		var errs []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) {
+				errs = append(errs, line)
+			}
+		}
+		out += fmt.Sprintf("--- %s (%s)\n%d error lines:\n%s\nlast lines:\n%s\n", r.name, path, len(errs), strings.Join(errs, "\n"), tail(b, 4000))
 	}
 	return out
 }
