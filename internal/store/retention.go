@@ -34,8 +34,8 @@ import (
 // kept in task_results_feed's row id = 2 (id = 1 is the feed's counter), raised in
 // the batch that purges it; a reader whose cursor is below it is told so (see
 // ErrCursorExpired) rather than given a feed with a silent gap. A task with a result
-// not numbered yet is left for the next batch, and numbered meanwhile, so nothing
-// leaves the feed unnumbered.
+// not numbered yet is left by the transaction, numbered, and purged by a second one
+// (or the next call), so nothing leaves the feed unnumbered.
 const (
 	// purgeTasksSQL reads, without locking, the oldest tasks of one ended
 	// status ended before the cutoff, in the tasks_done key's order: no sort,
