@@ -3,6 +3,7 @@ package sweeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -64,13 +65,15 @@ var _ Purger = (*store.Store)(nil)
 // the sweep's start, in which the purge may still be running.
 const purgeShare = 0.9
 
-// purge deletes finished data past its retention, batch after batch with a
-// Pause between, while batches come back full and the sweep has time left:
-// a batch starts only when, taking as long as the longest one before it, it
-// ends within purgeShare of the shortest gap between sweeps from the sweep's
-// start (the first batch always runs), so that the next sweep is not skipped
-// and the recycling of expired claims keeps its schedule. What is left is
-// purged by the next sweeps. It adds the rows purged to res.Purged.
+// purge deletes finished data past its retention, kind after kind (done,
+// cancelled, dead tasks, webhook deliveries), batch after batch with a Pause
+// between, while batches come back full and the sweep has time left. Each
+// kind's first batch always runs; a further batch starts only when, taking as
+// long as the longest one before it, it and a batch of each kind still to come
+// end within purgeShare of the shortest gap between sweeps from the sweep's
+// start, so that the next sweep is not skipped and the recycling of expired
+// claims keeps its schedule. What is left is purged by the next sweeps. It
+// adds the rows purged to res.Purged.
 func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) error {
 	p, ok := s.store.(Purger)
 	r := s.cfg.Retention
@@ -79,19 +82,22 @@ func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) 
 	}
 	deadline := sweepStart.Add(time.Duration(float64(s.sched.MinGap()) * purgeShare))
 	var longest time.Duration // the longest batch so far, with its pause
-	kinds := []struct {
+	type kind struct {
 		keep time.Duration
 		run  func() (store.Purged, error)
-	}{
+	}
+	kinds := []kind{
 		{r.Done, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusDone, r.Done, r.Batch) }},
 		{r.Cancelled, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusCancelled, r.Cancelled, r.Batch) }},
 		{r.Dead, func() (store.Purged, error) { return p.PurgeTasks(ctx, tasks.StatusDead, r.Dead, r.Batch) }},
 		{r.Webhooks, func() (store.Purged, error) { return p.PurgeDeliveries(ctx, r.Webhooks, r.Batch) }},
 	}
-	for _, k := range kinds {
-		if k.keep == 0 {
-			continue
-		}
+	kinds = slices.DeleteFunc(kinds, func(k kind) bool { return k.keep == 0 })
+	for i, k := range kinds {
+		// Every kind gets a batch at each sweep, so that a backlog of one
+		// never starves the others: a kind stops early enough to leave a
+		// batch's time to each kind after it.
+		reserve := time.Duration(len(kinds) - 1 - i)
 		for {
 			began := time.Now()
 			got, err := k.run()
@@ -103,7 +109,7 @@ func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) 
 				return fmt.Errorf("purge: %w", err)
 			}
 			longest = max(longest, time.Since(began)+r.Pause)
-			if got.Selected < r.Batch || !time.Now().Add(longest).Before(deadline) {
+			if got.Selected < r.Batch || !time.Now().Add(longest*(1+reserve)).Before(deadline) {
 				break
 			}
 			if err := sleep(ctx, r.Pause); err != nil {

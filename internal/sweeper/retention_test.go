@@ -2,7 +2,7 @@ package sweeper_test
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,15 +215,18 @@ func TestSweepReadsOldestFinishedAtEverySweep(t *testing.T) {
 }
 
 // slowPurger answers every PurgeTasks with a full batch after a pause, as a
-// backlog would, and counts the calls.
+// backlog would, and counts the calls by status.
 type slowPurger struct {
 	*store.Store
 	took    time.Duration
-	batches atomic.Int64
+	mu      sync.Mutex
+	batches map[tasks.Status]int
 }
 
-func (p *slowPurger) PurgeTasks(ctx context.Context, _ tasks.Status, _ time.Duration, limit int) (store.Purged, error) {
-	p.batches.Add(1)
+func (p *slowPurger) PurgeTasks(ctx context.Context, st tasks.Status, _ time.Duration, limit int) (store.Purged, error) {
+	p.mu.Lock()
+	p.batches[st]++
+	p.mu.Unlock()
 	if err := sleepCtx(ctx, p.took); err != nil {
 		return store.Purged{}, err
 	}
@@ -241,25 +244,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// With a backlog, a sweep purges until the next sweep is nearly due, not for
-// half the gap: on a 4s schedule with batches of 100ms it purges past 3s,
-// and ends before the next sweep is due, so that no sweep is skipped.
+// With a backlog of every kind, a sweep purges until the next sweep is nearly
+// due, not for half the gap, and ends before it: on a 4s schedule with
+// batches of 400ms it purges past 3s and ends under 4s, so that no sweep is
+// skipped, with a batch of each kind, so that the done tasks' backlog starves
+// none of the others.
 func TestSweepPurgesUntilTheNextSweepIsNearlyDue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	p := &slowPurger{Store: b.Store, took: 100 * time.Millisecond}
+	p := &slowPurger{Store: b.Store, took: 400 * time.Millisecond, batches: map[tasks.Status]int{}}
 	s, err := sweeper.New(b.D, sweeper.Config{Store: p, Locks: b.Locks, Schedule: "4s",
-		Retention: sweeper.Retention{Done: time.Hour, Batch: 10, Pause: time.Millisecond}})
+		Retention: sweeper.Retention{Done: time.Hour, Cancelled: time.Hour, Dead: time.Hour, Batch: 10, Pause: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	res := sweepOnce(t, s)
 	took := time.Since(start)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if took < 3*time.Second || took >= 4*time.Second {
-		t.Errorf("sweep took %v (%d batches), want from 3s (past half the 4s gap) to under 4s (before the next sweep)", took, p.batches.Load())
+		t.Errorf("sweep took %v (batches %v), want from 3s (past half the 4s gap) to under 4s (before the next sweep)", took, p.batches)
 	}
-	if n := p.batches.Load(); res.Purged != 10*n {
+	n := 0
+	for _, st := range []tasks.Status{tasks.StatusDone, tasks.StatusCancelled, tasks.StatusDead} {
+		if p.batches[st] == 0 {
+			t.Errorf("no batch of %s tasks: %v", st, p.batches)
+		}
+		n += p.batches[st]
+	}
+	if res.Purged != int64(10*n) {
 		t.Errorf("purged %d rows in %d batches of 10", res.Purged, n)
 	}
 }
