@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -106,21 +105,14 @@ func measureStorage(ctx context.Context, cfg Config, size, n int) (_ *StorageFig
 			return nil, fmt.Errorf("insert: %w", err)
 		}
 	}
-	w, err := worker.New(inp.d, worker.Config{
-		Concurrency: 16,
-		Handler: worker.HandlerFunc(func(_ context.Context, t *tasks.Task) (any, error) {
-			return jsonOfSize(int(t.ID), size), nil
-		}),
-		Categories: []string{"cat0"},
-		ID:         "bench",
-		Wait:       time.Second,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	w, err := newTaskdWorkersWith(inp.d, 16, []string{"cat0"}, worker.HandlerFunc(func(_ context.Context, t *tasks.Task) (any, error) {
+		return jsonOfSize(int(t.ID), size), nil
+	}))
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if err := w.Start(ctx); err != nil {
+	if err := w.start(ctx); err != nil {
 		return nil, err
 	}
 	waitErr := func() error {
@@ -145,11 +137,12 @@ func measureStorage(ctx context.Context, cfg Config, size, n int) (_ *StorageFig
 	f.JobsPerSec = float64(n) / time.Since(start).Seconds()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := w.Stop(sctx); err != nil || waitErr != nil {
+	failed, first, err := w.stop(sctx)
+	if err != nil || waitErr != nil {
 		return nil, fmt.Errorf("workers: %w", errors.Join(waitErr, err))
 	}
-	if st := w.Totals(); st.Failed+st.LeaseLost > 0 {
-		return nil, fmt.Errorf("workers: %d failed, %d leases lost", st.Failed, st.LeaseLost)
+	if failed > 0 {
+		return nil, fmt.Errorf("workers: %s", first)
 	}
 	if f.After, err = tableFigures(ctx, bd); err != nil {
 		return nil, err

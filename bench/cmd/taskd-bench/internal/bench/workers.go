@@ -74,15 +74,20 @@ func runWorkers(ctx context.Context, p workerPool, d time.Duration, counted func
 type taskdWorkers struct{ w *worker.Worker }
 
 func newTaskdWorkers(d *dispatcher.Dispatcher, slots int, categories []string) (*taskdWorkers, error) {
+	return newTaskdWorkersWith(d, slots, categories, worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
+		return map[string]bool{"ok": true}, nil
+	}))
+}
+
+// newTaskdWorkersWith is newTaskdWorkers with a handler of the caller's.
+func newTaskdWorkersWith(d *dispatcher.Dispatcher, slots int, categories []string, h worker.Handler) (*taskdWorkers, error) {
 	w, err := worker.New(d, worker.Config{
 		Concurrency: slots,
-		Handler: worker.HandlerFunc(func(context.Context, *tasks.Task) (any, error) {
-			return map[string]bool{"ok": true}, nil
-		}),
-		Categories: categories,
-		ID:         "bench",
-		Wait:       time.Second,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Handler:     h,
+		Categories:  categories,
+		ID:          "bench",
+		Wait:        time.Second,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, err
