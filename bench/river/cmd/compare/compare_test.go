@@ -59,7 +59,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		t.Fatalf("rows = %d, want 2 (burn-down and steady at 4 workers)", len(rep.Rows))
 	}
 	for _, row := range rep.Rows {
-		for side, rs := range map[string][]Result{"River": row.River, "taskd": row.Taskd} {
+		for side, rs := range map[string][]Result{"River": row.River, "taskd": row.Taskd, "limit": row.Limit} {
 			if len(rs) != 1 {
 				t.Fatalf("%s %s: %d results, want 1", row.Scenario, side, len(rs))
 			}
@@ -90,12 +90,16 @@ func TestCompareEndToEnd(t *testing.T) {
 		if want := row.TaskdJobsPerSec / row.RiverJobsPerSec; row.Ratio != want {
 			t.Errorf("%s: ratio %v, want taskd/River %v", row.Scenario, row.Ratio, want)
 		}
+		if want := row.TaskdJobsPerSec / row.LimitJobsPerSec; row.LimitRatio != want {
+			t.Errorf("%s: limit ratio %v, want taskd/limit %v", row.Scenario, row.LimitRatio, want)
+		}
 	}
 	if !strings.Contains(rep.RiverStore, "synchronous_commit=") || !strings.Contains(rep.TaskdStore, "innodb_flush_log_at_trx_commit=") {
 		t.Errorf("stores' durability not read: %q, %q", rep.RiverStore, rep.TaskdStore)
 	}
 	out := stdout.String()
-	for _, want := range []string{"burn-down  4", "steady     4", "(h) taskd/River", "store ms/job River / taskd", "River's store: PostgreSQL", "taskd's store: MariaDB"} {
+	for _, want := range []string{"burn-down  4", "steady     4", "(h) taskd/River", "store ms/job River / taskd", "River's store: PostgreSQL", "taskd's store: MariaDB",
+		"(l) burn-down, 4 workers: taskd / limit", "(l) steady, 4 workers: taskd / limit"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -70,7 +70,17 @@ type Row struct {
 	// whether Ratio reaches it.
 	Target float64 `json:"target,omitempty"`
 	Met    *bool   `json:"met,omitempty"`
+	// Limit is (l), the raw fenced loop on taskd's MariaDB (see limitSide),
+	// when it ran; LimitRatio the median of the per-round ratios
+	// taskd/limit.
+	Limit            []Result  `json:"limit,omitempty"`
+	LimitJobsPerSec  float64   `json:"limit_jobs_per_sec,omitempty"`
+	LimitRatio       float64   `json:"ratio_taskd_limit,omitempty"`
+	LimitRoundRatios []float64 `json:"limit_round_ratios,omitempty"`
 }
+
+// limitTarget is (l): taskd's jobs/s at least this share of the limit's.
+const limitTarget = 0.6
 
 // Report is what -json writes.
 type Report struct {
@@ -127,6 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		taskdBatch = fs.Int("taskd-batch-size", 0, "taskd's worker.batch_size (0: its default)")
 		cpuProf    = fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (both sides) to this file")
 		only       = fs.String("only", "", "run only this side (River or taskd): its figures alone, no ratio, for A/B runs of one side")
+		withLimit  = fs.Bool("limit", true, "also run (l), the limit: a raw fenced two-UPDATE loop on taskd's MariaDB (no Redis, no events, one candidate index), and print taskd / limit")
 		mysqlSync  = fs.Bool("mysql-sync", true, "set the MySQL server's innodb_flush_log_at_trx_commit and sync_binlog to 1 for the run, and restore them after: every commit fsynced, as PostgreSQL's at its defaults (-mysql-sync=false leaves the server as it runs)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -152,8 +163,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case *rounds < 1 || *jobs < 1 || *capAfter <= 0 || *backlog < 1 || *batch < 1 || *warmup < 0 || *window <= 0:
 		return errors.New("-rounds, -jobs, -cap, -backlog, -batch and -window must be positive, -warmup at least 0")
 	}
-	if *only != "" && !strings.EqualFold(*only, "river") && !strings.EqualFold(*only, "taskd") {
-		return fmt.Errorf("-only: unknown side %q (River, taskd)", *only)
+	if *only != "" && !strings.EqualFold(*only, "river") && !strings.EqualFold(*only, "taskd") && !strings.EqualFold(*only, "limit") {
+		return fmt.Errorf("-only: unknown side %q (River, taskd, limit)", *only)
 	}
 	workers, err := parseInts(*workerArg)
 	if err != nil {
@@ -190,6 +201,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = ts.Close(context.WithoutCancel(ctx)) }()
 	ts.batchSize = *taskdBatch
+	var ls *limitSide
+	if *withLimit {
+		if ls, err = newLimitSide(ctx, *mysqlDSN); err != nil {
+			return err
+		}
+		defer func() { _ = ls.Close(context.WithoutCancel(ctx)) }()
+	}
 
 	report := Report{
 		Time: began.UTC(), GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0),
@@ -215,9 +233,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for i := range report.Rows {
 			row := &report.Rows[i]
 			sides := []subject{rs, ts}
-			if (round+i)%2 == 1 {
-				sides = []subject{ts, rs}
+			if ls != nil {
+				sides = append(sides, ls)
 			}
+			// Each side goes first in turn.
+			k := (round + i) % len(sides)
+			sides = slices.Concat(sides[k:], sides[:k])
 			if *only != "" {
 				sides = slices.DeleteFunc(sides, func(s subject) bool { return !strings.EqualFold(s.Name(), *only) })
 			}
@@ -231,10 +252,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("%s, %d workers, round %d: %w", row.Scenario, row.Workers, round+1, err)
 				}
-				if s == subject(rs) {
+				switch s.Name() {
+				case rs.Name():
 					row.River = append(row.River, res)
-				} else {
+				case ts.Name():
 					row.Taskd = append(row.Taskd, res)
+				default:
+					row.Limit = append(row.Limit, res)
 				}
 				fmt.Fprintf(stderr, "  round %d  %-9s %5d workers  %-5s %s\n", round+1, row.Scenario, row.Workers, s.Name(), describe(res, *jobs))
 			}
@@ -266,6 +290,16 @@ func (row *Row) summarize() {
 	row.Ratio = 0
 	if len(row.RoundRatios) > 0 {
 		row.Ratio = median(row.RoundRatios)
+	}
+	row.LimitJobsPerSec = median(perSec(row.Limit))
+	row.LimitRoundRatios, row.LimitRatio = nil, 0
+	for i := range min(len(row.Limit), len(row.Taskd)) {
+		if t, l := row.Taskd[i].JobsPerSec, row.Limit[i].JobsPerSec; t > 0 && l > 0 {
+			row.LimitRoundRatios = append(row.LimitRoundRatios, t/l)
+		}
+	}
+	if len(row.LimitRoundRatios) > 0 {
+		row.LimitRatio = median(row.LimitRoundRatios)
 	}
 	row.Target, row.Met = 0, nil
 	if row.Workers >= 100 {
@@ -332,6 +366,14 @@ func printTable(w io.Writer, r *Report) {
 		if row.Met != nil {
 			fmt.Fprintf(w, "(h) %s, %d workers: taskd / River %.3fx (per round %s), want >= %.1f  %s\n", row.Scenario, row.Workers,
 				row.Ratio, joinFloats(row.RoundRatios), row.Target, metWord(*row.Met))
+		}
+	}
+	for _, row := range r.Rows {
+		if row.LimitRatio > 0 {
+			fmt.Fprintf(w, "(l) %s, %d workers: taskd / limit %.3fx (limit %.0f jobs/s, store %s ms/job; per round %s), want >= %.1f  %s\n",
+				row.Scenario, row.Workers, row.LimitRatio, row.LimitJobsPerSec,
+				medianCPU(row.Limit, func(r Result) *float64 { return r.StoreCPUMsPerJob }),
+				joinFloats(row.LimitRoundRatios), limitTarget, metWord(row.LimitRatio >= limitTarget))
 		}
 	}
 	fmt.Fprintf(w, "River comparison took %.0fs\n", r.Seconds)
