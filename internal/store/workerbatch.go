@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,12 +18,38 @@ import (
 // instant, and returns its arguments: the rows named by id, each with its
 // member's fence and holder. Statements using it force the primary key: the
 // optimizer would otherwise read (and, in a locking statement, lock) every
-// assigned row through the status index.
+// assigned row through the status index. Ids and fences are integers, written
+// as literals; holders, the caller's strings, are arguments, and a batch of
+// one holder (a worker process's, the usual case) names it once.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
 	q.WriteString(" WHERE id IN (")
-	args := listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })
-	q.WriteString(") AND (id, fence, holder) IN (")
-	args = append(args, listSQL(q, "(?, ?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i], holders[i]} })...)
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(strconv.FormatInt(id, 10))
+	}
+	var args []any
+	if len(holders) > 0 && !slices.ContainsFunc(holders, func(h string) bool { return h != holders[0] }) {
+		q.WriteString(") AND holder = ? AND (id, fence) IN (")
+		args = []any{holders[0]}
+		for i := range ids {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(q, "(%d, %d)", ids[i], fences[i])
+		}
+	} else {
+		q.WriteString(") AND (id, fence, holder) IN (")
+		args = make([]any, 0, len(ids))
+		for i := range ids {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(q, "(%d, %d, ?)", ids[i], fences[i])
+			args = append(args, holders[i])
+		}
+	}
 	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
 	return args
 }

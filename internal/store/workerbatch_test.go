@@ -236,3 +236,41 @@ func oneRoundTrip(t *testing.T, what string, cc *roundtrip.Connector, before rou
 		t.Fatalf("%s: %d round trips and %d commits, want 1 and 1", what, d.RoundTrips, d.Commits)
 	}
 }
+
+// A batch of one holder, a worker process's, names the holder once: a member
+// whose claim was revoked and taken again, by another holder or by the same
+// at a new fence, is stale, and the others complete.
+func TestCompleteOneHolder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ids := b.insert(t, tasks.NewTask{Category: "jobs", Title: "a"}, tasks.NewTask{Category: "jobs", Title: "b"},
+		tasks.NewTask{Category: "jobs", Title: "c"}, tasks.NewTask{Category: "jobs", Title: "d"})
+	const holder = "worker:one"
+	var os []tasks.Outcome
+	for _, id := range ids {
+		c := b.claim(t, id, holder, 0, time.Minute)
+		os = append(os, tasks.Outcome{TaskID: id, Fence: c.Fence, Holder: holder, Result: rawJSON(`1`)})
+	}
+	// Task c is taken by another holder, task d by the same one at a new fence.
+	for i, h := range map[int]string{2: "worker:two", 3: holder} {
+		if _, err := b.store.ForceRelease(b.ctx, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		b.claim(t, ids[i], h, 0, time.Minute)
+	}
+	res, err := b.store.Complete(b.ctx, os)
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	for i, want := range []tasks.Status{tasks.StatusDone, tasks.StatusDone, tasks.StatusAssigned, tasks.StatusAssigned} {
+		if got := b.task(t, ids[i]); got.Status != want {
+			t.Errorf("task %d: %s, want %s", i, got.Status, want)
+		}
+		if stale := errors.Is(res[i].Err, tasks.ErrStale); stale != (want == tasks.StatusAssigned) {
+			t.Errorf("member %d: %v", i, res[i].Err)
+		}
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM task_results"); n != 2 {
+		t.Errorf("%d results, want 2", n)
+	}
+}
