@@ -97,7 +97,7 @@ func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) 
 		// Every kind gets a batch at each sweep, so that a backlog of one
 		// never starves the others: a kind stops early enough to leave a
 		// batch's time to each kind after it.
-		reserve := time.Duration(len(kinds) - 1 - i)
+		after := len(kinds) - 1 - i // kinds still to come
 		for {
 			began := time.Now()
 			got, err := k.run()
@@ -109,7 +109,7 @@ func (s *Sweeper) purge(ctx context.Context, sweepStart time.Time, res *Result) 
 				return fmt.Errorf("purge: %w", err)
 			}
 			longest = max(longest, time.Since(began)+r.Pause)
-			if got.Selected < r.Batch || !time.Now().Add(longest*(1+reserve)).Before(deadline) {
+			if got.Selected < r.Batch || !time.Now().Add(longest*time.Duration(1+after)).Before(deadline) {
 				break
 			}
 			if err := sleep(ctx, r.Pause); err != nil {

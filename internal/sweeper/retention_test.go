@@ -227,21 +227,12 @@ func (p *slowPurger) PurgeTasks(ctx context.Context, st tasks.Status, _ time.Dur
 	p.mu.Lock()
 	p.batches[st]++
 	p.mu.Unlock()
-	if err := sleepCtx(ctx, p.took); err != nil {
-		return store.Purged{}, err
-	}
-	return store.Purged{Rows: map[string]int64{"tasks": int64(limit)}, Selected: limit}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+		return store.Purged{}, ctx.Err()
+	case <-time.After(p.took):
 	}
+	return store.Purged{Rows: map[string]int64{"tasks": int64(limit)}, Selected: limit}, nil
 }
 
 // With a backlog of every kind, a sweep purges until the next sweep is nearly
