@@ -192,7 +192,18 @@ type skipLocked struct {
 const skipLockedSQL = `SELECT id, fence FROM tasks
 WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
-func (s *skipLocked) claim(ctx context.Context, e *editor) (ref, error) {
+// claim claims one task, and runs the transaction again when InnoDB chose it
+// as a deadlock's victim, as the store does.
+func (s *skipLocked) claim(ctx context.Context, e *editor) (r ref, err error) {
+	for range deadlockAttempts {
+		if r, err = s.claimOnce(ctx, e); !isDeadlock(err) {
+			return r, err
+		}
+	}
+	return r, err
+}
+
+func (s *skipLocked) claimOnce(ctx context.Context, e *editor) (ref, error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return ref{}, err

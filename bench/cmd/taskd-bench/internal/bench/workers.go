@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd/dispatcher"
@@ -169,7 +170,30 @@ func (s *skipLockedWorkers) start(ctx context.Context) error {
 	return nil
 }
 
+// complete completes r, and runs the transaction again when InnoDB chose it
+// as a deadlock's victim, as the store does: a completion's index moves and a
+// claim's SKIP LOCKED scan of the same index can meet that way.
 func (s *skipLockedWorkers) complete(ctx context.Context, e *editor, r ref) error {
+	var err error
+	for range deadlockAttempts {
+		if err = s.completeOnce(ctx, e, r); !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// deadlockAttempts bounds how often the baseline runs a transaction that
+// InnoDB chose as a deadlock's victim.
+const deadlockAttempts = 5
+
+// isDeadlock reports whether err is InnoDB's deadlock error (1213).
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
+func (s *skipLockedWorkers) completeOnce(ctx context.Context, e *editor, r ref) error {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
