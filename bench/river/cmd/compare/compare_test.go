@@ -251,3 +251,23 @@ func TestMedianCPU(t *testing.T) {
 		t.Fatalf("medianCPU of no measurement = %q, want n/a", got)
 	}
 }
+
+// TestPerJobByServer checks that a store of two kinds of server gets its CPU
+// per job split by server, and that the line shows the split.
+func TestPerJobByServer(t *testing.T) {
+	before := cpuSample{store: 100 * time.Millisecond, byServer: map[string]time.Duration{"mysqld": 80 * time.Millisecond, "redis-server": 20 * time.Millisecond}, ok: true}
+	after := cpuSample{store: 400 * time.Millisecond, client: 50 * time.Millisecond, byServer: map[string]time.Duration{"mysqld": 330 * time.Millisecond, "redis-server": 70 * time.Millisecond}, ok: true}
+	r := Result{Jobs: 1000}
+	r.perJob(before, after)
+	if got := *r.StoreCPUMsPerJob; got != 0.3 {
+		t.Errorf("store CPU per job %v ms, want 0.3", got)
+	}
+	if got := byServer(r.StoreCPUMsPerJobByServer); got != " (mysqld 0.250, redis-server 0.050)" {
+		t.Errorf("split %q, want mysqld 0.250 and redis-server 0.050", got)
+	}
+	one := Result{Jobs: 1000}
+	one.perJob(cpuSample{byServer: map[string]time.Duration{"postgres": 0}, ok: true}, cpuSample{store: time.Second, byServer: map[string]time.Duration{"postgres": time.Second}, ok: true})
+	if got := byServer(one.StoreCPUMsPerJobByServer); got != "" {
+		t.Errorf("split of one kind of server %q, want none", got)
+	}
+}

@@ -16,7 +16,10 @@ const clockTicks = 100
 // side's store servers and by this process, which runs one side at a time.
 type cpuSample struct {
 	store, client time.Duration
-	ok            bool
+	// byServer is store split by the servers' command names (mysqld,
+	// redis-server, postgres).
+	byServer map[string]time.Duration
+	ok       bool
 }
 
 // sampleCPU reads the CPU time of pids (the store's server processes, as
@@ -25,7 +28,7 @@ type cpuSample struct {
 // cannot be read (a server elsewhere) the sample is not ok; the others may
 // have ended since they were listed.
 func sampleCPU(pids []int) cpuSample {
-	var s cpuSample
+	s := cpuSample{byServer: make(map[string]time.Duration)}
 	for i, pid := range pids {
 		t, err := processCPU(pid)
 		if err != nil {
@@ -35,6 +38,7 @@ func sampleCPU(pids []int) cpuSample {
 			continue
 		}
 		s.store += t
+		s.byServer[processName(pid)] += t
 		s.ok = true
 	}
 	t, err := processCPU(os.Getpid())
@@ -57,6 +61,22 @@ func (r *Result) perJob(before, after cpuSample) {
 	}
 	r.StoreCPUMsPerJob = ms(after.store - before.store)
 	r.ClientCPUMsPerJob = ms(after.client - before.client)
+	if len(after.byServer) > 1 {
+		r.StoreCPUMsPerJobByServer = make(map[string]float64, len(after.byServer))
+		for name, t := range after.byServer {
+			r.StoreCPUMsPerJobByServer[name] = *ms(t - before.byServer[name])
+		}
+	}
+}
+
+// processName returns the command name of process pid ("mysqld",
+// "redis-server"), or "pid N" when it cannot be read.
+func processName(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "pid " + strconv.Itoa(pid)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // processCPU returns the CPU time (user and system) process pid has used.

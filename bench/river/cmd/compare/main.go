@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -322,7 +323,7 @@ func describe(r Result, jobs int) string {
 		s += fmt.Sprintf(", %d FAILED", r.Failed)
 	}
 	if r.StoreCPUMsPerJob != nil {
-		s += fmt.Sprintf(", CPU per job: store %.3f ms, client %.3f ms", *r.StoreCPUMsPerJob, *r.ClientCPUMsPerJob)
+		s += fmt.Sprintf(", CPU per job: store %.3f ms%s, client %.3f ms", *r.StoreCPUMsPerJob, byServer(r.StoreCPUMsPerJobByServer), *r.ClientCPUMsPerJob)
 	}
 	s += fmt.Sprintf(", insert %.0f jobs/s, setup %.1fs, stop %.1fs", r.InsertPerSec, r.SetupSeconds, r.StopSeconds)
 	if r.Logged > 0 {
@@ -555,4 +556,17 @@ func writeJSON(path string, r *Report) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// byServer formats a store's CPU per job by server, " (mysqld 0.100,
+// redis-server 0.019)", in name order; "" for a store of one kind.
+func byServer(m map[string]float64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.3f", name, m[name]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

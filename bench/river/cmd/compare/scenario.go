@@ -82,6 +82,10 @@ type Result struct {
 	// when a server's /proc could not be read.
 	StoreCPUMsPerJob  *float64 `json:"store_cpu_ms_per_job,omitempty"`
 	ClientCPUMsPerJob *float64 `json:"client_cpu_ms_per_job,omitempty"`
+	// StoreCPUMsPerJobByServer splits StoreCPUMsPerJob by server command
+	// name when the store has more than one kind (taskd: mysqld and
+	// redis-server).
+	StoreCPUMsPerJobByServer map[string]float64 `json:"store_cpu_ms_per_job_by_server,omitempty"`
 }
 
 // insertAll inserts n jobs in batches of insertBatch and returns the rate.
