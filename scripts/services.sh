@@ -37,6 +37,8 @@
 # started in the state directory TASKD_SERVICES_STATE (default
 # /tmp/taskd-services-<base>); `down`, `status` and `env` read the set from there, so
 # they need no profile, and `down` stops exactly those processes and removes their files.
+# TASKD_SERVICES_MARIADB_OPTIONS adds server options to the primary's command line, after
+# (so over) its own, to measure a setting: e.g. '--innodb-autoinc-lock-mode=1'.
 #
 # Missing servers are installed with apt-get when running as root (PostgreSQL then runs
 # as the postgres user), and, with the profiles all and bench, so are Prometheus (prometheus, promtool), which the deploy/ tests run
@@ -711,7 +713,8 @@ cluster_env() { echo "export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLU
 mariadb_ports() { echo "MariaDB:$MYSQL_PORT"; }
 mariadb_start() {
 	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
-		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0
+		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0 \
+		${TASKD_SERVICES_MARIADB_OPTIONS:-}
 }
 mariadb_ready() {
 	setup_mariadb mariadb "$MYSQL_PORT" "CREATE DATABASE IF NOT EXISTS \`$DATABASE\`;"
