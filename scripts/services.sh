@@ -712,6 +712,7 @@ cluster_env() { echo "export TASKD_TEST_REDIS_CLUSTER_ADDRS='$(join_addrs "${CLU
 # keeps the log cheap, like the other unsafe settings of start_mariadb.
 mariadb_ports() { echo "MariaDB:$MYSQL_PORT"; }
 mariadb_start() {
+	# shellcheck disable=SC2086 # the options are words, split on purpose
 	start_mariadb mariadb mariadb "$MYSQL_PORT" --innodb-buffer-pool-size=512M \
 		--server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --sync-binlog=0 \
 		${TASKD_SERVICES_MARIADB_OPTIONS:-}
