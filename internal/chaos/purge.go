@@ -138,11 +138,11 @@ var (
 	allEventsSQL = "SELECT id, task_id, kind, fence, editor_id, `at` FROM (" +
 		"SELECT id, task_id, " + b("kind") + " AS kind, fence, COALESCE(editor_id, 0) AS editor_id, `at` FROM task_events " +
 		"UNION ALL SELECT id, task_id, " + b("kind") + ", fence, COALESCE(editor_id, 0), `at` FROM chaos_purged_events " +
-		"UNION ALL SELECT (1 << 62) + 2 * fence + k.n, task_id, " + b("IF(k.n = 0, 'claimed', 'submitted')") + ", fence, COALESCE(editor_id, 0), " +
+		"UNION ALL SELECT (1 << 52) + 2 * fence + k.n, task_id, " + b("IF(k.n = 0, 'claimed', 'submitted')") + ", fence, COALESCE(editor_id, 0), " +
 		"IF(k.n = 0, claimed_at, submitted_at) FROM (SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM task_results WHERE claimed_at IS NOT NULL " +
 		"UNION ALL SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM chaos_purged_results WHERE claimed_at IS NOT NULL) r " +
 		"JOIN (SELECT 0 AS n UNION ALL SELECT 1) k " +
-		"UNION ALL SELECT (1 << 62) + 2 * fence, id, " + b("'claimed'") + ", fence, COALESCE(editor_id, 0), assigned_at FROM tasks WHERE claim_unlogged = 1" +
+		"UNION ALL SELECT (1 << 52) + 2 * fence, id, " + b("'claimed'") + ", fence, COALESCE(editor_id, 0), assigned_at FROM tasks WHERE claim_unlogged = 1" +
 		") e ORDER BY "
 )
 

@@ -10,21 +10,24 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// A task's history is its task_events rows and, for each claim that wrote no
-// events because it succeeded (see logClaimsSQL), the 'claimed' and
-// 'submitted' events its result row stands for, and for a live claim made
-// without its 'claimed' event, that event, which the task's row stands for:
-// derived events, shown as the
-// events would have been (the same kind, fence, holder, editor, trace id and
-// time) in the place they would have had. That place is by fence: the events
-// of a claim come after those of every earlier fence and before those of its
-// own fence and later ones, written after its result (a cancel of the task at
-// its next stage). A derived event has no task_events row, so its id is not
-// one: it is DerivedEventID's, above every row's, which TaskEvents takes back
-// as a cursor.
+// A task's history is its task_events rows and the events that records stand
+// for when a claim wrote none (see logClaimsSQL): for a claim that succeeded,
+// the 'claimed' and 'submitted' events its result row stands for; for a live
+// claim made without its 'claimed' event, that event, which the task's row
+// stands for. Derived events are shown as the events would have been (the
+// same kind, fence, holder, editor, detail, trace id and time) in the place
+// they would have had. That place is by fence: the events of a claim come
+// after those of every earlier fence and before those of its own fence and
+// later ones written after its result (a cancel of the task at its next
+// stage). A derived event has no task_events row, so its id is none of
+// theirs: DerivedEventID's, from 2^52 up (past any row's in practice, and
+// exact as a number in JavaScript), which TaskEvents takes back as a cursor.
+// That, and the place of a claim's derived events (a claim taken over, or
+// ended, writes its 'claimed' event at the end, with a new id), are the
+// only differences from events written at once.
 
-// derivedEventBase is the least id of a derived event.
-const derivedEventBase = 1 << 62
+// derivedEventBase is the least id of a derived event: 2^52.
+const derivedEventBase = 1 << 52
 
 // DerivedEventID is the id of the derived 'claimed' (submitted false) or
 // 'submitted' event of the claim of a task with fence fence.
