@@ -355,7 +355,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			// guarded by uncheckedSQL takes none).
 			q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
 		}
-		q.WriteString("trace_context = ")
+		// Its claims write their 'claimed' events (see logClaimsSQL).
+		q.WriteString("claim_unlogged = 0, trace_context = ")
 		args = append(args, valuesSQL(q, ids, traces)...)
 		q.WriteString("\nWHERE id IN (")
 		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)

@@ -195,9 +195,11 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	// The claims' events are left to their ends (see logClaimsSQL) when
 	// those can write them as now: with the trace id trace_context names.
 	unlogged := claimTraceIs(ps[0].TraceContext, traceID)
-	q.WriteString("trace_context = ?")
+	q.WriteString("trace_context = ?, claim_unlogged = ")
 	if unlogged {
-		q.WriteString(", claim_unlogged = 1")
+		q.WriteString("1")
+	} else {
+		q.WriteString("0")
 	}
 	q.WriteString("\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
