@@ -137,6 +137,12 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- went back to) until reserved_until. A claim clears both.
   reserved_for     BIGINT UNSIGNED NULL,
   reserved_until   DATETIME(3) NULL,
+  -- 1 while the current claim has no 'claimed' event: a worker's batch claim writes
+  -- none. Its successful submit leaves the task_results row (claimed_at set) as the
+  -- record of the claim and the submit; any other end of it writes the missing
+  -- 'claimed' event first and sets 0 (see migration 0017). In no index. Not part of
+  -- the API.
+  claim_unlogged   TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
@@ -222,7 +228,9 @@ CREATE TABLE IF NOT EXISTS editor_seen (
 -- Append-only audit trail. fence is the fence of the claim the event is about (for
 -- 'claimed', the new fence; for 'expired' on a takeover, the fence that expired).
 -- 'heartbeat' is kept for the rows written before migration 0014: heartbeats write
--- none since.
+-- none since. A worker job that succeeds on its first claim has no row here: its
+-- task_results row (claimed_at set) records its claim and its submit (see migration
+-- 0017); every other end of a claim has its events.
 CREATE TABLE IF NOT EXISTS task_events (
   id        BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   task_id   BIGINT UNSIGNED NOT NULL,
@@ -261,6 +269,15 @@ CREATE TABLE IF NOT EXISTS task_results (
   stage_name   VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   decision     VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   notes        TEXT NULL,
+  -- Set only on the result of a claim that wrote no 'claimed' event (tasks.claim_unlogged):
+  -- then the row is the record of the claim and the submit, and no task_events row is
+  -- (see migration 0017). claimed_at is the claim's time (its assigned_at), claim_trace_id
+  -- and trace_id the W3C trace ids of the claim and of the submit, NULL when untraced.
+  -- A task's history shows the row as the 'claimed' and 'submitted' events it stands
+  -- for. All NULL on any other result.
+  claimed_at   DATETIME(3) NULL,
+  claim_trace_id BINARY(16) NULL,
+  trace_id     BINARY(16) NULL,
   PRIMARY KEY (task_id, fence),
   -- The feed in seq order; and the unnumbered results (seq IS NULL) in submission
   -- order, the primary key columns following submitted_at.

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/taskd/taskd/dispatcher"
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
@@ -39,7 +40,7 @@ func redisNow(t *testing.T, rdb *redis.Client) time.Time {
 // claimsOf counts the claims of category the store recorded.
 func claimsOf(t *testing.T, b *bundle, category string) int {
 	t.Helper()
-	return b.RowCount(t, "SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id WHERE e.kind = 'claimed' AND t.category = ?", category)
+	return b.RowCount(t, "SELECT COUNT(*) FROM ("+dispatchtest.ClaimsSQL+") c JOIN tasks t ON t.id = c.task_id WHERE t.category = ?", category)
 }
 
 // TestRateLimitAcrossDispatchers: two dispatchers (two replicas) share a

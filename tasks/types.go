@@ -153,7 +153,11 @@ type EditorClaims struct {
 	Reserved []Candidate
 }
 
-// Event is a row of the append-only audit trail, task_events.
+// Event is a row of the append-only audit trail, task_events, or an event a
+// record stands for: a worker's claim that succeeded writes no events, and its
+// result is shown as its 'claimed' and 'submitted' events (a live one's row as
+// its 'claimed' event), alike but for their IDs, which are 2^52 + 2 × fence
+// (+1 for 'submitted') and work as a page's cursor as any other.
 type Event struct {
 	ID     int64     `db:"id"`
 	TaskID int64     `db:"task_id"`

@@ -87,7 +87,8 @@ var archiveDDL = []string{
 	`CREATE TABLE IF NOT EXISTS chaos_purged_results (
   n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   task_id BIGINT NOT NULL, fence BIGINT NOT NULL, editor_id BIGINT NULL, stage INT NOT NULL,
-  decision VARCHAR(64) NULL, submitted_at DATETIME(3) NOT NULL, seq BIGINT NULL, purged_at DATETIME(3) NOT NULL) ENGINE=InnoDB`,
+  decision VARCHAR(64) NULL, submitted_at DATETIME(3) NOT NULL, seq BIGINT NULL, claimed_at DATETIME(3) NULL,
+  purged_at DATETIME(3) NOT NULL) ENGINE=InnoDB`,
 	`CREATE TABLE IF NOT EXISTS chaos_purged_events (
   n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   id BIGINT NOT NULL, task_id BIGINT NOT NULL, kind VARCHAR(32) NOT NULL, fence BIGINT NOT NULL,
@@ -103,8 +104,8 @@ var archiveDDL = []string{
   IF @chaos_pace > 0 THEN SET @chaos_slept = SLEEP(@chaos_pace); END IF;
 END`,
 	`CREATE TRIGGER chaos_archive_results AFTER DELETE ON task_results FOR EACH ROW
-  INSERT INTO chaos_purged_results (task_id, fence, editor_id, stage, decision, submitted_at, seq, purged_at)
-  VALUES (OLD.task_id, OLD.fence, OLD.editor_id, OLD.stage, OLD.decision, OLD.submitted_at, OLD.seq, NOW(3))`,
+  INSERT INTO chaos_purged_results (task_id, fence, editor_id, stage, decision, submitted_at, seq, claimed_at, purged_at)
+  VALUES (OLD.task_id, OLD.fence, OLD.editor_id, OLD.stage, OLD.decision, OLD.submitted_at, OLD.seq, OLD.claimed_at, NOW(3))`,
 	"CREATE TRIGGER chaos_archive_events AFTER DELETE ON task_events FOR EACH ROW\n" +
 		"  INSERT INTO chaos_purged_events (id, task_id, kind, fence, editor_id, `at`, purged_at)\n" +
 		"  VALUES (OLD.id, OLD.task_id, OLD.kind, OLD.fence, OLD.editor_id, OLD.`at`, NOW(3))",
@@ -129,9 +130,20 @@ var (
 		"SELECT task_id, fence, COALESCE(editor_id, 0) AS editor_id, stage, " + b("COALESCE(decision, '')") + " AS decision, submitted_at FROM task_results\n" +
 		"UNION ALL SELECT task_id, fence, COALESCE(editor_id, 0), stage, " + b("COALESCE(decision, '')") + ", submitted_at FROM chaos_purged_results) r\n" +
 		"ORDER BY task_id, fence"
+	// The events include those a claim without them has in its stead (a
+	// worker's: see the store's logClaimsSQL): a result row with claimed_at is
+	// its claim's 'claimed' and 'submitted' events, a live task's row marked
+	// claim_unlogged its 'claimed' event; their ids (the store's
+	// DerivedEventID) follow every event's, claimed before submitted.
 	allEventsSQL = "SELECT id, task_id, kind, fence, editor_id, `at` FROM (" +
 		"SELECT id, task_id, " + b("kind") + " AS kind, fence, COALESCE(editor_id, 0) AS editor_id, `at` FROM task_events " +
-		"UNION ALL SELECT id, task_id, " + b("kind") + ", fence, COALESCE(editor_id, 0), `at` FROM chaos_purged_events) e ORDER BY "
+		"UNION ALL SELECT id, task_id, " + b("kind") + ", fence, COALESCE(editor_id, 0), `at` FROM chaos_purged_events " +
+		"UNION ALL SELECT (1 << 52) + 2 * fence + k.n, task_id, " + b("IF(k.n = 0, 'claimed', 'submitted')") + ", fence, COALESCE(editor_id, 0), " +
+		"IF(k.n = 0, claimed_at, submitted_at) FROM (SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM task_results WHERE claimed_at IS NOT NULL " +
+		"UNION ALL SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM chaos_purged_results WHERE claimed_at IS NOT NULL) r " +
+		"JOIN (SELECT 0 AS n UNION ALL SELECT 1) k " +
+		"UNION ALL SELECT (1 << 52) + 2 * fence, id, " + b("'claimed'") + ", fence, COALESCE(editor_id, 0), assigned_at FROM tasks WHERE claim_unlogged = 1" +
+		") e ORDER BY "
 )
 
 const (

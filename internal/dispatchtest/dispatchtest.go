@@ -172,3 +172,57 @@ func IDsOf(ins []tasks.Inserted, err error) ([]int64, error) {
 	}
 	return ids, err
 }
+
+// ClaimsSQL is a derived table of every claim the database records, one row
+// (task_id, fence, holder, editor_id) each: its 'claimed' event, or the result
+// row or the task's row that stands for it when its claim wrote none (a
+// worker's claim that succeeded, or is live). Use it as
+// "FROM (" + ClaimsSQL + ") c".
+const ClaimsSQL = `SELECT task_id, fence, holder, editor_id FROM task_events WHERE kind = 'claimed'
+UNION ALL SELECT task_id, fence, holder, editor_id FROM task_results WHERE claimed_at IS NOT NULL
+UNION ALL SELECT id, fence, holder, editor_id FROM tasks WHERE claim_unlogged = 1`
+
+// FenceAccounting checks the audit trail of every task against its fence:
+// each fence from 1 to the task's last is accounted for by exactly one
+// record, a 'claimed' event or a record standing for one (see ClaimsSQL),
+// never by both and never by none. A forced release bumps the fence without
+// a claim: its 'released' event (detail "forced") accounts for the fence it
+// skips. It returns the number of fences checked and a description of each
+// one that breaks the rule.
+func (b *Bundle) FenceAccounting(t testing.TB) (checked int, bad []string) {
+	t.Helper()
+	type key struct{ task, fence int64 }
+	records := make(map[key]int)
+	var rows []struct {
+		TaskID int64 `db:"task_id"`
+		Fence  int64 `db:"fence"`
+	}
+	ctx := context.Background()
+	if err := b.DB.SelectContext(ctx, &rows, `SELECT task_id, fence FROM (`+ClaimsSQL+`) c
+UNION ALL SELECT task_id, fence + 1 FROM task_events WHERE kind = 'released' AND detail = 'forced'`); err != nil {
+		t.Fatalf("fence accounting: %v", err)
+	}
+	for _, r := range rows {
+		records[key{r.TaskID, r.Fence}]++
+	}
+	var ts []struct {
+		ID    int64 `db:"id"`
+		Fence int64 `db:"fence"`
+	}
+	if err := b.DB.SelectContext(ctx, &ts, "SELECT id, fence FROM tasks ORDER BY id"); err != nil {
+		t.Fatalf("fence accounting: %v", err)
+	}
+	for _, task := range ts {
+		for f := int64(1); f <= task.Fence; f++ {
+			checked++
+			if n := records[key{task.ID, f}]; n != 1 {
+				bad = append(bad, fmt.Sprintf("task %d fence %d has %d records", task.ID, f, n))
+			}
+			delete(records, key{task.ID, f})
+		}
+	}
+	for k, n := range records {
+		bad = append(bad, fmt.Sprintf("task %d fence %d, past the task's fence, has %d records", k.task, k.fence, n))
+	}
+	return checked, bad
+}

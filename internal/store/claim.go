@@ -41,7 +41,7 @@ const (
 	// another transaction is writing (a competing claim, a holder's write, a sweep's
 	// batch) reads as no row at once instead of a lock wait, and the caller moves on to
 	// its next candidate.
-	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now,
+	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now, claim_unlogged,
 	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)), 0) AS claimable
 FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
@@ -49,11 +49,11 @@ FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 	// condition the locked read checked, so it is correct on its own, and checks
 	// that the task's category is not paused. It keeps in run_after the moment
 	// the task became claimable (see claimableSinceSQL), assigned first, from
-	// the row as it was.
+	// the row as it was. Its claim writes its 'claimed' event (claim_unlogged 0).
 	claimSQL = `UPDATE tasks SET run_after = IF(status = 'assigned', lease_expires_at, ` + claimableSinceSQL + `),
 	status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?,
 	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL,
-	trace_context = ?, updated_at = ?
+	trace_context = ?, updated_at = ?, claim_unlogged = 0
 WHERE id = ? AND fence = ?
 	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
 )
@@ -99,7 +99,8 @@ func claimableSince(t tasks.Task) time.Time {
 // assigned with its lease passed) and not skipped by the editor, moves it to assigned,
 // bumps the fence and sets the lease from the database clock. In the same transaction
 // it records a 'claimed' event and, when it took over a claim whose lease had passed,
-// an 'expired' event for the old fence.
+// an 'expired' event for the old fence (after that claim's 'claimed' event, when it
+// was made without one: see logClaimsSQL).
 //
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
 // if another transaction is writing its row right now, or if there is no such task;
@@ -273,6 +274,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 			tasks.Task
 			DBNow     time.Time `db:"db_now"`
 			Claimable bool      `db:"claimable"`
+			Unlogged  bool      `db:"claim_unlogged"`
 		}
 		if err := tx.GetContext(ctx, &row, claimLockSQL, p.TaskID); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -298,6 +300,10 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				}
 				return &tasks.BarredError{For: heldFor(&row.Task, p.EditorID, left)}
 			}
+		}
+		// A claim taken over: its 'claimed' event first, if it has none.
+		if err := logClaim(ctx, tx, row.Status == tasks.StatusAssigned && row.Unlogged, p.TaskID, row.Fence); err != nil {
+			return err
 		}
 		now := row.DBNow
 		expires := now.Add(lease)
@@ -520,15 +526,24 @@ func dueOf(due *time.Time) time.Time {
 	return *due
 }
 
-const claimHolderSQL = `SELECT holder FROM task_events
-WHERE task_id = ? AND kind = 'claimed' AND fence = ? ORDER BY id LIMIT 1`
+// claimHolderSQL reads the holder of a claim from the one record that accounts
+// for it (see logClaimsSQL): its 'claimed' event, or its result row, or, while
+// it is live and was made without an event, the task's row.
+const claimHolderSQL = `(SELECT holder FROM task_events
+	WHERE task_id = ? AND kind = 'claimed' AND fence = ? ORDER BY id LIMIT 1)
+UNION ALL
+(SELECT holder FROM task_results FORCE INDEX (PRIMARY) WHERE task_id = ? AND fence = ? AND claimed_at IS NOT NULL)
+UNION ALL
+(SELECT holder FROM tasks FORCE INDEX (PRIMARY) WHERE id = ? AND fence = ? AND claim_unlogged = 1)
+LIMIT 1`
 
 // ClaimHolder returns the holder of the claim of task taskID with fence fence, from
-// the audit trail: whoever the claim was made for, live or long over. It returns
+// the audit trail (a 'claimed' event, or the result row or task row that stands for
+// it: see TaskEvents): whoever the claim was made for, live or long over. It returns
 // ErrNotFound if the task never had a claim with that fence.
 func (s *Store) ClaimHolder(ctx context.Context, taskID, fence int64) (string, error) {
 	var holder string
-	if err := s.db.GetContext(ctx, &holder, claimHolderSQL, taskID, fence); err != nil {
+	if err := s.db.GetContext(ctx, &holder, claimHolderSQL, taskID, fence, taskID, fence, taskID, fence); err != nil {
 		return "", fmt.Errorf("claim holder of task %d fence %d: %w", taskID, fence, notFound(err))
 	}
 	return holder, nil

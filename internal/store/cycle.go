@@ -266,13 +266,17 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		// A reviewer's decision and notes, when the round has any.
 		reviewed := slices.ContainsFunc(decisions, func(d any) bool { return d != nil }) ||
 			slices.ContainsFunc(notes, func(n any) bool { return n != nil })
-		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name")
+		// A claim made without a 'claimed' event (a worker's: see
+		// logClaimsSQL) has its result as the record of the claim and the
+		// submit, and no 'submitted' event.
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name, " + resultClaimColumns)
 		if reviewed {
 			q.WriteString(", decision, notes")
 		}
 		q.WriteString(")\n\tSELECT id, fence, holder, editor_id, ")
 		args = append(args, valuesSQL(q, ids, results)...)
-		q.WriteString(", stage, stage_name")
+		q.WriteString(", stage, stage_name, ")
+		args = append(args, writeUnloggedResultSQL(q, func(q *strings.Builder) []any { return tracesSQL(q, ids, straces) })...)
 		if reviewed {
 			q.WriteString(", ")
 			args = append(args, valuesSQL(q, ids, decisions)...)
@@ -294,6 +298,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		}
 		q.WriteString(") FROM tasks FORCE INDEX (PRIMARY)")
 		live()
+		q.WriteString(loggedSQL)
 		s.endWrite(q)
 		if s.outbox[tasks.WebhookSubmitted] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name, decision)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name, ")
@@ -350,7 +355,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			// guarded by uncheckedSQL takes none).
 			q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
 		}
-		q.WriteString("trace_context = ")
+		// Its claims write their 'claimed' events (see logClaimsSQL).
+		q.WriteString("claim_unlogged = 0, trace_context = ")
 		args = append(args, valuesSQL(q, ids, traces)...)
 		q.WriteString("\nWHERE id IN (")
 		args = append(args, listSQL(q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
@@ -403,7 +409,8 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 // send back (its task in backs), puts the task back in the pool at the next
 // stage, or at the one before, reserved for the editor who did it for the
 // category's send-back hold; any other submit makes the task done. Either way
-// assigned_at keeps the time of the claim the submit ended, and a task put back
+// the claim is no longer unlogged (see logClaimsSQL), assigned_at keeps the time
+// of the claim the submit ended, and a task put back
 // in the pool is claimable from now on (run_after: see claimableSinceSQL). Every expression
 // reads the row as it was: stage, which they read, is set last.
 func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
@@ -412,7 +419,7 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = IF(" + advancesSQL + ", GREATEST(run_after, @taskd_now), run_after),\n\t" +
 			"done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
 			"holder = IF(" + advancesSQL + ", NULL, holder), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
-			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\t" +
+			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0,\n\t" +
 			"stage = stage + (" + advancesSQL + ")")
 		return nil
 	}
@@ -446,7 +453,7 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 	args = append(args, s.sendBackHoldSQL(q)...)
 	q.WriteString(" MICROSECOND, NULL),\n\tstatus = IF(")
 	moves()
-	q.WriteString(", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL,\n\tstage = IF(")
+	q.WriteString(", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0,\n\tstage = IF(")
 	back()
 	q.WriteString(", stage - 1, IF(" + advancesSQL + ", stage + 1, stage))")
 	return args

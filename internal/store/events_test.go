@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +76,8 @@ SELECT IF(seq % 2 = 0, ?, ?), 'released', seq DIV 2, 'w', CONCAT('e', seq DIV 2)
 }
 
 // TestTaskEventsPlan: a page of a long history reads a range of
-// task_events_task backwards, stopped by its LIMIT: no sort, no scan.
+// task_events_task backwards, stopped by its LIMIT, and ranges of the primary
+// keys of the results and the task that stand for events: no sort, no scan.
 func TestTaskEventsPlan(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{})
@@ -90,11 +92,26 @@ SELECT ?, 'released', seq, 'w', 'x' FROM seq_1_to_3000`, ids[0])
 SELECT ? + seq % 19, 'claimed', seq, 'w', 'x' FROM seq_1_to_20000`, ids[1])
 	b.exec(t, `ANALYZE TABLE task_events`)
 	for _, before := range []int64{1 << 62, 2000} {
-		plan := b.explain(t, store.TaskEventsSQL, ids[0], before, 51)
+		plan := b.explain(t, store.TaskEventsSQL, ids[0], before, int64(math.MaxInt64), 51,
+			ids[0], ids[0], before, int64(math.MaxInt64), 51, ids[0], ids[0], before, int64(math.MaxInt64))
 		t.Logf("TaskEvents (before %d):\n%s\n%s", before, store.TaskEventsSQL, formatPlan(plan))
 		noFullScans(t, "task events", plan)
-		if len(plan) != 1 || plan[0].Key != "task_events_task" || plan[0].Type != "range" || strings.Contains(plan[0].Extra, "filesort") {
-			t.Errorf("task events: want one range read of task_events_task without a sort:\n%s", formatPlan(plan))
+		// Each table read is a range (or one row) of the key named, in
+		// its order: task_events_task for the events, the primary keys of
+		// the results and of the task for the records standing for events.
+		keys := map[string]string{"task_events": "task_events_task", "e": "task_events_task", "task_results": "PRIMARY", "tasks": "PRIMARY"}
+		reads := 0
+		for _, r := range plan {
+			if r.Table == "" || r.Table == "NULL" || strings.HasPrefix(r.Table, "<") {
+				continue
+			}
+			reads++
+			if r.Key != keys[r.Table] || (r.Type != "range" && r.Type != "ref" && r.Type != "const") || strings.Contains(r.Extra, "filesort") {
+				t.Errorf("task events: %s read by %s (%s, %s), want a range of %s without a sort:\n%s", r.Table, r.Key, r.Type, r.Extra, keys[r.Table], formatPlan(plan))
+			}
+		}
+		if reads < 3 || plan[0].Table != "task_events" {
+			t.Errorf("task events: want the events, the results and the cursor's fence read:\n%s", formatPlan(plan))
 		}
 	}
 }

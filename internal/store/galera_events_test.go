@@ -21,6 +21,20 @@ import (
 // 'expired' event of its fence), and every task that moved has the event of
 // its move.
 func TestGaleraRecycleRacingTakeoversKeepsEveryEvent(t *testing.T) {
+	recycleRacingTakeovers(t, false)
+}
+
+// TestGaleraRecycleRacingTakeoversOfWorkerClaims is the same race over the
+// claims of a worker's batch, which write no 'claimed' event: the sweep and
+// the takeovers write it, so that every fence is still accounted for by
+// exactly one 'claimed' event.
+func TestGaleraRecycleRacingTakeoversOfWorkerClaims(t *testing.T) {
+	recycleRacingTakeovers(t, true)
+}
+
+// recycleRacingTakeovers runs the race of the tests above, each round's
+// claims made with ClaimBatch when batch is set, else with Claim.
+func recycleRacingTakeovers(t *testing.T, batch bool) {
 	g := storetest.NewGalera(t)
 	ctx := context.Background()
 	cfg := store.Config{WebhookEvents: []tasks.WebhookEvent{tasks.WebhookExpired}}
@@ -46,15 +60,29 @@ func TestGaleraRecycleRacingTakeoversKeepsEveryEvent(t *testing.T) {
 	}
 	for round := range rounds {
 		// Every task claimed by worker w<round>, its lease passed.
+		var ps []tasks.ClaimParams
 		for _, id := range ids {
 			task, err := claimer.GetTask(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := claimer.Claim(ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
-				Holder: fmt.Sprintf("w%d", round), Lease: time.Minute}); err != nil && !errors.Is(err, tasks.ErrStale) {
+			p := tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status, Holder: fmt.Sprintf("w%d", round), Lease: time.Minute}
+			if batch {
+				if task.Status == tasks.StatusPending {
+					ps = append(ps, p)
+				}
+				continue
+			}
+			if _, err := claimer.Claim(ctx, p); err != nil && !errors.Is(err, tasks.ErrStale) {
 				t.Fatalf("round %d: claim task %d: %v", round, id, err)
 			}
+		}
+		for len(ps) > 0 {
+			k := min(len(ps), 50)
+			if _, err := claimer.ClaimBatch(ctx, ps[:k]); err != nil {
+				t.Fatalf("round %d: claim batch: %v", round, err)
+			}
+			ps = ps[k:]
 		}
 		if _, err := g.Nodes[0].ExecContext(ctx, `UPDATE tasks SET lease_expires_at = NOW(3) - INTERVAL 1 SECOND WHERE status = 'assigned'`); err != nil {
 			t.Fatal(err)
@@ -104,6 +132,18 @@ func TestGaleraRecycleRacingTakeoversKeepsEveryEvent(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("%d claims ended with no event (task@fence): %v", len(missing), missing)
+	}
+	// Every fence of every task has exactly one 'claimed' event, or, for a
+	// live worker's claim, the mark that stands for it.
+	var unaccounted []string
+	if err := g.Nodes[2].SelectContext(ctx, &unaccounted, `SELECT CONCAT(t.id, '@', f.seq, ':', COUNT(c.id) + (t.claim_unlogged = 1 AND t.fence = f.seq))
+		FROM tasks t JOIN seq_1_to_1000 f ON f.seq <= t.fence
+		LEFT JOIN task_events c ON c.task_id = t.id AND c.fence = f.seq AND c.kind = 'claimed'
+		GROUP BY t.id, f.seq, t.claim_unlogged, t.fence HAVING COUNT(c.id) + (t.claim_unlogged = 1 AND t.fence = f.seq) <> 1`); err != nil {
+		t.Fatal(err)
+	}
+	if len(unaccounted) > 0 {
+		t.Errorf("%d fences not accounted for by one claim record (task@fence:records): %v", len(unaccounted), unaccounted)
 	}
 	// Each expiry event has its outbox record, and none has two.
 	var events, outbox, doubled int

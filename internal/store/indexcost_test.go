@@ -14,7 +14,7 @@ import (
 // writes (tasks.claimUpdateSQL, recycleSQL, ...). A secondary key holding one of them
 // moves an entry on each of those writes.
 var hotColumns = []string{"status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
-	"attempts", "trace_context", "updated_at", "run_after"}
+	"attempts", "trace_context", "updated_at", "run_after", "claim_unlogged"}
 
 // TestKeysAClaimMoves pins the secondary keys of tasks that hold a column the claim
 // path writes: those the claim path reads (tasks_candidate, tasks_expiry,

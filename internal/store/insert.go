@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -408,51 +406,4 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*tasks.Task, error) {
 		return nil, fmt.Errorf("get task %d: %w", id, notFound(err))
 	}
 	return &t, nil
-}
-
-// taskEventsSQL reads a page of a task's events, newest first, from before a
-// keyset cursor on the events' primary key: a range of task_events_task
-// (task_id, id) read backwards, stopped by LIMIT, so a page costs its rows
-// whatever the history's length.
-const taskEventsSQL = `SELECT id, task_id, kind, fence, COALESCE(holder, '') AS holder,
-	COALESCE(editor_id, 0) AS editor_id, COALESCE(detail, '') AS detail,
-	COALESCE(LOWER(HEX(trace_id)), '') AS trace_id, ` + "`at`" + `
-FROM task_events FORCE INDEX (task_events_task)
-WHERE task_id = ? AND id < ? ORDER BY id DESC LIMIT ?`
-
-// TaskEvents returns a page of the audit trail of a task: the latest events, or
-// those before p.Before, oldest first within the page. A task without events (or an
-// unknown id) has an empty page. One round trip; its cost is the page's rows, read
-// from the index (task_id, id), not the history's length.
-//
-// It returns ErrInvalid for a limit or cursor out of range.
-func (s *Store) TaskEvents(ctx context.Context, p tasks.TaskEventsParams) (*tasks.EventPage, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = tasks.EventsLimitDefault
-	}
-	if limit < 1 || limit > tasks.EventsLimitMax {
-		return nil, fmt.Errorf("task events %d: %w: limit must be 1..%d, got %d", p.TaskID, tasks.ErrInvalid, tasks.EventsLimitMax, p.Limit)
-	}
-	if p.Before < 0 {
-		return nil, fmt.Errorf("task events %d: %w: before must be a positive event id, got %d", p.TaskID, tasks.ErrInvalid, p.Before)
-	}
-	before := p.Before
-	if before == 0 {
-		before = math.MaxInt64
-	}
-	evs := make([]tasks.Event, 0, limit+1)
-	if err := s.db.SelectContext(ctx, &evs, taskEventsSQL, p.TaskID, before, limit+1); err != nil {
-		return nil, fmt.Errorf("task events %d: %w", p.TaskID, err)
-	}
-	page := &tasks.EventPage{More: len(evs) > limit}
-	if page.More {
-		evs = evs[:limit]
-	}
-	slices.Reverse(evs)
-	page.Events = evs
-	if page.More {
-		page.Before = evs[0].ID
-	}
-	return page, nil
 }

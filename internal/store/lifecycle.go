@@ -21,7 +21,7 @@ const (
 	liveClaimWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= NOW(3)`
 
 	liveClaimLockSQL = `SELECT COALESCE(editor_id, 0) AS editor_id, category, assigned_at, lease_expires_at,
-	attempts, max_attempts, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
+	attempts, max_attempts, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged
 FROM tasks` + liveClaimWhere + ` FOR UPDATE`
 )
 
@@ -35,6 +35,9 @@ type liveClaim struct {
 	MaxAttempts    int       `db:"max_attempts"`
 	TraceContext   string    `db:"trace_context"`
 	DBNow          time.Time `db:"db_now"`
+	// Unlogged says the claim was made without its 'claimed' event, which
+	// whatever ends it writes first (see logClaimsSQL).
+	Unlogged bool `db:"claim_unlogged"`
 }
 
 // ended describes the claim c of task id, held by holder, as ended now, leaving the
@@ -172,7 +175,7 @@ func (row *submittedRow) ended(p tasks.SubmitParams, found bool) (*tasks.Ended, 
 
 const (
 	releaseSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
-	assigned_at = NULL, lease_expires_at = NULL` + liveClaimWhere
+	assigned_at = NULL, lease_expires_at = NULL, claim_unlogged = 0` + liveClaimWhere
 	// lockTaskEditorSQL locks the row of the editor the task names; the subquery
 	// reads without locking, so the editor's row is locked before the task's.
 	lockTaskEditorSQL = `SELECT id FROM editors WHERE id = (SELECT editor_id FROM tasks WHERE id = ?) FOR UPDATE`
@@ -185,7 +188,8 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = GREATEST(` + "`until`" + `, NOW(3) +
 
 // Release gives a live claim back: the task returns to the pool at once, with its
 // fence unchanged (the next claim bumps it). It records a 'released' event, or with
-// p.Skip a 'skipped' event. An editor's claim leaves the task kept from that editor
+// p.Skip a 'skipped' event (after the claim's 'claimed' event, for a claim made
+// without one: see logClaimsSQL). An editor's claim leaves the task kept from that editor
 // (task_skips) for Config.ReleaseCooldown, or Config.SkipFor with p.Skip: others may
 // claim it at once. A claim p.Undelivered is kept from nobody.
 //
@@ -210,6 +214,9 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 		}
 		if p.Skip && p.Undelivered {
 			return fmt.Errorf("%w: a claim its holder never learnt of cannot be skipped", tasks.ErrInvalid)
+		}
+		if err := logClaim(ctx, tx, c.Unlogged, p.TaskID, p.Fence); err != nil {
+			return err
 		}
 		if err := fencedExec(ctx, tx, releaseSQL, p.TaskID, p.Fence, p.Holder); err != nil {
 			return err
@@ -241,10 +248,10 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 
 const (
 	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
-	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
+	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged
 FROM tasks WHERE id = ? FOR UPDATE`
 	forceReleaseSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
-	assigned_at = NULL, lease_expires_at = NULL
+	assigned_at = NULL, lease_expires_at = NULL, claim_unlogged = 0
 WHERE id = ? AND fence = ? AND status = 'assigned'`
 )
 
@@ -266,12 +273,16 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, e
 			AssignedAt   *time.Time   `db:"assigned_at"` // NULL unless assigned
 			TraceContext string       `db:"trace_context"`
 			DBNow        time.Time    `db:"db_now"`
+			Unlogged     bool         `db:"claim_unlogged"`
 		}
 		if err := tx.GetContext(ctx, &row, forceReleaseLockSQL, taskID); err != nil {
 			return notFound(err)
 		}
 		if row.Status != tasks.StatusAssigned || row.AssignedAt == nil {
 			return tasks.ErrStale
+		}
+		if err := logClaim(ctx, tx, row.Unlogged, taskID, row.Fence); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, forceReleaseSQL, taskID, row.Fence)
 		if err != nil {
@@ -297,9 +308,9 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, e
 
 const (
 	failRetrySQL = `UPDATE tasks SET status = 'pending', holder = NULL, editor_id = NULL, assigned_at = NULL,
-	lease_expires_at = NULL, run_after = NOW(3) + INTERVAL ? MICROSECOND, last_error = ?` + liveClaimWhere
+	lease_expires_at = NULL, run_after = NOW(3) + INTERVAL ? MICROSECOND, last_error = ?, claim_unlogged = 0` + liveClaimWhere
 	failDeadSQL = `UPDATE tasks SET status = 'dead', done_at = NOW(3), editor_id = NULL,
-	lease_expires_at = NULL, last_error = ?` + liveClaimWhere
+	lease_expires_at = NULL, last_error = ?, claim_unlogged = 0` + liveClaimWhere
 )
 
 // Fail ends a live claim with an error. If the task has attempts left (attempts <
@@ -319,6 +330,9 @@ func (s *Store) Fail(ctx context.Context, p tasks.FailParams) (*tasks.Ended, err
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := lockLiveClaim(ctx, tx, p.TaskID, p.Fence, p.Holder)
 		if err != nil {
+			return err
+		}
+		if err := logClaim(ctx, tx, c.Unlogged, p.TaskID, p.Fence); err != nil {
 			return err
 		}
 		lastErr := nullString(truncate(p.Err, maxLastErrorLen))

@@ -15,7 +15,7 @@ const (
 	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
 	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
 	// working on right now; the next batch gets them if they are still expired.
-	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category,
+	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category, claim_unlogged,
 	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
 FROM tasks FORCE INDEX (tasks_expiry)
 WHERE status = 'assigned' AND lease_expires_at < NOW(3)
@@ -24,14 +24,15 @@ ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
 	// recycleSQL returns the locked batch to the pool, fenced on (id, fence). The
 	// (id, fence) IN list is a primary key range read.
 	recycleSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
-	assigned_at = NULL, lease_expires_at = NULL
+	assigned_at = NULL, lease_expires_at = NULL, claim_unlogged = 0
 WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
 )
 
 // RecycleExpired returns up to p.Limit claims whose lease has passed to the pool and
 // records a 'recycled' event for each, with the fence and holder of the claim that
 // expired (and a webhook outbox record, when the store's Config.WebhookEvents ask for
-// expired). It returns the claims it recycled; call it in a loop until it returns
+// expired), after the claim's 'claimed' event for a claim made without one (see
+// logClaimsSQL). It returns the claims it recycled; call it in a loop until it returns
 // fewer than the limit to drain a backlog. Calls may run concurrently: each
 // recycles claims the others have not locked.
 //
@@ -63,6 +64,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 			Holder    string `db:"holder"`
 			EditorID  int64  `db:"editor_id"`
 			Category  string `db:"category"`
+			Unlogged  bool   `db:"claim_unlogged"`
 			ExpiredUS int64  `db:"expired_us"`
 		}
 		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, limit); err != nil {
@@ -82,7 +84,19 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 		// statement matched. (On Galera the statements go one at a time: see
 		// execInTx.)
 		var q strings.Builder
-		args := s.writeEventsSQL(&q, traceOf(ctx), evs)
+		var args []any
+		// The 'claimed' events of the claims made without one, first.
+		var unlogged []any
+		for _, r := range rows {
+			if r.Unlogged {
+				unlogged = append(unlogged, r.ID, r.Fence)
+			}
+		}
+		if len(unlogged) > 0 {
+			q.WriteString(logClaimsSQL + "(id, fence) IN (" + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(unlogged)/2), ", ") + ");\n")
+			args = append(args, unlogged...)
+		}
+		args = append(args, s.writeEventsSQL(&q, traceOf(ctx), evs)...)
 		q.WriteString(";\n")
 		fmt.Fprintf(&q, recycleSQL, strings.TrimSuffix(strings.Repeat("(?, ?), ", len(rows)), ", "))
 		for _, r := range rows {

@@ -22,7 +22,13 @@ import (
 // as literals; holders, the caller's strings, are arguments, and a batch of
 // one holder (a worker process's, the usual case) names it once.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
-	q.WriteString(" WHERE id IN (")
+	q.WriteString(" WHERE ")
+	return membersCondSQL(q, ids, fences, holders)
+}
+
+// membersCondSQL writes membersSQL's predicate without its WHERE.
+func membersCondSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
+	q.WriteString("id IN (")
 	for i, id := range ids {
 		if i > 0 {
 			q.WriteString(", ")
@@ -101,8 +107,13 @@ func checkBatch(n int, id func(i int) int64) error {
 // trip, one commit): one fenced UPDATE moves every member whose row still has the
 // fence and status its caller saw (pending, run_after passed, category not paused) to
 // assigned, bumping each row's fence and setting each its own holder and a lease from
-// the database clock; their 'claimed' events are one INSERT. Each member is claimed or
-// refused on its own, and the answer says which, in the order of ps.
+// the database clock. It writes no 'claimed' events: it marks the claims
+// (claim_unlogged), and a claim's successful submit leaves its result row as the record
+// of the claim and the submit, while any other end of it writes its 'claimed' event
+// then (see logClaimsSQL). Only when ctx's sampled span is not the one TraceContext
+// names, which the events keep, are the 'claimed' events written now, one INSERT.
+// Each member is claimed or refused on its own, and the answer says which, in the
+// order of ps.
 //
 // Every member must be a worker's (EditorID 0) claim of a pending task (Status
 // StatusPending) with the same Lease and TraceContext; a claim taking over an expired
@@ -181,7 +192,16 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 		// A task sent back and reserved for an editor is reserved no more.
 		q.WriteString("reserved_for = NULL, reserved_until = NULL, ")
 	}
-	q.WriteString("trace_context = ?\nWHERE id IN (")
+	// The claims' events are left to their ends (see logClaimsSQL) when
+	// those can write them as now: with the trace id trace_context names.
+	unlogged := claimTraceIs(ps[0].TraceContext, traceID)
+	q.WriteString("trace_context = ?, claim_unlogged = ")
+	if unlogged {
+		q.WriteString("1")
+	} else {
+		q.WriteString("0")
+	}
+	q.WriteString("\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
 	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
 	q.WriteString(") AND (id, fence) IN (")
@@ -189,19 +209,20 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL)
 	s.endWrite(&q)
 
-	// The events of the claims the UPDATE made: the row shows the member's
-	// holder, its fence bumped, assigned at this batch's instant.
-	bumped := make([]int64, len(fences))
-	for i, f := range fences {
-		bumped[i] = f + 1
+	if !unlogged {
+		// The events of the claims the UPDATE made: the row shows the
+		// member's holder, its fence bumped, assigned at this batch's instant.
+		bumped := make([]int64, len(fences))
+		for i, f := range fences {
+			bumped[i] = f + 1
+		}
+		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
+		args = append(args, traceSQL(&q, traceID)...)
+		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
+		args = append(args, membersSQL(&q, ids, bumped, holders)...)
+		q.WriteString(" AND assigned_at = @taskd_now")
+		s.endWrite(&q)
 	}
-	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
-	args = append(args, traceSQL(&q, traceID)...)
-	q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
-	live := membersSQL(&q, ids, bumped, holders)
-	args = append(args, live...)
-	q.WriteString(" AND assigned_at = @taskd_now")
-	s.endWrite(&q)
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
 		taskColumns + " FROM tasks WHERE id IN (")
@@ -301,9 +322,11 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, er
 
 // Complete ends many live claims in one statement batch (one round trip, one
 // commit): the members with a Result as Submit does (the result row, the 'submitted'
-// event, the outbox's record when webhooks subscribe to it, the task done), the others
-// as Fail does (a 'failed' event and the task back in the pool after its Backoff, or,
-// with Dead or no attempts left, a 'dead' event and the task dead). Each statement
+// event, the outbox's record when webhooks subscribe to it, the task done; for a claim
+// ClaimBatch made without a 'claimed' event, the result row with the claim's time and
+// no event: see logClaimsSQL), the others as Fail does (a 'failed' event and the task
+// back in the pool after its Backoff, or, with Dead or no attempts left, a 'dead' event
+// and the task dead; each after the 'claimed' event of a claim made without one). Each statement
 // writes all members of its kind whose claim is live at the batch's instant, and a
 // first locking read reports which those are: a stale member changes nothing and the
 // others commit. The answer says what happened to each, in the order of os.
@@ -423,16 +446,22 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	q.WriteString(" FOR UPDATE;\n")
 
 	if len(done.ids) > 0 {
-		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name)\n\tSELECT id, fence, holder, editor_id, ")
+		// A claim without a 'claimed' event has its result as the record of
+		// the claim and the submit, submitted at the batch's instant as the
+		// event would have been, and no 'submitted' event.
+		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name, submitted_at, " + resultClaimColumns + ")\n\tSELECT id, fence, holder, editor_id, ")
 		// Strings, not bytes: MySQL refuses binary strings in JSON columns.
 		args = append(args, caseSQL(&q, done.ids, results)...)
-		q.WriteString(", stage, stage_name FROM tasks FORCE INDEX (PRIMARY)")
+		q.WriteString(", stage, stage_name, @taskd_now, ")
+		args = append(args, writeUnloggedResultSQL(&q, func(q *strings.Builder) []any { return traceSQL(q, traceID) })...)
+		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
 		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, traceSQL(&q, traceID)...)
 		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
 		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		q.WriteString(loggedSQL)
 		s.endWrite(&q)
 		if s.outbox[tasks.WebhookSubmitted] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name FROM tasks FORCE INDEX (PRIMARY)")
@@ -461,6 +490,10 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		deadSQL.WriteString(")")
 		isDead := deadSQL.String()
 
+		// The 'claimed' events of the claims made without one, first.
+		q.WriteString(logClaimsSQL)
+		args = append(args, membersCondSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
 		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, details)...)
@@ -484,7 +517,7 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
 		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, backoffs)...)
-		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL")
+		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0")
 		for range 4 {
 			args = append(args, deadArgs...)
 		}

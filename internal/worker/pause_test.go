@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/dispatchtest"
 	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/internal/worker"
 	"github.com/taskd/taskd/tasks"
@@ -74,8 +75,8 @@ func TestWorkerLeavesPausedCategoryAlone(t *testing.T) {
 	if n := handled("jobs"); n != 1 {
 		t.Fatalf("the worker ran %d tasks of jobs, want only the one that was live at the pause", n)
 	}
-	if n := b.RowCount(t, `SELECT COUNT(*) FROM task_events e JOIN tasks t ON t.id = e.task_id
-		WHERE t.category = 'jobs' AND e.kind = 'claimed'`); n != 1 {
+	if n := b.RowCount(t, `SELECT COUNT(*) FROM (`+dispatchtest.ClaimsSQL+`) c JOIN tasks t ON t.id = c.task_id
+		WHERE t.category = 'jobs'`); n != 1 {
 		t.Fatalf("%d claims of jobs in the database, want 1", n)
 	}
 	testenv.Eventually(t, 30*time.Second, "the later tasks submitted", func() bool { return w.Totals().Processed >= 9 })
