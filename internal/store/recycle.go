@@ -12,14 +12,16 @@ import (
 )
 
 const (
-	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
-	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
-	// working on right now; the next batch gets them if they are still expired.
+	// recycleLockSQL locks a batch of expired claims, per category oldest deadline
+	// first, reading the claims' entries of the expiry index in its order (bounded by
+	// the claims, never the pool) and taking those whose lease has passed. SKIP
+	// LOCKED passes over rows a claim or a holder's write is working on right now; the
+	// next batch gets them if they are still expired.
 	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category,
 	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
 FROM tasks FORCE INDEX (tasks_expiry)
 WHERE status = 'assigned' AND lease_expires_at < NOW(3)
-ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
+ORDER BY category, lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
 
 	// recycleSQL returns the locked batch to the pool, fenced on (id, fence). The
 	// (id, fence) IN list is a primary key range read.
