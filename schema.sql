@@ -168,9 +168,10 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_expiry (status, category, lease_expires_at),
   -- The oldest claimable task per category (the first run_after of each pending
   -- range: every write that makes a task pending sets run_after to when it became
-  -- claimable), and the pending tasks past their due_at (see migration 0015).
-  KEY tasks_claimable (status, category, run_after),
-  KEY tasks_overdue (status, due_order, category, run_after),
+  -- claimable), and the pending tasks past their due_at (see migration 0015). Keyed
+  -- on pool_status, as tasks_candidate: a completion moves no entry in them.
+  KEY tasks_claimable (pool_status, category, run_after),
+  KEY tasks_overdue (pool_status, due_order, category, run_after),
   -- The tasks an editor holds (at most editors.capacity: see the header).
   KEY tasks_editor (editor_id),
   -- Candidate reads of an editor limited to some stages of a category: per category

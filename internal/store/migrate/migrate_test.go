@@ -42,6 +42,7 @@ var frozenChecksums = map[int]string{
 	14: "4c750c7e212eb6293de3b7e5d24cf621178cbc018c58a649df594de5568de36b",
 	15: "3da90da62ae05e34c922f00a7f82d738b82bf042ee9b80e38fdb2de5c543a5f8",
 	16: "10753f752b273263a43cedf7be85bf8e7326667183faf463f779657d87d51bb7",
+	18: "ec661f81382614d432f4a06f7b6d197dc478fa7668d2e01e7a1924de95e4af75",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
