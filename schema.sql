@@ -156,6 +156,10 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- The task list (GET /v1/tasks): newest or oldest first by (created_at, id), read in
   -- index order per filter; tasks_done orders by done time. The keys by status hold
   -- ended_status, not status, so that claims and recycles do not move their entries.
+  -- A completion moves an entry in each of the three (and a claim one in
+  -- tasks_holder_created, setting the holder): keyed on columns neither changes, a
+  -- list of the done tasks, or of a holder's, would pass over every other task in
+  -- the key's order to find a page, a read bounded by nothing.
   KEY tasks_created (created_at, id),
   KEY tasks_ended_created (ended_status, created_at, id),
   KEY tasks_category_created (category, ended_status, created_at, id),
@@ -163,8 +167,9 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_done (ended_status, done_at, id),
   -- Claims: status = 'assigned', per category by lease. The expired claims of a
   -- category (candidate reads) are the start of its range; the sweep reads every
-  -- claim's entry and takes the expired ones (lease_expires_at < NOW(3)), a read
-  -- bounded by the claims, not by the pool or the finished tasks.
+  -- claim's entry, without locking, and takes the expired ones (lease_expires_at <
+  -- NOW(3)), a read bounded by the claims, not by the pool or the finished tasks. A
+  -- claim and a completion move an entry each: the lease is set, then cleared.
   KEY tasks_expiry (status, category, lease_expires_at),
   -- The oldest claimable task per category (the first run_after of each pending
   -- range: every write that makes a task pending sets run_after to when it became
