@@ -123,6 +123,9 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- keys the pools are read from: a completion (assigned -> done) leaves it NULL and
   -- so moves no entry in them. Not part of the API.
   pool_status      ENUM('pending', 'dead') AS (IF(status IN ('pending', 'dead'), status, NULL)) STORED,
+  -- due_at while the task is pending, NULL otherwise, for tasks_overdue: a task
+  -- without a due_at never moves in it. Not part of the API.
+  pending_due_at   DATETIME(3) AS (IF(status = 'pending', due_at, NULL)) STORED,
   -- Workflows (see the header). The task's stages in order, comma-separated, NULL for
   -- a task of one stage; the stage it is at (from 0) and how many there are.
   stages           VARCHAR(264) CHARACTER SET ascii COLLATE ascii_bin NULL,
@@ -173,10 +176,12 @@ CREATE TABLE IF NOT EXISTS tasks (
   KEY tasks_expiry (status, category, lease_expires_at),
   -- The oldest claimable task per category (the first run_after of each pending
   -- range: every write that makes a task pending sets run_after to when it became
-  -- claimable), and the pending tasks past their due_at (see migration 0015). Keyed
-  -- on pool_status, as tasks_candidate: a completion moves no entry in them.
+  -- claimable), and the pending tasks past their due_at (see migration 0015).
+  -- tasks_claimable is keyed on pool_status, as tasks_candidate: a completion moves
+  -- no entry in it. tasks_overdue is keyed on pending_due_at: a claim moves the
+  -- entry of a task with a due_at, and nothing moves one without.
   KEY tasks_claimable (pool_status, category, run_after),
-  KEY tasks_overdue (pool_status, due_order, category, run_after),
+  KEY tasks_overdue (pending_due_at, category, run_after),
   -- The tasks an editor holds (at most editors.capacity: see the header).
   KEY tasks_editor (editor_id),
   -- Candidate reads of an editor limited to some stages of a category: per category

@@ -12,18 +12,21 @@
 -- short as the read's LIMIT. A claim and a completion move the task's entry in
 -- tasks_expiry as before (its lease is set, then cleared).
 --
--- tasks_claimable and tasks_overdue (0015), read for the pending tasks only, hold
--- pool_status instead of status too: a completion moves no entry in them either, and
--- their reads are the same ranges as before. (Keyed on ended_status, a claim would move
--- no entry in them and a completion one, the same count, but their reads would pass
--- over the assigned tasks, and the oldest claimable task per category could no longer
--- be read from the index alone.)
+-- tasks_claimable (0015), read for the pending tasks only, holds pool_status instead of
+-- status too: a completion moves no entry in it either, and its read is the same range
+-- as before. (Keyed on ended_status, a claim would move no entry in it and a completion
+-- one, the same count, but its read would pass over the assigned tasks, and the oldest
+-- claimable task per category could no longer be read from the index alone.)
+-- tasks_overdue (0015) holds pending_due_at, the due_at of a pending task and NULL
+-- otherwise, instead of (status, due_order): the overdue tasks are the same range
+-- before now, and a task without a due_at (NULL whatever its status) never moves in it.
 --
--- Per worker job (a claim, then a completion that ends the task done) this moves 9
--- secondary index entries instead of 12: the claim moves tasks_candidate,
--- tasks_claimable, tasks_overdue, tasks_expiry and tasks_holder_created; the completion
--- tasks_expiry, tasks_ended_created, tasks_category_created and tasks_done, which the
--- lists of ended tasks and the retention need keyed on the ended status.
+-- Per worker job without a due_at (a claim, then a completion that ends the task done)
+-- this moves 8 secondary index entries instead of 12: the claim moves tasks_candidate,
+-- tasks_claimable, tasks_expiry and tasks_holder_created; the completion tasks_expiry,
+-- tasks_ended_created, tasks_category_created and tasks_done, which the lists of ended
+-- tasks and the retention need keyed on the ended status. A claim of a task with a
+-- due_at moves its tasks_overdue entry too.
 --
 -- Cost: adding a stored generated column copies tasks (it cannot be added in place:
 -- MariaDB answers ALGORITHM=INPLACE with "not supported", and LOCK=NONE too): the
@@ -35,6 +38,7 @@
 -- One statement, so it applies whole or not at all.
 ALTER TABLE tasks
   ADD COLUMN pool_status ENUM('pending', 'dead') AS (IF(status IN ('pending', 'dead'), status, NULL)) STORED AFTER ended_status,
+  ADD COLUMN pending_due_at DATETIME(3) AS (IF(status = 'pending', due_at, NULL)) STORED AFTER pool_status,
   DROP KEY tasks_candidate,
   ADD KEY tasks_candidate (pool_status, category, priority DESC, due_order, id),
   DROP KEY tasks_expiry,
@@ -42,5 +46,5 @@ ALTER TABLE tasks
   DROP KEY tasks_claimable,
   ADD KEY tasks_claimable (pool_status, category, run_after),
   DROP KEY tasks_overdue,
-  ADD KEY tasks_overdue (pool_status, due_order, category, run_after),
+  ADD KEY tasks_overdue (pending_due_at, category, run_after),
   ALGORITHM = COPY, LOCK = SHARED;
