@@ -118,6 +118,14 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- or assigned, for the list keys below: a claim, a recycle or a release leaves it
   -- NULL and so moves no entry in them. Not part of the API.
   ended_status     ENUM('done', 'dead', 'cancelled') AS (IF(status IN ('pending', 'assigned'), NULL, status)) STORED,
+  -- status while the task waits in a pool: pending (the claims') or dead (the
+  -- requeues'); NULL while it is assigned and once it is done or cancelled, for the
+  -- keys the pools are read from: a completion (assigned -> done) leaves it NULL and
+  -- so moves no entry in them. Not part of the API.
+  pool_status      ENUM('pending', 'dead') AS (IF(status IN ('pending', 'dead'), status, NULL)) STORED,
+  -- due_at while the task is pending, NULL otherwise, for tasks_overdue: a task
+  -- without a due_at never moves in it. Not part of the API.
+  pending_due_at   DATETIME(3) AS (IF(status = 'pending', due_at, NULL)) STORED,
   -- Workflows (see the header). The task's stages in order, comma-separated, NULL for
   -- a task of one stage; the stage it is at (from 0) and how many there are.
   stages           VARCHAR(264) CHARACTER SET ascii COLLATE ascii_bin NULL,
@@ -144,10 +152,12 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- the API.
   claim_unlogged   TINYINT NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
-  -- Candidate reads: per category, status = 'pending', ORDER BY priority DESC,
+  -- Candidate reads: per category, pool_status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
-  -- with the pool.
-  KEY tasks_candidate (status, category, priority DESC, due_order, id),
+  -- with the pool; and the dead tasks of a category in the same order (requeues).
+  -- Assigned and ended tasks are all in its NULL range, which nothing reads: a
+  -- claim moves an entry, a completion none.
+  KEY tasks_candidate (pool_status, category, priority DESC, due_order, id),
   KEY tasks_key (task_key, created_at, id),
   UNIQUE KEY tasks_key_held (key_held),
   -- Keys held for a period whose period has passed: key_free_at < NOW(3).
@@ -155,18 +165,29 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- The task list (GET /v1/tasks): newest or oldest first by (created_at, id), read in
   -- index order per filter; tasks_done orders by done time. The keys by status hold
   -- ended_status, not status, so that claims and recycles do not move their entries.
+  -- A completion moves an entry in each of the three (and a claim one in
+  -- tasks_holder_created, setting the holder): keyed on columns neither changes, a
+  -- list of the done tasks, or of a holder's, would pass over every other task in
+  -- the key's order to find a page, a read bounded by nothing.
   KEY tasks_created (created_at, id),
   KEY tasks_ended_created (ended_status, created_at, id),
   KEY tasks_category_created (category, ended_status, created_at, id),
   KEY tasks_holder_created (holder, created_at, id),
   KEY tasks_done (ended_status, done_at, id),
-  -- Expired claims: status = 'assigned' AND lease_expires_at < NOW(3).
-  KEY tasks_expiry (status, lease_expires_at),
+  -- Claims: status = 'assigned', per category by lease. The expired claims of a
+  -- category (candidate reads) are the start of its range; the sweep reads every
+  -- claim's entry, without locking, and takes the expired ones (lease_expires_at <
+  -- NOW(3)), a read bounded by the claims, not by the pool or the finished tasks. A
+  -- claim and a completion move an entry each: the lease is set, then cleared.
+  KEY tasks_expiry (status, category, lease_expires_at),
   -- The oldest claimable task per category (the first run_after of each pending
   -- range: every write that makes a task pending sets run_after to when it became
   -- claimable), and the pending tasks past their due_at (see migration 0015).
-  KEY tasks_claimable (status, category, run_after),
-  KEY tasks_overdue (status, due_order, category, run_after),
+  -- tasks_claimable is keyed on pool_status, as tasks_candidate: a completion moves
+  -- no entry in it. tasks_overdue is keyed on pending_due_at: a claim moves the
+  -- entry of a task with a due_at, and nothing moves one without.
+  KEY tasks_claimable (pool_status, category, run_after),
+  KEY tasks_overdue (pending_due_at, category, run_after),
   -- The tasks an editor holds (at most editors.capacity: see the header).
   KEY tasks_editor (editor_id),
   -- Candidate reads of an editor limited to some stages of a category: per category

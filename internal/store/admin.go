@@ -181,14 +181,15 @@ func (s *Store) CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.
 	return s.changeMatching(ctx, cancel, p)
 }
 
-// Bulk reads: the tasks of a status that match the filter, after a keyset cursor, in
-// the order of the index they read. By category, the candidate index (status,
-// category, priority DESC, due_order, id) in index order, so the cost is the rows read, plus the
-// rows created_before leaves out. By ids, primary-key lookups of the ids after the
+// Bulk reads: the tasks of a status (pending or dead, the statuses a bulk change
+// starts from) that match the filter, after a keyset cursor, in the order of the
+// index they read. By category, the candidate index (pool_status, category, priority
+// DESC, due_order, id) in index order, so the cost is the rows read, plus the rows
+// created_before leaves out. By ids, primary-key lookups of the ids after the
 // cursor. Neither locks: the batch's transaction locks and checks the rows again.
 const (
 	bulkByCategorySQL = `SELECT id, priority, due_order FROM tasks FORCE INDEX (tasks_candidate)
-WHERE status = ? AND category = ?%s%s
+WHERE pool_status = ? AND category = ?%s%s
 ORDER BY priority DESC, due_order, id LIMIT ?`
 	bulkByCategoryAfterSQL = ` AND (priority < ? OR (priority = ? AND (due_order > ? OR (due_order = ? AND id > ?))))`
 	bulkByIDsSQL           = `SELECT id, priority, due_order FROM tasks FORCE INDEX (PRIMARY)

@@ -11,14 +11,14 @@ import (
 )
 
 // Candidate query parts. The query is a UNION ALL of two branches per category, each
-// an index range read of tasks_candidate (status, category, priority DESC, due_order,
-// id) that
-// already yields rows in the wanted order, so LIMIT stops it after a few rows: one for
-// pending tasks, whose cost does not depend on the size of the pool, and one for
-// claims whose lease has passed, which reads the category's assigned rows until it has
-// found enough expired ones, so its cost is bounded by the category's live claims, not
-// by how many expired claims wait for a sweep. A final ORDER BY ... LIMIT merges the
-// branches.
+// an index range read that already yields rows in the branch's order, so LIMIT stops
+// it after a few rows: one for pending tasks, from tasks_candidate (pool_status,
+// category, priority DESC, due_order, id), whose cost does not depend on the size of
+// the pool; and one for claims whose lease has passed, from tasks_expiry (status,
+// category, lease_expires_at), the category's claims expired longest ago, whose cost
+// is its LIMIT whatever the claims or the expired claims waiting for a sweep. A final
+// ORDER BY ... LIMIT merges the branches in priority order. (Tasks with stages read
+// both branches from tasks_stage_candidate, in priority order: see stageBranch.)
 //
 // Skip memory is an anti-join (LEFT JOIN ... IS NULL) on the task_skips primary key:
 // one eq_ref lookup per row read. (NOT EXISTS lets the optimizer materialize every
@@ -27,11 +27,11 @@ import (
 // example in a fresh, small table. internal/store/EXPLAIN.md shows the plans.
 const (
 	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
-	WHERE t.status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
+	WHERE t.pool_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_expiry)%s
 	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s` + candidateNotPausedSQL + `
-	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	ORDER BY t.lease_expires_at LIMIT ?)`
 	// candidateWorkflowSQL is Candidate.Workflow.
 	candidateWorkflowSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AS workflow`
 	// candidateNotPausedSQL leaves out a paused category: one primary-key lookup per
@@ -48,11 +48,15 @@ ORDER BY priority DESC, due_order, id LIMIT ?`
 
 // stageBranch turns a branch of the candidate query into its form for one stage:
 // a range of tasks_stage_candidate (stage_status, category, stage_name, priority
-// DESC, due_order, id), in the same order.
+// DESC, due_order, id), in the order of tasks_candidate, for both branches: the
+// expired branch reads the stage's assigned rows until it has found LIMIT whose
+// lease has passed, a cost bounded by the stage's claims.
 var stageBranch = strings.NewReplacer(
 	"FORCE INDEX (tasks_candidate)", "FORCE INDEX (tasks_stage_candidate)",
-	"t.status = 'pending' AND t.category = ?", "t.stage_status = 'pending' AND t.category = ? AND t.stage_name = ?",
+	"FORCE INDEX (tasks_expiry)", "FORCE INDEX (tasks_stage_candidate)",
+	"t.pool_status = 'pending' AND t.category = ?", "t.stage_status = 'pending' AND t.category = ? AND t.stage_name = ?",
 	"t.status = 'assigned' AND t.category = ?", "t.stage_status = 'assigned' AND t.category = ? AND t.stage_name = ?",
+	"ORDER BY t.lease_expires_at LIMIT", "ORDER BY t.priority DESC, t.due_order, t.id LIMIT",
 )
 
 // candidatesQuery builds the candidate query for normalized categories, of tasks
@@ -97,7 +101,9 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string) (st
 // (claimable even before a sweep recycles them). Tasks the editor skipped are left out
 // until the skip passes, and paused categories altogether. Highest priority first;
 // within a priority, tasks with a due_at first, earliest first, then the others; then
-// oldest (lowest id) first.
+// oldest (lowest id) first. Of a category's expired claims it takes those expired
+// longest ago (up to Limit) and orders them with the pending tasks; the sweeper
+// returns the others to the pool.
 //
 // A candidate is a hint, not a reservation: pass its fence to Claim, which refuses
 // with ErrStale if someone else got there first. Candidates returns ErrInvalid for a

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,11 +96,15 @@ func TestQueryPlans(t *testing.T) {
 	plan := b.explain(t, q, args...)
 	t.Logf("Candidates (3 categories, with skip memory):\n%s\n%s", q, formatPlan(plan))
 	noFullScans(t, "candidates", plan)
-	pendingBranches := 0
+	pendingBranches, expiredBranches := 0, 0
 	for _, r := range plan {
 		switch r.Key {
-		case "tasks_candidate":
-			pendingBranches++
+		case "tasks_candidate", "tasks_expiry":
+			if r.Key == "tasks_candidate" {
+				pendingBranches++
+			} else {
+				expiredBranches++
+			}
 			if strings.Contains(r.Extra, "filesort") {
 				t.Errorf("candidate branch sorts instead of reading in index order:\n%s", formatPlan(plan))
 			}
@@ -113,8 +118,9 @@ func TestQueryPlans(t *testing.T) {
 			}
 		}
 	}
-	if pendingBranches != 2*len(cats) {
-		t.Errorf("%d branches read tasks_candidate, want %d (pending and expired per category):\n%s", pendingBranches, 2*len(cats), formatPlan(plan))
+	if pendingBranches != len(cats) || expiredBranches != len(cats) {
+		t.Errorf("%d branches read tasks_candidate and %d tasks_expiry, want %d each (pending and expired per category):\n%s",
+			pendingBranches, expiredBranches, len(cats), formatPlan(plan))
 	}
 
 	// The candidates of an editor limited to one stage read tasks_stage_candidate
@@ -140,7 +146,6 @@ func TestQueryPlans(t *testing.T) {
 		name, query, key string
 		args             []any
 	}{
-		{"RecycleExpired (lock batch)", store.RecycleLockSQL, "tasks_expiry", []any{1000}},
 		{"RecycleExpired (fenced update)", fmt.Sprintf(store.RecycleSQL, "(?, ?), (?, ?), (?, ?)"), "PRIMARY", []any{8, 1, 18, 1, 28, 1}},
 		{"LiveLeases", store.LiveLeasesSQL, "tasks_expiry", []any{0, 1000}},
 		{"LiveHolders", strings.Replace(store.LiveHoldersSQL, "IN (?)", "IN (?, ?, ?)", 1), "PRIMARY", []any{8, 18, 28}},
@@ -153,6 +158,48 @@ func TestQueryPlans(t *testing.T) {
 		if len(plan) != 1 || plan[0].Key != c.key {
 			t.Errorf("%s: want one read of %s:\n%s", c.name, c.key, formatPlan(plan))
 		}
+	}
+
+	// The recycle's lock of a batch: the expiry index read in its order (no sort)
+	// in a derived table, which locks nothing, and the batch's rows locked by
+	// primary key.
+	plan = b.explain(t, store.RecycleLockSQL, 2000, 1000)
+	t.Logf("RecycleExpired (lock batch):\n%s\n%s", store.RecycleLockSQL, formatPlan(plan))
+	noFullScans(t, "lock batch", plan)
+	var byExpiry, byPrimary int
+	for _, r := range plan {
+		switch {
+		case r.Table != "tasks":
+		case r.Key == "tasks_expiry" && r.SelectType == "DERIVED" && !strings.Contains(r.Extra, "filesort"):
+			byExpiry++
+		case r.Key == "PRIMARY" && r.Type == "eq_ref":
+			byPrimary++
+		default:
+			t.Errorf("lock batch: tasks read by %s %s (%s):\n%s", r.Type, r.Key, r.Extra, formatPlan(plan))
+		}
+	}
+	if byExpiry != 1 || byPrimary != 1 {
+		t.Errorf("lock batch: want the expiry index read in its order, unlocked, and the batch by primary key:\n%s", formatPlan(plan))
+	}
+
+	// The counts by category: the ended and live tasks per category from
+	// tasks_category_created in its order, the assigned ones from the claims'
+	// range of tasks_expiry. Not the candidate key: its NULL range holds the
+	// assigned and ended tasks alike.
+	plan = b.explain(t, store.StatsByCategorySQL)
+	t.Logf("PoolStats (by category):\n%s\n%s", store.StatsByCategorySQL, formatPlan(plan))
+	noFullScans(t, "stats by category", plan)
+	var keys []string
+	for _, r := range plan {
+		if r.Table == "tasks" {
+			keys = append(keys, r.Key)
+			if strings.Contains(r.Extra, "temporary") || strings.Contains(r.Extra, "filesort") {
+				t.Errorf("stats by category: groups through a temporary table or a sort:\n%s", formatPlan(plan))
+			}
+		}
+	}
+	if !slices.Equal(keys, []string{"tasks_expiry", "tasks_category_created"}) {
+		t.Errorf("stats by category: reads %v, want tasks_expiry then tasks_category_created:\n%s", keys, formatPlan(plan))
 	}
 
 	// A claim's lock of the editor: the editor's row by primary key, the tasks

@@ -47,14 +47,15 @@ const (
 	FreeKeysSQL       = freeKeysSQL
 	ExistingKeysSQL   = existingKeysSQL
 
-	RecycleLockSQL    = recycleLockSQL
-	RecycleSQL        = recycleSQL
-	LiveLeasesSQL     = liveLeasesSQL
-	LiveHoldersSQL    = liveHoldersSQL
-	StatsClaimsSQL    = statsClaimsSQL
-	HeldByEditorSQL   = heldByEditorSQL
-	LockEditorTaskSQL = lockEditorTaskSQL
-	TaskEventsSQL     = taskEventsSQL
+	RecycleLockSQL     = recycleLockSQL
+	RecycleSQL         = recycleSQL
+	LiveLeasesSQL      = liveLeasesSQL
+	LiveHoldersSQL     = liveHoldersSQL
+	StatsClaimsSQL     = statsClaimsSQL
+	StatsByCategorySQL = statsByCategorySQL
+	HeldByEditorSQL    = heldByEditorSQL
+	LockEditorTaskSQL  = lockEditorTaskSQL
+	TaskEventsSQL      = taskEventsSQL
 )
 
 // InTx runs fn in one of the store's transactions, with its deadlock retries.

@@ -130,7 +130,7 @@ func TestSchemaKeys(t *testing.T) {
 	for _, c := range cols {
 		got = append(got, c.Column+" "+c.Coll)
 	}
-	want := []string{"status A", "category A", "priority D", "due_order A", "id A"}
+	want := []string{"pool_status A", "category A", "priority D", "due_order A", "id A"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("tasks_candidate = %v, want %v", got, want)
 	}

@@ -18,17 +18,18 @@ const (
 	// entries per category whatever the pool. Every write that makes a task
 	// pending sets run_after to when it became claimable (see claimableSinceSQL).
 	// A first run_after in the future says no task of the category is claimable.
-	// The status is a range of one value, grouped on: MariaDB reads an equality
-	// on the key's first column as a ref over the whole pending range instead.
+	// The pool status is a range of one value, grouped on: MariaDB reads an
+	// equality on the key's first column as a ref over the whole pending range
+	// instead.
 	queueOldestSQL = `SELECT category, MIN(run_after) AS since, NOW(3) AS db_now
-FROM tasks FORCE INDEX (tasks_claimable) WHERE status >= 'pending' AND status <= 'pending' GROUP BY status, category`
+FROM tasks FORCE INDEX (tasks_claimable) WHERE pool_status >= 'pending' AND pool_status <= 'pending' GROUP BY pool_status, category`
 	// queueOverdueSQL counts the claimable tasks past their due_at: the range of
-	// tasks_overdue before now (tasks without a due_at sort last there, at
-	// NoDue), read from the index alone and at most tasks.OverdueCountMax
-	// entries.
+	// tasks_overdue before now (pending_due_at is NULL for a task that is not
+	// pending or has no due_at), read from the index alone and at most
+	// tasks.OverdueCountMax entries.
 	queueOverdueSQL = `SELECT category, COUNT(*) AS n FROM (
 	SELECT category FROM tasks FORCE INDEX (tasks_overdue)
-	WHERE status = 'pending' AND due_order < NOW(3) AND run_after <= NOW(3) LIMIT ?
+	WHERE pending_due_at < NOW(3) AND run_after <= NOW(3) LIMIT ?
 ) o GROUP BY category`
 )
 

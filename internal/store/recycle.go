@@ -12,14 +12,22 @@ import (
 )
 
 const (
-	// recycleLockSQL locks a batch of expired claims, oldest deadline first, reading
-	// the expiry index. SKIP LOCKED passes over rows a claim or a holder's write is
-	// working on right now; the next batch gets them if they are still expired.
+	// recycleLockSQL locks a batch of expired claims. The derived table reads the
+	// claims' entries of the expiry index in its order (per category, oldest deadline
+	// first), a read bounded by the claims, never the pool, and takes up to twice the
+	// batch whose lease has passed; it locks nothing, so the live claims it passes
+	// over never wait for the sweep (a locking read of the index would lock each entry
+	// it reads, live or not, until COMMIT). The outer read locks those rows by primary
+	// key, still expired, up to the batch. SKIP LOCKED passes over rows a claim or a
+	// holder's write is working on right now; the next batch gets them if they are
+	// still expired. Arguments: twice the batch, the batch.
 	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category, claim_unlogged,
 	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
-FROM tasks FORCE INDEX (tasks_expiry)
-WHERE status = 'assigned' AND lease_expires_at < NOW(3)
-ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`
+FROM tasks FORCE INDEX (PRIMARY)
+WHERE id IN (SELECT id FROM (SELECT id FROM tasks FORCE INDEX (tasks_expiry)
+	WHERE status = 'assigned' AND lease_expires_at < NOW(3) ORDER BY category, lease_expires_at LIMIT ?) expired)
+	AND status = 'assigned' AND lease_expires_at < NOW(3)
+LIMIT ? FOR UPDATE SKIP LOCKED`
 
 	// recycleSQL returns the locked batch to the pool, fenced on (id, fence). The
 	// (id, fence) IN list is a primary key range read.
@@ -38,8 +46,9 @@ WHERE (id, fence) IN (%s) AND status = 'assigned' AND lease_expires_at < NOW(3)`
 //
 // One transaction per batch (READ COMMITTED, as every transaction on a connection from
 // Open, so the range read takes no gap locks), in three round trips besides BEGIN:
-// a locking read of the batch from the expiry index (SKIP LOCKED, so it never waits
-// for a claim or a holder's write, nor they for it, beyond the batch); then, in one
+// a read of the batch from the expiry index that locks only the batch's rows, by
+// primary key (SKIP LOCKED, so it never waits for a claim or a holder's write, nor
+// they for it, beyond the batch: see recycleLockSQL); then, in one
 // statement batch, the multi-row INSERT of the events and one fenced UPDATE of exactly
 // those (id, fence) pairs; then COMMIT. The rows stay locked from the read to the
 // commit, so the UPDATE must match every one of them; if its matched-row count
@@ -67,7 +76,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 			Unlogged  bool   `db:"claim_unlogged"`
 			ExpiredUS int64  `db:"expired_us"`
 		}
-		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, limit); err != nil {
+		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, 2*limit, limit); err != nil {
 			return err
 		}
 		if len(rows) == 0 {

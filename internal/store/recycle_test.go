@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -292,5 +293,63 @@ func TestStats(t *testing.T) {
 	}
 	if st.Holders != 2 || st.Live != 2 || st.Expired != 1 || st.ExpiringSoon != 1 {
 		t.Errorf("holders %d live %d expired %d expiring %d, want 2 2 1 1", st.Holders, st.Live, st.Expired, st.ExpiringSoon)
+	}
+}
+
+// TestRecycleLocksOnlyItsBatch: while a recycle holds its batch locked, a live
+// claim's heartbeat and completion do not wait for it, though the expiry index
+// keeps the live claims of a category beside its expired ones and the batch's
+// read passes over them.
+func TestRecycleLocksOnlyItsBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	var ids []int64
+	for range 6 {
+		ids = append(ids, b.insertOne(t, "c", 0))
+	}
+	var claims []*tasks.Claim
+	for _, id := range ids {
+		claims = append(claims, b.claim(t, id, "worker:w", 0, time.Minute))
+	}
+	for _, id := range ids[:3] {
+		b.expireLease(t, id)
+	}
+
+	// The batch's read, as RecycleExpired runs it, in a transaction left open.
+	tx, err := b.db.BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var batch []struct {
+		ID        int64  `db:"id"`
+		Fence     int64  `db:"fence"`
+		Holder    string `db:"holder"`
+		EditorID  int64  `db:"editor_id"`
+		Category  string `db:"category"`
+		Unlogged  bool   `db:"claim_unlogged"`
+		ExpiredUS int64  `db:"expired_us"`
+	}
+	if err := tx.SelectContext(b.ctx, &batch, store.RecycleLockSQL, 2000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var locked []int64
+	for _, r := range batch {
+		locked = append(locked, r.ID)
+	}
+	slices.Sort(locked)
+	if !slices.Equal(locked, ids[:3]) {
+		t.Fatalf("batch %v, want the expired claims %v", locked, ids[:3])
+	}
+
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	beats, err := b.store.HeartbeatBatch(ctx, []tasks.HeartbeatParams{{TaskID: ids[3], Fence: claims[3].Fence, Holder: "worker:w", Lease: time.Minute}})
+	if err != nil || beats[0].Err != nil {
+		t.Errorf("heartbeat of a live claim beside the batch: %v, %+v", err, beats)
+	}
+	done, err := b.store.Complete(ctx, []tasks.Outcome{{TaskID: ids[4], Fence: claims[4].Fence, Holder: "worker:w", Result: []byte(`{}`)}})
+	if err != nil || done[0].Err != nil {
+		t.Errorf("completion of a live claim beside the batch: %v, %+v", err, done)
 	}
 }

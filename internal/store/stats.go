@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -11,10 +13,17 @@ import (
 )
 
 const (
-	// statsByCategorySQL scans the candidate index, which covers it; its cost grows
-	// with the table, which is acceptable for an operator's view.
-	statsByCategorySQL = `SELECT category, status, COUNT(*) AS n FROM tasks FORCE INDEX (tasks_candidate)
-GROUP BY status, category ORDER BY category, status`
+	// statsByCategorySQL counts, per category, the ended tasks by status and the
+	// live ones (ended_status NULL, counted as statusLive) from tasks_category_created,
+	// which covers it in its order, and the assigned ones from the claims' range of
+	// tasks_expiry: the pending are the live less the assigned. One statement, so one
+	// snapshot. Its cost grows with the table, which is acceptable for an operator's
+	// view.
+	statsByCategorySQL = `SELECT category, status, COUNT(*) AS n FROM tasks FORCE INDEX (tasks_expiry)
+WHERE status = 'assigned' GROUP BY category
+UNION ALL
+SELECT category, COALESCE(ended_status, '` + statusLive + `'), COUNT(*) FROM tasks FORCE INDEX (tasks_category_created)
+GROUP BY category, ended_status`
 	// statsClaimsSQL reads only assigned rows, from the expiry index.
 	statsClaimsSQL = `SELECT
 	COUNT(DISTINCT IF(lease_expires_at >= NOW(3), holder, NULL)) AS holders,
@@ -29,6 +38,8 @@ FROM tasks FORCE INDEX (tasks_expiry) WHERE status = 'assigned'`
 FROM tasks FORCE INDEX (tasks_stage_candidate) WHERE stage_status IS NOT NULL
 GROUP BY stage_status, category, stage_name ORDER BY category, stage_name, status`
 	statsPausedSQL = `SELECT category FROM paused_categories ORDER BY category`
+	// statusLive stands for pending and assigned in statsByCategorySQL's answer.
+	statusLive = "live"
 )
 
 // PoolStats counts tasks by status and by category and status, the tasks with
@@ -61,8 +72,8 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 		Expiring int64 `db:"expiring"`
 	}
 	_, err := s.read(ctx, false, func(ctx context.Context, db *sqlx.DB) error {
-		st.ByCategory = []tasks.CategoryCount{}
-		if err := db.SelectContext(ctx, &st.ByCategory, statsByCategorySQL); err != nil {
+		var err error
+		if st.ByCategory, err = countByCategory(ctx, db); err != nil {
 			return err
 		}
 		st.ByStage = []tasks.StageCount{}
@@ -83,4 +94,38 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
+}
+
+// countByCategory reads statsByCategorySQL and returns the counts of each category
+// and status that has tasks, ordered by category and status.
+func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, error) {
+	var rows []tasks.CategoryCount
+	if err := db.SelectContext(ctx, &rows, statsByCategorySQL); err != nil {
+		return nil, err
+	}
+	assigned := make(map[string]int64)
+	for _, r := range rows {
+		if r.Status == tasks.StatusAssigned {
+			assigned[r.Category] = r.Count
+		}
+	}
+	out := []tasks.CategoryCount{}
+	for _, r := range rows {
+		if r.Status == statusLive {
+			// A claim ending between the two reads cannot make this negative:
+			// one statement reads one snapshot.
+			r.Status, r.Count = tasks.StatusPending, r.Count-assigned[r.Category]
+		}
+		if r.Count > 0 {
+			out = append(out, r)
+		}
+	}
+	order := tasks.Statuses()
+	slices.SortFunc(out, func(a, b tasks.CategoryCount) int {
+		if c := strings.Compare(a.Category, b.Category); c != 0 {
+			return c
+		}
+		return slices.Index(order, a.Status) - slices.Index(order, b.Status)
+	})
+	return out, nil
 }

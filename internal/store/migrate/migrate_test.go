@@ -43,6 +43,7 @@ var frozenChecksums = map[int]string{
 	15: "3da90da62ae05e34c922f00a7f82d738b82bf042ee9b80e38fdb2de5c543a5f8",
 	16: "10753f752b273263a43cedf7be85bf8e7326667183faf463f779657d87d51bb7",
 	17: "d20b7add6228368aef4442febb5e2e27b94175e3528d327b06c289c2804a5960",
+	18: "70bc3a4b1801b2e94ce84c06f0541deced8879ca5e6d13b5ba659f99f5744165",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
