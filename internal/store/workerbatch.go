@@ -23,22 +23,12 @@ import (
 // one holder (a worker process's, the usual case) names it once.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
 	q.WriteString(" WHERE id IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(strconv.FormatInt(id, 10))
-	}
+	intsSQL(q, ids)
 	var args []any
 	if len(holders) > 0 && !slices.ContainsFunc(holders, func(h string) bool { return h != holders[0] }) {
 		q.WriteString(") AND holder = ? AND (id, fence) IN (")
 		args = []any{holders[0]}
-		for i := range ids {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			fmt.Fprintf(q, "(%d, %d)", ids[i], fences[i])
-		}
+		pairsSQL(q, ids, fences)
 	} else {
 		q.WriteString(") AND (id, fence, holder) IN (")
 		args = make([]any, 0, len(ids))
@@ -46,12 +36,46 @@ func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []strin
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			fmt.Fprintf(q, "(%d, %d, ?)", ids[i], fences[i])
+			var buf [48]byte
+			b := append(buf[:0], '(')
+			b = strconv.AppendInt(b, ids[i], 10)
+			b = append(b, ", "...)
+			b = strconv.AppendInt(b, fences[i], 10)
+			q.Write(append(b, ", ?)"...))
 			args = append(args, holders[i])
 		}
 	}
 	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
 	return args
+}
+
+// intsSQL writes ids to q as integer literals, comma-separated: integers
+// are safe to name in the statement, which spares the driver and the server
+// an argument each.
+func intsSQL(q *strings.Builder, ids []int64) {
+	var buf [24]byte
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.Write(strconv.AppendInt(buf[:0], id, 10))
+	}
+}
+
+// pairsSQL writes the pairs (as[i], bs[i]) to q as integer literals,
+// comma-separated.
+func pairsSQL(q *strings.Builder, as, bs []int64) {
+	var buf [48]byte
+	for i := range as {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		b := append(buf[:0], '(')
+		b = strconv.AppendInt(b, as[i], 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, bs[i], 10)
+		q.Write(append(b, ')'))
+	}
 }
 
 // listSQL writes one item per member of vs to q, comma-separated, and returns
@@ -68,14 +92,17 @@ func listSQL[T any](q *strings.Builder, item string, vs []T, itemArgs func(i int
 	return args
 }
 
-// caseSQL writes "CASE id WHEN ? THEN ? ... END" to q for the values of ids
-// and returns its arguments.
+// caseSQL writes "CASE id WHEN <id> THEN ? ... END" to q for the values of
+// ids, the ids as integer literals, and returns its arguments: the values.
 func caseSQL[T any](q *strings.Builder, ids []int64, vals []T) []any {
-	args := make([]any, 0, 2*len(ids))
+	args := make([]any, 0, len(ids))
 	q.WriteString("CASE id")
+	var buf [32]byte
 	for i, id := range ids {
-		q.WriteString(" WHEN ? THEN ?")
-		args = append(args, id, vals[i])
+		b := append(buf[:0], " WHEN "...)
+		b = strconv.AppendInt(b, id, 10)
+		q.Write(append(b, " THEN ?"...))
+		args = append(args, vals[i])
 	}
 	q.WriteString(" END")
 	return args
@@ -119,12 +146,23 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 		return fail(err)
 	}
 	type row struct {
-		ThisBatch bool `db:"this_batch"`
-		Paused    bool `db:"paused"`
+		ThisBatch bool
+		Paused    bool
 		tasks.Task
 	}
 	byID := make(map[int64]row, len(ps))
-	scan := scanByID(byID, func(r *row) int64 { return r.ID })
+	scan := func(rows *sqlx.Rows) error {
+		clear(byID)
+		for rows.Next() {
+			var r row
+			dest := append([]any{&r.ThisBatch, &r.Paused}, taskFields(&r.Task)...)
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			byID[r.ID] = r
+		}
+		return rows.Err()
+	}
 	if err := s.batch(ctx, query, args, scan); err != nil {
 		return fail(lostRace(err))
 	}
@@ -183,9 +221,9 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	}
 	q.WriteString("trace_context = ?\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
-	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	intsSQL(&q, ids)
 	q.WriteString(") AND (id, fence) IN (")
-	args = append(args, listSQL(&q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
+	pairsSQL(&q, ids, fences)
 	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL)
 	s.endWrite(&q)
 
@@ -205,7 +243,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
 		taskColumns + " FROM tasks WHERE id IN (")
-	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	intsSQL(&q, ids)
 	q.WriteString(");\nCOMMIT")
 	return q.String(), args, nil
 }
@@ -321,17 +359,24 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 		return fail(err)
 	}
 	type row struct {
-		ID           int64     `db:"id"`
-		Category     string    `db:"category"`
-		AssignedAt   time.Time `db:"assigned_at"`
-		TraceContext string    `db:"trace_context"`
-		LastAttempt  bool      `db:"last_attempt"`
+		ID           int64
+		Category     string
+		AssignedAt   time.Time
+		TraceContext string
+		LastAttempt  bool
 	}
 	byID := make(map[int64]row, len(os))
 	var now time.Time
-	scanRows := scanByID(byID, func(r *row) int64 { return r.ID })
 	scan := func(rows *sqlx.Rows) error {
-		if err := scanRows(rows); err != nil {
+		clear(byID)
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt); err != nil {
+				return err
+			}
+			byID[r.ID] = r
+		}
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		if !rows.NextResultSet() {
@@ -451,18 +496,16 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		// It reads no column the UPDATE below sets, so it says the same before
 		// and during the UPDATE.
 		var deadSQL strings.Builder
-		var deadArgs []any
 		deadSQL.WriteString("(attempts >= max_attempts")
 		if len(dead) > 0 {
 			deadSQL.WriteString(" OR id IN (")
-			deadArgs = listSQL(&deadSQL, "?", dead, func(i int) []any { return []any{dead[i]} })
+			intsSQL(&deadSQL, dead)
 			deadSQL.WriteString(")")
 		}
 		deadSQL.WriteString(")")
 		isDead := deadSQL.String()
 
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
-		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, details)...)
 		q.WriteString(", ")
 		args = append(args, traceSQL(&q, traceID)...)
@@ -476,18 +519,13 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 			q.WriteString(" AND " + isDead)
 			s.endWrite(&q)
-			args = append(args, deadArgs...)
 		}
 		// A dead task keeps its holder and assigned_at as a record, as Fail's.
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET last_error = ")
 		args = append(args, caseSQL(&q, failed.ids, lastErrs)...)
 		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
-		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, backoffs)...)
 		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL")
-		for range 4 {
-			args = append(args, deadArgs...)
-		}
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 		s.endWrite(&q)
 	}
