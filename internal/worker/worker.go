@@ -610,7 +610,7 @@ type outcome struct {
 	claim  *tasks.Claim
 	ref    dispatcher.ClaimRef
 	holder string
-	log    *slog.Logger
+	log    *runLog
 	span   trace.Span
 	ctx    context.Context // the run's, for logs and spans
 	// handlerErr is what the handler returned, for its span.
@@ -630,7 +630,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	defer w.handlers.Done()
 	holder := claim.Task.Holder
 	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	log := w.log.With("slot", slot, "task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
+	log := &runLog{base: w.log, claim: claim, slot: slot}
 
 	// The run is a trace of its own, linked to the span that made the claim.
 	rctx, span := w.tracer.Start(w.handlersCtx, "worker.run",
@@ -659,7 +659,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		w.leases.remove(ref)
 		w.leaseLost.Add(1)
 		w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
-		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
+		log.get().WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
 		endSpan(span, err)
 		w.d.ReleaseLock(hctx, ref.TaskID, holder)
@@ -683,9 +683,9 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	}
 	if err != nil {
 		if stopping {
-			log.InfoContext(rctx, "handler stopped by shutdown", "err", err)
+			log.get().InfoContext(rctx, "handler stopped by shutdown", "err", err)
 			w.out.settled(nil)
-			w.release(rctx, claim, log)
+			w.release(rctx, claim, log.get())
 			endSpan(span, o.handlerErr)
 			return
 		}
@@ -694,6 +694,27 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		o.skipRetry = errors.Is(err, SkipRetry)
 	}
 	w.out.settled(o)
+}
+
+// runLog is a run's logger: the worker's with the run's slot, task, fence,
+// category and attempt. It is made when the run first logs: most runs log
+// nothing, and building the attributes of each cost the worker more CPU than
+// the rest of its logging. A run uses it from one goroutine at a time (the
+// run's, then the completer's once the outcome is queued).
+type runLog struct {
+	base  *slog.Logger
+	claim *tasks.Claim
+	slot  int
+	l     *slog.Logger
+}
+
+// get returns the run's logger.
+func (r *runLog) get() *slog.Logger {
+	if r.l == nil {
+		c := r.claim
+		r.l = r.base.With("slot", r.slot, "task_id", c.Task.ID, "fence", c.Fence, "category", c.Task.Category, "attempt", c.Task.Attempts)
+	}
+	return r.l
 }
 
 // release gives a claim back to the pool because the worker is stopping,
@@ -738,7 +759,9 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	case err == nil && o.result != nil:
 		w.processed.Add(1)
 		w.meter.ended(o.ctx, cat, RunDone)
-		log.DebugContext(o.ctx, "task done")
+		if w.log.Enabled(o.ctx, slog.LevelDebug) {
+			log.get().DebugContext(o.ctx, "task done")
+		}
 		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
 		return true
 	case err == nil:
@@ -750,16 +773,16 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 			w.meter.ended(o.ctx, cat, RunRetried)
 		}
 		if status == tasks.StatusDead && o.skipRetry {
-			log.WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
+			log.get().WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
 		} else if status == tasks.StatusDead {
-			log.WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
+			log.get().WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
 		} else {
 			// The store wrote run_after = its instant + the backoff (to the
 			// millisecond): the time the retry is claimable, when this
 			// worker wakes the category's claims (see retryWaker).
 			backoff := o.backoff.Truncate(time.Millisecond)
 			w.retries.after(ended.Category, backoff)
-			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", backoff,
+			log.get().WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", backoff,
 				"retry_at", ended.EndedAt.Add(backoff).UTC(), "err", o.err)
 		}
 		o.span.SetAttributes(attrOutcome.String(string(status)))
@@ -768,14 +791,14 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		// The lease passed or the claim was revoked after the last renewal.
 		w.leaseLost.Add(1)
 		w.meter.ended(o.ctx, cat, RunLeaseLost)
-		log.WarnContext(o.ctx, op+" refused: lease lost", "err", err)
+		log.get().WarnContext(o.ctx, op+" refused: lease lost", "err", err)
 		o.span.SetAttributes(attrOutcome.String("lease_lost"))
 		return true
 	default:
 		// The claim stays until its lease passes; then the task is claimed
 		// again (the sweeper or the next claim takes it over).
 		w.meter.ended(o.ctx, cat, RunError)
-		log.ErrorContext(o.ctx, op+" task", "err", err)
+		log.get().ErrorContext(o.ctx, op+" task", "err", err)
 		o.span.SetAttributes(attrOutcome.String("error"))
 		return false
 	}
@@ -827,10 +850,10 @@ func (s *slotSet) put(i int) {
 }
 
 // call runs the handler, turning a panic into an error.
-func (w *Worker) call(ctx context.Context, t *tasks.Task, log *slog.Logger) (res any, err error) {
+func (w *Worker) call(ctx context.Context, t *tasks.Task, log *runLog) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.get().ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res, err = nil, fmt.Errorf("panic: %v", r)
 		}
 	}()
