@@ -16,7 +16,7 @@ import (
 // given back in one script. A batch is written as soon as the first writer
 // is free and either BatchSize outcomes wait, no other run is unsettled
 // (nothing more is coming), or the oldest has waited FlushInterval: no timer
-// runs when there is nothing to group. The other writers (workerWriters in
+// runs when there is nothing to group. The other writers (writers in
 // all) write only full batches, while the first is busy: they work off a
 // backlog and never split what the first would write in one transaction.
 type completer struct {
@@ -40,7 +40,7 @@ func newCompleter(w *Worker) *completer {
 
 // start starts the writers.
 func (c *completer) start() {
-	for i := range workerWriters {
+	for i := range writers(c.w.cfg) {
 		c.writers.Go(func() { c.run(i > 0) })
 	}
 }

@@ -125,7 +125,7 @@ func TestWorkerBackPressure(t *testing.T) {
 	// The most a worker may hold: a handler per slot, the batches being
 	// written, and the backlog (which can grow past MaxBacklog by the
 	// outcomes of handlers that were running when it filled).
-	const bound = slots + worker.Writers*batch + backlog + slots
+	bound := int64(slots + worker.Writers(worker.Config{Concurrency: slots})*batch + backlog + slots)
 	b.Add(t, "jobs", 0, n)
 	var calls atomic.Int64
 	over := make(chan struct{})
@@ -471,7 +471,7 @@ func (s *enteredCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]
 // write in one transaction.
 func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	t.Parallel()
-	if worker.Writers < 2 {
+	if worker.Writers(worker.Config{Concurrency: 1}) < 2 {
 		t.Skip("one writer")
 	}
 	b := setup(t, setupOpts{Dispatcher: workerFastPoll})

@@ -111,14 +111,25 @@ const (
 	// default max_allowed_packet of 16 MiB.
 	workerBatchBytesMax = 8 << 20
 	// workerWriters is how many batches of outcomes a worker has in flight
-	// at most. Two: a batch's transaction spends much of its time waiting
-	// (for the commit's fsyncs, for a CPU on a loaded machine), and with
-	// many slots one writer fell behind (bench/river, 1,000 workers: busy
-	// 95% of the time). The second writes only full batches (BatchSize)
-	// while the first is busy, so it never splits what the first would
-	// write in one transaction: with 16 slots, a second writer taking any
-	// batch halved the jobs/s.
+	// at most with one claim loop (see writers). Two: a batch's transaction
+	// spends much of its time waiting (for the commit's fsyncs, for a CPU on
+	// a loaded machine), and with many slots one writer fell behind
+	// (bench/river, 1,000 workers: busy 95% of the time). The second writes
+	// only full batches (BatchSize) while the first is busy, so it never
+	// splits what the first would write in one transaction: with 16 slots, a
+	// second writer taking any batch halved the jobs/s.
 	workerWriters = 2
+	// workerBatchesPerClaimLoop is how many batches of slots (BatchSize
+	// each) share a claim loop. One loop claims one batch per round trip,
+	// so with small batches it left most slots idle (bench/river, 1,000
+	// slots, batches of 250: a loop per 250 slots made 10-50% more jobs/s
+	// than one loop). Concurrent claims cost the store more per job
+	// (20-30% more mysqld CPU: the candidate reads read past the claims in
+	// flight, and transactions compete for the same index pages), so a loop
+	// per batch did not pay with the default batch of 500 at 1,000 slots
+	// (10-15% more store CPU per job, no more jobs/s on 2 cores): a loop per
+	// two batches keeps one loop there.
+	workerBatchesPerClaimLoop = 2
 	// workerClaimGather bounds how long the claim loop waits for more free
 	// slots while fewer than half of those one claim may take are free and
 	// running handlers will free others (see gather); River's producer
@@ -166,8 +177,10 @@ type Config struct {
 
 	// BatchSize is how many tasks the worker claims in one round trip per
 	// store at most (never more than its free slots), and how many outcomes
-	// one completion transaction writes at most. 1..tasks.BatchMax; default
-	// BatchSizeDefault.
+	// one completion transaction writes at most. A worker runs one claim
+	// loop per two batches of slots (Concurrency / (2·BatchSize), at least
+	// one), the loops after the first claiming only full batches.
+	// 1..tasks.BatchMax; default BatchSizeDefault.
 	BatchSize int
 
 	// FlushInterval is how long a finished task's outcome may wait for
@@ -252,6 +265,25 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// claimLoops returns how many claim loops a worker of c runs: one per
+// workerSlotsPerClaimLoop batches of slots (BatchSize each), at least one.
+// They share the free slots. The first claims as soon as slots are free (see
+// gather); the others claim only full batches (BatchSize slots at once),
+// while the first is busy with its round trips, so that they never split
+// what the first would claim in one transaction.
+func claimLoops(c Config) int {
+	per := workerBatchesPerClaimLoop * c.BatchSize
+	return max(1, (c.Concurrency+per-1)/per)
+}
+
+// writers returns how many batches of outcomes a worker of c writes at once
+// at most: workerWriters with one claim loop, and one more per further
+// loop, so that the writes keep up with the claims (the writers after the
+// first, like the claim loops after the first, take only full batches).
+func writers(c Config) int {
+	return workerWriters + claimLoops(c) - 1
 }
 
 // workerHolder is the holder of a worker's slot.
@@ -347,7 +379,7 @@ type Worker struct {
 	handlersCtx  context.Context         // parent of the handlers' contexts
 	done         chan struct{}           // closed when everything has returned
 
-	slots slotSet
+	slots *slotSet
 	// gatherFor is how long the claim loop waits for slots to free together
 	// (workerClaimGather; tests change it before Start).
 	gatherFor time.Duration
@@ -394,7 +426,7 @@ func New(d Dispatcher, cfg Config) (*Worker, error) {
 
 		gatherFor: workerClaimGather,
 	}
-	w.slots.init(cfg.Concurrency)
+	w.slots = newSlotSet(cfg.Concurrency, cfg.BatchSize)
 	w.leases = newLeaseKeeper(w)
 	w.out = newCompleter(w)
 	w.retries = newRetryWaker(d.Wake)
@@ -443,7 +475,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		go w.leases.run(bg)
 		w.out.start()
 		go func() {
-			w.claimLoop(claimCtx)
+			var loops sync.WaitGroup
+			for i := range claimLoops(w.cfg) {
+				loops.Go(func() { w.claimLoop(claimCtx, i > 0) })
+			}
+			loops.Wait()
 			w.handlers.Wait()
 			w.out.close()
 			w.leases.close()
@@ -510,9 +546,16 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// claimLoop claims tasks for the free slots and starts their handlers until
-// ctx ends.
-func (w *Worker) claimLoop(ctx context.Context) {
+// claimLoop claims tasks for free slots and starts their handlers until ctx
+// ends. Several run at once (claimLoops), each taking the slots it claims
+// for off the shared set; an extra loop (not the first) claims only for
+// BatchSize slots at once.
+func (w *Worker) claimLoop(ctx context.Context, extra bool) {
+	free := w.slots
+	atLeast, freed := 1, free.freed
+	if extra {
+		atLeast, freed = w.cfg.BatchSize, free.full
+	}
 	errs := 0 // consecutive errors from claiming
 	for ctx.Err() == nil {
 		if w.out.full() {
@@ -523,15 +566,21 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-w.out.space:
+				// The other loops waiting for space are woken in turn.
+				if !w.out.full() {
+					signal(w.out.space)
+				}
 			}
 			continue
 		}
-		w.gather(ctx)
-		slots := w.slots.take(w.cfg.BatchSize)
+		if !extra {
+			w.gather(ctx)
+		}
+		slots := free.take(w.cfg.BatchSize, atLeast)
 		if len(slots) == 0 {
 			select {
 			case <-ctx.Done():
-			case <-w.slots.freed:
+			case <-freed:
 			}
 			continue
 		}
@@ -549,7 +598,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				// Claimed just as the worker stopped claiming: give it back.
 				w.release(w.handlersCtx, c, w.log.With("slot", s))
-				w.slots.put(s)
+				free.put(s)
 				continue
 			}
 			w.handlers.Add(1)
@@ -557,7 +606,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			go w.run(c, s)
 		}
 		for _, s := range slotOf {
-			w.slots.put(s)
+			free.put(s)
 		}
 		switch {
 		case err == nil, errors.Is(err, dispatcher.ErrNoTask):
@@ -587,20 +636,21 @@ func (w *Worker) claimLoop(ctx context.Context) {
 // for the few slots free at that instant; a slot held by a long handler
 // delays nothing but this wait.
 func (w *Worker) gather(ctx context.Context) {
+	slots := w.slots
 	want := (min(w.cfg.BatchSize, w.cfg.Concurrency) + 1) / 2
-	free := w.slots.len()
+	free := slots.len()
 	if free >= want || free == 0 || free == w.cfg.Concurrency {
 		return
 	}
 	t := time.NewTimer(w.gatherFor)
 	defer t.Stop()
-	for w.slots.len() < want {
+	for slots.len() < want {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			return
-		case <-w.slots.freed:
+		case <-slots.freed:
 		}
 	}
 }
@@ -804,18 +854,26 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	}
 }
 
-// slotSet is the set of free slots.
+// slotSet is the set of free slots, shared by the claim loops: a slot taken
+// is one loop's until it is put back.
 type slotSet struct {
 	mu    sync.Mutex
 	free  []int
-	freed chan struct{} // has a value once a slot was freed since the last take
+	batch int // a full batch of slots, for full
+	// freed has a value once a slot was freed since the last take, or a take
+	// left free slots; full once batch slots or more are free: the wake-up
+	// of the first claim loop and of the others.
+	freed, full chan struct{}
 }
 
-func (s *slotSet) init(n int) {
-	s.freed = make(chan struct{}, 1)
+// newSlotSet returns a set of n slots, all free, whose full batch is batch
+// slots.
+func newSlotSet(n, batch int) *slotSet {
+	s := &slotSet{batch: batch, freed: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	for i := n - 1; i >= 0; i-- {
 		s.free = append(s.free, i)
 	}
+	return s
 }
 
 // len returns the number of free slots.
@@ -825,16 +883,26 @@ func (s *slotSet) len() int {
 	return len(s.free)
 }
 
-// take takes up to n free slots, lowest first.
-func (s *slotSet) take(n int) []int {
+// take takes up to n free slots, lowest first, or none when fewer than
+// atLeast are free. Slots it leaves free wake another loop.
+func (s *slotSet) take(n, atLeast int) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.free) < atLeast {
+		return nil
+	}
 	n = min(n, len(s.free))
 	out := make([]int, n)
 	for i := range out {
 		out[i] = s.free[len(s.free)-1-i]
 	}
 	s.free = s.free[:len(s.free)-n]
+	if len(s.free) > 0 {
+		signal(s.freed)
+	}
+	if len(s.free) >= s.batch {
+		signal(s.full)
+	}
 	return out
 }
 
@@ -842,10 +910,11 @@ func (s *slotSet) take(n int) []int {
 func (s *slotSet) put(i int) {
 	s.mu.Lock()
 	s.free = append(s.free, i)
+	full := len(s.free) >= s.batch
 	s.mu.Unlock()
-	select {
-	case s.freed <- struct{}{}:
-	default:
+	signal(s.freed)
+	if full {
+		signal(s.full)
 	}
 }
 
