@@ -145,30 +145,52 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 	if err != nil {
 		return fail(err)
 	}
-	type row struct {
-		ThisBatch bool
-		Paused    bool
-		tasks.Task
-	}
-	byID := make(map[int64]row, len(ps))
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			dest := append([]any{&r.ThisBatch, &r.Paused}, taskFields(&r.Task)...)
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			byID[r.ID] = r
-		}
-		return rows.Err()
-	}
-	if err := s.batch(ctx, query, args, scan); err != nil {
+	a := newClaimAnswer(ps)
+	if err := s.batch(ctx, query, args, a.scan); err != nil {
 		return fail(lostRace(err))
 	}
-	out := make([]tasks.ClaimResult, len(ps))
-	for i, p := range ps {
-		r, ok := byID[p.TaskID]
+	return a.results(), nil
+}
+
+// claimAnswer reads a ClaimBatch's answer: the members' rows, scanned
+// directly (the batch's hundreds of rows of 26 columns were sqlx's
+// reflection's).
+type claimAnswer struct {
+	ps   []tasks.ClaimParams
+	byID map[int64]claimRow
+}
+
+// claimRow is the row of a member of a ClaimBatch.
+type claimRow struct {
+	ThisBatch bool
+	Paused    bool
+	tasks.Task
+}
+
+func newClaimAnswer(ps []tasks.ClaimParams) *claimAnswer {
+	return &claimAnswer{ps: ps, byID: make(map[int64]claimRow, len(ps))}
+}
+
+// scan reads the rows of the batch's SELECT; it sets, not accumulates (a
+// deadlock victim's batch runs again).
+func (a *claimAnswer) scan(rows *sqlx.Rows) error {
+	clear(a.byID)
+	for rows.Next() {
+		var r claimRow
+		dest := append([]any{&r.ThisBatch, &r.Paused}, taskFields(&r.Task)...)
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		a.byID[r.ID] = r
+	}
+	return rows.Err()
+}
+
+// results returns what happened to each member, in the order of ps.
+func (a *claimAnswer) results() []tasks.ClaimResult {
+	out := make([]tasks.ClaimResult, len(a.ps))
+	for i, p := range a.ps {
+		r, ok := a.byID[p.TaskID]
 		switch {
 		case ok && r.ThisBatch && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder:
 			out[i].Claim = claimOf(r.Task)
@@ -178,7 +200,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrStale)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // claimBatchSQL checks the members of a ClaimBatch and writes its statement
@@ -358,48 +380,71 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 	if err != nil {
 		return fail(err)
 	}
-	type row struct {
-		ID           int64
-		Category     string
-		AssignedAt   time.Time
-		TraceContext string
-		LastAttempt  bool
+	a := newCompleteAnswer(os, dead)
+	if err := s.batch(ctx, query, args, a.scan); err != nil {
+		return fail(err)
 	}
-	byID := make(map[int64]row, len(os))
-	var now time.Time
-	scan := func(rows *sqlx.Rows) error {
-		clear(byID)
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt); err != nil {
-				return err
-			}
-			byID[r.ID] = r
+	return a.results(), nil
+}
+
+// completeAnswer reads a Complete's answer: the live members' rows, then
+// the batch's instant.
+type completeAnswer struct {
+	os   []tasks.Outcome
+	dead map[int64]bool // the members that die whatever their attempts
+	byID map[int64]completeRow
+	now  time.Time
+}
+
+// completeRow is the row of a live member of a Complete.
+type completeRow struct {
+	ID           int64
+	Category     string
+	AssignedAt   time.Time
+	TraceContext string
+	LastAttempt  bool
+}
+
+func newCompleteAnswer(os []tasks.Outcome, dead []int64) *completeAnswer {
+	a := &completeAnswer{os: os, dead: make(map[int64]bool, len(dead)), byID: make(map[int64]completeRow, len(os))}
+	for _, id := range dead {
+		a.dead[id] = true
+	}
+	return a
+}
+
+// scan reads the rows of the batch's report and its instant, leaving rows
+// at the instant's result; it sets, not accumulates (a deadlock victim's
+// batch runs again).
+func (a *completeAnswer) scan(rows *sqlx.Rows) error {
+	clear(a.byID)
+	for rows.Next() {
+		var r completeRow
+		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt); err != nil {
+			return err
 		}
+		a.byID[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !rows.NextResultSet() {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if !rows.NextResultSet() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return fmt.Errorf("%w: the batch's instant", errShortAnswer)
-		}
-		if !rows.Next() {
-			return errors.New("the batch's instant is missing from the answer")
-		}
-		return rows.Scan(&now)
+		return fmt.Errorf("%w: the batch's instant", errShortAnswer)
 	}
-	if err := s.batch(ctx, query, args, scan); err != nil {
-		return fail(err)
+	if !rows.Next() {
+		return errors.New("the batch's instant is missing from the answer")
 	}
-	isDead := make(map[int64]bool, len(dead))
-	for _, id := range dead {
-		isDead[id] = true
-	}
-	out := make([]tasks.Completed, len(os))
-	for i, o := range os {
-		r, ok := byID[o.TaskID]
+	return rows.Scan(&a.now)
+}
+
+// results returns what happened to each member, in the order of os.
+func (a *completeAnswer) results() []tasks.Completed {
+	out := make([]tasks.Completed, len(a.os))
+	for i, o := range a.os {
+		r, ok := a.byID[o.TaskID]
 		if !ok {
 			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, tasks.ErrStale)
 			continue
@@ -407,16 +452,16 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 		status := tasks.StatusDone
 		if o.Result == nil {
 			status = tasks.StatusPending
-			if isDead[o.TaskID] || r.LastAttempt {
+			if a.dead[o.TaskID] || r.LastAttempt {
 				status = tasks.StatusDead
 			}
 		}
 		out[i].Ended = &tasks.Ended{
 			TaskID: o.TaskID, Holder: o.Holder, Category: r.Category, Status: status,
-			AssignedAt: r.AssignedAt, EndedAt: now, TraceContext: r.TraceContext,
+			AssignedAt: r.AssignedAt, EndedAt: a.now, TraceContext: r.TraceContext,
 		}
 	}
-	return out, nil
+	return out
 }
 
 // completeSQL checks the members of a Complete and writes its statement
