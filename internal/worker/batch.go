@@ -163,6 +163,13 @@ func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 			return nil, wait
 		}
 	}
+	return c.takeLocked(), 0
+}
+
+// takeLocked takes a batch off the queue: up to BatchSize outcomes, within
+// workerBatchBytesMax (at least one). c.mu is held.
+func (c *completer) takeLocked() []*outcome {
+	cfg := c.w.cfg
 	n, size := 0, 0
 	for n < len(c.queue) && n < cfg.BatchSize {
 		size += len(c.queue[n].result)
@@ -178,11 +185,31 @@ func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 	if full && len(c.queue) < cfg.MaxBacklog {
 		signal(c.space)
 	}
-	return batch, 0
+	return batch
+}
+
+// queued takes a batch off the queue for a claim to carry, whether or not
+// the batch would wait to grow (FlushInterval): it costs no transaction of
+// its own. It returns nil when nothing waits.
+func (c *completer) queued() []*outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil
+	}
+	return c.takeLocked()
 }
 
 // write writes a batch and hands each member's answer to the worker.
 func (c *completer) write(batch []*outcome) {
+	c.writeClaiming(batch, nil, nil)
+}
+
+// writeClaiming writes a batch, as write does, and with holders claims for
+// them in the same transaction (Dispatcher.CompleteAndClaimMany) and returns
+// the claims made; none when nothing was claimable or the joint transaction
+// failed (the batch was then written alone).
+func (c *completer) writeClaiming(batch []*outcome, holders, categories []string) []*tasks.Claim {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
 	defer cancel()
@@ -195,7 +222,7 @@ func (c *completer) write(batch []*outcome) {
 			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
 		}
 	}
-	w.d.CompleteMany(ctx, os, func(i int, ended *tasks.Ended, err error) bool {
+	done := func(i int, ended *tasks.Ended, err error) bool {
 		o := batch[i]
 		if o.result != nil && os[i].Result == nil {
 			// The store refused the result: it was recorded as a failure.
@@ -203,7 +230,12 @@ func (c *completer) write(batch []*outcome) {
 			o.result, o.skipRetry = nil, true
 		}
 		return w.completed(o, ended, err)
-	})
+	}
+	if len(holders) == 0 {
+		w.d.CompleteMany(ctx, os, done)
+		return nil
+	}
+	return w.d.CompleteAndClaimMany(ctx, os, done, holders, categories)
 }
 
 // signal sends on a channel of capacity 1 without blocking.

@@ -35,6 +35,14 @@ func (s *gatedCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]ta
 	return s.Store.Complete(ctx, os)
 }
 
+func (s *gatedCompletes) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	<-s.gate
+	s.calls.Add(1)
+	s.members.Add(int64(len(os)))
+	trySend(s.sizes, len(os))
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
 // A stale member of a completion batch is refused alone: the others commit
 // in the same transaction.
 func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
@@ -368,6 +376,13 @@ func (s *claimSizes) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]
 	return s.Store.ClaimBatch(ctx, ps)
 }
 
+func (s *claimSizes) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(ps))
+	s.mu.Unlock()
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
 func (s *claimSizes) all() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -486,9 +501,10 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	// One slot: outcomes arrive one by one, and the first writer writes
 	// each at once (no flush interval), until its write is held.
+	// The claims carry no outcomes: the writers alone write them.
 	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: 1, BatchSize: batch, MaxBacklog: 2 * batch, FlushInterval: -1,
-	})
+	}, (*worker.Worker).WriteApart)
 	openGate := sync.OnceFunc(func() { close(store.gate) })
 	t.Cleanup(openGate)
 	var first int

@@ -15,3 +15,7 @@ func ClaimLoops(c Config) int { return claimLoops(c.WithDefaults()) }
 // OnBackPressure makes w call fn each time its claim loop stops claiming
 // because the completer is behind; call it before Start.
 func (w *Worker) OnBackPressure(fn func()) { w.backPressured = fn }
+
+// WriteApart keeps w's claims from carrying outcomes (the writers alone
+// write them); call it before Start.
+func (w *Worker) WriteApart() { w.apart = true }

@@ -63,6 +63,19 @@ func (s *slowClaims) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]
 	return s.Store.ClaimBatch(ctx, ps)
 }
 
+func (s *slowClaims) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		m := s.most.Load()
+		if n <= m || s.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
 // The claim loops of a worker claim at once, and share its slots: no slot
 // runs two tasks at a time, no task runs twice, and no more run at once than
 // there are slots.

@@ -52,6 +52,9 @@ type Dispatcher interface {
 	NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error)
 	// CompleteMany commits a batch of outcomes and gives back the locks of
 	// the claims they ended.
+	// CompleteAndClaimMany does so and claims for free slots in the same
+	// transaction when it can; it returns the claims made.
+	CompleteAndClaimMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool), holders, categories []string) []*tasks.Claim
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
 	// HeartbeatMany renews a batch of leases and their locks.
 	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
@@ -343,7 +346,10 @@ type Totals struct {
 //     dead when no attempts are left or the error wraps SkipRetry) goes to
 //     a completer that writes up to BatchSize outcomes per transaction, each
 //     fenced on its own claim, then gives their locks back in one script. A
-//     stale member is refused alone; the others commit.
+//     stale member is refused alone; the others commit. A claim made while
+//     outcomes wait carries them: one transaction completes them and makes
+//     the claims, the outcomes acknowledged after its COMMIT (when it fails,
+//     they are written alone and the claim is made after).
 //   - Renew many: one loop renews the leases of every claim the worker
 //     holds, each about every Lease/3, one statement and one script per
 //     round. A lost lease (refused as stale, at the hold limit, or passed
@@ -383,6 +389,9 @@ type Worker struct {
 	// gatherFor is how long the claim loop waits for slots to free together
 	// (workerClaimGather; tests change it before Start).
 	gatherFor time.Duration
+	// apart, when set (by tests), keeps the claims from carrying outcomes:
+	// the writers alone write them.
+	apart bool
 	// backPressured, when set (by tests), is called each time the claim
 	// loop stops claiming because the completer is behind.
 	backPressured func()
@@ -590,7 +599,16 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			holders[i] = workerHolder(w.cfg.ID, s)
 			slotOf[holders[i]] = s
 		}
-		claims, err := w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		var claims []*tasks.Claim
+		var err error
+		if batch := w.joint(); len(batch) > 0 {
+			// Outcomes wait: the claim carries them, one transaction for
+			// both; claimed nothing, it claims apart.
+			claims = w.out.writeClaiming(batch, holders, w.cfg.Categories)
+		}
+		if len(claims) == 0 {
+			claims, err = w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		}
 		w.meter.claimed(ctx, len(claims))
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
@@ -625,6 +643,15 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			t.Stop()
 		}
 	}
+}
+
+// joint returns the outcomes a claim about to be made carries: those
+// waiting for a writer (see completer.queued), unless joint writes are off.
+func (w *Worker) joint() []*outcome {
+	if w.apart {
+		return nil
+	}
+	return w.out.queued()
 }
 
 // gather waits while fewer than half of the slots one claim may take are
