@@ -12,28 +12,35 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// CompleteAndClaimMany commits outcomes os, as CompleteMany does, and claims
-// up to one task per holder of holders from categories, as NextMany does
-// without waiting, in one store transaction when it can
+// CompleteAndClaimMany claims up to one task per holder of holders from
+// categories, as NextMany does without waiting, and once it has candidates
+// locked to claim, commits the outcomes outcomes gives it then (as
+// CompleteMany does, done answering each) in the same store transaction
 // (store.Store.CompleteAndClaim): a worker with outcomes to write and free
-// slots to fill pays one round trip and one commit for both.
+// slots to fill pays one round trip and one commit for both. outcomes is
+// called at most once, and only then: the outcomes wait for a writer of
+// their own until a claim is sure to carry them.
 //
 // The order of the locks is a claim's: the candidates' Redis locks are
 // taken before the transaction, and those of the claims it ended (for which
 // done returned true) and of the candidates it did not claim are given back
-// after its COMMIT; done is called only after it. When nothing is claimable
-// now, when rate limits apply (Config.RateLimits), or when the joint
+// after its COMMIT; done is called only after it. When the joint
 // transaction fails, the outcomes are completed alone, as CompleteMany does
 // (the joint one wrote nothing), and the claims it returns are none: the
-// caller claims after, with NextMany. The writes are bounded by ctx.
-func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool), holders, categories []string) []*tasks.Claim {
-	if len(os) == 0 || len(holders) == 0 || len(categories) == 0 || d.limits != nil {
-		d.CompleteMany(ctx, os, done)
-		return nil
+// caller claims after, with NextMany.
+//
+// It reports joint false, having written nothing, when it did not call
+// outcomes or outcomes gave none: nothing to claim for now (no candidate,
+// or none whose lock it got; a takeover of an expired claim is left to
+// NextMany), or rate limits apply (Config.RateLimits). The writes are
+// bounded by ctx.
+func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() ([]Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) (claims []*tasks.Claim, joint bool) {
+	if len(holders) == 0 || len(categories) == 0 || d.limits != nil {
+		return nil, false
 	}
 	start := time.Now()
-	ctx, span := d.tel.tracer.Start(ctx, "worker.complete_and_claim", trace.WithAttributes(attrBatch.Int(len(os)),
-		attrCategories.StringSlice(categories), attrWanted.Int(len(holders))))
+	ctx, span := d.tel.tracer.Start(ctx, "worker.complete_and_claim",
+		trace.WithAttributes(attrCategories.StringSlice(categories), attrWanted.Int(len(holders))))
 	defer endSpan(span, nil)
 
 	picked, err := d.cands.takeN(ctx, categories, len(holders), map[int64]bool{}, takeOpts{many: true})
@@ -41,8 +48,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, don
 		if err != nil {
 			d.log.WarnContext(ctx, "claim tasks", "err", err)
 		}
-		d.CompleteMany(ctx, os, done)
-		return nil
+		return nil, false
 	}
 	var st claimStats
 	st.candidates = len(picked)
@@ -59,8 +65,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, don
 		d.releaseLocks(ctx, locks)
 		back = picked
 		d.log.WarnContext(ctx, "claim tasks: lock candidates", "err", err)
-		d.CompleteMany(ctx, os, done)
-		return nil
+		return nil, false
 	}
 	st.tried = len(picked)
 	var batch []tasks.ClaimParams
@@ -86,12 +91,22 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, don
 	if st.conflicts > 0 {
 		d.cands.contended(picked[0].category)
 	}
-	if len(batch) == 0 {
-		d.releaseLocks(ctx, unlock)
-		d.CompleteMany(ctx, os, done)
-		d.recordClaim(ctx, st)
-		return nil
+	var os []Outcome
+	var done func(i int, ended *tasks.Ended, err error) (unlock bool)
+	if len(batch) > 0 {
+		os, done = outcomes()
 	}
+	if len(os) == 0 {
+		// Nothing to carry: the candidates go back, for NextMany.
+		for _, i := range batched {
+			unlock = append(unlock, locks[i])
+			back = append(back, picked[i])
+		}
+		d.releaseLocks(ctx, unlock)
+		d.recordClaim(ctx, st)
+		return nil, false
+	}
+	span.SetAttributes(attrBatch.Int(len(os)))
 
 	ps := make([]tasks.Outcome, len(os))
 	for i, o := range os {
@@ -111,11 +126,10 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, don
 		}
 		d.CompleteMany(ctx, os, done)
 		d.recordClaim(ctx, st)
-		return nil
+		return nil, true
 	}
 	// Committed: the outcomes are acknowledged, the claims made.
 	unlock = append(unlock, d.completed(ctx, os, ended, done)...)
-	var claims []*tasks.Claim
 	for k, r := range res {
 		i := batched[k]
 		if r.Err != nil {
@@ -138,5 +152,5 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, os []Outcome, don
 	d.recordClaim(ctx, st)
 	span.SetAttributes(attrCandidates.Int(st.candidates), attrTried.Int(st.tried),
 		attrConflicts.Int(st.conflicts), attrRefused.Int(st.refused), attrClaimed.Int(len(claims)))
-	return claims
+	return claims, true
 }

@@ -23,6 +23,12 @@ func workerHolders(from, n int) []string {
 	return hs
 }
 
+// carry returns the outcomes callback of CompleteAndClaimMany giving os and
+// done.
+func carry(os []dispatcher.Outcome, done func(int, *tasks.Ended, error) bool) func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+	return func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) { return os, done }
+}
+
 // outcomesOf are the results (JSON 1) of claims cs.
 func outcomesOf(cs []*tasks.Claim) []dispatcher.Outcome {
 	os := make([]dispatcher.Outcome, len(cs))
@@ -54,21 +60,21 @@ func TestCompleteAndClaimManyOneTransaction(t *testing.T) {
 	sql0, reads0 := sqlCount.Counts(), b.D.Stats().CandidateReads
 	var ended []*tasks.Ended
 	hs := workerHolders(3, 5)
-	claims := b.D.CompleteAndClaimMany(ctx, os, func(i int, e *tasks.Ended, err error) bool {
+	claims, joint := b.D.CompleteAndClaimMany(ctx, carry(os, func(i int, e *tasks.Ended, err error) bool {
 		if err != nil {
 			t.Errorf("outcome %d: %v", i, err)
 		}
 		ended = append(ended, e)
 		return true
-	}, hs, []string{"news"})
+	}), hs, []string{"news"})
 	sql := sqlCount.Counts().Sub(sql0)
 	reads := b.D.Stats().CandidateReads - reads0
 	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
 		t.Errorf("MySQL: %d round trips (%d candidate reads apart) and %d commits for %d outcomes and %d claims, want 1 and 1",
 			sql.RoundTrips-reads, reads, sql.Commits, len(os), len(claims))
 	}
-	if len(ended) != 3 || len(claims) != 5 {
-		t.Fatalf("%d outcomes answered and %d claims made, want 3 and 5", len(ended), len(claims))
+	if !joint || len(ended) != 3 || len(claims) != 5 {
+		t.Fatalf("joint %v: %d outcomes answered and %d claims made, want 3 and 5", joint, len(ended), len(claims))
 	}
 	for i, c := range held {
 		if ended[i] == nil || ended[i].Status != tasks.StatusDone {
@@ -118,15 +124,15 @@ func TestCompleteAndClaimManyCompletesAloneOnError(t *testing.T) {
 		t.Fatalf("next many = %d claims, %v; want 2", len(held), err)
 	}
 	answered := 0
-	claims := d.CompleteAndClaimMany(ctx, outcomesOf(held), func(i int, e *tasks.Ended, err error) bool {
+	claims, joint := d.CompleteAndClaimMany(ctx, carry(outcomesOf(held), func(i int, e *tasks.Ended, err error) bool {
 		if err != nil || e == nil || e.Status != tasks.StatusDone {
 			t.Errorf("outcome %d: %+v, %v; want done", i, e, err)
 		}
 		answered++
 		return true
-	}, workerHolders(2, 4), []string{"news"})
-	if len(claims) != 0 || answered != 2 {
-		t.Fatalf("%d claims made and %d outcomes answered, want none and 2", len(claims), answered)
+	}), workerHolders(2, 4), []string{"news"})
+	if !joint || len(claims) != 0 || answered != 2 {
+		t.Fatalf("joint %v: %d claims made and %d outcomes answered, want none and 2", joint, len(claims), answered)
 	}
 	for _, id := range ids {
 		if n := b.RDB.Exists(ctx, b.LockKey(id)).Val(); n != 0 {
@@ -137,5 +143,34 @@ func TestCompleteAndClaimManyCompletesAloneOnError(t *testing.T) {
 	after, err := d.NextMany(ctx, workerHolders(2, 4), []string{"news"}, 0)
 	if err != nil || len(after) != 4 {
 		t.Fatalf("next many after = %d claims, %v; want 4", len(after), err)
+	}
+}
+
+// With nothing to claim, nothing is written: the caller writes its outcomes
+// its usual way.
+func TestCompleteAndClaimManyWritesNothingWithNothingToClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.Add(t, "news", 0, 2)
+	held, err := b.D.NextMany(ctx, workerHolders(0, 2), []string{"news"}, 0)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("next many = %d claims, %v; want 2", len(held), err)
+	}
+	taken := false
+	claims, joint := b.D.CompleteAndClaimMany(ctx, func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+		taken = true
+		return outcomesOf(held), func(i int, e *tasks.Ended, err error) bool {
+			t.Errorf("outcome %d answered (%+v, %v) though nothing was claimable", i, e, err)
+			return true
+		}
+	}, workerHolders(2, 2), []string{"news"})
+	if joint || taken || len(claims) != 0 {
+		t.Fatalf("joint %v, outcomes taken %v, %d claims; want nothing done", joint, taken, len(claims))
+	}
+	for _, c := range held {
+		if got := b.Task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Fence != c.Fence {
+			t.Fatalf("task %d = %+v, want still assigned at fence %d", c.Task.ID, got, c.Fence)
+		}
 	}
 }

@@ -202,17 +202,35 @@ func (c *completer) queued() []*outcome {
 
 // write writes a batch and hands each member's answer to the worker.
 func (c *completer) write(batch []*outcome) {
-	c.writeClaiming(batch, nil, nil)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.w.handlersCtx), workerFinishTimeout)
+	defer cancel()
+	os, done := c.outcomes(batch)
+	c.w.d.CompleteMany(ctx, os, done)
 }
 
-// writeClaiming writes a batch, as write does, and with holders claims for
-// them in the same transaction (Dispatcher.CompleteAndClaimMany) and returns
-// the claims made; none when nothing was claimable or the joint transaction
-// failed (the batch was then written alone).
-func (c *completer) writeClaiming(batch []*outcome, holders, categories []string) []*tasks.Claim {
-	w := c.w
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
+// writeClaiming claims for holders and, once the claim has candidates
+// locked to claim, takes the outcomes waiting (queued) and writes them in
+// the claim's transaction (Dispatcher.CompleteAndClaimMany). It returns the
+// claims made: none when there was nothing to claim (nothing was written
+// then) or the joint transaction failed (the outcomes were then written
+// alone).
+func (c *completer) writeClaiming(holders, categories []string) []*tasks.Claim {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.w.handlersCtx), workerFinishTimeout)
 	defer cancel()
+	claims, _ := c.w.d.CompleteAndClaimMany(ctx, func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+		batch := c.queued()
+		if len(batch) == 0 {
+			return nil, nil
+		}
+		return c.outcomes(batch)
+	}, holders, categories)
+	return claims
+}
+
+// outcomes returns the store's outcomes of batch, and the function handing
+// the answer about each to the worker.
+func (c *completer) outcomes(batch []*outcome) ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) bool) {
+	w := c.w
 	os := make([]dispatcher.Outcome, len(batch))
 	for i, o := range batch {
 		os[i] = dispatcher.Outcome{Span: o.span, Outcome: tasks.Outcome{
@@ -222,7 +240,7 @@ func (c *completer) writeClaiming(batch []*outcome, holders, categories []string
 			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
 		}
 	}
-	done := func(i int, ended *tasks.Ended, err error) bool {
+	return os, func(i int, ended *tasks.Ended, err error) bool {
 		o := batch[i]
 		if o.result != nil && os[i].Result == nil {
 			// The store refused the result: it was recorded as a failure.
@@ -231,11 +249,6 @@ func (c *completer) writeClaiming(batch []*outcome, holders, categories []string
 		}
 		return w.completed(o, ended, err)
 	}
-	if len(holders) == 0 {
-		w.d.CompleteMany(ctx, os, done)
-		return nil
-	}
-	return w.d.CompleteAndClaimMany(ctx, os, done, holders, categories)
 }
 
 // signal sends on a channel of capacity 1 without blocking.

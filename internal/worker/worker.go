@@ -52,9 +52,11 @@ type Dispatcher interface {
 	NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error)
 	// CompleteMany commits a batch of outcomes and gives back the locks of
 	// the claims they ended.
-	// CompleteAndClaimMany does so and claims for free slots in the same
-	// transaction when it can; it returns the claims made.
-	CompleteAndClaimMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool), holders, categories []string) []*tasks.Claim
+	// CompleteAndClaimMany claims for free slots and, once it has
+	// candidates locked, commits the outcomes it is then given in the
+	// same transaction; it returns the claims made, and false when it
+	// wrote nothing.
+	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) ([]*tasks.Claim, bool)
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
 	// HeartbeatMany renews a batch of leases and their locks.
 	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
@@ -601,10 +603,10 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		}
 		var claims []*tasks.Claim
 		var err error
-		if batch := w.joint(); len(batch) > 0 {
+		if !w.apart && w.out.len() > 0 {
 			// Outcomes wait: the claim carries them, one transaction for
 			// both; claimed nothing, it claims apart.
-			claims = w.out.writeClaiming(batch, holders, w.cfg.Categories)
+			claims = w.out.writeClaiming(holders, w.cfg.Categories)
 		}
 		if len(claims) == 0 {
 			claims, err = w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
@@ -643,15 +645,6 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			t.Stop()
 		}
 	}
-}
-
-// joint returns the outcomes a claim about to be made carries: those
-// waiting for a writer (see completer.queued), unless joint writes are off.
-func (w *Worker) joint() []*outcome {
-	if w.apart {
-		return nil
-	}
-	return w.out.queued()
 }
 
 // gather waits while fewer than half of the slots one claim may take are
