@@ -45,6 +45,13 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, os []Outcome, done func(i
 	ctx, span := d.tel.tracer.Start(ctx, "worker.complete", trace.WithAttributes(attrBatch.Int(len(os))))
 	defer endSpan(span, nil)
 	res := d.complete(ctx, os)
+	d.releaseLocks(ctx, d.completed(ctx, os, res, done))
+}
+
+// completed counts the store's answers res about os and hands each to done,
+// as CompleteMany does, and returns the locks to give back: those of the
+// claims for which done returned true.
+func (d *Dispatcher) completed(ctx context.Context, os []Outcome, res []tasks.Completed, done func(i int, ended *tasks.Ended, err error) (unlock bool)) []*locker.Lock {
 	var unlock []*locker.Lock
 	for i, o := range os {
 		op := OpSubmit
@@ -69,7 +76,7 @@ func (d *Dispatcher) CompleteMany(ctx context.Context, os []Outcome, done func(i
 			unlock = append(unlock, d.locks.Lock(d.lockKey(o.TaskID), o.Holder))
 		}
 	}
-	d.releaseLocks(ctx, unlock)
+	return unlock
 }
 
 // complete writes os and returns each one's answer; see CompleteMany.

@@ -116,6 +116,7 @@ type Store interface {
 	ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks.ClaimResult, error)
 	HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
 	Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error)
+	CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error)
 	HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error)
 	EditorClaims(ctx context.Context, editorID int64) (*tasks.EditorClaims, error)
 	Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Time, error)

@@ -132,7 +132,19 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}
-		return db.SelectContext(ctx, &out, q, args...)
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c tasks.Candidate
+			if err := rows.Scan(&c.ID, &c.Fence, &c.Priority, &c.Due, &c.Status, &c.Workflow); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
 	}
 	onReplica, err := s.read(ctx, p.Primary, read)
 	if err == nil && onReplica && len(out) == 0 {

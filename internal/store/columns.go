@@ -23,3 +23,15 @@ func claimOf(t tasks.Task) *tasks.Claim {
 	}
 	return c
 }
+
+// taskFields returns the destinations in t of taskColumns' columns, in their
+// order, for a Scan of them without reflection over the struct (the workers'
+// batches read hundreds of rows per round trip).
+func taskFields(t *tasks.Task) []any {
+	return []any{&t.ID, &t.Category, &t.Priority, &t.Title, &t.Payload, &t.Status, &t.Fence,
+		&t.Holder, &t.EditorID,
+		&t.AssignedAt, &t.LeaseExpiresAt, &t.Attempts, &t.MaxAttempts, &t.RunAfter,
+		&t.LastError, &t.TraceContext,
+		&t.CreatedAt, &t.UpdatedAt, &t.DoneAt, &t.Key, &t.DueAt,
+		&t.Stages, &t.Stage, &t.GroupID, &t.Overlap, &t.ReservedFor, &t.ReservedUntil}
+}

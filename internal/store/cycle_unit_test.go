@@ -54,7 +54,7 @@ func TestValuesSQL(t *testing.T) {
 	}{
 		{[]any{nil, nil, nil}, "?", 1},
 		{[]any{int64(5)}, "?", 1},
-		{[]any{"a", "b"}, "CASE id WHEN ? THEN ? WHEN ? THEN ? END", 4},
+		{[]any{"a", "b"}, "CASE id WHEN 1 THEN ? WHEN 2 THEN ? END", 2},
 	} {
 		var q strings.Builder
 		args := valuesSQL(&q, []int64{1, 2, 3}[:len(tc.vals)], tc.vals)

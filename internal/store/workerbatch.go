@@ -29,22 +29,12 @@ func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []strin
 // membersCondSQL writes membersSQL's predicate without its WHERE.
 func membersCondSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
 	q.WriteString("id IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(strconv.FormatInt(id, 10))
-	}
+	intsSQL(q, ids)
 	var args []any
 	if len(holders) > 0 && !slices.ContainsFunc(holders, func(h string) bool { return h != holders[0] }) {
 		q.WriteString(") AND holder = ? AND (id, fence) IN (")
 		args = []any{holders[0]}
-		for i := range ids {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			fmt.Fprintf(q, "(%d, %d)", ids[i], fences[i])
-		}
+		pairsSQL(q, ids, fences)
 	} else {
 		q.WriteString(") AND (id, fence, holder) IN (")
 		args = make([]any, 0, len(ids))
@@ -52,12 +42,46 @@ func membersCondSQL(q *strings.Builder, ids []int64, fences []int64, holders []s
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			fmt.Fprintf(q, "(%d, %d, ?)", ids[i], fences[i])
+			var buf [48]byte
+			b := append(buf[:0], '(')
+			b = strconv.AppendInt(b, ids[i], 10)
+			b = append(b, ", "...)
+			b = strconv.AppendInt(b, fences[i], 10)
+			q.Write(append(b, ", ?)"...))
 			args = append(args, holders[i])
 		}
 	}
 	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
 	return args
+}
+
+// intsSQL writes ids to q as integer literals, comma-separated: integers
+// are safe to name in the statement, which spares the driver and the server
+// an argument each.
+func intsSQL(q *strings.Builder, ids []int64) {
+	var buf [24]byte
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.Write(strconv.AppendInt(buf[:0], id, 10))
+	}
+}
+
+// pairsSQL writes the pairs (as[i], bs[i]) to q as integer literals,
+// comma-separated.
+func pairsSQL(q *strings.Builder, as, bs []int64) {
+	var buf [48]byte
+	for i := range as {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		b := append(buf[:0], '(')
+		b = strconv.AppendInt(b, as[i], 10)
+		b = append(b, ", "...)
+		b = strconv.AppendInt(b, bs[i], 10)
+		q.Write(append(b, ')'))
+	}
 }
 
 // listSQL writes one item per member of vs to q, comma-separated, and returns
@@ -74,14 +98,17 @@ func listSQL[T any](q *strings.Builder, item string, vs []T, itemArgs func(i int
 	return args
 }
 
-// caseSQL writes "CASE id WHEN ? THEN ? ... END" to q for the values of ids
-// and returns its arguments.
+// caseSQL writes "CASE id WHEN <id> THEN ? ... END" to q for the values of
+// ids, the ids as integer literals, and returns its arguments: the values.
 func caseSQL[T any](q *strings.Builder, ids []int64, vals []T) []any {
-	args := make([]any, 0, 2*len(ids))
+	args := make([]any, 0, len(ids))
 	q.WriteString("CASE id")
+	var buf [32]byte
 	for i, id := range ids {
-		q.WriteString(" WHEN ? THEN ?")
-		args = append(args, id, vals[i])
+		b := append(buf[:0], " WHEN "...)
+		b = strconv.AppendInt(b, id, 10)
+		q.Write(append(b, " THEN ?"...))
+		args = append(args, vals[i])
 	}
 	q.WriteString(" END")
 	return args
@@ -129,19 +156,52 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 	if err != nil {
 		return fail(err)
 	}
-	type row struct {
-		ThisBatch bool `db:"this_batch"`
-		Paused    bool `db:"paused"`
-		tasks.Task
-	}
-	byID := make(map[int64]row, len(ps))
-	scan := scanByID(byID, func(r *row) int64 { return r.ID })
-	if err := s.batch(ctx, query, args, scan); err != nil {
+	a := newClaimAnswer(ps)
+	if err := s.batch(ctx, query, args, a.scan); err != nil {
 		return fail(lostRace(err))
 	}
-	out := make([]tasks.ClaimResult, len(ps))
-	for i, p := range ps {
-		r, ok := byID[p.TaskID]
+	return a.results(), nil
+}
+
+// claimAnswer reads a ClaimBatch's answer: the members' rows, scanned
+// directly (the batch's hundreds of rows of 26 columns were sqlx's
+// reflection's).
+type claimAnswer struct {
+	ps   []tasks.ClaimParams
+	byID map[int64]claimRow
+}
+
+// claimRow is the row of a member of a ClaimBatch.
+type claimRow struct {
+	ThisBatch bool
+	Paused    bool
+	tasks.Task
+}
+
+func newClaimAnswer(ps []tasks.ClaimParams) *claimAnswer {
+	return &claimAnswer{ps: ps, byID: make(map[int64]claimRow, len(ps))}
+}
+
+// scan reads the rows of the batch's SELECT; it sets, not accumulates (a
+// deadlock victim's batch runs again).
+func (a *claimAnswer) scan(rows *sqlx.Rows) error {
+	clear(a.byID)
+	for rows.Next() {
+		var r claimRow
+		dest := append([]any{&r.ThisBatch, &r.Paused}, taskFields(&r.Task)...)
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		a.byID[r.ID] = r
+	}
+	return rows.Err()
+}
+
+// results returns what happened to each member, in the order of ps.
+func (a *claimAnswer) results() []tasks.ClaimResult {
+	out := make([]tasks.ClaimResult, len(a.ps))
+	for i, p := range a.ps {
+		r, ok := a.byID[p.TaskID]
 		switch {
 		case ok && r.ThisBatch && r.Status == tasks.StatusAssigned && r.Fence == p.Fence+1 && r.Holder == p.Holder:
 			out[i].Claim = claimOf(r.Task)
@@ -151,7 +211,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrStale)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // claimBatchSQL checks the members of a ClaimBatch and writes its statement
@@ -203,9 +263,9 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	}
 	q.WriteString("\nWHERE id IN (")
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
-	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	intsSQL(&q, ids)
 	q.WriteString(") AND (id, fence) IN (")
-	args = append(args, listSQL(&q, "(?, ?)", ids, func(i int) []any { return []any{ids[i], fences[i]} })...)
+	pairsSQL(&q, ids, fences)
 	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL)
 	s.endWrite(&q)
 
@@ -226,7 +286,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
 		taskColumns + " FROM tasks WHERE id IN (")
-	args = append(args, listSQL(&q, "?", ids, func(i int) []any { return []any{ids[i]} })...)
+	intsSQL(&q, ids)
 	q.WriteString(");\nCOMMIT")
 	return q.String(), args, nil
 }
@@ -343,41 +403,71 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 	if err != nil {
 		return fail(err)
 	}
-	type row struct {
-		ID           int64     `db:"id"`
-		Category     string    `db:"category"`
-		AssignedAt   time.Time `db:"assigned_at"`
-		TraceContext string    `db:"trace_context"`
-		LastAttempt  bool      `db:"last_attempt"`
-	}
-	byID := make(map[int64]row, len(os))
-	var now time.Time
-	scanRows := scanByID(byID, func(r *row) int64 { return r.ID })
-	scan := func(rows *sqlx.Rows) error {
-		if err := scanRows(rows); err != nil {
-			return err
-		}
-		if !rows.NextResultSet() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return fmt.Errorf("%w: the batch's instant", errShortAnswer)
-		}
-		if !rows.Next() {
-			return errors.New("the batch's instant is missing from the answer")
-		}
-		return rows.Scan(&now)
-	}
-	if err := s.batch(ctx, query, args, scan); err != nil {
+	a := newCompleteAnswer(os, dead)
+	if err := s.batch(ctx, query, args, a.scan); err != nil {
 		return fail(err)
 	}
-	isDead := make(map[int64]bool, len(dead))
+	return a.results(), nil
+}
+
+// completeAnswer reads a Complete's answer: the live members' rows, then
+// the batch's instant.
+type completeAnswer struct {
+	os   []tasks.Outcome
+	dead map[int64]bool // the members that die whatever their attempts
+	byID map[int64]completeRow
+	now  time.Time
+}
+
+// completeRow is the row of a live member of a Complete.
+type completeRow struct {
+	ID           int64
+	Category     string
+	AssignedAt   time.Time
+	TraceContext string
+	LastAttempt  bool
+}
+
+func newCompleteAnswer(os []tasks.Outcome, dead []int64) *completeAnswer {
+	a := &completeAnswer{os: os, dead: make(map[int64]bool, len(dead)), byID: make(map[int64]completeRow, len(os))}
 	for _, id := range dead {
-		isDead[id] = true
+		a.dead[id] = true
 	}
-	out := make([]tasks.Completed, len(os))
-	for i, o := range os {
-		r, ok := byID[o.TaskID]
+	return a
+}
+
+// scan reads the rows of the batch's report and its instant, leaving rows
+// at the instant's result; it sets, not accumulates (a deadlock victim's
+// batch runs again).
+func (a *completeAnswer) scan(rows *sqlx.Rows) error {
+	clear(a.byID)
+	for rows.Next() {
+		var r completeRow
+		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt); err != nil {
+			return err
+		}
+		a.byID[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !rows.NextResultSet() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the batch's instant", errShortAnswer)
+	}
+	if !rows.Next() {
+		return errors.New("the batch's instant is missing from the answer")
+	}
+	return rows.Scan(&a.now)
+}
+
+// results returns what happened to each member, in the order of os.
+func (a *completeAnswer) results() []tasks.Completed {
+	out := make([]tasks.Completed, len(a.os))
+	for i, o := range a.os {
+		r, ok := a.byID[o.TaskID]
 		if !ok {
 			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, tasks.ErrStale)
 			continue
@@ -385,16 +475,16 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 		status := tasks.StatusDone
 		if o.Result == nil {
 			status = tasks.StatusPending
-			if isDead[o.TaskID] || r.LastAttempt {
+			if a.dead[o.TaskID] || r.LastAttempt {
 				status = tasks.StatusDead
 			}
 		}
 		out[i].Ended = &tasks.Ended{
 			TaskID: o.TaskID, Holder: o.Holder, Category: r.Category, Status: status,
-			AssignedAt: r.AssignedAt, EndedAt: now, TraceContext: r.TraceContext,
+			AssignedAt: r.AssignedAt, EndedAt: a.now, TraceContext: r.TraceContext,
 		}
 	}
-	return out, nil
+	return out
 }
 
 // completeSQL checks the members of a Complete and writes its statement
@@ -480,11 +570,10 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		// It reads no column the UPDATE below sets, so it says the same before
 		// and during the UPDATE.
 		var deadSQL strings.Builder
-		var deadArgs []any
 		deadSQL.WriteString("(attempts >= max_attempts")
 		if len(dead) > 0 {
 			deadSQL.WriteString(" OR id IN (")
-			deadArgs = listSQL(&deadSQL, "?", dead, func(i int) []any { return []any{dead[i]} })
+			intsSQL(&deadSQL, dead)
 			deadSQL.WriteString(")")
 		}
 		deadSQL.WriteString(")")
@@ -495,7 +584,6 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		args = append(args, membersCondSQL(&q, failed.ids, failed.fences, failed.holders)...)
 		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
-		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, details)...)
 		q.WriteString(", ")
 		args = append(args, traceSQL(&q, traceID)...)
@@ -509,18 +597,13 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 			q.WriteString(" AND " + isDead)
 			s.endWrite(&q)
-			args = append(args, deadArgs...)
 		}
 		// A dead task keeps its holder and assigned_at as a record, as Fail's.
 		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET last_error = ")
 		args = append(args, caseSQL(&q, failed.ids, lastErrs)...)
 		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
-		args = append(args, deadArgs...)
 		args = append(args, caseSQL(&q, failed.ids, backoffs)...)
 		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0")
-		for range 4 {
-			args = append(args, deadArgs...)
-		}
 		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
 		s.endWrite(&q)
 	}

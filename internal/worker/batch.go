@@ -16,7 +16,7 @@ import (
 // given back in one script. A batch is written as soon as the first writer
 // is free and either BatchSize outcomes wait, no other run is unsettled
 // (nothing more is coming), or the oldest has waited FlushInterval: no timer
-// runs when there is nothing to group. The other writers (workerWriters in
+// runs when there is nothing to group. The other writers (writers in
 // all) write only full batches, while the first is busy: they work off a
 // backlog and never split what the first would write in one transaction.
 type completer struct {
@@ -40,7 +40,7 @@ func newCompleter(w *Worker) *completer {
 
 // start starts the writers.
 func (c *completer) start() {
-	for i := range workerWriters {
+	for i := range writers(c.w.cfg) {
 		c.writers.Go(func() { c.run(i > 0) })
 	}
 }
@@ -163,6 +163,13 @@ func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 			return nil, wait
 		}
 	}
+	return c.takeLocked(), 0
+}
+
+// takeLocked takes a batch off the queue: up to BatchSize outcomes, within
+// workerBatchBytesMax (at least one). c.mu is held.
+func (c *completer) takeLocked() []*outcome {
+	cfg := c.w.cfg
 	n, size := 0, 0
 	for n < len(c.queue) && n < cfg.BatchSize {
 		size += len(c.queue[n].result)
@@ -178,14 +185,52 @@ func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 	if full && len(c.queue) < cfg.MaxBacklog {
 		signal(c.space)
 	}
-	return batch, 0
+	return batch
+}
+
+// queued takes a batch off the queue for a claim to carry, whether or not
+// the batch would wait to grow (FlushInterval): it costs no transaction of
+// its own. It returns nil when nothing waits.
+func (c *completer) queued() []*outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil
+	}
+	return c.takeLocked()
 }
 
 // write writes a batch and hands each member's answer to the worker.
 func (c *completer) write(batch []*outcome) {
-	w := c.w
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.handlersCtx), workerFinishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.w.handlersCtx), workerFinishTimeout)
 	defer cancel()
+	os, done := c.outcomes(batch)
+	c.w.d.CompleteMany(ctx, os, done)
+}
+
+// writeClaiming claims for holders and, once the claim has candidates
+// locked to claim, takes the outcomes waiting (queued) and writes them in
+// the claim's transaction (Dispatcher.CompleteAndClaimMany). It returns the
+// claims made: none when there was nothing to claim (nothing was written
+// then) or the joint transaction failed (the outcomes were then written
+// alone).
+func (c *completer) writeClaiming(holders, categories []string) []*tasks.Claim {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.w.handlersCtx), workerFinishTimeout)
+	defer cancel()
+	claims, _ := c.w.d.CompleteAndClaimMany(ctx, func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+		batch := c.queued()
+		if len(batch) == 0 {
+			return nil, nil
+		}
+		return c.outcomes(batch)
+	}, holders, categories)
+	return claims
+}
+
+// outcomes returns the store's outcomes of batch, and the function handing
+// the answer about each to the worker.
+func (c *completer) outcomes(batch []*outcome) ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) bool) {
+	w := c.w
 	os := make([]dispatcher.Outcome, len(batch))
 	for i, o := range batch {
 		os[i] = dispatcher.Outcome{Span: o.span, Outcome: tasks.Outcome{
@@ -195,7 +240,7 @@ func (c *completer) write(batch []*outcome) {
 			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
 		}
 	}
-	w.d.CompleteMany(ctx, os, func(i int, ended *tasks.Ended, err error) bool {
+	return os, func(i int, ended *tasks.Ended, err error) bool {
 		o := batch[i]
 		if o.result != nil && os[i].Result == nil {
 			// The store refused the result: it was recorded as a failure.
@@ -203,7 +248,7 @@ func (c *completer) write(batch []*outcome) {
 			o.result, o.skipRetry = nil, true
 		}
 		return w.completed(o, ended, err)
-	})
+	}
 }
 
 // signal sends on a channel of capacity 1 without blocking.

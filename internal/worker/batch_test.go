@@ -35,6 +35,14 @@ func (s *gatedCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]ta
 	return s.Store.Complete(ctx, os)
 }
 
+func (s *gatedCompletes) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	<-s.gate
+	s.calls.Add(1)
+	s.members.Add(int64(len(os)))
+	trySend(s.sizes, len(os))
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
 // A stale member of a completion batch is refused alone: the others commit
 // in the same transaction.
 func TestWorkerCompletionBatchRefusesStaleMemberAlone(t *testing.T) {
@@ -125,7 +133,7 @@ func TestWorkerBackPressure(t *testing.T) {
 	// The most a worker may hold: a handler per slot, the batches being
 	// written, and the backlog (which can grow past MaxBacklog by the
 	// outcomes of handlers that were running when it filled).
-	const bound = slots + worker.Writers*batch + backlog + slots
+	bound := int64(slots + worker.Writers(worker.Config{Concurrency: slots})*batch + backlog + slots)
 	b.Add(t, "jobs", 0, n)
 	var calls atomic.Int64
 	over := make(chan struct{})
@@ -372,6 +380,13 @@ func (s *claimSizes) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]
 	return s.Store.ClaimBatch(ctx, ps)
 }
 
+func (s *claimSizes) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(ps))
+	s.mu.Unlock()
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
 func (s *claimSizes) all() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -475,7 +490,7 @@ func (s *enteredCompletes) Complete(ctx context.Context, os []tasks.Outcome) ([]
 // write in one transaction.
 func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	t.Parallel()
-	if worker.Writers < 2 {
+	if worker.Writers(worker.Config{Concurrency: 1}) < 2 {
 		t.Skip("one writer")
 	}
 	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
@@ -490,9 +505,10 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
 	// One slot: outcomes arrive one by one, and the first writer writes
 	// each at once (no flush interval), until its write is held.
+	// The claims carry no outcomes: the writers alone write them.
 	w := startWorkerOn(t, d, worker.Config{
 		Handler: mux, Concurrency: 1, BatchSize: batch, MaxBacklog: 2 * batch, FlushInterval: -1,
-	})
+	}, (*worker.Worker).WriteApart)
 	openGate := sync.OnceFunc(func() { close(store.gate) })
 	t.Cleanup(openGate)
 	var first int

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -59,6 +61,28 @@ type meter struct {
 	m                       metric.Meter
 	slots, running, backlog metric.Int64ObservableGauge
 	reg                     metric.Registration
+
+	// attrs holds the attribute options of runs and runTime by runAttrs:
+	// made once per category and outcome, not per run.
+	attrs sync.Map
+}
+
+// runAttrs keys meter.attrs; outcome "" is runTime's.
+type runAttrs struct{ category, outcome string }
+
+// opt returns the attribute option of a category and outcome ("" for
+// runTime's, by category alone).
+func (m *meter) opt(category, outcome string) metric.MeasurementOption {
+	k := runAttrs{category, outcome}
+	if o, ok := m.attrs.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kvs := []attribute.KeyValue{attrCategory.String(category)}
+	if outcome != "" {
+		kvs = append(kvs, attrOutcome.String(outcome))
+	}
+	o, _ := m.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	return o.(metric.MeasurementOption)
 }
 
 // newMeter creates the instruments on mp; register starts observing a
@@ -115,12 +139,12 @@ func (m *meter) claimed(ctx context.Context, n int) {
 
 // ran observes a handler's run time; ctx carries the run's span.
 func (m *meter) ran(ctx context.Context, category string, d time.Duration) {
-	m.runTime.Record(ctx, d.Seconds(), metric.WithAttributes(attrCategory.String(category)))
+	m.runTime.Record(ctx, d.Seconds(), m.opt(category, ""))
 }
 
 // ended observes the end of a run with outcome (a Run constant).
 func (m *meter) ended(ctx context.Context, category, outcome string) {
-	m.runs.Add(ctx, 1, metric.WithAttributes(attrCategory.String(category), attrOutcome.String(outcome)))
+	m.runs.Add(ctx, 1, m.opt(category, outcome))
 }
 
 // close stops observing the gauges.

@@ -52,6 +52,11 @@ type Dispatcher interface {
 	NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error)
 	// CompleteMany commits a batch of outcomes and gives back the locks of
 	// the claims they ended.
+	// CompleteAndClaimMany claims for free slots and, once it has
+	// candidates locked, commits the outcomes it is then given in the
+	// same transaction; it returns the claims made, and false when it
+	// wrote nothing.
+	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) ([]*tasks.Claim, bool)
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
 	// HeartbeatMany renews a batch of leases and their locks.
 	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
@@ -111,14 +116,25 @@ const (
 	// default max_allowed_packet of 16 MiB.
 	workerBatchBytesMax = 8 << 20
 	// workerWriters is how many batches of outcomes a worker has in flight
-	// at most. Two: a batch's transaction spends much of its time waiting
-	// (for the commit's fsyncs, for a CPU on a loaded machine), and with
-	// many slots one writer fell behind (bench/river, 1,000 workers: busy
-	// 95% of the time). The second writes only full batches (BatchSize)
-	// while the first is busy, so it never splits what the first would
-	// write in one transaction: with 16 slots, a second writer taking any
-	// batch halved the jobs/s.
+	// at most with one claim loop (see writers). Two: a batch's transaction
+	// spends much of its time waiting (for the commit's fsyncs, for a CPU on
+	// a loaded machine), and with many slots one writer fell behind
+	// (bench/river, 1,000 workers: busy 95% of the time). The second writes
+	// only full batches (BatchSize) while the first is busy, so it never
+	// splits what the first would write in one transaction: with 16 slots, a
+	// second writer taking any batch halved the jobs/s.
 	workerWriters = 2
+	// workerBatchesPerClaimLoop is how many batches of slots (BatchSize
+	// each) share a claim loop. One loop claims one batch per round trip,
+	// so with small batches it left most slots idle (bench/river, 1,000
+	// slots, batches of 250: a loop per 250 slots made 10-50% more jobs/s
+	// than one loop). Concurrent claims cost the store more per job
+	// (20-30% more mysqld CPU: the candidate reads read past the claims in
+	// flight, and transactions compete for the same index pages), so a loop
+	// per batch did not pay with the default batch of 500 at 1,000 slots
+	// (10-15% more store CPU per job, no more jobs/s on 2 cores): a loop per
+	// two batches keeps one loop there.
+	workerBatchesPerClaimLoop = 2
 	// workerClaimGather bounds how long the claim loop waits for more free
 	// slots while fewer than half of those one claim may take are free and
 	// running handlers will free others (see gather); River's producer
@@ -166,8 +182,10 @@ type Config struct {
 
 	// BatchSize is how many tasks the worker claims in one round trip per
 	// store at most (never more than its free slots), and how many outcomes
-	// one completion transaction writes at most. 1..tasks.BatchMax; default
-	// BatchSizeDefault.
+	// one completion transaction writes at most. A worker runs one claim
+	// loop per two batches of slots (Concurrency / (2·BatchSize), at least
+	// one), the loops after the first claiming only full batches.
+	// 1..tasks.BatchMax; default BatchSizeDefault.
 	BatchSize int
 
 	// FlushInterval is how long a finished task's outcome may wait for
@@ -254,6 +272,25 @@ func (c Config) validate() error {
 	return nil
 }
 
+// claimLoops returns how many claim loops a worker of c runs: one per
+// workerSlotsPerClaimLoop batches of slots (BatchSize each), at least one.
+// They share the free slots. The first claims as soon as slots are free (see
+// gather); the others claim only full batches (BatchSize slots at once),
+// while the first is busy with its round trips, so that they never split
+// what the first would claim in one transaction.
+func claimLoops(c Config) int {
+	per := workerBatchesPerClaimLoop * c.BatchSize
+	return max(1, (c.Concurrency+per-1)/per)
+}
+
+// writers returns how many batches of outcomes a worker of c writes at once
+// at most: workerWriters with one claim loop, and one more per further
+// loop, so that the writes keep up with the claims (the writers after the
+// first, like the claim loops after the first, take only full batches).
+func writers(c Config) int {
+	return workerWriters + claimLoops(c) - 1
+}
+
 // workerHolder is the holder of a worker's slot.
 func workerHolder(id string, slot int) string {
 	return workerHolderPrefix + id + ":" + strconv.Itoa(slot)
@@ -311,7 +348,10 @@ type Totals struct {
 //     dead when no attempts are left or the error wraps SkipRetry) goes to
 //     a completer that writes up to BatchSize outcomes per transaction, each
 //     fenced on its own claim, then gives their locks back in one script. A
-//     stale member is refused alone; the others commit.
+//     stale member is refused alone; the others commit. A claim made while
+//     outcomes wait carries them: one transaction completes them and makes
+//     the claims, the outcomes acknowledged after its COMMIT (when it fails,
+//     they are written alone and the claim is made after).
 //   - Renew many: one loop renews the leases of every claim the worker
 //     holds, each about every Lease/3, one statement and one script per
 //     round. A lost lease (refused as stale, at the hold limit, or passed
@@ -347,10 +387,13 @@ type Worker struct {
 	handlersCtx  context.Context         // parent of the handlers' contexts
 	done         chan struct{}           // closed when everything has returned
 
-	slots slotSet
+	slots *slotSet
 	// gatherFor is how long the claim loop waits for slots to free together
 	// (workerClaimGather; tests change it before Start).
 	gatherFor time.Duration
+	// apart, when set (by tests), keeps the claims from carrying outcomes:
+	// the writers alone write them.
+	apart bool
 	// backPressured, when set (by tests), is called each time the claim
 	// loop stops claiming because the completer is behind.
 	backPressured func()
@@ -394,7 +437,7 @@ func New(d Dispatcher, cfg Config) (*Worker, error) {
 
 		gatherFor: workerClaimGather,
 	}
-	w.slots.init(cfg.Concurrency)
+	w.slots = newSlotSet(cfg.Concurrency, cfg.BatchSize)
 	w.leases = newLeaseKeeper(w)
 	w.out = newCompleter(w)
 	w.retries = newRetryWaker(d.Wake)
@@ -443,7 +486,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		go w.leases.run(bg)
 		w.out.start()
 		go func() {
-			w.claimLoop(claimCtx)
+			var loops sync.WaitGroup
+			for i := range claimLoops(w.cfg) {
+				loops.Go(func() { w.claimLoop(claimCtx, i > 0) })
+			}
+			loops.Wait()
 			w.handlers.Wait()
 			w.out.close()
 			w.leases.close()
@@ -510,9 +557,16 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// claimLoop claims tasks for the free slots and starts their handlers until
-// ctx ends.
-func (w *Worker) claimLoop(ctx context.Context) {
+// claimLoop claims tasks for free slots and starts their handlers until ctx
+// ends. Several run at once (claimLoops), each taking the slots it claims
+// for off the shared set; an extra loop (not the first) claims only for
+// BatchSize slots at once.
+func (w *Worker) claimLoop(ctx context.Context, extra bool) {
+	free := w.slots
+	atLeast, freed := 1, free.freed
+	if extra {
+		atLeast, freed = w.cfg.BatchSize, free.full
+	}
 	errs := 0 // consecutive errors from claiming
 	for ctx.Err() == nil {
 		if w.out.full() {
@@ -523,15 +577,21 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-w.out.space:
+				// The other loops waiting for space are woken in turn.
+				if !w.out.full() {
+					signal(w.out.space)
+				}
 			}
 			continue
 		}
-		w.gather(ctx)
-		slots := w.slots.take(w.cfg.BatchSize)
+		if !extra {
+			w.gather(ctx)
+		}
+		slots := free.take(w.cfg.BatchSize, atLeast)
 		if len(slots) == 0 {
 			select {
 			case <-ctx.Done():
-			case <-w.slots.freed:
+			case <-freed:
 			}
 			continue
 		}
@@ -541,7 +601,16 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			holders[i] = workerHolder(w.cfg.ID, s)
 			slotOf[holders[i]] = s
 		}
-		claims, err := w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		var claims []*tasks.Claim
+		var err error
+		if !w.apart && w.out.len() > 0 {
+			// Outcomes wait: the claim carries them, one transaction for
+			// both; claimed nothing, it claims apart.
+			claims = w.out.writeClaiming(holders, w.cfg.Categories)
+		}
+		if len(claims) == 0 {
+			claims, err = w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
+		}
 		w.meter.claimed(ctx, len(claims))
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
@@ -549,7 +618,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				// Claimed just as the worker stopped claiming: give it back.
 				w.release(w.handlersCtx, c, w.log.With("slot", s))
-				w.slots.put(s)
+				free.put(s)
 				continue
 			}
 			w.handlers.Add(1)
@@ -557,7 +626,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			go w.run(c, s)
 		}
 		for _, s := range slotOf {
-			w.slots.put(s)
+			free.put(s)
 		}
 		switch {
 		case err == nil, errors.Is(err, dispatcher.ErrNoTask):
@@ -587,20 +656,21 @@ func (w *Worker) claimLoop(ctx context.Context) {
 // for the few slots free at that instant; a slot held by a long handler
 // delays nothing but this wait.
 func (w *Worker) gather(ctx context.Context) {
+	slots := w.slots
 	want := (min(w.cfg.BatchSize, w.cfg.Concurrency) + 1) / 2
-	free := w.slots.len()
+	free := slots.len()
 	if free >= want || free == 0 || free == w.cfg.Concurrency {
 		return
 	}
 	t := time.NewTimer(w.gatherFor)
 	defer t.Stop()
-	for w.slots.len() < want {
+	for slots.len() < want {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			return
-		case <-w.slots.freed:
+		case <-slots.freed:
 		}
 	}
 }
@@ -610,7 +680,7 @@ type outcome struct {
 	claim  *tasks.Claim
 	ref    dispatcher.ClaimRef
 	holder string
-	log    *slog.Logger
+	log    *runLog
 	span   trace.Span
 	ctx    context.Context // the run's, for logs and spans
 	// handlerErr is what the handler returned, for its span.
@@ -630,7 +700,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	defer w.handlers.Done()
 	holder := claim.Task.Holder
 	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
-	log := w.log.With("slot", slot, "task_id", ref.TaskID, "fence", ref.Fence, "category", claim.Task.Category, "attempt", claim.Task.Attempts)
+	log := &runLog{base: w.log, claim: claim, slot: slot}
 
 	// The run is a trace of its own, linked to the span that made the claim.
 	rctx, span := w.tracer.Start(w.handlersCtx, "worker.run",
@@ -659,7 +729,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		w.leases.remove(ref)
 		w.leaseLost.Add(1)
 		w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
-		log.WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
+		log.get().WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
 		span.SetAttributes(attrOutcome.String("lease_lost"))
 		endSpan(span, err)
 		w.d.ReleaseLock(hctx, ref.TaskID, holder)
@@ -683,9 +753,9 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	}
 	if err != nil {
 		if stopping {
-			log.InfoContext(rctx, "handler stopped by shutdown", "err", err)
+			log.get().InfoContext(rctx, "handler stopped by shutdown", "err", err)
 			w.out.settled(nil)
-			w.release(rctx, claim, log)
+			w.release(rctx, claim, log.get())
 			endSpan(span, o.handlerErr)
 			return
 		}
@@ -694,6 +764,27 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		o.skipRetry = errors.Is(err, SkipRetry)
 	}
 	w.out.settled(o)
+}
+
+// runLog is a run's logger: the worker's with the run's slot, task, fence,
+// category and attempt. It is made when the run first logs: most runs log
+// nothing, and building the attributes of each cost the worker more CPU than
+// the rest of its logging. A run uses it from one goroutine at a time (the
+// run's, then the completer's once the outcome is queued).
+type runLog struct {
+	base  *slog.Logger
+	claim *tasks.Claim
+	slot  int
+	l     *slog.Logger
+}
+
+// get returns the run's logger.
+func (r *runLog) get() *slog.Logger {
+	if r.l == nil {
+		c := r.claim
+		r.l = r.base.With("slot", r.slot, "task_id", c.Task.ID, "fence", c.Fence, "category", c.Task.Category, "attempt", c.Task.Attempts)
+	}
+	return r.l
 }
 
 // release gives a claim back to the pool because the worker is stopping,
@@ -738,7 +829,9 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	case err == nil && o.result != nil:
 		w.processed.Add(1)
 		w.meter.ended(o.ctx, cat, RunDone)
-		log.DebugContext(o.ctx, "task done")
+		if w.log.Enabled(o.ctx, slog.LevelDebug) {
+			log.get().DebugContext(o.ctx, "task done")
+		}
 		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
 		return true
 	case err == nil:
@@ -750,16 +843,16 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 			w.meter.ended(o.ctx, cat, RunRetried)
 		}
 		if status == tasks.StatusDead && o.skipRetry {
-			log.WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
+			log.get().WarnContext(o.ctx, "task failed; not retried: SkipRetry", "status", status, "err", o.err)
 		} else if status == tasks.StatusDead {
-			log.WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
+			log.get().WarnContext(o.ctx, "task failed; no attempts left", "status", status, "err", o.err)
 		} else {
 			// The store wrote run_after = its instant + the backoff (to the
 			// millisecond): the time the retry is claimable, when this
 			// worker wakes the category's claims (see retryWaker).
 			backoff := o.backoff.Truncate(time.Millisecond)
 			w.retries.after(ended.Category, backoff)
-			log.WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", backoff,
+			log.get().WarnContext(o.ctx, "task failed; will retry", "status", status, "retry_in", backoff,
 				"retry_at", ended.EndedAt.Add(backoff).UTC(), "err", o.err)
 		}
 		o.span.SetAttributes(attrOutcome.String(string(status)))
@@ -768,31 +861,39 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		// The lease passed or the claim was revoked after the last renewal.
 		w.leaseLost.Add(1)
 		w.meter.ended(o.ctx, cat, RunLeaseLost)
-		log.WarnContext(o.ctx, op+" refused: lease lost", "err", err)
+		log.get().WarnContext(o.ctx, op+" refused: lease lost", "err", err)
 		o.span.SetAttributes(attrOutcome.String("lease_lost"))
 		return true
 	default:
 		// The claim stays until its lease passes; then the task is claimed
 		// again (the sweeper or the next claim takes it over).
 		w.meter.ended(o.ctx, cat, RunError)
-		log.ErrorContext(o.ctx, op+" task", "err", err)
+		log.get().ErrorContext(o.ctx, op+" task", "err", err)
 		o.span.SetAttributes(attrOutcome.String("error"))
 		return false
 	}
 }
 
-// slotSet is the set of free slots.
+// slotSet is the set of free slots, shared by the claim loops: a slot taken
+// is one loop's until it is put back.
 type slotSet struct {
 	mu    sync.Mutex
 	free  []int
-	freed chan struct{} // has a value once a slot was freed since the last take
+	batch int // a full batch of slots, for full
+	// freed has a value once a slot was freed since the last take, or a take
+	// left free slots; full once batch slots or more are free: the wake-up
+	// of the first claim loop and of the others.
+	freed, full chan struct{}
 }
 
-func (s *slotSet) init(n int) {
-	s.freed = make(chan struct{}, 1)
+// newSlotSet returns a set of n slots, all free, whose full batch is batch
+// slots.
+func newSlotSet(n, batch int) *slotSet {
+	s := &slotSet{batch: batch, freed: make(chan struct{}, 1), full: make(chan struct{}, 1)}
 	for i := n - 1; i >= 0; i-- {
 		s.free = append(s.free, i)
 	}
+	return s
 }
 
 // len returns the number of free slots.
@@ -802,16 +903,26 @@ func (s *slotSet) len() int {
 	return len(s.free)
 }
 
-// take takes up to n free slots, lowest first.
-func (s *slotSet) take(n int) []int {
+// take takes up to n free slots, lowest first, or none when fewer than
+// atLeast are free. Slots it leaves free wake another loop.
+func (s *slotSet) take(n, atLeast int) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.free) < atLeast {
+		return nil
+	}
 	n = min(n, len(s.free))
 	out := make([]int, n)
 	for i := range out {
 		out[i] = s.free[len(s.free)-1-i]
 	}
 	s.free = s.free[:len(s.free)-n]
+	if len(s.free) > 0 {
+		signal(s.freed)
+	}
+	if len(s.free) >= s.batch {
+		signal(s.full)
+	}
 	return out
 }
 
@@ -819,18 +930,19 @@ func (s *slotSet) take(n int) []int {
 func (s *slotSet) put(i int) {
 	s.mu.Lock()
 	s.free = append(s.free, i)
+	full := len(s.free) >= s.batch
 	s.mu.Unlock()
-	select {
-	case s.freed <- struct{}{}:
-	default:
+	signal(s.freed)
+	if full {
+		signal(s.full)
 	}
 }
 
 // call runs the handler, turning a panic into an error.
-func (w *Worker) call(ctx context.Context, t *tasks.Task, log *slog.Logger) (res any, err error) {
+func (w *Worker) call(ctx context.Context, t *tasks.Task, log *runLog) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.get().ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res, err = nil, fmt.Errorf("panic: %v", r)
 		}
 	}()
