@@ -50,13 +50,13 @@ type Dispatcher interface {
 	Config() dispatcher.Config
 	// NextMany claims up to one task per free slot.
 	NextMany(ctx context.Context, holders, categories []string, wait time.Duration) ([]*tasks.Claim, error)
-	// CompleteMany commits a batch of outcomes and gives back the locks of
-	// the claims they ended.
 	// CompleteAndClaimMany claims for free slots and, once it has
 	// candidates locked, commits the outcomes it is then given in the
 	// same transaction; it returns the claims made, and false when it
 	// wrote nothing.
 	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) ([]*tasks.Claim, bool)
+	// CompleteMany commits a batch of outcomes and gives back the locks of
+	// the claims they ended.
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
 	// HeartbeatMany renews a batch of leases and their locks.
 	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
@@ -273,7 +273,7 @@ func (c Config) validate() error {
 }
 
 // claimLoops returns how many claim loops a worker of c runs: one per
-// workerSlotsPerClaimLoop batches of slots (BatchSize each), at least one.
+// workerBatchesPerClaimLoop batches of slots (BatchSize each), at least one.
 // They share the free slots. The first claims as soon as slots are free (see
 // gather); the others claim only full batches (BatchSize slots at once),
 // while the first is busy with its round trips, so that they never split
