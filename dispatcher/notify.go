@@ -77,8 +77,9 @@ type waitQueue struct {
 	// pending counts wake-ups for idle waiters not sent yet (wakeBusyMax
 	// were busy), at most idle; owed counts those owed to busy waiters, at
 	// most busy. polls counts the pending wake-ups that are polls (see
-	// hub.poll), at most pending.
-	pending, owed, polls int
+	// hub.poll), at most pending, and pollLooks the busy waiters a poll
+	// woke, at most busy.
+	pending, owed, polls, pollLooks int
 }
 
 // waitLink is a waiter's place in one category's queue.
@@ -100,6 +101,9 @@ type waiter struct {
 	// again is why rest told the waiter to look again; only its own
 	// goroutine reads it.
 	again wakeUp
+	// polled: a poll woke the look the waiter is making, not an arrival
+	// (see waitQueue.pollLooks).
+	polled bool
 }
 
 // wakeUp is what wakes a waiter: its category, and whether it is a poll
@@ -142,6 +146,7 @@ func (h *hub) subscribe(cats []string) *waiter {
 func (h *hub) rest(w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	w.endPoll()
 	select {
 	case w.again = <-w.c:
 		return true // woken during the look (see hub.wake): look again
@@ -175,6 +180,7 @@ func (h *hub) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n--
+	w.endPoll()
 	var pass wakeUp
 	select {
 	case pass = <-w.c:
@@ -246,14 +252,30 @@ func (h *hub) poll() {
 
 // pollOn is called when a look that a poll of cat woke claimed something:
 // more may have become claimable unannounced, so pollPassOn more of cat's
-// waiters look, as polls.
+// waiters look, as polls. Not while arrivals keep the category's waiters
+// looking (woken, or waking): their looks find what the polls' would, and
+// polls passed on among thousands woken by arrivals would double at each
+// claim into a herd.
 func (h *hub) pollOn(cat string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if q := h.queues[cat]; q != nil {
-		q.pending += pollPassOn
-		q.polls += pollPassOn
-		h.dispatch(q)
+	q := h.queues[cat]
+	if q == nil || q.busy > q.pollLooks || q.pending > q.polls {
+		return
+	}
+	q.pending += pollPassOn
+	q.polls += pollPassOn
+	h.dispatch(q)
+}
+
+// endPoll ends the count of w's look as a poll's in its categories, if it
+// was one. h.mu is held.
+func (w *waiter) endPoll() {
+	if w.polled {
+		for i := range w.links {
+			w.links[i].q.pollLooks--
+		}
+		w.polled = false
 	}
 }
 
@@ -297,6 +319,10 @@ func (h *hub) dispatch(q *waitQueue) {
 		if q.polls > 0 {
 			q.polls--
 			wu.poll = true
+			w.polled = true
+			for i := range w.links {
+				w.links[i].q.pollLooks++
+			}
 		}
 		for i := range w.links {
 			l := &w.links[i]

@@ -321,6 +321,20 @@ func TestHubPoll(t *testing.T) {
 	if got := wokenBy(all); len(got) != 1 || got[1] != (wakeUp{"news", false}) {
 		t.Fatalf("an arrival woke %v, want [1] not as a poll", got)
 	}
+	// 0's next poll look finds something while 1, woken by an arrival,
+	// looks: no poll is passed on (in a crowd woken by arrivals, polls
+	// passed on would double at every claim).
+	if h.rest(ws[0]) {
+		t.Fatal("waiter 0 told to look again")
+	}
+	h.poll()
+	if got := wokenBy(all); len(got) != 1 || !got[0].poll {
+		t.Fatalf("a poll woke %v, want [0] as a poll", got)
+	}
+	h.pollOn("news")
+	if got := wokenBy(all); got != nil && len(got) > 0 {
+		t.Fatalf("a poll passed on to %v while an arrival's look was busy", got)
+	}
 	for _, w := range all {
 		h.leave(w)
 	}
