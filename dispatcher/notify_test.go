@@ -332,7 +332,7 @@ func TestHubPoll(t *testing.T) {
 		t.Fatalf("a poll woke %v, want [0] as a poll", got)
 	}
 	h.pollOn("news")
-	if got := wokenBy(all); got != nil && len(got) > 0 {
+	if got := wokenBy(all); len(got) > 0 {
 		t.Fatalf("a poll passed on to %v while an arrival's look was busy", got)
 	}
 	for _, w := range all {
