@@ -458,8 +458,9 @@ type DispatchConfig struct {
 	// Batch is how many candidates of a category one read fetches; the
 	// process's claims share them, 1..1000. Default 64.
 	Batch int `yaml:"batch"`
-	// PollInterval is how often a long poll looks again without a wake-up.
-	// Default 5s.
+	// PollInterval is how often long polls look again without a wake-up:
+	// one look per category per interval for the whole process (the oldest
+	// waiting caller's), and more when it finds something. Default 5s.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// GroupCommit is the most claimants' writes (claims, submits,
 	// heartbeats) one MySQL transaction carries: those that arrive while one

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/taskd/taskd/internal/backoff"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -86,14 +85,14 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 
 // waitForTask runs try, which returns ErrNoTask when the pool has nothing
 // for categories, until it returns anything else: again whenever a task
-// arrives in one of categories (the hub's wake-up) or PollInterval passes
-// (spread) while its categories are not crowded (see hub.crowded), for up
-// to wait (capped at Config.MaxWait), then ErrNoTask. With no wait it runs
-// try once.
+// arrives in one of categories (the hub's wake-up) or the hub's poll picks
+// this caller to look (see hub), for up to wait (capped at Config.MaxWait),
+// then ErrNoTask. With no wait it runs try once.
 //
 // The caller stays subscribed from its first try to its return, so it keeps
 // its place among the category's waiters (oldest first) however often it is
-// woken, and a task arriving while try looks is not missed (see hub).
+// woken, and a task arriving while try looks is not missed (see hub). While
+// it waits it holds no timer of its own but its wait's.
 func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string, wait time.Duration, try func() (T, error)) (T, error) {
 	var none T
 	wait = min(wait, d.cfg.MaxWait)
@@ -104,38 +103,26 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 	defer d.hub.leave(w)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	var poll *time.Timer
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
+	var woke wakeUp // what woke the look being made; zero for the first
 	for {
 		got, err := try()
 		if !errors.Is(err, ErrNoTask) {
+			if err == nil && woke.poll {
+				// Found by a poll: more may have come unannounced.
+				d.hub.pollOn(woke.cat)
+			}
 			return got, err
 		}
 		if d.hub.rest(w) {
+			woke = w.again
 			continue
 		}
-		for look := false; !look; {
-			if poll == nil {
-				poll = time.NewTimer(backoff.Spread(d.cfg.PollInterval))
-			} else {
-				poll.Reset(backoff.Spread(d.cfg.PollInterval))
-			}
-			select {
-			case <-w.c:
-				look = true
-			case <-poll.C:
-				// Not while the woken waiters crowd its categories: they
-				// look for it, and its turn comes (see hub.crowded).
-				look = !d.hub.crowded(w)
-			case <-deadline.C:
-				return none, ErrNoTask
-			case <-ctx.Done():
-				return none, context.Cause(ctx)
-			}
+		select {
+		case woke = <-w.c:
+		case <-deadline.C:
+			return none, ErrNoTask
+		case <-ctx.Done():
+			return none, context.Cause(ctx)
 		}
 	}
 }

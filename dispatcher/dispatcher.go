@@ -183,9 +183,11 @@ type Config struct {
 	// KeyPrefixDefault.
 	KeyPrefix string
 
-	// PollInterval is how often a long-polling Next looks again when no
+	// PollInterval is how often long-polling callers look again when no
 	// wake-up came (tasks can become claimable by time alone: a retry's
-	// backoff passing). Default PollIntervalDefault.
+	// backoff passing): every PollInterval (spread), the oldest idle caller
+	// of each category looks, one for the whole process, and a look that
+	// finds something wakes more. Default PollIntervalDefault.
 	PollInterval time.Duration
 
 	// MaxWait caps the wait of a long-polling Next. Default MaxWaitDefault.
@@ -403,6 +405,7 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 	d.Observe(d.stats.observe)
 	d.Observe(d.tel.observe)
 	d.hub = newHub(d.cands.invalidate)
+	d.hub.every = cfg.PollInterval
 	if cfg.FairShare {
 		d.fair = newFairShare(cfg.Workflows)
 	}

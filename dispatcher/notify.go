@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/taskd/taskd/internal/backoff"
 )
 
 // hub wakes callers that long-poll for a task when tasks become claimable in
@@ -26,8 +28,17 @@ import (
 // leaves with a wake-up it did not act on passes it on, and a candidate a
 // claim took but gave back (see hub.give) counts as an arrival. So every task
 // that arrives is looked for, after it arrived, by some waiter of its
-// category while any waits. A waiter's own poll (its poll interval passed)
-// does not look while its categories are crowded (see hub.crowded).
+// category while any waits.
+//
+// Tasks can also become claimable with nobody told (a retry's backoff or a
+// lease running out, a task added by a process that shares no wake-up
+// channel): for them the hub polls, once per poll interval for the whole
+// process, not once per waiter. Each poll wakes the oldest idle waiter of
+// each category that has one and is not crowded (see waitQueue.crowded), and a
+// look woken by a poll that claimed something passes two polls on (see
+// hub.pollOn), so that a backlog found this way is taken at once. So a
+// parked waiter costs no timer and no look of its own, and thousands of
+// them cost a process one look per category per poll interval.
 type hub struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
@@ -35,7 +46,21 @@ type hub struct {
 	n      int    // waiters subscribed now
 	// arrived is told of each wake-up's category before any waiter wakes.
 	arrived func(cat string)
+
+	// every is the poll interval (see Config.PollInterval), spread; 0: no
+	// polls (unit tests poll by hand). poller runs the next poll while
+	// some waiter is idle, nil otherwise.
+	every  time.Duration
+	poller *time.Timer
+	// polls counts the polls made, for tests.
+	polls uint64
 }
+
+// pollPassOn is how many polls a look woken by a poll passes on when it
+// claimed something: a backlog that arrived unannounced is then taken by
+// twice as many looks each round, and the rounds end with the first looks
+// that find nothing.
+const pollPassOn = 2
 
 // wakeBusyMax is how many waiters of a category may be woken and looking at
 // once; more wake-ups wait until some of them are done. It is well above
@@ -51,8 +76,10 @@ type waitQueue struct {
 	busy       int       // waiters of the category looking for a task
 	// pending counts wake-ups for idle waiters not sent yet (wakeBusyMax
 	// were busy), at most idle; owed counts those owed to busy waiters, at
-	// most busy.
-	pending, owed int
+	// most busy. polls counts the pending wake-ups that are polls (see
+	// hub.poll), at most pending, and pollLooks the busy waiters a poll
+	// woke, at most busy.
+	pending, owed, polls, pollLooks int
 }
 
 // waitLink is a waiter's place in one category's queue.
@@ -64,13 +91,26 @@ type waitLink struct {
 
 // waiter is one long-polling caller.
 type waiter struct {
-	// c holds the category of a wake-up the waiter has not acted on yet:
-	// buffered 1, only sent to by the hub under its lock, to an idle waiter
-	// it makes busy, so it never blocks.
-	c     chan string
+	// c holds a wake-up the waiter has not acted on yet: buffered 1, only
+	// sent to by the hub under its lock, to an idle waiter it makes busy,
+	// so it never blocks.
+	c     chan wakeUp
 	seq   uint64
 	idle  bool
 	links []waitLink // one per category
+	// again is why rest told the waiter to look again; only its own
+	// goroutine reads it.
+	again wakeUp
+	// polled: a poll woke the look the waiter is making, not an arrival
+	// (see waitQueue.pollLooks).
+	polled bool
+}
+
+// wakeUp is what wakes a waiter: its category, and whether it is a poll
+// (see hub.poll) rather than an arrival.
+type wakeUp struct {
+	cat  string
+	poll bool
 }
 
 func newHub(arrived func(cat string)) *hub {
@@ -85,7 +125,7 @@ func (h *hub) subscribe(cats []string) *waiter {
 	defer h.mu.Unlock()
 	h.seq++
 	h.n++
-	w := &waiter{c: make(chan string, 1), seq: h.seq, links: make([]waitLink, len(cats))}
+	w := &waiter{c: make(chan wakeUp, 1), seq: h.seq, links: make([]waitLink, len(cats))}
 	for i, cat := range cats {
 		q := h.queues[cat]
 		if q == nil {
@@ -100,13 +140,15 @@ func (h *hub) subscribe(cats []string) *waiter {
 
 // rest is called when w's look came back empty-handed. It reports whether w
 // should look again at once: it has a wake-up it did not act on, or one owed
-// to the busy waiters of its categories. Otherwise w is idle in its queues
-// again, at the place its age gives it, until a wake-up or its own poll.
+// to the busy waiters of its categories (w.again says which). Otherwise w is
+// idle in its queues again, at the place its age gives it, until a wake-up
+// (an arrival or a poll).
 func (h *hub) rest(w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	w.endPoll()
 	select {
-	case <-w.c:
+	case w.again = <-w.c:
 		return true // woken during the look (see hub.wake): look again
 	default:
 	}
@@ -116,6 +158,7 @@ func (h *hub) rest(w *waiter) bool {
 	for i := range w.links {
 		if q := w.links[i].q; q.owed > 0 {
 			q.owed--
+			w.again = wakeUp{cat: q.cat}
 			return true
 		}
 	}
@@ -128,6 +171,7 @@ func (h *hub) rest(w *waiter) bool {
 	for i := range w.links {
 		h.dispatch(w.links[i].q)
 	}
+	h.armPoll()
 	return false
 }
 
@@ -136,7 +180,8 @@ func (h *hub) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n--
-	var pass string
+	w.endPoll()
+	var pass wakeUp
 	select {
 	case pass = <-w.c:
 	default:
@@ -152,8 +197,11 @@ func (h *hub) leave(w *waiter) {
 		}
 	}
 	w.idle = false
-	if q := h.queues[pass]; q != nil {
+	if q := h.queues[pass.cat]; q != nil {
 		q.pending++
+		if pass.poll {
+			q.polls++
+		}
 	}
 	for i := range w.links {
 		q := w.links[i].q
@@ -164,22 +212,71 @@ func (h *hub) leave(w *waiter) {
 	}
 }
 
-// crowded reports whether a look of w's own (its poll interval passed) would
-// only add to a crowd: each of its categories has wake-ups waiting for idle
-// waiters, w among them in its turn, or wakeBusyMax waiters looking already.
-// Such a look finds nothing the woken ones do not, and with thousands
-// waiting, every one's poll comes round within a poll interval: their looks
-// would queue for the stores ahead of the woken ones' and hold on to the
-// memory a look takes, all at once.
-func (h *hub) crowded(w *waiter) bool {
+// crowded reports whether a poll of q would only add to a crowd: it has
+// wake-ups waiting for idle waiters, or wakeBusyMax waiters looking
+// already. The looks of those find whatever the poll's would.
+func (q *waitQueue) crowded() bool {
+	return q.pending > 0 || q.busy >= wakeBusyMax
+}
+
+// armPoll makes sure the next poll is due while some waiter is idle. h.mu is
+// held.
+func (h *hub) armPoll() {
+	if h.every <= 0 || h.poller != nil {
+		return
+	}
+	h.poller = time.AfterFunc(backoff.Spread(h.every), h.poll)
+}
+
+// poll wakes the oldest idle waiter of each category that has one and is
+// not crowded, to look for tasks that became claimable with nobody told,
+// and arms the next poll while any waiter stays idle.
+func (h *hub) poll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i := range w.links {
-		if q := w.links[i].q; q.pending == 0 && q.busy < wakeBusyMax {
-			return false
+	h.poller = nil
+	h.polls++
+	idle := false
+	for _, q := range h.queues {
+		if q.idle > 0 && !q.crowded() {
+			q.pending++
+			q.polls++
+			h.dispatch(q)
 		}
+		idle = idle || q.idle > 0
 	}
-	return len(w.links) > 0
+	if idle {
+		h.armPoll()
+	}
+}
+
+// pollOn is called when a look that a poll of cat woke claimed something:
+// more may have become claimable unannounced, so pollPassOn more of cat's
+// waiters look, as polls. Not while arrivals keep the category's waiters
+// looking (woken, or waking): their looks find what the polls' would, and
+// polls passed on among thousands woken by arrivals would double at each
+// claim into a herd.
+func (h *hub) pollOn(cat string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[cat]
+	if q == nil || q.busy > q.pollLooks || q.pending > q.polls {
+		return
+	}
+	q.pending += pollPassOn
+	q.polls += pollPassOn
+	h.dispatch(q)
+}
+
+// endPoll ends the count of w's look as a poll's in its categories, if it
+// was one. h.mu is held.
+func (w *waiter) endPoll() {
+	if w.polled {
+		for i := range w.links {
+			w.links[i].q.pollLooks--
+		}
+		w.polled = false
+	}
 }
 
 // waiting reports whether anyone long-polls at all.
@@ -218,6 +315,15 @@ func (h *hub) dispatch(q *waitQueue) {
 	for q.pending > 0 && q.head != nil && q.busy < wakeBusyMax {
 		w := q.head.w
 		q.pending--
+		wu := wakeUp{cat: q.cat}
+		if q.polls > 0 {
+			q.polls--
+			wu.poll = true
+			w.polled = true
+			for i := range w.links {
+				w.links[i].q.pollLooks++
+			}
+		}
 		for i := range w.links {
 			l := &w.links[i]
 			l.q.remove(l)
@@ -225,7 +331,7 @@ func (h *hub) dispatch(q *waitQueue) {
 			l.q.settle()
 		}
 		w.idle = false
-		w.c <- q.cat
+		w.c <- wu
 	}
 	q.settle()
 }
@@ -237,6 +343,7 @@ func (q *waitQueue) settle() {
 		q.pending = q.idle
 		q.owed = min(q.owed+extra, q.busy)
 	}
+	q.polls = min(q.polls, q.pending)
 }
 
 // insert puts l in q's idle list by its waiter's age, looking from the end

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -275,31 +276,121 @@ func TestHubGiveWakesWithoutANewRead(t *testing.T) {
 	}
 }
 
-// A waiter's own poll does not look while the woken crowd its categories.
-func TestHubCrowded(t *testing.T) {
-	h := newHub(nil)
-	ws := idleWaiters(t, h, wakeBusyMax+2, "news")
-	other := idleWaiters(t, h, 1, "news", "sports")
-	if h.crowded(ws[0]) {
-		t.Fatal("crowded with nobody looking")
+// wokenBy returns the wake-ups the waiters hold, taking them, by index.
+func wokenBy(ws []*waiter) map[int]wakeUp {
+	out := make(map[int]wakeUp)
+	for i, w := range ws {
+		select {
+		case wu := <-w.c:
+			out[i] = wu
+		default:
+		}
 	}
+	return out
+}
+
+// A poll wakes the oldest idle waiter of each category, one in all, and
+// none of a crowded category; a look it woke that found something passes
+// two polls on.
+func TestHubPoll(t *testing.T) {
+	var arrived int
+	h := newHub(func(string) { arrived++ })
+	ws := idleWaiters(t, h, 3, "news")
+	both := idleWaiters(t, h, 1, "news", "sports")[0]
+	all := append(slices.Clone(ws), both)
+	h.poll()
+	got := wokenBy(all)
+	if len(got) != 2 || got[0] != (wakeUp{"news", true}) || got[3] != (wakeUp{"sports", true}) {
+		t.Fatalf("a poll woke %v, want the oldest of news [0] and the waiter of sports [3], as polls", got)
+	}
+	// 0 found a task: two more of news look, as polls.
+	h.pollOn("news")
+	if got := wokenBy(all); len(got) != 2 || !got[1].poll || !got[2].poll {
+		t.Fatalf("passed on to %v, want [1 2] as polls", got)
+	}
+	for _, i := range []int{1, 2} {
+		if h.rest(ws[i]) {
+			t.Fatalf("waiter %d told to look again", i)
+		}
+	}
+	if arrived != 0 {
+		t.Fatalf("polls told arrived %d times: the candidates read need not be read again", arrived)
+	}
+	// An arrival is no poll.
+	h.wake("news", 1)
+	if got := wokenBy(all); len(got) != 1 || got[1] != (wakeUp{"news", false}) {
+		t.Fatalf("an arrival woke %v, want [1] not as a poll", got)
+	}
+	// 0's next poll look finds something while 1, woken by an arrival,
+	// looks: no poll is passed on (in a crowd woken by arrivals, polls
+	// passed on would double at every claim).
+	if h.rest(ws[0]) {
+		t.Fatal("waiter 0 told to look again")
+	}
+	h.poll()
+	if got := wokenBy(all); len(got) != 1 || !got[0].poll {
+		t.Fatalf("a poll woke %v, want [0] as a poll", got)
+	}
+	h.pollOn("news")
+	if got := wokenBy(all); len(got) > 0 {
+		t.Fatalf("a poll passed on to %v while an arrival's look was busy", got)
+	}
+	for _, w := range all {
+		h.leave(w)
+	}
+	if h.waiting() != 0 {
+		t.Fatal("waiting with every waiter gone")
+	}
+
+	// Crowded: the woken look already, a poll adds nobody.
+	crowd := idleWaiters(t, h, wakeBusyMax+2, "news")
 	h.wake("news", wakeBusyMax+2)
-	last := ws[len(ws)-1]
-	if !h.crowded(last) {
-		t.Fatalf("not crowded with %d looking and wake-ups waiting", wakeBusyMax)
+	if got := woken(crowd); len(got) != wakeBusyMax {
+		t.Fatalf("woken %d, want %d", len(got), wakeBusyMax)
 	}
-	if h.crowded(other[0]) {
-		t.Fatal("crowded, though one of its categories is not")
+	h.poll()
+	if got := woken(crowd); got != nil {
+		t.Fatalf("a poll of a crowded category woke %v", got)
 	}
-	for _, w := range ws[:wakeBusyMax] {
-		h.leave(w) // answered: the waiting wake-ups go to the rest
+	for _, w := range crowd {
+		h.leave(w)
 	}
-	if got := woken(ws); len(got) != 2 {
-		t.Fatalf("woken %v after the first left, want the last two", got)
+}
+
+// With a poll interval, the hub polls by itself while a waiter is idle, and
+// stops when none is.
+func TestHubPollsWhileIdle(t *testing.T) {
+	h := newHub(nil)
+	h.every = 10 * time.Millisecond
+	w := idleWaiters(t, h, 1, "news")[0]
+	select {
+	case wu := <-w.c:
+		if !wu.poll {
+			t.Fatalf("woken by %+v, want a poll", wu)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no poll in 10s with a poll interval of 10ms")
 	}
-	h.leave(ws[wakeBusyMax])
-	h.leave(ws[wakeBusyMax+1])
-	if h.crowded(other[0]) {
-		t.Fatal("crowded with everyone answered")
+	// Busy now: the polls stop once none is idle.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		armed := h.poller != nil
+		h.mu.Unlock()
+		if !armed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub still polls with no idle waiter")
+		}
+		time.Sleep(time.Millisecond)
 	}
+	h.leave(w)
+}
+
+// HubPolls returns how many polls d's hub made (see hub.poll).
+func (d *Dispatcher) HubPolls() uint64 {
+	d.hub.mu.Lock()
+	defer d.hub.mu.Unlock()
+	return d.hub.polls
 }

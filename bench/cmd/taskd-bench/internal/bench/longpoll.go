@@ -33,6 +33,12 @@ type LongPollStats struct {
 	// SettleSec is how long the run waited, after the last poll was
 	// written, for taskd serve to take them all in (its CPU went quiet).
 	SettleSec float64 `json:"settle_s"`
+	// IdleSec is the window, after the settle, over which IdleCores was
+	// measured: every poll parked, no work, nothing sent. IdleCores is the
+	// taskd serve child's CPU time (user and system, /proc) over that
+	// window divided by it: the cost of holding the polls, in cores.
+	IdleSec   float64 `json:"idle_s"`
+	IdleCores float64 `json:"idle_cores"`
 	// InsertSec is from the first insert sent to the last acknowledged.
 	InsertSec float64 `json:"insert_s"`
 	// Answered counts editors answered with a task; NoContent the 204
@@ -77,6 +83,10 @@ const (
 	longPollSetup   = 2 * time.Minute
 	longPollSettle  = 30 * time.Second
 	longPollAnswers = time.Minute
+	// longPollIdle is the window over which the child's CPU is measured
+	// with every poll parked and no work: three poll intervals (the
+	// default dispatcher.poll_interval, 5s). A tenth of it with -quick.
+	longPollIdle = 15 * time.Second
 )
 
 // raiseFDLimit sets this process's RLIMIT_NOFILE to its hard limit and
@@ -231,8 +241,14 @@ func runLongPoll(ctx context.Context, cfg Config, scenario string, w Workload) (
 	settled := time.Now()
 	settle(ctx, hs.cmd.Process.Pid)
 	st.SettleSec = time.Since(settled).Seconds()
-	cfg.progress("%s: %d polls written in %s, taskd serve quiet after %.1fs more; inserting %d tasks", scenario, len(eds),
-		settled.Sub(sent).Round(time.Millisecond), st.SettleSec, w.Pool)
+	idle := longPollIdle
+	if w.Editors < LongPollEditors {
+		idle /= 10
+	}
+	cfg.progress("%s: %d polls written in %s, taskd serve quiet after %.1fs more; measuring its CPU over %s idle", scenario, len(eds),
+		settled.Sub(sent).Round(time.Millisecond), st.SettleSec, idle)
+	st.IdleSec, st.IdleCores = idleCPU(ctx, hs.cmd.Process.Pid, idle)
+	cfg.progress("%s: %.4f of a core over %.1fs idle with every poll parked; inserting %d tasks", scenario, st.IdleCores, st.IdleSec, w.Pool)
 
 	// The inserts, one batch after the other; each batch's acknowledgement
 	// is when its tasks' waits start.
@@ -406,6 +422,22 @@ func insertBatch(ctx context.Context, hs *httpStrategy, b, n int) ([]int64, erro
 		return nil, fmt.Errorf("insert batch %d: %d ids for %d tasks", b, len(out.IDs), n)
 	}
 	return out.IDs, nil
+}
+
+// idleCPU measures process pid's CPU time over window (less if ctx ends)
+// and returns the window's length in seconds and the CPU time in cores
+// (CPU seconds per second); -1 cores when /proc could not be read.
+func idleCPU(ctx context.Context, pid int, window time.Duration) (sec, cores float64) {
+	start, c0 := time.Now(), processCPU(pid)
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+	}
+	el, c1 := time.Since(start), processCPU(pid)
+	if c0 < 0 || c1 < 0 || el <= 0 {
+		return el.Seconds(), -1
+	}
+	return el.Seconds(), (c1 - c0).Seconds() / el.Seconds()
 }
 
 // settle waits until process pid uses less than a tenth of a core over a

@@ -209,7 +209,7 @@ var notes = []string{
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"k-month (a month in an hour): 16 worker slots (cat0, editors = 16w) and 50 editors (cat1) at full speed, each category topped up to 20,000 pending tasks or more, while a sweeper started as taskd starts it (schedule 10s, sweep.interval's default, under its lock) purges done tasks older than the retention (15s; 5 minutes in k-month-long, make bench-month) in batches of " + fmt.Sprint(MonthBatchDefault) + "; cycles/s is tasks done per second (jobs plus editors' cycles). Table sizes are data_length + index_length after ANALYZE TABLE (allocated pages) and COUNT(*); the tasks table holds the pending pool too. Claim latency is the editors' next; a claim is during a purge when it started inside a batch, outside when it started after the first batch and outside any. Row lock waits are Innodb_row_lock_waits (server-wide: the purge's own waits count too) in 250 ms intervals that overlapped a batch or not; the waiting statements are sampled from information_schema.INNODB_TRX at the same times",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
-	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 40 KiB per editor (491 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
+	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, its CPU is measured over 15 s (1.5 s with -quick) with every poll parked and no work (idle, in cores), then twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 40 KiB per editor (491 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
 
 // RunScenario runs the preset name (or, for "", the single workload w with
@@ -358,9 +358,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	for _, r := range rep.Results {
 		if lp := r.LongPoll; lp != nil {
-			fmt.Fprintf(w, "%s: %d editors long-polled, %d tasks inserted in %d batches over %.2fs; %d answered (%d answers 204 first), insert to answer p50 %.0fms p99 %.0fms max %.0fms; RLIMIT_NOFILE %d\n",
+			fmt.Fprintf(w, "%s: %d editors long-polled, %d tasks inserted in %d batches over %.2fs; %d answered (%d answers 204 first), insert to answer p50 %.0fms p99 %.0fms max %.0fms; idle with every poll parked %.4f of a core over %.1fs; RLIMIT_NOFILE %d\n",
 				r.Scenario, lp.Editors, lp.Tasks, lp.Batches, lp.InsertSec, lp.Answered, lp.NoContent,
-				lp.InsertToAnswer.P50Ms, lp.InsertToAnswer.P99Ms, lp.InsertToAnswer.MaxMs, lp.FDLimit)
+				lp.InsertToAnswer.P50Ms, lp.InsertToAnswer.P99Ms, lp.InsertToAnswer.MaxMs, lp.IdleCores, lp.IdleSec, lp.FDLimit)
 		}
 		if m := r.Month; m != nil {
 			writeMonth(w, r.Scenario, r, m)

@@ -215,12 +215,16 @@ func targets(rs []Result) []Target {
 		out = append(out,
 			newTarget("(i) long polls over HTTP: editors answered", float64(lp.Answered), "", float64(min(lp.Editors, lp.Tasks)), true,
 				fmt.Sprintf("%s; %d answers 204 first", shape, lp.NoContent)),
-			newTarget("(i) long polls over HTTP: insert to answer p99", lp.InsertToAnswer.P99Ms/1000, " s", 2, false,
+			newTarget("(i) long polls over HTTP: insert to answer p99", lp.InsertToAnswer.P99Ms/1000, " s", 1.5, false,
 				fmt.Sprintf("%s; p50 %.2f s, max %.2f s", shape, lp.InsertToAnswer.P50Ms/1000, lp.InsertToAnswer.MaxMs/1000)),
-			newTarget("(i) long polls over HTTP: peak RSS", float64(i.Memory.HWMKiB)/1024, " MiB", 500, false,
+			newTarget("(i) long polls over HTTP: peak RSS", float64(i.Memory.HWMKiB)/1024, " MiB", 450, false,
 				fmt.Sprintf("VmHWM of the taskd serve child, %s, memory_limit_mib %d as docs/deployment.md recommends", shape, lp.MemoryLimitMiB)),
 			newTarget("(i) long polls over HTTP: errors", float64(i.Errors), "", 0, false, firstError(i)),
 		)
+		if lp.IdleCores >= 0 && lp.IdleSec > 0 {
+			out = append(out, newTarget("(i) long polls over HTTP: idle CPU with every poll parked", 100*lp.IdleCores, "% of a core", 2, false,
+				fmt.Sprintf("%s; taskd serve's CPU over %.1f s with no work", shape, lp.IdleSec)))
+		}
 	}
 	return append(out, monthTargets(rs)...)
 }
