@@ -265,7 +265,7 @@ func refill(ctx context.Context, bd *benchDB, cats []string, fail func(error)) i
 	var inserted int64
 	ins := fmt.Sprintf(`INSERT INTO tasks (category, priority, title, payload)
 SELECT ?, seq %% 10, CONCAT('task ', seq), '{}' FROM seq_1_to_%d`, refillChunk)
-	count := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE status = 'pending' AND category = ? LIMIT %d) x`, refillLow)
+	count := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE pool_status = 'pending' AND category = ? LIMIT %d) x`, refillLow)
 	for ctx.Err() == nil {
 		for _, c := range cats {
 			var n int

@@ -255,7 +255,7 @@ func (bd *benchDB) fillWith(ctx context.Context, n int, query func(seq string) s
 // empty reports whether categories have no pending task left.
 func (bd *benchDB) empty(ctx context.Context, categories []string) (bool, error) {
 	var n int
-	q := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE status = 'pending' AND category IN (%s) LIMIT 1) x`, inList(len(categories)))
+	q := fmt.Sprintf(`SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE pool_status = 'pending' AND category IN (%s) LIMIT 1) x`, inList(len(categories)))
 	if err := bd.db.GetContext(ctx, &n, q, catArgs(categories)...); err != nil {
 		return false, fmt.Errorf("check pool: %w", err)
 	}

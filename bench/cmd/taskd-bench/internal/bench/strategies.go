@@ -133,7 +133,7 @@ type naive struct {
 }
 
 const naiveCandidatesSQL = `SELECT id, fence FROM tasks
-WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 16`
+WHERE pool_status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 16`
 
 func (s *naive) key(id int64) string { return s.prefix + "task:" + strconv.FormatInt(id, 10) }
 
@@ -190,7 +190,7 @@ type skipLocked struct {
 }
 
 const skipLockedSQL = `SELECT id, fence FROM tasks
-WHERE status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 1 FOR UPDATE SKIP LOCKED`
+WHERE pool_status = 'pending' AND category IN (%s) ORDER BY priority DESC, due_order, id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
 // claim claims one task, and runs the transaction again when InnoDB chose it
 // as a deadlock's victim, as the store does.
