@@ -307,7 +307,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			live()
 			s.endWrite(q)
 		}
-		args = append(args, s.submitSetSQL(q, backs)...)
+		args = append(args, s.submitSetSQL(q, tasksByKeySQL, backs)...)
 		live()
 		s.endWrite(q)
 	}
@@ -412,11 +412,12 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 // the claim is no longer unlogged (see logClaimsSQL), assigned_at keeps the time
 // of the claim the submit ended, and a task put back
 // in the pool is claimable from now on (run_after: see claimableSinceSQL). Every expression
-// reads the row as it was: stage, which they read, is set last.
-func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
+// reads the row as it was: stage, which they read, is set last. table is what the
+// UPDATE updates: tasksByKeySQL, or a join of the members and tasks.
+func (s *Store) submitSetSQL(q *strings.Builder, table string, backs []int64) []any {
 	if len(backs) == 0 {
 		// No send back: the short form.
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = IF(" + advancesSQL + ", GREATEST(run_after, @taskd_now), run_after),\n\t" +
+		q.WriteString("UPDATE " + table + " SET run_after = IF(" + advancesSQL + ", GREATEST(run_after, @taskd_now), run_after),\n\t" +
 			"done_at = IF(" + advancesSQL + ", NULL, @taskd_now),\n\t" +
 			"holder = IF(" + advancesSQL + ", NULL, holder), attempts = IF(" + advancesSQL + ", 0, attempts),\n\t" +
 			"status = IF(" + advancesSQL + ", 'pending', 'done'), editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0,\n\t" +
@@ -436,7 +437,7 @@ func (s *Store) submitSetSQL(q *strings.Builder, backs []int64) []any {
 		back()
 		q.WriteString(")")
 	}
-	q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET run_after = IF(")
+	q.WriteString("UPDATE " + table + " SET run_after = IF(")
 	moves()
 	q.WriteString(", GREATEST(run_after, @taskd_now), run_after),\n\tdone_at = IF(")
 	moves()

@@ -63,6 +63,9 @@ func noFullScans(t *testing.T, name string, plan []explainRow) {
 		if strings.HasPrefix(r.Table, "<") || r.Table == "NULL" {
 			continue
 		}
+		if r.Table == "m" && strings.Contains(r.Extra, "Table function") {
+			continue // a worker batch's members, read whole (see membersTableSQL)
+		}
 		if r.Type == "ALL" {
 			t.Errorf("%s: full table scan of %s:\n%s", name, r.Table, formatPlan(plan))
 		}

@@ -14,17 +14,25 @@ import (
 // batchStatements splits a statement batch into its statements, each with its
 // own arguments, leaving out the transaction's own (START TRANSACTION, SET,
 // COMMIT) and the final SELECT of the batch's instant. The batch's instant,
-// @taskd_now, becomes NOW(3), so that EXPLAIN plans each as it runs.
+// @taskd_now, becomes NOW(3), and its members, @taskd_members, the JSON the
+// batch sets it to, so that EXPLAIN plans each as it runs.
 func batchStatements(t *testing.T, query string, args []any) (stmts []string, stmtArgs [][]any) {
 	t.Helper()
+	members := "NULL"
 	for _, s := range strings.Split(query, ";\n") {
 		n := strings.Count(s, "?")
 		a := args[:n]
 		args = args[n:]
+		if s == "SET @taskd_members = ?" {
+			// The test's own JSON: ids, fences, and holders without quotes.
+			members = "'" + a[0].(string) + "'"
+			continue
+		}
 		if strings.HasPrefix(s, "START TRANSACTION") || strings.HasPrefix(s, "SET ") ||
 			strings.HasPrefix(s, "COMMIT") || strings.HasPrefix(s, "SELECT CAST(@taskd_now") {
 			continue
 		}
+		s = strings.ReplaceAll(s, "@taskd_members", members)
 		stmts = append(stmts, strings.ReplaceAll(s, "@taskd_now", "NOW(3)"))
 		stmtArgs = append(stmtArgs, a)
 	}

@@ -33,8 +33,12 @@ const (
 	// to end, locked. It must run before the statement that ends them (which
 	// clears claim_unlogged and the holder) and before that statement's own
 	// events, so that each claim's events come in the order they happened.
-	logClaimsSQL = "INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, " +
-		claimTraceSQL + ", assigned_at FROM tasks FORCE INDEX (PRIMARY) WHERE claim_unlogged = 1 AND "
+	logClaimsSQL = logClaimsSelectSQL + " FROM " + tasksByKeySQL + " WHERE claim_unlogged = 1 AND "
+
+	// logClaimsSelectSQL is logClaimsSQL up to its FROM, for the rows of a
+	// join that names tasks' columns alone.
+	logClaimsSelectSQL = "INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, " +
+		claimTraceSQL + ", assigned_at"
 
 	// logClaimSQL is logClaimsSQL for one row, by id and fence.
 	logClaimSQL = logClaimsSQL + "id = ? AND fence = ?"

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,6 +54,61 @@ func membersCondSQL(q *strings.Builder, ids []int64, fences []int64, holders []s
 	}
 	q.WriteString(") AND status = 'assigned' AND lease_expires_at >= @taskd_now")
 	return args
+}
+
+// tasksByKeySQL is tasks read by its primary key. Statements naming their
+// rows by id force it: the optimizer would otherwise read (and, in a locking
+// statement, lock) every assigned row through the status index.
+const tasksByKeySQL = "tasks FORCE INDEX (PRIMARY)"
+
+// Which members of a batch's member table (membersTableSQL) a statement
+// joins: all, or only those a completion ends as done or as failed.
+const (
+	membersAll    = ""
+	membersDone   = " AND m.m_done"
+	membersFailed = " AND NOT m.m_done"
+)
+
+// membersTableSQL is the member table of a statement batch: the members of
+// @taskd_members (membersJSON's, set once at the batch's start), each a row
+// (m_id, m_fence, m_holder, m_done), joined to tasks by membersJoinSQL.
+const membersTableSQL = "JSON_TABLE(@taskd_members, '$[*]' COLUMNS (m_id BIGINT PATH '$[0]', m_fence BIGINT PATH '$[1]',\n\t" +
+	"m_holder VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]', m_done TINYINT PATH '$[3]')) m"
+
+// membersJoinSQL is the member table joined to the rows of tasks it names,
+// read by primary key, the member table first. Its tasks' columns keep their
+// names: the member table's all start with m_.
+const membersJoinSQL = membersTableSQL + " STRAIGHT_JOIN " + tasksByKeySQL + " ON tasks.id = m.m_id"
+
+// membersLiveSQL is the live-claim predicate of membersJoinSQL's rows at the
+// batch's instant: the row has the member's fence and holder, and the claim
+// is assigned and its lease not passed.
+const membersLiveSQL = "tasks.fence = m.m_fence AND tasks.holder = m.m_holder AND tasks.status = 'assigned' AND tasks.lease_expires_at >= @taskd_now"
+
+// membersFromSQL writes the FROM and WHERE of a statement reading the live
+// claims of which (membersAll, membersDone or membersFailed) of the batch's
+// members to q.
+func membersFromSQL(q *strings.Builder, which string) {
+	q.WriteString(" FROM " + membersJoinSQL + " WHERE " + membersLiveSQL + which)
+}
+
+// membersJSON encodes the members (ids[i], fences[i], holders[i], done[i])
+// as the JSON array membersTableSQL reads: one bound argument, holders
+// encoded by encoding/json, never written into the statement.
+func membersJSON(ids, fences []int64, holders []string, done []bool) (string, error) {
+	m := make([][4]any, len(ids))
+	for i := range ids {
+		d := 0
+		if done[i] {
+			d = 1
+		}
+		m[i] = [4]any{ids[i], fences[i], holders[i], d}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode the members: %w", err)
+	}
+	return string(b), nil
 }
 
 // intsSQL writes ids to q as integer literals, comma-separated: integers
@@ -494,11 +550,15 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	if err := checkBatch(len(os), func(i int) int64 { return os[i].TaskID }); err != nil {
 		return "", nil, nil, err
 	}
-	var all, done, failed struct {
+	var all struct {
 		ids     []int64
 		fences  []int64
 		holders []string
+		done    []bool
 	}
+	// The ids of the members ended as done and as failed, for the values
+	// each has of its own.
+	var doneIDs, failedIDs []int64
 	var results, lastErrs, details []string
 	var backoffs []int64
 	var dead []int64
@@ -507,18 +567,19 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 			return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 		}
 		all.ids, all.fences, all.holders = append(all.ids, o.TaskID), append(all.fences, o.Fence), append(all.holders, o.Holder)
+		all.done = append(all.done, o.Result != nil)
 		if o.Result != nil {
 			if err := tasks.CheckResult(o.Result); err != nil {
 				return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 			}
-			done.ids, done.fences, done.holders = append(done.ids, o.TaskID), append(done.fences, o.Fence), append(done.holders, o.Holder)
+			doneIDs = append(doneIDs, o.TaskID)
 			results = append(results, string(o.Result))
 			continue
 		}
 		if o.Backoff < 0 {
 			return "", nil, nil, fmt.Errorf("%w: task %d: backoff must not be negative", tasks.ErrInvalid, o.TaskID)
 		}
-		failed.ids, failed.fences, failed.holders = append(failed.ids, o.TaskID), append(failed.fences, o.Fence), append(failed.holders, o.Holder)
+		failedIDs = append(failedIDs, o.TaskID)
 		lastErrs = append(lastErrs, truncate(o.Err, maxLastErrorLen))
 		details = append(details, truncate(o.Err, maxDetailLen))
 		backoffs = append(backoffs, micros(o.Backoff.Truncate(time.Millisecond)))
@@ -527,45 +588,49 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		}
 	}
 
+	members, err := membersJSON(all.ids, all.fences, all.holders, all.done)
+	if err != nil {
+		return "", nil, nil, err
+	}
 	var q strings.Builder
-	var args []any
+	// The members, named once: each statement joins them (membersFromSQL).
+	args := []any{members}
 	// The report, which also locks the members' rows: those it shows are
 	// live, and the writes below take exactly them.
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt FROM tasks FORCE INDEX (PRIMARY)")
-	args = append(args, membersSQL(&q, all.ids, all.fences, all.holders)...)
+	q.WriteString(workerBatchHead + "SET @taskd_members = ?;\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt")
+	membersFromSQL(&q, membersAll)
 	q.WriteString(" FOR UPDATE;\n")
 
-	if len(done.ids) > 0 {
+	if len(doneIDs) > 0 {
 		// A claim without a 'claimed' event has its result as the record of
 		// the claim and the submit, submitted at the batch's instant as the
 		// event would have been, and no 'submitted' event.
 		q.WriteString("INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name, submitted_at, " + resultClaimColumns + ")\n\tSELECT id, fence, holder, editor_id, ")
 		// Strings, not bytes: MySQL refuses binary strings in JSON columns.
-		args = append(args, caseSQL(&q, done.ids, results)...)
+		args = append(args, caseSQL(&q, doneIDs, results)...)
 		q.WriteString(", stage, stage_name, @taskd_now, ")
 		args = append(args, writeUnloggedResultSQL(&q, func(q *strings.Builder) []any { return traceSQL(q, traceID) })...)
-		q.WriteString(" FROM tasks FORCE INDEX (PRIMARY)")
-		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		membersFromSQL(&q, membersDone)
 		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'submitted', fence, holder, editor_id, ")
 		args = append(args, traceSQL(&q, traceID)...)
-		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
-		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		q.WriteString(", @taskd_now")
+		membersFromSQL(&q, membersDone)
 		q.WriteString(loggedSQL)
 		s.endWrite(&q)
 		if s.outbox[tasks.WebhookSubmitted] {
-			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name FROM tasks FORCE INDEX (PRIMARY)")
-			args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, created_at, stage_name)\n\tSELECT 'submitted', id, fence, holder, editor_id, category, 'submit', @taskd_now, stage_name")
+			membersFromSQL(&q, membersDone)
 			s.endWrite(&q)
 		}
 		// A task with stages goes on to its next, as an editor's submit
 		// takes it.
-		args = append(args, s.submitSetSQL(&q, nil)...)
-		args = append(args, membersSQL(&q, done.ids, done.fences, done.holders)...)
+		args = append(args, s.submitSetSQL(&q, membersJoinSQL, nil)...)
+		q.WriteString(" WHERE " + membersLiveSQL + membersDone)
 		s.endWrite(&q)
 	}
 
-	if len(failed.ids) > 0 {
+	if len(failedIDs) > 0 {
 		// deadSQL is true for a member that dies: Dead set, or no attempts left.
 		// It reads no column the UPDATE below sets, so it says the same before
 		// and during the UPDATE.
@@ -580,31 +645,32 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		isDead := deadSQL.String()
 
 		// The 'claimed' events of the claims made without one, first.
-		q.WriteString(logClaimsSQL)
-		args = append(args, membersCondSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		q.WriteString(logClaimsSelectSQL)
+		membersFromSQL(&q, membersFailed)
+		q.WriteString(" AND claim_unlogged = 1")
 		s.endWrite(&q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" + isDead + ", 'dead', 'failed'), fence, holder, editor_id, ")
-		args = append(args, caseSQL(&q, failed.ids, details)...)
+		args = append(args, caseSQL(&q, failedIDs, details)...)
 		q.WriteString(", ")
 		args = append(args, traceSQL(&q, traceID)...)
-		q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
-		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		q.WriteString(", @taskd_now")
+		membersFromSQL(&q, membersFailed)
 		s.endWrite(&q)
 		if s.outbox[tasks.WebhookDead] {
 			q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail, created_at)\n\tSELECT 'dead', id, fence, holder, editor_id, category, 'fail', ")
-			args = append(args, caseSQL(&q, failed.ids, details)...)
-			q.WriteString(", @taskd_now FROM tasks FORCE INDEX (PRIMARY)")
-			args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+			args = append(args, caseSQL(&q, failedIDs, details)...)
+			q.WriteString(", @taskd_now")
+			membersFromSQL(&q, membersFailed)
 			q.WriteString(" AND " + isDead)
 			s.endWrite(&q)
 		}
 		// A dead task keeps its holder and assigned_at as a record, as Fail's.
-		q.WriteString("UPDATE tasks FORCE INDEX (PRIMARY) SET last_error = ")
-		args = append(args, caseSQL(&q, failed.ids, lastErrs)...)
+		q.WriteString("UPDATE " + membersJoinSQL + " SET last_error = ")
+		args = append(args, caseSQL(&q, failedIDs, lastErrs)...)
 		q.WriteString(",\n\trun_after = IF(" + isDead + ", run_after, @taskd_now + INTERVAL ")
-		args = append(args, caseSQL(&q, failed.ids, backoffs)...)
+		args = append(args, caseSQL(&q, failedIDs, backoffs)...)
 		q.WriteString(" MICROSECOND),\n\tdone_at = IF(" + isDead + ", @taskd_now, done_at),\n\tholder = IF(" + isDead + ", holder, NULL),\n\tassigned_at = IF(" + isDead + ", assigned_at, NULL),\n\tstatus = IF(" + isDead + ", 'dead', 'pending'),\n\teditor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0")
-		args = append(args, membersSQL(&q, failed.ids, failed.fences, failed.holders)...)
+		q.WriteString(" WHERE " + membersLiveSQL + membersFailed)
 		s.endWrite(&q)
 	}
 	q.WriteString("SELECT CAST(@taskd_now AS DATETIME(3)) AS now;\nCOMMIT")
