@@ -298,11 +298,17 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
 	}
 
+	members, err := membersJSON(ids, fences, holders, make([]bool, len(ids)))
+	if err != nil {
+		return "", nil, err
+	}
 	var q strings.Builder
-	var args []any
+	// The members, named once: the UPDATE joins them, and sets each its
+	// holder from them. (After a completion's statements in one batch, this
+	// sets the members anew: the completion's have been read.)
+	args := []any{members}
 	// run_after first: when the task became claimable (see claimableSinceSQL).
-	q.WriteString("START TRANSACTION;\nSET @taskd_now = NOW(3);\nUPDATE tasks FORCE INDEX (PRIMARY) SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = ")
-	args = append(args, caseSQL(&q, ids, holders)...)
+	q.WriteString(workerBatchHead + "SET @taskd_members = ?;\nUPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
 	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {
 		// A task sent back and reserved for an editor is reserved no more.
@@ -317,12 +323,8 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	} else {
 		q.WriteString("0")
 	}
-	q.WriteString("\nWHERE id IN (")
+	q.WriteString("\nWHERE tasks.fence = m.m_fence AND tasks.status = 'pending' AND tasks.run_after <= @taskd_now" + notPausedSQL)
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
-	intsSQL(&q, ids)
-	q.WriteString(") AND (id, fence) IN (")
-	pairsSQL(&q, ids, fences)
-	q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now" + notPausedSQL)
 	s.endWrite(&q)
 
 	if !unlogged {
