@@ -274,3 +274,65 @@ func TestCompleteOneHolder(t *testing.T) {
 		t.Errorf("%d results, want 2", n)
 	}
 }
+
+// TestWorkerBatchHolders checks that a worker batch names its members' holders
+// exactly whatever they hold: quotes, backslashes, placeholders, JSON and SQL
+// syntax, characters beyond ASCII; a holder differing from the claim's only in
+// case or in an escape ends nothing.
+func TestWorkerBatchHolders(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	holders := []string{`w"1\`, `w', NULL); -- ?`, `wörker 😀 \u0041`, `{"a":[1]}`, `W"1\`}
+	var nts []tasks.NewTask
+	for range holders {
+		nts = append(nts, tasks.NewTask{Category: "jobs", Title: "t"})
+	}
+	ids := b.insert(t, nts...)
+	ps := b.claimParams(t, ids...)
+	for i := range ps {
+		ps[i].Holder = holders[i]
+	}
+	res, err := b.store.ClaimBatch(b.ctx, ps)
+	if err != nil {
+		t.Fatalf("claim batch: %v", err)
+	}
+	var os []tasks.Outcome
+	for i, id := range ids {
+		if res[i].Err != nil || res[i].Claim.Task.Holder != holders[i] {
+			t.Fatalf("member %d: %+v, want claimed by %q", i, res[i], holders[i])
+		}
+		if got := b.task(t, id); got.Holder != holders[i] {
+			t.Fatalf("task %d held by %q, want %q", id, got.Holder, holders[i])
+		}
+		o := tasks.Outcome{TaskID: id, Fence: res[i].Claim.Fence, Holder: holders[i], Result: []byte(`{"ok":true}`)}
+		if i == 1 {
+			o.Result, o.Err = nil, "boom"
+		}
+		os = append(os, o)
+	}
+	// The last two members name holders not their claims': one differs in a
+	// digit, the other in case alone.
+	os[3].Holder, os[4].Holder = `{"a":[2]}`, `w"1\`
+	done, err := b.store.Complete(b.ctx, os)
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	for i, id := range ids {
+		got := b.task(t, id)
+		switch i {
+		case 0, 2:
+			if done[i].Err != nil || got.Status != tasks.StatusDone || got.Holder != holders[i] {
+				t.Fatalf("member %d: %+v, task %+v, want done by %q", i, done[i], got, holders[i])
+			}
+		case 1:
+			if done[i].Err != nil || got.Status != tasks.StatusPending {
+				t.Fatalf("member %d: %+v, task %+v, want failed back to pending", i, done[i], got)
+			}
+		default:
+			wantErr(t, fmt.Sprintf("member %d with another holder", i), done[i].Err, tasks.ErrStale)
+			if got.Status != tasks.StatusAssigned || got.Holder != holders[i] {
+				t.Fatalf("member %d's task changed: %+v", i, got)
+			}
+		}
+	}
+}
