@@ -158,6 +158,16 @@ func (d *Dispatcher) claimMany(ctx context.Context, holders, categories []string
 	return claims, nil
 }
 
+// lockPicked obtains the lock of each candidate of picked, picked[i]'s under
+// holders[i]'s token, for a lease, in one round trip (locker.ObtainEach).
+func (d *Dispatcher) lockPicked(ctx context.Context, holders []string, picked []pooled) ([]*locker.Lock, error) {
+	each := make([]locker.Each, len(picked))
+	for i, p := range picked {
+		each[i] = locker.Each{Key: d.lockKey(p.ID), Token: holders[i], TTL: d.cfg.Lease}
+	}
+	return d.locks.ObtainEach(ctx, each)
+}
+
 // claimEach tries to claim picked[i] for holders[i], each: one ObtainEach
 // over their locks, then one ClaimBatch for the pending ones whose lock it
 // got. It returns the claims made; holders whose candidate was not claimed
@@ -167,11 +177,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 	var back []pooled
 	defer func() { d.candidatesDone(picked, claimed, back) }()
 
-	each := make([]locker.Each, len(picked))
-	for i, p := range picked {
-		each[i] = locker.Each{Key: d.lockKey(p.ID), Token: holders[i], TTL: d.cfg.Lease}
-	}
-	locks, err := d.locks.ObtainEach(ctx, each)
+	locks, err := d.lockPicked(ctx, holders, picked)
 	if err == nil && ctx.Err() != nil {
 		// The caller is gone: nobody would run a claim.
 		d.releaseLocks(ctx, locks)

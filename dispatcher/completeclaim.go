@@ -56,11 +56,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() (
 	var back []pooled
 	defer func() { d.candidatesDone(picked, claimed, back) }()
 
-	each := make([]locker.Each, len(picked))
-	for i, p := range picked {
-		each[i] = locker.Each{Key: d.lockKey(p.ID), Token: holders[i], TTL: d.cfg.Lease}
-	}
-	locks, err := d.locks.ObtainEach(ctx, each)
+	locks, err := d.lockPicked(ctx, holders, picked)
 	if err != nil {
 		d.releaseLocks(ctx, locks)
 		back = picked
