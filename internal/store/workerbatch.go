@@ -23,13 +23,7 @@ import (
 // as literals; holders, the caller's strings, are arguments, and a batch of
 // one holder (a worker process's, the usual case) names it once.
 func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
-	q.WriteString(" WHERE ")
-	return membersCondSQL(q, ids, fences, holders)
-}
-
-// membersCondSQL writes membersSQL's predicate without its WHERE.
-func membersCondSQL(q *strings.Builder, ids []int64, fences []int64, holders []string) []any {
-	q.WriteString("id IN (")
+	q.WriteString(" WHERE id IN (")
 	intsSQL(q, ids)
 	var args []any
 	if len(holders) > 0 && !slices.ContainsFunc(holders, func(h string) bool { return h != holders[0] }) {
