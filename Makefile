@@ -49,10 +49,11 @@ help: ## List the targets
 	@echo 'usage: make TARGET'
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them (the nested modules internal/apiclient and deploy/kubernetes too, unless PKG is given)
+test: ## Run all tests with -race against real Redis and MariaDB, started and stopped around them (the nested modules internal/apiclient and deploy/kubernetes too, and the tests built without -race, unless PKG is given)
 	TASKD_TEST_REQUIRE_SERVICES=1 scripts/with-services.sh sh -c '\
 		$(GO) test -race -count=1 $(TESTFLAGS) $(PKG) && \
 		if [ "$(PKG)" = ./... ]; then \
+			$(GO) test -count=1 -run "^TestParkedLongPollStacks$$" $(TESTFLAGS) ./internal/api/ && \
 			(cd internal/apiclient && $(GO) test -race -count=1 $(TESTFLAGS) ./...) && \
 			(cd deploy/kubernetes && $(GO) test -race -count=1 $(TESTFLAGS) ./...); fi'
 

@@ -123,10 +123,10 @@ type Config struct {
 	// in MiB (Go's GOMEMLIMIT, which the binary sets with
 	// debug.SetMemoryLimit at start): near it, the garbage collector runs
 	// more often instead of letting the heap grow to twice what is live. A
-	// long poll held open costs about 35 KiB (net/http's goroutines and
+	// long poll held open costs about 30 KiB (net/http's goroutines and
 	// buffers for its connection, the request, the wait), so that the
 	// collector's headroom is most of the memory of a process that holds
-	// thousands. Keep it well above what is live: 100 MiB plus 40 KiB per
+	// thousands. Keep it well above what is live: 100 MiB plus 32 KiB per
 	// long poll. 0: none (GOMEMLIMIT from the environment stands). The
 	// Engine does not set it: an embedding program sets its own.
 	MemoryLimitMiB int `yaml:"memory_limit_mib"`

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/internal/aside"
 	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
@@ -65,7 +66,7 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 	}
 	var reserved []tasks.Candidate
 	if c.EditorID != 0 && checkHeld {
-		ec, err := d.store.EditorClaims(ctx, c.EditorID)
+		ec, err := deep(wait, func() (*tasks.EditorClaims, error) { return d.store.EditorClaims(ctx, c.EditorID) })
 		if err != nil {
 			return nil, Unavailable(err)
 		}
@@ -105,7 +106,7 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 	defer deadline.Stop()
 	var woke wakeUp // what woke the look being made; zero for the first
 	for {
-		got, err := try()
+		got, err := deep(wait, try)
 		if !errors.Is(err, ErrNoTask) {
 			if err == nil && woke.poll {
 				// Found by a poll: more may have come unannounced.
@@ -125,6 +126,15 @@ func waitForTask[T any](ctx context.Context, d *Dispatcher, categories []string,
 			return none, context.Cause(ctx)
 		}
 	}
+}
+
+// deep returns f(), made aside (see package aside) when the caller may wait:
+// a call to the stores grows a goroutine's stack past what its wait needs.
+func deep[T any](wait time.Duration, f func() (T, error)) (T, error) {
+	if wait <= 0 {
+		return f()
+	}
+	return aside.Do(f)
 }
 
 // claim makes a new claim for c, or returns ErrNoTask.

@@ -21,7 +21,7 @@ type nextRequest struct {
 // Config.MaxPollsPerEditor long polls in this process since (see polls).
 func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
 	var req nextRequest
-	if err := decode(w, r, &req, true); err != nil {
+	if _, err := deep(r, func() (struct{}, error) { return struct{}{}, decode(w, r, &req, true) }); err != nil {
 		return err
 	}
 	var wait time.Duration

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskd/taskd/internal/aside"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -75,6 +76,16 @@ func (a *api) longPoll(h http.Handler) http.Handler {
 func isLongPoll(ctx context.Context) bool {
 	v, _ := ctx.Value(longPollKey{}).(bool)
 	return v
+}
+
+// deep returns f(), made aside (see package aside) on a long poll's route:
+// reading the stores or decoding JSON grows a goroutine's stack past what
+// the poll needs while it waits.
+func deep[T any](r *http.Request, f func() (T, error)) (T, error) {
+	if !isLongPoll(r.Context()) {
+		return f()
+	}
+	return aside.Do(f)
 }
 
 // withWait bounds r's work by its wait plus Config.RequestTimeout.
@@ -160,37 +171,47 @@ type adminSessionKey struct{}
 // editor lets only enabled editors' tokens through to h, with the editor.
 func (a *api) editor(h editorHandlerFunc) http.Handler {
 	return a.handle(func(w http.ResponseWriter, r *http.Request) error {
-		var e *tasks.Editor
-		if s, ok := r.Context().Value(sessionKey{}).(EditorSession); ok {
-			var err error
-			if e, err = a.editorByHash(r, s.TokenHash); err != nil {
-				return err
-			}
-			// Before the disabled check: a session of a disabled editor has
-			// ended (401), and its page signs it out.
-			if s.Epoch < e.SessionEpoch {
-				return errSessionEnded
-			}
-		} else {
-			token, err := a.bearer(r)
-			if err != nil {
-				return err
-			}
-			if a.isAdmin(token) {
-				return errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
-			}
-			if e, err = a.editorByBearer(r, token); err != nil {
-				return err
-			}
-			if s, ok := r.Context().Value(signInKey{}).(*EditorSession); ok && !e.Disabled() {
-				*s = EditorSession{TokenHash: tasks.HashToken(token), Epoch: e.SessionEpoch}
-			}
-		}
-		if e.Disabled() {
-			return errEditorDisabled
+		e, err := deep(r, func() (*tasks.Editor, error) { return a.editorOf(r) })
+		if err != nil {
+			return err
 		}
 		return h(w, r, e)
 	})
+}
+
+// editorOf returns the enabled editor r is from, by its page session or its
+// bearer token.
+func (a *api) editorOf(r *http.Request) (*tasks.Editor, error) {
+	var e *tasks.Editor
+	if s, ok := r.Context().Value(sessionKey{}).(EditorSession); ok {
+		var err error
+		if e, err = a.editorByHash(r, s.TokenHash); err != nil {
+			return nil, err
+		}
+		// Before the disabled check: a session of a disabled editor has
+		// ended (401), and its page signs it out.
+		if s.Epoch < e.SessionEpoch {
+			return nil, errSessionEnded
+		}
+	} else {
+		token, err := a.bearer(r)
+		if err != nil {
+			return nil, err
+		}
+		if a.isAdmin(token) {
+			return nil, errorf(http.StatusForbidden, codeForbidden, "this route needs an editor's token; the admin is not an editor")
+		}
+		if e, err = a.editorByBearer(r, token); err != nil {
+			return nil, err
+		}
+		if s, ok := r.Context().Value(signInKey{}).(*EditorSession); ok && !e.Disabled() {
+			*s = EditorSession{TokenHash: tasks.HashToken(token), Epoch: e.SessionEpoch}
+		}
+	}
+	if e.Disabled() {
+		return nil, errEditorDisabled
+	}
+	return e, nil
 }
 
 // bearer returns the request's bearer token, or a 401 apiError; a client

@@ -77,7 +77,7 @@ with -quick) long-poll 'taskd serve' over HTTP on an empty pool, then 20,000
 tasks are inserted through POST /v1/tasks; it reports how many were answered,
 insert-to-answer p50/p99 and the child's peak RSS. The child runs with the
 memory_limit_mib docs/deployment.md recommends for that many long polls (100 MiB
-plus 40 KiB per poll). It holds a connection per
+plus 32 KiB per poll). It holds a connection per
 editor, so it sets RLIMIT_NOFILE (setrlimit) to the hard limit for itself and
 the taskd serve child, and fails at once when the hard limit is below editors
 + 1024 (raise it with ulimit -Hn as root, LimitNOFILE= or docker --ulimit).

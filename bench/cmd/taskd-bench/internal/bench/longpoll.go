@@ -58,9 +58,9 @@ type LongPollStats struct {
 }
 
 // longPollMemoryLimit is the memory_limit_mib docs/deployment.md recommends
-// for a process holding editors long polls: 100 MiB plus 40 KiB per poll.
+// for a process holding editors long polls: 100 MiB plus 32 KiB per poll.
 func longPollMemoryLimit(editors int) int {
-	return 100 + (editors*40+1023)/1024
+	return 100 + (editors*32+1023)/1024
 }
 
 // Shape of scenario (i).

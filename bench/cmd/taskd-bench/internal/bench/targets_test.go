@@ -270,10 +270,10 @@ func TestTargetsOneEditor(t *testing.T) {
 }
 
 // TestLongPollMemoryLimit: the child of (i) gets what docs/deployment.md
-// recommends, 100 MiB plus 40 KiB per long poll.
+// recommends, 100 MiB plus 32 KiB per long poll.
 func TestLongPollMemoryLimit(t *testing.T) {
 	t.Parallel()
-	for editors, want := range map[int]int{10_000: 491, 1_000: 140, 1: 101} {
+	for editors, want := range map[int]int{10_000: 413, 1_000: 132, 1: 101} {
 		if got := longPollMemoryLimit(editors); got != want {
 			t.Errorf("longPollMemoryLimit(%d) = %d, want %d", editors, got, want)
 		}
