@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -298,11 +297,10 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	}
 	var q strings.Builder
 	// The members, named once: the UPDATE joins them, and sets each its
-	// holder from them. (After a completion's statements in one batch, this
-	// sets the members anew: the completion's have been read.)
+	// holder from them.
 	args := []any{members}
 	// run_after first: when the task became claimable (see claimableSinceSQL).
-	q.WriteString(workerBatchHead + "SET @taskd_members = ?;\nUPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
+	q.WriteString(workerBatchHead + membersSetSQL + "UPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
 	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {
 		// A task sent back and reserved for an editor is reserved no more.
@@ -462,8 +460,8 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 	return a.results(), nil
 }
 
-// completeAnswer reads a Complete's answer: the live members' rows, then
-// the batch's instant.
+// completeAnswer reads a Complete's answer: the live members' rows, each
+// with the batch's instant.
 type completeAnswer struct {
 	os   []tasks.Outcome
 	dead map[int64]bool // the members that die whatever their attempts
@@ -488,31 +486,19 @@ func newCompleteAnswer(os []tasks.Outcome, dead []int64) *completeAnswer {
 	return a
 }
 
-// scan reads the rows of the batch's report and its instant, leaving rows
-// at the instant's result; it sets, not accumulates (a deadlock victim's
-// batch runs again).
+// scan reads the rows of the batch's report, leaving rows at its result;
+// it sets, not accumulates (a deadlock victim's batch runs again). With no
+// member live, no row carries the instant, and no answer needs it.
 func (a *completeAnswer) scan(rows *sqlx.Rows) error {
 	clear(a.byID)
 	for rows.Next() {
 		var r completeRow
-		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt); err != nil {
+		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt, &a.now); err != nil {
 			return err
 		}
 		a.byID[r.ID] = r
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if !rows.NextResultSet() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: the batch's instant", errShortAnswer)
-	}
-	if !rows.Next() {
-		return errors.New("the batch's instant is missing from the answer")
-	}
-	return rows.Scan(&a.now)
+	return rows.Err()
 }
 
 // results returns what happened to each member, in the order of os.
@@ -592,8 +578,9 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	// The members, named once: each statement joins them (membersFromSQL).
 	args := []any{members}
 	// The report, which also locks the members' rows: those it shows are
-	// live, and the writes below take exactly them.
-	q.WriteString(workerBatchHead + "SET @taskd_members = ?;\nSELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt")
+	// live, and the writes below take exactly them. Each row carries the
+	// batch's instant, the end of the claims it reports.
+	q.WriteString(workerBatchHead + membersSetSQL + "SELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt, CAST(@taskd_now AS DATETIME(3)) AS now")
 	membersFromSQL(&q, membersAll)
 	q.WriteString(" FOR UPDATE;\n")
 
@@ -669,6 +656,6 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		q.WriteString(" WHERE " + membersLiveSQL + membersFailed)
 		s.endWrite(&q)
 	}
-	q.WriteString("SELECT CAST(@taskd_now AS DATETIME(3)) AS now;\nCOMMIT")
+	q.WriteString("COMMIT")
 	return q.String(), args, dead, nil
 }

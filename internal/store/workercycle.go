@@ -12,8 +12,13 @@ import (
 )
 
 // workerBatchHead opens the statement batches of the workers' writes: their
-// transaction and its instant, @taskd_now.
-const workerBatchHead = "START TRANSACTION;\nSET @taskd_now = NOW(3);\n"
+// transaction, and a SET of its instant, @taskd_now, which goes on with the
+// batch's members (membersSetSQL): one statement for both.
+const workerBatchHead = "START TRANSACTION;\nSET @taskd_now = NOW(3), "
+
+// membersSetSQL sets the members of a worker's batch (membersJSON) after
+// workerBatchHead, or after the SET of a later part of a joined batch.
+const membersSetSQL = "@taskd_members = ?;\n"
 
 // errBatchesApart is the error of CompleteAndClaim when the statement batches
 // of Complete and ClaimBatch cannot be joined (one does not open or close as
@@ -58,6 +63,8 @@ func (s *Store) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []t
 	if !ok1 || !ok2 || !strings.HasPrefix(cq, workerBatchHead) {
 		return fail(errBatchesApart)
 	}
+	// The claims set their members anew: the completion's have been read.
+	claims = "SET " + claims
 	ended, made := newCompleteAnswer(os, dead), newClaimAnswer(ps)
 	scan := func(rows *sqlx.Rows) error {
 		if err := ended.scan(rows); err != nil {
