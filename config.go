@@ -50,6 +50,8 @@ const (
 
 	logLevelDefault  = "info"
 	logFormatDefault = "text"
+
+	insertTxWaitersDefault = 8
 )
 
 // Defaults that config.yaml gives the two keys whose zero value in Config
@@ -87,6 +89,7 @@ const (
 	webhookSecretMinLen  = 16
 	authFailuresMax      = 1_000_000
 	maxPollsPerEditorMax = 1000
+	insertTxWaitersMax   = 256
 )
 
 // workerFlushIntervalMax and workerMaxBacklogMax bound worker.flush_interval and
@@ -467,6 +470,16 @@ type DispatchConfig struct {
 	// is in flight go together in the next; one that finds none in flight
 	// goes at once. 1 sends each alone. 1..1000, default 64.
 	GroupCommit int `yaml:"group_commit"`
+	// InsertTxWaiters is how many of the engine's MySQL connections may wait
+	// at once for transactions that InsertTx and InsertManyTx wrote tasks in
+	// to end, so that a commit wakes the waiting workers and long polls
+	// (of every process) at once: each holds a connection while it waits,
+	// and waits on the queued transactions in turn, a second at a time. A
+	// transaction still open a minute after its insert, or one that finds
+	// the queue of 1024 full, is found by the next poll (PollInterval); so
+	// is every one on Galera, where another node's row locks do not block.
+	// 1..256, default 8.
+	InsertTxWaiters int `yaml:"insert_tx_waiters"`
 	// FairShare shares each editor's claims among its categories by their
 	// weights (Config.Categories), priority ordering the tasks within a
 	// category, so that a large category cannot starve a small one. Off
@@ -668,6 +681,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&d.SkipFor, store.SkipForDefault)
 	setDefault(&d.ReleaseCooldown, store.ReleaseCooldownDefault)
 	setDefault(&d.GroupCommit, store.GroupCommitDefault)
+	setDefault(&d.InsertTxWaiters, insertTxWaitersDefault)
 
 	setDefault(&c.Sweep.Schedule, sweeper.ScheduleDefault)
 	setDefault(&c.Sweep.Batch, sweeper.BatchDefault)
@@ -995,6 +1009,7 @@ func (v *validator) dispatch() {
 	v.between("dispatch.batch", d.Batch, 1, tasks.CandidatesLimitMax)
 	v.between("dispatch.group_commit", d.GroupCommit, 1, store.GroupCommitMax)
 	v.atLeast("dispatch.poll_interval", d.PollInterval, 100*time.Millisecond)
+	v.between("dispatch.insert_tx_waiters", d.InsertTxWaiters, 1, insertTxWaitersMax)
 }
 
 func (v *validator) sweep() {

@@ -103,6 +103,11 @@
 // kept, only while it is live, or for a period after it ended). Inserting needs
 // New, not Start.
 //
+// Engine.InsertTx and InsertManyTx insert in the caller's own transaction (a
+// *sql.Tx or *sqlx.Tx on the engine's database): the tasks commit with the
+// caller's rows or not at all, nobody sees them before the COMMIT, and the
+// COMMIT alone wakes the workers and editors waiting for them.
+//
 // # Running and stopping
 //
 // Engine.Migrate brings the database to the schema this package was built

@@ -77,6 +77,7 @@ type Engine struct {
 	sched   *schedule.Scheduler // nil without Config.Schedules
 	worker  *worker.Worker      // nil without handlers
 	hooks   *delivery.Deliverer // nil without webhooks
+	commits *commitWaiters      // InsertTx's transactions watched
 	history *activity.Recorder  // nil without an admin token
 	api     *api.Handler        // nil without an admin token
 	handler http.Handler
@@ -269,6 +270,7 @@ func (e *Engine) build(mux *worker.Mux, work bool) error {
 	if e.d, err = dispatcher.New(e.store, e.redis.locks, e.dispatcherConfig()); err != nil {
 		return err
 	}
+	e.commits = newCommitWaiters(e.cfg.Dispatch.InsertTxWaiters, e.store, e.d.Wake, e.log)
 	if e.sweeper, err = sweeper.New(e.d, e.sweeperConfig()); err != nil {
 		return err
 	}
@@ -552,6 +554,9 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // Stop stops the engine in one order, like http.Server.Shutdown:
 //
+//  0. The waiters on transactions of InsertTx stop at once, with or
+//     without Start: such a transaction that commits later is found by
+//     the poll (Dispatch.PollInterval) of the processes still running.
 //  1. At once and side by side: the HTTP side and the workers. The API
 //     answers its long polls 204 and new requests 503, wherever HTTPHandler is
 //     mounted; the listeners (the API's and the metrics') stop accepting;
@@ -579,6 +584,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.stopped = true
 	e.mu.Unlock()
 	e.stopOnce.Do(func() {
+		if e.commits != nil {
+			e.commits.stop()
+		}
 		if started {
 			e.stopErr = e.drain(ctx)
 		}

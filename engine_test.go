@@ -20,10 +20,13 @@ import (
 const testAdminToken = "test-admin-token-0123456789"
 
 // newEngine builds an engine over a fresh database and the test Redis, with
-// a key prefix of its own; handles passed in stay the test's.
+// a key prefix of its own (unless cfg names one); handles passed in stay the
+// test's.
 func newEngine(t *testing.T, cfg taskd.Config, opts ...taskd.Option) *taskd.Engine {
 	t.Helper()
-	cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	if cfg.Redis.KeyPrefix == "" {
+		cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	}
 	opts = append([]taskd.Option{
 		taskd.WithDB(storetest.NewDB(t)),
 		taskd.WithRedis(testenv.Redis(t)),

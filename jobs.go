@@ -35,8 +35,9 @@ var (
 	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
 	// the claim's lease was lost: another claim may run the task now.
 	ErrLeaseLost = worker.ErrLeaseLost
-	// ErrInvalid is wrapped by the errors of Insert and InsertMany for args
-	// or options the store refuses; nothing was added.
+	// ErrInvalid is wrapped by the errors of Insert, InsertMany, InsertTx
+	// and InsertManyTx for args or options the store refuses; nothing was
+	// added.
 	ErrInvalid = tasks.ErrInvalid
 )
 
@@ -130,6 +131,20 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 	if len(ps) == 0 {
 		return nil, nil
 	}
+	ts, err := newTasks(ps)
+	if err != nil {
+		return nil, fmt.Errorf("taskd: insert: %w", err)
+	}
+	ins, err := e.d.AddTasks(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	return insertedIDs(ins), nil
+}
+
+// newTasks encodes ps as the store's NewTasks and validates them, naming the
+// one refused when there are several.
+func newTasks(ps []InsertParams) ([]tasks.NewTask, error) {
 	ts := make([]tasks.NewTask, len(ps))
 	for i, p := range ps {
 		t, err := newTask(p)
@@ -137,19 +152,20 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 			if len(ps) > 1 {
 				err = fmt.Errorf("task %d of %d: %w", i+1, len(ps), err)
 			}
-			return nil, fmt.Errorf("taskd: insert: %w", err)
+			return nil, err
 		}
 		ts[i] = t
 	}
-	ins, err := e.d.AddTasks(ctx, ts)
-	if err != nil {
-		return nil, err
-	}
+	return ts, nil
+}
+
+// insertedIDs returns the ids of ins, in order.
+func insertedIDs(ins []tasks.Inserted) []int64 {
 	ids := make([]int64, len(ins))
 	for i, in := range ins {
 		ids[i] = in.ID
 	}
-	return ids, nil
+	return ids
 }
 
 // Migrate applies the schema migrations this binary carries that the

@@ -181,6 +181,7 @@ func TestInvalidValues(t *testing.T) {
 		{"TASKD_DISPATCH_BATCH", "-1", "dispatch.batch", "must be 1..1000, got -1"},
 		{"TASKD_DISPATCH_BATCH", "many", "dispatch.batch", "must be an integer"},
 		{"TASKD_DISPATCH_POLL_INTERVAL", "1ms", "dispatch.poll_interval", "at least 100ms"},
+		{"TASKD_DISPATCH_INSERT_TX_WAITERS", "257", "dispatch.insert_tx_waiters", "must be 1..256, got 257"},
 		{"TASKD_SWEEP_INTERVAL", "10ms", "sweep.interval", "whole number of seconds, at least 1s"},
 		{"TASKD_SWEEP_INTERVAL", "1500ms", "sweep.interval", "whole number of seconds"},
 		{"TASKD_SWEEP_INTERVAL", "@every soon", "sweep.interval", "@every needs a duration"},

@@ -135,37 +135,16 @@ func (s *Store) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserte
 	if len(ts) == 0 {
 		return []tasks.Inserted{}, nil
 	}
-	rows := make([]newTaskRow, len(ts))
-	// first[i] is the index of the first task with task i's key, or i.
-	first := make([]int, len(ts))
-	byKey := map[string]int{}
-	var keys []string
-	for i, t := range ts {
-		r, err := s.rowOf(t)
-		if err != nil {
-			return nil, fmt.Errorf("insert tasks: task %d: %w", i, err)
-		}
-		rows[i], first[i] = r, i
-		if t.Key != "" {
-			if j, ok := byKey[t.Key]; ok {
-				first[i] = j
-			} else {
-				byKey[t.Key] = i
-				keys = append(keys, t.Key)
-			}
-		}
-	}
-	returning, err := s.supportsReturning(ctx)
+	in, err := s.prepareInsert(ctx, ts)
 	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
+		return nil, err
 	}
-
-	out := make([]tasks.Inserted, len(rows))
+	out := make([]tasks.Inserted, len(ts))
 	for attempt := 1; ; attempt++ {
 		err = s.runTx(ctx, func(tx *sqlx.Tx) error {
-			return s.insertTx(ctx, tx, rows, first, keys, returning, out)
+			return s.insertTx(ctx, tx, in, out)
 		})
-		if err == nil || !mysqlErrorIs(err, erDupEntry, erLockDeadlock, erLockWaitTimeout) {
+		if err == nil || !insertConflict(err) {
 			break
 		}
 		s.lockConflicts.Add(1)
@@ -187,9 +166,70 @@ func (s *Store) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserte
 	return out, nil
 }
 
-// insertTx is one attempt of Insert: it looks the keys up, inserts the tasks that
-// are new and fills out.
-func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, first []int, keys []string, returning bool, out []tasks.Inserted) error {
+// insertConflict reports whether an attempt of an insert lost to a concurrent
+// one: a key committed first, a deadlock, a lock wait timeout.
+func insertConflict(err error) bool {
+	return mysqlErrorIs(err, erDupEntry, erLockDeadlock, erLockWaitTimeout)
+}
+
+// newTasks are the tasks of an insert, validated, as its attempts take them.
+type newTasks struct {
+	rows []newTaskRow
+	// first[i] is the index of the first task with task i's key, or i.
+	first []int
+	// keys are the tasks' keys, each once.
+	keys      []string
+	returning bool
+}
+
+// prepareInsert validates ts (see Insert) and returns them as an attempt
+// takes them.
+func (s *Store) prepareInsert(ctx context.Context, ts []tasks.NewTask) (newTasks, error) {
+	in := newTasks{rows: make([]newTaskRow, len(ts)), first: make([]int, len(ts))}
+	byKey := map[string]int{}
+	for i, t := range ts {
+		r, err := s.rowOf(t)
+		if err != nil {
+			return newTasks{}, fmt.Errorf("insert tasks: task %d: %w", i, err)
+		}
+		in.rows[i], in.first[i] = r, i
+		if t.Key != "" {
+			if j, ok := byKey[t.Key]; ok {
+				in.first[i] = j
+			} else {
+				byKey[t.Key] = i
+				in.keys = append(in.keys, t.Key)
+			}
+		}
+	}
+	var err error
+	if in.returning, err = s.supportsReturning(ctx); err != nil {
+		return newTasks{}, fmt.Errorf("insert tasks: %w", err)
+	}
+	return in, nil
+}
+
+// queryPairs runs query, which reads two BIGINT or string columns, and
+// calls fn with each row's values scanned into a and b.
+func queryPairs(ctx context.Context, tx Querier, query string, args []any, a, b any, fn func()) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(a, b); err != nil {
+			return err
+		}
+		fn()
+	}
+	return rows.Err()
+}
+
+// insertTx is one attempt of Insert, or InsertIn in the caller's transaction: it
+// looks the keys up, inserts the tasks that are new and fills out.
+func (s *Store) insertTx(ctx context.Context, tx Querier, in newTasks, out []tasks.Inserted) error {
+	rows, first, keys := in.rows, in.first, in.keys
 	existing := map[string]int64{}
 	for start := 0; start < len(keys); start += existingKeysBatch {
 		batch := keys[start:min(start+existingKeysBatch, len(keys))]
@@ -197,15 +237,10 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 		if err != nil {
 			return err
 		}
-		var found []struct {
-			ID  int64  `db:"id"`
-			Key string `db:"task_key"`
-		}
-		if err := tx.SelectContext(ctx, &found, q, args...); err != nil {
+		var id int64
+		var key string
+		if err := queryPairs(ctx, tx, q, args, &id, &key, func() { existing[key] = id }); err != nil {
 			return err
-		}
-		for _, f := range found {
-			existing[f.Key] = f.ID
 		}
 	}
 	// The tasks to insert, by index into rows.
@@ -225,7 +260,7 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 		fresh = append(fresh, i)
 		freshRows = append(freshRows, r)
 	}
-	ids, err := s.insertRows(ctx, tx, freshRows, returning)
+	ids, err := s.insertRows(ctx, tx, freshRows, in.returning)
 	if err != nil {
 		return err
 	}
@@ -258,7 +293,7 @@ func (s *Store) insertTx(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, fi
 
 // groupSlots returns the ids of the tasks of the groups that leads lead, by
 // lead, each in id order; leads that lead no group are left out.
-func groupSlots(ctx context.Context, tx *sqlx.Tx, leads []int64) (map[int64][]int64, error) {
+func groupSlots(ctx context.Context, tx Querier, leads []int64) (map[int64][]int64, error) {
 	slots := map[int64][]int64{}
 	for start := 0; start < len(leads); start += existingKeysBatch {
 		batch := leads[start:min(start+existingKeysBatch, len(leads))]
@@ -266,29 +301,23 @@ func groupSlots(ctx context.Context, tx *sqlx.Tx, leads []int64) (map[int64][]in
 		if err != nil {
 			return nil, err
 		}
-		var found []struct {
-			GroupID int64 `db:"group_id"`
-			ID      int64 `db:"id"`
-		}
-		if err := tx.SelectContext(ctx, &found, q, args...); err != nil {
+		var group, id int64
+		if err := queryPairs(ctx, tx, q, args, &group, &id, func() { slots[group] = append(slots[group], id) }); err != nil {
 			return nil, err
-		}
-		for _, f := range found {
-			slots[f.GroupID] = append(slots[f.GroupID], f.ID)
 		}
 	}
 	return slots, nil
 }
 
 // insertRows inserts rows in batches and returns their ids in order.
-func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, returning bool) ([]int64, error) {
+func (s *Store) insertRows(ctx context.Context, tx Querier, rows []newTaskRow, returning bool) ([]int64, error) {
 	ids := make([]int64, 0, len(rows))
 	if len(rows) == 0 {
 		return ids, nil
 	}
 	var step int64
 	if !returning {
-		if err := tx.GetContext(ctx, &step, `SELECT @@auto_increment_increment`); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&step); err != nil {
 			return nil, err
 		}
 	}
@@ -308,8 +337,8 @@ func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, 
 		}
 		if returning {
 			q.WriteString(" RETURNING id")
-			var got []int64
-			if err := tx.SelectContext(ctx, &got, q.String(), args...); err != nil {
+			got, err := queryIDs(ctx, tx, q.String(), args)
+			if err != nil {
 				return nil, err
 			}
 			if len(got) != len(batch) {
@@ -333,9 +362,27 @@ func (s *Store) insertRows(ctx context.Context, tx *sqlx.Tx, rows []newTaskRow, 
 	return ids, nil
 }
 
+// queryIDs runs query, which reads one BIGINT column, and returns its values.
+func queryIDs(ctx context.Context, tx Querier, query string, args []any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 // insertGroups makes the groups of the tasks leads, inserted with an overlap
 // above 1 (see groupCopiesSQL).
-func insertGroups(ctx context.Context, tx *sqlx.Tx, leads []int64) error {
+func insertGroups(ctx context.Context, tx Querier, leads []int64) error {
 	for start := 0; start < len(leads); start += existingKeysBatch {
 		batch := leads[start:min(start+existingKeysBatch, len(leads))]
 		for _, stmt := range []string{groupLeadsSQL, groupCopiesSQL} {

@@ -82,6 +82,13 @@ editor, so it sets RLIMIT_NOFILE (setrlimit) to the hard limit for itself and
 the taskd serve child, and fails at once when the hard limit is below editors
 + 1024 (raise it with ulimit -Hn as root, LimitNOFILE= or docker --ulimit).
 
+-scenario insert-tx (or l; part of all) is scenario (l): an engine in this
+process with a worker of one slot and 200 editors long-polling it over HTTP (40
+with -quick); then as many transactions of the application's own *sql.DB, one
+after the other, each inserting a task for the worker and one for the editors
+with Engine.InsertManyTx and committing. It reports p50/p99 from the COMMIT to
+the worker's claim (target 50 ms) and to the editor's answer (target 100 ms).
+
 mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
 file given with -config, else $TASKD_CONFIG, else ./config.yaml when it
 exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,

@@ -98,6 +98,10 @@ type Workload struct {
 	// long-poll an empty pool over HTTP, then Pool tasks are inserted (see
 	// runLongPoll). Needs Mode http.
 	LongPoll bool `json:"long_poll,omitempty"`
+	// InsertTx runs scenario (l) instead of the editors' loop: Editors
+	// long-poll, a worker waits, and Pool transactions insert a task for
+	// each with Engine.InsertTx and commit (see runInsertTx).
+	InsertTx bool `json:"insert_tx,omitempty"`
 	// Dispatchers, when above 1, runs that many taskd dispatchers, each with
 	// a store and connection pool of its own (as as many taskd replicas
 	// would), sharing Redis; editor i always talks to dispatcher i mod
@@ -267,6 +271,8 @@ type Result struct {
 	LongPoll *LongPollStats `json:"long_poll,omitempty"`
 	// Month, with Workload.Retention: scenario (k)'s figures.
 	Month *MonthStats `json:"month,omitempty"`
+	// InsertTx, with Workload.InsertTx: scenario (l)'s figures.
+	InsertTx *InsertTxStats `json:"insert_tx,omitempty"`
 }
 
 // SweepStats describes the sweep of a run with expired claims.
@@ -322,6 +328,12 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	}
 	if w.LongPoll {
 		return runLongPoll(ctx, cfg, scenario, w)
+	}
+	if w.InsertTx {
+		if name != StrategyTaskd {
+			return nil, fmt.Errorf("the run of InsertTx runs the %s strategy only", StrategyTaskd)
+		}
+		return runInsertTx(ctx, cfg, scenario, w)
 	}
 	replicaDSN := ""
 	if w.Replicated || w.ReplicaReads {

@@ -20,7 +20,7 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "galera", "month", "month-long", "storage"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "insert-tx", "galera", "month", "month-long", "storage"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
@@ -49,9 +49,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		p.Rounds = RoundsDefault
 	}
 	pair := []string{StrategyTaskd, StrategySkipLocked}
-	d, short, big, pool, pollers, g2Pool := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000
+	d, short, big, pool, pollers, g2Pool, txRounds := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000, InsertTxRounds
 	if p.Quick {
-		d, short, big, pool, pollers, g2Pool = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000
+		d, short, big, pool, pollers, g2Pool, txRounds = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000, InsertTxRounds/5
 	}
 	// The compared pairs: (a) 200 editors on one category (with seed-naive
 	// in the first round), (b) 200 editors over 50 categories, (f) 16
@@ -110,6 +110,10 @@ func scenario(name string, p Preset) ([]run, bool) {
 		// (i) editors long-polling one taskd serve on an empty pool, then
 		// twice as many tasks inserted.
 		"long-poll": {{"i-long-poll", 0, Workload{Editors: pollers, Categories: 1, Pool: 2 * pollers, Duration: d, Mode: ModeHTTP, LongPoll: true}, []string{StrategyTaskd}}},
+		// (l) tasks inserted in the caller's transaction (InsertTx): from
+		// its COMMIT to a waiting worker's claim and a long-polling
+		// editor's answer.
+		"insert-tx": {{"l-insert-tx", 0, Workload{Editors: txRounds, Categories: 2, Pool: txRounds, InsertTx: true}, []string{StrategyTaskd}}},
 		// (g) taskd's statements on the primary without and with candidate
 		// reads from a replica; both databases are replicated, so the
 		// replica applies the same writes in both.
@@ -138,7 +142,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 		if p.Galera {
 			out = append(out, presets["galera"]...)
 		}
-		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "month", "replica"} {
+		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "insert-tx", "month", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
 			}
@@ -155,6 +159,8 @@ func scenario(name string, p Preset) ([]run, bool) {
 		name = "galera"
 	case "k":
 		name = "month"
+	case "l":
+		name = "insert-tx"
 	}
 	rs, ok := presets[name]
 	return rs, ok
@@ -208,6 +214,7 @@ var notes = []string{
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"k-month (a month in an hour): 16 worker slots (cat0, editors = 16w) and 50 editors (cat1) at full speed, each category topped up to 20,000 pending tasks or more, while a sweeper started as taskd starts it (schedule 10s, sweep.interval's default, under its lock) purges done tasks older than the retention (15s; 5 minutes in k-month-long, make bench-month) in batches of " + fmt.Sprint(MonthBatchDefault) + "; cycles/s is tasks done per second (jobs plus editors' cycles). Table sizes are data_length + index_length after ANALYZE TABLE (allocated pages) and COUNT(*); the tasks table holds the pending pool too. Claim latency is the editors' next; a claim is during a purge when it started inside a batch, outside when it started after the first batch and outside any. Row lock waits are Innodb_row_lock_waits (server-wide: the purge's own waits count too) in 250 ms intervals that overlapped a batch or not; the waiting statements are sampled from information_schema.INNODB_TRX at the same times",
+	"l-insert-tx: a taskd.Engine in this process (a worker of one slot, the API on a loopback listener, dispatch.poll_interval at its default 5s) and " + fmt.Sprint(InsertTxRounds) + " editors long-polling it over HTTP (wait_ms 60000); then " + fmt.Sprint(InsertTxRounds) + " rounds, one after the other: the application's own *sql.DB begins a transaction, InsertManyTx adds a task for the worker and one for the editors, and COMMIT; commit to claim runs from the return of the COMMIT to the worker's handler starting on the task, commit to answer to the HTTP answer holding the other. Nothing but the commit tells taskd: the engine's commit waiters see it end",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, its CPU is measured over 15 s (1.5 s with -quick) with every poll parked and no work (idle, in cores), then twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 32 KiB per editor (413 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
@@ -364,6 +371,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		if m := r.Month; m != nil {
 			writeMonth(w, r.Scenario, r, m)
+		}
+		if it := r.InsertTx; it != nil {
+			fmt.Fprintf(w, "%s: %d transactions committed, each with a task for the waiting worker and one for %d long-polling editors; commit to claim p50 %.1fms p99 %.1fms max %.1fms; commit to answer p50 %.1fms p99 %.1fms max %.1fms; %d rounds missed\n",
+				r.Scenario, it.Rounds, r.Workload.Editors, it.CommitToClaim.P50Ms, it.CommitToClaim.P99Ms, it.CommitToClaim.MaxMs,
+				it.CommitToAnswer.P50Ms, it.CommitToAnswer.P99Ms, it.CommitToAnswer.MaxMs, it.Missed)
 		}
 		if r.Sweep != nil {
 			fmt.Fprintf(w, "%s: swept %d expired claims in %.2fs; taskd next during the sweep p50 %.2fms p99 %.2fms (%d claims)\n",
