@@ -82,7 +82,7 @@ editor, so it sets RLIMIT_NOFILE (setrlimit) to the hard limit for itself and
 the taskd serve child, and fails at once when the hard limit is below editors
 + 1024 (raise it with ulimit -Hn as root, LimitNOFILE= or docker --ulimit).
 
--scenario insert-tx (or l; part of all) is scenario (l): an engine in this
+-scenario insert-tx (or m; part of all) is scenario (m): an engine in this
 process with a worker of one slot and 200 editors long-polling it over HTTP (40
 with -quick); then as many transactions of the application's own *sql.DB, one
 after the other, each inserting a task for the worker and one for the editors

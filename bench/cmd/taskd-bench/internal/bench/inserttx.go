@@ -20,14 +20,14 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// Scenario (l): an application inserts tasks in its own transaction
+// Scenario (m): an application inserts tasks in its own transaction
 // (Engine.InsertTx) and commits; nothing else tells taskd. A worker waits
 // idle for one category and editors long-poll another over HTTP; each round
 // commits one task of each, and measures from the return of the COMMIT to
 // the worker's claim and to the editor's answer. The poll interval is the
 // default (5s): only the wake-up at the commit answers sooner.
 
-// InsertTxStats is what a run of scenario (l) measured.
+// InsertTxStats is what a run of scenario (m) measured.
 type InsertTxStats struct {
 	// Rounds is how many transactions committed, one task for the worker
 	// and one for an editor in each.
@@ -43,7 +43,7 @@ type InsertTxStats struct {
 	Missed int `json:"missed"`
 }
 
-// Shape of scenario (l).
+// Shape of scenario (m).
 const (
 	// InsertTxRounds is how many transactions commit (a fifth with -quick).
 	InsertTxRounds = 200
@@ -79,7 +79,7 @@ type seenAt struct {
 	at time.Time
 }
 
-// runInsertTx runs scenario (l): w.Editors long polls, w.Pool rounds.
+// runInsertTx runs scenario (m): w.Editors long polls, w.Pool rounds.
 func runInsertTx(ctx context.Context, cfg Config, scenario string, w Workload) (_ *Result, err error) {
 	bd, err := createDB(ctx, cfg.MySQLDSN, "")
 	if err != nil {

@@ -110,10 +110,10 @@ func scenario(name string, p Preset) ([]run, bool) {
 		// (i) editors long-polling one taskd serve on an empty pool, then
 		// twice as many tasks inserted.
 		"long-poll": {{"i-long-poll", 0, Workload{Editors: pollers, Categories: 1, Pool: 2 * pollers, Duration: d, Mode: ModeHTTP, LongPoll: true}, []string{StrategyTaskd}}},
-		// (l) tasks inserted in the caller's transaction (InsertTx): from
+		// (m) tasks inserted in the caller's transaction (InsertTx): from
 		// its COMMIT to a waiting worker's claim and a long-polling
 		// editor's answer.
-		"insert-tx": {{"l-insert-tx", 0, Workload{Editors: txRounds, Categories: 2, Pool: txRounds, InsertTx: true}, []string{StrategyTaskd}}},
+		"insert-tx": {{"m-insert-tx", 0, Workload{Editors: txRounds, Categories: 2, Pool: txRounds, InsertTx: true}, []string{StrategyTaskd}}},
 		// (g) taskd's statements on the primary without and with candidate
 		// reads from a replica; both databases are replicated, so the
 		// replica applies the same writes in both.
@@ -159,7 +159,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 		name = "galera"
 	case "k":
 		name = "month"
-	case "l":
+	case "m":
 		name = "insert-tx"
 	}
 	rs, ok := presets[name]
@@ -214,7 +214,7 @@ var notes = []string{
 	"seed-naive and mysql-skip-locked only claim pending rows: abandoned claims come back to them only with a sweeper, which they do not have",
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"k-month (a month in an hour): 16 worker slots (cat0, editors = 16w) and 50 editors (cat1) at full speed, each category topped up to 20,000 pending tasks or more, while a sweeper started as taskd starts it (schedule 10s, sweep.interval's default, under its lock) purges done tasks older than the retention (15s; 5 minutes in k-month-long, make bench-month) in batches of " + fmt.Sprint(MonthBatchDefault) + "; cycles/s is tasks done per second (jobs plus editors' cycles). Table sizes are data_length + index_length after ANALYZE TABLE (allocated pages) and COUNT(*); the tasks table holds the pending pool too. Claim latency is the editors' next; a claim is during a purge when it started inside a batch, outside when it started after the first batch and outside any. Row lock waits are Innodb_row_lock_waits (server-wide: the purge's own waits count too) in 250 ms intervals that overlapped a batch or not; the waiting statements are sampled from information_schema.INNODB_TRX at the same times",
-	"l-insert-tx: a taskd.Engine in this process (a worker of one slot, the API on a loopback listener, dispatch.poll_interval at its default 5s) and " + fmt.Sprint(InsertTxRounds) + " editors long-polling it over HTTP (wait_ms 60000); then " + fmt.Sprint(InsertTxRounds) + " rounds, one after the other: the application's own *sql.DB begins a transaction, InsertManyTx adds a task for the worker and one for the editors, and COMMIT; commit to claim runs from the return of the COMMIT to the worker's handler starting on the task, commit to answer to the HTTP answer holding the other. Nothing but the commit tells taskd: the engine's commit waiters see it end",
+	"m-insert-tx: a taskd.Engine in this process (a worker of one slot, the API on a loopback listener, dispatch.poll_interval at its default 5s) and " + fmt.Sprint(InsertTxRounds) + " editors long-polling it over HTTP (wait_ms 60000); then " + fmt.Sprint(InsertTxRounds) + " rounds, one after the other: the application's own *sql.DB begins a transaction, InsertManyTx adds a task for the worker and one for the editors, and COMMIT; commit to claim runs from the return of the COMMIT to the worker's handler starting on the task, commit to answer to the HTTP answer holding the other. Nothing but the commit tells taskd: the engine's commit waiters see it end",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, its CPU is measured over 15 s (1.5 s with -quick) with every poll parked and no work (idle, in cores), then twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 32 KiB per editor (413 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }

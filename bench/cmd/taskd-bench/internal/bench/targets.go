@@ -226,15 +226,15 @@ func targets(rs []Result) []Target {
 				fmt.Sprintf("%s; taskd serve's CPU over %.1f s with no work", shape, lp.IdleSec)))
 		}
 	}
-	if l := find(rs, "l-insert-tx", StrategyTaskd); l != nil && l.InsertTx != nil {
+	if l := find(rs, "m-insert-tx", StrategyTaskd); l != nil && l.InsertTx != nil {
 		it := l.InsertTx
 		shape := fmt.Sprintf("%d transactions, %d editors", it.Rounds, l.Workload.Editors)
 		out = append(out,
-			newTarget("(l) InsertTx: commit to a waiting worker's claim p99", it.CommitToClaim.P99Ms, " ms", 50, false,
+			newTarget("(m) InsertTx: commit to a waiting worker's claim p99", it.CommitToClaim.P99Ms, " ms", 50, false,
 				fmt.Sprintf("%s; p50 %.1f ms, max %.1f ms", shape, it.CommitToClaim.P50Ms, it.CommitToClaim.MaxMs)),
-			newTarget("(l) InsertTx: commit to a long-polling editor's answer p99", it.CommitToAnswer.P99Ms, " ms", 100, false,
+			newTarget("(m) InsertTx: commit to a long-polling editor's answer p99", it.CommitToAnswer.P99Ms, " ms", 100, false,
 				fmt.Sprintf("%s; p50 %.1f ms, max %.1f ms", shape, it.CommitToAnswer.P50Ms, it.CommitToAnswer.MaxMs)),
-			newTarget("(l) InsertTx: rounds missed (no claim or answer within 10 s)", float64(it.Missed), "", 0, false, firstError(l)),
+			newTarget("(m) InsertTx: rounds missed (no claim or answer within 10 s)", float64(it.Missed), "", 0, false, firstError(l)),
 		)
 	}
 	return append(out, monthTargets(rs)...)

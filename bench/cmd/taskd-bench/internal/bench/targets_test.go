@@ -128,11 +128,11 @@ func TestTargetsSweepAndMemory(t *testing.T) {
 	}
 }
 
-// TestTargetsInsertTx: scenario (l) judges its p99s against 50 and 100 ms,
+// TestTargetsInsertTx: scenario (m) judges its p99s against 50 and 100 ms,
 // and its missed rounds against none.
 func TestTargetsInsertTx(t *testing.T) {
 	t.Parallel()
-	l := result("l-insert-tx", 0, StrategyTaskd, 0, 0, 0, 0)
+	l := result("m-insert-tx", 0, StrategyTaskd, 0, 0, 0, 0)
 	l.Workload.Editors = 200
 	l.InsertTx = &InsertTxStats{Rounds: 200, CommitToClaim: Latency{P50Ms: 3, P99Ms: 60, MaxMs: 70},
 		CommitToAnswer: Latency{P50Ms: 4, P99Ms: 20, MaxMs: 30}, Missed: 1}
@@ -142,16 +142,16 @@ func TestTargetsInsertTx(t *testing.T) {
 	}
 	got := strings.Join(lines, "\n")
 	for _, want := range []string{
-		"target (l) InsertTx: commit to a waiting worker's claim p99: 60.00 ms, want <= 50 ms: NOT MET (200 transactions, 200 editors; p50 3.0 ms, max 70.0 ms)",
-		"target (l) InsertTx: commit to a long-polling editor's answer p99: 20.00 ms, want <= 100 ms: MET",
-		"target (l) InsertTx: rounds missed (no claim or answer within 10 s): 1.00, want <= 0: NOT MET",
+		"target (m) InsertTx: commit to a waiting worker's claim p99: 60.00 ms, want <= 50 ms: NOT MET (200 transactions, 200 editors; p50 3.0 ms, max 70.0 ms)",
+		"target (m) InsertTx: commit to a long-polling editor's answer p99: 20.00 ms, want <= 100 ms: MET",
+		"target (m) InsertTx: rounds missed (no claim or answer within 10 s): 1.00, want <= 0: NOT MET",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no line %q in\n%s", want, got)
 		}
 	}
-	if all, _ := scenario("all", Preset{Rounds: 1}); !slices.ContainsFunc(all, func(r run) bool { return r.name == "l-insert-tx" }) {
-		t.Error("-scenario all does not run l-insert-tx")
+	if all, _ := scenario("all", Preset{Rounds: 1}); !slices.ContainsFunc(all, func(r run) bool { return r.name == "m-insert-tx" }) {
+		t.Error("-scenario all does not run m-insert-tx")
 	}
 }
 
