@@ -336,8 +336,9 @@ func (b *bundle) dieBeforeCommit(ctx context.Context, task *tasks.Task) (bool, e
 // some of its runs die between CompleteTx and their COMMIT), a process
 // paused (its renewals never reach the store) whose runs sometimes pause
 // past their lease and then try to commit as stale executors, a process
-// stopped with runs in flight (released), and runs that roll their
-// transaction back and fail once. Then, from the database: every task is
+// stopped with runs in flight (released), runs whose connection dies
+// between CompleteTx and the commit, and runs that roll their transaction
+// back and fail once. Then, from the database: every task is
 // done, and the handlers' table has exactly one row per task, written under
 // the fence that completed it (0 duplicates, 0 missing, 0 stale), and every
 // fence is accounted for by exactly one record.
@@ -370,7 +371,7 @@ func TestCompleteTxEffectsOnceUnderFaults(t *testing.T) {
 	}
 	retrySoon := func(int) time.Duration { return 10 * time.Millisecond }
 	result := func(task *tasks.Task) any { return map[string]int64{"fence": task.Fence} }
-	var killedMidCommit, staleRefused, staleCommitted, rolledBack atomic.Int64
+	var killedMidCommit, cutMidCommit, staleRefused, staleCommitted, rolledBack atomic.Int64
 	unexpected := make(chan error, n)
 
 	// The killed process.
@@ -426,6 +427,16 @@ func TestCompleteTxEffectsOnceUnderFaults(t *testing.T) {
 				trySend(blocked, struct{}{})
 				<-ctx.Done()
 				return nil, context.Cause(ctx)
+			case k%13 == 5 && task.Attempts == 1:
+				// The connection dies between CompleteTx and the commit.
+				written, err := b.dieBeforeCommit(ctx, task)
+				if err != nil {
+					return nil, err
+				}
+				if written {
+					cutMidCommit.Add(1)
+				}
+				return nil, errors.New("connection lost before the commit")
 			case k%7 == 0 && task.Attempts == 1:
 				tx, err := b.DB.BeginTxx(ctx, nil)
 				if err != nil {
@@ -525,7 +536,8 @@ func TestCompleteTxEffectsOnceUnderFaults(t *testing.T) {
 		what string
 		n    int64
 	}{
-		{"runs that died between CompleteTx and the commit", killedMidCommit.Load()},
+		{"runs of the killed process that died between CompleteTx and the commit", killedMidCommit.Load()},
+		{"runs whose connection died between CompleteTx and the commit", cutMidCommit.Load()},
 		{"stale runs refused", staleRefused.Load()},
 		{"runs rolled back", rolledBack.Load()},
 		{"runs released at a shutdown", int64(b.RowCount(t, "SELECT COUNT(*) FROM task_events WHERE kind = 'released' AND detail = 'shutdown'"))},
@@ -536,6 +548,7 @@ func TestCompleteTxEffectsOnceUnderFaults(t *testing.T) {
 			t.Errorf("no %s", c.what)
 		}
 	}
-	t.Logf("%d jobs done in %v: %d rows of their handlers; %d runs died between CompleteTx and the commit, %d stale runs refused, %d rolled back; %d fences accounted for",
-		n, took.Round(time.Millisecond), b.RowCount(t, "SELECT COUNT(*) FROM effects"), killedMidCommit.Load(), staleRefused.Load(), rolledBack.Load(), checked)
+	t.Logf("%d jobs done in %v: %d rows of their handlers; between CompleteTx and the commit %d runs died with their process and %d lost their connection; %d stale runs refused, %d rolled back; %d fences accounted for",
+		n, took.Round(time.Millisecond), b.RowCount(t, "SELECT COUNT(*) FROM effects"), killedMidCommit.Load(), cutMidCommit.Load(),
+		staleRefused.Load(), rolledBack.Load(), checked)
 }
