@@ -552,3 +552,72 @@ func TestCompleteTxEffectsOnceUnderFaults(t *testing.T) {
 		n, took.Round(time.Millisecond), b.RowCount(t, "SELECT COUNT(*) FROM effects"), killedMidCommit.Load(), cutMidCommit.Load(),
 		staleRefused.Load(), rolledBack.Load(), checked)
 }
+
+// TestCompleteTxHoldsTheClaim: from CompleteTx to its commit, the task's row
+// is the handler's transaction's, so the worker renews that claim no more:
+// a transaction held past the lease still commits, its handler is not
+// cancelled, and the renewals of the worker's other claims, which would
+// wait for that row, go on.
+func TestCompleteTxHoldsTheClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
+	b.effectsTable(t)
+	ins, err := b.D.AddTasks(t.Context(), []tasks.NewTask{
+		{Category: "jobs", Title: "slow commit", Priority: 2}, {Category: "jobs", Title: "long run", Priority: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := 300 * time.Millisecond
+	d, err := dispatcher.New(b.Store, b.Locks, dispatcher.Config{Lease: lease, PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	mux := worker.NewMux()
+	mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
+		if task.Title == "long run" {
+			select {
+			case <-time.After(3 * lease):
+				errs <- nil
+				return nil, nil
+			case <-ctx.Done():
+				errs <- fmt.Errorf("the long run: %w", context.Cause(ctx))
+				return nil, context.Cause(ctx)
+			}
+		}
+		tx, err := b.DB.BeginTxx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, "INSERT INTO effects (task_id, fence, holder) VALUES (?, ?, ?)", task.ID, task.Fence, task.Holder); err != nil {
+			return nil, err
+		}
+		if err := worker.CompleteTx(ctx, tx, task, nil); err != nil {
+			return nil, err
+		}
+		time.Sleep(2 * lease) // the row held past the lease
+		err = tx.Commit()
+		if err != nil {
+			err = fmt.Errorf("the slow commit: %w (cause %v)", err, context.Cause(ctx))
+		}
+		errs <- err
+		return nil, err
+	})
+	w := startWorkerOn(t, d, worker.Config{Handler: mux, Concurrency: 2, TxStore: b.Store})
+	for range 2 {
+		if err := awaitValue(t, errs, "a run's end"); err != nil {
+			t.Error(err)
+		}
+	}
+	testenv.Eventually(t, 5*time.Second, "both tasks done", func() bool {
+		return b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE status = 'done'") == 2
+	})
+	if n := len(b.effectsOf(t, ins[0].ID)); n != 1 {
+		t.Errorf("%d rows of the slow commit, want 1", n)
+	}
+	if tt := w.Totals(); tt.Processed != 2 || tt.LeaseLost != 0 || tt.Failed != 0 {
+		t.Errorf("totals %+v, want both processed, nothing lost", tt)
+	}
+}
