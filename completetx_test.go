@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/taskd/taskd"
@@ -77,5 +80,69 @@ func TestCompleteTxHandlers(t *testing.T) {
 	defer func() { _ = tx.Rollback() }()
 	if err := taskd.CompleteTx(ctx, tx, &tasks.Task{ID: typed}, nil); !errors.Is(err, taskd.ErrInvalid) {
 		t.Fatalf("CompleteTx outside a handler: %v, want ErrInvalid", err)
+	}
+}
+
+// TestSubmitFencedWrites: a service behind the editor API keys its own writes
+// by the fence it holds (docs/api.md, Your own writes with a submit): the
+// writes of a claim whose submit was refused, as stale, never join an
+// accepted result; those of the accepted submit join exactly one.
+func TestSubmitFencedWrites(t *testing.T) {
+	t.Parallel()
+	db := storetest.NewDB(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE service_writes (task_id BIGINT UNSIGNED NOT NULL, fence BIGINT UNSIGNED NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, taskd.Config{AdminToken: testAdminToken}, taskd.WithDB(db))
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.HTTPHandler())
+	defer srv.Close()
+	var editor struct{ Token string }
+	if code := post(srv.URL+"/v1/editors", testAdminToken, `{"name": "svc", "categories": ["news"]}`, &editor); code != http.StatusCreated {
+		t.Fatalf("create editor: %d", code)
+	}
+	var added struct{ IDs []int64 }
+	if code := post(srv.URL+"/v1/tasks", testAdminToken, `[{"category": "news", "title": "a"}]`, &added); code != http.StatusCreated {
+		t.Fatalf("add task: %d", code)
+	}
+	id := added.IDs[0]
+	// claim takes the task and writes the service's row, committed, keyed
+	// by the fence it holds; submit hands its result in.
+	claim := func() int64 {
+		var next struct{ Fence int64 }
+		if code := post(srv.URL+"/v1/assignments/next", editor.Token, `{}`, &next); code != http.StatusOK {
+			t.Fatalf("next: %d", code)
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO service_writes VALUES (?, ?)", id, next.Fence); err != nil {
+			t.Fatal(err)
+		}
+		return next.Fence
+	}
+	submit := func(fence int64) int {
+		return post(srv.URL+"/v1/assignments/"+strconv.FormatInt(id, 10)+"/submit", editor.Token,
+			fmt.Sprintf(`{"fence": %d, "result": {}}`, fence), nil)
+	}
+	// The first claim is lost before its submit: an operator takes it back.
+	lost := claim()
+	if code := post(srv.URL+"/v1/admin/tasks/"+strconv.FormatInt(id, 10)+"/release", testAdminToken, `{}`, nil); code != http.StatusNoContent {
+		t.Fatalf("force release: %d", code)
+	}
+	if code := submit(lost); code != http.StatusConflict {
+		t.Fatalf("submit of the lost claim: %d, want 409", code)
+	}
+	accepted := claim()
+	if code := submit(accepted); code != http.StatusOK {
+		t.Fatalf("submit of the current claim: %d", code)
+	}
+	var joined []int64
+	if err := db.SelectContext(ctx, &joined, `SELECT w.fence FROM service_writes w
+		JOIN task_results r ON r.task_id = w.task_id AND r.fence = w.fence WHERE w.task_id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	if len(joined) != 1 || joined[0] != accepted || accepted == lost {
+		t.Fatalf("writes joined to accepted results: fences %v, want only %d (not the lost claim's %d)", joined, accepted, lost)
 	}
 }
