@@ -328,7 +328,8 @@ func ExponentialRetryBackoff(base, max time.Duration) func(attempt int) time.Dur
 // Totals are running totals of a Worker.
 type Totals struct {
 	// Processed counts tasks whose handler returned nil and whose result the
-	// store committed.
+	// store committed, and those whose handler's transaction committed the
+	// result (CompleteTx).
 	Processed int64
 	// Failed counts handler errors and panics the store recorded (the task
 	// was then retried later, or dead).
