@@ -169,6 +169,10 @@ func TestCompleteTxStaleHandlerNeverCommits(t *testing.T) {
 	if tt := w.Totals(); tt.LeaseLost != 0 || tt.Failed != 0 {
 		t.Fatalf("current worker's totals %+v, want one processed, nothing lost or failed", tt)
 	}
+	// Its claim's lock was given back, as any completion's.
+	if n, err := b.RDB.Exists(t.Context(), b.LockKey(id)).Result(); err != nil || n != 0 {
+		t.Fatalf("the task's lock after its outcome committed: %d keys (%v), want none", n, err)
+	}
 	if s := logs.String(); strings.Contains(s, "refused") || strings.Contains(s, "lease lost") || !strings.Contains(s, "task done in the handler's transaction") {
 		t.Fatalf("current worker's logs:\n%s\nwant the task done in the handler's transaction, no refusal", s)
 	}
