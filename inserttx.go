@@ -2,7 +2,6 @@ package taskd
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,16 +10,6 @@ import (
 
 	"github.com/taskd/taskd/internal/store"
 )
-
-// DBTX is what InsertTx and InsertManyTx need of the caller's transaction:
-// *sql.Tx and *sqlx.Tx satisfy it. It must be a transaction on the engine's
-// database (the one Config.MySQL.DSN or WithDB names), on any connection
-// (the engine's pool or another).
-type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
 
 // The watch of InsertTx's transactions (see DispatchConfig.InsertTxWaiters).
 const (
@@ -53,7 +42,7 @@ const (
 // again; Insert retries those by itself. Round trips in tx: those of Insert,
 // plus a read of the session's time zone (InsertTx sets UTC for its
 // statements and puts the session's back when it differs).
-func (e *Engine) InsertTx(ctx context.Context, tx DBTX, args Args, opts *InsertOpts) (int64, error) {
+func (e *Engine) InsertTx(ctx context.Context, tx Tx, args Args, opts *InsertOpts) (int64, error) {
 	ids, err := e.InsertManyTx(ctx, tx, []InsertParams{{Args: args, Opts: opts}})
 	if err != nil {
 		return 0, err
@@ -64,7 +53,7 @@ func (e *Engine) InsertTx(ctx context.Context, tx DBTX, args Args, opts *InsertO
 // InsertManyTx adds several tasks as InsertTx does, in tx: all of them or,
 // on any error, none (the caller then rolls tx back). It returns their ids
 // in the order of ps.
-func (e *Engine) InsertManyTx(ctx context.Context, tx DBTX, ps []InsertParams) ([]int64, error) {
+func (e *Engine) InsertManyTx(ctx context.Context, tx Tx, ps []InsertParams) ([]int64, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}

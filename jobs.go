@@ -33,7 +33,9 @@ var (
 	// instead of retrying it: fmt.Errorf("%w: %w", taskd.SkipRetry, err).
 	SkipRetry = worker.SkipRetry
 	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
-	// the claim's lease was lost: another claim may run the task now.
+	// the claim's lease was lost: another claim may run the task now. It is
+	// wrapped too by CompleteTx's error when the claim is no longer the
+	// current one.
 	ErrLeaseLost = worker.ErrLeaseLost
 	// ErrInvalid is wrapped by the errors of Insert, InsertMany, InsertTx
 	// and InsertManyTx for args or options the store refuses; nothing was

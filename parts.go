@@ -180,6 +180,7 @@ func (e *Engine) workerConfig(mux *worker.Mux) worker.Config {
 		FlushInterval:   w.FlushInterval,
 		MaxBacklog:      w.MaxBacklog,
 		Logger:          e.log,
+		TxStore:         e.store,
 	}
 }
 

@@ -152,3 +152,12 @@ func (d *Dispatcher) HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatPara
 func (d *Dispatcher) ReleaseLock(ctx context.Context, taskID int64, holder string) {
 	d.releaseLock(ctx, taskID, holder)
 }
+
+// EndedApart records a claim that its holder ended with a result in a
+// transaction of its own (a handler's CompleteTx), once that committed, as
+// CompleteMany records the claims it ends: a ClaimEvent of a submit, its hold
+// time observed under span (the handler's run, started linked to its claim).
+// It writes nothing and gives no lock back.
+func (d *Dispatcher) EndedApart(ctx context.Context, span trace.Span, ended *tasks.Ended) {
+	d.recordEnded(trace.ContextWithSpan(ctx, span), span, ended, string(OpSubmit))
+}

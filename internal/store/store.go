@@ -144,6 +144,8 @@ type Store struct {
 	// lockConflicts counts transactions that were deadlock victims or timed out
 	// waiting for a lock.
 	lockConflicts atomic.Int64
+	// dbName is the name of the store's database, once asked (see database).
+	dbName atomic.Pointer[string]
 	// replica is nil without Config.Replica.
 	replica *replica
 	// group sends the claimants' writes in groups; nil when Config.GroupCommit

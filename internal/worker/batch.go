@@ -290,6 +290,7 @@ type leased struct {
 	renewed time.Time // when it was last renewed (or claimed), local clock
 	lost    context.CancelCauseFunc
 	sealed  bool  // the handler returned: cancel nothing
+	inTx    bool  // a transaction of the handler's holds the row (CompleteTx): renew and cancel nothing
 	gone    bool  // lost: renewed no more
 	last    error // of the last failed renewal
 }
@@ -318,6 +319,19 @@ func (k *leaseKeeper) seal(ref dispatcher.ClaimRef) bool {
 	}
 	l.sealed = true
 	return true
+}
+
+// hold notes that a transaction of the claim's handler holds the task's row
+// locked with the claim's outcome written (CompleteTx): nothing can end or
+// take over the claim before that transaction ends, so the claim is renewed
+// no more, which would wait for the row, and its lease passing cancels
+// nothing. The handler ends the transaction and returns.
+func (k *leaseKeeper) hold(ref dispatcher.ClaimRef) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l := k.held[ref.TaskID]; l != nil && l.ref == ref {
+		l.inTx = true
+	}
 }
 
 // remove stops renewing a claim: it ended, or was given up. A later claim
@@ -360,7 +374,7 @@ func (k *leaseKeeper) round(ctx context.Context) {
 	k.mu.Lock()
 	var due []*leased
 	for _, l := range k.held {
-		if !l.gone && now.Sub(l.renewed) >= every {
+		if !l.gone && !l.inTx && now.Sub(l.renewed) >= every {
 			due = append(due, l)
 		}
 	}
@@ -400,9 +414,10 @@ func (k *leaseKeeper) renew(ctx context.Context, due []*leased) {
 			l.last = err
 		case res[i].Err == nil:
 			l.until, l.renewed, l.last = res[i].LeaseExpiresAt, sent, nil
-		case l.sealed:
-			// The handler returned; its outcome's write finds the loss
-			// out.
+		case l.sealed, l.inTx:
+			// The handler returned, or its transaction held the row until
+			// it ended (CompleteTx); its outcome's write, or the read of
+			// whether the transaction committed it, finds the loss out.
 			l.gone = true
 		default:
 			k.lose(l, res[i].Err)
@@ -417,7 +432,7 @@ func (k *leaseKeeper) expire() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, l := range k.held {
-		if !l.gone && !l.sealed && !now.Before(l.until) {
+		if !l.gone && !l.sealed && !l.inTx && !now.Before(l.until) {
 			k.lose(l, &lease.ExpiredError{Until: l.until, Last: l.last})
 		}
 	}

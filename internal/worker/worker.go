@@ -62,8 +62,13 @@ type Dispatcher interface {
 	HeartbeatMany(ctx context.Context, ps []tasks.HeartbeatParams) ([]tasks.Renewed, error)
 	// Release gives a claim back at shutdown.
 	Release(ctx context.Context, c dispatcher.Claimant, ref dispatcher.ClaimRef, reason string) error
-	// ReleaseLock gives back the lock of a claim the worker lost.
+	// ReleaseLock gives back the lock of a claim the worker lost, or that a
+	// handler's transaction ended (CompleteTx).
 	ReleaseLock(ctx context.Context, taskID int64, holder string)
+	// EndedApart records a claim a handler's transaction ended with a
+	// result (CompleteTx), once committed, as CompleteMany records those it
+	// ends.
+	EndedApart(ctx context.Context, span trace.Span, ended *tasks.Ended)
 	// Wake wakes the claims waiting for the categories of counts: when
 	// failed tasks become claimable again, after their backoff.
 	Wake(ctx context.Context, counts map[string]int)
@@ -203,6 +208,10 @@ type Config struct {
 
 	// Logger receives the worker's logs. Default: the dispatcher's logger.
 	Logger *slog.Logger
+
+	// TxStore, when set, lets handlers complete their tasks in transactions
+	// of their own (CompleteTx). Default: none (CompleteTx refuses).
+	TxStore TxStore
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -319,7 +328,8 @@ func ExponentialRetryBackoff(base, max time.Duration) func(attempt int) time.Dur
 // Totals are running totals of a Worker.
 type Totals struct {
 	// Processed counts tasks whose handler returned nil and whose result the
-	// store committed.
+	// store committed, and those whose handler's transaction committed the
+	// result (CompleteTx).
 	Processed int64
 	// Failed counts handler errors and panics the store recorded (the task
 	// was then retried later, or dead).
@@ -710,6 +720,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 
 	hctx, cancel := context.WithCancelCause(rctx)
 	defer cancel(nil)
+	txr, hctx := w.txRunOf(hctx, ref, holder)
 	w.leases.add(ref, holder, claim.LeaseExpiresAt, cancel)
 
 	task := claim.Task // the handler's copy
@@ -722,6 +733,10 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	// From here on a lost lease cancels nothing: the outcome decides.
 	lost := !w.leases.seal(ref)
 	w.slots.put(slot)
+	if txr != nil && w.committedInTx(rctx, txr, &claim.Task, log, span, err) {
+		// The handler's transaction committed the outcome (CompleteTx).
+		return
+	}
 
 	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) {
 		// The store would refuse anything about this claim now.
