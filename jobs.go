@@ -35,6 +35,12 @@ var (
 	// ErrLeaseLost is the cause (context.Cause) of a handler's context when
 	// the claim's lease was lost: another claim may run the task now.
 	ErrLeaseLost = worker.ErrLeaseLost
+	// ErrCancelled is the cause (context.Cause) of a handler's context when
+	// its task was cancelled (Engine.CancelTask, or an operator through the
+	// API, the console or `taskd cancel`): nobody runs the task again, and
+	// what the handler returns is dropped. Whatever a holder of a cancelled
+	// claim still sends is refused with an error wrapping it.
+	ErrCancelled = worker.ErrCancelled
 	// ErrInvalid is wrapped by the errors of Insert and InsertMany for args
 	// or options the store refuses; nothing was added.
 	ErrInvalid = tasks.ErrInvalid
