@@ -62,7 +62,8 @@
 // With at least one handler registered, the engine runs workers
 // (Config.Worker): each claims tasks of the handlers' categories, runs its
 // handler with a context that ends when the claim's lease is lost (cause
-// ErrLeaseLost) or the engine stops, renews the lease meanwhile, and commits
+// ErrLeaseLost), the task is cancelled (cause ErrCancelled: see
+// Engine.CancelTask) or the engine stops, renews the lease meanwhile, and commits
 // the outcome. A handler returns the task's result, committed as JSON, or an
 // error, which retries the task after a backoff until its attempts run out;
 // an error wrapping SkipRetry makes it dead at once.

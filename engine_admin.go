@@ -134,6 +134,24 @@ func (e *Engine) InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.I
 	return e.d.AddTasks(ctx, ts)
 }
 
+// CancelTask ends a task for good in one call, whether it waits in the pool
+// or runs: it becomes cancelled and no claim takes it again. A running task's
+// claim ends with it, under the fence: a worker's handler has its context
+// cancelled with cause ErrCancelled (within moments on every process that
+// shares the engine's Redis and key prefix, at the latest at the claim's next
+// lease renewal, every third to half of Config.Dispatch.LeaseTTL), and whatever the holder
+// still sends (a completion, an editor's heartbeat or submit) is refused; an
+// editor is told its task was cancelled. The task's 'cancelled' event names the
+// fence and holder of the claim it ended, and "by engine" and reason (may be
+// empty) as its detail. It writes no webhook event.
+//
+// It returns an error wrapping tasks.ErrNotFound for an unknown task and one
+// wrapping tasks.ErrWrongStatus (a *tasks.StatusError naming the status) for
+// a task that has ended already (done, dead or cancelled), changing nothing.
+func (e *Engine) CancelTask(ctx context.Context, id int64, reason string) error {
+	return e.d.Cancel(ctx, tasks.ChangeParams{TaskID: id, Reason: reason, By: "engine"})
+}
+
 // Task returns the task with the given id, or tasks.ErrNotFound.
 func (e *Engine) Task(ctx context.Context, id int64) (*tasks.Task, error) {
 	return e.store.GetTask(ctx, id)

@@ -13,9 +13,10 @@ import (
 // big) makes the task dead. An error records a failure: the task is tried
 // again after a backoff while attempts remain (Task.Attempts counts this
 // one) and is dead after that; an error wrapping SkipRetry makes it dead at
-// once. ctx is cancelled when the claim is lost (cause ErrLeaseLost) or the
-// engine stops (cause ErrWorkerShutdown, once Worker.ShutdownTimeout has
-// passed); a handler should return soon after. Handlers run at least once
+// once. ctx is cancelled when the claim is lost (cause ErrLeaseLost), the
+// task is cancelled (cause ErrCancelled: Engine.CancelTask, or an operator)
+// or the engine stops (cause ErrWorkerShutdown, once Worker.ShutdownTimeout
+// has passed); a handler should return soon after. Handlers run at least once
 // per task: only one claim's outcome is ever committed, but a crash or a
 // lost lease may run a task again.
 type Handler = worker.Handler

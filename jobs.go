@@ -37,6 +37,12 @@ var (
 	// wrapped too by CompleteTx's error when the claim is no longer the
 	// current one.
 	ErrLeaseLost = worker.ErrLeaseLost
+	// ErrCancelled is the cause (context.Cause) of a handler's context when
+	// its task was cancelled (Engine.CancelTask, or an operator through the
+	// API, the console or `taskd cancel`): nobody runs the task again, and
+	// what the handler returns is dropped. Whatever a holder of a cancelled
+	// claim still sends is refused with an error wrapping it.
+	ErrCancelled = worker.ErrCancelled
 	// ErrInvalid is wrapped by the errors of Insert, InsertMany, InsertTx
 	// and InsertManyTx for args or options the store refuses; nothing was
 	// added.

@@ -27,9 +27,12 @@
 --
 -- Status moves: pending -> assigned (claim), -> cancelled (an operator's cancel);
 -- assigned -> done (submit), -> pending (release, recycle, fail with attempts left),
--- -> dead (fail with no attempts left); dead -> pending (an operator's requeue, which
--- resets attempts). done and cancelled are final.
--- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead;
+-- -> dead (fail with no attempts left), -> cancelled (a cancel, which ends the claim:
+-- its fence stays, and the holder's writes are refused as they need 'assigned');
+-- dead -> pending (an operator's requeue, which resets attempts). done and cancelled
+-- are final.
+-- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead,
+-- or cancelled while assigned;
 -- they are cleared when it goes back to pending, but that a submit moving a task to
 -- its next stage (or sending it back) keeps assigned_at, the time of the claim it ended.
 --

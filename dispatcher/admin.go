@@ -9,10 +9,11 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
-// An operator's actions on tasks nobody holds, and on categories. The store makes
-// and fences each change; the dispatcher keeps its callers in step: a requeued task
-// or a resumed category wakes callers waiting for its category, a cancelled task or
-// a paused category leaves this process's candidates.
+// An operator's actions on tasks, and on categories. The store makes and fences
+// each change; the dispatcher keeps its callers in step: a requeued task or a
+// resumed category wakes callers waiting for its category, a cancelled task or a
+// paused category leaves this process's candidates, and a cancelled claim's
+// holder is told.
 
 // Requeue puts a dead task back in the pool (see store.Store.Requeue) and wakes
 // a caller waiting for its category. It returns tasks.ErrNotFound for an
@@ -30,10 +31,16 @@ func (d *Dispatcher) Requeue(ctx context.Context, p tasks.ChangeParams) (err err
 	return nil
 }
 
-// Cancel cancels a pending task for good (see store.Store.Cancel). It returns
-// tasks.ErrNotFound for an unknown task and an error wrapping
-// tasks.ErrWrongStatus (a *tasks.StatusError) for a task that is not pending:
-// a claimed task must be force-released first.
+// Cancel cancels a task for good, pending or assigned (see
+// store.Store.Cancel). For an assigned task it ends the claim: it gives back
+// the claim's Redis lock, so that no lock of it is left for anyone to wait
+// on, and announces the cancel to the watchers of WatchCancels (on every
+// process, with Config.PubSub), so that a worker running the task cancels
+// its handler at once rather than at its next renewal. Everything the
+// holder sends about the claim afterwards is refused with an error wrapping
+// tasks.ErrCancelled. It returns tasks.ErrNotFound for an unknown task and
+// an error wrapping tasks.ErrWrongStatus (a *tasks.StatusError) for a task
+// that has ended (done, dead or cancelled), changing nothing.
 func (d *Dispatcher) Cancel(ctx context.Context, p tasks.ChangeParams) (err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.cancel", trace.WithAttributes(attrTaskID.Int64(p.TaskID)))
 	defer func() { endSpan(span, err) }()
@@ -41,9 +48,26 @@ func (d *Dispatcher) Cancel(ctx context.Context, p tasks.ChangeParams) (err erro
 	if err != nil {
 		return Unavailable(fmt.Errorf("cancel: %w", err))
 	}
-	span.SetAttributes(attrCategory.String(c.Category))
-	d.cands.invalidate(c.Category)
+	span.SetAttributes(attrCategory.String(c.Category), attrFence.Int64(c.Fence))
+	if c.Holder == "" {
+		d.cands.invalidate(c.Category)
+		return nil
+	}
+	d.releaseLock(ctx, c.TaskID, c.Holder)
+	d.notify.cancelled(ctx, ClaimRef{TaskID: c.TaskID, Fence: c.Fence})
 	return nil
+}
+
+// WatchCancels calls fn with each claim a cancel ends (Cancel of an assigned
+// task) soon after the cancel committed: a cancel through this dispatcher
+// and, with Config.PubSub (and Start's relay running), one through any
+// process that shares the wake-up channel. fn runs on the announcing
+// goroutine and must not block. A watcher may miss an announcement (Redis
+// unreachable, a relay resubscribing): the holder's next renewal learns of
+// the cancel anyway, refused with tasks.ErrCancelled. It returns the
+// function that ends the watch.
+func (d *Dispatcher) WatchCancels(fn func(ClaimRef)) (stop func()) {
+	return d.notify.watchCancels(fn)
 }
 
 // RequeueMatching requeues the dead tasks p selects, up to p.Limit per call

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -407,6 +409,79 @@ type notifier struct {
 	pubsub  redis.UniversalClient
 	channel string
 	log     *slog.Logger
+
+	// The watchers of cancelled claims (see Dispatcher.WatchCancels), by
+	// the number watchCancels gave them.
+	mu       sync.Mutex
+	watchers map[uint64]func(ClaimRef)
+	watchSeq uint64
+}
+
+// cancelPrefix starts a pub/sub message that announces a claim a cancel
+// ended, "cancel:<task id>:<fence>", on the wake-ups' channel: a wake-up is a
+// JSON object, which such a message cannot be mistaken for, and which a
+// process that does not know the message ignores it as.
+const cancelPrefix = "cancel:"
+
+// watchCancels adds fn to the watchers of cancelled claims and returns the
+// function that removes it.
+func (n *notifier) watchCancels(fn func(ClaimRef)) (stop func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.watchers == nil {
+		n.watchers = make(map[uint64]func(ClaimRef))
+	}
+	n.watchSeq++
+	id := n.watchSeq
+	n.watchers[id] = fn
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.watchers, id)
+	}
+}
+
+// cancelled announces a claim a cancel ended: to this process's watchers
+// directly, or through Redis pub/sub to every process's.
+func (n *notifier) cancelled(ctx context.Context, ref ClaimRef) {
+	if n.pubsub == nil {
+		n.tellCancelled(ref)
+		return
+	}
+	msg := cancelPrefix + strconv.FormatInt(ref.TaskID, 10) + ":" + strconv.FormatInt(ref.Fence, 10)
+	if err := n.pubsub.Publish(ctx, n.channel, msg).Err(); err != nil {
+		// The holder's next renewal learns of the cancel; this process's
+		// need not wait for it.
+		n.log.WarnContext(ctx, "publish cancel", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+		n.tellCancelled(ref)
+	}
+}
+
+// tellCancelled calls the watchers of cancelled claims with ref.
+func (n *notifier) tellCancelled(ref ClaimRef) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, fn := range n.watchers {
+		fn(ref)
+	}
+}
+
+// decodeCancel reads a message of cancelled, and reports whether it is one.
+func decodeCancel(s string) (ClaimRef, bool) {
+	rest, ok := strings.CutPrefix(s, cancelPrefix)
+	if !ok {
+		return ClaimRef{}, false
+	}
+	id, fence, ok := strings.Cut(rest, ":")
+	if !ok {
+		return ClaimRef{}, false
+	}
+	taskID, err1 := strconv.ParseInt(id, 10, 64)
+	f, err2 := strconv.ParseInt(fence, 10, 64)
+	if err1 != nil || err2 != nil {
+		return ClaimRef{}, false
+	}
+	return ClaimRef{TaskID: taskID, Fence: f}, true
 }
 
 // notify announces counts of claimable tasks by category.
@@ -430,8 +505,8 @@ func (n *notifier) notify(ctx context.Context, counts map[string]int) {
 	}
 }
 
-// run relays wake-ups from Redis pub/sub to the hub until ctx ends,
-// resubscribing after errors.
+// run relays wake-ups from Redis pub/sub to the hub, and cancelled claims to
+// their watchers, until ctx ends, resubscribing after errors.
 func (n *notifier) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		sub := n.pubsub.Subscribe(ctx, n.channel)
@@ -444,6 +519,10 @@ func (n *notifier) run(ctx context.Context) {
 			case m, ok := <-ch:
 				if !ok {
 					break recv
+				}
+				if ref, ok := decodeCancel(m.Payload); ok {
+					n.tellCancelled(ref)
+					continue
 				}
 				for cat, k := range decodeCounts(m.Payload) {
 					n.hub.wake(cat, k)

@@ -394,3 +394,32 @@ func (d *Dispatcher) HubPolls() uint64 {
 	defer d.hub.mu.Unlock()
 	return d.hub.polls
 }
+
+// A cancel's announcement shares the wake-ups' channel: it reads back as the
+// claim it names, and a wake-up, or anything else, does not read as one; a
+// process that knows only wake-ups reads it as no wake-up at all.
+func TestCancelMessages(t *testing.T) {
+	t.Parallel()
+	n := &notifier{}
+	var told []ClaimRef
+	stop := n.watchCancels(func(ref ClaimRef) { told = append(told, ref) })
+	n.cancelled(context.Background(), ClaimRef{TaskID: 42, Fence: 7})
+	stop()
+	n.cancelled(context.Background(), ClaimRef{TaskID: 43, Fence: 1})
+	if !slices.Equal(told, []ClaimRef{{TaskID: 42, Fence: 7}}) {
+		t.Errorf("watcher told %v, want task 42 fence 7 once, nothing after stop", told)
+	}
+
+	msg := cancelPrefix + "42:7"
+	if ref, ok := decodeCancel(msg); !ok || ref != (ClaimRef{TaskID: 42, Fence: 7}) {
+		t.Errorf("decodeCancel(%q) = %v, %v", msg, ref, ok)
+	}
+	if counts := decodeCounts(msg); len(counts) != 0 {
+		t.Errorf("a cancel read as wake-ups %v", counts)
+	}
+	for _, s := range []string{encodeCounts(map[string]int{"news": 1}), "cancel:", "cancel:42", "cancel:x:7", "cancel:42:y"} {
+		if ref, ok := decodeCancel(s); ok {
+			t.Errorf("decodeCancel(%q) = %v, want no cancel", s, ref)
+		}
+	}
+}

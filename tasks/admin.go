@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// An operator's actions on tasks that nobody holds: requeue a dead task, cancel a
-// pending one, one at a time or by filter. Every change is a conditional UPDATE on
+// An operator's actions on tasks: requeue a dead task, cancel a pending one (one at a
+// time or by filter) or an assigned one (one at a time). Every change is a conditional UPDATE on
 // (id, fence, status) of rows locked by primary key in id order (the project's lock
 // order: an editor's row, then task rows by primary key; these take no editor's row),
 // in one transaction with its audit records.
 
 // ErrWrongStatus means a task is not in the status an operation needs (Requeue needs
-// dead, Cancel pending). Errors that wrap it are *StatusError, which names both.
+// dead, Cancel pending or assigned). Errors that wrap it are *StatusError, which names both.
 // Nothing was changed.
 var ErrWrongStatus = errors.New("wrong status")
 
@@ -23,7 +23,8 @@ type StatusError struct {
 	TaskID int64
 	// Status is the task's status when the operation locked its row.
 	Status Status
-	// Want is the status the operation needs.
+	// Want is the status the operation needs: "pending or assigned" for
+	// a cancel of one task.
 	Want Status
 }
 
@@ -47,6 +48,9 @@ type Changed struct {
 	Category string
 	// Fence is the task's fence, unchanged by the action.
 	Fence int64
+	// Holder is the holder of the claim a cancel of an assigned task ended
+	// (the claim of Fence); empty for any other change.
+	Holder string
 }
 
 // ChangeParams are the arguments of Requeue and Cancel.
@@ -55,6 +59,10 @@ type ChangeParams struct {
 	// Reason is recorded in the audit event (truncated to 1024 characters); may be
 	// empty.
 	Reason string
+	// By, when not empty, names who asks for the change ("admin" for the HTTP
+	// API, "engine" for the embedder's Engine): the event's detail is then
+	// "by <By>", followed by ": <Reason>" when there is a reason.
+	By string
 }
 
 // BulkParams select the tasks of RequeueMatching and CancelMatching: tasks in the

@@ -15,6 +15,12 @@ var (
 	// may have been taken over or recycled). Nothing was changed.
 	ErrStale = errors.New("stale claim")
 
+	// ErrCancelled means the claim a fenced write names was ended by a cancel
+	// (Cancel of an assigned task): the task is cancelled for good. An error
+	// that wraps it wraps ErrStale too, so that a caller that knows only stale
+	// claims refuses it as one. Nothing was changed.
+	ErrCancelled = errors.New("task cancelled")
+
 	// ErrSkipped means the editor skipped the task (Release with Skip) and may not
 	// claim it again before the skip passes; others may. Nothing was changed.
 	ErrSkipped = errors.New("skipped by the editor")

@@ -30,8 +30,9 @@ type ClaimResult struct {
 type Renewed struct {
 	// LeaseExpiresAt is the new deadline, by the database clock.
 	LeaseExpiresAt time.Time
-	// Err is ErrStale when the claim is not live, ErrHoldLimit when its lease
-	// already reaches the maximum hold.
+	// Err is ErrStale when the claim is not live (wrapped with ErrCancelled
+	// when a cancel ended it), ErrHoldLimit when its lease already reaches
+	// the maximum hold.
 	Err error
 }
 

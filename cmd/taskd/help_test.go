@@ -62,7 +62,7 @@ func TestHelpWritesFlagsOneWay(t *testing.T) {
 }
 
 // docsCommand finds a taskd command line in the documentation.
-var docsCommand = regexp.MustCompile("taskd (serve|work|migrate|import|export|status|pause|resume|dev)\\b[^`\\n]*")
+var docsCommand = regexp.MustCompile("taskd (serve|work|migrate|import|export|status|pause|resume|cancel|dev)\\b[^`\\n]*")
 
 // TestDocsWriteFlagsOneWay checks that the taskd command lines of README.md
 // and docs/*.md write flags as the help does, -name.

@@ -17,6 +17,7 @@
 //	status   the pool: counts by status and category, holders, expiring claims
 //	pause, resume
 //	         stop and start handing out one category's tasks
+//	cancel   ends a task for good, pending or running (its claim ends with it)
 //	dev      migrate, demo editors and articles, then serve (what `make run` runs)
 //	version  the module version and git revision this binary was built from
 //
@@ -65,6 +66,7 @@ func commands() []command {
 		{"status", "show the pool: counts by status and category, live claims", runStatus},
 		{"pause", "stop handing out the tasks of a category (live claims finish)", runPause},
 		{"resume", "hand out the tasks of a paused category again", runResume},
+		{"cancel", "cancel a task for good, pending or running (its holder is stopped)", runCancel},
 		{"dev", "migrate, load demo editors and articles, print curl commands, then serve", runDev},
 		{"version", "print the version and git revision of this binary (also: taskd -version)", runVersion},
 	}

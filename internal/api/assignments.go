@@ -188,6 +188,10 @@ func (a *api) refused(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef,
 	}
 	holder, herr := a.store.ClaimHolder(r.Context(), ref.TaskID, ref.Fence)
 	switch {
+	case herr == nil && holder == e.Holder() && errors.Is(err, tasks.ErrCancelled):
+		a.log.DebugContext(r.Context(), "cancelled claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
+		return errorf(http.StatusConflict, codeTaskCancelled,
+			"task %d was cancelled while you held it (fence %d): nothing you send about it is kept; ask for your next assignment", ref.TaskID, ref.Fence)
 	case herr == nil && holder == e.Holder():
 		a.log.DebugContext(r.Context(), "stale claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
 		return errorf(http.StatusConflict, codeStaleFence,

@@ -36,7 +36,8 @@
 //	GET  /v1/tasks/{id}/events?before=&limit=  admin  → 200 {events, more, before}: older events, a page at a time
 //	POST /v1/admin/tasks/{id}/release     admin   → 204 (force release: the fence is bumped)
 //	POST /v1/admin/tasks/{id}/requeue     admin   {reason?} → 204 (dead → pending, attempts reset)
-//	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending → cancelled)
+//	POST /v1/admin/tasks/{id}/cancel      admin   {reason?} → 204 (pending or assigned → cancelled; an
+//	                                              assigned task's claim ends, its holder is told task_cancelled)
 //	POST /v1/admin/tasks/requeue          admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
 //	POST /v1/admin/tasks/cancel           admin   {category?, ids?, created_before?, limit?, reason?, dry_run?} → 200 {matched, changed, more, ids?}
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
@@ -130,6 +131,9 @@
 //     submitted, force-released, or another editor or worker holds the task
 //     now). A client treats this one answer as "my claim is gone" and asks for
 //     its next assignment;
+//   - a (task, fence) the editor held until an operator cancelled the task
+//     (the task is cancelled under that fence): 409 task_cancelled, which a
+//     client shows as such and then treats as stale_fence;
 //   - no such task: 404 not_found;
 //   - a (task, fence) the editor never held (another holder's claim, a fence
 //     that never was the editor's): 403 forbidden.
@@ -150,6 +154,9 @@
 //	405 method_not_allowed   the route exists for other methods (see Allow)
 //	409 stale_fence          a claim the editor held is gone (expired, released,
 //	                         submitted, revoked or taken over)
+//	409 task_cancelled       a claim the editor held ended because its task was
+//	                         cancelled (a heartbeat, submit or release of it);
+//	                         ask for the next assignment
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken, or that looks like
 //	                         another editor's (the message names that editor)
@@ -157,7 +164,7 @@
 //	                         dispatcher passes such tasks by; not expected)
 //	409 not_assigned         a force release of a task nobody holds
 //	409 wrong_status         a requeue of a task that is not dead, a cancel of one
-//	                         that is not pending (the message names its status)
+//	                         that has ended (the message names its status)
 //	410 cursor_expired       a results feed cursor older than what retention
 //	                         kept; oldest_cursor is the oldest still kept
 //	422 invalid              a well-formed request with bad values (see Values);

@@ -20,6 +20,7 @@ const (
 	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeStaleFence       = "stale_fence"
+	codeTaskCancelled    = "task_cancelled"
 	codeHoldLimit        = "hold_limit"
 	codeDuplicate        = "duplicate"
 	codeNotAssigned      = "not_assigned"
@@ -130,6 +131,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusConflict, codeBarred, "the task is not for you at its current stage (four-eyes rule, stage limits, its group or a reservation); ask for your next assignment")
 	case errors.Is(err, tasks.ErrHoldLimit):
 		return errorf(http.StatusConflict, codeHoldLimit, "the claim has reached the maximum hold time; it ends when its lease passes")
+	case errors.Is(err, tasks.ErrCancelled):
+		return errorf(http.StatusConflict, codeTaskCancelled, "the task was cancelled while the claim was held; ask for your next assignment")
 	case errors.Is(err, tasks.ErrStale):
 		return errorf(http.StatusConflict, codeStaleFence, "the claim is not your live claim (wrong fence, expired, released or submitted)")
 	case errors.Is(err, tasks.ErrDuplicate):

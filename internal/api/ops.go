@@ -41,9 +41,14 @@ func (a *api) requeueTask(w http.ResponseWriter, r *http.Request) error {
 	return a.changeTask(w, r, "requeue", a.d.Requeue)
 }
 
-// cancelTask cancels a pending task for good.
+// cancelTask cancels a task for good, pending or assigned: the claim of an
+// assigned one ends with it, and its holder is refused from then on
+// (task_cancelled).
 func (a *api) cancelTask(w http.ResponseWriter, r *http.Request) error {
-	return a.changeTask(w, r, "cancel", a.d.Cancel)
+	return a.changeTask(w, r, "cancel", func(ctx context.Context, p tasks.ChangeParams) error {
+		p.By = "admin"
+		return a.d.Cancel(ctx, p)
+	})
 }
 
 func (a *api) changeTask(w http.ResponseWriter, r *http.Request, op string, change func(context.Context, tasks.ChangeParams) error) error {
@@ -77,8 +82,8 @@ func (a *api) changeTask(w http.ResponseWriter, r *http.Request, op string, chan
 // status, saying what to do where there is something to do.
 func wrongStatus(op string, se *tasks.StatusError) *apiError {
 	msg := fmt.Sprintf("task %d is %s, not %s: only a %s task can be %s", se.TaskID, se.Status, se.Want, se.Want, pastTense(op))
-	if op == "cancel" && se.Status == tasks.StatusAssigned {
-		msg = fmt.Sprintf("task %d is assigned, not pending: force-release it first (POST /v1/admin/tasks/%d/release), then cancel it", se.TaskID, se.TaskID)
+	if op == "cancel" {
+		msg = fmt.Sprintf("task %d is %s: it has ended, and only a pending or assigned task can be cancelled", se.TaskID, se.Status)
 	}
 	return errorf(http.StatusConflict, codeWrongStatus, "%s", msg)
 }

@@ -65,8 +65,7 @@ func TestRequeueAndCancelOneTask(t *testing.T) {
 	}{
 		{"requeue pending", path(pending, "requeue"), adminToken, "", 409, "wrong_status", "is pending, not dead"},
 		{"requeue assigned", path(held, "requeue"), adminToken, "", 409, "wrong_status", "is assigned, not dead"},
-		{"cancel assigned", path(held, "cancel"), adminToken, "", 409, "wrong_status", "force-release it first"},
-		{"cancel dead", path(dead, "cancel"), adminToken, "", 409, "wrong_status", "is dead, not pending"},
+		{"cancel dead", path(dead, "cancel"), adminToken, "", 409, "wrong_status", "is dead: it has ended"},
 		{"requeue unknown", path(held+100, "requeue"), adminToken, "", 404, "not_found", "does not exist"},
 		{"cancel unknown", path(held+100, "cancel"), adminToken, "", 404, "not_found", "does not exist"},
 		{"bad id", "/v1/admin/tasks/x/requeue", adminToken, "", 400, "bad_request", "positive integer"},
@@ -135,6 +134,56 @@ func TestRequeueAndCancelOneTask(t *testing.T) {
 	}
 	if st.ByStatus["cancelled"] != 1 || len(st.ByStatus) != len(tasks.Statuses()) {
 		t.Errorf("stats by status = %v, want every status and 1 cancelled", st.ByStatus)
+	}
+}
+
+func TestCancelHeldTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ada := b.editor(t, "ada", "news")
+	bob := b.editor(t, "bob", "news")
+	ids := b.addN(t, "news", 2)
+	a := b.next(t, ada.Token)
+	held := a.Task.ID
+	other := ids[0] + ids[1] - held
+	claim := func(op string) string { return fmt.Sprintf("/v1/assignments/%d/%s", held, op) }
+	fence := mustJSON(t, map[string]any{"fence": a.Fence})
+
+	wantStatus(t, b.do(t, "POST", fmt.Sprintf("/v1/admin/tasks/%d/cancel", held), adminToken, `{"reason":"withdrawn"}`), http.StatusNoContent)
+	task := b.task(t, held)
+	if task.Status != tasks.StatusCancelled || task.Fence != a.Fence || task.EditorID != 0 {
+		t.Fatalf("cancelled task: %+v, want cancelled at fence %d, held by no editor", task, a.Fence)
+	}
+	evs := b.history(t, held)
+	if e := evs[len(evs)-1]; e.Kind != tasks.EventCancelled || e.Fence != a.Fence || e.Holder != fmt.Sprintf("editor:%d", ada.ID) ||
+		e.Detail != "by admin: withdrawn" {
+		t.Errorf("last event %+v, want cancelled at the claim's fence %d, ada's, by admin", e, a.Fence)
+	}
+
+	// Whatever ada still sends about the claim is refused, saying why, and
+	// changes nothing; bob, who never held it, is told so.
+	before := b.snapshot(t)
+	for _, c := range []struct {
+		name, path, token, body string
+		status                  int
+		code                    string
+	}{
+		{"heartbeat", claim("heartbeat"), ada.Token, fence, 409, "task_cancelled"},
+		{"submit", claim("submit"), ada.Token, mustJSON(t, map[string]any{"fence": a.Fence, "result": map[string]bool{"ok": true}}), 409, "task_cancelled"},
+		{"release", claim("release"), ada.Token, fence, 409, "task_cancelled"},
+		{"another editor", claim("heartbeat"), bob.Token, fence, 403, "forbidden"},
+		{"cancel again", fmt.Sprintf("/v1/admin/tasks/%d/cancel", held), adminToken, "", 409, "wrong_status"},
+	} {
+		msg := wantError(t, b.do(t, "POST", c.path, c.token, c.body), c.status, c.code)
+		if c.code == "task_cancelled" && !strings.Contains(msg, "cancelled") {
+			t.Errorf("%s: message %q does not say the task was cancelled", c.name, msg)
+		}
+	}
+	b.unchanged(t, before)
+
+	// ada moves on to the other task.
+	if n := b.next(t, ada.Token); n.Task.ID != other {
+		t.Errorf("ada's next is task %d, want %d", n.Task.ID, other)
 	}
 }
 

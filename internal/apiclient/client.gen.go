@@ -1319,18 +1319,28 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/tasks/requeue (the `RequeueMatching` operationId).
 	RequeueMatching(ctx context.Context, body RequeueMatchingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CancelTaskWithBody Cancel a pending task
+	// CancelTaskWithBody Cancel a pending or running task
 	//
-	// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+	// Cancels a pending or assigned task for good, in one call. An assigned
+	// task's claim ends with it, under its fence: whatever its holder still
+	// sends is refused (an editor's heartbeat, submit or release with 409
+	// task_cancelled), and a worker running it has its handler cancelled.
+	// The task's cancelled event names the claim's fence and holder. A task
+	// that has ended (done, dead or cancelled) is 409 wrong_status.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/admin/tasks/{id}/cancel (the `CancelTask` operationId).
 	CancelTaskWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CancelTask Cancel a pending task
+	// CancelTask Cancel a pending or running task
 	//
-	// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+	// Cancels a pending or assigned task for good, in one call. An assigned
+	// task's claim ends with it, under its fence: whatever its holder still
+	// sends is refused (an editor's heartbeat, submit or release with 409
+	// task_cancelled), and a worker running it has its handler cancelled.
+	// The task's cancelled event names the claim's fence and holder. A task
+	// that has ended (done, dead or cancelled) is 409 wrong_status.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1422,7 +1432,8 @@ type ClientInterface interface {
 
 	// HeartbeatWithBody Extend the lease
 	//
-	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+	// Extends the claim's lease, up to the hold limit (409 hold_limit past
+	// it). A claim whose task an operator cancelled is 409 task_cancelled.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1431,7 +1442,8 @@ type ClientInterface interface {
 
 	// Heartbeat Extend the lease
 	//
-	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+	// Extends the claim's lease, up to the hold limit (409 hold_limit past
+	// it). A claim whose task an operator cancelled is 409 task_cancelled.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1469,7 +1481,8 @@ type ClientInterface interface {
 	// editor who did that stage (send_back at the first stage is 422
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
-	// claim stays live for another decision).
+	// claim stays live for another decision). A claim whose task an operator
+	// cancelled is 409 task_cancelled: nothing of the result is kept.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1485,7 +1498,8 @@ type ClientInterface interface {
 	// editor who did that stage (send_back at the first stage is 422
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
-	// claim stays live for another decision).
+	// claim stays live for another decision). A claim whose task an operator
+	// cancelled is 409 task_cancelled: nothing of the result is kept.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1965,9 +1979,14 @@ func (c *Client) RequeueMatching(ctx context.Context, body RequeueMatchingJSONRe
 	return c.Client.Do(req)
 }
 
-// CancelTaskWithBody Cancel a pending task
+// CancelTaskWithBody Cancel a pending or running task
 //
-// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+// Cancels a pending or assigned task for good, in one call. An assigned
+// task's claim ends with it, under its fence: whatever its holder still
+// sends is refused (an editor's heartbeat, submit or release with 409
+// task_cancelled), and a worker running it has its handler cancelled.
+// The task's cancelled event names the claim's fence and holder. A task
+// that has ended (done, dead or cancelled) is 409 wrong_status.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1984,9 +2003,14 @@ func (c *Client) CancelTaskWithBody(ctx context.Context, id TaskID, contentType 
 	return c.Client.Do(req)
 }
 
-// CancelTask Cancel a pending task
+// CancelTask Cancel a pending or running task
 //
-// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+// Cancels a pending or assigned task for good, in one call. An assigned
+// task's claim ends with it, under its fence: whatever its holder still
+// sends is refused (an editor's heartbeat, submit or release with 409
+// task_cancelled), and a worker running it has its handler cancelled.
+// The task's cancelled event names the claim's fence and holder. A task
+// that has ended (done, dead or cancelled) is 409 wrong_status.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2168,7 +2192,8 @@ func (c *Client) GetEarlier(ctx context.Context, task AssignmentTask, params *Ge
 
 // HeartbeatWithBody Extend the lease
 //
-// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+// Extends the claim's lease, up to the hold limit (409 hold_limit past
+// it). A claim whose task an operator cancelled is 409 task_cancelled.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2187,7 +2212,8 @@ func (c *Client) HeartbeatWithBody(ctx context.Context, task AssignmentTask, con
 
 // Heartbeat Extend the lease
 //
-// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+// Extends the claim's lease, up to the hold limit (409 hold_limit past
+// it). A claim whose task an operator cancelled is 409 task_cancelled.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2255,7 +2281,8 @@ func (c *Client) Release(ctx context.Context, task AssignmentTask, body ReleaseJ
 // editor who did that stage (send_back at the first stage is 422
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
-// claim stays live for another decision).
+// claim stays live for another decision). A claim whose task an operator
+// cancelled is 409 task_cancelled: nothing of the result is kept.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2281,7 +2308,8 @@ func (c *Client) SubmitWithBody(ctx context.Context, task AssignmentTask, conten
 // editor who did that stage (send_back at the first stage is 422
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
-// claim stays live for another decision).
+// claim stays live for another decision). A claim whose task an operator
+// cancelled is 409 task_cancelled: nothing of the result is kept.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4579,18 +4607,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/tasks/requeue (the `RequeueMatching` operationId).
 	RequeueMatchingWithResponse(ctx context.Context, body RequeueMatchingJSONRequestBody, reqEditors ...RequestEditorFn) (*RequeueMatchingResponse, error)
 
-	// CancelTaskWithBodyWithResponse Cancel a pending task
+	// CancelTaskWithBodyWithResponse Cancel a pending or running task
 	//
-	// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+	// Cancels a pending or assigned task for good, in one call. An assigned
+	// task's claim ends with it, under its fence: whatever its holder still
+	// sends is refused (an editor's heartbeat, submit or release with 409
+	// task_cancelled), and a worker running it has its handler cancelled.
+	// The task's cancelled event names the claim's fence and holder. A task
+	// that has ended (done, dead or cancelled) is 409 wrong_status.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/admin/tasks/{id}/cancel (the `CancelTask` operationId).
 	CancelTaskWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelTaskResponse, error)
 
-	// CancelTaskWithResponse Cancel a pending task
+	// CancelTaskWithResponse Cancel a pending or running task
 	//
-	// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+	// Cancels a pending or assigned task for good, in one call. An assigned
+	// task's claim ends with it, under its fence: whatever its holder still
+	// sends is refused (an editor's heartbeat, submit or release with 409
+	// task_cancelled), and a worker running it has its handler cancelled.
+	// The task's cancelled event names the claim's fence and holder. A task
+	// that has ended (done, dead or cancelled) is 409 wrong_status.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4686,7 +4724,8 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatWithBodyWithResponse Extend the lease
 	//
-	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+	// Extends the claim's lease, up to the hold limit (409 hold_limit past
+	// it). A claim whose task an operator cancelled is 409 task_cancelled.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4695,7 +4734,8 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatWithResponse Extend the lease
 	//
-	// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+	// Extends the claim's lease, up to the hold limit (409 hold_limit past
+	// it). A claim whose task an operator cancelled is 409 task_cancelled.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4733,7 +4773,8 @@ type ClientWithResponsesInterface interface {
 	// editor who did that stage (send_back at the first stage is 422
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
-	// claim stays live for another decision).
+	// claim stays live for another decision). A claim whose task an operator
+	// cancelled is 409 task_cancelled: nothing of the result is kept.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4749,7 +4790,8 @@ type ClientWithResponsesInterface interface {
 	// editor who did that stage (send_back at the first stage is 422
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
-	// claim stays live for another decision).
+	// claim stays live for another decision). A claim whose task an operator
+	// cancelled is 409 task_cancelled: nothing of the result is kept.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8836,9 +8878,14 @@ func (c *ClientWithResponses) RequeueMatchingWithResponse(ctx context.Context, b
 	return ParseRequeueMatchingResponse(rsp)
 }
 
-// CancelTaskWithBodyWithResponse Cancel a pending task
+// CancelTaskWithBodyWithResponse Cancel a pending or running task
 //
-// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+// Cancels a pending or assigned task for good, in one call. An assigned
+// task's claim ends with it, under its fence: whatever its holder still
+// sends is refused (an editor's heartbeat, submit or release with 409
+// task_cancelled), and a worker running it has its handler cancelled.
+// The task's cancelled event names the claim's fence and holder. A task
+// that has ended (done, dead or cancelled) is 409 wrong_status.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8851,9 +8898,14 @@ func (c *ClientWithResponses) CancelTaskWithBodyWithResponse(ctx context.Context
 	return ParseCancelTaskResponse(rsp)
 }
 
-// CancelTaskWithResponse Cancel a pending task
+// CancelTaskWithResponse Cancel a pending or running task
 //
-// Cancels a pending task for good; any other status is 409 wrong_status (an assigned task must be force-released first).
+// Cancels a pending or assigned task for good, in one call. An assigned
+// task's claim ends with it, under its fence: whatever its holder still
+// sends is refused (an editor's heartbeat, submit or release with 409
+// task_cancelled), and a worker running it has its handler cancelled.
+// The task's cancelled event names the claim's fence and holder. A task
+// that has ended (done, dead or cancelled) is 409 wrong_status.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9003,7 +9055,8 @@ func (c *ClientWithResponses) GetEarlierWithResponse(ctx context.Context, task A
 
 // HeartbeatWithBodyWithResponse Extend the lease
 //
-// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+// Extends the claim's lease, up to the hold limit (409 hold_limit past
+// it). A claim whose task an operator cancelled is 409 task_cancelled.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9018,7 +9071,8 @@ func (c *ClientWithResponses) HeartbeatWithBodyWithResponse(ctx context.Context,
 
 // HeartbeatWithResponse Extend the lease
 //
-// Extends the claim's lease, up to the hold limit (409 hold_limit past it).
+// Extends the claim's lease, up to the hold limit (409 hold_limit past
+// it). A claim whose task an operator cancelled is 409 task_cancelled.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9074,7 +9128,8 @@ func (c *ClientWithResponses) ReleaseWithResponse(ctx context.Context, task Assi
 // editor who did that stage (send_back at the first stage is 422
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
-// claim stays live for another decision).
+// claim stays live for another decision). A claim whose task an operator
+// cancelled is 409 task_cancelled: nothing of the result is kept.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9096,7 +9151,8 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, ta
 // editor who did that stage (send_back at the first stage is 422
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
-// claim stays live for another decision).
+// claim stays live for another decision). A claim whose task an operator
+// cancelled is 409 task_cancelled: nothing of the result is kept.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -39,7 +39,8 @@ var (
 		set: `status = 'pending', attempts = 0, run_after = NOW(3), holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL, done_at = NULL`,
 	}
-	// cancel ends a pending task for good; done_at records when.
+	// cancel ends a pending task for good; done_at records when (the bulk
+	// cancel's change: Cancel, of one task, ends an assigned one too).
 	cancel = statusChange{
 		op: "cancel", from: tasks.StatusPending, kind: tasks.EventCancelled,
 		set: `status = 'cancelled', done_at = NOW(3)`,
@@ -132,19 +133,6 @@ func (s *Store) Requeue(ctx context.Context, p tasks.ChangeParams) (*tasks.Chang
 	return s.changeOne(ctx, requeue, p)
 }
 
-// Cancel ends a pending task for good: it becomes cancelled, its done_at is now, and
-// no claim takes it again. It records a 'cancelled' event. One conditional UPDATE
-// (WHERE status = 'pending' on the locked row) makes the change. A claimed task is
-// not pending: force-release it first (ForceRelease), then cancel it.
-//
-// It returns ErrNotFound for an unknown task and a *StatusError (ErrWrongStatus) for a
-// task that is not pending, changing nothing.
-//
-// Round trips: BEGIN, locked SELECT, UPDATE, INSERT event, COMMIT.
-func (s *Store) Cancel(ctx context.Context, p tasks.ChangeParams) (*tasks.Changed, error) {
-	return s.changeOne(ctx, cancel, p)
-}
-
 func (s *Store) changeOne(ctx context.Context, ch statusChange, p tasks.ChangeParams) (*tasks.Changed, error) {
 	if p.TaskID < 1 {
 		return nil, fmt.Errorf("%s task %d: %w: task id must be positive", ch.op, p.TaskID, tasks.ErrInvalid)
@@ -172,7 +160,7 @@ func (s *Store) RequeueMatching(ctx context.Context, p tasks.BulkParams) (*tasks
 	return s.changeMatching(ctx, requeue, p)
 }
 
-// CancelMatching cancels (see Cancel) the pending tasks that p selects, up to
+// CancelMatching cancels (as Cancel does) the pending tasks that p selects, up to
 // p.Limit of them per call, in the order and batches RequeueMatching uses. Call it
 // again while More is set.
 //

@@ -138,7 +138,7 @@ func TestCancelPendingTask(t *testing.T) {
 	// Final: a second cancel and a requeue are refused.
 	before := b.snapshot(t, id)
 	_, err = b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id})
-	wantStatusErr(t, "cancel again", err, id, tasks.StatusCancelled, tasks.StatusPending)
+	wantStatusErr(t, "cancel again", err, id, tasks.StatusCancelled, "pending or assigned")
 	_, err = b.store.Requeue(b.ctx, tasks.ChangeParams{TaskID: id})
 	wantStatusErr(t, "requeue cancelled", err, id, tasks.StatusCancelled, tasks.StatusDead)
 	b.unchanged(t, id, before)
@@ -152,22 +152,150 @@ func TestCancelPendingTask(t *testing.T) {
 	}
 }
 
-func TestCancelRefusesAClaimedTask(t *testing.T) {
+func TestCancelEndsAnEditorsClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{})
 	ed := b.editor(t, "alice", "jobs")
 	id := b.insertOne(t, "jobs", 0)
+	next := b.insertOne(t, "jobs", 0)
 	c := b.claim(t, id, ed.Holder(), ed.ID, time.Minute)
-	before := b.snapshot(t, id)
-	_, err := b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id})
-	wantStatusErr(t, "cancel assigned", err, id, tasks.StatusAssigned, tasks.StatusPending)
-	b.unchanged(t, id, before)
-	// The claim is untouched: its holder submits.
-	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)}); err != nil {
-		t.Errorf("submit after a refused cancel: %v", err)
+
+	got, err := b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id, Reason: "withdrawn", By: "admin"})
+	if err != nil {
+		t.Fatalf("cancel an assigned task: %v", err)
 	}
+	if got.TaskID != id || got.Category != "jobs" || got.Fence != c.Fence || got.Holder != ed.Holder() {
+		t.Errorf("cancel = %+v, want task %d of jobs, the claim's fence %d and holder %s", got, id, c.Fence, ed.Holder())
+	}
+	task := b.task(t, id)
+	if task.Status != tasks.StatusCancelled || task.DoneAt == nil || task.Fence != c.Fence || task.Holder != ed.Holder() ||
+		task.EditorID != 0 || task.LeaseExpiresAt != nil {
+		t.Errorf("after cancel: %+v, want cancelled at fence %d, the holder kept, no editor and no lease", task, c.Fence)
+	}
+	evs := b.events(t, id)
+	last := evs[len(evs)-1]
+	if k := kinds(evs); !slices.Equal(k, []tasks.EventKind{tasks.EventClaimed, tasks.EventCancelled}) {
+		t.Errorf("events = %v, want [claimed cancelled]", k)
+	}
+	if last.Fence != c.Fence || last.Holder != ed.Holder() || last.EditorID != ed.ID || last.Detail != "by admin: withdrawn" {
+		t.Errorf("cancelled event = %+v, want fence %d, holder %s, editor %d, detail %q", last, c.Fence, ed.Holder(), ed.ID, "by admin: withdrawn")
+	}
+
+	// Whatever the holder sends about the claim is refused, saying why, and
+	// changes nothing.
+	before := b.snapshot(t, id)
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Lease: time.Minute})
+	wantCancelled(t, "heartbeat", err)
+	_, err = b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)})
+	wantCancelled(t, "submit", err)
+	_, err = b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder()})
+	wantCancelled(t, "release", err)
+	_, err = b.store.SubmitAndClaim(b.ctx, tasks.SubmitParams{TaskID: id, Fence: c.Fence, Holder: ed.Holder(), Result: rawJSON(`{}`)},
+		tasks.ClaimParams{TaskID: next, Fence: 0, Status: tasks.StatusPending, Holder: ed.Holder(), EditorID: ed.ID, Lease: time.Minute})
+	wantCancelled(t, "submit and claim", err)
+	// Another holder, or another fence, is stale without more.
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w9", Lease: time.Minute})
+	wantStale(t, "heartbeat of another holder", err)
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence - 1, Holder: ed.Holder(), Lease: time.Minute})
+	wantStale(t, "heartbeat of another fence", err)
+	b.unchanged(t, id, before)
+
+	// The editor is free to claim the next task; nothing claims the cancelled one.
+	if ids := b.candidates(t, tasks.CandidatesParams{Categories: []string{"jobs"}}); !equalIDs(ids, []int64{next}) {
+		t.Errorf("candidates after cancel = %v, want [%d]", ids, next)
+	}
+	b.claim(t, next, ed.Holder(), ed.ID, time.Minute)
+	for _, status := range []tasks.Status{tasks.StatusPending, tasks.StatusAssigned} {
+		_, err = b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: id, Fence: c.Fence, Status: status, Holder: "w1", Lease: time.Minute})
+		wantErr(t, "claim a cancelled task via "+string(status), err, tasks.ErrStale)
+	}
+
+	// A cancel of a task that has ended changes nothing.
+	_, err = b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id, By: "admin"})
+	wantStatusErr(t, "cancel a cancelled task", err, id, tasks.StatusCancelled, "pending or assigned")
+	b.unchanged(t, id, before)
 	_, err = b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id + 1000})
 	wantErr(t, "cancel unknown", err, tasks.ErrNotFound)
+}
+
+func TestCancelEndsAWorkersClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ids := b.insert(t, tasks.NewTask{Category: "jobs", Title: "a"}, tasks.NewTask{Category: "jobs", Title: "b"})
+	// A worker's batch claim, made without its 'claimed' event.
+	cs := b.workerClaim(t, b.ctx, "", "worker:w:0", ids...)
+	if _, err := b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: ids[0], By: "engine"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	evs := b.events(t, ids[0])
+	if k := kinds(evs); !slices.Equal(k, []tasks.EventKind{tasks.EventClaimed, tasks.EventCancelled}) {
+		t.Fatalf("events = %v, want the claim's event written first, then cancelled", k)
+	}
+	if e := evs[1]; e.Fence != cs[0].Fence || e.Holder != "worker:w:0" || e.Detail != "by engine" {
+		t.Errorf("cancelled event = %+v, want fence %d of worker:w:0, detail %q", e, cs[0].Fence, "by engine")
+	}
+	// The renewal of both: the cancelled one is refused as cancelled, the other
+	// renewed.
+	res, err := b.store.HeartbeatBatch(b.ctx, []tasks.HeartbeatParams{
+		{TaskID: ids[0], Fence: cs[0].Fence, Holder: "worker:w:0", Lease: time.Minute},
+		{TaskID: ids[1], Fence: cs[1].Fence, Holder: "worker:w:0", Lease: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCancelled(t, "renewal of the cancelled claim", res[0].Err)
+	if res[1].Err != nil {
+		t.Errorf("renewal of the live claim: %v", res[1].Err)
+	}
+	// Its completion is refused; the task stays cancelled, without a result.
+	out, err := b.store.Complete(b.ctx, []tasks.Outcome{{TaskID: ids[0], Fence: cs[0].Fence, Holder: "worker:w:0", Result: rawJSON(`1`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStale(t, "completion of the cancelled claim", out[0].Err)
+	if task := b.task(t, ids[0]); task.Status != tasks.StatusCancelled {
+		t.Errorf("after a refused completion: %s, want cancelled", task.Status)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_results WHERE task_id = ?`, ids[0]); n != 0 {
+		t.Errorf("%d results of the cancelled task", n)
+	}
+}
+
+func TestCancelAfterAReleaseIsNotTheHoldersCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	id := b.insertOne(t, "jobs", 0)
+	c := b.claim(t, id, "w1", 0, time.Minute)
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: id, Fence: c.Fence, Holder: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Holder != "" {
+		t.Errorf("cancel of a pending task names holder %q", got.Holder)
+	}
+	// The claim ended with the release: its holder is told stale, not cancelled.
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: id, Fence: c.Fence, Holder: "w1", Lease: time.Minute})
+	wantStale(t, "heartbeat after release and cancel", err)
+}
+
+// wantCancelled fails the test unless err says a cancel ended the claim: it
+// wraps ErrCancelled, and ErrStale for callers that know only that.
+func wantCancelled(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, tasks.ErrCancelled) || !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("%s: error = %v, want one wrapping ErrCancelled and ErrStale", what, err)
+	}
+}
+
+// wantStale fails the test unless err is a stale refusal that is not a cancel's.
+func wantStale(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrCancelled) {
+		t.Errorf("%s: error = %v, want ErrStale alone", what, err)
+	}
 }
 
 func TestRequeueMatchingByCategoryIsBounded(t *testing.T) {

@@ -41,8 +41,10 @@
 // # An operator's actions
 //
 // Requeue puts a dead task back in the pool with its attempts reset; Cancel ends a
-// pending task for good (StatusCancelled); RequeueMatching and CancelMatching do the
-// same by filter, a bounded number per call. PauseCategory stops every claim of a
+// pending or assigned task for good (StatusCancelled), and the claim of an assigned
+// one, whose holder's writes are refused from then on with ErrCancelled;
+// RequeueMatching and CancelMatching (pending tasks only) do the same by filter, a
+// bounded number per call. PauseCategory stops every claim of a
 // category's tasks, checked in the claim statements themselves, until ResumeCategory.
 //
 // # Results feed

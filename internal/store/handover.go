@@ -52,7 +52,7 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	}
 	ended, err := c.submitted.ended(sp, c.foundSubmitted)
 	if err != nil {
-		return fail(err)
+		return fail(s.refusal(ctx, claimRef{sp.TaskID, sp.Fence, sp.Holder}, err))
 	}
 	h := &tasks.Handover{Ended: ended}
 	h.Claim, h.Refused = c.claimed.claim(c.foundClaimed)

@@ -78,7 +78,8 @@ func fencedExec(ctx context.Context, tx *sqlx.Tx, query string, args ...any) err
 // writes no event: a claim's rows do not grow with how long it is held.
 //
 // It returns ErrStale if the claim is not live (wrong fence or holder, not assigned,
-// or its lease has passed: an expired claim cannot be renewed), ErrHoldLimit if the
+// or its lease has passed: an expired claim cannot be renewed; wrapped with
+// ErrCancelled when a cancel ended the claim, see Cancel), ErrHoldLimit if the
 // lease already reaches the maximum hold, and ErrInvalid for bad params.
 //
 // Round trips: one, shared with the concurrent writes of other claimants that
@@ -99,7 +100,7 @@ func (s *Store) Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Ti
 	case c.beaten.HoldLimit:
 		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, tasks.ErrHoldLimit)
 	default:
-		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, tasks.ErrStale)
+		return time.Time{}, fmt.Errorf("heartbeat task %d: %w", p.TaskID, s.refusal(ctx, claimRef{p.TaskID, p.Fence, p.Holder}, tasks.ErrStale))
 	}
 }
 
@@ -109,8 +110,9 @@ func (s *Store) Heartbeat(ctx context.Context, p tasks.HeartbeatParams) (time.Ti
 // outbox's record. The task keeps its holder and assigned_at as a
 // record of who completed it; editor_id is cleared so the editor can claim again.
 //
-// It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
-// ErrInvalid, naming the rule, for a result SubmitParams.Result does not allow.
+// It returns the ended claim; ErrStale, changing nothing, if the claim is not live
+// (wrapped with ErrCancelled when a cancel ended it, see Cancel); and ErrInvalid,
+// naming the rule, for a result SubmitParams.Result does not allow.
 // The round trip is shared with the concurrent writes of other claimants that
 // arrive together (see Config.GroupCommit); a ctx that ends while it is in
 // flight returns ctx's cause, and the submit may still have committed.
@@ -124,7 +126,7 @@ func (s *Store) Submit(ctx context.Context, p tasks.SubmitParams) (*tasks.Ended,
 	}
 	ended, err := c.submitted.ended(p, c.foundSubmitted)
 	if err != nil {
-		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, err)
+		return nil, fmt.Errorf("submit task %d: %w", p.TaskID, s.refusal(ctx, claimRef{p.TaskID, p.Fence, p.Holder}, err))
 	}
 	return ended, nil
 }
@@ -193,8 +195,9 @@ ON DUPLICATE KEY UPDATE ` + "`until`" + ` = GREATEST(` + "`until`" + `, NOW(3) +
 // (task_skips) for Config.ReleaseCooldown, or Config.SkipFor with p.Skip: others may
 // claim it at once. A claim p.Undelivered is kept from nobody.
 //
-// It returns the ended claim; ErrStale, changing nothing, if the claim is not live; and
-// ErrInvalid for a skip of a claim no editor holds or one undelivered.
+// It returns the ended claim; ErrStale, changing nothing, if the claim is not live
+// (wrapped with ErrCancelled when a cancel ended it, see Cancel); and ErrInvalid for a
+// skip of a claim no editor holds or one undelivered.
 func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error) {
 	var ended *tasks.Ended
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -241,7 +244,7 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("release task %d: %w", p.TaskID, err)
+		return nil, fmt.Errorf("release task %d: %w", p.TaskID, s.refusal(ctx, claimRef{p.TaskID, p.Fence, p.Holder}, err))
 	}
 	return ended, nil
 }

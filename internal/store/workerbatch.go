@@ -347,8 +347,9 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 // all of them. A renewal writes the lease only: no event (a claim's rows do not grow with
 // how long it is held), and, this being the workers' renewal, no editor's last-seen time
 // (Heartbeat moves that for an editor's claim). Each member is extended or refused on
-// its own, and the answer says which, in the order of ps. Every member must have the
-// same Lease.
+// its own, and the answer says which, in the order of ps: a refused member's error
+// wraps ErrStale, and ErrCancelled too when a cancel ended its claim (one more read,
+// of the refused members only). Every member must have the same Lease.
 //
 // It returns an error wrapping ErrInvalid, changing nothing, for bad params, and the
 // error of the batch when it failed as a whole (nothing was extended then).
@@ -371,10 +372,24 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ps []tasks.HeartbeatParams) 
 	if err := s.batch(ctx, query, args, scan); err != nil {
 		return fail(err)
 	}
+	var refused []claimRef
+	for _, p := range ps {
+		if _, ok := byID[p.TaskID]; !ok {
+			refused = append(refused, claimRef{p.TaskID, p.Fence, p.Holder})
+		}
+	}
+	var cancelled map[claimRef]bool
+	if len(refused) > 0 {
+		// Which a cancel ended: an error here leaves them stale, which
+		// they are.
+		cancelled, _ = s.cancelledClaims(ctx, refused)
+	}
 	out := make([]tasks.Renewed, len(ps))
 	for i, p := range ps {
 		r, ok := byID[p.TaskID]
 		switch {
+		case !ok && cancelled[claimRef{p.TaskID, p.Fence, p.Holder}]:
+			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, errClaimCancelled)
 		case !ok:
 			out[i].Err = fmt.Errorf("heartbeat task %d: %w", p.TaskID, tasks.ErrStale)
 		case r.AtLimit:

@@ -104,7 +104,10 @@ func TestHeartbeatBatch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("heartbeat batch: %v", err)
 	}
-	oneRoundTrip(t, "heartbeat batch", cc, before)
+	// The batch, and a read of its refused member (was its claim cancelled?).
+	if d := cc.Counts().Sub(before); d.RoundTrips != 2 || d.Commits != 1 {
+		t.Fatalf("heartbeat batch with a refused member: %d round trips and %d commits, want 2 (the batch, the read of the refused) and 1", d.RoundTrips, d.Commits)
+	}
 	if res[0].Err != nil || res[0].LeaseExpiresAt.Before(now.Add(time.Minute-time.Second)) {
 		t.Fatalf("live member: %+v, want its lease a minute from now", res[0])
 	}
@@ -117,6 +120,12 @@ func TestHeartbeatBatch(t *testing.T) {
 	if n := b.count(t, "SELECT COUNT(*) FROM task_events WHERE kind = 'heartbeat'") + b.count(t, "SELECT COUNT(*) FROM editor_seen"); n != 0 {
 		t.Fatalf("%d heartbeat events and last-seen rows, want none", n)
 	}
+	// A batch whose members are all renewed is one round trip.
+	before = cc.Counts()
+	if res, err := b.store.HeartbeatBatch(b.ctx, ps[:1]); err != nil || res[0].Err != nil {
+		t.Fatalf("heartbeat batch of the live claim: %v, %+v", err, res)
+	}
+	oneRoundTrip(t, "heartbeat batch", cc, before)
 }
 
 func TestComplete(t *testing.T) {

@@ -271,7 +271,7 @@ func TestBrowserOpsTasksAndEditors(t *testing.T) {
 		chromedp.Click(chromedp.CSS(cancel)))
 	tb.waitJS("the confirm question", `document.querySelector('`+cancel+`').textContent === "Confirm cancel"`)
 	tb.do("confirm", chromedp.Click(chromedp.CSS(cancel)))
-	tb.waitJS("cancelled", `document.querySelector("#td-meta .status").textContent === "cancelled" && Array.from(document.querySelectorAll("#td-history td")).some(c => c.textContent === "duplicate")`)
+	tb.waitJS("cancelled", `document.querySelector("#td-meta .status").textContent === "cancelled" && Array.from(document.querySelectorAll("#td-history td")).some(c => c.textContent === "by admin: duplicate")`)
 	// Each event links its own trace: the claim's, the release's, the cancel's.
 	links := eval[string](tb, `Array.from(document.querySelectorAll("#td-history tbody tr")).map(function (tr) {
 		var a = tr.querySelector("td.trace a");

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -266,8 +267,9 @@ func signal(c chan struct{}) {
 // every third to half of a lease, and a failed round is retried at the next.
 // A claim whose renewal the store refused (stale, or at the hold limit), or
 // whose lease passed without a renewal, is lost: its handler's context is
-// cancelled with a cause wrapping ErrLeaseLost, unless the handler has
-// returned already (sealed), in which case its outcome's write finds out.
+// cancelled with a cause wrapping ErrLeaseLost (ErrCancelled for a claim a
+// cancel ended: see cancelled), unless the handler has returned already
+// (sealed), in which case its outcome's write finds out.
 //
 // Deadlines come from the database clock and are compared with the local
 // one: this assumes the clocks agree (same host, or NTP). A local clock
@@ -438,9 +440,33 @@ func (k *leaseKeeper) expire() {
 	}
 }
 
-// lose cancels a lost claim's handler with a cause wrapping ErrLeaseLost and
-// err. k.mu is held.
+// lose cancels a lost claim's handler with a cause wrapping err and
+// ErrLeaseLost, or, for a claim a cancel ended (err wraps ErrCancelled), err
+// alone: the task is not lost to another claim. k.mu is held.
 func (k *leaseKeeper) lose(l *leased, err error) {
 	l.gone = true
+	if errors.Is(err, ErrCancelled) {
+		l.lost(err)
+		return
+	}
 	l.lost(fmt.Errorf("%w: heartbeat task %d: %w", ErrLeaseLost, l.ref.TaskID, err))
+}
+
+// cancelled is told of a claim a cancel ended (Dispatcher.WatchCancels):
+// when the worker holds it, its handler's context is cancelled with a cause
+// wrapping ErrCancelled, as the claim's next renewal would, only sooner, and
+// the claim is renewed no more.
+func (k *leaseKeeper) cancelled(ref dispatcher.ClaimRef) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.held[ref.TaskID]
+	if l == nil || l.ref != ref || l.gone {
+		return
+	}
+	if l.sealed {
+		// The handler returned; its outcome's write is refused.
+		l.gone = true
+		return
+	}
+	k.lose(l, fmt.Errorf("task %d fence %d: %w", ref.TaskID, ref.Fence, ErrCancelled))
 }

@@ -17,7 +17,7 @@ const (
 	RunDone      = "done"       // the result was committed
 	RunRetried   = "retried"    // the failure was committed; the task runs again after its backoff
 	RunDead      = "dead"       // the failure was committed; no attempts left, or SkipRetry
-	RunLeaseLost = "lease_lost" // the claim was lost while running, or its outcome refused as stale
+	RunLeaseLost = "lease_lost" // the claim was lost while running (a cancel of the task too), or its outcome refused as stale
 	RunCancelled = "cancelled"  // the worker's shutdown cancelled the run; its claim was given back
 	RunError     = "error"      // the outcome's write failed; the lease will pass
 )

@@ -38,6 +38,15 @@ var (
 	// the hold limit, or the lease passed without a successful heartbeat.
 	ErrLeaseLost = errors.New("lease lost")
 
+	// ErrCancelled is the cause (wrapped) of a handler's cancelled context when
+	// an operator or the embedder cancelled the task it runs (see
+	// dispatcher.Dispatcher.Cancel): the task is cancelled for good, nobody
+	// runs it again, and whatever the handler returns is dropped. The worker
+	// learns of it from the cancel's announcement (Dispatcher.WatchCancels) or
+	// at the claim's next renewal, refused with it, whichever comes first. It
+	// is tasks.ErrCancelled.
+	ErrCancelled = tasks.ErrCancelled
+
 	// ErrWorkerShutdown is the cause of a handler's cancelled context when
 	// Stop's drain ended before the handler returned.
 	ErrWorkerShutdown = errors.New("worker shut down")
@@ -69,6 +78,8 @@ type Dispatcher interface {
 	// result (CompleteTx), once committed, as CompleteMany records those it
 	// ends.
 	EndedApart(ctx context.Context, span trace.Span, ended *tasks.Ended)
+	// WatchCancels calls fn with each claim a cancel ends, until stopped.
+	WatchCancels(fn func(dispatcher.ClaimRef)) (stop func())
 	// Wake wakes the claims waiting for the categories of counts: when
 	// failed tasks become claimable again, after their backoff.
 	Wake(ctx context.Context, counts map[string]int)
@@ -335,8 +346,8 @@ type Totals struct {
 	// was then retried later, or dead).
 	Failed int64
 	// LeaseLost counts claims the worker lost while running them: the
-	// watchdog cancelled the handler, or the store refused the outcome as
-	// stale.
+	// watchdog cancelled the handler, a cancel of the task ended the claim
+	// (ErrCancelled), or the store refused the outcome as stale.
 	LeaseLost int64
 	// Released counts claims given back at shutdown.
 	Released int64
@@ -493,6 +504,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		// The renewals and the writes go on while the handlers wind down, so
 		// that their claims can still be completed or released.
 		bg := context.WithoutCancel(ctx)
+		unwatch := w.d.WatchCancels(w.leases.cancelled)
 		go w.leases.run(bg)
 		w.out.start()
 		go func() {
@@ -503,6 +515,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			loops.Wait()
 			w.handlers.Wait()
 			w.out.close()
+			unwatch()
 			w.leases.close()
 			w.meter.close()
 			w.retries.stop()
@@ -738,14 +751,19 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		return
 	}
 
-	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) {
+	if cause := context.Cause(hctx); lost || errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrCancelled) {
 		// The store would refuse anything about this claim now.
 		w.out.settled(nil)
 		w.leases.remove(ref)
 		w.leaseLost.Add(1)
 		w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
-		log.get().WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
-		span.SetAttributes(attrOutcome.String("lease_lost"))
+		if errors.Is(cause, ErrCancelled) {
+			log.get().InfoContext(hctx, "task cancelled; outcome dropped", "cause", cause, "handler_err", err)
+			span.SetAttributes(attrOutcome.String(string(tasks.StatusCancelled)))
+		} else {
+			log.get().WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
+			span.SetAttributes(attrOutcome.String("lease_lost"))
+		}
 		endSpan(span, err)
 		w.d.ReleaseLock(hctx, ref.TaskID, holder)
 		return

@@ -306,7 +306,7 @@
         return;
       }
       if (r.status === 409 || r.status === 403 || r.status === 404) {
-        lost(a, 'Your claim on task #' + a.task.id + ' was lost: ' + message(r));
+        lost(a, lostText(a, r));
         return;
       }
       // 503 or the network: try again soon, while the lease lasts.
@@ -314,6 +314,15 @@
       c.nextBeat = now() + Math.min(backoff, 5000);
       backoff = Math.min(backoff * 2, BACKOFF_MAX);
     });
+  }
+
+  // lostText says why the server refused a write about the claim on a: its
+  // task was cancelled (task_cancelled), or the claim is gone otherwise.
+  function lostText(a, r) {
+    if (r.data && r.data.error && r.data.error.code === 'task_cancelled') {
+      return 'Task #' + a.task.id + ' was cancelled by an operator while you held it; nothing you send about it is kept.';
+    }
+    return 'Your claim on task #' + a.task.id + ' was lost: ' + message(r);
   }
 
   // lost says why the claim on a is gone; when it is the task shown, it
@@ -397,7 +406,7 @@
         if (r.status === 200 || r.status === 204) { busy = false; notice(''); done(r); refreshMe(); return; }
         if (r.status === 409 || r.status === 403 || r.status === 404) {
           busy = false;
-          lost(a, 'Your claim on task #' + a.task.id + ' was lost: ' + message(r));
+          lost(a, lostText(a, r));
           refreshMe();
           return;
         }

@@ -632,6 +632,7 @@
     };
     if (d.status === 'dead') { change('requeue', 'Requeue', 'is back in the pool'); }
     if (d.status === 'pending') { change('cancel', 'Cancel task', 'was cancelled'); }
+    if (d.status === 'assigned') { change('cancel', 'Cancel task', 'was cancelled; ' + holderName(d.holder) + '\'s claim on it ended'); }
     acts.hidden = !acts.firstChild;
   }
 
