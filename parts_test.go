@@ -36,6 +36,7 @@ var engineKeys = []string{
 	"log.level", "log.format",
 	"memory_limit_mib",
 	"worker.in_serve", "worker.metrics_addr",
+	"dispatch.insert_tx_waiters", // the engine's commit waiters (inserttx.go)
 }
 
 // notKeys are the fields of the parts' options values that no key of Config
