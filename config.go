@@ -92,12 +92,14 @@ const (
 	insertTxWaitersMax   = 256
 )
 
-// workerFlushIntervalMax and workerMaxBacklogMax bound worker.flush_interval and
-// worker.max_backlog: an outcome waiting longer than a second for company, or a
-// million waiting for their write, is a mistake.
+// workerFlushIntervalMax, workerMaxBacklogMax and workerMaxSnoozesMax bound
+// worker.flush_interval, worker.max_backlog and worker.max_snoozes: an outcome
+// waiting longer than a second for company, a million waiting for their write,
+// or a task snoozing more than a million times, is a mistake.
 const (
 	workerFlushIntervalMax = time.Second
 	workerMaxBacklogMax    = 1_000_000
+	workerMaxSnoozesMax    = 1_000_000
 )
 
 // Config configures an Engine. Every section and key has the name it has in
@@ -559,6 +561,9 @@ type WorkerConfig struct {
 	// MaxBacklog bounds the outcomes waiting to be written: while that many
 	// wait, the process claims nothing new, 1..1,000,000. Default 1000.
 	MaxBacklog int `yaml:"max_backlog"`
+	// MaxSnoozes is how many times a task may snooze (a handler's Snooze),
+	// 1..1,000,000: its next snooze makes it dead. Default 100.
+	MaxSnoozes int `yaml:"max_snoozes"`
 	// InServe makes `taskd serve` and `taskd dev` register the binary's
 	// built-in handlers (the example category wordcount), as `taskd work`
 	// does, so that workers run in the API's process too. Only the taskd
@@ -709,6 +714,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Worker.BatchSize, worker.BatchSizeDefault)
 	setDefault(&c.Worker.FlushInterval, worker.FlushIntervalDefault)
 	setDefault(&c.Worker.MaxBacklog, worker.MaxBacklogDefault)
+	setDefault(&c.Worker.MaxSnoozes, worker.MaxSnoozesDefault)
 	c.Worker.Categories = slices.Clone(c.Worker.Categories)
 	c.Schedules = slices.Clone(c.Schedules)
 
@@ -1043,6 +1049,7 @@ func (v *validator) worker() {
 		v.fail("worker.flush_interval", "must be at most %v, got %q", workerFlushIntervalMax, w.FlushInterval.String())
 	}
 	v.between("worker.max_backlog", w.MaxBacklog, 1, workerMaxBacklogMax)
+	v.between("worker.max_snoozes", w.MaxSnoozes, 1, workerMaxSnoozesMax)
 	if w.MetricsAddr != "" {
 		if err := checkHostPort(w.MetricsAddr, true); err != nil {
 			v.fail("worker.metrics_addr", "%v", err)

@@ -66,7 +66,9 @@
 // Engine.CancelTask) or the engine stops, renews the lease meanwhile, and commits
 // the outcome. A handler returns the task's result, committed as JSON, or an
 // error, which retries the task after a backoff until its attempts run out;
-// an error wrapping SkipRetry makes it dead at once.
+// an error wrapping SkipRetry makes it dead at once, and Snooze(d) runs it
+// again after d without spending an attempt (at most
+// Config.Worker.MaxSnoozes times).
 //
 // A typed handler receives the payload decoded into its own type. The type
 // implements Args, whose Category names the category its tasks go to:

@@ -611,7 +611,7 @@ func (e *Engine) drain(ctx context.Context) error {
 				e.log.Error("stop workers", "err", err)
 			}
 			st := e.worker.Totals()
-			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed,
+			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed, "snoozed", st.Snoozed,
 				"lease_lost", st.LeaseLost, "released", st.Released)
 		})
 	}

@@ -10,15 +10,16 @@ import (
 // ProcessTask returns the task's result and nil when the task is done: the
 // engine commits the result as JSON (json.Marshal; a json.RawMessage as is;
 // nil as JSON null). A result the store refuses (not JSON, too deep, too
-// big) makes the task dead. An error records a failure: the task is tried
-// again after a backoff while attempts remain (Task.Attempts counts this
-// one) and is dead after that; an error wrapping SkipRetry makes it dead at
-// once. ctx is cancelled when the claim is lost (cause ErrLeaseLost), the
-// task is cancelled (cause ErrCancelled: Engine.CancelTask, or an operator)
-// or the engine stops (cause ErrWorkerShutdown, once Worker.ShutdownTimeout
-// has passed); a handler should return soon after. Handlers run at least once
-// per task: only one claim's outcome is ever committed, but a crash or a
-// lost lease may run a task again.
+// big) makes the task dead. Snooze(d) runs the task again after d without
+// spending an attempt (see Snooze). Any other error records a failure: the
+// task is tried again after a backoff while attempts remain (Task.Attempts
+// counts this one) and is dead after that; an error wrapping SkipRetry makes
+// it dead at once. ctx is cancelled when the claim is lost (cause
+// ErrLeaseLost), the task is cancelled (cause ErrCancelled: Engine.CancelTask,
+// or an operator) or the engine stops (cause ErrWorkerShutdown, once
+// Worker.ShutdownTimeout has passed); a handler should return soon after.
+// Handlers run at least once per task: only one claim's outcome is ever
+// committed, but a crash or a lost lease may run a task again.
 type Handler = worker.Handler
 
 // HandlerFunc adapts an ordinary function to a Handler.

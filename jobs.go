@@ -49,6 +49,26 @@ var (
 	ErrInvalid = tasks.ErrInvalid
 )
 
+// Snooze returns the error a handler returns to run its task again after d,
+// not now, without spending an attempt: the task goes back to the pool,
+// claimable d from the end of the claim (by the database's clock, to the
+// millisecond), its Attempts back where they were before the claim, and a
+// 'snoozed' event records it (detail: d). A d of 0 or less makes the task
+// claimable at once; a d over tasks.SnoozeMax (30 days) is taken as 30 days.
+// The handler's result, if any, is ignored.
+//
+// A task snoozes at most Config.Worker.MaxSnoozes times (default 100;
+// Task.Snoozes counts them, and a requeue resets them): a snooze past that
+// makes the task dead, with last_error "snoozed <n> times, the limit" and a
+// 'dead' event (the webhook's cause "snooze"), so that a handler that always
+// snoozes cannot keep a task forever. A snooze wrapped in another error
+// (fmt.Errorf("...: %w", taskd.Snooze(d))) counts too.
+func Snooze(d time.Duration) error { return worker.Snooze(d) }
+
+// SnoozeError is the error Snooze returns, for a middleware that tells a
+// snooze apart from a failure with errors.As.
+type SnoozeError = worker.SnoozeError
+
 // Job is a claimed task whose payload was decoded into Args, as a handler
 // registered with WithJobHandler receives it. Task holds the rest: its id,
 // title, attempts and the raw payload.
@@ -63,8 +83,9 @@ type Job[T Args] struct {
 // a T can never succeed, so its task is dead at once with the decode error,
 // and fn is not called. Otherwise fn's result and error count as a Handler's
 // do (see Handler): the result is committed as JSON, an error
-// retries the task after a backoff while attempts remain, and an error
-// wrapping SkipRetry makes it dead at once.
+// retries the task after a backoff while attempts remain, an error
+// wrapping SkipRetry makes it dead at once, and Snooze(d) runs it again
+// after d without spending an attempt.
 //
 // It is WithHandler for T's category: registering that category again, typed
 // or not, replaces the handler.

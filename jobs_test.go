@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,48 @@ func TestJobHandler(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want once (not for the bad payload)", n)
+	}
+}
+
+// TestJobHandlerSnoozes: a typed handler's snooze, wrapped in an error of its
+// own, runs the task again without spending an attempt, a middleware tells it
+// apart from a failure, and Config.Worker.MaxSnoozes bounds it: the snooze
+// past the limit makes the task dead with the limit's error.
+func TestJobHandlerSnoozes(t *testing.T) {
+	t.Parallel()
+	var calls, snoozes atomic.Int64
+	seen := func(next taskd.Handler) taskd.Handler {
+		return taskd.HandlerFunc(func(ctx context.Context, task *tasks.Task) (any, error) {
+			res, err := next.ProcessTask(ctx, task)
+			if sn := (*taskd.SnoozeError)(nil); errors.As(err, &sn) && sn.Duration == -time.Second {
+				snoozes.Add(1)
+			}
+			return res, err
+		})
+	}
+	cfg := taskd.Config{Worker: taskd.WorkerConfig{MaxSnoozes: 2}}
+	e := newEngine(t, cfg, taskd.WithMiddleware(seen), taskd.WithJobHandler(func(ctx context.Context, job *taskd.Job[resize]) (any, error) {
+		calls.Add(1)
+		if job.Attempts != 1 {
+			return nil, fmt.Errorf("%w: attempt %d, want every run the first", taskd.SkipRetry, job.Attempts)
+		}
+		return nil, fmt.Errorf("%s is busy: %w", job.Args.Image, taskd.Snooze(-time.Second)) // at once
+	}))
+	ctx := t.Context()
+	id, err := e.Insert(ctx, resize{Image: "cat.png"}, &taskd.InsertOpts{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	task := ended(t, e, id)
+	if want := "snoozed 2 times, the limit"; task.Status != tasks.StatusDead || task.LastError != want || task.Snoozes != 2 || task.Attempts != 0 {
+		t.Errorf("task %s, last error %q, %d snoozes, %d attempts; want dead with %q, 2 snoozes, no attempt spent",
+			task.Status, task.LastError, task.Snoozes, task.Attempts, want)
+	}
+	if calls.Load() != 3 || snoozes.Load() != 3 {
+		t.Errorf("%d runs, %d snoozes seen by the middleware; want 3 and 3", calls.Load(), snoozes.Load())
 	}
 }
 

@@ -179,6 +179,7 @@ func (e *Engine) workerConfig(mux *worker.Mux) worker.Config {
 		BatchSize:       w.BatchSize,
 		FlushInterval:   w.FlushInterval,
 		MaxBacklog:      w.MaxBacklog,
+		MaxSnoozes:      w.MaxSnoozes,
 		Logger:          e.log,
 		TxStore:         e.store,
 	}

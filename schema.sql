@@ -26,11 +26,11 @@
 --     decisions are made on locked rows, and no locking read takes gap locks.
 --
 -- Status moves: pending -> assigned (claim), -> cancelled (an operator's cancel);
--- assigned -> done (submit), -> pending (release, recycle, fail with attempts left),
--- -> dead (fail with no attempts left), -> cancelled (a cancel, which ends the claim:
--- its fence stays, and the holder's writes are refused as they need 'assigned');
--- dead -> pending (an operator's requeue, which resets attempts). done and cancelled
--- are final.
+-- assigned -> done (submit), -> pending (release, recycle, fail with attempts left, a
+-- worker's snooze), -> dead (fail with no attempts left, a snooze past the limit),
+-- -> cancelled (a cancel, which ends the claim: its fence stays, and the holder's
+-- writes are refused as they need 'assigned'); dead -> pending (an operator's requeue,
+-- which resets attempts and snoozes). done and cancelled are final.
 -- tasks.holder and tasks.assigned_at keep the last holder once a task is done or dead,
 -- or cancelled while assigned;
 -- they are cleared when it goes back to pending, but that a submit moving a task to
@@ -83,7 +83,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   editor_id        BIGINT UNSIGNED NULL,
   assigned_at      DATETIME(3) NULL,
   lease_expires_at DATETIME(3) NULL,
-  -- Number of claims so far; fail turns the task dead once attempts >= max_attempts.
+  -- Number of claims so far, but those a snooze ended; fail turns the task dead once
+  -- attempts >= max_attempts.
   attempts         INT NOT NULL DEFAULT 0,
   max_attempts     INT NOT NULL DEFAULT 5,
   -- A pending task is not handed out before run_after (retry backoff). Every write that
@@ -154,6 +155,11 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- 'claimed' event first and sets 0 (see migration 0017). In no index. Not part of
   -- the API.
   claim_unlogged   TINYINT NOT NULL DEFAULT 0,
+  -- Number of claims a worker's snooze ended (the handler asked to run the task
+  -- later: pending again, the attempt not counted) since the task was added or last
+  -- requeued; a snooze once it reaches the worker's limit makes the task dead instead
+  -- (see migration 0019). In no index.
+  snoozes          INT NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   -- Candidate reads: per category, pool_status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
@@ -258,7 +264,7 @@ CREATE TABLE IF NOT EXISTS editor_seen (
 CREATE TABLE IF NOT EXISTS task_events (
   id        BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   task_id   BIGINT UNSIGNED NOT NULL,
-  kind      ENUM('claimed', 'heartbeat', 'submitted', 'released', 'skipped', 'expired', 'recycled', 'failed', 'dead', 'requeued', 'cancelled') NOT NULL,
+  kind      ENUM('claimed', 'heartbeat', 'submitted', 'released', 'skipped', 'expired', 'recycled', 'failed', 'dead', 'requeued', 'cancelled', 'snoozed') NOT NULL,
   fence     BIGINT UNSIGNED NOT NULL,
   holder    VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   editor_id BIGINT UNSIGNED NULL,
@@ -358,8 +364,8 @@ CREATE TABLE IF NOT EXISTS webhook_outbox (
   holder     VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   editor_id  BIGINT UNSIGNED NULL,
   category   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  -- What caused it (tasks.WebhookCause): submit, fail, sweep, takeover, reclaim,
-  -- release, skip or force.
+  -- What caused it (tasks.WebhookCause): submit, fail, snooze, sweep, takeover,
+  -- reclaim, release, skip or force.
   cause      VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   -- The holder's release reason, or the error of a dead task.
   detail     VARCHAR(1024) NULL,

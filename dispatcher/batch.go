@@ -55,7 +55,11 @@ func (d *Dispatcher) completed(ctx context.Context, os []Outcome, res []tasks.Co
 	var unlock []*locker.Lock
 	for i, o := range os {
 		op := OpSubmit
-		if o.Result == nil {
+		switch {
+		case o.Result != nil:
+		case o.Snooze != nil:
+			op = OpSnooze
+		default:
 			op = OpFail
 		}
 		ended, err := res[i].Ended, Unavailable(res[i].Err)

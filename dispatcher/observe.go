@@ -20,6 +20,7 @@ const (
 	OpSubmit        Op = "submit"         // a result committed (Submit, a worker's handler)
 	OpRelease       Op = "release"        // the holder gave the task back (Release, Skip)
 	OpFail          Op = "fail"           // a worker's handler failed: retried or dead
+	OpSnooze        Op = "snooze"         // a worker's handler snoozed: the task runs later, or is dead at its limit
 	OpForceRelease  Op = "force_release"  // an operator took the task back
 	OpDisableEditor Op = "disable_editor" // the editor was disabled while holding it
 )

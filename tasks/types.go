@@ -45,6 +45,7 @@ const (
 	EventDead      EventKind = "dead"      // the holder reported an error and no attempts are left
 	EventRequeued  EventKind = "requeued"  // an operator put the dead task back in the pool; fence and holder of its last claim
 	EventCancelled EventKind = "cancelled" // an operator cancelled the pending task
+	EventSnoozed   EventKind = "snoozed"   // the worker's handler asked to run the task later; task pending again, the attempt not counted, detail how long
 )
 
 // Task is a row of the tasks table. Optional columns read as zero values: Holder "",
@@ -65,7 +66,7 @@ type Task struct {
 	EditorID       int64      `db:"editor_id"`
 	AssignedAt     *time.Time `db:"assigned_at"`
 	LeaseExpiresAt *time.Time `db:"lease_expires_at"`
-	// Attempts counts the claims so far.
+	// Attempts counts the claims so far, but those a snooze ended.
 	Attempts     int        `db:"attempts"`
 	MaxAttempts  int        `db:"max_attempts"`
 	RunAfter     time.Time  `db:"run_after"`
@@ -92,6 +93,9 @@ type Task struct {
 	// ReservedUntil; 0 and nil when it is not reserved.
 	ReservedFor   int64      `db:"reserved_for"`
 	ReservedUntil *time.Time `db:"reserved_until"`
+	// Snoozes counts the claims a snooze ended since the task was added or last
+	// requeued (see Snooze).
+	Snoozes int `db:"snoozes"`
 }
 
 // StageName is the name of the stage the task is at, "" for a task of one stage.

@@ -22,7 +22,7 @@ func schemaSQL(t *testing.T) string {
 func TestSchemaEnumsMatchConstants(t *testing.T) {
 	statuses := Statuses()
 	kinds := []EventKind{EventClaimed, EventHeartbeat, EventSubmitted, EventReleased, EventSkipped,
-		EventExpired, EventRecycled, EventFailed, EventDead, EventRequeued, EventCancelled}
+		EventExpired, EventRecycled, EventFailed, EventDead, EventRequeued, EventCancelled, EventSnoozed}
 	enum := func(vals []string) string {
 		return "ENUM('" + strings.Join(vals, "', '") + "')"
 	}

@@ -38,6 +38,7 @@ type WebhookCause string
 const (
 	WebhookSubmit   WebhookCause = "submit"   // submitted: Submit
 	WebhookFail     WebhookCause = "fail"     // dead: Fail
+	WebhookSnooze   WebhookCause = "snooze"   // dead: a worker's snooze past the task's limit (Snooze.Max)
 	WebhookSweep    WebhookCause = "sweep"    // expired: RecycleExpired returned it to the pool
 	WebhookTakeover WebhookCause = "takeover" // expired: a Claim took it over
 	WebhookReclaim  WebhookCause = "reclaim"  // expired: the same editor's next Claim returned it to the pool

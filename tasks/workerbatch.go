@@ -36,7 +36,8 @@ type Renewed struct {
 	Err error
 }
 
-// Outcome is how a worker's claim ended, for Complete: done with a result, or failed.
+// Outcome is how a worker's claim ended, for Complete: done with a result, snoozed, or
+// failed.
 type Outcome struct {
 	TaskID int64
 	Fence  int64
@@ -44,11 +45,35 @@ type Outcome struct {
 	// Result, when not nil, completes the task with it, as Submit does (the same
 	// rules apply to it).
 	Result json.RawMessage
-	// Without a Result the claim failed, as Fail with these: Err describes the
-	// failure, Backoff delays the next attempt, Dead makes the task dead now.
+	// Snooze, when not nil (and Result nil), puts the task back untried: see
+	// Snooze.
+	Snooze *Snooze
+	// Without a Result or a Snooze the claim failed, as Fail with these: Err
+	// describes the failure, Backoff delays the next attempt, Dead makes the task
+	// dead now.
 	Err     string
 	Backoff time.Duration
 	Dead    bool
+}
+
+// SnoozeMax is the longest a snooze puts a task off (Snooze.For): a task to run
+// later than that is a new task with a run_after.
+const SnoozeMax = 30 * 24 * time.Hour
+
+// Snooze is a worker's claim ended by its handler's asking to run the task again
+// later (Outcome.Snooze). The task goes back to the pool claimable after For (from
+// the end of the claim, by the database clock, to the millisecond), the claim's
+// attempt not counted (attempts back by one), its snoozes (Task.Snoozes) one more, with
+// a 'snoozed' event whose detail is For. A task that has snoozed Max times already is
+// dead instead: last_error and the 'dead' event's detail "snoozed <n> times, the
+// limit", its attempt not counted either, and the 'dead' webhook event (cause
+// "snooze"). So a task snoozes at most Max times, whatever its handler asks; an
+// operator's requeue of it resets its snoozes.
+type Snooze struct {
+	// For is 0..SnoozeMax: 0 makes the task claimable at once.
+	For time.Duration
+	// Max is the task's limit of snoozes, at least 1.
+	Max int
 }
 
 // Completed is one member's answer in Complete: the claim it ended, or why the store

@@ -156,7 +156,10 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 type taskDetailJSON struct {
 	Task taskJSON `json:"task"`
 	taskStateJSON
-	Key *string `json:"key"`
+	// Snoozes counts the claims a worker's snooze ended, which Attempts
+	// leaves out (tasks.Task.Snoozes).
+	Snoozes int     `json:"snoozes"`
+	Key     *string `json:"key"`
 	// Result is the accepted result of a done task; null otherwise.
 	Result *acceptedJSON `json:"result"`
 	// History holds the latest tasks.EventsLimitDefault events, oldest
@@ -260,7 +263,7 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Key: orNull(t.Key), History: eventsOf(evs)}
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Snoozes: t.Snoozes, Key: orNull(t.Key), History: eventsOf(evs)}
 }
 
 // eventsOf is the JSON of a task's events.

@@ -29,6 +29,7 @@ const (
 	EventKindReleased  EventKind = "released"
 	EventKindRequeued  EventKind = "requeued"
 	EventKindSkipped   EventKind = "skipped"
+	EventKindSnoozed   EventKind = "snoozed"
 	EventKindSubmitted EventKind = "submitted"
 )
 
@@ -54,6 +55,8 @@ func (e EventKind) Valid() bool {
 	case EventKindRequeued:
 		return true
 	case EventKindSkipped:
+		return true
+	case EventKindSnoozed:
 		return true
 	case EventKindSubmitted:
 		return true
@@ -416,19 +419,21 @@ type Error struct {
 // Event defines model for Event.
 type Event struct {
 	// At RFC 3339 in UTC, to the millisecond.
-	At       Time      `json:"at"`
-	Detail   *string   `json:"detail"`
-	EditorId *ID       `json:"editor_id"`
-	Fence    int64     `json:"fence"`
-	Holder   *string   `json:"holder"`
-	Id       ID        `json:"id"`
-	Kind     EventKind `json:"kind"`
+	At       Time    `json:"at"`
+	Detail   *string `json:"detail"`
+	EditorId *ID     `json:"editor_id"`
+	Fence    int64   `json:"fence"`
+	Holder   *string `json:"holder"`
+	Id       ID      `json:"id"`
+
+	// Kind What happened to the claim the event's fence names. `snoozed`: a worker's handler asked to run the task later (detail: how long, such as "30s"); the task went back to the pool without the attempt counted. A snooze past the worker's limit (worker.max_snoozes) is a `dead` event instead, detail "snoozed <n> times, the limit".
+	Kind EventKind `json:"kind"`
 
 	// TraceId The trace id of the sampled span the event was written under: the claim's, the submit's, the release's, the sweep's (telemetry.trace_url links it in the ops console). Omitted when the operation was not traced or not sampled, and for events written before the store kept trace ids.
 	TraceId *string `json:"trace_id,omitempty"`
 }
 
-// EventKind defines model for EventKind.
+// EventKind What happened to the claim the event's fence names. `snoozed`: a worker's handler asked to run the task later (detail: how long, such as "30s"); the task went back to the pool without the attempt counted. A snooze past the worker's limit (worker.max_snoozes) is a `dead` event instead, detail "snoozed <n> times, the limit".
 type EventKind string
 
 // EventPage defines model for EventPage.
@@ -802,6 +807,9 @@ type TaskDetail struct {
 
 	// RunAfter RFC 3339 in UTC, to the millisecond.
 	RunAfter Time `json:"run_after"`
+
+	// Snoozes The claims a worker's handler ended with a snooze (the task runs again later), which attempts leaves out; reset by a requeue.
+	Snoozes int `json:"snoozes"`
 
 	// Stage The stage the task is at; omitted for a task of one stage.
 	Stage *StageName `json:"stage,omitempty"`

@@ -37,7 +37,7 @@ type event struct {
 // endKinds are the events that end a claim.
 func endKind(kind string) bool {
 	switch kind {
-	case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead":
+	case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead", "snoozed":
 		return true
 	}
 	return false

@@ -32,11 +32,11 @@ type statusChange struct {
 }
 
 var (
-	// requeue puts a dead task back in the pool as if it were new: no attempts,
-	// claimable now, no holder. last_error stays, for the record.
+	// requeue puts a dead task back in the pool as if it were new: no attempts
+	// and no snoozes, claimable now, no holder. last_error stays, for the record.
 	requeue = statusChange{
 		op: "requeue", from: tasks.StatusDead, kind: tasks.EventRequeued, keepHolder: true,
-		set: `status = 'pending', attempts = 0, run_after = NOW(3), holder = NULL, editor_id = NULL,
+		set: `status = 'pending', attempts = 0, snoozes = 0, run_after = NOW(3), holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL, done_at = NULL`,
 	}
 	// cancel ends a pending task for good; done_at records when (the bulk
@@ -119,8 +119,8 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 	return locked, changed, err
 }
 
-// Requeue puts a dead task back in the pool: pending, attempts reset to 0, claimable
-// now, holder cleared (last_error stays). It records a 'requeued' event with the fence
+// Requeue puts a dead task back in the pool: pending, attempts and snoozes reset to 0,
+// claimable now, holder cleared (last_error stays). It records a 'requeued' event with the fence
 // and holder of the claim that died. One conditional UPDATE (WHERE status = 'dead' on
 // the locked row) makes the change.
 //

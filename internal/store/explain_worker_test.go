@@ -49,8 +49,8 @@ func firstWords(s string) string {
 }
 
 // TestWorkerBatchQueryPlans checks with EXPLAIN that every statement of the
-// worker batches (ClaimBatch, HeartbeatBatch, Complete with results, failures and
-// dead members) reads tasks by its primary key, a range over the members' ids, on
+// worker batches (ClaimBatch, HeartbeatBatch, Complete with results, failures,
+// snoozes and dead members) reads tasks by its primary key, a range over the members' ids, on
 // a table where the status indexes would look cheaper to the optimizer: no full
 // scan, no other index. Run with -v to see the plans (internal/store/EXPLAIN.md).
 func TestWorkerBatchQueryPlans(t *testing.T) {
@@ -91,11 +91,13 @@ func TestWorkerBatchQueryPlans(t *testing.T) {
 	for i, id := range assigned {
 		beats = append(beats, tasks.HeartbeatParams{TaskID: id, Fence: 1, Holder: "w", Lease: time.Minute})
 		o := tasks.Outcome{TaskID: id, Fence: 1, Holder: "w"}
-		switch i % 3 {
+		switch i % 4 {
 		case 0:
 			o.Result = json.RawMessage(`{"ok":true}`)
 		case 1:
 			o.Err, o.Backoff = "boom", time.Second
+		case 2:
+			o.Snooze = &tasks.Snooze{For: time.Duration(i) * time.Millisecond, Max: 5}
 		default:
 			o.Err, o.Dead = "fatal", true
 		}

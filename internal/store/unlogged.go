@@ -13,11 +13,11 @@ import (
 // the task_results row, with the claim's time in claimed_at and the claim's and
 // the submit's trace ids, is the record of both, and TaskEvents shows it as the
 // two events it stands for. Every other end of a marked claim (failed, dead,
-// released, force released, recycled, taken over) writes the missing 'claimed'
-// event first, with logClaimsSQL, in the transaction that ends it, and clears
-// the mark. So each fence a task had is accounted for by exactly one record: a
-// 'claimed' event, or a result row with claimed_at. Editors' claims never set the
-// mark and keep every event.
+// snoozed, released, force released, recycled, taken over) writes the missing
+// 'claimed' event first, with logClaimsSQL, in the transaction that ends it, and
+// clears the mark. So each fence a task had is accounted for by exactly one
+// record: a 'claimed' event, or a result row with claimed_at. Editors' claims
+// never set the mark and keep every event.
 
 const (
 	// claimTraceSQL is the trace id of the row's current claim: that of its

@@ -54,19 +54,31 @@ func membersSQL(q *strings.Builder, ids []int64, fences []int64, holders []strin
 // statement, lock) every assigned row through the status index.
 const tasksByKeySQL = "tasks FORCE INDEX (PRIMARY)"
 
-// Which members of a batch's member table (membersTableSQL) a statement
-// joins: all, or only those a completion ends as done or as failed.
+// memberEnd is how a completion ends a member of its batch: the m_end of its
+// row in the member table (membersTableSQL). A claim's members have endFailed.
+type memberEnd int8
+
 const (
-	membersAll    = ""
-	membersDone   = " AND m.m_done"
-	membersFailed = " AND NOT m.m_done"
+	endFailed  memberEnd = 0
+	endDone    memberEnd = 1
+	endSnoozed memberEnd = 2
+)
+
+// Which members of a batch's member table (membersTableSQL) a statement
+// joins: all, or only those a completion ends as done, as failed or as
+// snoozed.
+const (
+	membersAll     = ""
+	membersDone    = " AND m.m_end = 1"
+	membersFailed  = " AND m.m_end = 0"
+	membersSnoozed = " AND m.m_end = 2"
 )
 
 // membersTableSQL is the member table of a statement batch: the members of
 // @taskd_members (membersJSON's, set once at the batch's start), each a row
-// (m_id, m_fence, m_holder, m_done), joined to tasks by membersJoinSQL.
+// (m_id, m_fence, m_holder, m_end), joined to tasks by membersJoinSQL.
 const membersTableSQL = "JSON_TABLE(@taskd_members, '$[*]' COLUMNS (m_id BIGINT PATH '$[0]', m_fence BIGINT PATH '$[1]',\n\t" +
-	"m_holder VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]', m_done TINYINT PATH '$[3]')) m"
+	"m_holder VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]', m_end TINYINT PATH '$[3]')) m"
 
 // membersJoinSQL is the member table joined to the rows of tasks it names,
 // read by primary key, the member table first. Its tasks' columns keep their
@@ -79,23 +91,19 @@ const membersJoinSQL = membersTableSQL + " STRAIGHT_JOIN " + tasksByKeySQL + " O
 const membersLiveSQL = "tasks.fence = m.m_fence AND tasks.holder = m.m_holder AND tasks.status = 'assigned' AND tasks.lease_expires_at >= @taskd_now"
 
 // membersFromSQL writes the FROM and WHERE of a statement reading the live
-// claims of which (membersAll, membersDone or membersFailed) of the batch's
-// members to q.
+// claims of which (membersAll, membersDone, membersFailed or membersSnoozed)
+// of the batch's members to q.
 func membersFromSQL(q *strings.Builder, which string) {
 	q.WriteString(" FROM " + membersJoinSQL + " WHERE " + membersLiveSQL + which)
 }
 
-// membersJSON encodes the members (ids[i], fences[i], holders[i], done[i])
+// membersJSON encodes the members (ids[i], fences[i], holders[i], ends[i])
 // as the JSON array membersTableSQL reads: one bound argument, holders
 // encoded by encoding/json, never written into the statement.
-func membersJSON(ids, fences []int64, holders []string, done []bool) (string, error) {
+func membersJSON(ids, fences []int64, holders []string, ends []memberEnd) (string, error) {
 	m := make([][4]any, len(ids))
 	for i := range ids {
-		d := 0
-		if done[i] {
-			d = 1
-		}
-		m[i] = [4]any{ids[i], fences[i], holders[i], d}
+		m[i] = [4]any{ids[i], fences[i], holders[i], ends[i]}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -161,6 +169,26 @@ func caseSQL[T any](q *strings.Builder, ids []int64, vals []T) []any {
 	}
 	q.WriteString(" END")
 	return args
+}
+
+// literalCaseSQL writes the SQL literals lits of ids to q: the literal alone
+// when every member has the same, else "CASE id WHEN <id> THEN <literal> ...
+// END", the ids as integer literals too. The literals must be the store's own
+// (integers, strings of known characters), never a caller's text.
+func literalCaseSQL(q *strings.Builder, ids []int64, lits []string) {
+	if !slices.ContainsFunc(lits, func(l string) bool { return l != lits[0] }) {
+		q.WriteString(lits[0])
+		return
+	}
+	q.WriteString("CASE id")
+	var buf [32]byte
+	for i, id := range ids {
+		b := append(buf[:0], " WHEN "...)
+		b = strconv.AppendInt(b, id, 10)
+		q.Write(append(b, " THEN "...))
+		q.WriteString(lits[i])
+	}
+	q.WriteString(" END")
 }
 
 // checkBatch returns an error wrapping ErrInvalid for a batch of n members
@@ -291,7 +319,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 		ids[i], fences[i], holders[i] = p.TaskID, p.Fence, p.Holder
 	}
 
-	members, err := membersJSON(ids, fences, holders, make([]bool, len(ids)))
+	members, err := membersJSON(ids, fences, holders, make([]memberEnd, len(ids)))
 	if err != nil {
 		return "", nil, err
 	}
@@ -449,12 +477,15 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, er
 // commit): the members with a Result as Submit does (the result row, the 'submitted'
 // event, the outbox's record when webhooks subscribe to it, the task done; for a claim
 // ClaimBatch made without a 'claimed' event, the result row with the claim's time and
-// no event: see logClaimsSQL), the others as Fail does (a 'failed' event and the task
-// back in the pool after its Backoff, or, with Dead or no attempts left, a 'dead' event
-// and the task dead; each after the 'claimed' event of a claim made without one). Each statement
-// writes all members of its kind whose claim is live at the batch's instant, and a
-// first locking read reports which those are: a stale member changes nothing and the
-// others commit. The answer says what happened to each, in the order of os.
+// no event: see logClaimsSQL), those with a Snooze as tasks.Snooze says (a 'snoozed'
+// event and the task back in the pool after Snooze.For, its attempt not counted; or,
+// at the task's limit of snoozes, a 'dead' event and the task dead), the others as
+// Fail does (a 'failed' event and the task back in the pool after its Backoff, or,
+// with Dead or no attempts left, a 'dead' event and the task dead); those ended
+// otherwise than by a result each after the 'claimed' event of a claim made without
+// one. Each statement writes all members of its kind whose claim is live at the
+// batch's instant, and a first locking read reports which those are: a stale member
+// changes nothing and the others commit. The answer says what happened to each, in the order of os.
 //
 // It returns an error wrapping ErrInvalid, changing nothing, for bad params; and the
 // error of the batch when it failed as a whole (nothing was written then): a caller
@@ -491,6 +522,7 @@ type completeRow struct {
 	AssignedAt   time.Time
 	TraceContext string
 	LastAttempt  bool
+	Snoozes      int
 }
 
 func newCompleteAnswer(os []tasks.Outcome, dead []int64) *completeAnswer {
@@ -508,7 +540,7 @@ func (a *completeAnswer) scan(rows *sqlx.Rows) error {
 	clear(a.byID)
 	for rows.Next() {
 		var r completeRow
-		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt, &a.now); err != nil {
+		if err := rows.Scan(&r.ID, &r.Category, &r.AssignedAt, &r.TraceContext, &r.LastAttempt, &r.Snoozes, &a.now); err != nil {
 			return err
 		}
 		a.byID[r.ID] = r
@@ -526,7 +558,14 @@ func (a *completeAnswer) results() []tasks.Completed {
 			continue
 		}
 		status := tasks.StatusDone
-		if o.Result == nil {
+		switch {
+		case o.Result != nil:
+		case o.Snooze != nil:
+			status = tasks.StatusPending
+			if r.Snoozes >= o.Snooze.Max {
+				status = tasks.StatusDead
+			}
+		default:
 			status = tasks.StatusPending
 			if a.dead[o.TaskID] || r.LastAttempt {
 				status = tasks.StatusDead
@@ -551,7 +590,7 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		ids     []int64
 		fences  []int64
 		holders []string
-		done    []bool
+		ends    []memberEnd
 	}
 	// The ids of the members ended as done and as failed, for the values
 	// each has of its own.
@@ -559,20 +598,31 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	var results, lastErrs, details []string
 	var backoffs []int64
 	var dead []int64
+	var snoozed snoozedMembers
 	for _, o := range os {
 		if err := checkHolder(o.Holder); err != nil {
 			return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 		}
 		all.ids, all.fences, all.holders = append(all.ids, o.TaskID), append(all.fences, o.Fence), append(all.holders, o.Holder)
-		all.done = append(all.done, o.Result != nil)
-		if o.Result != nil {
+		switch {
+		case o.Result != nil && o.Snooze != nil:
+			return "", nil, nil, fmt.Errorf("%w: task %d: a result and a snooze", tasks.ErrInvalid, o.TaskID)
+		case o.Result != nil:
+			all.ends = append(all.ends, endDone)
 			if err := tasks.CheckResult(o.Result); err != nil {
 				return "", nil, nil, fmt.Errorf("task %d: %w", o.TaskID, err)
 			}
 			doneIDs = append(doneIDs, o.TaskID)
 			results = append(results, string(o.Result))
 			continue
+		case o.Snooze != nil:
+			all.ends = append(all.ends, endSnoozed)
+			if err := snoozed.add(o.TaskID, *o.Snooze); err != nil {
+				return "", nil, nil, err
+			}
+			continue
 		}
+		all.ends = append(all.ends, endFailed)
 		if o.Backoff < 0 {
 			return "", nil, nil, fmt.Errorf("%w: task %d: backoff must not be negative", tasks.ErrInvalid, o.TaskID)
 		}
@@ -585,7 +635,7 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		}
 	}
 
-	members, err := membersJSON(all.ids, all.fences, all.holders, all.done)
+	members, err := membersJSON(all.ids, all.fences, all.holders, all.ends)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -595,7 +645,7 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 	// The report, which also locks the members' rows: those it shows are
 	// live, and the writes below take exactly them. Each row carries the
 	// batch's instant, the end of the claims it reports.
-	q.WriteString(workerBatchHead + membersSetSQL + "SELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt, CAST(@taskd_now AS DATETIME(3)) AS now")
+	q.WriteString(workerBatchHead + membersSetSQL + "SELECT id, category, assigned_at, COALESCE(trace_context, '') AS trace_context,\n\tattempts >= max_attempts AS last_attempt, snoozes, CAST(@taskd_now AS DATETIME(3)) AS now")
 	membersFromSQL(&q, membersAll)
 	q.WriteString(" FOR UPDATE;\n")
 
@@ -671,6 +721,97 @@ func (s *Store) completeSQL(os []tasks.Outcome, traceID any) (string, []any, []i
 		q.WriteString(" WHERE " + membersLiveSQL + membersFailed)
 		s.endWrite(&q)
 	}
+	if len(snoozed.ids) > 0 {
+		args = append(args, s.snoozeSQL(&q, &snoozed, traceID)...)
+	}
 	q.WriteString("COMMIT")
 	return q.String(), args, dead, nil
+}
+
+// snoozedMembers are the members of a Complete ended by a snooze, each with
+// its values as SQL literals: the store's own integers and strings of known
+// characters, never a caller's text, so that a snooze costs its batch no
+// argument.
+type snoozedMembers struct {
+	ids     []int64
+	delays  []string // Snooze.For in microseconds
+	details []string // Snooze.For as the 'snoozed' event's detail, quoted
+	limits  []string // Snooze.Max
+}
+
+// add adds the member of task id with snooze sn, or returns an error
+// wrapping ErrInvalid for values out of range.
+func (m *snoozedMembers) add(id int64, sn tasks.Snooze) error {
+	switch {
+	case sn.For < 0 || sn.For > tasks.SnoozeMax:
+		return fmt.Errorf("%w: task %d: a snooze must be 0..%v, got %v", tasks.ErrInvalid, id, tasks.SnoozeMax, sn.For)
+	case sn.Max < 1:
+		return fmt.Errorf("%w: task %d: a snooze's limit must be at least 1, got %d", tasks.ErrInvalid, id, sn.Max)
+	}
+	d := sn.For.Truncate(time.Millisecond)
+	m.ids = append(m.ids, id)
+	m.delays = append(m.delays, strconv.FormatInt(micros(d), 10))
+	// A Duration's String has digits, '.' and the units h, m, s and ms
+	// alone once truncated to the millisecond: nothing to escape.
+	m.details = append(m.details, "'"+d.String()+"'")
+	m.limits = append(m.limits, strconv.Itoa(sn.Max))
+	return nil
+}
+
+// snoozeLimitSQL is the last_error of a task dead of a snooze past its limit,
+// and the detail of its 'dead' event and webhook: its snoozes, which the
+// statements that write it do not change.
+const snoozeLimitSQL = "CONCAT('snoozed ', snoozes, ' times, the limit')"
+
+// snoozeSQL writes the statements of a Complete that end its snoozed members
+// to q, their events with traceID, and returns their arguments: the 'claimed'
+// events of the claims made without one, first; then each member's 'snoozed'
+// event, or its 'dead' event when its task has snoozed its limit already (the
+// 'dead' webhook event too, when subscribed); then the tasks at their limit
+// dead, and the others back in the pool after their delays. Neither UPDATE
+// counts the claim's attempt. Whether a member is at its limit reads
+// snoozes, which only the last statement sets, on the members the others
+// left live.
+func (s *Store) snoozeSQL(q *strings.Builder, m *snoozedMembers, traceID any) []any {
+	var limit strings.Builder
+	limit.WriteString("snoozes >= ")
+	literalCaseSQL(&limit, m.ids, m.limits)
+	atLimit := limit.String()
+
+	q.WriteString(logClaimsSelectSQL)
+	membersFromSQL(q, membersSnoozed)
+	q.WriteString(" AND claim_unlogged = 1")
+	s.endWrite(q)
+
+	q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\n\tSELECT id, IF(" +
+		atLimit + ", 'dead', 'snoozed'), fence, holder, editor_id, IF(" + atLimit + ", " + snoozeLimitSQL + ", ")
+	literalCaseSQL(q, m.ids, m.details)
+	q.WriteString("), ")
+	args := traceSQL(q, traceID)
+	q.WriteString(", @taskd_now")
+	membersFromSQL(q, membersSnoozed)
+	s.endWrite(q)
+
+	if s.outbox[tasks.WebhookDead] {
+		q.WriteString("INSERT INTO webhook_outbox (kind, task_id, fence, holder, editor_id, category, cause, detail, created_at)\n\tSELECT 'dead', id, fence, holder, editor_id, category, '" +
+			string(tasks.WebhookSnooze) + "', " + snoozeLimitSQL + ", @taskd_now")
+		membersFromSQL(q, membersSnoozed)
+		q.WriteString(" AND " + atLimit)
+		s.endWrite(q)
+	}
+
+	// A dead task keeps its holder and assigned_at as a record, as Fail's.
+	q.WriteString("UPDATE " + membersJoinSQL + " SET last_error = " + snoozeLimitSQL + ", done_at = @taskd_now, status = 'dead',\n\t" +
+		"attempts = attempts - 1, editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0")
+	q.WriteString(" WHERE " + membersLiveSQL + membersSnoozed + " AND " + atLimit)
+	s.endWrite(q)
+
+	// run_after: when the task is claimable again (see claimableSinceSQL).
+	q.WriteString("UPDATE " + membersJoinSQL + " SET run_after = @taskd_now + INTERVAL ")
+	literalCaseSQL(q, m.ids, m.delays)
+	q.WriteString(" MICROSECOND,\n\tstatus = 'pending', holder = NULL, assigned_at = NULL, attempts = attempts - 1, snoozes = snoozes + 1,\n\t" +
+		"editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0")
+	q.WriteString(" WHERE " + membersLiveSQL + membersSnoozed)
+	s.endWrite(q)
+	return args
 }

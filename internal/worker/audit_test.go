@@ -34,12 +34,13 @@ func (killedStore) Release(context.Context, tasks.ReleaseParams) (*tasks.Ended, 
 }
 
 // TestWorkerFencesAccountedUnderFaults runs worker processes whose handlers
-// fail, retry until dead, are stopped with runs in flight (released), and a
+// snooze, fail, retry until dead, are stopped with runs in flight (released), and a
 // process killed with claims in flight (expired: recycled, or taken over by
 // another process's claim), with the sweeper's recycling beside them; then,
 // from the database, every fence from 1 to each task's last is accounted for
 // by exactly one record: its 'claimed' event or the result row that stands
-// for it, and the first-claim successes left no event.
+// for it, the first-claim successes left no event, and every claim counted
+// as an attempt but those a snooze ended.
 func TestWorkerFencesAccountedUnderFaults(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{Dispatcher: workerFastPoll})
@@ -76,14 +77,16 @@ func TestWorkerFencesAccountedUnderFaults(t *testing.T) {
 		Handler: killed, Concurrency: 6, ID: "killed", ShutdownTimeout: 100 * time.Millisecond,
 	})
 
-	// The others: some tasks fail their first attempt, some fail every
-	// attempt (dead), some first runs on "stopped" are in flight when it
-	// stops (released), the rest succeed.
+	// The others: some tasks snooze twice first, some fail their first
+	// attempt, some fail every attempt (dead), some first runs on "stopped"
+	// are in flight when it stops (released), the rest succeed.
 	handler := func(stopping <-chan struct{}, blocked chan struct{}) worker.Handler {
 		mux := worker.NewMux()
 		mux.HandleFunc("jobs", func(ctx context.Context, task *tasks.Task) (any, error) {
 			k := task.ID - first
 			switch {
+			case k%5 == 2 && task.Snoozes < 2:
+				return nil, worker.Snooze(10 * time.Millisecond)
 			case k%11 == 0:
 				return nil, errors.New("always fails")
 			case k%4 == 0 && task.Attempts == 1:
@@ -149,6 +152,7 @@ func TestWorkerFencesAccountedUnderFaults(t *testing.T) {
 		what  string
 		query string
 	}{
+		{"snoozes", "SELECT COUNT(*) FROM task_events WHERE kind = 'snoozed'"},
 		{"failed attempts", "SELECT COUNT(*) FROM task_events WHERE kind = 'failed'"},
 		{"dead tasks", "SELECT COUNT(*) FROM task_events WHERE kind = 'dead'"},
 		{"runs released at a shutdown", "SELECT COUNT(*) FROM task_events WHERE kind = 'released' AND detail = 'shutdown'"},
@@ -158,6 +162,11 @@ func TestWorkerFencesAccountedUnderFaults(t *testing.T) {
 		if got := b.RowCount(t, c.query); got == 0 {
 			t.Errorf("no %s", c.what)
 		}
+	}
+	// Every claim counted as an attempt but those a snooze ended: nothing here
+	// revokes a claim or requeues a task.
+	if got := b.RowCount(t, "SELECT COUNT(*) FROM tasks WHERE attempts + snoozes <> fence"); got != 0 {
+		t.Errorf("%d tasks whose attempts and snoozes do not add up to their claims", got)
 	}
 	// A first-claim success left no event.
 	if got := b.RowCount(t, `SELECT COUNT(*) FROM tasks t WHERE t.fence = 1 AND t.status = 'done'

@@ -237,7 +237,10 @@ func (c *completer) outcomes(batch []*outcome) ([]dispatcher.Outcome, func(i int
 		os[i] = dispatcher.Outcome{Span: o.span, Outcome: tasks.Outcome{
 			TaskID: o.ref.TaskID, Fence: o.ref.Fence, Holder: o.holder, Result: o.result,
 		}}
-		if o.result == nil {
+		switch {
+		case o.snooze:
+			os[i].Snooze = &tasks.Snooze{For: o.backoff, Max: w.cfg.MaxSnoozes}
+		case o.result == nil:
 			os[i].Err, os[i].Backoff, os[i].Dead = o.err.Error(), o.backoff, o.skipRetry
 		}
 	}

@@ -19,3 +19,6 @@ func (w *Worker) OnBackPressure(fn func()) { w.backPressured = fn }
 // WriteApart keeps w's claims from carrying outcomes (the writers alone
 // write them); call it before Start.
 func (w *Worker) WriteApart() { w.apart = true }
+
+// SnoozeFor is how long a snooze of d puts its task off.
+func SnoozeFor(d time.Duration) time.Duration { return snoozeFor(d) }

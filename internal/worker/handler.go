@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/taskd/taskd/tasks"
@@ -23,16 +24,51 @@ var ErrNoHandler = errors.New("no handler for category")
 //lint:ignore ST1012 it reads as a directive, fmt.Errorf("...: %w", taskd.SkipRetry), as in asynq
 var SkipRetry = errors.New("skip retry")
 
+// Snooze returns the error a handler returns to run its task again after d,
+// not now: the task goes back to the pool, claimable d from the end of the
+// claim (by the database clock, to the millisecond), and the claim's attempt
+// is not counted (Task.Attempts is back where it was before the claim), a
+// 'snoozed' event recording it. A d of 0 or less makes the task claimable at
+// once; a d over tasks.SnoozeMax (30 days) is taken as tasks.SnoozeMax.
+//
+// A task snoozes at most Config.MaxSnoozes times (Task.Snoozes counts them):
+// a snooze past that makes it dead, with last_error "snoozed <n> times, the
+// limit" and a 'dead' event, so that a handler that always snoozes does not
+// keep a task forever. The handler's result is ignored, as with any error.
+// A snooze wrapped in another error (fmt.Errorf("...: %w", Snooze(d))) is a
+// snooze too; errors.As with a *SnoozeError tells one apart.
+func Snooze(d time.Duration) error {
+	return &SnoozeError{Duration: d}
+}
+
+// SnoozeError is the error Snooze returns: the handler asked to run its task
+// again after Duration.
+type SnoozeError struct {
+	Duration time.Duration
+}
+
+// Error says how long the task is put off.
+func (e *SnoozeError) Error() string {
+	return "snooze " + e.Duration.String()
+}
+
+// snoozeFor is how long a snooze of d puts its task off: 0..SnoozeMax, to
+// the millisecond.
+func snoozeFor(d time.Duration) time.Duration {
+	return min(max(d, 0), tasks.SnoozeMax).Truncate(time.Millisecond)
+}
+
 // Handler processes a claimed task, in the style of net/http's Handler.
 //
 // ProcessTask returns the task's result and nil when the task is done: the
 // Worker commits the result as JSON (json.Marshal; a json.RawMessage as is;
 // nil as JSON null). A result the store refuses (not JSON, too deep, too big)
-// makes the task dead. An error records a failure: the task is tried again
-// after a backoff while attempts remain (Task.Attempts counts this one) and
-// is dead after that; the result is then ignored. ctx is cancelled when the
-// claim is lost or the worker shuts down (see context.Cause); a handler
-// should return soon after.
+// makes the task dead. An error made by Snooze puts the task off, its attempt
+// not counted (see Snooze). Any other error records a failure: the task is
+// tried again after a backoff while attempts remain (Task.Attempts counts this
+// one) and is dead after that; the result is then ignored. ctx is cancelled
+// when the claim is lost or the worker shuts down (see context.Cause); a
+// handler should return soon after.
 type Handler interface {
 	ProcessTask(ctx context.Context, t *tasks.Task) (result any, err error)
 }

@@ -109,6 +109,8 @@ const (
 	// MaxBacklogDefault bounds the outcomes waiting for their
 	// transaction before the worker stops claiming.
 	MaxBacklogDefault = 1000
+	// MaxSnoozesDefault is how many times a task may snooze (see Snooze).
+	MaxSnoozesDefault = 100
 )
 
 // Limits of the worker's own loops.
@@ -217,6 +219,11 @@ type Config struct {
 	// MaxBacklogDefault.
 	MaxBacklog int
 
+	// MaxSnoozes is how many times a task may snooze (see Snooze): a snooze
+	// of a task that has snoozed MaxSnoozes times makes it dead instead. At
+	// least 1; default MaxSnoozesDefault.
+	MaxSnoozes int
+
 	// Logger receives the worker's logs. Default: the dispatcher's logger.
 	Logger *slog.Logger
 
@@ -257,6 +264,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBacklog == 0 {
 		c.MaxBacklog = MaxBacklogDefault
+	}
+	if c.MaxSnoozes == 0 {
+		c.MaxSnoozes = MaxSnoozesDefault
 	}
 	return c
 }
@@ -343,8 +353,11 @@ type Totals struct {
 	// result (CompleteTx).
 	Processed int64
 	// Failed counts handler errors and panics the store recorded (the task
-	// was then retried later, or dead).
+	// was then retried later, or dead), and snoozes past the limit (dead).
 	Failed int64
+	// Snoozed counts snoozes the store recorded (the task runs again later,
+	// its attempt not counted).
+	Snoozed int64
 	// LeaseLost counts claims the worker lost while running them: the
 	// watchdog cancelled the handler, a cancel of the task ended the claim
 	// (ErrCancelled), or the store refused the outcome as stale.
@@ -365,8 +378,10 @@ type Totals struct {
 //     them in MySQL (one commit). Nothing claimable: it long-polls, as Next
 //     does.
 //   - Complete many: a handler's outcome (its result as JSON when it
-//     returned a nil error; else a failure, retried after RetryBackoff or
-//     dead when no attempts are left or the error wraps SkipRetry) goes to
+//     returned a nil error; a snooze, run again later without spending the
+//     attempt, when the error is Snooze's; else a failure, retried after
+//     RetryBackoff or dead when no attempts are left or the error wraps
+//     SkipRetry) goes to
 //     a completer that writes up to BatchSize outcomes per transaction, each
 //     fenced on its own claim, then gives their locks back in one script. A
 //     stale member is refused alone; the others commit. A claim made while
@@ -424,7 +439,7 @@ type Worker struct {
 	meter         *meter
 	retries       *retryWaker
 
-	processed, failed, leaseLost, released, running atomic.Int64
+	processed, failed, snoozed, leaseLost, released, running atomic.Int64
 	// unsettled counts the runs whose outcome is not with the completer yet:
 	// while there are any, more outcomes are coming.
 	unsettled atomic.Int64
@@ -481,6 +496,7 @@ func (w *Worker) Totals() Totals {
 	return Totals{
 		Processed: w.processed.Load(),
 		Failed:    w.failed.Load(),
+		Snoozed:   w.snoozed.Load(),
 		LeaseLost: w.leaseLost.Load(),
 		Released:  w.released.Load(),
 		Running:   w.running.Load(),
@@ -706,11 +722,14 @@ type outcome struct {
 	log    *runLog
 	span   trace.Span
 	ctx    context.Context // the run's, for logs and spans
-	// handlerErr is what the handler returned, for its span.
+	// handlerErr is what the handler returned, for its span: nil for a
+	// snooze, no error of the run.
 	handlerErr error
-	// result is the result to commit, or nil for a failure: err, after
-	// backoff, dead when skipRetry (or no attempts left).
+	// result is the result to commit, or nil for a snooze (snooze set: the
+	// task runs again after backoff) or a failure: err, after backoff, dead
+	// when skipRetry (or no attempts left).
 	result    json.RawMessage
+	snooze    bool
 	err       error
 	backoff   time.Duration
 	skipRetry bool
@@ -770,6 +789,14 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	}
 
 	o := &outcome{claim: claim, ref: ref, holder: holder, log: log, span: span, ctx: rctx, handlerErr: err}
+	var snooze *SnoozeError
+	if err != nil && errors.As(err, &snooze) {
+		// Recorded even while the worker stops: the handler asked for it,
+		// the shutdown did not cause it. It is no error of the run's span.
+		o.snooze, o.backoff, o.handlerErr = true, snoozeFor(snooze.Duration), nil
+		w.out.settled(o)
+		return
+	}
 	if err == nil {
 		var result json.RawMessage
 		if result, err = resultJSON(res); err != nil {
@@ -851,7 +878,10 @@ func (w *Worker) release(ctx context.Context, claim *tasks.Claim, log *slog.Logg
 // span to the claim's.
 func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 	op := "submit"
-	if o.result == nil {
+	switch {
+	case o.snooze:
+		op = "snooze"
+	case o.result == nil:
 		op = "fail"
 	}
 	defer w.leases.remove(o.ref)
@@ -866,6 +896,25 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 			log.get().DebugContext(o.ctx, "task done")
 		}
 		o.span.SetAttributes(attrOutcome.String(string(ended.Status)))
+		return true
+	case err == nil && o.snooze:
+		outcome := RunSnoozed
+		if ended.Status == tasks.StatusDead {
+			outcome = RunDead
+			w.failed.Add(1)
+			w.meter.ended(o.ctx, cat, RunDead)
+			log.get().WarnContext(o.ctx, "task snoozed past its limit; dead", "status", ended.Status, "max_snoozes", w.cfg.MaxSnoozes)
+		} else {
+			// As for a retry: the store wrote run_after = its instant + the
+			// delay, when this worker wakes the category's claims.
+			w.snoozed.Add(1)
+			w.meter.ended(o.ctx, cat, RunSnoozed)
+			w.retries.after(ended.Category, o.backoff)
+			if w.log.Enabled(o.ctx, slog.LevelDebug) {
+				log.get().DebugContext(o.ctx, "task snoozed", "run_in", o.backoff, "run_at", ended.EndedAt.Add(o.backoff).UTC())
+			}
+		}
+		o.span.SetAttributes(attrOutcome.String(outcome))
 		return true
 	case err == nil:
 		w.failed.Add(1)

@@ -44,6 +44,7 @@ var frozenChecksums = map[int]string{
 	16: "10753f752b273263a43cedf7be85bf8e7326667183faf463f779657d87d51bb7",
 	17: "d20b7add6228368aef4442febb5e2e27b94175e3528d327b06c289c2804a5960",
 	18: "70bc3a4b1801b2e94ce84c06f0541deced8879ca5e6d13b5ba659f99f5744165",
+	19: "16f1b6f7308e27df19db837b12e4dde0fecc5169f3f40f38fb05375ecc334bec",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

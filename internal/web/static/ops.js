@@ -589,7 +589,8 @@
       ['fence', d.fence],
       // A task not held shows when it was last claimed (kept after a submit).
       [d.status === 'assigned' ? 'assigned' : 'last claimed', d.assigned_at ? fmtTime(d.assigned_at) : null], ['lease left', lease],
-      ['attempts', d.attempts + ' of ' + d.max_attempts], ['last error', d.last_error],
+      ['attempts', d.attempts + ' of ' + d.max_attempts], ['snoozed', d.snoozes ? d.snoozes + (d.snoozes === 1 ? ' time' : ' times') : null],
+      ['last error', d.last_error],
       ['created', fmtTime(d.created_at)], ['run after', fmtTime(d.run_after)], ['due', d.due_at ? fmtTime(d.due_at) : null],
       ['updated', fmtTime(d.updated_at)], ['done', d.done_at ? fmtTime(d.done_at) : null]
     ]);
