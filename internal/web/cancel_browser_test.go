@@ -43,6 +43,8 @@ func TestBrowserOpsCancelRunning(t *testing.T) {
 		t.Errorf("notice %q does not say whose claim ended", msg)
 	}
 	tb.screenshot("ops-cancel-running")
+	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.screenshot("ops-cancel-running-phone")
 	var task struct {
 		Status string `json:"status"`
 	}
@@ -85,6 +87,8 @@ func TestBrowserCancelledWhileHeld(t *testing.T) {
 				t.Errorf("notice %q: want the cancel, and that it moves on", msg)
 			}
 			tb.screenshot("workspace-cancelled-" + c.name)
+			tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+			tb.screenshot("workspace-cancelled-" + c.name + "-phone")
 		})
 	}
 }
