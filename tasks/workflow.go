@@ -72,6 +72,15 @@ type Workflow struct {
 	// sharing the Redis servers: spaced 60s/RateLimit apart on average, with a
 	// burst of ceil(RateLimit/60) after an idle time. 0 means none.
 	RateLimit int
+	// AgreementField is what the results of an overlap group are compared on
+	// (GET /v1/admin/agreement): "" the decision of each accepted result,
+	// otherwise the top-level field of that name in the result object
+	// (CheckAgreementField). A result without it is a missing value.
+	AgreementField string
+	// AgreementInterval says the compared values are numbers, so agreement
+	// is measured with the interval metric as well as the nominal one.
+	// Default false: labels, nominal only.
+	AgreementInterval bool
 }
 
 // Check validates w; its errors wrap ErrInvalid and name the field.
@@ -93,6 +102,11 @@ func (w Workflow) Check() error {
 	}
 	if w.RateLimit < 0 {
 		return fmt.Errorf("%w: rate_limit must not be negative, got %d", ErrInvalid, w.RateLimit)
+	}
+	if w.AgreementField != "" {
+		if err := CheckAgreementField(w.AgreementField); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -111,3 +111,6 @@ func (s *Store) DeliveryLog(ctx context.Context, eventID int64, webhook string) 
 // SetNodeRetry sets how long c, a Connector over several addresses, passes over
 // a failed node.
 func SetNodeRetry(c driver.Connector, d time.Duration) { c.(*failover).retry = d }
+
+// AgreementQuery exposes the agreement read for EXPLAIN tests.
+func AgreementQuery(field string) (string, []any) { return agreementQuery(field) }
