@@ -229,3 +229,28 @@ func TestPairs(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	rs := []agreement.Rating{{1, 10, "1"}, {1, 20, "2"}, {2, 10, "3"}, {2, 20, "3"}, {3, 10, "5"}}
+	units := agreement.Units(rs)
+	if len(units) != 3 || units[0][20] != "2" || len(units[2]) != 1 {
+		t.Fatalf("units = %v", units)
+	}
+	s := agreement.Summarize(units, true)
+	if s.Nominal.Units != 2 || s.Nominal.Pairable != 4 || s.Interval == nil || !s.Interval.Defined {
+		t.Errorf("summary = %+v, want 2 units, 4 values, interval defined", s)
+	}
+	// Interval: values 1, 2 and 3, 3; Do = (1 + 1)/4, and with n_1 = n_2 = 1,
+	// n_3 = 2, De = 2·(1·1·1 + 1·2·4 + 1·2·1)/(4·3) = 22/12: alpha = 1 - 6/22.
+	if s.Interval != nil && math.Abs(s.Interval.Value-(1-6.0/22)) > 1e-12 {
+		t.Errorf("interval alpha = %v, want %v", s.Interval.Value, 1-6.0/22)
+	}
+	if len(s.Pairs) != 1 || s.Pairs[0].Units != 2 || s.Pairs[0].Agreed != 1 {
+		t.Errorf("pairs = %+v, want 10-20 agreeing on 1 of 2", s.Pairs)
+	}
+	units[0][10] = "yes"
+	if s := agreement.Summarize(units, true); s.Interval != nil || !s.Nominal.Defined {
+		t.Errorf("a label among numbers: %+v, want nominal only", s)
+	}
+}
