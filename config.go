@@ -184,6 +184,16 @@ type CategoryConfig struct {
 	// replica, counted in Redis: spaced 60s/RateLimit apart on average, with
 	// a burst of ceil(RateLimit/60) after an idle time. Default 0: none.
 	RateLimit int `yaml:"rate_limit"`
+	// AgreementField is what the results of an overlap group are compared
+	// on when agreement between editors is measured (GET
+	// /v1/admin/agreement, the console, taskd_agreement_alpha): the top-level
+	// field of that name in the result object, its value as text. Default
+	// "": each result's decision.
+	AgreementField string `yaml:"agreement_field"`
+	// AgreementMetric is "nominal" (values are labels: equal or not) or
+	// "interval" (values are numbers: also measured by their distance).
+	// Default nominal.
+	AgreementMetric string `yaml:"agreement_metric"`
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -191,6 +201,7 @@ func (c CategoryConfig) workflow() tasks.Workflow {
 	return tasks.Workflow{
 		Stages: c.Stages, Overlap: c.Overlap, SendBackHold: c.SendBackHold,
 		MaxSendBacks: c.MaxSendBacks, Weight: c.Weight, RateLimit: c.RateLimit,
+		AgreementField: c.AgreementField, AgreementInterval: c.AgreementMetric == "interval",
 	}
 }
 
@@ -867,6 +878,14 @@ func (v *validator) categories() {
 		v.between(key("max_send_backs"), cc.MaxSendBacks, 1, tasks.MaxSendBacksMax)
 		v.between(key("weight"), cc.Weight, 1, tasks.MaxWeight)
 		v.between(key("rate_limit"), cc.RateLimit, 0, 1_000_000)
+		if cc.AgreementField != "" {
+			if err := tasks.CheckAgreementField(cc.AgreementField); err != nil {
+				v.fail(key("agreement_field"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": agreement_field "))
+			}
+		}
+		if m := cc.AgreementMetric; m != "" && m != "nominal" && m != "interval" {
+			v.fail(key("agreement_metric"), "must be nominal or interval, not %q", m)
+		}
 	}
 }
 

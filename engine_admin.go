@@ -298,6 +298,10 @@ func (s apiStore) GroupDecisions(ctx context.Context, groupID int64) (map[int64]
 	return s.store.GroupDecisions(ctx, groupID)
 }
 
+func (s apiStore) Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error) {
+	return s.store.Agreement(ctx, p)
+}
+
 func (s apiStore) GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error) {
 	return s.store.GroupTasks(ctx, groupID)
 }

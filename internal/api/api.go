@@ -47,6 +47,7 @@ type Store interface {
 	TaskResults(ctx context.Context, p tasks.TaskResultsParams) (*tasks.TaskResultPage, error)
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
+	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
@@ -328,6 +329,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/admin/categories/{category}/pause", a.admin(a.pauseCategory)},
 		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
+		{"GET /v1/admin/agreement", a.admin(a.agreement)},
 		{"GET /v1/stats", a.admin(a.stats)},
 		{"GET /v1/stats/history", a.admin(a.history)},
 		{"GET /v1/results", a.admin(a.results)},

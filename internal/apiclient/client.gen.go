@@ -187,6 +187,67 @@ type AddTasksResult struct {
 	} `json:"tasks"`
 }
 
+// Agreement defines model for Agreement.
+type Agreement struct {
+	// Alpha Krippendorff's alpha, to 4 decimals; null when undefined.
+	Alpha struct {
+		// Interval Present when the category's agreement_metric is interval; null when a value is not a number.
+		Interval *float64 `json:"interval,omitempty"`
+		Nominal  *float64 `json:"nominal"`
+	} `json:"alpha"`
+	Category Category `json:"category"`
+
+	// Editors The editors with a value, by id.
+	Editors []struct {
+		Id     ID     `json:"id"`
+		Name   string `json:"name"`
+		Values int    `json:"values"`
+	} `json:"editors"`
+
+	// Field The result field compared; null for the decision.
+	Field *string `json:"field"`
+
+	// PairableValues The values those groups hold.
+	PairableValues int `json:"pairable_values"`
+
+	// Pairs Each pair of editors who share a group, by editor_a then editor_b (editor_a < editor_b).
+	Pairs []AgreementPair `json:"pairs"`
+
+	// Since RFC 3339 in UTC, to the millisecond.
+	Since Time `json:"since"`
+
+	// Truncated The read stopped at limit; later tasks of the window were left out.
+	Truncated bool `json:"truncated"`
+
+	// Units The groups with two values or more.
+	Units int `json:"units"`
+
+	// Until RFC 3339 in UTC, to the millisecond.
+	Until Time `json:"until"`
+
+	// Values The values read.
+	Values int `json:"values"`
+}
+
+// AgreementPair defines model for AgreementPair.
+type AgreementPair struct {
+	// Agreed Those where the two values are equal.
+	Agreed  int `json:"agreed"`
+	EditorA ID  `json:"editor_a"`
+	EditorB ID  `json:"editor_b"`
+
+	// Kappa Cohen's kappa of the two over those groups; null when undefined (one value only).
+	Kappa *float64 `json:"kappa"`
+	NameA string   `json:"name_a"`
+	NameB string   `json:"name_b"`
+
+	// Percent agreed / units, to 4 decimals.
+	Percent float64 `json:"percent"`
+
+	// Units The groups both have a value in.
+	Units int `json:"units"`
+}
+
 // AnyJSON Any JSON value, null included.
 type AnyJSON = interface{}
 
@@ -928,6 +989,20 @@ type Unavailable = Error
 // Healthz200JSONResponseBodyStatus defines parameters for Healthz.
 type Healthz200JSONResponseBodyStatus string
 
+// AgreementParams defines parameters for Agreement.
+type AgreementParams struct {
+	Category Category `form:"category" json:"category"`
+
+	// Since Start of the window (tasks created at or after it). Default 30 days before until.
+	Since *Time `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until End of the window (tasks created before it). Default now.
+	Until *Time `form:"until,omitempty" json:"until,omitempty"`
+
+	// Limit The most values read.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // PauseCategoryJSONBody defines parameters for PauseCategory.
 type PauseCategoryJSONBody = map[string]interface{}
 
@@ -1241,6 +1316,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Agreement Agreement between editors over a category's overlap groups
+	//
+	// Reads the accepted results of the done tasks of the category's overlap
+	// groups (tasks created in [since, until), oldest first, at most limit
+	// values) and measures how far their editors agree. A group is a unit and
+	// each editor's value in it is the result's decision, or the result field
+	// the category names (agreement_field in the config; a result without a
+	// value is missing). Krippendorff's alpha with the nominal metric, and the
+	// interval metric when the category's agreement_metric is interval and
+	// every value is a number; percent agreement and Cohen's kappa for each
+	// pair of editors who share a group. A coefficient is null when undefined:
+	// no group with two values, or no variation in the values at all.
+	//
+	// Corresponds with GET /v1/admin/agreement (the `Agreement` operationId).
+	Agreement(ctx context.Context, params *AgreementParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PausedCategories Paused categories
 	//
@@ -1802,6 +1893,32 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Agreement Agreement between editors over a category's overlap groups
+//
+// Reads the accepted results of the done tasks of the category's overlap
+// groups (tasks created in [since, until), oldest first, at most limit
+// values) and measures how far their editors agree. A group is a unit and
+// each editor's value in it is the result's decision, or the result field
+// the category names (agreement_field in the config; a result without a
+// value is missing). Krippendorff's alpha with the nominal metric, and the
+// interval metric when the category's agreement_metric is interval and
+// every value is a number; percent agreement and Cohen's kappa for each
+// pair of editors who share a group. A coefficient is null when undefined:
+// no group with two values, or no variation in the values at all.
+//
+// Corresponds with GET /v1/admin/agreement (the `Agreement` operationId).
+func (c *Client) Agreement(ctx context.Context, params *AgreementParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAgreementRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2879,6 +2996,92 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAgreementRequest constructs an http.Request for the Agreement method
+func NewAgreementRequest(server string, params *AgreementParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/agreement")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "category", params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -4528,6 +4731,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// AgreementWithResponse Agreement between editors over a category's overlap groups
+	//
+	// Reads the accepted results of the done tasks of the category's overlap
+	// groups (tasks created in [since, until), oldest first, at most limit
+	// values) and measures how far their editors agree. A group is a unit and
+	// each editor's value in it is the result's decision, or the result field
+	// the category names (agreement_field in the config; a result without a
+	// value is missing). Krippendorff's alpha with the nominal metric, and the
+	// interval metric when the category's agreement_metric is interval and
+	// every value is a number; percent agreement and Cohen's kappa for each
+	// pair of editors who share a group. A coefficient is null when undefined:
+	// no group with two values, or no variation in the values at all.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/agreement (the `Agreement` operationId).
+	AgreementWithResponse(ctx context.Context, params *AgreementParams, reqEditors ...RequestEditorFn) (*AgreementResponse, error)
+
 	// PausedCategoriesWithResponse Paused categories
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5264,6 +5485,110 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AgreementResponse401Headers the declared response headers of an HTTP 401 response for Agreement
+type AgreementResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// AgreementResponse429Headers the declared response headers of an HTTP 429 response for Agreement
+type AgreementResponse429Headers struct {
+	RetryAfter int
+}
+
+// AgreementResponse503Headers the declared response headers of an HTTP 503 response for Agreement
+type AgreementResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AgreementResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Agreement
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AgreementResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AgreementResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AgreementResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AgreementResponse) GetJSON200() *Agreement {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AgreementResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AgreementResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AgreementResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AgreementResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AgreementResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AgreementResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AgreementResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AgreementResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AgreementResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AgreementResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8745,6 +9070,30 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// AgreementWithResponse Agreement between editors over a category's overlap groups
+//
+// Reads the accepted results of the done tasks of the category's overlap
+// groups (tasks created in [since, until), oldest first, at most limit
+// values) and measures how far their editors agree. A group is a unit and
+// each editor's value in it is the result's decision, or the result field
+// the category names (agreement_field in the config; a result without a
+// value is missing). Krippendorff's alpha with the nominal metric, and the
+// interval metric when the category's agreement_metric is interval and
+// every value is a number; percent agreement and Cohen's kappa for each
+// pair of editors who share a group. A coefficient is null when undefined:
+// no group with two values, or no variation in the values at all.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/agreement (the `Agreement` operationId).
+func (c *ClientWithResponses) AgreementWithResponse(ctx context.Context, params *AgreementParams, reqEditors ...RequestEditorFn) (*AgreementResponse, error) {
+	rsp, err := c.Agreement(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgreementResponse(rsp)
+}
+
 // PausedCategoriesWithResponse Paused categories
 //
 // Returns a wrapper object for the known response body format(s).
@@ -9738,6 +10087,107 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAgreementResponse parses an HTTP response from a AgreementWithResponse call
+func ParseAgreementResponse(rsp *http.Response) (*AgreementResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AgreementResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Agreement
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AgreementResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AgreementResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AgreementResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -628,10 +628,13 @@ categories:
   - name: labels
     overlap: 3
     rate_limit: 600
+    agreement_field: score
+    agreement_metric: interval
 `, nil)
 	want := []taskd.CategoryConfig{
 		{Name: "news", Stages: []string{"edit", "review"}, Overlap: 1, SendBackHold: 30 * time.Minute, MaxSendBacks: 3, Weight: 3},
-		{Name: "labels", Overlap: 3, SendBackHold: tasks.SendBackHoldDefault, MaxSendBacks: tasks.MaxSendBacksDefault, Weight: 1, RateLimit: 600},
+		{Name: "labels", Overlap: 3, SendBackHold: tasks.SendBackHoldDefault, MaxSendBacks: tasks.MaxSendBacksDefault, Weight: 1, RateLimit: 600,
+			AgreementField: "score", AgreementMetric: "interval"},
 	}
 	if !reflect.DeepEqual(cfg.Categories, want) {
 		t.Errorf("categories = %+v\nwant %+v", cfg.Categories, want)
@@ -658,6 +661,8 @@ categories:
 		{"categories:\n  - {name: a, send_back_hold: 10ms}\n", "categories[0].send_back_hold", []string{"must be at least 1s"}},
 		{"categories:\n  - {name: a, max_send_backs: -1}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got -1"}},
 		{"categories:\n  - {name: a, max_send_backs: 1001}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got 1001"}},
+		{"categories:\n  - {name: a, agreement_field: a.b}\n", "categories[0].agreement_field", []string{"must be ASCII letters"}},
+		{"categories:\n  - {name: a, agreement_metric: ordinal}\n", "categories[0].agreement_metric", []string{`must be nominal or interval, not "ordinal"`}},
 		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
 	} {
 		_, err := parse(t, c.yaml, nil)
