@@ -53,6 +53,7 @@ func (h *Handler) opsRoutes() {
 		"GET /ops/v1/tasks/{id}/events",
 		"GET /ops/v1/tasks/{id}/results",
 		"GET /ops/v1/admin/categories/paused",
+		"GET /ops/v1/admin/agreement",
 		"GET /ops/v1/editors",
 		"GET /ops/v1/editors/{id}",
 		"PATCH /ops/v1/editors/{id}",

@@ -1063,6 +1063,114 @@
     }
   }
 
+  // --- agreement ---
+  var agCat = '';        // the category the agreement view shows, '' for none yet
+
+  // agColour is the background of a cell for a share 0..1: red to amber to
+  // green, light enough for dark text.
+  function agColour(p) {
+    var hue = Math.round(120 * Math.max(0, Math.min(1, p)));
+    return 'hsl(' + hue + ', 70%, 82%)';
+  }
+
+  function fmtAlpha(v) { return v === null || v === undefined ? 'undefined' : v.toFixed(3); }
+
+  function loadAgreement() {
+    var cat = agCat;
+    $('ag-cat').value = $('ag-cat') === document.activeElement ? $('ag-cat').value : cat;
+    if (!cat) {
+      $('ag-kpis').hidden = true; $('ag-matrix').hidden = true; $('ag-legend').hidden = true;
+      $('ag-empty').textContent = 'Name a category whose tasks ask for several results (overlap).';
+      $('ag-empty').hidden = false;
+      return Promise.resolve();
+    }
+    var since = new Date(now() + skew - Number($('ag-days').value) * 86400000).toISOString();
+    return call('GET', '/admin/agreement?category=' + encodeURIComponent(cat) + '&since=' + encodeURIComponent(since)).then(function (r) {
+      if (cat !== agCat) { return; }
+      if (!ok(r, 'Agreement')) { return false; }
+      renderAgreement(r.data);
+    });
+  }
+
+  function renderAgreement(d) {
+    var k = $('ag-kpis');
+    k.textContent = '';
+    var kpi = function (label, value) {
+      var s = document.createElement('span');
+      s.appendChild(document.createTextNode(label + ' '));
+      var b = document.createElement('b');
+      b.textContent = value;
+      s.appendChild(b);
+      k.appendChild(s);
+    };
+    kpi('α nominal', fmtAlpha(d.alpha.nominal));
+    if ('interval' in d.alpha) { kpi('α interval', fmtAlpha(d.alpha.interval)); }
+    kpi('groups', String(d.units));
+    kpi('values', String(d.pairable_values));
+    kpi('compared', d.field === null ? 'decision' : d.field);
+    if (d.truncated) { kpi('', 'oldest ' + d.values + ' values only'); }
+    k.hidden = false;
+    var t = $('ag-matrix');
+    var head = t.tHead, body = t.tBodies[0];
+    head.textContent = ''; body.textContent = '';
+    if (d.editors.length < 2 || d.pairs.length === 0) {
+      t.hidden = true; $('ag-legend').hidden = true;
+      $('ag-empty').textContent = 'No group of ' + d.category + ' in the window has results from two editors yet.';
+      $('ag-empty').hidden = false;
+      return;
+    }
+    $('ag-empty').hidden = true;
+    var pairs = {};
+    d.pairs.forEach(function (p) { pairs[p.editor_a + ':' + p.editor_b] = p; pairs[p.editor_b + ':' + p.editor_a] = p; });
+    var hr = document.createElement('tr');
+    var corner = document.createElement('th');
+    corner.setAttribute('scope', 'col');
+    corner.textContent = 'Editor';
+    hr.appendChild(corner);
+    d.editors.forEach(function (e) {
+      var th = document.createElement('th');
+      th.setAttribute('scope', 'col');
+      th.textContent = e.name;
+      hr.appendChild(th);
+    });
+    head.appendChild(hr);
+    d.editors.forEach(function (row) {
+      var tr = document.createElement('tr');
+      var th = document.createElement('th');
+      th.setAttribute('scope', 'row');
+      var a = document.createElement('a');
+      a.href = '#editors/' + row.id;
+      a.textContent = row.name;
+      th.appendChild(a);
+      tr.appendChild(th);
+      d.editors.forEach(function (col) {
+        var td = document.createElement('td');
+        if (row.id === col.id) {
+          td.className = 'self';
+          td.textContent = '—';
+        } else if (pairs[row.id + ':' + col.id]) {
+          var p = pairs[row.id + ':' + col.id];
+          td.className = 'cell';
+          td.style.background = agColour(p.percent);
+          td.textContent = Math.round(p.percent * 100) + '%';
+          var n = document.createElement('small');
+          n.textContent = p.agreed + ' of ' + p.units;
+          td.appendChild(n);
+          td.title = row.name + ' and ' + col.name + ': ' + p.agreed + ' of ' + p.units + ' shared groups agree' +
+            (p.kappa === null ? '' : ', Cohen\'s κ ' + p.kappa.toFixed(2));
+        } else {
+          td.className = 'none';
+          td.textContent = '·';
+          td.title = row.name + ' and ' + col.name + ' share no group';
+        }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    t.hidden = false;
+    $('ag-legend').hidden = false;
+  }
+
   // --- views ---
   var loaders = {
     pool: function () { return loadPool(); },
@@ -1076,7 +1184,8 @@
       var ps = [loadEditors()];
       if (editorOpen) { ps.push(loadEditor(editorOpen, false)); }
       return Promise.all(ps);
-    }
+    },
+    agreement: function () { return loadAgreement(); }
   };
 
   function route() {
@@ -1085,12 +1194,18 @@
     var id = /^[1-9][0-9]{0,17}$/.test(parts[1] || '') ? Number(parts[1]) : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'agreement'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
     document.title = view.charAt(0).toUpperCase() + view.slice(1) + ' · taskd ops';
     if (view === 'pool') { return refresh(); }
+    if (view === 'agreement') {
+      var cat = '';
+      try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { cat = ''; }
+      agCat = cat;
+      return loadAgreement().then(stamp);
+    }
     if (view === 'tasks') {
       taskOpen = id;
       if (!id) { showTaskDetail(false); }
@@ -1165,6 +1280,14 @@
     renderBulk();
     loadTasks();
   });
+  $('agreement-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var cat = $('ag-cat').value.trim();
+    $('ag-cat').blur();
+    if ('#agreement/' + encodeURIComponent(cat) === window.location.hash) { loadAgreement(); return; }
+    window.location.hash = '#agreement/' + encodeURIComponent(cat);
+  });
+  $('ag-days').addEventListener('change', function () { $('ag-days').blur(); loadAgreement(); });
   $('bulk-requeue').addEventListener('click', function () { askBulk('requeue'); });
   $('bulk-cancel').addEventListener('click', function () { askBulk('cancel'); });
   $('bulk-dismiss').addEventListener('click', hideBulk);

@@ -1,0 +1,94 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserOpsAgreement: the console's agreement view shows a category's
+// alpha and the matrix of editors' pairwise agreement, by name, each cell its
+// share and its count with a colour from red to green, "·" for a pair that
+// shares no group; at phone width the matrix scrolls inside its card.
+func TestBrowserOpsAgreement(t *testing.T) {
+	s := startServer(t, liveClaims())
+	names := []string{"Ada", "Bo", "Cy", "Dee"}
+	tokens := make([]string, len(names))
+	for i, n := range names {
+		_, tokens[i] = s.editor(n, "panel")
+	}
+	// Each group of "panel" (overlap 2) taken by one pair, added and done
+	// before the next is added: agreed of groups per pair.
+	for _, g := range []struct {
+		a, b   int
+		groups int
+		agreed int
+	}{
+		{0, 1, 4, 4}, // Ada, Bo: 100%
+		{0, 2, 3, 2}, // Ada, Cy: 67%
+		{0, 3, 2, 0}, // Ada, Dee: 0%
+		{1, 2, 2, 1}, // Bo, Cy: 50%
+		{1, 3, 3, 1}, // Bo, Dee: 33%
+	} {
+		for i := range g.groups {
+			s.addTask("panel", 1, fmt.Sprintf("%s and %s, %d", names[g.a], names[g.b], i), map[string]any{"text": "x"})
+			decisions := []string{"yes", "yes"}
+			if i >= g.agreed {
+				decisions[1] = "no"
+			}
+			for j, who := range []int{g.a, g.b} {
+				id, fence := claimFor(t, s, tokens[who])
+				editorCall(t, s, tokens[who], "POST", fmt.Sprintf("/v1/assignments/%d/submit", id),
+					fmt.Sprintf(`{"fence":%d,"result":{},"decision":%q}`, fence, decisions[j]), http.StatusOK, nil)
+			}
+		}
+	}
+
+	tb := newTab(t, 1280, 900)
+	tb.opsSignIn(s)
+	tb.do("open the agreement view", chromedp.Navigate(s.base+"/ops#agreement/panel"))
+	tb.waitJS("the matrix", `!document.getElementById("ag-matrix").hidden && document.querySelectorAll("#ag-matrix tbody tr").length === 4`)
+	head := eval[string](tb, `Array.from(document.querySelectorAll("#ag-matrix thead th")).map(c => c.textContent).join("|")`)
+	if head != "Editor|Ada|Bo|Cy|Dee" {
+		t.Errorf("matrix head %q, want the editors by name", head)
+	}
+	rows := eval[[]string](tb, `Array.from(document.querySelectorAll("#ag-matrix tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent).join("|"))`)
+	want := []string{
+		"Ada|—|100%4 of 4|67%2 of 3|0%0 of 2",
+		"Bo|100%4 of 4|—|50%1 of 2|33%1 of 3",
+		"Cy|67%2 of 3|50%1 of 2|—|·",
+		"Dee|0%0 of 2|33%1 of 3|·|—",
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("matrix rows\n%q\nwant\n%q", rows, want)
+	}
+	// Red for none, green for all.
+	colours := eval[[]string](tb, `[2, 4].map(i => getComputedStyle(document.querySelector("#ag-matrix tbody tr").cells[i]).backgroundColor)`)
+	if len(colours) != 2 || colours[0] == colours[1] || colours[0] != "rgb(177, 241, 177)" {
+		t.Errorf("cell colours %q, want green for 100%% and another for 0%%", colours)
+	}
+	kpis := eval[string](tb, `document.getElementById("ag-kpis").textContent`)
+	// Alpha's arithmetic is the agreement package's; here only that it is
+	// shown, with the counts.
+	if want := "groups 14"; !strings.Contains(kpis, want) || !strings.Contains(kpis, "values 28") || !strings.Contains(kpis, "α nominal ") || !strings.Contains(kpis, "compared decision") {
+		t.Errorf("kpis %q, want %q, values 28, α nominal and the decision compared", kpis, want)
+	}
+	tb.screenshot("ops-agreement")
+
+	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.waitJS("laid out at phone width", `window.innerWidth === 390`)
+	// The page does not scroll sideways; the matrix's box may.
+	if w := eval[float64](tb, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the page is %v px wide at 390", w)
+	}
+	tb.screenshot("ops-agreement-phone")
+
+	tb.do("a category without groups", chromedp.Navigate(s.base+"/ops#agreement/news"))
+	tb.waitJS("the empty note", `!document.getElementById("ag-empty").hidden && document.getElementById("ag-matrix").hidden`)
+	if msg := eval[string](tb, `document.getElementById("ag-empty").textContent`); !strings.Contains(msg, "No group of news") {
+		t.Errorf("empty note %q", msg)
+	}
+}
