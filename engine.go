@@ -444,7 +444,21 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	stopObserving := func() { stopPool(); stopStores(); stopQueues() }
+	// Agreement is measured only where some category asks for several
+	// results: a deployment without overlap reads nothing for it.
+	stopAgreement := func() {}
+	if len(e.cfg.overlapCategories()) > 0 {
+		if stopAgreement, err = telemetry.ObserveAgreement(e.tel, e.measureAgreement, 0); err != nil {
+			stopPool()
+			stopStores()
+			stopQueues()
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return err
+		}
+	}
+	stopObserving := func() { stopPool(); stopStores(); stopQueues(); stopAgreement() }
 	stopHooksObs := func() {}
 	if e.hooks != nil {
 		names := make([]string, len(e.cfg.Webhooks))

@@ -1,0 +1,53 @@
+package taskd
+
+import (
+	"context"
+	"time"
+
+	"github.com/taskd/taskd/internal/agreement"
+	"github.com/taskd/taskd/internal/telemetry"
+	"github.com/taskd/taskd/tasks"
+)
+
+// agreementMetricsWindow is the window taskd_agreement_alpha is measured over:
+// the overlap groups whose tasks were created in the last 7 days.
+const agreementMetricsWindow = 7 * 24 * time.Hour
+
+// overlapCategories are the configured categories whose tasks ask for several
+// results: those agreement is measured in.
+func (c Config) overlapCategories() []CategoryConfig {
+	var out []CategoryConfig
+	for _, cc := range c.Categories {
+		if cc.Overlap > 1 {
+			out = append(out, cc)
+		}
+	}
+	return out
+}
+
+// measureAgreement is Krippendorff's alpha of each overlap category over the
+// last agreementMetricsWindow, for taskd_agreement_alpha: nominal, and interval
+// for a category whose agreement_metric is interval; an undefined alpha is left
+// out. One read of the store per category.
+func (e *Engine) measureAgreement(ctx context.Context) ([]telemetry.AgreementAlpha, error) {
+	now := time.Now()
+	var out []telemetry.AgreementAlpha
+	for _, cc := range e.cfg.overlapCategories() {
+		vs, err := e.store.Agreement(ctx, tasks.AgreementParams{Category: cc.Name, Since: now.Add(-agreementMetricsWindow), Until: now})
+		if err != nil {
+			return nil, err
+		}
+		rs := make([]agreement.Rating, len(vs.Values))
+		for i, v := range vs.Values {
+			rs[i] = agreement.Rating{Unit: v.GroupID, Coder: v.EditorID, Value: v.Value}
+		}
+		s := agreement.Summarize(agreement.Units(rs), vs.Interval)
+		if s.Nominal.Defined {
+			out = append(out, telemetry.AgreementAlpha{Category: cc.Name, Metric: agreement.Nominal.String(), Value: s.Nominal.Value})
+		}
+		if s.Interval != nil && s.Interval.Defined {
+			out = append(out, telemetry.AgreementAlpha{Category: cc.Name, Metric: agreement.Interval.String(), Value: s.Interval.Value})
+		}
+	}
+	return out, nil
+}
