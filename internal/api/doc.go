@@ -43,6 +43,8 @@
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
+//	GET  /v1/admin/agreement              admin   ?category&since&until&limit → 200 {category, since, until, field, values,
+//	                                              truncated, units, pairable_values, alpha: {nominal, interval?}, editors, pairs}
 //	GET  /v1/stats                        admin   → 200 counts by status and category (and by stage), claims, paused
 //	GET  /v1/stats/history?minutes=       admin   → 200 {minutes: [{start, claims, submits, next_p50_ms, next_p99_ms}], total, flush_interval_ms}
 //	GET  /v1/results?after=&limit=        admin   → 200 accepted results as JSON lines, then {next_cursor, count, more}
