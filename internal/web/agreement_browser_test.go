@@ -9,11 +9,11 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestBrowserOpsAgreement: the console's agreement view shows a category's
-// alpha and the matrix of editors' pairwise agreement, by name, each cell its
-// share and its count with a colour from red to green, "·" for a pair that
-// shares no group; at phone width the matrix scrolls inside its card.
-func TestBrowserOpsAgreement(t *testing.T) {
+// agreementServer starts a server whose category "panel" (overlap 2) has 14
+// groups done by pairs of four editors, Ada, Bo, Cy and Dee, with the
+// agreement agreementRows shows.
+func agreementServer(t *testing.T) *server {
+	t.Helper()
 	s := startServer(t, liveClaims())
 	names := []string{"Ada", "Bo", "Cy", "Dee"}
 	tokens := make([]string, len(names))
@@ -46,6 +46,27 @@ func TestBrowserOpsAgreement(t *testing.T) {
 			}
 		}
 	}
+	return s
+}
+
+// agreementRows are the rows of panel's matrix: the name, then a cell per
+// editor (share, then "agreed of shared"; "—" the diagonal, "·" no group).
+var agreementRows = []string{
+	"Ada|—|100%4 of 4|67%2 of 3|0%0 of 2",
+	"Bo|100%4 of 4|—|50%1 of 2|33%1 of 3",
+	"Cy|67%2 of 3|50%1 of 2|—|·",
+	"Dee|0%0 of 2|33%1 of 3|·|—",
+}
+
+// agreementRowsJS reads the matrix's rows as agreementRows has them.
+const agreementRowsJS = `Array.from(document.querySelectorAll("#ag-matrix tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent).join("|"))`
+
+// TestBrowserOpsAgreement: the console's agreement view shows a category's
+// alpha and the matrix of editors' pairwise agreement, by name, each cell its
+// share and its count with a colour from red to green, "·" for a pair that
+// shares no group; at phone width the matrix scrolls inside its card.
+func TestBrowserOpsAgreement(t *testing.T) {
+	s := agreementServer(t)
 
 	tb := newTab(t, 1280, 900)
 	tb.opsSignIn(s)
@@ -55,15 +76,8 @@ func TestBrowserOpsAgreement(t *testing.T) {
 	if head != "Editor|Ada|Bo|Cy|Dee" {
 		t.Errorf("matrix head %q, want the editors by name", head)
 	}
-	rows := eval[[]string](tb, `Array.from(document.querySelectorAll("#ag-matrix tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent).join("|"))`)
-	want := []string{
-		"Ada|—|100%4 of 4|67%2 of 3|0%0 of 2",
-		"Bo|100%4 of 4|—|50%1 of 2|33%1 of 3",
-		"Cy|67%2 of 3|50%1 of 2|—|·",
-		"Dee|0%0 of 2|33%1 of 3|·|—",
-	}
-	if fmt.Sprint(rows) != fmt.Sprint(want) {
-		t.Errorf("matrix rows\n%q\nwant\n%q", rows, want)
+	if rows := eval[[]string](tb, agreementRowsJS); fmt.Sprint(rows) != fmt.Sprint(agreementRows) {
+		t.Errorf("matrix rows\n%q\nwant\n%q", rows, agreementRows)
 	}
 	// Red for none, green for all.
 	colours := eval[[]string](tb, `[2, 4].map(i => getComputedStyle(document.querySelector("#ag-matrix tbody tr").cells[i]).backgroundColor)`)
@@ -85,10 +99,41 @@ func TestBrowserOpsAgreement(t *testing.T) {
 		t.Errorf("the page is %v px wide at 390", w)
 	}
 	tb.screenshot("ops-agreement-phone")
+	// Names too long for the width: the matrix's box scrolls, the page does not.
+	widths := eval[[]float64](tb, `(() => {
+		document.querySelectorAll("#ag-matrix th").forEach(th => { th.textContent += " Konstantinopoulou-Smythe"; th.style.whiteSpace = "nowrap"; });
+		const box = document.querySelector(".ag-scroll");
+		return [document.documentElement.scrollWidth, box.scrollWidth, box.clientWidth];
+	})()`)
+	if len(widths) != 3 || widths[0] > 390 || widths[1] <= widths[2] {
+		t.Errorf("with long names: page %v px wide, matrix box %v px in %v: want the box to scroll, not the page", widths[0], widths[1], widths[2])
+	}
 
 	tb.do("a category without groups", chromedp.Navigate(s.base+"/ops#agreement/news"))
 	tb.waitJS("the empty note", `!document.getElementById("ag-empty").hidden && document.getElementById("ag-matrix").hidden`)
 	if msg := eval[string](tb, `document.getElementById("ag-empty").textContent`); !strings.Contains(msg, "No group of news") {
 		t.Errorf("empty note %q", msg)
+	}
+}
+
+// TestFirefoxOpsAgreement: the agreement matrix in Firefox, at desktop and
+// phone width, the page never wider than the screen.
+func TestFirefoxOpsAgreement(t *testing.T) {
+	s := agreementServer(t)
+	for _, c := range []struct {
+		name string
+		w, h int
+	}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
+		tb := newFirefox(t, c.w, c.h, 1)
+		tb.opsSignIn(s)
+		tb.navigate(s.base + "/ops#agreement/panel")
+		tb.waitJS("the matrix", `!document.getElementById("ag-matrix").hidden && document.querySelectorAll("#ag-matrix tbody tr").length === 4`)
+		if rows := fxEval[[]string](tb, agreementRowsJS); fmt.Sprint(rows) != fmt.Sprint(agreementRows) {
+			t.Errorf("%s: matrix rows\n%q\nwant\n%q", c.name, rows, agreementRows)
+		}
+		if w := fxEval[float64](tb, `document.documentElement.scrollWidth`); w > float64(c.w) {
+			t.Errorf("%s: the page is %v px wide at %d", c.name, w, c.w)
+		}
+		tb.screenshot("firefox-ops-agreement-" + c.name)
 	}
 }
