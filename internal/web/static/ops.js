@@ -1065,6 +1065,8 @@
 
   // --- agreement ---
   var agCat = '';        // the category the agreement view shows, '' for none yet
+  var agAt = 0;          // when it was last read: the periodic refresh reads it once a minute
+  var AGREEMENT_MS = 60000;
 
   // agColour is the background of a cell for a share 0..1: red to amber to
   // green, light enough for dark text.
@@ -1084,6 +1086,7 @@
       $('ag-empty').hidden = false;
       return Promise.resolve();
     }
+    agAt = now();
     var since = new Date(now() + skew - Number($('ag-days').value) * 86400000).toISOString();
     return call('GET', '/admin/agreement?category=' + encodeURIComponent(cat) + '&since=' + encodeURIComponent(since)).then(function (r) {
       if (cat !== agCat) { return; }
@@ -1185,7 +1188,10 @@
       if (editorOpen) { ps.push(loadEditor(editorOpen, false)); }
       return Promise.all(ps);
     },
-    agreement: function () { return loadAgreement(); }
+    agreement: function () {
+      if (now() - agAt < AGREEMENT_MS) { return Promise.resolve(); }
+      return loadAgreement();
+    }
   };
 
   function route() {
