@@ -184,6 +184,15 @@ type CategoryConfig struct {
 	// replica, counted in Redis: spaced 60s/RateLimit apart on average, with
 	// a burst of ceil(RateLimit/60) after an idle time. Default 0: none.
 	RateLimit int `yaml:"rate_limit"`
+	// MaxInFlight is the most tasks of the category assigned at once across
+	// every process, workers and editors alike, kept by the claims in MySQL
+	// (see docs/library.md, "Limits across processes"). Every process must
+	// have the same. 0..1,000,000; default 0: no limit.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// KeyLimit is the most tasks of one limit key (a task's LimitKey) of the
+	// category assigned at once across every process; tasks without a key
+	// are not limited by it. 0..1,000,000; default 0: no limit per key.
+	KeyLimit int `yaml:"key_limit"`
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -191,6 +200,7 @@ func (c CategoryConfig) workflow() tasks.Workflow {
 	return tasks.Workflow{
 		Stages: c.Stages, Overlap: c.Overlap, SendBackHold: c.SendBackHold,
 		MaxSendBacks: c.MaxSendBacks, Weight: c.Weight, RateLimit: c.RateLimit,
+		MaxInFlight: c.MaxInFlight, KeyLimit: c.KeyLimit,
 	}
 }
 
@@ -867,6 +877,8 @@ func (v *validator) categories() {
 		v.between(key("max_send_backs"), cc.MaxSendBacks, 1, tasks.MaxSendBacksMax)
 		v.between(key("weight"), cc.Weight, 1, tasks.MaxWeight)
 		v.between(key("rate_limit"), cc.RateLimit, 0, 1_000_000)
+		v.between(key("max_in_flight"), cc.MaxInFlight, 0, tasks.MaxInFlightMax)
+		v.between(key("key_limit"), cc.KeyLimit, 0, tasks.MaxInFlightMax)
 	}
 }
 

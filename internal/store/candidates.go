@@ -61,7 +61,11 @@ var stageBranch = strings.NewReplacer(
 
 // candidatesQuery builds the candidate query for normalized categories, of tasks
 // at stage only unless it is empty.
-func candidatesQuery(cats []string, editorID int64, limit int, stage string) (string, []any) {
+// A category's limits in flight (lims) leave out of the pending branch what
+// has no room: all of it when the category is at its MaxInFlight, and the
+// tasks of a key at its KeyLimit, so that a key with many tasks does not take
+// every candidate of its category while its own are refused.
+func candidatesQuery(cats []string, editorID int64, limit int, stage string, lims map[string]tasks.Workflow) (string, []any) {
 	join, notSkipped := "", ""
 	var skipArgs []any
 	if editorID != 0 {
@@ -79,14 +83,28 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string) (st
 		if i > 0 {
 			q.WriteString("\nUNION ALL\n")
 		}
-		q.WriteString(pending)
+		w := lims[c]
+		if w.Limited() {
+			filter, _ := limitFilterSQL(w)
+			branch := fmt.Sprintf(candidatePendingSQL, join, notSkipped+filter)
+			if stage != "" {
+				branch = stageBranch.Replace(branch)
+			}
+			q.WriteString(branch)
+		} else {
+			q.WriteString(pending)
+		}
 		q.WriteString("\nUNION ALL\n")
 		q.WriteString(expired)
-		for range 2 {
+		for branch := range 2 {
 			args = append(args, skipArgs...)
 			args = append(args, c)
 			if stage != "" {
 				args = append(args, stage)
+			}
+			if branch == 0 && w.Limited() {
+				_, fargs := limitFilterSQL(w)
+				args = append(args, fargs(c)...)
 			}
 			args = append(args, c, limit)
 		}
@@ -128,7 +146,7 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 			return nil, fmt.Errorf("candidates: %w", err)
 		}
 	}
-	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage)
+	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, s.limitsOf())
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}
@@ -155,4 +173,27 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 		return nil, fmt.Errorf("candidates: %w", err)
 	}
 	return out, nil
+}
+
+// limitFilterSQL is the condition of a pending branch of the candidate query
+// that leaves out what a category's limits w have no room for, and a
+// function of the category returning its arguments.
+func limitFilterSQL(w tasks.Workflow) (string, func(cat string) []any) {
+	var f strings.Builder
+	if w.MaxInFlight > 0 {
+		f.WriteString("\n\tAND " + fmt.Sprintf(assignedInCategorySQL, "?") + " < ?")
+	}
+	if w.KeyLimit > 0 {
+		f.WriteString("\n\tAND (t.limit_key IS NULL OR " + fmt.Sprintf(assignedOfKeySQL, "t.category", "t.limit_key") + " < ?)")
+	}
+	return f.String(), func(cat string) []any {
+		var args []any
+		if w.MaxInFlight > 0 {
+			args = append(args, cat, w.MaxInFlight)
+		}
+		if w.KeyLimit > 0 {
+			args = append(args, w.KeyLimit)
+		}
+		return args
+	}
 }

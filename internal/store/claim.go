@@ -121,7 +121,9 @@ func (s *Store) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, e
 	if err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
 	}
-	if p.Status == tasks.StatusPending {
+	// With limits in flight, a claim takes the locking path, which keeps them
+	// (lockLimit); the group's cycles do not.
+	if p.Status == tasks.StatusPending && s.limits == nil {
 		c, err := s.claimPending(ctx, p, lease)
 		// The editor has a task: the locking path finds out whether it is a live
 		// claim or one whose lease passed, which it frees. Or the task has a
@@ -270,6 +272,13 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				}
 			}
 		}
+		limit, limited, err := s.lockLimit(ctx, tx, p.TaskID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return tasks.ErrStale // no such task
+		}
+		if err != nil {
+			return err
+		}
 		var row struct {
 			tasks.Task
 			DBNow     time.Time `db:"db_now"`
@@ -299,6 +308,12 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 					left = row.ReservedUntil.Sub(row.DBNow)
 				}
 				return &tasks.BarredError{For: heldFor(&row.Task, p.EditorID, left)}
+			}
+		}
+		if limited && row.Status == tasks.StatusPending {
+			// A takeover needs no room: its task is counted already.
+			if err := limitRoom(ctx, tx, limit, row.Task); err != nil {
+				return err
 			}
 		}
 		// A claim taken over: its 'claimed' event first, if it has none.
