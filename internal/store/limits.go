@@ -34,14 +34,29 @@ const limitsTableSQL = "JSON_TABLE(@taskd_limits, '$[*]' COLUMNS (l_cat VARCHAR(
 // limitsSetSQL sets @taskd_limits, the batch's limited categories.
 const limitsSetSQL = "SET @taskd_limits = ?;\n"
 
+// limitsCategoriesSQL sets @taskd_limited to the limited categories of the
+// batch's pending members, with a read that locks no row of tasks: a locking
+// read there (an INSERT ... SELECT's) would hold rows a concurrent claim
+// holding a category's row waits for. SELECT ... INTO, not SET @v = (SELECT
+// ...): MariaDB reads a SET's subquery with shared locks, even at READ
+// COMMITTED.
+const limitsCategoriesSQL = "SELECT JSON_ARRAYAGG(DISTINCT tasks.category) INTO @taskd_limited FROM " + membersJoinSQL +
+	"\n\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category WHERE tasks.status = 'pending';\n"
+
 // limitsLockSQL writes the row of each limited category of the batch's
-// members, in the order of categories (the lock order of every claim), before
-// anything counts: see the comment at the top of this file.
-const limitsLockSQL = "INSERT INTO category_limits (category, claims)\n\tSELECT DISTINCT tasks.category, 1 FROM " + membersJoinSQL +
-	"\n\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category WHERE tasks.status = 'pending'"
+// members (@taskd_limited), in the order of categories (the lock order of
+// every claim), before anything counts: see the comment at the top of this
+// file.
+const limitsLockSQL = "INSERT INTO category_limits (category, claims)\n\tSELECT c.c_cat, 1 FROM JSON_TABLE(COALESCE(@taskd_limited, '[]'), '$[*]' COLUMNS (" +
+	"c_cat VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) c WHERE 1"
 
 // limitsLockOrderSQL ends limitsLockSQL, after its guard (guardWrite).
-const limitsLockOrderSQL = " ORDER BY tasks.category ON DUPLICATE KEY UPDATE claims = claims + 1;\n"
+const limitsLockOrderSQL = " ORDER BY c.c_cat ON DUPLICATE KEY UPDATE claims = claims + 1;\n"
+
+// limitsNowSQL moves the batch's instant to after the lock: the claims'
+// assigned_at is then later than the end of every claim their count left
+// out, so that the claims and results rows show the limit kept.
+const limitsNowSQL = "SET @taskd_now = NOW(3);\n"
 
 // Counts of assigned tasks, under the lock of the category's row: of a
 // category (tasks_expiry, a range of its claims), and of a limit key in it
@@ -51,19 +66,20 @@ const (
 	assignedOfKeySQL      = "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = %s AND a.limit_key = %s)"
 )
 
-// limitsRoomSQL sets @taskd_room to the ids of the members of limited
+// limitsRoomSQL sets @taskd_room (a read without locks, as
+// limitsCategoriesSQL's) to the ids of the members of limited
 // categories that fit in their room, members ranked by id: first each key's
 // (no key, no limit per key), then, of those, each category's. The members
 // are those the claim's UPDATE would take (the fence seen, pending, claimable
 // now).
-var limitsRoomSQL = "SET @taskd_room = (SELECT JSON_ARRAYAGG(c.id) FROM (\n\t" +
+var limitsRoomSQL = "SELECT JSON_ARRAYAGG(c.id) INTO @taskd_room FROM (\n\t" +
 	"SELECT k.id, k.category, k.l_max, ROW_NUMBER() OVER (PARTITION BY k.category ORDER BY k.id) AS c_rank FROM (\n\t\t" +
 	"SELECT tasks.id, tasks.category, tasks.limit_key, l.l_max, l.l_key,\n\t\t\t" +
 	"ROW_NUMBER() OVER (PARTITION BY tasks.category, tasks.limit_key ORDER BY tasks.id) AS k_rank\n\t\t" +
 	"FROM " + membersJoinSQL + "\n\t\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category\n\t\t" +
 	"WHERE tasks.fence = m.m_fence AND tasks.status = 'pending' AND tasks.run_after <= @taskd_now) k\n\t" +
 	"WHERE k.l_key = 0 OR k.limit_key IS NULL OR k.k_rank <= k.l_key - " + fmt.Sprintf(assignedOfKeySQL, "k.category", "k.limit_key") + ") c\n" +
-	"WHERE c.l_max = 0 OR c.c_rank <= c.l_max - " + fmt.Sprintf(assignedInCategorySQL, "c.category") + ");\n"
+	"WHERE c.l_max = 0 OR c.c_rank <= c.l_max - " + fmt.Sprintf(assignedInCategorySQL, "c.category") + ";\n"
 
 // limitsFitSQL is the condition of a claim's UPDATE (and of its report) that
 // its row fits in a limit: its category is not limited, or it is one of
@@ -112,9 +128,9 @@ func (s *Store) limitsSQL(q *strings.Builder) []any {
 	if s.limits == nil {
 		return nil
 	}
-	q.WriteString(limitsSetSQL + limitsLockSQL)
+	q.WriteString(limitsSetSQL + limitsCategoriesSQL + limitsLockSQL)
 	s.guardWrite(q)
-	q.WriteString(limitsLockOrderSQL + limitsRoomSQL)
+	q.WriteString(limitsLockOrderSQL + limitsNowSQL + limitsRoomSQL)
 	return []any{s.limits.json}
 }
 

@@ -13,11 +13,15 @@
 -- completions of tasks without a key never move an entry of tasks_limit, which
 -- counts a key's assigned tasks and reads a key's pending ones in candidate order.
 --
--- No table is copied: both columns are added with ALGORITHM=INSTANT (the virtual
--- column is computed on read) and the index is built in place without locking
+-- No table is copied: each column is added on its own with ALGORITHM=INSTANT (the
+-- virtual column is computed on read; MariaDB adds a virtual column instantly only
+-- alone) and the index is built in place without locking
 -- (checked on MariaDB 10.6 and 10.11, and MySQL 8.0).
 ALTER TABLE tasks
   ADD COLUMN limit_key VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  ALGORITHM = INSTANT;
+
+ALTER TABLE tasks
   ADD COLUMN limit_status ENUM('pending', 'assigned') AS (IF(limit_key IS NULL OR status NOT IN ('pending', 'assigned'), NULL, status)) VIRTUAL,
   ALGORITHM = INSTANT;
 
