@@ -248,6 +248,16 @@ func TestLimitInFlightAcrossStores(t *testing.T) {
 	}
 	if got := peakFromResults(t, db, "lim"); got > limit {
 		t.Errorf("the results show %d claims at once, the limit is %d", got, limit)
+		var rows []struct {
+			ID        int64     `db:"task_id"`
+			Holder    string    `db:"holder"`
+			Claimed   time.Time `db:"claimed_at"`
+			Submitted time.Time `db:"submitted_at"`
+		}
+		_ = db.SelectContext(t.Context(), &rows, `SELECT task_id, holder, claimed_at, submitted_at FROM task_results ORDER BY claimed_at, task_id`)
+		for _, r := range rows {
+			t.Logf("%d %s %s %s", r.ID, r.Holder, r.Claimed.Format("05.000"), r.Submitted.Format("05.000"))
+		}
 	}
 	if n := countIn(t, db, `SELECT COUNT(*) FROM tasks WHERE category = 'lim' AND status <> 'done'`); n != 0 {
 		t.Errorf("%d tasks not done", n)
