@@ -575,6 +575,7 @@ type taskDetail struct {
 	RunAfter       string  `json:"run_after"`
 	DueAt          *string `json:"due_at"`
 	Key            *string `json:"key"`
+	LimitKey       *string `json:"limit_key"`
 	LastError      *string `json:"last_error"`
 	CreatedAt      string  `json:"created_at"`
 	UpdatedAt      string  `json:"updated_at"`
