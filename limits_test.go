@@ -2,7 +2,9 @@ package taskd_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,5 +188,76 @@ func TestEngineLimitHeldByAKilledProcess(t *testing.T) {
 	}
 	if results != 40 {
 		t.Errorf("%d results, want 40", results)
+	}
+}
+
+// Crawl is the payload of a task of category "crawl", limited per host.
+type Crawl struct {
+	Host string `json:"host"`
+}
+
+func (Crawl) Category() string { return "crawl" }
+
+// With every key backlogged, one of them with ten times the tasks of the
+// others (and all of its tasks ahead of theirs), each key's share of the
+// completions is within 2 points of equal: the candidate reads pass over a
+// key at its limit instead of filling up with its tasks.
+func TestEngineKeyLimitShares(t *testing.T) {
+	const keys, keyLimit, others, window = 5, 2, 100, 300
+	var mu sync.Mutex
+	var order []string
+	crawl := func(ctx context.Context, job *taskd.Job[Crawl]) (any, error) {
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		order = append(order, job.Args.Host)
+		mu.Unlock()
+		return nil, nil
+	}
+	e := newEngine(t, taskd.Config{
+		Categories: []taskd.CategoryConfig{{Name: "crawl", KeyLimit: keyLimit}},
+		Worker:     taskd.WorkerConfig{Concurrency: keys * keyLimit},
+	}, taskd.WithJobHandler(crawl))
+	var ps []taskd.InsertParams
+	add := func(host string, n int) {
+		for range n {
+			ps = append(ps, taskd.InsertParams{Args: Crawl{Host: host}, Opts: &taskd.InsertOpts{LimitKey: host}})
+		}
+	}
+	add("flood", 10*others)
+	for k := 1; k < keys; k++ {
+		add(fmt.Sprintf("host%d", k), others)
+	}
+	if _, err := e.InsertMany(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n >= window {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d completions after 2m, want %d", n, window)
+		}
+	}
+	mu.Lock()
+	counts := map[string]int{}
+	for _, h := range order[:window] {
+		counts[h]++
+	}
+	mu.Unlock()
+	for k := range keys {
+		host := "flood"
+		if k > 0 {
+			host = fmt.Sprintf("host%d", k)
+		}
+		share := 100 * float64(counts[host]) / window
+		if share < 100.0/keys-2 || share > 100.0/keys+2 {
+			t.Errorf("%s: %.1f%% of the first %d completions, want %.0f±2%% (all: %v)", host, share, window, 100.0/keys, counts)
+		}
 	}
 }

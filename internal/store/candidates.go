@@ -85,7 +85,7 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string, lim
 		}
 		w := lims[c]
 		if w.Limited() {
-			filter, _ := limitFilterSQL(w)
+			filter, _ := limitFilterSQL(w, stage != "")
 			branch := fmt.Sprintf(candidatePendingSQL, join, notSkipped+filter)
 			if stage != "" {
 				branch = stageBranch.Replace(branch)
@@ -103,10 +103,20 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string, lim
 				args = append(args, stage)
 			}
 			if branch == 0 && w.Limited() {
-				_, fargs := limitFilterSQL(w)
+				_, fargs := limitFilterSQL(w, stage != "")
 				args = append(args, fargs(c)...)
 			}
 			args = append(args, c, limit)
+		}
+		if w.KeyLimit > 0 && stage == "" {
+			// The tasks with a key: each key's first, as many as its room.
+			filter, fargs := limitFilterSQL(tasks.Workflow{MaxInFlight: w.MaxInFlight}, false)
+			q.WriteString("\nUNION ALL\n")
+			q.WriteString(fmt.Sprintf(candidateKeyedSQL, join, notSkipped+filter))
+			args = append(args, skipArgs...)
+			args = append(args, c)
+			args = append(args, fargs(c)...)
+			args = append(args, c, w.KeyLimit, c, limit)
 		}
 	}
 	q.WriteString(candidateOrderSQL)
@@ -178,22 +188,45 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 // limitFilterSQL is the condition of a pending branch of the candidate query
 // that leaves out what a category's limits w have no room for, and a
 // function of the category returning its arguments.
-func limitFilterSQL(w tasks.Workflow) (string, func(cat string) []any) {
+//
+// In a category with a KeyLimit, the pending branch takes the tasks without a
+// key, and candidateKeyedSQL those with one; withKeyed (the branch of a
+// stage, which candidateKeyedSQL does not read) takes those of a key with
+// room too.
+func limitFilterSQL(w tasks.Workflow, withKeyed bool) (string, func(cat string) []any) {
 	var f strings.Builder
 	if w.MaxInFlight > 0 {
 		f.WriteString("\n\tAND " + fmt.Sprintf(assignedInCategorySQL, "?") + " < ?")
 	}
-	if w.KeyLimit > 0 {
+	switch {
+	case w.KeyLimit > 0 && withKeyed:
 		f.WriteString("\n\tAND (t.limit_key IS NULL OR " + fmt.Sprintf(assignedOfKeySQL, "t.category", "t.limit_key") + " < ?)")
+	case w.KeyLimit > 0:
+		f.WriteString("\n\tAND t.limit_key IS NULL")
 	}
 	return f.String(), func(cat string) []any {
 		var args []any
 		if w.MaxInFlight > 0 {
 			args = append(args, cat, w.MaxInFlight)
 		}
-		if w.KeyLimit > 0 {
+		if w.KeyLimit > 0 && withKeyed {
 			args = append(args, w.KeyLimit)
 		}
 		return args
 	}
 }
+
+// candidateKeyedSQL is the pending branch of a category with a KeyLimit for
+// its tasks with a key: the category's pending tasks with a key in
+// tasks_limit's order (per key, in candidate order), each key's first as
+// many as its room (KeyLimit less its assigned tasks), so that one key with
+// many tasks ahead of the others' does not fill the candidates with tasks
+// whose claims its limit refuses. Its cost grows with the category's pending
+// tasks with a key: it reads them all.
+const candidateKeyedSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow FROM (
+	SELECT t.id, t.fence, t.priority, t.due_order, t.status, t.limit_key, ` + candidateWorkflowSQL + `,
+		ROW_NUMBER() OVER (PARTITION BY t.limit_key ORDER BY t.priority DESC, t.due_order, t.id) AS key_rank
+	FROM tasks t FORCE INDEX (tasks_limit)%s
+	WHERE t.limit_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `) k
+	WHERE k.key_rank <= ? - ` + "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = ? AND a.limit_key = k.limit_key)" + `
+	ORDER BY k.priority DESC, k.due_order, k.id LIMIT ?)`
