@@ -503,3 +503,76 @@ func TestLimitLowered(t *testing.T) {
 		complete(held[i])
 	}
 }
+
+// On a Galera cluster, where row locks do not cross nodes, claims of one
+// limited category made on two nodes at once still stay within the limit:
+// each writes the category's row, and certification lets one through.
+func TestGaleraLimitAcrossNodes(t *testing.T) {
+	g := storetest.NewGalera(t)
+	ctx := t.Context()
+	const limit = 3
+	var stores []*store.Store
+	for _, db := range g.Nodes[:2] {
+		s, err := store.New(db, store.Config{Workflows: map[string]tasks.Workflow{"lim": {MaxInFlight: limit}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		askGalera(t, s)
+		stores = append(stores, s)
+	}
+	most := 0
+	for round := range 15 {
+		nts := make([]tasks.NewTask, 2*limit)
+		for i := range nts {
+			nts[i] = tasks.NewTask{Category: "lim", Title: fmt.Sprint(round, i)}
+		}
+		ids, err := stores[0].InsertTasks(ctx, nts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		claimed := make([][]*tasks.Claim, 2)
+		for n := range 2 {
+			wg.Go(func() {
+				var ps []tasks.ClaimParams
+				for _, id := range ids[n*limit : (n+1)*limit] {
+					ps = append(ps, tasks.ClaimParams{TaskID: id, Status: tasks.StatusPending, Holder: fmt.Sprint("node", n), Lease: time.Minute})
+				}
+				res, err := stores[n].ClaimBatch(ctx, ps)
+				if err != nil {
+					if !errors.Is(err, tasks.ErrBusy) && !errors.Is(err, tasks.ErrStale) {
+						t.Errorf("round %d, node %d: %v", round, n+1, err)
+					}
+					return
+				}
+				for _, r := range res {
+					if r.Err == nil {
+						claimed[n] = append(claimed[n], r.Claim)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		var assigned int
+		if err := g.Nodes[0].GetContext(ctx, &assigned, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned'`); err != nil {
+			t.Fatal(err)
+		}
+		if assigned > limit {
+			t.Fatalf("round %d: %d assigned, the limit is %d (node 1 claimed %d, node 2 %d)", round, assigned, limit, len(claimed[0]), len(claimed[1]))
+		}
+		most = max(most, assigned)
+		for n, cs := range claimed {
+			for _, c := range cs {
+				if _, err := stores[n].Complete(ctx, []tasks.Outcome{{TaskID: c.Task.ID, Fence: c.Fence, Holder: c.Task.Holder, Result: json.RawMessage(`{}`)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := g.Nodes[0].ExecContext(ctx, `UPDATE tasks SET status = 'cancelled' WHERE status = 'pending'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if most == 0 {
+		t.Error("no claim was made in any round")
+	}
+}
