@@ -104,7 +104,9 @@ func claimableSince(t tasks.Task) time.Time {
 //
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
 // if another transaction is writing its row right now, or if there is no such task;
-// ErrPaused if its category is paused (see PauseCategory); ErrSkipped if the editor
+// ErrPaused if its category is paused (see PauseCategory); ErrLimited if a limit
+// in flight of its category or key has no room (see limits.go; a takeover of
+// an expired claim needs none); ErrSkipped if the editor
 // skipped it (it stays claimable for others); ErrEditorBusy if p.EditorID already
 // holds a live claim; ErrEditorDisabled if the editor is disabled (checked under the
 // lock of its row, whatever a caller's cache says); and ErrInvalid for bad params. If the

@@ -217,7 +217,8 @@ func checkBatch(n int, id func(i int) int64) error {
 // then (see logClaimsSQL). Only when ctx's sampled span is not the one TraceContext
 // names, which the events keep, are the 'claimed' events written now, one INSERT.
 // Each member is claimed or refused on its own, and the answer says which, in the
-// order of ps.
+// order of ps: a member a limit in flight had no room for is refused with
+// ErrLimited (see limits.go).
 //
 // Every member must be a worker's (EditorID 0) claim of a pending task (Status
 // StatusPending) with the same Lease and TraceContext; a claim taking over an expired
