@@ -53,9 +53,12 @@ const limitsLockSQL = "INSERT INTO category_limits (category, claims)\n\tSELECT 
 // limitsLockOrderSQL ends limitsLockSQL, after its guard (guardWrite).
 const limitsLockOrderSQL = " ORDER BY c.c_cat ON DUPLICATE KEY UPDATE claims = claims + 1;\n"
 
-// limitsNowSQL moves the batch's instant to after the lock: the claims'
-// assigned_at is then later than the end of every claim their count left
-// out, so that the claims and results rows show the limit kept.
+// limitsNowSQL moves the batch's instant to after the count of its room
+// (limitsRoomSQL): the claims' assigned_at is then later than the end
+// (submitted_at, a completion's instant, taken before it commits) of every
+// claim the count left out, so that the rows show the limit kept as it was:
+// an instant taken before the count would precede the end of a claim whose
+// completion began after it and committed before the count.
 const limitsNowSQL = "SET @taskd_now = NOW(3);\n"
 
 // Counts of assigned tasks, under the lock of the category's row: of a
@@ -130,7 +133,7 @@ func (s *Store) limitsSQL(q *strings.Builder) []any {
 	}
 	q.WriteString(limitsSetSQL + limitsCategoriesSQL + limitsLockSQL)
 	s.guardWrite(q)
-	q.WriteString(limitsLockOrderSQL + limitsNowSQL + limitsRoomSQL)
+	q.WriteString(limitsLockOrderSQL + limitsRoomSQL + limitsNowSQL)
 	return []any{s.limits.json}
 }
 
