@@ -40,8 +40,10 @@ const limitsSetSQL = "SET @taskd_limits = ?;\n"
 // holding a category's row waits for. SELECT ... INTO, not SET @v = (SELECT
 // ...): MariaDB reads a SET's subquery with shared locks, even at READ
 // COMMITTED.
-const limitsCategoriesSQL = "SELECT JSON_ARRAYAGG(DISTINCT tasks.category) INTO @taskd_limited FROM " + membersJoinSQL +
-	"\n\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category WHERE tasks.status = 'pending';\n"
+// (JSON_ARRAYAGG of a derived table of DISTINCT rows: MySQL has no
+// JSON_ARRAYAGG(DISTINCT ...).)
+const limitsCategoriesSQL = "SELECT JSON_ARRAYAGG(d.category) INTO @taskd_limited FROM (SELECT DISTINCT tasks.category FROM " + membersJoinSQL +
+	"\n\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category WHERE tasks.status = 'pending') d;\n"
 
 // limitsLockSQL writes the row of each limited category of the batch's
 // members (@taskd_limited), in the order of categories (the lock order of
