@@ -194,6 +194,15 @@ type CategoryConfig struct {
 	// "interval" (values are numbers: also measured by their distance).
 	// Default nominal.
 	AgreementMetric string `yaml:"agreement_metric"`
+	// MaxInFlight is the most tasks of the category assigned at once across
+	// every process, workers and editors alike, kept by the claims in MySQL
+	// (see docs/library.md, "Limits across processes"). Every process must
+	// have the same. 0..1,000,000; default 0: no limit.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// KeyLimit is the most tasks of one limit key (a task's LimitKey) of the
+	// category assigned at once across every process; tasks without a key
+	// are not limited by it. 0..1,000,000; default 0: no limit per key.
+	KeyLimit int `yaml:"key_limit"`
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -202,6 +211,7 @@ func (c CategoryConfig) workflow() tasks.Workflow {
 		Stages: c.Stages, Overlap: c.Overlap, SendBackHold: c.SendBackHold,
 		MaxSendBacks: c.MaxSendBacks, Weight: c.Weight, RateLimit: c.RateLimit,
 		AgreementField: c.AgreementField, AgreementInterval: c.AgreementMetric == "interval",
+		MaxInFlight: c.MaxInFlight, KeyLimit: c.KeyLimit,
 	}
 }
 
@@ -886,6 +896,8 @@ func (v *validator) categories() {
 		if m := cc.AgreementMetric; m != "" && m != "nominal" && m != "interval" {
 			v.fail(key("agreement_metric"), "must be nominal or interval, not %q", m)
 		}
+		v.between(key("max_in_flight"), cc.MaxInFlight, 0, tasks.MaxInFlightMax)
+		v.between(key("key_limit"), cc.KeyLimit, 0, tasks.MaxInFlightMax)
 	}
 }
 

@@ -130,6 +130,10 @@ type InsertOpts struct {
 	// DueAt, when set, is the task's deadline: within a priority, tasks with
 	// one go first, earliest first.
 	DueAt time.Time
+	// LimitKey, when set, is the task's limit key, 1..128 bytes: in a
+	// category with a key_limit (CategoryConfig.KeyLimit), at most that many
+	// tasks of one key run at once across every process. Default: none.
+	LimitKey string
 }
 
 // InsertParams is one task of InsertMany.
@@ -222,6 +226,7 @@ func newTask(p InsertParams) (tasks.NewTask, error) {
 	t := tasks.NewTask{
 		Category: p.Args.Category(), Title: cmp.Or(o.Title, p.Args.Category()), Payload: payload,
 		Priority: o.Priority, MaxAttempts: o.MaxAttempts, Key: o.Key, KeyHold: o.KeyHold, RunAfter: o.RunAfter, DueAt: o.DueAt,
+		LimitKey: o.LimitKey,
 	}
 	if err := t.Validate(); err != nil {
 		return tasks.NewTask{}, fmt.Errorf("%T: %w", p.Args, err)

@@ -160,6 +160,13 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- requeued; a snooze once it reaches the worker's limit makes the task dead instead
   -- (see migration 0019). In no index.
   snoozes          INT NOT NULL DEFAULT 0,
+  -- Optional limit key: in a category with a key_limit, at most that many tasks of
+  -- one key are assigned at once (see category_limits).
+  limit_key        VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  -- status while a task with a limit key is pending or assigned, NULL otherwise and
+  -- for every task without one, for tasks_limit: the claims of tasks without a key
+  -- move no entry in it. Virtual (see migration 0020). Not part of the API.
+  limit_status     ENUM('pending', 'assigned') AS (IF(limit_key IS NULL OR status NOT IN ('pending', 'assigned'), NULL, status)) VIRTUAL,
   PRIMARY KEY (id),
   -- Candidate reads: per category, pool_status = 'pending', ORDER BY priority DESC,
   -- due_order, id, read in index order with no filesort, so the cost does not grow
@@ -204,7 +211,10 @@ CREATE TABLE IF NOT EXISTS tasks (
   -- NULL range, and never move in it.
   KEY tasks_stage_candidate (stage_status, category, stage_name, priority DESC, due_order, id),
   KEY tasks_group (group_id),
-  KEY tasks_reserved (reserved_for)
+  KEY tasks_reserved (reserved_for),
+  -- A limit key's assigned tasks (counted by a claim) and its pending ones in the
+  -- order of tasks_candidate, per category.
+  KEY tasks_limit (limit_status, category, limit_key, priority DESC, due_order, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS editors (
@@ -343,6 +353,17 @@ CREATE TABLE IF NOT EXISTS task_skips (
 CREATE TABLE IF NOT EXISTS paused_categories (
   category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   paused_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (category)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- Limits in flight (internal/store/limits.go): one row per category with a
+-- max_in_flight or key_limit, written by every claim of a task of it before it
+-- counts the category's assigned tasks: the write locks the row, so that two claims
+-- of the category count one after the other, and on a Galera cluster makes claims
+-- on two nodes conflict at certification. claims counts those writes.
+CREATE TABLE IF NOT EXISTS category_limits (
+  category VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  claims   BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (category)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 

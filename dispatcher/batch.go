@@ -91,6 +91,7 @@ func (d *Dispatcher) complete(ctx context.Context, os []Outcome) []tasks.Complet
 	}
 	res, err := d.store.Complete(ctx, ps)
 	if err == nil {
+		d.wakeLimited(ctx, res)
 		return res
 	}
 	splittable := errors.Is(err, tasks.ErrInvalid) || errors.Is(err, tasks.ErrBusy)
@@ -164,4 +165,24 @@ func (d *Dispatcher) ReleaseLock(ctx context.Context, taskID int64, holder strin
 // It writes nothing and gives no lock back.
 func (d *Dispatcher) EndedApart(ctx context.Context, span trace.Span, ended *tasks.Ended) {
 	d.recordEnded(trace.ContextWithSpan(ctx, span), span, ended, string(OpSubmit))
+}
+
+// wakeLimited wakes the callers waiting for the categories with a limit in
+// flight (Workflow.Limited) in which res ended claims: a claim refused at the
+// limit (tasks.ErrLimited) waits for a wake, and the end of a claim is what
+// makes room. Categories without a limit publish nothing.
+func (d *Dispatcher) wakeLimited(ctx context.Context, res []tasks.Completed) {
+	var counts map[string]int
+	for _, r := range res {
+		if r.Ended == nil || !d.cfg.Workflows[r.Ended.Category].Limited() {
+			continue
+		}
+		if counts == nil {
+			counts = map[string]int{}
+		}
+		counts[r.Ended.Category]++
+	}
+	if counts != nil {
+		d.notify.notify(ctx, counts)
+	}
 }

@@ -356,6 +356,11 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			// The category was paused after its candidates were read: read
 			// them again, which leaves it out.
 			d.cands.paused(cand.category)
+		case errors.Is(err, tasks.ErrLimited):
+			// The category (or the task's key) is at its limit in flight:
+			// not stale, nothing to report. Its candidates are read again,
+			// which leaves out what is at its limit.
+			d.cands.paused(cand.category)
 		case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):
 			// The row moved on since it was read: another process claimed
 			// it (or is writing it, or Redis had lost the lock of a live

@@ -265,7 +265,9 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 // and returns p when it should go back to the pool.
 func (d *Dispatcher) refusedClaim(ctx context.Context, p pooled, err error, st *claimStats) []pooled {
 	switch {
-	case errors.Is(err, tasks.ErrPaused):
+	case errors.Is(err, tasks.ErrPaused), errors.Is(err, tasks.ErrLimited):
+		// Paused, or at a limit in flight: not stale. The category's
+		// candidates are read again, which leaves out what is at its limit.
 		d.cands.paused(p.category)
 		return nil
 	case errors.Is(err, tasks.ErrStale), errors.Is(err, tasks.ErrNotFound):

@@ -125,6 +125,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() (
 		return nil, true
 	}
 	// Committed: the outcomes are acknowledged, the claims made.
+	d.wakeLimited(ctx, ended)
 	unlock = append(unlock, d.completed(ctx, os, ended, done)...)
 	for k, r := range res {
 		i := batched[k]

@@ -8,7 +8,7 @@ type Handover struct {
 	// Claim is the new claim, nil if the store refused it.
 	Claim *Claim
 	// Refused says why the store refused the new claim: ErrStale, ErrSkipped,
-	// ErrPaused, ErrEditorDisabled or ErrEditorBusy, as Claim would. Nil when
+	// ErrPaused, ErrLimited, ErrEditorDisabled or ErrEditorBusy, as Claim would. Nil when
 	// Claim is not.
 	Refused error
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/taskd/taskd/internal/textrule"
 )
@@ -18,6 +19,8 @@ const (
 	MaxAttemptsLimit   = 100
 	// MaxKeyLen is the longest task key, in characters.
 	MaxKeyLen = 255
+	// MaxLimitKeyLen is the longest limit key, in bytes.
+	MaxLimitKeyLen = 128
 )
 
 // The range of NewTask.RunAfter and NewTask.DueAt: what a DATETIME column holds,
@@ -62,6 +65,11 @@ type NewTask struct {
 	// Overlap, when not 0, is how many independent results the task asks for,
 	// 1..MaxOverlap, each from a different editor; 0 means its category's.
 	Overlap int
+	// LimitKey, when not empty, is the task's limit key: 1..MaxLimitKeyLen bytes
+	// of valid UTF-8 with no leading or trailing spaces. In a category with a
+	// KeyLimit (Workflow.KeyLimit), at most that many tasks of one key are
+	// assigned at once across every process. Empty means none.
+	LimitKey string
 }
 
 // Validate checks t as the store's Insert does, without touching the database.
@@ -111,6 +119,24 @@ func (t NewTask) Validate() error {
 	}
 	if t.Overlap < 0 || t.Overlap > MaxOverlap {
 		return fmt.Errorf("%w: overlap must be 1..%d, got %d", ErrInvalid, MaxOverlap, t.Overlap)
+	}
+	if t.LimitKey != "" {
+		if err := CheckLimitKey(t.LimitKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckLimitKey checks a limit key: 1..MaxLimitKeyLen bytes of valid UTF-8
+// with no leading or trailing spaces (the database compares with PAD SPACE).
+// Its errors wrap ErrInvalid.
+func CheckLimitKey(k string) error {
+	if k == "" || len(k) > MaxLimitKeyLen || !utf8.ValidString(k) {
+		return fmt.Errorf("%w: limit_key must be 1..%d bytes of UTF-8", ErrInvalid, MaxLimitKeyLen)
+	}
+	if strings.TrimSpace(k) != k {
+		return fmt.Errorf("%w: limit_key must not start or end with spaces", ErrInvalid)
 	}
 	return nil
 }

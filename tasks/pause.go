@@ -17,6 +17,12 @@ import (
 // was changed.
 var ErrPaused = errors.New("category paused")
 
+// ErrLimited means a limit in flight of the task's category (Workflow.MaxInFlight)
+// or of its limit key (Workflow.KeyLimit) had no room for the claim: it was
+// refused and nothing was changed. The task is claimable once a claim of its
+// category (or key) ends.
+var ErrLimited = errors.New("limit in flight reached")
+
 // PausedCategory is a paused category.
 type PausedCategory struct {
 	Category string    `db:"category"`

@@ -96,6 +96,8 @@ type Task struct {
 	// Snoozes counts the claims a snooze ended since the task was added or last
 	// requeued (see Snooze).
 	Snoozes int `db:"snoozes"`
+	// LimitKey is the task's limit key (NewTask.LimitKey), empty for none.
+	LimitKey string `db:"limit_key"`
 }
 
 // StageName is the name of the stage the task is at, "" for a task of one stage.

@@ -81,7 +81,22 @@ type Workflow struct {
 	// is measured with the interval metric as well as the nominal one.
 	// Default false: labels, nominal only.
 	AgreementInterval bool
+	// MaxInFlight is the most tasks of the category assigned at once across
+	// every process, workers and editors alike: 0..MaxInFlightMax, 0 means no
+	// limit. The claims keep it in MySQL, under the fence (see LimitKey).
+	MaxInFlight int
+	// KeyLimit is the most tasks of one limit key (NewTask.LimitKey) of the
+	// category assigned at once across every process: 0..MaxInFlightMax, 0
+	// means no limit per key. Tasks without a key are not limited by it.
+	KeyLimit int
 }
+
+// Limited reports whether the category has a limit in flight: MaxInFlight
+// or KeyLimit.
+func (w Workflow) Limited() bool { return w.MaxInFlight > 0 || w.KeyLimit > 0 }
+
+// MaxInFlightMax is the largest Workflow.MaxInFlight and Workflow.KeyLimit.
+const MaxInFlightMax = 1_000_000
 
 // Check validates w; its errors wrap ErrInvalid and name the field.
 func (w Workflow) Check() error {
@@ -107,6 +122,12 @@ func (w Workflow) Check() error {
 		if err := CheckAgreementField(w.AgreementField); err != nil {
 			return err
 		}
+	}
+	if w.MaxInFlight < 0 || w.MaxInFlight > MaxInFlightMax {
+		return fmt.Errorf("%w: max_in_flight must be 0..%d, got %d", ErrInvalid, MaxInFlightMax, w.MaxInFlight)
+	}
+	if w.KeyLimit < 0 || w.KeyLimit > MaxInFlightMax {
+		return fmt.Errorf("%w: key_limit must be 0..%d, got %d", ErrInvalid, MaxInFlightMax, w.KeyLimit)
 	}
 	return nil
 }

@@ -160,6 +160,8 @@ type taskDetailJSON struct {
 	// leaves out (tasks.Task.Snoozes).
 	Snoozes int     `json:"snoozes"`
 	Key     *string `json:"key"`
+	// LimitKey is the task's limit key, null for none.
+	LimitKey *string `json:"limit_key"`
 	// Result is the accepted result of a done task; null otherwise.
 	Result *acceptedJSON `json:"result"`
 	// History holds the latest tasks.EventsLimitDefault events, oldest
@@ -263,7 +265,7 @@ func (a *api) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func taskDetailOf(t *tasks.Task, evs []tasks.Event) taskDetailJSON {
-	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Snoozes: t.Snoozes, Key: orNull(t.Key), History: eventsOf(evs)}
+	return taskDetailJSON{Task: taskOf(t), taskStateJSON: taskStateOf(t), Snoozes: t.Snoozes, Key: orNull(t.Key), LimitKey: orNull(t.LimitKey), History: eventsOf(evs)}
 }
 
 // eventsOf is the JSON of a task's events.

@@ -506,7 +506,7 @@ func TestGetTask(t *testing.T) {
 	var d taskDetail
 	wantJSON(t, res, http.StatusOK, &d)
 	wantKeys(t, res.body, "task", "status", "fence", "holder", "editor_id", "assigned_at", "lease_expires_at",
-		"attempts", "max_attempts", "snoozes", "run_after", "due_at", "key", "last_error", "created_at", "updated_at", "done_at",
+		"attempts", "max_attempts", "snoozes", "run_after", "due_at", "key", "limit_key", "last_error", "created_at", "updated_at", "done_at",
 		"result", "history", "history_more", "history_before")
 	if d.Task.ID != id || d.Status != "pending" || d.Fence != 0 || d.Holder != nil || d.EditorID != nil ||
 		d.AssignedAt != nil || d.LeaseExpiresAt != nil || d.Attempts != 0 || d.MaxAttempts != tasks.MaxAttemptsDefault ||
@@ -575,6 +575,7 @@ type taskDetail struct {
 	RunAfter       string  `json:"run_after"`
 	DueAt          *string `json:"due_at"`
 	Key            *string `json:"key"`
+	LimitKey       *string `json:"limit_key"`
 	LastError      *string `json:"last_error"`
 	CreatedAt      string  `json:"created_at"`
 	UpdatedAt      string  `json:"updated_at"`

@@ -606,6 +606,9 @@ type NewTask struct {
 	// KeyHold How long the task holds its key (it needs one): "forever", the default, as long as the task is kept (until retention deletes it once ended); "live" only while it is pending or assigned, so that the statement ending it frees the key; or a duration of whole seconds from 1s to 87600h, such as "24h", until that long after it ended (freed by the next sweep after). A key that is free again makes a new task, so several tasks may have had one key over time.
 	KeyHold *string `json:"key_hold,omitempty"`
 
+	// LimitKey The task's limit key, up to 128 bytes: in a category with a key_limit, at most that many tasks of one key are assigned at once across every process. Null, "" or left out for none.
+	LimitKey *string `json:"limit_key,omitempty"`
+
 	// MaxAttempts 0 means the default, 5.
 	MaxAttempts *int `json:"max_attempts,omitempty"`
 
@@ -841,7 +844,10 @@ type TaskDetail struct {
 	Key            *string    `json:"key"`
 	LastError      *string    `json:"last_error"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
-	MaxAttempts    int        `json:"max_attempts"`
+
+	// LimitKey The task's limit key; null for none.
+	LimitKey    *string `json:"limit_key"`
+	MaxAttempts int     `json:"max_attempts"`
 
 	// Overlap How many results the group asks for; omitted with group_id.
 	Overlap *int `json:"overlap,omitempty"`

@@ -658,6 +658,8 @@ categories:
 		{"categories:\n  - {name: a, overlap: 10}\n", "categories[0].overlap", []string{"must be 1..9, got 10"}},
 		{"categories:\n  - {name: a, weight: -1}\n", "categories[0].weight", []string{"must be 1..1000, got -1"}},
 		{"categories:\n  - {name: a, rate_limit: -5}\n", "categories[0].rate_limit", []string{"must be 0..1000000, got -5"}},
+		{"categories:\n  - {name: a, max_in_flight: -1}\n", "categories[0].max_in_flight", []string{"must be 0..1000000, got -1"}},
+		{"categories:\n  - {name: a, key_limit: 1000001}\n", "categories[0].key_limit", []string{"must be 0..1000000, got 1000001"}},
 		{"categories:\n  - {name: a, send_back_hold: 10ms}\n", "categories[0].send_back_hold", []string{"must be at least 1s"}},
 		{"categories:\n  - {name: a, max_send_backs: -1}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got -1"}},
 		{"categories:\n  - {name: a, max_send_backs: 1001}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got 1001"}},

@@ -43,7 +43,7 @@ func (l *loader) webhooks(n *yaml.Node) {
 // categories applies the list of category workflows.
 func (l *loader) categories(n *yaml.Node) {
 	if cats, ok := sectionList[taskd.CategoryConfig](l, n, categoriesKey, "category", categoryKeys,
-		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit"); ok {
+		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit, max_in_flight, key_limit"); ok {
 		l.cfg.Categories = cats
 	}
 }

@@ -61,7 +61,11 @@ var stageBranch = strings.NewReplacer(
 
 // candidatesQuery builds the candidate query for normalized categories, of tasks
 // at stage only unless it is empty.
-func candidatesQuery(cats []string, editorID int64, limit int, stage string) (string, []any) {
+// A category's limits in flight (lims) leave out of the pending branch what
+// has no room: all of it when the category is at its MaxInFlight, and the
+// tasks of a key at its KeyLimit, so that a key with many tasks does not take
+// every candidate of its category while its own are refused.
+func candidatesQuery(cats []string, editorID int64, limit int, stage string, lims map[string]tasks.Workflow) (string, []any) {
 	join, notSkipped := "", ""
 	var skipArgs []any
 	if editorID != 0 {
@@ -79,16 +83,40 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string) (st
 		if i > 0 {
 			q.WriteString("\nUNION ALL\n")
 		}
-		q.WriteString(pending)
+		w := lims[c]
+		if w.Limited() {
+			filter, _ := limitFilterSQL(w, stage != "")
+			branch := fmt.Sprintf(candidatePendingSQL, join, notSkipped+filter)
+			if stage != "" {
+				branch = stageBranch.Replace(branch)
+			}
+			q.WriteString(branch)
+		} else {
+			q.WriteString(pending)
+		}
 		q.WriteString("\nUNION ALL\n")
 		q.WriteString(expired)
-		for range 2 {
+		for branch := range 2 {
 			args = append(args, skipArgs...)
 			args = append(args, c)
 			if stage != "" {
 				args = append(args, stage)
 			}
+			if branch == 0 && w.Limited() {
+				_, fargs := limitFilterSQL(w, stage != "")
+				args = append(args, fargs(c)...)
+			}
 			args = append(args, c, limit)
+		}
+		if w.KeyLimit > 0 && stage == "" {
+			// The tasks with a key: each key's first, as many as its room.
+			filter, fargs := limitFilterSQL(tasks.Workflow{MaxInFlight: w.MaxInFlight}, false)
+			q.WriteString("\nUNION ALL\n")
+			q.WriteString(fmt.Sprintf(candidateKeyedSQL, join, notSkipped+filter))
+			args = append(args, skipArgs...)
+			args = append(args, c)
+			args = append(args, fargs(c)...)
+			args = append(args, c, w.KeyLimit, c, limit)
 		}
 	}
 	q.WriteString(candidateOrderSQL)
@@ -128,7 +156,7 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 			return nil, fmt.Errorf("candidates: %w", err)
 		}
 	}
-	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage)
+	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, s.limitsOf())
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}
@@ -156,3 +184,49 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 	}
 	return out, nil
 }
+
+// limitFilterSQL is the condition of a pending branch of the candidate query
+// that leaves out what a category's limits w have no room for, and a
+// function of the category returning its arguments.
+//
+// In a category with a KeyLimit, the pending branch takes the tasks without a
+// key, and candidateKeyedSQL those with one; withKeyed (the branch of a
+// stage, which candidateKeyedSQL does not read) takes those of a key with
+// room too.
+func limitFilterSQL(w tasks.Workflow, withKeyed bool) (string, func(cat string) []any) {
+	var f strings.Builder
+	if w.MaxInFlight > 0 {
+		f.WriteString("\n\tAND " + fmt.Sprintf(assignedInCategorySQL, "?") + " < ?")
+	}
+	switch {
+	case w.KeyLimit > 0 && withKeyed:
+		f.WriteString("\n\tAND (t.limit_key IS NULL OR " + fmt.Sprintf(assignedOfKeySQL, "t.category", "t.limit_key") + " < ?)")
+	case w.KeyLimit > 0:
+		f.WriteString("\n\tAND t.limit_key IS NULL")
+	}
+	return f.String(), func(cat string) []any {
+		var args []any
+		if w.MaxInFlight > 0 {
+			args = append(args, cat, w.MaxInFlight)
+		}
+		if w.KeyLimit > 0 && withKeyed {
+			args = append(args, w.KeyLimit)
+		}
+		return args
+	}
+}
+
+// candidateKeyedSQL is the pending branch of a category with a KeyLimit for
+// its tasks with a key: the category's pending tasks with a key in
+// tasks_limit's order (per key, in candidate order), each key's first as
+// many as its room (KeyLimit less its assigned tasks), so that one key with
+// many tasks ahead of the others' does not fill the candidates with tasks
+// whose claims its limit refuses. Its cost grows with the category's pending
+// tasks with a key: it reads them all.
+const candidateKeyedSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow FROM (
+	SELECT t.id, t.fence, t.priority, t.due_order, t.status, t.limit_key, ` + candidateWorkflowSQL + `,
+		ROW_NUMBER() OVER (PARTITION BY t.limit_key ORDER BY t.priority DESC, t.due_order, t.id) AS key_rank
+	FROM tasks t FORCE INDEX (tasks_limit)%s
+	WHERE t.limit_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `) k
+	WHERE k.key_rank <= ? - ` + "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = ? AND a.limit_key = k.limit_key)" + `
+	ORDER BY k.priority DESC, k.due_order, k.id LIMIT ?)`

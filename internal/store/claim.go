@@ -104,7 +104,9 @@ func claimableSince(t tasks.Task) time.Time {
 //
 // Claim returns ErrStale if the task was claimed or changed since Candidates read it,
 // if another transaction is writing its row right now, or if there is no such task;
-// ErrPaused if its category is paused (see PauseCategory); ErrSkipped if the editor
+// ErrPaused if its category is paused (see PauseCategory); ErrLimited if a limit
+// in flight of its category or key has no room (see limits.go; a takeover of
+// an expired claim needs none); ErrSkipped if the editor
 // skipped it (it stays claimable for others); ErrEditorBusy if p.EditorID already
 // holds a live claim; ErrEditorDisabled if the editor is disabled (checked under the
 // lock of its row, whatever a caller's cache says); and ErrInvalid for bad params. If the
@@ -121,7 +123,9 @@ func (s *Store) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, e
 	if err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
 	}
-	if p.Status == tasks.StatusPending {
+	// With limits in flight, a claim takes the locking path, which keeps them
+	// (lockLimit); the group's cycles do not.
+	if p.Status == tasks.StatusPending && s.limits == nil {
 		c, err := s.claimPending(ctx, p, lease)
 		// The editor has a task: the locking path finds out whether it is a live
 		// claim or one whose lease passed, which it frees. Or the task has a
@@ -270,6 +274,13 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				}
 			}
 		}
+		limit, limited, err := s.lockLimit(ctx, tx, p.TaskID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return tasks.ErrStale // no such task
+		}
+		if err != nil {
+			return err
+		}
 		var row struct {
 			tasks.Task
 			DBNow     time.Time `db:"db_now"`
@@ -299,6 +310,12 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 					left = row.ReservedUntil.Sub(row.DBNow)
 				}
 				return &tasks.BarredError{For: heldFor(&row.Task, p.EditorID, left)}
+			}
+		}
+		if limited && row.Status == tasks.StatusPending {
+			// A takeover needs no room: its task is counted already.
+			if err := limitRoom(ctx, tx, limit, row.Task); err != nil {
+				return err
 			}
 		}
 		// A claim taken over: its 'claimed' event first, if it has none.

@@ -11,7 +11,7 @@ const taskColumns = `id, category, priority, title, payload, status, fence,
 	COALESCE(last_error, '') AS last_error, COALESCE(trace_context, '') AS trace_context,
 	created_at, updated_at, done_at, COALESCE(task_key, '') AS task_key, due_at,
 	stages, stage, COALESCE(group_id, 0) AS group_id, overlap, COALESCE(reserved_for, 0) AS reserved_for, reserved_until,
-	snoozes`
+	snoozes, COALESCE(limit_key, '') AS limit_key`
 
 // claimOf builds the Claim view of an assigned task.
 func claimOf(t tasks.Task) *tasks.Claim {
@@ -35,5 +35,5 @@ func taskFields(t *tasks.Task) []any {
 		&t.LastError, &t.TraceContext,
 		&t.CreatedAt, &t.UpdatedAt, &t.DoneAt, &t.Key, &t.DueAt,
 		&t.Stages, &t.Stage, &t.GroupID, &t.Overlap, &t.ReservedFor, &t.ReservedUntil,
-		&t.Snoozes}
+		&t.Snoozes, &t.LimitKey}
 }

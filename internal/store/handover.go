@@ -46,6 +46,11 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	// task's. The claim is guarded by the submit (see Cycles), so a refused
 	// submit claims nothing, and its busy check runs after the UPDATE to done
 	// cleared the submitted task's editor_id.
+	if s.limits != nil {
+		// With limits in flight, the claim takes Claim's locking path, which
+		// keeps them: after the submit, which then commits alone.
+		return s.submitThenClaim(ctx, sp, cp)
+	}
 	c := &cycle{submit: &sp, claim: &cp, lease: lease}
 	if err := s.groupedCycle(ctx, c); err != nil {
 		return fail(lostRace(err))
@@ -64,6 +69,21 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	case errors.Is(h.Refused, errWorkflowTask):
 		// The candidate was wrong about the task: a new read says better.
 		h.Refused = tasks.ErrStale
+	}
+	return h, nil
+}
+
+// submitThenClaim is SubmitAndClaim in two transactions, for a store with
+// limits in flight: the submit, then, when it was accepted, the claim.
+func (s *Store) submitThenClaim(ctx context.Context, sp tasks.SubmitParams, cp tasks.ClaimParams) (*tasks.Handover, error) {
+	ended, err := s.Submit(ctx, sp)
+	if err != nil {
+		return nil, fmt.Errorf("submit task %d and claim task %d: %w", sp.TaskID, cp.TaskID, err)
+	}
+	h := &tasks.Handover{Ended: ended}
+	h.Claim, h.Refused = s.Claim(ctx, cp)
+	if h.Refused != nil {
+		h.Claim = nil
 	}
 	return h, nil
 }

@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	insertTasksSQL   = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, key_hold_secs, run_after, due_at, stages, stage_count, overlap) VALUES `
-	insertTaskRowSQL = `(?, ?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?)`
+	insertTasksSQL   = `INSERT INTO tasks (category, priority, title, payload, max_attempts, task_key, key_hold_secs, run_after, due_at, stages, stage_count, overlap, limit_key) VALUES `
+	insertTaskRowSQL = `(?, ?, ?, ?, ?, ?, ?, COALESCE(?, NOW(3)), ?, ?, ?, ?, ?)`
 	// groupLeadsSQL and groupCopiesSQL make the groups of the tasks inserted
 	// with an overlap above 1: the first row of a group is the inserted task,
 	// its own group_id, and the others are copies of it without its key.
@@ -48,6 +48,7 @@ type newTaskRow struct {
 	stages      any // the stages comma-separated, or nil for one stage
 	stageCount  int
 	overlap     int
+	limitKey    any // string or nil
 }
 
 // rowOf validates t (NewTask.Validate) and returns its columns, defaults applied:
@@ -70,6 +71,9 @@ func (s *Store) rowOf(t tasks.NewTask) (newTaskRow, error) {
 	}
 	if len(t.Payload) > 0 {
 		row.payload = string(t.Payload)
+	}
+	if t.LimitKey != "" {
+		row.limitKey = t.LimitKey
 	}
 	if t.Key != "" {
 		row.key = t.Key
@@ -326,14 +330,14 @@ func (s *Store) insertRows(ctx context.Context, tx Querier, rows []newTaskRow, r
 		start += len(batch)
 		var q strings.Builder
 		q.WriteString(insertTasksSQL)
-		args := make([]any, 0, 12*len(batch))
+		args := make([]any, 0, 13*len(batch))
 		for i, r := range batch {
 			if i > 0 {
 				q.WriteString(", ")
 			}
 			q.WriteString(insertTaskRowSQL)
 			args = append(args, r.category, r.priority, r.title, r.payload, r.maxAttempts, r.key, r.keyHold, r.runAfter, r.dueAt,
-				r.stages, r.stageCount, r.overlap)
+				r.stages, r.stageCount, r.overlap, r.limitKey)
 		}
 		if returning {
 			q.WriteString(" RETURNING id")

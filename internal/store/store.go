@@ -151,6 +151,8 @@ type Store struct {
 	// group sends the claimants' writes in groups; nil when Config.GroupCommit
 	// is 1.
 	group *committer
+	// limits are the limited categories (see limits.go); nil when none is.
+	limits *limits
 }
 
 // NewStore returns a Store on db, which should come from Open (the fencing rules need
@@ -162,7 +164,11 @@ func New(db *sqlx.DB, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
 	cfg.WebhookEvents = slices.Clone(cfg.WebhookEvents)
-	s := &Store{db: db, cfg: cfg, outbox: map[tasks.WebhookEvent]bool{}}
+	lims, err := newLimits(cfg.Workflows)
+	if err != nil {
+		return nil, fmt.Errorf("new store: %w", err)
+	}
+	s := &Store{db: db, cfg: cfg, outbox: map[tasks.WebhookEvent]bool{}, limits: lims}
 	for _, e := range cfg.WebhookEvents {
 		s.outbox[e] = true
 	}

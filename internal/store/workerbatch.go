@@ -217,7 +217,8 @@ func checkBatch(n int, id func(i int) int64) error {
 // then (see logClaimsSQL). Only when ctx's sampled span is not the one TraceContext
 // names, which the events keep, are the 'claimed' events written now, one INSERT.
 // Each member is claimed or refused on its own, and the answer says which, in the
-// order of ps.
+// order of ps: a member a limit in flight had no room for is refused with
+// ErrLimited (see limits.go).
 //
 // Every member must be a worker's (EditorID 0) claim of a pending task (Status
 // StatusPending) with the same Lease and TraceContext; a claim taking over an expired
@@ -233,7 +234,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 	if err != nil {
 		return fail(err)
 	}
-	a := newClaimAnswer(ps)
+	a := s.newClaimAnswer(ps)
 	if err := s.batch(ctx, query, args, a.scan); err != nil {
 		return fail(lostRace(err))
 	}
@@ -246,17 +247,20 @@ func (s *Store) ClaimBatch(ctx context.Context, ps []tasks.ClaimParams) ([]tasks
 type claimAnswer struct {
 	ps   []tasks.ClaimParams
 	byID map[int64]claimRow
+	// limited says the rows have the limited column (limitsReportSQL).
+	limited bool
 }
 
 // claimRow is the row of a member of a ClaimBatch.
 type claimRow struct {
 	ThisBatch bool
 	Paused    bool
+	Limited   bool
 	tasks.Task
 }
 
-func newClaimAnswer(ps []tasks.ClaimParams) *claimAnswer {
-	return &claimAnswer{ps: ps, byID: make(map[int64]claimRow, len(ps))}
+func (s *Store) newClaimAnswer(ps []tasks.ClaimParams) *claimAnswer {
+	return &claimAnswer{ps: ps, byID: make(map[int64]claimRow, len(ps)), limited: s.limits != nil}
 }
 
 // scan reads the rows of the batch's SELECT; it sets, not accumulates (a
@@ -265,7 +269,11 @@ func (a *claimAnswer) scan(rows *sqlx.Rows) error {
 	clear(a.byID)
 	for rows.Next() {
 		var r claimRow
-		dest := append([]any{&r.ThisBatch, &r.Paused}, taskFields(&r.Task)...)
+		dest := []any{&r.ThisBatch, &r.Paused}
+		if a.limited {
+			dest = append(dest, &r.Limited)
+		}
+		dest = append(dest, taskFields(&r.Task)...)
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
@@ -284,6 +292,8 @@ func (a *claimAnswer) results() []tasks.ClaimResult {
 			out[i].Claim = claimOf(r.Task)
 		case ok && r.Paused && r.Status == tasks.StatusPending && r.Fence == p.Fence:
 			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrPaused)
+		case ok && r.Limited && r.Status == tasks.StatusPending && r.Fence == p.Fence:
+			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrLimited)
 		default:
 			out[i].Err = fmt.Errorf("claim task %d: %w", p.TaskID, tasks.ErrStale)
 		}
@@ -328,7 +338,9 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	// holder from them.
 	args := []any{members}
 	// run_after first: when the task became claimable (see claimableSinceSQL).
-	q.WriteString(workerBatchHead + membersSetSQL + "UPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
+	q.WriteString(workerBatchHead + membersSetSQL)
+	args = append(args, s.limitsSQL(&q)...)
+	q.WriteString("UPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
 	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {
 		// A task sent back and reserved for an editor is reserved no more.
@@ -344,6 +356,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 		q.WriteString("0")
 	}
 	q.WriteString("\nWHERE tasks.fence = m.m_fence AND tasks.status = 'pending' AND tasks.run_after <= @taskd_now" + notPausedSQL)
+	s.limitsWhereSQL(&q)
 	args = append(args, micros(lease), nullString(ps[0].TraceContext))
 	s.endWrite(&q)
 
@@ -363,7 +376,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	}
 
 	q.WriteString("SELECT assigned_at <=> @taskd_now AS this_batch,\n\tEXISTS (SELECT 1 FROM paused_categories p WHERE p.category = tasks.category) AS paused, " +
-		taskColumns + " FROM tasks WHERE id IN (")
+		s.limitsReportSQL() + taskColumns + " FROM tasks WHERE id IN (")
 	intsSQL(&q, ids)
 	q.WriteString(");\nCOMMIT")
 	return q.String(), args, nil

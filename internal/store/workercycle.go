@@ -65,7 +65,7 @@ func (s *Store) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []t
 	}
 	// The claims set their members anew: the completion's have been read.
 	claims = "SET " + claims
-	ended, made := newCompleteAnswer(os, dead), newClaimAnswer(ps)
+	ended, made := newCompleteAnswer(os, dead), s.newClaimAnswer(ps)
 	scan := func(rows *sqlx.Rows) error {
 		if err := ended.scan(rows); err != nil {
 			return err

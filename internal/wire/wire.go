@@ -41,6 +41,9 @@ type NewTask struct {
 	// RunAfter and DueAt are RFC 3339 times; null or absent for none.
 	RunAfter *string `json:"run_after"`
 	DueAt    *string `json:"due_at"`
+	// LimitKey, when set and not "", is the task's limit key (see
+	// tasks.NewTask.LimitKey); null, "" or absent for none.
+	LimitKey *string `json:"limit_key"`
 }
 
 // ErrEmptyKey is returned by NewTask.Task for a key of "" (leave it out for
@@ -84,6 +87,9 @@ func (t NewTask) Task() (tasks.NewTask, error) {
 			return nt, fmt.Errorf("%w: key_hold must not be empty (leave it out for the default)", tasks.ErrInvalid)
 		}
 		nt.KeyHold = tasks.KeyHold(*t.KeyHold)
+	}
+	if t.LimitKey != nil {
+		nt.LimitKey = *t.LimitKey
 	}
 	var err error
 	if nt.RunAfter, err = ParseTime("run_after", t.RunAfter); err != nil {

@@ -45,6 +45,7 @@ var frozenChecksums = map[int]string{
 	17: "d20b7add6228368aef4442febb5e2e27b94175e3528d327b06c289c2804a5960",
 	18: "70bc3a4b1801b2e94ce84c06f0541deced8879ca5e6d13b5ba659f99f5744165",
 	19: "16f1b6f7308e27df19db837b12e4dde0fecc5169f3f40f38fb05375ecc334bec",
+	20: "4d0d1b469abba841bf848e03433eec261bc8a7bf77a06e6daa71cf5c8510d29d",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
