@@ -95,7 +95,8 @@ inserted through POST /v1/tasks while their category is paused, three ways in
 fresh databases, interleaved -rounds times: unlimited; under the category's
 max_in_flight equal to the slots (target: at least 0.9 of unlimited); and spread
 over 100 limit_keys of key_limit 1 (against River Pro's users' 17k of 33k jobs an
-hour). A taskd without limits reports those two ways as not run, with the reason.
+hour). A burn-down stops after 2 minutes and reports the tasks it did. A taskd
+without limits reports those two ways as not run, with the reason.
 
 mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
 file given with -config, else $TASKD_CONFIG, else ./config.yaml when it

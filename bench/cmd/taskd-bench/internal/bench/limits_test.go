@@ -119,8 +119,8 @@ func TestRunLimits(t *testing.T) {
 			if way == LimitsNone || !strings.Contains(l.Skipped, errNoLimits.Error()) {
 				t.Errorf("%s: skipped: %s", way, l.Skipped)
 			}
-		case r.Cycles != 2_000 || r.Assignments < 2_000 || r.CyclesPerSec <= 0 || l.BurnSec <= 0:
-			t.Errorf("%s: %d jobs (%d ran) at %.0f/s in %.2fs, want the 2,000", way, r.Cycles, r.Assignments, r.CyclesPerSec, l.BurnSec)
+		case r.Cycles != 2_000 || r.Assignments < 2_000 || r.CyclesPerSec <= 0 || l.BurnSec <= 0 || l.Left != 0 || r.Errors != 0:
+			t.Errorf("%s: %d jobs (%d ran, %d left: %s) at %.0f/s in %.2fs, want the 2,000", way, r.Cycles, r.Assignments, l.Left, r.FirstError, r.CyclesPerSec, l.BurnSec)
 		}
 	}
 }
