@@ -34,10 +34,12 @@ type event struct {
 	At       time.Time `json:"at"`
 }
 
-// endKinds are the events that end a claim.
+// endKind says whether an event of kind ends the claim of its fence (a
+// 'cancelled' event about a pending task names a fence whose claim ended
+// before).
 func endKind(kind string) bool {
 	switch kind {
-	case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead", "snoozed":
+	case "submitted", "released", "skipped", "expired", "recycled", "failed", "dead", "snoozed", "cancelled":
 		return true
 	}
 	return false
@@ -582,6 +584,13 @@ func (h *harness) check(ctx context.Context) error {
 		order = "time order"
 	}
 	addFound("no editor above its capacity, no fence claimed twice (task_events in "+order+")", tr.claimed, tr.findings)
+
+	if c := h.inFlight; c != nil {
+		var fs []finding
+		c.Claims, c.Max, fs = checkInFlight(claims, taskRows, c.Category, c.Limit, h.cfg.Lease)
+		c.Over = len(fs)
+		addFound(fmt.Sprintf("no more than max_in_flight %d claims of %s live at once (task_events in time order)", c.Limit, c.Category), c.Claims, fs)
+	}
 
 	n, fs = checkResultHolders(results, claims)
 	addFound("each result by the holder of its claim", n, fs)

@@ -1,11 +1,12 @@
 // Package chaos is taskd's own fault suite. It starts private servers (a
 // redis-server and a MariaDB made with mariadb-install-db, each on a free
 // loopback port, killable and restartable), runs the real `taskd serve`
-// binary as two replicas, and drives simulated editors over the HTTP API
-// while it injects faults:
+// binary as three replicas (Config.Replicas), and drives simulated editors
+// over the HTTP API, each request to the replicas in turn, while it injects
+// faults:
 //
 //   - every replica killed (kill -9) and restarted;
-//   - one of two replicas killed while the other serves and sweeps;
+//   - one replica killed while the others serve and sweep;
 //   - the replica running a purge batch killed in it (see purge.go: the
 //     replicas run with a retention of seconds, so purging goes on under
 //     every fault);
@@ -21,8 +22,9 @@
 //
 // With Config.Galera (cmd/chaos -galera) the store is instead a private
 // 3-node MariaDB Galera cluster (node 1 bootstraps, nodes 2 and 3 join by
-// rsync SST), replica a lists the nodes 1, 2, 3 and replica b 2, 3, 1 in
-// their DSN's tcp(...), and the faults are the cluster's:
+// rsync SST), replica a lists the nodes 1, 2, 3, replica b 2, 3, 1 and
+// replica c 3, 1, 2 in their DSN's tcp(...), and the faults are the
+// cluster's:
 //
 //   - node 2 killed (kill -9) under load: b moves to node 3 (its time to the
 //     first write that succeeds is reported), then node 2 starts again on its
@@ -77,6 +79,11 @@
 //     result, event or skip without its task; the results feed's cursors
 //     increasing with no silent gap (a 410 cursor_expired where results
 //     were purged); a late write's 404 only about a purged task (purge.go);
+//   - never more claims of the limited category (cat0, max_in_flight
+//     Config.InFlightLimit, in the default workload and on Galera) live at
+//     once than its limit, across the replicas (checkInFlight; task_events
+//     in time order; a taskd without max_in_flight runs it unlimited, and
+//     the check then reports what it finds: see inflight.go);
 //   - every claim an editor got its own in the audit trail; every expired
 //     claim back in the pool within sweep.interval plus a slack of its
 //     lease end (or of the end of a fault that covered it), on the database

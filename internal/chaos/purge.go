@@ -436,7 +436,7 @@ WHERE INFO LIKE 'DELETE FROM task%' OR INFO LIKE 'SELECT id FROM tasks FORCE IND
 	if inode == "" {
 		return nil
 	}
-	for _, r := range h.replicas[:2] {
+	for _, r := range h.replicas[:h.cfg.Replicas] {
 		if r.proc != nil && !r.proc.exited() && holdsSocket(r.proc.pid(), inode) {
 			return r
 		}
@@ -483,7 +483,7 @@ func holdsSocket(pid int, inode string) bool {
 // rows purged, or the second replica.
 func (h *harness) lastPurger() *replica {
 	best, bestAt := h.replicas[1], time.Time{}
-	for _, r := range h.replicas[:2] {
+	for _, r := range h.replicas[:h.cfg.Replicas] {
 		f, err := os.Open(filepath.Join(r.dir, "taskd.log"))
 		if err != nil {
 			continue

@@ -65,8 +65,11 @@ type Report struct {
 	Hostile  hostileResult   `json:"hostile"`
 	// Purge is what retention purged under the faults, and what the feed
 	// reader saw.
-	Purge      PurgeCounts `json:"purge"`
-	Violations []Violation `json:"violations"`
+	Purge PurgeCounts `json:"purge"`
+	// InFlight is what the in-flight check found about the limited
+	// category; nil when the run limited none.
+	InFlight   *InFlightCounts `json:"in_flight,omitempty"`
+	Violations []Violation     `json:"violations"`
 }
 
 // WorkflowCounts are what the workflow pass did: the decisions of its
@@ -97,7 +100,7 @@ type ReportConfig struct {
 }
 
 func (h *harness) report(d time.Duration) *Report {
-	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile, Purge: h.purgeCounts}
+	r := &Report{Workload: h.workload(), Seconds: d.Seconds(), Checks: h.checks, Hostile: h.hostile, Purge: h.purgeCounts, InFlight: h.inFlight}
 	r.Purge.RetentionDoneSeconds, r.Purge.Batch = purgeDone.Seconds(), purgeBatch
 	if h.cfg.Workflow {
 		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
@@ -199,6 +202,14 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\npurged (retention done %vs, batch %d): %d tasks, %d results, %d events; %d tasks left; feed read %d results, %d 410s skipping %d cursors; orphan reads %d; late writes 404 %d; kills mid-purge %d, of the last purger %d\n",
 		pc.RetentionDoneSeconds, pc.Batch, pc.Tasks, pc.Results, pc.Events, pc.Live, pc.FeedResults, pc.FeedExpired, pc.FeedSkipped,
 		pc.OrphanReads, pc.GoneWrites, pc.KilledMidPurge, pc.KilledSweeper)
+	if c := r.InFlight; c != nil {
+		how := "configured"
+		if !c.Enforced {
+			how = "not configured: this taskd has no max_in_flight"
+		}
+		fmt.Fprintf(w, "in flight: %s, max_in_flight %d (%s): %d claims, at most %d live at once, %d stretches above the limit\n",
+			c.Category, c.Limit, how, c.Claims, c.Max, c.Over)
+	}
 	fmt.Fprintf(w, "lease_ttl %vs, sweep.interval %vs, liveness slack %vs, answer bound wait + %vs, stores hung for %vs; %d editors; %.0fs\n",
 		r.Config.LeaseSeconds, r.Config.SweepSeconds, r.Config.SlackSeconds, r.Config.BoundSeconds, r.Config.HangSeconds,
 		r.Config.Editors, r.Seconds)

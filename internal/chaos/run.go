@@ -69,6 +69,16 @@ type Config struct {
 	// capacities and stages are given as POST /v1/editors creates them.
 	// Categories is then ignored.
 	Workflow bool
+	// Replicas is the number of taskd replicas the editors' requests go to
+	// in turn (default 3, at least 2): the faults name the first two, the
+	// others serve on beside them (each is killed with the rest).
+	Replicas int
+	// InFlightLimit is the max_in_flight of the limited category (cat0) in
+	// the default workload and on Galera (default 3; negative: none). It is
+	// below the number of editors that take that category, so it binds; the
+	// audit trail must never show more claims of it live at once. Ignored by
+	// the workflow pass.
+	InFlightLimit int
 	// Logf receives progress lines; default none.
 	Logf func(format string, args ...any)
 }
@@ -98,6 +108,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Pool == 0 {
 		c.Pool = 1000
+	}
+	if c.Replicas < 2 {
+		c.Replicas = 3
+	}
+	if c.InFlightLimit == 0 {
+		c.InFlightLimit = 3
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -145,6 +161,7 @@ type harness struct {
 	purge                purgeState
 	purgeCounts          PurgeCounts
 	serial               atomic.Int64
+	inFlight             *InFlightCounts // the limited category, nil without one
 }
 
 // window is a fault's time span, from its start until the harness saw the
@@ -219,7 +236,7 @@ func (h *harness) teardown() {
 
 func (h *harness) logf(format string, args ...any) { h.cfg.Logf(format, args...) }
 
-// setup starts Redis, MariaDB and two taskd replicas, and creates the
+// setup starts Redis, MariaDB and the taskd replicas, and creates the
 // editors and the first tasks.
 func (h *harness) setup(ctx context.Context) error {
 	var err error
@@ -314,18 +331,19 @@ func (h *harness) setup(ctx context.Context) error {
 			h.holds[c.name] = sendBackHold
 		}
 	}
-	if err := runMigrate(ctx, h.bin, h.workDir, h.env); err != nil {
+	if err := h.migrateWithLimit(ctx); err != nil {
 		return err
 	}
 	if err := h.archivePurged(ctx); err != nil {
 		return err
 	}
-	for i, name := range []string{"replica-a", "replica-b"} {
+	for i := range h.cfg.Replicas {
+		name := "replica-" + string(rune('a'+i))
 		env := h.env
 		if h.galera != nil {
 			// Each replica starts on another node and fails over in its
-			// own order: a on 1, 2, 3; b on 2, 3, 1.
-			env = append(append([]string(nil), h.env...), "TASKD_MYSQL_DSN="+h.galera.DSN(i, (i+1)%3, (i+2)%3))
+			// own order: a on 1, 2, 3; b on 2, 3, 1; c on 3, 1, 2.
+			env = append(append([]string(nil), h.env...), "TASKD_MYSQL_DSN="+h.galera.DSN(i%3, (i+1)%3, (i+2)%3))
 		}
 		r, err := newReplica(name, h.bin, h.workDir, env)
 		if err != nil {
@@ -365,8 +383,12 @@ func (h *harness) setup(ctx context.Context) error {
 	if h.galera != nil {
 		dbAddr = "galera " + dsnAddr(dsn)
 	}
-	h.logf("up: redis %s, %s, taskd %s and %s, %d editors, %d tasks",
-		h.redis.Addr(), dbAddr, h.replicas[0].Base(), h.replicas[1].Base(), len(h.editors), h.cfg.Pool)
+	bases := make([]string, len(h.replicas))
+	for i, r := range h.replicas {
+		bases[i] = r.Base()
+	}
+	h.logf("up: redis %s, %s, taskd %s, %d editors, %d tasks",
+		h.redis.Addr(), dbAddr, strings.Join(bases, " "), len(h.editors), h.cfg.Pool)
 	return nil
 }
 

@@ -89,6 +89,15 @@ after the other, each inserting a task for the worker and one for the editors
 with Engine.InsertManyTx and committing. It reports p50/p99 from the COMMIT to
 the worker's claim (target 50 ms) and to the editor's answer (target 100 ms).
 
+-scenario limits (or n; part of all) is scenario (n): an engine in this process
+with 100 worker slots burns down a backlog of 40,000 tasks (8,000 with -quick),
+inserted through POST /v1/tasks while their category is paused, three ways in
+fresh databases, interleaved -rounds times: unlimited; under the category's
+max_in_flight equal to the slots (target: at least 0.9 of unlimited); and spread
+over 100 limit_keys of key_limit 1 (against River Pro's users' 17k of 33k jobs an
+hour). A burn-down stops after 2 minutes and reports the tasks it did. A taskd
+without limits reports those two ways as not run, with the reason.
+
 mysql.dsn, mysql.replica_dsn and redis.* are read as taskd reads them: the
 file given with -config, else $TASKD_CONFIG, else ./config.yaml when it
 exists; then TASKD_MYSQL_DSN, TASKD_MYSQL_REPLICA_DSN,

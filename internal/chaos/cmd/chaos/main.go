@@ -1,5 +1,5 @@
 // Command chaos runs taskd's fault suite (package internal/chaos): private
-// Redis and MariaDB servers, two `taskd serve` replicas, simulated editors
+// Redis and MariaDB servers, three `taskd serve` replicas, simulated editors
 // and scripted faults, then checks from the database. It prints a table per
 // fault and exits 1 on any violation, 2 when the run itself failed.
 //
@@ -50,6 +50,8 @@ func main() {
 	flag.IntVar(&cfg.Pool, "pool", 1000, "pending tasks the feeder keeps")
 	flag.BoolVar(&cfg.Galera, "galera", false, "run on a private 3-node MariaDB Galera cluster, with its faults (node killed and rejoining, node hung, node partitioned)")
 	flag.BoolVar(&cfg.Workflow, "workflow", false, "run a staged, overlapped workload (review with send-back, three labels per task, editors of capacity 2 and 3, review-only editors, fair share) through the faults")
+	flag.IntVar(&cfg.Replicas, "replicas", 3, "taskd replicas the editors' requests go to in turn (at least 2)")
+	flag.IntVar(&cfg.InFlightLimit, "limit", 3, "max_in_flight of category cat0, checked from the audit trail (negative: none; the workflow pass limits none)")
 	flag.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -102,6 +102,12 @@ type Workload struct {
 	// long-poll, a worker waits, and Pool transactions insert a task for
 	// each with Engine.InsertTx and commit (see runInsertTx).
 	InsertTx bool `json:"insert_tx,omitempty"`
+	// Limits, when set, runs one way of scenario (n) instead of the
+	// editors' loop: LimitsSlots worker slots burn down a backlog of Pool
+	// tasks unlimited (LimitsNone), under a category max_in_flight equal to
+	// the slots (LimitsCategory) or spread over LimitsKeyCount keys of
+	// key_limit 1 (LimitsKeys); see runLimits.
+	Limits string `json:"limits,omitempty"`
 	// Dispatchers, when above 1, runs that many taskd dispatchers, each with
 	// a store and connection pool of its own (as as many taskd replicas
 	// would), sharing Redis; editor i always talks to dispatcher i mod
@@ -181,6 +187,10 @@ func (w Workload) validate() error {
 		return errors.New("retention must not be negative")
 	case w.Retention > 0 && (w.Mode != ModeInproc || w.Workers < 1 || w.Categories != 2 || w.Expired > 0 || w.Abandon > 0 || w.Replicated || w.ReplicaReads || w.LongPoll || w.Dispatchers > 1 || w.Galera != ""):
 		return errors.New("the run with retention runs in process, with workers and editors on 2 categories, on one server, without expired or abandoned claims")
+	case w.Limits != "" && w.Limits != LimitsNone && w.Limits != LimitsCategory && w.Limits != LimitsKeys:
+		return fmt.Errorf("limits must be %s, %s or %s", LimitsNone, LimitsCategory, LimitsKeys)
+	case w.Limits != "" && (w.Mode != ModeInproc || w.Workers > 0 || w.Expired > 0 || w.LongPoll || w.InsertTx || w.Retention > 0):
+		return errors.New("the run of limits runs in process, with its own workers, without expired claims")
 	case w.Dispatchers < 0:
 		return errors.New("dispatchers must not be negative")
 	case w.Galera != "" && w.Galera != GaleraOneNode && w.Galera != GaleraSpread:
@@ -273,6 +283,8 @@ type Result struct {
 	Month *MonthStats `json:"month,omitempty"`
 	// InsertTx, with Workload.InsertTx: scenario (l)'s figures.
 	InsertTx *InsertTxStats `json:"insert_tx,omitempty"`
+	// Limits, with Workload.Limits: scenario (n)'s figures.
+	Limits *LimitsStats `json:"limits,omitempty"`
 }
 
 // SweepStats describes the sweep of a run with expired claims.
@@ -328,6 +340,12 @@ func runOne(ctx context.Context, cfg Config, scenario string, w Workload, name s
 	}
 	if w.LongPoll {
 		return runLongPoll(ctx, cfg, scenario, w)
+	}
+	if w.Limits != "" {
+		if name != StrategyTaskd {
+			return nil, fmt.Errorf("the run of limits runs the %s strategy only", StrategyTaskd)
+		}
+		return runLimits(ctx, cfg, scenario, w)
 	}
 	if w.InsertTx {
 		if name != StrategyTaskd {

@@ -20,7 +20,7 @@ type run struct {
 }
 
 // ScenarioNames lists the presets of -scenario.
-var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "insert-tx", "galera", "month", "month-long", "storage"}
+var ScenarioNames = []string{"all", "one-category", "categories", "workers", "one-editor", "pool-size", "sweep", "http", "replica", "long-poll", "insert-tx", "limits", "galera", "month", "month-long", "storage"}
 
 // Preset shapes the presets: how many times the compared pairs run, and
 // whether to shorten every run.
@@ -49,9 +49,9 @@ func scenario(name string, p Preset) ([]run, bool) {
 		p.Rounds = RoundsDefault
 	}
 	pair := []string{StrategyTaskd, StrategySkipLocked}
-	d, short, big, pool, pollers, g2Pool, txRounds := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000, InsertTxRounds
+	d, short, big, pool, pollers, g2Pool, txRounds, limPool := 6*time.Second, 5*time.Second, 1_000_000, 100_000, LongPollEditors, 30_000, InsertTxRounds, LimitsPool
 	if p.Quick {
-		d, short, big, pool, pollers, g2Pool, txRounds = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000, InsertTxRounds/5
+		d, short, big, pool, pollers, g2Pool, txRounds, limPool = 2*time.Second, 2*time.Second, 100_000, 20_000, LongPollEditors/10, 10_000, InsertTxRounds/5, LimitsPool/5
 	}
 	// The compared pairs: (a) 200 editors on one category (with seed-naive
 	// in the first round), (b) 200 editors over 50 categories, (f) 16
@@ -122,6 +122,16 @@ func scenario(name string, p Preset) ([]run, bool) {
 			{"g-replica-reads", 0, Workload{Editors: 200, Categories: 50, Pool: pool, Duration: d, Replicated: true, ReplicaReads: true}, []string{StrategyTaskd}},
 		},
 	}
+	// (n) worker jobs/s unlimited, under a category limit equal to the
+	// slots and over 100 keys of limit 1, the ways interleaved in rounds.
+	n := func(round int) []run {
+		var out []run
+		for _, way := range []string{LimitsNone, LimitsCategory, LimitsKeys} {
+			out = append(out, run{"n-limits-" + way, round, Workload{Editors: 1, Categories: 1, Pool: limPool, Limits: way}, []string{StrategyTaskd}})
+		}
+		return out
+	}
+	presets["limits"] = roundsOf(p.Rounds, n)
 	// (k) a month in an hour: workers and editors at full speed with done
 	// tasks purged after seconds (short, in all) or minutes (month-long,
 	// make bench-month: 5 million tasks or more).
@@ -142,7 +152,7 @@ func scenario(name string, p Preset) ([]run, bool) {
 		if p.Galera {
 			out = append(out, presets["galera"]...)
 		}
-		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "insert-tx", "month", "replica"} {
+		for _, n := range []string{"pool-size", "sweep", "http", "long-poll", "insert-tx", "limits", "month", "replica"} {
 			if n == "replica" && !p.Replica {
 				continue
 			}
@@ -161,6 +171,8 @@ func scenario(name string, p Preset) ([]run, bool) {
 		name = "month"
 	case "m":
 		name = "insert-tx"
+	case "n":
+		name = "limits"
 	}
 	rs, ok := presets[name]
 	return rs, ok
@@ -215,6 +227,7 @@ var notes = []string{
 	"mysqld ms/cyc and the MariaDB CPU lines: CPU time (user + system, /proc/PID/stat) of the MySQL server process over the counted window, per cycle (per job in f): server-wide, like commits/cyc, so it includes InnoDB's background threads (purge, flushing) while the window is open; n/a when the server runs on another machine",
 	"k-month (a month in an hour): 16 worker slots (cat0, editors = 16w) and 50 editors (cat1) at full speed, each category topped up to 20,000 pending tasks or more, while a sweeper started as taskd starts it (schedule 10s, sweep.interval's default, under its lock) purges done tasks older than the retention (15s; 5 minutes in k-month-long, make bench-month) in batches of " + fmt.Sprint(MonthBatchDefault) + "; cycles/s is tasks done per second (jobs plus editors' cycles). Table sizes are data_length + index_length after ANALYZE TABLE (allocated pages) and COUNT(*); the tasks table holds the pending pool too. Claim latency is the editors' next; a claim is during a purge when it started inside a batch, outside when it started after the first batch and outside any. Row lock waits are Innodb_row_lock_waits (server-wide: the purge's own waits count too) in 250 ms intervals that overlapped a batch or not; the waiting statements are sampled from information_schema.INNODB_TRX at the same times",
 	"m-insert-tx: a taskd.Engine in this process (a worker of one slot, the API on a loopback listener, dispatch.poll_interval at its default 5s) and " + fmt.Sprint(InsertTxRounds) + " editors long-polling it over HTTP (wait_ms 60000); then " + fmt.Sprint(InsertTxRounds) + " rounds, one after the other: the application's own *sql.DB begins a transaction, InsertManyTx adds a task for the worker and one for the editors, and COMMIT; commit to claim runs from the return of the COMMIT to the worker's handler starting on the task, commit to answer to the HTTP answer holding the other. Nothing but the commit tells taskd: the engine's commit waiters see it end",
+	"n-limits-*: a taskd.Engine in this process with " + fmt.Sprint(LimitsSlots) + " worker slots (a no-op handler returning {\"ok\":true}) and a backlog of " + fmt.Sprint(LimitsPool) + " tasks of one category inserted through POST /v1/tasks while the category is paused; cycles/s is the backlog over the time from the category's resume to its last task done (burn-down). Three ways, each in a fresh database with the same engine and durability, interleaved in rounds: none (no limit), category (the category's max_in_flight " + fmt.Sprint(LimitsSlots) + ", equal to the slots: never binding) and keys (each task's limit_key one of " + fmt.Sprint(LimitsKeyCount) + ", interleaved, under key_limit 1). A taskd without limits skips the category and keys ways with the reason. River Pro users report limits cutting throughput from 33k to 17k jobs an hour (0.52x)",
 	"memory is VmHWM/VmRSS of this process (inproc: peak over everything run before) or of the taskd serve child (http)",
 	"i-long-poll: editors each long-poll POST /v1/assignments/next (wait_ms 60000) on an empty pool; once every poll is written and taskd serve is quiet, its CPU is measured over 15 s (1.5 s with -quick) with every poll parked and no work (idle, in cores), then twice as many tasks go in through POST /v1/tasks, 20 batches one after the other; insert to answer runs from the acknowledgement of the batch holding the editor's task to its answer. The child runs with memory_limit_mib 100 + 32 KiB per editor (413 for 10,000), as docs/deployment.md recommends for a process holding that many long polls. The harness sets RLIMIT_NOFILE to its hard limit (setrlimit) for itself and the taskd serve child, and stops with an error when the hard limit is below editors + 1024",
 }
@@ -237,8 +250,8 @@ func RunScenario(ctx context.Context, cfg Config, name string, p Preset, w Workl
 		}
 	}
 	finish := func() {
-		rep.Ratios = append(ratios(rep.Results), g2Ratios(rep.Results)...)
-		rep.Targets = append(targets(rep.Results), g2Targets(rep.Results)...)
+		rep.Ratios = append(append(ratios(rep.Results), g2Ratios(rep.Results)...), limitsRatios(rep.Results)...)
+		rep.Targets = append(append(targets(rep.Results), g2Targets(rep.Results)...), limitsTargets(rep.Results)...)
 		rep.CPU = cpuLines(rep.Results)
 	}
 	for i, r := range runs {
@@ -376,6 +389,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %d transactions committed, each with a task for the waiting worker and one for %d long-polling editors; commit to claim p50 %.1fms p99 %.1fms max %.1fms; commit to answer p50 %.1fms p99 %.1fms max %.1fms; %d rounds missed\n",
 				r.Scenario, it.Rounds, r.Workload.Editors, it.CommitToClaim.P50Ms, it.CommitToClaim.P99Ms, it.CommitToClaim.MaxMs,
 				it.CommitToAnswer.P50Ms, it.CommitToAnswer.P99Ms, it.CommitToAnswer.MaxMs, it.Missed)
+		}
+		if l := r.Limits; l != nil {
+			writeLimits(w, r, l)
 		}
 		if r.Sweep != nil {
 			fmt.Fprintf(w, "%s: swept %d expired claims in %.2fs; taskd next during the sweep p50 %.2fms p99 %.2fms (%d claims)\n",
