@@ -66,7 +66,7 @@ type ChangeParams struct {
 }
 
 // BulkParams select the tasks of RequeueMatching and CancelMatching: tasks in the
-// operation's status (dead, or pending) that match every filter given. Category or
+// operation's statuses (dead, or pending and assigned) that match every filter given. Category or
 // IDs is required, so that an empty filter never means every task.
 type BulkParams struct {
 	// Category, when not empty, selects the tasks of this category.
@@ -103,4 +103,12 @@ type BulkResult struct {
 	ByCategory map[string]int
 	// IDs lists the matched tasks of a dry run, in the order they were matched.
 	IDs []int64
+	// Running counts, of a cancel's Changed, the tasks that were assigned: a
+	// holder was running them, and the cancel ended its claim too (in a dry
+	// run, of Matched, those assigned now). Changed - Running were pending. 0
+	// for a requeue.
+	Running int
+	// Claims are the claims a cancel of assigned tasks ended, with their
+	// holders (Running of them); nil for a requeue and a dry run.
+	Claims []Changed
 }
