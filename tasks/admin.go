@@ -74,6 +74,9 @@ type BulkParams struct {
 	// IDs, when not empty, selects these tasks: at most BulkLimitMax; duplicates are
 	// ignored, unknown ids match nothing.
 	IDs []int64
+	// Status, when not empty, selects the tasks in this one of the operation's
+	// statuses only: pending or assigned for a cancel, dead for a requeue.
+	Status Status
 	// CreatedBefore, when not zero, selects the tasks created before it: a time in
 	// 1000-01-01 .. 9999-12-31, the range of the created_at column.
 	CreatedBefore time.Time

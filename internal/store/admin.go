@@ -188,8 +188,12 @@ func (s *Store) changeOne(ctx context.Context, ch statusChange, p tasks.ChangePa
 // by primary key, changes them with one conditional UPDATE and writes their events;
 // batches committed before an error stay. Call it again while More is set.
 //
-// It returns ErrInvalid for a filter with neither Category nor IDs, or bad values.
+// It returns ErrInvalid for a filter with neither Category nor IDs, a Status other
+// than dead, or bad values.
 func (s *Store) RequeueMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error) {
+	if p.Status != "" && p.Status != tasks.StatusDead {
+		return nil, fmt.Errorf("requeue matching: %w: status must be dead, got %q", tasks.ErrInvalid, p.Status)
+	}
 	return s.changeMatching(ctx, requeue, p)
 }
 
@@ -199,17 +203,27 @@ func (s *Store) RequeueMatching(ctx context.Context, p tasks.BulkParams) (*tasks
 // meanwhile is found among those), each assigned task's claim ended as Cancel ends
 // it, under its fence. The result's Running counts the assigned tasks it cancelled
 // (in a dry run, those it matched) and Claims lists their claims, for their holders
-// to be told. Call it again while More is set.
+// to be told. With p.Status pending or assigned, it cancels the tasks of that
+// status only. Call it again while More is set.
 //
-// It returns ErrInvalid for a filter with neither Category nor IDs, or bad values.
+// It returns ErrInvalid for a filter with neither Category nor IDs, a Status other
+// than pending or assigned, or bad values.
 func (s *Store) CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error) {
 	ids, limit, err := checkBulk(p)
+	if err == nil && p.Status != "" && p.Status != tasks.StatusPending && p.Status != tasks.StatusAssigned {
+		err = fmt.Errorf("%w: status must be pending or assigned, got %q", tasks.ErrInvalid, p.Status)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel matching: %w", err)
 	}
 	res := &tasks.BulkResult{ByCategory: make(map[string]int)}
-	if err := s.changeMatchingInto(ctx, res, cancel, p, ids, limit); err != nil || res.More {
-		return res, err
+	if p.Status != tasks.StatusAssigned {
+		if err := s.changeMatchingInto(ctx, res, cancel, p, ids, limit); err != nil || res.More {
+			return res, err
+		}
+	}
+	if p.Status == tasks.StatusPending {
+		return res, nil
 	}
 	return res, s.changeMatchingInto(ctx, res, cancelRunning, p, ids, limit)
 }

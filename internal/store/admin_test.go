@@ -464,6 +464,21 @@ func TestCancelMatchingEndsClaims(t *testing.T) {
 	if dry.Matched != 3 || dry.Running != 2 || dry.Changed != 0 || !slices.Equal(dry.IDs, []int64{ids[2], ids[0], ids[1]}) {
 		t.Errorf("dry run = %+v, want the pending task, then the 2 running ones", dry)
 	}
+	// A status selects one of the two.
+	for _, c := range []struct {
+		status           tasks.Status
+		matched, running int
+	}{{tasks.StatusPending, 1, 0}, {tasks.StatusAssigned, 2, 2}} {
+		dry, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: c.status, DryRun: true})
+		if err != nil || dry.Matched != c.matched || dry.Running != c.running {
+			t.Errorf("dry run of the %s tasks = %+v, %v; want %d matched, %d running", c.status, dry, err, c.matched, c.running)
+		}
+	}
+	_, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: tasks.StatusDead})
+	wantErr(t, "cancel of dead tasks", err, tasks.ErrInvalid)
+	_, err = b.store.RequeueMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: tasks.StatusPending})
+	wantErr(t, "requeue of pending tasks", err, tasks.ErrInvalid)
+
 	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Reason: "withdrawn"})
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +575,7 @@ func TestCancelMatchingRacesClaims(t *testing.T) {
 			claimed <- n
 		}()
 	}
-	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "race", Limit: 300})
+	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}

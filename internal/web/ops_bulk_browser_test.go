@@ -1,8 +1,11 @@
 package web_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -117,6 +120,80 @@ func TestBrowserOpsBulkActions(t *testing.T) {
 	var n int
 	if err := db.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM task_events WHERE kind = 'requeued' AND detail = 'upstream fixed'`); err != nil || n != 4 {
 		t.Fatalf("%d requeue events with the reason (%v), want 4", n, err)
+	}
+}
+
+// TestBrowserOpsBulkCancelRunning: the console's bulk cancel counts the held
+// tasks apart from the pending ones, cancels both, and says so; the editor
+// who held one is refused as cancelled.
+func TestBrowserOpsBulkCancelRunning(t *testing.T) {
+	db := storetest.NewDB(t)
+	s := startServer(t, taskd.Config{}, taskd.WithDB(db))
+	for i := range 3 {
+		s.addTask("news", 1, fmt.Sprintf("News %d", i+1), map[string]any{"text": "x"})
+	}
+	_, token := s.editor("eddie", "news")
+	var held struct {
+		Task struct {
+			ID int64 `json:"id"`
+		} `json:"task"`
+		Fence int64 `json:"fence"`
+	}
+	s.editorCall(token, "/v1/assignments/next", `{}`, http.StatusOK, &held)
+
+	tb := newTab(t, 1280, 1000)
+	tb.opsSignIn(s)
+	tb.do("the task browser", chromedp.Navigate(s.base+"/ops#tasks"))
+	tb.do("filter by news", chromedp.SendKeys(chromedp.CSS("#f-category"), "news"), chromedp.Click(chromedp.CSS(`#task-filters button[type="submit"]`)))
+	tb.waitJS("news", `document.querySelectorAll("#tasks-table tbody tr").length === 3 && !document.getElementById("bulk-cancel").disabled`)
+	tb.do("cancel", chromedp.Click(chromedp.CSS("#bulk-cancel")))
+	tb.waitJS("the count", `document.getElementById("bulk-count").textContent.startsWith("3 tasks (2 pending, 1 running) in news will be cancelled. The running ones are stopped")`)
+	tb.screenshot("ops-bulk-cancel-running")
+	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.screenshot("ops-bulk-cancel-running-phone")
+	tb.do("desktop viewport", chromedp.EmulateViewport(1280, 1000))
+	tb.do("dismiss", chromedp.Click(chromedp.CSS("#bulk-dismiss")))
+
+	tb.do("filter running news",
+		chromedp.SetValue(chromedp.CSS("#f-status"), "assigned"),
+		chromedp.Click(chromedp.CSS(`#task-filters button[type="submit"]`)))
+	tb.waitJS("the held one", `document.querySelectorAll("#tasks-table tbody tr").length === 1 && !document.getElementById("bulk-cancel").disabled`)
+	tb.do("cancel", chromedp.Click(chromedp.CSS("#bulk-cancel")))
+	tb.waitJS("the count", `document.getElementById("bulk-count").textContent.startsWith("1 task (0 pending, 1 running) in news will be cancelled.")`)
+	confirm := `#bulk-confirm button`
+	tb.do("press once", chromedp.Click(chromedp.CSS(confirm)))
+	tb.waitJS("the question", `document.querySelector("`+confirm+`").textContent === "Confirm: cancel 1"`)
+	tb.do("confirm", chromedp.Click(chromedp.CSS(confirm)))
+	tb.waitJS("the notice", `document.getElementById("status").textContent === "1 of 1 task (0 pending, 1 running) cancelled."`)
+	if got := statusCounts(t, db, "news"); got["pending"] != 2 || got["cancelled"] != 1 {
+		t.Fatalf("news after the cancel: %v, want the held one cancelled, 2 pending", got)
+	}
+	s.editorCall(token, fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence), http.StatusConflict, nil)
+}
+
+// editorCall calls the API with an editor's token and decodes a JSON answer
+// into out (when not nil); it fails the test unless the status is want.
+func (s *server) editorCall(token, path, body string, want int, out any) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.base+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		s.t.Fatalf("POST %s: status %d, want %d: %s", path, res.StatusCode, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatalf("POST %s: %v: %s", path, err, b)
+		}
 	}
 }
 

@@ -148,6 +148,64 @@ func TestWorkerCancelStopsTheHandler(t *testing.T) {
 	}
 }
 
+// TestWorkerBulkCancelStopsTheHandlers cancels a category by filter, through
+// a dispatcher of another process, while a worker runs its tasks: every
+// running handler has its context cancelled with cause ErrCancelled soon
+// after, and no late result commits.
+func TestWorkerBulkCancelStopsTheHandlers(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	cfg := dispatcher.Config{Lease: time.Minute, PollInterval: 50 * time.Millisecond, PubSub: rdb}
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: cfg})
+	ctx := context.Background()
+	if err := b.D.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.D.Stop(ctx) })
+	cfg.KeyPrefix = b.Prefix
+	op, err := dispatcher.New(b.Store, b.Locks, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the relay's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, b.Prefix+"wake").Result()
+		return err == nil && n[b.Prefix+"wake"] > 0
+	})
+	ids := b.Add(t, "jobs", 0, 5)
+	h := newDoneAt()
+	mux := worker.NewMux()
+	mux.Handle("jobs", h)
+	w := startWorkerOn(t, b.D, worker.Config{Handler: mux, Concurrency: 3})
+	for range 3 {
+		awaitValue(t, h.started, "handler start")
+	}
+
+	// The lease is a minute: only the cancel's announcement can stop the
+	// handlers within the wait below.
+	res, err := op.CancelMatching(ctx, tasks.BulkParams{Category: "jobs", Reason: "withdrawn"})
+	if err != nil {
+		t.Fatalf("cancel matching: %v", err)
+	}
+	if res.Changed != 5 || res.Running != 3 {
+		t.Errorf("cancel matching = %+v, want 5 cancelled, 3 of them running", res)
+	}
+	for range 3 {
+		seen := awaitValue(t, h.ended, "a handler's cancellation")
+		if !errors.Is(seen.cause, worker.ErrCancelled) {
+			t.Errorf("cause %v, want ErrCancelled", seen.cause)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "the runs counted", func() bool { return w.Totals().LeaseLost == 3 })
+	for _, id := range ids {
+		if got := b.Task(t, id); got.Status != tasks.StatusCancelled {
+			t.Errorf("task %d is %s, want cancelled", id, got.Status)
+		}
+	}
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM task_results"); n != 0 {
+		t.Errorf("%d results committed for cancelled tasks", n)
+	}
+}
+
 // TestWorkerCancelRacesCompletion cancels tasks while their handlers
 // return: for each, exactly one of the cancel and the completion wins, and
 // the audit trail says which, every fence accounted for.

@@ -834,6 +834,15 @@
     cancel: { status: 'pending', verb: 'cancel', done: 'cancelled', label: 'Cancel' }
   };
 
+  // bulkWhat names n tasks of a bulk action: "n dead tasks", "n pending
+  // tasks", or, for a cancel that finds running ones, "n tasks (p pending,
+  // r running)".
+  function bulkWhat(o, n, data) {
+    var s = n === 1 ? '' : 's';
+    if (!data.running) { return n + ' ' + o.status + ' task' + s; }
+    return n + ' task' + s + ' (' + data.pending + ' pending, ' + data.running + ' running)';
+  }
+
   // bulkFilter is the applied filter as a bulk action's, or a reason why
   // it cannot be one.
   function bulkFilter() {
@@ -841,6 +850,7 @@
     if (!f.category) { return { why: 'Filter by a category to act on all its tasks.' }; }
     if (f.holder || f.key || f.created_after) { return { why: 'Bulk actions take the category, status and created-before filters only.' }; }
     var body = { category: f.category };
+    if (f.status) { body.status = f.status; }
     if (f.created_before) { body.created_before = f.created_before; }
     return { body: body };
   }
@@ -849,8 +859,9 @@
     var bf = bulkFilter();
     var st = taskFilter.status;
     $('bulk-requeue').disabled = !!bf.why || !!st && st !== 'dead';
-    $('bulk-cancel').disabled = !!bf.why || !!st && st !== 'pending';
-    $('bulk-why').textContent = bf.why || (st && st !== 'dead' && st !== 'pending' ? 'Only dead tasks can be requeued, and only pending ones cancelled.' : '');
+    $('bulk-cancel').disabled = !!bf.why || !!st && st !== 'pending' && st !== 'assigned';
+    $('bulk-why').textContent = bf.why || (st && st !== 'dead' && st !== 'pending' && st !== 'assigned' ?
+      'Only dead tasks can be requeued, and only pending or running ones cancelled.' : '');
     hideBulk();
   }
 
@@ -869,21 +880,22 @@
     return call('POST', '/admin/tasks/' + op, body).then(function (r) {
       if (!ok(r, o.label + ' by filter')) { return; }
       var n = r.data.matched, ids = r.data.ids;
-      var what = n + ' ' + o.status + ' task' + (n === 1 ? '' : 's') + ' in ' + bf.body.category +
+      var what = bulkWhat(o, n, r.data) + ' in ' + bf.body.category +
         (bf.body.created_before ? ' created before ' + fmtTime(bf.body.created_before) : '');
       $('bulk-ask').hidden = false;
       if (n === 0) {
-        $('bulk-count').textContent = 'No ' + o.status + ' task matches: nothing to ' + o.verb + '.';
+        $('bulk-count').textContent = 'No ' + (op === 'cancel' ? 'pending or running' : o.status) + ' task matches: nothing to ' + o.verb + '.';
         return;
       }
-      $('bulk-count').textContent = what + (r.data.more ? ' (and more: the first ' + n + ' of them)' : '') + ' will be ' + o.done + '.';
+      $('bulk-count').textContent = what + (r.data.more ? ' (and more: the first ' + n + ' of them)' : '') + ' will be ' + o.done + '.' +
+        (r.data.running ? ' The running ones are stopped: their holders are told, and what they send is refused.' : '');
       $('bulk-reason').value = '';
       $('bulk-confirm').appendChild(confirmButton(o.label + ' ' + n + ' task' + (n === 1 ? '' : 's'), 'Confirm: ' + o.verb + ' ' + n, o.verb + ' ' + what, 'bulk:' + op, function () {
         var change = Object.assign({ ids: ids, limit: ids.length, reason: $('bulk-reason').value }, bf.body);
         return call('POST', '/admin/tasks/' + op, change).then(function (c) {
           hideBulk();
           if (ok(c, o.label + ' by filter')) {
-            notice(c.data.changed + ' of ' + n + ' ' + o.status + ' tasks ' + o.done +
+            notice(c.data.changed + ' of ' + bulkWhat(o, n, c.data) + ' ' + o.done +
               (c.data.changed < n ? ' (the others had moved on since the count).' : '.'));
           }
           return loadTasks();
