@@ -252,7 +252,14 @@ func TestCancelEndsAWorkersClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, "completion of the cancelled claim", out[0].Err)
+	wantCancelled(t, "completion of the cancelled claim", out[0].Err)
+	more := b.insertOne(t, "jobs", 0)
+	done, _, err := b.store.CompleteAndClaim(b.ctx, []tasks.Outcome{{TaskID: ids[0], Fence: cs[0].Fence, Holder: "worker:w:0", Result: rawJSON(`1`)}},
+		b.claimParams(t, more))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCancelled(t, "completion of the cancelled claim with a claim", done[0].Err)
 	if task := b.task(t, ids[0]); task.Status != tasks.StatusCancelled {
 		t.Errorf("after a refused completion: %s, want cancelled", task.Status)
 	}
