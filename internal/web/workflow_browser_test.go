@@ -90,6 +90,9 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	if got := eval[string](ed, `[document.getElementById("t-earlier").hidden, document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden].join()`); got != "true,true,false" {
 		t.Errorf("at the first stage, earlier/review/decision hidden = %s, want true,true,false", got)
 	}
+	if got := eval[string](ed, `document.getElementById("shortcuts").textContent`); !strings.HasSuffix(got, "Alt+1–3 decision.") {
+		t.Errorf("the editor's shortcuts %q, want Alt+1–3 for its three decisions", got)
+	}
 	ed.do("edit and submit",
 		chromedp.SendKeys(chromedp.CSS("#notes"), "Trimmed the quote."),
 		chromedp.Click(chromedp.CSS("#b-submit")))
@@ -111,6 +114,9 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	if got := eval[string](rev, `[document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden, document.getElementById("submit-label").textContent].join()`); got != "false,true,Approve" {
 		t.Errorf("at review, review/decision hidden and the button = %s, want false,true,Approve", got)
 	}
+	if got := eval[string](rev, `document.getElementById("shortcuts").textContent`); !strings.HasSuffix(got, "Alt+1–2 review.") {
+		t.Errorf("the reviewer's shortcuts %q, want Alt+1–2 for its two choices", got)
+	}
 
 	// Send back without notes: refused in the page, the claim kept.
 	rev.do("send back without notes",
@@ -130,6 +136,9 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	rev.waitJS("the phone layout", `window.innerWidth === 390`)
 	if w := eval[int](rev, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the review is %dpx wide at a 390px viewport", w)
+	}
+	if d := eval[string](rev, `getComputedStyle(document.getElementById("shortcuts")).display`); d != "none" {
+		t.Errorf("the shortcuts shown (display %s) on a phone", d)
 	}
 	rev.screenshot("workspace-review-phone")
 	rev.do("desktop width", chromedp.EmulateViewport(1280, 900))

@@ -497,6 +497,10 @@
     var fs = document.querySelector('fieldset.decision:not(#review-decision)');
     fs.hidden = review;
     fs.disabled = review;
+    // The footer's hint names the shortcuts of the choices shown.
+    var choices = (review ? $('review-decision') : fs).querySelectorAll('input[type="radio"]').length;
+    $('keys-decision').textContent = choices > 1 ? 'Alt+1–' + choices : 'Alt+1';
+    $('keys-decision-what').textContent = review ? 'review' : 'decision';
     $('notes-label').textContent = review ? 'Notes for the editor (needed to send back)' : 'Notes';
     if (flow(a)) { $('notes').setAttribute('maxlength', '4096'); } else { $('notes').removeAttribute('maxlength'); }
 

@@ -185,6 +185,12 @@
     return Math.floor(s / 60) + ':' + pad(s % 60);
   }
 
+  // count is n and its noun, singular for one: count(1, 'claim') is
+  // "1 claim", count(0, 'claim') "0 claims".
+  function count(n, noun) {
+    return n + ' ' + noun + (n === 1 ? '' : 's');
+  }
+
   function fmtMS(v) {
     if (v === null || v === undefined) { return '–'; }
     if (v < 10) { return v.toFixed(2) + ' ms'; }
@@ -397,7 +403,7 @@
     rate.appendChild(svg('polyline', { 'class': 'line-submits', points: pts.join(' '), 'vector-effect': 'non-scaling-stroke' }));
     ms.forEach(function (m, i) {
       rate.appendChild(svg('rect', { 'class': 'hit', x: (i * bw).toFixed(1), width: bw.toFixed(1), y: 0, height: H },
-        fmtClock(m.start) + ': ' + m.claims + ' claims, ' + m.submits + ' submits'));
+        fmtClock(m.start) + ': ' + count(m.claims, 'claim') + ', ' + count(m.submits, 'submit')));
     });
     $('rate-max').textContent = '(top: ' + rmax + '/min)';
 
@@ -429,7 +435,7 @@
     var last = n > 1 ? ms[n - 2] : ms[n - 1];
     [['claims', h.total.claims], ['submits', h.total.submits],
       ['next p50', fmtMS(h.total.next_p50_ms)], ['next p99', fmtMS(h.total.next_p99_ms)],
-      ['last full minute', last.claims + ' claims, ' + last.submits + ' submits']].forEach(function (p) {
+      ['last full minute', count(last.claims, 'claim') + ', ' + count(last.submits, 'submit')]].forEach(function (p) {
       var s = el('span', null, p[0] + ' ');
       s.appendChild(el('b', null, p[1]));
       k.appendChild(s);
