@@ -1097,17 +1097,32 @@
     }
   };
 
+  // routeOf reads a hash: its view and id (0 for none), or null for a hash
+  // the console has no page at. The routes: "" and #pool, #tasks and
+  // #tasks/ID, #editors and #editors/ID.
+  function routeOf(hash) {
+    var parts = hash.replace(/^#/, '').split('/');
+    if (parts[0] === '' && parts.length === 1) { return { view: 'pool', id: 0 }; }
+    if (!loaders[parts[0]] || parts.length > 2 || parts[0] === 'pool' && parts.length > 1) { return null; }
+    if (parts.length === 1) { return { view: parts[0], id: 0 }; }
+    return /^[1-9][0-9]{0,17}$/.test(parts[1]) ? { view: parts[0], id: Number(parts[1]) } : null;
+  }
+
   function route() {
-    var parts = window.location.hash.replace(/^#/, '').split('/');
-    var next = loaders[parts[0]] ? parts[0] : 'pool';
-    var id = /^[1-9][0-9]{0,17}$/.test(parts[1] || '') ? Number(parts[1]) : 0;
+    var r = routeOf(window.location.hash);
+    var next = r ? r.view : 'notfound';
+    var id = r ? r.id : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
-    document.title = view.charAt(0).toUpperCase() + view.slice(1) + ' · taskd ops';
+    document.title = (r ? view.charAt(0).toUpperCase() + view.slice(1) : 'No such page') + ' · taskd ops';
+    if (!r) {
+      $('notfound-hash').textContent = window.location.hash;
+      return Promise.resolve();
+    }
     if (view === 'pool') { return refresh(); }
     if (view === 'tasks') {
       taskOpen = id;
@@ -1131,7 +1146,7 @@
 
   var refreshing = false;
   function refresh() {
-    if (refreshing) { return Promise.resolve(); }
+    if (refreshing || !loaders[view]) { return Promise.resolve(); } // no such page: nothing to load
     refreshing = true;
     return loaders[view]().then(function (good) {
       refreshing = false;
