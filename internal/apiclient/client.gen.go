@@ -652,7 +652,10 @@ type ResultLine struct {
 	// Decision The submitter's decision; omitted without one.
 	Decision *string `json:"decision,omitempty"`
 	EditorId *ID     `json:"editor_id"`
-	Fence    Fence   `json:"fence"`
+
+	// EditorName The submitting editor's name, in a task's results and an assignment's earlier ones; omitted for a worker and in the feed.
+	EditorName *string `json:"editor_name,omitempty"`
+	Fence      Fence   `json:"fence"`
 
 	// GroupId The task's group; omitted for a task that asks for one result.
 	GroupId *ID     `json:"group_id,omitempty"`

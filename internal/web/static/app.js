@@ -480,6 +480,7 @@
   // who names a result's editor: the editor itself as "you".
   function who(r) {
     if (r.editor_id && r.editor_id === meID) { return 'you'; }
+    if (r.editor_name) { return r.editor_name; }
     if (r.editor_id) { return 'editor #' + r.editor_id; }
     return r.holder || 'someone';
   }
