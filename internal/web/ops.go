@@ -54,6 +54,8 @@ func (h *Handler) opsRoutes() {
 		"GET /ops/v1/tasks/{id}/results",
 		"GET /ops/v1/admin/categories/paused",
 		"GET /ops/v1/editors",
+		"POST /ops/v1/editors",
+		"POST /ops/v1/tasks",
 		"GET /ops/v1/editors/{id}",
 		"PATCH /ops/v1/editors/{id}",
 		"POST /ops/v1/admin/tasks/requeue",

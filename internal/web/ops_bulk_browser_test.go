@@ -1,11 +1,8 @@
 package web_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -139,7 +136,7 @@ func TestBrowserOpsBulkCancelRunning(t *testing.T) {
 		} `json:"task"`
 		Fence int64 `json:"fence"`
 	}
-	s.editorCall(token, "/v1/assignments/next", `{}`, http.StatusOK, &held)
+	editorCall(t, s, token, "POST", "/v1/assignments/next", `{}`, http.StatusOK, &held)
 
 	tb := newTab(t, 1280, 1000)
 	tb.opsSignIn(s)
@@ -168,33 +165,7 @@ func TestBrowserOpsBulkCancelRunning(t *testing.T) {
 	if got := statusCounts(t, db, "news"); got["pending"] != 2 || got["cancelled"] != 1 {
 		t.Fatalf("news after the cancel: %v, want the held one cancelled, 2 pending", got)
 	}
-	s.editorCall(token, fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence), http.StatusConflict, nil)
-}
-
-// editorCall calls the API with an editor's token and decodes a JSON answer
-// into out (when not nil); it fails the test unless the status is want.
-func (s *server) editorCall(token, path, body string, want int, out any) {
-	s.t.Helper()
-	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.base+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		s.t.Fatalf("POST %s: status %d, want %d: %s", path, res.StatusCode, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			s.t.Fatalf("POST %s: %v: %s", path, err, b)
-		}
-	}
+	editorCall(t, s, token, "POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence), http.StatusConflict, nil)
 }
 
 // TestBrowserOpsTaskHistory: the task detail shows the latest 50 events,

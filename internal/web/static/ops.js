@@ -1198,6 +1198,51 @@
     renderBulk();
     loadTasks();
   });
+  // --- creating: an editor (its token shown once), a task ---
+  $('new-editor-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var cats = $('ne-cats').value.split(',').map(function (c) { return c.trim(); }).filter(Boolean);
+    var b = $('new-editor-form').querySelector('button');
+    b.disabled = true;
+    call('POST', '/editors', { name: $('ne-name').value.trim(), categories: cats }).then(function (r) {
+      b.disabled = false;
+      if (!ok(r, 'New editor')) { return; }
+      notice('');
+      $('ne-token-name').textContent = r.data.name;
+      $('ne-token-value').textContent = r.data.token;
+      $('ne-token').hidden = false;
+      $('new-editor-form').reset();
+      loadNames(false);
+      return loadEditors();
+    });
+  });
+  $('ne-token-done').addEventListener('click', function () {
+    $('ne-token-value').textContent = ''; // gone from the page, as from the server
+    $('ne-token').hidden = true;
+  });
+  $('new-task-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var payload;
+    try {
+      payload = JSON.parse($('nt-payload').value || '{}');
+    } catch (err) {
+      notice('Add a task: the payload is not JSON: ' + err.message, 'bad');
+      $('nt-payload').focus();
+      return;
+    }
+    var task = { category: $('nt-category').value.trim(), priority: Number($('nt-priority').value || 0), title: $('nt-title').value, payload: payload };
+    var b = $('new-task-form').querySelector('button');
+    b.disabled = true;
+    call('POST', '/tasks', [task]).then(function (r) {
+      b.disabled = false;
+      if (!ok(r, 'Add a task')) { return; }
+      var id = r.data.ids[0];
+      notice('Task #' + id + ' added to ' + task.category + '.');
+      $('nt-title').value = '';
+      return loadTasks();
+    });
+  });
+
   $('bulk-requeue').addEventListener('click', function () { askBulk('requeue'); });
   $('bulk-cancel').addEventListener('click', function () { askBulk('cancel'); });
   $('bulk-dismiss').addEventListener('click', hideBulk);
