@@ -183,10 +183,12 @@ func TestWorkerBulkCancelStopsTheHandlers(t *testing.T) {
 
 	// The lease is a minute: only the cancel's announcement can stop the
 	// handlers within the wait below.
+	sent := time.Now()
 	res, err := op.CancelMatching(ctx, tasks.BulkParams{Category: "jobs", Reason: "withdrawn"})
 	if err != nil {
 		t.Fatalf("cancel matching: %v", err)
 	}
+	t.Logf("the bulk cancel's call: %v", time.Since(sent))
 	if res.Changed != 5 || res.Running != 3 {
 		t.Errorf("cancel matching = %+v, want 5 cancelled, 3 of them running", res)
 	}
@@ -195,6 +197,7 @@ func TestWorkerBulkCancelStopsTheHandlers(t *testing.T) {
 		if !errors.Is(seen.cause, worker.ErrCancelled) {
 			t.Errorf("cause %v, want ErrCancelled", seen.cause)
 		}
+		t.Logf("bulk cancel to a handler's ctx.Done(): %v", seen.at.Sub(sent))
 	}
 	testenv.Eventually(t, 10*time.Second, "the runs counted", func() bool { return w.Totals().Cancelled == 3 })
 	if st := w.Totals(); st.LeaseLost != 0 {
