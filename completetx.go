@@ -34,7 +34,10 @@ type Tx interface {
 // writes nothing and returns an error wrapping ErrLeaseLost: the handler
 // rolls tx back, so that none of its writes commit, and returns. A handler
 // whose lease passed while it was paused (a stale executor) therefore never
-// commits its writes once another claim has run the task.
+// commits its writes once another claim has run the task. On Galera, where a
+// row lock holds off only its own node's transactions, a takeover on another
+// node after CompleteTx commits first and tx's Commit then fails
+// certification (MySQL error 1213): none of tx's writes commit either.
 //
 // ctx is the handler's (or derived from it), t its task (job.Task for a
 // typed job) and result encoded as a Handler's result is. Call it last in

@@ -626,7 +626,7 @@ func (e *Engine) drain(ctx context.Context) error {
 			}
 			st := e.worker.Totals()
 			e.log.Info("worker stopped", "processed", st.Processed, "failed", st.Failed, "snoozed", st.Snoozed,
-				"lease_lost", st.LeaseLost, "released", st.Released)
+				"lease_lost", st.LeaseLost, "cancelled", st.Cancelled, "released", st.Released)
 		})
 	}
 

@@ -152,6 +152,23 @@ func (e *Engine) CancelTask(ctx context.Context, id int64, reason string) error 
 	return e.d.Cancel(ctx, tasks.ChangeParams{TaskID: id, Reason: reason, By: "engine"})
 }
 
+// CancelMatching cancels the tasks p selects, pending and running, as
+// CancelTask cancels one: up to p.Limit per call (0: tasks.BulkLimitDefault,
+// at most tasks.BulkLimitMax), the pending ones first, then the running
+// ones, each running one's claim ended under its fence and its handler
+// cancelled with cause ErrCancelled. p.Category or p.IDs is required;
+// p.Status (tasks.StatusPending or tasks.StatusAssigned) limits it to one of
+// the two. The result counts the tasks changed and, of them, Running; call
+// again while More is set. With p.DryRun it changes nothing and counts and
+// lists the tasks it would change now.
+//
+// It returns an error wrapping tasks.ErrInvalid for an empty filter or bad
+// values. On another error, the result counts the batches (of 500, each its
+// own transaction) that committed before it.
+func (e *Engine) CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error) {
+	return e.d.CancelMatching(ctx, p)
+}
+
 // Task returns the task with the given id, or tasks.ErrNotFound.
 func (e *Engine) Task(ctx context.Context, id int64) (*tasks.Task, error) {
 	return e.store.GetTask(ctx, id)

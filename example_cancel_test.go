@@ -66,3 +66,48 @@ func ExampleEngine_CancelTask() {
 	// task: cancelled
 	// cancel again: true
 }
+
+// Cancel by filter: the tasks waiting and those running, in one call, each
+// running handler stopped as CancelTask stops one.
+func ExampleEngine_CancelMatching() {
+	started := make(chan int64, 3)
+	stopped := make(chan error, 3)
+	render := func(ctx context.Context, job *taskd.Job[Render]) (any, error) {
+		started <- job.ID
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}
+	cfg := taskd.Config{
+		MySQL:  taskd.MySQLConfig{DSN: exampleDSN},
+		Redis:  taskd.RedisConfig{Addrs: []string{exampleRedisAddr}, KeyPrefix: examplePrefix + "cancel-matching:"},
+		Worker: taskd.WorkerConfig{Concurrency: 1}, // one runs, the others wait
+	}
+	e, err := taskd.New(cfg, taskd.WithJobHandler(render), taskd.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer e.Stop(ctx)
+	var ids []int64
+	for page := range 3 {
+		id, err := e.Insert(ctx, Render{Page: page}, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	<-started
+	res, err := e.CancelMatching(ctx, tasks.BulkParams{IDs: ids, Reason: "edition withdrawn"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("cancelled %d: %d pending, %d running\n", res.Changed, res.Changed-res.Running, res.Running)
+	fmt.Println("handler stopped by the cancel:", errors.Is(<-stopped, taskd.ErrCancelled))
+	// Output:
+	// cancelled 3: 2 pending, 1 running
+	// handler stopped by the cancel: true
+}

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskd/taskd/locker"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -86,9 +87,13 @@ func (d *Dispatcher) RequeueMatching(ctx context.Context, p tasks.BulkParams) (_
 	return res, nil
 }
 
-// CancelMatching cancels the pending tasks p selects, up to p.Limit per call
-// (see store.Store.CancelMatching). On an error, the result counts what
-// batches committed before it.
+// CancelMatching cancels the tasks p selects, pending and assigned, up to
+// p.Limit per call (see store.Store.CancelMatching). Each claim it ends is
+// ended as Cancel ends one: its Redis lock given back (all in one round trip)
+// and the cancel announced to the watchers of WatchCancels, so that a worker
+// running the task cancels its handler with cause tasks.ErrCancelled. On an
+// error, the result counts what batches committed before it, and their
+// holders are told all the same.
 func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ *tasks.BulkResult, err error) {
 	ctx, span := d.tel.tracer.Start(ctx, "dispatcher.cancel_matching")
 	defer func() { endSpan(span, err) }()
@@ -96,6 +101,14 @@ func (d *Dispatcher) CancelMatching(ctx context.Context, p tasks.BulkParams) (_ 
 	if res != nil {
 		for cat := range res.ByCategory {
 			d.cands.invalidate(cat)
+		}
+		locks := make([]*locker.Lock, len(res.Claims))
+		for i, c := range res.Claims {
+			locks[i] = d.locks.Lock(d.lockKey(c.TaskID), c.Holder)
+		}
+		d.releaseLocks(ctx, locks)
+		for _, c := range res.Claims {
+			d.notify.cancelled(ctx, ClaimRef{TaskID: c.TaskID, Fence: c.Fence})
 		}
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/taskd/taskd/dispatcher"
@@ -57,5 +58,48 @@ func TestCancelHeldTask(t *testing.T) {
 	}
 	if len(told) != 1 {
 		t.Errorf("watchers told %v after a refused cancel", told)
+	}
+}
+
+// TestCancelMatchingEndsHeldTasks: a cancel by filter ends the claims of the
+// tasks it finds assigned as Cancel ends one: their locks given back, their
+// watchers told, their holders' writes refused as cancelled.
+func TestCancelMatchingEndsHeldTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ann := b.Editor(t, "ann", "news")
+	bea := b.Editor(t, "bea", "news")
+	b.Add(t, "news", 0, 3)
+	var refs []dispatcher.ClaimRef
+	eds := []dispatcher.Claimant{ann, bea}
+	for _, ed := range eds {
+		c, err := b.D.Next(ctx, ed, 0)
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		refs = append(refs, dispatcher.ClaimRef{TaskID: c.Task.ID, Fence: c.Fence})
+	}
+	var told []dispatcher.ClaimRef
+	stop := b.D.WatchCancels(func(ref dispatcher.ClaimRef) { told = append(told, ref) })
+	defer stop()
+
+	res, err := b.D.CancelMatching(ctx, tasks.BulkParams{Category: "news"})
+	if err != nil {
+		t.Fatalf("cancel matching: %v", err)
+	}
+	if res.Changed != 3 || res.Running != 2 {
+		t.Errorf("cancel matching = %+v, want 3 cancelled, 2 of them running", res)
+	}
+	if !slices.Equal(told, refs) {
+		t.Errorf("watchers told %v, want %v", told, refs)
+	}
+	for i, ed := range eds {
+		if n := b.RDB.Exists(ctx, b.LockKey(refs[i].TaskID)).Val(); n != 0 {
+			t.Errorf("the lock of cancelled task %d is still in Redis", refs[i].TaskID)
+		}
+		if _, err := b.D.Heartbeat(ctx, ed, refs[i]); !errors.Is(err, tasks.ErrCancelled) {
+			t.Errorf("editor %d's heartbeat: err = %v, want ErrCancelled", i, err)
+		}
 	}
 }

@@ -66,7 +66,7 @@ type ChangeParams struct {
 }
 
 // BulkParams select the tasks of RequeueMatching and CancelMatching: tasks in the
-// operation's status (dead, or pending) that match every filter given. Category or
+// operation's statuses (dead, or pending and assigned) that match every filter given. Category or
 // IDs is required, so that an empty filter never means every task.
 type BulkParams struct {
 	// Category, when not empty, selects the tasks of this category.
@@ -74,6 +74,9 @@ type BulkParams struct {
 	// IDs, when not empty, selects these tasks: at most BulkLimitMax; duplicates are
 	// ignored, unknown ids match nothing.
 	IDs []int64
+	// Status, when not empty, selects the tasks in this one of the operation's
+	// statuses only: pending or assigned for a cancel, dead for a requeue.
+	Status Status
 	// CreatedBefore, when not zero, selects the tasks created before it: a time in
 	// 1000-01-01 .. 9999-12-31, the range of the created_at column.
 	CreatedBefore time.Time
@@ -103,4 +106,12 @@ type BulkResult struct {
 	ByCategory map[string]int
 	// IDs lists the matched tasks of a dry run, in the order they were matched.
 	IDs []int64
+	// Running counts, of a cancel's Changed, the tasks that were assigned: a
+	// holder was running them, and the cancel ended its claim too (in a dry
+	// run, of Matched, those assigned now). Changed - Running were pending. 0
+	// for a requeue.
+	Running int
+	// Claims are the claims a cancel of assigned tasks ended, with their
+	// holders (Running of them); nil for a requeue and a dry run.
+	Claims []Changed
 }

@@ -32,7 +32,10 @@ type Result struct {
 	// Holder is who submitted it: "editor:<id>" or a worker's id.
 	Holder string `db:"holder"`
 	// EditorID is the editor who submitted it, or 0 for a worker.
-	EditorID    int64           `db:"editor_id"`
+	EditorID int64 `db:"editor_id"`
+	// EditorName is that editor's name, as a task's results (TaskResults)
+	// read it; "" for a worker, and in the results feed.
+	EditorName  string          `db:"editor_name"`
 	Result      json.RawMessage `db:"result"`
 	SubmittedAt time.Time       `db:"submitted_at"`
 

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
 
-// runCancel cancels a task, pending or running.
+// runCancel cancels a task, pending or running, or the tasks of a filter.
 func runCancel(ctx context.Context, a *app, args []string) error {
-	f := a.newFlags("cancel", "cancel [flags] TASK", `
+	f := a.newFlags("cancel", "cancel [flags] TASK | cancel -category CATEGORY [flags]", `
 Cancels task TASK (its id) for good, in one call, whether it waits in the pool
 or runs: it ends cancelled and nothing claims it again. A running task's claim
 ends with it: a worker running it has its handler's context cancelled (on
@@ -20,10 +21,37 @@ prefix, within moments; at its next lease renewal at the latest), an editor
 holding it is told so at its next heartbeat or submit, and whatever the holder
 still sends is refused. The task's 'cancelled' event records the claim's fence
 and holder, "by engine" and the -reason. A task that has ended (done, dead or
-cancelled) is left as it is, and the command fails. Needs MySQL and Redis.`)
+cancelled) is left as it is, and the command fails.
+
+With -category and no TASK, it cancels every task of the category, pending
+and running (-status pending or assigned: only those), created before
+-created-before when given, each as above, in calls of 1,000 until none is
+left, and says how many were pending and how many running; -dry-run counts
+them and changes nothing. Needs MySQL and Redis.`)
 	reason := f.String("reason", "", "why, recorded in the task's 'cancelled' event")
+	category := f.String("category", "", "cancel the tasks of this category instead of one TASK")
+	status := f.String("status", "", "with -category: only the pending, or only the assigned (running) tasks")
+	before := f.String("created-before", "", "with -category: only the tasks created before this RFC 3339 time")
+	dryRun := f.Bool("dry-run", false, "with -category: count the tasks, change nothing")
 	if err := a.parse(f, args); err != nil {
 		return err
+	}
+	if *category != "" {
+		if f.NArg() != 0 {
+			return usagef(f.name, "want no TASK with -category, got %d arguments", f.NArg())
+		}
+		p := tasks.BulkParams{Category: *category, Status: tasks.Status(*status), Reason: *reason, DryRun: *dryRun}
+		if *before != "" {
+			t, err := time.Parse(time.RFC3339Nano, *before)
+			if err != nil {
+				return usagef(f.name, "-created-before must be an RFC 3339 time, got %q", *before)
+			}
+			p.CreatedBefore = t
+		}
+		return cancelMatching(ctx, a, f, p)
+	}
+	if *status != "" || *before != "" || *dryRun {
+		return usagef(f.name, "-status, -created-before and -dry-run go with -category")
 	}
 	if f.NArg() != 1 {
 		return usagef(f.name, "want one TASK, got %d arguments", f.NArg())
@@ -58,5 +86,46 @@ cancelled) is left as it is, and the command fails. Needs MySQL and Redis.`)
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "cancelled task %d\n", id)
+	return nil
+}
+
+// cancelMatching cancels the tasks p selects, a call at a time while more
+// are left, and says how many it cancelled, pending and running.
+func cancelMatching(ctx context.Context, a *app, f *cmdFlags, p tasks.BulkParams) error {
+	cfg, err := a.loadConfig(f)
+	if err != nil {
+		return err
+	}
+	e, err := a.toolEngine(cfg)
+	if err != nil {
+		return err
+	}
+	defer stopTool(e)
+	var changed, running int
+	for {
+		res, err := e.CancelMatching(ctx, p)
+		if res != nil {
+			changed, running = changed+res.Changed, running+res.Running
+		}
+		if errors.Is(err, tasks.ErrInvalid) {
+			return usagef(f.name, "%v", err)
+		}
+		if err != nil {
+			return fmt.Errorf("cancelled %d tasks of %s before: %w", changed, p.Category, err)
+		}
+		if p.DryRun {
+			more := ""
+			if res.More {
+				more = ", and more"
+			}
+			fmt.Fprintf(a.stdout, "would cancel %d tasks of %s: %d pending, %d running%s\n", res.Matched, p.Category,
+				res.Matched-res.Running, res.Running, more)
+			return nil
+		}
+		if !res.More {
+			break
+		}
+	}
+	fmt.Fprintf(a.stdout, "cancelled %d tasks of %s: %d pending, %d running\n", changed, p.Category, changed-running, running)
 	return nil
 }

@@ -102,6 +102,9 @@ type bulkRequest struct {
 	Category string `json:"category"`
 	// IDs selects these tasks (at most tasks.BulkLimitMax).
 	IDs []int64 `json:"ids"`
+	// Status selects the tasks of one of the operation's statuses only
+	// (a cancel's pending or assigned).
+	Status string `json:"status"`
 	// CreatedBefore, RFC 3339, selects the tasks created before it.
 	CreatedBefore string `json:"created_before"`
 	// Limit is the most tasks one call matches: 1..tasks.BulkLimitMax,
@@ -121,6 +124,11 @@ type bulkResponse struct {
 	More    bool `json:"more"`
 	// IDs lists the matched tasks of a dry run; absent otherwise.
 	IDs *[]int64 `json:"ids,omitempty"`
+	// Pending and Running split a cancel's changed tasks (in a dry run, its
+	// matched ones) by the status they had: waiting in the pool, or held by
+	// a holder whose claim the cancel ended. Absent for a requeue.
+	Pending *int `json:"pending,omitempty"`
+	Running *int `json:"running,omitempty"`
 }
 
 // requeueMatching requeues the dead tasks a filter selects, up to its limit.
@@ -128,7 +136,8 @@ func (a *api) requeueMatching(w http.ResponseWriter, r *http.Request) error {
 	return a.changeMatching(w, r, "requeue", a.d.RequeueMatching)
 }
 
-// cancelMatching cancels the pending tasks a filter selects, up to its limit.
+// cancelMatching cancels the pending and assigned tasks a filter selects, up to
+// its limit, ending the claims of the assigned ones as cancelTask does.
 func (a *api) cancelMatching(w http.ResponseWriter, r *http.Request) error {
 	return a.changeMatching(w, r, "cancel", a.d.CancelMatching)
 }
@@ -142,7 +151,7 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
-	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Limit: req.Limit, Reason: req.Reason, DryRun: req.DryRun}
+	p := tasks.BulkParams{Category: req.Category, IDs: req.IDs, Status: tasks.Status(req.Status), Limit: req.Limit, Reason: req.Reason, DryRun: req.DryRun}
 	if req.CreatedBefore != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.CreatedBefore)
 		if err != nil {
@@ -160,17 +169,25 @@ func (a *api) changeMatching(w http.ResponseWriter, r *http.Request, op string,
 		}
 		return err
 	}
+	var pending, running *int
+	if op == "cancel" {
+		n := res.Changed
+		if req.DryRun {
+			n = res.Matched
+		}
+		pending, running = ptr(n-res.Running), ptr(res.Running)
+	}
 	if req.DryRun {
 		ids := res.IDs
 		if ids == nil {
 			ids = []int64{}
 		}
-		a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, More: res.More, IDs: &ids})
+		a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, More: res.More, IDs: &ids, Pending: pending, Running: running})
 		return nil
 	}
 	a.log.InfoContext(r.Context(), "bulk "+op, "category", req.Category, "ids", len(req.IDs),
-		"matched", res.Matched, "changed", res.Changed, "more", res.More)
-	a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, Changed: res.Changed, More: res.More})
+		"matched", res.Matched, "changed", res.Changed, "running", res.Running, "more", res.More)
+	a.writeJSON(w, r, http.StatusOK, bulkResponse{Matched: res.Matched, Changed: res.Changed, More: res.More, Pending: pending, Running: running})
 	return nil
 }
 
@@ -242,3 +259,6 @@ func (a *api) pausedCategories(w http.ResponseWriter, r *http.Request) error {
 	a.writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
+
+// ptr is a pointer to n, for a field JSON leaves out when nil.
+func ptr(n int) *int { return &n }

@@ -211,7 +211,9 @@ func TestBulkRequeueAndCancel(t *testing.T) {
 		{"year 9999 and a bit", adminToken, "/v1/admin/tasks/cancel", `{"category":"bulk","created_before":"9999-12-31T23:59:59.9999Z"}`, 422, "invalid"},
 		{"bad category", adminToken, "/v1/admin/tasks/cancel", `{"category":" bulk"}`, 422, "invalid"},
 		{"bad id", adminToken, "/v1/admin/tasks/cancel", `{"ids":[0]}`, 422, "invalid"},
-		{"unknown field", adminToken, "/v1/admin/tasks/requeue", `{"category":"bulk","status":"dead"}`, 400, "bad_request"},
+		{"unknown field", adminToken, "/v1/admin/tasks/requeue", `{"category":"bulk","state":"dead"}`, 400, "bad_request"},
+		{"a status a requeue does not start from", adminToken, "/v1/admin/tasks/requeue", `{"category":"bulk","status":"pending"}`, 422, "invalid"},
+		{"a status a cancel does not start from", adminToken, "/v1/admin/tasks/cancel", `{"category":"bulk","status":"dead"}`, 422, "invalid"},
 		{"no body", adminToken, "/v1/admin/tasks/requeue", ``, 400, "bad_request"},
 		{"ids not an array", adminToken, "/v1/admin/tasks/cancel", `{"ids":5}`, 400, "bad_request"},
 		{"no token", "", "/v1/admin/tasks/requeue", `{"category":"bulk"}`, 401, "unauthorized"},
@@ -226,6 +228,8 @@ func TestBulkRequeueAndCancel(t *testing.T) {
 		Matched int  `json:"matched"`
 		Changed int  `json:"changed"`
 		More    bool `json:"more"`
+		Pending int  `json:"pending"`
+		Running int  `json:"running"`
 	}
 	call := func(path, body string) bulk {
 		t.Helper()
@@ -258,14 +262,60 @@ func TestBulkRequeueAndCancel(t *testing.T) {
 		t.Errorf("cancel created before 2000 = %+v, want nothing", res)
 	}
 	body = mustJSON(t, map[string]any{"ids": ids[:10], "created_before": time.Now().Add(time.Hour).Format(time.RFC3339)})
-	if res := call("/v1/admin/tasks/cancel", body); res != (bulk{Matched: 10, Changed: 10}) {
+	if res := call("/v1/admin/tasks/cancel", body); res != (bulk{Matched: 10, Changed: 10, Pending: 10}) {
 		t.Errorf("cancel by ids = %+v, want 10", res)
 	}
-	if res := call("/v1/admin/tasks/cancel", `{"category":"bulk","limit":10000}`); res != (bulk{Matched: 240, Changed: 240}) {
+	if res := call("/v1/admin/tasks/cancel", `{"category":"bulk","limit":10000}`); res != (bulk{Matched: 240, Changed: 240, Pending: 240}) {
 		t.Errorf("cancel the category = %+v, want the other 240", res)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'cancelled'`); n != 250 {
 		t.Errorf("%d cancelled events, want 250", n)
+	}
+}
+
+// TestBulkCancelEndsHeldTasks: a cancel by filter cancels the held tasks with
+// the pending ones, says how many of each, and the holders' writes are 409
+// task_cancelled afterwards.
+func TestBulkCancelEndsHeldTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ada := b.editor(t, "ada", "news")
+	bob := b.editor(t, "bob", "news")
+	b.addN(t, "news", 5)
+	a, o := b.next(t, ada.Token), b.next(t, bob.Token)
+	type bulk struct {
+		Matched int     `json:"matched"`
+		Changed int     `json:"changed"`
+		More    bool    `json:"more"`
+		Pending *int    `json:"pending"`
+		Running *int    `json:"running"`
+		IDs     []int64 `json:"ids"`
+	}
+	var dry, res bulk
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/cancel", adminToken, `{"category":"news","dry_run":true}`), http.StatusOK, &dry)
+	if dry.Matched != 5 || dry.Pending == nil || *dry.Pending != 3 || dry.Running == nil || *dry.Running != 2 || len(dry.IDs) != 5 {
+		t.Errorf("dry run = %+v, want 5 matched: 3 pending, 2 running", dry)
+	}
+	body := mustJSON(t, map[string]any{"category": "news", "ids": dry.IDs, "limit": len(dry.IDs), "reason": "withdrawn"})
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/cancel", adminToken, body), http.StatusOK, &res)
+	if res.Changed != 5 || res.Pending == nil || *res.Pending != 3 || res.Running == nil || *res.Running != 2 || res.More {
+		t.Errorf("cancel = %+v, want 5 cancelled: 3 pending, 2 running", res)
+	}
+	for _, c := range []struct {
+		token string
+		claim assignment
+	}{{ada.Token, a}, {bob.Token, o}} {
+		path := fmt.Sprintf("/v1/assignments/%d/heartbeat", c.claim.Task.ID)
+		wantError(t, b.do(t, "POST", path, c.token, mustJSON(t, map[string]any{"fence": c.claim.Fence})), http.StatusConflict, "task_cancelled")
+		if e := b.history(t, c.claim.Task.ID); e[len(e)-1].Kind != tasks.EventCancelled || e[len(e)-1].Detail != "withdrawn" {
+			t.Errorf("task %d's last event %+v, want cancelled, withdrawn", c.claim.Task.ID, e[len(e)-1])
+		}
+	}
+	// A requeue's answer has no such counts.
+	var rq map[string]any
+	wantJSON(t, b.do(t, "POST", "/v1/admin/tasks/requeue", adminToken, `{"category":"news"}`), http.StatusOK, &rq)
+	if _, ok := rq["running"]; ok {
+		t.Errorf("requeue answered %v, want no running count", rq)
 	}
 }
 
@@ -282,6 +332,8 @@ func TestBulkDryRun(t *testing.T) {
 		Changed int     `json:"changed"`
 		More    bool    `json:"more"`
 		IDs     []int64 `json:"ids"`
+		Pending int     `json:"pending"`
+		Running int     `json:"running"`
 	}
 	before := b.snapshot(t)
 	var dry bulk

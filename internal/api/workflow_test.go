@@ -31,6 +31,7 @@ type resultOut struct {
 	Key         *string         `json:"key"`
 	Holder      string          `json:"holder"`
 	EditorID    *int64          `json:"editor_id"`
+	EditorName  string          `json:"editor_name"`
 	Result      json.RawMessage `json:"result"`
 	SubmittedAt string          `json:"submitted_at"`
 	Stage       string          `json:"stage"`
@@ -182,7 +183,7 @@ func TestWorkflowEditReviewSendBack(t *testing.T) {
 	if r.Task.ID != id || r.Stage != "review" || r.Earlier == nil || len(*r.Earlier) != 1 {
 		t.Fatalf("reviewer's assignment: %s", raw)
 	}
-	if e := (*r.Earlier)[0]; e.Stage != "edit" || string(e.Result) != `{"text":"v1"}` || e.EditorID == nil || *e.EditorID != ed.ID || e.Decision != "" {
+	if e := (*r.Earlier)[0]; e.Stage != "edit" || string(e.Result) != `{"text":"v1"}` || e.EditorID == nil || *e.EditorID != ed.ID || e.EditorName != ed.Name || e.Decision != "" {
 		t.Fatalf("the reviewer's earlier result: %+v", e)
 	}
 	if next := b.flowSubmit(t, rev.Token, r, `{"ok":false}`, "send_back", "fix the lede"); next != nil {

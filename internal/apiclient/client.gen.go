@@ -17,6 +17,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BulkRequestStatus.
+const (
+	BulkRequestStatusAssigned BulkRequestStatus = "assigned"
+	BulkRequestStatusDead     BulkRequestStatus = "dead"
+	BulkRequestStatusPending  BulkRequestStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the BulkRequestStatus enum.
+func (e BulkRequestStatus) Valid() bool {
+	switch e {
+	case BulkRequestStatusAssigned:
+		return true
+	case BulkRequestStatusDead:
+		return true
+	case BulkRequestStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventKind.
 const (
 	EventKindCancelled EventKind = "cancelled"
@@ -307,7 +328,13 @@ type BulkRequest struct {
 	// (U+2028, U+2029) or a bidi control (U+202A..U+202E, U+2066..U+2069)
 	// is 422.
 	Reason *Reason `json:"reason,omitempty"`
+
+	// Status Selects the tasks of this one of the operation's statuses only: pending or assigned for a cancel, dead for a requeue.
+	Status *BulkRequestStatus `json:"status,omitempty"`
 }
+
+// BulkRequestStatus Selects the tasks of this one of the operation's statuses only: pending or assigned for a cancel, dead for a requeue.
+type BulkRequestStatus string
 
 // BulkResult defines model for BulkResult.
 type BulkResult struct {
@@ -319,6 +346,12 @@ type BulkResult struct {
 
 	// More true when the limit was reached: call again.
 	More bool `json:"more"`
+
+	// Pending Cancel only: of changed (with dry_run, of matched), the tasks that were pending.
+	Pending *int `json:"pending,omitempty"`
+
+	// Running Cancel only: of changed (with dry_run, of matched), the tasks that were assigned, whose claims the cancel ended.
+	Running *int `json:"running,omitempty"`
 }
 
 // Capacity defines model for Capacity.
@@ -683,7 +716,10 @@ type ResultLine struct {
 	// Decision The submitter's decision; omitted without one.
 	Decision *string `json:"decision,omitempty"`
 	EditorId *ID     `json:"editor_id"`
-	Fence    Fence   `json:"fence"`
+
+	// EditorName The submitting editor's name, in a task's results and an assignment's earlier ones; omitted for a worker and in the feed.
+	EditorName *string `json:"editor_name,omitempty"`
+	Fence      Fence   `json:"fence"`
 
 	// GroupId The task's group; omitted for a task that asks for one result.
 	GroupId *ID     `json:"group_id,omitempty"`
@@ -1384,20 +1420,28 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/categories/{category}/resume (the `ResumeCategory` operationId).
 	ResumeCategory(ctx context.Context, category CategoryPath, body ResumeCategoryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CancelMatchingWithBody Cancel pending tasks by filter
+	// CancelMatchingWithBody Cancel pending and running tasks by filter
 	//
-	// Cancels the pending tasks the filter selects, up to its limit; call
-	// again while more is true. With dry_run, counts and lists them instead.
+	// Cancels the pending and assigned tasks the filter selects, up to its
+	// limit (the pending ones first); call again while more is true. An
+	// assigned task's claim ends as with cancelTask: its holder's later writes
+	// are refused (an editor's with 409 task_cancelled) and a worker running
+	// it has its handler cancelled. pending and running split the cancelled
+	// tasks. With dry_run, counts and lists them instead.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/admin/tasks/cancel (the `CancelMatching` operationId).
 	CancelMatchingWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CancelMatching Cancel pending tasks by filter
+	// CancelMatching Cancel pending and running tasks by filter
 	//
-	// Cancels the pending tasks the filter selects, up to its limit; call
-	// again while more is true. With dry_run, counts and lists them instead.
+	// Cancels the pending and assigned tasks the filter selects, up to its
+	// limit (the pending ones first); call again while more is true. An
+	// assigned task's claim ends as with cancelTask: its holder's later writes
+	// are refused (an editor's with 409 task_cancelled) and a worker running
+	// it has its handler cancelled. pending and running split the cancelled
+	// tasks. With dry_run, counts and lists them instead.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2030,10 +2074,14 @@ func (c *Client) ResumeCategory(ctx context.Context, category CategoryPath, body
 	return c.Client.Do(req)
 }
 
-// CancelMatchingWithBody Cancel pending tasks by filter
+// CancelMatchingWithBody Cancel pending and running tasks by filter
 //
-// Cancels the pending tasks the filter selects, up to its limit; call
-// again while more is true. With dry_run, counts and lists them instead.
+// Cancels the pending and assigned tasks the filter selects, up to its
+// limit (the pending ones first); call again while more is true. An
+// assigned task's claim ends as with cancelTask: its holder's later writes
+// are refused (an editor's with 409 task_cancelled) and a worker running
+// it has its handler cancelled. pending and running split the cancelled
+// tasks. With dry_run, counts and lists them instead.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2050,10 +2098,14 @@ func (c *Client) CancelMatchingWithBody(ctx context.Context, contentType string,
 	return c.Client.Do(req)
 }
 
-// CancelMatching Cancel pending tasks by filter
+// CancelMatching Cancel pending and running tasks by filter
 //
-// Cancels the pending tasks the filter selects, up to its limit; call
-// again while more is true. With dry_run, counts and lists them instead.
+// Cancels the pending and assigned tasks the filter selects, up to its
+// limit (the pending ones first); call again while more is true. An
+// assigned task's claim ends as with cancelTask: its holder's later writes
+// are refused (an editor's with 409 task_cancelled) and a worker running
+// it has its handler cancelled. pending and running split the cancelled
+// tasks. With dry_run, counts and lists them instead.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4802,20 +4854,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/categories/{category}/resume (the `ResumeCategory` operationId).
 	ResumeCategoryWithResponse(ctx context.Context, category CategoryPath, body ResumeCategoryJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeCategoryResponse, error)
 
-	// CancelMatchingWithBodyWithResponse Cancel pending tasks by filter
+	// CancelMatchingWithBodyWithResponse Cancel pending and running tasks by filter
 	//
-	// Cancels the pending tasks the filter selects, up to its limit; call
-	// again while more is true. With dry_run, counts and lists them instead.
+	// Cancels the pending and assigned tasks the filter selects, up to its
+	// limit (the pending ones first); call again while more is true. An
+	// assigned task's claim ends as with cancelTask: its holder's later writes
+	// are refused (an editor's with 409 task_cancelled) and a worker running
+	// it has its handler cancelled. pending and running split the cancelled
+	// tasks. With dry_run, counts and lists them instead.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/admin/tasks/cancel (the `CancelMatching` operationId).
 	CancelMatchingWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelMatchingResponse, error)
 
-	// CancelMatchingWithResponse Cancel pending tasks by filter
+	// CancelMatchingWithResponse Cancel pending and running tasks by filter
 	//
-	// Cancels the pending tasks the filter selects, up to its limit; call
-	// again while more is true. With dry_run, counts and lists them instead.
+	// Cancels the pending and assigned tasks the filter selects, up to its
+	// limit (the pending ones first); call again while more is true. An
+	// assigned task's claim ends as with cancelTask: its holder's later writes
+	// are refused (an editor's with 409 task_cancelled) and a worker running
+	// it has its handler cancelled. pending and running split the cancelled
+	// tasks. With dry_run, counts and lists them instead.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9177,10 +9237,14 @@ func (c *ClientWithResponses) ResumeCategoryWithResponse(ctx context.Context, ca
 	return ParseResumeCategoryResponse(rsp)
 }
 
-// CancelMatchingWithBodyWithResponse Cancel pending tasks by filter
+// CancelMatchingWithBodyWithResponse Cancel pending and running tasks by filter
 //
-// Cancels the pending tasks the filter selects, up to its limit; call
-// again while more is true. With dry_run, counts and lists them instead.
+// Cancels the pending and assigned tasks the filter selects, up to its
+// limit (the pending ones first); call again while more is true. An
+// assigned task's claim ends as with cancelTask: its holder's later writes
+// are refused (an editor's with 409 task_cancelled) and a worker running
+// it has its handler cancelled. pending and running split the cancelled
+// tasks. With dry_run, counts and lists them instead.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9193,10 +9257,14 @@ func (c *ClientWithResponses) CancelMatchingWithBodyWithResponse(ctx context.Con
 	return ParseCancelMatchingResponse(rsp)
 }
 
-// CancelMatchingWithResponse Cancel pending tasks by filter
+// CancelMatchingWithResponse Cancel pending and running tasks by filter
 //
-// Cancels the pending tasks the filter selects, up to its limit; call
-// again while more is true. With dry_run, counts and lists them instead.
+// Cancels the pending and assigned tasks the filter selects, up to its
+// limit (the pending ones first); call again while more is true. An
+// assigned task's claim ends as with cancelTask: its holder's later writes
+// are refused (an editor's with 409 task_cancelled) and a worker running
+// it has its handler cancelled. pending and running split the cancelled
+// tasks. With dry_run, counts and lists them instead.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -29,6 +29,10 @@ type statusChange struct {
 	// keepHolder records the task's last holder in the event (the claim the
 	// event's fence is about).
 	keepHolder bool
+	// endsClaim is set for a change of assigned tasks: it ends their claims as
+	// Cancel does (the 'claimed' event of a claim made without one first, the
+	// claim's editor in the event, the holder in the result).
+	endsClaim bool
 }
 
 var (
@@ -40,21 +44,31 @@ var (
 	assigned_at = NULL, lease_expires_at = NULL, done_at = NULL`,
 	}
 	// cancel ends a pending task for good; done_at records when (the bulk
-	// cancel's change: Cancel, of one task, ends an assigned one too).
+	// cancel's change of pending tasks, as cancelPendingSQL).
 	cancel = statusChange{
 		op: "cancel", from: tasks.StatusPending, kind: tasks.EventCancelled,
 		set: `status = 'cancelled', done_at = NOW(3)`,
+	}
+	// cancelRunning ends an assigned task and its claim for good, as
+	// cancelAssignedSQL does (the bulk cancel's change of assigned tasks).
+	cancelRunning = statusChange{
+		op: "cancel", from: tasks.StatusAssigned, kind: tasks.EventCancelled, keepHolder: true, endsClaim: true,
+		set: `status = 'cancelled', done_at = NOW(3), editor_id = NULL, lease_expires_at = NULL, claim_unlogged = 0`,
 	}
 )
 
 const (
 	// changeLockSQL locks the rows of a batch by primary key, in id order.
-	changeLockSQL = `SELECT id, status, fence, COALESCE(holder, '') AS holder, category
+	changeLockSQL = `SELECT id, status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
+	category, claim_unlogged
 FROM tasks FORCE INDEX (PRIMARY) WHERE id IN (?) ORDER BY id FOR UPDATE`
 	// changeSQL changes exactly the locked rows that are in the status wanted,
 	// fenced on (id, fence) and the status.
 	changeSQL = `UPDATE tasks FORCE INDEX (PRIMARY) SET %s
 WHERE (id, fence) IN (%s) AND status = ?`
+	// changeLogClaimsSQL writes the 'claimed' events of the locked claims a
+	// change ends that were made without one (see logClaimsSQL).
+	changeLogClaimsSQL = logClaimsSQL + "(id, fence) IN (%s)"
 )
 
 // lockedRow is a row changeLockSQL locked.
@@ -63,7 +77,9 @@ type lockedRow struct {
 	Status   tasks.Status `db:"status"`
 	Fence    int64        `db:"fence"`
 	Holder   string       `db:"holder"`
+	EditorID int64        `db:"editor_id"`
 	Category string       `db:"category"`
+	Unlogged bool         `db:"claim_unlogged"`
 }
 
 // change locks the rows of ids (sorted, distinct, at most bulkBatch) and makes ch on
@@ -79,7 +95,7 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 		if err := tx.SelectContext(ctx, &locked, q, args...); err != nil {
 			return err
 		}
-		var pairs []any
+		var pairs, unlogged []any
 		var evs []event
 		for _, r := range locked {
 			if r.Status != ch.from {
@@ -90,14 +106,26 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 			if ch.keepHolder {
 				ev.holder = r.Holder
 			}
+			c := tasks.Changed{TaskID: r.ID, Category: r.Category, Fence: r.Fence}
+			if ch.endsClaim {
+				ev.editorID, c.Holder = r.EditorID, r.Holder
+				if r.Unlogged {
+					unlogged = append(unlogged, r.ID, r.Fence)
+				}
+			}
 			evs = append(evs, ev)
-			changed = append(changed, tasks.Changed{TaskID: r.ID, Category: r.Category, Fence: r.Fence})
+			changed = append(changed, c)
 		}
 		if len(evs) == 0 {
 			return nil
 		}
-		pairList := strings.TrimSuffix(strings.Repeat("(?, ?), ", len(evs)), ", ")
-		res, err := tx.ExecContext(ctx, fmt.Sprintf(changeSQL, ch.set, pairList), append(pairs, string(ch.from))...)
+		if len(unlogged) > 0 {
+			q := fmt.Sprintf(changeLogClaimsSQL, pairList(len(unlogged)/2))
+			if _, err := tx.ExecContext(ctx, q, unlogged...); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(changeSQL, ch.set, pairList(len(evs))), append(pairs, string(ch.from))...)
 		if mysqlErrorIs(err, erDupEntry) {
 			// A requeue takes the task's key again (tasks_key_held), which
 			// another task has taken since its key was freed.
@@ -117,6 +145,11 @@ func (s *Store) change(ctx context.Context, ch statusChange, ids []int64, reason
 		return s.insertEvents(ctx, tx, evs...)
 	})
 	return locked, changed, err
+}
+
+// pairList is n "(?, ?)" pairs, comma-separated.
+func pairList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ")
 }
 
 // Requeue puts a dead task back in the pool: pending, attempts and snoozes reset to 0,
@@ -155,26 +188,53 @@ func (s *Store) changeOne(ctx context.Context, ch statusChange, p tasks.ChangePa
 // by primary key, changes them with one conditional UPDATE and writes their events;
 // batches committed before an error stay. Call it again while More is set.
 //
-// It returns ErrInvalid for a filter with neither Category nor IDs, or bad values.
+// It returns ErrInvalid for a filter with neither Category nor IDs, a Status other
+// than dead, or bad values.
 func (s *Store) RequeueMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error) {
+	if p.Status != "" && p.Status != tasks.StatusDead {
+		return nil, fmt.Errorf("requeue matching: %w: status must be dead, got %q", tasks.ErrInvalid, p.Status)
+	}
 	return s.changeMatching(ctx, requeue, p)
 }
 
-// CancelMatching cancels (as Cancel does) the pending tasks that p selects, up to
-// p.Limit of them per call, in the order and batches RequeueMatching uses. Call it
-// again while More is set.
+// CancelMatching cancels (as Cancel does) the tasks that p selects, pending and
+// assigned, up to p.Limit of them per call: the pending ones first, in the order and
+// batches RequeueMatching uses, then the assigned ones in id order (a task claimed
+// meanwhile is found among those), each assigned task's claim ended as Cancel ends
+// it, under its fence. The result's Running counts the assigned tasks it cancelled
+// (in a dry run, those it matched) and Claims lists their claims, for their holders
+// to be told. With p.Status pending or assigned, it cancels the tasks of that
+// status only. Call it again while More is set.
 //
-// It returns ErrInvalid for a filter with neither Category nor IDs, or bad values.
+// It returns ErrInvalid for a filter with neither Category nor IDs, a Status other
+// than pending or assigned, or bad values.
 func (s *Store) CancelMatching(ctx context.Context, p tasks.BulkParams) (*tasks.BulkResult, error) {
-	return s.changeMatching(ctx, cancel, p)
+	ids, limit, err := checkBulk(p)
+	if err == nil && p.Status != "" && p.Status != tasks.StatusPending && p.Status != tasks.StatusAssigned {
+		err = fmt.Errorf("%w: status must be pending or assigned, got %q", tasks.ErrInvalid, p.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel matching: %w", err)
+	}
+	res := &tasks.BulkResult{ByCategory: make(map[string]int)}
+	if p.Status != tasks.StatusAssigned {
+		if err := s.changeMatchingInto(ctx, res, cancel, p, ids, limit); err != nil || res.More {
+			return res, err
+		}
+	}
+	if p.Status == tasks.StatusPending {
+		return res, nil
+	}
+	return res, s.changeMatchingInto(ctx, res, cancelRunning, p, ids, limit)
 }
 
-// Bulk reads: the tasks of a status (pending or dead, the statuses a bulk change
-// starts from) that match the filter, after a keyset cursor, in the order of the
-// index they read. By category, the candidate index (pool_status, category, priority
-// DESC, due_order, id) in index order, so the cost is the rows read, plus the rows
-// created_before leaves out. By ids, primary-key lookups of the ids after the
-// cursor. Neither locks: the batch's transaction locks and checks the rows again.
+// Bulk reads: the tasks of a status (pending, assigned or dead, the statuses a bulk
+// change starts from) that match the filter, after a keyset cursor, in the order of
+// the index they read. By category, the candidate index (pool_status, category,
+// priority DESC, due_order, id) in index order, so the cost is the rows read, plus
+// the rows created_before leaves out; for assigned tasks, the category's claims in
+// tasks_expiry, sorted by id. By ids, primary-key lookups of the ids after the
+// cursor. None locks: the batch's transaction locks and checks the rows again.
 const (
 	bulkByCategorySQL = `SELECT id, priority, due_order FROM tasks FORCE INDEX (tasks_candidate)
 WHERE pool_status = ? AND category = ?%s%s
@@ -182,6 +242,11 @@ ORDER BY priority DESC, due_order, id LIMIT ?`
 	bulkByCategoryAfterSQL = ` AND (priority < ? OR (priority = ? AND (due_order > ? OR (due_order = ? AND id > ?))))`
 	bulkByIDsSQL           = `SELECT id, priority, due_order FROM tasks FORCE INDEX (PRIMARY)
 WHERE id IN (?) AND id > ? AND status = ?%s%s
+ORDER BY id LIMIT ?`
+	// bulkRunningByCategorySQL reads the assigned tasks of a category, by
+	// tasks_expiry: a read bounded by the category's claims, sorted by id.
+	bulkRunningByCategorySQL = `SELECT id, priority, due_order FROM tasks FORCE INDEX (tasks_expiry)
+WHERE status = ? AND category = ? AND id > ?%s
 ORDER BY id LIMIT ?`
 	bulkCategorySQL      = ` AND category = ?`
 	bulkCreatedBeforeSQL = ` AND created_at < ?`
@@ -207,6 +272,14 @@ func bulkQuery(status tasks.Status, p tasks.BulkParams, ids []int64, after *bulk
 			t = r.Add(time.Millisecond)
 		}
 		created, createdArg = bulkCreatedBeforeSQL, []any{t}
+	}
+	if len(ids) == 0 && status == tasks.StatusAssigned {
+		var afterID int64
+		if after != nil {
+			afterID = after.ID
+		}
+		args := append([]any{string(status), p.Category, afterID}, append(createdArg, limit)...)
+		return fmt.Sprintf(bulkRunningByCategorySQL, created), args, nil
 	}
 	if len(ids) == 0 {
 		cursor, args := "", []any{string(status), p.Category}
@@ -237,6 +310,12 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 		return nil, fmt.Errorf("%s matching: %w", ch.op, err)
 	}
 	res := &tasks.BulkResult{ByCategory: make(map[string]int)}
+	return res, s.changeMatchingInto(ctx, res, ch, p, ids, limit)
+}
+
+// changeMatchingInto makes ch on the tasks p selects (ids: p's, sorted and
+// distinct) while res.Matched is below limit, adding to res.
+func (s *Store) changeMatchingInto(ctx context.Context, res *tasks.BulkResult, ch statusChange, p tasks.BulkParams, ids []int64, limit int) error {
 	var after *bulkRow
 	for res.Matched < limit {
 		n := min(bulkBatch, limit-res.Matched)
@@ -246,10 +325,10 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 			err = s.db.SelectContext(ctx, &rows, q, args...)
 		}
 		if err != nil {
-			return res, fmt.Errorf("%s matching: %w", ch.op, err)
+			return fmt.Errorf("%s matching: %w", ch.op, err)
 		}
 		if len(rows) == 0 {
-			return res, nil
+			return nil
 		}
 		after = &rows[len(rows)-1]
 		if p.DryRun {
@@ -257,8 +336,11 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 				res.IDs = append(res.IDs, r.ID)
 			}
 			res.Matched += len(rows)
+			if ch.endsClaim {
+				res.Running += len(rows)
+			}
 			if len(rows) < n {
-				return res, nil
+				return nil
 			}
 			continue
 		}
@@ -269,15 +351,19 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 		slices.Sort(batch)
 		_, changed, err := s.change(ctx, ch, batch, p.Reason)
 		if err != nil {
-			return res, fmt.Errorf("%s matching: %w", ch.op, err)
+			return fmt.Errorf("%s matching: %w", ch.op, err)
 		}
 		res.Matched += len(rows)
 		res.Changed += len(changed)
 		for _, c := range changed {
 			res.ByCategory[c.Category]++
 		}
+		if ch.endsClaim {
+			res.Running += len(changed)
+			res.Claims = append(res.Claims, changed...)
+		}
 		if len(rows) < n {
-			return res, nil
+			return nil
 		}
 	}
 	// At the limit: is there more?
@@ -287,10 +373,10 @@ func (s *Store) changeMatching(ctx context.Context, ch statusChange, p tasks.Bul
 		err = s.db.SelectContext(ctx, &rows, q, args...)
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s matching: %w", ch.op, err)
+		return fmt.Errorf("%s matching: %w", ch.op, err)
 	}
 	res.More = len(rows) > 0
-	return res, nil
+	return nil
 }
 
 // checkBulk validates p and returns its ids sorted and distinct, and its limit.

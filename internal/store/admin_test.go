@@ -252,7 +252,14 @@ func TestCancelEndsAWorkersClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, "completion of the cancelled claim", out[0].Err)
+	wantCancelled(t, "completion of the cancelled claim", out[0].Err)
+	more := b.insertOne(t, "jobs", 0)
+	done, _, err := b.store.CompleteAndClaim(b.ctx, []tasks.Outcome{{TaskID: ids[0], Fence: cs[0].Fence, Holder: "worker:w:0", Result: rawJSON(`1`)}},
+		b.claimParams(t, more))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCancelled(t, "completion of the cancelled claim with a claim", done[0].Err)
 	if task := b.task(t, ids[0]); task.Status != tasks.StatusCancelled {
 		t.Errorf("after a refused completion: %s, want cancelled", task.Status)
 	}
@@ -368,16 +375,18 @@ func TestCancelMatchingByIDsAndCreatedBefore(t *testing.T) {
 	b.claim(t, ids[1], "w1", 0, time.Minute)
 	cutoff := b.now(t).Add(-24 * time.Hour)
 
-	// ids and category: the claimed one and the one of b do not match.
+	// ids and category: the one of b does not match; the claimed one does.
 	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{IDs: []int64{ids[1], ids[0], ids[2], ids[0], 99999}, Category: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Matched != 1 || res.Changed != 1 || res.More {
-		t.Errorf("by ids and category = %+v, want 1 matched and changed", res)
+	if res.Matched != 2 || res.Changed != 2 || res.Running != 1 || res.More {
+		t.Errorf("by ids and category = %+v, want 2 matched and changed, 1 of them running", res)
 	}
-	if s := b.task(t, ids[0]).Status; s != tasks.StatusCancelled {
-		t.Errorf("task %d is %s, want cancelled", ids[0], s)
+	for _, id := range ids[:2] {
+		if s := b.task(t, id).Status; s != tasks.StatusCancelled {
+			t.Errorf("task %d is %s, want cancelled", id, s)
+		}
 	}
 	// created_before by category: only old tasks; the new one stays pending.
 	b.exec(t, `UPDATE tasks SET category = 'a' WHERE id = ?`, ids[2])
@@ -385,10 +394,10 @@ func TestCancelMatchingByIDsAndCreatedBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Matched != 1 || res.Changed != 1 {
-		t.Errorf("created before = %+v, want 1 matched and changed", res)
+	if res.Matched != 1 || res.Changed != 1 || res.Running != 0 {
+		t.Errorf("created before = %+v, want 1 matched and changed, none running", res)
 	}
-	want := map[int64]tasks.Status{ids[0]: tasks.StatusCancelled, ids[1]: tasks.StatusAssigned, ids[2]: tasks.StatusCancelled, ids[3]: tasks.StatusPending}
+	want := map[int64]tasks.Status{ids[0]: tasks.StatusCancelled, ids[1]: tasks.StatusCancelled, ids[2]: tasks.StatusCancelled, ids[3]: tasks.StatusPending}
 	for id, status := range want {
 		if got := b.task(t, id).Status; got != status {
 			t.Errorf("task %d is %s, want %s", id, got, status)
@@ -439,8 +448,112 @@ func TestCancelMatchingByIDsAndCreatedBefore(t *testing.T) {
 	}
 }
 
+// TestCancelMatchingEndsClaims cancels by filter a category with a pending task, an
+// editor's claim and a worker's claim made without its 'claimed' event: the three
+// end cancelled, each claim as Cancel ends one, and the result tells them apart.
+func TestCancelMatchingEndsClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ed := b.editor(t, "alice", "jobs")
+	ids := b.insert(t,
+		tasks.NewTask{Category: "jobs", Title: "editor's"},
+		tasks.NewTask{Category: "jobs", Title: "worker's"},
+		tasks.NewTask{Category: "jobs", Title: "pending"},
+		tasks.NewTask{Category: "other", Title: "worker's, other category"},
+	)
+	ec := b.claim(t, ids[0], ed.Holder(), ed.ID, time.Minute)
+	wc := b.workerClaim(t, b.ctx, "", "worker:w:0", ids[1], ids[3])
+
+	dry, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Matched != 3 || dry.Running != 2 || dry.Changed != 0 || !slices.Equal(dry.IDs, []int64{ids[2], ids[0], ids[1]}) {
+		t.Errorf("dry run = %+v, want the pending task, then the 2 running ones", dry)
+	}
+	// A status selects one of the two.
+	for _, c := range []struct {
+		status           tasks.Status
+		matched, running int
+	}{{tasks.StatusPending, 1, 0}, {tasks.StatusAssigned, 2, 2}} {
+		dry, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: c.status, DryRun: true})
+		if err != nil || dry.Matched != c.matched || dry.Running != c.running {
+			t.Errorf("dry run of the %s tasks = %+v, %v; want %d matched, %d running", c.status, dry, err, c.matched, c.running)
+		}
+	}
+	_, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: tasks.StatusDead})
+	wantErr(t, "cancel of dead tasks", err, tasks.ErrInvalid)
+	_, err = b.store.RequeueMatching(b.ctx, tasks.BulkParams{Category: "jobs", Status: tasks.StatusPending})
+	wantErr(t, "requeue of pending tasks", err, tasks.ErrInvalid)
+
+	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "jobs", Reason: "withdrawn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantClaims := []tasks.Changed{
+		{TaskID: ids[0], Category: "jobs", Fence: ec.Fence, Holder: ed.Holder()},
+		{TaskID: ids[1], Category: "jobs", Fence: wc[0].Fence, Holder: "worker:w:0"},
+	}
+	if res.Matched != 3 || res.Changed != 3 || res.Running != 2 || res.More || !slices.Equal(res.Claims, wantClaims) {
+		t.Errorf("cancel = %+v, want 3 cancelled, 2 running with claims %+v", res, wantClaims)
+	}
+	for i, id := range ids {
+		want := tasks.StatusCancelled
+		if i == 3 {
+			want = tasks.StatusAssigned
+		}
+		if task := b.task(t, id); task.Status != want || want == tasks.StatusCancelled && (task.EditorID != 0 || task.LeaseExpiresAt != nil) {
+			t.Errorf("task %d: %+v, want %s, no editor and no lease", id, task, want)
+		}
+	}
+	// Each claim's events as Cancel writes them: the worker's 'claimed' event
+	// first, then 'cancelled' with the claim's fence, holder and editor.
+	for _, c := range []struct {
+		id, fence, editor int64
+		holder            string
+	}{{ids[0], ec.Fence, ed.ID, ed.Holder()}, {ids[1], wc[0].Fence, 0, "worker:w:0"}} {
+		evs := b.events(t, c.id)
+		if k := kinds(evs); !slices.Equal(k, []tasks.EventKind{tasks.EventClaimed, tasks.EventCancelled}) {
+			t.Errorf("task %d: events = %v, want [claimed cancelled]", c.id, k)
+			continue
+		}
+		if e := evs[1]; e.Fence != c.fence || e.Holder != c.holder || e.EditorID != c.editor || e.Detail != "withdrawn" {
+			t.Errorf("task %d: cancelled event = %+v, want fence %d, holder %s, editor %d", c.id, e, c.fence, c.holder, c.editor)
+		}
+	}
+	// The holders' writes are refused as cancelled; the worker's other claim
+	// is renewed; the editor may claim again.
+	_, err = b.store.Heartbeat(b.ctx, tasks.HeartbeatParams{TaskID: ids[0], Fence: ec.Fence, Holder: ed.Holder(), Lease: time.Minute})
+	wantCancelled(t, "the editor's heartbeat", err)
+	hb, err := b.store.HeartbeatBatch(b.ctx, []tasks.HeartbeatParams{
+		{TaskID: ids[1], Fence: wc[0].Fence, Holder: "worker:w:0", Lease: time.Minute},
+		{TaskID: ids[3], Fence: wc[1].Fence, Holder: "worker:w:0", Lease: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCancelled(t, "the worker's renewal", hb[0].Err)
+	if hb[1].Err != nil {
+		t.Errorf("renewal of the claim of the other category: %v", hb[1].Err)
+	}
+	next := b.insertOne(t, "jobs", 0)
+	b.claim(t, next, ed.Holder(), ed.ID, time.Minute)
+
+	// By ids with a limit: the pending one first, then the running ones.
+	more := b.insert(t, tasks.NewTask{Category: "c", Title: "x"}, tasks.NewTask{Category: "c", Title: "y"})
+	b.workerClaim(t, b.ctx, "", "worker:w:1", more[0])
+	res, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{IDs: more, Limit: 1})
+	if err != nil || res.Changed != 1 || res.Running != 0 || !res.More || b.task(t, more[1]).Status != tasks.StatusCancelled {
+		t.Errorf("ids, limit 1 = %+v, %v, want the pending one and more", res, err)
+	}
+	res, err = b.store.CancelMatching(b.ctx, tasks.BulkParams{IDs: more, Limit: 1})
+	if err != nil || res.Changed != 1 || res.Running != 1 || res.More || b.task(t, more[0]).Status != tasks.StatusCancelled {
+		t.Errorf("ids, limit 1 again = %+v, %v, want the running one and no more", res, err)
+	}
+}
+
 // TestCancelMatchingRacesClaims cancels a category while workers claim from it: every
-// task ends either cancelled or claimed, never both, and the counts add up.
+// task ends cancelled, whether a claim took it first or not, and the counts add up.
 func TestCancelMatchingRacesClaims(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{})
@@ -469,7 +582,7 @@ func TestCancelMatchingRacesClaims(t *testing.T) {
 			claimed <- n
 		}()
 	}
-	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "race", Limit: 300})
+	res, err := b.store.CancelMatching(b.ctx, tasks.BulkParams{Category: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,13 +590,16 @@ func TestCancelMatchingRacesClaims(t *testing.T) {
 	for range 4 {
 		total += <-claimed
 	}
+	// Every task was pending or claimed when its batch came: the pending ones
+	// first, then the claimed ones, so every task ends cancelled, each claim
+	// with it, and a claim that lost to the cancel took nothing.
 	cancelled := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'cancelled'`)
-	assigned := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned'`)
-	if cancelled != res.Changed || assigned != total || cancelled+assigned != 300 {
-		t.Errorf("cancelled %d (reported %d), claimed %d (assigned %d): want every task once", cancelled, res.Changed, total, assigned)
+	if cancelled != 300 || res.Changed != 300 || res.Running != total || len(res.Claims) != total {
+		t.Errorf("cancelled %d (reported %+v), claimed %d: want all 300 cancelled, %d of them running", cancelled, res, total, total)
 	}
-	if n := b.count(t, `SELECT COUNT(*) FROM tasks t WHERE status = 'cancelled' AND EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'claimed')`); n != 0 {
-		t.Errorf("%d cancelled tasks were claimed", n)
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks t WHERE status = 'cancelled' AND holder IS NOT NULL
+AND EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'claimed' AND e.fence = t.fence AND e.holder = t.holder)`); n != total {
+		t.Errorf("%d cancelled tasks keep the claim they ended, want %d", n, total)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM task_events WHERE kind = 'cancelled'`); n != cancelled {
 		t.Errorf("%d cancelled events for %d cancelled tasks", n, cancelled)

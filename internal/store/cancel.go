@@ -170,3 +170,29 @@ func (s *Store) refusal(ctx context.Context, c claimRef, err error) error {
 	}
 	return err
 }
+
+// markCancelled wraps with ErrCancelled the refusals in out (the answers to os, in
+// their order) of the outcomes whose claims a cancel ended, and returns out. One
+// read by primary key when a member was refused, none otherwise; should it fail,
+// the refusals stay stale, which they are.
+func (s *Store) markCancelled(ctx context.Context, os []tasks.Outcome, out []tasks.Completed) []tasks.Completed {
+	var refused []claimRef
+	for i, o := range os {
+		if errors.Is(out[i].Err, tasks.ErrStale) {
+			refused = append(refused, claimRef{o.TaskID, o.Fence, o.Holder})
+		}
+	}
+	if len(refused) == 0 {
+		return out
+	}
+	cancelled, err := s.cancelledClaims(ctx, refused)
+	if err != nil {
+		return out
+	}
+	for i, o := range os {
+		if errors.Is(out[i].Err, tasks.ErrStale) && cancelled[claimRef{o.TaskID, o.Fence, o.Holder}] {
+			out[i].Err = fmt.Errorf("complete task %d: %w", o.TaskID, errClaimCancelled)
+		}
+	}
+	return out
+}

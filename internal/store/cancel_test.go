@@ -6,9 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskd/taskd/internal/roundtrip"
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/tasks"
 )
+
+// refusedRoundTrips checks the cost of a completion batch with a refused
+// member: its one transaction, and the read of whether a cancel ended the
+// refused claims.
+func refusedRoundTrips(t *testing.T, what string, cc *roundtrip.Connector, before roundtrip.Counts) {
+	t.Helper()
+	if d := cc.Counts().Sub(before); d.RoundTrips != 2 || d.Commits != 1 {
+		t.Fatalf("%s: %d round trips and %d commits, want 2 (the batch, then the read of its refusals) and 1", what, d.RoundTrips, d.Commits)
+	}
+}
 
 // A claim or submit whose context ends part way (the driver then drops the
 // connection mid-batch) commits all of its statements or none.

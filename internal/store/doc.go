@@ -43,8 +43,8 @@
 // Requeue puts a dead task back in the pool with its attempts reset; Cancel ends a
 // pending or assigned task for good (StatusCancelled), and the claim of an assigned
 // one, whose holder's writes are refused from then on with ErrCancelled;
-// RequeueMatching and CancelMatching (pending tasks only) do the same by filter, a
-// bounded number per call. PauseCategory stops every claim of a
+// RequeueMatching and CancelMatching (pending and assigned tasks) do the same by
+// filter, a bounded number per call. PauseCategory stops every claim of a
 // category's tasks, checked in the claim statements themselves, until ResumeCategory.
 //
 // # Results feed

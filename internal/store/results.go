@@ -123,8 +123,11 @@ WHERE task_id IN (%s)
 ORDER BY submitted_at DESC, task_id DESC, fence DESC LIMIT ?`
 	// taskResultRowsSQL reads a page's rows by primary key: %s is their keys,
 	// "(?, ?), (?, ?)". The task's own columns come from its row by primary key.
-	taskResultRowsSQL = `SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `
+	// Each row names its editor too (by primary key), for a reader who sees
+	// names, not ids.
+	taskResultRowsSQL = `SELECT COALESCE(r.seq, 0) AS seq, ` + resultColumns + `, COALESCE(e.name, '') AS editor_name
 FROM task_results r FORCE INDEX (PRIMARY) STRAIGHT_JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = r.task_id
+LEFT JOIN editors e FORCE INDEX (PRIMARY) ON e.id = r.editor_id
 WHERE (r.task_id, r.fence) IN (%s)`
 
 	// sendBacksSQL reads a task's category and how many times it was sent back:

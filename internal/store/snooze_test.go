@@ -55,7 +55,7 @@ func TestCompleteSnooze(t *testing.T) {
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	oneRoundTrip(t, "complete", cc, before)
+	refusedRoundTrips(t, "complete", cc, before)
 	end := b.now(t)
 	wantErr(t, "the stale snooze", res[3].Err, tasks.ErrStale)
 	b.unchanged(t, ids[3], staleBefore)

@@ -498,7 +498,9 @@ func (s *Store) heartbeatBatchSQL(ps []tasks.HeartbeatParams) (string, []any, er
 // otherwise than by a result each after the 'claimed' event of a claim made without
 // one. Each statement writes all members of its kind whose claim is live at the
 // batch's instant, and a first locking read reports which those are: a stale member
-// changes nothing and the others commit. The answer says what happened to each, in the order of os.
+// changes nothing and the others commit. The answer says what happened to each, in the order of os:
+// a refused member's error wraps ErrStale, and ErrCancelled too when a cancel ended its
+// claim (one more read, when a member was refused).
 //
 // It returns an error wrapping ErrInvalid, changing nothing, for bad params; and the
 // error of the batch when it failed as a whole (nothing was written then): a caller
@@ -516,7 +518,7 @@ func (s *Store) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Compl
 	if err := s.batch(ctx, query, args, a.scan); err != nil {
 		return fail(err)
 	}
-	return a.results(), nil
+	return s.markCancelled(ctx, os, a.results()), nil
 }
 
 // completeAnswer reads a Complete's answer: the live members' rows, each

@@ -156,7 +156,7 @@ func TestComplete(t *testing.T) {
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	oneRoundTrip(t, "complete", cc, before)
+	refusedRoundTrips(t, "complete", cc, before)
 	wantErr(t, "the stale member", res[1].Err, tasks.ErrStale)
 	b.unchanged(t, ids[1], staleBefore)
 	for i, want := range map[int]tasks.Status{0: tasks.StatusDone, 2: tasks.StatusPending, 3: tasks.StatusDead, 4: tasks.StatusDead} {

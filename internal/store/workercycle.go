@@ -81,5 +81,5 @@ func (s *Store) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []t
 	if err := s.batch(ctx, completion+claims, append(cargs, kargs...), scan); err != nil {
 		return fail(err)
 	}
-	return ended.results(), made.results(), nil
+	return s.markCancelled(ctx, os, ended.results()), made.results(), nil
 }

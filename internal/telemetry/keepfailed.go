@@ -254,7 +254,9 @@ func (p *keepFailedProcessor) ForceFlush(ctx context.Context) error {
 // Outcomes of the dispatcher's and the worker's spans (the taskd.outcome
 // attribute) that make a trace worth keeping: a write refused as stale or
 // over the hold limit (the API's 409), a claim that failed, a claim whose
-// submit failed, a task run whose lease was lost.
+// submit failed, a task run whose lease was lost. A run an operator's cancel
+// ended (cancelled) is not one: the cancel was asked for, and its trace is
+// the cancel's request's.
 var failedOutcomes = map[string]bool{"refused": true, "error": true, "submit_failed": true, "lease_lost": true}
 
 // failed reports whether s makes its trace worth keeping: its status is

@@ -64,6 +64,7 @@ func TestKeepFailed(t *testing.T) {
 		{"error", context.Background(), trace.SpanKindServer, nil, codes.Error, true},
 		{"refused", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "refused")}, codes.Unset, true},
 		{"lease lost", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "lease_lost")}, codes.Unset, true},
+		{"run cancelled by an operator", context.Background(), trace.SpanKindInternal, []attribute.KeyValue{attribute.String("taskd.outcome", "cancelled")}, codes.Unset, false},
 		{"none", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.String("taskd.outcome", "none")}, codes.Unset, false},
 		{"409", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.Int("http.response.status_code", 409)}, codes.Unset, true},
 		{"403", context.Background(), trace.SpanKindServer, []attribute.KeyValue{attribute.Int("http.response.status_code", 403)}, codes.Unset, true},

@@ -55,6 +55,8 @@ func (h *Handler) opsRoutes() {
 		"GET /ops/v1/admin/categories/paused",
 		"GET /ops/v1/admin/agreement",
 		"GET /ops/v1/editors",
+		"POST /ops/v1/editors",
+		"POST /ops/v1/tasks",
 		"GET /ops/v1/editors/{id}",
 		"PATCH /ops/v1/editors/{id}",
 		"POST /ops/v1/admin/tasks/requeue",

@@ -93,6 +93,18 @@ func TestBrowserOpsPool(t *testing.T) {
 	if n := eval[int](tb, `document.querySelectorAll("#chart-rate rect.bar-claims").length`); n < 1 {
 		t.Errorf("%d bars in the claims chart", n)
 	}
+	// The minutes' counts say "1 submit", never "1 submits" nor "1 claims".
+	titles := eval[[]string](tb, `Array.from(document.querySelectorAll("#chart-rate rect.hit title")).map(function (t) { return t.textContent; })`)
+	one := false
+	for _, title := range titles {
+		if strings.Contains(title, " 1 claims") || strings.HasSuffix(title, " 1 submits") {
+			t.Errorf("chart minute %q: a plural for one", title)
+		}
+		one = one || strings.HasSuffix(title, ", 1 submit")
+	}
+	if !one {
+		t.Errorf("no chart minute says \"1 submit\" of Bo's one submit: %q", titles)
+	}
 	// The storage the finished data takes: each purged table's size, and
 	// the oldest done task kept (Bo's, just submitted); none dead.
 	tb.waitJS("the storage table", `document.querySelector('#storage-table:not([hidden]) tr[data-table="tasks"]') !== null`)

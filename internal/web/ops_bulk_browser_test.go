@@ -120,6 +120,54 @@ func TestBrowserOpsBulkActions(t *testing.T) {
 	}
 }
 
+// TestBrowserOpsBulkCancelRunning: the console's bulk cancel counts the held
+// tasks apart from the pending ones, cancels both, and says so; the editor
+// who held one is refused as cancelled.
+func TestBrowserOpsBulkCancelRunning(t *testing.T) {
+	db := storetest.NewDB(t)
+	s := startServer(t, taskd.Config{}, taskd.WithDB(db))
+	for i := range 3 {
+		s.addTask("news", 1, fmt.Sprintf("News %d", i+1), map[string]any{"text": "x"})
+	}
+	_, token := s.editor("eddie", "news")
+	var held struct {
+		Task struct {
+			ID int64 `json:"id"`
+		} `json:"task"`
+		Fence int64 `json:"fence"`
+	}
+	editorCall(t, s, token, "POST", "/v1/assignments/next", `{}`, http.StatusOK, &held)
+
+	tb := newTab(t, 1280, 1000)
+	tb.opsSignIn(s)
+	tb.do("the task browser", chromedp.Navigate(s.base+"/ops#tasks"))
+	tb.do("filter by news", chromedp.SendKeys(chromedp.CSS("#f-category"), "news"), chromedp.Click(chromedp.CSS(`#task-filters button[type="submit"]`)))
+	tb.waitJS("news", `document.querySelectorAll("#tasks-table tbody tr").length === 3 && !document.getElementById("bulk-cancel").disabled`)
+	tb.do("cancel", chromedp.Click(chromedp.CSS("#bulk-cancel")))
+	tb.waitJS("the count", `document.getElementById("bulk-count").textContent.startsWith("3 tasks (2 pending, 1 running) in news will be cancelled. The running ones are stopped")`)
+	tb.screenshot("ops-bulk-cancel-running")
+	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.screenshot("ops-bulk-cancel-running-phone")
+	tb.do("desktop viewport", chromedp.EmulateViewport(1280, 1000))
+	tb.do("dismiss", chromedp.Click(chromedp.CSS("#bulk-dismiss")))
+
+	tb.do("filter running news",
+		chromedp.SetValue(chromedp.CSS("#f-status"), "assigned"),
+		chromedp.Click(chromedp.CSS(`#task-filters button[type="submit"]`)))
+	tb.waitJS("the held one", `document.querySelectorAll("#tasks-table tbody tr").length === 1 && !document.getElementById("bulk-cancel").disabled`)
+	tb.do("cancel", chromedp.Click(chromedp.CSS("#bulk-cancel")))
+	tb.waitJS("the count", `document.getElementById("bulk-count").textContent.startsWith("1 task (0 pending, 1 running) in news will be cancelled.")`)
+	confirm := `#bulk-confirm button`
+	tb.do("press once", chromedp.Click(chromedp.CSS(confirm)))
+	tb.waitJS("the question", `document.querySelector("`+confirm+`").textContent === "Confirm: cancel 1"`)
+	tb.do("confirm", chromedp.Click(chromedp.CSS(confirm)))
+	tb.waitJS("the notice", `document.getElementById("status").textContent === "1 of 1 task (0 pending, 1 running) cancelled."`)
+	if got := statusCounts(t, db, "news"); got["pending"] != 2 || got["cancelled"] != 1 {
+		t.Fatalf("news after the cancel: %v, want the held one cancelled, 2 pending", got)
+	}
+	editorCall(t, s, token, "POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", held.Task.ID), fmt.Sprintf(`{"fence":%d}`, held.Fence), http.StatusConflict, nil)
+}
+
 // TestBrowserOpsTaskHistory: the task detail shows the latest 50 events,
 // newest first, and "Show older events" pages back to the first.
 func TestBrowserOpsTaskHistory(t *testing.T) {

@@ -201,9 +201,8 @@ func TestOpsSessionsApart(t *testing.T) {
 	csrf := opsCSRFOf(t, s, admin)
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/ops/v1/editors/1/token", `{}`},
-		{"POST", "/ops/v1/editors", `{"name":"x","categories":["news"]}`},
-		{"POST", "/ops/v1/tasks", `[{"category":"news","title":"x"}]`},
 		{"POST", "/ops/v1/admin/tasks/1/other", `{}`},
+		{"POST", "/ops/v1/tasks/import", `[{"category":"news","title":"x"}]`},
 		{"GET", "/ops/v1/results", ``},
 	} {
 		if st, body := do(t, admin, r.method, s.base+r.path, csrf, r.body); st < 400 {
@@ -240,6 +239,8 @@ func TestOpsCSRF(t *testing.T) {
 		{"POST", "/ops/v1/admin/categories/news/pause", `{}`},
 		{"POST", "/ops/v1/editors/" + itoa(edID) + "/disable", `{}`},
 		{"PATCH", "/ops/v1/editors/" + itoa(edID), `{"categories":["sport"]}`},
+		{"POST", "/ops/v1/editors", `{"name":"forged","categories":["news"]}`},
+		{"POST", "/ops/v1/tasks", `[{"category":"news","title":"forged"}]`},
 	} {
 		for _, bad := range []string{"", "wrong", csrf[:len(csrf)-1]} {
 			if st, body := do(t, c, r.method, s.base+r.path, bad, r.body); st != http.StatusForbidden || !strings.Contains(body, `"csrf"`) {
@@ -247,7 +248,22 @@ func TestOpsCSRF(t *testing.T) {
 			}
 		}
 	}
-	// Nothing changed: the claim is held, nothing paused, the editor as it was.
+	// Nothing changed: no task or editor added, the claim is held, nothing
+	// paused, the editor as it was.
+	var stats struct {
+		ByStatus map[string]int `json:"by_status"`
+	}
+	s.admin("GET", "/v1/stats", nil, http.StatusOK, &stats)
+	if stats.ByStatus["pending"] != 0 {
+		t.Fatalf("a task was added without the CSRF token: %v", stats.ByStatus)
+	}
+	var eds struct {
+		Editors []struct{} `json:"editors"`
+	}
+	s.admin("GET", "/v1/editors", nil, http.StatusOK, &eds)
+	if len(eds.Editors) != 1 {
+		t.Fatalf("%d editors after refused calls, want 1", len(eds.Editors))
+	}
 	var task struct {
 		Status string `json:"status"`
 		Fence  int64  `json:"fence"`

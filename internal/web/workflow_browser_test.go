@@ -74,7 +74,7 @@ const stageOf = `(document.getElementById("t-stage").hidden ? "" : document.getE
 func TestBrowserReviewSendBack(t *testing.T) {
 	s := startServer(t, taskd.Config{})
 	edID, edToken := s.editorWith("Ada Editor", 0, map[string][]string{"desk": {"edit"}}, "desk")
-	revID, revToken := s.editorWith("Rex Reviewer", 0, map[string][]string{"desk": {"review"}}, "desk")
+	_, revToken := s.editorWith("Rex Reviewer", 0, map[string][]string{"desk": {"review"}}, "desk")
 	const title = "Council approves the harbour budget"
 	id := s.addTask("desk", 5, title, map[string]any{
 		"text":   "The council voted 7 to 2 on Tuesday.\n\n\"It is a good day for the harbour,\" the mayor said.",
@@ -87,15 +87,37 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	if got := eval[string](ed, stageOf); got != "Edit · stage 1 of 2" {
 		t.Errorf("the editor's stage %q, want Edit · stage 1 of 2", got)
 	}
-	if got := eval[string](ed, `[document.getElementById("t-earlier").hidden, document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden].join()`); got != "true,true,false" {
-		t.Errorf("at the first stage, earlier/review/decision hidden = %s, want true,true,false", got)
+	// The edit stage takes the edited text, from the payload's, and no
+	// decision.
+	if got := eval[string](ed, `[document.getElementById("t-earlier").hidden, document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden, document.getElementById("edit-fields").hidden].join()`); got != "true,true,true,false" {
+		t.Errorf("at the edit stage, earlier/review/decision/edit hidden = %s, want true,true,true,false", got)
 	}
+	if got := eval[string](ed, `document.getElementById("edited").value`); !strings.HasPrefix(got, "The council voted 7 to 2 on Tuesday.") {
+		t.Errorf("the text to edit starts %q, want the payload's text", got)
+	}
+	if got := eval[string](ed, `document.getElementById("shortcuts").innerText`); strings.Contains(got, "Alt+1") || !strings.HasSuffix(got, "Alt+R release.") {
+		t.Errorf("the editor's shortcuts %q, want none for decisions at the edit stage", got)
+	}
+	ed.screenshot("workspace-edit")
+	const edited = "The council voted 7 to 2 on Tuesday to approve the harbour budget."
 	ed.do("edit and submit",
+		chromedp.SetValue(chromedp.CSS("#edited"), edited),
 		chromedp.SendKeys(chromedp.CSS("#notes"), "Trimmed the quote."),
 		chromedp.Click(chromedp.CSS("#b-submit")))
 	ed.waitJS("the editor waits", `document.body.dataset.state === "waiting"`)
-	if ft := s.flowTask(id); ft.Status != "pending" || ft.Stage != "review" || len(ft.Results) != 1 || ft.Results[0].Decision != "approve" || ft.Results[0].Notes != "Trimmed the quote." {
-		t.Fatalf("after the edit: %+v, want pending at review with the edit's decision and notes", ft)
+	if ft := s.flowTask(id); ft.Status != "pending" || ft.Stage != "review" || len(ft.Results) != 1 || ft.Results[0].Decision != "" || ft.Results[0].Notes != "Trimmed the quote." {
+		t.Fatalf("after the edit: %+v, want pending at review with the edit's notes and no decision", ft)
+	}
+	var res struct {
+		Results []struct {
+			Result struct {
+				Text string `json:"text"`
+			} `json:"result"`
+		} `json:"results"`
+	}
+	s.admin("GET", "/v1/tasks/"+itoa(id)+"/results", nil, http.StatusOK, &res)
+	if len(res.Results) != 1 || res.Results[0].Result.Text != edited {
+		t.Fatalf("the edit's result %+v, want the edited text", res.Results)
 	}
 
 	rev := newTab(t, 1280, 900)
@@ -105,11 +127,14 @@ func TestBrowserReviewSendBack(t *testing.T) {
 		t.Errorf("the reviewer's stage %q, want Review · stage 2 of 2", got)
 	}
 	items := `Array.from(document.querySelectorAll("#earlier-list > li"))`
-	if got := eval[string](rev, items+`.map(li => li.querySelector(".earlier-head").textContent + " | " + ((li.querySelector(".earlier-notes") || {}).textContent || "")).join(" / ")`); !strings.HasPrefix(got, "Edit by editor #"+itoa(edID)+" · ") || !strings.HasSuffix(got, "approved | Trimmed the quote.") {
-		t.Errorf("the reviewer's earlier results %q, want the edit by editor #%d, approved, with its notes", got, edID)
+	if got := eval[string](rev, items+`.map(li => li.querySelector(".earlier-head").textContent + " | " + ((li.querySelector(".earlier-notes") || {}).textContent || "")).join(" / ")`); !strings.HasPrefix(got, "Edit by Ada Editor · ") || !strings.HasSuffix(got, " | Trimmed the quote.") {
+		t.Errorf("the reviewer's earlier results %q, want the edit by Ada Editor (by name, not id), with its notes", got)
 	}
 	if got := eval[string](rev, `[document.getElementById("review-decision").hidden, document.querySelector("fieldset.decision").hidden, document.getElementById("submit-label").textContent].join()`); got != "false,true,Approve" {
 		t.Errorf("at review, review/decision hidden and the button = %s, want false,true,Approve", got)
+	}
+	if got := eval[string](rev, `document.getElementById("shortcuts").textContent`); !strings.HasSuffix(got, "Alt+1–2 review.") {
+		t.Errorf("the reviewer's shortcuts %q, want Alt+1–2 for its two choices", got)
 	}
 
 	// Send back without notes: refused in the page, the claim kept.
@@ -131,6 +156,9 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	if w := eval[int](rev, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the review is %dpx wide at a 390px viewport", w)
 	}
+	if d := eval[string](rev, `getComputedStyle(document.getElementById("shortcuts")).display`); d != "none" {
+		t.Errorf("the shortcuts shown (display %s) on a phone", d)
+	}
 	rev.screenshot("workspace-review-phone")
 	rev.do("desktop width", chromedp.EmulateViewport(1280, 900))
 	rev.do("send back", chromedp.Click(chromedp.CSS("#b-submit")))
@@ -145,7 +173,7 @@ func TestBrowserReviewSendBack(t *testing.T) {
 
 	// The editor's waiting page is offered the task again, with the notes.
 	ed.showing(title)
-	if got := eval[string](ed, `document.getElementById("t-sent-back").hidden ? "" : document.getElementById("t-sent-back").textContent`); !strings.Contains(got, "editor #"+itoa(revID)) || !strings.HasSuffix(got, ": Check the second quote with the mayor's office.") {
+	if got := eval[string](ed, `document.getElementById("t-sent-back").hidden ? "" : document.getElementById("t-sent-back").textContent`); !strings.Contains(got, "Rex Reviewer") || !strings.HasSuffix(got, ": Check the second quote with the mayor's office.") {
 		t.Errorf("the sent-back notice %q, want the reviewer and its notes", got)
 	}
 	if got := eval[string](ed, stageOf+` + " | " + `+items+`.map(li => li.className + ":" + li.querySelector("b").textContent).join(",")`); got != "Edit · stage 1 of 2 | earlier-item:Edit,earlier-item sent-back:Review" {
@@ -153,6 +181,9 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	}
 	if got := eval[string](ed, `document.querySelector(".earlier-item b").nextSibling.textContent`); !strings.HasPrefix(got, " by you · ") {
 		t.Errorf("the editor's own edit is by %q, want you", got)
+	}
+	if got := eval[string](ed, `document.getElementById("edited").value`); got != edited {
+		t.Errorf("the sent-back edit starts from %q, want the last edit", got)
 	}
 	ed.screenshot("workspace-sent-back")
 	ed.do("edit again", chromedp.SendKeys(chromedp.CSS("#notes"), "Quote checked."), chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl)))
@@ -169,7 +200,7 @@ func TestBrowserReviewSendBack(t *testing.T) {
 	for _, r := range ft.Results {
 		got = append(got, r.Stage+"/"+r.Decision)
 	}
-	if ft.Status != "done" || strings.Join(got, " ") != "edit/approve review/send_back edit/approve review/approve" {
+	if ft.Status != "done" || strings.Join(got, " ") != "edit/ review/send_back edit/ review/approve" {
 		t.Fatalf("the task at the end: %s with results %v, want done after edit, send back, edit, approve", ft.Status, got)
 	}
 }

@@ -131,7 +131,10 @@ type Result struct {
 
 	Holder string `json:"holder"`
 	// EditorID is the editor who submitted it, null for a worker.
-	EditorID    *int64          `json:"editor_id"`
+	EditorID *int64 `json:"editor_id"`
+	// EditorName is that editor's name, in a task's results and an
+	// assignment's earlier ones; omitted for a worker and in the feed.
+	EditorName  string          `json:"editor_name,omitempty"`
 	Result      json.RawMessage `json:"result"`
 	SubmittedAt string          `json:"submitted_at"`
 
@@ -149,7 +152,7 @@ type Result struct {
 func ResultOf(r *tasks.Result) Result {
 	out := Result{
 		TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
-		Key: orNull(r.Key), Holder: r.Holder, EditorID: orNull(r.EditorID), Result: r.Result,
+		Key: orNull(r.Key), Holder: r.Holder, EditorID: orNull(r.EditorID), EditorName: r.EditorName, Result: r.Result,
 		SubmittedAt: FormatTime(r.SubmittedAt),
 		Stage:       r.StageName, Decision: r.Decision, Notes: r.Notes,
 	}

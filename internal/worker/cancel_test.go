@@ -100,6 +100,7 @@ func TestWorkerCancelStopsTheHandler(t *testing.T) {
 				for _, w := range ws {
 					wt := w.Totals()
 					st.Processed, st.Failed, st.LeaseLost = st.Processed+wt.Processed, st.Failed+wt.Failed, st.LeaseLost+wt.LeaseLost
+					st.Cancelled += wt.Cancelled
 				}
 				return st
 			}
@@ -118,7 +119,7 @@ func TestWorkerCancelStopsTheHandler(t *testing.T) {
 			if delay > c.within {
 				t.Errorf("the handler learnt of the cancel after %v, want within %v", delay, c.within)
 			}
-			testenv.Eventually(t, 10*time.Second, "the run counted as lost", func() bool { return totals().LeaseLost == 1 })
+			testenv.Eventually(t, 10*time.Second, "the run counted as cancelled", func() bool { return totals().Cancelled == 1 })
 
 			// The task ended cancelled under the claim's fence, with no result,
 			// its lock gone, and nothing claimed it again.
@@ -141,10 +142,74 @@ func TestWorkerCancelStopsTheHandler(t *testing.T) {
 			if e := evs[1]; e.Fence != task.Fence || e.Holder != task.Holder || e.Detail != "by admin: withdrawn" {
 				t.Errorf("cancelled event %+v, want the claim's fence %d and holder %s, by admin", e, task.Fence, task.Holder)
 			}
-			if st := totals(); st.Processed != 0 || st.Failed != 0 || st.LeaseLost != 1 {
-				t.Errorf("stats %+v, want one run lost to the cancel, nothing processed or failed", st)
+			if st := totals(); st.Processed != 0 || st.Failed != 0 || st.LeaseLost != 0 || st.Cancelled != 1 {
+				t.Errorf("stats %+v, want one run cancelled, nothing processed, failed or lost", st)
 			}
 		})
+	}
+}
+
+// TestWorkerBulkCancelStopsTheHandlers cancels a category by filter, through
+// a dispatcher of another process, while a worker runs its tasks: every
+// running handler has its context cancelled with cause ErrCancelled soon
+// after, and no late result commits.
+func TestWorkerBulkCancelStopsTheHandlers(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.Redis(t)
+	cfg := dispatcher.Config{Lease: time.Minute, PollInterval: 50 * time.Millisecond, PubSub: rdb}
+	b := setup(t, setupOpts{Redis: rdb, Dispatcher: cfg})
+	ctx := context.Background()
+	if err := b.D.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.D.Stop(ctx) })
+	cfg.KeyPrefix = b.Prefix
+	op, err := dispatcher.New(b.Store, b.Locks, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the relay's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, b.Prefix+"wake").Result()
+		return err == nil && n[b.Prefix+"wake"] > 0
+	})
+	ids := b.Add(t, "jobs", 0, 5)
+	h := newDoneAt()
+	mux := worker.NewMux()
+	mux.Handle("jobs", h)
+	w := startWorkerOn(t, b.D, worker.Config{Handler: mux, Concurrency: 3})
+	for range 3 {
+		awaitValue(t, h.started, "handler start")
+	}
+
+	// The lease is a minute: only the cancel's announcement can stop the
+	// handlers within the wait below.
+	sent := time.Now()
+	res, err := op.CancelMatching(ctx, tasks.BulkParams{Category: "jobs", Reason: "withdrawn"})
+	if err != nil {
+		t.Fatalf("cancel matching: %v", err)
+	}
+	t.Logf("the bulk cancel's call: %v", time.Since(sent))
+	if res.Changed != 5 || res.Running != 3 {
+		t.Errorf("cancel matching = %+v, want 5 cancelled, 3 of them running", res)
+	}
+	for range 3 {
+		seen := awaitValue(t, h.ended, "a handler's cancellation")
+		if !errors.Is(seen.cause, worker.ErrCancelled) {
+			t.Errorf("cause %v, want ErrCancelled", seen.cause)
+		}
+		t.Logf("bulk cancel to a handler's ctx.Done(): %v", seen.at.Sub(sent))
+	}
+	testenv.Eventually(t, 10*time.Second, "the runs counted", func() bool { return w.Totals().Cancelled == 3 })
+	if st := w.Totals(); st.LeaseLost != 0 {
+		t.Errorf("stats %+v, want the runs counted cancelled, not lost", st)
+	}
+	for _, id := range ids {
+		if got := b.Task(t, id); got.Status != tasks.StatusCancelled {
+			t.Errorf("task %d is %s, want cancelled", id, got.Status)
+		}
+	}
+	if n := b.RowCount(t, "SELECT COUNT(*) FROM task_results"); n != 0 {
+		t.Errorf("%d results committed for cancelled tasks", n)
 	}
 }
 
@@ -193,7 +258,7 @@ func TestWorkerCancelRacesCompletion(t *testing.T) {
 	wg.Wait()
 	testenv.Eventually(t, 15*time.Second, "every run settled", func() bool {
 		st := w.Totals()
-		return st.Running == 0 && st.Processed+st.LeaseLost == n
+		return st.Running == 0 && st.Processed+st.Cancelled+st.LeaseLost == n
 	})
 
 	wonByCancel := 0
@@ -217,8 +282,8 @@ func TestWorkerCancelRacesCompletion(t *testing.T) {
 			t.Errorf("task %d claimed %d times, want once", id, task.Fence)
 		}
 	}
-	if st := w.Totals(); st.Processed != int64(n-wonByCancel) || st.LeaseLost != int64(wonByCancel) {
-		t.Errorf("stats %+v, want %d processed and %d lost to a cancel", st, n-wonByCancel, wonByCancel)
+	if st := w.Totals(); st.Processed != int64(n-wonByCancel) || st.Cancelled != int64(wonByCancel) || st.LeaseLost != 0 {
+		t.Errorf("stats %+v, want %d processed and %d cancelled, none lost", st, n-wonByCancel, wonByCancel)
 	}
 	t.Logf("%d of %d cancels won against the completion", wonByCancel, n)
 	if wonByCancel == 0 || wonByCancel == n {

@@ -18,8 +18,9 @@ const (
 	RunRetried   = "retried"    // the failure was committed; the task runs again after its backoff
 	RunDead      = "dead"       // the failure was committed; no attempts left, or SkipRetry (or a snooze past the limit)
 	RunSnoozed   = "snoozed"    // the snooze was committed; the task runs again after its delay, the attempt not counted
-	RunLeaseLost = "lease_lost" // the claim was lost while running (a cancel of the task too), or its outcome refused as stale
-	RunCancelled = "cancelled"  // the worker's shutdown cancelled the run; its claim was given back
+	RunLeaseLost = "lease_lost" // the claim was lost while running (its lease passed, or it was taken over or force released), or its outcome refused as stale
+	RunCancelled = "cancelled"  // an operator's cancel of the task ended the claim while it ran; its outcome was dropped or refused
+	RunReleased  = "released"   // the worker's shutdown stopped the run; its claim was given back
 	RunError     = "error"      // the outcome's write failed; the lease will pass
 )
 
@@ -36,7 +37,7 @@ var ClaimBatchBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500}
 //
 //   - taskd.worker.runs{taskd.task.category, taskd.outcome}: runs ended, by
 //     outcome (RunDone, RunRetried, RunSnoozed, RunDead, RunLeaseLost,
-//     RunCancelled, RunError); Prometheus taskd_worker_runs_total;
+//     RunCancelled, RunReleased, RunError); Prometheus taskd_worker_runs_total;
 //   - taskd.worker.run.duration{taskd.task.category}: the handler's run
 //     time, measured under the run's span (its exemplar); Prometheus
 //     taskd_worker_run_duration_seconds;
@@ -96,7 +97,7 @@ func newMeter(mp metric.MeterProvider) (*meter, error) {
 	var mt meter
 	var errs [6]error
 	mt.runs, errs[0] = m.Int64Counter("taskd.worker.runs", metric.WithUnit("{run}"),
-		metric.WithDescription("Worker runs ended, by category and outcome: done, retried, snoozed, dead, lease_lost, cancelled (by shutdown) or error (the outcome's write failed)."))
+		metric.WithDescription("Worker runs ended, by category and outcome: done, retried, snoozed, dead, lease_lost, cancelled (by an operator's cancel of the task), released (by shutdown) or error (the outcome's write failed)."))
 	mt.runTime, errs[1] = m.Float64Histogram("taskd.worker.run.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a worker's handler ran, by category."), metric.WithExplicitBucketBoundaries(RunDurationBounds...))
 	mt.batch, errs[2] = m.Int64Histogram("taskd.worker.claim.batch", metric.WithUnit("{task}"),

@@ -54,7 +54,7 @@ func intPoint(ms map[string]metricdata.Aggregation, name string, attrs ...attrib
 func ptr[T any](v T) *T { return &v }
 
 // The worker's metrics: runs by category and outcome (done, retried, dead,
-// lease_lost, cancelled), the handlers' run time, the claim batches, and
+// lease_lost, cancelled by an operator, released by the shutdown), the handlers' run time, the claim batches, and
 // the slots, running handlers and backlog of the process.
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
@@ -66,7 +66,8 @@ func TestWorkerMetrics(t *testing.T) {
 		{Category: "retry", Title: "retried", MaxAttempts: 3},
 		{Category: "dead", Title: "dead"},
 		{Category: "lost", Title: "lease lost"},
-		{Category: "stuck", Title: "cancelled by shutdown"},
+		{Category: "stuck", Title: "stopped by shutdown"},
+		{Category: "cancel", Title: "cancelled by an operator"},
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +89,12 @@ func TestWorkerMetrics(t *testing.T) {
 		return "too late", nil
 	})
 	mux.Handle("stuck", stuck)
+	cancelStarted := make(chan struct{}, 1)
+	mux.HandleFunc("cancel", func(ctx context.Context, _ *tasks.Task) (any, error) {
+		trySend(cancelStarted, struct{}{})
+		<-ctx.Done()
+		return "too late", nil
+	})
 	w := startWorker(t, b, worker.Config{
 		Handler: mux, Concurrency: 8, ShutdownTimeout: 100 * time.Millisecond,
 		// The retried task runs once in this test.
@@ -95,6 +102,7 @@ func TestWorkerMetrics(t *testing.T) {
 	})
 	awaitValue(t, lostStarted, "the lost task's handler start")
 	awaitValue(t, stuck.started, "the stuck task's handler start")
+	awaitValue(t, cancelStarted, "the cancelled task's handler start")
 	testenv.Eventually(t, 10*time.Second, "done, retried and dead written", func() bool {
 		st := w.Totals()
 		return st.Processed == 1 && st.Failed == 2
@@ -108,8 +116,8 @@ func TestWorkerMetrics(t *testing.T) {
 		attrs []attribute.KeyValue
 		n     int64
 	}{
-		{"taskd.worker.running", nil, 2},
-		{"taskd.worker.slots.free", nil, 6},
+		{"taskd.worker.running", nil, 3},
+		{"taskd.worker.slots.free", nil, 5},
 		{"taskd.worker.backlog", nil, 0},
 	} {
 		if n, ok := intPoint(ms, want.name, want.attrs...); !ok || n != want.n {
@@ -127,34 +135,39 @@ func TestWorkerMetrics(t *testing.T) {
 	}
 	close(release)
 	testenv.Eventually(t, 10*time.Second, "lease loss counted", func() bool { return w.Totals().LeaseLost == 1 })
+	// The cancelled one: an operator's cancel ends it while it runs.
+	if err := b.D.Cancel(context.Background(), tasks.ChangeParams{TaskID: ids[5], By: "admin"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the cancel counted", func() bool { return w.Totals().Cancelled == 1 })
 	// The stuck one is cancelled by the shutdown and given back.
 	shutdownWorker(t, w)
 
 	ms = collect(t, reader)
 	cat, outcome := attribute.Key("taskd.task.category"), attribute.Key("taskd.outcome")
-	for c, o := range map[string]string{"ok": "done", "retry": "retried", "dead": "dead", "lost": "lease_lost", "stuck": "cancelled"} {
+	for c, o := range map[string]string{"ok": "done", "retry": "retried", "dead": "dead", "lost": "lease_lost", "stuck": "released", "cancel": "cancelled"} {
 		if n, ok := intPoint(ms, "taskd.worker.runs", cat.String(c), outcome.String(o)); n != 1 {
 			t.Errorf("taskd.worker.runs{%s, %s} = %d (reported %v), want 1", c, o, n, ok)
 		}
 	}
-	if d, ok := ms["taskd.worker.runs"].(metricdata.Sum[int64]); !ok || len(d.DataPoints) != 5 {
-		t.Errorf("taskd.worker.runs = %+v, want the five series above", ms["taskd.worker.runs"])
+	if d, ok := ms["taskd.worker.runs"].(metricdata.Sum[int64]); !ok || len(d.DataPoints) != 6 {
+		t.Errorf("taskd.worker.runs = %+v, want the six series above", ms["taskd.worker.runs"])
 	}
 	runTime, _ := ms["taskd.worker.run.duration"].(metricdata.Histogram[float64])
 	var runs uint64
 	for _, dp := range runTime.DataPoints {
 		runs += dp.Count
 	}
-	if runs != 5 || len(runTime.DataPoints) != 5 {
-		t.Errorf("taskd.worker.run.duration: %d runs in %d series, want 5 in 5 (one per category)", runs, len(runTime.DataPoints))
+	if runs != 6 || len(runTime.DataPoints) != 6 {
+		t.Errorf("taskd.worker.run.duration: %d runs in %d series, want 6 in 6 (one per category)", runs, len(runTime.DataPoints))
 	}
 	batch, _ := ms["taskd.worker.claim.batch"].(metricdata.Histogram[int64])
 	var claimed int64
 	for _, dp := range batch.DataPoints {
 		claimed += dp.Sum
 	}
-	if claimed != 5 {
-		t.Errorf("taskd.worker.claim.batch: %d tasks claimed in all, want 5 (%+v)", claimed, batch)
+	if claimed != 6 {
+		t.Errorf("taskd.worker.claim.batch: %d tasks claimed in all, want 6 (%+v)", claimed, batch)
 	}
 	// A stopped worker reports no gauges.
 	if _, ok := intPoint(collect(t, reader), "taskd.worker.running"); ok {

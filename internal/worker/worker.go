@@ -359,9 +359,14 @@ type Totals struct {
 	// its attempt not counted).
 	Snoozed int64
 	// LeaseLost counts claims the worker lost while running them: the
-	// watchdog cancelled the handler, a cancel of the task ended the claim
-	// (ErrCancelled), or the store refused the outcome as stale.
+	// watchdog cancelled the handler, or the store refused the outcome as
+	// stale (a cancel's aside).
 	LeaseLost int64
+	// Cancelled counts claims an operator's cancel of the task ended while
+	// the worker ran them (the handler's cause ErrCancelled, or the outcome
+	// refused as cancelled): their outcomes were dropped. Neither failures
+	// nor lost leases.
+	Cancelled int64
 	// Released counts claims given back at shutdown.
 	Released int64
 	// Running is the number of handlers running now.
@@ -439,7 +444,7 @@ type Worker struct {
 	meter         *meter
 	retries       *retryWaker
 
-	processed, failed, snoozed, leaseLost, released, running atomic.Int64
+	processed, failed, snoozed, leaseLost, cancelled, released, running atomic.Int64
 	// unsettled counts the runs whose outcome is not with the completer yet:
 	// while there are any, more outcomes are coming.
 	unsettled atomic.Int64
@@ -498,6 +503,7 @@ func (w *Worker) Totals() Totals {
 		Failed:    w.failed.Load(),
 		Snoozed:   w.snoozed.Load(),
 		LeaseLost: w.leaseLost.Load(),
+		Cancelled: w.cancelled.Load(),
 		Released:  w.released.Load(),
 		Running:   w.running.Load(),
 	}
@@ -774,14 +780,16 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		// The store would refuse anything about this claim now.
 		w.out.settled(nil)
 		w.leases.remove(ref)
-		w.leaseLost.Add(1)
-		w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
 		if errors.Is(cause, ErrCancelled) {
+			w.cancelled.Add(1)
+			w.meter.ended(rctx, claim.Task.Category, RunCancelled)
 			log.get().InfoContext(hctx, "task cancelled; outcome dropped", "cause", cause, "handler_err", err)
-			span.SetAttributes(attrOutcome.String(string(tasks.StatusCancelled)))
+			span.SetAttributes(attrOutcome.String(RunCancelled))
 		} else {
+			w.leaseLost.Add(1)
+			w.meter.ended(rctx, claim.Task.Category, RunLeaseLost)
 			log.get().WarnContext(hctx, "lease lost; outcome dropped", "cause", cause, "handler_err", err)
-			span.SetAttributes(attrOutcome.String("lease_lost"))
+			span.SetAttributes(attrOutcome.String(RunLeaseLost))
 		}
 		endSpan(span, err)
 		w.d.ReleaseLock(hctx, ref.TaskID, holder)
@@ -859,7 +867,12 @@ func (w *Worker) release(ctx context.Context, claim *tasks.Claim, log *slog.Logg
 	switch {
 	case err == nil:
 		w.released.Add(1)
+		w.meter.ended(ctx, claim.Task.Category, RunReleased)
+	case errors.Is(err, tasks.ErrCancelled):
+		w.cancelled.Add(1)
 		w.meter.ended(ctx, claim.Task.Category, RunCancelled)
+		log.InfoContext(ctx, "release at shutdown refused: task cancelled", "task_id", ref.TaskID, "fence", ref.Fence)
+		w.d.ReleaseLock(ctx, ref.TaskID, c.Holder)
 	case errors.Is(err, tasks.ErrStale):
 		w.leaseLost.Add(1)
 		w.meter.ended(ctx, claim.Task.Category, RunLeaseLost)
@@ -939,12 +952,20 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		}
 		o.span.SetAttributes(attrOutcome.String(string(status)))
 		return true
+	case errors.Is(err, tasks.ErrCancelled):
+		// A cancel ended the claim after the last renewal, its announcement
+		// not heard before the handler returned.
+		w.cancelled.Add(1)
+		w.meter.ended(o.ctx, cat, RunCancelled)
+		log.get().InfoContext(o.ctx, op+" refused: task cancelled", "err", err)
+		o.span.SetAttributes(attrOutcome.String(RunCancelled))
+		return true
 	case errors.Is(err, tasks.ErrStale):
 		// The lease passed or the claim was revoked after the last renewal.
 		w.leaseLost.Add(1)
 		w.meter.ended(o.ctx, cat, RunLeaseLost)
 		log.get().WarnContext(o.ctx, op+" refused: lease lost", "err", err)
-		o.span.SetAttributes(attrOutcome.String("lease_lost"))
+		o.span.SetAttributes(attrOutcome.String(RunLeaseLost))
 		return true
 	default:
 		// The claim stays until its lease passes; then the task is claimed

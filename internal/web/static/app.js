@@ -214,6 +214,24 @@
     return !!(a && a.stages && a.stage && a.stages.indexOf(a.stage) > 0);
   }
 
+  // editing reports whether a is at the first stage of a task with stages:
+  // its editor submits the edited text, not a decision.
+  function editing(a) {
+    return !!(a && a.stages && a.stage && a.stages.length > 1 && a.stages.indexOf(a.stage) === 0);
+  }
+
+  // editedText is where an edit starts: the text of the task's latest
+  // earlier result that has one (an edit sent back), else the payload's.
+  function editedText(a) {
+    var earlier = a.earlier || [];
+    for (var i = earlier.length - 1; i >= 0; i--) {
+      var r = earlier[i].result;
+      if (r && typeof r.text === 'string') { return r.text; }
+    }
+    var p = a.task.payload;
+    return p && typeof p.text === 'string' ? p.text : '';
+  }
+
   // flow reports whether a has a workflow (stages or a group): its submit
   // carries the decision and notes beside the result.
   function flow(a) { return !!(a && (a.stages || a.group_id)); }
@@ -224,7 +242,7 @@
   // when the editor comes back to it.
   function saveDraft() {
     if (!cur || !claims[cur.task.id]) { return; }
-    claims[cur.task.id].draft = { notes: $('notes').value, decision: decision() };
+    claims[cur.task.id].draft = { notes: $('notes').value, decision: decision(), edited: $('edited').value };
   }
 
   function show(a) {
@@ -243,8 +261,9 @@
       // A new task starts from the default decision, so that a key pressed
       // out of habit never carries the last task's choice over to this one;
       // a task held before gets back what was typed for it.
-      var d = c.draft || { notes: '', decision: 'approve' };
+      var d = c.draft || { notes: '', decision: 'approve', edited: editedText(a) };
       $('notes').value = d.notes;
+      $('edited').value = editing(a) ? d.edited : '';
       var group = reviewing(a) ? 'review' : 'decision';
       var el = document.querySelector('input[name="' + group + '"][value="' + d.decision + '"]') ||
         document.querySelector('input[name="' + group + '"][value="approve"]');
@@ -425,7 +444,13 @@
     if (!cur) { return; }
     var d = decision(), notes = $('notes').value;
     var body = { fence: cur.fence, result: { decision: d, notes: notes } };
-    if (flow(cur)) {
+    if (editing(cur)) {
+      // The edit is the result; its notes go beside it, and it takes no
+      // decision: the next stage decides.
+      d = '';
+      body.result = { text: $('edited').value };
+      if (notes) { body.notes = notes; }
+    } else if (flow(cur)) {
       // A send back tells the editor what to change: it needs notes.
       if (d === 'send_back' && !notes.trim()) {
         $('notes').setAttribute('aria-invalid', 'true');
@@ -480,6 +505,7 @@
   // who names a result's editor: the editor itself as "you".
   function who(r) {
     if (r.editor_id && r.editor_id === meID) { return 'you'; }
+    if (r.editor_name) { return r.editor_name; }
     if (r.editor_id) { return 'editor #' + r.editor_id; }
     return r.holder || 'someone';
   }
@@ -494,9 +520,18 @@
     var review = reviewing(a);
     $('review-decision').hidden = !review;
     $('review-decision').disabled = !review;
+    // The edit stage takes the edited text; a review, approve or send back;
+    // a task without stages, a decision.
+    var edit = editing(a);
+    $('edit-fields').hidden = !edit;
     var fs = document.querySelector('fieldset.decision:not(#review-decision)');
-    fs.hidden = review;
-    fs.disabled = review;
+    fs.hidden = review || edit;
+    fs.disabled = review || edit;
+    // The footer's hint names the shortcuts of the choices shown.
+    $('keys-choices').hidden = edit;
+    var choices = (review ? $('review-decision') : fs).querySelectorAll('input[type="radio"]').length;
+    $('keys-decision').textContent = choices > 1 ? 'Alt+1–' + choices : 'Alt+1';
+    $('keys-decision-what').textContent = review ? 'review' : 'decision';
     $('notes-label').textContent = review ? 'Notes for the editor (needed to send back)' : 'Notes';
     if (flow(a)) { $('notes').setAttribute('maxlength', '4096'); } else { $('notes').removeAttribute('maxlength'); }
 
@@ -702,6 +737,7 @@
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submit(); return; }
     if (!e.altKey) { return; }
     var review = reviewing(cur);
+    if (editing(cur) && e.code !== 'KeyS' && e.code !== 'KeyR' && e.code !== 'KeyN') { return; }
     var map = review ? { Digit1: 'approve', Digit2: 'send_back' } : { Digit1: 'approve', Digit2: 'reject', Digit3: 'escalate' };
     if (e.code === 'KeyS') { e.preventDefault(); askReason(true); }
     else if (e.code === 'KeyR') { e.preventDefault(); askReason(false); }

@@ -185,6 +185,12 @@
     return Math.floor(s / 60) + ':' + pad(s % 60);
   }
 
+  // count is n and its noun, singular for one: count(1, 'claim') is
+  // "1 claim", count(0, 'claim') "0 claims".
+  function count(n, noun) {
+    return n + ' ' + noun + (n === 1 ? '' : 's');
+  }
+
   function fmtMS(v) {
     if (v === null || v === undefined) { return '–'; }
     if (v < 10) { return v.toFixed(2) + ' ms'; }
@@ -397,7 +403,7 @@
     rate.appendChild(svg('polyline', { 'class': 'line-submits', points: pts.join(' '), 'vector-effect': 'non-scaling-stroke' }));
     ms.forEach(function (m, i) {
       rate.appendChild(svg('rect', { 'class': 'hit', x: (i * bw).toFixed(1), width: bw.toFixed(1), y: 0, height: H },
-        fmtClock(m.start) + ': ' + m.claims + ' claims, ' + m.submits + ' submits'));
+        fmtClock(m.start) + ': ' + count(m.claims, 'claim') + ', ' + count(m.submits, 'submit')));
     });
     $('rate-max').textContent = '(top: ' + rmax + '/min)';
 
@@ -429,7 +435,7 @@
     var last = n > 1 ? ms[n - 2] : ms[n - 1];
     [['claims', h.total.claims], ['submits', h.total.submits],
       ['next p50', fmtMS(h.total.next_p50_ms)], ['next p99', fmtMS(h.total.next_p99_ms)],
-      ['last full minute', last.claims + ' claims, ' + last.submits + ' submits']].forEach(function (p) {
+      ['last full minute', count(last.claims, 'claim') + ', ' + count(last.submits, 'submit')]].forEach(function (p) {
       var s = el('span', null, p[0] + ' ');
       s.appendChild(el('b', null, p[1]));
       k.appendChild(s);
@@ -834,6 +840,15 @@
     cancel: { status: 'pending', verb: 'cancel', done: 'cancelled', label: 'Cancel' }
   };
 
+  // bulkWhat names n tasks of a bulk action: "n dead tasks", "n pending
+  // tasks", or, for a cancel that finds running ones, "n tasks (p pending,
+  // r running)".
+  function bulkWhat(o, n, data) {
+    var s = n === 1 ? '' : 's';
+    if (!data.running) { return n + ' ' + o.status + ' task' + s; }
+    return n + ' task' + s + ' (' + data.pending + ' pending, ' + data.running + ' running)';
+  }
+
   // bulkFilter is the applied filter as a bulk action's, or a reason why
   // it cannot be one.
   function bulkFilter() {
@@ -841,6 +856,7 @@
     if (!f.category) { return { why: 'Filter by a category to act on all its tasks.' }; }
     if (f.holder || f.key || f.created_after) { return { why: 'Bulk actions take the category, status and created-before filters only.' }; }
     var body = { category: f.category };
+    if (f.status) { body.status = f.status; }
     if (f.created_before) { body.created_before = f.created_before; }
     return { body: body };
   }
@@ -849,8 +865,9 @@
     var bf = bulkFilter();
     var st = taskFilter.status;
     $('bulk-requeue').disabled = !!bf.why || !!st && st !== 'dead';
-    $('bulk-cancel').disabled = !!bf.why || !!st && st !== 'pending';
-    $('bulk-why').textContent = bf.why || (st && st !== 'dead' && st !== 'pending' ? 'Only dead tasks can be requeued, and only pending ones cancelled.' : '');
+    $('bulk-cancel').disabled = !!bf.why || !!st && st !== 'pending' && st !== 'assigned';
+    $('bulk-why').textContent = bf.why || (st && st !== 'dead' && st !== 'pending' && st !== 'assigned' ?
+      'Only dead tasks can be requeued, and only pending or running ones cancelled.' : '');
     hideBulk();
   }
 
@@ -869,21 +886,22 @@
     return call('POST', '/admin/tasks/' + op, body).then(function (r) {
       if (!ok(r, o.label + ' by filter')) { return; }
       var n = r.data.matched, ids = r.data.ids;
-      var what = n + ' ' + o.status + ' task' + (n === 1 ? '' : 's') + ' in ' + bf.body.category +
+      var what = bulkWhat(o, n, r.data) + ' in ' + bf.body.category +
         (bf.body.created_before ? ' created before ' + fmtTime(bf.body.created_before) : '');
       $('bulk-ask').hidden = false;
       if (n === 0) {
-        $('bulk-count').textContent = 'No ' + o.status + ' task matches: nothing to ' + o.verb + '.';
+        $('bulk-count').textContent = 'No ' + (op === 'cancel' ? 'pending or running' : o.status) + ' task matches: nothing to ' + o.verb + '.';
         return;
       }
-      $('bulk-count').textContent = what + (r.data.more ? ' (and more: the first ' + n + ' of them)' : '') + ' will be ' + o.done + '.';
+      $('bulk-count').textContent = what + (r.data.more ? ' (and more: the first ' + n + ' of them)' : '') + ' will be ' + o.done + '.' +
+        (r.data.running ? ' The running ones are stopped: their holders are told, and what they send is refused.' : '');
       $('bulk-reason').value = '';
       $('bulk-confirm').appendChild(confirmButton(o.label + ' ' + n + ' task' + (n === 1 ? '' : 's'), 'Confirm: ' + o.verb + ' ' + n, o.verb + ' ' + what, 'bulk:' + op, function () {
         var change = Object.assign({ ids: ids, limit: ids.length, reason: $('bulk-reason').value }, bf.body);
         return call('POST', '/admin/tasks/' + op, change).then(function (c) {
           hideBulk();
           if (ok(c, o.label + ' by filter')) {
-            notice(c.data.changed + ' of ' + n + ' ' + o.status + ' tasks ' + o.done +
+            notice(c.data.changed + ' of ' + bulkWhat(o, n, c.data) + ' ' + o.done +
               (c.data.changed < n ? ' (the others had moved on since the count).' : '.'));
           }
           return loadTasks();
@@ -1194,22 +1212,40 @@
     }
   };
 
+  // routeOf reads a hash: its view and id (0 for none), or null for a hash
+  // the console has no page at. The routes: "" and #pool, #tasks and
+  // #tasks/ID, #editors and #editors/ID, #agreement and #agreement/CATEGORY.
+  function routeOf(hash) {
+    var parts = hash.replace(/^#/, '').split('/');
+    if (parts[0] === '' && parts.length === 1) { return { view: 'pool', id: 0 }; }
+    if (parts[0] === 'agreement') {
+      var cat = '';
+      try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { return null; }
+      return { view: 'agreement', id: 0, category: cat };
+    }
+    if (!loaders[parts[0]] || parts.length > 2 || parts[0] === 'pool' && parts.length > 1) { return null; }
+    if (parts.length === 1) { return { view: parts[0], id: 0 }; }
+    return /^[1-9][0-9]{0,17}$/.test(parts[1]) ? { view: parts[0], id: Number(parts[1]) } : null;
+  }
+
   function route() {
-    var parts = window.location.hash.replace(/^#/, '').split('/');
-    var next = loaders[parts[0]] ? parts[0] : 'pool';
-    var id = /^[1-9][0-9]{0,17}$/.test(parts[1] || '') ? Number(parts[1]) : 0;
+    var r = routeOf(window.location.hash);
+    var next = r ? r.view : 'notfound';
+    var id = r ? r.id : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors', 'agreement'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'agreement', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
-    document.title = view.charAt(0).toUpperCase() + view.slice(1) + ' · taskd ops';
+    document.title = (r ? view.charAt(0).toUpperCase() + view.slice(1) : 'No such page') + ' · taskd ops';
+    if (!r) {
+      $('notfound-hash').textContent = window.location.hash;
+      return Promise.resolve();
+    }
     if (view === 'pool') { return refresh(); }
     if (view === 'agreement') {
-      var cat = '';
-      try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { cat = ''; }
-      agCat = cat;
+      agCat = r.category;
       return loadAgreement().then(stamp);
     }
     if (view === 'tasks') {
@@ -1234,7 +1270,7 @@
 
   var refreshing = false;
   function refresh() {
-    if (refreshing) { return Promise.resolve(); }
+    if (refreshing || !loaders[view]) { return Promise.resolve(); } // no such page: nothing to load
     refreshing = true;
     return loaders[view]().then(function (good) {
       refreshing = false;
@@ -1294,6 +1330,51 @@
     window.location.hash = '#agreement/' + encodeURIComponent(cat);
   });
   $('ag-days').addEventListener('change', function () { $('ag-days').blur(); loadAgreement(); });
+  // --- creating: an editor (its token shown once), a task ---
+  $('new-editor-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var cats = $('ne-cats').value.split(',').map(function (c) { return c.trim(); }).filter(Boolean);
+    var b = $('new-editor-form').querySelector('button');
+    b.disabled = true;
+    call('POST', '/editors', { name: $('ne-name').value.trim(), categories: cats }).then(function (r) {
+      b.disabled = false;
+      if (!ok(r, 'New editor')) { return; }
+      notice('');
+      $('ne-token-name').textContent = r.data.name;
+      $('ne-token-value').textContent = r.data.token;
+      $('ne-token').hidden = false;
+      $('new-editor-form').reset();
+      loadNames(false);
+      return loadEditors();
+    });
+  });
+  $('ne-token-done').addEventListener('click', function () {
+    $('ne-token-value').textContent = ''; // gone from the page, as from the server
+    $('ne-token').hidden = true;
+  });
+  $('new-task-form').addEventListener('submit', function (e) {
+    e.preventDefault();
+    var payload;
+    try {
+      payload = JSON.parse($('nt-payload').value || '{}');
+    } catch (err) {
+      notice('Add a task: the payload is not JSON: ' + err.message, 'bad');
+      $('nt-payload').focus();
+      return;
+    }
+    var task = { category: $('nt-category').value.trim(), priority: Number($('nt-priority').value || 0), title: $('nt-title').value, payload: payload };
+    var b = $('new-task-form').querySelector('button');
+    b.disabled = true;
+    call('POST', '/tasks', [task]).then(function (r) {
+      b.disabled = false;
+      if (!ok(r, 'Add a task')) { return; }
+      var id = r.data.ids[0];
+      notice('Task #' + id + ' added to ' + task.category + '.');
+      $('nt-title').value = '';
+      return loadTasks();
+    });
+  });
+
   $('bulk-requeue').addEventListener('click', function () { askBulk('requeue'); });
   $('bulk-cancel').addEventListener('click', function () { askBulk('cancel'); });
   $('bulk-dismiss').addEventListener('click', hideBulk);
