@@ -194,6 +194,17 @@ type CategoryConfig struct {
 	// "interval" (values are numbers: also measured by their distance).
 	// Default nominal.
 	AgreementMetric string `yaml:"agreement_metric"`
+	// Instructions are the category's instructions to its editors, in
+	// Markdown (at most 64 KiB), shown beside each task in the workspace.
+	// Engine.Start makes them a new version when they differ from the
+	// current one (one set through the API included): every editor of the
+	// category then confirms them before its next claim of it. Default "":
+	// the instructions are left as they are.
+	Instructions string `yaml:"instructions"`
+	// InstructionsFile is a file whose text is the category's Instructions,
+	// read by Engine.Start (a relative path is relative to the process's
+	// working directory): friendlier for long text. At most one of the two.
+	InstructionsFile string `yaml:"instructions_file"`
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -885,6 +896,12 @@ func (v *validator) categories() {
 		}
 		if m := cc.AgreementMetric; m != "" && m != "nominal" && m != "interval" {
 			v.fail(key("agreement_metric"), "must be nominal or interval, not %q", m)
+		}
+		if cc.Instructions != "" && cc.InstructionsFile != "" {
+			v.fail(key("instructions_file"), "give instructions or instructions_file, not both")
+		}
+		if err := tasks.CheckInstructions(cc.Instructions); err != nil {
+			v.fail(key("instructions"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": instructions "))
 		}
 	}
 }

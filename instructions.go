@@ -2,9 +2,37 @@ package taskd
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/taskd/taskd/tasks"
 )
+
+// applyInstructions makes the instructions each category's config gives
+// (CategoryConfig.Instructions or InstructionsFile) its current version, a
+// new one where the text differs.
+func (e *Engine) applyInstructions(ctx context.Context) error {
+	for i, cc := range e.cfg.Categories {
+		body := cc.Instructions
+		if cc.InstructionsFile != "" {
+			data, err := os.ReadFile(cc.InstructionsFile)
+			if err != nil {
+				return fmt.Errorf("categories[%d].instructions_file: %w", i, err)
+			}
+			body = string(data)
+		} else if body == "" {
+			continue
+		}
+		in, created, err := e.store.SetInstructions(ctx, cc.Name, body, tasks.InstructionsFromConfig)
+		if err != nil {
+			return fmt.Errorf("categories[%d] instructions: %w", i, err)
+		}
+		if created {
+			e.log.InfoContext(ctx, "instructions set from config", "category", cc.Name, "version", in.Version)
+		}
+	}
+	return nil
+}
 
 // The API's reads and writes of the categories' instructions go to the store.
 
