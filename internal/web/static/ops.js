@@ -1191,7 +1191,10 @@
     agreement: function () {
       if (now() - agAt < AGREEMENT_MS) { return Promise.resolve(); }
       return loadAgreement();
-    }
+    },
+    // The instructions view (ops-instructions.js) loads when routed to,
+    // not on every refresh: its edit box is not refilled under the operator.
+    instructions: function () { return Promise.resolve(); }
   };
 
   function route() {
@@ -1200,7 +1203,7 @@
     var id = /^[1-9][0-9]{0,17}$/.test(parts[1] || '') ? Number(parts[1]) : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors', 'agreement'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'agreement', 'instructions'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
@@ -1211,6 +1214,12 @@
       try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { cat = ''; }
       agCat = cat;
       return loadAgreement().then(stamp);
+    }
+    if (view === 'instructions') {
+      var icat = '';
+      try { icat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { icat = ''; }
+      document.dispatchEvent(new CustomEvent('taskd:instructions-route', { detail: { category: icat } }));
+      return Promise.resolve().then(stamp);
     }
     if (view === 'tasks') {
       taskOpen = id;
