@@ -190,3 +190,39 @@ func TestInstructionsHoldBackClaims(t *testing.T) {
 		t.Errorf("editor of sport claimed %+v", got.Task)
 	}
 }
+
+// TestInstructionsHoldBackSentBack: a task sent back to its editor, offered
+// to it alone for a while, waits too while the editor has not confirmed its
+// category's new instructions (its other categories go on).
+func TestInstructionsHoldBackSentBack(t *testing.T) {
+	t.Parallel()
+	b := workflowSetup(t)
+	ed := b.editor(t, "ed", "desk", "sport")
+	rita := b.editor(t, "rita", "desk")
+	id := b.add(t, newTask{Category: "desk", Title: "story"})[0]
+	next := func(token string) assignment {
+		t.Helper()
+		a, _ := b.flowNext(t, token)
+		return a.assignment
+	}
+	submit := func(token string, a assignment, decision string) {
+		t.Helper()
+		wantStatus(t, b.do(t, "POST", "/v1/assignments/"+strconv.FormatInt(a.Task.ID, 10)+"/submit", token,
+			mustJSON(t, map[string]any{"fence": a.Fence, "result": map[string]any{"ok": true}, "decision": decision})), http.StatusOK)
+	}
+	submit(ed.Token, next(ed.Token), "approve")
+	submit(rita.Token, next(rita.Token), "send_back")
+	if ft, _ := b.flowTask(t, id); ft.ReservedFor != ed.ID {
+		t.Fatalf("the task sent back is reserved for %d, want ed %d", ft.ReservedFor, ed.ID)
+	}
+	b.setInstructions(t, "desk", "Read the notes first.")
+	res := b.do(t, "POST", "/v1/assignments/next", ed.Token, "")
+	wantStatus(t, res, http.StatusNoContent)
+	if h := res.header.Get("Taskd-Instructions-Pending"); h != "desk" {
+		t.Errorf("pending header %q, want desk", h)
+	}
+	wantStatus(t, b.do(t, "POST", "/v1/me/instructions/desk/ack", ed.Token, `{"version":1}`), 200)
+	if a := next(ed.Token); a.Task.ID != id {
+		t.Errorf("after the confirmation ed claimed %d, want the task sent back, %d", a.Task.ID, id)
+	}
+}
