@@ -46,12 +46,14 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 		r = r.WithContext(ctx)
 		a.log.DebugContext(ctx, "long poll held", "editor_id", e.ID, "wait", wait)
 	}
+	// The categories whose instructions the editor confirmed: read under
+	// the poll's context, so a poll replaced meanwhile ends as below.
 	c := dispatcher.EditorClaimant(e)
+	var claim *tasks.Claim
 	var err error
-	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err != nil {
-		return err
+	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err == nil {
+		claim, err = a.d.Next(r.Context(), c, wait)
 	}
-	claim, err := a.d.Next(r.Context(), c, wait)
 	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
 		// A claim made as the poll ended was given back at once (see
