@@ -142,3 +142,37 @@ func TestBrowserOpsInstructions(t *testing.T) {
 	}
 	tb.screenshot("ops-instructions-phone")
 }
+
+// TestFirefoxInstructions: in Firefox too, new instructions ask for a
+// confirmation, the task comes after it with them beside it, and the console
+// saves a new version; the pages are never wider than the screen.
+func TestFirefoxInstructions(t *testing.T) {
+	s := startServer(t, taskd.Config{})
+	_, token := s.editor("Ada Editor", "news")
+	s.admin("PUT", "/v1/admin/categories/news/instructions", map[string]string{"markdown": instructionsMarkdown}, http.StatusOK, nil)
+	s.addTask("news", 5, "Council votes on the budget", map[string]any{"text": "The council met on Tuesday."})
+
+	tb := newFirefox(t, 1280, 900, 1)
+	tb.signIn(s, token)
+	tb.waitJS("the instructions to confirm", `document.querySelector(".instr-new h2") !== null && document.body.dataset.state === "waiting"`)
+	if got := fxEval[string](tb, `String(window.pwned) + " " + document.querySelectorAll(".instr-new .md script, .instr-new .md img").length`); got != "undefined 0" {
+		t.Errorf("pwned, active elements: %q, want undefined 0", got)
+	}
+	tb.click(".instr-new button.primary")
+	tb.showing("Council votes on the budget")
+	tb.waitJS("the instructions beside the task", `!document.getElementById("instr-current").hidden && document.getElementById("instr-version").textContent === "1"`)
+	tb.screenshot("firefox-workspace-instructions")
+
+	ops := newFirefox(t, 390, 844, 1)
+	ops.opsSignIn(s)
+	ops.navigate(s.base + "/ops#instructions/news")
+	ops.waitJS("the edit box", `document.getElementById("in-text").value.startsWith("## House style")`)
+	ops.run("clear the box", `document.getElementById("in-text").value = ""`)
+	ops.typeInto("#in-text", "Check every name.")
+	ops.click("#in-save")
+	ops.waitJS("version 2", `document.getElementById("in-version").textContent.startsWith("Version 2, saved ")`)
+	if w := fxEval[float64](ops, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the console is %v px wide at 390", w)
+	}
+	ops.screenshot("firefox-ops-instructions-phone")
+}
