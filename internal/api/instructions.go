@@ -267,28 +267,37 @@ func (a *api) confirmedCategories(ctx context.Context, w http.ResponseWriter, e 
 const instructionsCacheTTL = 5 * time.Second
 
 // instructionsCache remembers LatestInstructions for instructionsCacheTTL.
+// No lock is held while the store is read; a read that began before forget
+// is not kept.
 type instructionsCache struct {
 	mu   sync.Mutex
 	at   time.Time
 	vers map[string]int
+	gen  uint64 // bumped by forget
 }
 
 func (c *instructionsCache) latest(ctx context.Context, s InstructionsStore) (map[string]int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.vers != nil && time.Since(c.at) < instructionsCacheTTL {
-		return c.vers, nil
+	vers, fresh, gen := c.vers, c.vers != nil && time.Since(c.at) < instructionsCacheTTL, c.gen
+	c.mu.Unlock()
+	if fresh {
+		return vers, nil
 	}
 	vers, err := s.LatestInstructions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.vers, c.at = vers, time.Now()
+	c.mu.Lock()
+	if c.gen == gen {
+		c.vers, c.at = vers, time.Now()
+	}
+	c.mu.Unlock()
 	return vers, nil
 }
 
 func (c *instructionsCache) forget() {
 	c.mu.Lock()
 	c.vers = nil
+	c.gen++
 	c.mu.Unlock()
 }

@@ -226,3 +226,20 @@ func TestInstructionsHoldBackSentBack(t *testing.T) {
 		t.Errorf("after the confirmation ed claimed %d, want the task sent back, %d", a.Task.ID, id)
 	}
 }
+
+// TestInstructionsFirstVersionHoldsAtOnce: the first instructions of a
+// category, set through this process, hold back its editors' next claim at
+// once, though the process had read that no category had any just before.
+func TestInstructionsFirstVersionHoldsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.editor(t, "ada", "arts")
+	wantStatus(t, b.do(t, "POST", "/v1/assignments/next", e.Token, ""), http.StatusNoContent)
+	b.addN(t, "arts", 1)
+	b.setInstructions(t, "arts", "Credit every photo.")
+	res := b.do(t, "POST", "/v1/assignments/next", e.Token, "")
+	wantStatus(t, res, http.StatusNoContent)
+	if h := res.header.Get("Taskd-Instructions-Pending"); h != "arts" {
+		t.Errorf("pending header %q, want arts", h)
+	}
+}
