@@ -203,6 +203,17 @@ type CategoryConfig struct {
 	// category assigned at once across every process; tasks without a key
 	// are not limited by it. 0..1,000,000; default 0: no limit per key.
 	KeyLimit int `yaml:"key_limit"`
+	// Instructions are the category's instructions to its editors, in
+	// Markdown (at most 64 KiB), shown beside each task in the workspace.
+	// Engine.Start makes them a new version when they differ from the
+	// current one (one set through the API included): every editor of the
+	// category then confirms them before its next claim of it. Default "":
+	// the instructions are left as they are.
+	Instructions string `yaml:"instructions"`
+	// InstructionsFile is a file whose text is the category's Instructions,
+	// read by Engine.Start (a relative path is relative to the process's
+	// working directory): friendlier for long text. At most one of the two.
+	InstructionsFile string `yaml:"instructions_file"`
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -898,6 +909,12 @@ func (v *validator) categories() {
 		}
 		v.between(key("max_in_flight"), cc.MaxInFlight, 0, tasks.MaxInFlightMax)
 		v.between(key("key_limit"), cc.KeyLimit, 0, tasks.MaxInFlightMax)
+		if cc.Instructions != "" && cc.InstructionsFile != "" {
+			v.fail(key("instructions_file"), "give instructions or instructions_file, not both")
+		}
+		if err := tasks.CheckInstructions(cc.Instructions); err != nil {
+			v.fail(key("instructions"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": instructions "))
+		}
 	}
 }
 

@@ -394,6 +394,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.checkSchema(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
+	if err := e.applyInstructions(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
 	var ln, metricsLn net.Listener
 	if e.cfg.HTTP.Addr != "" {
 		var err error

@@ -367,6 +367,29 @@ CREATE TABLE IF NOT EXISTS category_limits (
   PRIMARY KEY (category)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- Instructions per category (internal/store/instructions.go): every version kept,
+-- numbered from 1 per category, never updated. An editor confirms a version once
+-- (editor_instruction_acks); until it confirmed a category's current version, the
+-- API leaves that category out of the editor's next claim. Live claims are not
+-- affected; a category without instructions never holds anything back.
+CREATE TABLE IF NOT EXISTS category_instructions (
+  category   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  version    INT UNSIGNED NOT NULL,
+  body       MEDIUMTEXT NOT NULL,
+  source     ENUM('config', 'api') NOT NULL,
+  created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (category, version)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS editor_instruction_acks (
+  editor_id BIGINT UNSIGNED NOT NULL,
+  category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  version   INT UNSIGNED NOT NULL,
+  `at`      DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (editor_id, category, version),
+  CONSTRAINT editor_instruction_acks_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id

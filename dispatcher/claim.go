@@ -202,13 +202,16 @@ func (d *Dispatcher) claim(ctx context.Context, c Claimant, h *handover, reserve
 	if d.limits != nil {
 		opt.one = d.limits.limited(cats)
 	}
-	if len(reserved) > 0 {
-		// Tasks sent back to the editor come first.
-		picked := make([]pooled, len(reserved))
-		for i, r := range reserved {
-			picked[i] = pooled{Candidate: r, category: r.Category, reserved: true}
+	// Tasks sent back to the editor come first: those of the categories it
+	// claims from now (the caller may leave one of the editor's out).
+	var picked []pooled
+	for _, r := range reserved {
+		if slices.Contains(c.Categories, r.Category) {
+			picked = append(picked, pooled{Candidate: r, category: r.Category, reserved: true})
 			tried[r.ID] = true
 		}
+	}
+	if len(picked) > 0 {
 		st.candidates += len(picked)
 		claim, err := d.claimPicked(ctx, c, picked, &st, h)
 		if claim != nil || err != nil {

@@ -306,7 +306,9 @@ type Claimant struct {
 	Holder string
 	// EditorID is the editor's id, or 0 for a worker.
 	EditorID int64
-	// Categories the claimant takes tasks from.
+	// Categories the claimant takes tasks from, tasks sent back to it
+	// included: a caller may leave some of an editor's out (the API does, for
+	// a category whose instructions the editor has not confirmed).
 	Categories []string
 	// Capacity is how many claims an editor may hold at once: Next makes a
 	// new claim while it holds fewer, and answers the oldest it holds once it

@@ -48,6 +48,7 @@ type Store interface {
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
+	InstructionsStore
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
@@ -255,6 +256,7 @@ type api struct {
 	backlog   func(ctx context.Context) (*tasks.WebhookBacklog, error) // nil without webhooks
 	storage   func(ctx context.Context) (*tasks.Storage, error)        // nil: no storage in stats
 	hist      History                                                  // nil without a history
+	instr     instructionsCache
 	log       *slog.Logger
 	mux       *http.ServeMux
 	drain     context.Context    // ended by Handler.Shutdown: long polls end
@@ -330,11 +332,16 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/admin/categories/{category}/resume", a.admin(a.resumeCategory)},
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/admin/agreement", a.admin(a.agreement)},
+		{"PUT /v1/admin/categories/{category}/instructions", a.admin(a.setInstructions)},
+		{"GET /v1/admin/categories/{category}/instructions", a.admin(a.getInstructions)},
+		{"GET /v1/admin/categories/{category}/instructions/versions", a.admin(a.instructionVersions)},
 		{"GET /v1/stats", a.admin(a.stats)},
 		{"GET /v1/stats/history", a.admin(a.history)},
 		{"GET /v1/results", a.admin(a.results)},
 
 		{"GET /v1/me", a.editor(a.me)},
+		{"GET /v1/me/instructions", a.editor(a.myInstructions)},
+		{"POST /v1/me/instructions/{category}/ack", a.editor(a.confirmInstructions)},
 
 		{"GET /v1/assignments", a.editor(a.assignments)},
 		{"POST /v1/assignments/next", a.longPoll(a.editor(a.next))},

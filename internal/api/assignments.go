@@ -46,7 +46,14 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 		r = r.WithContext(ctx)
 		a.log.DebugContext(ctx, "long poll held", "editor_id", e.ID, "wait", wait)
 	}
-	claim, err := a.d.Next(r.Context(), dispatcher.EditorClaimant(e), wait)
+	// The categories whose instructions the editor confirmed: read under
+	// the poll's context, so a poll replaced meanwhile ends as below.
+	c := dispatcher.EditorClaimant(e)
+	var claim *tasks.Claim
+	var err error
+	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err == nil {
+		claim, err = a.d.Next(r.Context(), c, wait)
+	}
 	err = timedOut(r.Context(), err)
 	if errors.Is(err, dispatcher.ErrNoTask) || (err != nil && pollEnded(context.Cause(r.Context()))) {
 		// A claim made as the poll ended was given back at once (see
@@ -120,7 +127,11 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 	if len(req.Result) == 0 || string(req.Result) == "null" {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "result is required")
 	}
-	next, err := a.d.SubmitWith(r.Context(), dispatcher.EditorClaimant(e), ref, req.submission())
+	c := dispatcher.EditorClaimant(e)
+	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err != nil {
+		return err
+	}
+	next, err := a.d.SubmitWith(r.Context(), c, ref, req.submission())
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}

@@ -43,6 +43,10 @@
 //	POST /v1/admin/categories/{category}/pause  admin  → 200 {category, paused, paused_at, changed}
 //	POST /v1/admin/categories/{category}/resume admin  → 200 {category, paused, paused_at, changed}
 //	GET  /v1/admin/categories/paused      admin   → 200 {paused: [{category, paused_at}]}
+//	PUT  /v1/admin/categories/{category}/instructions  admin  {markdown} → 200 {category, version, markdown, html, source,
+//	                                              created_at, changed} (a new version unless the text is the current one's)
+//	GET  /v1/admin/categories/{category}/instructions?version=  admin  → 200 {category, version, markdown, html, source, created_at}
+//	GET  /v1/admin/categories/{category}/instructions/versions  admin  → 200 {category, versions: [{version, source, created_at}]}
 //	GET  /v1/admin/agreement              admin   ?category&since&until&limit → 200 {category, since, until, field, values,
 //	                                              truncated, units, pairable_values, alpha: {nominal, interval?}, editors, pairs}
 //	GET  /v1/stats                        admin   → 200 counts by status and category (and by stage), claims, paused
@@ -50,6 +54,10 @@
 //	GET  /v1/results?after=&limit=        admin   → 200 accepted results as JSON lines, then {next_cursor, count, more}
 //	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, capacity, stages?, assignment, today,
 //	                                              all_time, median…, last_active_at}
+//	GET  /v1/me/instructions              editor  → 200 {instructions: [{category, version, confirmed_version, pending, html, created_at}]}
+//	POST /v1/me/instructions/{category}/ack  editor  {version} → 200 {category, confirmed_version}; an older version 409
+//	                                              instructions_changed. Until then the editor's claims leave the category
+//	                                              out and name it in the Taskd-Instructions-Pending header.
 //	GET  /v1/assignments                  editor  → 200 {assignments: [assignment], capacity}: every live claim, oldest first
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
 //	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}

@@ -86,6 +86,24 @@ func (e EventKind) Valid() bool {
 	}
 }
 
+// Defines values for InstructionsSource.
+const (
+	InstructionsSourceApi    InstructionsSource = "api"
+	InstructionsSourceConfig InstructionsSource = "config"
+)
+
+// Valid indicates whether the value is a known member of the InstructionsSource enum.
+func (e InstructionsSource) Valid() bool {
+	switch e {
+	case InstructionsSourceApi:
+		return true
+	case InstructionsSourceConfig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReadyStatus.
 const (
 	ReadyStatusOk          ReadyStatus = "ok"
@@ -140,6 +158,42 @@ const (
 func (e Healthz200JSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case Healthz200JSONResponseBodyStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SetInstructions200JSONResponseBodySource.
+const (
+	SetInstructions200JSONResponseBodySourceApi    SetInstructions200JSONResponseBodySource = "api"
+	SetInstructions200JSONResponseBodySourceConfig SetInstructions200JSONResponseBodySource = "config"
+)
+
+// Valid indicates whether the value is a known member of the SetInstructions200JSONResponseBodySource enum.
+func (e SetInstructions200JSONResponseBodySource) Valid() bool {
+	switch e {
+	case SetInstructions200JSONResponseBodySourceApi:
+		return true
+	case SetInstructions200JSONResponseBodySourceConfig:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InstructionVersions200JSONResponseBodyVersionsSource.
+const (
+	InstructionVersions200JSONResponseBodyVersionsSourceApi    InstructionVersions200JSONResponseBodyVersionsSource = "api"
+	InstructionVersions200JSONResponseBodyVersionsSourceConfig InstructionVersions200JSONResponseBodyVersionsSource = "config"
+)
+
+// Valid indicates whether the value is a known member of the InstructionVersions200JSONResponseBodyVersionsSource enum.
+func (e InstructionVersions200JSONResponseBodyVersionsSource) Valid() bool {
+	switch e {
+	case InstructionVersions200JSONResponseBodyVersionsSourceApi:
+		return true
+	case InstructionVersions200JSONResponseBodyVersionsSourceConfig:
 		return true
 	default:
 		return false
@@ -481,6 +535,22 @@ type EditorDetail struct {
 	Today EditorCounts `json:"today"`
 }
 
+// EditorInstructions defines model for EditorInstructions.
+type EditorInstructions struct {
+	Category Category `json:"category"`
+
+	// ConfirmedVersion The latest version the editor confirmed; 0 for none.
+	ConfirmedVersion int `json:"confirmed_version"`
+
+	// CreatedAt RFC 3339 in UTC, to the millisecond.
+	CreatedAt Time   `json:"created_at"`
+	Html      string `json:"html"`
+
+	// Pending true while the editor has not confirmed this (non-empty) version: its claims leave the category out.
+	Pending bool `json:"pending"`
+	Version int  `json:"version"`
+}
+
 // EditorStats What the audit trail says about an editor.
 type EditorStats struct {
 	// AllTime Counts of an editor's events.
@@ -588,6 +658,23 @@ type History struct {
 
 // ID defines model for ID.
 type ID = int64
+
+// Instructions defines model for Instructions.
+type Instructions struct {
+	Category Category `json:"category"`
+
+	// CreatedAt RFC 3339 in UTC, to the millisecond.
+	CreatedAt Time `json:"created_at"`
+
+	// Html The Markdown rendered to HTML: raw HTML dropped, links of http, https and mailto only.
+	Html     string             `json:"html"`
+	Markdown string             `json:"markdown"`
+	Source   InstructionsSource `json:"source"`
+	Version  int                `json:"version"`
+}
+
+// InstructionsSource defines model for Instructions.Source.
+type InstructionsSource string
 
 // JSONObject defines model for JSONObject.
 type JSONObject map[string]interface{}
@@ -1045,6 +1132,23 @@ type AgreementParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// GetInstructionsParams defines parameters for GetInstructions.
+type GetInstructionsParams struct {
+	// Version A version number (default the current version).
+	Version *int `form:"version,omitempty" json:"version,omitempty"`
+}
+
+// SetInstructionsJSONBody defines parameters for SetInstructions.
+type SetInstructionsJSONBody struct {
+	Markdown string `json:"markdown"`
+}
+
+// SetInstructions200JSONResponseBodySource defines parameters for SetInstructions.
+type SetInstructions200JSONResponseBodySource string
+
+// InstructionVersions200JSONResponseBodyVersionsSource defines parameters for InstructionVersions.
+type InstructionVersions200JSONResponseBodyVersionsSource string
+
 // PauseCategoryJSONBody defines parameters for PauseCategory.
 type PauseCategoryJSONBody = map[string]interface{}
 
@@ -1156,6 +1260,11 @@ type EnableEditorJSONBody = map[string]interface{}
 // NewEditorTokenJSONBody defines parameters for NewEditorToken.
 type NewEditorTokenJSONBody = map[string]interface{}
 
+// ConfirmInstructionsJSONBody defines parameters for ConfirmInstructions.
+type ConfirmInstructionsJSONBody struct {
+	Version int `json:"version"`
+}
+
 // ResultsParams defines parameters for Results.
 type ResultsParams struct {
 	// After A cursor from a previous answer (a line's cursor or next_cursor); empty or 0 for the start. A cursor never handed out is 422; one older than what retention kept is 410.
@@ -1211,6 +1320,9 @@ type GetTaskResultsParams struct {
 	Limit  *ResultsLimit  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// SetInstructionsJSONRequestBody defines body for SetInstructions for application/json ContentType.
+type SetInstructionsJSONRequestBody SetInstructionsJSONBody
+
 // PauseCategoryJSONRequestBody defines body for PauseCategory for application/json ContentType.
 type PauseCategoryJSONRequestBody = PauseCategoryJSONBody
 
@@ -1258,6 +1370,9 @@ type EnableEditorJSONRequestBody = EnableEditorJSONBody
 
 // NewEditorTokenJSONRequestBody defines body for NewEditorToken for application/json ContentType.
 type NewEditorTokenJSONRequestBody = NewEditorTokenJSONBody
+
+// ConfirmInstructionsJSONRequestBody defines body for ConfirmInstructions for application/json ContentType.
+type ConfirmInstructionsJSONRequestBody ConfirmInstructionsJSONBody
 
 // AddTasksJSONRequestBody defines body for AddTasks for application/json ContentType.
 type AddTasksJSONRequestBody = AddTasksJSONBody
@@ -1379,6 +1494,50 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/admin/categories/paused (the `PausedCategories` operationId).
 	PausedCategories(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetInstructions A category's instructions
+	//
+	// The current version of the category's instructions, or the version the query names; 404 when there is none.
+	//
+	// Corresponds with GET /v1/admin/categories/{category}/instructions (the `GetInstructions` operationId).
+	GetInstructions(ctx context.Context, category CategoryPath, params *GetInstructionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetInstructionsWithBody Set a category's instructions
+	//
+	// Makes the Markdown the category's instructions: a new version,
+	// numbered one past the last, unless it is the current version's text
+	// (changed false). Old versions stay readable. Every editor of the
+	// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+	// before its next claim takes the category again; live claims are not
+	// affected. An empty string clears the instructions (a version that holds
+	// nothing back). At most 65536 bytes of valid UTF-8.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+	SetInstructionsWithBody(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetInstructions Set a category's instructions
+	//
+	// Makes the Markdown the category's instructions: a new version,
+	// numbered one past the last, unless it is the current version's text
+	// (changed false). Old versions stay readable. Every editor of the
+	// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+	// before its next claim takes the category again; live claims are not
+	// affected. An empty string clears the instructions (a version that holds
+	// nothing back). At most 65536 bytes of valid UTF-8.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+	SetInstructions(ctx context.Context, category CategoryPath, body SetInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InstructionVersions The versions of a category's instructions
+	//
+	// Every version of the category's instructions, newest first, without their text; empty when it has none.
+	//
+	// Corresponds with GET /v1/admin/categories/{category}/instructions/versions (the `InstructionVersions` operationId).
+	InstructionVersions(ctx context.Context, category CategoryPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseCategoryWithBody Pause a category
 	//
@@ -1788,6 +1947,43 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MyInstructions The instructions of the editor's categories
+	//
+	// The current instructions of each of the editor's categories that has
+	// some, by category, rendered to HTML (raw HTML in the Markdown is
+	// dropped, links keep only http, https and mailto), with the latest
+	// version the editor confirmed. While one is pending, the editor's claims
+	// leave its category out.
+	//
+	// Corresponds with GET /v1/me/instructions (the `MyInstructions` operationId).
+	MyInstructions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConfirmInstructionsWithBody Confirm a category's instructions
+	//
+	// Records that the editor read the category's current instructions, of
+	// the version given: its next claim may take the category again.
+	// Confirming twice changes nothing. A version older than the current one
+	// is 409 instructions_changed (read the new one); a category that is not
+	// the editor's, or has no such version, is 404.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+	ConfirmInstructionsWithBody(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConfirmInstructions Confirm a category's instructions
+	//
+	// Records that the editor read the category's current instructions, of
+	// the version given: its next claim may take the category again.
+	// Confirming twice changes nothing. A version older than the current one
+	// is 409 instructions_changed (read the new one); a category that is not
+	// the editor's, or has no such version, is 404.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+	ConfirmInstructions(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Openapi This document
 	//
 	// Corresponds with GET /v1/openapi.json (the `Openapi` operationId).
@@ -1984,6 +2180,90 @@ func (c *Client) Agreement(ctx context.Context, params *AgreementParams, reqEdit
 // Corresponds with GET /v1/admin/categories/paused (the `PausedCategories` operationId).
 func (c *Client) PausedCategories(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPausedCategoriesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetInstructions A category's instructions
+//
+// The current version of the category's instructions, or the version the query names; 404 when there is none.
+//
+// Corresponds with GET /v1/admin/categories/{category}/instructions (the `GetInstructions` operationId).
+func (c *Client) GetInstructions(ctx context.Context, category CategoryPath, params *GetInstructionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInstructionsRequest(c.Server, category, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetInstructionsWithBody Set a category's instructions
+//
+// Makes the Markdown the category's instructions: a new version,
+// numbered one past the last, unless it is the current version's text
+// (changed false). Old versions stay readable. Every editor of the
+// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+// before its next claim takes the category again; live claims are not
+// affected. An empty string clears the instructions (a version that holds
+// nothing back). At most 65536 bytes of valid UTF-8.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+func (c *Client) SetInstructionsWithBody(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetInstructionsRequestWithBody(c.Server, category, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetInstructions Set a category's instructions
+//
+// Makes the Markdown the category's instructions: a new version,
+// numbered one past the last, unless it is the current version's text
+// (changed false). Old versions stay readable. Every editor of the
+// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+// before its next claim takes the category again; live claims are not
+// affected. An empty string clears the instructions (a version that holds
+// nothing back). At most 65536 bytes of valid UTF-8.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+func (c *Client) SetInstructions(ctx context.Context, category CategoryPath, body SetInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetInstructionsRequest(c.Server, category, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InstructionVersions The versions of a category's instructions
+//
+// Every version of the category's instructions, newest first, without their text; empty when it has none.
+//
+// Corresponds with GET /v1/admin/categories/{category}/instructions/versions (the `InstructionVersions` operationId).
+func (c *Client) InstructionVersions(ctx context.Context, category CategoryPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInstructionVersionsRequest(c.Server, category)
 	if err != nil {
 		return nil, err
 	}
@@ -2772,6 +3052,73 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 	return c.Client.Do(req)
 }
 
+// MyInstructions The instructions of the editor's categories
+//
+// The current instructions of each of the editor's categories that has
+// some, by category, rendered to HTML (raw HTML in the Markdown is
+// dropped, links keep only http, https and mailto), with the latest
+// version the editor confirmed. While one is pending, the editor's claims
+// leave its category out.
+//
+// Corresponds with GET /v1/me/instructions (the `MyInstructions` operationId).
+func (c *Client) MyInstructions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMyInstructionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConfirmInstructionsWithBody Confirm a category's instructions
+//
+// Records that the editor read the category's current instructions, of
+// the version given: its next claim may take the category again.
+// Confirming twice changes nothing. A version older than the current one
+// is 409 instructions_changed (read the new one); a category that is not
+// the editor's, or has no such version, is 404.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+func (c *Client) ConfirmInstructionsWithBody(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfirmInstructionsRequestWithBody(c.Server, category, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConfirmInstructions Confirm a category's instructions
+//
+// Records that the editor read the category's current instructions, of
+// the version given: its next claim may take the category again.
+// Confirming twice changes nothing. A version older than the current one
+// is 409 instructions_changed (read the new one); a category that is not
+// the editor's, or has no such version, is 404.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+func (c *Client) ConfirmInstructions(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfirmInstructionsRequest(c.Server, category, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Openapi This document
 //
 // Corresponds with GET /v1/openapi.json (the `Openapi` operationId).
@@ -3160,6 +3507,148 @@ func NewPausedCategoriesRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/admin/categories/paused")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetInstructionsRequest constructs an http.Request for the GetInstructions method
+func NewGetInstructionsRequest(server string, category CategoryPath, params *GetInstructionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/categories/%s/instructions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Version != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "version", *params.Version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetInstructionsRequest calls the generic SetInstructions builder with application/json body
+func NewSetInstructionsRequest(server string, category CategoryPath, body SetInstructionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetInstructionsRequestWithBody(server, category, "application/json", bodyReader)
+}
+
+// NewSetInstructionsRequestWithBody constructs an http.Request for the SetInstructions method, with any body, and a specified content type
+func NewSetInstructionsRequestWithBody(server string, category CategoryPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/categories/%s/instructions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewInstructionVersionsRequest constructs an http.Request for the InstructionVersions method
+func NewInstructionVersionsRequest(server string, category CategoryPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/categories/%s/instructions/versions", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4136,6 +4625,80 @@ func NewMeRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewMyInstructionsRequest constructs an http.Request for the MyInstructions method
+func NewMyInstructionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/instructions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConfirmInstructionsRequest calls the generic ConfirmInstructions builder with application/json body
+func NewConfirmInstructionsRequest(server string, category CategoryPath, body ConfirmInstructionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewConfirmInstructionsRequestWithBody(server, category, "application/json", bodyReader)
+}
+
+// NewConfirmInstructionsRequestWithBody constructs an http.Request for the ConfirmInstructions method, with any body, and a specified content type
+func NewConfirmInstructionsRequestWithBody(server string, category CategoryPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/instructions/%s/ack", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewOpenapiRequest constructs an http.Request for the Openapi method
 func NewOpenapiRequest(server string) (*http.Request, error) {
 	var err error
@@ -4814,6 +5377,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/admin/categories/paused (the `PausedCategories` operationId).
 	PausedCategoriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*PausedCategoriesResponse, error)
 
+	// GetInstructionsWithResponse A category's instructions
+	//
+	// The current version of the category's instructions, or the version the query names; 404 when there is none.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/categories/{category}/instructions (the `GetInstructions` operationId).
+	GetInstructionsWithResponse(ctx context.Context, category CategoryPath, params *GetInstructionsParams, reqEditors ...RequestEditorFn) (*GetInstructionsResponse, error)
+
+	// SetInstructionsWithBodyWithResponse Set a category's instructions
+	//
+	// Makes the Markdown the category's instructions: a new version,
+	// numbered one past the last, unless it is the current version's text
+	// (changed false). Old versions stay readable. Every editor of the
+	// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+	// before its next claim takes the category again; live claims are not
+	// affected. An empty string clears the instructions (a version that holds
+	// nothing back). At most 65536 bytes of valid UTF-8.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+	SetInstructionsWithBodyWithResponse(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetInstructionsResponse, error)
+
+	// SetInstructionsWithResponse Set a category's instructions
+	//
+	// Makes the Markdown the category's instructions: a new version,
+	// numbered one past the last, unless it is the current version's text
+	// (changed false). Old versions stay readable. Every editor of the
+	// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+	// before its next claim takes the category again; live claims are not
+	// affected. An empty string clears the instructions (a version that holds
+	// nothing back). At most 65536 bytes of valid UTF-8.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+	SetInstructionsWithResponse(ctx context.Context, category CategoryPath, body SetInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetInstructionsResponse, error)
+
+	// InstructionVersionsWithResponse The versions of a category's instructions
+	//
+	// Every version of the category's instructions, newest first, without their text; empty when it has none.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/categories/{category}/instructions/versions (the `InstructionVersions` operationId).
+	InstructionVersionsWithResponse(ctx context.Context, category CategoryPath, reqEditors ...RequestEditorFn) (*InstructionVersionsResponse, error)
+
 	// PauseCategoryWithBodyWithResponse Pause a category
 	//
 	// Nothing in the category is handed out, to editors or workers, until it
@@ -5231,6 +5842,45 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	MeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MeResponse, error)
+
+	// MyInstructionsWithResponse The instructions of the editor's categories
+	//
+	// The current instructions of each of the editor's categories that has
+	// some, by category, rendered to HTML (raw HTML in the Markdown is
+	// dropped, links keep only http, https and mailto), with the latest
+	// version the editor confirmed. While one is pending, the editor's claims
+	// leave its category out.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/me/instructions (the `MyInstructions` operationId).
+	MyInstructionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MyInstructionsResponse, error)
+
+	// ConfirmInstructionsWithBodyWithResponse Confirm a category's instructions
+	//
+	// Records that the editor read the category's current instructions, of
+	// the version given: its next claim may take the category again.
+	// Confirming twice changes nothing. A version older than the current one
+	// is 409 instructions_changed (read the new one); a category that is not
+	// the editor's, or has no such version, is 404.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+	ConfirmInstructionsWithBodyWithResponse(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfirmInstructionsResponse, error)
+
+	// ConfirmInstructionsWithResponse Confirm a category's instructions
+	//
+	// Records that the editor read the category's current instructions, of
+	// the version given: its next claim may take the category again.
+	// Confirming twice changes nothing. A version older than the current one
+	// is 409 instructions_changed (read the new one); a category that is not
+	// the editor's, or has no such version, is 404.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+	ConfirmInstructionsWithResponse(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmInstructionsResponse, error)
 
 	// OpenapiWithResponse This document
 	//
@@ -5749,6 +6399,362 @@ func (r PausedCategoriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PausedCategoriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetInstructionsResponse401Headers the declared response headers of an HTTP 401 response for GetInstructions
+type GetInstructionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetInstructionsResponse429Headers the declared response headers of an HTTP 429 response for GetInstructions
+type GetInstructionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetInstructionsResponse503Headers the declared response headers of an HTTP 503 response for GetInstructions
+type GetInstructionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetInstructionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Instructions
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetInstructionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetInstructionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetInstructionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInstructionsResponse) GetJSON200() *Instructions {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetInstructionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetInstructionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetInstructionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetInstructionsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetInstructionsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetInstructionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetInstructionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInstructionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInstructionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInstructionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInstructionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetInstructionsResponse401Headers the declared response headers of an HTTP 401 response for SetInstructions
+type SetInstructionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// SetInstructionsResponse429Headers the declared response headers of an HTTP 429 response for SetInstructions
+type SetInstructionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// SetInstructionsResponse503Headers the declared response headers of an HTTP 503 response for SetInstructions
+type SetInstructionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SetInstructionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Category Category `json:"category"`
+
+		// Changed false when the text was the current version's: no version was made.
+		Changed bool `json:"changed"`
+
+		// CreatedAt RFC 3339 in UTC, to the millisecond.
+		CreatedAt Time `json:"created_at"`
+
+		// Html The Markdown rendered to HTML: raw HTML dropped, links of http, https and mailto only.
+		Html     string                                   `json:"html"`
+		Markdown string                                   `json:"markdown"`
+		Source   SetInstructions200JSONResponseBodySource `json:"source"`
+		Version  int                                      `json:"version"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetInstructionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetInstructionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetInstructionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetInstructionsResponse) GetJSON200() *struct {
+	Category Category `json:"category"`
+
+	// Changed false when the text was the current version's: no version was made.
+	Changed bool `json:"changed"`
+
+	// CreatedAt RFC 3339 in UTC, to the millisecond.
+	CreatedAt Time `json:"created_at"`
+
+	// Html The Markdown rendered to HTML: raw HTML dropped, links of http, https and mailto only.
+	Html     string                                   `json:"html"`
+	Markdown string                                   `json:"markdown"`
+	Source   SetInstructions200JSONResponseBodySource `json:"source"`
+	Version  int                                      `json:"version"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetInstructionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetInstructionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetInstructionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetInstructionsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetInstructionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetInstructionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetInstructionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetInstructionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetInstructionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetInstructionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// InstructionVersionsResponse401Headers the declared response headers of an HTTP 401 response for InstructionVersions
+type InstructionVersionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// InstructionVersionsResponse429Headers the declared response headers of an HTTP 429 response for InstructionVersions
+type InstructionVersionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// InstructionVersionsResponse503Headers the declared response headers of an HTTP 503 response for InstructionVersions
+type InstructionVersionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type InstructionVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Category Category `json:"category"`
+		Versions []struct {
+			// CreatedAt RFC 3339 in UTC, to the millisecond.
+			CreatedAt Time                                                 `json:"created_at"`
+			Source    InstructionVersions200JSONResponseBodyVersionsSource `json:"source"`
+			Version   int                                                  `json:"version"`
+		} `json:"versions"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InstructionVersionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InstructionVersionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InstructionVersionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InstructionVersionsResponse) GetJSON200() *struct {
+	Category Category `json:"category"`
+	Versions []struct {
+		// CreatedAt RFC 3339 in UTC, to the millisecond.
+		CreatedAt Time                                                 `json:"created_at"`
+		Source    InstructionVersions200JSONResponseBodyVersionsSource `json:"source"`
+		Version   int                                                  `json:"version"`
+	} `json:"versions"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r InstructionVersionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r InstructionVersionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r InstructionVersionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r InstructionVersionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r InstructionVersionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InstructionVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InstructionVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InstructionVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InstructionVersionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6607,6 +7613,16 @@ func (r ListAssignmentsResponse) ContentType() string {
 	return ""
 }
 
+// NextResponse200Headers the declared response headers of an HTTP 200 response for Next
+type NextResponse200Headers struct {
+	TaskdInstructionsPending *string
+}
+
+// NextResponse204Headers the declared response headers of an HTTP 204 response for Next
+type NextResponse204Headers struct {
+	TaskdInstructionsPending *string
+}
+
 // NextResponse401Headers the declared response headers of an HTTP 401 response for Next
 type NextResponse401Headers struct {
 	WWWAuthenticate string
@@ -6639,6 +7655,10 @@ type NextResponse struct {
 	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *NextResponse200Headers
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *NextResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *NextResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -7064,6 +8084,11 @@ func (r ReleaseResponse) ContentType() string {
 	return ""
 }
 
+// SubmitResponse200Headers the declared response headers of an HTTP 200 response for Submit
+type SubmitResponse200Headers struct {
+	TaskdInstructionsPending *string
+}
+
 // SubmitResponse401Headers the declared response headers of an HTTP 401 response for Submit
 type SubmitResponse401Headers struct {
 	WWWAuthenticate string
@@ -7102,6 +8127,8 @@ type SubmitResponse struct {
 	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SubmitResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SubmitResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -8215,6 +9242,231 @@ func (r MeResponse) ContentType() string {
 	return ""
 }
 
+// MyInstructionsResponse401Headers the declared response headers of an HTTP 401 response for MyInstructions
+type MyInstructionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MyInstructionsResponse429Headers the declared response headers of an HTTP 429 response for MyInstructions
+type MyInstructionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// MyInstructionsResponse503Headers the declared response headers of an HTTP 503 response for MyInstructions
+type MyInstructionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type MyInstructionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Instructions []EditorInstructions `json:"instructions"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MyInstructionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MyInstructionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MyInstructionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MyInstructionsResponse) GetJSON200() *struct {
+	Instructions []EditorInstructions `json:"instructions"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MyInstructionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MyInstructionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MyInstructionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MyInstructionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MyInstructionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MyInstructionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MyInstructionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MyInstructionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MyInstructionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConfirmInstructionsResponse401Headers the declared response headers of an HTTP 401 response for ConfirmInstructions
+type ConfirmInstructionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ConfirmInstructionsResponse429Headers the declared response headers of an HTTP 429 response for ConfirmInstructions
+type ConfirmInstructionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// ConfirmInstructionsResponse503Headers the declared response headers of an HTTP 503 response for ConfirmInstructions
+type ConfirmInstructionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ConfirmInstructionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Category         Category `json:"category"`
+		ConfirmedVersion int      `json:"confirmed_version"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConfirmInstructionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConfirmInstructionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConfirmInstructionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON200() *struct {
+	Category         Category `json:"category"`
+	ConfirmedVersion int      `json:"confirmed_version"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConfirmInstructionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ConfirmInstructionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConfirmInstructionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConfirmInstructionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConfirmInstructionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type OpenapiResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9173,6 +10425,78 @@ func (c *ClientWithResponses) PausedCategoriesWithResponse(ctx context.Context, 
 	return ParsePausedCategoriesResponse(rsp)
 }
 
+// GetInstructionsWithResponse A category's instructions
+//
+// The current version of the category's instructions, or the version the query names; 404 when there is none.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/categories/{category}/instructions (the `GetInstructions` operationId).
+func (c *ClientWithResponses) GetInstructionsWithResponse(ctx context.Context, category CategoryPath, params *GetInstructionsParams, reqEditors ...RequestEditorFn) (*GetInstructionsResponse, error) {
+	rsp, err := c.GetInstructions(ctx, category, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInstructionsResponse(rsp)
+}
+
+// SetInstructionsWithBodyWithResponse Set a category's instructions
+//
+// Makes the Markdown the category's instructions: a new version,
+// numbered one past the last, unless it is the current version's text
+// (changed false). Old versions stay readable. Every editor of the
+// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+// before its next claim takes the category again; live claims are not
+// affected. An empty string clears the instructions (a version that holds
+// nothing back). At most 65536 bytes of valid UTF-8.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+func (c *ClientWithResponses) SetInstructionsWithBodyWithResponse(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetInstructionsResponse, error) {
+	rsp, err := c.SetInstructionsWithBody(ctx, category, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetInstructionsResponse(rsp)
+}
+
+// SetInstructionsWithResponse Set a category's instructions
+//
+// Makes the Markdown the category's instructions: a new version,
+// numbered one past the last, unless it is the current version's text
+// (changed false). Old versions stay readable. Every editor of the
+// category confirms a new version (POST /v1/me/instructions/{category}/ack)
+// before its next claim takes the category again; live claims are not
+// affected. An empty string clears the instructions (a version that holds
+// nothing back). At most 65536 bytes of valid UTF-8.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/categories/{category}/instructions (the `SetInstructions` operationId).
+func (c *ClientWithResponses) SetInstructionsWithResponse(ctx context.Context, category CategoryPath, body SetInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetInstructionsResponse, error) {
+	rsp, err := c.SetInstructions(ctx, category, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetInstructionsResponse(rsp)
+}
+
+// InstructionVersionsWithResponse The versions of a category's instructions
+//
+// Every version of the category's instructions, newest first, without their text; empty when it has none.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/categories/{category}/instructions/versions (the `InstructionVersions` operationId).
+func (c *ClientWithResponses) InstructionVersionsWithResponse(ctx context.Context, category CategoryPath, reqEditors ...RequestEditorFn) (*InstructionVersionsResponse, error) {
+	rsp, err := c.InstructionVersions(ctx, category, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInstructionVersionsResponse(rsp)
+}
+
 // PauseCategoryWithBodyWithResponse Pause a category
 //
 // Nothing in the category is handed out, to editors or workers, until it
@@ -9813,6 +11137,63 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 	return ParseMeResponse(rsp)
 }
 
+// MyInstructionsWithResponse The instructions of the editor's categories
+//
+// The current instructions of each of the editor's categories that has
+// some, by category, rendered to HTML (raw HTML in the Markdown is
+// dropped, links keep only http, https and mailto), with the latest
+// version the editor confirmed. While one is pending, the editor's claims
+// leave its category out.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/me/instructions (the `MyInstructions` operationId).
+func (c *ClientWithResponses) MyInstructionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MyInstructionsResponse, error) {
+	rsp, err := c.MyInstructions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMyInstructionsResponse(rsp)
+}
+
+// ConfirmInstructionsWithBodyWithResponse Confirm a category's instructions
+//
+// Records that the editor read the category's current instructions, of
+// the version given: its next claim may take the category again.
+// Confirming twice changes nothing. A version older than the current one
+// is 409 instructions_changed (read the new one); a category that is not
+// the editor's, or has no such version, is 404.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+func (c *ClientWithResponses) ConfirmInstructionsWithBodyWithResponse(ctx context.Context, category CategoryPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfirmInstructionsResponse, error) {
+	rsp, err := c.ConfirmInstructionsWithBody(ctx, category, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfirmInstructionsResponse(rsp)
+}
+
+// ConfirmInstructionsWithResponse Confirm a category's instructions
+//
+// Records that the editor read the category's current instructions, of
+// the version given: its next claim may take the category again.
+// Confirming twice changes nothing. A version older than the current one
+// is 409 instructions_changed (read the new one); a category that is not
+// the editor's, or has no such version, is 404.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
+func (c *ClientWithResponses) ConfirmInstructionsWithResponse(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmInstructionsResponse, error) {
+	rsp, err := c.ConfirmInstructions(ctx, category, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfirmInstructionsResponse(rsp)
+}
+
 // OpenapiWithResponse This document
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10351,6 +11732,331 @@ func ParsePausedCategoriesResponse(rsp *http.Response) (*PausedCategoriesRespons
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PausedCategoriesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetInstructionsResponse parses an HTTP response from a GetInstructionsWithResponse call
+func ParseGetInstructionsResponse(rsp *http.Response) (*GetInstructionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInstructionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Instructions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetInstructionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetInstructionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetInstructionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetInstructionsResponse parses an HTTP response from a SetInstructionsWithResponse call
+func ParseSetInstructionsResponse(rsp *http.Response) (*SetInstructionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetInstructionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Category Category `json:"category"`
+
+			// Changed false when the text was the current version's: no version was made.
+			Changed bool `json:"changed"`
+
+			// CreatedAt RFC 3339 in UTC, to the millisecond.
+			CreatedAt Time `json:"created_at"`
+
+			// Html The Markdown rendered to HTML: raw HTML dropped, links of http, https and mailto only.
+			Html     string                                   `json:"html"`
+			Markdown string                                   `json:"markdown"`
+			Source   SetInstructions200JSONResponseBodySource `json:"source"`
+			Version  int                                      `json:"version"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SetInstructionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetInstructionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SetInstructionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseInstructionVersionsResponse parses an HTTP response from a InstructionVersionsWithResponse call
+func ParseInstructionVersionsResponse(rsp *http.Response) (*InstructionVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InstructionVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Category Category `json:"category"`
+			Versions []struct {
+				// CreatedAt RFC 3339 in UTC, to the millisecond.
+				CreatedAt Time                                                 `json:"created_at"`
+				Source    InstructionVersions200JSONResponseBodyVersionsSource `json:"source"`
+				Version   int                                                  `json:"version"`
+			} `json:"versions"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers InstructionVersionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers InstructionVersionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers InstructionVersionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11267,6 +12973,26 @@ func ParseNextResponse(rsp *http.Response) (*NextResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers NextResponse200Headers
+		if values := rsp.Header.Values("Taskd-Instructions-Pending"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Taskd-Instructions-Pending", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TaskdInstructionsPending = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 204:
+		var headers NextResponse204Headers
+		if values := rsp.Header.Values("Taskd-Instructions-Pending"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Taskd-Instructions-Pending", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TaskdInstructionsPending = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers NextResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -11728,6 +13454,16 @@ func ParseSubmitResponse(rsp *http.Response) (*SubmitResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SubmitResponse200Headers
+		if values := rsp.Header.Values("Taskd-Instructions-Pending"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Taskd-Instructions-Pending", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.TaskdInstructionsPending = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SubmitResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -12667,6 +14403,220 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers MeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMyInstructionsResponse parses an HTTP response from a MyInstructionsWithResponse call
+func ParseMyInstructionsResponse(rsp *http.Response) (*MyInstructionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MyInstructionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Instructions []EditorInstructions `json:"instructions"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MyInstructionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MyInstructionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MyInstructionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConfirmInstructionsResponse parses an HTTP response from a ConfirmInstructionsWithResponse call
+func ParseConfirmInstructionsResponse(rsp *http.Response) (*ConfirmInstructionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConfirmInstructionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Category         Category `json:"category"`
+			ConfirmedVersion int      `json:"confirmed_version"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ConfirmInstructionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConfirmInstructionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConfirmInstructionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

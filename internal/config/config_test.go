@@ -665,6 +665,7 @@ categories:
 		{"categories:\n  - {name: a, max_send_backs: 1001}\n", "categories[0].max_send_backs", []string{"must be 1..1000, got 1001"}},
 		{"categories:\n  - {name: a, agreement_field: a.b}\n", "categories[0].agreement_field", []string{"must be ASCII letters"}},
 		{"categories:\n  - {name: a, agreement_metric: ordinal}\n", "categories[0].agreement_metric", []string{`must be nominal or interval, not "ordinal"`}},
+		{"categories:\n  - {name: a, instructions: x, instructions_file: a.md}\n", "categories[0].instructions_file", []string{"not both"}},
 		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
 	} {
 		_, err := parse(t, c.yaml, nil)

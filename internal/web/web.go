@@ -181,6 +181,8 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /app/v1/assignments/next", h.call)
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
 	h.mux.HandleFunc("GET /app/v1/assignments/{task}/earlier", h.call)
+	h.mux.HandleFunc("GET /app/v1/me/instructions", h.call)
+	h.mux.HandleFunc("POST /app/v1/me/instructions/{category}/ack", h.call)
 	h.opsRoutes()
 	return h, nil
 }
@@ -345,8 +347,9 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := api.WithEditorSession(r.Context(), api.EditorSession{TokenHash: s.TokenHash, Epoch: s.Epoch})
 	req := r.Clone(ctx)
+	// A category may hold any character, "/" too: its escaped form is kept.
 	req.URL.Path = strings.TrimPrefix(r.URL.Path, "/app")
-	req.URL.RawPath = ""
+	req.URL.RawPath = strings.TrimPrefix(r.URL.RawPath, "/app")
 	req.RequestURI = req.URL.RequestURI()
 	req.Header.Del("Authorization")
 	req.Header.Del("Cookie")

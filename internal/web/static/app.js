@@ -749,6 +749,12 @@
     }
   });
 
+  // Instructions confirmed (instructions.js): a wait that left their
+  // category out starts again with it.
+  document.addEventListener('taskd:instructions-confirmed', function () {
+    if (!cur && !ended) { waitForWork(); }
+  });
+
   setInterval(tick, 1000);
   refreshMe().then(function (me) {
     if (me && me.capacity > 1) { syncHeld(); return; }

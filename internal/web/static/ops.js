@@ -1209,19 +1209,23 @@
     agreement: function () {
       if (now() - agAt < AGREEMENT_MS) { return Promise.resolve(); }
       return loadAgreement();
-    }
+    },
+    // The instructions view (ops-instructions.js) loads when routed to,
+    // not on every refresh: its edit box is not refilled under the operator.
+    instructions: function () { return Promise.resolve(); }
   };
 
   // routeOf reads a hash: its view and id (0 for none), or null for a hash
   // the console has no page at. The routes: "" and #pool, #tasks and
-  // #tasks/ID, #editors and #editors/ID, #agreement and #agreement/CATEGORY.
+  // #tasks/ID, #editors and #editors/ID, #agreement and #agreement/CATEGORY, #instructions and
+  // #instructions/CATEGORY.
   function routeOf(hash) {
     var parts = hash.replace(/^#/, '').split('/');
     if (parts[0] === '' && parts.length === 1) { return { view: 'pool', id: 0 }; }
-    if (parts[0] === 'agreement') {
+    if (parts[0] === 'agreement' || parts[0] === 'instructions') {
       var cat = '';
       try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { return null; }
-      return { view: 'agreement', id: 0, category: cat };
+      return { view: parts[0], id: 0, category: cat };
     }
     if (!loaders[parts[0]] || parts.length > 2 || parts[0] === 'pool' && parts.length > 1) { return null; }
     if (parts.length === 1) { return { view: parts[0], id: 0 }; }
@@ -1234,7 +1238,7 @@
     var id = r ? r.id : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors', 'agreement', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'agreement', 'instructions', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
@@ -1247,6 +1251,10 @@
     if (view === 'agreement') {
       agCat = r.category;
       return loadAgreement().then(stamp);
+    }
+    if (view === 'instructions') {
+      document.dispatchEvent(new CustomEvent('taskd:instructions-route', { detail: { category: r.category } }));
+      return Promise.resolve().then(stamp);
     }
     if (view === 'tasks') {
       taskOpen = id;
