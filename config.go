@@ -247,18 +247,20 @@ type ScheduleConfig struct {
 	// optional seconds, in UTC unless it starts with "CRON_TZ=Zone "); see
 	// schedule.Parse. @every counts from the Unix epoch. Required.
 	Spec string `yaml:"spec"`
-	// Category, Title, Payload and Priority make the task, as in POST
-	// /v1/tasks; Payload is a JSON object (nil: {}).
+	// Category, Title, Payload, Priority and LimitKey make the task, as in
+	// POST /v1/tasks; Payload is a JSON object (nil: {}). LimitKey is the
+	// task's key under its category's key_limit (default "": none).
 	Category string         `yaml:"category"`
 	Title    string         `yaml:"title"`
 	Payload  map[string]any `yaml:"payload"`
 	Priority int            `yaml:"priority"`
+	LimitKey string         `yaml:"limit_key"`
 }
 
 // periodic returns the dispatcher's form of c.
 func (c ScheduleConfig) periodic() (schedule.Periodic, error) {
 	p := schedule.Periodic{Name: c.Name, Spec: c.Spec, Task: tasks.NewTask{
-		Category: c.Category, Title: c.Title, Priority: c.Priority,
+		Category: c.Category, Title: c.Title, Priority: c.Priority, LimitKey: c.LimitKey,
 	}}
 	if c.Payload != nil {
 		data, err := json.Marshal(c.Payload)
@@ -868,7 +870,7 @@ func (v *validator) schedules() {
 			case strings.HasPrefix(err.Error(), "schedule"):
 				field = "spec"
 			default:
-				for _, f := range []string{"category", "title", "payload", "priority"} {
+				for _, f := range []string{"category", "title", "payload", "priority", "limit_key"} {
 					if strings.HasPrefix(msg, f) {
 						field = f
 					}

@@ -713,6 +713,7 @@ schedules:
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, colour: red}\n", "schedules[0].colour", []string{"unknown key"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, priority: high}\n", "schedules[0].priority", []string{"must be an integer"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: [1]}\n", "schedules[0].payload", []string{"must be a mapping"}},
+		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, limit_key: ' x'}\n", "schedules[0].limit_key", []string{"limit_key", "test.yaml line 2"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', title: t}\n", "schedules[0].category", []string{"category is required", "test.yaml line 2"}},
 		{"schedules:\n  - {name: a, spec: '@hourly', category: c, title: t, payload: {a: {1: x}}}\n", "schedules[0].payload", []string{"cannot be JSON"}},
 		{"schedules:\n  - just a string\n", "schedules[0]", []string{"must be a mapping"}},
