@@ -301,7 +301,7 @@ func hasSection(keys map[string]Key, path string) bool {
 }
 
 // scheduleFields are the keys of one item of schedules.
-var scheduleFields = []string{"name", "spec", "category", "title", "payload", "priority"}
+var scheduleFields = []string{"name", "spec", "category", "title", "payload", "priority", "limit_key"}
 
 // schedules applies the list of periodic tasks. Each item is a mapping of
 // scheduleFields; the errors name the item by its index ("schedules[1].spec").
@@ -364,6 +364,8 @@ func (l *loader) schedules(n *yaml.Node) {
 				sc.Category = vn.Value
 			case "title":
 				sc.Title = vn.Value
+			case "limit_key":
+				sc.LimitKey = vn.Value
 			case "priority":
 				p, err := strconv.Atoi(strings.TrimSpace(vn.Value))
 				if err != nil {
