@@ -174,7 +174,12 @@ func TestInsertTxCommitWakes(t *testing.T) {
 			t.Errorf("the worker ran task %d, want %d", got, id)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the worker did not claim the task of a *sql.Tx within 5s of its commit")
+		// Where it stuck: the task's state, the commit waiters, the callers
+		// waiting for tasks.
+		task, err := e.Task(ctx, id)
+		queued, running := e.CommitWaitersForTest()
+		t.Fatalf("the worker did not claim the task of a *sql.Tx within 5s of its commit: task %+v (%v); commit waiters %d queued, %d running; %d callers waiting",
+			task, err, queued, running, e.WaitersForTest())
 	}
 	testenv.Eventually(t, 5*time.Second, "the commit waiters end with nothing to watch", func() bool {
 		queued, running := e.CommitWaitersForTest()
