@@ -100,7 +100,20 @@ func catArgs(cats []string) []any {
 
 // submitSQL is the baselines' submit: fenced UPDATE to done and the result
 // row, in one transaction.
-func submitSQL(ctx context.Context, db *sqlx.DB, e *editor, r ref) error {
+func submitSQL(ctx context.Context, db *sqlx.DB, e *editor, r ref) (err error) {
+	// InnoDB may choose the submit as a deadlock's victim (its result's
+	// foreign key takes a shared lock on the task's row while claims lock
+	// others): it runs again, as the store's does.
+	for range deadlockAttempts {
+		if err = submitOnce(ctx, db, e, r); !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// submitOnce is one transaction of submitSQL.
+func submitOnce(ctx context.Context, db *sqlx.DB, e *editor, r ref) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
