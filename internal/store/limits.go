@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -186,11 +187,14 @@ func (s *Store) lockLimit(ctx context.Context, tx *sqlx.Tx, id int64) (w tasks.W
 // limitRoom returns ErrLimited when t, a pending task of a category with
 // limits w whose row lockLimit locked, has no room to be claimed.
 func limitRoom(ctx context.Context, tx *sqlx.Tx, w tasks.Workflow, t tasks.Task) error {
-	var cat, key int64
+	// NULL, which a Galera node was seen to answer for a count in a
+	// transaction it was aborting, is no room: a limit is never passed on
+	// a count the server did not give.
+	var cat, key sql.NullInt64
 	if err := tx.QueryRowxContext(ctx, roomSQL, w.MaxInFlight, t.Category, w.KeyLimit, t.Category, t.LimitKey).Scan(&cat, &key); err != nil {
 		return err
 	}
-	if w.MaxInFlight > 0 && cat < 1 || w.KeyLimit > 0 && t.LimitKey != "" && key < 1 {
+	if w.MaxInFlight > 0 && (!cat.Valid || cat.Int64 < 1) || w.KeyLimit > 0 && t.LimitKey != "" && (!key.Valid || key.Int64 < 1) {
 		return tasks.ErrLimited
 	}
 	return nil
