@@ -187,9 +187,8 @@ func (s *Store) lockLimit(ctx context.Context, tx *sqlx.Tx, id int64) (w tasks.W
 // limitRoom returns ErrLimited when t, a pending task of a category with
 // limits w whose row lockLimit locked, has no room to be claimed.
 func limitRoom(ctx context.Context, tx *sqlx.Tx, w tasks.Workflow, t tasks.Task) error {
-	// NULL, which a Galera node was seen to answer for a count in a
-	// transaction it was aborting, is no room: a limit is never passed on
-	// a count the server did not give.
+	// NULL, which a Galera node answered once under the fault suite, is no
+	// room: a limit is never passed on a count the server did not give.
 	var cat, key sql.NullInt64
 	if err := tx.QueryRowxContext(ctx, roomSQL, w.MaxInFlight, t.Category, w.KeyLimit, t.Category, t.LimitKey).Scan(&cat, &key); err != nil {
 		return err
