@@ -3,8 +3,10 @@
 // with the API's long poll. A task with stages shows its stage and the
 // results of its earlier stages, and a review stage approves or sends back
 // with notes; an editor who may hold several claims sees them all, switches
-// between them and keeps each alive. Everything from the server is written
-// with textContent, never as HTML.
+// between them and keeps each alive. What the editor types is kept in this
+// browser until it is handed in, and shown to copy when the claim ends
+// first (drafts, below). Everything from the server is written with
+// textContent, never as HTML.
 (function () {
   'use strict';
 
@@ -43,6 +45,8 @@
     return fetch('/app/v1' + path, opts).then(function (res) {
       var d = Date.parse(res.headers.get('Date') || '');
       if (!isNaN(d)) { skew = d - now(); }
+      var pending = res.headers.get('Taskd-Instructions-Pending');
+      if (pending) { instructionsPending(pending); }
       if (res.status === 204) { return { status: 204, data: null }; }
       return res.json().then(function (data) { return { status: res.status, data: data }; },
         function () { return { status: res.status, data: null }; });
@@ -239,10 +243,11 @@
   function cap(s) { return s.charAt(0).toUpperCase() + s.slice(1); }
 
   // saveDraft keeps the decision and notes typed for the task shown, for
-  // when the editor comes back to it.
+  // when the editor comes back to it, in the page and in the browser.
   function saveDraft() {
     if (!cur || !claims[cur.task.id]) { return; }
     claims[cur.task.id].draft = { notes: $('notes').value, decision: decision(), edited: $('edited').value };
+    persistDraft();
   }
 
   function show(a) {
@@ -260,8 +265,9 @@
     if (!same) {
       // A new task starts from the default decision, so that a key pressed
       // out of habit never carries the last task's choice over to this one;
-      // a task held before gets back what was typed for it.
-      var d = c.draft || { notes: '', decision: 'approve', edited: editedText(a) };
+      // a task held before gets back what was typed for it, and so does
+      // the claim held when the page was loaded again.
+      var d = c.draft || storedDraft(a) || { notes: '', decision: 'approve', edited: editedText(a) };
       $('notes').value = d.notes;
       $('edited').value = editing(a) ? d.edited : '';
       var group = reviewing(a) ? 'review' : 'decision';
@@ -273,6 +279,7 @@
     }
     hideReason();
     renderHeld();
+    renderKept();
     $('waiting').hidden = true;
     $('task').hidden = false;
     $('task').setAttribute('data-task', String(a.task.id));
@@ -303,7 +310,7 @@
       // A second's grace past the end covers the Date header's rounding,
       // so that the server has surely ended the claim too.
       if (h.leaseAt - t <= -1000) {
-        lost(h.a, 'Your lease on task #' + h.a.task.id + ' ran out, so the task went back to the pool.');
+        lost(h.a, 'Your lease on task #' + h.a.task.id + ' ran out, so the task went back to the pool.', 'its lease ran out');
         return;
       }
       if (present() && !h.beating && !h.holdLimited && t >= h.nextBeat) { heartbeat(h); }
@@ -325,7 +332,7 @@
         return;
       }
       if (r.status === 409 || r.status === 403 || r.status === 404) {
-        lost(a, lostText(a, r));
+        lost(a, lostText(a, r), lostReason(r));
         return;
       }
       // 503 or the network: try again soon, while the lease lasts.
@@ -344,9 +351,20 @@
     return 'Your claim on task #' + a.task.id + ' was lost: ' + message(r);
   }
 
-  // lost says why the claim on a is gone; when it is the task shown, it
-  // moves on to another held or the next task.
-  function lost(a, text) {
+  // lostReason says in a few words why the server refused a write about a
+  // claim, for the draft kept from it.
+  function lostReason(r) {
+    var code = r.data && r.data.error ? r.data.error.code : '';
+    if (code === 'task_cancelled') { return 'an operator cancelled the task'; }
+    if (code === 'stale_fence') { return 'it expired or was taken back'; }
+    return message(r);
+  }
+
+  // lost says why the claim on a is gone and keeps what was typed for it
+  // (reason: why, in a few words); when it is the task shown, it moves on
+  // to another held or the next task.
+  function lost(a, text, reason) {
+    keepLostDraft(a.task, a.fence, reason || 'it ended');
     delete claims[a.task.id];
     if (!cur || cur.task.id !== a.task.id) {
       notice(text, 'bad');
@@ -425,7 +443,7 @@
         if (r.status === 200 || r.status === 204) { busy = false; notice(''); done(r); refreshMe(); return; }
         if (r.status === 409 || r.status === 403 || r.status === 404) {
           busy = false;
-          lost(a, lostText(a, r));
+          lost(a, lostText(a, r), lostReason(r));
           refreshMe();
           return;
         }
@@ -463,6 +481,7 @@
     }
     var a = cur;
     act('submit', body, function (r) {
+      forgetDraft(a);
       delete claims[a.task.id];
       if (cur && cur.task.id === a.task.id) { cur = null; }
       if (d === 'send_back') { notice('Task #' + a.task.id + ' was sent back to its ' + a.stages[a.stages.indexOf(a.stage) - 1] + ' stage.'); }
@@ -486,6 +505,7 @@
     if (!cur) { return; }
     var a = cur;
     act('release', { fence: cur.fence, reason: $('reason').value, skip: reasonSkip }, function () {
+      forgetDraft(a);
       delete claims[a.task.id];
       cur = null;
       moveOn(null);
@@ -694,8 +714,9 @@
   }
 
   // syncHeld reads the claims the editor holds, as the server sees them:
-  // ones taken elsewhere join the list, ones gone leave it.
-  function syncHeld() {
+  // ones taken elsewhere join the list, ones gone leave it, and what was
+  // typed for a claim no longer held is kept as ended for reason.
+  function syncHeld(reason) {
     return call('GET', '/assignments').then(function (r) {
       if (signedOut(r) || r.status !== 200) { return; }
       capacity = r.data.capacity || capacity;
@@ -704,10 +725,339 @@
       Object.keys(claims).forEach(function (k) {
         if (!seen[k] && (!cur || String(cur.task.id) !== k)) { delete claims[k]; }
       });
+      endDrafts(r.data.assignments, reason || 'it ended elsewhere');
       if (!cur) { moveOn(null); return; }
       renderHeld();
     });
   }
+
+  // --- drafts kept in this browser ---
+  // What the editor types for a claim (the decision, the notes, the edited
+  // text) is kept in this browser's localStorage as it is typed, under the
+  // editor, the task and the claim's fence, so that two editors of one
+  // browser never read each other's. A reload while the claim lives puts it
+  // back into the form. A claim that ends first (its lease ran out, it was
+  // taken back or cancelled, a heartbeat or submit was refused, or it ended
+  // while the page was closed) shows it above the task, to copy, rather than
+  // dropping it; when the same editor holds that task again under a new
+  // claim, at the same stage, it may put it back into the form. A draft goes
+  // after its submit, skip or release, when dismissed, at sign out, and
+  // DRAFT_TTL after it was last typed in. Nothing about drafts is sent to
+  // the server.
+  var DRAFT_PREFIX = 'taskd.draft.v1.'; // + editor id + '.' + task id + '.' + fence
+  var DRAFT_TTL = 7 * 24 * 3600 * 1000;
+  var DRAFT_SAVE_MS = 400;             // saved this long after the last keystroke
+  var draftTimer = 0;
+  var keptShown = '';                  // what renderKept last drew
+
+  // draftStorage is the browser's localStorage, or null where the browser
+  // refuses it (its settings, a sandbox): then nothing is kept.
+  function draftStorage() {
+    try { return window.localStorage; } catch (e) { return null; }
+  }
+
+  function draftKey(task, fence) { return DRAFT_PREFIX + meID + '.' + task + '.' + fence; }
+
+  function parseDraft(text) {
+    try {
+      var d = JSON.parse(text);
+      return d && typeof d === 'object' && typeof d.saved === 'number' ? d : null;
+    } catch (e) { return null; }
+  }
+
+  // readDraft returns the editor's draft of the claim (task, fence), or null.
+  function readDraft(task, fence) {
+    var st = draftStorage();
+    if (!st || !meID) { return null; }
+    try {
+      var d = parseDraft(st.getItem(draftKey(task, fence)));
+      return d && d.editor === meID && now() - d.saved < DRAFT_TTL ? d : null;
+    } catch (e) { return null; }
+  }
+
+  // writeDraft stores d; when the storage is full it drops the expired drafts
+  // and tries once more. It reports whether d was stored.
+  function writeDraft(d) {
+    var st = draftStorage();
+    if (!st || !meID) { return false; }
+    for (var i = 0; i < 2; i++) {
+      try { st.setItem(draftKey(d.task, d.fence), JSON.stringify(d)); return true; } catch (e) { sweepDrafts(); }
+    }
+    return false;
+  }
+
+  function dropDraft(task, fence) {
+    var st = draftStorage();
+    if (!st || !meID) { return; }
+    try { st.removeItem(draftKey(task, fence)); } catch (e) { /* nothing was kept */ }
+  }
+
+  // draftKeys lists the keys of the stored drafts whose keys start with
+  // prefix.
+  function draftKeys(st, prefix) {
+    var keys = [];
+    for (var i = 0; i < st.length; i++) {
+      var k = st.key(i);
+      if (k && k.indexOf(prefix) === 0) { keys.push(k); }
+    }
+    return keys;
+  }
+
+  // myDrafts returns the editor's unexpired drafts, oldest first.
+  function myDrafts() {
+    var st = draftStorage(), out = [];
+    if (!st || !meID) { return out; }
+    try {
+      draftKeys(st, DRAFT_PREFIX + meID + '.').forEach(function (k) {
+        var d = parseDraft(st.getItem(k));
+        if (d && d.editor === meID && now() - d.saved < DRAFT_TTL) { out.push(d); }
+      });
+    } catch (e) { /* as far as it could be read */ }
+    return out.sort(function (x, y) { return x.saved - y.saved; });
+  }
+
+  // sweepDrafts removes every editor's drafts typed in more than DRAFT_TTL
+  // ago, and anything under the prefix that is not a draft.
+  function sweepDrafts() {
+    var st = draftStorage();
+    if (!st) { return; }
+    try {
+      draftKeys(st, DRAFT_PREFIX).forEach(function (k) {
+        var d = parseDraft(st.getItem(k));
+        if (!d || now() - d.saved >= DRAFT_TTL) { st.removeItem(k); }
+      });
+    } catch (e) { /* the next load tries again */ }
+  }
+
+  // inputOf names what a's form takes: the edited text ('edit'), approve or
+  // send back ('review'), or a decision.
+  function inputOf(a) { return editing(a) ? 'edit' : reviewing(a) ? 'review' : 'decision'; }
+
+  // persistDraft stores what the form holds for the claim shown, or removes
+  // its draft when nothing is typed there (empty notes and the edited text
+  // as it started): a decision alone is not kept.
+  function persistDraft() {
+    clearTimeout(draftTimer);
+    draftTimer = 0;
+    if (!cur || !meID || !claims[cur.task.id]) { return; }
+    var input = inputOf(cur), edited = $('edited').value;
+    var d = {
+      editor: meID, task: cur.task.id, fence: cur.fence, title: cur.task.title || '',
+      category: cur.task.category, stage: cur.stage || '', input: input,
+      decision: input === 'edit' ? '' : decision(), notes: $('notes').value,
+      edited: input === 'edit' && edited !== editedText(cur) ? edited : null,
+      saved: now(), lost: null
+    };
+    if (!d.notes.trim() && d.edited === null) { dropDraft(d.task, d.fence); return; }
+    if (!writeDraft(d)) {
+      notice('This browser could not keep what you typed (its storage is full or turned off): hand it in before you leave.', 'warn');
+    }
+  }
+
+  function scheduleDraft() {
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(persistDraft, DRAFT_SAVE_MS);
+  }
+
+  // forgetDraft removes the draft of the claim a, handed in or given back.
+  function forgetDraft(a) {
+    clearTimeout(draftTimer);
+    draftTimer = 0;
+    dropDraft(a.task.id, a.fence);
+  }
+
+  // storedDraft returns, in the form's terms, what was typed for the live
+  // claim a and kept, or null.
+  function storedDraft(a) {
+    var d = readDraft(a.task.id, a.fence);
+    if (!d || d.lost || d.input !== inputOf(a)) { return null; }
+    return { notes: d.notes || '', decision: d.decision || 'approve', edited: typeof d.edited === 'string' ? d.edited : editedText(a) };
+  }
+
+  // keepLostDraft keeps what the editor typed for its claim on task (an
+  // assignment's task) under fence, which ended for reason (a few words:
+  // "its lease ran out"), and shows it above the task with that reason, to
+  // copy. Call it while the page still holds the claim (and shows it, if it
+  // did): what the form holds is stored first. It reports whether anything
+  // typed was kept.
+  function keepLostDraft(task, fence, reason) {
+    if (cur && cur.task.id === task.id && cur.fence === fence) { persistDraft(); }
+    var d = readDraft(task.id, fence);
+    if (!d) { return false; }
+    if (!d.lost) {
+      d.lost = { reason: reason, at: now() };
+      writeDraft(d);
+    }
+    renderKept();
+    return true;
+  }
+
+  // endDrafts keeps, as ended for reason, the editor's drafts of claims that
+  // are neither among assignments (the claims the server says it holds) nor
+  // held by this page.
+  function endDrafts(assignments, reason) {
+    var live = {};
+    assignments.forEach(function (a) { live[a.task.id + '.' + a.fence] = true; });
+    Object.keys(claims).forEach(function (k) { live[k + '.' + claims[k].a.fence] = true; });
+    myDrafts().forEach(function (d) {
+      if (d.lost || live[d.task + '.' + d.fence]) { return; }
+      d.lost = { reason: reason, at: now() };
+      writeDraft(d);
+    });
+    renderKept();
+  }
+
+  // canPutBack reports whether the lost draft d may go into the form shown:
+  // the editor holds its task again, under a new claim, at the same stage.
+  function canPutBack(d) {
+    return !!(cur && claims[cur.task.id] && cur.task.id === d.task && cur.fence !== d.fence &&
+      inputOf(cur) === d.input && (cur.stage || '') === d.stage);
+  }
+
+  var CHOICES = { approve: 'Approve', reject: 'Reject', escalate: 'Escalate', send_back: 'Send back' };
+
+  // renderKept shows the editor's drafts of ended claims, newest first.
+  function renderKept() {
+    var kept = myDrafts().filter(function (d) { return d.lost; }).reverse();
+    var key = kept.map(function (d) { return d.task + '.' + d.fence + (canPutBack(d) ? '+' : ''); }).join(',');
+    if (key === keptShown) { return; } // unchanged: keep the selection made in it
+    keptShown = key;
+    var box = $('drafts');
+    clear(box);
+    kept.forEach(function (d) { box.appendChild(keptItem(d)); });
+    box.hidden = !kept.length;
+  }
+
+  function keptItem(d) {
+    var sec = document.createElement('section');
+    sec.className = 'card draft-kept';
+    sec.setAttribute('data-task', String(d.task));
+    sec.setAttribute('data-fence', String(d.fence));
+    var h = document.createElement('h2');
+    h.setAttribute('role', 'alert');
+    h.textContent = 'Your claim on task #' + d.task + ' ended (' + d.lost.reason + '). Your unfinished text is kept below: copy it.';
+    sec.appendChild(h);
+    var meta = document.createElement('p');
+    meta.className = 'muted small';
+    meta.textContent = (d.title ? '“' + d.title + '” · ' : '') + d.category + (d.stage ? ' · ' + d.stage + ' stage' : '') +
+      ' · typed ' + fmtWhen(new Date(d.saved).toISOString()) + '. Kept in this browser only, until you dismiss it (at most 7 days).';
+    sec.appendChild(meta);
+    if (typeof d.edited === 'string') { sec.appendChild(keptField(d, 'edited', 'Edited text', d.edited, 8)); }
+    if (d.input !== 'edit' && d.decision) {
+      var p = document.createElement('p');
+      p.className = 'kept-decision';
+      p.textContent = 'Your choice: ' + (CHOICES[d.decision] || d.decision);
+      sec.appendChild(p);
+    }
+    if (d.notes && d.notes.trim()) { sec.appendChild(keptField(d, 'notes', 'Notes', d.notes, 3)); }
+    var acts = document.createElement('div');
+    acts.className = 'actions';
+    if (canPutBack(d)) {
+      var offer = document.createElement('p');
+      offer.className = 'kept-offer';
+      offer.textContent = 'You hold task #' + d.task + ' again, under a new claim: put this text back into its form if it still applies.';
+      sec.appendChild(offer);
+      acts.appendChild(keptButton('Put back into the form', 'put-back', function () { putBack(d); }, true));
+    }
+    acts.appendChild(keptButton('Dismiss', 'dismiss', function () { dropDraft(d.task, d.fence); renderKept(); }, false));
+    sec.appendChild(acts);
+    return sec;
+  }
+
+  function keptButton(text, act, onClick, primary) {
+    var b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = text;
+    b.setAttribute('data-act', act);
+    if (primary) { b.className = 'primary'; }
+    b.addEventListener('click', onClick);
+    return b;
+  }
+
+  // keptField is a kept text, read-only (it can be selected), and a button
+  // that copies it.
+  function keptField(d, name, label, text, rows) {
+    var div = document.createElement('div');
+    div.className = 'kept-field';
+    var id = 'kept-' + d.task + '-' + d.fence + '-' + name;
+    var l = document.createElement('label');
+    l.setAttribute('for', id);
+    l.textContent = label;
+    var ta = document.createElement('textarea');
+    ta.id = id;
+    ta.readOnly = true;
+    ta.rows = rows;
+    ta.value = text;
+    ta.setAttribute('data-field', name);
+    var b = keptButton('Copy ' + label.toLowerCase(), 'copy', function () { copyKept(ta, b, label); }, false);
+    div.appendChild(l);
+    div.appendChild(ta);
+    div.appendChild(b);
+    return div;
+  }
+
+  // copyKept copies the text of ta to the clipboard; where the browser
+  // refuses, the text is left selected for the editor to copy.
+  function copyKept(ta, btn, label) {
+    var said = function (ok) { btn.textContent = ok ? 'Copied' : 'Selected: copy it with your keyboard or menu'; };
+    ta.focus();
+    ta.select();
+    var legacy = function () {
+      ta.select();
+      try { return document.execCommand('copy'); } catch (e) { return false; }
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(ta.value).then(function () { said(true); }, function () { said(legacy()); });
+    } else {
+      said(legacy());
+    }
+    setTimeout(function () { btn.textContent = 'Copy ' + label.toLowerCase(); }, 4000);
+  }
+
+  // putBack fills the form of the claim shown with the lost draft d, which
+  // then becomes that claim's draft.
+  function putBack(d) {
+    if (!canPutBack(d)) { renderKept(); return; }
+    if (typeof d.edited === 'string') { $('edited').value = d.edited; }
+    $('notes').value = d.notes || '';
+    if (d.input !== 'edit' && d.decision) {
+      var el = document.querySelector('input[name="' + (d.input === 'review' ? 'review' : 'decision') + '"][value="' + d.decision + '"]');
+      if (el) { el.checked = true; }
+      submitLabel();
+    }
+    dropDraft(d.task, d.fence);
+    persistDraft();
+    renderKept();
+    $(typeof d.edited === 'string' ? 'edited' : 'notes').focus();
+  }
+
+  // dropMyDrafts removes every draft of the editor (at sign out).
+  function dropMyDrafts() {
+    myDrafts().forEach(function (d) { dropDraft(d.task, d.fence); });
+  }
+
+  // --- instructions held back ---
+  // instructionsPending tells the instructions panel (instructions.js) at
+  // once that an answer left out categories whose instructions the editor
+  // has yet to confirm (header, Taskd-Instructions-Pending: the names
+  // percent-encoded as in a query string, separated by commas), so that it
+  // asks for the confirmation now rather than at its next periodic reading.
+  function instructionsPending(header) {
+    var cats = header.split(',').map(function (c) {
+      try { return decodeURIComponent(c.replace(/\+/g, ' ')); } catch (e) { return c; }
+    });
+    document.dispatchEvent(new CustomEvent('taskd:instructions-pending', { detail: { categories: cats } }));
+  }
+
+  // Drafts: saved as typed, at once when the page is hidden or left, shown
+  // again when another tab of this browser keeps or dismisses one, and
+  // removed at sign out.
+  $('submit-form').addEventListener('input', scheduleDraft);
+  $('submit-form').addEventListener('change', scheduleDraft);
+  window.addEventListener('pagehide', function () { if (draftTimer) { persistDraft(); } });
+  document.addEventListener('visibilitychange', function () { if (document.hidden && draftTimer) { persistDraft(); } });
+  window.addEventListener('storage', function (e) { if (!e.key || e.key.indexOf(DRAFT_PREFIX) === 0) { renderKept(); } });
+  document.querySelector('form.signout').addEventListener('submit', dropMyDrafts);
 
   // --- wiring ---
   ['keydown', 'pointerdown', 'pointermove', 'wheel', 'touchstart', 'input'].forEach(function (ev) {
@@ -757,7 +1107,10 @@
 
   setInterval(tick, 1000);
   refreshMe().then(function (me) {
-    if (me && me.capacity > 1) { syncHeld(); return; }
+    sweepDrafts();
+    var closed = 'it ended while this page was closed';
+    if (me && me.capacity > 1) { syncHeld(closed); return; }
+    if (me) { endDrafts(me.assignment ? [me.assignment] : [], closed); }
     if (me && me.assignment) { show(me.assignment); } else { waitForWork(); }
   });
 }());

@@ -38,11 +38,15 @@
 
   function clear(e) { while (e.firstChild) { e.removeChild(e.firstChild); } }
 
+  var again = false;  // read once more when the reading in flight ends
+
   function load() {
     if (loading) { return loading; }
     loading = call('GET', '/me/instructions').then(function (r) {
       loading = null;
       if (r.status === 200 && r.data) { list = r.data.instructions || []; render(); }
+      if (again) { again = false; return load(); }
+      return undefined;
     });
     return loading;
   }
@@ -131,6 +135,13 @@
   new MutationObserver(onTask).observe($('task'), { attributes: true, attributeFilter: ['hidden'] });
   new MutationObserver(onTask).observe($('t-category'), { childList: true, characterData: true, subtree: true });
   setInterval(function () { if (!document.hidden) { load(); } }, REFRESH_MS);
+  // A claim answer named categories whose instructions wait for a
+  // confirmation (app.js, from the Taskd-Instructions-Pending header): read
+  // them now, after any reading begun before that answer.
+  document.addEventListener('taskd:instructions-pending', function () {
+    if (loading) { again = true; return; }
+    load();
+  });
   document.addEventListener('visibilitychange', function () { if (!document.hidden) { load(); } });
   load();
 }());
