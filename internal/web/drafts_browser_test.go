@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -263,4 +262,52 @@ func TestBrowserInstructionsPendingAtOnce(t *testing.T) {
 	s.addTask("news", 5, "Council votes", map[string]any{"text": "x"})
 	tb.do("submit", chromedp.Click(chromedp.CSS("#b-submit")))
 	tb.waitWithin(8*time.Second, "the instructions to confirm", `document.querySelector('.instr-new[data-category="news"]') !== null && document.body.dataset.state === "waiting"`)
+}
+
+// TestFirefoxDraftKeptAndInstructionsPending: in Firefox too, what an editor
+// types is kept as it is typed, back in the form after a reload, and shown
+// with the reason when an operator cancels the task; a submit whose answer
+// says a category is held back for instructions makes the page ask for the
+// confirmation at once.
+func TestFirefoxDraftKeptAndInstructionsPending(t *testing.T) {
+	cfg := taskd.Config{}
+	cfg.Dispatch.LeaseTTL = 3 * time.Second // heartbeats every second
+	s := startServer(t, cfg)
+	_, token := s.editor("Ada Editor", "desk", "news")
+	id := draftTask(s)
+	s.addTask("desk", 1, "Ferry timetable", map[string]any{"text": "Ferries run hourly."})
+
+	tb := newFirefox(t, 1280, 900, 1)
+	tb.signIn(s, token)
+	tb.showing("Harbour budget")
+	tb.run("clear the edit", `document.getElementById("edited").value = ""`)
+	tb.typeInto("#edited", draftEdited)
+	tb.typeInto("#notes", draftNotes)
+	tb.waitJS("the draft kept in the browser", draftKeys("")+`.some(k => JSON.parse(localStorage.getItem(k)).notes === `+js(draftNotes)+`)`)
+	tb.navigate(s.base + "/")
+	tb.showing("Harbour budget")
+	if got := fxEval[string](tb, `document.getElementById("edited").value + "|" + document.getElementById("notes").value`); got != draftEdited+"|"+draftNotes {
+		t.Errorf("after a reload the form holds %q", got)
+	}
+
+	s.admin("POST", fmt.Sprintf("/v1/admin/tasks/%d/cancel", id), map[string]any{}, http.StatusNoContent, nil)
+	tb.waitJS("the draft kept on the page", kept(id)+` === `+js(keptHeading(id, "an operator cancelled the task")+"|"+draftEdited+"|"+draftNotes))
+	tb.showing("Ferry timetable")
+
+	// Instructions set now, read by the page next only some 20 s later: the
+	// submit's answer says news is held back.
+	s.admin("PUT", "/v1/admin/categories/news/instructions", map[string]string{"markdown": "Check every name."}, http.StatusOK, nil)
+	s.addTask("news", 9, "Council votes", map[string]any{"text": "x"})
+	tb.click("#b-submit")
+	submitted := time.Now()
+	tb.waitJS("the instructions to confirm", `document.querySelector('.instr-new[data-category="news"]') !== null && document.body.dataset.state === "waiting"`)
+	if d := time.Since(submitted); d > 10*time.Second {
+		t.Errorf("the instructions to confirm showed %v after the submit whose answer named them", d)
+	}
+	if w := fxEval[int](tb, `document.documentElement.scrollWidth`); w > 1280 {
+		t.Errorf("the page is %dpx wide", w)
+	}
+	tb.screenshot("firefox-workspace-draft-kept")
+	tb.click(`.draft-kept button[data-act="dismiss"]`)
+	tb.waitJS("the draft gone", `document.getElementById("drafts").hidden && `+draftKeys("")+`.length === 0`)
 }

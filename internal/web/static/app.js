@@ -986,7 +986,8 @@
     var ta = document.createElement('textarea');
     ta.id = id;
     ta.readOnly = true;
-    ta.rows = rows;
+    // As tall as the text, about, up to rows lines: it scrolls past them.
+    ta.rows = Math.min(rows, text.split('\n').reduce(function (n, line) { return n + 1 + Math.floor(line.length / 70); }, 1));
     ta.value = text;
     ta.setAttribute('data-field', name);
     var b = keptButton('Copy ' + label.toLowerCase(), 'copy', function () { copyKept(ta, b, label); }, false);
