@@ -749,6 +749,7 @@
   var DRAFT_SAVE_MS = 400;             // saved this long after the last keystroke
   var draftTimer = 0;
   var keptShown = '';                  // what renderKept last drew
+  var draftWarned = false;             // the editor was told a draft could not be kept
 
   // draftStorage is the browser's localStorage, or null where the browser
   // refuses it (its settings, a sandbox): then nothing is kept.
@@ -849,7 +850,8 @@
       saved: now(), lost: null
     };
     if (!d.notes.trim() && d.edited === null) { dropDraft(d.task, d.fence); return; }
-    if (!writeDraft(d)) {
+    if (!writeDraft(d) && !draftWarned) {
+      draftWarned = true; // once a page: the editor keeps typing
       notice('This browser could not keep what you typed (its storage is full or turned off): hand it in before you leave.', 'warn');
     }
   }
