@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -25,6 +26,10 @@ const (
 	// result with the answer's, each as text with surrounding spaces trimmed.
 	GoldRuleFields = "fields"
 )
+
+// ErrGoldHeld means a task cannot be marked gold now: a claim holds it. Mark
+// it once the claim ended. Nothing was changed.
+var ErrGoldHeld = errors.New("task is held by a claim")
 
 // GoldRunAfter is the run_after of a gold task's copies, and of a gold task's
 // own row when it was pending: no claim ever finds such a row claimable, so a

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -167,10 +166,6 @@ ON DUPLICATE KEY UPDATE answer = VALUES(answer)`
 	goldTaskSQL = `SELECT task_id, category, answer, created_at FROM gold_tasks WHERE task_id = ?`
 )
 
-// ErrGoldHeld means a task cannot be marked gold now: a claim holds it. Mark
-// it once the claim ended.
-var ErrGoldHeld = errors.New("task is held by a claim")
-
 // MarkGold makes task id a gold task with answer a, or gives a gold task a
 // new answer, checked against its category's rule (rules returns it, false
 // when the category has none). A pending task is taken out of the pool for
@@ -202,7 +197,7 @@ func (s *Store) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rule
 			return err
 		}
 		if row.Status == tasks.StatusAssigned {
-			return ErrGoldHeld
+			return tasks.ErrGoldHeld
 		}
 		answer, err := json.Marshal(a)
 		if err != nil {

@@ -220,7 +220,7 @@ func TestMarkGoldRefuses(t *testing.T) {
 	}
 	ann := b.editor(t, "ann", "facts")
 	b.claim(t, facts, "editor:ann", ann.ID, time.Minute)
-	if _, err := b.store.MarkGold(b.ctx, facts, tasks.GoldAnswer{Result: rawJSON(`{"label":"x","score":1}`)}, goldRules); !errors.Is(err, store.ErrGoldHeld) {
+	if _, err := b.store.MarkGold(b.ctx, facts, tasks.GoldAnswer{Result: rawJSON(`{"label":"x","score":1}`)}, goldRules); !errors.Is(err, tasks.ErrGoldHeld) {
 		t.Errorf("mark a held task: %v, want ErrGoldHeld", err)
 	}
 	if _, err := b.store.MarkGold(b.ctx, 1<<40, tasks.GoldAnswer{Decision: "approve"}, goldRules); !errors.Is(err, tasks.ErrNotFound) {
