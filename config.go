@@ -214,10 +214,10 @@ type CategoryConfig struct {
 	// read by Engine.Start (a relative path is relative to the process's
 	// working directory): friendlier for long text. At most one of the two.
 	InstructionsFile string `yaml:"instructions_file"`
-	// Gold, when set, is how the category's gold tasks (tasks with a known
-	// answer) are mixed into its editors' claims and scored. Default: none
-	// is served.
-	Gold *GoldConfig `yaml:"gold"`
+	// Gold, when its Rule is set, is how the category's gold tasks (tasks
+	// with a known answer) are mixed into its editors' claims and scored.
+	// Default: none is served.
+	Gold GoldConfig `yaml:"gold"`
 }
 
 // GoldConfig is a category's gold rule (see CategoryConfig.Gold).
@@ -253,7 +253,7 @@ func (g GoldConfig) goldRule() tasks.GoldRule {
 func (c *Config) goldRules() map[string]tasks.GoldRule {
 	var out map[string]tasks.GoldRule
 	for _, cc := range c.Categories {
-		if cc.Gold == nil {
+		if cc.Gold.Rule == "" {
 			continue
 		}
 		if out == nil {
@@ -965,7 +965,7 @@ func (v *validator) categories() {
 		if err := tasks.CheckInstructions(cc.Instructions); err != nil {
 			v.fail(key("instructions"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": instructions "))
 		}
-		if cc.Gold != nil {
+		if g := cc.Gold; g.Rule != "" || len(g.Fields) > 0 || g.Rate != 0 || g.MinAccuracy != 0 || g.MinAnswers != 0 {
 			if err := cc.Gold.goldRule().Check(); err != nil {
 				v.fail(key("gold"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
 			}

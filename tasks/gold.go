@@ -35,7 +35,7 @@ var ErrGoldHeld = errors.New("task is held by a claim")
 // own row when it was pending: no claim ever finds such a row claimable, so a
 // copy released or expired never goes to anyone else, and a gold task is
 // never handed out as itself.
-var GoldRunAfter = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+var GoldRunAfter = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // MaxGoldFields bounds GoldRule.Fields.
 const MaxGoldFields = 32

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -112,7 +113,7 @@ func (a *api) submitGold(w http.ResponseWriter, r *http.Request, e *tasks.Editor
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
 	if scored.Paused != nil {
 		a.log.InfoContext(r.Context(), "editor paused by gold accuracy", "editor_id", e.ID, "category", scored.Paused.Category, "reason", scored.Paused.Reason)
-		c.Categories = slices.DeleteFunc(c.Categories, func(cat string) bool { return cat == scored.Paused.Category })
+		c.Categories = slices.DeleteFunc(slices.Clone(c.Categories), func(cat string) bool { return cat == scored.Paused.Category })
 	}
 	next, err := a.nextAfterSubmit(r.Context(), c, a.goldDraw(c.Categories))
 	if err != nil {
@@ -148,6 +149,30 @@ type markGoldRequest struct {
 	Result   *json.RawMessage `json:"result"`
 }
 
+func (req *markGoldRequest) answer() tasks.GoldAnswer {
+	var a tasks.GoldAnswer
+	if req.Decision != nil {
+		a.Decision = *req.Decision
+	}
+	if req.Result != nil {
+		a.Result = *req.Result
+	}
+	return a
+}
+
+// checkGold checks a gold answer of a new task before its insert: its
+// category has a rule the answer fits, and the task asks for one result.
+func (a *api) checkGold(t tasks.NewTask, ans tasks.GoldAnswer) error {
+	rule, ok := a.goldRule(t.Category)
+	if !ok {
+		return fmt.Errorf("%w: category %q has no gold rule in the configuration", tasks.ErrInvalid, t.Category)
+	}
+	if t.Overlap > 1 {
+		return fmt.Errorf("%w: a gold task asks for one result, not overlap %d", tasks.ErrInvalid, t.Overlap)
+	}
+	return rule.CheckAnswer(ans)
+}
+
 // goldTaskJSON is a gold task: its task, category and answer.
 type goldTaskJSON struct {
 	TaskID    int64            `json:"task_id"`
@@ -167,14 +192,7 @@ func (a *api) markGold(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req, false); err != nil {
 		return err
 	}
-	ans := tasks.GoldAnswer{}
-	if req.Decision != nil {
-		ans.Decision = *req.Decision
-	}
-	if req.Result != nil {
-		ans.Result = *req.Result
-	}
-	g, err := a.store.MarkGold(r.Context(), id, ans, a.goldRule)
+	g, err := a.store.MarkGold(r.Context(), id, req.answer(), a.goldRule)
 	if errors.Is(err, tasks.ErrGoldHeld) {
 		return errorf(http.StatusConflict, codeTaskHeld, "task %d is held by a claim: mark it gold once the claim ended", id)
 	}

@@ -1,34 +1,36 @@
 package api_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/tasks"
 )
 
+type goldPauseAnswer struct {
+	EditorID   int64  `json:"editor_id"`
+	EditorName string `json:"editor_name"`
+	Category   string `json:"category"`
+	Reason     string `json:"reason"`
+	PausedAt   string `json:"paused_at"`
+}
+
 type goldAnswer struct {
 	Since   string `json:"since"`
 	Editors []struct {
-		EditorID   int64   `json:"editor_id"`
-		EditorName string  `json:"editor_name"`
-		Category   string  `json:"category"`
-		Answers    int     `json:"answers"`
-		Correct    int     `json:"correct"`
-		Accuracy   float64 `json:"accuracy"`
-		Paused     *struct {
-			Reason string `json:"reason"`
-		} `json:"paused"`
+		EditorID   int64            `json:"editor_id"`
+		EditorName string           `json:"editor_name"`
+		Category   string           `json:"category"`
+		Answers    int              `json:"answers"`
+		Correct    int              `json:"correct"`
+		Accuracy   float64          `json:"accuracy"`
+		Paused     *goldPauseAnswer `json:"paused"`
 	} `json:"editors"`
-	Pauses []struct {
-		EditorID int64  `json:"editor_id"`
-		Category string `json:"category"`
-		Reason   string `json:"reason"`
-	} `json:"pauses"`
+	Pauses []goldPauseAnswer `json:"pauses"`
 }
 
 // TestGoldServedScoredPaused: with rate 1, an editor's claims are gold copies
@@ -49,9 +51,10 @@ func TestGoldServedScoredPaused(t *testing.T) {
 			Answer   struct {
 				Decision string `json:"decision"`
 			} `json:"answer"`
+			CreatedAt string `json:"created_at"`
 		}
 		wantJSON(t, b.do(t, "PUT", "/v1/admin/tasks/"+strconv.FormatInt(id, 10)+"/gold", adminToken, `{"decision":"reject"}`), http.StatusOK, &g)
-		if g.TaskID != id || g.Category != "news" || g.Answer.Decision != "reject" {
+		if g.TaskID != id || g.Category != "news" || g.Answer.Decision != "reject" || parseTime(t, g.CreatedAt).IsZero() {
 			t.Fatalf("mark gold = %+v", g)
 		}
 	}
@@ -92,12 +95,10 @@ func TestGoldServedScoredPaused(t *testing.T) {
 	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != 0 {
 		t.Errorf("%d results, want none: gold answers are not results", n)
 	}
-	var feed struct {
-		Results []json.RawMessage `json:"results"`
-	}
-	wantJSON(t, b.do(t, "GET", "/v1/results", adminToken, ""), http.StatusOK, &feed)
-	if len(feed.Results) != 0 {
-		t.Errorf("results feed = %d results, want none", len(feed.Results))
+	feed := b.do(t, "GET", "/v1/results", adminToken, "")
+	wantStatus(t, feed, http.StatusOK)
+	if strings.Contains(string(feed.body), "task_id") {
+		t.Errorf("results feed = %s, want no result", feed.body)
 	}
 	path := "/v1/admin/gold/pauses/" + strconv.FormatInt(e.ID, 10) + "/news"
 	wantStatus(t, b.do(t, "DELETE", path, adminToken, ""), http.StatusNoContent)
@@ -183,5 +184,37 @@ func TestGoldRate(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != claims-1-b.count(t, `SELECT COUNT(*) FROM gold_copies WHERE answered_at IS NOT NULL`) {
 		t.Errorf("%d results, want one per submitted task that was no gold copy", n)
+	}
+}
+
+// TestGoldAtInsert: a task inserted with a gold answer is never claimed as
+// itself, and served as copies; a gold answer its category has no rule for is
+// refused before anything is inserted.
+func TestGoldAtInsert(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{api: api.Config{Gold: map[string]tasks.GoldRule{
+		"news": {Rule: tasks.GoldRuleDecision, Rate: 1},
+	}}})
+	before := b.count(t, `SELECT COUNT(*) FROM tasks`)
+	wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, `[{"category":"misc","title":"x","gold":{"decision":"approve"}}]`), 422, "invalid")
+	wantError(t, b.do(t, "POST", "/v1/tasks", adminToken, `[{"category":"news","title":"x","gold":{}}]`), 422, "invalid")
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks`); n != before {
+		t.Fatalf("%d tasks after refused inserts, want %d", n, before)
+	}
+	var out addResponse
+	wantJSON(t, b.do(t, "POST", "/v1/tasks", adminToken, `[{"category":"news","title":"known","gold":{"decision":"reject"}}]`), http.StatusCreated, &out)
+	gold := out.IDs[0]
+	if n := b.count(t, `SELECT COUNT(*) FROM gold_tasks WHERE task_id = ?`, gold); n != 1 {
+		t.Fatalf("gold task %d not recorded", gold)
+	}
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	for _, e := range []editorInfo{ann, bob} {
+		a := b.next(t, e.Token)
+		if a.Task.ID == gold || a.Task.Title != "known" {
+			t.Errorf("%s's assignment = %+v; want a copy of the gold task", e.Name, a)
+		}
+	}
+	if got := b.task(t, gold); got.Status != tasks.StatusPending {
+		t.Errorf("gold task is %s, want pending: never claimed as itself", got.Status)
 	}
 }
