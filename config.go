@@ -214,6 +214,54 @@ type CategoryConfig struct {
 	// read by Engine.Start (a relative path is relative to the process's
 	// working directory): friendlier for long text. At most one of the two.
 	InstructionsFile string `yaml:"instructions_file"`
+	// Gold, when its Rule is set, is how the category's gold tasks (tasks
+	// with a known answer) are mixed into its editors' claims and scored.
+	// Default: none is served.
+	Gold GoldConfig `yaml:"gold"`
+}
+
+// GoldConfig is a category's gold rule (see CategoryConfig.Gold).
+type GoldConfig struct {
+	// Rule is "decision" (the submit's decision must match the answer's) or
+	// "fields" (the result's Fields must, each as trimmed text). Required.
+	Rule string `yaml:"rule"`
+	// Fields are the result fields compared under rule fields.
+	Fields []string `yaml:"fields"`
+	// Rate is the share of an editor's new claims of the category that are
+	// gold tasks, 0..1 (0.05: one in twenty, drawn at random per claim).
+	// Default 0: gold tasks of the category are never served.
+	Rate float64 `yaml:"rate"`
+	// MinAccuracy, when above 0, is a floor 0..1: an editor whose last
+	// MinAnswers gold answers of the category score under it is paused from
+	// the category until an admin lifts the pause. Default 0: no floor.
+	MinAccuracy float64 `yaml:"min_accuracy"`
+	// MinAnswers is how many answers the floor judges (the last ones): an
+	// editor with fewer is not judged. 1..1000; default 20 with a floor.
+	MinAnswers int `yaml:"min_answers"`
+}
+
+// goldRule returns the store's form of g.
+func (g GoldConfig) goldRule() tasks.GoldRule {
+	n := g.MinAnswers
+	if n == 0 && g.MinAccuracy > 0 {
+		n = 20
+	}
+	return tasks.GoldRule{Rule: g.Rule, Fields: g.Fields, Rate: g.Rate, MinAccuracy: g.MinAccuracy, MinAnswers: n}
+}
+
+// goldRules returns the gold rules of the categories that have one.
+func (c *Config) goldRules() map[string]tasks.GoldRule {
+	var out map[string]tasks.GoldRule
+	for _, cc := range c.Categories {
+		if cc.Gold.Rule == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]tasks.GoldRule)
+		}
+		out[cc.Name] = cc.Gold.goldRule()
+	}
+	return out
 }
 
 // workflow returns the store's and the dispatcher's form of c.
@@ -916,6 +964,11 @@ func (v *validator) categories() {
 		}
 		if err := tasks.CheckInstructions(cc.Instructions); err != nil {
 			v.fail(key("instructions"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": instructions "))
+		}
+		if g := cc.Gold; g.Rule != "" || len(g.Fields) > 0 || g.Rate != 0 || g.MinAccuracy != 0 || g.MinAnswers != 0 {
+			if err := cc.Gold.goldRule().Check(); err != nil {
+				v.fail(key("gold"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": "))
+			}
 		}
 	}
 }

@@ -322,3 +322,33 @@ func (s apiStore) Agreement(ctx context.Context, p tasks.AgreementParams) (*task
 func (s apiStore) GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error) {
 	return s.store.GroupTasks(ctx, groupID)
 }
+
+// Gold tasks: the API's reads and writes of them go to the store.
+
+func (s apiStore) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.Claim, error) {
+	return s.store.ClaimGold(ctx, p)
+}
+
+func (s apiStore) SubmitGold(ctx context.Context, p tasks.SubmitParams, rules func(string) (tasks.GoldRule, bool)) (*tasks.GoldScored, error) {
+	return s.store.SubmitGold(ctx, p, rules)
+}
+
+func (s apiStore) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rules func(string) (tasks.GoldRule, bool)) (*tasks.GoldTask, error) {
+	return s.store.MarkGold(ctx, id, a, rules)
+}
+
+func (s apiStore) GoldAccuracy(ctx context.Context, p tasks.GoldAccuracyParams) ([]tasks.GoldAccuracy, error) {
+	return s.store.GoldAccuracy(ctx, p)
+}
+
+func (s apiStore) GoldPauses(ctx context.Context, category string) ([]tasks.GoldPause, error) {
+	return s.store.GoldPauses(ctx, category)
+}
+
+func (s apiStore) EditorGoldPauses(ctx context.Context, editorID int64) ([]string, error) {
+	return s.store.EditorGoldPauses(ctx, editorID)
+}
+
+func (s apiStore) LiftGoldPause(ctx context.Context, editorID int64, category string) (bool, error) {
+	return s.store.LiftGoldPause(ctx, editorID, category)
+}

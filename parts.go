@@ -244,6 +244,7 @@ func (e *Engine) apiConfig(metrics http.Handler) api.Config {
 		MetricsToken:      h.MetricsToken,
 		TrustedProxies:    trustedProxies(h.TrustedProxies),
 		MaxWait:           h.MaxWait,
+		Gold:              e.cfg.goldRules(),
 		RequestTimeout:    h.RequestTimeout,
 		EditorCacheTTL:    h.EditorCacheTTL,
 		WebhookBacklog:    backlog,

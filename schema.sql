@@ -390,6 +390,55 @@ CREATE TABLE IF NOT EXISTS editor_instruction_acks (
   CONSTRAINT editor_instruction_acks_editor FOREIGN KEY (editor_id) REFERENCES editors (id) ON DELETE CASCADE
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- Gold tasks (internal/store/gold.go): tasks whose answer is known, served to
+-- each editor at most once as a copy (a tasks row of its own, inserted already
+-- assigned to the editor: claimed, heartbeated, fenced and submitted as any
+-- other), scored in gold_copies and never written to task_results. A gold
+-- task's own row, when it was pending, is held out of the pool by a run_after
+-- in the far future (tasks.GoldRunAfter), as every copy is, so that neither is
+-- ever claimed by anyone else, released or expired included. gold_pauses keeps
+-- an editor from a category whose gold accuracy floor it fell under.
+CREATE TABLE IF NOT EXISTS gold_tasks (
+  task_id    BIGINT UNSIGNED NOT NULL,
+  category   VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  -- The expected answer: {"decision": ...} and/or {"result": {...}}.
+  answer     JSON NOT NULL,
+  created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (task_id),
+  KEY gold_tasks_category (category, task_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+-- One row per copy served: its editor (at most once per gold task: the UNIQUE
+-- key) and, once submitted, the score (correct, the fields that differed) and
+-- what was submitted.
+CREATE TABLE IF NOT EXISTS gold_copies (
+  copy_id     BIGINT UNSIGNED NOT NULL,
+  gold_id     BIGINT UNSIGNED NOT NULL,
+  editor_id   BIGINT UNSIGNED NOT NULL,
+  category    VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  served_at   DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  answered_at DATETIME(3) NULL,
+  correct     TINYINT NULL,
+  differed    VARCHAR(1024) NULL,
+  result      JSON NULL,
+  decision    VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  PRIMARY KEY (copy_id),
+  UNIQUE KEY gold_copies_editor (editor_id, gold_id),
+  -- Accuracy per category over a window (answered_at).
+  KEY gold_copies_answered (category, answered_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS gold_pauses (
+  editor_id BIGINT UNSIGNED NOT NULL,
+  category  VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  reason    VARCHAR(255) NOT NULL,
+  paused_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  -- When an admin lifted the pause; NULL while it holds. The floor judges only
+  -- the answers given after the last lift.
+  lifted_at DATETIME(3) NULL,
+  PRIMARY KEY (editor_id, category)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id

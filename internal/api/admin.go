@@ -68,6 +68,9 @@ type newTaskRequest struct {
 	// Overlap, when given, is how many independent results the task asks
 	// for, 1..tasks.MaxOverlap. Absent: its category's.
 	Overlap *int `json:"overlap"`
+	// Gold, when given, is the task's known answer: the task is a gold task
+	// from its insert on (see markGold), never claimable as itself.
+	Gold *markGoldRequest `json:"gold"`
 }
 
 // insertedJSON says what became of one task of POST /v1/tasks.
@@ -127,10 +130,24 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 		if t.Overlap != nil {
 			ts[i].Overlap = *t.Overlap
 		}
+		if t.Gold != nil {
+			if err := a.checkGold(ts[i], t.Gold.answer()); err != nil {
+				return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: %s", i, err)
+			}
+			// Held out of the pool from the insert on.
+			ts[i].RunAfter = tasks.GoldRunAfter
+		}
 	}
 	ins, err := a.d.AddTasks(r.Context(), ts)
 	if err != nil {
 		return err
+	}
+	for i, in := range ins {
+		if req[i].Gold != nil && in.Created {
+			if _, err := a.store.MarkGold(r.Context(), in.ID, req[i].Gold.answer(), a.goldRule); err != nil {
+				return err
+			}
+		}
 	}
 	out := addTasksResponse{IDs: make([]int64, len(ins)), Tasks: make([]insertedJSON, len(ins))}
 	for i, in := range ins {

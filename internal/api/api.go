@@ -49,6 +49,7 @@ type Store interface {
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
 	InstructionsStore
+	GoldStore
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
 }
@@ -118,6 +119,10 @@ type Config struct {
 	// History, when set, is read by GET /v1/stats/history (typically the
 	// engine's activity.Recorder); without it that route answers 404.
 	History History
+	// Gold are the categories' gold rules, by category (see GoldStore): an
+	// editor's claims of a category with a rate take a gold copy at that
+	// rate. Nil: no gold tasks are served.
+	Gold map[string]tasks.GoldRule
 	// MaxWait caps wait_ms of POST /v1/assignments/next; larger values are
 	// lowered to it. The dispatcher's own Config.MaxWait caps it too: give
 	// both the same value. Default dispatcher.MaxWaitDefault.
@@ -257,10 +262,15 @@ type api struct {
 	storage   func(ctx context.Context) (*tasks.Storage, error)        // nil: no storage in stats
 	hist      History                                                  // nil without a history
 	instr     instructionsCache
-	log       *slog.Logger
-	mux       *http.ServeMux
-	drain     context.Context    // ended by Handler.Shutdown: long polls end
-	endDrain  context.CancelFunc // ends drain
+	// gold are the categories' gold rules; goldFloors, whether one has a
+	// floor; goldFloat draws the gold mix (see goldDraw).
+	gold       map[string]tasks.GoldRule
+	goldFloors bool
+	goldFloat  func() float64
+	log        *slog.Logger
+	mux        *http.ServeMux
+	drain      context.Context    // ended by Handler.Shutdown: long polls end
+	endDrain   context.CancelFunc // ends drain
 }
 
 // New validates cfg and returns the API's router. Unknown paths are 404 and
@@ -287,6 +297,10 @@ func New(cfg Config) (*Handler, error) {
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
+	}
+	a.gold, a.goldFloat = cfg.Gold, goldFloatDefault
+	for _, g := range cfg.Gold {
+		a.goldFloors = a.goldFloors || g.MinAccuracy > 0
 	}
 	var err error
 	if a.throttle, err = newThrottle(cfg); err != nil {
@@ -333,6 +347,9 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"GET /v1/admin/categories/paused", a.admin(a.pausedCategories)},
 		{"GET /v1/admin/agreement", a.admin(a.agreement)},
 		{"PUT /v1/admin/categories/{category}/instructions", a.admin(a.setInstructions)},
+		{"PUT /v1/admin/tasks/{id}/gold", a.admin(a.markGold)},
+		{"GET /v1/admin/gold", a.admin(a.goldAccuracy)},
+		{"DELETE /v1/admin/gold/pauses/{editor}/{category}", a.admin(a.liftGoldPause)},
 		{"GET /v1/admin/categories/{category}/instructions", a.admin(a.getInstructions)},
 		{"GET /v1/admin/categories/{category}/instructions/versions", a.admin(a.instructionVersions)},
 		{"GET /v1/stats", a.admin(a.stats)},

@@ -52,6 +52,14 @@ func (a *api) next(w http.ResponseWriter, r *http.Request, e *tasks.Editor) erro
 	var claim *tasks.Claim
 	var err error
 	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err == nil {
+		c.Categories, err = a.goldUnpaused(r.Context(), e, c.Categories)
+	}
+	if err == nil {
+		if gold := a.goldDraw(c.Categories); len(gold) > 0 {
+			claim, err = a.claimGold(r.Context(), c, gold)
+		}
+	}
+	if err == nil && claim == nil {
 		claim, err = a.d.Next(r.Context(), c, wait)
 	}
 	err = timedOut(r.Context(), err)
@@ -131,9 +139,27 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err != nil {
 		return err
 	}
-	next, err := a.d.SubmitWith(r.Context(), c, ref, req.submission())
+	if c.Categories, err = a.goldUnpaused(r.Context(), e, c.Categories); err != nil {
+		return err
+	}
+	if done, err := a.submitGold(w, r, e, c, ref, &req); done {
+		return err
+	}
+	// A next claim drawn to be a gold copy is made once the submit is
+	// committed on its own (a claimant without categories claims nothing).
+	sc, gold := c, a.goldDraw(c.Categories)
+	if len(gold) > 0 {
+		sc.Categories = nil
+	}
+	next, err := a.d.SubmitWith(r.Context(), sc, ref, req.submission())
 	if err != nil {
 		return a.refused(r, e, ref, err)
+	}
+	if len(gold) > 0 {
+		if next, err = a.nextAfterSubmit(r.Context(), c, gold); err != nil {
+			a.log.WarnContext(r.Context(), "find next assignment after submit", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+			next = nil
+		}
 	}
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
 	out, err := a.assignmentOf(r.Context(), next)

@@ -620,6 +620,35 @@ type FenceRequest struct {
 	Fence Fence `json:"fence"`
 }
 
+// GoldAnswer A gold task's known answer.
+type GoldAnswer struct {
+	// Decision The expected decision (rule decision).
+	Decision *string `json:"decision,omitempty"`
+
+	// Result The expected result; its compared fields (rule fields).
+	Result *map[string]interface{} `json:"result,omitempty"`
+}
+
+// GoldPause defines model for GoldPause.
+type GoldPause struct {
+	Category   string    `json:"category"`
+	EditorId   int64     `json:"editor_id"`
+	EditorName string    `json:"editor_name"`
+	PausedAt   time.Time `json:"paused_at"`
+
+	// Reason Such as "gold accuracy 62% < 80% over last 50".
+	Reason string `json:"reason"`
+}
+
+// GoldTask defines model for GoldTask.
+type GoldTask struct {
+	// Answer A gold task's known answer.
+	Answer    GoldAnswer `json:"answer"`
+	Category  string     `json:"category"`
+	CreatedAt time.Time  `json:"created_at"`
+	TaskId    int64      `json:"task_id"`
+}
+
 // Group The group of a task that asks for several independent results.
 type Group struct {
 	// Agree Whether the decisions of the done tasks' results are all equal; null while fewer than overlap are done.
@@ -719,6 +748,9 @@ type NewTask struct {
 
 	// DueAt When the task is due; none by default.
 	DueAt *time.Time `json:"due_at,omitempty"`
+
+	// Gold The task's known answer: the task is a gold task from its insert on, served only as copies mixed into editors' claims and scored (see PUT /v1/admin/tasks/{id}/gold). Its category needs a gold rule in the configuration, and the task asks for one result.
+	Gold *GoldAnswer `json:"gold,omitempty"`
 
 	// Key An idempotency key: a task whose key is held by another task is not inserted again; see key_hold.
 	Key *string `json:"key,omitempty"`
@@ -1155,6 +1187,15 @@ type PauseCategoryJSONBody = map[string]interface{}
 // ResumeCategoryJSONBody defines parameters for ResumeCategory.
 type ResumeCategoryJSONBody = map[string]interface{}
 
+// GoldAccuracyParams defines parameters for GoldAccuracy.
+type GoldAccuracyParams struct {
+	// Category One category (default every one).
+	Category *string `form:"category,omitempty" json:"category,omitempty"`
+
+	// Window How far back, a duration such as 7d or 36h, 1m to 366d (default 30d).
+	Window *string `form:"window,omitempty" json:"window,omitempty"`
+}
+
 // ForceReleaseJSONBody defines parameters for ForceRelease.
 type ForceReleaseJSONBody = map[string]interface{}
 
@@ -1337,6 +1378,9 @@ type RequeueMatchingJSONRequestBody = BulkRequest
 
 // CancelTaskJSONRequestBody defines body for CancelTask for application/json ContentType.
 type CancelTaskJSONRequestBody = ChangeRequest
+
+// MarkGoldJSONRequestBody defines body for MarkGold for application/json ContentType.
+type MarkGoldJSONRequestBody = GoldAnswer
 
 // ForceReleaseJSONRequestBody defines body for ForceRelease for application/json ContentType.
 type ForceReleaseJSONRequestBody = ForceReleaseJSONBody
@@ -1579,6 +1623,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/categories/{category}/resume (the `ResumeCategory` operationId).
 	ResumeCategory(ctx context.Context, category CategoryPath, body ResumeCategoryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GoldAccuracy Gold accuracy per editor
+	//
+	// Each editor's gold answers and correct ones per category, answered
+	// within the window, and the pauses in force (an editor under its
+	// category's floor, with the reason).
+	//
+	// Corresponds with GET /v1/admin/gold (the `GoldAccuracy` operationId).
+	GoldAccuracy(ctx context.Context, params *GoldAccuracyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LiftGoldPause Lift a gold pause
+	//
+	// Lifts the editor's pause from the category: its next claims take the
+	// category again, and the floor judges only the answers given from now
+	// on. 404 when no pause is in force.
+	//
+	// Corresponds with DELETE /v1/admin/gold/pauses/{editor}/{category} (the `LiftGoldPause` operationId).
+	LiftGoldPause(ctx context.Context, editor int64, category CategoryPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CancelMatchingWithBody Cancel pending and running tasks by filter
 	//
 	// Cancels the pending and assigned tasks the filter selects, up to its
@@ -1654,6 +1716,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tasks/{id}/cancel (the `CancelTask` operationId).
 	CancelTask(ctx context.Context, id TaskID, body CancelTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MarkGoldWithBody Make a task gold
+	//
+	// Gives the task a known answer, compared under its category's gold rule
+	// (config categories[].gold): a decision for rule decision, a result
+	// object holding every compared field for rule fields. A pending task is
+	// held out of the pool for good: it is served only as copies, one per
+	// editor, mixed into editors' claims at the category's rate and scored,
+	// never exported. A done, dead or cancelled task stays as it is. Marking
+	// a gold task again replaces its answer. 409 task_held while a claim
+	// holds the task; 422 for a category without a gold rule, a copy of a
+	// gold task or an answer the rule cannot compare with.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+	MarkGoldWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MarkGold Make a task gold
+	//
+	// Gives the task a known answer, compared under its category's gold rule
+	// (config categories[].gold): a decision for rule decision, a result
+	// object holding every compared field for rule fields. A pending task is
+	// held out of the pool for good: it is served only as copies, one per
+	// editor, mixed into editors' claims at the category's rate and scored,
+	// never exported. A done, dead or cancelled task stays as it is. Marking
+	// a gold task again replaces its answer. 409 task_held while a claim
+	// holds the task; 422 for a category without a gold rule, a copy of a
+	// gold task or an answer the rule cannot compare with.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+	MarkGold(ctx context.Context, id TaskID, body MarkGoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ForceReleaseWithBody Force-release a claim
 	//
@@ -2354,6 +2450,44 @@ func (c *Client) ResumeCategory(ctx context.Context, category CategoryPath, body
 	return c.Client.Do(req)
 }
 
+// GoldAccuracy Gold accuracy per editor
+//
+// Each editor's gold answers and correct ones per category, answered
+// within the window, and the pauses in force (an editor under its
+// category's floor, with the reason).
+//
+// Corresponds with GET /v1/admin/gold (the `GoldAccuracy` operationId).
+func (c *Client) GoldAccuracy(ctx context.Context, params *GoldAccuracyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGoldAccuracyRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LiftGoldPause Lift a gold pause
+//
+// Lifts the editor's pause from the category: its next claims take the
+// category again, and the floor judges only the answers given from now
+// on. 404 when no pause is in force.
+//
+// Corresponds with DELETE /v1/admin/gold/pauses/{editor}/{category} (the `LiftGoldPause` operationId).
+func (c *Client) LiftGoldPause(ctx context.Context, editor int64, category CategoryPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLiftGoldPauseRequest(c.Server, editor, category)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CancelMatchingWithBody Cancel pending and running tasks by filter
 //
 // Cancels the pending and assigned tasks the filter selects, up to its
@@ -2480,6 +2614,60 @@ func (c *Client) CancelTaskWithBody(ctx context.Context, id TaskID, contentType 
 // Corresponds with POST /v1/admin/tasks/{id}/cancel (the `CancelTask` operationId).
 func (c *Client) CancelTask(ctx context.Context, id TaskID, body CancelTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelTaskRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MarkGoldWithBody Make a task gold
+//
+// Gives the task a known answer, compared under its category's gold rule
+// (config categories[].gold): a decision for rule decision, a result
+// object holding every compared field for rule fields. A pending task is
+// held out of the pool for good: it is served only as copies, one per
+// editor, mixed into editors' claims at the category's rate and scored,
+// never exported. A done, dead or cancelled task stays as it is. Marking
+// a gold task again replaces its answer. 409 task_held while a claim
+// holds the task; 422 for a category without a gold rule, a copy of a
+// gold task or an answer the rule cannot compare with.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+func (c *Client) MarkGoldWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMarkGoldRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MarkGold Make a task gold
+//
+// Gives the task a known answer, compared under its category's gold rule
+// (config categories[].gold): a decision for rule decision, a result
+// object holding every compared field for rule fields. A pending task is
+// held out of the pool for good: it is served only as copies, one per
+// editor, mixed into editors' claims at the category's rate and scored,
+// never exported. A done, dead or cancelled task stays as it is. Marking
+// a gold task again replaces its answer. 409 task_held while a claim
+// holds the task; 422 for a category without a gold rule, a copy of a
+// gold task or an answer the rule cannot compare with.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+func (c *Client) MarkGold(ctx context.Context, id TaskID, body MarkGoldJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMarkGoldRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3760,6 +3948,113 @@ func NewResumeCategoryRequestWithBody(server string, category CategoryPath, cont
 	return req, nil
 }
 
+// NewGoldAccuracyRequest constructs an http.Request for the GoldAccuracy method
+func NewGoldAccuracyRequest(server string, params *GoldAccuracyParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/gold")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Category != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "category", *params.Category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Window != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "window", *params.Window, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewLiftGoldPauseRequest constructs an http.Request for the LiftGoldPause method
+func NewLiftGoldPauseRequest(server string, editor int64, category CategoryPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "editor", editor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "category", category, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/gold/pauses/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCancelMatchingRequest calls the generic CancelMatching builder with application/json body
 func NewCancelMatchingRequest(server string, body CancelMatchingJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3878,6 +4173,53 @@ func NewCancelTaskRequestWithBody(server string, id TaskID, contentType string, 
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewMarkGoldRequest calls the generic MarkGold builder with application/json body
+func NewMarkGoldRequest(server string, id TaskID, body MarkGoldJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMarkGoldRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewMarkGoldRequestWithBody constructs an http.Request for the MarkGold method, with any body, and a specified content type
+func NewMarkGoldRequestWithBody(server string, id TaskID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tasks/%s/gold", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -5465,6 +5807,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/categories/{category}/resume (the `ResumeCategory` operationId).
 	ResumeCategoryWithResponse(ctx context.Context, category CategoryPath, body ResumeCategoryJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeCategoryResponse, error)
 
+	// GoldAccuracyWithResponse Gold accuracy per editor
+	//
+	// Each editor's gold answers and correct ones per category, answered
+	// within the window, and the pauses in force (an editor under its
+	// category's floor, with the reason).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/gold (the `GoldAccuracy` operationId).
+	GoldAccuracyWithResponse(ctx context.Context, params *GoldAccuracyParams, reqEditors ...RequestEditorFn) (*GoldAccuracyResponse, error)
+
+	// LiftGoldPauseWithResponse Lift a gold pause
+	//
+	// Lifts the editor's pause from the category: its next claims take the
+	// category again, and the floor judges only the answers given from now
+	// on. 404 when no pause is in force.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/gold/pauses/{editor}/{category} (the `LiftGoldPause` operationId).
+	LiftGoldPauseWithResponse(ctx context.Context, editor int64, category CategoryPath, reqEditors ...RequestEditorFn) (*LiftGoldPauseResponse, error)
+
 	// CancelMatchingWithBodyWithResponse Cancel pending and running tasks by filter
 	//
 	// Cancels the pending and assigned tasks the filter selects, up to its
@@ -5540,6 +5904,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tasks/{id}/cancel (the `CancelTask` operationId).
 	CancelTaskWithResponse(ctx context.Context, id TaskID, body CancelTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelTaskResponse, error)
+
+	// MarkGoldWithBodyWithResponse Make a task gold
+	//
+	// Gives the task a known answer, compared under its category's gold rule
+	// (config categories[].gold): a decision for rule decision, a result
+	// object holding every compared field for rule fields. A pending task is
+	// held out of the pool for good: it is served only as copies, one per
+	// editor, mixed into editors' claims at the category's rate and scored,
+	// never exported. A done, dead or cancelled task stays as it is. Marking
+	// a gold task again replaces its answer. 409 task_held while a claim
+	// holds the task; 422 for a category without a gold rule, a copy of a
+	// gold task or an answer the rule cannot compare with.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+	MarkGoldWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MarkGoldResponse, error)
+
+	// MarkGoldWithResponse Make a task gold
+	//
+	// Gives the task a known answer, compared under its category's gold rule
+	// (config categories[].gold): a decision for rule decision, a result
+	// object holding every compared field for rule fields. A pending task is
+	// held out of the pool for good: it is served only as copies, one per
+	// editor, mixed into editors' claims at the category's rate and scored,
+	// never exported. A done, dead or cancelled task stays as it is. Marking
+	// a gold task again replaces its answer. 409 task_held while a claim
+	// holds the task; 422 for a category without a gold rule, a copy of a
+	// gold task or an answer the rule cannot compare with.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+	MarkGoldWithResponse(ctx context.Context, id TaskID, body MarkGoldJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkGoldResponse, error)
 
 	// ForceReleaseWithBodyWithResponse Force-release a claim
 	//
@@ -6976,6 +7374,244 @@ func (r ResumeCategoryResponse) ContentType() string {
 	return ""
 }
 
+// GoldAccuracyResponse401Headers the declared response headers of an HTTP 401 response for GoldAccuracy
+type GoldAccuracyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GoldAccuracyResponse429Headers the declared response headers of an HTTP 429 response for GoldAccuracy
+type GoldAccuracyResponse429Headers struct {
+	RetryAfter int
+}
+
+// GoldAccuracyResponse503Headers the declared response headers of an HTTP 503 response for GoldAccuracy
+type GoldAccuracyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GoldAccuracyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Editors []struct {
+			// Accuracy correct / answers, 0..1, to 4 decimals.
+			Accuracy   float32 `json:"accuracy"`
+			Answers    int     `json:"answers"`
+			Category   string  `json:"category"`
+			Correct    int     `json:"correct"`
+			EditorId   int64   `json:"editor_id"`
+			EditorName string  `json:"editor_name"`
+
+			// Paused The editor's pause from the category, null when none.
+			Paused *GoldPause `json:"paused"`
+		} `json:"editors"`
+		Pauses []GoldPause `json:"pauses"`
+		Since  time.Time   `json:"since"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GoldAccuracyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GoldAccuracyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GoldAccuracyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GoldAccuracyResponse) GetJSON200() *struct {
+	Editors []struct {
+		// Accuracy correct / answers, 0..1, to 4 decimals.
+		Accuracy   float32 `json:"accuracy"`
+		Answers    int     `json:"answers"`
+		Category   string  `json:"category"`
+		Correct    int     `json:"correct"`
+		EditorId   int64   `json:"editor_id"`
+		EditorName string  `json:"editor_name"`
+
+		// Paused The editor's pause from the category, null when none.
+		Paused *GoldPause `json:"paused"`
+	} `json:"editors"`
+	Pauses []GoldPause `json:"pauses"`
+	Since  time.Time   `json:"since"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GoldAccuracyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GoldAccuracyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GoldAccuracyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GoldAccuracyResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GoldAccuracyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GoldAccuracyResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GoldAccuracyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GoldAccuracyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GoldAccuracyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GoldAccuracyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// LiftGoldPauseResponse401Headers the declared response headers of an HTTP 401 response for LiftGoldPause
+type LiftGoldPauseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// LiftGoldPauseResponse429Headers the declared response headers of an HTTP 429 response for LiftGoldPause
+type LiftGoldPauseResponse429Headers struct {
+	RetryAfter int
+}
+
+// LiftGoldPauseResponse503Headers the declared response headers of an HTTP 503 response for LiftGoldPause
+type LiftGoldPauseResponse503Headers struct {
+	RetryAfter *int
+}
+
+type LiftGoldPauseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *LiftGoldPauseResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LiftGoldPauseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LiftGoldPauseResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r LiftGoldPauseResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r LiftGoldPauseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LiftGoldPauseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LiftGoldPauseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LiftGoldPauseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CancelMatchingResponse401Headers the declared response headers of an HTTP 401 response for CancelMatching
 type CancelMatchingResponse401Headers struct {
 	WWWAuthenticate string
@@ -7289,6 +7925,124 @@ func (r CancelTaskResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MarkGoldResponse401Headers the declared response headers of an HTTP 401 response for MarkGold
+type MarkGoldResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MarkGoldResponse429Headers the declared response headers of an HTTP 429 response for MarkGold
+type MarkGoldResponse429Headers struct {
+	RetryAfter int
+}
+
+// MarkGoldResponse503Headers the declared response headers of an HTTP 503 response for MarkGold
+type MarkGoldResponse503Headers struct {
+	RetryAfter *int
+}
+
+type MarkGoldResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GoldTask
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MarkGoldResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MarkGoldResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MarkGoldResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MarkGoldResponse) GetJSON200() *GoldTask {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MarkGoldResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MarkGoldResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MarkGoldResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r MarkGoldResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MarkGoldResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MarkGoldResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MarkGoldResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MarkGoldResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MarkGoldResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MarkGoldResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MarkGoldResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MarkGoldResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10561,6 +11315,40 @@ func (c *ClientWithResponses) ResumeCategoryWithResponse(ctx context.Context, ca
 	return ParseResumeCategoryResponse(rsp)
 }
 
+// GoldAccuracyWithResponse Gold accuracy per editor
+//
+// Each editor's gold answers and correct ones per category, answered
+// within the window, and the pauses in force (an editor under its
+// category's floor, with the reason).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/gold (the `GoldAccuracy` operationId).
+func (c *ClientWithResponses) GoldAccuracyWithResponse(ctx context.Context, params *GoldAccuracyParams, reqEditors ...RequestEditorFn) (*GoldAccuracyResponse, error) {
+	rsp, err := c.GoldAccuracy(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGoldAccuracyResponse(rsp)
+}
+
+// LiftGoldPauseWithResponse Lift a gold pause
+//
+// Lifts the editor's pause from the category: its next claims take the
+// category again, and the floor judges only the answers given from now
+// on. 404 when no pause is in force.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/gold/pauses/{editor}/{category} (the `LiftGoldPause` operationId).
+func (c *ClientWithResponses) LiftGoldPauseWithResponse(ctx context.Context, editor int64, category CategoryPath, reqEditors ...RequestEditorFn) (*LiftGoldPauseResponse, error) {
+	rsp, err := c.LiftGoldPause(ctx, editor, category, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLiftGoldPauseResponse(rsp)
+}
+
 // CancelMatchingWithBodyWithResponse Cancel pending and running tasks by filter
 //
 // Cancels the pending and assigned tasks the filter selects, up to its
@@ -10671,6 +11459,52 @@ func (c *ClientWithResponses) CancelTaskWithResponse(ctx context.Context, id Tas
 		return nil, err
 	}
 	return ParseCancelTaskResponse(rsp)
+}
+
+// MarkGoldWithBodyWithResponse Make a task gold
+//
+// Gives the task a known answer, compared under its category's gold rule
+// (config categories[].gold): a decision for rule decision, a result
+// object holding every compared field for rule fields. A pending task is
+// held out of the pool for good: it is served only as copies, one per
+// editor, mixed into editors' claims at the category's rate and scored,
+// never exported. A done, dead or cancelled task stays as it is. Marking
+// a gold task again replaces its answer. 409 task_held while a claim
+// holds the task; 422 for a category without a gold rule, a copy of a
+// gold task or an answer the rule cannot compare with.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+func (c *ClientWithResponses) MarkGoldWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MarkGoldResponse, error) {
+	rsp, err := c.MarkGoldWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMarkGoldResponse(rsp)
+}
+
+// MarkGoldWithResponse Make a task gold
+//
+// Gives the task a known answer, compared under its category's gold rule
+// (config categories[].gold): a decision for rule decision, a result
+// object holding every compared field for rule fields. A pending task is
+// held out of the pool for good: it is served only as copies, one per
+// editor, mixed into editors' claims at the category's rate and scored,
+// never exported. A done, dead or cancelled task stays as it is. Marking
+// a gold task again replaces its answer. 409 task_held while a claim
+// holds the task; 422 for a category without a gold rule, a copy of a
+// gold task or an answer the rule cannot compare with.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/tasks/{id}/gold (the `MarkGold` operationId).
+func (c *ClientWithResponses) MarkGoldWithResponse(ctx context.Context, id TaskID, body MarkGoldJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkGoldResponse, error) {
+	rsp, err := c.MarkGold(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMarkGoldResponse(rsp)
 }
 
 // ForceReleaseWithBodyWithResponse Force-release a claim
@@ -12279,6 +13113,226 @@ func ParseResumeCategoryResponse(rsp *http.Response) (*ResumeCategoryResponse, e
 	return response, nil
 }
 
+// ParseGoldAccuracyResponse parses an HTTP response from a GoldAccuracyWithResponse call
+func ParseGoldAccuracyResponse(rsp *http.Response) (*GoldAccuracyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GoldAccuracyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Editors []struct {
+				// Accuracy correct / answers, 0..1, to 4 decimals.
+				Accuracy   float32 `json:"accuracy"`
+				Answers    int     `json:"answers"`
+				Category   string  `json:"category"`
+				Correct    int     `json:"correct"`
+				EditorId   int64   `json:"editor_id"`
+				EditorName string  `json:"editor_name"`
+
+				// Paused The editor's pause from the category, null when none.
+				Paused *GoldPause `json:"paused"`
+			} `json:"editors"`
+			Pauses []GoldPause `json:"pauses"`
+			Since  time.Time   `json:"since"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GoldAccuracyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GoldAccuracyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GoldAccuracyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseLiftGoldPauseResponse parses an HTTP response from a LiftGoldPauseWithResponse call
+func ParseLiftGoldPauseResponse(rsp *http.Response) (*LiftGoldPauseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LiftGoldPauseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers LiftGoldPauseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers LiftGoldPauseResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers LiftGoldPauseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCancelMatchingResponse parses an HTTP response from a CancelMatchingWithResponse call
 func ParseCancelMatchingResponse(rsp *http.Response) (*CancelMatchingResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12579,6 +13633,121 @@ func ParseCancelTaskResponse(rsp *http.Response) (*CancelTaskResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CancelTaskResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMarkGoldResponse parses an HTTP response from a MarkGoldWithResponse call
+func ParseMarkGoldResponse(rsp *http.Response) (*MarkGoldResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MarkGoldResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GoldTask
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MarkGoldResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MarkGoldResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MarkGoldResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -70,6 +70,12 @@ func taskdBin(t *testing.T) string {
 // URL once it serves. It is stopped when the test ends.
 func startTaskd(t *testing.T) string {
 	t.Helper()
+	return startTaskdConfig(t, "")
+}
+
+// startTaskdConfig is startTaskd with config.yaml holding yaml, when not empty.
+func startTaskdConfig(t *testing.T, yaml string) string {
+	t.Helper()
 	opt, err := redis.ParseURL(testenv.Lookup(t, testenv.RedisURLVar))
 	if err != nil {
 		t.Fatalf("parse %s: %v", testenv.RedisURLVar, err)
@@ -90,7 +96,12 @@ func startTaskd(t *testing.T) string {
 	)
 
 	cmd := exec.Command(taskdBin(t), "serve")
-	cmd.Dir = t.TempDir() // no config.yaml
+	cmd.Dir = t.TempDir() // no config.yaml, but yaml's
+	if yaml != "" {
+		if err := os.WriteFile(filepath.Join(cmd.Dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -63,6 +63,9 @@ func writeWorkflowConfig(dir string) (string, error) {
 			fmt.Fprintf(&b, "    stages: [%s]\n", strings.Join(c.stages, ", "))
 		}
 		fmt.Fprintf(&b, "    overlap: %d\n    weight: %d\n    send_back_hold: %s\n", c.overlap, c.weight, sendBackHold)
+		if c.name == goldCategory {
+			b.WriteString(goldConfig)
+		}
 	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

@@ -666,6 +666,10 @@ categories:
 		{"categories:\n  - {name: a, agreement_field: a.b}\n", "categories[0].agreement_field", []string{"must be ASCII letters"}},
 		{"categories:\n  - {name: a, agreement_metric: ordinal}\n", "categories[0].agreement_metric", []string{`must be nominal or interval, not "ordinal"`}},
 		{"categories:\n  - {name: a, instructions: x, instructions_file: a.md}\n", "categories[0].instructions_file", []string{"not both"}},
+		{"categories:\n  - {name: a, gold: {rule: majority}}\n", "categories[0].gold", []string{`gold rule must be decision or fields, not "majority"`}},
+		{"categories:\n  - {name: a, gold: {rule: fields}}\n", "categories[0].gold", []string{"gold fields must list 1..32 fields"}},
+		{"categories:\n  - {name: a, gold: {rule: decision, rate: 1.5}}\n", "categories[0].gold", []string{"gold rate must be 0..1"}},
+		{"categories:\n  - {name: a, gold: {rule: decision, min_accuracy: 0.8, min_answers: 2000}}\n", "categories[0].gold", []string{"min_answers must be 1..1000"}},
 		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
 	} {
 		_, err := parse(t, c.yaml, nil)

@@ -43,7 +43,7 @@ func (l *loader) webhooks(n *yaml.Node) {
 // categories applies the list of category workflows.
 func (l *loader) categories(n *yaml.Node) {
 	if cats, ok := sectionList[taskd.CategoryConfig](l, n, categoriesKey, "category", categoryKeys,
-		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit, max_in_flight, key_limit"); ok {
+		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit, max_in_flight, key_limit, gold"); ok {
 		l.cfg.Categories = cats
 	}
 }
@@ -82,21 +82,37 @@ func sectionList[T any](l *loader, n *yaml.Node, key, item string, keys map[stri
 				continue
 			}
 			seen[kn.Value] = kn.Line
-			k, ok := keys[kn.Value]
-			if !ok {
-				l.fail(path, l.at(kn), "unknown key (a %s has %s)", item, all)
-				continue
+			pairs := []*yaml.Node{kn, vn}
+			if _, leaf := keys[kn.Value]; !leaf && vn.Kind == yaml.MappingNode {
+				// A nested section (a category's gold): its keys are
+				// "name.key".
+				pairs = nil
+				l.cfg.sources[path] = l.at(vn)
+				for j := 0; j+1 < len(vn.Content); j += 2 {
+					sk := *resolve(vn.Content[j])
+					sk.Value = kn.Value + "." + sk.Value
+					pairs = append(pairs, &sk, resolve(vn.Content[j+1]))
+				}
 			}
-			if isNull(vn) {
-				continue
+			for p := 0; p+1 < len(pairs); p += 2 {
+				kn, vn := pairs[p], pairs[p+1]
+				path := prefix + "." + kn.Value
+				k, ok := keys[kn.Value]
+				if !ok {
+					l.fail(path, l.at(kn), "unknown key (a %s has %s)", item, all)
+					continue
+				}
+				if isNull(vn) {
+					continue
+				}
+				k.Path = path
+				val, ok := l.value(k, vn)
+				if !ok {
+					continue
+				}
+				reflect.ValueOf(&v).Elem().FieldByIndex(k.index).Set(val)
+				l.cfg.sources[path] = l.at(vn)
 			}
-			k.Path = path
-			val, ok := l.value(k, vn)
-			if !ok {
-				continue
-			}
-			reflect.ValueOf(&v).Elem().FieldByIndex(k.index).Set(val)
-			l.cfg.sources[path] = l.at(vn)
 		}
 		out = append(out, v)
 	}

@@ -30,7 +30,7 @@ const (
 	WHERE t.pool_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
 	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_expiry)%s
-	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)%s` + candidateNotPausedSQL + `
+	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)` + candidateGoldTakeoverSQL + `%s` + candidateNotPausedSQL + `
 	ORDER BY t.lease_expires_at LIMIT ?)`
 	// candidateWorkflowSQL is Candidate.Workflow.
 	candidateWorkflowSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AS workflow`

@@ -42,7 +42,7 @@ const (
 	// batch) reads as no row at once instead of a lock wait, and the caller moves on to
 	// its next candidate.
 	claimLockSQL = `SELECT ` + taskColumns + `, NOW(3) AS db_now, claim_unlogged,
-	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)), 0) AS claimable
+	COALESCE((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)` + goldTakeoverSQL + `), 0) AS claimable
 FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 
 	// claimSQL is the conditional UPDATE that makes the claim. It repeats every
@@ -55,7 +55,7 @@ FROM tasks WHERE id = ? FOR UPDATE SKIP LOCKED`
 	assigned_at = ?, lease_expires_at = ?, attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL,
 	trace_context = ?, updated_at = ?, claim_unlogged = 0
 WHERE id = ? AND fence = ?
-	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)))` + notPausedSQL
+	AND ((status = 'pending' AND run_after <= NOW(3)) OR (status = 'assigned' AND lease_expires_at < NOW(3)` + goldTakeoverSQL + `))` + notPausedSQL
 )
 
 // Queue wait. The moment a pending task became claimable is its run_after: every

@@ -57,6 +57,8 @@ func (h *Handler) opsRoutes() {
 		"GET /ops/v1/admin/categories/{category}/instructions",
 		"PUT /ops/v1/admin/categories/{category}/instructions",
 		"GET /ops/v1/admin/categories/{category}/instructions/versions",
+		"GET /ops/v1/admin/gold",
+		"DELETE /ops/v1/admin/gold/pauses/{editor}/{category}",
 		"GET /ops/v1/editors",
 		"POST /ops/v1/editors",
 		"POST /ops/v1/tasks",

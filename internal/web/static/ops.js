@@ -1212,17 +1212,19 @@
     },
     // The instructions view (ops-instructions.js) loads when routed to,
     // not on every refresh: its edit box is not refilled under the operator.
-    instructions: function () { return Promise.resolve(); }
+    instructions: function () { return Promise.resolve(); },
+    // The gold view (ops-gold.js) loads when routed to, and on its form.
+    gold: function () { return Promise.resolve(); }
   };
 
   // routeOf reads a hash: its view and id (0 for none), or null for a hash
   // the console has no page at. The routes: "" and #pool, #tasks and
   // #tasks/ID, #editors and #editors/ID, #agreement and #agreement/CATEGORY, #instructions and
-  // #instructions/CATEGORY.
+  // #instructions/CATEGORY, #gold and #gold/CATEGORY.
   function routeOf(hash) {
     var parts = hash.replace(/^#/, '').split('/');
     if (parts[0] === '' && parts.length === 1) { return { view: 'pool', id: 0 }; }
-    if (parts[0] === 'agreement' || parts[0] === 'instructions') {
+    if (parts[0] === 'agreement' || parts[0] === 'instructions' || parts[0] === 'gold') {
       var cat = '';
       try { cat = decodeURIComponent(parts.slice(1).join('/')); } catch (e) { return null; }
       return { view: parts[0], id: 0, category: cat };
@@ -1238,7 +1240,7 @@
     var id = r ? r.id : 0;
     var changed = next !== view;
     view = next;
-    ['pool', 'tasks', 'editors', 'agreement', 'instructions', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    ['pool', 'tasks', 'editors', 'agreement', 'instructions', 'gold', 'notfound'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
     document.querySelectorAll('.tabs a').forEach(function (a) {
       if (a.getAttribute('data-view') === view) { a.setAttribute('aria-current', 'page'); } else { a.removeAttribute('aria-current'); }
     });
@@ -1254,6 +1256,10 @@
     }
     if (view === 'instructions') {
       document.dispatchEvent(new CustomEvent('taskd:instructions-route', { detail: { category: r.category } }));
+      return Promise.resolve().then(stamp);
+    }
+    if (view === 'gold') {
+      document.dispatchEvent(new CustomEvent('taskd:gold-route', { detail: { category: r.category } }));
       return Promise.resolve().then(stamp);
     }
     if (view === 'tasks') {
