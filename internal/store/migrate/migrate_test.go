@@ -47,6 +47,7 @@ var frozenChecksums = map[int]string{
 	19: "16f1b6f7308e27df19db837b12e4dde0fecc5169f3f40f38fb05375ecc334bec",
 	20: "4d0d1b469abba841bf848e03433eec261bc8a7bf77a06e6daa71cf5c8510d29d",
 	21: "4aa2a1625f98043ee39ff3d061d12b09d7b54b0e3db7b0ce1aefcfe0608e86bb",
+	23: "6d6ac49685067f76ffffe36ee0dcc2028eabb5c7469af61867eae745d18b18b0",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {
