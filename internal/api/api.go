@@ -48,6 +48,8 @@ type Store interface {
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
+	RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error
+	WorkingTime(ctx context.Context, editorID int64, days int) (*tasks.WorkingTime, error)
 	InstructionsStore
 
 	Results(ctx context.Context, p tasks.ResultsParams, fn func(*tasks.Result) error) (tasks.ResultsPage, error)
@@ -153,6 +155,12 @@ type Config struct {
 	Redis redis.Scripter
 	// KeyPrefix starts the keys the API writes to Redis.
 	KeyPrefix string
+	// HeartbeatEvery is how often a client heartbeats a claim (the
+	// workspace: a third of the lease). With Redis, the heartbeats that
+	// carry active_ms are counted per claim, and the active time recorded
+	// when the claim ends is at most tasks.ActiveBound of the count. Zero:
+	// nothing is counted, and only the claim's wall time bounds it.
+	HeartbeatEvery time.Duration
 	// AuthFailures is how many wrong bearer tokens one client address may
 	// send per AuthFailureWindow; negative turns throttling off. Default
 	// AuthFailuresDefault.
@@ -257,6 +265,9 @@ type api struct {
 	storage   func(ctx context.Context) (*tasks.Storage, error)        // nil: no storage in stats
 	hist      History                                                  // nil without a history
 	instr     instructionsCache
+	beats     redis.Scripter // nil: heartbeats are not counted
+	beatEvery time.Duration  // Config.HeartbeatEvery
+	keyPrefix string         // Config.KeyPrefix
 	log       *slog.Logger
 	mux       *http.ServeMux
 	drain     context.Context    // ended by Handler.Shutdown: long polls end
@@ -287,6 +298,11 @@ func New(cfg Config) (*Handler, error) {
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
+		beatEvery: cfg.HeartbeatEvery,
+		keyPrefix: cfg.KeyPrefix,
+	}
+	if cfg.HeartbeatEvery > 0 {
+		a.beats = cfg.Redis
 	}
 	var err error
 	if a.throttle, err = newThrottle(cfg); err != nil {
@@ -318,6 +334,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/editors/{id}/disable", a.admin(a.disableEditor)},
 		{"POST /v1/editors/{id}/enable", a.admin(a.enableEditor)},
 		{"POST /v1/editors/{id}/token", a.admin(a.newEditorToken)},
+		{"GET /v1/editors/{id}/time", a.admin(a.editorTime)},
 		{"POST /v1/tasks", a.admin(a.addTasks)},
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
@@ -341,6 +358,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 
 		{"GET /v1/me", a.editor(a.me)},
 		{"GET /v1/me/instructions", a.editor(a.myInstructions)},
+		{"GET /v1/me/time", a.editor(a.myTime)},
 		{"POST /v1/me/instructions/{category}/ack", a.editor(a.confirmInstructions)},
 
 		{"GET /v1/assignments", a.editor(a.assignments)},
