@@ -20,7 +20,7 @@ import (
 // each heartbeat (the figure so far), and with the submit or release that
 // ends the claim (the final figure). A heartbeat that carries it is counted,
 // in Redis, per claim; the claim's end reads and deletes the count and records
-// the figure (the submit's or release's, else the last heartbeat's), bounded
+// the figure (the higher of the submit's or release's and the heartbeats'), bounded
 // by the claim's wall time and by tasks.ActiveBound of the count. A request
 // without active_ms writes and counts nothing: a client that does not measure
 // costs nothing more.
@@ -71,8 +71,8 @@ func (a *api) countBeat(ctx context.Context, ref dispatcher.ClaimRef, f activeFi
 }
 
 // recordTime records the active time of e's claim ref, which ended as
-// outcome: f's figure, else the one its last counted heartbeat reported;
-// nothing when neither was sent. The write about the claim has committed, so
+// outcome: the higher of f's figure and the highest its counted heartbeats
+// reported; nothing when neither was sent. The write about the claim has committed, so
 // a failure here is logged, never answered.
 func (a *api) recordTime(ctx context.Context, e *tasks.Editor, ref dispatcher.ClaimRef, outcome tasks.ClaimOutcome, f activeField) {
 	var beats, beatMS int64
@@ -87,10 +87,12 @@ func (a *api) recordTime(ctx context.Context, e *tasks.Editor, ref dispatcher.Cl
 			beats, beatMS, counted = vs[0], vs[1], true
 		}
 	}
+	// The higher of the two: a page loaded again while it held the claim
+	// counts from 0 again, its heartbeats' figure kept the time before.
 	reported := beatMS
 	switch {
 	case f.ActiveMS != nil:
-		reported = *f.ActiveMS
+		reported = max(*f.ActiveMS, beatMS)
 	case beats == 0:
 		return // nothing measured
 	}
