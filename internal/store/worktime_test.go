@@ -201,3 +201,34 @@ func recordWorkingTimes(t *testing.T, b *bundle) (wt, wb, w1 *tasks.WorkingTime)
 	}
 	return wt, wb, w1
 }
+
+// TestWorkingTimePlans checks with EXPLAIN that recording a claim's time reads
+// the task's events and rows by key, and that the figures read one range of
+// claim_time_editor and each next result by primary key: no full scan, with
+// other editors' rows and other tasks' events around.
+func TestWorkingTimePlans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	ed := b.editor(t, "ann", "news")
+	nts := make([]tasks.NewTask, 200)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "news", Title: "t"}
+	}
+	ids := b.insert(t, nts...)
+	b.exec(t, "INSERT INTO task_events (task_id, kind, fence, editor_id) SELECT id, 'claimed', 1, id % 7 + 1 FROM tasks")
+	b.exec(t, "INSERT INTO task_events (task_id, kind, fence, editor_id) SELECT id, 'submitted', 1, id % 7 + 1 FROM tasks")
+	b.exec(t, `INSERT INTO claim_time (task_id, fence, editor_id, category, outcome, claimed_at, ended_at, active_ms, reported_ms)
+		SELECT id, 1, id % 7 + 1, 'news', 'submitted', NOW(3) - INTERVAL id MINUTE, NOW(3) - INTERVAL id MINUTE, 1000, 1000 FROM tasks`)
+	b.exec(t, "ANALYZE TABLE claim_time, task_events")
+	plan := b.explain(t, store.RecordClaimTimeSQL, "submitted", 1, 1, 1, nil, "submitted", "submitted", ids[5], 1, ed.ID)
+	t.Logf("record claim time:\n%s", formatPlan(plan))
+	noFullScans(t, "record claim time", plan)
+	plan = b.explain(t, store.WorkingTimeSQL, ed.ID, time.Now().Add(-24*time.Hour))
+	t.Logf("working time:\n%s", formatPlan(plan))
+	noFullScans(t, "working time", plan)
+	for _, r := range plan {
+		if r.Table == "ct" && r.Key != "claim_time_editor" {
+			t.Errorf("claim_time read with key %q, want claim_time_editor:\n%s", r.Key, formatPlan(plan))
+		}
+	}
+}

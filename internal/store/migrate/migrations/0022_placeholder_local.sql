@@ -1,0 +1,2 @@
+-- placeholder for local tests only (not committed)
+DO 0;
