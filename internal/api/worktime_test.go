@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,31 @@ func TestActiveTimeIsBoundedByHeartbeats(t *testing.T) {
 		t.Errorf("an unmeasured submit recorded %d rows", n)
 	}
 	_ = ids
+
+	// The results feed carries each measured claim's active time.
+	res = b.do(t, "GET", "/v1/results", adminToken, "")
+	if res.status != http.StatusOK {
+		t.Fatalf("results: %d %s", res.status, res.body)
+	}
+	lines := strings.Split(strings.TrimSpace(string(res.body)), "\n")
+	var feed []string
+	for _, l := range lines[:len(lines)-1] {
+		var r struct {
+			TaskID   int64  `json:"task_id"`
+			ActiveMS *int64 `json:"active_ms"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		ms := "none"
+		if r.ActiveMS != nil {
+			ms = strconv.FormatInt(*r.ActiveMS, 10)
+		}
+		feed = append(feed, ms)
+	}
+	if want := []string{"300", strconv.FormatInt(wall, 10), "none"}; strings.Join(feed, ",") != strings.Join(want, ",") {
+		t.Errorf("the feed's active_ms %q, want %q", feed, want)
+	}
 
 	var mine, theirs workingTimeOut
 	wantJSON(t, b.do(t, "GET", "/v1/me/time", ann.Token, ""), http.StatusOK, &mine)

@@ -794,6 +794,8 @@ type RecentClaim struct {
 
 // ResultLine A line of GET /v1/results, an accepted result.
 type ResultLine struct {
+	// ActiveMs In GET /v1/results, the active time of the claim that submitted the result (see docs/working-time.md); omitted when it was not measured.
+	ActiveMs *int64   `json:"active_ms,omitempty"`
 	Category Category `json:"category"`
 
 	// Cursor The result's place in the results feed. Always in GET /v1/results; in a task's results and an assignment's earlier ones, omitted until a read of the feed has numbered the result.
