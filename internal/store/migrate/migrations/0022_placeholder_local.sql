@@ -1,2 +1,0 @@
--- placeholder for local tests only (not committed)
-DO 0;
