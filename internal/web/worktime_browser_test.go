@@ -124,3 +124,35 @@ func TestBrowserWorkingTime(t *testing.T) {
 	}
 	ops.screenshot("ops-editor-time-phone")
 }
+
+// TestFirefoxOpsWorkingTime: the console's working-time chart and table in
+// Firefox, at desktop and phone width, the page never wider than the screen.
+func TestFirefoxOpsWorkingTime(t *testing.T) {
+	s := startServer(t, liveClaims())
+	edID, token := s.editor("Wren", "news")
+	s.addTask("news", 1, "Council budget", map[string]any{"text": "The council met."})
+	id, fence := claimFor(t, s, token)
+	editorCall(t, s, token, "POST", fmt.Sprintf("/v1/assignments/%d/heartbeat", id), fmt.Sprintf(`{"fence":%d,"active_ms":100}`, fence), http.StatusOK, nil)
+	time.Sleep(300 * time.Millisecond)
+	editorCall(t, s, token, "POST", fmt.Sprintf("/v1/assignments/%d/submit", id), fmt.Sprintf(`{"fence":%d,"result":{},"active_ms":200}`, fence), http.StatusOK, nil)
+
+	for _, c := range []struct {
+		name string
+		w, h int
+	}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
+		tb := newFirefox(t, c.w, c.h, 1)
+		tb.opsSignIn(s)
+		tb.navigate(s.base + "/ops#editors/" + strconv.FormatInt(edID, 10))
+		tb.waitJS("the working time", `document.getElementById("ed-time").dataset.loaded === "`+strconv.FormatInt(edID, 10)+`"`)
+		if n := fxEval[int](tb, `document.querySelectorAll("#ed-time-chart rect.bar-active").length`); n != 1 {
+			t.Errorf("%s: %d active bars, want 1", c.name, n)
+		}
+		if row := fxEval[string](tb, `document.querySelector("#ed-time-table tbody tr").dataset.category`); row != "news" {
+			t.Errorf("%s: table row %q, want news", c.name, row)
+		}
+		if w := fxEval[float64](tb, `document.documentElement.scrollWidth`); w > float64(c.w) {
+			t.Errorf("%s: the page is %v px wide at %d", c.name, w, c.w)
+		}
+		tb.screenshot("firefox-ops-editor-time-" + c.name)
+	}
+}
