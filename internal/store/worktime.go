@@ -31,6 +31,10 @@ LEFT JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = c.task_id AND r.fe
 WHERE c.task_id = ? AND c.fence = ? AND c.kind = 'claimed' AND c.editor_id = ?
 LIMIT 1`
 
+	// claimTimeRecordedSQL says whether the editor's claim has its time
+	// recorded already, by primary key.
+	claimTimeRecordedSQL = `SELECT COUNT(*) FROM claim_time FORCE INDEX (PRIMARY) WHERE task_id = ? AND fence = ? AND editor_id = ?`
+
 	// workingTimeSinceSQL is the first day of a window of ? days, today
 	// the last, by the database clock.
 	workingTimeSinceSQL = `SELECT TIMESTAMP(UTC_DATE() - INTERVAL ? DAY)`
@@ -51,7 +55,8 @@ WHERE ct.editor_id = ? AND ct.ended_at >= ?`
 // claim's wall time (its 'claimed' event to the event that ended it, by the
 // database clock) and p.Bound when set. It returns tasks.ErrNotFound when the
 // editor has no such ended claim (nothing is written), and nil, writing
-// nothing, for a claim recorded already. One round trip.
+// nothing, for a claim recorded already. One round trip, and one more when
+// nothing was written.
 func (s *Store) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error {
 	reported := p.Reported.Milliseconds()
 	bound := reported
@@ -71,7 +76,7 @@ func (s *Store) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) er
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var found int
-		if err := s.db.GetContext(ctx, &found, "SELECT COUNT(*) FROM claim_time WHERE task_id = ? AND fence = ? AND editor_id = ?", p.TaskID, p.Fence, p.EditorID); err != nil {
+		if err := s.db.GetContext(ctx, &found, claimTimeRecordedSQL, p.TaskID, p.Fence, p.EditorID); err != nil {
 			return fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, err)
 		}
 		if found == 0 {
