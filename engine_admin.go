@@ -295,6 +295,14 @@ func (s apiStore) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorSt
 	return s.store.GetEditorStats(ctx, id)
 }
 
+func (s apiStore) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error {
+	return s.store.RecordClaimTime(ctx, p)
+}
+
+func (s apiStore) WorkingTime(ctx context.Context, editorID int64, days int) (*tasks.WorkingTime, error) {
+	return s.store.WorkingTime(ctx, editorID, days)
+}
+
 func (s apiStore) HeldByEditor(ctx context.Context, editorID int64) (*tasks.Claim, error) {
 	return s.store.HeldByEditor(ctx, editorID)
 }

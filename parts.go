@@ -254,6 +254,7 @@ func (e *Engine) apiConfig(metrics http.Handler) api.Config {
 		MaxPollsPerEditor: h.MaxPollsPerEditor,
 		Redis:             e.redis.pubSub(),
 		KeyPrefix:         e.cfg.Redis.KeyPrefix,
+		HeartbeatEvery:    e.cfg.Dispatch.LeaseTTL / 3,
 		AuthFailures:      h.AuthFailures,
 		AuthFailureWindow: h.AuthFailureWindow,
 		MeterProvider:     e.tel.MeterProvider,

@@ -439,6 +439,29 @@ CREATE TABLE IF NOT EXISTS gold_pauses (
   PRIMARY KEY (editor_id, category)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- Working time: per claim an editor ended by a submit or a release, the time the editor
+-- was present and active on it, as the workspace measured it (reported_ms) and as kept
+-- (active_ms: at most the claim's wall time, claimed_at to ended_at, and what its
+-- counted heartbeats allow; see internal/store/worktime.go). Written after the submit
+-- or release committed, and only for a client that measured; no foreign keys (see
+-- migration 0023). Per-editor figures read claim_time_editor's range.
+CREATE TABLE IF NOT EXISTS claim_time (
+  task_id     BIGINT UNSIGNED NOT NULL,
+  fence       BIGINT UNSIGNED NOT NULL,
+  editor_id   BIGINT UNSIGNED NOT NULL,
+  category    VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  stage       TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  stage_name  VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  outcome     ENUM('submitted', 'released') NOT NULL,
+  claimed_at  DATETIME(3) NOT NULL,
+  ended_at    DATETIME(3) NOT NULL,
+  active_ms   BIGINT UNSIGNED NOT NULL,
+  reported_ms BIGINT UNSIGNED NOT NULL,
+  beats       INT UNSIGNED NULL,
+  PRIMARY KEY (task_id, fence),
+  KEY claim_time_editor (editor_id, ended_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id

@@ -49,6 +49,10 @@ type Result struct {
 	// Overlap how many results the group asks for (see Task.GroupID).
 	GroupID int64 `db:"group_id"`
 	Overlap int   `db:"overlap"`
+	// ActiveMS is the active time of the claim that submitted it, in
+	// milliseconds (see WorkingTime), nil when it was not measured; only the
+	// results feed (Results) reads it.
+	ActiveMS *int64 `db:"active_ms"`
 }
 
 // Pages of a task's results (TaskResults).

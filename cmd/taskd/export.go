@@ -26,7 +26,8 @@ else from FILE's extension (.jsonl, .ndjson, .json, .csv), else JSON lines.
 A task with stages has one result per stage submitted; a task that asks for
 several results (overlap), one per editor. Their JSON lines go on with
 stage (the stage the result was submitted at), decision, notes, group_id and
-overlap, each only when set. With -workflow, CSV has those five columns too,
+overlap, each only when set; and active_ms, the active time of the claim that
+submitted it, when it was measured (see docs/working-time.md). With -workflow, CSV has those five columns too,
 after the others, empty when not set. A CSV cell that a spreadsheet would
 take for a formula (starting with =, +, -, @, a tab or a carriage return,
 and not a plain number) is written with a single quote before it.

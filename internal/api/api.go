@@ -48,6 +48,8 @@ type Store interface {
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
+	RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error
+	WorkingTime(ctx context.Context, editorID int64, days int) (*tasks.WorkingTime, error)
 	InstructionsStore
 	GoldStore
 
@@ -158,6 +160,12 @@ type Config struct {
 	Redis redis.Scripter
 	// KeyPrefix starts the keys the API writes to Redis.
 	KeyPrefix string
+	// HeartbeatEvery is how often a client heartbeats a claim (the
+	// workspace: a third of the lease). With Redis, the heartbeats that
+	// carry active_ms are counted per claim, and the active time recorded
+	// when the claim ends is at most tasks.ActiveBound of the count. Zero:
+	// nothing is counted, and only the claim's wall time bounds it.
+	HeartbeatEvery time.Duration
 	// AuthFailures is how many wrong bearer tokens one client address may
 	// send per AuthFailureWindow; negative turns throttling off. Default
 	// AuthFailuresDefault.
@@ -267,6 +275,9 @@ type api struct {
 	gold       map[string]tasks.GoldRule
 	goldFloors bool
 	goldFloat  func() float64
+	beats      redis.Scripter // nil: heartbeats are not counted
+	beatEvery  time.Duration  // Config.HeartbeatEvery
+	keyPrefix  string         // Config.KeyPrefix
 	log        *slog.Logger
 	mux        *http.ServeMux
 	drain      context.Context    // ended by Handler.Shutdown: long polls end
@@ -297,6 +308,11 @@ func New(cfg Config) (*Handler, error) {
 		hist:      cfg.History,
 		log:       cfg.Logger,
 		mux:       http.NewServeMux(),
+		beatEvery: cfg.HeartbeatEvery,
+		keyPrefix: cfg.KeyPrefix,
+	}
+	if cfg.HeartbeatEvery > 0 {
+		a.beats = cfg.Redis
 	}
 	a.gold, a.goldFloat = cfg.Gold, goldFloatDefault
 	for _, g := range cfg.Gold {
@@ -332,6 +348,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 		{"POST /v1/editors/{id}/disable", a.admin(a.disableEditor)},
 		{"POST /v1/editors/{id}/enable", a.admin(a.enableEditor)},
 		{"POST /v1/editors/{id}/token", a.admin(a.newEditorToken)},
+		{"GET /v1/editors/{id}/time", a.admin(a.editorTime)},
 		{"POST /v1/tasks", a.admin(a.addTasks)},
 		{"GET /v1/tasks", a.admin(a.listTasks)},
 		{"GET /v1/tasks/{id}", a.admin(a.getTask)},
@@ -358,6 +375,7 @@ func (a *api) routeTable(metrics http.Handler) []route {
 
 		{"GET /v1/me", a.editor(a.me)},
 		{"GET /v1/me/instructions", a.editor(a.myInstructions)},
+		{"GET /v1/me/time", a.editor(a.myTime)},
 		{"POST /v1/me/instructions/{category}/ack", a.editor(a.confirmInstructions)},
 
 		{"GET /v1/assignments", a.editor(a.assignments)},

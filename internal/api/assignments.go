@@ -89,6 +89,7 @@ func (f *fenceField) fence() *int64 { return f.Fence }
 
 type heartbeatRequest struct {
 	fenceField
+	activeField
 }
 
 type heartbeatResponse struct {
@@ -102,16 +103,21 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor)
 	if err != nil {
 		return err
 	}
+	if err := req.check(); err != nil {
+		return err
+	}
 	expires, err := a.d.Heartbeat(r.Context(), dispatcher.EditorClaimant(e), ref)
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
+	a.countBeat(r.Context(), ref, req.activeField)
 	a.writeJSON(w, r, http.StatusOK, heartbeatResponse{LeaseExpiresAt: formatTime(expires)})
 	return nil
 }
 
 type submitRequest struct {
 	fenceField
+	activeField
 	Result json.RawMessage `json:"result"`
 	// Decision is approve (the default) or send_back at a later stage, or
 	// any other word kept with the result (see tasks.DecisionApprove);
@@ -134,6 +140,9 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 	}
 	if len(req.Result) == 0 || string(req.Result) == "null" {
 		return errorf(http.StatusUnprocessableEntity, codeInvalid, "result is required")
+	}
+	if err := req.check(); err != nil {
+		return err
 	}
 	c := dispatcher.EditorClaimant(e)
 	if c.Categories, err = a.confirmedCategories(r.Context(), w, e); err != nil {
@@ -162,6 +171,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		}
 	}
 	a.log.DebugContext(r.Context(), "submitted", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "decision", req.Decision)
+	a.recordTime(r.Context(), e, ref, tasks.OutcomeSubmitted, req.activeField)
 	out, err := a.assignmentOf(r.Context(), next)
 	if err != nil {
 		return err
@@ -172,6 +182,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 
 type releaseRequest struct {
 	fenceField
+	activeField
 	Reason string `json:"reason"`
 	Skip   bool   `json:"skip"`
 }
@@ -187,6 +198,9 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	if err := checkReason(req.Reason); err != nil {
 		return err
 	}
+	if err := req.check(); err != nil {
+		return err
+	}
 	release := a.d.Release
 	if req.Skip {
 		release = a.d.Skip
@@ -196,6 +210,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 		return a.refused(r, e, ref, err)
 	}
 	a.log.DebugContext(r.Context(), "released", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "skip", req.Skip)
+	a.recordTime(r.Context(), e, ref, tasks.OutcomeReleased, req.activeField)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

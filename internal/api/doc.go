@@ -25,6 +25,7 @@
 //	                                              (and released_all when it revoked several)
 //	POST /v1/editors/{id}/enable          admin   → 200 as GET
 //	POST /v1/editors/{id}/token           admin   → 200 {id, token}: a new token, once; the old one is refused
+//	GET  /v1/editors/{id}/time?days=      admin   → 200 {editor_id, days, since, total, categories, daily}: working time
 //	POST /v1/tasks                        admin   [{category, priority, title, payload?, max_attempts?, key?, run_after?, due_at?,
 //	                                              stages?, overlap?}]
 //	                                              → 201 (200 when every key existed) {ids, tasks: [{id, created, slots?}], created, existing}
@@ -55,14 +56,15 @@
 //	GET  /v1/me                           editor  → 200 {id, name, categories, created_at, capacity, stages?, assignment, today,
 //	                                              all_time, median…, last_active_at}
 //	GET  /v1/me/instructions              editor  → 200 {instructions: [{category, version, confirmed_version, pending, html, created_at}]}
+//	GET  /v1/me/time?days=                editor  → 200 as GET /v1/editors/{id}/time, the editor's own
 //	POST /v1/me/instructions/{category}/ack  editor  {version} → 200 {category, confirmed_version}; an older version 409
 //	                                              instructions_changed. Until then the editor's claims leave the category
 //	                                              out and name it in the Taskd-Instructions-Pending header.
 //	GET  /v1/assignments                  editor  → 200 {assignments: [assignment], capacity}: every live claim, oldest first
 //	POST /v1/assignments/next             editor  {wait_ms?} → 200 assignment, or 204 when none
-//	POST /v1/assignments/{task}/heartbeat editor  {fence} → 200 {lease_expires_at}
-//	POST /v1/assignments/{task}/submit    editor  {fence, result, decision?, notes?} → 200 {next: assignment or null}
-//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?} → 204 (not offered to this editor again
+//	POST /v1/assignments/{task}/heartbeat editor  {fence, active_ms?} → 200 {lease_expires_at}
+//	POST /v1/assignments/{task}/submit    editor  {fence, result, decision?, notes?, active_ms?} → 200 {next: assignment or null}
+//	POST /v1/assignments/{task}/release   editor  {fence, reason?, skip?, active_ms?} → 204 (not offered to this editor again
 //	                                              for dispatch.release_cooldown, or dispatch.skip_for with skip)
 //	GET  /healthz                         anyone  → 200 {status: "ok"}
 //	GET  /readyz                          anyone  → 200 or 503 {status, checks: {name: "ok" or error}}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for BulkRequestStatus.
@@ -230,6 +231,9 @@ type AcceptedResult struct {
 	// SubmittedAt RFC 3339 in UTC, to the millisecond.
 	SubmittedAt Time `json:"submitted_at"`
 }
+
+// ActiveMS Milliseconds of active time, at most a day (more is 422).
+type ActiveMS = int64
 
 // Activity defines model for Activity.
 type Activity struct {
@@ -615,11 +619,6 @@ type EventPage struct {
 // Fence defines model for Fence.
 type Fence = int64
 
-// FenceRequest defines model for FenceRequest.
-type FenceRequest struct {
-	Fence Fence `json:"fence"`
-}
-
 // GoldAnswer A gold task's known answer.
 type GoldAnswer struct {
 	// Decision The expected decision (rule decision).
@@ -827,6 +826,8 @@ type RecentClaim struct {
 
 // ResultLine A line of GET /v1/results, an accepted result.
 type ResultLine struct {
+	// ActiveMs In GET /v1/results, the active time of the claim that submitted the result (see docs/working-time.md); omitted when it was not measured.
+	ActiveMs *int64   `json:"active_ms,omitempty"`
 	Category Category `json:"category"`
 
 	// Cursor The result's place in the results feed. Always in GET /v1/results; in a task's results and an assignment's earlier ones, omitted until a read of the feed has numbered the result.
@@ -1102,6 +1103,79 @@ type TaskListItem struct {
 // Time RFC 3339 in UTC, to the millisecond.
 type Time = time.Time
 
+// WorkingFigures defines model for WorkingFigures.
+type WorkingFigures struct {
+	ActiveMs int64 `json:"active_ms"`
+
+	// GoldAccuracy The share of gold tasks answered right; null until gold tasks are scored.
+	GoldAccuracy *float32 `json:"gold_accuracy"`
+
+	// Released Claims given back (releases and skips).
+	Released int `json:"released"`
+
+	// Reviewed Submits the next stage has decided on.
+	Reviewed int `json:"reviewed"`
+
+	// SendBackRate sent_back / reviewed; null when nothing was reviewed.
+	SendBackRate *float32 `json:"send_back_rate"`
+
+	// SentBack Reviewed submits the next stage sent back.
+	SentBack  int `json:"sent_back"`
+	Submitted int `json:"submitted"`
+
+	// TasksPerActiveHour Submits per hour of active time; null without active time.
+	TasksPerActiveHour *float32 `json:"tasks_per_active_hour"`
+}
+
+// WorkingTime defines model for WorkingTime.
+type WorkingTime struct {
+	// Categories Per category with measured claims, by name.
+	Categories []struct {
+		ActiveMs int64  `json:"active_ms"`
+		Category string `json:"category"`
+
+		// GoldAccuracy The share of gold tasks answered right; null until gold tasks are scored.
+		GoldAccuracy *float32 `json:"gold_accuracy"`
+
+		// Released Claims given back (releases and skips).
+		Released int `json:"released"`
+
+		// Reviewed Submits the next stage has decided on.
+		Reviewed int `json:"reviewed"`
+
+		// SendBackRate sent_back / reviewed; null when nothing was reviewed.
+		SendBackRate *float32 `json:"send_back_rate"`
+
+		// SentBack Reviewed submits the next stage sent back.
+		SentBack int `json:"sent_back"`
+
+		// Stages The median active time of the submits per stage, by stage.
+		Stages []struct {
+			MedianActiveMs int64   `json:"median_active_ms"`
+			Stage          int     `json:"stage"`
+			StageName      *string `json:"stage_name"`
+			Submitted      int     `json:"submitted"`
+		} `json:"stages"`
+		Submitted int `json:"submitted"`
+
+		// TasksPerActiveHour Submits per hour of active time; null without active time.
+		TasksPerActiveHour *float32 `json:"tasks_per_active_hour"`
+	} `json:"categories"`
+
+	// Daily One entry per day of the window, oldest first.
+	Daily []struct {
+		ActiveMs  int64              `json:"active_ms"`
+		Day       openapi_types.Date `json:"day"`
+		Submitted int                `json:"submitted"`
+	} `json:"daily"`
+	Days     int `json:"days"`
+	EditorId ID  `json:"editor_id"`
+
+	// Since The window's first day, 00:00 UTC.
+	Since Time           `json:"since"`
+	Total WorkingFigures `json:"total"`
+}
+
 // AssignmentTask defines model for AssignmentTask.
 type AssignmentTask = ID
 
@@ -1119,6 +1193,9 @@ type ResultsLimit = int
 
 // TaskID defines model for TaskID.
 type TaskID = ID
+
+// WorkingDays defines model for WorkingDays.
+type WorkingDays = int
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
@@ -1214,9 +1291,21 @@ type GetEarlierParams struct {
 	Limit  *ResultsLimit  `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// HeartbeatJSONBody defines parameters for Heartbeat.
+type HeartbeatJSONBody struct {
+	// ActiveMs The active time so far, as the client measures it. A
+	// heartbeat that carries it is counted: the active time kept
+	// when the claim ends is at most (heartbeats counted + 2)
+	// heartbeat intervals (a third of the lease each).
+	ActiveMs *ActiveMS `json:"active_ms,omitempty"`
+	Fence    Fence     `json:"fence"`
+}
+
 // ReleaseJSONBody defines parameters for Release.
 type ReleaseJSONBody struct {
-	Fence Fence `json:"fence"`
+	// ActiveMs The active time of the claim, kept as a submit's is.
+	ActiveMs *ActiveMS `json:"active_ms,omitempty"`
+	Fence    Fence     `json:"fence"`
 
 	// Reason Kept in the audit trail. One line: a control character (C0, line
 	// breaks and tabs included, DEL, C1), a line or paragraph separator
@@ -1228,6 +1317,13 @@ type ReleaseJSONBody struct {
 
 // SubmitJSONBody defines parameters for Submit.
 type SubmitJSONBody struct {
+	// ActiveMs The time the editor was present and active on the claim,
+	// as the client measured it. Kept (after the submit
+	// committed) as at most the claim's wall time and what its
+	// counted heartbeats allow; without it, the figure of the
+	// last counted heartbeat is kept, if any.
+	ActiveMs *ActiveMS `json:"active_ms,omitempty"`
+
 	// Decision approve (the default) or send_back; any other word is kept
 	// with the result and moves the task on, as approve does.
 	// Results of a group agree when their decisions are equal.
@@ -1298,12 +1394,24 @@ type DisableEditorJSONBody = map[string]interface{}
 // EnableEditorJSONBody defines parameters for EnableEditor.
 type EnableEditorJSONBody = map[string]interface{}
 
+// EditorTimeParams defines parameters for EditorTime.
+type EditorTimeParams struct {
+	// Days The days the figures cover, today the last (default 14; 1..90, else 422).
+	Days *WorkingDays `form:"days,omitempty" json:"days,omitempty"`
+}
+
 // NewEditorTokenJSONBody defines parameters for NewEditorToken.
 type NewEditorTokenJSONBody = map[string]interface{}
 
 // ConfirmInstructionsJSONBody defines parameters for ConfirmInstructions.
 type ConfirmInstructionsJSONBody struct {
 	Version int `json:"version"`
+}
+
+// MyTimeParams defines parameters for MyTime.
+type MyTimeParams struct {
+	// Days The days the figures cover, today the last (default 14; 1..90, else 422).
+	Days *WorkingDays `form:"days,omitempty" json:"days,omitempty"`
 }
 
 // ResultsParams defines parameters for Results.
@@ -1392,7 +1500,7 @@ type RequeueTaskJSONRequestBody = ChangeRequest
 type NextJSONRequestBody NextJSONBody
 
 // HeartbeatJSONRequestBody defines body for Heartbeat for application/json ContentType.
-type HeartbeatJSONRequestBody = FenceRequest
+type HeartbeatJSONRequestBody HeartbeatJSONBody
 
 // ReleaseJSONRequestBody defines body for Release for application/json ContentType.
 type ReleaseJSONRequestBody ReleaseJSONBody
@@ -2014,6 +2122,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/editors/{id}/enable (the `EnableEditor` operationId).
 	EnableEditor(ctx context.Context, id EditorID, body EnableEditorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EditorTime An editor's working time
+	//
+	// The editor's working time over the last days UTC days, today the last:
+	// active time (present and active on a claim, as the workspace measured
+	// it and the server bounded it; not wall time), submits and releases,
+	// tasks per active hour, the median active time per stage, the send-back
+	// rate, per category and in total, and active time and submits per day.
+	// Only measured claims count (see docs/working-time.md).
+	//
+	// Corresponds with GET /v1/editors/{id}/time (the `EditorTime` operationId).
+	EditorTime(ctx context.Context, id EditorID, params *EditorTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// NewEditorTokenWithBody Replace an editor's token
 	//
 	// Answers with a new token, shown this once; the old one is refused from
@@ -2079,6 +2199,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
 	ConfirmInstructions(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MyTime The editor's own working time
+	//
+	// As GET /v1/editors/{id}/time, for the editor itself.
+	//
+	// Corresponds with GET /v1/me/time (the `MyTime` operationId).
+	MyTime(ctx context.Context, params *MyTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Openapi This document
 	//
@@ -3181,6 +3308,28 @@ func (c *Client) EnableEditor(ctx context.Context, id EditorID, body EnableEdito
 	return c.Client.Do(req)
 }
 
+// EditorTime An editor's working time
+//
+// The editor's working time over the last days UTC days, today the last:
+// active time (present and active on a claim, as the workspace measured
+// it and the server bounded it; not wall time), submits and releases,
+// tasks per active hour, the median active time per stage, the send-back
+// rate, per category and in total, and active time and submits per day.
+// Only measured claims count (see docs/working-time.md).
+//
+// Corresponds with GET /v1/editors/{id}/time (the `EditorTime` operationId).
+func (c *Client) EditorTime(ctx context.Context, id EditorID, params *EditorTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEditorTimeRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewEditorTokenWithBody Replace an editor's token
 //
 // Answers with a new token, shown this once; the old one is refused from
@@ -3297,6 +3446,23 @@ func (c *Client) ConfirmInstructionsWithBody(ctx context.Context, category Categ
 // Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
 func (c *Client) ConfirmInstructions(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConfirmInstructionsRequest(c.Server, category, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MyTime The editor's own working time
+//
+// As GET /v1/editors/{id}/time, for the editor itself.
+//
+// Corresponds with GET /v1/me/time (the `MyTime` operationId).
+func (c *Client) MyTime(ctx context.Context, params *MyTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMyTimeRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4893,6 +5059,67 @@ func NewEnableEditorRequestWithBody(server string, id EditorID, contentType stri
 	return req, nil
 }
 
+// NewEditorTimeRequest constructs an http.Request for the EditorTime method
+func NewEditorTimeRequest(server string, id EditorID, params *EditorTimeParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/editors/%s/time", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewNewEditorTokenRequest calls the generic NewEditorToken builder with application/json body
 func NewNewEditorTokenRequest(server string, id EditorID, body NewEditorTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5037,6 +5264,60 @@ func NewConfirmInstructionsRequestWithBody(server string, category CategoryPath,
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewMyTimeRequest constructs an http.Request for the MyTime method
+func NewMyTimeRequest(server string, params *MyTimeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/time")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Days != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "days", *params.Days, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -6210,6 +6491,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/editors/{id}/enable (the `EnableEditor` operationId).
 	EnableEditorWithResponse(ctx context.Context, id EditorID, body EnableEditorJSONRequestBody, reqEditors ...RequestEditorFn) (*EnableEditorResponse, error)
 
+	// EditorTimeWithResponse An editor's working time
+	//
+	// The editor's working time over the last days UTC days, today the last:
+	// active time (present and active on a claim, as the workspace measured
+	// it and the server bounded it; not wall time), submits and releases,
+	// tasks per active hour, the median active time per stage, the send-back
+	// rate, per category and in total, and active time and submits per day.
+	// Only measured claims count (see docs/working-time.md).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/editors/{id}/time (the `EditorTime` operationId).
+	EditorTimeWithResponse(ctx context.Context, id EditorID, params *EditorTimeParams, reqEditors ...RequestEditorFn) (*EditorTimeResponse, error)
+
 	// NewEditorTokenWithBodyWithResponse Replace an editor's token
 	//
 	// Answers with a new token, shown this once; the old one is refused from
@@ -6279,6 +6574,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/me/instructions/{category}/ack (the `ConfirmInstructions` operationId).
 	ConfirmInstructionsWithResponse(ctx context.Context, category CategoryPath, body ConfirmInstructionsJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmInstructionsResponse, error)
+
+	// MyTimeWithResponse The editor's own working time
+	//
+	// As GET /v1/editors/{id}/time, for the editor itself.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/me/time (the `MyTime` operationId).
+	MyTimeWithResponse(ctx context.Context, params *MyTimeParams, reqEditors ...RequestEditorFn) (*MyTimeResponse, error)
 
 	// OpenapiWithResponse This document
 	//
@@ -9782,6 +10086,117 @@ func (r EnableEditorResponse) ContentType() string {
 	return ""
 }
 
+// EditorTimeResponse401Headers the declared response headers of an HTTP 401 response for EditorTime
+type EditorTimeResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// EditorTimeResponse429Headers the declared response headers of an HTTP 429 response for EditorTime
+type EditorTimeResponse429Headers struct {
+	RetryAfter int
+}
+
+// EditorTimeResponse503Headers the declared response headers of an HTTP 503 response for EditorTime
+type EditorTimeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type EditorTimeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkingTime
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EditorTimeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EditorTimeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EditorTimeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EditorTimeResponse) GetJSON200() *WorkingTime {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EditorTimeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EditorTimeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EditorTimeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EditorTimeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r EditorTimeResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EditorTimeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EditorTimeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EditorTimeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EditorTimeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EditorTimeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EditorTimeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // NewEditorTokenResponse401Headers the declared response headers of an HTTP 401 response for NewEditorToken
 type NewEditorTokenResponse401Headers struct {
 	WWWAuthenticate string
@@ -10215,6 +10630,110 @@ func (r ConfirmInstructionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ConfirmInstructionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MyTimeResponse401Headers the declared response headers of an HTTP 401 response for MyTime
+type MyTimeResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MyTimeResponse429Headers the declared response headers of an HTTP 429 response for MyTime
+type MyTimeResponse429Headers struct {
+	RetryAfter int
+}
+
+// MyTimeResponse503Headers the declared response headers of an HTTP 503 response for MyTime
+type MyTimeResponse503Headers struct {
+	RetryAfter *int
+}
+
+type MyTimeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkingTime
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MyTimeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MyTimeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MyTimeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MyTimeResponse) GetJSON200() *WorkingTime {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MyTimeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MyTimeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MyTimeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MyTimeResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MyTimeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MyTimeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MyTimeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MyTimeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MyTimeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MyTimeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11922,6 +12441,26 @@ func (c *ClientWithResponses) EnableEditorWithResponse(ctx context.Context, id E
 	return ParseEnableEditorResponse(rsp)
 }
 
+// EditorTimeWithResponse An editor's working time
+//
+// The editor's working time over the last days UTC days, today the last:
+// active time (present and active on a claim, as the workspace measured
+// it and the server bounded it; not wall time), submits and releases,
+// tasks per active hour, the median active time per stage, the send-back
+// rate, per category and in total, and active time and submits per day.
+// Only measured claims count (see docs/working-time.md).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/editors/{id}/time (the `EditorTime` operationId).
+func (c *ClientWithResponses) EditorTimeWithResponse(ctx context.Context, id EditorID, params *EditorTimeParams, reqEditors ...RequestEditorFn) (*EditorTimeResponse, error) {
+	rsp, err := c.EditorTime(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEditorTimeResponse(rsp)
+}
+
 // NewEditorTokenWithBodyWithResponse Replace an editor's token
 //
 // Answers with a new token, shown this once; the old one is refused from
@@ -12026,6 +12565,21 @@ func (c *ClientWithResponses) ConfirmInstructionsWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseConfirmInstructionsResponse(rsp)
+}
+
+// MyTimeWithResponse The editor's own working time
+//
+// As GET /v1/editors/{id}/time, for the editor itself.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/me/time (the `MyTime` operationId).
+func (c *ClientWithResponses) MyTimeWithResponse(ctx context.Context, params *MyTimeParams, reqEditors ...RequestEditorFn) (*MyTimeResponse, error) {
+	rsp, err := c.MyTime(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMyTimeResponse(rsp)
 }
 
 // OpenapiWithResponse This document
@@ -15380,6 +15934,114 @@ func ParseEnableEditorResponse(rsp *http.Response) (*EnableEditorResponse, error
 	return response, nil
 }
 
+// ParseEditorTimeResponse parses an HTTP response from a EditorTimeWithResponse call
+func ParseEditorTimeResponse(rsp *http.Response) (*EditorTimeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EditorTimeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkingTime
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EditorTimeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers EditorTimeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EditorTimeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseNewEditorTokenResponse parses an HTTP response from a NewEditorTokenWithResponse call
 func ParseNewEditorTokenResponse(rsp *http.Response) (*NewEditorTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15786,6 +16448,107 @@ func ParseConfirmInstructionsResponse(rsp *http.Response) (*ConfirmInstructionsR
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ConfirmInstructionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMyTimeResponse parses an HTTP response from a MyTimeWithResponse call
+func ParseMyTimeResponse(rsp *http.Response) (*MyTimeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MyTimeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkingTime
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MyTimeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MyTimeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MyTimeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -114,3 +114,9 @@ func SetNodeRetry(c driver.Connector, d time.Duration) { c.(*failover).retry = d
 
 // AgreementQuery exposes the agreement read for EXPLAIN tests.
 func AgreementQuery(field string) (string, []any) { return agreementQuery(field) }
+
+// Working time's statements, for EXPLAIN tests.
+const (
+	RecordClaimTimeSQL = recordClaimTimeSQL
+	WorkingTimeSQL     = workingTimeSQL
+)

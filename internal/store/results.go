@@ -90,9 +90,12 @@ SET r.seq = x.seq WHERE r.seq IS NULL`
 	// Each row carries the highest purged seq as this statement's snapshot
 	// has it (an uncorrelated subquery, read once), so that a purge that
 	// committed after the bounds were read is seen before any row is handed out.
-	resultsSQL = `SELECT r.seq, ` + resultColumns + `,
+	// The claim's active time, when it was measured, comes from its
+	// claim_time row by primary key.
+	resultsSQL = `SELECT r.seq, ` + resultColumns + `, ct.active_ms,
 	COALESCE((SELECT f.last_seq FROM task_results_feed f WHERE f.id = 2), 0) AS purged_seq
 FROM task_results r FORCE INDEX (task_results_seq) JOIN tasks t ON t.id = r.task_id
+LEFT JOIN claim_time ct FORCE INDEX (PRIMARY) ON ct.task_id = r.task_id AND ct.fence = r.fence
 WHERE r.seq > ? ORDER BY r.seq LIMIT ?`
 
 	// resultColumns are a Result's columns but the cursor, from task_results r

@@ -57,6 +57,7 @@ WHERE group_id IN (?) AND (ended_status IS NULL OR done_at >= NOW(3) - INTERVAL 
 	purgeTaskResultsSQL = `DELETE FROM task_results WHERE task_id IN (?)`
 	purgeTaskEventsSQL  = `DELETE FROM task_events WHERE task_id IN (?)`
 	purgeTaskSkipsSQL   = `DELETE FROM task_skips WHERE task_id IN (?)`
+	purgeClaimTimeSQL   = `DELETE FROM claim_time WHERE task_id IN (?)`
 	// purgeTaskRowsSQL deletes the tasks, re-checking status and age.
 	purgeTaskRowsSQL = `DELETE FROM tasks WHERE id IN (?) AND ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND`
 	// purgedSeqSQL raises the highest purged seq.
@@ -273,6 +274,7 @@ func (s *Store) purgeTasksBatch(ctx context.Context, status tasks.Status, us int
 			{"task_results", purgeTaskResultsSQL},
 			{"task_events", purgeTaskEventsSQL},
 			{"task_skips", purgeTaskSkipsSQL},
+			{"claim_time", purgeClaimTimeSQL},
 		} {
 			q, args, err := sqlx.In(st.sql, ids)
 			if err != nil {

@@ -63,6 +63,7 @@ func (h *Handler) opsRoutes() {
 		"POST /ops/v1/editors",
 		"POST /ops/v1/tasks",
 		"GET /ops/v1/editors/{id}",
+		"GET /ops/v1/editors/{id}/time",
 		"PATCH /ops/v1/editors/{id}",
 		"POST /ops/v1/admin/tasks/requeue",
 		"POST /ops/v1/admin/tasks/cancel",

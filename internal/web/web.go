@@ -182,6 +182,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /app/v1/assignments/{task}/{op}", h.call)
 	h.mux.HandleFunc("GET /app/v1/assignments/{task}/earlier", h.call)
 	h.mux.HandleFunc("GET /app/v1/me/instructions", h.call)
+	h.mux.HandleFunc("GET /app/v1/me/time", h.call)
 	h.mux.HandleFunc("POST /app/v1/me/instructions/{category}/ack", h.call)
 	h.opsRoutes()
 	return h, nil

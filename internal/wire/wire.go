@@ -146,6 +146,8 @@ type Result struct {
 	// GroupID and Overlap, for a result of a task of a group.
 	GroupID int64 `json:"group_id,omitempty"`
 	Overlap int   `json:"overlap,omitempty"`
+	// ActiveMS is the claim's active time in the feed, when it was measured.
+	ActiveMS *int64 `json:"active_ms,omitempty"`
 }
 
 // ResultOf returns r as its line, its result JSON as the store holds it.
@@ -154,7 +156,7 @@ func ResultOf(r *tasks.Result) Result {
 		TaskID: r.TaskID, Fence: r.Fence, Category: r.Category, Title: r.Title,
 		Key: orNull(r.Key), Holder: r.Holder, EditorID: orNull(r.EditorID), EditorName: r.EditorName, Result: r.Result,
 		SubmittedAt: FormatTime(r.SubmittedAt),
-		Stage:       r.StageName, Decision: r.Decision, Notes: r.Notes,
+		Stage:       r.StageName, Decision: r.Decision, Notes: r.Notes, ActiveMS: r.ActiveMS,
 	}
 	if r.Cursor != 0 {
 		out.Cursor = strconv.FormatInt(r.Cursor, 10)

@@ -48,6 +48,7 @@ var frozenChecksums = map[int]string{
 	20: "4d0d1b469abba841bf848e03433eec261bc8a7bf77a06e6daa71cf5c8510d29d",
 	21: "4aa2a1625f98043ee39ff3d061d12b09d7b54b0e3db7b0ce1aefcfe0608e86bb",
 	22: "691ff403ec9bce72de1462033b436d0d5869f8e55f736577cf8adf8acb7eec16",
+	23: "6d6ac49685067f76ffffe36ee0dcc2028eabb5c7469af61867eae745d18b18b0",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

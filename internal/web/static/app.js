@@ -27,6 +27,11 @@
   var capacity = 1;         // claims the editor may hold at once
   var meID = 0;
   var lastInput = Date.now();
+  // Working time: the shown claim's activeMs grows while the editor is
+  // present (see present), from one accrual to the next, by the presence
+  // seen at the first of the two.
+  var accruedAt = Date.now();
+  var wasPresent = true;
   var waitCtl = null;       // aborts the long poll
   var generation = 0;       // bumps on every state change, to drop stale answers
   var backoff = 1000;
@@ -74,6 +79,25 @@
 
   function present() { return !document.hidden && now() - lastInput < ACTIVE_MS; }
 
+  // accrue adds the time since the last accrual to the shown claim's active
+  // time when the editor was present then: a hidden tab, or ACTIVE_MS without
+  // input, stops the clock. A gap over 5s (a timer the browser held back)
+  // counts 5s at most.
+  function accrue() {
+    var t = now();
+    var c = cur && claims[cur.task.id];
+    if (c && wasPresent) { c.activeMs += Math.min(Math.max(t - accruedAt, 0), 5000); }
+    accruedAt = t;
+    wasPresent = present();
+  }
+
+  // activeOf is the claim's active time so far, in whole milliseconds.
+  function activeOf(a) {
+    accrue();
+    var c = claims[a.task.id];
+    return c ? Math.round(c.activeMs) : 0;
+  }
+
   // whenPresent resolves once the tab is visible and the editor active, so
   // that a walked-away editor is not handed task after task to let expire.
   function whenPresent() {
@@ -112,6 +136,7 @@
     document.querySelector('form.signout').hidden = true;
     document.querySelector('footer').hidden = true;
     $('today').textContent = '';
+    $('my-time').hidden = true;
     notice('');
     $('signed-out').hidden = false;
     setState('signed-out');
@@ -129,7 +154,30 @@
       var t = r.data.today || {};
       $('today').textContent = 'today: ' + (t.submitted || 0) + ' submitted · ' + (t.skipped || 0) +
         ' skipped · ' + (t.released || 0) + ' released · ' + (t.expired || 0) + ' expired';
+      refreshTime();
       return r.data;
+    });
+  }
+
+  // --- the editor's own working time ---
+  function hm(ms) {
+    if (ms < 60000) { return Math.round(ms / 1000) + ' s'; }
+    var m = Math.round(ms / 60000);
+    if (m < 60) { return m + ' min'; }
+    return Math.floor(m / 60) + ' h ' + (m % 60 < 10 ? '0' : '') + (m % 60) + ' min';
+  }
+
+  // refreshTime shows the editor's active time today and over 14 days, with
+  // tasks per active hour and how many were sent back.
+  function refreshTime() {
+    return call('GET', '/me/time?days=14').then(function (r) {
+      if (r.status !== 200 || !r.data) { return; }
+      var d = r.data, t = d.total, today = d.daily.length ? d.daily[d.daily.length - 1] : { active_ms: 0, submitted: 0 };
+      $('mt-today').textContent = hm(today.active_ms) + ' active, ' + today.submitted + ' task' + (today.submitted === 1 ? '' : 's');
+      $('mt-window').textContent = hm(t.active_ms) + ' active, ' + t.submitted + ' task' + (t.submitted === 1 ? '' : 's') +
+        (t.tasks_per_active_hour === null ? '' : ', ' + t.tasks_per_active_hour.toFixed(1) + ' per active hour') +
+        (t.send_back_rate === null ? '' : ', ' + Math.round(t.send_back_rate * 100) + '% sent back');
+      $('my-time').hidden = false;
     });
   }
 
@@ -195,7 +243,7 @@
   function hold(a) {
     var c = claims[a.task.id];
     if (!c || c.a.fence !== a.fence) {
-      c = { a: a, beating: false, holdLimited: false, draft: null };
+      c = { a: a, beating: false, holdLimited: false, draft: null, activeMs: 0 };
       // assignedAt, the server's time, orders the claims held: heldSince,
       // on this clock, moves with the skew measured at each answer.
       c.assignedAt = Date.parse(a.assigned_at);
@@ -296,6 +344,7 @@
   }
 
   function tick() {
+    accrue();
     if (!cur) { return; }
     var t = now();
     var c = claims[cur.task.id];
@@ -320,7 +369,7 @@
   function heartbeat(c) {
     var a = c.a;
     c.beating = true;
-    call('POST', '/assignments/' + a.task.id + '/heartbeat', { fence: a.fence }).then(function (r) {
+    call('POST', '/assignments/' + a.task.id + '/heartbeat', { fence: a.fence, active_ms: activeOf(a) }).then(function (r) {
       c.beating = false;
       if (claims[a.task.id] !== c) { return; }
       if (signedOut(r)) { return; }
@@ -480,6 +529,7 @@
       if (notes) { body.notes = notes; }
     }
     var a = cur;
+    body.active_ms = activeOf(a);
     act('submit', body, function (r) {
       forgetDraft(a);
       delete claims[a.task.id];
@@ -504,7 +554,7 @@
   function confirmReason() {
     if (!cur) { return; }
     var a = cur;
-    act('release', { fence: cur.fence, reason: $('reason').value, skip: reasonSkip }, function () {
+    act('release', { fence: cur.fence, reason: $('reason').value, skip: reasonSkip, active_ms: activeOf(a) }, function () {
       forgetDraft(a);
       delete claims[a.task.id];
       cur = null;
@@ -1066,7 +1116,7 @@
   ['keydown', 'pointerdown', 'pointermove', 'wheel', 'touchstart', 'input'].forEach(function (ev) {
     document.addEventListener(ev, function () { lastInput = now(); }, { passive: true, capture: true });
   });
-  document.addEventListener('visibilitychange', function () { if (!document.hidden) { tick(); } });
+  document.addEventListener('visibilitychange', function () { if (!document.hidden) { tick(); } else { accrue(); } });
 
   $('submit-form').addEventListener('submit', function (e) { e.preventDefault(); submit(); });
   $('review-decision').addEventListener('change', submitLabel);

@@ -967,6 +967,8 @@
       if (!ok(r, 'Editor #' + id)) { return false; }
       renderEditor(r.data);
       showEditorDetail(true);
+      // ops-time.js shows the editor's working time.
+      document.dispatchEvent(new CustomEvent('taskd:editor-shown', { detail: { id: id } }));
       if (focus) { $('ed-title').focus(); }
       return true;
     });
