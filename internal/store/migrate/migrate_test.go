@@ -47,6 +47,9 @@ var frozenChecksums = map[int]string{
 	19: "16f1b6f7308e27df19db837b12e4dde0fecc5169f3f40f38fb05375ecc334bec",
 	20: "4d0d1b469abba841bf848e03433eec261bc8a7bf77a06e6daa71cf5c8510d29d",
 	21: "4aa2a1625f98043ee39ff3d061d12b09d7b54b0e3db7b0ce1aefcfe0608e86bb",
+	22: "e966500aa52b3a9948b81796442d5e1ad4800d0bc634d4136d11fc7f1282eba9",
+	23: "e966500aa52b3a9948b81796442d5e1ad4800d0bc634d4136d11fc7f1282eba9",
+	24: "9e9e2a0d8ca1b96e2d8144378e0f0be353afe2c4af4d737c7e7f51b943e15f02",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

@@ -24,8 +24,8 @@ func TestSplitStatements(t *testing.T) {
 
 func TestSplitSchema(t *testing.T) {
 	stmts := migrate.SplitStatements(taskd.Schema)
-	if len(stmts) != 15 {
-		t.Fatalf("schema has %d statements, want 15 (one per table)", len(stmts))
+	if len(stmts) != 16 {
+		t.Fatalf("schema has %d statements, want 16 (one per table)", len(stmts))
 	}
 	for i, s := range stmts {
 		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
