@@ -347,6 +347,9 @@ type Assignment struct {
 	// GroupId The task's group; omitted for a task that asks for one result.
 	GroupId *ID `json:"group_id,omitempty"`
 
+	// Hedge true when the task is held by another editor too, near its due date, whose holder went inactive (a hedge): the first to submit wins, and the other gets 409 done_by_other. The fence is the hedge's own. Omitted otherwise.
+	Hedge *bool `json:"hedge,omitempty"`
+
 	// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 	LeaseExpiresAt Time `json:"lease_expires_at"`
 
@@ -1742,6 +1745,9 @@ type ClientInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1752,6 +1758,9 @@ type ClientInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1790,7 +1799,11 @@ type ClientInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1807,7 +1820,11 @@ type ClientInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2657,6 +2674,9 @@ func (c *Client) GetEarlier(ctx context.Context, task AssignmentTask, params *Ge
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2677,6 +2697,9 @@ func (c *Client) HeartbeatWithBody(ctx context.Context, task AssignmentTask, con
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2745,7 +2768,11 @@ func (c *Client) Release(ctx context.Context, task AssignmentTask, body ReleaseJ
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2772,7 +2799,11 @@ func (c *Client) SubmitWithBody(ctx context.Context, task AssignmentTask, conten
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5632,6 +5663,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5642,6 +5676,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5680,7 +5717,11 @@ type ClientWithResponsesInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5697,7 +5738,11 @@ type ClientWithResponsesInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10812,6 +10857,9 @@ func (c *ClientWithResponses) GetEarlierWithResponse(ctx context.Context, task A
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10828,6 +10876,9 @@ func (c *ClientWithResponses) HeartbeatWithBodyWithResponse(ctx context.Context,
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10884,7 +10935,11 @@ func (c *ClientWithResponses) ReleaseWithResponse(ctx context.Context, task Assi
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10907,7 +10962,11 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, ta
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
