@@ -25,6 +25,21 @@ type HedgeStore interface {
 // its first refusal as for any claim.
 var ErrNotHedge = errors.New("not a hedge")
 
+// hedgeStore returns the store's HedgeStore when some category hedges and c
+// is an editor: the writes of a deployment without hedges try none.
+func (d *Dispatcher) hedgeStore(c Claimant) (HedgeStore, bool) {
+	hs, ok := d.store.(HedgeStore)
+	if !ok || c.EditorID == 0 {
+		return nil, false
+	}
+	for _, w := range d.cfg.Workflows {
+		if w.Hedge.On() {
+			return hs, true
+		}
+	}
+	return nil, false
+}
+
 // hedges returns the store's HedgeStore when one of c's categories hedges.
 func (d *Dispatcher) hedges(c Claimant) HedgeStore {
 	hs, ok := d.store.(HedgeStore)
@@ -84,8 +99,8 @@ func hedgeErr(err error) error {
 // tasks.ErrStale when the hedge ended, wrapping tasks.ErrDoneByOther when the
 // holder submitted first.
 func (d *Dispatcher) HeartbeatHedge(ctx context.Context, c Claimant, ref ClaimRef) (time.Time, error) {
-	hs, ok := d.store.(HedgeStore)
-	if !ok || c.EditorID == 0 {
+	hs, ok := d.hedgeStore(c)
+	if !ok {
 		return time.Time{}, ErrNotHedge
 	}
 	until, err := hs.HeartbeatHedge(ctx, hedgeRef(c, ref), d.cfg.Lease)
@@ -98,8 +113,8 @@ func (d *Dispatcher) HeartbeatHedge(ctx context.Context, c Claimant, ref ClaimRe
 // ReleaseHedge ends c's hedge ref: the holder keeps its claim. Errors as
 // HeartbeatHedge's.
 func (d *Dispatcher) ReleaseHedge(ctx context.Context, c Claimant, ref ClaimRef, skip bool) error {
-	hs, ok := d.store.(HedgeStore)
-	if !ok || c.EditorID == 0 {
+	hs, ok := d.hedgeStore(c)
+	if !ok {
 		return ErrNotHedge
 	}
 	if err := hs.ReleaseHedge(ctx, hedgeRef(c, ref), skip); err != nil {
@@ -118,8 +133,8 @@ func (d *Dispatcher) ReleaseHedge(ctx context.Context, c Claimant, ref ClaimRef,
 // SubmitWith's errors once the task is c's. The holder's Redis lock is left to
 // its time to live (the sweeper reconciles it).
 func (d *Dispatcher) SubmitHedge(ctx context.Context, c Claimant, ref ClaimRef, sub Submission) (*tasks.Claim, error) {
-	hs, ok := d.store.(HedgeStore)
-	if !ok || c.EditorID == 0 {
+	hs, ok := d.hedgeStore(c)
+	if !ok {
 		return nil, ErrNotHedge
 	}
 	if err := tasks.CheckSubmission(sub.Result, sub.Decision, sub.Notes); err != nil {

@@ -445,9 +445,23 @@ func (s *Store) hedgeRefusal(ctx context.Context, r tasks.HedgeRef, err error) e
 	return err
 }
 
-// hedgedAway reports whether a takeover by a hedge ended the claim c.
+// hedgedAway reports whether a takeover by a hedge ended the claim c: never,
+// with no read, when no category hedges.
 func (s *Store) hedgedAway(ctx context.Context, c claimRef) bool {
+	if !s.hedging() {
+		return false
+	}
 	var yes bool
 	err := s.db.GetContext(ctx, &yes, hedgedAwaySQL, c.taskID, c.fence, c.holder)
 	return err == nil && yes
+}
+
+// hedging reports whether some category's Workflow.Hedge is on.
+func (s *Store) hedging() bool {
+	for _, w := range s.cfg.Workflows {
+		if w.Hedge.On() {
+			return true
+		}
+	}
+	return false
 }
