@@ -251,7 +251,7 @@
     generation++;
     cur = a;
     var c = hold(a);
-    if (kept) { kept = null; document.body.removeAttribute('data-kept'); }
+    if (kept) { unkeep(); }
     $('t-title').textContent = a.task.title || '(untitled)';
     $('t-category').textContent = a.task.category;
     $('t-priority').textContent = String(a.task.priority);
@@ -371,8 +371,18 @@
     kept = a;
     notice(text + ' Your draft stays below: copy what you need, then press Next task.', 'bad');
     $('submit-label').textContent = 'Next task';
+    $('b-skip').hidden = true;
+    $('b-release').hidden = true;
     document.body.setAttribute('data-kept', String(a.task.id));
     renderHeld();
+  }
+
+  // unkeep ends the showing of a kept draft.
+  function unkeep() {
+    kept = null;
+    document.body.removeAttribute('data-kept');
+    $('b-skip').hidden = false;
+    $('b-release').hidden = false;
   }
 
   // lostText says why the server refused a write about the claim on a: its
@@ -483,8 +493,7 @@
   function submit() {
     if (!cur && kept) {
       // Done with a draft kept after a task done by someone else: go on.
-      kept = null;
-      document.body.removeAttribute('data-kept');
+      unkeep();
       notice('');
       moveOn(null);
       return;
