@@ -218,6 +218,10 @@ type CategoryConfig struct {
 	// with a known answer) are mixed into its editors' claims and scored.
 	// Default: none is served.
 	Gold GoldConfig `yaml:"gold"`
+	// Hedge offers a task an editor holds to one more editor of the category
+	// when it nears its due_at and its holder went inactive: whoever submits
+	// first wins, the other is refused (409 done_by_other). Default: off.
+	Hedge HedgeConfig `yaml:"hedge"`
 }
 
 // GoldConfig is a category's gold rule (see CategoryConfig.Gold).
@@ -264,6 +268,17 @@ func (c *Config) goldRules() map[string]tasks.GoldRule {
 	return out
 }
 
+// HedgeConfig is a category's hedged re-offers (see CategoryConfig.Hedge).
+// Both durations are needed to turn them on; both zero (the default) is off.
+type HedgeConfig struct {
+	// BeforeDue is how close to its due_at a held task must be: e.g. 10m.
+	BeforeDue time.Duration `yaml:"before_due"`
+	// InactiveFor is how long its holder must have sent no heartbeat (the
+	// workspace sends them only while visible and in use), at least 1s: e.g.
+	// 2m.
+	InactiveFor time.Duration `yaml:"inactive_for"`
+}
+
 // workflow returns the store's and the dispatcher's form of c.
 func (c CategoryConfig) workflow() tasks.Workflow {
 	return tasks.Workflow{
@@ -271,6 +286,7 @@ func (c CategoryConfig) workflow() tasks.Workflow {
 		MaxSendBacks: c.MaxSendBacks, Weight: c.Weight, RateLimit: c.RateLimit,
 		AgreementField: c.AgreementField, AgreementInterval: c.AgreementMetric == "interval",
 		MaxInFlight: c.MaxInFlight, KeyLimit: c.KeyLimit,
+		Hedge: tasks.Hedge{BeforeDue: c.Hedge.BeforeDue, InactiveFor: c.Hedge.InactiveFor},
 	}
 }
 
@@ -961,6 +977,9 @@ func (v *validator) categories() {
 		v.between(key("key_limit"), cc.KeyLimit, 0, tasks.MaxInFlightMax)
 		if cc.Instructions != "" && cc.InstructionsFile != "" {
 			v.fail(key("instructions_file"), "give instructions or instructions_file, not both")
+		}
+		if err := cc.workflow().Hedge.Check(); err != nil {
+			v.fail(key("hedge"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": hedge "))
 		}
 		if err := tasks.CheckInstructions(cc.Instructions); err != nil {
 			v.fail(key("instructions"), "%s", strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": instructions "))

@@ -104,6 +104,10 @@ func (e *Engine) storeConfig() store.Config {
 	}
 }
 
+// The dispatcher offers hedged re-offers (tasks.Hedge) only over a store
+// that implements them: the MySQL store does.
+var _ dispatcher.HedgeStore = (*store.Store)(nil)
+
 // dispatcherConfig is the dispatcher's: Config.Dispatch, the key prefix,
 // the longest long poll and the categories' workflows. Rate limits are
 // counted where wake-ups go: the server, the Cluster, or the first Redlock

@@ -462,6 +462,25 @@ CREATE TABLE IF NOT EXISTS claim_time (
   KEY claim_time_editor (editor_id, ended_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- Hedged re-offers (internal/store/hedge.go): the one editor a held task near its
+-- due_at, whose holder went inactive, was also offered to. fence is the holder's
+-- plus one; the hedge is live while expires_at has not passed and the task is still
+-- assigned under fence - 1. Whichever of the two submits first ends the other's
+-- claim in the conditional UPDATE of the task's row. Rows are written under the
+-- lock of their task's row; one no longer live stays as the record of whose hedge it
+-- was until the task's next hedge replaces it (see migration 0024).
+CREATE TABLE IF NOT EXISTS task_hedges (
+  task_id     BIGINT UNSIGNED NOT NULL,
+  editor_id   BIGINT UNSIGNED NOT NULL,
+  fence       BIGINT UNSIGNED NOT NULL,
+  stage       TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  assigned_at DATETIME(3) NOT NULL,
+  expires_at  DATETIME(3) NOT NULL,
+  PRIMARY KEY (task_id),
+  KEY task_hedges_editor (editor_id, expires_at),
+  CONSTRAINT task_hedges_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id

@@ -70,9 +70,17 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 		if err != nil {
 			return nil, Unavailable(err)
 		}
-		if len(ec.Held) >= max(1, c.Capacity) {
+		// A live hedge takes a slot too (see tasks.Hedge).
+		hedged, err := deep(wait, func() ([]*tasks.Claim, error) { return d.heldHedges(ctx, c) })
+		if err != nil {
+			return nil, Unavailable(err)
+		}
+		if len(ec.Held)+len(hedged) >= max(1, c.Capacity) {
 			// At capacity: the oldest claim it holds.
 			span.SetAttributes(attrOutcome.String("held"))
+			if len(ec.Held) == 0 {
+				return hedged[0], nil
+			}
 			return ec.Held[0], nil
 		}
 		reserved = ec.Reserved
@@ -80,6 +88,10 @@ func (d *Dispatcher) next(ctx context.Context, c Claimant, wait time.Duration, c
 	return waitForTask(ctx, d, c.Categories, wait, func() (*tasks.Claim, error) {
 		claim, err := d.claim(ctx, c, h, reserved)
 		reserved = nil // tried once
+		if errors.Is(err, ErrNoTask) && h == nil && checkHeld {
+			// Nothing in the pool: a held task near its due_at, maybe.
+			claim, err = d.takeHedge(ctx, c)
+		}
 		return claim, err
 	})
 }

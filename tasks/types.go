@@ -148,6 +148,10 @@ type Claim struct {
 	// TookOver is set when Claim took the task over from a claim whose lease had
 	// passed (an 'expired' event records it).
 	TookOver bool
+	// Hedge says the claim is a hedge: the task is held by another editor
+	// too, near its due_at, and whoever submits first wins (see Hedge).
+	// Fence is then the hedge's own.
+	Hedge bool
 }
 
 // EditorClaims are an editor's live claims and the tasks reserved for it.

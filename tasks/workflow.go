@@ -89,6 +89,9 @@ type Workflow struct {
 	// category assigned at once across every process: 0..MaxInFlightMax, 0
 	// means no limit per key. Tasks without a key are not limited by it.
 	KeyLimit int
+	// Hedge offers a held task near its due_at whose holder went inactive to
+	// one more editor (see Hedge). The zero Hedge is off.
+	Hedge Hedge
 }
 
 // Limited reports whether the category has a limit in flight: MaxInFlight
@@ -114,6 +117,9 @@ func (w Workflow) Check() error {
 	}
 	if w.Weight < 0 || w.Weight > MaxWeight {
 		return fmt.Errorf("%w: weight must be 1..%d, got %d", ErrInvalid, MaxWeight, w.Weight)
+	}
+	if err := w.Hedge.Check(); err != nil {
+		return err
 	}
 	if w.RateLimit < 0 {
 		return fmt.Errorf("%w: rate_limit must not be negative, got %d", ErrInvalid, w.RateLimit)

@@ -106,7 +106,14 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor)
 	if err := req.check(); err != nil {
 		return err
 	}
-	expires, err := a.d.Heartbeat(r.Context(), dispatcher.EditorClaimant(e), ref)
+	c := dispatcher.EditorClaimant(e)
+	expires, err := a.d.Heartbeat(r.Context(), c, ref)
+	if errors.Is(err, tasks.ErrStale) {
+		// Maybe a hedge's (see hedged).
+		if until, herr := a.d.HeartbeatHedge(r.Context(), c, ref); !errors.Is(herr, dispatcher.ErrNotHedge) {
+			expires, err = until, hedged(ref, herr)
+		}
+	}
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
@@ -161,6 +168,12 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		sc.Categories = nil
 	}
 	next, err := a.d.SubmitWith(r.Context(), sc, ref, req.submission())
+	if errors.Is(err, tasks.ErrStale) && !errors.Is(err, tasks.ErrDoneByOther) {
+		// Maybe a hedge's (see hedged).
+		if hnext, herr := a.d.SubmitHedge(r.Context(), sc, ref, req.submission()); !errors.Is(herr, dispatcher.ErrNotHedge) {
+			next, err = hnext, hedged(ref, herr)
+		}
+	}
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
@@ -205,7 +218,14 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	if req.Skip {
 		release = a.d.Skip
 	}
-	err = release(r.Context(), dispatcher.EditorClaimant(e), ref, req.Reason)
+	c := dispatcher.EditorClaimant(e)
+	err = release(r.Context(), c, ref, req.Reason)
+	if errors.Is(err, tasks.ErrStale) {
+		// Maybe a hedge's (see hedged).
+		if herr := a.d.ReleaseHedge(r.Context(), c, ref, req.Skip); !errors.Is(herr, dispatcher.ErrNotHedge) {
+			err = hedged(ref, herr)
+		}
+	}
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
@@ -232,6 +252,24 @@ func claimRequest(w http.ResponseWriter, r *http.Request, req interface{ fence()
 	return dispatcher.ClaimRef{TaskID: id, Fence: *fence}, nil
 }
 
+// hedged is the answer to a refused write about ref that named a hedge the
+// editor held (see tasks.Hedge): its write was refused for a reason of its own,
+// which refused does not look up as for a claim.
+func hedged(ref dispatcher.ClaimRef, err error) error {
+	switch {
+	case errors.Is(err, tasks.ErrDoneByOther):
+		return errorf(http.StatusConflict, codeDoneByOther,
+			"task %d was submitted by the editor who held it before your offer (fence %d) came through: your result is not kept; ask for your next assignment", ref.TaskID, ref.Fence)
+	case errors.Is(err, tasks.ErrCancelled):
+		return errorf(http.StatusConflict, codeTaskCancelled,
+			"task %d was cancelled while you held it (fence %d): nothing you send about it is kept; ask for your next assignment", ref.TaskID, ref.Fence)
+	case errors.Is(err, tasks.ErrStale):
+		return errorf(http.StatusConflict, codeStaleFence,
+			"task %d: your offer with fence %d is gone (its lease passed, you released it, or the task moved on); ask for your next assignment", ref.TaskID, ref.Fence)
+	}
+	return err
+}
+
 // refused explains a refused write about ref (see "Whose claim" in the
 // package documentation). Errors other than tasks.ErrStale pass through.
 func (a *api) refused(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef, err error) error {
@@ -240,6 +278,10 @@ func (a *api) refused(r *http.Request, e *tasks.Editor, ref dispatcher.ClaimRef,
 	}
 	holder, herr := a.store.ClaimHolder(r.Context(), ref.TaskID, ref.Fence)
 	switch {
+	case herr == nil && holder == e.Holder() && errors.Is(err, tasks.ErrDoneByOther):
+		a.log.DebugContext(r.Context(), "claim done by another refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
+		return errorf(http.StatusConflict, codeDoneByOther,
+			"task %d was also offered to another editor near its due date, who submitted it first (your fence %d): your result is not kept; ask for your next assignment", ref.TaskID, ref.Fence)
 	case herr == nil && holder == e.Holder() && errors.Is(err, tasks.ErrCancelled):
 		a.log.DebugContext(r.Context(), "cancelled claim refused", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence)
 		return errorf(http.StatusConflict, codeTaskCancelled,

@@ -169,6 +169,10 @@
 //	409 task_cancelled       a claim the editor held ended because its task was
 //	                         cancelled (a heartbeat, submit or release of it);
 //	                         ask for the next assignment
+//	409 done_by_other        the task was also offered to another editor near its
+//	                         due date (a hedge: the assignment's hedge is true for
+//	                         the second), and the other submitted first; nothing
+//	                         of the refused write is kept
 //	409 hold_limit           a heartbeat cannot extend the claim past the maximum hold
 //	409 duplicate            an editor name that is taken, or that looks like
 //	                         another editor's (the message names that editor)

@@ -21,6 +21,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeStaleFence       = "stale_fence"
 	codeTaskCancelled    = "task_cancelled"
+	codeDoneByOther      = "done_by_other"
 	codeHoldLimit        = "hold_limit"
 	codeDuplicate        = "duplicate"
 	codeNotAssigned      = "not_assigned"
@@ -133,6 +134,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusConflict, codeHoldLimit, "the claim has reached the maximum hold time; it ends when its lease passes")
 	case errors.Is(err, tasks.ErrCancelled):
 		return errorf(http.StatusConflict, codeTaskCancelled, "the task was cancelled while the claim was held; ask for your next assignment")
+	case errors.Is(err, tasks.ErrDoneByOther):
+		return errorf(http.StatusConflict, codeDoneByOther, "another editor submitted the task first; ask for your next assignment")
 	case errors.Is(err, tasks.ErrStale):
 		return errorf(http.StatusConflict, codeStaleFence, "the claim is not your live claim (wrong fence, expired, released or submitted)")
 	case errors.Is(err, tasks.ErrDuplicate):

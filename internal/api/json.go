@@ -206,6 +206,9 @@ type assignmentJSON struct {
 	// GroupID and Overlap, for a task of a group.
 	GroupID int64 `json:"group_id,omitempty"`
 	Overlap int   `json:"overlap,omitempty"`
+	// Hedge says the task is held by another editor too, near its due_at:
+	// the first to submit wins, and the other gets 409 done_by_other.
+	Hedge bool `json:"hedge,omitempty"`
 }
 
 // assignmentOf returns the JSON of c, or nil for no claim.
@@ -218,5 +221,6 @@ func assignmentOf(c *tasks.Claim) *assignmentJSON {
 		Fence:          c.Fence,
 		AssignedAt:     formatTime(c.AssignedAt),
 		LeaseExpiresAt: formatTime(c.LeaseExpiresAt),
+		Hedge:          c.Hedge,
 	}
 }

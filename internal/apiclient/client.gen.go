@@ -351,6 +351,9 @@ type Assignment struct {
 	// GroupId The task's group; omitted for a task that asks for one result.
 	GroupId *ID `json:"group_id,omitempty"`
 
+	// Hedge true when the task is held by another editor too, near its due date, whose holder went inactive (a hedge): the first to submit wins, and the other gets 409 done_by_other. The fence is the hedge's own. Omitted otherwise.
+	Hedge *bool `json:"hedge,omitempty"`
+
 	// LeaseExpiresAt RFC 3339 in UTC, to the millisecond.
 	LeaseExpiresAt Time `json:"lease_expires_at"`
 
@@ -1946,6 +1949,9 @@ type ClientInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1956,6 +1962,9 @@ type ClientInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1994,7 +2003,11 @@ type ClientInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2011,7 +2024,11 @@ type ClientInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2972,6 +2989,9 @@ func (c *Client) GetEarlier(ctx context.Context, task AssignmentTask, params *Ge
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2992,6 +3012,9 @@ func (c *Client) HeartbeatWithBody(ctx context.Context, task AssignmentTask, con
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3060,7 +3083,11 @@ func (c *Client) Release(ctx context.Context, task AssignmentTask, body ReleaseJ
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3087,7 +3114,11 @@ func (c *Client) SubmitWithBody(ctx context.Context, task AssignmentTask, conten
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6311,6 +6342,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6321,6 +6355,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Extends the claim's lease, up to the hold limit (409 hold_limit past
 	// it). A claim whose task an operator cancelled is 409 task_cancelled.
+	// A hedge (an assignment with hedge true) is kept the same way; a claim
+	// or hedge whose task the other editor submitted first is 409
+	// done_by_other.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6359,7 +6396,11 @@ type ClientWithResponsesInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6376,7 +6417,11 @@ type ClientWithResponsesInterface interface {
 	// invalid; a send_back of a task already sent back its category's
 	// max_send_backs times, 10 by default, is 422 send_back_limit, and the
 	// claim stays live for another decision). A claim whose task an operator
-	// cancelled is 409 task_cancelled: nothing of the result is kept.
+	// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+	// task offered to two editors near its due date (a hedge: the
+	// assignment's hedge is true for the second), whoever submits first wins
+	// and the other's submit is 409 done_by_other: nothing of its result is
+	// kept.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12165,6 +12210,9 @@ func (c *ClientWithResponses) GetEarlierWithResponse(ctx context.Context, task A
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12181,6 +12229,9 @@ func (c *ClientWithResponses) HeartbeatWithBodyWithResponse(ctx context.Context,
 //
 // Extends the claim's lease, up to the hold limit (409 hold_limit past
 // it). A claim whose task an operator cancelled is 409 task_cancelled.
+// A hedge (an assignment with hedge true) is kept the same way; a claim
+// or hedge whose task the other editor submitted first is 409
+// done_by_other.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12237,7 +12288,11 @@ func (c *ClientWithResponses) ReleaseWithResponse(ctx context.Context, task Assi
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12260,7 +12315,11 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, ta
 // invalid; a send_back of a task already sent back its category's
 // max_send_backs times, 10 by default, is 422 send_back_limit, and the
 // claim stays live for another decision). A claim whose task an operator
-// cancelled is 409 task_cancelled: nothing of the result is kept.
+// cancelled is 409 task_cancelled: nothing of the result is kept. For a
+// task offered to two editors near its due date (a hedge: the
+// assignment's hedge is true for the second), whoever submits first wins
+// and the other's submit is 409 done_by_other: nothing of its result is
+// kept.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

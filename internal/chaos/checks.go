@@ -564,6 +564,17 @@ func (h *harness) check(ctx context.Context) error {
 	n, fs := checkStageOrder(taskRows, byTask)
 	addFound("one result per stage visit, in workflow order (a done task's last at its fence)", n, fs)
 
+	// Hedged tasks: every write refused as done by another lost to a
+	// result that is there.
+	var refusals []editorRef
+	for _, e := range append(append([]*editor(nil), h.editors...), h.extra...) {
+		for _, r := range e.log.doneByOther {
+			refusals = append(refusals, editorRef{r, e.id})
+		}
+	}
+	n, fs = checkDoneByOther(refusals, resultAt)
+	addFound("done_by_other only when another editor's result won the slot", n, fs)
+
 	// Every acknowledged submit is in the database, as the editor's.
 	all := append(append([]*editor(nil), h.editors...), h.extra...)
 	v0 = p.violations.Load()
@@ -839,3 +850,37 @@ func (h *harness) readEvents(ctx context.Context) ([]event, error) {
 }
 
 func jsonUnmarshalStrict(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// editorRef is a claim (or hedge) named by one of an editor's writes.
+type editorRef struct {
+	claimRef
+	editor int64
+}
+
+// checkDoneByOther checks each write refused with done_by_other (the two
+// editors of a hedged task: see tasks.Hedge): the refused claim has no result,
+// and another editor's result is at the fence next to it, the holder's
+// (fence - 1) when the refused one was the hedge, the hedge's (fence + 1)
+// when it was the holder. A hedge's fence is its holder's plus one, so each
+// task slot has one accepted result whichever wins (checkStageOrder counts
+// them per stage visit).
+func checkDoneByOther(refusals []editorRef, resultAt map[claimRef]resultRow) (int64, []finding) {
+	const name = "done_by_other only when another editor's result won the slot"
+	var fs []finding
+	for _, r := range refusals {
+		if res, ok := resultAt[r.claimRef]; ok {
+			fs = append(fs, found(name, "editor %d was refused done_by_other for task %d fence %d, which has a result (editor %d's)", r.editor, r.Task, r.Fence, res.editor))
+			continue
+		}
+		won := false
+		for _, f := range []int64{r.Fence - 1, r.Fence + 1} {
+			if res, ok := resultAt[claimRef{r.Task, f}]; ok && res.editor != r.editor {
+				won = true
+			}
+		}
+		if !won {
+			fs = append(fs, found(name, "editor %d was refused done_by_other for task %d fence %d, but no other editor's result is beside it", r.editor, r.Task, r.Fence))
+		}
+	}
+	return int64(len(refusals)), fs
+}

@@ -356,3 +356,28 @@ func TestCheckFeed(t *testing.T) {
 	_, fs = checkFeed(back, seqs, purged, &PurgeCounts{})
 	wantFindings(t, "a cursor back, a 410 past a live result", fs, 2, "results feed", "")
 }
+
+// checkDoneByOther passes a loser whose winner's result is beside it, and
+// finds a refusal with no winner, and one whose own result was kept.
+func TestCheckDoneByOther(t *testing.T) {
+	results := map[claimRef]resultRow{
+		{Task: 1, Fence: 2}: {claimRef: claimRef{Task: 1, Fence: 2}, editor: 8}, // the hedger won
+		{Task: 2, Fence: 4}: {claimRef: claimRef{Task: 2, Fence: 4}, editor: 7}, // the holder won
+		{Task: 3, Fence: 1}: {claimRef: claimRef{Task: 3, Fence: 1}, editor: 7}, // kept, yet refused
+	}
+	refusals := []editorRef{
+		{claimRef{Task: 1, Fence: 1}, 7}, // holder refused: the hedge's result is at fence 2
+		{claimRef{Task: 2, Fence: 5}, 8}, // hedger refused: the holder's is at fence 4
+		{claimRef{Task: 3, Fence: 1}, 7},
+		{claimRef{Task: 4, Fence: 1}, 7}, // no winner
+	}
+	n, fs := checkDoneByOther(refusals, results)
+	if n != 4 || len(fs) != 2 {
+		t.Fatalf("checked %d, found %v; want 4 checked and the refusals of tasks 3 and 4", n, fs)
+	}
+	for i, task := range []string{"task 3", "task 4"} {
+		if !strings.Contains(fs[i].what, task) {
+			t.Errorf("finding %d = %q, want one about %s", i, fs[i].what, task)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type editorLog struct {
 	acked     []claimRef
 	abandoned []claimRef
 	beats     []beat
+	// doneByOther are the claims (or hedges) whose writes were refused with
+	// 409 done_by_other: the other editor of a hedged task submitted first.
+	doneByOther []claimRef
 }
 
 // beat is a heartbeat as its editor saw it: a heartbeat writes no event, so
@@ -206,6 +209,11 @@ func (h *harness) submit(ctx context.Context, e *editor, a *assignment) *assignm
 			// editor's own is 409, never 403.
 			p.stale.Add(1)
 			return nil
+		case resp.status == http.StatusConflict && resp.code() == "done_by_other":
+			// A hedged task: the other editor submitted first.
+			p.stale.Add(1)
+			e.log.doneByOther = append(e.log.doneByOther, claimRef{a.Task.ID, a.Fence})
+			return nil
 		case resp.status == http.StatusNotFound && resp.code() == "not_found":
 			// An earlier, unanswered try committed it, or another editor
 			// finished the task after the lease passed, and retention
@@ -238,6 +246,10 @@ func (h *harness) release(ctx context.Context, e *editor, a *assignment, skip bo
 			return nil
 		case resp.status == http.StatusConflict && resp.code() == "stale_fence":
 			p.stale.Add(1)
+			return nil
+		case resp.status == http.StatusConflict && resp.code() == "done_by_other":
+			p.stale.Add(1)
+			e.log.doneByOther = append(e.log.doneByOther, claimRef{a.Task.ID, a.Fence})
 			return nil
 		case resp.status == http.StatusNotFound && resp.code() == "not_found":
 			p.stale.Add(1)
@@ -275,8 +287,11 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 			e.log.beats = append(e.log.beats, beat{ref: ref, leaseEnd: got.LeaseExpiresAt})
 			return true
 		case resp.status == http.StatusConflict:
-			// stale_fence, or hold_limit
+			// stale_fence, hold_limit, or done_by_other
 			p.stale.Add(1)
+			if resp.code() == "done_by_other" {
+				e.log.doneByOther = append(e.log.doneByOther, ref)
+			}
 			return false
 		case resp.status == http.StatusNotFound && resp.code() == "not_found":
 			p.stale.Add(1)

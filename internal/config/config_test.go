@@ -671,6 +671,9 @@ categories:
 		{"categories:\n  - {name: a, gold: {rule: decision, rate: 1.5}}\n", "categories[0].gold", []string{"gold rate must be 0..1"}},
 		{"categories:\n  - {name: a, gold: {rule: decision, min_accuracy: 0.8, min_answers: 2000}}\n", "categories[0].gold", []string{"min_answers must be 1..1000"}},
 		{"categories:\n  - {name: a, colour: red}\n", "categories[0].colour", []string{"unknown key"}},
+		{"categories:\n  - {name: a, hedge: {before_due: 10m}}\n", "categories[0].hedge", []string{"both before_due and inactive_for"}},
+		{"categories:\n  - {name: a, hedge: {before_due: 10m, inactive_for: 10ms}}\n", "categories[0].hedge", []string{"at least 1s"}},
+		{"categories:\n  - {name: a, hedge: {after: 1m}}\n", "categories[0].hedge.after", []string{"unknown key"}},
 	} {
 		_, err := parse(t, c.yaml, nil)
 		wantKeyError(t, err, c.key, c.parts...)
@@ -776,5 +779,20 @@ func TestRetentionZeroKeepsForever(t *testing.T) {
 	r = cfg.Retention
 	if *r.Done != 0 || *r.Dead != time.Hour || *r.Webhooks != 0 || *r.Cancelled != sweeper.RetentionCancelledDefault {
 		t.Errorf("done 0, dead 1h, webhooks 0: got %v %v %v, cancelled %v", *r.Done, *r.Dead, *r.Webhooks, *r.Cancelled)
+	}
+}
+
+// A category's hedge is a nested section of the item.
+func TestCategoryHedge(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, "categories:\n  - name: news\n    hedge: {before_due: 10m, inactive_for: 2m}\n", nil)
+	if len(cfg.Categories) != 1 {
+		t.Fatalf("categories = %+v", cfg.Categories)
+	}
+	if got, want := cfg.Categories[0].Hedge, (taskd.HedgeConfig{BeforeDue: 10 * time.Minute, InactiveFor: 2 * time.Minute}); got != want {
+		t.Errorf("hedge = %+v, want %+v", got, want)
+	}
+	if got := cfg.Source("categories[0].hedge.before_due"); got != "test.yaml line 3" {
+		t.Errorf("source of categories[0].hedge.before_due = %q", got)
 	}
 }

@@ -43,7 +43,7 @@ func (l *loader) webhooks(n *yaml.Node) {
 // categories applies the list of category workflows.
 func (l *loader) categories(n *yaml.Node) {
 	if cats, ok := sectionList[taskd.CategoryConfig](l, n, categoriesKey, "category", categoryKeys,
-		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit, max_in_flight, key_limit, gold"); ok {
+		"a name", "name, stages, overlap, send_back_hold, max_send_backs, weight, rate_limit, max_in_flight, key_limit, gold, hedge"); ok {
 		l.cfg.Categories = cats
 	}
 }
@@ -82,40 +82,50 @@ func sectionList[T any](l *loader, n *yaml.Node, key, item string, keys map[stri
 				continue
 			}
 			seen[kn.Value] = kn.Line
-			pairs := []*yaml.Node{kn, vn}
-			if _, leaf := keys[kn.Value]; !leaf && vn.Kind == yaml.MappingNode {
-				// A nested section (a category's gold): its keys are
-				// "name.key".
-				pairs = nil
+			if vn.Kind == yaml.MappingNode && hasNested(keys, kn.Value) {
+				// A nested section of the item (a category's gold, its
+				// hedge): its keys are "name.key".
 				l.cfg.sources[path] = l.at(vn)
-				for j := 0; j+1 < len(vn.Content); j += 2 {
-					sk := *resolve(vn.Content[j])
-					sk.Value = kn.Value + "." + sk.Value
-					pairs = append(pairs, &sk, resolve(vn.Content[j+1]))
+				for m := 0; m+1 < len(vn.Content); m += 2 {
+					ckn, cvn := resolve(vn.Content[m]), resolve(vn.Content[m+1])
+					l.itemValue(&v, keys, kn.Value+"."+ckn.Value, path+"."+ckn.Value, ckn, cvn, item, all)
 				}
+				continue
 			}
-			for p := 0; p+1 < len(pairs); p += 2 {
-				kn, vn := pairs[p], pairs[p+1]
-				path := prefix + "." + kn.Value
-				k, ok := keys[kn.Value]
-				if !ok {
-					l.fail(path, l.at(kn), "unknown key (a %s has %s)", item, all)
-					continue
-				}
-				if isNull(vn) {
-					continue
-				}
-				k.Path = path
-				val, ok := l.value(k, vn)
-				if !ok {
-					continue
-				}
-				reflect.ValueOf(&v).Elem().FieldByIndex(k.index).Set(val)
-				l.cfg.sources[path] = l.at(vn)
-			}
+			l.itemValue(&v, keys, kn.Value, path, kn, vn, item, all)
 		}
 		out = append(out, v)
 	}
 	l.cfg.sources[key] = l.at(n)
 	return out, true
+}
+
+// hasNested reports whether keys has a key under name ("name.field").
+func hasNested(keys map[string]Key, name string) bool {
+	for k := range keys {
+		if len(k) > len(name) && k[:len(name)+1] == name+"." {
+			return true
+		}
+	}
+	return false
+}
+
+// itemValue sets the field of *v that rel ("stages", "hedge.before_due")
+// names to the value vn, recorded under path.
+func (l *loader) itemValue(v any, keys map[string]Key, rel, path string, kn, vn *yaml.Node, item, all string) {
+	k, ok := keys[rel]
+	if !ok {
+		l.fail(path, l.at(kn), "unknown key (a %s has %s)", item, all)
+		return
+	}
+	if isNull(vn) {
+		return
+	}
+	k.Path = path
+	val, ok := l.value(k, vn)
+	if !ok {
+		return
+	}
+	reflect.ValueOf(v).Elem().FieldByIndex(k.index).Set(val)
+	l.cfg.sources[path] = l.at(vn)
 }

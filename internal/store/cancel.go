@@ -158,7 +158,8 @@ func (s *Store) cancelledClaims(ctx context.Context, claims []claimRef) (map[cla
 }
 
 // refusal is the error of a write about the claim c that the store refused with
-// err: errClaimCancelled when err is ErrStale and a cancel ended the claim, err
+// err: errClaimCancelled when err is ErrStale and a cancel ended the claim,
+// errDoneByOther when a hedge of its task took it over (see hedge.go), err
 // otherwise (also when the read fails: the write was refused all the same).
 func (s *Store) refusal(ctx context.Context, c claimRef, err error) error {
 	if !errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrCancelled) || c.holder == "" {
@@ -167,6 +168,9 @@ func (s *Store) refusal(ctx context.Context, c claimRef, err error) error {
 	cancelled, rerr := s.cancelledClaims(ctx, []claimRef{c})
 	if rerr == nil && cancelled[c] {
 		return errClaimCancelled
+	}
+	if s.hedgedAway(ctx, c) {
+		return errDoneByOther
 	}
 	return err
 }

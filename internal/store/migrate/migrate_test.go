@@ -49,6 +49,7 @@ var frozenChecksums = map[int]string{
 	21: "4aa2a1625f98043ee39ff3d061d12b09d7b54b0e3db7b0ce1aefcfe0608e86bb",
 	22: "691ff403ec9bce72de1462033b436d0d5869f8e55f736577cf8adf8acb7eec16",
 	23: "6d6ac49685067f76ffffe36ee0dcc2028eabb5c7469af61867eae745d18b18b0",
+	24: "9e9e2a0d8ca1b96e2d8144378e0f0be353afe2c4af4d737c7e7f51b943e15f02",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

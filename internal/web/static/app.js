@@ -304,6 +304,7 @@
     generation++;
     cur = a;
     var c = hold(a);
+    if (kept) { unkeep(); }
     $('t-title').textContent = a.task.title || '(untitled)';
     $('t-category').textContent = a.task.category;
     $('t-priority').textContent = String(a.task.priority);
@@ -324,6 +325,10 @@
       el.checked = true;
       $('notes').removeAttribute('aria-invalid');
       submitLabel();
+      if (a.hedge) {
+        // A hedge: the task is due soon and its first editor went quiet.
+        notice('Also offered to another editor: task #' + a.task.id + ' is due soon and the editor who has it went quiet. The first to submit wins.', 'warn');
+      }
     }
     hideReason();
     renderHeld();
@@ -381,7 +386,7 @@
         return;
       }
       if (r.status === 409 || r.status === 403 || r.status === 404) {
-        lost(a, lostText(a, r), lostReason(r));
+        refused(a, r);
         return;
       }
       // 503 or the network: try again soon, while the lease lasts.
@@ -389,6 +394,52 @@
       c.nextBeat = now() + Math.min(backoff, 5000);
       backoff = Math.min(backoff * 2, BACKOFF_MAX);
     });
+  }
+
+  // refused handles a refused write about the claim on a: a task the other
+  // editor of a hedged task submitted first (done_by_other) stays on screen
+  // with the draft; any other refusal means the claim is lost.
+  function refused(a, r) {
+    if (r.data && r.data.error && r.data.error.code === 'done_by_other') {
+      doneByOther(a);
+      return;
+    }
+    lost(a, lostText(a, r), lostReason(r));
+  }
+
+  // kept is a task done by someone else whose draft stays on screen until
+  // the editor goes on (the submit button then says "Next task").
+  var kept = null;
+
+  // doneByOther keeps a task that another editor submitted first on screen,
+  // with what the editor typed in the fields (it was not sent), until the
+  // editor goes on with the submit button, now "Next task".
+  function doneByOther(a) {
+    keepLostDraft(a.task, a.fence, 'another editor submitted it first');
+    delete claims[a.task.id];
+    var text = 'Done by someone else: another editor submitted task #' + a.task.id + ' first, so your result was not kept.';
+    if (!cur || cur.task.id !== a.task.id) {
+      notice(text, 'bad');
+      renderHeld();
+      return;
+    }
+    generation++;
+    cur = null;
+    kept = a;
+    notice(text + ' Your draft stays below: copy what you need, then press Next task.', 'bad');
+    $('submit-label').textContent = 'Next task';
+    $('b-skip').hidden = true;
+    $('b-release').hidden = true;
+    document.body.setAttribute('data-kept', String(a.task.id));
+    renderHeld();
+  }
+
+  // unkeep ends the showing of a kept draft.
+  function unkeep() {
+    kept = null;
+    document.body.removeAttribute('data-kept');
+    $('b-skip').hidden = false;
+    $('b-release').hidden = false;
   }
 
   // lostText says why the server refused a write about the claim on a: its
@@ -492,7 +543,7 @@
         if (r.status === 200 || r.status === 204) { busy = false; notice(''); done(r); refreshMe(); return; }
         if (r.status === 409 || r.status === 403 || r.status === 404) {
           busy = false;
-          lost(a, lostText(a, r), lostReason(r));
+          refused(a, r);
           refreshMe();
           return;
         }
@@ -508,6 +559,13 @@
   }
 
   function submit() {
+    if (!cur && kept) {
+      // Done with a draft kept after a task done by someone else: go on.
+      unkeep();
+      notice('');
+      moveOn(null);
+      return;
+    }
     if (!cur) { return; }
     var d = decision(), notes = $('notes').value;
     var body = { fence: cur.fence, result: { decision: d, notes: notes } };

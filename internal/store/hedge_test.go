@@ -1,0 +1,254 @@
+package store_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// hedgeBundle is a store whose category news hedges (due within 10m, holder
+// silent for 2m), with a task due in 5m held by holder.
+type hedgeBundle struct {
+	*bundle
+	holder, hedger, third *tasks.Editor
+	task                  int64
+	claim                 *tasks.Claim
+}
+
+func hedgeSetup(t *testing.T) *hedgeBundle {
+	t.Helper()
+	b := setup(t, store.Config{Workflows: map[string]tasks.Workflow{
+		"news": {Hedge: tasks.Hedge{BeforeDue: 10 * time.Minute, InactiveFor: 2 * time.Minute}},
+	}})
+	h := &hedgeBundle{bundle: b, holder: b.editor(t, "holder", "news"), hedger: b.editor(t, "hedger", "news"), third: b.editor(t, "third", "news")}
+	due := b.now(t).Add(5 * time.Minute)
+	h.task = b.insert(t, tasks.NewTask{Category: "news", Title: "near", DueAt: due})[0]
+	h.claim = b.claim(t, h.task, h.holder.Holder(), h.holder.ID, time.Hour)
+	return h
+}
+
+// inactive makes the holder's claim start, and its last heartbeat, 3m ago.
+func (h *hedgeBundle) inactive(t *testing.T) {
+	t.Helper()
+	h.exec(t, `UPDATE tasks SET assigned_at = NOW(3) - INTERVAL 3 MINUTE WHERE id = ?`, h.task)
+	h.exec(t, `INSERT INTO editor_seen (editor_id, last_seen_at) VALUES (?, NOW(3) - INTERVAL 3 MINUTE)
+		ON DUPLICATE KEY UPDATE last_seen_at = NOW(3) - INTERVAL 3 MINUTE`, h.holder.ID)
+}
+
+func (h *hedgeBundle) take(t *testing.T, e *tasks.Editor) (*tasks.Claim, error) {
+	t.Helper()
+	return h.store.TakeHedge(h.ctx, tasks.HedgeParams{EditorID: e.ID, Categories: []string{"news"}, Lease: time.Minute})
+}
+
+func (h *hedgeBundle) mustTake(t *testing.T) *tasks.Claim {
+	t.Helper()
+	c, err := h.take(t, h.hedger)
+	if err != nil {
+		t.Fatalf("take hedge: %v", err)
+	}
+	if !c.Hedge || c.Task.ID != h.task || c.Fence != h.claim.Fence+1 {
+		t.Fatalf("hedge = task %d fence %d hedge %v, want task %d fence %d hedge true", c.Task.ID, c.Fence, c.Hedge, h.task, h.claim.Fence+1)
+	}
+	return c
+}
+
+func (h *hedgeBundle) results(t *testing.T) int {
+	t.Helper()
+	return h.count(t, `SELECT COUNT(*) FROM task_results WHERE task_id = ?`, h.task)
+}
+
+// A hedge is offered only when the task is near its due_at and its holder
+// inactive, to one editor at a time, never to the holder.
+func TestTakeHedgeConditions(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	// Holder active: its claim began just now.
+	if _, err := h.take(t, h.hedger); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("take hedge of an active holder's task: %v, want ErrNotFound", err)
+	}
+	// Holder inactive, but the task is not due soon.
+	h.inactive(t)
+	h.exec(t, `UPDATE tasks SET due_at = NOW(3) + INTERVAL 1 HOUR WHERE id = ?`, h.task)
+	if _, err := h.take(t, h.hedger); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("take hedge of a task due in 1h: %v, want ErrNotFound", err)
+	}
+	// Due soon, but the holder heartbeated a moment ago.
+	h.exec(t, `UPDATE tasks SET due_at = NOW(3) + INTERVAL 5 MINUTE WHERE id = ?`, h.task)
+	h.exec(t, `UPDATE editor_seen SET last_seen_at = NOW(3) WHERE editor_id = ?`, h.holder.ID)
+	if _, err := h.take(t, h.hedger); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("take hedge of a task whose holder heartbeated: %v, want ErrNotFound", err)
+	}
+	h.inactive(t)
+	// The holder itself is never offered its own task, even with room.
+	h.exec(t, `UPDATE editors SET capacity = 2 WHERE id = ?`, h.holder.ID)
+	if _, err := h.take(t, h.holder); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("the holder's hedge of its own task: %v, want ErrNotFound", err)
+	}
+	h.mustTake(t)
+	// One hedge at a time.
+	if _, err := h.take(t, h.third); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("second hedge: %v, want ErrNotFound", err)
+	}
+	held, err := h.store.HeldHedges(h.ctx, h.hedger.ID)
+	if err != nil || len(held) != 1 || held[0].Task.ID != h.task {
+		t.Fatalf("held hedges = %v, %v; want the task", held, err)
+	}
+	// The hedge takes the hedger's one slot.
+	due := h.now(t).Add(5 * time.Minute)
+	other := h.insert(t, tasks.NewTask{Category: "news", Title: "other", DueAt: due})[0]
+	h.claim2(t, other)
+	if _, err := h.take(t, h.hedger); !errors.Is(err, tasks.ErrEditorBusy) {
+		t.Fatalf("hedge past capacity: %v, want ErrEditorBusy", err)
+	}
+	// A hedge released ends and frees the slot; the task is not offered to
+	// the editor again for a while, the other one is.
+	ref := tasks.HedgeRef{TaskID: h.task, Fence: h.claim.Fence + 1, EditorID: h.hedger.ID}
+	if err := h.store.ReleaseHedge(h.ctx, ref, false); err != nil {
+		t.Fatalf("release hedge: %v", err)
+	}
+	if c, err := h.take(t, h.hedger); err != nil || c.Task.ID != other {
+		t.Fatalf("hedge after release: %v, %v; want task %d", c, err, other)
+	}
+	if err := h.store.ReleaseHedge(h.ctx, ref, false); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("release of a hedge released: %v, want ErrStale", err)
+	}
+}
+
+// claim2 has the third editor claim another task held inactive, so that it is
+// a hedge candidate for the hedger too.
+func (h *hedgeBundle) claim2(t *testing.T, id int64) {
+	t.Helper()
+	h.bundle.claim(t, id, h.third.Holder(), h.third.ID, time.Hour)
+	h.exec(t, `UPDATE tasks SET assigned_at = NOW(3) - INTERVAL 3 MINUTE WHERE id = ?`, id)
+}
+
+// The holder submits first: the hedger's takeover is refused as done by
+// another, and the holder's result is the only one.
+func TestHedgeHolderSubmitsFirst(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder(), Result: rawJSON(`{"by":"holder"}`)}); err != nil {
+		t.Fatalf("holder's submit: %v", err)
+	}
+	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
+	err := h.store.TakeOverHedge(h.ctx, ref)
+	if !errors.Is(err, tasks.ErrDoneByOther) || !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("hedger's takeover after the holder's submit: %v, want ErrDoneByOther wrapping ErrStale", err)
+	}
+	if _, err := h.store.HeartbeatHedge(h.ctx, ref, time.Minute); !errors.Is(err, tasks.ErrDoneByOther) {
+		t.Fatalf("hedger's heartbeat after the holder's submit: %v, want ErrDoneByOther", err)
+	}
+	if n := h.results(t); n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	if st := h.task2(t).Status; st != tasks.StatusDone {
+		t.Fatalf("status %s, want done", st)
+	}
+}
+
+func (h *hedgeBundle) task2(t *testing.T) *tasks.Task { return h.bundle.task(t, h.task) }
+
+// The hedger submits first: it takes the task over and submits under its own
+// fence; the holder's writes are refused as done by another.
+func TestHedgeHedgerSubmitsFirst(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
+	if until, err := h.store.HeartbeatHedge(h.ctx, ref, 2*time.Minute); err != nil || !until.After(hc.LeaseExpiresAt) {
+		t.Fatalf("hedger's heartbeat: %v, %v; want a later deadline than %v", until, err, hc.LeaseExpiresAt)
+	}
+	if err := h.store.TakeOverHedge(h.ctx, ref); err != nil {
+		t.Fatalf("hedger's takeover: %v", err)
+	}
+	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{"by":"hedger"}`)}); err != nil {
+		t.Fatalf("hedger's submit: %v", err)
+	}
+	_, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder(), Result: rawJSON(`{"by":"holder"}`)})
+	if !errors.Is(err, tasks.ErrDoneByOther) || !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("holder's submit after the hedger's: %v, want ErrDoneByOther wrapping ErrStale", err)
+	}
+	if _, err := h.store.Heartbeat(h.ctx, tasks.HeartbeatParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder(), Lease: time.Minute}); !errors.Is(err, tasks.ErrDoneByOther) {
+		t.Fatalf("holder's heartbeat after the hedger's submit: %v, want ErrDoneByOther", err)
+	}
+	if n := h.results(t); n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	// Every fence is accounted for: the holder's claim and release, the
+	// hedger's claim and submit.
+	got := kinds(h.events(t, h.task))
+	want := []tasks.EventKind{tasks.EventClaimed, tasks.EventReleased, tasks.EventClaimed, tasks.EventSubmitted}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	if holder, err := h.store.ClaimHolder(h.ctx, h.task, hc.Fence); err != nil || holder != h.hedger.Holder() {
+		t.Fatalf("holder of the hedge's fence: %q, %v", holder, err)
+	}
+}
+
+// A hedge that expired just ends: its writes are stale, not done by another,
+// and the holder keeps its claim.
+func TestHedgeExpired(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	h.exec(t, `UPDATE task_hedges SET expires_at = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?`, h.task)
+	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
+	err := h.store.TakeOverHedge(h.ctx, ref)
+	if !errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrDoneByOther) {
+		t.Fatalf("takeover of an expired hedge: %v, want ErrStale alone", err)
+	}
+	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder(), Result: rawJSON(`{}`)}); err != nil {
+		t.Fatalf("holder's submit: %v", err)
+	}
+}
+
+// Both submit at once, many times over: exactly one result per task, and the
+// loser is refused as done by another.
+func TestHedgeConcurrentSubmits(t *testing.T) {
+	t.Parallel()
+	for i := range 20 {
+		h := hedgeSetup(t)
+		h.inactive(t)
+		hc := h.mustTake(t)
+		var wg sync.WaitGroup
+		var holderErr, hedgerErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, holderErr = h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder(), Result: rawJSON(`{}`)})
+		}()
+		go func() {
+			defer wg.Done()
+			hedgerErr = h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
+			if hedgerErr == nil {
+				_, hedgerErr = h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{}`)})
+			}
+		}()
+		wg.Wait()
+		if (holderErr == nil) == (hedgerErr == nil) {
+			t.Fatalf("round %d: holder %v, hedger %v: want exactly one to win", i, holderErr, hedgerErr)
+		}
+		for _, err := range []error{holderErr, hedgerErr} {
+			if err != nil && !errors.Is(err, tasks.ErrDoneByOther) {
+				t.Fatalf("round %d: loser's error %v, want ErrDoneByOther", i, err)
+			}
+		}
+		if n := h.results(t); n != 1 {
+			t.Fatalf("round %d: %d results, want 1", i, n)
+		}
+	}
+}
