@@ -271,3 +271,46 @@ func (p *proxy) stop() {
 	}
 	p.conns = nil
 }
+
+// TestFailoverPassesOverHungNode: a first node whose TCP port accepts
+// connections but never answers (a stopped server, here a frozen proxy) costs
+// a new connection at most NodeConnectTimeout: the connector then marks it
+// failed and goes to the next node, so statements bounded as an API request's
+// are (3 s) succeed there instead of all waiting on the hung node to their end.
+func TestFailoverPassesOverHungNode(t *testing.T) {
+	t.Parallel()
+	direct := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := testenv.StartProxy(t, cfg.Addr)
+	connector, err := store.Connector(withAddrs(t, direct, hung.Addr(), cfg.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetNodeRetry(connector, time.Minute)
+	db, err := store.OpenDB(context.Background(), sql.OpenDB(connector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxIdleConns(0)
+	hung.Freeze()
+	t.Cleanup(hung.Thaw)
+
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		var one int
+		err := db.GetContext(ctx, &one, "SELECT 1")
+		took := time.Since(start)
+		cancel()
+		if err != nil {
+			t.Fatalf("statement %d, with the first node hung: %v after %v; want an answer from the next node", i, err, took.Round(time.Millisecond))
+		}
+		if i > 0 && took > time.Second {
+			t.Errorf("statement %d took %v: the hung node should be passed over once it failed", i, took.Round(time.Millisecond))
+		}
+	}
+}
