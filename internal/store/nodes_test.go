@@ -17,6 +17,7 @@ import (
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
 )
 
 // TestGaleraReadsAreCausal: a commit on one node is seen at once by a read on
@@ -312,5 +313,79 @@ func TestFailoverPassesOverHungNode(t *testing.T) {
 		if i > 0 && took > time.Second {
 			t.Errorf("statement %d took %v: the hung node should be passed over once it failed", i, took.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestGroupCommitLeavesAHungNode: groups in flight on a node that stopped
+// answering end shortly (2 s) after every member has left (answered at its own
+// deadline), not after the group's own bound of 30 s, so that the writes queued
+// behind them go to the next node instead of each waiting to its deadline too.
+func TestGroupCommitLeavesAHungNode(t *testing.T) {
+	t.Parallel()
+	direct := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := testenv.StartProxy(t, cfg.Addr)
+	connector, err := store.Connector(withAddrs(t, direct, hung.Addr(), cfg.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetNodeRetry(connector, time.Minute)
+	ctx := context.Background()
+	db, err := store.OpenDB(ctx, sql.OpenDB(connector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := store.New(db, store.Config{GroupCommit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Galera(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two pooled connections to the first node, one for each flight.
+	var conns []*sql.Conn
+	for range 2 {
+		c, err := db.DB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	beat := func(ctx context.Context) error {
+		_, err := s.Heartbeat(ctx, tasks.HeartbeatParams{TaskID: 1, Fence: 1, Holder: "nobody", Lease: time.Minute})
+		return err
+	}
+
+	hung.Freeze()
+	t.Cleanup(hung.Thaw)
+	// Each flight takes a connection to the hung node; its member leaves.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if err := beat(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("heartbeat on the hung node: %v, want its deadline", err)
+			}
+		})
+	}
+	wg.Wait()
+
+	next, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = beat(next)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the next heartbeat waited %v to its deadline behind the groups left on the hung node", time.Since(start).Round(time.Millisecond))
+	}
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("the next heartbeat, of a claim nobody holds: %v, want ErrStale from the next node", err)
 	}
 }
