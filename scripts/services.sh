@@ -749,7 +749,10 @@ replica_env() {
 # certified on all of them before it returns. The unsafe settings of start_mariadb
 # hold here too, and Galera needs ROW binary logging (kept in memory: log-bin is off)
 # and interleaved auto-increment locks. gcache (the writesets a rejoining node can
-# catch up from, IST) is kept small.
+# catch up from, IST) is kept small, and so is the memory each node may take: a
+# 128 MB buffer pool, and a receive queue (writesets received, not yet applied)
+# of at most 1 GB, past which Galera aborts the node (gcs.recv_q_hard_limit;
+# unbounded by default) rather than take the machine's memory from the rest.
 galera_ports() {
 	local i
 	for i in "${!GALERA_PORTS[@]}"; do
@@ -776,7 +779,7 @@ galera_node_args() {
 		--wsrep-node-incoming-address="$HOST:${GALERA_PORTS[$i]}" \
 		--wsrep-sst-method=rsync \
 		--wsrep-sst-receive-address="$HOST:${GALERA_SST_PORTS[$i]}" \
-		--wsrep-provider-options="base_host=$HOST;base_port=${GALERA_GCOMM_PORTS[$i]};gmcast.listen_addr=tcp://$HOST:${GALERA_GCOMM_PORTS[$i]};ist.recv_addr=$HOST:${GALERA_IST_PORTS[$i]};gcache.size=64M;repl.causal_read_timeout=PT5S;gcache.dir=$(state_tmpdir)/galera-$((i + 1))/data" \
+		--wsrep-provider-options="base_host=$HOST;base_port=${GALERA_GCOMM_PORTS[$i]};gmcast.listen_addr=tcp://$HOST:${GALERA_GCOMM_PORTS[$i]};ist.recv_addr=$HOST:${GALERA_IST_PORTS[$i]};gcache.size=64M;gcs.recv_q_hard_limit=1G;repl.causal_read_timeout=PT5S;gcache.dir=$(state_tmpdir)/galera-$((i + 1))/data" \
 		--binlog-format=ROW --innodb-autoinc-lock-mode=2 \
 		--innodb-buffer-pool-size=128M
 }

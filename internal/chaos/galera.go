@@ -213,7 +213,7 @@ func (n *galeraNode) args() []string {
 		"--wsrep-sst-receive-address=" + loopback(n.sst),
 		"--wsrep-provider-options=base_host=127.0.0.1;base_port=" + strconv.Itoa(n.gcomm) +
 			";gmcast.listen_addr=tcp://" + loopback(n.gcomm) + ";ist.recv_addr=" + loopback(n.ist) +
-			";gcache.size=64M;gcache.dir=" + data,
+			";gcache.size=64M;gcs.recv_q_hard_limit=1G;gcache.dir=" + data,
 	}
 	if n.i == 0 && !n.started {
 		args = append(args, "--wsrep-new-cluster")

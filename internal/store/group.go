@@ -49,10 +49,15 @@ const GroupCommitMax = 1000
 const groupFlights = 2
 
 // groupTimeout bounds the time a group spends on the server, retries and splits
-// included. A group runs on a context of its own, which carries its first member's
-// values but not its end, so that a member who leaves does not take the others'
-// writes with it.
+// included. A group runs on a context of its own (see groupContext), which ends
+// sooner once none of its members waits for it.
 const groupTimeout = 30 * time.Second
+
+// groupLeftGrace is how long a group may still run once every member has left
+// (see groupContext): ample for a server that answers to finish it, so that a
+// member who left while its group was on its way usually finds its write made,
+// and far less than groupTimeout for one that stopped answering.
+const groupLeftGrace = 2 * time.Second
 
 // member is one claimant's write in a group.
 type member struct {
@@ -159,9 +164,7 @@ func (g *committer) add(m *member) {
 func (g *committer) fly(ms []*member) {
 	for {
 		if len(ms) > 0 {
-			// The first member's values (its trace span, which the
-			// group's statements are recorded under), not its end.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ms[0].ctx), groupTimeout)
+			ctx, cancel := groupContext(ms)
 			g.send(ctx, ms)
 			cancel()
 		}
@@ -178,6 +181,34 @@ func (g *committer) fly(ms []*member) {
 			return
 		}
 		ms = next
+	}
+}
+
+// groupContext returns the context a group of ms (at least one) runs on. It
+// carries the first member's values (its trace span, which the group's
+// statements are recorded under), not its end: a member who leaves does not take
+// the others' writes with it. It ends after groupTimeout, or groupLeftGrace after
+// every member's context has ended: a group nobody waits for any more (each
+// member answered, say, 503 while the server did not answer) frees its flight and
+// its connection for the writes queued behind it, which would otherwise wait out
+// groupTimeout though another node, or the same one again, could take them.
+func groupContext(ms []*member) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ms[0].ctx), groupTimeout)
+	var left atomic.Int64
+	left.Store(int64(len(ms)))
+	stops := make([]func() bool, len(ms))
+	for i, m := range ms {
+		stops[i] = context.AfterFunc(m.ctx, func() {
+			if left.Add(-1) == 0 {
+				time.AfterFunc(groupLeftGrace, cancel)
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
 	}
 }
 

@@ -18,6 +18,13 @@ import (
 // node that failed before it tries that node again.
 const NodeRetryDefault = 5 * time.Second
 
+// NodeConnectTimeoutDefault bounds one attempt of a connector over several
+// addresses to connect to one node: dial, handshake and session set-up. A node
+// that does not answer within it (a stopped server, whose port still accepts
+// connections) fails as one that refused, and the next node is tried within the
+// caller's time; the caller's context still bounds the whole of Connect.
+const NodeConnectTimeoutDefault = time.Second
+
 // splitAddrs takes the address list out of a DSN whose tcp(...) names several
 // addresses, comma-separated, as in "user:pw@tcp(db1:3306,db2:3306)/taskd". It
 // returns the addresses and the DSN with the first one alone. A DSN with one
@@ -52,13 +59,16 @@ func splitAddrs(dsn string) (addrs []string, single string, err error) {
 // failover is a connector over several MySQL servers that accept writes, such as
 // the nodes of a Galera cluster. Every connection goes to the first node of the
 // list that has not failed within retry; when a node fails (it refuses a
-// connection, drops one, or answers that it cannot serve), its pooled
+// connection, drops one, answers that it cannot serve, or does not answer a
+// new connection within connectTimeout), its pooled
 // connections are retired and new ones go to the next node. A failed node is
 // tried again after retry, and, when every node has failed, at once.
 type failover struct {
 	nodes []*node
 	retry time.Duration
-	now   func() time.Time
+	// connectTimeout bounds each node's attempt (NodeConnectTimeoutDefault).
+	connectTimeout time.Duration
+	now            func() time.Time
 }
 
 // node is one server of a failover connector.
@@ -94,7 +104,7 @@ func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
 				continue
 			}
 			epoch := n.epoch.Load()
-			conn, err := n.connector.Connect(ctx)
+			conn, err := f.connect(ctx, n)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, err
@@ -109,6 +119,23 @@ func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	return nil, fmt.Errorf("open database: no node answers: %w", errors.Join(errs...))
 }
+
+// connect connects to n within f.connectTimeout. When that time ends first,
+// the error says so: the node is as lost as one that refused, even though the
+// caller's context has time left for the next node.
+func (f *failover) connect(ctx context.Context, n *node) (driver.Conn, error) {
+	nctx, cancel := context.WithTimeoutCause(ctx, f.connectTimeout, errNodeTimeout)
+	defer cancel()
+	conn, err := n.connector.Connect(nctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(nctx), errNodeTimeout) {
+		return nil, fmt.Errorf("%w: %w", errNodeTimeout, err)
+	}
+	return conn, err
+}
+
+// errNodeTimeout is the error of a node that did not answer a new connection
+// within the failover connector's connect timeout.
+var errNodeTimeout = errors.New("connect: no answer within the node's connect timeout")
 
 func (f *failover) Driver() driver.Driver { return f.nodes[0].connector.Driver() }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/store/storetest"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
 )
 
 // TestGaleraReadsAreCausal: a commit on one node is seen at once by a read on
@@ -270,4 +271,121 @@ func (p *proxy) stop() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// TestFailoverPassesOverHungNode: a first node whose TCP port accepts
+// connections but never answers (a stopped server, here a frozen proxy) costs
+// a new connection at most NodeConnectTimeout: the connector then marks it
+// failed and goes to the next node, so statements bounded as an API request's
+// are (3 s) succeed there instead of all waiting on the hung node to their end.
+func TestFailoverPassesOverHungNode(t *testing.T) {
+	t.Parallel()
+	direct := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := testenv.StartProxy(t, cfg.Addr)
+	connector, err := store.Connector(withAddrs(t, direct, hung.Addr(), cfg.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetNodeRetry(connector, time.Minute)
+	db, err := store.OpenDB(context.Background(), sql.OpenDB(connector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxIdleConns(0)
+	hung.Freeze()
+	t.Cleanup(hung.Thaw)
+
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		var one int
+		err := db.GetContext(ctx, &one, "SELECT 1")
+		took := time.Since(start)
+		cancel()
+		if err != nil {
+			t.Fatalf("statement %d, with the first node hung: %v after %v; want an answer from the next node", i, err, took.Round(time.Millisecond))
+		}
+		if i > 0 && took > time.Second {
+			t.Errorf("statement %d took %v: the hung node should be passed over once it failed", i, took.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestGroupCommitLeavesAHungNode: groups in flight on a node that stopped
+// answering end shortly (2 s) after every member has left (answered at its own
+// deadline), not after the group's own bound of 30 s, so that the writes queued
+// behind them go to the next node instead of each waiting to its deadline too.
+func TestGroupCommitLeavesAHungNode(t *testing.T) {
+	t.Parallel()
+	direct := storetest.NewDatabase(t)
+	cfg, err := mysql.ParseDSN(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := testenv.StartProxy(t, cfg.Addr)
+	connector, err := store.Connector(withAddrs(t, direct, hung.Addr(), cfg.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetNodeRetry(connector, time.Minute)
+	ctx := context.Background()
+	db, err := store.OpenDB(ctx, sql.OpenDB(connector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := store.New(db, store.Config{GroupCommit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Galera(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two pooled connections to the first node, one for each flight.
+	var conns []*sql.Conn
+	for range 2 {
+		c, err := db.DB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	beat := func(ctx context.Context) error {
+		_, err := s.Heartbeat(ctx, tasks.HeartbeatParams{TaskID: 1, Fence: 1, Holder: "nobody", Lease: time.Minute})
+		return err
+	}
+
+	hung.Freeze()
+	t.Cleanup(hung.Thaw)
+	// Each flight takes a connection to the hung node; its member leaves.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if err := beat(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("heartbeat on the hung node: %v, want its deadline", err)
+			}
+		})
+	}
+	wg.Wait()
+
+	next, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = beat(next)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the next heartbeat waited %v to its deadline behind the groups left on the hung node", time.Since(start).Round(time.Millisecond))
+	}
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("the next heartbeat, of a claim nobody holds: %v, want ErrStale from the next node", err)
+	}
 }

@@ -82,8 +82,10 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 // The DSN may name several servers that all accept writes, such as the nodes of
 // a Galera cluster: tcp(db1:3306,db2:3306,db3:3306). Connections then go to the
 // first of them that has not failed within NodeRetryDefault; when that node fails
-// (it refuses connections, drops them, or is not ready), its pooled connections
-// are retired and new ones go to the next, until it answers again.
+// (it refuses connections, drops them, is not ready, or does not answer a new
+// connection within NodeConnectTimeoutDefault, as a stopped server whose port
+// still accepts does), its pooled connections are retired and new ones go to
+// the next, until it answers again.
 //
 // Wrap the connector (for example with an OpenTelemetry database/sql wrapper) and
 // pass the resulting *sql.DB to OpenDB.
@@ -112,7 +114,7 @@ func Connector(dsn string) (driver.Connector, error) {
 	if len(addrs) == 0 {
 		return newSessionConnector(cfg)
 	}
-	f := &failover{retry: NodeRetryDefault, now: time.Now}
+	f := &failover{retry: NodeRetryDefault, connectTimeout: NodeConnectTimeoutDefault, now: time.Now}
 	for _, addr := range addrs {
 		nodeCfg := cfg.Clone()
 		nodeCfg.Addr = addr
