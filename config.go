@@ -291,6 +291,16 @@ func (c CategoryConfig) workflow() tasks.Workflow {
 }
 
 // workflows returns the workflow of each category Config.Categories lists.
+// limited says whether a category has a limit in flight.
+func (c Config) limited() bool {
+	for _, w := range c.workflows() {
+		if w.Limited() {
+			return true
+		}
+	}
+	return false
+}
+
 func (c Config) workflows() map[string]tasks.Workflow {
 	if len(c.Categories) == 0 {
 		return nil

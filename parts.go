@@ -186,6 +186,9 @@ func (e *Engine) workerConfig(mux *worker.Mux) worker.Config {
 		MaxSnoozes:      w.MaxSnoozes,
 		Logger:          e.log,
 		TxStore:         e.store,
+		// A limit in flight counts the tasks whose outcome waits to be
+		// written: with one, a slot waits for that write.
+		SlotsUntilWritten: e.cfg.limited(),
 	}
 }
 

@@ -319,6 +319,7 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			TaskID: cand.ID, Fence: cand.Fence, Status: cand.Status,
 			Holder: c.Holder, EditorID: c.EditorID, Lease: d.cfg.Lease,
 			TraceContext: traceParent(ctx), Workflow: cand.Workflow, Capacity: c.Capacity,
+			Category: queueCategory(cand.category), LimitKey: cand.LimitKey,
 		}
 		if ctx.Err() != nil {
 			// The request ended: nobody would be answered with a claim.

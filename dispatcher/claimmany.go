@@ -217,6 +217,7 @@ func (d *Dispatcher) claimEach(ctx context.Context, holders []string, picked []p
 		cp := tasks.ClaimParams{
 			TaskID: p.ID, Fence: p.Fence, Status: p.Status,
 			Holder: holders[i], Lease: d.cfg.Lease, TraceContext: traceParent(ctx), Workflow: p.Workflow,
+			Category: queueCategory(p.category), LimitKey: p.LimitKey,
 		}
 		if p.Status == tasks.StatusPending {
 			batch = append(batch, cp)

@@ -80,6 +80,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() (
 			batch = append(batch, tasks.ClaimParams{
 				TaskID: p.ID, Fence: p.Fence, Status: p.Status,
 				Holder: holders[i], Lease: d.cfg.Lease, TraceContext: traceParent(ctx), Workflow: p.Workflow,
+				Category: queueCategory(p.category), LimitKey: p.LimitKey,
 			})
 			batched = append(batched, i)
 		}

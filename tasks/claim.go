@@ -36,4 +36,13 @@ type ClaimParams struct {
 	// editor of capacity 1, and a claim that turns out wrong about it is
 	// made the locking way.
 	Capacity int
+	// Category and LimitKey are the task's category and limit key as the
+	// caller knows them (a candidate's): with limits in flight (see
+	// Workflow.MaxInFlight), they pick the claim's checks, none for a
+	// category without limits. The store keeps the limits whatever they say:
+	// a claim of a task whose category or key is not the one named is
+	// refused (ErrStale), and an empty Category is read under the claim's
+	// locks. ClaimBatch, in a store with a limited category, needs Category.
+	Category string
+	LimitKey string
 }

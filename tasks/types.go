@@ -237,6 +237,9 @@ type Candidate struct {
 	// Workflow says the task has stages, a group or a reservation: its claim
 	// reads the workflow's checks (pass it on as ClaimParams.Workflow).
 	Workflow bool `db:"workflow"`
+	// LimitKey is the task's limit key, "" when it has none (pass it on as
+	// ClaimParams.LimitKey).
+	LimitKey string `db:"limit_key"`
 }
 
 // NoDue is Candidate.Due of a task without a due_at: later than any due_at, so that

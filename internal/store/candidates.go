@@ -26,14 +26,16 @@ import (
 // optimizer may otherwise prefer another index when statistics are skewed, for
 // example in a fresh, small table. internal/store/EXPLAIN.md shows the plans.
 const (
-	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
+	candidatePendingSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + `, ` + candidateKeySQL + ` FROM tasks t FORCE INDEX (tasks_candidate)%s
 	WHERE t.pool_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `
 	ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
-	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + ` FROM tasks t FORCE INDEX (tasks_expiry)%s
+	candidateExpiredSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + `, ` + candidateKeySQL + ` FROM tasks t FORCE INDEX (tasks_expiry)%s
 	WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at < NOW(3)` + candidateGoldTakeoverSQL + `%s` + candidateNotPausedSQL + `
 	ORDER BY t.lease_expires_at LIMIT ?)`
 	// candidateWorkflowSQL is Candidate.Workflow.
 	candidateWorkflowSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AS workflow`
+	// candidateKeySQL is Candidate.LimitKey.
+	candidateKeySQL = `COALESCE(t.limit_key, '') AS limit_key`
 	// candidateNotPausedSQL leaves out a paused category: one primary-key lookup per
 	// branch, whose argument is the branch's category. Claims check the pause
 	// themselves; this only spares them candidates they would be refused.
@@ -167,7 +169,7 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 		defer rows.Close()
 		for rows.Next() {
 			var c tasks.Candidate
-			if err := rows.Scan(&c.ID, &c.Fence, &c.Priority, &c.Due, &c.Status, &c.Workflow); err != nil {
+			if err := rows.Scan(&c.ID, &c.Fence, &c.Priority, &c.Due, &c.Status, &c.Workflow, &c.LimitKey); err != nil {
 				return err
 			}
 			out = append(out, c)
@@ -223,7 +225,7 @@ func limitFilterSQL(w tasks.Workflow, withKeyed bool) (string, func(cat string) 
 // many tasks ahead of the others' does not fill the candidates with tasks
 // whose claims its limit refuses. Its cost grows with the category's pending
 // tasks with a key: it reads them all.
-const candidateKeyedSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow FROM (
+const candidateKeyedSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow, k.limit_key FROM (
 	SELECT t.id, t.fence, t.priority, t.due_order, t.status, t.limit_key, ` + candidateWorkflowSQL + `,
 		ROW_NUMBER() OVER (PARTITION BY t.limit_key ORDER BY t.priority DESC, t.due_order, t.id) AS key_rank
 	FROM tasks t FORCE INDEX (tasks_limit)%s

@@ -123,9 +123,10 @@ func (s *Store) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, e
 	if err != nil {
 		return nil, fmt.Errorf("claim task %d: %w", p.TaskID, err)
 	}
-	// With limits in flight, a claim takes the locking path, which keeps them
-	// (lockLimit); the group's cycles do not.
-	if p.Status == tasks.StatusPending && s.limits == nil {
+	// A claim in a limited category (or one that may be: it names none)
+	// takes the locking path, which keeps the limits (lockLimit); the
+	// group's cycles refuse it.
+	if p.Status == tasks.StatusPending && !s.limited(p) {
 		c, err := s.claimPending(ctx, p, lease)
 		// The editor has a task: the locking path finds out whether it is a live
 		// claim or one whose lease passed, which it frees. Or the task has a
@@ -274,7 +275,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 				}
 			}
 		}
-		limit, limited, err := s.lockLimit(ctx, tx, p.TaskID)
+		limit, limited, err := s.lockLimit(ctx, tx, p)
 		if errors.Is(err, sql.ErrNoRows) {
 			return tasks.ErrStale // no such task
 		}
@@ -295,6 +296,9 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 		}
 		if row.Fence != p.Fence || !row.Claimable {
 			return tasks.ErrStale
+		}
+		if err := s.checkLimit(p, limited, row.Task); err != nil {
+			return err
 		}
 		if p.EditorID != 0 && (row.Stages != nil || row.GroupID != 0 || row.ReservedFor != 0) {
 			// Under the task's lock: the stage the checks read is the one

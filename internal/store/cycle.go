@@ -365,6 +365,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 		q.WriteString(") AND status = 'pending' AND run_after <= @taskd_now")
 		args = append(args, guardsSQL(q, claims)...)
 		q.WriteString(notPausedSQL)
+		args = append(args, s.notLimitedSQL(q)...)
 		s.endWrite(q)
 		q.WriteString("INSERT INTO task_events (task_id, kind, fence, holder, editor_id, trace_id, `at`)\n\tSELECT id, 'claimed', fence, holder, editor_id, ")
 		args = append(args, tracesSQL(q, ids, traceIDs)...)

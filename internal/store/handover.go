@@ -46,9 +46,9 @@ func (s *Store) SubmitAndClaim(ctx context.Context, sp tasks.SubmitParams, cp ta
 	// task's. The claim is guarded by the submit (see Cycles), so a refused
 	// submit claims nothing, and its busy check runs after the UPDATE to done
 	// cleared the submitted task's editor_id.
-	if s.limits != nil {
-		// With limits in flight, the claim takes Claim's locking path, which
-		// keeps them: after the submit, which then commits alone.
+	if s.limited(cp) {
+		// A claim in a limited category takes Claim's locking path, which
+		// keeps the limits: after the submit, which then commits alone.
 		return s.submitThenClaim(ctx, sp, cp)
 	}
 	c := &cycle{submit: &sp, claim: &cp, lease: lease}

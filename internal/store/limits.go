@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -32,25 +33,16 @@ import (
 const limitsTableSQL = "JSON_TABLE(@taskd_limits, '$[*]' COLUMNS (l_cat VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',\n\t" +
 	"l_max INT PATH '$[1]', l_key INT PATH '$[2]')) l"
 
-// limitsSetSQL sets @taskd_limits, the batch's limited categories.
-const limitsSetSQL = "SET @taskd_limits = ?;\n"
+// limitsSetSQL sets @taskd_limits, the store's limited categories, and
+// empties @taskd_room, which limitsRoomSQL fills when the batch names a
+// member of a limited category.
+const limitsSetSQL = "SET @taskd_limits = ?, @taskd_room = NULL;\n"
 
-// limitsCategoriesSQL sets @taskd_limited to the limited categories of the
-// batch's pending members, with a read that locks no row of tasks: a locking
-// read there (an INSERT ... SELECT's) would hold rows a concurrent claim
-// holding a category's row waits for. SELECT ... INTO, not SET @v = (SELECT
-// ...): MariaDB reads a SET's subquery with shared locks, even at READ
-// COMMITTED.
-// (JSON_ARRAYAGG of a derived table of DISTINCT rows: MySQL has no
-// JSON_ARRAYAGG(DISTINCT ...).)
-const limitsCategoriesSQL = "SELECT JSON_ARRAYAGG(d.category) INTO @taskd_limited FROM (SELECT DISTINCT tasks.category FROM " + membersJoinSQL +
-	"\n\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category WHERE tasks.status = 'pending') d;\n"
-
-// limitsLockSQL writes the row of each limited category of the batch's
-// members (@taskd_limited), in the order of categories (the lock order of
-// every claim), before anything counts: see the comment at the top of this
-// file.
-const limitsLockSQL = "INSERT INTO category_limits (category, claims)\n\tSELECT c.c_cat, 1 FROM JSON_TABLE(COALESCE(@taskd_limited, '[]'), '$[*]' COLUMNS (" +
+// limitsLockSQL writes the row of each limited category the batch's members
+// name (its argument, a JSON array of them), in the order of categories (the
+// lock order of every claim), before anything counts: see the comment at the
+// top of this file.
+const limitsLockSQL = "INSERT INTO category_limits (category, claims)\n\tSELECT c.c_cat, 1 FROM JSON_TABLE(?, '$[*]' COLUMNS (" +
 	"c_cat VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) c WHERE 1"
 
 // limitsLockOrderSQL ends limitsLockSQL, after its guard (guardWrite).
@@ -72,20 +64,21 @@ const (
 	assignedOfKeySQL      = "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = %s AND a.limit_key = %s)"
 )
 
-// limitsRoomSQL sets @taskd_room (a read without locks, as
-// limitsCategoriesSQL's) to the ids of the members of limited
-// categories that fit in their room, members ranked by id: first each key's
-// (no key, no limit per key), then, of those, each category's. The members
-// are those the claim's UPDATE would take (the fence seen, pending, claimable
-// now).
-var limitsRoomSQL = "SELECT JSON_ARRAYAGG(c.id) INTO @taskd_room FROM (\n\t" +
-	"SELECT k.id, k.category, k.l_max, ROW_NUMBER() OVER (PARTITION BY k.category ORDER BY k.id) AS c_rank FROM (\n\t\t" +
-	"SELECT tasks.id, tasks.category, tasks.limit_key, l.l_max, l.l_key,\n\t\t\t" +
-	"ROW_NUMBER() OVER (PARTITION BY tasks.category, tasks.limit_key ORDER BY tasks.id) AS k_rank\n\t\t" +
-	"FROM " + membersJoinSQL + "\n\t\tJOIN " + limitsTableSQL + " ON l.l_cat = tasks.category\n\t\t" +
-	"WHERE tasks.fence = m.m_fence AND tasks.status = 'pending' AND tasks.run_after <= @taskd_now) k\n\t" +
-	"WHERE k.l_key = 0 OR k.limit_key IS NULL OR k.k_rank <= k.l_key - " + fmt.Sprintf(assignedOfKeySQL, "k.category", "k.limit_key") + ") c\n" +
-	"WHERE c.l_max = 0 OR c.c_rank <= c.l_max - " + fmt.Sprintf(assignedInCategorySQL, "c.category") + ";\n"
+// limitsRoomSQL sets @taskd_room (a read without locks: a locking read
+// there would hold rows a concurrent claim holding a category's row waits
+// for; SELECT ... INTO, not SET @v = (SELECT ...), which MariaDB reads with
+// shared locks even at READ COMMITTED) to the ids of the members of limited
+// categories that fit in their room. Its argument is limitMembers' table: a
+// member's category and key as its claim names them, which its row must
+// have, and its rank among the batch's members of its category and of its
+// key, in id order, against the room the counts leave.
+var limitsRoomSQL = "SELECT JSON_ARRAYAGG(f.f_id) INTO @taskd_room FROM JSON_TABLE(?, '$[*]' COLUMNS (f_id BIGINT PATH '$[0]',\n\t" +
+	"f_cat VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]', f_key VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',\n\t" +
+	"f_rank INT PATH '$[3]', f_max INT PATH '$[4]', f_key_rank INT PATH '$[5]', f_key_max INT PATH '$[6]')) f\n\t" +
+	"STRAIGHT_JOIN " + tasksByKeySQL + " ON tasks.id = f.f_id\n" +
+	"WHERE tasks.category = f.f_cat AND COALESCE(tasks.limit_key, '') = f.f_key\n\t" +
+	"AND (f.f_max = 0 OR f.f_rank <= f.f_max - " + fmt.Sprintf(assignedInCategorySQL, "f.f_cat") + ")\n\t" +
+	"AND (f.f_key_max = 0 OR f.f_key = '' OR f.f_key_rank <= f.f_key_max - " + fmt.Sprintf(assignedOfKeySQL, "f.f_cat", "f.f_key") + ");\n"
 
 // limitsFitSQL is the condition of a claim's UPDATE (and of its report) that
 // its row fits in a limit: its category is not limited, or it is one of
@@ -96,8 +89,9 @@ const limitsFitSQL = "(NOT EXISTS (SELECT 1 FROM " + limitsTableSQL + " WHERE l.
 // limits are the store's limited categories: their JSON for @taskd_limits,
 // and each's Workflow.
 type limits struct {
-	json string
-	of   map[string]tasks.Workflow
+	json  string
+	of    map[string]tasks.Workflow
+	names []string // the limited categories, in order
 }
 
 // newLimits returns the limits of the limited categories of workflows, or
@@ -124,20 +118,98 @@ func newLimits(workflows map[string]tasks.Workflow) (*limits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the limits: %w", err)
 	}
-	return &limits{json: string(b), of: of}, nil
+	return &limits{json: string(b), of: of, names: cats}, nil
 }
 
-// limitsSQL writes the statements of a claim batch that keep the limits to
-// q, after the members are set and before the claims' UPDATE, and returns
-// their arguments: nothing without a limited category.
-func (s *Store) limitsSQL(q *strings.Builder) []any {
+// limitsSQL writes the statements of a claim batch of ps that keep the
+// limits to q, after the members are set and before the claims' UPDATE, and
+// returns their arguments: nothing without a limited category, and only the
+// SET of limitsSetSQL when no member names one (the UPDATE's limitsFitSQL
+// then refuses a member whose row is of a limited category all the same).
+func (s *Store) limitsSQL(q *strings.Builder, ps []tasks.ClaimParams) ([]any, error) {
+	if s.limits == nil {
+		return nil, nil
+	}
+	q.WriteString(limitsSetSQL)
+	args := []any{s.limits.json}
+	cats, members, err := s.limits.members(ps)
+	if err != nil || members == "" {
+		return args, err
+	}
+	q.WriteString(limitsLockSQL)
+	s.guardWrite(q)
+	q.WriteString(limitsLockOrderSQL + limitsRoomSQL + limitsNowSQL)
+	return append(args, cats, members), nil
+}
+
+// members returns the limited categories the claims ps name, as the JSON
+// array limitsLockSQL reads, and the table of their members limitsRoomSQL
+// reads: both "" when ps name none. Every claim must name its category.
+func (l *limits) members(ps []tasks.ClaimParams) (cats, members string, err error) {
+	var in []tasks.ClaimParams
+	for _, p := range ps {
+		if p.Category == "" {
+			return "", "", fmt.Errorf("%w: task %d: with limits in flight, a claim in a batch names its category", tasks.ErrInvalid, p.TaskID)
+		}
+		if _, ok := l.of[p.Category]; ok {
+			in = append(in, p)
+		}
+	}
+	if len(in) == 0 {
+		return "", "", nil
+	}
+	slices.SortFunc(in, func(a, b tasks.ClaimParams) int { return cmp.Compare(a.TaskID, b.TaskID) })
+	type key struct{ cat, key string }
+	ranks := make(map[key]int)
+	var names []string
+	rows := make([][7]any, len(in))
+	for i, p := range in {
+		w := l.of[p.Category]
+		ranks[key{p.Category, ""}]++
+		if ranks[key{p.Category, ""}] == 1 {
+			names = append(names, p.Category)
+		}
+		keyRank := 0
+		if p.LimitKey != "" {
+			ranks[key{p.Category, p.LimitKey}]++
+			keyRank = ranks[key{p.Category, p.LimitKey}]
+		}
+		rows[i] = [7]any{p.TaskID, p.Category, p.LimitKey, ranks[key{p.Category, ""}], w.MaxInFlight, keyRank, w.KeyLimit}
+	}
+	slices.Sort(names)
+	c, err := json.Marshal(names)
+	if err != nil {
+		return "", "", fmt.Errorf("encode the limited categories: %w", err)
+	}
+	m, err := json.Marshal(rows)
+	if err != nil {
+		return "", "", fmt.Errorf("encode the limited members: %w", err)
+	}
+	return string(c), string(m), nil
+}
+
+// notLimitedSQL writes the condition of a cycle's claims that their tasks
+// are of no limited category to q, and returns its arguments: nothing
+// without a limited category. Claims in limited categories take the locking
+// path (see Claim); this refuses one that named its category wrong.
+func (s *Store) notLimitedSQL(q *strings.Builder) []any {
 	if s.limits == nil {
 		return nil
 	}
-	q.WriteString(limitsSetSQL + limitsCategoriesSQL + limitsLockSQL)
-	s.guardWrite(q)
-	q.WriteString(limitsLockOrderSQL + limitsRoomSQL + limitsNowSQL)
-	return []any{s.limits.json}
+	q.WriteString(" AND category NOT IN (")
+	args := listSQL(q, "?", s.limits.names, func(i int) []any { return []any{s.limits.names[i]} })
+	q.WriteString(")")
+	return args
+}
+
+// limited says whether a claim of p may be of a limited category: it names
+// one, or none in a store with limits.
+func (s *Store) limited(p tasks.ClaimParams) bool {
+	if s.limits == nil {
+		return false
+	}
+	_, ok := s.limits.of[p.Category]
+	return ok || p.Category == ""
 }
 
 // limitsWhereSQL writes the UPDATE's condition that each claim fits in its
@@ -166,22 +238,38 @@ const (
 )
 
 // lockLimit is the first step of claimLocked in a store with limits: it
-// writes (and so locks) the row of the category of task id when that
-// category is limited, before the task's row is locked (the lock order of
-// every claim), and returns the category's limits, ok false when none.
-func (s *Store) lockLimit(ctx context.Context, tx *sqlx.Tx, id int64) (w tasks.Workflow, ok bool, err error) {
+// writes (and so locks) the row of the category of the task p claims when
+// that category is limited, before the task's row is locked (the lock order
+// of every claim), and returns the category's limits, ok false when none.
+// The category is p's, or, when p names none, read (one more statement).
+// checkLimit then holds p to it under the task's lock.
+func (s *Store) lockLimit(ctx context.Context, tx *sqlx.Tx, p tasks.ClaimParams) (w tasks.Workflow, ok bool, err error) {
 	if s.limits == nil {
 		return w, false, nil
 	}
-	var cat string
-	if err := tx.GetContext(ctx, &cat, categoryOfSQL, id); err != nil {
-		return w, false, err // sql.ErrNoRows: no such task
+	cat := p.Category
+	if cat == "" {
+		if err := tx.GetContext(ctx, &cat, categoryOfSQL, p.TaskID); err != nil {
+			return w, false, err // sql.ErrNoRows: no such task
+		}
 	}
 	if w, ok = s.limits.of[cat]; !ok {
 		return w, false, nil
 	}
 	_, err = tx.ExecContext(ctx, lockCategorySQL, cat)
 	return w, err == nil, err
+}
+
+// checkLimit returns ErrStale when t, the task p claims read under its lock,
+// is not of the category lockLimit locked (found) for p: p named it wrong.
+func (s *Store) checkLimit(p tasks.ClaimParams, found bool, t tasks.Task) error {
+	if s.limits == nil {
+		return nil
+	}
+	if _, limited := s.limits.of[t.Category]; limited != found || p.Category != "" && p.Category != t.Category {
+		return tasks.ErrStale
+	}
+	return nil
 }
 
 // limitRoom returns ErrLimited when t, a pending task of a category with

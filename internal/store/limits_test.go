@@ -92,7 +92,7 @@ func (w *limitWorker) run(ctx context.Context) error {
 		var claims []*tasks.Claim
 		if w.editorID != 0 {
 			for _, c := range cands {
-				claim, err := w.s.Claim(ctx, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: w.holder, EditorID: w.editorID, Lease: time.Minute})
+				claim, err := w.s.Claim(ctx, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: w.holder, EditorID: w.editorID, Lease: time.Minute, Category: w.cat, LimitKey: c.LimitKey})
 				if err == nil {
 					claims = append(claims, claim)
 					break
@@ -108,7 +108,7 @@ func (w *limitWorker) run(ctx context.Context) error {
 				if c.Status != tasks.StatusPending || len(ps) == w.batch {
 					continue
 				}
-				ps = append(ps, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: w.holder, Lease: time.Minute})
+				ps = append(ps, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: w.holder, Lease: time.Minute, Category: w.cat, LimitKey: c.LimitKey})
 			}
 			res, err := w.s.ClaimBatch(ctx, ps)
 			if err != nil {
@@ -399,7 +399,7 @@ func TestLimitTakeoverNeedsNoRoom(t *testing.T) {
 	ids := b.insert(t, tasks.NewTask{Category: "one", Title: "a"}, tasks.NewTask{Category: "one", Title: "b"})
 	first := b.claim(t, ids[0], "w1", 0, time.Minute)
 	// The other task has no room while the first is held.
-	res, err := b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute}})
+	res, err := b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute, Category: "one"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestLimitTakeoverNeedsNoRoom(t *testing.T) {
 	// Its lease passed: the expired claim still counts, and a takeover of
 	// it needs no room.
 	b.expireLease(t, ids[0])
-	res, err = b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute}})
+	res, err = b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute, Category: "one"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func TestLimitLowered(t *testing.T) {
 				t.Fatal(err)
 			}
 			if task.Status == tasks.StatusPending {
-				ps = append(ps, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: tasks.StatusPending, Holder: holder, Lease: time.Minute})
+				ps = append(ps, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: tasks.StatusPending, Holder: holder, Lease: time.Minute, Category: task.Category, LimitKey: task.LimitKey})
 			}
 		}
 		res, err := s.ClaimBatch(ctx, ps)
@@ -536,7 +536,7 @@ func TestGaleraLimitAcrossNodes(t *testing.T) {
 			wg.Go(func() {
 				var ps []tasks.ClaimParams
 				for _, id := range ids[n*limit : (n+1)*limit] {
-					ps = append(ps, tasks.ClaimParams{TaskID: id, Status: tasks.StatusPending, Holder: fmt.Sprint("node", n), Lease: time.Minute})
+					ps = append(ps, tasks.ClaimParams{TaskID: id, Status: tasks.StatusPending, Holder: fmt.Sprint("node", n), Lease: time.Minute, Category: "lim"})
 				}
 				res, err := stores[n].ClaimBatch(ctx, ps)
 				if err != nil {
@@ -574,5 +574,68 @@ func TestGaleraLimitAcrossNodes(t *testing.T) {
 	}
 	if most == 0 {
 		t.Error("no claim was made in any round")
+	}
+}
+
+// A claim that names its task's category or key wrong never passes a limit:
+// the batch, the group's cycle and the locking path each refuse it and leave
+// the task as it was.
+func TestLimitClaimNamingWrongCategory(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{Workflows: map[string]tasks.Workflow{"one": {MaxInFlight: 1}, "keyed": {KeyLimit: 1}}})
+	ids := b.insert(t, tasks.NewTask{Category: "one", Title: "a"}, tasks.NewTask{Category: "free", Title: "b"},
+		tasks.NewTask{Category: "keyed", Title: "c", LimitKey: "k1"})
+	b.claim(t, ids[0], "w0", 0, time.Minute) // "one" is at its limit
+	ids = append(ids, b.insert(t, tasks.NewTask{Category: "one", Title: "d"})...)
+	unchanged := func(id int64) {
+		t.Helper()
+		if task := b.task(t, id); task.Status != tasks.StatusPending || task.Fence != 0 {
+			t.Fatalf("task %d after a refused claim: %s at fence %d, want pending at 0", id, task.Status, task.Fence)
+		}
+	}
+	claimOne := func(p tasks.ClaimParams) error {
+		p.Status, p.Lease = tasks.StatusPending, time.Minute
+		res, err := b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Err
+	}
+	// In a batch: "one" named "free", and "keyed" named with another key.
+	if err := claimOne(tasks.ClaimParams{TaskID: ids[3], Holder: "w1", Category: "free"}); !errors.Is(err, tasks.ErrLimited) {
+		t.Fatalf("batch claim naming an unlimited category: %v, want ErrLimited", err)
+	}
+	unchanged(ids[3])
+	if err := claimOne(tasks.ClaimParams{TaskID: ids[2], Holder: "w1", Category: "keyed", LimitKey: "k2"}); !errors.Is(err, tasks.ErrLimited) {
+		t.Fatalf("batch claim naming another key: %v, want ErrLimited", err)
+	}
+	unchanged(ids[2])
+	// A batch must name the categories.
+	if _, err := b.store.ClaimBatch(b.ctx, []tasks.ClaimParams{{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w1", Lease: time.Minute}}); !errors.Is(err, tasks.ErrInvalid) {
+		t.Fatalf("batch claim naming no category: %v, want ErrInvalid", err)
+	}
+	unchanged(ids[1])
+	// An editor's claim naming "free" goes to the group's cycle, which
+	// refuses a task of a limited category.
+	if _, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: ids[3], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute, Category: "free"}); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("claim of a limited task naming an unlimited category: %v, want ErrStale", err)
+	}
+	unchanged(ids[3])
+	// One naming "one" for a task of "free" takes the locking path, which
+	// refuses it under the task's lock.
+	if _, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute, Category: "one"}); !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("claim of an unlimited task naming a limited category: %v, want ErrStale", err)
+	}
+	unchanged(ids[1])
+	// Named right, the unlimited task is claimed by the group's cycle, and
+	// the limited one is refused for want of room.
+	if _, err := b.store.Claim(b.ctx, tasks.ClaimParams{TaskID: ids[1], Status: tasks.StatusPending, Holder: "w2", Lease: time.Minute, Category: "free"}); err != nil {
+		t.Fatalf("claim of an unlimited task: %v", err)
+	}
+	if err := claimOne(tasks.ClaimParams{TaskID: ids[3], Holder: "w1", Category: "one"}); !errors.Is(err, tasks.ErrLimited) {
+		t.Fatalf("batch claim at the limit: %v, want ErrLimited", err)
+	}
+	if err := claimOne(tasks.ClaimParams{TaskID: ids[2], Holder: "w1", Category: "keyed", LimitKey: "k1"}); err != nil {
+		t.Fatalf("batch claim of a keyed task with room: %v", err)
 	}
 }

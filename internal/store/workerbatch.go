@@ -339,7 +339,11 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	args := []any{members}
 	// run_after first: when the task became claimable (see claimableSinceSQL).
 	q.WriteString(workerBatchHead + membersSetSQL)
-	args = append(args, s.limitsSQL(&q)...)
+	largs, err := s.limitsSQL(&q, ps)
+	if err != nil {
+		return "", nil, err
+	}
+	args = append(args, largs...)
 	q.WriteString("UPDATE " + membersJoinSQL + " SET run_after = " + claimableSinceSQL + ", status = 'assigned', fence = fence + 1, holder = m.m_holder")
 	q.WriteString(",\n\teditor_id = NULL, assigned_at = @taskd_now, lease_expires_at = @taskd_now + INTERVAL ? MICROSECOND,\n\tattempts = attempts + 1, ")
 	if slices.ContainsFunc(ps, func(p tasks.ClaimParams) bool { return p.Workflow }) {

@@ -230,6 +230,16 @@ type Config struct {
 	// TxStore, when set, lets handlers complete their tasks in transactions
 	// of their own (CompleteTx). Default: none (CompleteTx refuses).
 	TxStore TxStore
+
+	// SlotsUntilWritten keeps a slot taken until its task's outcome is
+	// written (or dropped), not only until its handler returns: the worker
+	// then never holds more tasks assigned in the store than Concurrency,
+	// while without it the outcomes waiting to be written add up to
+	// MaxBacklog more. A limit in flight (tasks.Workflow.MaxInFlight) equal
+	// to the slots needs it, or the tasks waiting for their outcome's write
+	// take the room of the next claims, which the store refuses. Default
+	// false: a slot claims again as soon as its handler returns.
+	SlotsUntilWritten bool
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -722,6 +732,7 @@ func (w *Worker) gather(ctx context.Context) {
 
 // outcome is a finished handler's claim on its way to the store.
 type outcome struct {
+	slot   int // taken until the outcome is written, with SlotsUntilWritten
 	claim  *tasks.Claim
 	ref    dispatcher.ClaimRef
 	holder string
@@ -746,6 +757,9 @@ type outcome struct {
 // claim, and hands the outcome to the completer.
 func (w *Worker) run(claim *tasks.Claim, slot int) {
 	defer w.handlers.Done()
+	// queued says the outcome went to the completer, which frees the slot
+	// once it is written (SlotsUntilWritten).
+	queued := false
 	holder := claim.Task.Holder
 	ref := dispatcher.ClaimRef{TaskID: claim.Task.ID, Fence: claim.Fence}
 	log := &runLog{base: w.log, claim: claim, slot: slot}
@@ -770,7 +784,15 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 	stopping := w.handlersCtx.Err() != nil
 	// From here on a lost lease cancels nothing: the outcome decides.
 	lost := !w.leases.seal(ref)
-	w.slots.put(slot)
+	if w.cfg.SlotsUntilWritten {
+		defer func() {
+			if !queued {
+				w.slots.put(slot)
+			}
+		}()
+	} else {
+		w.slots.put(slot)
+	}
 	if txr != nil && w.committedInTx(rctx, txr, &claim.Task, log, span, err) {
 		// The handler's transaction committed the outcome (CompleteTx).
 		return
@@ -796,12 +818,13 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		return
 	}
 
-	o := &outcome{claim: claim, ref: ref, holder: holder, log: log, span: span, ctx: rctx, handlerErr: err}
+	o := &outcome{slot: slot, claim: claim, ref: ref, holder: holder, log: log, span: span, ctx: rctx, handlerErr: err}
 	var snooze *SnoozeError
 	if err != nil && errors.As(err, &snooze) {
 		// Recorded even while the worker stops: the handler asked for it,
 		// the shutdown did not cause it. It is no error of the run's span.
 		o.snooze, o.backoff, o.handlerErr = true, snoozeFor(snooze.Duration), nil
+		queued = true
 		w.out.settled(o)
 		return
 	}
@@ -831,6 +854,7 @@ func (w *Worker) run(claim *tasks.Claim, slot int) {
 		o.backoff = max(w.cfg.RetryBackoff(claim.Task.Attempts), 0)
 		o.skipRetry = errors.Is(err, SkipRetry)
 	}
+	queued = true
 	w.out.settled(o)
 }
 
@@ -898,6 +922,9 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		op = "fail"
 	}
 	defer w.leases.remove(o.ref)
+	if w.cfg.SlotsUntilWritten {
+		defer w.slots.put(o.slot)
+	}
 	defer func() { endSpan(o.span, o.handlerErr) }()
 	log := o.log
 	cat := o.claim.Task.Category
