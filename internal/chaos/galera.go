@@ -34,7 +34,10 @@ type galeraCluster struct {
 // galeraNode is one mariadbd of the cluster. Its ports are fixed, so that it
 // comes back on the same addresses after a kill.
 type galeraNode struct {
-	c                           *galeraCluster
+	c *galeraCluster
+	// recoverFailed is the error of the last restart's --wsrep-recover, when
+	// it failed and the node asked for a full copy instead.
+	recoverFailed               error
 	i                           int // 0-based
 	dir, socket                 string
 	port, gcomm, ist, sst       int
@@ -238,11 +241,21 @@ func (n *galeraNode) Start(ctx context.Context) error {
 		// node that knows none asks for a full copy (SST): read the position
 		// from InnoDB first, as mysqld_safe's --wsrep-recover does, so that
 		// the node asks for what it missed only (IST).
-		pos, err := n.recoverPosition(ctx)
-		if err != nil {
+		// A recovery that fails or hangs (a node killed in the middle of a
+		// full copy has files no server can open, and --wsrep-recover then
+		// logs errors without end) leaves the node to ask for a full copy,
+		// which replaces them.
+		rctx, cancel := context.WithTimeout(ctx, recoverMax)
+		pos, err := n.recoverPosition(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			args = append(args, "--wsrep-start-position="+pos)
+		case ctx.Err() != nil:
 			return err
+		default:
+			n.recoverFailed = err
 		}
-		args = append(args, "--wsrep-start-position="+pos)
 		if os.Geteuid() == 0 {
 			// Should the donor send a full copy anyway, its rsync daemon
 			// runs as nobody and must overwrite the files.
@@ -269,10 +282,17 @@ func (n *galeraNode) Start(ctx context.Context) error {
 		if len(log) > len(before) && strings.Contains(string(log[len(before):]), "IST received") {
 			n.lastRejoin = "IST"
 		}
+		if n.recoverFailed != nil {
+			n.lastRejoin += " (its recovery failed: " + firstLine(n.recoverFailed.Error()) + ")"
+			n.recoverFailed = nil
+		}
 		n.lastRejoinAt, n.lastRejoinEnd = start, time.Now()
 	}
 	return nil
 }
+
+// recoverMax bounds a restart's --wsrep-recover, which takes seconds.
+const recoverMax = 90 * time.Second
 
 // recoverPosition runs mariadbd --wsrep-recover on the node's data directory
 // and returns the position it recovered (uuid:seqno).
@@ -381,3 +401,9 @@ func (n *galeraNode) Kill() error {
 func (n *galeraNode) Pause() error  { return n.proc.stop() }
 func (n *galeraNode) Resume() error { return n.proc.signal(syscall.SIGCONT) }
 func (n *galeraNode) Close()        { _ = n.Kill() }
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

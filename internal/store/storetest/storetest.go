@@ -286,6 +286,9 @@ func awaitDatabase(ctx context.Context, tb testing.TB, cfg *mysql.Config) {
 	}
 }
 
+// isolateStatementMax bounds each statement Isolate sends the node.
+const isolateStatementMax = 10 * time.Second
+
 // Isolate cuts node i (0-based) off the cluster's group communication until
 // the test ends (gmcast.isolate), and waits until it has left the primary
 // component: it then refuses reads and writes. At the end it waits until the
@@ -306,17 +309,23 @@ func (g *Galera) Isolate(tb testing.TB, i int) {
 	admin := sqlx.NewDb(sql.OpenDB(connector), "mysql")
 	admin.SetMaxOpenConns(1)
 	tb.Cleanup(func() { _ = admin.Close() })
+	// Each statement is bounded: a node rejoining a loaded cluster may not
+	// answer for a while, and Eventually's bound must hold.
 	status := func(name string) string {
 		var row struct {
 			Name  string `db:"Variable_name"`
 			Value string `db:"Value"`
 		}
+		ctx, cancel := context.WithTimeout(ctx, isolateStatementMax)
+		defer cancel()
 		if err := admin.GetContext(ctx, &row, "SHOW GLOBAL STATUS LIKE '"+name+"'"); err != nil {
 			return "error: " + err.Error()
 		}
 		return row.Value
 	}
 	set := func(v string) {
+		ctx, cancel := context.WithTimeout(ctx, isolateStatementMax)
+		defer cancel()
 		if _, err := admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'"); err != nil {
 			tb.Fatalf("gmcast.isolate=%s: %v", v, err)
 		}
