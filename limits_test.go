@@ -161,7 +161,7 @@ func TestEngineLimitHeldByAKilledProcess(t *testing.T) {
 	}
 	var ps []tasks.ClaimParams
 	for _, c := range cands {
-		ps = append(ps, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: "killed", Lease: deadLease})
+		ps = append(ps, tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: "killed", Lease: deadLease, Category: "thumb"})
 	}
 	res, err := dead.ClaimBatch(t.Context(), ps)
 	if err != nil || len(res) != limit {

@@ -67,7 +67,11 @@ var stageBranch = strings.NewReplacer(
 // has no room: all of it when the category is at its MaxInFlight, and the
 // tasks of a key at its KeyLimit, so that a key with many tasks does not take
 // every candidate of its category while its own are refused.
-func candidatesQuery(cats []string, editorID int64, limit int, stage string, lims map[string]tasks.Workflow) (string, []any) {
+//
+// keys are the limit keys of the keyed categories' pending tasks to read
+// (keysOf's): the pending branch of a category with a KeyLimit reads the
+// first tasks of each, as many as its room.
+func candidatesQuery(cats []string, editorID int64, limit int, stage string, lims map[string]tasks.Workflow, keys map[string][]string) (string, []any) {
 	join, notSkipped := "", ""
 	var skipArgs []any
 	if editorID != 0 {
@@ -110,15 +114,10 @@ func candidatesQuery(cats []string, editorID int64, limit int, stage string, lim
 			}
 			args = append(args, c, limit)
 		}
-		if w.KeyLimit > 0 && stage == "" {
+		if ks := keys[c]; w.KeyLimit > 0 && stage == "" && len(ks) > 0 {
 			// The tasks with a key: each key's first, as many as its room.
-			filter, fargs := limitFilterSQL(tasks.Workflow{MaxInFlight: w.MaxInFlight}, false)
 			q.WriteString("\nUNION ALL\n")
-			q.WriteString(fmt.Sprintf(candidateKeyedSQL, join, notSkipped+filter))
-			args = append(args, skipArgs...)
-			args = append(args, c)
-			args = append(args, fargs(c)...)
-			args = append(args, c, w.KeyLimit, c, limit)
+			args = append(args, keyedBranchSQL(&q, c, ks, w, join, notSkipped, skipArgs, limit)...)
 		}
 	}
 	q.WriteString(candidateOrderSQL)
@@ -158,7 +157,13 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 			return nil, fmt.Errorf("candidates: %w", err)
 		}
 	}
-	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, s.limitsOf())
+	var keys map[string][]string
+	if p.Stage == "" {
+		if keys, err = s.keysOf(ctx, cats); err != nil {
+			return nil, fmt.Errorf("candidates: %w", err)
+		}
+	}
+	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, s.limitsOf(), keys)
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}
@@ -218,17 +223,44 @@ func limitFilterSQL(w tasks.Workflow, withKeyed bool) (string, func(cat string) 
 	}
 }
 
-// candidateKeyedSQL is the pending branch of a category with a KeyLimit for
-// its tasks with a key: the category's pending tasks with a key in
-// tasks_limit's order (per key, in candidate order), each key's first as
-// many as its room (KeyLimit less its assigned tasks), so that one key with
-// many tasks ahead of the others' does not fill the candidates with tasks
-// whose claims its limit refuses. Its cost grows with the category's pending
-// tasks with a key: it reads them all.
-const candidateKeyedSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow, k.limit_key FROM (
-	SELECT t.id, t.fence, t.priority, t.due_order, t.status, t.limit_key, ` + candidateWorkflowSQL + `,
-		ROW_NUMBER() OVER (PARTITION BY t.limit_key ORDER BY t.priority DESC, t.due_order, t.id) AS key_rank
-	FROM tasks t FORCE INDEX (tasks_limit)%s
-	WHERE t.limit_status = 'pending' AND t.category = ? AND t.run_after <= NOW(3)%s` + candidateNotPausedSQL + `) k
-	WHERE k.key_rank <= ? - ` + "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = ? AND a.limit_key = k.limit_key)" + `
+// Parts of the pending branch of a category with a KeyLimit, for its tasks
+// with a key: per key of keysOf's (candidateKeySQL), a range of tasks_limit
+// in candidate order, as many as the key may have assigned; of those, each
+// key's first as many as its room (KeyLimit less its assigned tasks), so that
+// one key with many tasks ahead of the others' does not fill the candidates
+// with tasks whose claims its limit refuses. Its cost is a short range per
+// key, whatever the tasks of each.
+const (
+	candidateKeyedHeadSQL = `(SELECT k.id, k.fence, k.priority, k.due_order, k.status, k.workflow, k.limit_key FROM (
+	SELECT u.*, ROW_NUMBER() OVER (PARTITION BY u.limit_key ORDER BY u.priority DESC, u.due_order, u.id) AS key_rank FROM (`
+	candidateKeyBranchSQL = `(SELECT t.id, t.fence, t.priority, t.due_order, t.status, ` + candidateWorkflowSQL + `, t.limit_key
+		FROM tasks t FORCE INDEX (tasks_limit)%s
+		WHERE t.limit_status = 'pending' AND t.category = ? AND t.limit_key = ? AND t.run_after <= NOW(3)%s
+		ORDER BY t.priority DESC, t.due_order, t.id LIMIT ?)`
+	candidateKeyedTailSQL = `) u) k
+	WHERE k.key_rank <= ? - ` + "(SELECT COUNT(*) FROM tasks a FORCE INDEX (tasks_limit) WHERE a.limit_status = 'assigned' AND a.category = ? AND a.limit_key = k.limit_key)%s" +
+		candidateNotPausedSQL + `
 	ORDER BY k.priority DESC, k.due_order, k.id LIMIT ?)`
+)
+
+// keyedBranchSQL writes the pending branch of category c's tasks with a key
+// to q, for keys ks, and returns its arguments.
+func keyedBranchSQL(q *strings.Builder, c string, ks []string, w tasks.Workflow, join, notSkipped string, skipArgs []any, limit int) []any {
+	var args []any
+	q.WriteString(candidateKeyedHeadSQL)
+	branch := fmt.Sprintf(candidateKeyBranchSQL, join, notSkipped)
+	per := min(w.KeyLimit, limit)
+	for i, k := range ks {
+		if i > 0 {
+			q.WriteString("\n\tUNION ALL ")
+		}
+		q.WriteString(branch)
+		args = append(args, skipArgs...)
+		args = append(args, c, k, per)
+	}
+	filter, fargs := limitFilterSQL(tasks.Workflow{MaxInFlight: w.MaxInFlight}, false)
+	q.WriteString(fmt.Sprintf(candidateKeyedTailSQL, filter))
+	args = append(args, w.KeyLimit, c)
+	args = append(args, fargs(c)...)
+	return append(args, c, limit)
+}

@@ -24,12 +24,12 @@ func SetReturning(s *Store, on bool) {
 
 // CandidatesQuery exposes the candidate query builder for EXPLAIN tests.
 func CandidatesQuery(cats []string, editorID int64, limit int) (string, []any) {
-	return candidatesQuery(cats, editorID, limit, "", nil)
+	return candidatesQuery(cats, editorID, limit, "", nil, nil)
 }
 
 // StageCandidatesQuery is CandidatesQuery for the tasks at one stage.
 func StageCandidatesQuery(cats []string, editorID int64, limit int, stage string) (string, []any) {
-	return candidatesQuery(cats, editorID, limit, stage, nil)
+	return candidatesQuery(cats, editorID, limit, stage, nil, nil)
 }
 
 // TaskResultKeysQuery exposes the query of a page's keys for EXPLAIN tests.

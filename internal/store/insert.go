@@ -167,6 +167,7 @@ func (s *Store) Insert(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserte
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", refusedValue(err))
 	}
+	s.insertedKeys(ts)
 	return out, nil
 }
 

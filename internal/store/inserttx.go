@@ -86,6 +86,7 @@ func (s *Store) InsertIn(ctx context.Context, tx Querier, ts []tasks.NewTask) ([
 		}
 		return nil, fmt.Errorf("insert tasks in the caller's transaction: %w", refusedValue(err))
 	}
+	s.insertedKeys(ts)
 	return out, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -92,6 +94,7 @@ type limits struct {
 	json  string
 	of    map[string]tasks.Workflow
 	names []string // the limited categories, in order
+	keys  keyCache
 }
 
 // newLimits returns the limits of the limited categories of workflows, or
@@ -118,7 +121,7 @@ func newLimits(workflows map[string]tasks.Workflow) (*limits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the limits: %w", err)
 	}
-	return &limits{json: string(b), of: of, names: cats}, nil
+	return &limits{json: string(b), of: of, names: cats, keys: keyCache{of: map[string]*categoryKeys{}}}, nil
 }
 
 // limitsSQL writes the statements of a claim batch of ps that keep the
@@ -293,4 +296,118 @@ func (s *Store) limitsOf() map[string]tasks.Workflow {
 		return nil
 	}
 	return s.limits.of
+}
+
+// Limit keys of the candidate reads. A category with a KeyLimit reads the
+// first tasks of each of its keys (candidateKeyBranchSQL): the keys its
+// pending tasks have are read apart (keysSQL, which reads the index entries
+// of the category's pending tasks with a key), at most once per keysFresh
+// in a process, or once per keysRetry while none was found or for keysFresh
+// after the process inserted a task with a key (whose transaction commits
+// after the insert returns, maybe after a read).
+// A key first used by another process is read within keysFresh. A read
+// takes at most keysPerRead keys, in turn, so that each key gets its reads
+// whatever their number.
+const (
+	keysFresh   = time.Second
+	keysRetry   = 100 * time.Millisecond
+	keysPerRead = 128
+	keysSQL     = "SELECT DISTINCT limit_key FROM tasks FORCE INDEX (tasks_limit) WHERE limit_status = 'pending' AND category = ?"
+)
+
+// keyCache keeps the limit keys of the keyed categories' pending tasks.
+type keyCache struct {
+	mu sync.Mutex
+	of map[string]*categoryKeys
+}
+
+// categoryKeys are a category's keys as read at read, when the process last
+// inserted a task with a key, and where its next candidate read starts.
+type categoryKeys struct {
+	keys     []string
+	read     time.Time
+	inserted time.Time
+	next     int
+}
+
+// keysOf returns, of cats, each keyed category's keys to read now: up to
+// keysPerRead of its pending tasks' keys, those after the last read's first.
+func (s *Store) keysOf(ctx context.Context, cats []string) (map[string][]string, error) {
+	if s.limits == nil {
+		return nil, nil
+	}
+	var out map[string][]string
+	for _, c := range cats {
+		if s.limits.of[c].KeyLimit == 0 {
+			continue
+		}
+		ks, err := s.limits.keys.take(ctx, c, func(ctx context.Context) ([]string, error) {
+			var ks []string
+			err := s.db.SelectContext(ctx, &ks, keysSQL, c)
+			return ks, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("limit keys of %q: %w", c, err)
+		}
+		if out == nil {
+			out = make(map[string][]string)
+		}
+		out[c] = ks
+	}
+	return out, nil
+}
+
+// take returns the keys of category c a read takes now, read with read
+// when those kept are too old.
+func (k *keyCache) take(ctx context.Context, c string, read func(context.Context) ([]string, error)) ([]string, error) {
+	k.mu.Lock()
+	ck := k.of[c]
+	if ck == nil {
+		ck = &categoryKeys{}
+		k.of[c] = ck
+	}
+	age := time.Since(ck.read)
+	fresh := age < keysRetry || age < keysFresh && len(ck.keys) > 0 && time.Since(ck.inserted) >= keysFresh
+	k.mu.Unlock()
+	if !fresh {
+		ks, err := read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		ck.keys, ck.read = ks, time.Now()
+		k.mu.Unlock()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := len(ck.keys)
+	if n <= keysPerRead {
+		return ck.keys, nil
+	}
+	from := ck.next % n
+	ck.next = from + keysPerRead
+	out := make([]string, 0, keysPerRead)
+	for i := range keysPerRead {
+		out = append(out, ck.keys[(from+i)%n])
+	}
+	return out, nil
+}
+
+// insertedKeys notes the insert of ts: the keys of their keyed categories
+// are read more often for a while (see keysFresh).
+func (s *Store) insertedKeys(ts []tasks.NewTask) {
+	if s.limits == nil {
+		return
+	}
+	k := &s.limits.keys
+	for _, t := range ts {
+		if t.LimitKey == "" || s.limits.of[t.Category].KeyLimit == 0 {
+			continue
+		}
+		k.mu.Lock()
+		if ck := k.of[t.Category]; ck != nil {
+			ck.inserted = time.Now()
+		}
+		k.mu.Unlock()
+	}
 }

@@ -106,7 +106,7 @@ func limitBenchWorker(ctx context.Context, s *store.Store, g int) error {
 		var ps []tasks.ClaimParams
 		for _, cd := range cands {
 			if int(cd.ID)%limitBenchWorkers == g && cd.Status == tasks.StatusPending && len(ps) < limitBenchSlots {
-				ps = append(ps, tasks.ClaimParams{TaskID: cd.ID, Fence: cd.Fence, Status: cd.Status, Holder: holder, Lease: time.Minute})
+				ps = append(ps, tasks.ClaimParams{TaskID: cd.ID, Fence: cd.Fence, Status: cd.Status, Holder: holder, Lease: time.Minute, Category: "bench", LimitKey: cd.LimitKey})
 			}
 		}
 		if len(ps) == 0 {
