@@ -37,8 +37,9 @@ const limitsTableSQL = "JSON_TABLE(@taskd_limits, '$[*]' COLUMNS (l_cat VARCHAR(
 
 // limitsSetSQL sets @taskd_limits, the store's limited categories, and
 // empties @taskd_room, which limitsRoomSQL fills when the batch names a
-// member of a limited category.
-const limitsSetSQL = "SET @taskd_limits = ?, @taskd_room = NULL;\n"
+// member of a limited category: the end of the SET that opens a claim batch
+// (membersSetSQL's, whose ";\n" it replaces).
+const limitsSetSQL = ", @taskd_limits = ?, @taskd_room = NULL;\n"
 
 // limitsLockSQL writes the row of each limited category the batch's members
 // name (its argument, a JSON array of them), in the order of categories (the
@@ -124,13 +125,15 @@ func newLimits(workflows map[string]tasks.Workflow) (*limits, error) {
 	return &limits{json: string(b), of: of, names: cats, keys: keyCache{of: map[string]*categoryKeys{}}}, nil
 }
 
-// limitsSQL writes the statements of a claim batch of ps that keep the
-// limits to q, after the members are set and before the claims' UPDATE, and
-// returns their arguments: nothing without a limited category, and only the
-// SET of limitsSetSQL when no member names one (the UPDATE's limitsFitSQL
-// then refuses a member whose row is of a limited category all the same).
+// limitsSQL writes the end of the SET of the members of a claim batch of ps
+// (membersSetSQL, without its ";\n") and the statements that keep the limits
+// to q, before the claims' UPDATE, and returns their arguments: nothing but
+// the SET's end without a limited category, and only limitsSetSQL when no
+// member names one (the UPDATE's limitsFitSQL then refuses a member whose
+// row is of a limited category all the same).
 func (s *Store) limitsSQL(q *strings.Builder, ps []tasks.ClaimParams) ([]any, error) {
 	if s.limits == nil {
+		q.WriteString(";\n")
 		return nil, nil
 	}
 	q.WriteString(limitsSetSQL)

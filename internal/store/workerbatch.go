@@ -338,7 +338,7 @@ func (s *Store) claimBatchSQL(ps []tasks.ClaimParams, traceID any) (string, []an
 	// holder from them.
 	args := []any{members}
 	// run_after first: when the task became claimable (see claimableSinceSQL).
-	q.WriteString(workerBatchHead + membersSetSQL)
+	q.WriteString(workerBatchHead + strings.TrimSuffix(membersSetSQL, ";\n"))
 	largs, err := s.limitsSQL(&q, ps)
 	if err != nil {
 		return "", nil, err
