@@ -442,3 +442,45 @@ func (s *Store) LiftGoldPause(ctx context.Context, editorID int64, category stri
 	}
 	return n == 1, nil
 }
+
+// goldInsertSQL names the gold tasks an insert made: one row per task, the
+// values appended.
+const goldInsertSQL = `INSERT INTO gold_tasks (task_id, category, answer) VALUES `
+
+// goldInsertBatch bounds the rows of one goldInsertSQL.
+const goldInsertBatch = 1000
+
+// insertGold writes, in the insert's transaction, the gold_tasks rows of the
+// rows inserted with a gold answer (ids[i] is rows[i]'s id): nothing for an
+// insert without one.
+func insertGold(ctx context.Context, tx Querier, rows []newTaskRow, ids []int64) error {
+	var q strings.Builder
+	var args []any
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, q.String(), args...)
+		q.Reset()
+		args = args[:0]
+		return err
+	}
+	for i, r := range rows {
+		if r.gold == nil {
+			continue
+		}
+		if len(args) == 0 {
+			q.WriteString(goldInsertSQL)
+		} else {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?)")
+		args = append(args, ids[i], r.category, r.gold)
+		if len(args) == 3*goldInsertBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
