@@ -2,8 +2,8 @@ package store
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -49,7 +49,7 @@ type newTaskRow struct {
 	stages      any // the stages comma-separated, or nil for one stage
 	stageCount  int
 	overlap     int
-	limitKey    any // string or nil
+	limitKey    any    // string or nil
 	gold        []byte // the gold answer as JSON, nil for an ordinary task
 }
 
