@@ -51,3 +51,40 @@ func (e *Engine) measureAgreement(ctx context.Context) ([]telemetry.AgreementAlp
 	}
 	return out, nil
 }
+
+// goldMetricsWindow is the window taskd_gold_accuracy is measured over: the
+// gold answers of the last 7 days.
+const goldMetricsWindow = 7 * 24 * time.Hour
+
+// measureGold is the share of correct gold answers per category over the last
+// goldMetricsWindow, for taskd_gold_accuracy; a category without answers is
+// left out. One read of the store (gold_copies_answered's range of the window).
+func (e *Engine) measureGold(ctx context.Context) ([]telemetry.GoldAccuracy, error) {
+	rows, err := e.store.GoldAccuracy(ctx, tasks.GoldAccuracyParams{Since: time.Now().Add(-goldMetricsWindow)})
+	if err != nil {
+		return nil, err
+	}
+	return goldByCategory(rows), nil
+}
+
+// goldByCategory sums each category's answers over its editors, in the order
+// of rows' first mention.
+func goldByCategory(rows []tasks.GoldAccuracy) []telemetry.GoldAccuracy {
+	var out []telemetry.GoldAccuracy
+	sums := map[string][2]int{}
+	for _, r := range rows {
+		s, seen := sums[r.Category]
+		if !seen {
+			out = append(out, telemetry.GoldAccuracy{Category: r.Category})
+		}
+		sums[r.Category] = [2]int{s[0] + r.Correct, s[1] + r.Answers}
+	}
+	kept := out[:0]
+	for _, a := range out {
+		if s := sums[a.Category]; s[1] > 0 {
+			a.Value = float64(s[0]) / float64(s[1])
+			kept = append(kept, a)
+		}
+	}
+	return kept
+}

@@ -461,7 +461,21 @@ func (e *Engine) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	stopObserving := func() { stopPool(); stopStores(); stopQueues(); stopAgreement() }
+	// Gold accuracy likewise, only where some category has a gold rule.
+	stopGold := func() {}
+	if len(e.cfg.goldRules()) > 0 {
+		if stopGold, err = telemetry.ObserveGold(e.tel, e.measureGold, 0); err != nil {
+			stopPool()
+			stopStores()
+			stopQueues()
+			stopAgreement()
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return err
+		}
+	}
+	stopObserving := func() { stopPool(); stopStores(); stopQueues(); stopAgreement(); stopGold() }
 	stopHooksObs := func() {}
 	if e.hooks != nil {
 		names := make([]string, len(e.cfg.Webhooks))

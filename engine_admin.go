@@ -129,8 +129,13 @@ func (e *Engine) editorChanged(ctx context.Context, id int64, c api.EditorChange
 // categories. It returns, in the order of ts, each task's id and whether this
 // call created it (false: a task with its Key existed, and its id is
 // returned). A task the store refuses (see tasks.NewTask.Validate) is an
-// error wrapping tasks.ErrInvalid.
+// error wrapping tasks.ErrInvalid, and so is a gold answer (tasks.NewTask.Gold)
+// its category's gold rule (CategoryConfig.Gold) cannot compare, or whose
+// category has none.
 func (e *Engine) InsertTasks(ctx context.Context, ts []tasks.NewTask) ([]tasks.Inserted, error) {
+	if err := e.checkGold(ts); err != nil {
+		return nil, fmt.Errorf("taskd: insert: %w", err)
+	}
 	return e.d.AddTasks(ctx, ts)
 }
 

@@ -61,6 +61,9 @@ func (e *Engine) InsertManyTx(ctx context.Context, tx Tx, ps []InsertParams) ([]
 		return nil, fmt.Errorf("taskd: insert in a transaction: %w: no transaction", ErrInvalid)
 	}
 	ts, err := newTasks(ps)
+	if err == nil {
+		err = e.checkGold(ts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("taskd: insert in a transaction: %w", err)
 	}

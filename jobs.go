@@ -134,6 +134,13 @@ type InsertOpts struct {
 	// category with a key_limit (CategoryConfig.KeyLimit), at most that many
 	// tasks of one key run at once across every process. Default: none.
 	LimitKey string
+	// Gold, when set, is the task's known answer: it is a gold task from its
+	// insert on (see docs/api.md, Gold tasks), never handed out as itself
+	// but to editors as copies, their results scored against it. Its
+	// category needs a gold rule (CategoryConfig.Gold) the answer fits, and
+	// the task asks for one result; else the insert is refused with an error
+	// wrapping ErrInvalid. Default: nil, an ordinary task.
+	Gold *tasks.GoldAnswer
 }
 
 // InsertParams is one task of InsertMany.
@@ -165,6 +172,9 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 		return nil, nil
 	}
 	ts, err := newTasks(ps)
+	if err == nil {
+		err = e.checkGold(ts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("taskd: insert: %w", err)
 	}
@@ -173,6 +183,34 @@ func (e *Engine) InsertMany(ctx context.Context, ps []InsertParams) ([]int64, er
 		return nil, err
 	}
 	return insertedIDs(ins), nil
+}
+
+// checkGold checks the gold answers of ts against their categories' gold
+// rules (CategoryConfig.Gold): an error wrapping ErrInvalid, naming the task
+// when there are several, for a category without one or an answer it cannot
+// compare.
+func (e *Engine) checkGold(ts []tasks.NewTask) error {
+	var rules map[string]tasks.GoldRule
+	for i, t := range ts {
+		if t.Gold == nil {
+			continue
+		}
+		if rules == nil {
+			rules = e.cfg.goldRules()
+		}
+		rule, ok := rules[t.Category]
+		err := fmt.Errorf("%w: category %q has no gold rule in the configuration", tasks.ErrInvalid, t.Category)
+		if ok {
+			err = rule.CheckAnswer(*t.Gold)
+		}
+		if err != nil {
+			if len(ts) > 1 {
+				err = fmt.Errorf("task %d of %d: %w", i+1, len(ts), err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // newTasks encodes ps as the store's NewTasks and validates them, naming the
@@ -226,7 +264,7 @@ func newTask(p InsertParams) (tasks.NewTask, error) {
 	t := tasks.NewTask{
 		Category: p.Args.Category(), Title: cmp.Or(o.Title, p.Args.Category()), Payload: payload,
 		Priority: o.Priority, MaxAttempts: o.MaxAttempts, Key: o.Key, KeyHold: o.KeyHold, RunAfter: o.RunAfter, DueAt: o.DueAt,
-		LimitKey: o.LimitKey,
+		LimitKey: o.LimitKey, Gold: o.Gold,
 	}
 	if err := t.Validate(); err != nil {
 		return tasks.NewTask{}, fmt.Errorf("%T: %w", p.Args, err)

@@ -123,6 +123,26 @@ func (r GoldRule) CheckAnswer(a GoldAnswer) error {
 	}
 }
 
+// check checks that a is an answer some rule can compare with: a decision,
+// a result object, or both.
+func (a GoldAnswer) check() error {
+	if a.Decision == "" && len(a.Result) == 0 {
+		return fmt.Errorf("%w: gold answer needs a decision or a result", ErrInvalid)
+	}
+	if a.Decision != "" {
+		if err := checkDecision(a.Decision); err != nil {
+			return err
+		}
+	}
+	if len(a.Result) > 0 {
+		if _, err := resultFields(a.Result); err != nil {
+			return fmt.Errorf("%w: gold answer's result must be a JSON object", ErrInvalid)
+		}
+		return checkJSON("gold result", a.Result)
+	}
+	return nil
+}
+
 // checkDecision checks a decision as a submit's.
 func checkDecision(d string) error {
 	return CheckSubmission(json.RawMessage("{}"), d, "")

@@ -70,6 +70,15 @@ type NewTask struct {
 	// KeyLimit (Workflow.KeyLimit), at most that many tasks of one key are
 	// assigned at once across every process. Empty means none.
 	LimitKey string
+	// Gold, when set, is the task's known answer: the task is a gold task from
+	// its insert on, in the same transaction (see GoldAnswer), held out of the
+	// pool for good (its RunAfter is GoldRunAfter whatever is given) and
+	// served to editors as copies. It asks for one result: Overlap 0 or 1, in
+	// a category whose workflow has no overlap. Validate checks that it is an
+	// answer at all (a decision or a result object); that it fits its
+	// category's gold rule is checked by the engine and the API, which know
+	// the rules. Default: nil, an ordinary task.
+	Gold *GoldAnswer
 }
 
 // Validate checks t as the store's Insert does, without touching the database.
@@ -123,6 +132,14 @@ func (t NewTask) Validate() error {
 	if t.LimitKey != "" {
 		if err := CheckLimitKey(t.LimitKey); err != nil {
 			return err
+		}
+	}
+	if t.Gold != nil {
+		if err := t.Gold.check(); err != nil {
+			return err
+		}
+		if t.Overlap > 1 {
+			return fmt.Errorf("%w: a gold task asks for one result, not overlap %d", ErrInvalid, t.Overlap)
 		}
 	}
 	return nil

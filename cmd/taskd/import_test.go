@@ -540,3 +540,46 @@ func TestImportNamesEverySlot(t *testing.T) {
 		t.Fatalf("import: exit %d\nstdout: %s\nstderr: %s\nwant %q", code, stdout, stderr, want)
 	}
 }
+
+// TestImportGold: a record's gold makes its task a gold task in the insert,
+// from a JSON line and from a CSV cell; a gold answer its category's rule
+// cannot compare, or in a category without one, imports nothing.
+func TestImportGold(t *testing.T) {
+	t.Parallel()
+	s := newImportSetup(t)
+	cfg := s.file(t, "taskd.yaml", "categories:\n  - name: news\n    gold: {rule: decision}\n  - name: facts\n    gold: {rule: fields, fields: [label]}\n")
+	jsonl := s.file(t, "gold.jsonl", `{"category":"news","title":"gold","gold":{"decision":"reject"}}
+{"category":"news","title":"plain"}
+`)
+	csv := s.file(t, "gold.csv", "category,title,gold\nfacts,gold fact,\"{\"\"result\"\":{\"\"label\"\":\"\"spam\"\"}}\"\n")
+	for _, path := range []string{jsonl, csv} {
+		if stdout, stderr, code := runApp(t, s.env, "import", "-config", cfg, path); code != exitOK {
+			t.Fatalf("import %s: exit %d\nstdout: %s\nstderr: %s", path, code, stdout, stderr)
+		}
+	}
+	var gold []struct {
+		Title    string    `db:"title"`
+		Category string    `db:"category"`
+		Answer   string    `db:"answer"`
+		RunAfter time.Time `db:"run_after"`
+	}
+	if err := s.store.DB().Select(&gold, `SELECT t.title, g.category, g.answer, t.run_after FROM gold_tasks g JOIN tasks t ON t.id = g.task_id ORDER BY t.id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(gold) != 2 || gold[0].Title != "gold" || gold[1].Title != "gold fact" || gold[1].Category != "facts" ||
+		!strings.Contains(gold[0].Answer, `"reject"`) || !strings.Contains(gold[1].Answer, `"spam"`) || !gold[0].RunAfter.Equal(tasks.GoldRunAfter) {
+		t.Errorf("gold tasks = %+v, want the two gold records, held out of the pool", gold)
+	}
+	if n := len(s.tasks(t)); n != 3 {
+		t.Errorf("%d tasks, want 3", n)
+	}
+	for _, bad := range []string{`{"category":"news","title":"x","gold":{"result":{"label":"a"}}}`, `{"category":"other","title":"x","gold":{"decision":"reject"}}`} {
+		path := s.file(t, "bad.jsonl", bad+"\n")
+		if _, stderr, code := runApp(t, s.env, "import", "-config", cfg, path); code == exitOK || !strings.Contains(stderr, "gold") {
+			t.Errorf("import of %s: exit %d, stderr %q; want a refusal naming gold", bad, code, stderr)
+		}
+	}
+	if n := len(s.tasks(t)); n != 3 {
+		t.Errorf("%d tasks after the refused imports, want 3", n)
+	}
+}

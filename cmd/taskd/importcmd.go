@@ -27,7 +27,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("import", "import [flags] FILE", `
 Loads tasks from FILE into the pool: JSON lines (.jsonl, .ndjson, .json) with one
 object per line, {"category", "title", "priority", "payload", "max_attempts",
-"key", "run_after", "due_at", "stages", "overlap"}, or CSV (.csv) with a header
+"key", "run_after", "due_at", "stages", "overlap", "gold"}, or CSV (.csv) with a header
 row naming those columns (category and title required, payload a JSON object,
 run_after and due_at RFC 3339 times). -format overrides the extension.
 
@@ -36,6 +36,11 @@ edit,review or a JSON array), and [] one stage whatever its category says;
 overlap is how many independent results the task asks for, 1..`+strconv.Itoa(tasks.MaxOverlap)+`, each
 from a different editor (one task per result, counted here as one record).
 Left out or empty, both are the category's, as config.yaml declares them.
+
+gold, when given, is the task's known answer, {"decision": ...} and/or
+{"result": {...}} (in CSV the same JSON object): the task is a gold task from
+its insert on, and its category needs a gold rule in config.yaml that the
+answer fits, or the batch is refused.
 
 A record with a key whose task exists already is not imported again: give every
 record a key, and running the same import twice imports nothing the second time

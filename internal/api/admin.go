@@ -134,20 +134,14 @@ func (a *api) addTasks(w http.ResponseWriter, r *http.Request) error {
 			if err := a.checkGold(ts[i], t.Gold.answer()); err != nil {
 				return errorf(http.StatusUnprocessableEntity, codeInvalid, "task %d: %s", i, err)
 			}
-			// Held out of the pool from the insert on.
-			ts[i].RunAfter = tasks.GoldRunAfter
+			// A gold task from the insert on, in its transaction.
+			ans := t.Gold.answer()
+			ts[i].Gold = &ans
 		}
 	}
 	ins, err := a.d.AddTasks(r.Context(), ts)
 	if err != nil {
 		return err
-	}
-	for i, in := range ins {
-		if req[i].Gold != nil && in.Created {
-			if _, err := a.store.MarkGold(r.Context(), in.ID, req[i].Gold.answer(), a.goldRule); err != nil {
-				return err
-			}
-		}
 	}
 	out := addTasksResponse{IDs: make([]int64, len(ins)), Tasks: make([]insertedJSON, len(ins))}
 	for i, in := range ins {

@@ -513,7 +513,8 @@ func (h *harness) waitPurged(ctx context.Context, p *phase) {
 	for ctx.Err() == nil {
 		var left int64
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		// Gold tasks and copies left pending are never purged (see goldFacts).
+		// Gold tasks are kept, and a copy left pending is purged only after a
+		// sweep cancelled it (see goldFacts): both are left out.
 		err := h.sql.QueryRowContext(qctx, "SELECT COUNT(*) FROM tasks WHERE TRUE"+notGoldSQL).Scan(&left)
 		cancel()
 		if err == nil && left == 0 {

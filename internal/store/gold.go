@@ -57,14 +57,16 @@ const (
 	// its stages), not paused, and from which the editor is not paused by the
 	// floor. ORDER BY RAND(): a category's gold set is small (it is read through
 	// gold_tasks_category), and each editor should meet its gold tasks in no
-	// fixed order.
+	// fixed order. The pauses are anti-joins by primary key (LEFT JOIN ... IS
+	// NULL): as NOT EXISTS, MariaDB materializes them, reading every pause.
 	goldPickSQL = `SELECT g.task_id FROM gold_tasks g FORCE INDEX (gold_tasks_category)
 JOIN editor_categories ec ON ec.editor_id = ? AND ec.category = g.category
 JOIN tasks t ON t.id = g.task_id
+LEFT JOIN paused_categories p FORCE INDEX (PRIMARY) ON p.category = g.category
+LEFT JOIN gold_pauses gp FORCE INDEX (PRIMARY) ON gp.editor_id = ec.editor_id AND gp.category = g.category AND gp.lifted_at IS NULL
 WHERE NOT EXISTS (SELECT 1 FROM gold_copies c WHERE c.editor_id = ec.editor_id AND c.gold_id = g.task_id)
 	AND NOT EXISTS (SELECT 1 FROM task_results r WHERE r.task_id = g.task_id AND r.editor_id = ec.editor_id)
-	AND NOT EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = g.category)
-	AND NOT EXISTS (SELECT 1 FROM gold_pauses gp WHERE gp.editor_id = ec.editor_id AND gp.category = g.category AND gp.lifted_at IS NULL)
+	AND p.category IS NULL AND gp.editor_id IS NULL
 	AND (ec.stages IS NULL OR t.stages IS NULL OR FIND_IN_SET(SUBSTRING_INDEX(t.stages, ',', 1), ec.stages) > 0)
 	AND g.category IN (?)
 ORDER BY RAND() LIMIT 1`
@@ -363,12 +365,13 @@ func fallbackRule(a tasks.GoldAnswer) tasks.GoldRule {
 }
 
 const (
-	// goldAccuracySQL counts the answers per editor and category since a time;
-	// the category filter is appended.
+	// goldAccuracySQL counts the answers per editor and category since a time,
+	// of the categories of the IN list: one range of gold_copies_answered per
+	// category, the window's answers only.
 	goldAccuracySQL = `SELECT c.editor_id, COALESCE(e.name, '') AS editor_name, c.category,
 	COUNT(*) AS answers, COALESCE(SUM(c.correct), 0) AS correct
 FROM gold_copies c FORCE INDEX (gold_copies_answered) LEFT JOIN editors e ON e.id = c.editor_id
-WHERE c.answered_at >= ?%s
+WHERE c.category IN (?) AND c.answered_at >= ?
 GROUP BY c.editor_id, c.category`
 	goldPausesSQL = `SELECT gp.editor_id, COALESCE(e.name, '') AS editor_name, gp.category, gp.reason, gp.paused_at
 FROM gold_pauses gp LEFT JOIN editors e ON e.id = gp.editor_id WHERE gp.lifted_at IS NULL%s
@@ -381,12 +384,24 @@ ORDER BY gp.category, gp.editor_id`
 // category answered since p.Since (of p.Category only, when set), ordered by
 // category and editor name.
 func (s *Store) GoldAccuracy(ctx context.Context, p tasks.GoldAccuracyParams) ([]tasks.GoldAccuracy, error) {
-	where, args := "", []any{p.Since.UTC()}
-	if p.Category != "" {
-		where, args = " AND c.category = ?", append(args, p.Category)
+	cats := []string{p.Category}
+	if p.Category == "" {
+		// Every category with gold tasks, named: one range of the index per
+		// category, not a scan of every answer ever given.
+		cats = nil
+		if err := s.db.SelectContext(ctx, &cats, goldCategoriesSQL); err != nil {
+			return nil, fmt.Errorf("gold accuracy: %w", err)
+		}
+		if len(cats) == 0 {
+			return nil, nil
+		}
+	}
+	q, args, err := sqlx.In(goldAccuracySQL, cats, p.Since.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("gold accuracy: %w", err)
 	}
 	var rows []tasks.GoldAccuracy
-	if err := s.db.SelectContext(ctx, &rows, fmt.Sprintf(goldAccuracySQL, where), args...); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("gold accuracy: %w", err)
 	}
 	tasks.SortGoldAccuracy(rows)
@@ -441,4 +456,46 @@ func (s *Store) LiftGoldPause(ctx context.Context, editorID int64, category stri
 		return false, fmt.Errorf("lift gold pause of editor %d from %q: %w", editorID, category, err)
 	}
 	return n == 1, nil
+}
+
+// goldInsertSQL names the gold tasks an insert made: one row per task, the
+// values appended.
+const goldInsertSQL = `INSERT INTO gold_tasks (task_id, category, answer) VALUES `
+
+// goldInsertBatch bounds the rows of one goldInsertSQL.
+const goldInsertBatch = 1000
+
+// insertGold writes, in the insert's transaction, the gold_tasks rows of the
+// rows inserted with a gold answer (ids[i] is rows[i]'s id): nothing for an
+// insert without one.
+func insertGold(ctx context.Context, tx Querier, rows []newTaskRow, ids []int64) error {
+	var q strings.Builder
+	var args []any
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, q.String(), args...)
+		q.Reset()
+		args = args[:0]
+		return err
+	}
+	for i, r := range rows {
+		if r.gold == nil {
+			continue
+		}
+		if len(args) == 0 {
+			q.WriteString(goldInsertSQL)
+		} else {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?)")
+		args = append(args, ids[i], r.category, r.gold)
+		if len(args) == 3*goldInsertBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -48,7 +49,8 @@ type newTaskRow struct {
 	stages      any // the stages comma-separated, or nil for one stage
 	stageCount  int
 	overlap     int
-	limitKey    any // string or nil
+	limitKey    any    // string or nil
+	gold        []byte // the gold answer as JSON, nil for an ordinary task
 }
 
 // rowOf validates t (NewTask.Validate) and returns its columns, defaults applied:
@@ -74,6 +76,17 @@ func (s *Store) rowOf(t tasks.NewTask) (newTaskRow, error) {
 	}
 	if t.LimitKey != "" {
 		row.limitKey = t.LimitKey
+	}
+	if t.Gold != nil {
+		if row.overlap > 1 {
+			return newTaskRow{}, fmt.Errorf("%w: a gold task asks for one result, and category %q asks for %d", tasks.ErrInvalid, t.Category, row.overlap)
+		}
+		var err error
+		if row.gold, err = json.Marshal(t.Gold); err != nil {
+			return newTaskRow{}, fmt.Errorf("%w: gold: %w", tasks.ErrInvalid, err)
+		}
+		// Held out of the pool for good (see gold.go).
+		row.runAfter = tasks.GoldRunAfter
 	}
 	if t.Key != "" {
 		row.key = t.Key
@@ -277,6 +290,9 @@ func (s *Store) insertTx(ctx context.Context, tx Querier, in newTasks, out []tas
 		}
 	}
 	if err := insertGroups(ctx, tx, leads); err != nil {
+		return err
+	}
+	if err := insertGold(ctx, tx, freshRows, ids); err != nil {
 		return err
 	}
 	// The slots of the groups made, and of those the existing keys lead.

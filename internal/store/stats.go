@@ -42,7 +42,9 @@ GROUP BY stage_status, category, stage_name ORDER BY category, stage_name, statu
 	statusLive = "live"
 )
 
-// PoolStats counts tasks by status and by category and status, the tasks with
+// PoolStats counts tasks by status and by category and status (pending are the
+// tasks that can be claimed: those held out of the pool by gold tasks are
+// counted in no status), the tasks with
 // stages by category, stage and status, reports the live claims:
 // distinct holders, claims whose lease passes within expiringWithin (0 means
 // ExpiringWithinDefault), and expired claims not yet taken back, and lists the paused
@@ -97,10 +99,16 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 }
 
 // countByCategory reads statsByCategorySQL and returns the counts of each category
-// and status that has tasks, ordered by category and status.
+// and status that has tasks, ordered by category and status. The pending are
+// the claimable ones: the tasks held out of the pool by gold tasks (see
+// goldHeld), which nobody can claim, are not counted.
 func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, error) {
 	var rows []tasks.CategoryCount
 	if err := db.SelectContext(ctx, &rows, statsByCategorySQL); err != nil {
+		return nil, err
+	}
+	held, err := goldHeld(ctx, db)
+	if err != nil {
 		return nil, err
 	}
 	assigned := make(map[string]int64)
@@ -114,7 +122,9 @@ func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, e
 		if r.Status == statusLive {
 			// A claim ending between the two reads cannot make this negative:
 			// one statement reads one snapshot.
-			r.Status, r.Count = tasks.StatusPending, r.Count-assigned[r.Category]
+			// The held ones are read after: a copy released in
+			// between is taken off twice, hence the floor.
+			r.Status, r.Count = tasks.StatusPending, max(r.Count-assigned[r.Category]-held[r.Category], 0)
 		}
 		if r.Count > 0 {
 			out = append(out, r)

@@ -85,7 +85,14 @@ type Locker interface {
 	ReleaseAll(ctx context.Context, locks []*locker.Lock) (int, error)
 }
 
+// GoldEnder cancels the copies of gold tasks nobody may claim any more;
+// *store.Store implements it. A store without it has no gold tasks.
+type GoldEnder interface {
+	EndGoldCopies(ctx context.Context, limit int) (int, error)
+}
+
 var (
+	_ GoldEnder  = (*store.Store)(nil)
 	_ Dispatcher = (*dispatcher.Dispatcher)(nil)
 	_ Store      = (*store.Store)(nil)
 	_ Locker     = (*locker.Client)(nil)
@@ -201,6 +208,10 @@ type Result struct {
 	// KeysFreed counts task keys held for a period (tasks.KeyHoldFor) whose
 	// period had passed and which were freed (at most Batch a sweep).
 	KeysFreed int
+	// GoldCopiesEnded counts copies of gold tasks left pending by a claim
+	// that ended without a submit, which nobody may claim again, and which
+	// were cancelled so that retention purges them (at most Batch a sweep).
+	GoldCopiesEnded int
 	// Purged counts the rows retention deleted, in all tables (the metric
 	// taskd.retention.purged_rows counts them by table).
 	Purged int64
@@ -210,7 +221,7 @@ type Result struct {
 }
 
 func (r Result) didSomething() bool {
-	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+r.KeysFreed+int(r.Purged) > 0
+	return r.Recycled+r.LocksRestored+r.LocksConflicting+r.LocksRemoved+r.SkipsPurged+r.KeysFreed+r.GoldCopiesEnded+int(r.Purged) > 0
 }
 
 // Sweeper recycles expired claims and reconciles the Redis locks with the
@@ -362,6 +373,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 			attribute.Int("taskd.sweep.locks_removed", res.LocksRemoved),
 			attribute.Int("taskd.sweep.skips_purged", res.SkipsPurged),
 			attribute.Int("taskd.sweep.keys_freed", res.KeysFreed),
+			attribute.Int("taskd.sweep.gold_copies_ended", res.GoldCopiesEnded),
 			attribute.Int64("taskd.sweep.purged", res.Purged))
 		endSpan(tr.span, err)
 	}()
@@ -403,6 +415,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		// Keys held for a period that has passed are free for new tasks.
 		res.KeysFreed, err = s.store.FreeKeys(tr.ctx, s.cfg.Batch)
 	}
+	if g, ok := s.store.(GoldEnder); ok && err == nil {
+		// Before the purge, which takes them at their cancelled
+		// retention.
+		res.GoldCopiesEnded, err = g.EndGoldCopies(tr.ctx, s.cfg.Batch)
+	}
 	if err == nil {
 		err = s.purge(tr.ctx, start, &res)
 	}
@@ -414,7 +431,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 	if res.didSomething() {
 		s.log.InfoContext(tr.begin(), "sweep", "recycled", res.Recycled, "locks_restored", res.LocksRestored,
 			"locks_conflicting", res.LocksConflicting, "locks_removed", res.LocksRemoved,
-			"skips_purged", res.SkipsPurged, "keys_freed", res.KeysFreed, "purged", res.Purged, "duration", time.Since(workStart))
+			"skips_purged", res.SkipsPurged, "keys_freed", res.KeysFreed, "gold_copies_ended", res.GoldCopiesEnded,
+			"purged", res.Purged, "duration", time.Since(workStart))
 	}
 	if err != nil {
 		return res, dispatcher.Unavailable(fmt.Errorf("sweep: %w", err))

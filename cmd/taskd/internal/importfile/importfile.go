@@ -6,7 +6,7 @@
 //
 //	{"category": "news", "title": "…", "priority": 5, "payload": {"text": "…"}, "max_attempts": 3,
 //	 "key": "article-81", "key_hold": "live", "run_after": "2026-01-02T08:00:00Z", "due_at": "2026-01-02T17:00:00Z",
-//	 "stages": ["edit", "review"], "overlap": 2}
+//	 "stages": ["edit", "review"], "overlap": 2, "gold": {"decision": "reject"}}
 //
 // category and title are required; unknown fields are refused; a null payload
 // is the default, {}; blank lines are skipped. key is a unique external id (a
@@ -15,11 +15,14 @@
 // tasks.KeyHold); run_after and due_at are RFC
 // 3339 times. stages are the task's own stages in order ([] for one stage,
 // whatever its category says) and overlap how many independent results it
-// asks for, 1..tasks.MaxOverlap; absent or null, the category's.
+// asks for, 1..tasks.MaxOverlap; absent or null, the category's. gold, when
+// given, is the task's known answer ({"decision": …} and/or {"result": {…}}):
+// it becomes a gold task (see tasks.NewTask.Gold), and its category needs a
+// gold rule the answer fits.
 //
 // CSV: a header row naming the columns, in any order: category and title
 // (required), priority, payload (a JSON object), max_attempts, key, key_hold, run_after,
-// due_at, stages and overlap. Empty cells take the defaults (priority 0,
+// due_at, stages, overlap and gold (a JSON object, as in a JSON line). Empty cells take the defaults (priority 0,
 // payload {}, max_attempts from the store, no key, forever, no run_after, no due_at,
 // the category's stages and overlap). A stages cell lists the stages
 // separated by commas (edit,review), or is a JSON array (["edit","review"],
@@ -208,7 +211,7 @@ func parseJSONTask(text []byte) (tasks.NewTask, error) {
 	if t.DueAt, err = parseTime("due_at", dueAt); err != nil {
 		return t, err
 	}
-	t.Stages = jt.Stages
+	t.Stages, t.Gold = jt.Stages, jt.Gold
 	if jt.Overlap != nil {
 		if t.Overlap, err = checkOverlap(*jt.Overlap); err != nil {
 			return t, err
@@ -224,6 +227,8 @@ type jsonTask struct {
 	Stages []string `json:"stages"`
 	// Overlap, when not null, is how many results the task asks for.
 	Overlap *int `json:"overlap"`
+	// Gold, when not null, is the task's known answer: {decision?, result?}.
+	Gold *tasks.GoldAnswer `json:"gold"`
 }
 
 // checkOverlap returns an overlap given in a record: 1..tasks.MaxOverlap (0,
@@ -311,7 +316,7 @@ func jsonKind(kind string) string {
 }
 
 // csvColumns are the columns a CSV header may name.
-var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "key_hold", "run_after", "due_at", "stages", "overlap"}
+var csvColumns = []string{"category", "title", "priority", "payload", "max_attempts", "key", "key_hold", "run_after", "due_at", "stages", "overlap", "gold"}
 
 type csvReader struct {
 	r   *csv.Reader
@@ -428,6 +433,15 @@ func (c *csvReader) task(fields []string) (tasks.NewTask, error) {
 		if t.Overlap, err = checkOverlap(n); err != nil {
 			return t, err
 		}
+	}
+	if s, ok := cell("gold"); ok && strings.TrimSpace(s) != "" {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		var g tasks.GoldAnswer
+		if err := dec.Decode(&g); err != nil {
+			return t, fmt.Errorf("gold: want a JSON object {\"decision\": …} or {\"result\": {…}}, got %q", s)
+		}
+		t.Gold = &g
 	}
 	return t, nil
 }

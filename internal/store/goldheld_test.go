@@ -1,0 +1,112 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/tasks"
+)
+
+// categoryCount is the count of cat and status in st, 0 when absent.
+func categoryCount(st *tasks.PoolStats, cat string, status tasks.Status) int64 {
+	for _, c := range st.ByCategory {
+		if c.Category == cat && c.Status == status {
+			return c.Count
+		}
+	}
+	return 0
+}
+
+// TestGoldHeldNotPendingAndCopiesEnd: a gold task held out of the pool and the
+// copies whose claims were released or expired are not counted pending (nobody
+// can claim them); EndGoldCopies cancels the copies, not the gold task, and
+// retention then purges them, their gold_copies rows kept for the scores.
+func TestGoldHeldNotPendingAndCopiesEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	gold := b.insertOne(t, "news", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	b.insertOne(t, "news", 0) // an ordinary task, the one claimable
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	ca, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: "editor:ann", Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold for ann: %v", err)
+	}
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: ca.Task.ID, Fence: ca.Fence, Holder: "editor:ann"}); err != nil {
+		t.Fatalf("release ann's copy: %v", err)
+	}
+	cb, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: bob.ID, Holder: "editor:bob", Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold for bob: %v", err)
+	}
+	b.expireLease(t, cb.Task.ID)
+	if _, err := b.store.RecycleExpired(b.ctx, tasks.RecycleParams{Limit: 10}); err != nil {
+		t.Fatalf("recycle: %v", err)
+	}
+	st, err := b.store.PoolStats(b.ctx, 0)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := categoryCount(st, "news", tasks.StatusPending); got != 1 || st.ByStatus[tasks.StatusPending] != 1 {
+		t.Errorf("pending news = %d (all: %d), want 1: the gold task and the two copies left are claimable by nobody",
+			got, st.ByStatus[tasks.StatusPending])
+	}
+
+	n, err := b.store.EndGoldCopies(b.ctx, 10)
+	if err != nil || n != 2 {
+		t.Fatalf("end gold copies = %d, %v; want 2", n, err)
+	}
+	for _, id := range []int64{ca.Task.ID, cb.Task.ID} {
+		if got := b.task(t, id); got.Status != tasks.StatusCancelled || got.DoneAt == nil {
+			t.Errorf("copy %d = %s, done_at %v; want cancelled now", id, got.Status, got.DoneAt)
+		}
+		evs := b.events(t, id)
+		if last := evs[len(evs)-1]; last.Kind != tasks.EventCancelled {
+			t.Errorf("copy %d's last event = %s, want cancelled", id, last.Kind)
+		}
+	}
+	if got := b.task(t, gold); got.Status != tasks.StatusPending || !got.RunAfter.Equal(tasks.GoldRunAfter) {
+		t.Errorf("gold task = %s, run_after %v; want it kept, held out", got.Status, got.RunAfter)
+	}
+	if n, err := b.store.EndGoldCopies(b.ctx, 10); err != nil || n != 0 {
+		t.Errorf("end gold copies again = %d, %v; want 0", n, err)
+	}
+	// Ann is not served the gold task again.
+	if _, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: "editor:ann", Categories: []string{"news"}, Lease: time.Minute}); !errors.Is(err, tasks.ErrNotFound) {
+		t.Errorf("gold claim for ann after her copy ended: %v, want ErrNotFound", err)
+	}
+	st, err = b.store.PoolStats(b.ctx, 0)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if p, c := categoryCount(st, "news", tasks.StatusPending), categoryCount(st, "news", tasks.StatusCancelled); p != 1 || c != 2 {
+		t.Errorf("news: pending %d, cancelled %d; want 1 and 2", p, c)
+	}
+
+	b.exec(t, "UPDATE tasks SET done_at = done_at - INTERVAL 1 HOUR WHERE id IN (?, ?)", ca.Task.ID, cb.Task.ID)
+	if _, err := b.store.PurgeTasks(b.ctx, tasks.StatusCancelled, time.Minute, 100); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM tasks WHERE id IN (?, ?)", ca.Task.ID, cb.Task.ID); n != 0 {
+		t.Errorf("%d copies left after the purge, want 0", n)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM gold_copies WHERE copy_id IN (?, ?) AND answered_at IS NULL", ca.Task.ID, cb.Task.ID); n != 2 {
+		t.Errorf("%d gold_copies rows kept, want 2, unanswered", n)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM tasks WHERE id = ?", gold); n != 1 {
+		t.Errorf("gold task purged")
+	}
+}
+
+// TestEndGoldCopiesRefusesBadLimit: a limit below 1 is refused.
+func TestEndGoldCopiesRefusesBadLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	if _, err := b.store.EndGoldCopies(b.ctx, 0); !errors.Is(err, tasks.ErrInvalid) {
+		t.Errorf("limit 0: %v, want ErrInvalid", err)
+	}
+}
