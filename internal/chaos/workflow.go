@@ -22,14 +22,15 @@ type workflowCategory struct {
 	stages  []string
 	overlap int
 	weight  int
-	share   int // percent of the new tasks
+	share   int  // percent of the new tasks
+	hedge   bool // hedged re-offers on, its tasks due soon (see hedges.go)
 }
 
 // workflowCategories are the workflow pass's categories: a desk whose
 // stories are edited, then reviewed (approved or sent back); labels, each
 // task asking three editors for a label; and plain tasks.
 var workflowCategories = []workflowCategory{
-	{name: "desk", stages: []string{"edit", "review"}, overlap: 1, weight: 2, share: 40},
+	{name: "desk", stages: []string{"edit", "review"}, overlap: 1, weight: 2, share: 40, hedge: true},
 	{name: "labels", overlap: labelsOverlap, weight: 1, share: 25},
 	{name: "plain", overlap: 1, weight: 1, share: 35},
 }
@@ -66,12 +67,27 @@ func writeWorkflowConfig(dir string) (string, error) {
 		if c.name == goldCategory {
 			b.WriteString(goldConfig)
 		}
+		if c.hedge {
+			b.WriteString(hedgeConfig)
+		}
 	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return "", fmt.Errorf("write the taskd config: %w", err)
 	}
 	return path, nil
+}
+
+// dueAt is the due_at of a new task of cat, "" for none: in the workflow
+// pass, a hedged category's tasks are due hedgeDueIn from now.
+func (h *harness) dueAt(cat string) string {
+	if !h.cfg.Workflow {
+		return ""
+	}
+	if c := workflowOf(cat); c == nil || !c.hedge {
+		return ""
+	}
+	return time.Now().Add(hedgeDueIn).UTC().Format(time.RFC3339)
 }
 
 // pickWorkflowCategory returns a workflow category by its share.
@@ -207,7 +223,11 @@ func (h *harness) runWorkflowEditor(ctx context.Context, e *editor) {
 			p := h.rec.phase()
 			p.abandons.Add(1)
 			ref := claimRef{cur.Task.ID, cur.Fence}
-			e.log.abandoned = append(e.log.abandoned, ref)
+			if cur.Hedge {
+				e.log.abandonedHedges = append(e.log.abandonedHedges, ref)
+			} else {
+				e.log.abandoned = append(e.log.abandoned, ref)
+			}
 			e.walkedAway[ref] = true
 		case roll < m.abandon+m.release:
 			keep(h.release(ctx, e, cur, false))
