@@ -41,7 +41,9 @@ type event struct {
 const hedgeDetail = "hedge"
 
 // hedgedAway says whether ev ended its claim by a hedge's takeover.
-func hedgedAway(ev *event) bool { return ev != nil && ev.Kind == "released" && ev.Detail == hedgeDetail }
+func hedgedAway(ev *event) bool {
+	return ev != nil && ev.Kind == "released" && ev.Detail == hedgeDetail
+}
 
 // endKind says whether an event of kind ends the claim of its fence (a
 // 'cancelled' event about a pending task names a fence whose claim ended
