@@ -61,6 +61,16 @@ func (d *Dispatcher) heldHedges(ctx context.Context, c Claimant) ([]*tasks.Claim
 	return hs.HeldHedges(ctx, c.EditorID)
 }
 
+// HeldHedges returns c's live hedges, oldest first, as Claims with Hedge
+// set: none, with no read, when none of c's categories hedges.
+func (d *Dispatcher) HeldHedges(ctx context.Context, c Claimant) ([]*tasks.Claim, error) {
+	hs, err := d.heldHedges(ctx, c)
+	if err != nil {
+		return nil, Unavailable(err)
+	}
+	return hs, nil
+}
+
 // takeHedge offers c a held task of its categories near its due_at whose
 // holder went inactive, when nothing else is claimable for it: ErrNoTask
 // when there is none.

@@ -46,6 +46,9 @@ const (
 	sendBackPercent = 25
 	// reviewerEvery: every fifth editor is limited to desk's review stage.
 	reviewerEvery = 5
+	// awayPercent is how often an editor with claims in hand steps away
+	// for a little longer than the hedges' inactive_for.
+	awayPercent = 3
 )
 
 // labels are the labels editors of "labels" choose from; few, so that some
@@ -212,6 +215,12 @@ func (h *harness) runWorkflowEditor(ctx context.Context, e *editor) {
 				}
 				continue
 			}
+		}
+		if rand.IntN(100) < awayPercent {
+			// The editor steps away with its claims in hand, past the
+			// hedges' inactive_for but within the lease: its desk claims
+			// may be offered to another editor meanwhile (see hedges.go).
+			sleepCtx(ctx, hedgeInactiveFor+time.Duration(200+rand.IntN(600))*time.Millisecond)
 		}
 		i := rand.IntN(len(held))
 		cur := held[i]
