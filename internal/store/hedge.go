@@ -357,11 +357,15 @@ WHERE t.id = ? AND h.editor_id = ? AND h.fence = ? AND ` + hedgeLiveSQL + `
 // passed, and nobody claimed it since) is taken the same way, unless its
 // category is paused or has limits in flight.
 //
-// Errors as HeartbeatHedge's. Round trips: BEGIN, the editor's lock, the
-// task's, the update, the events, the delete, COMMIT.
-func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
+// It returns the holder whose claim the takeover ended ("" for a task taken
+// from the pool), whose Redis lock the caller may give back. Errors as
+// HeartbeatHedge's. Round trips: BEGIN, the editor's lock, the task's, the
+// update, the events, the delete, COMMIT.
+func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, error) {
 	holder := tasks.EditorHolder(r.EditorID)
+	var ended string
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		ended = ""
 		// The editor's row first, as its claims lock it: the task will name it.
 		if _, err := tx.ExecContext(ctx, hedgeEditorLockSQL, r.EditorID); err != nil {
 			return err
@@ -399,6 +403,7 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
 		}
 		evs := []event{{taskID: r.TaskID, kind: tasks.EventClaimed, fence: r.Fence, holder: holder, editorID: r.EditorID, detail: hedgeDetail}}
 		if row.Status == tasks.StatusAssigned {
+			ended = row.Holder
 			evs = append([]event{{
 				taskID: r.TaskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID,
 				detail: hedgeDetail, category: row.Category, cause: tasks.WebhookHedge,
@@ -411,9 +416,9 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("take over hedge of task %d: %w", r.TaskID, s.hedgeRefusal(ctx, r, err))
+		return "", fmt.Errorf("take over hedge of task %d: %w", r.TaskID, s.hedgeRefusal(ctx, r, err))
 	}
-	return nil
+	return ended, nil
 }
 
 // errDoneByOther is the refusal of a write about a claim or hedge whose slot the

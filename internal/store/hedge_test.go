@@ -137,7 +137,7 @@ func TestHedgeHolderSubmitsFirst(t *testing.T) {
 		t.Fatalf("holder's submit: %v", err)
 	}
 	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
-	err := h.store.TakeOverHedge(h.ctx, ref)
+	_, err := h.store.TakeOverHedge(h.ctx, ref)
 	if !errors.Is(err, tasks.ErrDoneByOther) || !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("hedger's takeover after the holder's submit: %v, want ErrDoneByOther wrapping ErrStale", err)
 	}
@@ -165,7 +165,7 @@ func TestHedgeHedgerSubmitsFirst(t *testing.T) {
 	if until, err := h.store.HeartbeatHedge(h.ctx, ref, 2*time.Minute); err != nil || !until.After(hc.LeaseExpiresAt) {
 		t.Fatalf("hedger's heartbeat: %v, %v; want a later deadline than %v", until, err, hc.LeaseExpiresAt)
 	}
-	if err := h.store.TakeOverHedge(h.ctx, ref); err != nil {
+	if _, err := h.store.TakeOverHedge(h.ctx, ref); err != nil {
 		t.Fatalf("hedger's takeover: %v", err)
 	}
 	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{"by":"hedger"}`)}); err != nil {
@@ -207,7 +207,7 @@ func TestHedgeExpired(t *testing.T) {
 	hc := h.mustTake(t)
 	h.exec(t, `UPDATE task_hedges SET expires_at = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?`, h.task)
 	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
-	err := h.store.TakeOverHedge(h.ctx, ref)
+	_, err := h.store.TakeOverHedge(h.ctx, ref)
 	if !errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrDoneByOther) {
 		t.Fatalf("takeover of an expired hedge: %v, want ErrStale alone", err)
 	}
@@ -233,7 +233,7 @@ func TestHedgeConcurrentSubmits(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			hedgerErr = h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
+			_, hedgerErr = h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
 			if hedgerErr == nil {
 				_, hedgerErr = h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{}`)})
 			}
