@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskd/taskd/internal/config"
 )
 
 // t0 is the start of the constructed histories.
@@ -417,5 +419,33 @@ func TestHedgeFacts(t *testing.T) {
 	}
 	if len(got.refusals) != 2 || !got.refusals[0].hedge || got.refusals[1].hedge {
 		t.Errorf("refusals %v, want bob's hedge of task 4 and his claim of task 6", got.refusals)
+	}
+}
+
+// The workflow pass's config.yaml is one taskd loads, with the hedges of
+// desk and rush on.
+func TestWorkflowConfigHedges(t *testing.T) {
+	path, err := writeWorkflowConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) {
+		if k == "TASKD_MYSQL_DSN" {
+			return "chaos:chaos@tcp(127.0.0.1:3306)/taskd", true
+		}
+		return "", false
+	}
+	cfg, err := config.Load(path, env)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	hedged := map[string]bool{}
+	for _, c := range cfg.Categories {
+		if c.Hedge.BeforeDue == hedgeBeforeDue && c.Hedge.InactiveFor == hedgeInactiveFor {
+			hedged[c.Name] = true
+		}
+	}
+	if len(hedged) != 2 || !hedged["desk"] || !hedged[rushCategory] {
+		t.Errorf("hedged categories %v, want desk and %s", hedged, rushCategory)
 	}
 }

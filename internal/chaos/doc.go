@@ -50,10 +50,11 @@
 // work their claims in random order; every fifth is limited to desk's
 // review stage. Whether the API takes a submit's decision is asked at
 // setup (a submit of no task with a decision: 400 for an unknown field);
-// without, reviewers approve by submitting. Desk hedges (hedges.go): its
-// tasks are due soon and a holder is inactive after 1s, so claims editors
-// walked away from or keep while working others are offered to one more
-// editor, and the first submit wins.
+// without, reviewers approve by submitting. Desk and rush (a few tasks,
+// editors of its own) hedge (hedges.go): their tasks are due soon and a
+// holder is inactive after 1s, so claims editors walked away from, stepped
+// away with or keep while working others are offered to one more editor,
+// and the first submit wins.
 //
 // Then the editors drain the pool and Run checks the database and the
 // editors' records, for either workload:

@@ -5,15 +5,16 @@ import (
 	"time"
 )
 
-// Hedged re-offers in the workflow pass: desk (hedgeCategory) hedges, its
-// tasks are due hedgeDueIn after they are made, well within hedgeBeforeDue,
-// and a holder is inactive after hedgeInactiveFor without a heartbeat, so
-// that every claim an editor walked away from (or keeps while it works its
-// others) is offered to one more editor of desk once that editor finds
-// nothing in the pool: at each fault's calm and in the drain. The hedger
-// works its hedge as any assignment (submit, heartbeat, release, walk away);
-// a submit takes the task over from its holder, and whoever submits second is
-// refused 409 done_by_other.
+// Hedged re-offers in the workflow pass: desk and rush hedge, their tasks
+// are due hedgeDueIn after they are made, well within hedgeBeforeDue, and a
+// holder is inactive after hedgeInactiveFor without a heartbeat. A hedge is
+// offered to an editor that finds nothing in the pool: rush's editors, who
+// take no other category and whose pool is small, often do (and every editor
+// in the drain), so a rush or desk claim whose editor walked away from it,
+// stepped away with it in hand or keeps it while it works its others is
+// offered to one more editor. The hedger works its hedge as any assignment
+// (submit, heartbeat, release, walk away); a submit takes the task over from
+// its holder, and whoever submits second is refused 409 done_by_other.
 //
 // An editor's hedges are logged apart from its claims: a hedge's fence is
 // its holder's plus one, the fence the task's next claim gets when the hedge
@@ -30,13 +31,12 @@ import (
 //   - a claim walked away from ended by expiry or by a takeover, and a hedge
 //     walked away from never took its task over.
 const (
-	hedgeCategory    = "desk"
 	hedgeBeforeDue   = 10 * time.Minute
 	hedgeDueIn       = 5 * time.Minute
 	hedgeInactiveFor = time.Second
 )
 
-// hedgeConfig is hedgeCategory's hedge in config.yaml.
+// hedgeConfig is a hedged category's hedge in config.yaml.
 var hedgeConfig = "    hedge: {before_due: " + hedgeBeforeDue.String() + ", inactive_for: " + hedgeInactiveFor.String() + "}\n"
 
 // HedgeCounts are what the hedges of a run did.

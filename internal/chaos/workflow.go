@@ -28,12 +28,18 @@ type workflowCategory struct {
 
 // workflowCategories are the workflow pass's categories: a desk whose
 // stories are edited, then reviewed (approved or sent back); labels, each
-// task asking three editors for a label; and plain tasks.
+// task asking three editors for a label; plain tasks; and rush, a few tasks
+// due soon, whose editors of their own often find its pool empty and are
+// offered hedges (desk hedges too; see hedges.go).
 var workflowCategories = []workflowCategory{
 	{name: "desk", stages: []string{"edit", "review"}, overlap: 1, weight: 2, share: 40, hedge: true},
 	{name: "labels", overlap: labelsOverlap, weight: 1, share: 25},
-	{name: "plain", overlap: 1, weight: 1, share: 35},
+	{name: "plain", overlap: 1, weight: 1, share: 30},
+	{name: rushCategory, overlap: 1, weight: 1, share: 5, hedge: true},
 }
+
+// rushCategory is the category whose editors take no other (workflowEditors).
+const rushCategory = "rush"
 
 const (
 	// labelsOverlap is how many results a task of "labels" asks for.
@@ -115,8 +121,8 @@ func workflowOf(name string) *workflowCategory {
 }
 
 // workflowEditors creates the workflow pass's editors: each in one category
-// and maybe another; every fifth in desk and plain, limited to desk's review
-// stage; editor i of capacity 2 when i%4 == 1, 3 when i%4 == 3, else 1.
+// and maybe another (rush's in rush alone); every fifth in desk and plain,
+// limited to desk's review stage; editor i of capacity 2 when i%4 == 1, 3 when i%4 == 3, else 1.
 // Then it asks the API whether a submit takes a decision.
 func (h *harness) workflowEditors(ctx context.Context) error {
 	for i := range h.cfg.Editors {
@@ -127,7 +133,7 @@ func (h *harness) workflowEditors(ctx context.Context) error {
 		if reviewer {
 			cats = []string{"desk", "plain"}
 			stages = map[string][]string{"desk": {"review"}}
-		} else if extra := h.cats[rand.IntN(len(h.cats))]; extra != main {
+		} else if extra := h.cats[rand.IntN(len(h.cats))]; extra != main && main != rushCategory {
 			cats = append(cats, extra)
 		}
 		capacity := 1
