@@ -18,7 +18,7 @@ type HedgeStore interface {
 	HeldHedges(ctx context.Context, editorID int64) ([]*tasks.Claim, error)
 	HeartbeatHedge(ctx context.Context, r tasks.HedgeRef, lease time.Duration) (time.Time, error)
 	ReleaseHedge(ctx context.Context, r tasks.HedgeRef, skip bool) error
-	TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error
+	TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, error)
 }
 
 // ErrNotHedge means a write named no hedge of the claimant: the caller explains
@@ -59,6 +59,16 @@ func (d *Dispatcher) heldHedges(ctx context.Context, c Claimant) ([]*tasks.Claim
 		return nil, nil
 	}
 	return hs.HeldHedges(ctx, c.EditorID)
+}
+
+// HeldHedges returns c's live hedges, oldest first, as Claims with Hedge
+// set: none, with no read, when none of c's categories hedges.
+func (d *Dispatcher) HeldHedges(ctx context.Context, c Claimant) ([]*tasks.Claim, error) {
+	hs, err := d.heldHedges(ctx, c)
+	if err != nil {
+		return nil, Unavailable(err)
+	}
+	return hs, nil
 }
 
 // takeHedge offers c a held task of its categories near its due_at whose
@@ -130,8 +140,8 @@ func (d *Dispatcher) ReleaseHedge(ctx context.Context, c Claimant, ref ClaimRef,
 // holder (SubmitWith, under the hedge's fence). It returns ErrNotHedge when
 // ref is no hedge of c, tasks.ErrStale wrapping tasks.ErrDoneByOther when the
 // holder submitted first, tasks.ErrStale when the hedge ended otherwise, and
-// SubmitWith's errors once the task is c's. The holder's Redis lock is left to
-// its time to live (the sweeper reconciles it).
+// SubmitWith's errors once the task is c's. The holder's Redis lock is given
+// back once the takeover committed.
 func (d *Dispatcher) SubmitHedge(ctx context.Context, c Claimant, ref ClaimRef, sub Submission) (*tasks.Claim, error) {
 	hs, ok := d.hedgeStore(c)
 	if !ok {
@@ -140,9 +150,14 @@ func (d *Dispatcher) SubmitHedge(ctx context.Context, c Claimant, ref ClaimRef, 
 	if err := tasks.CheckSubmission(sub.Result, sub.Decision, sub.Notes); err != nil {
 		return nil, fmt.Errorf("submit hedge of task %d: %w", ref.TaskID, err)
 	}
-	if err := hs.TakeOverHedge(ctx, hedgeRef(c, ref)); err != nil {
+	holder, err := hs.TakeOverHedge(ctx, hedgeRef(c, ref))
+	if err != nil {
 		d.countStale(ctx, "submit", err)
 		return nil, hedgeErr(err)
+	}
+	if holder != "" {
+		// The holder's claim ended: its lock goes, as its release's would.
+		d.releaseLock(ctx, ref.TaskID, holder)
 	}
 	d.log.DebugContext(ctx, "hedge took the task over", "task_id", ref.TaskID, "fence", ref.Fence, "editor_id", c.EditorID)
 	return d.SubmitWith(ctx, c, ref, sub)

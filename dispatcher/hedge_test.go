@@ -69,8 +69,15 @@ func TestNextOffersHedge(t *testing.T) {
 	if _, err := b.D.HeartbeatHedge(ctx, cat, refOf(hedge)); !errors.Is(err, dispatcher.ErrNotHedge) {
 		t.Fatalf("cat's heartbeat of bob's hedge: %v, want ErrNotHedge", err)
 	}
+	if n := b.RDB.Exists(ctx, b.LockKey(held.Task.ID)).Val(); n != 1 {
+		t.Fatalf("ann's lock of the task: %d keys, want 1", n)
+	}
 	if _, err := b.D.SubmitHedge(ctx, bob, refOf(hedge), dispatcher.Submission{Result: json.RawMessage(`{"by":"bob"}`)}); err != nil {
 		t.Fatalf("bob's submit: %v", err)
+	}
+	// The takeover ended ann's claim: her lock is given back.
+	if n := b.RDB.Exists(ctx, b.LockKey(held.Task.ID)).Val(); n != 0 {
+		t.Fatalf("the task's lock after bob's takeover and submit: %d keys, want none", n)
 	}
 	_, err = b.D.Submit(ctx, ann, refOf(held), json.RawMessage(`{"by":"ann"}`))
 	if !errors.Is(err, tasks.ErrDoneByOther) {

@@ -40,6 +40,21 @@ func hedgeAPI(t *testing.T) (b *bundle, ann, bob editorInfo, held, hedge hedgeAs
 	return b, ann, bob, held, hedge
 }
 
+// GET /v1/assignments lists a live hedge after the editor's claims, with
+// hedge true.
+func TestHedgeListedAPI(t *testing.T) {
+	t.Parallel()
+	b, _, bob, _, hedge := hedgeAPI(t)
+	var got struct {
+		Assignments []hedgeAssignment `json:"assignments"`
+		Capacity    int               `json:"capacity"`
+	}
+	wantJSON(t, b.do(t, "GET", "/v1/assignments", bob.Token, ""), http.StatusOK, &got)
+	if len(got.Assignments) != 1 || !got.Assignments[0].Hedge || got.Assignments[0].Task.ID != hedge.Task.ID || got.Assignments[0].Fence != hedge.Fence {
+		t.Fatalf("bob's assignments = %+v, want his hedge of task %d fence %d", got.Assignments, hedge.Task.ID, hedge.Fence)
+	}
+}
+
 func submitPath(id int64, what string) string {
 	return fmt.Sprintf("/v1/assignments/%d/%s", id, what)
 }

@@ -128,14 +128,15 @@ func (a *api) assignmentOf(ctx context.Context, c *tasks.Claim) (*assignmentJSON
 }
 
 type assignmentsResponse struct {
-	// Assignments are the editor's live claims, oldest first.
+	// Assignments are the editor's live claims, oldest first, then its live
+	// hedges (hedge true), oldest first.
 	Assignments []*assignmentJSON `json:"assignments"`
 	// Capacity is how many claims the editor may hold at once.
 	Capacity int `json:"capacity"`
 }
 
-// assignments answers an editor with its live claims, oldest first, and its
-// capacity.
+// assignments answers an editor with its live claims, oldest first, then its
+// live hedges, and its capacity (which both take).
 func (a *api) assignments(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
 	if _, err := query(r); err != nil {
 		return err
@@ -144,8 +145,12 @@ func (a *api) assignments(w http.ResponseWriter, r *http.Request, e *tasks.Edito
 	if err != nil {
 		return err
 	}
-	out := assignmentsResponse{Assignments: make([]*assignmentJSON, 0, len(held.Held)), Capacity: max(1, e.Capacity)}
-	for _, c := range held.Held {
+	hedges, err := a.d.HeldHedges(r.Context(), dispatcher.EditorClaimant(e))
+	if err != nil {
+		return err
+	}
+	out := assignmentsResponse{Assignments: make([]*assignmentJSON, 0, len(held.Held)+len(hedges)), Capacity: max(1, e.Capacity)}
+	for _, c := range append(held.Held, hedges...) {
 		aj, err := a.assignmentOf(r.Context(), c)
 		if err != nil {
 			return err

@@ -32,6 +32,17 @@ type event struct {
 	Fence    int64     `json:"fence"`
 	EditorID int64     `json:"editor_id"`
 	At       time.Time `json:"at"`
+	// Detail is the event's detail: "hedge" for the 'released' and
+	// 'claimed' events of a takeover by a hedge (see tasks.Hedge).
+	Detail string `json:"detail,omitempty"`
+}
+
+// hedgeDetail is the detail of the events a hedge's takeover writes.
+const hedgeDetail = "hedge"
+
+// hedgedAway says whether ev ended its claim by a hedge's takeover.
+func hedgedAway(ev *event) bool {
+	return ev != nil && ev.Kind == "released" && ev.Detail == hedgeDetail
 }
 
 // endKind says whether an event of kind ends the claim of its fence (a
@@ -92,6 +103,9 @@ type claimHistory struct {
 	// clock; zero when none).
 	lastTry time.Time
 	end     *event
+	// takeover says the claim began as a hedge that took the task over:
+	// its lease is the hedge's, which began before its 'claimed' event.
+	takeover bool
 }
 
 // trail is the audit trail read back: every claim, and what the walk found.
@@ -153,7 +167,7 @@ func auditTrail(events []event, tasks map[int64]taskRow, capacity map[int64]int,
 			if _, dup := claims[k]; dup {
 				tr.findings = append(tr.findings, found("one claim per fence", "task %d fence %d claimed twice", k.Task, k.Fence))
 			}
-			claims[k] = &claimHistory{editor: ev.EditorID, claimedAt: ev.At, lastLease: ev.At}
+			claims[k] = &claimHistory{editor: ev.EditorID, claimedAt: ev.At, lastLease: ev.At, takeover: ev.Detail == hedgeDetail}
 			if end := firstEnd[k]; end != nil && !end.At.After(ev.At) {
 				// Ended in the same millisecond, listed before (Galera's
 				// time order): it ended.
@@ -564,17 +578,6 @@ func (h *harness) check(ctx context.Context) error {
 	n, fs := checkStageOrder(taskRows, byTask)
 	addFound("one result per stage visit, in workflow order (a done task's last at its fence)", n, fs)
 
-	// Hedged tasks: every write refused as done by another lost to a
-	// result that is there.
-	var refusals []editorRef
-	for _, e := range append(append([]*editor(nil), h.editors...), h.extra...) {
-		for _, r := range e.log.doneByOther {
-			refusals = append(refusals, editorRef{r, e.id})
-		}
-	}
-	n, fs = checkDoneByOther(refusals, resultAt)
-	addFound("done_by_other only when another editor's result won the slot", n, fs)
-
 	// Every acknowledged submit is in the database, as the editor's.
 	all := append(append([]*editor(nil), h.editors...), h.extra...)
 	v0 = p.violations.Load()
@@ -626,6 +629,16 @@ func (h *harness) check(ctx context.Context) error {
 
 	n, fs = checkResultHolders(results, claims)
 	addFound("each result by the holder of its claim", n, fs)
+
+	// Hedged tasks (see hedges.go): each hedge taken over by its own
+	// editor only, one accepted result per hedged slot, and every write
+	// refused as done by another lost to the other side's result (or
+	// takeover) beside it.
+	hs := hedgeFacts(all, claims, resultAt)
+	h.hedged = hs.counts
+	addFound("hedges: taken over only by their editor, one result per hedged slot", hs.checked, hs.findings)
+	n, fs = checkDoneByOther(hs.refusals, resultAt, claims)
+	addFound("done_by_other only when the other editor of a hedged task won the slot", n, fs)
 	n, fs = checkFourEyes(byTask)
 	addFound("four eyes: no editor with results at two stages of a task", n, fs)
 	n, fs = checkClaimStages(taskRows, byTask, claims, f.limits)
@@ -692,7 +705,9 @@ func (h *harness) check(ctx context.Context) error {
 				}
 			}
 		}
-		if !duringFault && endAt.Before(leaseEnd.Add(-earlyTolerance)) {
+		// A takeover's lease is its hedge's, which began before its
+		// 'claimed' event: its end is not known from the trail.
+		if !duringFault && !c.takeover && endAt.Before(leaseEnd.Add(-earlyTolerance)) {
 			violate("no claim ends before its lease", "task %d fence %d %s at %s, %v before its lease end",
 				k.Task, k.Fence, c.end.Kind, c.end.At.Format(time.RFC3339Nano), leaseEnd.Sub(endAt))
 		}
@@ -723,12 +738,21 @@ func (h *harness) check(ctx context.Context) error {
 			switch {
 			case c == nil:
 				violate("abandoned claims expire", "editor %d abandoned task %d fence %d, which the audit trail has no claim of", e.id, a.Task, a.Fence)
-			case c.end != nil && c.end.Kind != "expired" && c.end.Kind != "recycled":
+			case c.end != nil && c.end.Kind != "expired" && c.end.Kind != "recycled" && !hedgedAway(c.end):
+				// A hedge of its task took it over, or it expired.
 				violate("abandoned claims expire", "editor %d abandoned task %d fence %d, which ended %s", e.id, a.Task, a.Fence, c.end.Kind)
 			}
 		}
 	}
-	add("abandoned claims ended by expiry", abandoned, v0)
+	for _, e := range all {
+		for _, a := range e.log.abandonedHedges {
+			abandoned++
+			if c := claims[a]; c != nil && c.takeover && c.editor == e.id {
+				violate("abandoned claims expire", "editor %d abandoned its hedge of task %d fence %d, which took the task over", e.id, a.Task, a.Fence)
+			}
+		}
+	}
+	add("abandoned claims ended by expiry or a hedge's takeover; abandoned hedges never took over", abandoned, v0)
 
 	hv := int64(0)
 	for _, pp := range h.rec.phases {
@@ -841,7 +865,7 @@ func (h *harness) readEvents(ctx context.Context) ([]event, error) {
 	var out []event
 	for rows.Next() {
 		var e event
-		if err := rows.Scan(&e.ID, &e.TaskID, &e.Kind, &e.Fence, &e.EditorID, &e.At); err != nil {
+		if err := rows.Scan(&e.ID, &e.TaskID, &e.Kind, &e.Fence, &e.EditorID, &e.At, &e.Detail); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
@@ -850,37 +874,3 @@ func (h *harness) readEvents(ctx context.Context) ([]event, error) {
 }
 
 func jsonUnmarshalStrict(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-// editorRef is a claim (or hedge) named by one of an editor's writes.
-type editorRef struct {
-	claimRef
-	editor int64
-}
-
-// checkDoneByOther checks each write refused with done_by_other (the two
-// editors of a hedged task: see tasks.Hedge): the refused claim has no result,
-// and another editor's result is at the fence next to it, the holder's
-// (fence - 1) when the refused one was the hedge, the hedge's (fence + 1)
-// when it was the holder. A hedge's fence is its holder's plus one, so each
-// task slot has one accepted result whichever wins (checkStageOrder counts
-// them per stage visit).
-func checkDoneByOther(refusals []editorRef, resultAt map[claimRef]resultRow) (int64, []finding) {
-	const name = "done_by_other only when another editor's result won the slot"
-	var fs []finding
-	for _, r := range refusals {
-		if res, ok := resultAt[r.claimRef]; ok {
-			fs = append(fs, found(name, "editor %d was refused done_by_other for task %d fence %d, which has a result (editor %d's)", r.editor, r.Task, r.Fence, res.editor))
-			continue
-		}
-		won := false
-		for _, f := range []int64{r.Fence - 1, r.Fence + 1} {
-			if res, ok := resultAt[claimRef{r.Task, f}]; ok && res.editor != r.editor {
-				won = true
-			}
-		}
-		if !won {
-			fs = append(fs, found(name, "editor %d was refused done_by_other for task %d fence %d, but no other editor's result is beside it", r.editor, r.Task, r.Fence))
-		}
-	}
-	return int64(len(refusals)), fs
-}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskd/taskd/internal/config"
 )
 
 // t0 is the start of the constructed histories.
@@ -357,7 +359,8 @@ func TestCheckFeed(t *testing.T) {
 	wantFindings(t, "a cursor back, a 410 past a live result", fs, 2, "results feed", "")
 }
 
-// checkDoneByOther passes a loser whose winner's result is beside it, and
+// checkDoneByOther passes a loser whose winner is beside it (the holder's
+// result below a refused hedge, a takeover that ended a refused claim), and
 // finds a refusal with no winner, and one whose own result was kept.
 func TestCheckDoneByOther(t *testing.T) {
 	results := map[claimRef]resultRow{
@@ -365,19 +368,84 @@ func TestCheckDoneByOther(t *testing.T) {
 		{Task: 2, Fence: 4}: {claimRef: claimRef{Task: 2, Fence: 4}, editor: 7}, // the holder won
 		{Task: 3, Fence: 1}: {claimRef: claimRef{Task: 3, Fence: 1}, editor: 7}, // kept, yet refused
 	}
+	takeover := &event{Kind: "released", Detail: hedgeDetail}
+	claims := map[claimRef]*claimHistory{
+		{Task: 1, Fence: 1}: {editor: 7, end: takeover},
+		{Task: 1, Fence: 2}: {editor: 8, takeover: true},
+		{Task: 2, Fence: 4}: {editor: 7, end: &event{Kind: "submitted"}},
+		{Task: 4, Fence: 1}: {editor: 7, end: &event{Kind: "released"}},
+	}
 	refusals := []editorRef{
-		{claimRef{Task: 1, Fence: 1}, 7}, // holder refused: the hedge's result is at fence 2
-		{claimRef{Task: 2, Fence: 5}, 8}, // hedger refused: the holder's is at fence 4
-		{claimRef{Task: 3, Fence: 1}, 7},
-		{claimRef{Task: 4, Fence: 1}, 7}, // no winner
+		{claimRef{Task: 1, Fence: 1}, 7, false}, // holder refused: a takeover ended its claim
+		{claimRef{Task: 2, Fence: 5}, 8, true},  // hedger refused: the holder's result is at fence 4
+		{claimRef{Task: 3, Fence: 1}, 7, false},
+		{claimRef{Task: 4, Fence: 1}, 7, false}, // released by itself: no winner
+		{claimRef{Task: 5, Fence: 2}, 8, true},  // a hedge whose holder has no result
 	}
-	n, fs := checkDoneByOther(refusals, results)
-	if n != 4 || len(fs) != 2 {
-		t.Fatalf("checked %d, found %v; want 4 checked and the refusals of tasks 3 and 4", n, fs)
+	n, fs := checkDoneByOther(refusals, results, claims)
+	if n != 5 || len(fs) != 3 {
+		t.Fatalf("checked %d, found %v; want 5 checked and the refusals of tasks 3, 4 and 5", n, fs)
 	}
-	for i, task := range []string{"task 3", "task 4"} {
+	for i, task := range []string{"task 3", "task 4", "task 5"} {
 		if !strings.Contains(fs[i].what, task) {
 			t.Errorf("finding %d = %q, want one about %s", i, fs[i].what, task)
 		}
+	}
+}
+
+// hedgeFacts counts the hedges that took their task over, and finds a
+// takeover by an editor the hedge was not offered to, and a hedged slot
+// with the holder's result beside the takeover's.
+func TestHedgeFacts(t *testing.T) {
+	ann := &editor{id: 7, log: editorLog{hedges: []claimRef{{Task: 1, Fence: 2}, {Task: 2, Fence: 3}, {Task: 3, Fence: 5}}}}
+	bob := &editor{id: 8, log: editorLog{hedges: []claimRef{{Task: 4, Fence: 2}}, doneByOther: []claimRef{{Task: 4, Fence: 2}, {Task: 6, Fence: 1}}}}
+	claims := map[claimRef]*claimHistory{
+		{Task: 1, Fence: 2}: {editor: 7, takeover: true}, // ann's won
+		{Task: 2, Fence: 3}: {editor: 9},                 // the next claim, not a takeover
+		{Task: 3, Fence: 5}: {editor: 9, takeover: true}, // taken over by another
+		{Task: 5, Fence: 2}: {editor: 9, takeover: true}, // beside the holder's result
+	}
+	results := map[claimRef]resultRow{
+		{Task: 1, Fence: 2}: {claimRef: claimRef{Task: 1, Fence: 2}, editor: 7},
+		{Task: 5, Fence: 1}: {claimRef: claimRef{Task: 5, Fence: 1}, editor: 8},
+	}
+	got := hedgeFacts([]*editor{ann, bob}, claims, results)
+	want := HedgeCounts{Taken: 4, Won: 1, Submitted: 1, HolderRefused: 1, HedgerRefused: 1}
+	if got.counts != want || got.checked != 4 {
+		t.Errorf("counts %+v, checked %d; want %+v, 4", got.counts, got.checked, want)
+	}
+	if len(got.findings) != 2 || !strings.Contains(got.findings[0].what, "task 3") || !strings.Contains(got.findings[1].what, "task 5") {
+		t.Errorf("findings %v, want the takeover of task 3 by another editor and the two results of task 5", got.findings)
+	}
+	if len(got.refusals) != 2 || !got.refusals[0].hedge || got.refusals[1].hedge {
+		t.Errorf("refusals %v, want bob's hedge of task 4 and his claim of task 6", got.refusals)
+	}
+}
+
+// The workflow pass's config.yaml is one taskd loads, with the hedges of
+// desk and rush on.
+func TestWorkflowConfigHedges(t *testing.T) {
+	path, err := writeWorkflowConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) {
+		if k == "TASKD_MYSQL_DSN" {
+			return "chaos:chaos@tcp(127.0.0.1:3306)/taskd", true
+		}
+		return "", false
+	}
+	cfg, err := config.Load(path, env)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	hedged := map[string]bool{}
+	for _, c := range cfg.Categories {
+		if c.Hedge.BeforeDue == hedgeBeforeDue && c.Hedge.InactiveFor == hedgeInactiveFor {
+			hedged[c.Name] = true
+		}
+	}
+	if len(hedged) != 2 || !hedged["desk"] || !hedged[rushCategory] {
+		t.Errorf("hedged categories %v, want desk and %s", hedged, rushCategory)
 	}
 }

@@ -50,7 +50,11 @@
 // work their claims in random order; every fifth is limited to desk's
 // review stage. Whether the API takes a submit's decision is asked at
 // setup (a submit of no task with a decision: 400 for an unknown field);
-// without, reviewers approve by submitting.
+// without, reviewers approve by submitting. Desk and rush (a few tasks,
+// editors of its own) hedge (hedges.go): their tasks are due soon and a
+// holder is inactive after 1s, so claims editors walked away from, stepped
+// away with or keep while working others are offered to one more editor,
+// and the first submit wins.
 //
 // Then the editors drain the pool and Run checks the database and the
 // editors' records, for either workload:
@@ -87,7 +91,12 @@
 //   - every claim an editor got its own in the audit trail; every expired
 //     claim back in the pool within sweep.interval plus a slack of its
 //     lease end (or of the end of a fault that covered it), on the database
-//     clock; every claim an editor walked away from ended by expiry.
+//     clock; every claim an editor walked away from ended by expiry (or by
+//     a hedge's takeover);
+//   - hedges (workflow pass): each takeover by the editor its hedge was
+//     offered to, never the holder's result beside a takeover's, and every
+//     409 done_by_other lost to the other side's result or takeover
+//     (hedges.go).
 //
 // Run returns a Report with per-fault counts (503s, time to the first
 // success after recovery, assignments, submits, stale refusals, violations).

@@ -20,6 +20,9 @@ type assignment struct {
 	LeaseExpiresAt string `json:"lease_expires_at"`
 	// Stage is the claim's stage, where the API gives it (see stageOf).
 	Stage json.RawMessage `json:"stage"`
+	// Hedge says the assignment is a hedge: the task is held by another
+	// editor too (see hedges.go).
+	Hedge bool `json:"hedge"`
 }
 
 // claimRef names one claim: a task and the fence of that claim.
@@ -39,6 +42,11 @@ type editorLog struct {
 	// doneByOther are the claims (or hedges) whose writes were refused with
 	// 409 done_by_other: the other editor of a hedged task submitted first.
 	doneByOther []claimRef
+	// hedges are the hedges it was offered, apart from its claims: a hedge
+	// that never took its task over is no claim (see hedges.go); and
+	// abandonedHedges those it walked away from.
+	hedges          []claimRef
+	abandonedHedges []claimRef
 }
 
 // beat is a heartbeat as its editor saw it: a heartbeat writes no event, so
@@ -171,7 +179,11 @@ func (h *harness) gotClaim(e *editor, p *phase, a *assignment) {
 		return
 	}
 	e.seen[ref] = true
-	e.log.claims = append(e.log.claims, ref)
+	if a.Hedge {
+		e.log.hedges = append(e.log.hedges, ref)
+	} else {
+		e.log.claims = append(e.log.claims, ref)
+	}
 	p.assignments.Add(1)
 	h.assignments.Add(1)
 }
@@ -284,7 +296,10 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 				h.rec.violate(p, "expected answers", "heartbeat task %d fence %d (editor %d): 200 without a lease: %s", a.Task.ID, a.Fence, e.id, trimBody(resp.body))
 				return true
 			}
-			e.log.beats = append(e.log.beats, beat{ref: ref, leaseEnd: got.LeaseExpiresAt})
+			if !a.Hedge {
+				// A hedge's lease is not its fence's claim's (see hedges.go).
+				e.log.beats = append(e.log.beats, beat{ref: ref, leaseEnd: got.LeaseExpiresAt})
+			}
 			return true
 		case resp.status == http.StatusConflict:
 			// stale_fence, hold_limit, or done_by_other
@@ -300,7 +315,9 @@ func (h *harness) heartbeat(ctx context.Context, e *editor, a *assignment) bool 
 		case resp.status == 0 || resp.status == http.StatusServiceUnavailable:
 			// A 503 may come after the store wrote (a timeout): either may
 			// have extended the lease.
-			e.log.beats = append(e.log.beats, beat{ref: ref, unsure: time.Now()})
+			if !a.Hedge {
+				e.log.beats = append(e.log.beats, beat{ref: ref, unsure: time.Now()})
+			}
 			backoff(ctx)
 		default:
 			h.rec.violate(p, "expected answers", "heartbeat task %d fence %d (editor %d): %d %s", a.Task.ID, a.Fence, e.id, resp.status, trimBody(resp.body))

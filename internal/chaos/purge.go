@@ -92,7 +92,7 @@ var archiveDDL = []string{
 	`CREATE TABLE IF NOT EXISTS chaos_purged_events (
   n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   id BIGINT NOT NULL, task_id BIGINT NOT NULL, kind VARCHAR(32) NOT NULL, fence BIGINT NOT NULL,
-  editor_id BIGINT NULL, ` + "`at`" + ` DATETIME(3) NOT NULL, purged_at DATETIME(3) NOT NULL) ENGINE=InnoDB`,
+  editor_id BIGINT NULL, ` + "`at`" + ` DATETIME(3) NOT NULL, detail VARCHAR(1024) NULL, purged_at DATETIME(3) NOT NULL) ENGINE=InnoDB`,
 	// chaos_purge_pace's delay (seconds) slows each task the purge deletes, so
 	// that purgeFault catches a batch in flight; 0 outside that fault.
 	`CREATE TABLE IF NOT EXISTS chaos_purge_pace (id TINYINT NOT NULL PRIMARY KEY, delay DOUBLE NOT NULL) ENGINE=InnoDB`,
@@ -107,8 +107,8 @@ END`,
   INSERT INTO chaos_purged_results (task_id, fence, editor_id, stage, decision, submitted_at, seq, claimed_at, purged_at)
   VALUES (OLD.task_id, OLD.fence, OLD.editor_id, OLD.stage, OLD.decision, OLD.submitted_at, OLD.seq, OLD.claimed_at, NOW(3))`,
 	"CREATE TRIGGER chaos_archive_events AFTER DELETE ON task_events FOR EACH ROW\n" +
-		"  INSERT INTO chaos_purged_events (id, task_id, kind, fence, editor_id, `at`, purged_at)\n" +
-		"  VALUES (OLD.id, OLD.task_id, OLD.kind, OLD.fence, OLD.editor_id, OLD.`at`, NOW(3))",
+		"  INSERT INTO chaos_purged_events (id, task_id, kind, fence, editor_id, `at`, detail, purged_at)\n" +
+		"  VALUES (OLD.id, OLD.task_id, OLD.kind, OLD.fence, OLD.editor_id, OLD.`at`, OLD.detail, NOW(3))",
 }
 
 // archivePurged creates the archive tables and their triggers, after the
@@ -135,14 +135,14 @@ var (
 	// its claim's 'claimed' and 'submitted' events, a live task's row marked
 	// claim_unlogged its 'claimed' event; their ids (the store's
 	// DerivedEventID) follow every event's, claimed before submitted.
-	allEventsSQL = "SELECT id, task_id, kind, fence, editor_id, `at` FROM (" +
-		"SELECT id, task_id, " + b("kind") + " AS kind, fence, COALESCE(editor_id, 0) AS editor_id, `at` FROM task_events " +
-		"UNION ALL SELECT id, task_id, " + b("kind") + ", fence, COALESCE(editor_id, 0), `at` FROM chaos_purged_events " +
+	allEventsSQL = "SELECT id, task_id, kind, fence, editor_id, `at`, detail FROM (" +
+		"SELECT id, task_id, " + b("kind") + " AS kind, fence, COALESCE(editor_id, 0) AS editor_id, `at`, " + b("COALESCE(detail, '')") + " AS detail FROM task_events " +
+		"UNION ALL SELECT id, task_id, " + b("kind") + ", fence, COALESCE(editor_id, 0), `at`, " + b("COALESCE(detail, '')") + " FROM chaos_purged_events " +
 		"UNION ALL SELECT (1 << 52) + 2 * fence + k.n, task_id, " + b("IF(k.n = 0, 'claimed', 'submitted')") + ", fence, COALESCE(editor_id, 0), " +
-		"IF(k.n = 0, claimed_at, submitted_at) FROM (SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM task_results WHERE claimed_at IS NOT NULL " +
+		"IF(k.n = 0, claimed_at, submitted_at), " + b("''") + " FROM (SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM task_results WHERE claimed_at IS NOT NULL " +
 		"UNION ALL SELECT task_id, fence, editor_id, claimed_at, submitted_at FROM chaos_purged_results WHERE claimed_at IS NOT NULL) r " +
 		"JOIN (SELECT 0 AS n UNION ALL SELECT 1) k " +
-		"UNION ALL SELECT (1 << 52) + 2 * fence, id, " + b("'claimed'") + ", fence, COALESCE(editor_id, 0), assigned_at FROM tasks WHERE claim_unlogged = 1" +
+		"UNION ALL SELECT (1 << 52) + 2 * fence, id, " + b("'claimed'") + ", fence, COALESCE(editor_id, 0), assigned_at, " + b("''") + " FROM tasks WHERE claim_unlogged = 1" +
 		") e ORDER BY "
 )
 

@@ -84,6 +84,8 @@ type WorkflowCounts struct {
 	// those whose results' decisions are equal.
 	Groups   int64 `json:"groups"`
 	Agreeing int64 `json:"groups_agreeing"`
+	// Hedges are what the hedged re-offers of desk did.
+	Hedges HedgeCounts `json:"hedges"`
 }
 
 // ReportConfig is the part of Config a reader of the report needs.
@@ -104,7 +106,7 @@ func (h *harness) report(d time.Duration) *Report {
 	r.Purge.RetentionDoneSeconds, r.Purge.Batch = purgeDone.Seconds(), purgeBatch
 	if h.cfg.Workflow {
 		r.Workflow = &WorkflowCounts{Approved: h.stats.approvals.Load(), SentBack: h.stats.sendBacks.Load(),
-			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside, Groups: h.groups, Agreeing: h.agreeing}
+			Labelled: h.stats.labelled.Load(), HeldBeside: h.beside, Groups: h.groups, Agreeing: h.agreeing, Hedges: h.hedged}
 	}
 	c := h.cfg
 	r.Config = ReportConfig{Editors: c.Editors, LeaseSeconds: c.Lease.Seconds(), SweepSeconds: c.SweepInterval.Seconds(),
@@ -157,6 +159,9 @@ func (r *Report) WriteText(w io.Writer) {
 	if c := r.Workflow; c != nil {
 		fmt.Fprintf(w, "reviews approved %d, sent back %d; labels given %d, %d of %d groups agreeing; claims taken beside another %d\n",
 			c.Approved, c.SentBack, c.Labelled, c.Agreeing, c.Groups, c.HeldBeside)
+		hc := c.Hedges
+		fmt.Fprintf(w, "hedges taken %d, took their task over %d, submitted %d; refused done_by_other: holders %d, hedgers %d\n",
+			hc.Taken, hc.Won, hc.Submitted, hc.HolderRefused, hc.HedgerRefused)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tsecs\trequests\t503s\tno answer\ttimed out\t5xx\tfirst ok after recovery\tassignments\tsubmits\tstale refused\treleases\tabandons\tviolations\t")

@@ -162,6 +162,7 @@ type harness struct {
 	purgeCounts          PurgeCounts
 	serial               atomic.Int64
 	inFlight             *InFlightCounts // the limited category, nil without one
+	hedged               HedgeCounts     // what the hedges did (see hedges.go)
 }
 
 // window is a fault's time span, from its start until the harness saw the
@@ -539,6 +540,9 @@ func (h *harness) addTasksIn(ctx context.Context, n int, cat string) error {
 		s := h.serial.Add(1)
 		ts[i] = map[string]any{"category": c, "priority": rand.IntN(5), "title": "chaos task " + strconv.FormatInt(s, 10),
 			"payload": map[string]any{"n": s}}
+		if due := h.dueAt(c); due != "" {
+			ts[i]["due_at"] = due
+		}
 	}
 	return h.adminCall(ctx, "POST", "/v1/tasks", ts, http.StatusCreated, nil)
 }
@@ -558,9 +562,12 @@ func (h *harness) feed(ctx context.Context) {
 		n := min(h.cfg.Pool-pending, 1000)
 		ts := make([]map[string]any, n)
 		for i := range ts {
-			s := h.serial.Add(1)
-			ts[i] = map[string]any{"category": h.pickCategory(), "priority": rand.IntN(5),
+			s, c := h.serial.Add(1), h.pickCategory()
+			ts[i] = map[string]any{"category": c, "priority": rand.IntN(5),
 				"title": "chaos task " + strconv.FormatInt(s, 10), "payload": map[string]any{"n": s}}
+			if due := h.dueAt(c); due != "" {
+				ts[i]["due_at"] = due
+			}
 		}
 		base := h.router.pick()
 		resp := call(ctx, h.admin, base, "POST", "/v1/tasks", adminToken, ts, h.cfg.RequestBound)

@@ -22,17 +22,24 @@ type workflowCategory struct {
 	stages  []string
 	overlap int
 	weight  int
-	share   int // percent of the new tasks
+	share   int  // percent of the new tasks
+	hedge   bool // hedged re-offers on, its tasks due soon (see hedges.go)
 }
 
 // workflowCategories are the workflow pass's categories: a desk whose
 // stories are edited, then reviewed (approved or sent back); labels, each
-// task asking three editors for a label; and plain tasks.
+// task asking three editors for a label; plain tasks; and rush, a few tasks
+// due soon, whose editors of their own often find its pool empty and are
+// offered hedges (desk hedges too; see hedges.go).
 var workflowCategories = []workflowCategory{
-	{name: "desk", stages: []string{"edit", "review"}, overlap: 1, weight: 2, share: 40},
+	{name: "desk", stages: []string{"edit", "review"}, overlap: 1, weight: 2, share: 40, hedge: true},
 	{name: "labels", overlap: labelsOverlap, weight: 1, share: 25},
-	{name: "plain", overlap: 1, weight: 1, share: 35},
+	{name: "plain", overlap: 1, weight: 1, share: 30},
+	{name: rushCategory, overlap: 1, weight: 1, share: 5, hedge: true},
 }
+
+// rushCategory is the category whose editors take no other (workflowEditors).
+const rushCategory = "rush"
 
 const (
 	// labelsOverlap is how many results a task of "labels" asks for.
@@ -45,6 +52,9 @@ const (
 	sendBackPercent = 25
 	// reviewerEvery: every fifth editor is limited to desk's review stage.
 	reviewerEvery = 5
+	// awayPercent is how often an editor with claims in hand steps away
+	// for a little longer than the hedges' inactive_for.
+	awayPercent = 3
 )
 
 // labels are the labels editors of "labels" choose from; few, so that some
@@ -66,12 +76,27 @@ func writeWorkflowConfig(dir string) (string, error) {
 		if c.name == goldCategory {
 			b.WriteString(goldConfig)
 		}
+		if c.hedge {
+			b.WriteString(hedgeConfig)
+		}
 	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return "", fmt.Errorf("write the taskd config: %w", err)
 	}
 	return path, nil
+}
+
+// dueAt is the due_at of a new task of cat, "" for none: in the workflow
+// pass, a hedged category's tasks are due hedgeDueIn from now.
+func (h *harness) dueAt(cat string) string {
+	if !h.cfg.Workflow {
+		return ""
+	}
+	if c := workflowOf(cat); c == nil || !c.hedge {
+		return ""
+	}
+	return time.Now().Add(hedgeDueIn).UTC().Format(time.RFC3339)
 }
 
 // pickWorkflowCategory returns a workflow category by its share.
@@ -96,8 +121,8 @@ func workflowOf(name string) *workflowCategory {
 }
 
 // workflowEditors creates the workflow pass's editors: each in one category
-// and maybe another; every fifth in desk and plain, limited to desk's review
-// stage; editor i of capacity 2 when i%4 == 1, 3 when i%4 == 3, else 1.
+// and maybe another (rush's in rush alone); every fifth in desk and plain,
+// limited to desk's review stage; editor i of capacity 2 when i%4 == 1, 3 when i%4 == 3, else 1.
 // Then it asks the API whether a submit takes a decision.
 func (h *harness) workflowEditors(ctx context.Context) error {
 	for i := range h.cfg.Editors {
@@ -108,7 +133,7 @@ func (h *harness) workflowEditors(ctx context.Context) error {
 		if reviewer {
 			cats = []string{"desk", "plain"}
 			stages = map[string][]string{"desk": {"review"}}
-		} else if extra := h.cats[rand.IntN(len(h.cats))]; extra != main {
+		} else if extra := h.cats[rand.IntN(len(h.cats))]; extra != main && main != rushCategory {
 			cats = append(cats, extra)
 		}
 		capacity := 1
@@ -197,6 +222,12 @@ func (h *harness) runWorkflowEditor(ctx context.Context, e *editor) {
 				continue
 			}
 		}
+		if rand.IntN(100) < awayPercent {
+			// The editor steps away with its claims in hand, past the
+			// hedges' inactive_for but within the lease: its desk claims
+			// may be offered to another editor meanwhile (see hedges.go).
+			sleepCtx(ctx, hedgeInactiveFor+time.Duration(200+rand.IntN(600))*time.Millisecond)
+		}
 		i := rand.IntN(len(held))
 		cur := held[i]
 		held = slices.Delete(held, i, i+1)
@@ -207,7 +238,11 @@ func (h *harness) runWorkflowEditor(ctx context.Context, e *editor) {
 			p := h.rec.phase()
 			p.abandons.Add(1)
 			ref := claimRef{cur.Task.ID, cur.Fence}
-			e.log.abandoned = append(e.log.abandoned, ref)
+			if cur.Hedge {
+				e.log.abandonedHedges = append(e.log.abandonedHedges, ref)
+			} else {
+				e.log.abandoned = append(e.log.abandoned, ref)
+			}
 			e.walkedAway[ref] = true
 		case roll < m.abandon+m.release:
 			keep(h.release(ctx, e, cur, false))

@@ -249,7 +249,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 	var tookOver bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if p.EditorID != 0 {
-			ed, err := lockEditor(ctx, tx, p.EditorID)
+			ed, err := s.lockEditor(ctx, tx, p.EditorID)
 			if errors.Is(err, tasks.ErrNotFound) {
 				return fmt.Errorf("%w: editor %d does not exist", tasks.ErrInvalid, p.EditorID)
 			}
@@ -265,7 +265,7 @@ func (s *Store) claimLocked(ctx context.Context, p tasks.ClaimParams, lease time
 			if ed.Disabled {
 				return tasks.ErrEditorDisabled
 			}
-			if len(ed.Held) >= ed.Capacity {
+			if ed.full() {
 				// At capacity: a claim whose lease passed makes room.
 				if ed.Expired == 0 {
 					return tasks.ErrEditorBusy
@@ -392,6 +392,17 @@ const lockEditorTaskSQL = `SELECT COALESCE((SELECT GROUP_CONCAT(t.id ORDER BY t.
 	e.capacity, e.disabled_at IS NOT NULL AS disabled
 FROM editors e WHERE e.id = ? FOR UPDATE`
 
+// lockEditorHedgingSQL is lockEditorTaskSQL for a store where some category
+// hedges: it counts the editor's live hedges too, which take a slot of its
+// capacity (see hedge.go). A hedge is taken under the same lock, so the count
+// sees every one committed before.
+const lockEditorHedgingSQL = `SELECT COALESCE((SELECT GROUP_CONCAT(t.id ORDER BY t.id) FROM tasks t FORCE INDEX (tasks_editor)
+	WHERE t.editor_id = e.id), '') AS held,
+	COALESCE((SELECT t.id FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id AND t.lease_expires_at < NOW(3) LIMIT 1), 0) AS expired,
+	(SELECT COUNT(*) FROM ` + hedgesOfSQL + ` WHERE h.editor_id = e.id AND ` + hedgeLiveSQL + `) AS hedges,
+	e.capacity, e.disabled_at IS NOT NULL AS disabled
+FROM editors e WHERE e.id = ? FOR UPDATE`
+
 // lockedEditor is what lockEditor read under the lock of an editor's row.
 type lockedEditor struct {
 	// Held are the ids of the tasks that name the editor, lowest first:
@@ -400,9 +411,16 @@ type lockedEditor struct {
 	Held     ids   `db:"held"`
 	Expired  int64 `db:"expired"`
 	Capacity int   `db:"capacity"`
+	// Hedges is how many live hedges the editor holds: read only when
+	// some category hedges, else 0.
+	Hedges int `db:"hedges"`
 	// Disabled says the editor is disabled.
 	Disabled bool `db:"disabled"`
 }
+
+// full says whether the editor holds as many claims and live hedges as its
+// capacity.
+func (ed *lockedEditor) full() bool { return len(ed.Held)+ed.Hedges >= max(1, ed.Capacity) }
 
 // ids is a list of ids a query reads comma-separated.
 type ids []int64
@@ -435,10 +453,15 @@ func (l *ids) Scan(src any) error {
 
 // lockEditor locks the editor's row, which serializes the editor's claims and every
 // change of its state, and returns the tasks that name the editor, its capacity and
-// whether it is disabled. It returns ErrNotFound if there is no such editor.
-func lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor, error) {
+// whether it is disabled, and its live hedges when some category hedges. It returns
+// ErrNotFound if there is no such editor.
+func (s *Store) lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lockedEditor, error) {
 	var ed lockedEditor
-	if err := tx.GetContext(ctx, &ed, lockEditorTaskSQL, editorID); err != nil {
+	query := lockEditorTaskSQL
+	if s.hedging() {
+		query = lockEditorHedgingSQL
+	}
+	if err := tx.GetContext(ctx, &ed, query, editorID); err != nil {
 		return ed, notFound(err)
 	}
 	return ed, nil

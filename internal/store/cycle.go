@@ -36,7 +36,8 @@ import (
 //     lease, each guarded by the same predicate as the SET's lock of its rows;
 //  3. under the editors' locks, after the submits cleared their editor_id: the
 //     tasks the claimants skipped (@taskd_skipped), the editors that hold as many
-//     tasks as their capacity (@taskd_busy), and the tasks the workflow's checks
+//     tasks as their capacity (@taskd_busy; their live hedges count too when
+//     some category hedges), and the tasks the workflow's checks
 //     bar to their claimant (@taskd_barred: see workflow.go; read only for the
 //     claims that expect a workflow), in one SELECT ... INTO, which reads without
 //     locking (a SET's subqueries would take shared locks);
@@ -323,7 +324,7 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 			q.WriteString(") AND (task_id, editor_id) IN (")
 			args = append(args, listSQL(q, "(?, ?)", editors, func(i int) []any { return []any{editors[i].claim.TaskID, editors[i].claim.EditorID} })...)
 			q.WriteString(") AND `until` > @taskd_now), ''),\n\t")
-			args = append(args, busySetSQL(q, editors)...)
+			args = append(args, busySetSQL(q, editors, s.hedging())...)
 			q.WriteString(",\n\t")
 			args = append(args, barredSetSQL(q, editors)...)
 			q.WriteString("\n\tINTO @taskd_skipped, @taskd_busy, @taskd_barred;\n")

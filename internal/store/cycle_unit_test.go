@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/taskd/taskd/tasks"
 )
@@ -89,5 +90,41 @@ func TestReportColumnsLeaveOutSubmittedPayloads(t *testing.T) {
 	}
 	if strings.Count(reportColumns, ",") != strings.Count(taskColumns, ",")+4 {
 		t.Errorf("reportColumns has %d commas, taskColumns %d: want four more (in the IF)", strings.Count(reportColumns, ","), strings.Count(taskColumns, ","))
+	}
+}
+
+// TestBusyCountsHedgesOnlyWhenHedging checks that a round of claims reads the
+// editors' live hedges only when some category hedges, and that without hedges
+// its busy check is the statement it always was.
+func TestBusyCountsHedgesOnlyWhenHedging(t *testing.T) {
+	claims := []*cycle{
+		{claim: &tasks.ClaimParams{TaskID: 1, Holder: "editor:7", EditorID: 7}, lease: time.Minute},
+		{claim: &tasks.ClaimParams{TaskID: 2, Holder: "editor:8", EditorID: 8, Capacity: 3}, lease: time.Minute},
+	}
+	var busy strings.Builder
+	busySetSQL(&busy, claims, false)
+	const want = "CONCAT_WS(',', COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (?)), ''), " +
+		"COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (?)\n\t\t" +
+		"AND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), ''))"
+	if busy.String() != want {
+		t.Errorf("busy check without hedges:\n%s\nwant\n%s", busy.String(), want)
+	}
+	for _, hedging := range []bool{false, true} {
+		cfg := Config{Workflows: map[string]tasks.Workflow{"news": {}}}
+		if hedging {
+			cfg.Workflows["news"] = tasks.Workflow{Hedge: tasks.Hedge{BeforeDue: time.Hour, InactiveFor: time.Minute}}
+		}
+		s := &Store{cfg: cfg}
+		var q strings.Builder
+		args, _ := s.roundSQL(&q, claims)
+		if got := strings.Contains(q.String(), "task_hedges"); got != hedging {
+			t.Errorf("hedging %v: the round reads task_hedges: %v\n%s", hedging, got, q.String())
+		}
+		if n := strings.Count(q.String(), "?"); n != len(args) {
+			t.Errorf("hedging %v: %d placeholders, %d arguments", hedging, n, len(args))
+		}
+	}
+	if strings.Contains(lockEditorTaskSQL, "task_hedges") || !strings.Contains(lockEditorHedgingSQL, "task_hedges") {
+		t.Errorf("the editor's lock reads task_hedges without hedges, or not with them")
 	}
 }

@@ -43,7 +43,7 @@ func (s *Store) DisableEditor(ctx context.Context, id int64) ([]tasks.Revoked, e
 	var revoked []tasks.Revoked
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		revoked = nil // a deadlock victim runs again
-		ed, err := lockEditor(ctx, tx, id)
+		ed, err := s.lockEditor(ctx, tx, id)
 		if err != nil {
 			return err
 		}

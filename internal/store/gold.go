@@ -94,7 +94,7 @@ FROM tasks WHERE id = ?`
 // 'claimed' event, in one transaction. It returns tasks.ErrNotFound when no
 // gold task is left for the editor, tasks.ErrEditorBusy when the editor holds
 // as many claims as it may (a claim whose lease passed included: the ordinary
-// claim frees it), tasks.ErrEditorDisabled, and tasks.ErrInvalid for bad
+// claim frees it; a live hedge counts as a claim), tasks.ErrEditorDisabled, and tasks.ErrInvalid for bad
 // params. Round trips: BEGIN, the editor's lock, the pick, three inserts, a
 // read, COMMIT (and the claims count on Galera).
 func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.Claim, error) {
@@ -107,14 +107,14 @@ func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.
 	galera := s.onGalera(ctx)
 	var claim *tasks.Claim
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		ed, err := lockEditor(ctx, tx, p.EditorID)
+		ed, err := s.lockEditor(ctx, tx, p.EditorID)
 		if err != nil {
 			return err
 		}
 		if ed.Disabled {
 			return tasks.ErrEditorDisabled
 		}
-		if len(ed.Held) >= max(1, ed.Capacity) {
+		if ed.full() {
 			return tasks.ErrEditorBusy
 		}
 		q, args, err := sqlx.In(goldPickSQL, p.EditorID, p.Categories)

@@ -23,7 +23,12 @@ import (
 // not expired and the task is still under the holder's fence at the stage it
 // was hedged at: assigned to the holder, or back in the pool and claimed by
 // nobody since (the holder released it, or its lease passed). A hedge counts
-// against its editor's capacity while it is live.
+// against its editor's capacity while it is live: every claim of an editor and
+// every hedge take lock the editor's row first and count, under that lock, the
+// tasks that name it and its live hedges (the claims count hedges only when
+// some category hedges), so a claim and a hedge taken at once never put the
+// editor past its capacity. On Galera the hedge take writes the editor's row,
+// as a claim does, so that two nodes' takes conflict.
 //
 // The task's row is the arbiter. The holder's submit is the usual fenced
 // UPDATE (fence = the holder's, status 'assigned'); the hedger's submit first
@@ -47,6 +52,10 @@ const hedgeDetail = "hedge"
 const hedgeLiveSQL = `h.expires_at > NOW(3) AND t.fence = h.fence - 1
 	AND (t.status = 'assigned' OR (t.status = 'pending' AND t.stage = h.stage AND t.reserved_for IS NULL))`
 
+// hedgesOfSQL is the editors' hedges joined to their tasks, for counts by
+// editor that hedgeLiveSQL filters.
+const hedgesOfSQL = `task_hedges h FORCE INDEX (task_hedges_editor) JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id`
+
 const (
 	// hedgeEditorLockSQL locks the editor's row, as each of its claims does
 	// first, and reads what a take needs of it.
@@ -54,7 +63,7 @@ const (
 	// hedgeHeldSQL counts, under that lock, the claims and the live hedges the
 	// editor holds.
 	hedgeHeldSQL = `SELECT (SELECT COUNT(*) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id = ?)
-	+ (SELECT COUNT(*) FROM task_hedges h FORCE INDEX (task_hedges_editor) JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id
+	+ (SELECT COUNT(*) FROM ` + hedgesOfSQL + `
 		WHERE h.editor_id = ? AND ` + hedgeLiveSQL + `)`
 
 	// hedgeCandidatesSQL reads, for one category, the assigned tasks an editor
@@ -107,7 +116,8 @@ VALUES (?, ?, ?, ?, NOW(3), NOW(3) + INTERVAL ? MICROSECOND)`
 // bad params.
 //
 // Round trips: BEGIN, the editor's lock and count, one read of candidates, then
-// per candidate tried a lock, a delete and an insert, and COMMIT.
+// per candidate tried a lock, a delete and an insert, and COMMIT (and the
+// claims count on Galera).
 func (s *Store) TakeHedge(ctx context.Context, p tasks.HedgeParams) (*tasks.Claim, error) {
 	lease, err := s.checkLease(p.Lease)
 	if err != nil {
@@ -131,6 +141,7 @@ func (s *Store) TakeHedge(ctx context.Context, p tasks.HedgeParams) (*tasks.Clai
 		return nil, fmt.Errorf("take hedge: %w", tasks.ErrNotFound)
 	}
 	query := "SELECT id, fence FROM (" + q.String() + ") c ORDER BY due_at, id LIMIT 4"
+	galera := s.onGalera(ctx)
 	var claim *tasks.Claim
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		claim = nil
@@ -143,6 +154,12 @@ func (s *Store) TakeHedge(ctx context.Context, p tasks.HedgeParams) (*tasks.Clai
 		}
 		if ed.Disabled {
 			return tasks.ErrEditorDisabled
+		}
+		if galera {
+			// See 0010_editor_claims.sql.
+			if _, err := tx.ExecContext(ctx, countClaimSQL, p.EditorID); err != nil {
+				return err
+			}
 		}
 		var held int
 		if err := tx.GetContext(ctx, &held, hedgeHeldSQL, p.EditorID, p.EditorID); err != nil {
@@ -340,11 +357,15 @@ WHERE t.id = ? AND h.editor_id = ? AND h.fence = ? AND ` + hedgeLiveSQL + `
 // passed, and nobody claimed it since) is taken the same way, unless its
 // category is paused or has limits in flight.
 //
-// Errors as HeartbeatHedge's. Round trips: BEGIN, the editor's lock, the
-// task's, the update, the events, the delete, COMMIT.
-func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
+// It returns the holder whose claim the takeover ended ("" for a task taken
+// from the pool), whose Redis lock the caller may give back. Errors as
+// HeartbeatHedge's. Round trips: BEGIN, the editor's lock, the task's, the
+// update, the events, the delete, COMMIT.
+func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, error) {
 	holder := tasks.EditorHolder(r.EditorID)
+	var ended string
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		ended = ""
 		// The editor's row first, as its claims lock it: the task will name it.
 		if _, err := tx.ExecContext(ctx, hedgeEditorLockSQL, r.EditorID); err != nil {
 			return err
@@ -382,6 +403,7 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
 		}
 		evs := []event{{taskID: r.TaskID, kind: tasks.EventClaimed, fence: r.Fence, holder: holder, editorID: r.EditorID, detail: hedgeDetail}}
 		if row.Status == tasks.StatusAssigned {
+			ended = row.Holder
 			evs = append([]event{{
 				taskID: r.TaskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID,
 				detail: hedgeDetail, category: row.Category, cause: tasks.WebhookHedge,
@@ -394,9 +416,9 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("take over hedge of task %d: %w", r.TaskID, s.hedgeRefusal(ctx, r, err))
+		return "", fmt.Errorf("take over hedge of task %d: %w", r.TaskID, s.hedgeRefusal(ctx, r, err))
 	}
-	return nil
+	return ended, nil
 }
 
 // errDoneByOther is the refusal of a write about a claim or hedge whose slot the

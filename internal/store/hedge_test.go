@@ -137,7 +137,7 @@ func TestHedgeHolderSubmitsFirst(t *testing.T) {
 		t.Fatalf("holder's submit: %v", err)
 	}
 	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
-	err := h.store.TakeOverHedge(h.ctx, ref)
+	_, err := h.store.TakeOverHedge(h.ctx, ref)
 	if !errors.Is(err, tasks.ErrDoneByOther) || !errors.Is(err, tasks.ErrStale) {
 		t.Fatalf("hedger's takeover after the holder's submit: %v, want ErrDoneByOther wrapping ErrStale", err)
 	}
@@ -165,7 +165,7 @@ func TestHedgeHedgerSubmitsFirst(t *testing.T) {
 	if until, err := h.store.HeartbeatHedge(h.ctx, ref, 2*time.Minute); err != nil || !until.After(hc.LeaseExpiresAt) {
 		t.Fatalf("hedger's heartbeat: %v, %v; want a later deadline than %v", until, err, hc.LeaseExpiresAt)
 	}
-	if err := h.store.TakeOverHedge(h.ctx, ref); err != nil {
+	if _, err := h.store.TakeOverHedge(h.ctx, ref); err != nil {
 		t.Fatalf("hedger's takeover: %v", err)
 	}
 	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{"by":"hedger"}`)}); err != nil {
@@ -207,7 +207,7 @@ func TestHedgeExpired(t *testing.T) {
 	hc := h.mustTake(t)
 	h.exec(t, `UPDATE task_hedges SET expires_at = NOW(3) - INTERVAL 1 SECOND WHERE task_id = ?`, h.task)
 	ref := tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}
-	err := h.store.TakeOverHedge(h.ctx, ref)
+	_, err := h.store.TakeOverHedge(h.ctx, ref)
 	if !errors.Is(err, tasks.ErrStale) || errors.Is(err, tasks.ErrDoneByOther) {
 		t.Fatalf("takeover of an expired hedge: %v, want ErrStale alone", err)
 	}
@@ -233,7 +233,7 @@ func TestHedgeConcurrentSubmits(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			hedgerErr = h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
+			_, hedgerErr = h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
 			if hedgerErr == nil {
 				_, hedgerErr = h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{}`)})
 			}
@@ -250,5 +250,94 @@ func TestHedgeConcurrentSubmits(t *testing.T) {
 		if n := h.results(t); n != 1 {
 			t.Fatalf("round %d: %d results, want 1", i, n)
 		}
+	}
+}
+
+// occupied is how many claims and live hedges the editor holds.
+func (h *hedgeBundle) occupied(t *testing.T, e *tasks.Editor) int {
+	t.Helper()
+	return h.count(t, `SELECT (SELECT COUNT(*) FROM tasks WHERE editor_id = ?)
+	+ (SELECT COUNT(*) FROM task_hedges h JOIN tasks t ON t.id = h.task_id
+		WHERE h.editor_id = ? AND h.expires_at > NOW(3) AND t.fence = h.fence - 1 AND t.status = 'assigned')`, e.ID, e.ID)
+}
+
+// A live hedge takes a slot of its editor's capacity on every claim path: the
+// group's cycle, the locking way (a task with stages) and a gold copy.
+func TestHedgeTakesASlotOfEveryClaim(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	h.mustTake(t)
+	plain := h.insert(t, tasks.NewTask{Category: "news", Title: "plain"})[0]
+	staged := h.insert(t, tasks.NewTask{Category: "news", Title: "staged", Stages: []string{"edit", "review"}})[0]
+	for _, id := range []int64{plain, staged} {
+		task := h.bundle.task(t, id)
+		_, err := h.store.Claim(h.ctx, tasks.ClaimParams{TaskID: id, Fence: task.Fence, Status: task.Status,
+			Holder: h.hedger.Holder(), EditorID: h.hedger.ID, Lease: time.Minute, Workflow: hasWorkflow(task)})
+		if !errors.Is(err, tasks.ErrEditorBusy) {
+			t.Errorf("claim of task %q by an editor whose one slot a hedge takes: %v, want ErrEditorBusy", task.Title, err)
+		}
+	}
+	gold := h.insert(t, tasks.NewTask{Category: "news", Title: "gold"})[0]
+	if _, err := h.store.MarkGold(h.ctx, gold, tasks.GoldAnswer{Decision: tasks.DecisionApprove}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	_, err := h.store.ClaimGold(h.ctx, tasks.GoldClaimParams{EditorID: h.hedger.ID, Holder: h.hedger.Holder(), Categories: []string{"news"}, Lease: time.Minute})
+	if !errors.Is(err, tasks.ErrEditorBusy) {
+		t.Errorf("gold claim by an editor whose one slot a hedge takes: %v, want ErrEditorBusy", err)
+	}
+	if n := h.occupied(t, h.hedger); n != 1 {
+		t.Errorf("the hedger holds %d claims and hedges, want 1", n)
+	}
+}
+
+// A hedge take and a claim of the same editor race, many times over, at
+// capacity 1 and 2: the editor never holds more claims and live hedges than
+// its capacity, and each side is either made or refused as busy (or, for the
+// hedge, finds nothing).
+func TestHedgeTakeRacesAClaim(t *testing.T) {
+	t.Parallel()
+	over := 0
+	for i := range 12 {
+		h := hedgeSetup(t)
+		h.inactive(t)
+		capacity := 1 + i%2
+		if capacity > 1 {
+			h.exec(t, `UPDATE editors SET capacity = ? WHERE id = ?`, capacity, h.hedger.ID)
+			first := h.insert(t, tasks.NewTask{Category: "news", Title: "first"})[0]
+			task := h.bundle.task(t, first)
+			if _, err := h.store.Claim(h.ctx, tasks.ClaimParams{TaskID: first, Fence: task.Fence, Status: task.Status,
+				Holder: h.hedger.Holder(), EditorID: h.hedger.ID, Capacity: capacity, Lease: time.Hour}); err != nil {
+				t.Fatalf("round %d: first claim: %v", i, err)
+			}
+		}
+		next := h.insert(t, tasks.NewTask{Category: "news", Title: "next"})[0]
+		task := h.bundle.task(t, next)
+		var wg sync.WaitGroup
+		var hedgeErr, claimErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, hedgeErr = h.take(t, h.hedger)
+		}()
+		go func() {
+			defer wg.Done()
+			_, claimErr = h.store.Claim(h.ctx, tasks.ClaimParams{TaskID: next, Fence: task.Fence, Status: task.Status,
+				Holder: h.hedger.Holder(), EditorID: h.hedger.ID, Capacity: capacity, Lease: time.Hour})
+		}()
+		wg.Wait()
+		if hedgeErr != nil && !errors.Is(hedgeErr, tasks.ErrEditorBusy) && !errors.Is(hedgeErr, tasks.ErrNotFound) {
+			t.Fatalf("round %d: hedge take: %v", i, hedgeErr)
+		}
+		if claimErr != nil && !errors.Is(claimErr, tasks.ErrEditorBusy) {
+			t.Fatalf("round %d: claim: %v", i, claimErr)
+		}
+		if n := h.occupied(t, h.hedger); n > capacity {
+			over++
+			t.Errorf("round %d: capacity %d, the editor holds %d claims and hedges (hedge take %v, claim %v)", i, capacity, n, hedgeErr, claimErr)
+		}
+	}
+	if over > 0 {
+		t.Errorf("%d of 12 rounds put the editor past its capacity", over)
 	}
 }

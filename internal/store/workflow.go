@@ -99,8 +99,12 @@ func editorKey(p *tasks.ClaimParams) string {
 // editors of claims that hold as many tasks as their capacity, comma-separated,
 // and returns the arguments. For the editors of capacity 1 (as their claims
 // expect: see editorKey) that is the editors some task names, one range of
-// tasks_editor; for the others, the tasks that name each are counted.
-func busySetSQL(q *strings.Builder, editors []*cycle) []any {
+// tasks_editor; for the others, the tasks that name each are counted. With
+// hedging (some category's Workflow.Hedge is on), an editor's live hedges
+// count as its tasks do (see hedge.go): one range of task_hedges_editor more
+// for the editors of capacity 1, a count more for the others. Without, the
+// statement is the one it always was.
+func busySetSQL(q *strings.Builder, editors []*cycle, hedging bool) []any {
 	var one, many []int64
 	for _, c := range editors {
 		if c.claim.Capacity > 1 {
@@ -109,7 +113,7 @@ func busySetSQL(q *strings.Builder, editors []*cycle) []any {
 			one = append(one, c.claim.EditorID)
 		}
 	}
-	// Each read a COALESCE((SELECT GROUP_CONCAT(...)), ''); both, joined.
+	// Each read a COALESCE((SELECT GROUP_CONCAT(...)), ''); all, joined.
 	var reads []string
 	var args []any
 	read := func(query string, ids []int64, tail string) {
@@ -120,10 +124,18 @@ func busySetSQL(q *strings.Builder, editors []*cycle) []any {
 	}
 	if len(one) > 0 {
 		read("COALESCE((SELECT GROUP_CONCAT(editor_id) FROM tasks FORCE INDEX (tasks_editor) WHERE editor_id IN (", one, ")), '')")
+		if hedging {
+			read("COALESCE((SELECT GROUP_CONCAT(h.editor_id) FROM "+hedgesOfSQL+" WHERE h.editor_id IN (", one,
+				") AND "+hedgeLiveSQL+"), '')")
+		}
 	}
 	if len(many) > 0 {
+		held := "(SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)"
+		if hedging {
+			held = "(" + held + "\n\t\t+ (SELECT COUNT(*) FROM " + hedgesOfSQL + " WHERE h.editor_id = e.id AND " + hedgeLiveSQL + "))"
+		}
 		read("COALESCE((SELECT GROUP_CONCAT(e.id) FROM editors e FORCE INDEX (PRIMARY) WHERE e.id IN (", many,
-			")\n\t\tAND e.capacity <= (SELECT COUNT(*) FROM tasks t FORCE INDEX (tasks_editor) WHERE t.editor_id = e.id)), '')")
+			")\n\t\tAND e.capacity <= "+held+"), '')")
 	}
 	if len(reads) == 1 {
 		q.WriteString(reads[0])
