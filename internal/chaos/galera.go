@@ -216,7 +216,7 @@ func (n *galeraNode) args() []string {
 		"--wsrep-sst-receive-address=" + loopback(n.sst),
 		"--wsrep-provider-options=base_host=127.0.0.1;base_port=" + strconv.Itoa(n.gcomm) +
 			";gmcast.listen_addr=tcp://" + loopback(n.gcomm) + ";ist.recv_addr=" + loopback(n.ist) +
-			";gcache.size=64M;gcs.recv_q_hard_limit=1G;gcache.dir=" + data,
+			";gcache.size=" + galeraGcache + ";gcs.recv_q_hard_limit=1G;gcache.dir=" + data,
 	}
 	if n.i == 0 && !n.started {
 		args = append(args, "--wsrep-new-cluster")
@@ -290,6 +290,14 @@ func (n *galeraNode) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// galeraGcache is each node's gcache: the writesets a node killed for a
+// while missed stay in its donor's, so that it rejoins by IST. The cluster
+// commits thousands of writesets a second under the suite: with a gcache of
+// 64 MB, a kill of a few seconds outran it, the node asked for a full copy
+// (rsync SST), and the donor, paused for the copy while the others kept
+// writing, grew past 20 GB resident and took the machine's memory.
+const galeraGcache = "512M"
 
 // recoverMax bounds a restart's --wsrep-recover, which takes seconds.
 const recoverMax = 90 * time.Second
