@@ -353,7 +353,13 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 			back = append(back, cands...)
 			if ctx.Err() != nil {
 				// Made as the request ended, which will not answer with it.
-				d.giveBack(ctx, c, claim)
+				// A request past its deadline answers now: the claim is
+				// given back aside, as a store that may not answer allows.
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					go d.giveBack(ctx, c, claim)
+				} else {
+					d.giveBack(ctx, c, claim)
+				}
 				return nil, context.Cause(ctx)
 			}
 			return claim, nil

@@ -177,3 +177,47 @@ func TestHungWriteEndsWithItsRequestsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// lateStore makes each claim as its caller's context ends (its commit lands
+// just past the request's deadline), then freezes: its releases never
+// answer until their caller's context ends, as a database node that froze
+// right after a commit.
+type lateStore struct{ *store.Store }
+
+func (s lateStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	<-ctx.Done()
+	return s.Store.Claim(context.WithoutCancel(ctx), p)
+}
+
+func (lateStore) Release(ctx context.Context, _ tasks.ReleaseParams) (*tasks.Ended, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// A claim committed as its request's deadline passed is given back aside:
+// the request answers at its deadline, not after the give-back's own bound
+// on a store that stopped answering.
+func TestClaimPastTheDeadlineGivenBackAside(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editorWith(t, "ann", 1, nil, "news")
+	b.Add(t, "news", 0, 1)
+	d, err := dispatcher.New(lateStore{b.Store}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 300 * time.Millisecond
+	// Well under the give-back's bound (5 s).
+	const bound = timeout + 2*time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	start := time.Now()
+	_, err = d.Next(ctx, ann, 0)
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("next = %v; want the request's deadline", err)
+	}
+	if took > bound {
+		t.Errorf("next answered after %v; want within %v of a request timing out after %v", took.Round(time.Millisecond), bound, timeout)
+	}
+}
