@@ -74,6 +74,15 @@ type hedgeFindings struct {
 func hedgeFacts(editors []*editor, claims map[claimRef]*claimHistory, resultAt map[claimRef]resultRow) hedgeFindings {
 	const name = "hedges: taken over only by their editor, one result per hedged slot"
 	var out hedgeFindings
+	// A hedge's fence is its holder's + 1: hedges offered one after the
+	// other while the holder keeps the task (one expired, the next taken)
+	// share it, each editor's own.
+	offered := map[editorRef]bool{}
+	for _, e := range editors {
+		for _, ref := range e.log.hedges {
+			offered[editorRef{claimRef: ref, editor: e.id}] = true
+		}
+	}
 	for _, e := range editors {
 		for _, ref := range e.log.hedges {
 			out.checked++
@@ -83,7 +92,9 @@ func hedgeFacts(editors []*editor, claims map[claimRef]*claimHistory, resultAt m
 				continue
 			}
 			if c.editor != e.id {
-				out.findings = append(out.findings, found(name, "editor %d's hedge of task %d fence %d was taken over by editor %d", e.id, ref.Task, ref.Fence, c.editor))
+				if !offered[editorRef{claimRef: ref, editor: c.editor}] {
+					out.findings = append(out.findings, found(name, "editor %d's hedge of task %d fence %d was taken over by editor %d, never offered it", e.id, ref.Task, ref.Fence, c.editor))
+				}
 				continue
 			}
 			out.counts.Won++
