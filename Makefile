@@ -131,7 +131,7 @@ clean: ## Remove build output
 
 screenshots: ## Regenerate the screenshots of README.md and docs/ (docs/screenshots) with the browser tests, against their own servers
 	TASKD_TEST_REQUIRE_SERVICES=1 TASKD_TEST_ARTIFACTS=$(CURDIR)/docs/screenshots scripts/with-services.sh \
-		$(GO) test -count=1 -run '^(TestBrowserSubmitShowsNext|TestBrowserPhoneWidth|TestBrowserOpsPool|TestBrowserOpsTasksAndEditors|TestBrowserOpsPhoneWidth|TestBrowserOpsBulkActions|TestBrowserOpsTaskHistory|TestBrowserReviewSendBack|TestBrowserCapacitySwitch|TestBrowserOpsWorkflow|TestBrowserOpsAgreement|TestBrowserInstructionsConfirm|TestBrowserOpsInstructions|TestBrowserDraftKeptAfterLostClaim)$$' ./internal/web/
+		$(GO) test -count=1 -run '^(TestBrowserSubmitShowsNext|TestBrowserPhoneWidth|TestBrowserOpsPool|TestBrowserOpsTasksAndEditors|TestBrowserOpsPhoneWidth|TestBrowserOpsBulkActions|TestBrowserOpsTaskHistory|TestBrowserReviewSendBack|TestBrowserCapacitySwitch|TestBrowserOpsWorkflow|TestBrowserOpsAgreement|TestBrowserInstructionsConfirm|TestBrowserOpsInstructions|TestBrowserDraftKeptAfterLostClaim|TestBrowserWorkingTime|TestBrowserGold|TestBrowserOpsRoutes|TestBrowserHedgeDoneBySomeoneElse)$$' ./internal/web/
 
 services-up: ## Start the test servers and leave them up; prints their environment
 	scripts/services.sh up

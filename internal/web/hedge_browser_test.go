@@ -67,6 +67,9 @@ func TestBrowserHedgeDoneBySomeoneElse(t *testing.T) {
 	if eval[bool](tb, `!document.getElementById("b-skip").hidden || !document.getElementById("b-release").hidden`) {
 		t.Error("skip and release are offered for a task no longer held")
 	}
+	if got := eval[string](tb, `document.getElementById("t-lease").textContent`); got != "ended" {
+		t.Errorf("lease %q for a claim another editor's submit ended, want ended", got)
+	}
 	tb.screenshot("workspace-done-by-someone-else")
 	tb.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	tb.screenshot("workspace-done-by-someone-else-phone")

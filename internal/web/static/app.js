@@ -426,6 +426,9 @@
     generation++;
     cur = null;
     kept = a;
+    // The clocks stop: the claim is over, whatever its lease said.
+    $('t-lease').textContent = 'ended';
+    $('t-lease').className = 'warn';
     notice(text + ' Your draft stays below: copy what you need, then press Next task.', 'bad');
     $('submit-label').textContent = 'Next task';
     $('b-skip').hidden = true;
