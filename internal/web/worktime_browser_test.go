@@ -115,6 +115,9 @@ func TestBrowserWorkingTime(t *testing.T) {
 	if kpis := eval[string](ops, `document.getElementById("ed-time-kpis").textContent`); !strings.Contains(kpis, "1 task") || !strings.Contains(kpis, "per active hour") {
 		t.Errorf("kpis %q", kpis)
 	}
+	if w := eval[[]float64](ops, `(t => [t.scrollWidth, t.parentElement.clientWidth])(document.getElementById("ed-time-table"))`); w[0] > w[1] {
+		t.Errorf("the per-category table is %v px wide in a card %v px wide: it scrolls sideways at desktop width", w[0], w[1])
+	}
 	ops.do("scroll to the chart", chromedp.Evaluate[chromedp.Void](`document.getElementById("ed-time").scrollIntoView()`))
 	ops.screenshot("ops-editor-time")
 	ops.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
