@@ -2264,8 +2264,10 @@ type ClientInterface interface {
 	//
 	// A page of the tasks that pass every filter given, newest first unless
 	// order is oldest; without payload, result or history (see GET
-	// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-	// or an empty one, is 422.
+	// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+	// (a gold task, or a copy of one not yet cancelled) is not listed. An
+	// unknown or repeated parameter is 400; a bad value, or an empty one, is
+	// 422.
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3584,8 +3586,10 @@ func (c *Client) StatsHistory(ctx context.Context, params *StatsHistoryParams, r
 //
 // A page of the tasks that pass every filter given, newest first unless
 // order is oldest; without payload, result or history (see GET
-// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-// or an empty one, is 422.
+// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+// (a gold task, or a copy of one not yet cancelled) is not listed. An
+// unknown or repeated parameter is 400; a bad value, or an empty one, is
+// 422.
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6677,8 +6681,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// A page of the tasks that pass every filter given, newest first unless
 	// order is oldest; without payload, result or history (see GET
-	// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-	// or an empty one, is 422.
+	// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+	// (a gold task, or a copy of one not yet cancelled) is not listed. An
+	// unknown or repeated parameter is 400; a bad value, or an empty one, is
+	// 422.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12713,8 +12719,10 @@ func (c *ClientWithResponses) StatsHistoryWithResponse(ctx context.Context, para
 //
 // A page of the tasks that pass every filter given, newest first unless
 // order is oldest; without payload, result or history (see GET
-// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-// or an empty one, is 422.
+// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+// (a gold task, or a copy of one not yet cancelled) is not listed. An
+// unknown or repeated parameter is 400; a bad value, or an empty one, is
+// 422.
 //
 // Returns a wrapper object for the known response body format(s).
 //
