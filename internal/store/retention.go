@@ -113,8 +113,8 @@ const PurgeLimitMax = 10_000
 // Purged counts the rows one purge batch deleted, by table.
 type Purged struct {
 	// Rows is the count of rows deleted per table: tasks, task_results,
-	// task_events, task_skips, webhook_deliveries, webhook_attempts,
-	// webhook_outbox. Tables with none are absent.
+	// task_events, task_skips, claim_time, webhook_deliveries,
+	// webhook_attempts, webhook_outbox. Tables with none are absent.
 	Rows map[string]int64
 	// Selected is how many rows the batch read to purge (tasks or
 	// deliveries): the batch was full when it equals the limit.
@@ -447,7 +447,7 @@ func (s *Store) feedBounds(ctx context.Context) (last, purged int64, err error) 
 }
 
 // retainedTables are the tables retention purges, whose sizes TableSizes reads.
-var retainedTables = []string{"tasks", "task_results", "task_events", "task_skips",
+var retainedTables = []string{"tasks", "task_results", "task_events", "task_skips", "claim_time",
 	"webhook_outbox", "webhook_deliveries", "webhook_attempts"}
 
 // tableSizesSQL reads the tables' sizes from information_schema: InnoDB's
