@@ -1936,8 +1936,8 @@ type ClientInterface interface {
 
 	// GetEarlier Page the earlier results of an assignment
 	//
-	// A page of the earlier results of a task the editor holds under fence,
-	// oldest first within the page: the latest without before, or those
+	// A page of the earlier results of a task the editor holds under fence
+	// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 	// older than the cursor before (the earlier_before of the assignment,
 	// or the before of the newer page). A claim that was the editor's but
 	// is gone is 409 stale_fence; one that never was, 403.
@@ -2968,8 +2968,8 @@ func (c *Client) Next(ctx context.Context, body NextJSONRequestBody, reqEditors 
 
 // GetEarlier Page the earlier results of an assignment
 //
-// A page of the earlier results of a task the editor holds under fence,
-// oldest first within the page: the latest without before, or those
+// A page of the earlier results of a task the editor holds under fence
+// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 // older than the cursor before (the earlier_before of the assignment,
 // or the before of the newer page). A claim that was the editor's but
 // is gone is 409 stale_fence; one that never was, 403.
@@ -6331,8 +6331,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetEarlierWithResponse Page the earlier results of an assignment
 	//
-	// A page of the earlier results of a task the editor holds under fence,
-	// oldest first within the page: the latest without before, or those
+	// A page of the earlier results of a task the editor holds under fence
+	// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 	// older than the cursor before (the earlier_before of the assignment,
 	// or the before of the newer page). A claim that was the editor's but
 	// is gone is 409 stale_fence; one that never was, 403.
@@ -12195,8 +12195,8 @@ func (c *ClientWithResponses) NextWithResponse(ctx context.Context, body NextJSO
 
 // GetEarlierWithResponse Page the earlier results of an assignment
 //
-// A page of the earlier results of a task the editor holds under fence,
-// oldest first within the page: the latest without before, or those
+// A page of the earlier results of a task the editor holds under fence
+// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 // older than the cursor before (the earlier_before of the assignment,
 // or the before of the newer page). A claim that was the editor's but
 // is gone is 409 stale_fence; one that never was, 403.

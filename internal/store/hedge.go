@@ -86,7 +86,7 @@ WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at >= NOW(3)
 	AND NOT (t.group_id IS NOT NULL AND EXISTS (SELECT 1 FROM task_hedges gh FORCE INDEX (task_hedges_editor)
 		JOIN tasks g FORCE INDEX (PRIMARY) ON g.id = gh.task_id
 		WHERE gh.editor_id = ? AND gh.expires_at > NOW(3) AND g.group_id = t.group_id AND g.id <> t.id))
-	AND NOT %s
+	AND NOT COALESCE(%s, FALSE)
 ORDER BY t.due_at, t.id LIMIT 4)`
 
 	// hedgeLockSQL locks a candidate's row, if it is still assigned under the

@@ -341,3 +341,33 @@ func TestHedgeTakeRacesAClaim(t *testing.T) {
 		t.Errorf("%d of 12 rounds put the editor past its capacity", over)
 	}
 }
+
+// A task with stages, and a task of a group, are hedged as any (a task
+// without a reservation is not barred for want of one), to an editor the
+// workflow rules let take it: not to one limited to another stage, nor to one
+// that did an earlier stage of it (the four-eyes rule).
+func TestHedgeOfStagedAndGroupTasks(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	h.exec(t, `UPDATE tasks SET stages = 'edit,review', stage_count = 2, stage = 1 WHERE id = ?`, h.task)
+	// third may take edit only; hedger did the edit stage.
+	h.exec(t, `UPDATE editor_categories SET stages = 'edit' WHERE editor_id = ?`, h.third.ID)
+	h.exec(t, `INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name) VALUES (?, 99, ?, ?, '{}', 0, 'edit')`,
+		h.task, h.hedger.Holder(), h.hedger.ID)
+	for _, e := range []*tasks.Editor{h.third, h.hedger} {
+		if c, err := h.take(t, e); !errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("%s's hedge of the review stage = %+v, %v; want ErrNotFound", e.Name, c, err)
+		}
+	}
+	h.exec(t, `DELETE FROM task_results WHERE task_id = ?`, h.task)
+	c := h.mustTake(t)
+	if c.Task.StageName() != "review" || len(c.Task.Stages) != 2 {
+		t.Errorf("hedge of the staged task = stage %q of %v, want review of edit,review", c.Task.StageName(), c.Task.Stages)
+	}
+
+	// A group of one: its task is hedged too.
+	h.exec(t, `DELETE FROM task_hedges WHERE task_id = ?`, h.task)
+	h.exec(t, `UPDATE tasks SET stages = NULL, stage_count = 1, stage = 0, group_id = id, overlap = 1 WHERE id = ?`, h.task)
+	h.mustTake(t)
+}
