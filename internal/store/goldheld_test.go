@@ -183,3 +183,48 @@ func TestListLeavesOutGoldHeld(t *testing.T) {
 		}
 	}
 }
+
+// stageCount is the count of cat, stage and status in st, 0 when absent.
+func stageCount(st *tasks.PoolStats, cat, stage string, status tasks.Status) int64 {
+	for _, c := range st.ByStage {
+		if c.Category == cat && c.Stage == stage && c.Status == status {
+			return c.Count
+		}
+	}
+	return 0
+}
+
+// TestGoldHeldNotPendingByStage: a gold task with stages, and its copy
+// released, are counted pending at no stage; a plain task at the same stage
+// is.
+func TestGoldHeldNotPendingByStage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	stages := []string{"edit", "review"}
+	gold := b.insert(t, tasks.NewTask{Category: "news", Title: "gold", Stages: stages})[0]
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	b.insert(t, tasks.NewTask{Category: "news", Title: "plain", Stages: stages})
+	ann := b.editor(t, "ann", "news")
+	c, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: ann.Holder(), Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: c.Task.ID, Fence: c.Fence, Holder: ann.Holder()}); err != nil {
+		t.Fatalf("release the copy: %v", err)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM tasks WHERE stage_status = 'pending' AND stage_name = 'edit'"); n != 3 {
+		t.Fatalf("%d pending tasks at edit, want 3: the gold task, its copy and the plain one", n)
+	}
+	st, err := b.store.PoolStats(b.ctx, 0)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := stageCount(st, "news", "edit", tasks.StatusPending); got != 1 {
+		t.Errorf("pending news at edit = %d, want 1: the plain task (stages %+v)", got, st.ByStage)
+	}
+	if got := categoryCount(st, "news", tasks.StatusPending); got != 1 {
+		t.Errorf("pending news = %d, want 1", got)
+	}
+}
