@@ -300,7 +300,7 @@ func (s apiStore) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorSt
 	return s.store.GetEditorStats(ctx, id)
 }
 
-func (s apiStore) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error {
+func (s apiStore) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) (*tasks.ClaimTimeRecorded, error) {
 	return s.store.RecordClaimTime(ctx, p)
 }
 

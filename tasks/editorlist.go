@@ -22,7 +22,8 @@ type EventCounts struct {
 	// Submitted counts results of the editor that were accepted ('submitted').
 	Submitted int64
 	// Released counts claims the editor gave back, and claims of the editor an
-	// operator released or that DisableEditor revoked ('released').
+	// operator released or that DisableEditor revoked ('released'); not a
+	// claim a hedge took over (done by someone else: see Hedge).
 	Released int64
 	// Skipped counts claims the editor skipped ('skipped').
 	Skipped int64

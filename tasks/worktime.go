@@ -54,6 +54,13 @@ type ClaimTimeParams struct {
 	Bound time.Duration
 }
 
+// ClaimTimeRecorded is what RecordClaimTime kept of a claim: the task's
+// category and the active time kept (at most what was reported).
+type ClaimTimeRecorded struct {
+	Category string
+	Active   time.Duration
+}
+
 // WorkingTime is an editor's working time over a window of UTC days, from the
 // claims it ended that were measured (a claim ended by a client that reports
 // no active time has none, and is not in these figures).

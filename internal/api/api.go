@@ -48,7 +48,7 @@ type Store interface {
 	GroupTasks(ctx context.Context, groupID int64) ([]tasks.Task, error)
 	GroupDecisions(ctx context.Context, groupID int64) (map[int64]string, error)
 	Agreement(ctx context.Context, p tasks.AgreementParams) (*tasks.AgreementValues, error)
-	RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error
+	RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) (*tasks.ClaimTimeRecorded, error)
 	WorkingTime(ctx context.Context, editorID int64, days int) (*tasks.WorkingTime, error)
 	InstructionsStore
 	GoldStore
@@ -183,7 +183,8 @@ type Config struct {
 	// headers are never read.
 	TrustedProxies []netip.Prefix
 	// MeterProvider receives the API's metrics (taskd.auth.failures,
-	// taskd.auth.throttled). Default otel.GetMeterProvider().
+	// taskd.auth.throttled, taskd.editor.active). Default
+	// otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 	// Logger receives the API's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -275,9 +276,10 @@ type api struct {
 	gold       map[string]tasks.GoldRule
 	goldFloors bool
 	goldFloat  func() float64
-	beats      redis.Scripter // nil: heartbeats are not counted
-	beatEvery  time.Duration  // Config.HeartbeatEvery
-	keyPrefix  string         // Config.KeyPrefix
+	beats      redis.Scripter        // nil: heartbeats are not counted
+	beatEvery  time.Duration         // Config.HeartbeatEvery
+	active     metric.Float64Counter // taskd.editor.active: kept active time, by category
+	keyPrefix  string                // Config.KeyPrefix
 	log        *slog.Logger
 	mux        *http.ServeMux
 	drain      context.Context    // ended by Handler.Shutdown: long polls end
@@ -320,6 +322,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	var err error
 	if a.throttle, err = newThrottle(cfg); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if a.active, err = newActiveCounter(cfg.MeterProvider); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	a.drain, a.endDrain = context.WithCancel(context.Background())

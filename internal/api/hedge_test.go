@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,70 @@ func TestHedgeReleasedAPI(t *testing.T) {
 	wantError(t, b.do(t, "POST", submitPath(hedge.Task.ID, "heartbeat"), bob.Token, mustJSON(t, map[string]any{"fence": hedge.Fence})), http.StatusConflict, "stale_fence")
 	wantStatus(t, b.do(t, "POST", submitPath(held.Task.ID, "submit"), ann.Token,
 		mustJSON(t, map[string]any{"fence": held.Fence, "result": map[string]string{"by": "ann"}})), http.StatusOK)
+}
+
+// A hedge of a task at its second stage carries the same earlier results as
+// the holder's assignment, in POST /v1/assignments/next and GET
+// /v1/assignments, and GET /v1/assignments/{task}/earlier answers the hedge's
+// fence.
+func TestHedgeOfStagedTaskHasEarlierAPI(t *testing.T) {
+	t.Parallel()
+	wf := map[string]tasks.Workflow{"desk": {Stages: []string{"edit", "review"},
+		Hedge: tasks.Hedge{BeforeDue: 10 * time.Minute, InactiveFor: 2 * time.Minute}}}
+	b := setup(t, setupOpts{storeCfg: store.Config{Workflows: wf}, dispatcher: dispatcher.Config{Workflows: wf}})
+	ann, cy, dan := b.editor(t, "ann", "desk"), b.editor(t, "cy", "desk"), b.editor(t, "dan", "desk")
+	b.add(t, newTask{Category: "desk", Title: "near", DueAt: time.Now().Add(5 * time.Minute).UTC().Format(time.RFC3339)})
+	var edit flowAssignment
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusOK, &edit)
+	wantStatus(t, b.do(t, "POST", submitPath(edit.Task.ID, "submit"), ann.Token,
+		mustJSON(t, map[string]any{"fence": edit.Fence, "result": map[string]string{"text": "edited"}})), http.StatusOK)
+	var review flowAssignment
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", cy.Token, ""), http.StatusOK, &review)
+	if review.Task.ID != edit.Task.ID || review.Stage != "review" || review.Earlier == nil || len(*review.Earlier) != 1 {
+		t.Fatalf("cy's assignment = %+v, want the review of task %d with ann's edit", review, edit.Task.ID)
+	}
+	if _, err := b.db.ExecContext(t.Context(), `UPDATE tasks SET assigned_at = NOW(3) - INTERVAL 3 MINUTE WHERE id = ?`, review.Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	var hedge struct {
+		flowAssignment
+		Hedge bool `json:"hedge"`
+	}
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", dan.Token, ""), http.StatusOK, &hedge)
+	if !hedge.Hedge || hedge.Task.ID != review.Task.ID || hedge.Fence != review.Fence+1 {
+		t.Fatalf("dan's assignment = %+v, want a hedge of task %d", hedge, review.Task.ID)
+	}
+	same := func(what string, got flowAssignment) {
+		t.Helper()
+		if got.Stage != "review" || strings.Join(got.Stages, ",") != "edit,review" || got.Earlier == nil ||
+			len(*got.Earlier) != 1 || string((*got.Earlier)[0].Result) != string((*review.Earlier)[0].Result) ||
+			(*got.Earlier)[0].Stage != "edit" || got.EarlierMore == nil || *got.EarlierMore {
+			t.Errorf("%s = stage %q of %v, earlier %v (more %v); want the review stage with ann's edit, as cy's: %v",
+				what, got.Stage, got.Stages, got.Earlier, got.EarlierMore, *review.Earlier)
+		}
+	}
+	same("dan's hedge", hedge.flowAssignment)
+	var listed struct {
+		Assignments []struct {
+			flowAssignment
+			Hedge bool `json:"hedge"`
+		} `json:"assignments"`
+		Capacity int `json:"capacity"`
+	}
+	wantJSON(t, b.do(t, "GET", "/v1/assignments", dan.Token, ""), http.StatusOK, &listed)
+	if len(listed.Assignments) != 1 || !listed.Assignments[0].Hedge {
+		t.Fatalf("dan's assignments = %+v, want his hedge", listed.Assignments)
+	}
+	same("dan's listed hedge", listed.Assignments[0].flowAssignment)
+	var page struct {
+		Results []resultOut `json:"results"`
+		More    bool        `json:"more"`
+		Before  *string     `json:"before"`
+	}
+	wantJSON(t, b.do(t, "GET", fmt.Sprintf("/v1/assignments/%d/earlier?fence=%d", hedge.Task.ID, hedge.Fence), dan.Token, ""), http.StatusOK, &page)
+	if len(page.Results) != 1 || page.Results[0].Stage != "edit" {
+		t.Errorf("dan's earlier page = %+v, want ann's edit", page.Results)
+	}
+	// A fence dan never held is still refused.
+	wantStatus(t, b.do(t, "GET", fmt.Sprintf("/v1/assignments/%d/earlier?fence=%d", hedge.Task.ID, hedge.Fence+1), dan.Token, ""), http.StatusForbidden)
 }

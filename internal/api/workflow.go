@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/taskd/taskd/dispatcher"
@@ -222,9 +223,20 @@ func (a *api) taskResults(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// holdsHedge reports whether ref is a live hedge of e (see tasks.Hedge): read
+// only for a ref that is not e's claim, and nothing is read when none of e's
+// categories hedges.
+func (a *api) holdsHedge(ctx context.Context, e *tasks.Editor, ref dispatcher.ClaimRef) (bool, error) {
+	hedges, err := a.d.HeldHedges(ctx, dispatcher.EditorClaimant(e))
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(hedges, func(c *tasks.Claim) bool { return c.Task.ID == ref.TaskID && c.Fence == ref.Fence }), nil
+}
+
 // earlier answers an editor with a page of the earlier results of a task it
-// holds under the query's fence: the latest, or those older than the cursor
-// before (an assignment's earlier_before).
+// holds under the query's fence, as its claim or its hedge: the latest, or
+// those older than the cursor before (an assignment's earlier_before).
 func (a *api) earlier(w http.ResponseWriter, r *http.Request, e *tasks.Editor) error {
 	id, err := pathID(r, "task")
 	if err != nil {
@@ -249,7 +261,13 @@ func (a *api) earlier(w http.ResponseWriter, r *http.Request, e *tasks.Editor) e
 	case err != nil:
 		return err
 	case t.Status != tasks.StatusAssigned || t.Fence != fence || t.Holder != e.Holder():
-		return a.refused(r, e, ref, tasks.ErrStale)
+		hedged, err := a.holdsHedge(r.Context(), e, ref)
+		if err != nil {
+			return err
+		}
+		if !hedged {
+			return a.refused(r, e, ref, tasks.ErrStale)
+		}
 	}
 	page, err := a.resultPage(r, id, true, q)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/tasks"
@@ -101,9 +103,31 @@ func (a *api) recordTime(ctx context.Context, e *tasks.Editor, ref dispatcher.Cl
 	if counted {
 		p.Beats, p.Bound = beats, tasks.ActiveBound(beats, a.beatEvery)
 	}
-	if err := a.store.RecordClaimTime(ctx, p); err != nil {
+	kept, err := a.store.RecordClaimTime(ctx, p)
+	if err != nil {
 		a.log.WarnContext(ctx, "record claim time", "editor_id", e.ID, "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
+		return
 	}
+	if kept != nil {
+		a.active.Add(ctx, kept.Active.Seconds(), metric.WithAttributes(attrCategory.String(kept.Category)))
+	}
+}
+
+// attrCategory is the category attribute of the API's metrics, as the
+// dispatcher's.
+const attrCategory = attribute.Key("taskd.task.category")
+
+// newActiveCounter makes taskd.editor.active (Prometheus:
+// taskd_editor_active_seconds_total): the active time kept of the editors'
+// claims, as recorded in claim_time, per category. Per category only: an
+// editor's own figures are in the API, not in a label.
+func newActiveCounter(mp metric.MeterProvider) (metric.Float64Counter, error) {
+	c, err := mp.Meter(instrumentationName).Float64Counter("taskd.editor.active", metric.WithUnit("s"),
+		metric.WithDescription("Active time of the editors' ended claims as kept in the working time, per category."))
+	if err != nil {
+		return nil, fmt.Errorf("metric instruments: %w", err)
+	}
+	return c, nil
 }
 
 // workingTimeJSON is an editor's working time (see tasks.WorkingTime).

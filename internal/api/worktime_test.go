@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/internal/testenv"
 )
@@ -65,11 +68,14 @@ func (b *bundle) claimActive(t *testing.T, id int64) (active, reported int64, be
 // reports more than the claim's wall time is cut to that; a release keeps the
 // last heartbeat's figure when it reports none; a client that reports nothing
 // records nothing. The figures come back from GET /v1/me/time and GET
-// /v1/editors/{id}/time.
+// /v1/editors/{id}/time, and the time kept is added to
+// taskd.editor.active of the category.
 func TestActiveTimeIsBoundedByHeartbeats(t *testing.T) {
 	t.Parallel()
 	const every = 100 * time.Millisecond
-	b := setup(t, setupOpts{api: api.Config{HeartbeatEvery: every, Redis: testenv.Redis(t), KeyPrefix: testenv.Prefix(t)}})
+	reader := sdkmetric.NewManualReader()
+	b := setup(t, setupOpts{api: api.Config{HeartbeatEvery: every, Redis: testenv.Redis(t), KeyPrefix: testenv.Prefix(t),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
 	ann := b.editor(t, "ann", "news")
 	ids := b.addN(t, "news", 4)
 
@@ -157,6 +163,28 @@ func TestActiveTimeIsBoundedByHeartbeats(t *testing.T) {
 	}
 	if theirs.Days != 3 || len(theirs.Daily) != 3 || theirs.Total.ActiveMS != mine.Total.ActiveMS || len(theirs.Categories) != 1 || theirs.Categories[0].Category != "news" {
 		t.Errorf("ann's time as the admin reads it: %+v", theirs)
+	}
+
+	// The counter holds what claim_time kept, per category.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[float64])
+			if m.Name != "taskd.editor.active" || !ok || m.Unit != "s" || !sum.IsMonotonic {
+				continue
+			}
+			for _, p := range sum.DataPoints {
+				cat, _ := p.Attributes.Value("taskd.task.category")
+				points = append(points, fmt.Sprintf("%s=%.3f/%d", cat.AsString(), p.Value, p.Attributes.Len()))
+			}
+		}
+	}
+	if want := fmt.Sprintf("news=%.3f/1", float64(300+wall)/1000); strings.Join(points, ",") != want {
+		t.Errorf("taskd.editor.active = %v, want %s (one attribute, the category)", points, want)
 	}
 }
 

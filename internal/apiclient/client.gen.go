@@ -1936,8 +1936,8 @@ type ClientInterface interface {
 
 	// GetEarlier Page the earlier results of an assignment
 	//
-	// A page of the earlier results of a task the editor holds under fence,
-	// oldest first within the page: the latest without before, or those
+	// A page of the earlier results of a task the editor holds under fence
+	// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 	// older than the cursor before (the earlier_before of the assignment,
 	// or the before of the newer page). A claim that was the editor's but
 	// is gone is 409 stale_fence; one that never was, 403.
@@ -2264,8 +2264,10 @@ type ClientInterface interface {
 	//
 	// A page of the tasks that pass every filter given, newest first unless
 	// order is oldest; without payload, result or history (see GET
-	// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-	// or an empty one, is 422.
+	// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+	// (a gold task, or a copy of one not yet cancelled) is not listed. An
+	// unknown or repeated parameter is 400; a bad value, or an empty one, is
+	// 422.
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2966,8 +2968,8 @@ func (c *Client) Next(ctx context.Context, body NextJSONRequestBody, reqEditors 
 
 // GetEarlier Page the earlier results of an assignment
 //
-// A page of the earlier results of a task the editor holds under fence,
-// oldest first within the page: the latest without before, or those
+// A page of the earlier results of a task the editor holds under fence
+// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 // older than the cursor before (the earlier_before of the assignment,
 // or the before of the newer page). A claim that was the editor's but
 // is gone is 409 stale_fence; one that never was, 403.
@@ -3584,8 +3586,10 @@ func (c *Client) StatsHistory(ctx context.Context, params *StatsHistoryParams, r
 //
 // A page of the tasks that pass every filter given, newest first unless
 // order is oldest; without payload, result or history (see GET
-// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-// or an empty one, is 422.
+// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+// (a gold task, or a copy of one not yet cancelled) is not listed. An
+// unknown or repeated parameter is 400; a bad value, or an empty one, is
+// 422.
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6327,8 +6331,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetEarlierWithResponse Page the earlier results of an assignment
 	//
-	// A page of the earlier results of a task the editor holds under fence,
-	// oldest first within the page: the latest without before, or those
+	// A page of the earlier results of a task the editor holds under fence
+	// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 	// older than the cursor before (the earlier_before of the assignment,
 	// or the before of the newer page). A claim that was the editor's but
 	// is gone is 409 stale_fence; one that never was, 403.
@@ -6677,8 +6681,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// A page of the tasks that pass every filter given, newest first unless
 	// order is oldest; without payload, result or history (see GET
-	// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-	// or an empty one, is 422.
+	// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+	// (a gold task, or a copy of one not yet cancelled) is not listed. An
+	// unknown or repeated parameter is 400; a bad value, or an empty one, is
+	// 422.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12189,8 +12195,8 @@ func (c *ClientWithResponses) NextWithResponse(ctx context.Context, body NextJSO
 
 // GetEarlierWithResponse Page the earlier results of an assignment
 //
-// A page of the earlier results of a task the editor holds under fence,
-// oldest first within the page: the latest without before, or those
+// A page of the earlier results of a task the editor holds under fence
+// (its claim, or its live hedge), oldest first within the page: the latest without before, or those
 // older than the cursor before (the earlier_before of the assignment,
 // or the before of the newer page). A claim that was the editor's but
 // is gone is 409 stale_fence; one that never was, 403.
@@ -12713,8 +12719,10 @@ func (c *ClientWithResponses) StatsHistoryWithResponse(ctx context.Context, para
 //
 // A page of the tasks that pass every filter given, newest first unless
 // order is oldest; without payload, result or history (see GET
-// /v1/tasks/{id}). An unknown or repeated parameter is 400; a bad value,
-// or an empty one, is 422.
+// /v1/tasks/{id}). A pending task held out of the pool for a gold task
+// (a gold task, or a copy of one not yet cancelled) is not listed. An
+// unknown or repeated parameter is 400; a bad value, or an empty one, is
+// 422.
 //
 // Returns a wrapper object for the known response body format(s).
 //

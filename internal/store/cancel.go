@@ -70,11 +70,12 @@ func (s *Store) Cancel(ctx context.Context, p tasks.ChangeParams) (*tasks.Change
 			TraceContext string       `db:"trace_context"`
 			DBNow        time.Time    `db:"db_now"`
 			Unlogged     bool         `db:"claim_unlogged"`
+			GoldCopy     bool         `db:"gold_copy"`
 		}
 		if err := tx.GetContext(ctx, &row, cancelLockSQL, p.TaskID); err != nil {
 			return notFound(err)
 		}
-		ev := event{taskID: p.TaskID, kind: tasks.EventCancelled, fence: row.Fence, detail: cancelDetail(p)}
+		ev := event{taskID: p.TaskID, kind: tasks.EventCancelled, fence: row.Fence, detail: cancelDetail(p), goldCopy: row.GoldCopy}
 		c := &tasks.Changed{TaskID: p.TaskID, Category: row.Category, Fence: row.Fence}
 		switch row.Status {
 		case tasks.StatusPending:

@@ -470,7 +470,8 @@ func (s *Store) lockEditor(ctx context.Context, tx *sqlx.Tx, editorID int64) (lo
 const (
 	// editorTaskLockSQL locks the task lockEditor found by primary key, which also
 	// sees a release, a submit or a recycle that committed in the meantime.
-	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired
+	editorTaskLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, lease_expires_at < NOW(3) AS expired,
+	` + goldCopyColumnSQL + `
 FROM tasks WHERE id = ? AND editor_id = ? FOR UPDATE`
 	editorClaimFreeSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL
@@ -486,6 +487,7 @@ func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorI
 		Holder   string `db:"holder"`
 		Category string `db:"category"`
 		Expired  bool   `db:"expired"`
+		GoldCopy bool   `db:"gold_copy"`
 	}
 	if err := tx.GetContext(ctx, &held, editorTaskLockSQL, id, editorID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -506,7 +508,7 @@ func (s *Store) freeExpiredEditorClaim(ctx context.Context, tx *sqlx.Tx, editorI
 	return s.insertEvents(ctx, tx, event{
 		taskID: id, kind: tasks.EventRecycled, fence: held.Fence, holder: held.Holder,
 		editorID: editorID, detail: "lease expired; freed for the editor's next claim",
-		category: held.Category, cause: tasks.WebhookReclaim,
+		category: held.Category, cause: tasks.WebhookReclaim, goldCopy: held.GoldCopy,
 	})
 }
 

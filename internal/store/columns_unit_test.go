@@ -46,3 +46,12 @@ func TestTaskFieldsFollowTaskColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldCopyColumnNamesGoldRunAfter: the literal goldCopyColumnSQL compares
+// run_after with is tasks.GoldRunAfter.
+func TestGoldCopyColumnNamesGoldRunAfter(t *testing.T) {
+	t.Parallel()
+	if want := "TIMESTAMP'" + tasks.GoldRunAfter.UTC().Format("2006-01-02 15:04:05") + "'"; !strings.Contains(goldCopyColumnSQL, want) {
+		t.Errorf("goldCopyColumnSQL = %q, want it to compare with %s", goldCopyColumnSQL, want)
+	}
+}

@@ -49,6 +49,15 @@ const listEditorsSQL = editorSummarySQL + `WHERE e.id > ? ORDER BY e.id LIMIT ?`
 const todayCountsSQL = `SELECT editor_id, kind, COUNT(*) AS n FROM task_events FORCE INDEX (task_events_editor)
 WHERE editor_id IN (?) AND kind IN ` + countedKinds + " AND `at` >= UTC_DATE()\n" + `GROUP BY editor_id, kind`
 
+// takenOverTodaySQL counts, of a page of editors, today's 'released' events of
+// claims a hedge took over (detail hedgeDetail): not the editor's releases, so
+// EventCounts.Released leaves them out. The same ranges of task_events_editor,
+// 'released' only, each row read by primary key for its detail; run only when
+// a category hedges.
+const takenOverTodaySQL = `SELECT editor_id, COUNT(*) AS n FROM task_events FORCE INDEX (task_events_editor)
+WHERE editor_id IN (?) AND kind = 'released' AND ` + "`at` >= UTC_DATE()" + ` AND detail = '` + hedgeDetail + `'
+GROUP BY editor_id`
+
 // countedKinds are the kinds of event EventCounts counts, as an SQL list.
 const countedKinds = `('claimed', 'submitted', 'released', 'skipped', 'expired', 'recycled')`
 
@@ -165,6 +174,25 @@ func (s *Store) fill(ctx context.Context, eds []tasks.EditorSummary) error {
 	for _, r := range counts {
 		if e := find(r.EditorID); e != nil {
 			addCount(&e.Today, r.Kind, r.N)
+		}
+	}
+	if !s.hedging() {
+		return nil
+	}
+	var taken []struct {
+		EditorID int64 `db:"editor_id"`
+		N        int64 `db:"n"`
+	}
+	q, args, err = sqlx.In(takenOverTodaySQL, ids)
+	if err == nil {
+		err = s.db.SelectContext(ctx, &taken, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range taken {
+		if e := find(r.EditorID); e != nil {
+			e.Today.Released = max(e.Today.Released-r.N, 0)
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ const (
 	// editor: a release or a submit of the editor's, which do not lock the editor's
 	// row, may have ended the claim in the meantime.
 	editorTaskRevokeLockSQL = `SELECT fence, COALESCE(holder, '') AS holder, category, assigned_at,
-	COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now
+	COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, ` + goldCopyColumnSQL + `
 FROM tasks WHERE id = ? AND editor_id = ? AND status = 'assigned' FOR UPDATE`
 	enableEditorSQL = `UPDATE editors SET disabled_at = NULL WHERE id = ?`
 )
@@ -77,6 +77,7 @@ func (s *Store) revokeEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, ta
 		AssignedAt   *time.Time `db:"assigned_at"`
 		TraceContext string     `db:"trace_context"`
 		DBNow        time.Time  `db:"db_now"`
+		GoldCopy     bool       `db:"gold_copy"`
 	}
 	if err := tx.GetContext(ctx, &row, editorTaskRevokeLockSQL, taskID, editorID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -100,7 +101,7 @@ func (s *Store) revokeEditorClaim(ctx context.Context, tx *sqlx.Tx, editorID, ta
 	}
 	return revoked, s.insertEvents(ctx, tx, event{
 		taskID: taskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: editorID,
-		detail: "forced: editor disabled", category: row.Category, cause: tasks.WebhookForce,
+		detail: "forced: editor disabled", category: row.Category, cause: tasks.WebhookForce, goldCopy: row.GoldCopy,
 	})
 }
 

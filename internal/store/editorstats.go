@@ -21,6 +21,15 @@ GROUP BY kind
 UNION ALL
 SELECT 'heartbeat', 0, 0, last_seen_at FROM editor_seen FORCE INDEX (PRIMARY) WHERE editor_id = ?`
 
+	// takenOverSQL counts the editor's 'released' events of claims a hedge
+	// took over (detail hedgeDetail), all time and today, which
+	// EventCounts.Released leaves out: the editor's 'released' range of
+	// task_events_editor, each row read by primary key for its detail; run
+	// only when a category hedges.
+	takenOverSQL = "SELECT COUNT(*) AS total, COALESCE(SUM(`at` >= UTC_DATE()), 0) AS today\n" +
+		`FROM task_events FORCE INDEX (task_events_editor)
+WHERE editor_id = ? AND kind = 'released' AND detail = '` + hedgeDetail + `'`
+
 	// claimToSubmitSQL is the time from claim to submit of the editor's latest
 	// submissions: a backward read of the editor's 'submitted' range, then each task
 	// by primary key, which keeps the claim's assigned_at and its done_at once done.
@@ -41,9 +50,10 @@ WHERE editor_id = ? AND kind = 'claimed' ORDER BY ` + "`at` DESC, id DESC LIMIT 
 // GetEditorStats returns the editor's stats from the audit trail (see EditorStats).
 // An editor that does not exist, or never did anything, has zero stats.
 //
-// Three queries. The counts read the editor's events of the counted kinds from
-// task_events_editor: the cost grows with the editor's own history, never with the
-// trail's. The median reads MedianSubmissions events and their tasks, and the
+// Three queries, and a fourth when a category hedges (the claims a hedge took
+// over, left out of the releases). The counts read the editor's events of the
+// counted kinds from task_events_editor: the cost grows with the editor's own
+// history, never with the trail's. The median reads MedianSubmissions events and their tasks, and the
 // recent claims RecentClaimsShown events.
 func (s *Store) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStats, error) {
 	var rows []struct {
@@ -66,6 +76,17 @@ func (s *Store) GetEditorStats(ctx context.Context, id int64) (*tasks.EditorStat
 				st.LastActiveAt = &last
 			}
 		}
+	}
+	if s.hedging() {
+		var taken struct {
+			Total int64 `db:"total"`
+			Today int64 `db:"today"`
+		}
+		if err := s.db.GetContext(ctx, &taken, takenOverSQL, id); err != nil {
+			return nil, fmt.Errorf("editor stats %d: %w", id, err)
+		}
+		st.AllTime.Released = max(st.AllTime.Released-taken.Total, 0)
+		st.Today.Released = max(st.Today.Released-taken.Today, 0)
 	}
 	var took []int64
 	if err := s.db.SelectContext(ctx, &took, claimToSubmitSQL, id, tasks.MedianSubmissions); err != nil {

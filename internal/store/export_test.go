@@ -120,3 +120,9 @@ const (
 	RecordClaimTimeSQL = recordClaimTimeSQL
 	WorkingTimeSQL     = workingTimeSQL
 )
+
+// Retention's reads whose plans the EXPLAIN test checks.
+const (
+	PurgeTasksSQL     = purgeTasksSQL
+	PurgeLockTasksSQL = purgeLockTasksSQL
+)

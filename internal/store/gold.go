@@ -46,7 +46,13 @@ import (
 // (tasks.GoldRunAfter) is left out. candidateGoldTakeoverSQL is the same on the
 // candidate read's alias t.
 const (
-	goldTakeoverSQL          = " AND run_after <= NOW(3)"
+	goldTakeoverSQL = " AND run_after <= NOW(3)"
+	// goldCopyColumnSQL says, in the locking read of a claim that is ending,
+	// whether the task is a copy of a gold task (its run_after is
+	// tasks.GoldRunAfter; every other claim's is past, see claimableSinceSQL),
+	// so that its end writes no webhook outbox record (see event.goldCopy): a
+	// column of the row already read.
+	goldCopyColumnSQL        = `run_after >= TIMESTAMP'9999-01-01 00:00:00' AS gold_copy`
 	candidateGoldTakeoverSQL = " AND t.run_after <= NOW(3)"
 )
 

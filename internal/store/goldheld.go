@@ -21,16 +21,19 @@ import (
 //     cancelled task. Its gold_copies row stays, unanswered: it counts in no
 //     accuracy, and the editor is not served that gold task again.
 //
-// Neither is claimable, so neither is counted pending by PoolStats.
+// Neither is claimable, so neither is counted pending by PoolStats (by
+// category, and by stage for a task with stages), nor listed by ListTasks.
 
 const (
 	// goldCategoriesSQL reads the categories that have gold tasks: a loose
 	// scan of gold_tasks_category, an entry or two per category.
 	goldCategoriesSQL = `SELECT DISTINCT category FROM gold_tasks FORCE INDEX (gold_tasks_category)`
-	// goldHeldSQL counts, per category of the IN list, the pending tasks held
-	// out: one range of tasks_claimable per category, its held entries only.
-	goldHeldSQL = `SELECT category, COUNT(*) AS n FROM tasks FORCE INDEX (tasks_claimable)
-WHERE pool_status = 'pending' AND category IN (?) AND run_after >= ? GROUP BY category`
+	// goldHeldSQL counts, per category of the IN list and stage ('' for a
+	// task without stages), the pending tasks held out: one range of
+	// tasks_claimable per category, its held entries only, each row read by
+	// primary key for its stage (a gold task or a copy not cancelled yet).
+	goldHeldSQL = `SELECT category, COALESCE(stage_name, '') AS stage_name, COUNT(*) AS n FROM tasks FORCE INDEX (tasks_claimable)
+WHERE pool_status = 'pending' AND category IN (?) AND run_after >= ? GROUP BY category, stage_name`
 	// goldLeftCopiesSQL reads and locks the copies left pending, from the same
 	// ranges, each joined to its gold_copies row by primary key (a gold task
 	// has none, and is left).
@@ -93,31 +96,42 @@ func (s *Store) EndGoldCopies(ctx context.Context, limit int) (int, error) {
 	return ended, nil
 }
 
-// goldHeld counts, per category, the pending tasks held out by gold tasks
-// (goldHeldSQL), read from db: none, and one read only, when no category has
-// gold tasks.
-func goldHeld(ctx context.Context, db *sqlx.DB) (map[string]int64, error) {
+// heldCounts are the pending tasks held out by gold tasks, per category and
+// per category and stage (a stage named for the tasks with stages only).
+type heldCounts struct {
+	byCategory map[string]int64
+	byStage    map[[2]string]int64
+}
+
+// goldHeld counts the pending tasks held out by gold tasks (goldHeldSQL),
+// read from db: none, and one read only, when no category has gold tasks.
+func goldHeld(ctx context.Context, db *sqlx.DB) (heldCounts, error) {
+	var held heldCounts
 	var cats []string
 	if err := db.SelectContext(ctx, &cats, goldCategoriesSQL); err != nil {
-		return nil, err
+		return held, err
 	}
 	if len(cats) == 0 {
-		return nil, nil
+		return held, nil
 	}
 	q, args, err := sqlx.In(goldHeldSQL, cats, tasks.GoldRunAfter)
 	if err != nil {
-		return nil, err
+		return held, err
 	}
 	var rows []struct {
 		Category string `db:"category"`
+		Stage    string `db:"stage_name"`
 		N        int64  `db:"n"`
 	}
 	if err := db.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, err
+		return held, err
 	}
-	held := make(map[string]int64, len(rows))
+	held.byCategory, held.byStage = map[string]int64{}, map[[2]string]int64{}
 	for _, r := range rows {
-		held[r.Category] = r.N
+		held.byCategory[r.Category] += r.N
+		if r.Stage != "" {
+			held.byStage[[2]string{r.Category, r.Stage}] += r.N
+		}
 	}
 	return held, nil
 }

@@ -110,3 +110,121 @@ func TestEndGoldCopiesRefusesBadLimit(t *testing.T) {
 		t.Errorf("limit 0: %v, want ErrInvalid", err)
 	}
 }
+
+// TestListLeavesOutGoldHeld: the task list, with status pending, with no
+// status, and by category (a branch per ended status), leaves out the tasks
+// held out of the pool by gold tasks (a gold task pending when marked, a copy
+// released and not yet cancelled), and lists the gold task's copy once it is
+// cancelled; the queue stats report no claimable wait for a category whose
+// pending tasks are all held out.
+func TestListLeavesOutGoldHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	gold := b.insertOne(t, "facts", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Result: rawJSON(`{"label":"spam","score":3}`)}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	plain := b.insertOne(t, "facts", 0)
+	ann := b.editor(t, "ann", "facts")
+	c, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: ann.Holder(), Categories: []string{"facts"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: c.Task.ID, Fence: c.Fence, Holder: ann.Holder()}); err != nil {
+		t.Fatalf("release the copy: %v", err)
+	}
+	list := func(p tasks.ListParams) []int64 {
+		t.Helper()
+		page, err := b.store.ListTasks(b.ctx, p)
+		if err != nil {
+			t.Fatalf("list %+v: %v", p, err)
+		}
+		var ids []int64
+		for _, task := range page.Tasks {
+			ids = append(ids, task.ID)
+		}
+		return ids
+	}
+	for _, p := range []tasks.ListParams{
+		{Status: tasks.StatusPending}, {}, {Category: "facts"}, {Category: "facts", Status: tasks.StatusPending},
+		{Status: tasks.StatusPending, Oldest: true},
+	} {
+		if got := list(p); len(got) != 1 || got[0] != plain {
+			t.Errorf("list %+v = %v, want only the claimable task %d (gold %d and its copy %d held out)", p, got, plain, gold, c.Task.ID)
+		}
+	}
+	qs, err := b.store.QueueStats(b.ctx)
+	if err != nil {
+		t.Fatalf("queue stats: %v", err)
+	}
+	if len(qs) != 1 || qs[0].Category != "facts" {
+		t.Fatalf("queue stats = %+v, want facts", qs)
+	}
+
+	if n, err := b.store.EndGoldCopies(b.ctx, 10); err != nil || n != 1 {
+		t.Fatalf("end gold copies = %d, %v; want 1", n, err)
+	}
+	if got := list(tasks.ListParams{Status: tasks.StatusCancelled}); len(got) != 1 || got[0] != c.Task.ID {
+		t.Errorf("cancelled = %v, want the copy %d", got, c.Task.ID)
+	}
+	if _, err := b.store.Cancel(b.ctx, tasks.ChangeParams{TaskID: plain}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if got := list(tasks.ListParams{Status: tasks.StatusPending}); len(got) != 0 {
+		t.Errorf("pending = %v, want none", got)
+	}
+	qs, err = b.store.QueueStats(b.ctx)
+	if err != nil {
+		t.Fatalf("queue stats: %v", err)
+	}
+	for _, q := range qs {
+		if q.OldestClaimable != 0 || q.Overdue != 0 {
+			t.Errorf("queue stat %+v, want no wait: its pending task is a gold task, which nobody can claim", q)
+		}
+	}
+}
+
+// stageCount is the count of cat, stage and status in st, 0 when absent.
+func stageCount(st *tasks.PoolStats, cat, stage string, status tasks.Status) int64 {
+	for _, c := range st.ByStage {
+		if c.Category == cat && c.Stage == stage && c.Status == status {
+			return c.Count
+		}
+	}
+	return 0
+}
+
+// TestGoldHeldNotPendingByStage: a gold task with stages, and its copy
+// released, are counted pending at no stage; a plain task at the same stage
+// is.
+func TestGoldHeldNotPendingByStage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	stages := []string{"edit", "review"}
+	gold := b.insert(t, tasks.NewTask{Category: "news", Title: "gold", Stages: stages})[0]
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	b.insert(t, tasks.NewTask{Category: "news", Title: "plain", Stages: stages})
+	ann := b.editor(t, "ann", "news")
+	c, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: ann.Holder(), Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	if _, err := b.store.Release(b.ctx, tasks.ReleaseParams{TaskID: c.Task.ID, Fence: c.Fence, Holder: ann.Holder()}); err != nil {
+		t.Fatalf("release the copy: %v", err)
+	}
+	if n := b.count(t, "SELECT COUNT(*) FROM tasks WHERE stage_status = 'pending' AND stage_name = 'edit'"); n != 3 {
+		t.Fatalf("%d pending tasks at edit, want 3: the gold task, its copy and the plain one", n)
+	}
+	st, err := b.store.PoolStats(b.ctx, 0)
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := stageCount(st, "news", "edit", tasks.StatusPending); got != 1 {
+		t.Errorf("pending news at edit = %d, want 1: the plain task (stages %+v)", got, st.ByStage)
+	}
+	if got := categoryCount(st, "news", tasks.StatusPending); got != 1 {
+		t.Errorf("pending news = %d, want 1", got)
+	}
+}

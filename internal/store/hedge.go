@@ -73,6 +73,11 @@ const (
 	// not skipped by the editor, not paused, and not barred for it by the
 	// workflow rules of a claim (barredWhereSQL), nor of a group of which it
 	// hedges another task. Without locking: the take locks the row.
+	// barredWhereSQL is UNKNOWN, not false, for a task with stages or of a
+	// group that no reservation names (its reservation test compares NULLs):
+	// a claim reads it through EXISTS, where that is false; here it is
+	// negated, so COALESCE makes it false first, or no such task would ever
+	// be hedged.
 	hedgeCandidatesSQL = `(SELECT t.id, t.fence, t.due_at FROM tasks t FORCE INDEX (tasks_expiry)
 	LEFT JOIN editor_seen s FORCE INDEX (PRIMARY) ON s.editor_id = t.editor_id
 	LEFT JOIN task_hedges h FORCE INDEX (PRIMARY) ON h.task_id = t.id
@@ -86,7 +91,7 @@ WHERE t.status = 'assigned' AND t.category = ? AND t.lease_expires_at >= NOW(3)
 	AND NOT (t.group_id IS NOT NULL AND EXISTS (SELECT 1 FROM task_hedges gh FORCE INDEX (task_hedges_editor)
 		JOIN tasks g FORCE INDEX (PRIMARY) ON g.id = gh.task_id
 		WHERE gh.editor_id = ? AND gh.expires_at > NOW(3) AND g.group_id = t.group_id AND g.id <> t.id))
-	AND NOT %s
+	AND NOT COALESCE(%s, FALSE)
 ORDER BY t.due_at, t.id LIMIT 4)`
 
 	// hedgeLockSQL locks a candidate's row, if it is still assigned under the

@@ -341,3 +341,77 @@ func TestHedgeTakeRacesAClaim(t *testing.T) {
 		t.Errorf("%d of 12 rounds put the editor past its capacity", over)
 	}
 }
+
+// A task with stages, and a task of a group, are hedged as any (a task
+// without a reservation is not barred for want of one), to an editor the
+// workflow rules let take it: not to one limited to another stage, nor to one
+// that did an earlier stage of it (the four-eyes rule).
+func TestHedgeOfStagedAndGroupTasks(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	h.exec(t, `UPDATE tasks SET stages = 'edit,review', stage_count = 2, stage = 1 WHERE id = ?`, h.task)
+	// third may take edit only; hedger did the edit stage.
+	h.exec(t, `UPDATE editor_categories SET stages = 'edit' WHERE editor_id = ?`, h.third.ID)
+	h.exec(t, `INSERT INTO task_results (task_id, fence, holder, editor_id, result, stage, stage_name) VALUES (?, 99, ?, ?, '{}', 0, 'edit')`,
+		h.task, h.hedger.Holder(), h.hedger.ID)
+	for _, e := range []*tasks.Editor{h.third, h.hedger} {
+		if c, err := h.take(t, e); !errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("%s's hedge of the review stage = %+v, %v; want ErrNotFound", e.Name, c, err)
+		}
+	}
+	h.exec(t, `DELETE FROM task_results WHERE task_id = ?`, h.task)
+	c := h.mustTake(t)
+	if c.Task.StageName() != "review" || len(c.Task.Stages) != 2 {
+		t.Errorf("hedge of the staged task = stage %q of %v, want review of edit,review", c.Task.StageName(), c.Task.Stages)
+	}
+
+	// A group of one: its task is hedged too.
+	h.exec(t, `DELETE FROM task_hedges WHERE task_id = ?`, h.task)
+	h.exec(t, `UPDATE tasks SET stages = NULL, stage_count = 1, stage = 0, group_id = id, overlap = 1 WHERE id = ?`, h.task)
+	h.mustTake(t)
+}
+
+// A claim a hedge took over is not counted as released by its holder, in the
+// editor's stats (all time and today) and in its summary of today; its own
+// release of another task is.
+func TestHedgeTakeoverIsNoRelease(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	if _, err := h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}); err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	other := h.insert(t, tasks.NewTask{Category: "news", Title: "other"})[0]
+	c := h.bundle.claim(t, other, h.holder.Holder(), h.holder.ID, time.Minute)
+	if _, err := h.store.Release(h.ctx, tasks.ReleaseParams{TaskID: other, Fence: c.Fence, Holder: h.holder.Holder()}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if n := h.count(t, `SELECT COUNT(*) FROM task_events WHERE editor_id = ? AND kind = 'released'`, h.holder.ID); n != 2 {
+		t.Fatalf("%d released events of the holder, want 2: the takeover's and its own", n)
+	}
+	st, err := h.store.GetEditorStats(h.ctx, h.holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AllTime.Released != 1 || st.Today.Released != 1 || st.Today.Claimed != 2 {
+		t.Errorf("holder's stats: all time %+v, today %+v; want 1 release (its own), 2 claims", st.AllTime, st.Today)
+	}
+	sum, err := h.store.GetEditorSummary(h.ctx, h.holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Today.Released != 1 {
+		t.Errorf("holder's summary today %+v, want 1 release", sum.Today)
+	}
+	page, err := h.store.ListEditors(h.ctx, tasks.ListEditorsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Editors {
+		if e.ID == h.holder.ID && e.Today.Released != 1 {
+			t.Errorf("holder listed with today %+v, want 1 release", e.Today)
+		}
+	}
+}

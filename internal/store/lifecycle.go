@@ -21,7 +21,8 @@ const (
 	liveClaimWhere = ` WHERE id = ? AND fence = ? AND status = 'assigned' AND holder = ? AND lease_expires_at >= NOW(3)`
 
 	liveClaimLockSQL = `SELECT COALESCE(editor_id, 0) AS editor_id, category, assigned_at, lease_expires_at,
-	attempts, max_attempts, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged
+	attempts, max_attempts, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged,
+	` + goldCopyColumnSQL + `
 FROM tasks` + liveClaimWhere + ` FOR UPDATE`
 )
 
@@ -38,6 +39,9 @@ type liveClaim struct {
 	// Unlogged says the claim was made without its 'claimed' event, which
 	// whatever ends it writes first (see logClaimsSQL).
 	Unlogged bool `db:"claim_unlogged"`
+	// GoldCopy says the task is a copy of a gold task: its end is sent to no
+	// webhook.
+	GoldCopy bool `db:"gold_copy"`
 }
 
 // ended describes the claim c of task id, held by holder, as ended now, leaving the
@@ -240,7 +244,7 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 		}
 		return s.insertEvents(ctx, tx, event{
 			taskID: p.TaskID, kind: kind, fence: p.Fence, holder: p.Holder, editorID: c.EditorID, detail: p.Reason,
-			category: c.Category, cause: cause,
+			category: c.Category, cause: cause, goldCopy: c.GoldCopy,
 		})
 	})
 	if err != nil {
@@ -251,7 +255,8 @@ func (s *Store) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ende
 
 const (
 	forceReleaseLockSQL = `SELECT status, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id,
-	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged
+	category, assigned_at, COALESCE(trace_context, '') AS trace_context, NOW(3) AS db_now, claim_unlogged,
+	` + goldCopyColumnSQL + `
 FROM tasks WHERE id = ? FOR UPDATE`
 	forceReleaseSQL = `UPDATE tasks SET run_after = ` + pendingRunAfterSQL + `, status = 'pending', fence = fence + 1, holder = NULL, editor_id = NULL,
 	assigned_at = NULL, lease_expires_at = NULL, claim_unlogged = 0
@@ -277,6 +282,7 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, e
 			TraceContext string       `db:"trace_context"`
 			DBNow        time.Time    `db:"db_now"`
 			Unlogged     bool         `db:"claim_unlogged"`
+			GoldCopy     bool         `db:"gold_copy"`
 		}
 		if err := tx.GetContext(ctx, &row, forceReleaseLockSQL, taskID); err != nil {
 			return notFound(err)
@@ -300,7 +306,7 @@ func (s *Store) ForceRelease(ctx context.Context, taskID int64) (*tasks.Ended, e
 		}
 		return s.insertEvents(ctx, tx, event{
 			taskID: taskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID, detail: "forced",
-			category: row.Category, cause: tasks.WebhookForce,
+			category: row.Category, cause: tasks.WebhookForce, goldCopy: row.GoldCopy,
 		})
 	})
 	if err != nil {

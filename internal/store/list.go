@@ -42,6 +42,14 @@ const taskListColumns = `t.id, t.category, t.priority, t.title, t.status, t.fenc
 	COALESCE(t.last_error, '') AS last_error, COALESCE(t.trace_context, '') AS trace_context,
 	t.created_at, t.updated_at, t.done_at, COALESCE(t.task_key, '') AS task_key, t.due_at`
 
+// listHeldOutSQL leaves out of a list the pending tasks held out of the pool
+// by gold tasks (see goldheld.go): a gold task that was pending when marked,
+// and a copy whose claim ended unanswered and that the sweep has not cancelled
+// yet. Nobody can claim them, so they are not pending work; GET /v1/tasks/{id}
+// and the gold routes show them. A condition on the rows the list reads
+// anyway: held-out entries are passed over, at most one per gold task and copy.
+const listHeldOutSQL = `(t.status <> 'pending' OR t.run_after < ?)`
+
 // listQuery is a built list query.
 type listQuery struct {
 	sql   string
@@ -113,8 +121,10 @@ func buildListQuery(p tasks.ListParams, cur *listCursor, limit int) listQuery {
 	index := listIndex(p)
 
 	// where returns the conditions and arguments of one branch, with status the
-	// condition on the status ("" for none).
-	where := func(status string, statusArgs []any) (string, []any) {
+	// condition on the status ("" for none); open says the branch may hold
+	// pending tasks, of which it leaves out those held out of the pool by gold
+	// tasks (listHeldOutSQL).
+	where := func(status string, statusArgs []any, open bool) (string, []any) {
 		var conds []string
 		var args []any
 		add := func(cond string, a ...any) {
@@ -135,6 +145,9 @@ func buildListQuery(p tasks.ListParams, cur *listCursor, limit int) listQuery {
 		}
 		if status != "" {
 			add(status, statusArgs...)
+		}
+		if open {
+			add(listHeldOutSQL, tasks.GoldRunAfter)
 		}
 		if !p.CreatedAfter.IsZero() {
 			add("t.created_at >= ?", p.CreatedAfter)
@@ -181,7 +194,7 @@ func buildListQuery(p tasks.ListParams, cur *listCursor, limit int) listQuery {
 			if q.Len() > 0 {
 				q.WriteString("\nUNION ALL\n")
 			}
-			w, a := where(cond, condArgs)
+			w, a := where(cond, condArgs, st == "")
 			fmt.Fprintf(&q, "(SELECT %s FROM tasks t FORCE INDEX (%s)%s\n\t%s)", taskListColumns, index, w, order)
 			args = append(append(args, a...), limit+1)
 		}
@@ -194,7 +207,7 @@ func buildListQuery(p tasks.ListParams, cur *listCursor, limit int) listQuery {
 	if p.Status != "" {
 		cond, condArgs = statusCond(index, p.Status)
 	}
-	w, args := where(cond, condArgs)
+	w, args := where(cond, condArgs, !byDone && (p.Status == "" || p.Status == tasks.StatusPending))
 	q := fmt.Sprintf("SELECT %s FROM tasks t FORCE INDEX (%s)%s\n%s", taskListColumns, index, w, order)
 	return listQuery{sql: q, args: append(args, limit+1), index: index}
 }

@@ -22,7 +22,7 @@ const (
 	// holder's write is working on right now; the next batch gets them if they are
 	// still expired. Arguments: twice the batch, the batch.
 	recycleLockSQL = `SELECT id, fence, COALESCE(holder, '') AS holder, COALESCE(editor_id, 0) AS editor_id, category, claim_unlogged,
-	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us
+	TIMESTAMPDIFF(MICROSECOND, lease_expires_at, NOW(3)) AS expired_us, ` + goldCopyColumnSQL + `
 FROM tasks FORCE INDEX (PRIMARY)
 WHERE id IN (SELECT id FROM (SELECT id FROM tasks FORCE INDEX (tasks_expiry)
 	WHERE status = 'assigned' AND lease_expires_at < NOW(3) ORDER BY category, lease_expires_at LIMIT ?) expired)
@@ -75,6 +75,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 			Category  string `db:"category"`
 			Unlogged  bool   `db:"claim_unlogged"`
 			ExpiredUS int64  `db:"expired_us"`
+			GoldCopy  bool   `db:"gold_copy"`
 		}
 		if err := tx.SelectContext(ctx, &rows, recycleLockSQL, 2*limit, limit); err != nil {
 			return err
@@ -87,6 +88,7 @@ func (s *Store) RecycleExpired(ctx context.Context, p tasks.RecycleParams) ([]ta
 			evs[i] = event{
 				taskID: r.ID, kind: tasks.EventRecycled, fence: r.Fence, holder: r.Holder,
 				editorID: r.EditorID, detail: "lease expired", category: r.Category, cause: tasks.WebhookSweep,
+				goldCopy: r.GoldCopy,
 			}
 		}
 		// The UPDATE goes last: a statement batch reports the rows its last

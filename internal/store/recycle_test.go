@@ -329,6 +329,7 @@ func TestRecycleLocksOnlyItsBatch(t *testing.T) {
 		Category  string `db:"category"`
 		Unlogged  bool   `db:"claim_unlogged"`
 		ExpiredUS int64  `db:"expired_us"`
+		GoldCopy  bool   `db:"gold_copy"`
 	}
 	if err := tx.SelectContext(b.ctx, &batch, store.RecycleLockSQL, 2000, 1000); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,13 @@ import (
 // purge. Every statement re-checks the status and the age on the database clock, so a
 // task requeued (dead to pending) before the batch locked it is left alone.
 //
+// A gold task (gold_tasks) is never purged while it is gold, whatever its status: it
+// is the reference its copies are made from. The read and the lock pass it over by an
+// anti-join on gold_tasks' primary key, a lookup per row read that costs nothing when
+// no task is gold (the empty table is read once, as a constant); the delete re-checks.
+// Its copies, and the copies' events, follow the retention of their status; their
+// gold_copies rows (the scores) are kept.
+//
 // The results feed: a purged result leaves its seq behind. The highest seq purged is
 // kept in task_results_feed's row id = 2 (id = 1 is the feed's counter), raised in
 // the batch that purges it; a reader whose cursor is below it is told so (see
@@ -39,14 +46,21 @@ import (
 const (
 	// purgeTasksSQL reads, without locking, the oldest tasks of one ended
 	// status ended before the cutoff, in the tasks_done key's order: no sort,
-	// no row of another status examined.
-	purgeTasksSQL = `SELECT id, COALESCE(group_id, 0) AS group_id FROM tasks FORCE INDEX (tasks_done)
-WHERE ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND
-ORDER BY done_at, id LIMIT ?`
+	// no row of another status examined. A gold task is passed over (an
+	// anti-join by primary key, see purgeNotGoldSQL), so that gold tasks
+	// older than the cutoff never fill a batch.
+	purgeTasksSQL = `SELECT t.id, COALESCE(t.group_id, 0) AS group_id FROM tasks t FORCE INDEX (tasks_done)
+LEFT JOIN gold_tasks g FORCE INDEX (PRIMARY) ON g.task_id = t.id
+WHERE t.ended_status = ? AND t.done_at < NOW(3) - INTERVAL ? MICROSECOND AND g.task_id IS NULL
+ORDER BY t.done_at, t.id LIMIT ?`
 	// purgeLockTasksSQL locks, by primary key, the tasks the batch deletes,
-	// re-checking status and age: a task requeued since the read is left.
-	purgeLockTasksSQL = `SELECT id FROM tasks FORCE INDEX (PRIMARY)
-WHERE id IN (?) AND ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND ORDER BY id FOR UPDATE`
+	// re-checking status and age: a task requeued since the read is left, and
+	// so is a task made gold since (the locking read of gold_tasks reads its
+	// last committed rows).
+	purgeLockTasksSQL = `SELECT t.id FROM tasks t FORCE INDEX (PRIMARY)
+LEFT JOIN gold_tasks g FORCE INDEX (PRIMARY) ON g.task_id = t.id
+WHERE t.id IN (?) AND t.ended_status = ? AND t.done_at < NOW(3) - INTERVAL ? MICROSECOND AND g.task_id IS NULL
+ORDER BY t.id FOR UPDATE`
 	// purgeLiveGroupsSQL reads, of the groups given, those with a member that
 	// is live or ended after the cutoff: their tasks are kept until the whole
 	// group is finished and old. A plain read: a live member is never locked.
@@ -58,8 +72,16 @@ WHERE group_id IN (?) AND (ended_status IS NULL OR done_at >= NOW(3) - INTERVAL 
 	purgeTaskEventsSQL  = `DELETE FROM task_events WHERE task_id IN (?)`
 	purgeTaskSkipsSQL   = `DELETE FROM task_skips WHERE task_id IN (?)`
 	purgeClaimTimeSQL   = `DELETE FROM claim_time WHERE task_id IN (?)`
-	// purgeTaskRowsSQL deletes the tasks, re-checking status and age.
-	purgeTaskRowsSQL = `DELETE FROM tasks WHERE id IN (?) AND ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND`
+	// purgeTaskRowsSQL deletes the tasks, re-checking status and age, and
+	// that none is a gold task: a statement begun after the batch's locks
+	// were taken, so it sees a gold task marked before (MarkGold locks the
+	// task's row), whatever the plan of the lock's join; one found rolls the
+	// batch back.
+	purgeTaskRowsSQL = `DELETE FROM tasks WHERE id IN (?) AND ended_status = ? AND done_at < NOW(3) - INTERVAL ? MICROSECOND` + purgeNotGoldSQL
+	// purgeNotGoldSQL keeps gold tasks from retention: a gold task is reference
+	// data, served as copies for as long as it is gold, not finished work. Its
+	// copies are ordinary tasks and are purged as any.
+	purgeNotGoldSQL = ` AND NOT EXISTS (SELECT 1 FROM gold_tasks g WHERE g.task_id = tasks.id)`
 	// purgedSeqSQL raises the highest purged seq.
 	purgedSeqSQL = `INSERT INTO task_results_feed (id, last_seq) VALUES (2, ?)
 ON DUPLICATE KEY UPDATE last_seq = GREATEST(last_seq, VALUES(last_seq))`
@@ -91,8 +113,8 @@ const PurgeLimitMax = 10_000
 // Purged counts the rows one purge batch deleted, by table.
 type Purged struct {
 	// Rows is the count of rows deleted per table: tasks, task_results,
-	// task_events, task_skips, webhook_deliveries, webhook_attempts,
-	// webhook_outbox. Tables with none are absent.
+	// task_events, task_skips, claim_time, webhook_deliveries,
+	// webhook_attempts, webhook_outbox. Tables with none are absent.
 	Rows map[string]int64
 	// Selected is how many rows the batch read to purge (tasks or
 	// deliveries): the batch was full when it equals the limit.
@@ -128,7 +150,7 @@ func checkPurge(olderThan time.Duration, limit int) error {
 // up to limit results, as a feed reader would, and run its transaction once
 // more (what is still left waits for the next call). It raises the
 // feed's highest purged seq to that of the results it deletes. It never reads or
-// locks a pending or assigned task. A transaction InnoDB (or Galera's
+// locks a pending or assigned task, nor any gold task. A transaction InnoDB (or Galera's
 // certification) rolled back is run again; ErrBusy when it kept losing.
 func (s *Store) PurgeTasks(ctx context.Context, status tasks.Status, olderThan time.Duration, limit int) (Purged, error) {
 	if err := checkPurge(olderThan, limit); err != nil {
@@ -425,7 +447,7 @@ func (s *Store) feedBounds(ctx context.Context) (last, purged int64, err error) 
 }
 
 // retainedTables are the tables retention purges, whose sizes TableSizes reads.
-var retainedTables = []string{"tasks", "task_results", "task_events", "task_skips",
+var retainedTables = []string{"tasks", "task_results", "task_events", "task_skips", "claim_time",
 	"webhook_outbox", "webhook_deliveries", "webhook_attempts"}
 
 // tableSizesSQL reads the tables' sizes from information_schema: InnoDB's

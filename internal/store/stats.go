@@ -74,14 +74,16 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 		Expiring int64 `db:"expiring"`
 	}
 	_, err := s.read(ctx, false, func(ctx context.Context, db *sqlx.DB) error {
+		var held heldCounts
 		var err error
-		if st.ByCategory, err = countByCategory(ctx, db); err != nil {
+		if st.ByCategory, held, err = countByCategory(ctx, db); err != nil {
 			return err
 		}
 		st.ByStage = []tasks.StageCount{}
 		if err := db.SelectContext(ctx, &st.ByStage, statsByStageSQL); err != nil {
 			return err
 		}
+		st.ByStage = withoutHeld(st.ByStage, held)
 		return db.GetContext(ctx, &claims, statsClaimsSQL, micros(expiringWithin))
 	})
 	if err != nil {
@@ -98,18 +100,36 @@ func (s *Store) PoolStats(ctx context.Context, expiringWithin time.Duration) (*t
 	return st, nil
 }
 
+// withoutHeld takes the tasks held out of the pool by gold tasks off the
+// pending counts by stage, dropping a count left at 0.
+func withoutHeld(counts []tasks.StageCount, held heldCounts) []tasks.StageCount {
+	if len(held.byStage) == 0 {
+		return counts
+	}
+	out := counts[:0]
+	for _, c := range counts {
+		if c.Status == tasks.StatusPending {
+			c.Count = max(c.Count-held.byStage[[2]string{c.Category, c.Stage}], 0)
+		}
+		if c.Count > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // countByCategory reads statsByCategorySQL and returns the counts of each category
 // and status that has tasks, ordered by category and status. The pending are
 // the claimable ones: the tasks held out of the pool by gold tasks (see
-// goldHeld), which nobody can claim, are not counted.
-func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, error) {
+// goldHeld), which nobody can claim, are not counted; it returns those too.
+func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, heldCounts, error) {
 	var rows []tasks.CategoryCount
 	if err := db.SelectContext(ctx, &rows, statsByCategorySQL); err != nil {
-		return nil, err
+		return nil, heldCounts{}, err
 	}
 	held, err := goldHeld(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, held, err
 	}
 	assigned := make(map[string]int64)
 	for _, r := range rows {
@@ -124,7 +144,7 @@ func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, e
 			// one statement reads one snapshot.
 			// The held ones are read after: a copy released in
 			// between is taken off twice, hence the floor.
-			r.Status, r.Count = tasks.StatusPending, max(r.Count-assigned[r.Category]-held[r.Category], 0)
+			r.Status, r.Count = tasks.StatusPending, max(r.Count-assigned[r.Category]-held.byCategory[r.Category], 0)
 		}
 		if r.Count > 0 {
 			out = append(out, r)
@@ -137,5 +157,5 @@ func countByCategory(ctx context.Context, db *sqlx.DB) ([]tasks.CategoryCount, e
 		}
 		return slices.Index(order, a.Status) - slices.Index(order, b.Status)
 	})
-	return out, nil
+	return out, held, nil
 }

@@ -289,6 +289,10 @@ type event struct {
 	// events of the kinds webhookEventOf maps.
 	category string
 	cause    tasks.WebhookCause
+	// goldCopy says the task is a copy of a gold task: its events go to the
+	// audit history only, never to the webhook outbox (gold work is never
+	// sent to webhooks).
+	goldCopy bool
 }
 
 const (
@@ -331,7 +335,7 @@ func (s *Store) writeEventsSQL(q *strings.Builder, traceID any, evs []event) []a
 	first := true
 	for _, e := range evs {
 		kind, ok := webhookEventOf(e.kind)
-		if !ok || !s.outbox[kind] {
+		if !ok || !s.outbox[kind] || e.goldCopy {
 			continue
 		}
 		if first {

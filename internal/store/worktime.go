@@ -35,6 +35,10 @@ LIMIT 1`
 	// recorded already, by primary key.
 	claimTimeRecordedSQL = `SELECT COUNT(*) FROM claim_time FORCE INDEX (PRIMARY) WHERE task_id = ? AND fence = ? AND editor_id = ?`
 
+	// claimTimeKeptSQL reads back, by primary key, what recordClaimTimeSQL
+	// has just kept.
+	claimTimeKeptSQL = `SELECT category, active_ms FROM claim_time FORCE INDEX (PRIMARY) WHERE task_id = ? AND fence = ?`
+
 	// workingTimeSinceSQL is the first day of a window of ? days, today
 	// the last, by the database clock.
 	workingTimeSinceSQL = `SELECT TIMESTAMP(UTC_DATE() - INTERVAL ? DAY)`
@@ -53,11 +57,12 @@ WHERE ct.editor_id = ? AND ct.ended_at >= ?`
 // RecordClaimTime keeps the active time of p's claim, which its editor has
 // just ended (after the submit or release committed): at most p.Reported, the
 // claim's wall time (its 'claimed' event to the event that ended it, by the
-// database clock) and p.Bound when set. It returns tasks.ErrNotFound when the
-// editor has no such ended claim (nothing is written), and nil, writing
-// nothing, for a claim recorded already. One round trip, and one more when
-// nothing was written.
-func (s *Store) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) error {
+// database clock) and p.Bound when set, and returns what it kept (for the
+// metrics). It returns tasks.ErrNotFound when the editor has no such ended
+// claim (nothing is written), and nil and no error, writing nothing, for a
+// claim recorded already. Two round trips: the write, then the read back of
+// what it kept, or whether the claim was recorded already.
+func (s *Store) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) (*tasks.ClaimTimeRecorded, error) {
 	reported := p.Reported.Milliseconds()
 	bound := reported
 	var beats any
@@ -72,18 +77,26 @@ func (s *Store) RecordClaimTime(ctx context.Context, p tasks.ClaimTimeParams) er
 	res, err := s.db.ExecContext(ctx, recordClaimTimeSQL, p.Outcome, reported, bound, reported, beats,
 		ended[0], ended[1], p.TaskID, p.Fence, p.EditorID)
 	if err != nil {
-		return fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, err)
+		return nil, fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var found int
 		if err := s.db.GetContext(ctx, &found, claimTimeRecordedSQL, p.TaskID, p.Fence, p.EditorID); err != nil {
-			return fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, err)
+			return nil, fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, err)
 		}
 		if found == 0 {
-			return fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, tasks.ErrNotFound)
+			return nil, fmt.Errorf("record claim time of task %d fence %d: %w", p.TaskID, p.Fence, tasks.ErrNotFound)
 		}
+		return nil, nil
 	}
-	return nil
+	var kept struct {
+		Category string `db:"category"`
+		ActiveMS int64  `db:"active_ms"`
+	}
+	if err := s.db.GetContext(ctx, &kept, claimTimeKeptSQL, p.TaskID, p.Fence); err != nil {
+		return nil, fmt.Errorf("record claim time of task %d fence %d: read back: %w", p.TaskID, p.Fence, err)
+	}
+	return &tasks.ClaimTimeRecorded{Category: kept.Category, Active: time.Duration(kept.ActiveMS) * time.Millisecond}, nil
 }
 
 // claimTimeRow is a measured claim as workingTimeSQL reads it.

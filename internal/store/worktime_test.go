@@ -22,7 +22,7 @@ func (b *bundle) spanClaim(t *testing.T, id, fence int64, wall time.Duration) {
 func (b *bundle) record(t *testing.T, c *tasks.Claim, ed *tasks.Editor, outcome tasks.ClaimOutcome, reported time.Duration) {
 	t.Helper()
 	b.spanClaim(t, c.Task.ID, c.Fence, time.Hour)
-	if err := b.store.RecordClaimTime(b.ctx, tasks.ClaimTimeParams{TaskID: c.Task.ID, Fence: c.Fence, EditorID: ed.ID,
+	if _, err := b.store.RecordClaimTime(b.ctx, tasks.ClaimTimeParams{TaskID: c.Task.ID, Fence: c.Fence, EditorID: ed.ID,
 		Outcome: outcome, Reported: reported}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +140,11 @@ func recordWorkingTimes(t *testing.T, b *bundle) (wt, wb, w1 *tasks.WorkingTime)
 		t.Fatal(err)
 	}
 	b.spanClaim(t, d, cl.Fence, 50*time.Second)
-	if err := b.store.RecordClaimTime(b.ctx, tasks.ClaimTimeParams{TaskID: d, Fence: cl.Fence, EditorID: ann.ID,
+	if got, err := b.store.RecordClaimTime(b.ctx, tasks.ClaimTimeParams{TaskID: d, Fence: cl.Fence, EditorID: ann.ID,
 		Outcome: tasks.OutcomeSubmitted, Reported: 10 * time.Hour}); err != nil {
 		t.Fatal(err)
+	} else if got == nil || got.Active != 50*time.Second || got.Category == "" {
+		t.Errorf("D recorded %+v, want 50 s kept and its category", got)
 	}
 	// E: 100 seconds reported in a claim of 200, with one heartbeat counted
 	// every 10 seconds: 30 seconds kept.
@@ -153,8 +155,10 @@ func recordWorkingTimes(t *testing.T, b *bundle) (wt, wb, w1 *tasks.WorkingTime)
 	b.spanClaim(t, e, cl.Fence, 200*time.Second)
 	p := tasks.ClaimTimeParams{TaskID: e, Fence: cl.Fence, EditorID: ann.ID, Outcome: tasks.OutcomeSubmitted,
 		Reported: 100 * time.Second, Beats: 1, Bound: tasks.ActiveBound(1, 10*time.Second)}
-	if err := b.store.RecordClaimTime(b.ctx, p); err != nil {
+	if got, err := b.store.RecordClaimTime(b.ctx, p); err != nil {
 		t.Fatal(err)
+	} else if got == nil || got.Active != 30*time.Second {
+		t.Errorf("E recorded %+v, want 30 s kept", got)
 	}
 	var kept struct {
 		Active   int64 `db:"active_ms"`
@@ -170,11 +174,11 @@ func recordWorkingTimes(t *testing.T, b *bundle) (wt, wb, w1 *tasks.WorkingTime)
 	// A second record of a claim changes nothing; another editor's claim is
 	// not found.
 	p.Reported = time.Second
-	if err := b.store.RecordClaimTime(b.ctx, p); err != nil {
-		t.Errorf("second record: %v", err)
+	if got, err := b.store.RecordClaimTime(b.ctx, p); err != nil || got != nil {
+		t.Errorf("second record: %+v, %v; want nothing kept, no error", got, err)
 	}
 	p.EditorID = bob.ID
-	if err := b.store.RecordClaimTime(b.ctx, p); !errors.Is(err, tasks.ErrNotFound) {
+	if _, err := b.store.RecordClaimTime(b.ctx, p); !errors.Is(err, tasks.ErrNotFound) {
 		t.Errorf("record of another editor's claim: %v, want ErrNotFound", err)
 	}
 	if n := b.count(t, "SELECT COUNT(*) FROM claim_time WHERE task_id = ? AND active_ms = 30000", e); n != 1 {

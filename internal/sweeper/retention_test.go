@@ -122,7 +122,7 @@ func TestSweepPurgesOnOneReplicaAtATime(t *testing.T) {
 	// age of the oldest done task kept (the recent one), none for statuses
 	// with no task.
 	g := gauges(t, reader)
-	for _, table := range []string{"tasks", "task_results", "task_events", "task_skips", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
+	for _, table := range []string{"tasks", "task_results", "task_events", "task_skips", "claim_time", "webhook_outbox", "webhook_deliveries", "webhook_attempts"} {
 		if v, ok := g["taskd.store.table.size{"+table+"}"]; !ok || v <= 0 {
 			t.Errorf("taskd.store.table.size{%s} = %v (reported %v), want above 0", table, v, ok)
 		}
@@ -136,8 +136,8 @@ func TestSweepPurgesOnOneReplicaAtATime(t *testing.T) {
 	if _, ok := g["taskd.retention.oldest.age{dead}"]; ok {
 		t.Error("taskd.retention.oldest.age{dead} reported with no dead task")
 	}
-	if st, ok := s1.Storage(); !ok || len(st.Tables) != 7 {
-		t.Errorf("storage = %+v, %v; want 7 tables", st, ok)
+	if st, ok := s1.Storage(); !ok || len(st.Tables) != 8 {
+		t.Errorf("storage = %+v, %v; want 8 tables", st, ok)
 	}
 	if _, ok := s2.Storage(); ok {
 		t.Error("the replica that skipped has a storage reading")
