@@ -205,6 +205,30 @@ func commit(ctx context.Context, tx *sqlx.Tx) error {
 	}
 }
 
+// rollback rolls tx back, but returns when ctx ends even if the server has
+// not answered the ROLLBACK yet: database/sql's Rollback takes no context,
+// and the driver waits for the server's answer with no deadline, so a server
+// that stops answering between a transaction's last statement and its
+// ROLLBACK would hold the caller until it answers again. The ROLLBACK goes on
+// in the background until the server answers or the connection breaks. Once
+// ctx has ended, database/sql rolls the transaction back by itself and
+// discards the connection, in the background; rollback then does nothing: a
+// Rollback of its own could win that race and wait all the same.
+func rollback(ctx context.Context, tx *sqlx.Tx) {
+	if ctx.Err() != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = tx.Rollback()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // txAttempts bounds how often inTx runs a transaction that InnoDB picked as a deadlock
 // victim.
 const txAttempts = 3
@@ -252,13 +276,7 @@ func (s *Store) runTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	if err := fn(tx); err != nil {
-		if ctx.Err() == nil {
-			_ = tx.Rollback()
-		}
-		// Once ctx has ended, database/sql rolls the transaction back by itself
-		// and discards the connection, in the background. A Rollback here could
-		// win that race and then wait, with no deadline, on a server that
-		// stopped answering, holding the caller past its time.
+		rollback(ctx, tx)
 		return err
 	}
 	return commit(ctx, tx)

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/taskd/taskd/internal/store"
+	"github.com/taskd/taskd/internal/store/storetest"
+	"github.com/taskd/taskd/internal/testenv"
 	"github.com/taskd/taskd/tasks"
 )
 
@@ -160,5 +163,62 @@ func TestOneEditorsRacingRequestsDoNotDeadlock(t *testing.T) {
 	}
 	if n := store.LockConflicts(b.store); n != 0 {
 		t.Errorf("%d transactions lost a lock conflict, want 0", n)
+	}
+}
+
+// TestRefusedTransactionEndsWithItsCallersDeadline: a transaction its own code
+// refuses (a claim found stale, or at its category's limit) is rolled back;
+// a server that stops answering just before that ROLLBACK (a SIGSTOPped
+// server, here a frozen proxy) holds the caller no longer than its context,
+// though database/sql's Rollback takes none and the driver waits for the
+// server's answer with no deadline.
+func TestRefusedTransactionEndsWithItsCallersDeadline(t *testing.T) {
+	t.Parallel()
+	cfg, err := mysql.ParseDSN(storetest.NewEmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := testenv.StartProxy(t, cfg.Addr)
+	cfg.Addr = hung.Addr()
+	db, err := store.Open(t.Context(), cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := store.New(db, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	askGalera(t, s)
+
+	// As an API request's time (http.request_timeout), shortened.
+	const timeout = 500 * time.Millisecond
+	const bound = timeout + time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	errRefused := errors.New("refused")
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- store.InTx(s, ctx, func(tx *sqlx.Tx) error {
+			if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
+				return err
+			}
+			hung.Freeze()
+			return errRefused
+		})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errRefused) {
+			t.Errorf("err = %v, want the transaction's own refusal", err)
+		}
+		if took := time.Since(start); took > bound {
+			t.Errorf("answered after %v; want within %v of a deadline of %v", took.Round(time.Millisecond), bound, timeout)
+		}
+	case <-time.After(bound):
+		t.Errorf("no answer %v after the transaction began, with a deadline of %v: its ROLLBACK waits on the hung server", bound, timeout)
+		hung.Thaw()
+		<-done
 	}
 }

@@ -260,7 +260,7 @@ func (s *Store) WebhookBacklog(ctx context.Context) (*tasks.WebhookBacklog, erro
 	if err != nil {
 		return nil, fmt.Errorf("webhook backlog: %w", err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer rollback(ctx, tx)
 	b := &tasks.WebhookBacklog{Pending: map[string]int64{}, Failed: map[string]int64{}}
 	if err := tx.GetContext(ctx, &b.New, backlogNewSQL); err != nil {
 		return nil, fmt.Errorf("webhook backlog: %w", err)
