@@ -66,7 +66,7 @@ func TestCompleteAndClaimManyOneTransaction(t *testing.T) {
 		}
 		ended = append(ended, e)
 		return true
-	}), hs, []string{"news"})
+	}), 0, hs, []string{"news"})
 	sql := sqlCount.Counts().Sub(sql0)
 	reads := b.D.Stats().CandidateReads - reads0
 	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
@@ -130,7 +130,7 @@ func TestCompleteAndClaimManyCompletesAloneOnError(t *testing.T) {
 		}
 		answered++
 		return true
-	}), workerHolders(2, 4), []string{"news"})
+	}), 0, workerHolders(2, 4), []string{"news"})
 	if !joint || len(claims) != 0 || answered != 2 {
 		t.Fatalf("joint %v: %d claims made and %d outcomes answered, want none and 2", joint, len(claims), answered)
 	}
@@ -164,7 +164,7 @@ func TestCompleteAndClaimManyWritesNothingWithNothingToClaim(t *testing.T) {
 			t.Errorf("outcome %d answered (%+v, %v) though nothing was claimable", i, e, err)
 			return true
 		}
-	}, workerHolders(2, 2), []string{"news"})
+	}, 0, workerHolders(2, 2), []string{"news"})
 	if joint || taken || len(claims) != 0 {
 		t.Fatalf("joint %v, outcomes taken %v, %d claims; want nothing done", joint, taken, len(claims))
 	}

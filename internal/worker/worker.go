@@ -63,7 +63,7 @@ type Dispatcher interface {
 	// candidates locked, commits the outcomes it is then given in the
 	// same transaction; it returns the claims made, and false when it
 	// wrote nothing.
-	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) ([]*tasks.Claim, bool)
+	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), ending int, holders, categories []string) ([]*tasks.Claim, bool)
 	// CompleteMany commits a batch of outcomes and gives back the locks of
 	// the claims they ended.
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
@@ -458,6 +458,10 @@ type Worker struct {
 	// unsettled counts the runs whose outcome is not with the completer yet:
 	// while there are any, more outcomes are coming.
 	unsettled atomic.Int64
+	// carrying says the first claim loop will carry the outcomes waiting
+	// soon, with SlotsUntilWritten: they then wait for it (up to
+	// FlushInterval) rather than take a transaction of their own.
+	carrying atomic.Bool
 }
 
 // New returns a Worker that claims through d. It returns an error for
@@ -623,6 +627,14 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		atLeast, freed = w.cfg.BatchSize, free.full
 	}
 	errs := 0 // consecutive errors from claiming
+	// With SlotsUntilWritten, the first loop claims for the slots of the
+	// outcomes waiting too: it carries them (see completer.carry).
+	carries := w.cfg.SlotsUntilWritten && !extra && !w.apart
+	found := false // the last claim found tasks
+	if carries {
+		w.carrying.Store(true)
+		defer w.carrying.Store(false)
+	}
 	for ctx.Err() == nil {
 		if w.out.full() {
 			// Back-pressure: the completer is behind.
@@ -643,6 +655,12 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			w.gather(ctx)
 		}
 		slots := free.take(w.cfg.BatchSize, atLeast)
+		var carried []*outcome
+		if carries {
+			var more []int
+			carried, more = w.out.carry(w.cfg.BatchSize - len(slots))
+			slots = append(slots, more...)
+		}
 		if len(slots) == 0 {
 			select {
 			case <-ctx.Done():
@@ -650,6 +668,10 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			}
 			continue
 		}
+		// While the loop is in the store, outcomes wait for it only when
+		// its last claim found tasks: it is back soon to carry them (a
+		// claim on an empty pool waits for tasks).
+		w.carrying.Store(carries && found)
 		holders := make([]string, len(slots))
 		slotOf := make(map[string]int, len(slots))
 		for i, s := range slots {
@@ -658,7 +680,9 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		}
 		var claims []*tasks.Claim
 		var err error
-		if !w.apart && w.out.len() > 0 {
+		if len(carried) > 0 {
+			claims = w.out.writeCarrying(carried, holders, w.cfg.Categories)
+		} else if !w.apart && w.out.len() > 0 {
 			// Outcomes wait: the claim carries them, one transaction for
 			// both; claimed nothing, it claims apart.
 			claims = w.out.writeClaiming(holders, w.cfg.Categories)
@@ -666,6 +690,8 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		if len(claims) == 0 {
 			claims, err = w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
 		}
+		found = len(claims) > 0
+		w.carrying.Store(carries)
 		w.meter.claimed(ctx, len(claims))
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
@@ -713,13 +739,21 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 func (w *Worker) gather(ctx context.Context) {
 	slots := w.slots
 	want := (min(w.cfg.BatchSize, w.cfg.Concurrency) + 1) / 2
-	free := slots.len()
+	// With SlotsUntilWritten, the slots of the outcomes waiting are free
+	// to a claim that carries them.
+	avail := func() int {
+		if w.cfg.SlotsUntilWritten && !w.apart {
+			return slots.len() + w.out.len()
+		}
+		return slots.len()
+	}
+	free := avail()
 	if free >= want || free == 0 || free == w.cfg.Concurrency {
 		return
 	}
 	t := time.NewTimer(w.gatherFor)
 	defer t.Stop()
-	for slots.len() < want {
+	for avail() < want {
 		select {
 		case <-ctx.Done():
 			return
@@ -922,7 +956,7 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		op = "fail"
 	}
 	defer w.leases.remove(o.ref)
-	if w.cfg.SlotsUntilWritten {
+	if w.cfg.SlotsUntilWritten && o.slot != noSlot {
 		defer w.slots.put(o.slot)
 	}
 	defer func() { endSpan(o.span, o.handlerErr) }()
