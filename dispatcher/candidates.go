@@ -42,11 +42,11 @@ const candidateMaxAge = time.Second
 // the Redis locks. A candidate is only a hint: the store's fenced claim
 // decides.
 type candidatePool struct {
-	read func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
+	read candidateRead
 	// readPrimary, when set, reads from the primary database even when the
 	// store reads candidates from a replica: after a refused claim showed a
 	// category's candidates stale, since the replica may be behind.
-	readPrimary func(ctx context.Context, category string, limit int) ([]tasks.Candidate, error)
+	readPrimary candidateRead
 	limit       int // candidates per read
 	clock       func() time.Time
 
@@ -103,7 +103,12 @@ type pooled struct {
 	reserved bool
 }
 
-func newCandidatePool(limit int, read func(context.Context, string, int) ([]tasks.Candidate, error)) *candidatePool {
+// candidateRead reads up to limit candidates of a category (a queue: see
+// queueParts) for a claim that first ends ending claims of its own
+// (tasks.CandidatesParams.Ending).
+type candidateRead func(ctx context.Context, category string, limit, ending int) ([]tasks.Candidate, error)
+
+func newCandidatePool(limit int, read candidateRead) *candidatePool {
 	return &candidatePool{
 		read: read, limit: limit, clock: time.Now,
 		cats: make(map[string]*categoryCandidates), out: make(map[int64]time.Time), stageQueues: make(map[string][]string),
@@ -143,6 +148,10 @@ type takeOpts struct {
 	// barred are tasks barred to the claimant, each at the fence it had
 	// when the store refused it: left out while they still have it.
 	barred map[int64]int64
+	// ending: the claim ends as many claims of its own first, in its
+	// transaction (see tasks.CandidatesParams.Ending); a read it makes
+	// counts on their room.
+	ending int
 }
 
 // leftOut are the candidates a take leaves out: ids the claim tried or its
@@ -173,7 +182,7 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 		want = n
 	}
 	for _, cat := range categories {
-		if err := p.fill(ctx, cat, out0, want); err != nil {
+		if err := p.fill(ctx, cat, out0, want, opt.ending); err != nil {
 			return nil, err
 		}
 	}
@@ -221,7 +230,7 @@ func (p *candidatePool) takeN(ctx context.Context, categories []string, n int, s
 // them when the store may have that many, reading them unless another claim
 // is reading them already. p.mu is held, and is let go while reading or
 // waiting.
-func (p *candidatePool) fill(ctx context.Context, cat string, skip leftOut, want int) error {
+func (p *candidatePool) fill(ctx context.Context, cat string, skip leftOut, want, ending int) error {
 	cc := p.cats[cat]
 	if cc == nil {
 		cc = &categoryCandidates{}
@@ -297,7 +306,7 @@ func (p *candidatePool) fill(ctx context.Context, cat string, skip leftOut, want
 	recheck := cc.recheck
 	cc.recheck = false
 	p.mu.Unlock()
-	cands, err := read(ctx, cat, limit)
+	cands, err := read(ctx, cat, limit, ending)
 	p.mu.Lock()
 	cc.reading = nil
 	cc.demand = cc.waiting

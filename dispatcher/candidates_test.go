@@ -26,7 +26,7 @@ type fakeReads struct {
 	limits []int
 }
 
-func (f *fakeReads) read(ctx context.Context, cat string, limit int) ([]tasks.Candidate, error) {
+func (f *fakeReads) read(ctx context.Context, cat string, limit, _ int) ([]tasks.Candidate, error) {
 	f.reads.Add(1)
 	if f.gate != nil {
 		<-f.gate
@@ -363,7 +363,7 @@ func TestCandidatePoolStaleReadsThePrimaryOnce(t *testing.T) {
 func TestCandidatePoolReadsAgainWhenTheReaderLeaves(t *testing.T) {
 	var reads atomic.Int64
 	reading := make(chan struct{})
-	read := func(ctx context.Context, _ string, _ int) ([]tasks.Candidate, error) {
+	read := func(ctx context.Context, _ string, _, _ int) ([]tasks.Candidate, error) {
 		if reads.Add(1) == 1 {
 			close(reading)
 			<-ctx.Done()

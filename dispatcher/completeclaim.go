@@ -34,7 +34,14 @@ import (
 // or none whose lock it got; a takeover of an expired claim is left to
 // NextMany), or rate limits apply (Config.RateLimits). The writes are
 // bounded by ctx.
-func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() ([]Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) (claims []*tasks.Claim, joint bool) {
+//
+// ending is how many outcomes outcomes gives, when the caller knows (0
+// otherwise): a category at its limit in flight (tasks.Workflow.MaxInFlight)
+// then still has candidates for the claim, since the outcomes, written
+// first in its transaction, leave as much room (see
+// tasks.CandidatesParams.Ending). The claim keeps the limit exactly either
+// way: it counts the tasks assigned after the outcomes are written.
+func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() ([]Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), ending int, holders, categories []string) (claims []*tasks.Claim, joint bool) {
 	if len(holders) == 0 || len(categories) == 0 || d.limits != nil {
 		return nil, false
 	}
@@ -43,7 +50,7 @@ func (d *Dispatcher) CompleteAndClaimMany(ctx context.Context, outcomes func() (
 		trace.WithAttributes(attrCategories.StringSlice(categories), attrWanted.Int(len(holders))))
 	defer endSpan(span, nil)
 
-	picked, err := d.cands.takeN(ctx, categories, len(holders), map[int64]bool{}, takeOpts{many: true})
+	picked, err := d.cands.takeN(ctx, categories, len(holders), map[int64]bool{}, takeOpts{many: true, ending: ending})
 	if err != nil || len(picked) == 0 {
 		if err != nil {
 			d.log.WarnContext(ctx, "claim tasks", "err", err)

@@ -66,7 +66,7 @@ func TestCompleteAndClaimManyOneTransaction(t *testing.T) {
 		}
 		ended = append(ended, e)
 		return true
-	}), hs, []string{"news"})
+	}), 0, hs, []string{"news"})
 	sql := sqlCount.Counts().Sub(sql0)
 	reads := b.D.Stats().CandidateReads - reads0
 	if sql.RoundTrips-reads != 1 || sql.Commits != 1 {
@@ -130,7 +130,7 @@ func TestCompleteAndClaimManyCompletesAloneOnError(t *testing.T) {
 		}
 		answered++
 		return true
-	}), workerHolders(2, 4), []string{"news"})
+	}), 0, workerHolders(2, 4), []string{"news"})
 	if !joint || len(claims) != 0 || answered != 2 {
 		t.Fatalf("joint %v: %d claims made and %d outcomes answered, want none and 2", joint, len(claims), answered)
 	}
@@ -164,7 +164,7 @@ func TestCompleteAndClaimManyWritesNothingWithNothingToClaim(t *testing.T) {
 			t.Errorf("outcome %d answered (%+v, %v) though nothing was claimable", i, e, err)
 			return true
 		}
-	}, workerHolders(2, 2), []string{"news"})
+	}, 0, workerHolders(2, 2), []string{"news"})
 	if joint || taken || len(claims) != 0 {
 		t.Fatalf("joint %v, outcomes taken %v, %d claims; want nothing done", joint, taken, len(claims))
 	}
@@ -172,5 +172,45 @@ func TestCompleteAndClaimManyWritesNothingWithNothingToClaim(t *testing.T) {
 		if got := b.Task(t, c.Task.ID); got.Status != tasks.StatusAssigned || got.Fence != c.Fence {
 			t.Fatalf("task %d = %+v, want still assigned at fence %d", c.Task.ID, got, c.Fence)
 		}
+	}
+}
+
+// A category at its limit in flight has no candidates, but for a claim
+// that carries outcomes it has as many as the outcomes free: the claim
+// reads them (ending) and takes their room, in the outcomes' transaction.
+func TestCompleteAndClaimManyAtTheLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit = 2
+	b := setup(t, setupOpts{Store: store.Config{Workflows: map[string]tasks.Workflow{"news": {MaxInFlight: limit}}}})
+	b.Add(t, "news", 0, 6)
+	held, err := b.D.NextMany(ctx, workerHolders(0, limit), []string{"news"}, 0)
+	if err != nil || len(held) != limit {
+		t.Fatalf("next many = %d claims, %v; want %d", len(held), err, limit)
+	}
+	// Another process's dispatcher, whose candidates are read now, at the
+	// limit.
+	d, err := dispatcher.New(b.Store, b.Locks, dispatcher.Config{KeyPrefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := false
+	claims, joint := d.CompleteAndClaimMany(ctx, func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+		taken = true
+		return nil, nil
+	}, 0, workerHolders(0, limit), []string{"news"})
+	if joint || taken || len(claims) != 0 {
+		t.Fatalf("without ending: joint %v, outcomes taken %v, %d claims; want nothing: no room", joint, taken, len(claims))
+	}
+	answered := 0
+	claims, joint = d.CompleteAndClaimMany(ctx, carry(outcomesOf(held), func(i int, e *tasks.Ended, err error) bool {
+		if err != nil || e == nil || e.Status != tasks.StatusDone {
+			t.Errorf("outcome %d: %+v, %v; want done", i, e, err)
+		}
+		answered++
+		return true
+	}), limit, workerHolders(0, limit), []string{"news"})
+	if !joint || len(claims) != limit || answered != limit {
+		t.Fatalf("joint %v: %d claims made and %d outcomes answered, want %d and %d", joint, len(claims), answered, limit, limit)
 	}
 }

@@ -394,15 +394,15 @@ func New(store Store, locks Locker, cfg Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	d := &Dispatcher{store: store, locks: locks, cfg: cfg, log: cfg.Logger, tel: tel, skips: newSkipMemory()}
-	d.cands = newCandidatePool(cfg.Batch, func(ctx context.Context, queue string, limit int) ([]tasks.Candidate, error) {
+	d.cands = newCandidatePool(cfg.Batch, func(ctx context.Context, queue string, limit, ending int) ([]tasks.Candidate, error) {
 		d.stats.candidateReads.Add(1)
 		cat, stage := queueParts(queue)
-		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit})
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit, Ending: ending})
 	})
-	d.cands.readPrimary = func(ctx context.Context, queue string, limit int) ([]tasks.Candidate, error) {
+	d.cands.readPrimary = func(ctx context.Context, queue string, limit, ending int) ([]tasks.Candidate, error) {
 		d.stats.candidateReads.Add(1)
 		cat, stage := queueParts(queue)
-		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit, Primary: true})
+		return store.Candidates(ctx, tasks.CandidatesParams{Categories: []string{cat}, Stage: stage, Limit: limit, Primary: true, Ending: ending})
 	}
 	d.Observe(d.stats.observe)
 	d.Observe(d.tel.observe)

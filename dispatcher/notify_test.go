@@ -177,7 +177,7 @@ func TestCandidatePoolReadsAgainAfterAnArrivalDuringTheRead(t *testing.T) {
 	var reads atomic.Int64
 	reading := make(chan struct{})
 	finish := make(chan struct{})
-	read := func(ctx context.Context, _ string, _ int) ([]tasks.Candidate, error) {
+	read := func(ctx context.Context, _ string, _, _ int) ([]tasks.Candidate, error) {
 		if reads.Add(1) == 1 {
 			close(reading)
 			<-finish

@@ -17,4 +17,11 @@ type CandidatesParams struct {
 	// Workflow.Stages) in each of Categories: the candidates of an editor
 	// limited to some stages of a category. Empty: tasks at any stage.
 	Stage string
+	// Ending is how many claims of the caller's own the claim these
+	// candidates are for ends first, in its own transaction (a worker
+	// that completes and claims at once): the candidates of a category
+	// with a MaxInFlight (Workflow) are then read while it has up to as
+	// many more assigned, the room those claims leave once ended. Default
+	// 0: none. The claim keeps the limit whatever the candidates.
+	Ending int
 }

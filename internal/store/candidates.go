@@ -163,7 +163,7 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 			return nil, fmt.Errorf("candidates: %w", err)
 		}
 	}
-	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, s.limitsOf(), keys)
+	q, args := candidatesQuery(cats, p.EditorID, limit, p.Stage, endingLimits(s.limitsOf(), p.Ending), keys)
 	var out []tasks.Candidate
 	read := func(ctx context.Context, db *sqlx.DB) error {
 		out = []tasks.Candidate{}
@@ -190,6 +190,24 @@ func (s *Store) Candidates(ctx context.Context, p tasks.CandidatesParams) ([]tas
 		return nil, fmt.Errorf("candidates: %w", err)
 	}
 	return out, nil
+}
+
+// endingLimits returns lims with room for ending more assigned tasks in
+// each category with a MaxInFlight: the limits a candidate read for a claim
+// that first ends ending claims of its own filters by
+// (tasks.CandidatesParams.Ending). lims itself when ending is 0.
+func endingLimits(lims map[string]tasks.Workflow, ending int) map[string]tasks.Workflow {
+	if ending <= 0 || lims == nil {
+		return lims
+	}
+	out := make(map[string]tasks.Workflow, len(lims))
+	for c, w := range lims {
+		if w.MaxInFlight > 0 {
+			w.MaxInFlight += ending
+		}
+		out[c] = w
+	}
+	return out
 }
 
 // limitFilterSQL is the condition of a pending branch of the candidate query

@@ -639,3 +639,85 @@ func TestLimitClaimNamingWrongCategory(t *testing.T) {
 		t.Fatalf("batch claim of a keyed task with room: %v", err)
 	}
 }
+
+// TestLimitCandidatesEnding: a category at its MaxInFlight has no
+// candidates, but for a claim that first ends claims of its own
+// (CandidatesParams.Ending) it has, and that claim, joined to the
+// completion, takes the room of what it ended and no more.
+func TestLimitCandidatesEnding(t *testing.T) {
+	t.Parallel()
+	const limit = 2
+	stores, db := limitStores(t, 1, map[string]tasks.Workflow{"lim": {MaxInFlight: limit}})
+	s := stores[0]
+	nts := make([]tasks.NewTask, 6)
+	for i := range nts {
+		nts[i] = tasks.NewTask{Category: "lim", Title: fmt.Sprint(i)}
+	}
+	if _, err := s.InsertTasks(t.Context(), nts); err != nil {
+		t.Fatal(err)
+	}
+	read := func(ending int) []tasks.Candidate {
+		t.Helper()
+		cands, err := s.Candidates(t.Context(), tasks.CandidatesParams{Categories: []string{"lim"}, Limit: 10, Ending: ending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cands
+	}
+	claim := func(cands []tasks.Candidate) []tasks.ClaimParams {
+		ps := make([]tasks.ClaimParams, len(cands))
+		for i, c := range cands {
+			ps[i] = tasks.ClaimParams{TaskID: c.ID, Fence: c.Fence, Status: c.Status, Holder: fmt.Sprintf("w:%d", i), Lease: time.Minute, Category: "lim"}
+		}
+		return ps
+	}
+	res, err := s.ClaimBatch(t.Context(), claim(read(0)[:limit]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*tasks.Claim
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		held = append(held, r.Claim)
+	}
+	if got := read(0); len(got) != 0 {
+		t.Fatalf("%d candidates at the limit, want none", len(got))
+	}
+	cands := read(limit)
+	if len(cands) != len(nts)-limit {
+		t.Fatalf("%d candidates for a claim ending %d, want %d", len(cands), limit, len(nts)-limit)
+	}
+	os := make([]tasks.Outcome, len(held))
+	for i, c := range held {
+		os[i] = tasks.Outcome{TaskID: c.Task.ID, Fence: c.Fence, Holder: c.Task.Holder, Result: json.RawMessage(`{}`)}
+	}
+	// One more claim than the ended ones' room: the limit refuses it.
+	done, made, err := s.CompleteAndClaim(t.Context(), os, claim(cands[:limit+1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range done {
+		if d.Err != nil {
+			t.Fatal(d.Err)
+		}
+	}
+	claimed, limited := 0, 0
+	for _, r := range made {
+		switch {
+		case r.Err == nil:
+			claimed++
+		case errors.Is(r.Err, tasks.ErrLimited):
+			limited++
+		default:
+			t.Fatal(r.Err)
+		}
+	}
+	if claimed != limit || limited != 1 {
+		t.Errorf("the joint claim made %d claims and was limited on %d, want %d and 1", claimed, limited, limit)
+	}
+	if n := countIn(t, db, `SELECT COUNT(*) FROM tasks WHERE category = 'lim' AND status = 'assigned'`); n != limit {
+		t.Errorf("%d assigned, want %d", n, limit)
+	}
+}

@@ -12,6 +12,10 @@ import (
 	"github.com/taskd/taskd/tasks"
 )
 
+// noSlot is the slot of an outcome whose slot passed to a claim (carry):
+// its answer frees none.
+const noSlot = -1
+
 // completer writes a worker's outcomes in batches: up to BatchSize per
 // transaction (store.Store.Complete), then the locks of the claims they ended
 // given back in one script. A batch is written as soon as the first writer
@@ -62,6 +66,11 @@ func (c *completer) settled(o *outcome) {
 	signal(c.wake)
 	if full {
 		signal(c.backlog)
+	}
+	if o != nil && c.w.cfg.SlotsUntilWritten {
+		// The first claim loop can carry the outcome and reuse its slot
+		// (see carry).
+		signal(c.w.slots.freed)
 	}
 }
 
@@ -159,31 +168,34 @@ func (c *completer) next(extra bool) ([]*outcome, time.Duration) {
 	if extra && len(c.queue) < cfg.BatchSize && !c.closed {
 		return nil, -1
 	}
-	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && c.w.unsettled.Load() > 0 {
+	// With SlotsUntilWritten, a batch waits for the first claim loop while
+	// it is waiting to claim: it carries the batch, in the claim's
+	// transaction, and reuses the batch's slots (see carry).
+	gathering := c.w.unsettled.Load() > 0 || cfg.SlotsUntilWritten && c.w.carrying.Load()
+	if len(c.queue) < cfg.BatchSize && !c.closed && cfg.FlushInterval > 0 && gathering {
 		if wait := time.Until(c.queue[0].queuedAt.Add(cfg.FlushInterval)); wait > 0 {
 			return nil, wait
 		}
 	}
-	return c.takeLocked(), 0
+	return c.takeLocked(cfg.BatchSize), 0
 }
 
-// takeLocked takes a batch off the queue: up to BatchSize outcomes, within
+// takeLocked takes a batch off the queue: up to max outcomes, within
 // workerBatchBytesMax (at least one). c.mu is held.
-func (c *completer) takeLocked() []*outcome {
-	cfg := c.w.cfg
+func (c *completer) takeLocked(max int) []*outcome {
 	n, size := 0, 0
-	for n < len(c.queue) && n < cfg.BatchSize {
+	for n < len(c.queue) && n < max {
 		size += len(c.queue[n].result)
 		if n > 0 && size > workerBatchBytesMax {
 			break
 		}
 		n++
 	}
-	full := len(c.queue) >= cfg.MaxBacklog
+	full := len(c.queue) >= c.w.cfg.MaxBacklog
 	batch := make([]*outcome, n)
 	copy(batch, c.queue)
 	c.queue = append(c.queue[:0], c.queue[n:]...)
-	if full && len(c.queue) < cfg.MaxBacklog {
+	if full && len(c.queue) < c.w.cfg.MaxBacklog {
 		signal(c.space)
 	}
 	return batch
@@ -198,7 +210,49 @@ func (c *completer) queued() []*outcome {
 	if len(c.queue) == 0 {
 		return nil
 	}
-	return c.takeLocked()
+	return c.takeLocked(c.w.cfg.BatchSize)
+}
+
+// carry takes up to n outcomes off the queue for a claim of a worker with
+// SlotsUntilWritten to carry (writeCarrying), and returns them with their
+// slots, which pass to the claim: the claim's transaction writes the
+// outcomes before it counts the tasks in flight, so it may claim for their
+// slots, and their answers free none of them (noSlot). It returns nothing
+// when nothing waits or n < 1.
+func (c *completer) carry(n int) ([]*outcome, []int) {
+	if n < 1 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil, nil
+	}
+	batch := c.takeLocked(n)
+	slots := make([]int, len(batch))
+	for i, o := range batch {
+		slots[i], o.slot = o.slot, noSlot
+	}
+	return batch, slots
+}
+
+// writeCarrying writes batch, outcomes carry took, in the transaction of a
+// claim for holders (Dispatcher.CompleteAndClaimMany), or alone when the
+// claim had nothing to claim, and returns the claims made. Every outcome of
+// batch is written (or its write failed) when it returns: the caller may
+// then claim for, or free, the slots carry gave it.
+func (c *completer) writeCarrying(batch []*outcome, holders, categories []string) []*tasks.Claim {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.w.handlersCtx), workerFinishTimeout)
+	defer cancel()
+	carried := false
+	claims, _ := c.w.d.CompleteAndClaimMany(ctx, func() ([]dispatcher.Outcome, func(int, *tasks.Ended, error) bool) {
+		carried = true
+		return c.outcomes(batch)
+	}, len(batch), holders, categories)
+	if !carried {
+		c.write(batch)
+	}
+	return claims
 }
 
 // write writes a batch and hands each member's answer to the worker.
@@ -224,7 +278,7 @@ func (c *completer) writeClaiming(holders, categories []string) []*tasks.Claim {
 			return nil, nil
 		}
 		return c.outcomes(batch)
-	}, holders, categories)
+	}, 0, holders, categories)
 	return claims
 }
 

@@ -528,3 +528,53 @@ func TestWorkerSecondWriterWritesFullBatches(t *testing.T) {
 	openGate()
 	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Totals().Processed >= n })
 }
+
+// countedWrites counts the store's completions alone and those joined to a
+// claim.
+type countedWrites struct {
+	*store.Store
+	alone, joint atomic.Int64
+}
+
+func (s *countedWrites) Complete(ctx context.Context, os []tasks.Outcome) ([]tasks.Completed, error) {
+	s.alone.Add(1)
+	return s.Store.Complete(ctx, os)
+}
+
+func (s *countedWrites) CompleteAndClaim(ctx context.Context, os []tasks.Outcome, ps []tasks.ClaimParams) ([]tasks.Completed, []tasks.ClaimResult, error) {
+	if len(os) > 0 && len(ps) > 0 {
+		s.joint.Add(1)
+	}
+	return s.Store.CompleteAndClaim(ctx, os, ps)
+}
+
+// With SlotsUntilWritten, a slot is taken until its outcome is written, and
+// a category's MaxInFlight equal to the slots leaves no room while they are
+// all taken; still the claim loop carries the waiting outcomes and claims
+// for their slots in the same transaction. With one slot, every claim but
+// the first carries the outcome before it.
+func TestWorkerLimitedClaimCarriesOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{Dispatcher: workerFastPoll, Store: store.Config{Workflows: map[string]tasks.Workflow{"jobs": {MaxInFlight: 1}}}})
+	st := &countedWrites{Store: b.Store}
+	d, err := dispatcher.New(st, b.Locks, dispatcher.Config{PollInterval: 50 * time.Millisecond, KeyPrefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	b.Add(t, "jobs", 0, n)
+	mux := worker.NewMux()
+	mux.HandleFunc("jobs", func(context.Context, *tasks.Task) (any, error) { return nil, nil })
+	// The outcomes wait for the claim up to a second: long enough that
+	// only a claim that cannot carry them leaves them to the writer.
+	w := startWorkerOn(t, d, worker.Config{
+		Handler: mux, Concurrency: 1, BatchSize: 8, FlushInterval: time.Second, SlotsUntilWritten: true,
+	})
+	testenv.Eventually(t, 60*time.Second, "all tasks processed", func() bool { return w.Totals().Processed >= n })
+	if j := st.joint.Load(); j < n-1 {
+		t.Errorf("%d of %d outcomes written with the next claim (%d alone), want all but the last", j, n, st.alone.Load())
+	}
+	if a := w.Totals().LeaseLost; a != 0 {
+		t.Errorf("%d leases lost", a)
+	}
+}

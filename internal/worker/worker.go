@@ -63,7 +63,7 @@ type Dispatcher interface {
 	// candidates locked, commits the outcomes it is then given in the
 	// same transaction; it returns the claims made, and false when it
 	// wrote nothing.
-	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), holders, categories []string) ([]*tasks.Claim, bool)
+	CompleteAndClaimMany(ctx context.Context, outcomes func() ([]dispatcher.Outcome, func(i int, ended *tasks.Ended, err error) (unlock bool)), ending int, holders, categories []string) ([]*tasks.Claim, bool)
 	// CompleteMany commits a batch of outcomes and gives back the locks of
 	// the claims they ended.
 	CompleteMany(ctx context.Context, os []dispatcher.Outcome, done func(i int, ended *tasks.Ended, err error) (unlock bool))
@@ -458,6 +458,10 @@ type Worker struct {
 	// unsettled counts the runs whose outcome is not with the completer yet:
 	// while there are any, more outcomes are coming.
 	unsettled atomic.Int64
+	// carrying says the first claim loop will carry the outcomes waiting
+	// soon, with SlotsUntilWritten: they then wait for it (up to
+	// FlushInterval) rather than take a transaction of their own.
+	carrying atomic.Bool
 }
 
 // New returns a Worker that claims through d. It returns an error for
@@ -623,12 +627,22 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		atLeast, freed = w.cfg.BatchSize, free.full
 	}
 	errs := 0 // consecutive errors from claiming
+	// With SlotsUntilWritten, the first loop claims for the slots of the
+	// outcomes waiting too: it carries them (see completer.carry).
+	carries := w.cfg.SlotsUntilWritten && !extra && !w.apart
+	found := false // the last claim found tasks
+	if carries {
+		w.carrying.Store(true)
+		defer w.carrying.Store(false)
+	}
 	for ctx.Err() == nil {
 		if w.out.full() {
 			// Back-pressure: the completer is behind.
 			if w.backPressured != nil {
 				w.backPressured()
 			}
+			// The outcomes do not wait for a loop that waits for them.
+			w.carrying.Store(false)
 			select {
 			case <-ctx.Done():
 			case <-w.out.space:
@@ -637,12 +651,19 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 					signal(w.out.space)
 				}
 			}
+			w.carrying.Store(carries)
 			continue
 		}
 		if !extra {
 			w.gather(ctx)
 		}
 		slots := free.take(w.cfg.BatchSize, atLeast)
+		var carried []*outcome
+		if carries {
+			var more []int
+			carried, more = w.out.carry(w.cfg.BatchSize - len(slots))
+			slots = append(slots, more...)
+		}
 		if len(slots) == 0 {
 			select {
 			case <-ctx.Done():
@@ -650,6 +671,10 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			}
 			continue
 		}
+		// While the loop is in the store, outcomes wait for it only when
+		// its last claim found tasks: it is back soon to carry them (a
+		// claim on an empty pool waits for tasks).
+		w.carrying.Store(carries && found)
 		holders := make([]string, len(slots))
 		slotOf := make(map[string]int, len(slots))
 		for i, s := range slots {
@@ -658,7 +683,9 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		}
 		var claims []*tasks.Claim
 		var err error
-		if !w.apart && w.out.len() > 0 {
+		if len(carried) > 0 {
+			claims = w.out.writeCarrying(carried, holders, w.cfg.Categories)
+		} else if !w.apart && w.out.len() > 0 {
 			// Outcomes wait: the claim carries them, one transaction for
 			// both; claimed nothing, it claims apart.
 			claims = w.out.writeClaiming(holders, w.cfg.Categories)
@@ -666,6 +693,8 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 		if len(claims) == 0 {
 			claims, err = w.d.NextMany(ctx, holders, w.cfg.Categories, w.cfg.Wait)
 		}
+		found = len(claims) > 0
+		w.carrying.Store(carries)
 		w.meter.claimed(ctx, len(claims))
 		for _, c := range claims {
 			s := slotOf[c.Task.Holder]
@@ -698,34 +727,6 @@ func (w *Worker) claimLoop(ctx context.Context, extra bool) {
 			case <-t.C:
 			}
 			t.Stop()
-		}
-	}
-}
-
-// gather waits while fewer than half of the slots one claim may take are
-// free and others are busy, until that many are free or gatherFor
-// (workerClaimGather) passed: a claim's round trips and commit cost about the same for a few
-// tasks as for many, so a claim for the slots that free up together is
-// worth a moment's wait. Handlers that return at once (a claim's tasks all
-// done within the wait) then share one claim instead of each starting one
-// for the few slots free at that instant; a slot held by a long handler
-// delays nothing but this wait.
-func (w *Worker) gather(ctx context.Context) {
-	slots := w.slots
-	want := (min(w.cfg.BatchSize, w.cfg.Concurrency) + 1) / 2
-	free := slots.len()
-	if free >= want || free == 0 || free == w.cfg.Concurrency {
-		return
-	}
-	t := time.NewTimer(w.gatherFor)
-	defer t.Stop()
-	for slots.len() < want {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			return
-		case <-slots.freed:
 		}
 	}
 }
@@ -922,7 +923,7 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		op = "fail"
 	}
 	defer w.leases.remove(o.ref)
-	if w.cfg.SlotsUntilWritten {
+	if w.cfg.SlotsUntilWritten && o.slot != noSlot {
 		defer w.slots.put(o.slot)
 	}
 	defer func() { endSpan(o.span, o.handlerErr) }()
@@ -1001,70 +1002,6 @@ func (w *Worker) completed(o *outcome, ended *tasks.Ended, err error) bool {
 		log.get().ErrorContext(o.ctx, op+" task", "err", err)
 		o.span.SetAttributes(attrOutcome.String("error"))
 		return false
-	}
-}
-
-// slotSet is the set of free slots, shared by the claim loops: a slot taken
-// is one loop's until it is put back.
-type slotSet struct {
-	mu    sync.Mutex
-	free  []int
-	batch int // a full batch of slots, for full
-	// freed has a value once a slot was freed since the last take, or a take
-	// left free slots; full once batch slots or more are free: the wake-up
-	// of the first claim loop and of the others.
-	freed, full chan struct{}
-}
-
-// newSlotSet returns a set of n slots, all free, whose full batch is batch
-// slots.
-func newSlotSet(n, batch int) *slotSet {
-	s := &slotSet{batch: batch, freed: make(chan struct{}, 1), full: make(chan struct{}, 1)}
-	for i := n - 1; i >= 0; i-- {
-		s.free = append(s.free, i)
-	}
-	return s
-}
-
-// len returns the number of free slots.
-func (s *slotSet) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.free)
-}
-
-// take takes up to n free slots, lowest first, or none when fewer than
-// atLeast are free. Slots it leaves free wake another loop.
-func (s *slotSet) take(n, atLeast int) []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.free) < atLeast {
-		return nil
-	}
-	n = min(n, len(s.free))
-	out := make([]int, n)
-	for i := range out {
-		out[i] = s.free[len(s.free)-1-i]
-	}
-	s.free = s.free[:len(s.free)-n]
-	if len(s.free) > 0 {
-		signal(s.freed)
-	}
-	if len(s.free) >= s.batch {
-		signal(s.full)
-	}
-	return out
-}
-
-// put frees slot i.
-func (s *slotSet) put(i int) {
-	s.mu.Lock()
-	s.free = append(s.free, i)
-	full := len(s.free) >= s.batch
-	s.mu.Unlock()
-	signal(s.freed)
-	if full {
-		signal(s.full)
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskd/taskd"
@@ -210,6 +212,10 @@ func runLimits(ctx context.Context, cfg Config, scenario string, w Workload) (_ 
 
 	cfg.progress("%s: %d tasks, %d slots, limits %s", scenario, w.Pool, LimitsSlots, w.Limits)
 	cpu0 := processCPU(bd.mysqldPID)
+	q0, c0, err := limitsStatus(ctx, bd.db)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if _, err := e.ResumeCategory(ctx, limitsCategory); err != nil {
 		return nil, err
@@ -239,9 +245,17 @@ func runLimits(ctx context.Context, cfg Config, scenario string, w Workload) (_ 
 	}
 	elapsed := time.Since(start)
 	cpu1 := processCPU(bd.mysqldPID)
+	q1, c1, err := limitsStatus(ctx, bd.db)
+	if err != nil {
+		return nil, err
+	}
 	st.BurnSec = elapsed.Seconds()
 	r.ElapsedSec, r.Cycles, r.CyclesPerSec = elapsed.Seconds(), int64(done), float64(done)/elapsed.Seconds()
 	r.Assignments = ran.Load()
+	if done > 0 {
+		r.MySQLPerAssignment = float64(q1-q0) / float64(done)
+		r.CommitsPerCycle = float64(c1-c0) / float64(done)
+	}
 	if cpu0 >= 0 && cpu1 >= 0 && done > 0 {
 		r.MySQLCPUMsPerCycle = ptr(float64(cpu1-cpu0) / float64(time.Millisecond) / float64(done))
 	}
@@ -250,6 +264,29 @@ func runLimits(ctx context.Context, cfg Config, scenario string, w Workload) (_ 
 	}
 	cfg.progress("%s: %.0f jobs/s (%d of %d in %.2fs)", scenario, r.CyclesPerSec, done, w.Pool, elapsed.Seconds())
 	return r, nil
+}
+
+// limitsStatus returns the server's Questions and Com_commit (SHOW GLOBAL
+// STATUS): server-wide, like the CPU, but nothing else of the harness
+// writes during a burn-down.
+func limitsStatus(ctx context.Context, db *sqlx.DB) (questions, commits int64, err error) {
+	var rows []struct {
+		Name  string `db:"Variable_name"`
+		Value string `db:"Value"`
+	}
+	if err := db.SelectContext(ctx, &rows, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_commit')"); err != nil {
+		return 0, 0, fmt.Errorf("read mysql status: %w", err)
+	}
+	for _, r := range rows {
+		v, _ := strconv.ParseInt(r.Value, 10, 64)
+		switch strings.ToLower(r.Name) {
+		case "questions":
+			questions = v
+		case "com_commit":
+			commits = v
+		}
+	}
+	return questions, commits, nil
 }
 
 // limitsInsert posts one batch of tasks to POST /v1/tasks as the admin.
@@ -381,6 +418,6 @@ func writeLimits(w io.Writer, r Result, l *LimitsStats) {
 	if l.Left > 0 {
 		left = fmt.Sprintf(" (stopped at the bound with %d not done)", l.Left)
 	}
-	fmt.Fprintf(w, "%s #%d: %d slots, %s: %d tasks burnt down in %.2fs%s, %.0f jobs/s; mysqld CPU per job %s\n",
-		r.Scenario, r.Run, l.Slots, how, int64(l.Tasks-l.Left), l.BurnSec, left, r.CyclesPerSec, cpu)
+	fmt.Fprintf(w, "%s #%d: %d slots, %s: %d tasks burnt down in %.2fs%s, %.0f jobs/s; mysqld CPU per job %s, statements per job %.2f, commits per job %.3f\n",
+		r.Scenario, r.Run, l.Slots, how, int64(l.Tasks-l.Left), l.BurnSec, left, r.CyclesPerSec, cpu, r.MySQLPerAssignment, r.CommitsPerCycle)
 }
