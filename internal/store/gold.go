@@ -54,6 +54,14 @@ const (
 	// column of the row already read.
 	goldCopyColumnSQL        = `run_after >= TIMESTAMP'9999-01-01 00:00:00' AS gold_copy`
 	candidateGoldTakeoverSQL = " AND t.run_after <= NOW(3)"
+	// notGoldCopySQL keeps a gold copy out of the ordinary submit (Submit,
+	// SubmitAndClaim and the group's cycles): their live-claim predicate
+	// carries it, so a copy's submit there is refused as stale and writes no
+	// task_results row, event or webhook, whatever the caller's configuration
+	// says (its submit is SubmitGold's). A comparison of a column of the row
+	// the predicate reads by primary key anyway: nothing for a deployment
+	// without gold tasks.
+	notGoldCopySQL = " AND run_after < TIMESTAMP'9999-01-01 00:00:00'"
 )
 
 const (

@@ -230,3 +230,41 @@ func TestMarkGoldRefuses(t *testing.T) {
 		t.Errorf("%d gold tasks after refusals, want 0", n)
 	}
 }
+
+// TestGoldCopyNotSubmitted: the ordinary submit of a gold copy, alone or with
+// the next claim, is refused as stale and writes no result: a copy's answer is
+// SubmitGold's only.
+func TestGoldCopyNotSubmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	gold := b.insertOne(t, "news", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	next := b.insertOne(t, "news", 0)
+	ann := b.editor(t, "ann", "news")
+	cp, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: "editor:ann", Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	sp := tasks.SubmitParams{TaskID: cp.Task.ID, Fence: 1, Holder: "editor:ann", Result: rawJSON(`{"ok":true}`)}
+	if _, err := b.store.Submit(b.ctx, sp); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("ordinary submit of a copy: %v, want ErrStale", err)
+	}
+	if _, err := b.store.SubmitAndClaim(b.ctx, sp, tasks.ClaimParams{TaskID: next, Fence: 0, Holder: "editor:ann", EditorID: ann.ID,
+		Status: tasks.StatusPending, Lease: time.Minute}); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("ordinary submit and claim of a copy: %v, want ErrStale", err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != 0 {
+		t.Errorf("%d task_results rows, want none", n)
+	}
+	if got := b.task(t, cp.Task.ID); got.Status != tasks.StatusAssigned {
+		t.Errorf("copy after refused submits: %s, want still assigned", got.Status)
+	}
+	if got := b.task(t, next); got.Status != tasks.StatusPending {
+		t.Errorf("next task after a refused handover: %s, want pending", got.Status)
+	}
+	if _, err := b.store.SubmitGold(b.ctx, sp, goldRules); err != nil {
+		t.Errorf("gold submit after the refusals: %v", err)
+	}
+}
