@@ -228,7 +228,9 @@ func TestGoldCopyWithoutRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	gold := b.addN(t, "news", 1)[0]
-	rules := func(string) (tasks.GoldRule, bool) { return tasks.GoldRule{Rule: tasks.GoldRuleDecision, Rate: 1}, true }
+	rules := func(string) (tasks.GoldRule, bool) {
+		return tasks.GoldRule{Rule: tasks.GoldRuleDecision, Rate: 1}, true
+	}
 	if _, err := b.store.MarkGold(t.Context(), gold, tasks.GoldAnswer{Decision: "reject"}, rules); err != nil {
 		t.Fatalf("mark gold: %v", err)
 	}
