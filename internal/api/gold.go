@@ -86,7 +86,7 @@ func (a *api) claimGold(ctx context.Context, c dispatcher.Claimant, cats []strin
 	switch {
 	case err == nil:
 		return claim, nil
-	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrEditorBusy):
+	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrEditorBusy), errors.Is(err, tasks.ErrLimited):
 		return nil, nil
 	case errors.Is(err, tasks.ErrEditorDisabled):
 		return nil, err

@@ -73,7 +73,7 @@ const (
 	// gold_tasks_category), and each editor should meet its gold tasks in no
 	// fixed order. The pauses are anti-joins by primary key (LEFT JOIN ... IS
 	// NULL): as NOT EXISTS, MariaDB materializes them, reading every pause.
-	goldPickSQL = `SELECT g.task_id FROM gold_tasks g FORCE INDEX (gold_tasks_category)
+	goldPickSQL = `SELECT g.task_id, g.category FROM gold_tasks g FORCE INDEX (gold_tasks_category)
 JOIN editor_categories ec ON ec.editor_id = ? AND ec.category = g.category
 JOIN tasks t ON t.id = g.task_id
 LEFT JOIN paused_categories p FORCE INDEX (PRIMARY) ON p.category = g.category
@@ -108,9 +108,13 @@ FROM tasks WHERE id = ?`
 // 'claimed' event, in one transaction. It returns tasks.ErrNotFound when no
 // gold task is left for the editor, tasks.ErrEditorBusy when the editor holds
 // as many claims as it may (a claim whose lease passed included: the ordinary
-// claim frees it; a live hedge counts as a claim), tasks.ErrEditorDisabled, and tasks.ErrInvalid for bad
-// params. Round trips: BEGIN, the editor's lock, the pick, three inserts, a
-// read, COMMIT (and the claims count on Galera).
+// claim frees it; a live hedge counts as a claim), tasks.ErrLimited when the
+// picked gold task's category has a MaxInFlight and as many tasks assigned
+// (a copy is a task in flight of its category: it takes room as any claim,
+// under the category's lock), tasks.ErrEditorDisabled, and tasks.ErrInvalid
+// for bad params. Round trips: BEGIN, the editor's lock, the pick, three
+// inserts, a read, COMMIT (and the claims count on Galera; the category's
+// lock and count in a limited category).
 func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.Claim, error) {
 	if p.EditorID <= 0 || p.Holder == "" || p.Lease <= 0 {
 		return nil, fmt.Errorf("claim gold: %w: editor, holder and lease are required", tasks.ErrInvalid)
@@ -135,9 +139,24 @@ func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.
 		if err != nil {
 			return err
 		}
-		var goldID int64
-		if err := tx.GetContext(ctx, &goldID, q, args...); err != nil {
+		var pick struct {
+			GoldID   int64  `db:"task_id"`
+			Category string `db:"category"`
+		}
+		if err := tx.GetContext(ctx, &pick, q, args...); err != nil {
 			return notFound(err)
+		}
+		goldID := pick.GoldID
+		// A copy is a task of its category in flight like any other: in a
+		// limited category it takes room under the category's lock, after
+		// the editor's (the lock order of every claim).
+		if w, ok := s.limitsOf()[pick.Category]; ok && w.MaxInFlight > 0 {
+			if _, err := tx.ExecContext(ctx, lockCategorySQL, pick.Category); err != nil {
+				return err
+			}
+			if err := limitRoom(ctx, tx, tasks.Workflow{MaxInFlight: w.MaxInFlight}, tasks.Task{Category: pick.Category}); err != nil {
+				return err
+			}
 		}
 		if galera {
 			if _, err := tx.ExecContext(ctx, countClaimSQL, p.EditorID); err != nil {

@@ -268,3 +268,31 @@ func TestGoldCopyNotSubmitted(t *testing.T) {
 		t.Errorf("gold submit after the refusals: %v", err)
 	}
 }
+
+// TestGoldCopyTakesLimitRoom: a gold copy is a task of its category in
+// flight: with MaxInFlight 1 and the one allowed task held, no copy is
+// claimed; once the task is submitted, the copy takes the room.
+func TestGoldCopyTakesLimitRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{Workflows: map[string]tasks.Workflow{"news": {MaxInFlight: 1}}})
+	gold := b.insertOne(t, "news", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	plain := b.insertOne(t, "news", 0)
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	c := b.claim(t, plain, "editor:ann", ann.ID, time.Minute)
+	gp := tasks.GoldClaimParams{EditorID: bob.ID, Holder: "editor:bob", Categories: []string{"news"}, Lease: time.Minute}
+	if _, err := b.store.ClaimGold(b.ctx, gp); !errors.Is(err, tasks.ErrLimited) {
+		t.Errorf("gold claim with the category's room taken: %v, want ErrLimited", err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND category = 'news'`); n != 1 {
+		t.Errorf("%d news tasks assigned, want 1: the limit", n)
+	}
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: plain, Fence: c.Fence, Holder: "editor:ann", Result: rawJSON(`{}`)}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if _, err := b.store.ClaimGold(b.ctx, gp); err != nil {
+		t.Errorf("gold claim with room: %v", err)
+	}
+}
