@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskd/taskd/tasks"
+)
+
+// groupOfTwo makes the hedged task the first slot of a group of two, whose
+// second slot it returns, pending, and gives the hedger a capacity of 2.
+func (h *hedgeBundle) groupOfTwo(t *testing.T) int64 {
+	t.Helper()
+	s2 := h.insert(t, tasks.NewTask{Category: "news", Title: "slot 2", DueAt: h.now(t).Add(time.Hour)})[0]
+	h.exec(t, `UPDATE tasks SET group_id = ?, overlap = 2 WHERE id IN (?, ?)`, h.task, h.task, s2)
+	h.exec(t, `UPDATE editors SET capacity = 2 WHERE id = ?`, h.hedger.ID)
+	return s2
+}
+
+// An editor that hedges a slot of a group may not claim another slot of it:
+// the hedge may become its claim, and the group would get two results of one
+// editor.
+func TestHedgeBarsGroupSiblingClaim(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	s2 := h.groupOfTwo(t)
+	h.inactive(t)
+	h.mustTake(t)
+	task := h.bundle.task(t, s2)
+	_, err := h.store.Claim(h.ctx, tasks.ClaimParams{TaskID: s2, Fence: task.Fence, Status: task.Status,
+		Holder: h.hedger.Holder(), EditorID: h.hedger.ID, Lease: time.Minute, Workflow: true})
+	if !errors.Is(err, tasks.ErrBarred) {
+		t.Fatalf("claim of a sibling of a hedged slot: %v, want ErrBarred", err)
+	}
+	// Another editor may.
+	h.bundle.claim(t, s2, h.third.Holder(), h.third.ID, time.Minute)
+}
+
+// A takeover re-reads the group's bars under the task's lock: an editor that
+// came to hold another slot of the group since it took the hedge is refused.
+func TestHedgeTakeOverBarredByGroup(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	s2 := h.groupOfTwo(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	// The hedger's claim of the sibling, committed alongside the hedge's take.
+	h.exec(t, `UPDATE tasks SET status = 'assigned', fence = fence + 1, holder = ?, editor_id = ?, assigned_at = NOW(3),
+		lease_expires_at = NOW(3) + INTERVAL 1 MINUTE WHERE id = ?`, h.hedger.Holder(), h.hedger.ID, s2)
+	_, err := h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("takeover by an editor holding a sibling: %v, want ErrStale", err)
+	}
+	if got := h.task2(t); got.Status != tasks.StatusAssigned || got.EditorID != h.holder.ID {
+		t.Fatalf("task after the refused takeover: %s, editor %v; want still the holder's", got.Status, got.EditorID)
+	}
+}
