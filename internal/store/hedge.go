@@ -48,9 +48,12 @@ import (
 // hedgeDetail is the detail of the events a takeover writes.
 const hedgeDetail = "hedge"
 
-// hedgeLiveSQL is true when the hedge h of the task t is live.
+// hedgeLiveSQL is true when the hedge h of the task t is live. A task back in
+// the pool must be claimable now: one held out of it (a gold task's
+// tasks.GoldRunAfter, which MarkGold gives a pending task) or deferred is
+// taken over by no hedge, as no claim takes it.
 const hedgeLiveSQL = `h.expires_at > NOW(3) AND t.fence = h.fence - 1
-	AND (t.status = 'assigned' OR (t.status = 'pending' AND t.stage = h.stage AND t.reserved_for IS NULL))`
+	AND (t.status = 'assigned' OR (t.status = 'pending' AND t.stage = h.stage AND t.reserved_for IS NULL AND t.run_after <= NOW(3)))`
 
 // hedgesOfSQL is the editors' hedges joined to their tasks, for counts by
 // editor that hedgeLiveSQL filters.

@@ -56,3 +56,29 @@ func TestHedgeTakeOverBarredByGroup(t *testing.T) {
 		t.Fatalf("task after the refused takeover: %s, editor %v; want still the holder's", got.Status, got.EditorID)
 	}
 }
+
+// A hedge whose task went back to the pool and was then held out of it (made
+// a gold task, or deferred) is no longer live: its takeover is refused, and
+// the task stays out of the pool with no result.
+func TestHedgeTakeOverRespectsRunAfter(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	if _, err := h.store.Release(h.ctx, tasks.ReleaseParams{TaskID: h.task, Fence: h.claim.Fence, Holder: h.holder.Holder()}); err != nil {
+		t.Fatalf("holder's release: %v", err)
+	}
+	if _, err := h.store.MarkGold(h.ctx, h.task, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	_, err := h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID})
+	if !errors.Is(err, tasks.ErrStale) {
+		t.Fatalf("takeover of a task made gold: %v, want ErrStale", err)
+	}
+	if got := h.task2(t); got.Status != tasks.StatusPending || !got.RunAfter.Equal(tasks.GoldRunAfter) {
+		t.Fatalf("task after the refused takeover: %s, run_after %v; want pending, held out", got.Status, got.RunAfter)
+	}
+	if n := h.results(t); n != 0 {
+		t.Fatalf("%d results, want none", n)
+	}
+}
