@@ -192,7 +192,8 @@ func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.
 
 const (
 	// goldMarkLockSQL locks the task to mark and says whether it is a copy.
-	goldMarkLockSQL = `SELECT status, category, EXISTS (SELECT 1 FROM gold_copies c WHERE c.copy_id = t.id) AS copy
+	goldMarkLockSQL = `SELECT status, category, EXISTS (SELECT 1 FROM gold_copies c WHERE c.copy_id = t.id) AS copy,
+	group_id IS NOT NULL OR overlap > 1 AS grouped
 FROM tasks t WHERE id = ? FOR UPDATE`
 	// goldHoldOutSQL takes a pending gold task out of the pool for good.
 	goldHoldOutSQL = `UPDATE tasks SET run_after = ? WHERE id = ? AND status = 'pending'`
@@ -207,8 +208,9 @@ ON DUPLICATE KEY UPDATE answer = VALUES(answer)`
 // good (its run_after becomes tasks.GoldRunAfter); a done, dead or cancelled
 // one stays as it is. Copies of it already answered keep their scores. It
 // returns tasks.ErrNotFound for no such task, ErrGoldHeld for an assigned
-// one, and tasks.ErrInvalid for a copy of a gold task, a category without a
-// rule or an answer the rule cannot compare with. Round trips: BEGIN, the
+// one, and tasks.ErrInvalid for a copy of a gold task, a slot of an overlap
+// group (as an insert refuses gold with overlap), a category without a rule or
+// an answer the rule cannot compare with. Round trips: BEGIN, the
 // locked read, up to two writes, the read back, COMMIT.
 func (s *Store) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rules func(category string) (tasks.GoldRule, bool)) (*tasks.GoldTask, error) {
 	var out tasks.GoldTask
@@ -217,12 +219,18 @@ func (s *Store) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rule
 			Status   tasks.Status `db:"status"`
 			Category string       `db:"category"`
 			Copy     bool         `db:"copy"`
+			Grouped  bool         `db:"grouped"`
 		}
 		if err := tx.GetContext(ctx, &row, goldMarkLockSQL, id); err != nil {
 			return notFound(err)
 		}
 		if row.Copy {
 			return fmt.Errorf("%w: task %d is a copy of a gold task", tasks.ErrInvalid, id)
+		}
+		if row.Grouped {
+			// As at insert: a slot held out of the pool would leave its group
+			// short of its results for good.
+			return fmt.Errorf("%w: task %d is a slot of an overlap group, which cannot be gold", tasks.ErrInvalid, id)
 		}
 		rule, ok := rules(row.Category)
 		if !ok {

@@ -203,7 +203,8 @@ func TestGoldFloorPauses(t *testing.T) {
 }
 
 // TestMarkGoldRefuses: a task without a rule, an answer the rule cannot
-// compare with, a held task and a copy are refused, changing nothing.
+// compare with, a held task, a slot of an overlap group and a copy are
+// refused, changing nothing.
 func TestMarkGoldRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{})
@@ -222,6 +223,14 @@ func TestMarkGoldRefuses(t *testing.T) {
 	b.claim(t, facts, "editor:ann", ann.ID, time.Minute)
 	if _, err := b.store.MarkGold(b.ctx, facts, tasks.GoldAnswer{Result: rawJSON(`{"label":"x","score":1}`)}, goldRules); !errors.Is(err, tasks.ErrGoldHeld) {
 		t.Errorf("mark a held task: %v, want ErrGoldHeld", err)
+	}
+	slot := b.insertOne(t, "news", 0)
+	b.exec(t, `UPDATE tasks SET group_id = id, overlap = 2 WHERE id = ?`, slot)
+	if _, err := b.store.MarkGold(b.ctx, slot, tasks.GoldAnswer{Decision: "approve"}, goldRules); !errors.Is(err, tasks.ErrInvalid) {
+		t.Errorf("mark a slot of an overlap group: %v, want ErrInvalid", err)
+	}
+	if got := b.task(t, slot); got.RunAfter.Equal(tasks.GoldRunAfter) {
+		t.Errorf("refused mark held the group's slot out of the pool")
 	}
 	if _, err := b.store.MarkGold(b.ctx, 1<<40, tasks.GoldAnswer{Decision: "approve"}, goldRules); !errors.Is(err, tasks.ErrNotFound) {
 		t.Errorf("mark no task: %v, want ErrNotFound", err)
