@@ -82,3 +82,33 @@ func TestHedgeTakeOverRespectsRunAfter(t *testing.T) {
 		t.Fatalf("%d results, want none", n)
 	}
 }
+
+// A winning hedger's working time is bounded by the hedge's own start, not
+// by the instant of its takeover, which comes a moment before its submit.
+func TestHedgeWinnerWorkingTime(t *testing.T) {
+	t.Parallel()
+	h := hedgeSetup(t)
+	h.inactive(t)
+	hc := h.mustTake(t)
+	// The hedger has worked on it for two minutes.
+	h.exec(t, `UPDATE task_hedges SET assigned_at = assigned_at - INTERVAL 2 MINUTE WHERE task_id = ?`, h.task)
+	if _, err := h.store.TakeOverHedge(h.ctx, tasks.HedgeRef{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID}); err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	if _, err := h.store.Submit(h.ctx, tasks.SubmitParams{TaskID: h.task, Fence: hc.Fence, Holder: h.hedger.Holder(), Result: rawJSON(`{}`)}); err != nil {
+		t.Fatalf("hedger's submit: %v", err)
+	}
+	got, err := h.store.RecordClaimTime(h.ctx, tasks.ClaimTimeParams{TaskID: h.task, Fence: hc.Fence, EditorID: h.hedger.ID,
+		Outcome: tasks.OutcomeSubmitted, Reported: 90 * time.Second})
+	if err != nil {
+		t.Fatalf("record claim time: %v", err)
+	}
+	if got.Active != 90*time.Second {
+		t.Errorf("hedger's active time = %v, want the 1m30s it reported (within the hedge's 2m)", got.Active)
+	}
+	// Its events stay in order: the holder's release, then the hedge's claim.
+	evs := h.events(t, h.task)
+	if n := len(evs); n < 3 || evs[n-3].Kind != tasks.EventReleased || evs[n-2].Kind != tasks.EventClaimed || evs[n-2].Fence != hc.Fence {
+		t.Errorf("events %v, want ..., released, claimed (fence %d), submitted", kinds(evs), hc.Fence)
+	}
+}
