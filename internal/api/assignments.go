@@ -117,7 +117,7 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor)
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
-	a.countBeat(r.Context(), ref, req.activeField)
+	a.countBeat(r.Context(), e, ref, req.activeField)
 	a.writeJSON(w, r, http.StatusOK, heartbeatResponse{LeaseExpiresAt: formatTime(expires)})
 	return nil
 }
