@@ -427,25 +427,27 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, er
 		if err := fencedExec(ctx, tx, hedgeTakeOverSQL, holder, r.TaskID, r.EditorID, r.Fence); err != nil {
 			return err
 		}
+		var q strings.Builder
+		var args []any
 		if row.Status == tasks.StatusAssigned {
 			ended = row.Holder
-			if err := s.insertEvents(ctx, tx, event{
+			args = s.writeEventsSQL(&q, traceOf(ctx), []event{{
 				taskID: r.TaskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID,
 				detail: hedgeDetail, category: row.Category, cause: tasks.WebhookHedge,
-			}); err != nil {
-				return err
-			}
+			}})
+			q.WriteString(";\n")
 		}
 		// The hedge's claim began when the hedge was taken: its 'claimed'
 		// event says so (after the holder's 'released', as its id orders
 		// it), so that the claim's wall time, which bounds its working time,
-		// is the hedge's, not the instant of the takeover.
-		var q strings.Builder
+		// is the hedge's, not the instant of the takeover. In the same round
+		// trip as the release's.
 		q.WriteString(hedgeClaimedEventSQL)
-		args := append([]any{r.TaskID, r.Fence, holder, r.EditorID}, traceSQL(&q, traceOf(ctx))...)
+		args = append(args, r.TaskID, r.Fence, holder, r.EditorID)
+		args = append(args, traceSQL(&q, traceOf(ctx))...)
 		q.WriteString(", ?)")
-		if _, err := tx.ExecContext(ctx, q.String(), append(args, row.AssignedAt)...); err != nil {
-			return err
+		if _, err := s.execInTx(ctx, tx, q.String(), append(args, row.AssignedAt)); err != nil {
+			return refusedValue(err)
 		}
 		_, err := tx.ExecContext(ctx, hedgeDeleteSQL, r.TaskID)
 		return err
