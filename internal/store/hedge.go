@@ -353,9 +353,6 @@ SET t.status = 'assigned', t.fence = h.fence, t.holder = ?, t.editor_id = h.edit
 WHERE t.id = ? AND h.editor_id = ? AND h.fence = ? AND ` + hedgeLiveSQL + `
 	AND NOT EXISTS (SELECT 1 FROM paused_categories p WHERE p.category = t.category)`
 	hedgeDeleteSQL = `DELETE FROM task_hedges WHERE task_id = ?`
-	// hedgeClaimedEventSQL is the start of the takeover's 'claimed' event,
-	// at the hedge's assigned_at: its trace id and instant follow.
-	hedgeClaimedEventSQL = "INSERT INTO task_events (task_id, kind, fence, holder, editor_id, detail, trace_id, `at`)\nVALUES (?, 'claimed', ?, ?, ?, '" + hedgeDetail + "', "
 )
 
 // TakeOverHedge makes the editor's live hedge r the task's claim, so that the
@@ -363,8 +360,7 @@ WHERE t.id = ? AND h.editor_id = ? AND h.fence = ? AND ` + hedgeLiveSQL + `
 // transaction, the conditional UPDATE that needs the holder's fence (see the
 // model above) moves the task to the editor under the hedge's fence and
 // lease, the holder's claim gets a 'released' event and the hedge's a
-// 'claimed' event (both with detail "hedge"; the latter at the instant the
-// hedge was taken, when its claim began), and the hedge's row goes. A task
+// 'claimed' event (both with detail "hedge"), and the hedge's row goes. A task
 // back in the pool at the hedged stage (its holder released it, or its lease
 // passed, and nobody claimed it since) is taken the same way, unless its
 // category is paused or has limits in flight.
@@ -427,27 +423,16 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, er
 		if err := fencedExec(ctx, tx, hedgeTakeOverSQL, holder, r.TaskID, r.EditorID, r.Fence); err != nil {
 			return err
 		}
-		var q strings.Builder
-		var args []any
+		evs := []event{{taskID: r.TaskID, kind: tasks.EventClaimed, fence: r.Fence, holder: holder, editorID: r.EditorID, detail: hedgeDetail}}
 		if row.Status == tasks.StatusAssigned {
 			ended = row.Holder
-			args = s.writeEventsSQL(&q, traceOf(ctx), []event{{
+			evs = append([]event{{
 				taskID: r.TaskID, kind: tasks.EventReleased, fence: row.Fence, holder: row.Holder, editorID: row.EditorID,
 				detail: hedgeDetail, category: row.Category, cause: tasks.WebhookHedge,
-			}})
-			q.WriteString(";\n")
+			}}, evs...)
 		}
-		// The hedge's claim began when the hedge was taken: its 'claimed'
-		// event says so (after the holder's 'released', as its id orders
-		// it), so that the claim's wall time, which bounds its working time,
-		// is the hedge's, not the instant of the takeover. In the same round
-		// trip as the release's.
-		q.WriteString(hedgeClaimedEventSQL)
-		args = append(args, r.TaskID, r.Fence, holder, r.EditorID)
-		args = append(args, traceSQL(&q, traceOf(ctx))...)
-		q.WriteString(", ?)")
-		if _, err := s.execInTx(ctx, tx, q.String(), append(args, row.AssignedAt)); err != nil {
-			return refusedValue(err)
+		if err := s.insertEvents(ctx, tx, evs...); err != nil {
+			return err
 		}
 		_, err := tx.ExecContext(ctx, hedgeDeleteSQL, r.TaskID)
 		return err
