@@ -601,7 +601,8 @@ func (e *Engine) Run(ctx context.Context) error {
 //     deliverer (posts in flight are cancelled; their deliveries stay
 //     pending for the next deliverer).
 //  3. The pool's, the stores' and the webhooks' metrics stop, then the
-//     dispatcher's wake-up relay.
+//     dispatcher's wake-up relay, and the give-backs of claims made for
+//     requests that ended first are waited for (each bounded by 5s).
 //  4. The stores the engine opened are closed, and the telemetry it made
 //     is flushed (for up to 5s, even when ctx has ended).
 //

@@ -355,9 +355,8 @@ func (d *Dispatcher) claimPicked(ctx context.Context, c Claimant, picked []poole
 				// Made as the request ended, which will not answer with it.
 				// A request past its deadline answers now: the claim is
 				// given back aside, as a store that may not answer allows.
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-					go d.giveBack(ctx, c, claim)
-				} else {
+				// Stop waits for it (see asides).
+				if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !d.asides.run(func() { d.giveBack(ctx, c, claim) }) {
 					d.giveBack(ctx, c, claim)
 				}
 				return nil, context.Cause(ctx)

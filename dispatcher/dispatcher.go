@@ -82,6 +82,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -381,6 +382,10 @@ type Dispatcher struct {
 	life      lifecycle.State
 	stopRelay context.CancelFunc // ends the relay of a started dispatcher
 	relayDone chan struct{}      // closed when the relay has returned
+
+	// asides are the give-backs run aside from their requests (see
+	// claimOne), which Stop waits for.
+	asides asides
 }
 
 // New returns a Dispatcher over store and locks.
@@ -453,20 +458,68 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	})
 }
 
-// Stop ends the relay and waits for it to return, or for ctx to end, whose
-// error it then returns. Claims keep working after Stop (long polls fall
-// back on their poll interval). Stop before Start returns nil; so does a
-// second Stop once the relay has returned.
+// Stop ends the relay and waits for it to return, and for the give-backs
+// of claims made for requests that ended (each bounded by 5 s) to end, or
+// for ctx to end, whose error it then returns: so the stores can be closed
+// once it returns. Claims keep working after Stop (long polls fall back on
+// their poll interval; a give-back then runs in its request). Stop before
+// Start waits for the give-backs only; so does a second Stop once the relay
+// has returned.
 func (d *Dispatcher) Stop(ctx context.Context) error {
-	if !d.life.Stop() {
-		return nil
+	if d.life.Stop() {
+		d.stopRelay()
+		select {
+		case <-d.relayDone:
+		case <-ctx.Done():
+			return fmt.Errorf("stop dispatcher: %w", context.Cause(ctx))
+		}
 	}
-	d.stopRelay()
+	if err := d.asides.stop(ctx); err != nil {
+		return fmt.Errorf("stop dispatcher: give-backs: %w", err)
+	}
+	return nil
+}
+
+// asides runs work aside from the request that asked for it, until stop:
+// then it runs nothing more aside and waits for what it runs.
+type asides struct {
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+// run runs f in a goroutine of its own, or returns false, running nothing,
+// once stop was called: the caller then runs f itself.
+func (a *asides) run(f func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return false
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// stop makes run refuse, and waits for what it ran to end, or for ctx to
+// end, whose cause it then returns.
+func (a *asides) stop(ctx context.Context) error {
+	a.mu.Lock()
+	a.stopped = true
+	a.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		close(done)
+	}()
 	select {
-	case <-d.relayDone:
+	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("stop dispatcher: %w", context.Cause(ctx))
+		return context.Cause(ctx)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +220,53 @@ func TestClaimPastTheDeadlineGivenBackAside(t *testing.T) {
 	}
 	if took > bound {
 		t.Errorf("next answered after %v; want within %v of a request timing out after %v", took.Round(time.Millisecond), bound, timeout)
+	}
+}
+
+// slowBackStore makes each claim as its caller's context ends, as lateStore,
+// and takes a while to answer a release, which it then makes; released is
+// set once it did.
+type slowBackStore struct {
+	*store.Store
+	released *atomic.Bool
+}
+
+func (s slowBackStore) Claim(ctx context.Context, p tasks.ClaimParams) (*tasks.Claim, error) {
+	<-ctx.Done()
+	return s.Store.Claim(context.WithoutCancel(ctx), p)
+}
+
+func (s slowBackStore) Release(ctx context.Context, p tasks.ReleaseParams) (*tasks.Ended, error) {
+	time.Sleep(500 * time.Millisecond)
+	ended, err := s.Store.Release(ctx, p)
+	s.released.Store(err == nil)
+	return ended, err
+}
+
+// Stop waits for the give-backs run aside: once it returns, the store can be
+// closed, and no give-back is left to use it.
+func TestStopWaitsForGiveBacksAside(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ann := b.editorWith(t, "ann", 1, nil, "news")
+	b.Add(t, "news", 0, 1)
+	var released atomic.Bool
+	d, err := dispatcher.New(slowBackStore{b.Store, &released}, b.Locks, b.D.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err = d.Next(ctx, ann, 0)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("next = %v; want the request's deadline", err)
+	}
+	sctx, scancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer scancel()
+	if err := d.Stop(sctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !released.Load() {
+		t.Fatal("stop returned before the give-back it ran aside ended")
 	}
 }

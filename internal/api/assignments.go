@@ -117,7 +117,7 @@ func (a *api) heartbeat(w http.ResponseWriter, r *http.Request, e *tasks.Editor)
 	if err != nil {
 		return a.refused(r, e, ref, err)
 	}
-	a.countBeat(r.Context(), ref, req.activeField)
+	a.countBeat(r.Context(), e, ref, req.activeField)
 	a.writeJSON(w, r, http.StatusOK, heartbeatResponse{LeaseExpiresAt: formatTime(expires)})
 	return nil
 }
@@ -158,8 +158,10 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 	if c.Categories, err = a.goldUnpaused(r.Context(), e, c.Categories); err != nil {
 		return err
 	}
-	if done, err := a.submitGold(w, r, e, c, ref, &req); done {
-		return err
+	if len(a.gold) > 0 {
+		if done, err := a.submitGold(w, r, e, c, ref, &req); done {
+			return err
+		}
 	}
 	// A next claim drawn to be a gold copy is made once the submit is
 	// committed on its own (a claimant without categories claims nothing).
@@ -168,6 +170,13 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, e *tasks.Editor) er
 		sc.Categories = nil
 	}
 	next, err := a.d.SubmitWith(r.Context(), sc, ref, req.submission())
+	if errors.Is(err, tasks.ErrStale) && len(a.gold) == 0 {
+		// Maybe a gold copy's, which the store refuses as an ordinary
+		// submit: scored without this process's rules (see submitGold).
+		if done, gerr := a.submitGold(w, r, e, c, ref, &req); done {
+			return gerr
+		}
+	}
 	if errors.Is(err, tasks.ErrStale) && !errors.Is(err, tasks.ErrDoneByOther) {
 		// Maybe a hedge's (see hedged).
 		if hnext, herr := a.d.SubmitHedge(r.Context(), sc, ref, req.submission()); !errors.Is(herr, dispatcher.ErrNotHedge) {

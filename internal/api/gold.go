@@ -86,7 +86,7 @@ func (a *api) claimGold(ctx context.Context, c dispatcher.Claimant, cats []strin
 	switch {
 	case err == nil:
 		return claim, nil
-	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrEditorBusy):
+	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, tasks.ErrEditorBusy), errors.Is(err, tasks.ErrLimited):
 		return nil, nil
 	case errors.Is(err, tasks.ErrEditorDisabled):
 		return nil, err
@@ -96,11 +96,12 @@ func (a *api) claimGold(ctx context.Context, c dispatcher.Claimant, cats []strin
 
 // submitGold submits ref for e when its task is a gold copy: true when it
 // was one (the answer is written, or the error is the refusal), false when the
-// caller submits it as any other task.
+// caller submits it as any other task. A process without gold rules calls it
+// only once the ordinary submit was refused: the store refuses a copy's
+// ordinary submit, and a copy served before the rules were removed (or by a
+// replica that still has them) is scored all the same (by its answer's
+// decision or fields), never made a result.
 func (a *api) submitGold(w http.ResponseWriter, r *http.Request, e *tasks.Editor, c dispatcher.Claimant, ref dispatcher.ClaimRef, req *submitRequest) (bool, error) {
-	if len(a.gold) == 0 {
-		return false, nil
-	}
 	scored, err := a.store.SubmitGold(r.Context(), tasks.SubmitParams{TaskID: ref.TaskID, Fence: ref.Fence, Holder: c.Holder,
 		Result: req.Result, Decision: req.Decision, Notes: req.Notes}, a.goldRule)
 	if errors.Is(err, tasks.ErrNotFound) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/taskd/taskd/internal/api"
 	"github.com/taskd/taskd/tasks"
@@ -216,5 +217,40 @@ func TestGoldAtInsert(t *testing.T) {
 	}
 	if got := b.task(t, gold); got.Status != tasks.StatusPending {
 		t.Errorf("gold task is %s, want pending: never claimed as itself", got.Status)
+	}
+}
+
+// TestGoldCopyWithoutRules: a gold copy served while its category had a rule
+// is scored, not made a result, when submitted to a process whose
+// configuration has no gold rule (removed since, or a replica still on
+// another configuration): no task_results row, no feed line.
+func TestGoldCopyWithoutRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gold := b.addN(t, "news", 1)[0]
+	rules := func(string) (tasks.GoldRule, bool) {
+		return tasks.GoldRule{Rule: tasks.GoldRuleDecision, Rate: 1}, true
+	}
+	if _, err := b.store.MarkGold(t.Context(), gold, tasks.GoldAnswer{Decision: "reject"}, rules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	e := b.editor(t, "ann", "news")
+	ed := tasks.Editor{ID: e.ID, Name: e.Name}
+	cp, err := b.store.ClaimGold(t.Context(), tasks.GoldClaimParams{EditorID: e.ID, Holder: ed.Holder(), Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	var out struct {
+		Next *assignment `json:"next"`
+	}
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/"+strconv.FormatInt(cp.Task.ID, 10)+"/submit", e.Token, `{"fence":1,"result":{"ok":true},"decision":"reject"}`), http.StatusOK, &out)
+	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != 0 {
+		t.Errorf("%d results, want none: a gold copy's answer is never a result", n)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM gold_copies WHERE copy_id = ? AND answered_at IS NOT NULL AND correct = 1`, cp.Task.ID); n != 1 {
+		t.Errorf("%d answered gold copies, want the copy scored correct by its answer's decision", n)
+	}
+	if got := b.task(t, cp.Task.ID); got.Status != tasks.StatusDone {
+		t.Errorf("copy after its submit: %s, want done", got.Status)
 	}
 }

@@ -56,18 +56,22 @@ func (f activeField) check() error {
 	return nil
 }
 
-// beatKey is the key of the heartbeat counter of ref.
-func (a *api) beatKey(ref dispatcher.ClaimRef) string {
-	return a.keyPrefix + "beats:" + strconv.FormatInt(ref.TaskID, 10) + ":" + strconv.FormatInt(ref.Fence, 10)
+// beatKey is the key of the heartbeat counter of editor's claim ref. The
+// editor is part of it: a hedge has the fence the task's next claim will get,
+// so a hedge that ended without a win (its counter left to expire) and that
+// next claim, another editor's, name the same (task, fence).
+func (a *api) beatKey(editorID int64, ref dispatcher.ClaimRef) string {
+	return a.keyPrefix + "beats:" + strconv.FormatInt(ref.TaskID, 10) + ":" + strconv.FormatInt(ref.Fence, 10) + ":" + strconv.FormatInt(editorID, 10)
 }
 
-// countBeat counts an accepted heartbeat of ref that carried active time. A
-// count Redis did not take is logged and lost: it only lowers the bound.
-func (a *api) countBeat(ctx context.Context, ref dispatcher.ClaimRef, f activeField) {
+// countBeat counts an accepted heartbeat of e's claim ref that carried
+// active time. A count Redis did not take is logged and lost: it only lowers
+// the bound.
+func (a *api) countBeat(ctx context.Context, e *tasks.Editor, ref dispatcher.ClaimRef, f activeField) {
 	if f.ActiveMS == nil || a.beats == nil {
 		return
 	}
-	if err := beatCountScript.Run(ctx, a.beats, []string{a.beatKey(ref)}, *f.ActiveMS, beatCounterTTL.Milliseconds()).Err(); err != nil {
+	if err := beatCountScript.Run(ctx, a.beats, []string{a.beatKey(e.ID, ref)}, *f.ActiveMS, beatCounterTTL.Milliseconds()).Err(); err != nil {
 		a.log.WarnContext(ctx, "count heartbeat", "task_id", ref.TaskID, "fence", ref.Fence, "err", err)
 	}
 }
@@ -80,7 +84,7 @@ func (a *api) recordTime(ctx context.Context, e *tasks.Editor, ref dispatcher.Cl
 	var beats, beatMS int64
 	counted := false
 	if a.beats != nil && a.beatEvery > 0 {
-		vs, err := beatEndScript.Run(ctx, a.beats, []string{a.beatKey(ref)}).Int64Slice()
+		vs, err := beatEndScript.Run(ctx, a.beats, []string{a.beatKey(e.ID, ref)}).Int64Slice()
 		switch {
 		case err != nil:
 			// No count: the claim's wall time alone bounds the figure.

@@ -12,8 +12,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/taskd/taskd/dispatcher"
 	"github.com/taskd/taskd/internal/api"
+	"github.com/taskd/taskd/internal/store"
 	"github.com/taskd/taskd/internal/testenv"
+	"github.com/taskd/taskd/tasks"
 )
 
 type figuresOut struct {
@@ -228,5 +231,53 @@ func TestWorkingTimeRefusesBadInput(t *testing.T) {
 	}
 	if n := b.count(t, "SELECT COUNT(*) FROM claim_time"); n != 0 {
 		t.Errorf("refused writes recorded %d rows", n)
+	}
+}
+
+// TestHedgeBeatsNotInherited: a hedger whose hedge lost leaves its heartbeat
+// counter behind, at the fence the task's next claim gets; that claim, another
+// editor's, is measured by its own heartbeats and figure only.
+func TestHedgeBeatsNotInherited(t *testing.T) {
+	t.Parallel()
+	const every = 100 * time.Millisecond
+	wf := map[string]tasks.Workflow{"news": {Stages: []string{"edit", "review"},
+		Hedge: tasks.Hedge{BeforeDue: 10 * time.Minute, InactiveFor: 2 * time.Minute}}}
+	b := setup(t, setupOpts{storeCfg: store.Config{Workflows: wf}, dispatcher: dispatcher.Config{Workflows: wf},
+		api: api.Config{HeartbeatEvery: every, Redis: testenv.Redis(t), KeyPrefix: testenv.Prefix(t)}})
+	ann, bob, cat := b.editor(t, "ann", "news"), b.editor(t, "bob", "news"), b.editor(t, "cat", "news")
+	b.add(t, newTask{Category: "news", Title: "near", DueAt: time.Now().Add(5 * time.Minute).UTC().Format(time.RFC3339)})
+	type stagedHedge struct {
+		flowAssignment
+		Hedge bool `json:"hedge"`
+	}
+	var held, hedge stagedHedge
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", ann.Token, ""), http.StatusOK, &held)
+	b.exec(t, `UPDATE tasks SET assigned_at = NOW(3) - INTERVAL 3 MINUTE WHERE id = ?`, held.Task.ID)
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", bob.Token, ""), http.StatusOK, &hedge)
+	if !hedge.Hedge || hedge.Task.ID != held.Task.ID {
+		t.Fatalf("bob's assignment = %+v, want a hedge of task %d", hedge, held.Task.ID)
+	}
+	wantJSON(t, b.do(t, "POST", submitPath(hedge.Task.ID, "heartbeat"), bob.Token, fmt.Sprintf(`{"fence":%d,"active_ms":600000}`, hedge.Fence)), http.StatusOK, nil)
+	wantJSON(t, b.do(t, "POST", submitPath(held.Task.ID, "submit"), ann.Token, fmt.Sprintf(`{"fence":%d,"result":{"text":"edited"}}`, held.Fence)), http.StatusOK, nil)
+	// The review stage, claimed by cat at the fence bob's hedge had.
+	var review stagedHedge
+	wantJSON(t, b.do(t, "POST", "/v1/assignments/next", cat.Token, ""), http.StatusOK, &review)
+	if review.Task.ID != held.Task.ID || review.Fence != hedge.Fence {
+		t.Fatalf("cat's assignment = task %d fence %d, want the review of task %d at fence %d", review.Task.ID, review.Fence, held.Task.ID, hedge.Fence)
+	}
+	time.Sleep(every / 2)
+	wantJSON(t, b.do(t, "POST", submitPath(review.Task.ID, "submit"), cat.Token, fmt.Sprintf(`{"fence":%d,"result":1,"decision":"approve","active_ms":20}`, review.Fence)), http.StatusOK, nil)
+	var row struct {
+		Reported int64  `db:"reported_ms"`
+		Beats    *int64 `db:"beats"`
+	}
+	if err := b.db.Get(&row, "SELECT reported_ms, beats FROM claim_time WHERE task_id = ? AND fence = ?", review.Task.ID, review.Fence); err != nil {
+		t.Fatalf("cat's claim time: %v", err)
+	}
+	if row.Beats == nil {
+		t.Fatalf("cat's claim: reported %d ms, no count; want its own count of heartbeats", row.Reported)
+	}
+	if row.Reported != 20 || *row.Beats != 0 {
+		t.Errorf("cat's claim: reported %d ms, %d beats; want its own 20 ms and no heartbeat (not bob's)", row.Reported, *row.Beats)
 	}
 }

@@ -192,8 +192,10 @@ func (s *Store) roundSQL(q *strings.Builder, cs []*cycle) ([]any, func(*sqlx.Row
 	}
 	// A send back is refused at a task's first stage: there is nothing to send
 	// it back to (see scanReport).
+	// A gold copy's submit is SubmitGold's, never a result (notGoldCopySQL).
 	members := func(q *strings.Builder) []any {
 		args := membersSQL(q, ids, fences, holders)
+		q.WriteString(notGoldCopySQL)
 		if len(backs) > 0 {
 			q.WriteString(" AND NOT (stage = 0 AND id IN (")
 			args = append(args, listSQL(q, "?", backs, func(i int) []any { return []any{backs[i]} })...)

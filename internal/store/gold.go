@@ -54,6 +54,14 @@ const (
 	// column of the row already read.
 	goldCopyColumnSQL        = `run_after >= TIMESTAMP'9999-01-01 00:00:00' AS gold_copy`
 	candidateGoldTakeoverSQL = " AND t.run_after <= NOW(3)"
+	// notGoldCopySQL keeps a gold copy out of the ordinary submit (Submit,
+	// SubmitAndClaim and the group's cycles): their live-claim predicate
+	// carries it, so a copy's submit there is refused as stale and writes no
+	// task_results row, event or webhook, whatever the caller's configuration
+	// says (its submit is SubmitGold's). A comparison of a column of the row
+	// the predicate reads by primary key anyway: nothing for a deployment
+	// without gold tasks.
+	notGoldCopySQL = " AND run_after < TIMESTAMP'9999-01-01 00:00:00'"
 )
 
 const (
@@ -65,7 +73,7 @@ const (
 	// gold_tasks_category), and each editor should meet its gold tasks in no
 	// fixed order. The pauses are anti-joins by primary key (LEFT JOIN ... IS
 	// NULL): as NOT EXISTS, MariaDB materializes them, reading every pause.
-	goldPickSQL = `SELECT g.task_id FROM gold_tasks g FORCE INDEX (gold_tasks_category)
+	goldPickSQL = `SELECT g.task_id, g.category FROM gold_tasks g FORCE INDEX (gold_tasks_category)
 JOIN editor_categories ec ON ec.editor_id = ? AND ec.category = g.category
 JOIN tasks t ON t.id = g.task_id
 LEFT JOIN paused_categories p FORCE INDEX (PRIMARY) ON p.category = g.category
@@ -100,9 +108,13 @@ FROM tasks WHERE id = ?`
 // 'claimed' event, in one transaction. It returns tasks.ErrNotFound when no
 // gold task is left for the editor, tasks.ErrEditorBusy when the editor holds
 // as many claims as it may (a claim whose lease passed included: the ordinary
-// claim frees it; a live hedge counts as a claim), tasks.ErrEditorDisabled, and tasks.ErrInvalid for bad
-// params. Round trips: BEGIN, the editor's lock, the pick, three inserts, a
-// read, COMMIT (and the claims count on Galera).
+// claim frees it; a live hedge counts as a claim), tasks.ErrLimited when the
+// picked gold task's category has a MaxInFlight and as many tasks assigned
+// (a copy is a task in flight of its category: it takes room as any claim,
+// under the category's lock), tasks.ErrEditorDisabled, and tasks.ErrInvalid
+// for bad params. Round trips: BEGIN, the editor's lock, the pick, three
+// inserts, a read, COMMIT (and the claims count on Galera; the category's
+// lock and count in a limited category).
 func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.Claim, error) {
 	if p.EditorID <= 0 || p.Holder == "" || p.Lease <= 0 {
 		return nil, fmt.Errorf("claim gold: %w: editor, holder and lease are required", tasks.ErrInvalid)
@@ -127,9 +139,24 @@ func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.
 		if err != nil {
 			return err
 		}
-		var goldID int64
-		if err := tx.GetContext(ctx, &goldID, q, args...); err != nil {
+		var pick struct {
+			GoldID   int64  `db:"task_id"`
+			Category string `db:"category"`
+		}
+		if err := tx.GetContext(ctx, &pick, q, args...); err != nil {
 			return notFound(err)
+		}
+		goldID := pick.GoldID
+		// A copy is a task of its category in flight like any other: in a
+		// limited category it takes room under the category's lock, after
+		// the editor's (the lock order of every claim).
+		if w, ok := s.limitsOf()[pick.Category]; ok && w.MaxInFlight > 0 {
+			if _, err := tx.ExecContext(ctx, lockCategorySQL, pick.Category); err != nil {
+				return err
+			}
+			if err := limitRoom(ctx, tx, tasks.Workflow{MaxInFlight: w.MaxInFlight}, tasks.Task{Category: pick.Category}); err != nil {
+				return err
+			}
 		}
 		if galera {
 			if _, err := tx.ExecContext(ctx, countClaimSQL, p.EditorID); err != nil {
@@ -165,7 +192,8 @@ func (s *Store) ClaimGold(ctx context.Context, p tasks.GoldClaimParams) (*tasks.
 
 const (
 	// goldMarkLockSQL locks the task to mark and says whether it is a copy.
-	goldMarkLockSQL = `SELECT status, category, EXISTS (SELECT 1 FROM gold_copies c WHERE c.copy_id = t.id) AS copy
+	goldMarkLockSQL = `SELECT status, category, EXISTS (SELECT 1 FROM gold_copies c WHERE c.copy_id = t.id) AS copy,
+	group_id IS NOT NULL OR overlap > 1 AS grouped
 FROM tasks t WHERE id = ? FOR UPDATE`
 	// goldHoldOutSQL takes a pending gold task out of the pool for good.
 	goldHoldOutSQL = `UPDATE tasks SET run_after = ? WHERE id = ? AND status = 'pending'`
@@ -180,8 +208,9 @@ ON DUPLICATE KEY UPDATE answer = VALUES(answer)`
 // good (its run_after becomes tasks.GoldRunAfter); a done, dead or cancelled
 // one stays as it is. Copies of it already answered keep their scores. It
 // returns tasks.ErrNotFound for no such task, ErrGoldHeld for an assigned
-// one, and tasks.ErrInvalid for a copy of a gold task, a category without a
-// rule or an answer the rule cannot compare with. Round trips: BEGIN, the
+// one, and tasks.ErrInvalid for a copy of a gold task, a slot of an overlap
+// group (as an insert refuses gold with overlap), a category without a rule or
+// an answer the rule cannot compare with. Round trips: BEGIN, the
 // locked read, up to two writes, the read back, COMMIT.
 func (s *Store) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rules func(category string) (tasks.GoldRule, bool)) (*tasks.GoldTask, error) {
 	var out tasks.GoldTask
@@ -190,12 +219,18 @@ func (s *Store) MarkGold(ctx context.Context, id int64, a tasks.GoldAnswer, rule
 			Status   tasks.Status `db:"status"`
 			Category string       `db:"category"`
 			Copy     bool         `db:"copy"`
+			Grouped  bool         `db:"grouped"`
 		}
 		if err := tx.GetContext(ctx, &row, goldMarkLockSQL, id); err != nil {
 			return notFound(err)
 		}
 		if row.Copy {
 			return fmt.Errorf("%w: task %d is a copy of a gold task", tasks.ErrInvalid, id)
+		}
+		if row.Grouped {
+			// As at insert: a slot held out of the pool would leave its group
+			// short of its results for good.
+			return fmt.Errorf("%w: task %d is a slot of an overlap group, which cannot be gold", tasks.ErrInvalid, id)
 		}
 		rule, ok := rules(row.Category)
 		if !ok {

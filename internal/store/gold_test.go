@@ -203,7 +203,8 @@ func TestGoldFloorPauses(t *testing.T) {
 }
 
 // TestMarkGoldRefuses: a task without a rule, an answer the rule cannot
-// compare with, a held task and a copy are refused, changing nothing.
+// compare with, a held task, a slot of an overlap group and a copy are
+// refused, changing nothing.
 func TestMarkGoldRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.Config{})
@@ -223,10 +224,84 @@ func TestMarkGoldRefuses(t *testing.T) {
 	if _, err := b.store.MarkGold(b.ctx, facts, tasks.GoldAnswer{Result: rawJSON(`{"label":"x","score":1}`)}, goldRules); !errors.Is(err, tasks.ErrGoldHeld) {
 		t.Errorf("mark a held task: %v, want ErrGoldHeld", err)
 	}
+	slot := b.insertOne(t, "news", 0)
+	b.exec(t, `UPDATE tasks SET group_id = id, overlap = 2 WHERE id = ?`, slot)
+	if _, err := b.store.MarkGold(b.ctx, slot, tasks.GoldAnswer{Decision: "approve"}, goldRules); !errors.Is(err, tasks.ErrInvalid) {
+		t.Errorf("mark a slot of an overlap group: %v, want ErrInvalid", err)
+	}
+	if got := b.task(t, slot); got.RunAfter.Equal(tasks.GoldRunAfter) {
+		t.Errorf("refused mark held the group's slot out of the pool")
+	}
 	if _, err := b.store.MarkGold(b.ctx, 1<<40, tasks.GoldAnswer{Decision: "approve"}, goldRules); !errors.Is(err, tasks.ErrNotFound) {
 		t.Errorf("mark no task: %v, want ErrNotFound", err)
 	}
 	if n := b.count(t, `SELECT COUNT(*) FROM gold_tasks`); n != 0 {
 		t.Errorf("%d gold tasks after refusals, want 0", n)
+	}
+}
+
+// TestGoldCopyNotSubmitted: the ordinary submit of a gold copy, alone or with
+// the next claim, is refused as stale and writes no result: a copy's answer is
+// SubmitGold's only.
+func TestGoldCopyNotSubmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{})
+	gold := b.insertOne(t, "news", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	next := b.insertOne(t, "news", 0)
+	ann := b.editor(t, "ann", "news")
+	cp, err := b.store.ClaimGold(b.ctx, tasks.GoldClaimParams{EditorID: ann.ID, Holder: "editor:ann", Categories: []string{"news"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("claim gold: %v", err)
+	}
+	sp := tasks.SubmitParams{TaskID: cp.Task.ID, Fence: 1, Holder: "editor:ann", Result: rawJSON(`{"ok":true}`)}
+	if _, err := b.store.Submit(b.ctx, sp); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("ordinary submit of a copy: %v, want ErrStale", err)
+	}
+	if _, err := b.store.SubmitAndClaim(b.ctx, sp, tasks.ClaimParams{TaskID: next, Fence: 0, Holder: "editor:ann", EditorID: ann.ID,
+		Status: tasks.StatusPending, Lease: time.Minute}); !errors.Is(err, tasks.ErrStale) {
+		t.Errorf("ordinary submit and claim of a copy: %v, want ErrStale", err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM task_results`); n != 0 {
+		t.Errorf("%d task_results rows, want none", n)
+	}
+	if got := b.task(t, cp.Task.ID); got.Status != tasks.StatusAssigned {
+		t.Errorf("copy after refused submits: %s, want still assigned", got.Status)
+	}
+	if got := b.task(t, next); got.Status != tasks.StatusPending {
+		t.Errorf("next task after a refused handover: %s, want pending", got.Status)
+	}
+	if _, err := b.store.SubmitGold(b.ctx, sp, goldRules); err != nil {
+		t.Errorf("gold submit after the refusals: %v", err)
+	}
+}
+
+// TestGoldCopyTakesLimitRoom: a gold copy is a task of its category in
+// flight: with MaxInFlight 1 and the one allowed task held, no copy is
+// claimed; once the task is submitted, the copy takes the room.
+func TestGoldCopyTakesLimitRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.Config{Workflows: map[string]tasks.Workflow{"news": {MaxInFlight: 1}}})
+	gold := b.insertOne(t, "news", 0)
+	if _, err := b.store.MarkGold(b.ctx, gold, tasks.GoldAnswer{Decision: "approve"}, goldRules); err != nil {
+		t.Fatalf("mark gold: %v", err)
+	}
+	plain := b.insertOne(t, "news", 0)
+	ann, bob := b.editor(t, "ann", "news"), b.editor(t, "bob", "news")
+	c := b.claim(t, plain, "editor:ann", ann.ID, time.Minute)
+	gp := tasks.GoldClaimParams{EditorID: bob.ID, Holder: "editor:bob", Categories: []string{"news"}, Lease: time.Minute}
+	if _, err := b.store.ClaimGold(b.ctx, gp); !errors.Is(err, tasks.ErrLimited) {
+		t.Errorf("gold claim with the category's room taken: %v, want ErrLimited", err)
+	}
+	if n := b.count(t, `SELECT COUNT(*) FROM tasks WHERE status = 'assigned' AND category = 'news'`); n != 1 {
+		t.Errorf("%d news tasks assigned, want 1: the limit", n)
+	}
+	if _, err := b.store.Submit(b.ctx, tasks.SubmitParams{TaskID: plain, Fence: c.Fence, Holder: "editor:ann", Result: rawJSON(`{}`)}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if _, err := b.store.ClaimGold(b.ctx, gp); err != nil {
+		t.Errorf("gold claim with room: %v", err)
 	}
 }

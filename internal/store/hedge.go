@@ -48,9 +48,12 @@ import (
 // hedgeDetail is the detail of the events a takeover writes.
 const hedgeDetail = "hedge"
 
-// hedgeLiveSQL is true when the hedge h of the task t is live.
+// hedgeLiveSQL is true when the hedge h of the task t is live. A task back in
+// the pool must be claimable now: one held out of it (a gold task's
+// tasks.GoldRunAfter, which MarkGold gives a pending task) or deferred is
+// taken over by no hedge, as no claim takes it.
 const hedgeLiveSQL = `h.expires_at > NOW(3) AND t.fence = h.fence - 1
-	AND (t.status = 'assigned' OR (t.status = 'pending' AND t.stage = h.stage AND t.reserved_for IS NULL))`
+	AND (t.status = 'assigned' OR (t.status = 'pending' AND t.stage = h.stage AND t.reserved_for IS NULL AND t.run_after <= NOW(3)))`
 
 // hedgesOfSQL is the editors' hedges joined to their tasks, for counts by
 // editor that hedgeLiveSQL filters.
@@ -362,10 +365,14 @@ WHERE t.id = ? AND h.editor_id = ? AND h.fence = ? AND ` + hedgeLiveSQL + `
 // passed, and nobody claimed it since) is taken the same way, unless its
 // category is paused or has limits in flight.
 //
+// The workflow's bars of a claim (barredWhereSQL) are read again under the
+// task's lock: a takeover by an editor that holds, or did, another task of
+// the task's group since its hedge was taken is refused with ErrStale.
+//
 // It returns the holder whose claim the takeover ended ("" for a task taken
 // from the pool), whose Redis lock the caller may give back. Errors as
 // HeartbeatHedge's. Round trips: BEGIN, the editor's lock, the task's, the
-// update, the events, the delete, COMMIT.
+// bars' read, the update, the events, the delete, COMMIT.
 func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, error) {
 	holder := tasks.EditorHolder(r.EditorID)
 	var ended string
@@ -398,6 +405,16 @@ func (s *Store) TakeOverHedge(ctx context.Context, r tasks.HedgeRef) (string, er
 			return tasks.ErrStale
 		}
 		if row.Status == tasks.StatusPending && s.cfg.Workflows[row.Category].Limited() {
+			return tasks.ErrStale
+		}
+		// The workflow's bars again, under the task's lock: since the take,
+		// the editor may have claimed (or submitted) another task of the
+		// task's group, which would give the group two results of one editor.
+		var barred bool
+		if err := tx.GetContext(ctx, &barred, barredSQL, append([]any{r.TaskID}, barredArgs(r.EditorID)...)...); err != nil {
+			return err
+		}
+		if barred {
 			return tasks.ErrStale
 		}
 		if err := logClaim(ctx, tx, row.Unlogged, r.TaskID, row.Fence); err != nil {

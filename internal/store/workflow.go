@@ -22,11 +22,13 @@ import (
 // requests race on any replica. A task with no stages, group or reservation skips
 // them at its first test, reading nothing more.
 
-// barredWhereSQL is true when the editor whose id the five placeholders give may not
+// barredWhereSQL is true when the editor whose id the six placeholders give may not
 // take task t at its current stage (tasks.ErrBarred): the task is reserved for
 // another editor until after %[1]s, the instant of the claim; or the editor's
 // categories do not give it the stage; or it did another stage of the task; or it
-// holds or did another task of the group.
+// holds or did another task of the group, or holds a live hedge on one (the
+// hedge's task under the holder's fence, as hedgeLiveSQL says: a hedge may
+// become the task's claim, and then its result).
 const barredWhereSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.reserved_for IS NOT NULL) AND (
 	(t.reserved_until > %[1]s AND t.reserved_for <> ?)
 	OR (t.stages IS NOT NULL AND NOT EXISTS (SELECT 1 FROM editor_categories ec FORCE INDEX (PRIMARY)
@@ -35,11 +37,16 @@ const barredWhereSQL = `(t.stages IS NOT NULL OR t.group_id IS NOT NULL OR t.res
 		WHERE r.task_id = t.id AND r.editor_id = ? AND r.stage <> t.stage))
 	OR (t.group_id IS NOT NULL AND EXISTS (SELECT 1 FROM tasks g FORCE INDEX (tasks_group)
 		LEFT JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = g.id AND r.editor_id = ?
-		WHERE g.group_id = t.group_id AND g.id <> t.id AND (g.editor_id = ? OR r.task_id IS NOT NULL))))`
+		WHERE g.group_id = t.group_id AND g.id <> t.id AND (g.editor_id = ? OR r.task_id IS NOT NULL)))
+	OR (t.group_id IS NOT NULL AND EXISTS (SELECT 1 FROM task_hedges gh FORCE INDEX (task_hedges_editor)
+		JOIN tasks g FORCE INDEX (PRIMARY) ON g.id = gh.task_id
+		WHERE gh.editor_id = ? AND gh.expires_at > %[1]s AND g.group_id = t.group_id AND g.id <> t.id
+			AND g.fence = gh.fence - 1 AND (g.status = 'assigned'
+				OR (g.status = 'pending' AND g.stage = gh.stage AND g.reserved_for IS NULL AND g.run_after <= %[1]s)))))`
 
 // barredArgs are the arguments of barredWhereSQL for an editor.
 func barredArgs(editorID int64) []any {
-	return []any{editorID, editorID, editorID, editorID, editorID}
+	return []any{editorID, editorID, editorID, editorID, editorID, editorID}
 }
 
 // barredSQL reads whether the editor may not take the task (tasks.ErrBarred), for

@@ -18,18 +18,28 @@ const (
 	// stage as it was). The figure kept is the least of what the client
 	// reported, the claim's wall time and the heartbeats' bound. Only the
 	// claim's own editor's claim is found; a second record of the same
-	// claim is ignored.
+	// claim is ignored. A claim a hedge's takeover made (its 'claimed'
+	// event's detail 'hedge', written the moment before its submit) began
+	// when the hedge was taken (claimStartSQL).
 	recordClaimTimeSQL = `INSERT IGNORE INTO claim_time
 	(task_id, fence, editor_id, category, stage, stage_name, outcome, claimed_at, ended_at, active_ms, reported_ms, beats)
 SELECT c.task_id, c.fence, c.editor_id, t.category, COALESCE(r.stage, t.stage), IF(r.task_id IS NULL, t.stage_name, r.stage_name),
-	?, c.` + "`at`, e.`at`" + `,
-	LEAST(?, ?, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, c.` + "`at`, e.`at`" + `) DIV 1000)), ?, ?
+	?, ` + claimStartSQL + `, e.` + "`at`" + `,
+	LEAST(?, ?, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, ` + claimStartSQL + `, e.` + "`at`" + `) DIV 1000)), ?, ?
 FROM task_events c FORCE INDEX (task_events_task)
 STRAIGHT_JOIN task_events e FORCE INDEX (task_events_task) ON e.task_id = c.task_id AND e.fence = c.fence AND e.kind IN (?, ?)
 STRAIGHT_JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = c.task_id
 LEFT JOIN task_results r FORCE INDEX (PRIMARY) ON r.task_id = c.task_id AND r.fence = c.fence
 WHERE c.task_id = ? AND c.fence = ? AND c.kind = 'claimed' AND c.editor_id = ?
 LIMIT 1`
+
+	// claimStartSQL is when the claim of recordClaimTimeSQL began: its
+	// 'claimed' event's instant, or for a hedge's takeover the hedge's
+	// start, which the takeover gave the task's assigned_at and a submit
+	// keeps: read from the task's row while its fence is still the claim's
+	// (a claim of the task since, a moment after the submit, leaves the
+	// event's instant, which only lowers the bound).
+	claimStartSQL = "IF(c.detail = '" + hedgeDetail + "' AND t.fence = c.fence, LEAST(t.assigned_at, c.`at`), c.`at`)"
 
 	// claimTimeRecordedSQL says whether the editor's claim has its time
 	// recorded already, by primary key.
