@@ -481,6 +481,16 @@ CREATE TABLE IF NOT EXISTS task_hedges (
   CONSTRAINT task_hedges_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
 
+-- The hedges a task's next hedge replaced (internal/store/hedge.go): whose
+-- hedge (task, fence) was, so that its editor's late writes are 409, not 403.
+CREATE TABLE IF NOT EXISTS task_hedges_ended (
+  task_id   BIGINT UNSIGNED NOT NULL,
+  fence     BIGINT UNSIGNED NOT NULL,
+  editor_id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (task_id, fence, editor_id),
+  CONSTRAINT task_hedges_ended_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci;
+
 -- Webhooks (internal/store/webhooks.go). The outbox holds task events for webhooks, written in
 -- the transaction of the change each reports (submit, fail to dead, expiry, release),
 -- and only for the kinds some configured webhook subscribes to. Its id is the event id

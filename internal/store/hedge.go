@@ -102,8 +102,12 @@ ORDER BY t.due_at, t.id LIMIT 4)`
 	hedgeLockSQL = `SELECT ` + taskColumns + ` FROM tasks
 WHERE id = ? AND fence = ? AND status = 'assigned' AND lease_expires_at >= NOW(3) FOR UPDATE SKIP LOCKED`
 	// hedgeClearSQL deletes the task's hedge unless it is live: the record of a
-	// hedge that ended makes way for the next.
-	hedgeClearSQL = `DELETE h FROM task_hedges h JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id
+	// hedge that ended makes way for the next, kept first in
+	// task_hedges_ended (whose hedge (task, fence) was: see hedgeRefusal).
+	hedgeClearSQL = `INSERT IGNORE INTO task_hedges_ended (task_id, fence, editor_id)
+SELECT h.task_id, h.fence, h.editor_id FROM task_hedges h JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id
+WHERE h.task_id = ? AND NOT (` + hedgeLiveSQL + `);
+DELETE h FROM task_hedges h JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id
 WHERE h.task_id = ? AND NOT (` + hedgeLiveSQL + `)`
 	// hedgeInsertSQL takes the hedge; a live one makes it a duplicate key.
 	hedgeInsertSQL = `INSERT INTO task_hedges (task_id, editor_id, fence, stage, assigned_at, expires_at)
@@ -193,7 +197,7 @@ func (s *Store) TakeHedge(ctx context.Context, p tasks.HedgeParams) (*tasks.Clai
 			if t.EditorID == p.EditorID {
 				continue // never the holder
 			}
-			if _, err := tx.ExecContext(ctx, hedgeClearSQL, c.ID); err != nil {
+			if _, err := s.execInTx(ctx, tx, hedgeClearSQL, []any{c.ID, c.ID}); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, hedgeInsertSQL, c.ID, p.EditorID, c.Fence+1, t.Stage, micros(lease)); err != nil {
@@ -454,15 +458,19 @@ const (
 	hedgeRefusalSQL = `SELECT h.editor_id, h.fence, t.status, t.fence AS task_fence,
 	EXISTS (SELECT 1 FROM task_results r FORCE INDEX (PRIMARY) WHERE r.task_id = t.id AND r.fence = h.fence - 1) AS submitted
 FROM task_hedges h JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = h.task_id WHERE h.task_id = ?`
+	// hedgeEndedSQL says whether r was a hedge the task's next one replaced.
+	hedgeEndedSQL = `SELECT EXISTS (SELECT 1 FROM task_hedges_ended WHERE task_id = ? AND fence = ? AND editor_id = ?)`
 	// hedgedAwaySQL is true when a takeover ended the holder's claim.
 	hedgedAwaySQL = `SELECT EXISTS (SELECT 1 FROM task_events FORCE INDEX (task_events_task)
 	WHERE task_id = ? AND kind = 'released' AND fence = ? AND holder = ? AND detail = '` + hedgeDetail + `')`
 )
 
 // hedgeRefusal is the error of a write about the hedge r that the store
-// refused with err: ErrNotFound when the task's hedge is not r (the caller's
-// fence names something else), errDoneByOther when the holder's claim has a
-// result, errClaimCancelled when a cancel ended it, err otherwise.
+// refused with err: ErrNotFound when the task's hedge is not r and never was
+// (the caller's fence names something else; a hedge the task's next one
+// replaced is kept in task_hedges_ended, and its writes are err, stale),
+// errDoneByOther when the holder's claim has a result, errClaimCancelled when
+// a cancel ended it, err otherwise.
 func (s *Store) hedgeRefusal(ctx context.Context, r tasks.HedgeRef, err error) error {
 	if !errors.Is(err, tasks.ErrStale) {
 		return err
@@ -475,12 +483,14 @@ func (s *Store) hedgeRefusal(ctx context.Context, r tasks.HedgeRef, err error) e
 		Submitted bool         `db:"submitted"`
 	}
 	switch rerr := s.db.GetContext(ctx, &row, hedgeRefusalSQL, r.TaskID); {
-	case errors.Is(rerr, sql.ErrNoRows):
+	case errors.Is(rerr, sql.ErrNoRows), rerr == nil && (row.EditorID != r.EditorID || row.Fence != r.Fence):
+		var ended bool
+		if eerr := s.db.GetContext(ctx, &ended, hedgeEndedSQL, r.TaskID, r.Fence, r.EditorID); eerr == nil && ended {
+			return err
+		}
 		return tasks.ErrNotFound
 	case rerr != nil:
 		return err
-	case row.EditorID != r.EditorID || row.Fence != r.Fence:
-		return tasks.ErrNotFound
 	case row.Submitted:
 		return errDoneByOther
 	case row.Status == tasks.StatusCancelled && row.TaskFence == r.Fence-1:

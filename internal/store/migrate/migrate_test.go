@@ -50,6 +50,7 @@ var frozenChecksums = map[int]string{
 	22: "691ff403ec9bce72de1462033b436d0d5869f8e55f736577cf8adf8acb7eec16",
 	23: "6d6ac49685067f76ffffe36ee0dcc2028eabb5c7469af61867eae745d18b18b0",
 	24: "9e9e2a0d8ca1b96e2d8144378e0f0be353afe2c4af4d737c7e7f51b943e15f02",
+	25: "b77845c46746865c87b0e545bb15ed5b47c610eab7372ceb64236dcf2cc22b20",
 }
 
 func TestMigrationsNeverChange(t *testing.T) {

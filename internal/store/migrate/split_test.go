@@ -24,8 +24,8 @@ func TestSplitStatements(t *testing.T) {
 
 func TestSplitSchema(t *testing.T) {
 	stmts := migrate.SplitStatements(taskd.Schema)
-	if len(stmts) != 20 {
-		t.Fatalf("schema has %d statements, want 20 (one per table)", len(stmts))
+	if len(stmts) != 21 {
+		t.Fatalf("schema has %d statements, want 21 (one per table)", len(stmts))
 	}
 	for i, s := range stmts {
 		if !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS ") {
