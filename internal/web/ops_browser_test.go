@@ -111,8 +111,8 @@ func TestBrowserOpsPool(t *testing.T) {
 	if got := eval[string](tb, `document.querySelector('#storage-table tr[data-table="task_results"]').cells[1].textContent`); !strings.HasSuffix(got, "KiB") && !strings.HasSuffix(got, "MiB") {
 		t.Errorf("task_results size %q, want KiB or MiB", got)
 	}
-	if n := eval[int](tb, `document.querySelectorAll("#storage-table tbody tr").length`); n != 7 {
-		t.Errorf("%d tables in the storage table, want 7", n)
+	if n := eval[int](tb, `document.querySelectorAll("#storage-table tbody tr").length`); n != 8 {
+		t.Errorf("%d tables in the storage table, want 8", n)
 	}
 	if got := eval[string](tb, `document.querySelector('#storage-kpis [data-status="done"] b').textContent`); !strings.HasSuffix(got, "s") || got == "–" {
 		t.Errorf("oldest done %q, want an age", got)
